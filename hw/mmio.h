@@ -1,0 +1,64 @@
+// Loads and stores to a device BAR: the one window type through which cxv touches MMIO.
+//
+// Every access is a single volatile access of the stated width (the PCIe transaction
+// size matters: an 8-byte doorbell must not be split into two 4-byte writes, which a
+// device may see as two doorbells or a torn one). Values are big-endian on the bus.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hw/endian.h"
+
+namespace cxv::hw {
+
+class mmio_window {
+public:
+    mmio_window() noexcept = default;
+    mmio_window(void* base, std::size_t size) noexcept
+        : base_(static_cast<std::byte*>(base)), size_(size) {}
+
+    std::byte* base() const noexcept { return base_; }
+    std::size_t size() const noexcept { return size_; }
+    bool contains(std::size_t offset, std::size_t len) const noexcept {
+        return offset <= size_ && len <= size_ - offset;
+    }
+    mmio_window sub(std::size_t offset, std::size_t len) const noexcept {
+        return mmio_window(base_ + offset, len);
+    }
+
+    std::uint32_t read32_be(std::size_t off) const noexcept {
+        return from_be(*reinterpret_cast<const volatile std::uint32_t*>(base_ + off));
+    }
+    void write32_be(std::size_t off, std::uint32_t v) const noexcept {
+        *reinterpret_cast<volatile std::uint32_t*>(base_ + off) = to_be(v);
+    }
+    // One 8-byte store of a value given in host order, written big-endian.
+    void write64_be(std::size_t off, std::uint64_t v) const noexcept {
+        *reinterpret_cast<volatile std::uint64_t*>(base_ + off) = to_be(v);
+    }
+    // One 8-byte store of bytes already in device order (e.g. a WQE's first 8 bytes).
+    void write64_raw(std::size_t off, const void* src) const noexcept {
+        *reinterpret_cast<volatile std::uint64_t*>(base_ + off) =
+            *static_cast<const std::uint64_t*>(src);
+    }
+    // 64 bytes as eight 8-byte stores, in order (for a write-combining mapping, between
+    // wc_start() and wc_flush(); the CPU may merge them into one 64-byte burst).
+    void copy64(std::size_t off, const void* src) const noexcept {
+        auto* d = reinterpret_cast<volatile std::uint64_t*>(base_ + off);
+        const auto* s = static_cast<const std::uint64_t*>(src);
+        for (int i = 0; i < 8; ++i) d[i] = s[i];
+    }
+    // One 64-byte direct store (MOVDIR64B): always a single write-combined burst, even
+    // to an uncached mapping. Only where cpu_has_movdir64b(); off 64-byte aligned.
+    void movdir64b(std::size_t off, const void* src) const noexcept;
+
+private:
+    std::byte* base_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+// CPUID.(EAX=7,ECX=0):ECX[28].
+bool cpu_has_movdir64b() noexcept;
+
+}  // namespace cxv::hw

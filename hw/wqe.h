@@ -1,0 +1,215 @@
+// Work queue element segments (PRM "Work Queue Elements": send WQE segments, receive
+// WQE scatter entries, SRQ next segment) and their builders.
+//
+// Plain structures of big-endian types with offset asserts. A send WQE is built from
+// 16-byte "octowords" (ds counts them) inside 64-byte basic blocks (WQEBBs); a receive
+// WQE is a list of data segments.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hw/endian.h"
+#include "hw/opcodes.h"
+
+namespace cxv::hw {
+
+inline constexpr std::size_t send_wqe_bb = 64;         // bytes in a send WQE basic block
+inline constexpr unsigned send_wqe_shift = 6;
+inline constexpr std::size_t wqe_octoword = 16;        // the unit of ctrl.ds
+inline constexpr std::uint32_t inline_seg_flag = 0x80000000u;  // byte_count of inline data
+inline constexpr std::uint32_t invalid_lkey = 0x100;   // ends a short scatter list (PRM)
+inline constexpr std::uint32_t extended_ud_av = 0x80000000u;   // dqp_dct: 48-byte AV
+
+// Control segment fm_ce_se byte: fence mode (bits 7:5), completion event (bits 3:2),
+// solicited event (bit 1).
+enum class fence_mode : std::uint8_t {
+    none = 0,
+    initiator_small = 1,
+    fence = 2,
+    strong_ordering = 3,
+    small_and_fence = 4,
+};
+inline constexpr std::uint8_t ctrl_fence_shift = 5;
+inline constexpr std::uint8_t ctrl_cq_update = 2 << 2;  // request a CQE for this WQE
+inline constexpr std::uint8_t ctrl_solicited = 1 << 1;
+
+constexpr std::uint8_t fm_ce_se(fence_mode fm, bool cq_update, bool solicited) noexcept {
+    return static_cast<std::uint8_t>((static_cast<unsigned>(fm) << ctrl_fence_shift) |
+                                     (cq_update ? ctrl_cq_update : 0) |
+                                     (solicited ? ctrl_solicited : 0));
+}
+
+// The first 16 bytes of every send WQE.
+struct wqe_ctrl_seg {
+    be32 opmod_idx_opcode;  // opmod (31:24), wqe_index (23:8), opcode (7:0)
+    be32 qpn_ds;            // qpn (31:8), ds (5:0): WQE size in octowords
+    std::uint8_t signature;
+    std::uint8_t dci_stream_channel_id[2];
+    std::uint8_t fm_ce_se;
+    be32 imm;               // immediate data / invalidation key, already big-endian
+};
+static_assert(sizeof(wqe_ctrl_seg) == 16);
+static_assert(offsetof(wqe_ctrl_seg, qpn_ds) == 4);
+static_assert(offsetof(wqe_ctrl_seg, signature) == 8);
+static_assert(offsetof(wqe_ctrl_seg, fm_ce_se) == 11);
+static_assert(offsetof(wqe_ctrl_seg, imm) == 12);
+
+// RDMA READ/WRITE and atomics: the remote buffer.
+struct wqe_raddr_seg {
+    be64 raddr;
+    be32 rkey;
+    be32 reserved;
+};
+static_assert(sizeof(wqe_raddr_seg) == 16);
+static_assert(offsetof(wqe_raddr_seg, rkey) == 8);
+
+// Atomic compare-and-swap / fetch-and-add operands.
+struct wqe_atomic_seg {
+    be64 swap_add;
+    be64 compare;
+};
+static_assert(sizeof(wqe_atomic_seg) == 16);
+
+// A scatter/gather entry (send gather list, receive scatter list).
+struct wqe_data_seg {
+    be32 byte_count;
+    be32 lkey;
+    be64 addr;
+};
+static_assert(sizeof(wqe_data_seg) == 16);
+static_assert(offsetof(wqe_data_seg, lkey) == 4 && offsetof(wqe_data_seg, addr) == 8);
+
+// Inline data header: byte_count | inline_seg_flag, followed by the data itself,
+// padded to a 16-byte boundary.
+struct wqe_inline_seg {
+    be32 byte_count;
+};
+static_assert(sizeof(wqe_inline_seg) == 4);
+
+// UD address vector (the datagram segment of a UD send WQE), 48 bytes.
+struct wqe_av {
+    be32 qkey;              // Q_Key for UD (the first half of dc_key for DC)
+    be32 dc_key_low;
+    be32 dqp_dct;           // extended_ud_av | destination QPN
+    std::uint8_t stat_rate_sl;
+    std::uint8_t fl_mlid;   // force loopback (7), source LID path bits (6:0)
+    be16 rlid;
+    std::uint8_t reserved0[4];
+    std::uint8_t rmac[6];
+    std::uint8_t tclass;
+    std::uint8_t hop_limit;
+    be32 grh_gid_fl;        // grh (30), sgid_index (27:20), flow_label (19:0)
+    std::uint8_t rgid[16];
+};
+static_assert(sizeof(wqe_av) == 48);
+static_assert(offsetof(wqe_av, dqp_dct) == 8 && offsetof(wqe_av, rlid) == 14);
+static_assert(offsetof(wqe_av, rmac) == 20 && offsetof(wqe_av, tclass) == 26);
+static_assert(offsetof(wqe_av, grh_gid_fl) == 28 && offsetof(wqe_av, rgid) == 32);
+
+struct wqe_datagram_seg {
+    wqe_av av;
+};
+static_assert(sizeof(wqe_datagram_seg) == 48);
+
+// The first 16 bytes of every SRQ WQE: links the free list of WQEs.
+struct wqe_srq_next_seg {
+    std::uint8_t rsvd0[2];
+    be16 next_wqe_index;
+    std::uint8_t signature;
+    std::uint8_t rsvd1[11];
+};
+static_assert(sizeof(wqe_srq_next_seg) == 16);
+static_assert(offsetof(wqe_srq_next_seg, next_wqe_index) == 2);
+
+// --- builders -------------------------------------------------------------------------
+
+inline void set_ctrl_seg(wqe_ctrl_seg& s, std::uint16_t wqe_index, wqe_opcode opcode,
+                         std::uint8_t opmod, std::uint32_t qpn, std::uint8_t ds,
+                         std::uint8_t fm_ce_se_bits, be32 imm = {},
+                         std::uint8_t signature = 0) noexcept {
+    s.opmod_idx_opcode = be32::from((std::uint32_t{opmod} << 24) |
+                                    (std::uint32_t{wqe_index} << 8) |
+                                    static_cast<std::uint8_t>(opcode));
+    s.qpn_ds = be32::from((qpn << 8) | ds);
+    s.signature = signature;
+    s.dci_stream_channel_id[0] = 0;
+    s.dci_stream_channel_id[1] = 0;
+    s.fm_ce_se = fm_ce_se_bits;
+    s.imm = imm;
+}
+
+inline void set_raddr_seg(wqe_raddr_seg& s, std::uint64_t raddr, std::uint32_t rkey) noexcept {
+    s.raddr = be64::from(raddr);
+    s.rkey = be32::from(rkey);
+    s.reserved = {};
+}
+
+inline void set_atomic_seg(wqe_atomic_seg& s, std::uint64_t swap_add, std::uint64_t compare) noexcept {
+    s.swap_add = be64::from(swap_add);
+    s.compare = be64::from(compare);
+}
+
+inline void set_data_seg(wqe_data_seg& s, std::uint32_t length, std::uint32_t lkey,
+                         std::uint64_t addr) noexcept {
+    s.byte_count = be32::from(length);
+    s.lkey = be32::from(lkey);
+    s.addr = be64::from(addr);
+}
+
+inline void set_inline_seg(wqe_inline_seg& s, std::uint32_t length) noexcept {
+    s.byte_count = be32::from(length | inline_seg_flag);
+}
+
+// UD address vector. grh_gid_fl and the GID matter only with a GRH (RoCE or routed IB).
+inline void set_datagram_seg(wqe_datagram_seg& s, std::uint32_t qkey, std::uint32_t dqpn,
+                             bool extended, std::uint8_t stat_rate_sl, std::uint8_t fl_mlid,
+                             std::uint16_t rlid, const std::uint8_t (&rmac)[6],
+                             std::uint8_t tclass, std::uint8_t hop_limit,
+                             std::uint32_t grh_gid_fl, const std::uint8_t (&rgid)[16]) noexcept {
+    s.av.qkey = be32::from(qkey);
+    s.av.dc_key_low = {};
+    s.av.dqp_dct = be32::from(dqpn | (extended ? extended_ud_av : 0));
+    s.av.stat_rate_sl = stat_rate_sl;
+    s.av.fl_mlid = fl_mlid;
+    s.av.rlid = be16::from(rlid);
+    std::memset(s.av.reserved0, 0, sizeof(s.av.reserved0));
+    std::memcpy(s.av.rmac, rmac, sizeof(s.av.rmac));
+    s.av.tclass = tclass;
+    s.av.hop_limit = hop_limit;
+    s.av.grh_gid_fl = be32::from(grh_gid_fl);
+    std::memcpy(s.av.rgid, rgid, sizeof(s.av.rgid));
+}
+
+inline void set_srq_next_seg(wqe_srq_next_seg& s, std::uint16_t next_wqe_index) noexcept {
+    std::memset(&s, 0, sizeof(s));
+    s.next_wqe_index = be16::from(next_wqe_index);
+}
+
+// --- readers (the device side, and printers) ---------------------------------------------
+
+constexpr wqe_opcode ctrl_opcode(const wqe_ctrl_seg& s) noexcept {
+    return static_cast<wqe_opcode>(s.opmod_idx_opcode.value() & 0xff);
+}
+constexpr std::uint16_t ctrl_wqe_index(const wqe_ctrl_seg& s) noexcept {
+    return static_cast<std::uint16_t>(s.opmod_idx_opcode.value() >> 8);
+}
+constexpr std::uint8_t ctrl_opmod(const wqe_ctrl_seg& s) noexcept {
+    return static_cast<std::uint8_t>(s.opmod_idx_opcode.value() >> 24);
+}
+constexpr std::uint32_t ctrl_qpn(const wqe_ctrl_seg& s) noexcept { return s.qpn_ds.value() >> 8; }
+constexpr std::uint8_t ctrl_ds(const wqe_ctrl_seg& s) noexcept {
+    return static_cast<std::uint8_t>(s.qpn_ds.value() & 0x3f);
+}
+constexpr fence_mode ctrl_fence(const wqe_ctrl_seg& s) noexcept {
+    return static_cast<fence_mode>(s.fm_ce_se >> ctrl_fence_shift);
+}
+constexpr bool ctrl_cq_update_set(const wqe_ctrl_seg& s) noexcept {
+    return (s.fm_ce_se & ctrl_cq_update) != 0;
+}
+constexpr bool ctrl_solicited_set(const wqe_ctrl_seg& s) noexcept {
+    return (s.fm_ce_se & ctrl_solicited) != 0;
+}
+
+}  // namespace cxv::hw
