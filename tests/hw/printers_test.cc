@@ -46,6 +46,9 @@ TEST_CASE("enums print with their PRM names") {
     CHECK(fmt::format("{}", hw::cmd_status::BAD_PARAM) == "BAD_PARAM(0x3)");
     CHECK(fmt::format("{}", static_cast<hw::cmd_status>(0x77)) == "unknown(0x77)");
     CHECK(fmt::format("{}", hw::cqe_syndrome::RNR_RETRY_EXC_ERR) == "RNR_RETRY_EXC_ERR(0x16)");
+    CHECK(fmt::format("{}", hw::cmd_syndrome::LOG_SIZE_TOO_BIG) == "LOG_SIZE_TOO_BIG(0xc50010)");
+    // A card's syndrome is an opaque firmware identifier: printed, never named.
+    CHECK(fmt::format("{}", static_cast<hw::cmd_syndrome>(0x4bb88f)) == "unknown(0x4bb88f)");
 }
 
 TEST_CASE("WQE and CQE printers decode the fields") {
@@ -63,4 +66,29 @@ TEST_CASE("WQE and CQE printers decode the fields") {
     CHECK(fmt::format("{}", q) ==
           "cqe{REQ_ERR(0xd) syndrome=REMOTE_ACCESS_ERR(0x13) vendor_err_synd=0x0 qpn=0x22 "
           "wqe_opcode=0x8 wqe_counter=0 owner=1}");
+}
+
+#include "hw/cmd_layouts.h"
+
+TEST_CASE("commands print with the layout their opcode names") {
+    std::array<std::byte, ifc::create_cq_in::size_bytes> in{};
+    ifc::set<ifc::create_cq_in::opcode>(in.data(), 0x400);
+    ifc::set<ifc::cqc::log_cq_size>(ifc::at<ifc::create_cq_in::cq_context>(in.data()), 10);
+    CHECK(hw::format_command_input(in.data(), in.size()) ==
+          "create_cq_in{opcode=0x400 cq_context=cqc{log_cq_size=0xa}}");
+    CHECK(hw::command_input_size(hw::cmd_opcode::CREATE_CQ) == ifc::create_cq_in::size_bytes);
+    CHECK(hw::command_input_size(hw::cmd_opcode::GEN_EQE) == 0);
+
+    std::array<std::byte, 16> out{};
+    ifc::set<ifc::create_cq_out::status>(out.data(), 0x3);
+    ifc::set<ifc::create_cq_out::cqn>(out.data(), 0x42);
+    CHECK(hw::format_command_output(hw::cmd_opcode::CREATE_CQ, out.data(), out.size()) ==
+          "create_cq_out{status=0x3 cqn=0x42}");
+
+    // An opcode hw/ has no layout for still prints its name and header.
+    std::array<std::byte, 16> other{};
+    ifc::set<ifc::cmd_in::opcode>(other.data(), 0x806);
+    ifc::set<ifc::cmd_in::op_mod>(other.data(), 1);
+    CHECK(hw::format_command_input(other.data(), other.size()) ==
+          "ATTACH_TO_MCG(0x806) cmd_in{opcode=0x806 op_mod=0x1}");
 }

@@ -1,0 +1,76 @@
+// Which input and output layouts belong to which command opcode, and printers that use
+// it: a command trace or a failed command reads as its PRM fields.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hw/opcodes.h"
+
+namespace cxv::hw {
+
+// X(opcode name in cmd_opcode, input layout, output layout) for every command whose
+// layouts hw/ describes.
+#define CXV_CMD_LAYOUTS(X)                                                              \
+    X(QUERY_HCA_CAP, query_hca_cap_in, query_hca_cap_out)                               \
+    X(INIT_HCA, init_hca_in, init_hca_out)                                              \
+    X(TEARDOWN_HCA, teardown_hca_in, teardown_hca_out)                                  \
+    X(ENABLE_HCA, enable_hca_in, enable_hca_out)                                        \
+    X(DISABLE_HCA, disable_hca_in, disable_hca_out)                                     \
+    X(QUERY_PAGES, query_pages_in, query_pages_out)                                     \
+    X(MANAGE_PAGES, manage_pages_in, manage_pages_out)                                  \
+    X(SET_HCA_CAP, set_hca_cap_in, set_hca_cap_out)                                     \
+    X(QUERY_ISSI, query_issi_in, query_issi_out)                                        \
+    X(SET_ISSI, set_issi_in, set_issi_out)                                              \
+    X(SET_DRIVER_VERSION, set_driver_version_in, set_driver_version_out)                \
+    X(CREATE_MKEY, create_mkey_in, create_mkey_out)                                     \
+    X(QUERY_MKEY, query_mkey_in, query_mkey_out)                                        \
+    X(DESTROY_MKEY, destroy_mkey_in, destroy_mkey_out)                                  \
+    X(CREATE_EQ, create_eq_in, create_eq_out)                                           \
+    X(DESTROY_EQ, destroy_eq_in, destroy_eq_out)                                        \
+    X(QUERY_EQ, query_eq_in, query_eq_out)                                              \
+    X(CREATE_CQ, create_cq_in, create_cq_out)                                           \
+    X(DESTROY_CQ, destroy_cq_in, destroy_cq_out)                                        \
+    X(QUERY_CQ, query_cq_in, query_cq_out)                                              \
+    X(MODIFY_CQ, modify_cq_in, modify_cq_out)                                           \
+    X(CREATE_QP, create_qp_in, create_qp_out)                                           \
+    X(DESTROY_QP, destroy_qp_in, destroy_qp_out)                                        \
+    X(RST2INIT_QP, rst2init_qp_in, rst2init_qp_out)                                     \
+    X(INIT2INIT_QP, init2init_qp_in, init2init_qp_out)                                  \
+    X(INIT2RTR_QP, init2rtr_qp_in, init2rtr_qp_out)                                     \
+    X(RTR2RTS_QP, rtr2rts_qp_in, rtr2rts_qp_out)                                        \
+    X(RTS2RTS_QP, rts2rts_qp_in, rts2rts_qp_out)                                        \
+    X(SQERR2RTS_QP, sqerr2rts_qp_in, sqerr2rts_qp_out)                                  \
+    X(SQD_RTS_QP, sqd2rts_qp_in, sqd2rts_qp_out)                                        \
+    X(QP_2ERR, qp_2err_in, qp_2err_out)                                                 \
+    X(QP_2RST, qp_2rst_in, qp_2rst_out)                                                 \
+    X(QUERY_QP, query_qp_in, query_qp_out)                                              \
+    X(MAD_IFC, mad_ifc_in, mad_ifc_out)                                                 \
+    X(CREATE_SRQ, create_srq_in, create_srq_out)                                        \
+    X(DESTROY_SRQ, destroy_srq_in, destroy_srq_out)                                     \
+    X(QUERY_SRQ, query_srq_in, query_srq_out)                                           \
+    X(ARM_RQ, arm_rq_in, arm_rq_out)                                                    \
+    X(QUERY_NIC_VPORT_CONTEXT, query_nic_vport_context_in, query_nic_vport_context_out) \
+    X(MODIFY_NIC_VPORT_CONTEXT, modify_nic_vport_context_in, modify_nic_vport_context_out) \
+    X(QUERY_HCA_VPORT_CONTEXT, query_hca_vport_context_in, query_hca_vport_context_out) \
+    X(QUERY_HCA_VPORT_GID, query_hca_vport_gid_in, query_hca_vport_gid_out)             \
+    X(QUERY_HCA_VPORT_PKEY, query_hca_vport_pkey_in, query_hca_vport_pkey_out)          \
+    X(ALLOC_PD, alloc_pd_in, alloc_pd_out)                                              \
+    X(DEALLOC_PD, dealloc_pd_in, dealloc_pd_out)                                        \
+    X(ALLOC_UAR, alloc_uar_in, alloc_uar_out)                                           \
+    X(DEALLOC_UAR, dealloc_uar_in, dealloc_uar_out)                                     \
+    X(ACCESS_REG, access_register_in, access_register_out)                              \
+    X(CREATE_UMEM, create_umem_in, create_umem_out)                                     \
+    X(DESTROY_UMEM, destroy_umem_in, destroy_umem_out)
+
+// The input layout's size in bytes for an opcode, or 0 when hw/ does not describe it.
+std::size_t command_input_size(cmd_opcode op) noexcept;
+std::size_t command_output_size(cmd_opcode op) noexcept;
+
+// A command input (its opcode read from the buffer) or output, printed with its layout's
+// field names; an opcode without a layout prints as the generic header.
+std::string format_command_input(const void* in, std::size_t len);
+std::string format_command_output(cmd_opcode op, const void* out, std::size_t len);
+
+}  // namespace cxv::hw
