@@ -89,6 +89,11 @@ CXV_IFC_LAYOUT(cmd_in, 0x40)
     F(command_output, 0x040, 32)
 CXV_IFC_LAYOUT(cmd_out, 0x60)
 
+// The table of the many command outputs that carry nothing but status and syndrome.
+#define CXV_IFC_STATUS_OUT(F, S, A, T) \
+    F(status, 0x000, 8)                \
+    F(syndrome, 0x020, 32)
+
 // A physical (IOVA) address of a 4 KiB page in a command's page list.
 #define CXV_IFC_cmd_pas(F, S, A, T) \
     F(pa_h, 0x000, 32)              \

@@ -5,6 +5,7 @@
 // Context").
 #pragma once
 
+#include "hw/ifc_cmd.h"
 #include "hw/layout.h"
 
 namespace cxv::hw::ifc {
@@ -20,9 +21,7 @@ namespace cxv::hw::ifc {
     F(function_id, 0x050, 16)
 CXV_IFC_LAYOUT(enable_hca_in, 0x80)
 
-#define CXV_IFC_enable_hca_out(F, S, A, T) \
-    F(status, 0x000, 8)                    \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_enable_hca_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(enable_hca_out, 0x60)
 
 #define CXV_IFC_disable_hca_in(F, S, A, T) \
@@ -32,9 +31,7 @@ CXV_IFC_LAYOUT(enable_hca_out, 0x60)
     F(function_id, 0x050, 16)
 CXV_IFC_LAYOUT(disable_hca_in, 0x80)
 
-#define CXV_IFC_disable_hca_out(F, S, A, T) \
-    F(status, 0x000, 8)                     \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_disable_hca_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(disable_hca_out, 0x60)
 
 // PRM QUERY_ISSI / SET_ISSI: the interface step the driver speaks. The PRM's
@@ -60,9 +57,7 @@ CXV_IFC_LAYOUT(query_issi_out, 0x380)
     F(current_issi, 0x050, 16)
 CXV_IFC_LAYOUT(set_issi_in, 0x80)
 
-#define CXV_IFC_set_issi_out(F, S, A, T) \
-    F(status, 0x000, 8)                  \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_set_issi_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(set_issi_out, 0x80)
 
 // PRM QUERY_PAGES: how many 4 KiB pages the device wants now (op_mod 1 boot, 2 init,
@@ -128,9 +123,7 @@ CXV_IFC_LAYOUT(query_hca_cap_out, 0x8080)
     A(capability, 0x080, 8, 4096)
 CXV_IFC_LAYOUT(set_hca_cap_in, 0x8080)
 
-#define CXV_IFC_set_hca_cap_out(F, S, A, T) \
-    F(status, 0x000, 8)                     \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_set_hca_cap_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(set_hca_cap_out, 0x80)
 
 // PRM Table: HCA Capabilities (capability type 0, the general device capabilities).
@@ -355,9 +348,7 @@ CXV_IFC_LAYOUT(roce_cap, 0x800)
     A(sw_owner_id, 0x080, 32, 4)
 CXV_IFC_LAYOUT(init_hca_in, 0x100)
 
-#define CXV_IFC_init_hca_out(F, S, A, T) \
-    F(status, 0x000, 8)                  \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_init_hca_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(init_hca_out, 0x80)
 
 // PRM TEARDOWN_HCA: profile 0 graceful close, 1 force close, 2 prepare fast teardown;
@@ -382,9 +373,7 @@ CXV_IFC_LAYOUT(teardown_hca_out, 0x80)
     A(driver_version, 0x080, 8, 64)
 CXV_IFC_LAYOUT(set_driver_version_in, 0x280)
 
-#define CXV_IFC_set_driver_version_out(F, S, A, T) \
-    F(status, 0x000, 8)                            \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_set_driver_version_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(set_driver_version_out, 0x80)
 
 // --- Registers -------------------------------------------------------------------------
@@ -647,9 +636,7 @@ CXV_IFC_LAYOUT(modify_nic_vport_field_select, 0x20)
     S(nic_vport_context, 0x800, nic_vport_context)
 CXV_IFC_LAYOUT(modify_nic_vport_context_in, 0x1000)
 
-#define CXV_IFC_modify_nic_vport_context_out(F, S, A, T) \
-    F(status, 0x000, 8)                                  \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_modify_nic_vport_context_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(modify_nic_vport_context_out, 0x80)
 
 // Every layout in this file, as (C++ name, PRM name) pairs for tests and printers.

@@ -3,6 +3,7 @@
 // "Shared Receive Queue (SRQ)" and their command sections).
 #pragma once
 
+#include "hw/ifc_cmd.h"
 #include "hw/layout.h"
 
 namespace cxv::hw::ifc {
@@ -148,9 +149,7 @@ CXV_IFC_LAYOUT(create_qp_out, 0x80)
     F(qpn, 0x048, 24)
 CXV_IFC_LAYOUT(destroy_qp_in, 0x80)
 
-#define CXV_IFC_destroy_qp_out(F, S, A, T) \
-    F(status, 0x000, 8)                    \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_destroy_qp_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(destroy_qp_out, 0x80)
 
 // PRM QUERY_QP: returns the current context and the QP's page list.
@@ -173,137 +172,76 @@ CXV_IFC_LAYOUT(query_qp_out, 0x880)
 // RTS2RTS_QP, SQERR2RTS_QP, SQD2RTS_QP, 2ERR_QP, 2RST_QP). The modifying ones share one
 // shape: the QP number, opt_param_mask selecting which optional context fields to
 // change, and a full qpc; the first five also negotiate ece. 2ERR and 2RST take only
-// the QP number.
-#define CXV_IFC_rst2init_qp_in(F, S, A, T) \
-    F(opcode, 0x000, 16)                   \
-    F(uid, 0x010, 16)                      \
-    F(op_mod, 0x030, 16)                   \
-    F(qpn, 0x048, 24)                      \
-    F(opt_param_mask, 0x080, 32)           \
-    F(ece, 0x0a0, 32)                      \
+// the QP number. So they share tables; each command still has its own layout type (and
+// its own entry in the conformance test).
+#define CXV_IFC_QP_MODIFY_ECE_IN(F, S, A, T) \
+    F(opcode, 0x000, 16)                     \
+    F(uid, 0x010, 16)                        \
+    F(op_mod, 0x030, 16)                     \
+    F(qpn, 0x048, 24)                        \
+    F(opt_param_mask, 0x080, 32)             \
+    F(ece, 0x0a0, 32)                        \
     S(qpc, 0x0c0, qpc)
-CXV_IFC_LAYOUT(rst2init_qp_in, 0x880)
-
-#define CXV_IFC_rst2init_qp_out(F, S, A, T) \
-    F(status, 0x000, 8)                     \
-    F(syndrome, 0x020, 32)                  \
+#define CXV_IFC_QP_MODIFY_ECE_OUT(F, S, A, T) \
+    F(status, 0x000, 8)                       \
+    F(syndrome, 0x020, 32)                    \
     F(ece, 0x060, 32)
+#define CXV_IFC_QP_MODIFY_IN(F, S, A, T) \
+    F(opcode, 0x000, 16)                 \
+    F(uid, 0x010, 16)                    \
+    F(op_mod, 0x030, 16)                 \
+    F(qpn, 0x048, 24)                    \
+    F(opt_param_mask, 0x080, 32)         \
+    S(qpc, 0x0c0, qpc)
+#define CXV_IFC_QP_NUMBER_IN(F, S, A, T) \
+    F(opcode, 0x000, 16)                 \
+    F(uid, 0x010, 16)                    \
+    F(op_mod, 0x030, 16)                 \
+    F(qpn, 0x048, 24)
+
+#define CXV_IFC_rst2init_qp_in CXV_IFC_QP_MODIFY_ECE_IN
+CXV_IFC_LAYOUT(rst2init_qp_in, 0x880)
+#define CXV_IFC_rst2init_qp_out CXV_IFC_QP_MODIFY_ECE_OUT
 CXV_IFC_LAYOUT(rst2init_qp_out, 0x80)
 
-#define CXV_IFC_init2init_qp_in(F, S, A, T) \
-    F(opcode, 0x000, 16)                    \
-    F(uid, 0x010, 16)                       \
-    F(op_mod, 0x030, 16)                    \
-    F(qpn, 0x048, 24)                       \
-    F(opt_param_mask, 0x080, 32)            \
-    F(ece, 0x0a0, 32)                       \
-    S(qpc, 0x0c0, qpc)
+#define CXV_IFC_init2init_qp_in CXV_IFC_QP_MODIFY_ECE_IN
 CXV_IFC_LAYOUT(init2init_qp_in, 0x880)
-
-#define CXV_IFC_init2init_qp_out(F, S, A, T) \
-    F(status, 0x000, 8)                      \
-    F(syndrome, 0x020, 32)                   \
-    F(ece, 0x060, 32)
+#define CXV_IFC_init2init_qp_out CXV_IFC_QP_MODIFY_ECE_OUT
 CXV_IFC_LAYOUT(init2init_qp_out, 0x80)
 
-#define CXV_IFC_init2rtr_qp_in(F, S, A, T) \
-    F(opcode, 0x000, 16)                   \
-    F(uid, 0x010, 16)                      \
-    F(op_mod, 0x030, 16)                   \
-    F(qpn, 0x048, 24)                      \
-    F(opt_param_mask, 0x080, 32)           \
-    F(ece, 0x0a0, 32)                      \
-    S(qpc, 0x0c0, qpc)
+#define CXV_IFC_init2rtr_qp_in CXV_IFC_QP_MODIFY_ECE_IN
 CXV_IFC_LAYOUT(init2rtr_qp_in, 0x880)
-
-#define CXV_IFC_init2rtr_qp_out(F, S, A, T) \
-    F(status, 0x000, 8)                     \
-    F(syndrome, 0x020, 32)                  \
-    F(ece, 0x060, 32)
+#define CXV_IFC_init2rtr_qp_out CXV_IFC_QP_MODIFY_ECE_OUT
 CXV_IFC_LAYOUT(init2rtr_qp_out, 0x80)
 
-#define CXV_IFC_rtr2rts_qp_in(F, S, A, T) \
-    F(opcode, 0x000, 16)                  \
-    F(uid, 0x010, 16)                     \
-    F(op_mod, 0x030, 16)                  \
-    F(qpn, 0x048, 24)                     \
-    F(opt_param_mask, 0x080, 32)          \
-    F(ece, 0x0a0, 32)                     \
-    S(qpc, 0x0c0, qpc)
+#define CXV_IFC_rtr2rts_qp_in CXV_IFC_QP_MODIFY_ECE_IN
 CXV_IFC_LAYOUT(rtr2rts_qp_in, 0x880)
-
-#define CXV_IFC_rtr2rts_qp_out(F, S, A, T) \
-    F(status, 0x000, 8)                    \
-    F(syndrome, 0x020, 32)                 \
-    F(ece, 0x060, 32)
+#define CXV_IFC_rtr2rts_qp_out CXV_IFC_QP_MODIFY_ECE_OUT
 CXV_IFC_LAYOUT(rtr2rts_qp_out, 0x80)
 
-#define CXV_IFC_rts2rts_qp_in(F, S, A, T) \
-    F(opcode, 0x000, 16)                  \
-    F(uid, 0x010, 16)                     \
-    F(op_mod, 0x030, 16)                  \
-    F(qpn, 0x048, 24)                     \
-    F(opt_param_mask, 0x080, 32)          \
-    F(ece, 0x0a0, 32)                     \
-    S(qpc, 0x0c0, qpc)
+#define CXV_IFC_rts2rts_qp_in CXV_IFC_QP_MODIFY_ECE_IN
 CXV_IFC_LAYOUT(rts2rts_qp_in, 0x880)
-
-#define CXV_IFC_rts2rts_qp_out(F, S, A, T) \
-    F(status, 0x000, 8)                    \
-    F(syndrome, 0x020, 32)                 \
-    F(ece, 0x060, 32)
+#define CXV_IFC_rts2rts_qp_out CXV_IFC_QP_MODIFY_ECE_OUT
 CXV_IFC_LAYOUT(rts2rts_qp_out, 0x80)
 
-#define CXV_IFC_sqerr2rts_qp_in(F, S, A, T) \
-    F(opcode, 0x000, 16)                    \
-    F(uid, 0x010, 16)                       \
-    F(op_mod, 0x030, 16)                    \
-    F(qpn, 0x048, 24)                       \
-    F(opt_param_mask, 0x080, 32)            \
-    S(qpc, 0x0c0, qpc)
+#define CXV_IFC_sqerr2rts_qp_in CXV_IFC_QP_MODIFY_IN
 CXV_IFC_LAYOUT(sqerr2rts_qp_in, 0x880)
-
-#define CXV_IFC_sqerr2rts_qp_out(F, S, A, T) \
-    F(status, 0x000, 8)                      \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_sqerr2rts_qp_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(sqerr2rts_qp_out, 0x80)
 
-#define CXV_IFC_sqd2rts_qp_in(F, S, A, T) \
-    F(opcode, 0x000, 16)                  \
-    F(uid, 0x010, 16)                     \
-    F(op_mod, 0x030, 16)                  \
-    F(qpn, 0x048, 24)                     \
-    F(opt_param_mask, 0x080, 32)          \
-    S(qpc, 0x0c0, qpc)
+#define CXV_IFC_sqd2rts_qp_in CXV_IFC_QP_MODIFY_IN
 CXV_IFC_LAYOUT(sqd2rts_qp_in, 0x880)
-
-#define CXV_IFC_sqd2rts_qp_out(F, S, A, T) \
-    F(status, 0x000, 8)                    \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_sqd2rts_qp_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(sqd2rts_qp_out, 0x80)
 
-#define CXV_IFC_qp_2err_in(F, S, A, T) \
-    F(opcode, 0x000, 16)               \
-    F(uid, 0x010, 16)                  \
-    F(op_mod, 0x030, 16)               \
-    F(qpn, 0x048, 24)
+#define CXV_IFC_qp_2err_in CXV_IFC_QP_NUMBER_IN
 CXV_IFC_LAYOUT(qp_2err_in, 0x80)
-
-#define CXV_IFC_qp_2err_out(F, S, A, T) \
-    F(status, 0x000, 8)                 \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_qp_2err_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(qp_2err_out, 0x80)
 
-#define CXV_IFC_qp_2rst_in(F, S, A, T) \
-    F(opcode, 0x000, 16)               \
-    F(uid, 0x010, 16)                  \
-    F(op_mod, 0x030, 16)               \
-    F(qpn, 0x048, 24)
+#define CXV_IFC_qp_2rst_in CXV_IFC_QP_NUMBER_IN
 CXV_IFC_LAYOUT(qp_2rst_in, 0x80)
-
-#define CXV_IFC_qp_2rst_out(F, S, A, T) \
-    F(status, 0x000, 8)                 \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_qp_2rst_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(qp_2rst_out, 0x80)
 
 // --- SRQ ---------------------------------------------------------------------------
@@ -351,9 +289,7 @@ CXV_IFC_LAYOUT(create_srq_out, 0x80)
     F(srqn, 0x048, 24)
 CXV_IFC_LAYOUT(destroy_srq_in, 0x80)
 
-#define CXV_IFC_destroy_srq_out(F, S, A, T) \
-    F(status, 0x000, 8)                     \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_destroy_srq_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(destroy_srq_out, 0x80)
 
 // PRM QUERY_SRQ: returns the context (with the current wqe_cnt) and the page list.
@@ -380,9 +316,7 @@ CXV_IFC_LAYOUT(query_srq_out, 0x880)
     F(lwm, 0x070, 16)
 CXV_IFC_LAYOUT(arm_rq_in, 0x80)
 
-#define CXV_IFC_arm_rq_out(F, S, A, T) \
-    F(status, 0x000, 8)                \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_arm_rq_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(arm_rq_out, 0x80)
 
 // Every layout in this file, as (C++ name, PRM name) pairs for tests and printers.

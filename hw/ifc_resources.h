@@ -3,6 +3,7 @@
 // queues. Names and offsets follow the PRM's tables.
 #pragma once
 
+#include "hw/ifc_cmd.h"
 #include "hw/layout.h"
 
 namespace cxv::hw::ifc {
@@ -29,9 +30,7 @@ CXV_IFC_LAYOUT(alloc_uar_out, 0x80)
     F(uar, 0x048, 24)
 CXV_IFC_LAYOUT(dealloc_uar_in, 0x80)
 
-#define CXV_IFC_dealloc_uar_out(F, S, A, T) \
-    F(status, 0x000, 8)                     \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_dealloc_uar_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(dealloc_uar_out, 0x80)
 
 // PRM ALLOC_PD / DEALLOC_PD: a protection domain number, 24 bits.
@@ -54,9 +53,7 @@ CXV_IFC_LAYOUT(alloc_pd_out, 0x80)
     F(pd, 0x048, 24)
 CXV_IFC_LAYOUT(dealloc_pd_in, 0x80)
 
-#define CXV_IFC_dealloc_pd_out(F, S, A, T) \
-    F(status, 0x000, 8)                    \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_dealloc_pd_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(dealloc_pd_out, 0x80)
 
 // --- event queues ----------------------------------------------------------------------
@@ -103,9 +100,7 @@ CXV_IFC_LAYOUT(create_eq_out, 0x80)
     F(eq_number, 0x058, 8)
 CXV_IFC_LAYOUT(destroy_eq_in, 0x80)
 
-#define CXV_IFC_destroy_eq_out(F, S, A, T) \
-    F(status, 0x000, 8)                    \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_destroy_eq_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(destroy_eq_out, 0x80)
 
 // PRM QUERY_EQ: the output mirrors CREATE_EQ's input, with a single 64-bit event
@@ -256,9 +251,7 @@ CXV_IFC_LAYOUT(create_mkey_out, 0x80)
     F(mkey_index, 0x048, 24)
 CXV_IFC_LAYOUT(destroy_mkey_in, 0x80)
 
-#define CXV_IFC_destroy_mkey_out(F, S, A, T) \
-    F(status, 0x000, 8)                      \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_destroy_mkey_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(destroy_mkey_out, 0x80)
 
 // PRM QUERY_MKEY: the context and the first two 16-byte translation octwords (a BSF, a
@@ -321,9 +314,7 @@ CXV_IFC_LAYOUT(create_umem_out, 0x80)
     F(umem_id, 0x048, 24)
 CXV_IFC_LAYOUT(destroy_umem_in, 0x80)
 
-#define CXV_IFC_destroy_umem_out(F, S, A, T) \
-    F(status, 0x000, 8)                      \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_destroy_umem_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(destroy_umem_out, 0x80)
 
 // --- completion queues -----------------------------------------------------------------
@@ -384,9 +375,7 @@ CXV_IFC_LAYOUT(create_cq_out, 0x80)
     F(cqn, 0x048, 24)
 CXV_IFC_LAYOUT(destroy_cq_in, 0x80)
 
-#define CXV_IFC_destroy_cq_out(F, S, A, T) \
-    F(status, 0x000, 8)                    \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_destroy_cq_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(destroy_cq_out, 0x80)
 
 // PRM QUERY_CQ.
@@ -418,9 +407,7 @@ CXV_IFC_LAYOUT(query_cq_out, 0x880)
     A(pas, 0x880, 64, 0)
 CXV_IFC_LAYOUT(modify_cq_in, 0x880)
 
-#define CXV_IFC_modify_cq_out(F, S, A, T) \
-    F(status, 0x000, 8)                   \
-    F(syndrome, 0x020, 32)
+#define CXV_IFC_modify_cq_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(modify_cq_out, 0x80)
 
 // Every layout in this file, as (C++ name, PRM name) pairs for tests and printers.
