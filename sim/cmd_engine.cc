@@ -1,0 +1,264 @@
+#include "sim/cmd_engine.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "hw/barrier.h"
+#include "hw/cmd_layouts.h"
+#include "hw/ifc.h"
+
+namespace cxv::sim {
+
+namespace ifc = hw::ifc;
+
+namespace {
+
+// Byte offsets in the initialization segment (PRM "Initialization Segment").
+constexpr std::size_t kAddrHi = ifc::initial_seg::cmdq_phy_addr_63_32::bit_offset / 8;
+constexpr std::size_t kAddrLo = ifc::initial_seg::cmdq_phy_addr_31_12::bit_offset / 32 * 4;
+constexpr std::size_t kDoorbell = ifc::initial_seg::command_doorbell_vector::bit_offset / 8;
+static_assert(kAddrHi == 0x10 && kAddrLo == 0x14 && kDoorbell == 0x18);
+
+constexpr std::size_t kEntry = ifc::cmd_queue_entry::size_bytes;  // 64
+constexpr std::size_t kInline = 16;
+constexpr std::size_t kBlock = ifc::cmd_if_box::size_bytes;  // 576
+constexpr std::size_t kBlockData = 512;
+constexpr std::size_t kStatusOwn = kEntry - 1;
+
+// cmd_delivery_status values as bytes.
+constexpr std::uint8_t ds(hw::cmd_delivery_status s) { return static_cast<std::uint8_t>(s); }
+
+}  // namespace
+
+cmd_engine::cmd_engine(bar0& bar, iommu& mmu, firmware& fw, trace& tr, fault_plan& faults)
+    : bar_(bar), mmu_(mmu), fw_(fw), trace_(tr), faults_(faults) {}
+
+void cmd_engine::reset() {
+    cmdq_iova_ = 0;
+    nic_interface_ = 0;
+    owned_seen_ = busy_ = dropped_ = 0;
+    delayed_.clear();
+    // Read-only fields the driver reads before it writes the address (log size 5,
+    // stride 6: 32 entries of 64 bytes).
+    last_addr_dword_ = (log_cmdq_size << 4) | log_cmdq_stride;
+    bar_.store32(kAddrHi, 0);
+    bar_.store32(kAddrLo, last_addr_dword_);
+    bar_.store32(kDoorbell, 0);
+}
+
+bool cmd_engine::latch_queue_address() {
+    const std::uint32_t lo = bar_.load32(kAddrLo);
+    if (lo == last_addr_dword_) return false;
+    // The driver wrote the dword: the address (bits 31:12) and nic_interface (9:8) are
+    // its; the log sizes are read-only and come back.
+    const std::uint64_t hi = bar_.load32(kAddrHi);
+    cmdq_iova_ = (hi << 32) | (lo & 0xfffff000u);
+    nic_interface_ = static_cast<std::uint8_t>((lo >> 8) & 0x3);
+    last_addr_dword_ = (lo & 0xfffff300u) | (log_cmdq_size << 4) | log_cmdq_stride;
+    bar_.store32(kAddrLo, last_addr_dword_);
+    owned_seen_ = busy_ = dropped_ = 0;
+    return true;
+}
+
+bool cmd_engine::poll() {
+    bool worked = latch_queue_address();
+
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = delayed_.begin(); it != delayed_.end();) {
+        if (it->due > now) {
+            ++it;
+            continue;
+        }
+        std::array<std::byte, kEntry> entry{};
+        const std::uint64_t entry_iova = cmdq_iova_ + it->slot * kEntry;
+        std::uint8_t status = 0;
+        if (mmu_.read(entry_iova, entry.data(), kEntry)) {
+            status = write_output(entry.data(), entry_iova, it->out, it->olen);
+        }
+        it->record.delivery_status = status;
+        trace_.record(it->record);
+        complete(it->slot, status);
+        it = delayed_.erase(it);
+        worked = true;
+    }
+
+    if (cmdq_iova_ == 0) {
+        // No queue yet: a doorbell now has nothing to ring; consume it so that it is not
+        // taken for a later one.
+        if (bar_.load32(kDoorbell) != 0) bar_.exchange32(kDoorbell, 0);
+        return worked;
+    }
+
+    // Which slots does the driver own right now?
+    std::array<std::byte, slots * kEntry> q;
+    if (!mmu_.read(cmdq_iova_, q.data(), q.size())) {
+        trace_.update([](counters& c) { ++c.iommu_faults; });
+        return worked;
+    }
+    hw::device_acquire();
+    std::uint32_t owned = 0;
+    for (unsigned s = 0; s < slots; ++s) {
+        if (std::to_integer<unsigned>(q[s * kEntry + kStatusOwn]) & 1) owned |= 1u << s;
+    }
+    owned &= ~(busy_ | dropped_);
+    owned_seen_ |= owned;
+
+    const std::uint32_t rung_bits = bar_.load32(kDoorbell) ? bar_.exchange32(kDoorbell, 0) : 0;
+    if (rung_bits == 0) return worked;
+    trace_.update([](counters& c) { ++c.command_doorbells; });
+    const std::uint32_t ring = (rung_bits | owned_seen_) & owned;
+    owned_seen_ = 0;
+    for (unsigned s = 0; s < slots; ++s) {
+        if (ring & (1u << s)) execute(s);
+    }
+    return true;
+}
+
+void cmd_engine::complete(unsigned slot, std::uint8_t delivery_status) {
+    const std::uint64_t entry_iova = cmdq_iova_ + slot * kEntry;
+    // The PRM hands the entry back by clearing ownership in its last byte, with the
+    // delivery status above it; everything else was written before.
+    hw::device_release();
+    const std::uint8_t status_own = static_cast<std::uint8_t>(delivery_status << 1);
+    mmu_.write(entry_iova + kStatusOwn, &status_own, 1);
+    busy_ &= ~(1u << slot);
+    fw_.post_command_completion(1u << slot, std::nullopt);
+}
+
+std::uint8_t cmd_engine::read_input(const std::byte* entry, std::vector<std::byte>& in) {
+    const std::size_t ilen = ifc::get<ifc::cmd_queue_entry::input_length>(entry);
+    if (ilen > max_message) return ds(hw::cmd_delivery_status::INPUT_LENGTH_ERR);
+    in.assign(ilen, std::byte{0});
+    std::memcpy(in.data(), ifc::at<ifc::cmd_queue_entry::command_input_inline_data>(entry),
+                std::min(ilen, kInline));
+    std::uint64_t next =
+        (std::uint64_t{ifc::get<ifc::cmd_queue_entry::input_mailbox_pointer_63_32>(entry)} << 32) |
+        (std::uint64_t{ifc::get<ifc::cmd_queue_entry::input_mailbox_pointer_31_9>(entry)} << 9);
+    const std::uint32_t token = ifc::get<ifc::cmd_queue_entry::token>(entry);
+    std::array<std::byte, kBlock> block;
+    for (std::size_t done = kInline, n = 0; done < ilen; done += kBlockData, ++n) {
+        if (next == 0) return ds(hw::cmd_delivery_status::INPUT_POINTER_ALIGN_ERR);
+        if (!mmu_.read(next, block.data(), kBlock)) {
+            trace_.update([](counters& c) { ++c.iommu_faults; });
+            return ds(hw::cmd_delivery_status::FW_ERR);
+        }
+        if (ifc::get<ifc::cmd_if_box::block_number>(block.data()) != n) {
+            return ds(hw::cmd_delivery_status::BAD_BLOCK_NUMBER);
+        }
+        if (ifc::get<ifc::cmd_if_box::token>(block.data()) != token) {
+            return ds(hw::cmd_delivery_status::TOKEN_ERR);
+        }
+        std::memcpy(in.data() + done, block.data(), std::min(kBlockData, ilen - done));
+        next = (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_63_32>(block.data())} << 32) |
+               (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_31_10>(block.data())} << 10);
+    }
+    return 0;
+}
+
+std::uint8_t cmd_engine::write_output(const std::byte* entry, std::uint64_t entry_iova,
+                                      const std::vector<std::byte>& out, std::size_t olen) {
+    const std::size_t inline_off = ifc::cmd_queue_entry::command_output_inline_data::bit_offset / 8;
+    if (!mmu_.write(entry_iova + inline_off, out.data(), std::min(olen, kInline))) {
+        return ds(hw::cmd_delivery_status::FW_ERR);
+    }
+    std::uint64_t next =
+        (std::uint64_t{ifc::get<ifc::cmd_queue_entry::output_mailbox_pointer_63_32>(entry)} << 32) |
+        (std::uint64_t{ifc::get<ifc::cmd_queue_entry::output_mailbox_pointer_31_9>(entry)} << 9);
+    const std::uint32_t token = ifc::get<ifc::cmd_queue_entry::token>(entry);
+    std::array<std::byte, kBlock> block;
+    for (std::size_t done = kInline, n = 0; done < olen; done += kBlockData, ++n) {
+        if (next == 0) return ds(hw::cmd_delivery_status::OUTPUT_POINTER_ALIGN_ERR);
+        if (!mmu_.read(next, block.data(), kBlock)) {
+            trace_.update([](counters& c) { ++c.iommu_faults; });
+            return ds(hw::cmd_delivery_status::FW_ERR);
+        }
+        if (ifc::get<ifc::cmd_if_box::block_number>(block.data()) != n) {
+            return ds(hw::cmd_delivery_status::BAD_BLOCK_NUMBER);
+        }
+        if (ifc::get<ifc::cmd_if_box::token>(block.data()) != token) {
+            return ds(hw::cmd_delivery_status::TOKEN_ERR);
+        }
+        const std::size_t n_bytes = std::min(kBlockData, olen - done);
+        if (!mmu_.write(next, out.data() + done, n_bytes)) {
+            trace_.update([](counters& c) { ++c.iommu_faults; });
+            return ds(hw::cmd_delivery_status::FW_ERR);
+        }
+        next = (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_63_32>(block.data())} << 32) |
+               (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_31_10>(block.data())} << 10);
+    }
+    return 0;
+}
+
+void cmd_engine::execute(unsigned slot) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::uint64_t entry_iova = cmdq_iova_ + slot * kEntry;
+    std::array<std::byte, kEntry> entry;
+    if (!mmu_.read(entry_iova, entry.data(), kEntry)) {
+        // The device cannot even read the entry: nothing it can report.
+        trace_.update([](counters& c) { ++c.iommu_faults; });
+        return;
+    }
+    busy_ |= 1u << slot;
+
+    command_record rec{slot, hw::cmd_opcode{}, 0, 0, hw::cmd_status::OK, hw::cmd_syndrome::OK, {}};
+    auto finish_delivery_error = [&](std::uint8_t status) {
+        rec.delivery_status = status;
+        rec.duration = std::chrono::steady_clock::now() - start;
+        trace_.record(rec);
+        complete(slot, status);
+    };
+
+    if (ifc::get<ifc::cmd_queue_entry::type>(entry.data()) != hw::cmd_queue_entry_type_pcie) {
+        return finish_delivery_error(ds(hw::cmd_delivery_status::BAD_COMMAND_TYPE));
+    }
+    std::vector<std::byte> in;
+    if (const auto st = read_input(entry.data(), in); st != 0) return finish_delivery_error(st);
+    const std::size_t olen = ifc::get<ifc::cmd_queue_entry::output_length>(entry.data());
+    if (olen > max_message) return finish_delivery_error(ds(hw::cmd_delivery_status::OUTPUT_LENGTH_ERR));
+
+    // The firmware writes into a zeroed buffer at least as large as the command's output
+    // layout (plus any list it returns); the driver receives its first olen bytes.
+    cmd_ctx c{in, {}, olen, hw::cmd_opcode{}, 0};
+    std::vector<std::byte> out(std::max<std::size_t>(olen, ifc::cmd_out::size_bytes));
+    if (in.size() >= ifc::cmd_in::size_bytes) {
+        c.opcode = static_cast<hw::cmd_opcode>(ifc::get<ifc::cmd_in::opcode>(in.data()));
+        c.op_mod = static_cast<std::uint16_t>(ifc::get<ifc::cmd_in::op_mod>(in.data()));
+        out.resize(std::max(out.size(), hw::command_output_size(c.opcode)));
+    }
+    c.out = out;
+    rec.opcode = c.opcode;
+    rec.op_mod = c.op_mod;
+
+    const auto fault = faults_.take(c.opcode);
+    cmd_reply reply;
+    if (fault.fail) {
+        reply = {fault.fail->first, fault.fail->second};
+    } else {
+        reply = fw_.execute(c);
+    }
+    ifc::set<ifc::cmd_out::status>(out.data(), static_cast<std::uint32_t>(reply.status));
+    ifc::set<ifc::cmd_out::syndrome>(out.data(), static_cast<std::uint32_t>(reply.syndrome));
+    rec.status = reply.status;
+    rec.syndrome = reply.syndrome;
+
+    if (fault.drop) {
+        // Ownership stays with the device: the driver's timeout is what is tested.
+        rec.duration = std::chrono::steady_clock::now() - start;
+        trace_.record(rec);
+        busy_ &= ~(1u << slot);
+        dropped_ |= 1u << slot;
+        return;
+    }
+    if (fault.delay.count() > 0) {
+        delayed_.push_back({slot, start + fault.delay, std::move(out), olen, rec});
+        return;
+    }
+    const std::uint8_t status = write_output(entry.data(), entry_iova, out, olen);
+    rec.delivery_status = status;
+    rec.duration = std::chrono::steady_clock::now() - start;
+    trace_.record(rec);
+    complete(slot, status);
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,81 @@
+// The command interface of the emulated function (PRM "Command Interface"): the command
+// queue address in the initialization segment, the command doorbell, 32 slots of
+// 64-byte entries, mailbox chains, ownership and delivery status.
+//
+// Doorbell detection. The command doorbell (init segment 0x18) is a write-only register
+// on a card; here it is shared memory, and a later store can overwrite an earlier one
+// before the device thread reads it. The engine consumes the doorbell word (exchanges it
+// with 0) and rings the slots whose bits it finds, plus any slot whose ownership bit the
+// engine first saw set after the previous doorbell it consumed: that slot's own doorbell
+// may have been overwritten. A slot that is owned but never rung stays pending, so a
+// driver that forgets the doorbell hangs as it would on a card. (Limit: a forgotten
+// doorbell goes unnoticed if another slot's doorbell follows before the device thread
+// polls; docs/device-model.md lists this.)
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sim/bar.h"
+#include "sim/faults.h"
+#include "sim/firmware.h"
+#include "sim/iommu.h"
+#include "sim/trace.h"
+
+namespace cxv::sim {
+
+class cmd_engine {
+public:
+    static constexpr unsigned log_cmdq_size = 5;    // 32 slots
+    static constexpr unsigned log_cmdq_stride = 6;  // 64-byte entries
+    static constexpr unsigned slots = 1u << log_cmdq_size;
+    static constexpr std::size_t max_message = std::size_t{16} << 20;  // bytes
+
+    cmd_engine(bar0& bar, iommu& mmu, firmware& fw, trace& tr, fault_plan& faults);
+
+    // One round of the device thread: latch a new queue address, consume doorbells,
+    // execute rung commands, finish delayed ones. True when anything happened.
+    bool poll();
+    // Power-on state: no queue address, no pending slots; writes the read-only fields
+    // (log_cmdq_size/stride) into the initialization segment.
+    void reset();
+
+    std::uint64_t queue_iova() const noexcept { return cmdq_iova_; }
+    std::uint8_t nic_interface() const noexcept { return nic_interface_; }
+
+private:
+    bool latch_queue_address();
+    void execute(unsigned slot);
+    void complete(unsigned slot, std::uint8_t delivery_status);
+    std::uint8_t read_input(const std::byte* entry, std::vector<std::byte>& in);
+    std::uint8_t write_output(const std::byte* entry, std::uint64_t entry_iova,
+                              const std::vector<std::byte>& out, std::size_t olen);
+
+    bar0& bar_;
+    iommu& mmu_;
+    firmware& fw_;
+    trace& trace_;
+    fault_plan& faults_;
+
+    std::uint64_t cmdq_iova_ = 0;
+    std::uint32_t last_addr_dword_ = 0;
+    std::uint8_t nic_interface_ = 0;
+    std::uint32_t owned_seen_ = 0;    // ownership seen since the last consumed doorbell
+    std::uint32_t busy_ = 0;          // accepted, completion not yet returned
+    std::uint32_t dropped_ = 0;       // completion dropped by fault injection
+
+    struct delayed {
+        unsigned slot;
+        std::chrono::steady_clock::time_point due;
+        std::vector<std::byte> out;
+        std::size_t olen;
+        command_record record;
+    };
+    std::vector<delayed> delayed_;
+};
+
+}  // namespace cxv::sim

@@ -1,0 +1,179 @@
+#include "sim/device.h"
+
+#include <cstring>
+
+#include "hw/doorbell.h"
+#include "hw/ifc.h"
+
+namespace cxv::sim {
+
+namespace ifc = hw::ifc;
+
+namespace {
+
+constexpr std::size_t kInitializing = ifc::initial_seg::initializing::bit_offset / 32 * 4;  // 0x1fc
+constexpr std::size_t kHealth = ifc::initial_seg::health_buffer::bit_offset / 8;             // 0x200
+constexpr std::size_t kHealthCounter = ifc::initial_seg::health_counter::bit_offset / 32 * 4; // 0x1010
+static_assert(kInitializing == 0x1fc && kHealth == 0x200 && kHealthCounter == 0x1010);
+
+}  // namespace
+
+result<std::unique_ptr<device>> device::create(const device_config& cfg) {
+    if (cfg.bar0_size < (std::size_t{cfg.first_uar} + 1) * hw::uar_page_size ||
+        (cfg.bar0_size & (cfg.bar0_size - 1)) != 0) {
+        return error{EINVAL, "device model: BAR0 must be a power of two holding the UAR pages"};
+    }
+    if (cfg.first_uar * hw::uar_page_size < 0x4000) {
+        return error{EINVAL, "device model: UAR pages must not overlap the initialization segment"};
+    }
+    if (cfg.msix_vectors == 0 || cfg.msix_vectors > 2048) {
+        return error{EINVAL, "device model: 1 to 2048 MSI-X vectors"};
+    }
+    auto bar = bar0::create(cfg.bar0_size);
+    if (!bar) return bar.error();
+    std::unique_ptr<device> d(new device(cfg, std::move(bar).value()));
+    d->thread_ = std::thread([p = d.get()] { p->run(); });
+    return d;
+}
+
+device::device(const device_config& cfg, std::unique_ptr<bar0> bar)
+    : cfg_(cfg),
+      bar_(std::move(bar)),
+      msix_(cfg_.msix_vectors),
+      pci_(cfg_, cfg_.bar0_size, cfg_.msix_vectors),
+      fw_(cfg_, *bar_, mmu_, msix_, trace_, faults_),
+      cmd_(*bar_, mmu_, fw_, trace_, faults_) {
+    power_on();
+}
+
+device::~device() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+}
+
+void device::power_on() {
+    bar_->zero();
+    std::byte* seg = bar_->base();
+    ifc::set<ifc::initial_seg::fw_rev_major>(seg, cfg_.fw_rev_major);
+    ifc::set<ifc::initial_seg::fw_rev_minor>(seg, cfg_.fw_rev_minor);
+    ifc::set<ifc::initial_seg::fw_rev_subminor>(seg, cfg_.fw_rev_subminor);
+    ifc::set<ifc::initial_seg::cmd_interface_rev>(seg, 5);
+    std::byte* health = ifc::at<ifc::initial_seg::health_buffer>(seg);
+    ifc::set<ifc::health_buffer::fw_version>(health, (std::uint32_t{cfg_.fw_rev_major} << 16) |
+                                                         cfg_.fw_rev_minor);
+    ifc::set<ifc::health_buffer::hw_id>(health, cfg_.device_id);
+    cmd_.reset();
+    fw_.reset();
+    // Booting: `initializing` (bit 31 of dword 0x1fc) until boot_time has passed.
+    bar_->store32(kInitializing, 0x80000000u);
+    const auto now = std::chrono::steady_clock::now();
+    boot_done_ = now + cfg_.boot_time;
+    booting_ = true;
+    health_counter_ = 0;
+    next_health_ = now;
+    last_nic_interface_ = 0;
+}
+
+void device::reset() {
+    std::lock_guard lock(mu_);
+    pci_.reset();
+    msix_.clear();
+    power_on();
+}
+
+void device::tick_health(std::chrono::steady_clock::time_point now) {
+    if (auto synd = faults_.health_syndrome()) {
+        std::byte* health = ifc::at<ifc::initial_seg::health_buffer>(bar_->base());
+        ifc::set<ifc::health_buffer::synd>(health, synd->first);
+        ifc::set<ifc::health_buffer::ext_synd>(health, synd->second);
+    }
+    if (now < next_health_) return;
+    next_health_ = now + cfg_.health_period;
+    if (faults_.health_stalled()) return;
+    health_counter_ = (health_counter_ + 1) & 0xffffff;
+    // health_syndrome (bits 31:24) stays 0; the counter is the low 24 bits.
+    bar_->store32(kHealthCounter, health_counter_);
+}
+
+bool device::poll_eq_doorbells() {
+    bool any = false;
+    for (const std::uint32_t uar : fw_.eq_uar_pages()) {
+        const std::size_t base = std::size_t{uar} * hw::uar_page_size;
+        if (base + hw::uar_page_size > bar_->size()) continue;
+        // A value of 0 never comes from a driver: EQ numbers start at 1.
+        if (bar_->load32(base + hw::uar_eq_doorbell_no_arm) != 0) {
+            fw_.eq_doorbell(bar_->exchange32(base + hw::uar_eq_doorbell_no_arm, 0), false);
+            any = true;
+        }
+        if (bar_->load32(base + hw::uar_eq_doorbell_arm) != 0) {
+            fw_.eq_doorbell(bar_->exchange32(base + hw::uar_eq_doorbell_arm, 0), true);
+            any = true;
+        }
+    }
+    return any;
+}
+
+bool device::round(std::chrono::steady_clock::time_point now) {
+    std::lock_guard lock(mu_);
+    if (booting_) {
+        if (now < boot_done_) return false;
+        bar_->store32(kInitializing, 0);
+        booting_ = false;
+    }
+    tick_health(now);
+    bool worked = cmd_.poll();
+    // Fast teardown completes when the driver disables the NIC interface.
+    const std::uint8_t nic = cmd_.nic_interface();
+    if (nic != last_nic_interface_) {
+        last_nic_interface_ = nic;
+        if (nic == 1) fw_.finish_fast_teardown();
+        worked = true;
+    }
+    worked |= poll_eq_doorbells();
+    return worked;
+}
+
+void device::run() {
+    unsigned idle = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+        if (round(std::chrono::steady_clock::now())) {
+            idle = 0;
+            continue;
+        }
+        ++idle;
+        if (idle < 64) {
+            continue;
+        } else if (idle < 256) {
+            std::this_thread::yield();
+        } else {
+            const auto us = std::min<unsigned>(1000, 1u << std::min<unsigned>((idle - 256) / 64, 10));
+            std::this_thread::sleep_for(std::chrono::microseconds(us));
+        }
+    }
+}
+
+hca_state device::state() {
+    std::lock_guard lock(mu_);
+    return fw_.state();
+}
+
+std::size_t device::pages_owned() {
+    std::lock_guard lock(mu_);
+    return fw_.pages_owned();
+}
+
+std::size_t device::eq_count() {
+    std::lock_guard lock(mu_);
+    return fw_.eq_count();
+}
+
+std::uint32_t device::health_counter() const {
+    return bar_->load32(kHealthCounter) & 0xffffff;
+}
+
+void device::set_link(bool up) {
+    std::lock_guard lock(mu_);
+    fw_.set_port_up(up);
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,88 @@
+// An emulated ConnectX function: BAR0, config space, MSI-X vectors, the IOMMU table, the
+// firmware, and the device thread that makes it act.
+//
+// The device thread polls what a card would be told through: the initialization
+// segment (command queue address, nic_interface), the command doorbell and ownership
+// bits, and the EQ doorbells of UAR pages. It backs off when idle (spin, then yield,
+// then sleeps growing to 1 ms) so that two models and two application threads can share
+// a 2-core machine, and returns to spinning as soon as anything happens.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "hw/result.h"
+#include "sim/bar.h"
+#include "sim/cmd_engine.h"
+#include "sim/config_space.h"
+#include "sim/device_config.h"
+#include "sim/faults.h"
+#include "sim/firmware.h"
+#include "sim/iommu.h"
+#include "sim/msix.h"
+#include "sim/trace.h"
+
+namespace cxv::sim {
+
+class device {
+public:
+    static result<std::unique_ptr<device>> create(const device_config& cfg);
+    ~device();
+    device(const device&) = delete;
+    device& operator=(const device&) = delete;
+
+    const device_config& config() const noexcept { return cfg_; }
+    bar0& bar() noexcept { return *bar_; }
+    iommu& mmu() noexcept { return mmu_; }
+    msix_table& msix() noexcept { return msix_; }
+    config_space& pci_config() noexcept { return pci_; }
+    trace& tracer() noexcept { return trace_; }
+    fault_plan& faults() noexcept { return faults_; }
+
+    // Function level reset (VFIO_DEVICE_RESET): firmware state, BAR0 and config space
+    // return to power-on; `initializing` is set again for the boot time. DMA mappings
+    // belong to the IOMMU (the container), not the device, and stay.
+    void reset();
+
+    // Snapshots for tests and tools (taken between device-thread rounds).
+    hca_state state();
+    std::size_t pages_owned();
+    std::size_t eq_count();
+    std::uint32_t health_counter() const;
+
+    // Link state, as if the cable were pulled or plugged (PORT_CHANGE event).
+    void set_link(bool up);
+
+private:
+    explicit device(const device_config& cfg, std::unique_ptr<bar0> bar);
+    void power_on();
+    void run();
+    bool round(std::chrono::steady_clock::time_point now);
+    bool poll_eq_doorbells();
+    void tick_health(std::chrono::steady_clock::time_point now);
+
+    device_config cfg_;
+    std::unique_ptr<bar0> bar_;
+    iommu mmu_;
+    msix_table msix_;
+    config_space pci_;
+    trace trace_;
+    fault_plan faults_;
+    firmware fw_;
+    cmd_engine cmd_;
+
+    std::mutex mu_;  // held by the device thread for each round, and by snapshots
+    std::chrono::steady_clock::time_point boot_done_;
+    bool booting_ = true;
+    std::chrono::steady_clock::time_point next_health_;
+    std::uint32_t health_counter_ = 0;
+    std::uint8_t last_nic_interface_ = 0;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+}  // namespace cxv::sim

@@ -1,0 +1,49 @@
+// What an emulated ConnectX is: identity, port, sizes and the firmware's page appetite.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cxv::sim {
+
+enum class port_type : std::uint8_t { infiniband = 0, ethernet = 1 };
+
+struct device_config {
+    // PCI identity: a ConnectX-6 (0x101b) PF by default. Subsystem IDs as on
+    // NVIDIA-branded cards.
+    std::uint16_t device_id = 0x101b;
+    std::uint16_t subsystem_vendor_id = 0x15b3;
+    std::uint16_t subsystem_id = 0x0007;
+    port_type port = port_type::infiniband;
+
+    // Firmware version reported in the initialization segment and health buffer.
+    std::uint16_t fw_rev_major = 20;
+    std::uint16_t fw_rev_minor = 39;
+    std::uint16_t fw_rev_subminor = 1002;
+
+    // BAR0: 32 MiB as on ConnectX-5/6; UARs are its 4 KiB pages from first_uar on.
+    std::size_t bar0_size = std::size_t{32} << 20;
+    std::uint32_t first_uar = 8;
+    unsigned msix_vectors = 64;
+
+    // Firmware pages asked for by QUERY_PAGES (boot, init) before INIT_HCA.
+    std::uint32_t boot_pages = 16;
+    std::uint32_t init_pages = 64;
+
+    // How long `initializing` stays set after reset.
+    std::chrono::milliseconds boot_time{20};
+    // How often health_counter advances.
+    std::chrono::milliseconds health_period{50};
+
+    // Port addressing. InfiniBand: LID and GUIDs. Ethernet: MAC and an IPv4 address
+    // (its IPv4-mapped IPv6 GID is GID index 0).
+    std::uint16_t lid = 1;
+    std::uint64_t node_guid = 0x0002c90300a1b2c0ull;
+    std::array<std::uint8_t, 6> mac{0x02, 0xc5, 0x00, 0x00, 0x00, 0x01};
+    std::array<std::uint8_t, 4> ipv4{10, 0, 0, 1};
+};
+
+}  // namespace cxv::sim

@@ -1,0 +1,56 @@
+// Fault injection: what tests ask the model to get wrong, as a card might.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
+#include "hw/cmd_syndromes.h"
+#include "hw/opcodes.h"
+
+namespace cxv::sim {
+
+class fault_plan {
+public:
+    // The next `count` commands (of `opcode`, or any) fail with status/syndrome.
+    void fail_commands(std::optional<hw::cmd_opcode> opcode, hw::cmd_status status,
+                       hw::cmd_syndrome syndrome, unsigned count = 1);
+    // The next command with `opcode` (or any) completes after `delay`; with `drop`, its
+    // completion is never reported (ownership stays with the device: a timeout).
+    void delay_completion(std::optional<hw::cmd_opcode> opcode, std::chrono::milliseconds delay);
+    void drop_completion(std::optional<hw::cmd_opcode> opcode);
+    // Health: stop the counter; raise a syndrome in the health buffer.
+    void stall_health(bool stalled);
+    void raise_health_syndrome(std::uint8_t synd, std::uint16_t ext_synd);
+    void clear();
+
+    struct command_fault {
+        std::optional<std::pair<hw::cmd_status, hw::cmd_syndrome>> fail;
+        std::chrono::milliseconds delay{0};
+        bool drop = false;
+    };
+    // Consumes what applies to a command with this opcode. Device thread.
+    command_fault take(hw::cmd_opcode op);
+    bool health_stalled() const;
+    std::optional<std::pair<std::uint8_t, std::uint16_t>> health_syndrome() const;
+
+private:
+    static bool matches(const std::optional<hw::cmd_opcode>& want, hw::cmd_opcode op) {
+        return !want || *want == op;
+    }
+    mutable std::mutex mu_;
+    std::optional<hw::cmd_opcode> fail_opcode_;
+    hw::cmd_status fail_status_{};
+    hw::cmd_syndrome fail_syndrome_{};
+    unsigned fail_count_ = 0;
+    std::optional<hw::cmd_opcode> delay_opcode_;
+    std::chrono::milliseconds delay_{0};
+    bool delay_armed_ = false;
+    std::optional<hw::cmd_opcode> drop_opcode_;
+    bool drop_armed_ = false;
+    bool health_stalled_ = false;
+    std::optional<std::pair<std::uint8_t, std::uint16_t>> health_syndrome_;
+};
+
+}  // namespace cxv::sim

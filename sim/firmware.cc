@@ -1,0 +1,140 @@
+// Command dispatch: the checks every command goes through before its handler, in the
+// order a card applies them (PRM "Command Return Status"): length of the header, opcode,
+// HCA state, then the command's own input length; handlers check op_mod and fields.
+#include "sim/firmware.h"
+
+#include "hw/cmd_layouts.h"
+#include "hw/ifc.h"
+
+namespace cxv::sim {
+
+namespace ifc = hw::ifc;
+using hw::cmd_opcode;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+
+firmware::firmware(const device_config& cfg, bar0& bar, iommu& mmu, msix_table& msix, trace& tr,
+                   fault_plan& faults)
+    : cfg_(cfg), bar_(bar), mmu_(mmu), msix_(msix), trace_(tr), faults_(faults) {
+    reset();
+}
+
+firmware::handler firmware::lookup(cmd_opcode op) const noexcept {
+    switch (op) {
+        case cmd_opcode::ENABLE_HCA: return &firmware::enable_hca;
+        case cmd_opcode::DISABLE_HCA: return &firmware::disable_hca;
+        case cmd_opcode::QUERY_ISSI: return &firmware::query_issi;
+        case cmd_opcode::SET_ISSI: return &firmware::set_issi;
+        case cmd_opcode::QUERY_PAGES: return &firmware::query_pages;
+        case cmd_opcode::MANAGE_PAGES: return &firmware::manage_pages;
+        case cmd_opcode::QUERY_HCA_CAP: return &firmware::query_hca_cap;
+        case cmd_opcode::SET_HCA_CAP: return &firmware::set_hca_cap;
+        case cmd_opcode::INIT_HCA: return &firmware::init_hca;
+        case cmd_opcode::TEARDOWN_HCA: return &firmware::teardown_hca;
+        case cmd_opcode::SET_DRIVER_VERSION: return &firmware::set_driver_version;
+        case cmd_opcode::ACCESS_REG: return &firmware::access_reg;
+        case cmd_opcode::ALLOC_UAR: return &firmware::alloc_uar;
+        case cmd_opcode::DEALLOC_UAR: return &firmware::dealloc_uar;
+        case cmd_opcode::ALLOC_PD: return &firmware::alloc_pd;
+        case cmd_opcode::DEALLOC_PD: return &firmware::dealloc_pd;
+        case cmd_opcode::CREATE_EQ: return &firmware::create_eq;
+        case cmd_opcode::DESTROY_EQ: return &firmware::destroy_eq;
+        case cmd_opcode::QUERY_EQ: return &firmware::query_eq;
+        default: return nullptr;
+    }
+}
+
+// Which commands each HCA state accepts (PRM "HCA Initialization" flow): before
+// ENABLE_HCA nothing but ENABLE_HCA; before INIT_HCA the bring-up commands; after
+// TEARDOWN_HCA only page reclaim, INIT_HCA again, and DISABLE_HCA.
+cmd_reply firmware::check_state(cmd_opcode op) const noexcept {
+    const auto bad = [](cmd_syndrome why) { return fail(cmd_status::BAD_SYS_STATE, why); };
+    switch (state_) {
+        case hca_state::disabled:
+            if (op == cmd_opcode::ENABLE_HCA) return ok();
+            return bad(cmd_syndrome::HCA_NOT_ENABLED);
+        case hca_state::enabled:
+            switch (op) {
+                case cmd_opcode::ENABLE_HCA:
+                case cmd_opcode::DISABLE_HCA:
+                case cmd_opcode::QUERY_ISSI:
+                case cmd_opcode::SET_ISSI:
+                case cmd_opcode::QUERY_PAGES:
+                case cmd_opcode::MANAGE_PAGES:
+                case cmd_opcode::QUERY_HCA_CAP:
+                case cmd_opcode::SET_HCA_CAP:
+                case cmd_opcode::ACCESS_REG:
+                case cmd_opcode::INIT_HCA:
+                    return ok();
+                default:
+                    return bad(cmd_syndrome::HCA_NOT_INITIALIZED);
+            }
+        case hca_state::initialized:
+            switch (op) {
+                case cmd_opcode::ENABLE_HCA:
+                case cmd_opcode::SET_ISSI:
+                case cmd_opcode::SET_HCA_CAP:
+                    return bad(cmd_syndrome::HCA_ALREADY_INITIALIZED);
+                default:
+                    return ok();
+            }
+        case hca_state::torn_down:
+            switch (op) {
+                case cmd_opcode::QUERY_PAGES:
+                case cmd_opcode::MANAGE_PAGES:
+                case cmd_opcode::DISABLE_HCA:
+                case cmd_opcode::INIT_HCA:
+                case cmd_opcode::QUERY_ISSI:
+                case cmd_opcode::QUERY_HCA_CAP:
+                    return ok();
+                default:
+                    return bad(cmd_syndrome::BAD_SYS_STATE);
+            }
+    }
+    return bad(cmd_syndrome::BAD_SYS_STATE);
+}
+
+cmd_reply firmware::execute(cmd_ctx& c) {
+    if (c.in.size() < ifc::cmd_in::size_bytes) {
+        return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+    }
+    if (c.olen < ifc::cmd_out::size_bytes - 4) {
+        // Not even room for status and syndrome.
+        return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
+    }
+    const handler h = lookup(c.opcode);
+    if (h == nullptr) return fail(cmd_status::BAD_OP, cmd_syndrome::UNKNOWN_OPCODE);
+    if (const auto st = check_state(c.opcode); st.status != cmd_status::OK) return st;
+    if (c.in.size() < hw::command_input_size(c.opcode)) {
+        return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+    }
+    return (this->*h)(c);
+}
+
+void firmware::reset() {
+    release_all_objects();
+    pages_.clear();
+    state_ = hca_state::disabled;
+    current_issi_ = 0;
+    boot_pages_given_ = init_pages_given_ = false;
+    pages_requested_ = 0;
+    port_up_ = true;
+    host_endianness_set_ = false;
+    host_big_endian_ = false;
+    fast_teardown_prepared_ = false;
+    port_admin_up_ = true;
+    admin_mtu_ = 0;
+    fill_general_caps(current_caps_.data(), false);
+    driver_version_.fill(0);
+}
+
+void firmware::release_all_objects() {
+    for (auto& [eqn, eq] : eqs_) pages_.free_slot(eq.icm);
+    eqs_.clear();
+    pds_.clear();
+    uars_.clear();
+    next_pd_ = 1;
+    next_uar_ = cfg_.first_uar;
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,187 @@
+// The model's firmware: executes commands as the PRM says a ConnectX does, with the PRM's
+// status values and a distinct syndrome per cause (hw/cmd_syndromes.h), and owns the
+// HCA state and every object the driver creates.
+//
+// It sees host memory only through the IOMMU, and the driver only through what a card
+// has: the command interface (cmd_engine), doorbells in BAR0 (polled by the device
+// thread), EQEs it writes and MSI-X vectors it signals.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "hw/cmd_syndromes.h"
+#include "hw/opcodes.h"
+#include "sim/bar.h"
+#include "sim/device_config.h"
+#include "sim/faults.h"
+#include "sim/iommu.h"
+#include "sim/msix.h"
+#include "sim/pages.h"
+#include "sim/trace.h"
+
+namespace cxv::sim {
+
+// The outcome of one command: written to the output's status and syndrome.
+struct cmd_reply {
+    hw::cmd_status status = hw::cmd_status::OK;
+    hw::cmd_syndrome syndrome = hw::cmd_syndrome::OK;
+};
+
+inline cmd_reply ok() { return {}; }
+inline cmd_reply fail(hw::cmd_status s, hw::cmd_syndrome syn) { return {s, syn}; }
+
+// One command as the engine hands it over: the whole input (ilen bytes) and an output
+// buffer of at least the command's output layout size (zeroed); only the first olen
+// bytes reach the driver.
+struct cmd_ctx {
+    std::span<const std::byte> in;
+    std::span<std::byte> out;
+    std::size_t olen;
+    hw::cmd_opcode opcode;
+    std::uint16_t op_mod;
+};
+
+// An event queue (PRM "Event Queue"): its context as created, and the device's
+// producer state. EQEs are written to host memory through the IOMMU.
+struct event_queue {
+    std::uint32_t eqn = 0;
+    std::uint32_t uid = 0;
+    unsigned log_eq_size = 0;
+    unsigned log_page_size = 0;  // relative to 4 KiB
+    std::uint32_t page_offset = 0;
+    std::uint32_t uar_page = 0;
+    unsigned intr = 0;
+    std::array<std::uint64_t, 4> event_bitmask{};
+    std::vector<std::uint64_t> pas;
+    std::uint32_t producer = 0;   // next EQE index the device writes
+    std::uint32_t consumer = 0;   // last consumer index the driver reported
+    bool armed = false;
+    bool overrun = false;
+    bool oi = false;              // overrun ignore
+    pages::slot icm{};            // where its context lives in firmware pages
+
+    bool subscribed(hw::event_type t) const noexcept {
+        const unsigned bit = static_cast<unsigned>(t);
+        return (event_bitmask[bit / 64] >> (bit % 64)) & 1;
+    }
+};
+
+enum class hca_state : std::uint8_t {
+    disabled,     // after reset or DISABLE_HCA
+    enabled,      // after ENABLE_HCA, before INIT_HCA
+    initialized,  // after INIT_HCA
+    torn_down,    // after TEARDOWN_HCA, before DISABLE_HCA
+};
+
+class firmware {
+public:
+    firmware(const device_config& cfg, bar0& bar, iommu& mmu, msix_table& msix, trace& tr,
+             fault_plan& faults);
+    firmware(const firmware&) = delete;
+    firmware& operator=(const firmware&) = delete;
+
+    // Executes one command. Thread: the device thread only.
+    cmd_reply execute(cmd_ctx& c);
+
+    // The engine's completion hook: a CMD EQE for the slots in `slots` on the EQ that
+    // subscribed to command completions, unless `exclude_eqn` (the EQ being destroyed).
+    void post_command_completion(std::uint32_t slots, std::optional<std::uint32_t> exclude_eqn);
+
+    // Doorbells the device thread found in UAR pages.
+    void eq_doorbell(std::uint32_t value, bool arm);
+    // Every UAR page that has an EQ bound to it (the device thread polls their EQ
+    // doorbell words).
+    std::vector<std::uint32_t> eq_uar_pages() const;
+
+    // Sends a port state change (after PAOS or fault injection).
+    void set_port_up(bool up);
+    bool port_up() const noexcept { return port_up_; }
+
+    // The driver wrote nic_interface = DISABLED after TEARDOWN_HCA(PREPARE_FAST_TEARDOWN):
+    // the teardown completes. False when no fast teardown was prepared.
+    bool finish_fast_teardown();
+
+    // Device reset (FLR / VFIO_DEVICE_RESET): everything back to power-on.
+    void reset();
+
+    hca_state state() const noexcept { return state_; }
+    std::size_t pages_owned() const noexcept { return pages_.owned(); }
+    std::size_t eq_count() const noexcept { return eqs_.size(); }
+
+private:
+    using handler = cmd_reply (firmware::*)(cmd_ctx&);
+    handler lookup(hw::cmd_opcode op) const noexcept;
+    cmd_reply check_state(hw::cmd_opcode op) const noexcept;
+
+    // fw_hca.cc
+    cmd_reply enable_hca(cmd_ctx& c);
+    cmd_reply disable_hca(cmd_ctx& c);
+    cmd_reply query_issi(cmd_ctx& c);
+    cmd_reply set_issi(cmd_ctx& c);
+    cmd_reply query_pages(cmd_ctx& c);
+    cmd_reply manage_pages(cmd_ctx& c);
+    cmd_reply query_hca_cap(cmd_ctx& c);
+    cmd_reply set_hca_cap(cmd_ctx& c);
+    cmd_reply init_hca(cmd_ctx& c);
+    cmd_reply teardown_hca(cmd_ctx& c);
+    cmd_reply set_driver_version(cmd_ctx& c);
+    cmd_reply access_reg(cmd_ctx& c);
+
+    // fw_caps.cc
+    void fill_general_caps(std::byte* cap, bool max) const;
+    void fill_roce_caps(std::byte* cap) const;
+
+    // fw_eq.cc
+    cmd_reply alloc_uar(cmd_ctx& c);
+    cmd_reply dealloc_uar(cmd_ctx& c);
+    cmd_reply alloc_pd(cmd_ctx& c);
+    cmd_reply dealloc_pd(cmd_ctx& c);
+    cmd_reply create_eq(cmd_ctx& c);
+    cmd_reply destroy_eq(cmd_ctx& c);
+    cmd_reply query_eq(cmd_ctx& c);
+    bool post_eqe(event_queue& eq, hw::event_type type, std::uint8_t sub_type,
+                  std::span<const std::byte> data);
+    void post_event(hw::event_type type, std::uint8_t sub_type, std::span<const std::byte> data);
+    void request_pages(std::int32_t num_pages);
+
+    void release_all_objects();
+
+    const device_config& cfg_;
+    bar0& bar_;
+    iommu& mmu_;
+    msix_table& msix_;
+    trace& trace_;
+    fault_plan& faults_;
+
+    hca_state state_ = hca_state::disabled;
+    std::uint16_t current_issi_ = 0;
+    bool boot_pages_given_ = false;
+    bool init_pages_given_ = false;
+    std::uint32_t pages_requested_ = 0;  // via QUERY_PAGES, not yet given
+    pages pages_;
+    bool port_up_ = true;
+    bool host_endianness_set_ = false;
+    bool host_big_endian_ = false;
+    bool fast_teardown_prepared_ = false;
+    bool port_admin_up_ = true;
+    std::uint32_t admin_mtu_ = 0;  // 0: the port's maximum
+    std::array<std::byte, 256> current_caps_{};  // cmd_hca_cap as set by SET_HCA_CAP
+    std::array<std::uint8_t, 64> driver_version_{};
+
+    // Object tables. Object numbers start at 1 (0 is never a valid handle).
+    std::map<std::uint32_t, std::uint32_t> uars_;  // uar index -> uid
+    std::uint32_t next_uar_ = 0;
+    std::map<std::uint32_t, std::uint32_t> pds_;  // pd -> uid
+    std::uint32_t next_pd_ = 1;
+    std::map<std::uint32_t, event_queue> eqs_;
+};
+
+}  // namespace cxv::sim

@@ -1,0 +1,100 @@
+// The capabilities the model reports (PRM QUERY_HCA_CAP, "HCA Capabilities"): a
+// ConnectX-6 class device, with limits sized for a model whose object contexts live in
+// real host pages. docs/device-model.md lists every value and why.
+#include <cstring>
+
+#include "hw/ifc.h"
+#include "sim/firmware.h"
+
+namespace cxv::sim {
+
+namespace ifc = hw::ifc;
+using cap = ifc::cmd_hca_cap;
+
+void firmware::fill_general_caps(std::byte* p, bool max) const {
+    std::memset(p, 0, cap::size_bytes);
+    const bool eth = cfg_.port == port_type::ethernet;
+    // Object limits (log2).
+    ifc::set<cap::log_max_qp>(p, 16);
+    ifc::set<cap::log_max_qp_sz>(p, 15);
+    ifc::set<cap::log_max_srq>(p, 16);
+    ifc::set<cap::log_max_srq_sz>(p, 15);
+    ifc::set<cap::log_max_cq>(p, 16);
+    ifc::set<cap::log_max_cq_sz>(p, 22);
+    ifc::set<cap::log_max_eq>(p, 6);
+    ifc::set<cap::log_max_eq_sz>(p, 22);
+    ifc::set<cap::max_num_eqs>(p, 64);
+    ifc::set<cap::log_max_mkey>(p, 20);
+    ifc::set<cap::log_max_mrw_sz>(p, 64);
+    ifc::set<cap::log_max_klm_list_size>(p, 16);
+    ifc::set<cap::max_indirection>(p, 4);
+    ifc::set<cap::log_max_pd>(p, 18);
+    ifc::set<cap::log_max_xrcd>(p, 16);
+    ifc::set<cap::log_max_transport_domain>(p, 16);
+    ifc::set<cap::log_max_ra_req_qp>(p, 4);
+    ifc::set<cap::log_max_ra_res_qp>(p, 4);
+    ifc::set<cap::log_max_msg>(p, 30);
+    ifc::set<cap::max_qp_cnt>(p, 64);
+    // Work queue entry sizes (bytes) and stride limits.
+    ifc::set<cap::max_wqe_sz_sq>(p, 1024);
+    ifc::set<cap::max_wqe_sz_rq>(p, 512);
+    ifc::set<cap::max_sgl_for_optimized_performance>(p, 8);
+    // Transports and features.
+    ifc::set<cap::rc>(p, 1);
+    ifc::set<cap::uc>(p, 1);
+    ifc::set<cap::ud>(p, 1);
+    ifc::set<cap::xrc>(p, 1);
+    ifc::set<cap::atomic>(p, 1);
+    ifc::set<cap::roce>(p, eth ? 1 : 0);
+    ifc::set<cap::wq_signature>(p, 1);
+    ifc::set<cap::cq_oi>(p, 1);
+    ifc::set<cap::cq_resize>(p, 1);
+    ifc::set<cap::cq_moderation>(p, 1);
+    ifc::set<cap::cq_eq_remap>(p, 1);
+    ifc::set<cap::cqe_version>(p, 1);
+    ifc::set<cap::qkv>(p, 1);
+    ifc::set<cap::pkv>(p, 1);
+    ifc::set<cap::local_ca_ack_delay>(p, 16);
+    // Ports.
+    ifc::set<cap::port_type>(p, eth ? 1 : 0);
+    ifc::set<cap::num_ports>(p, 1);
+    ifc::set<cap::num_vhca_ports>(p, 1);
+    ifc::set<cap::pkey_table_size>(p, 0);  // 128 entries
+    ifc::set<cap::gid_table_size>(p, 2);   // 32 entries
+    ifc::set<cap::ports_check>(p, 1);
+    // Doorbells: 4 KiB UARs over the 32 MiB BAR, BlueFlame registers of 512 bytes.
+    ifc::set<cap::uar_4k>(p, 1);
+    ifc::set<cap::uar_sz>(p, 13);
+    ifc::set<cap::num_of_uars_per_page>(p, 1);
+    ifc::set<cap::bf>(p, 1);
+    ifc::set<cap::log_bf_reg_size>(p, 9);
+    ifc::set<cap::log_pg_sz>(p, 12);
+    // Command interface and bring-up.
+    ifc::set<cap::driver_version>(p, 1);
+    ifc::set<cap::umem_uid_0>(p, 1);
+    ifc::set<cap::fast_teardown>(p, 1);
+    ifc::set<cap::force_teardown>(p, 1);
+    ifc::set<cap::event_cap>(p, 1);
+    ifc::set<cap::device_frequency_khz>(p, 156250);
+    if (max) {
+        // Settable features the device offers but does not enable by default.
+        ifc::set<cap::cmdif_checksum>(p, 3);
+        ifc::set<cap::cache_line_128byte>(p, 1);
+        ifc::set<cap::disable_link_up>(p, 1);
+    }
+}
+
+void firmware::fill_roce_caps(std::byte* p) const {
+    using roce = ifc::roce_cap;
+    std::memset(p, 0, roce::size_bytes);
+    ifc::set<roce::sw_r_roce_src_udp_port>(p, 1);
+    ifc::set<roce::fl_rc_qp_when_roce_enabled>(p, 1);
+    ifc::set<roce::l3_type>(p, 0x7);         // GRH, IPv4, IPv6
+    ifc::set<roce::roce_version>(p, 0x2);    // RoCEv2
+    ifc::set<roce::r_roce_dest_udp_port>(p, 4791);
+    ifc::set<roce::r_roce_max_src_udp_port>(p, 0xffff);
+    ifc::set<roce::r_roce_min_src_udp_port>(p, 0xc000);
+    ifc::set<roce::roce_address_table_size>(p, 32);
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,274 @@
+// UARs, protection domains and event queues (PRM ALLOC_UAR, ALLOC_PD, CREATE_EQ, "Event
+// Queue", "Events"), and the device side of events: EQEs written with the owner-bit
+// protocol, arming through the EQ doorbell, MSI-X signalling, overrun.
+#include <algorithm>
+#include <cstring>
+
+#include "hw/barrier.h"
+#include "hw/ifc.h"
+#include "sim/firmware.h"
+
+namespace cxv::sim {
+
+namespace ifc = hw::ifc;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+
+namespace {
+
+constexpr std::size_t kEqe = ifc::eqe::size_bytes;  // 64
+constexpr std::uint32_t kMask24 = 0xffffff;
+
+cmd_reply bad_resource(cmd_syndrome why) { return fail(cmd_status::BAD_RESOURCE, why); }
+
+}  // namespace
+
+// --- UAR ---------------------------------------------------------------------------
+
+cmd_reply firmware::alloc_uar(cmd_ctx& c) {
+    const std::uint32_t pages = static_cast<std::uint32_t>(bar_.size() / 4096);
+    std::uint32_t idx = next_uar_;
+    while (idx < pages && uars_.count(idx)) ++idx;
+    if (idx >= pages) {
+        // Wrap once to reuse freed pages.
+        idx = cfg_.first_uar;
+        while (idx < pages && uars_.count(idx)) ++idx;
+        if (idx >= pages) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    }
+    uars_[idx] = ifc::get<ifc::alloc_uar_in::uid>(c.in.data());
+    next_uar_ = idx + 1;
+    ifc::set<ifc::alloc_uar_out::uar>(c.out.data(), idx);
+    return ok();
+}
+
+cmd_reply firmware::dealloc_uar(cmd_ctx& c) {
+    const auto idx = ifc::get<ifc::dealloc_uar_in::uar>(c.in.data());
+    const auto it = uars_.find(idx);
+    if (it == uars_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it->second != ifc::get<ifc::dealloc_uar_in::uid>(c.in.data())) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    for (const auto& [eqn, eq] : eqs_) {
+        if (eq.uar_page == idx) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    }
+    uars_.erase(it);
+    return ok();
+}
+
+// --- PD ----------------------------------------------------------------------------
+
+cmd_reply firmware::alloc_pd(cmd_ctx& c) {
+    const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_pd>(current_caps_.data());
+    if (pds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    std::uint32_t pd = next_pd_;
+    while (pds_.count(pd) || pd == 0) pd = (pd + 1) & kMask24;
+    pds_[pd] = ifc::get<ifc::alloc_pd_in::uid>(c.in.data());
+    next_pd_ = (pd + 1) & kMask24;
+    ifc::set<ifc::alloc_pd_out::pd>(c.out.data(), pd);
+    return ok();
+}
+
+cmd_reply firmware::dealloc_pd(cmd_ctx& c) {
+    const auto pd = ifc::get<ifc::dealloc_pd_in::pd>(c.in.data());
+    const auto it = pds_.find(pd);
+    if (it == pds_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it->second != ifc::get<ifc::dealloc_pd_in::uid>(c.in.data())) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    pds_.erase(it);
+    return ok();
+}
+
+// --- EQ ----------------------------------------------------------------------------
+
+cmd_reply firmware::create_eq(cmd_ctx& c) {
+    const std::byte* eqc = ifc::at<ifc::create_eq_in::eq_context_entry>(c.in.data());
+    const std::byte* caps = current_caps_.data();
+    event_queue eq;
+    eq.uid = ifc::get<ifc::create_eq_in::uid>(c.in.data());
+    eq.log_eq_size = ifc::get<ifc::eqc::log_eq_size>(eqc);
+    eq.log_page_size = ifc::get<ifc::eqc::log_page_size>(eqc);
+    eq.page_offset = ifc::get<ifc::eqc::page_offset>(eqc);
+    eq.uar_page = ifc::get<ifc::eqc::uar_page>(eqc);
+    eq.intr = ifc::get<ifc::eqc::intr>(eqc);
+    eq.oi = ifc::get<ifc::eqc::oi>(eqc);
+    for (unsigned i = 0; i < 4; ++i) {
+        eq.event_bitmask[i] = ifc::get<ifc::create_eq_in::event_bitmask>(c.in.data(), i);
+    }
+
+    if (eqs_.size() >= ifc::get<ifc::cmd_hca_cap::max_num_eqs>(caps)) {
+        return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    }
+    if (eq.log_eq_size > ifc::get<ifc::cmd_hca_cap::log_max_eq_sz>(caps)) {
+        return fail(cmd_status::BAD_PARAM, cmd_syndrome::LOG_SIZE_TOO_BIG);
+    }
+    if (eq.page_offset != 0) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
+    if (!uars_.count(eq.uar_page)) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_UAR);
+    if (eq.intr >= msix_.count()) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+
+    // The buffer: 64-byte EQEs in pages of 4 KiB << log_page_size.
+    const std::uint64_t page = std::uint64_t{4096} << eq.log_page_size;
+    const std::uint64_t bytes = kEqe << eq.log_eq_size;
+    const std::size_t npages = static_cast<std::size_t>((bytes + page - 1) / page);
+    if (c.in.size() < ifc::create_eq_in::size_bytes + npages * 8) {
+        return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
+    }
+    for (std::size_t i = 0; i < npages; ++i) {
+        const std::uint64_t pa = ifc::get<ifc::create_eq_in::pas>(c.in.data(), i);
+        if (pa % page) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
+        eq.pas.push_back(pa);
+    }
+
+    std::uint32_t eqn = 1;  // EQ numbers start at 1, so an EQ doorbell is never 0
+    while (eqs_.count(eqn)) ++eqn;
+    if (eqn > 0xff) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    const auto slot = pages_.alloc_slot();
+    if (!slot) {
+        request_pages(1);
+        return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    }
+    // The context lives in firmware memory, as on a card.
+    if (!mmu_.write(slot->iova, eqc, ifc::eqc::size_bytes)) {
+        pages_.free_slot(*slot);
+        trace_.update([](counters& t) { ++t.iommu_faults; });
+        return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    }
+    eq.icm = *slot;
+    eq.eqn = eqn;
+    eqs_.emplace(eqn, std::move(eq));
+    ifc::set<ifc::create_eq_out::eq_number>(c.out.data(), eqn);
+    return ok();
+}
+
+cmd_reply firmware::destroy_eq(cmd_ctx& c) {
+    const auto eqn = ifc::get<ifc::destroy_eq_in::eq_number>(c.in.data());
+    const auto it = eqs_.find(eqn);
+    if (it == eqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    pages_.free_slot(it->second.icm);
+    eqs_.erase(it);
+    return ok();
+}
+
+cmd_reply firmware::query_eq(cmd_ctx& c) {
+    const auto eqn = ifc::get<ifc::query_eq_in::eq_number>(c.in.data());
+    const auto it = eqs_.find(eqn);
+    if (it == eqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    const event_queue& eq = it->second;
+    std::byte* eqc = ifc::at<ifc::query_eq_out::eq_context_entry>(c.out.data());
+    if (!mmu_.read(eq.icm.iova, eqc, ifc::eqc::size_bytes)) {
+        trace_.update([](counters& t) { ++t.iommu_faults; });
+        return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    }
+    // PRM eqc status: 0 OK, 0xa overflow; counters are the device's.
+    ifc::set<ifc::eqc::status>(eqc, eq.overrun ? 0xa : 0);
+    ifc::set<ifc::eqc::consumer_counter>(eqc, eq.consumer & kMask24);
+    ifc::set<ifc::eqc::producer_counter>(eqc, eq.producer & kMask24);
+    ifc::set<ifc::query_eq_out::event_bitmask>(c.out.data(), eq.event_bitmask[0]);
+    const std::size_t room = c.out.size() > ifc::query_eq_out::size_bytes
+                                 ? (c.out.size() - ifc::query_eq_out::size_bytes) / 8
+                                 : 0;
+    for (std::size_t i = 0; i < eq.pas.size() && i < room; ++i) {
+        ifc::set<ifc::query_eq_out::pas>(c.out.data(), i, eq.pas[i]);
+    }
+    return ok();
+}
+
+// --- events ------------------------------------------------------------------------
+
+bool firmware::post_eqe(event_queue& eq, hw::event_type type, std::uint8_t sub_type,
+                        std::span<const std::byte> data) {
+    const std::uint32_t nent = 1u << eq.log_eq_size;
+    if (eq.overrun) return false;
+    if (((eq.producer - eq.consumer) & kMask24) >= nent && !eq.oi) {
+        // No room: the EQ overruns and stops (PRM: an EQ in overflow state writes no more
+        // EQEs until it is destroyed).
+        eq.overrun = true;
+        trace_.update([](counters& t) { ++t.eq_overruns; });
+        return false;
+    }
+    std::array<std::byte, kEqe> e{};
+    ifc::set<ifc::eqe::event_type>(e.data(), static_cast<std::uint32_t>(type));
+    ifc::set<ifc::eqe::event_sub_type>(e.data(), sub_type);
+    std::memcpy(ifc::at<ifc::eqe::event_data>(e.data()), data.data(),
+                std::min<std::size_t>(data.size(), ifc::eqe::event_data::count));
+    ifc::set<ifc::eqe::owner>(e.data(), (eq.producer >> eq.log_eq_size) & 1);
+
+    const std::uint64_t page = std::uint64_t{4096} << eq.log_page_size;
+    const std::uint64_t off = std::uint64_t{eq.producer & (nent - 1)} * kEqe;
+    const std::uint64_t iova = eq.pas[off / page] + off % page;
+    // Body first, then the byte holding the owner bit.
+    if (!mmu_.write(iova, e.data(), kEqe - 1)) {
+        trace_.update([](counters& t) { ++t.iommu_faults; });
+        return false;
+    }
+    hw::device_release();
+    if (!mmu_.write(iova + kEqe - 1, e.data() + kEqe - 1, 1)) return false;
+    ++eq.producer;
+    trace_.update([](counters& t) { ++t.eqes; });
+    if (eq.armed) {
+        eq.armed = false;
+        msix_.signal(eq.intr);
+    }
+    return true;
+}
+
+void firmware::post_event(hw::event_type type, std::uint8_t sub_type,
+                          std::span<const std::byte> data) {
+    for (auto& [eqn, eq] : eqs_) {
+        if (eq.subscribed(type)) post_eqe(eq, type, sub_type, data);
+    }
+}
+
+void firmware::post_command_completion(std::uint32_t slots, std::optional<std::uint32_t> exclude_eqn) {
+    std::array<std::byte, ifc::cmd_inter_comp_event::size_bytes> d{};
+    ifc::set<ifc::cmd_inter_comp_event::command_completion_vector>(d.data(), slots);
+    for (auto& [eqn, eq] : eqs_) {
+        if (exclude_eqn && *exclude_eqn == eqn) continue;
+        if (eq.subscribed(hw::event_type::CMD)) post_eqe(eq, hw::event_type::CMD, 0, d);
+    }
+}
+
+void firmware::request_pages(std::int32_t num_pages) {
+    std::array<std::byte, ifc::pages_req_event::size_bytes> d{};
+    ifc::set<ifc::pages_req_event::function_id>(d.data(), 0);
+    ifc::set<ifc::pages_req_event::num_pages>(d.data(), static_cast<std::uint32_t>(num_pages));
+    trace_.update([](counters& t) { ++t.page_requests; });
+    post_event(hw::event_type::PAGE_REQUEST, 0, d);
+}
+
+void firmware::set_port_up(bool up) {
+    if (up == port_up_) return;
+    port_up_ = up;
+    std::array<std::byte, ifc::port_state_change_event::size_bytes> d{};
+    ifc::set<ifc::port_state_change_event::port_num>(d.data(), 1);
+    const auto sub = up ? hw::port_change_subtype::ACTIVE : hw::port_change_subtype::DOWN;
+    post_event(hw::event_type::PORT_CHANGE, static_cast<std::uint8_t>(sub), d);
+}
+
+void firmware::eq_doorbell(std::uint32_t value, bool arm) {
+    trace_.update([](counters& t) { ++t.eq_doorbells; });
+    const auto it = eqs_.find(value >> 24);
+    if (it == eqs_.end()) return;  // a doorbell for no EQ: ignored, as by a card
+    event_queue& eq = it->second;
+    // The consumer index is 24 bits; keep the producer's view consistent with it.
+    eq.consumer = (eq.producer & ~kMask24) | (value & kMask24);
+    if (((eq.producer - eq.consumer) & 0x80000000u) != 0) eq.consumer -= kMask24 + 1;
+    if (arm) {
+        eq.armed = true;
+        // Armed with EQEs the driver has not consumed yet: the event fires at once.
+        if ((eq.producer - eq.consumer) & kMask24) {
+            eq.armed = false;
+            msix_.signal(eq.intr);
+        }
+    }
+}
+
+std::vector<std::uint32_t> firmware::eq_uar_pages() const {
+    std::vector<std::uint32_t> out;
+    for (const auto& [eqn, eq] : eqs_) out.push_back(eq.uar_page);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,334 @@
+// HCA-level commands: enable, ISSI, firmware pages, capabilities, init and teardown,
+// driver version, register access (PRM "Initialization and Teardown", "Firmware Pages",
+// "HCA Capabilities", "Access Register").
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "hw/ifc.h"
+#include "sim/firmware.h"
+
+namespace cxv::sim {
+
+namespace ifc = hw::ifc;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+
+namespace {
+
+// QUERY_PAGES op_mod (PRM): which set of pages the driver asks about.
+enum : std::uint16_t { pages_boot = 1, pages_init = 2, pages_regular = 3 };
+// MANAGE_PAGES op_mod.
+enum : std::uint16_t { pages_alloc_fail = 0, pages_alloc_success = 1, pages_return = 2 };
+// QUERY_HCA_CAP op_mod: capability type << 1 | current.
+enum : std::uint16_t { cap_general = 0, cap_roce = 4 };
+// TEARDOWN_HCA profiles.
+enum : std::uint16_t { teardown_graceful = 0, teardown_force = 1, teardown_prepare_fast = 2 };
+// ACCESS_REG registers and op_mod (0 write, 1 read).
+enum : std::uint16_t { reg_pmtu = 0x5003, reg_ptys = 0x5004, reg_paos = 0x5006, reg_host_endianness = 0x7004 };
+
+constexpr std::uint32_t supported_issi_mask = 0x3;  // ISSI 0 and 1
+
+cmd_reply bad_param(cmd_syndrome why = cmd_syndrome::BAD_PARAMETER) {
+    return fail(cmd_status::BAD_PARAM, why);
+}
+
+}  // namespace
+
+cmd_reply firmware::enable_hca(cmd_ctx& c) {
+    if (ifc::get<ifc::enable_hca_in::function_id>(c.in.data()) != 0 ||
+        ifc::get<ifc::enable_hca_in::embedded_cpu_function>(c.in.data()) != 0) {
+        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);  // only the PF itself
+    }
+    if (state_ == hca_state::disabled) state_ = hca_state::enabled;
+    return ok();
+}
+
+cmd_reply firmware::disable_hca(cmd_ctx& c) {
+    if (ifc::get<ifc::disable_hca_in::function_id>(c.in.data()) != 0) {
+        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    }
+    // The function stops; every page it held returns to the driver implicitly.
+    release_all_objects();
+    pages_.clear();
+    boot_pages_given_ = init_pages_given_ = false;
+    pages_requested_ = 0;
+    state_ = hca_state::disabled;
+    return ok();
+}
+
+cmd_reply firmware::query_issi(cmd_ctx& c) {
+    ifc::set<ifc::query_issi_out::current_issi>(c.out.data(), current_issi_);
+    ifc::set<ifc::query_issi_out::supported_issi_dw0>(c.out.data(), supported_issi_mask);
+    return ok();
+}
+
+cmd_reply firmware::set_issi(cmd_ctx& c) {
+    const auto issi = ifc::get<ifc::set_issi_in::current_issi>(c.in.data());
+    if (issi >= 32 || !((supported_issi_mask >> issi) & 1)) return bad_param(cmd_syndrome::BAD_ISSI);
+    current_issi_ = static_cast<std::uint16_t>(issi);
+    return ok();
+}
+
+cmd_reply firmware::query_pages(cmd_ctx& c) {
+    if (ifc::get<ifc::query_pages_in::function_id>(c.in.data()) != 0) {
+        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    }
+    std::uint32_t n = 0;
+    switch (c.op_mod) {
+        case pages_boot:
+            n = boot_pages_given_ ? 0 : cfg_.boot_pages;
+            break;
+        case pages_init:
+            n = init_pages_given_ ? 0 : cfg_.init_pages;
+            break;
+        case pages_regular:
+            n = 0;  // run-time needs arrive as PAGE_REQUEST events
+            break;
+        default:
+            return bad_param(cmd_syndrome::BAD_OP_MOD);
+    }
+    pages_requested_ = n;
+    ifc::set<ifc::query_pages_out::function_id>(c.out.data(), 0);
+    ifc::set<ifc::query_pages_out::num_pages>(c.out.data(), n);
+    return ok();
+}
+
+cmd_reply firmware::manage_pages(cmd_ctx& c) {
+    if (ifc::get<ifc::manage_pages_in::function_id>(c.in.data()) != 0) {
+        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    }
+    const std::uint32_t n = ifc::get<ifc::manage_pages_in::input_num_entries>(c.in.data());
+    switch (c.op_mod) {
+        case pages_alloc_fail:
+            // The driver could not give what was asked: nothing changes.
+            pages_requested_ = 0;
+            return ok();
+        case pages_alloc_success: {
+            const std::size_t need = ifc::manage_pages_in::size_bytes + std::size_t{n} * 8;
+            if (c.in.size() < need) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
+            // Check the whole list before taking any page, so that a bad list changes
+            // nothing: 4 KiB aligned, not zero, not given already, not listed twice.
+            std::vector<std::uint64_t> list(n);
+            for (std::uint32_t i = 0; i < n; ++i) {
+                list[i] = ifc::get<ifc::manage_pages_in::pas>(c.in.data(), i);
+                if (list[i] == 0 || list[i] % pages::page_size) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+                if (pages_.contains(list[i])) return bad_param(cmd_syndrome::BAD_PARAMETER);
+            }
+            std::sort(list.begin(), list.end());
+            if (std::adjacent_find(list.begin(), list.end()) != list.end()) {
+                return bad_param(cmd_syndrome::BAD_PARAMETER);
+            }
+            for (const auto pa : list) pages_.give(pa);
+            if (!boot_pages_given_) {
+                boot_pages_given_ = true;
+            } else if (!init_pages_given_ && state_ == hca_state::enabled) {
+                init_pages_given_ = true;
+            }
+            pages_requested_ = pages_requested_ > n ? pages_requested_ - n : 0;
+            return ok();
+        }
+        case pages_return: {
+            // Give back up to n pages that hold no object; the reply lists them.
+            const std::size_t room = c.olen > ifc::manage_pages_out::size_bytes
+                                         ? (c.olen - ifc::manage_pages_out::size_bytes) / 8
+                                         : 0;
+            const auto back = pages_.take(std::min<std::size_t>(n, room));
+            if (c.out.size() < ifc::manage_pages_out::size_bytes + back.size() * 8) {
+                return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
+            }
+            ifc::set<ifc::manage_pages_out::output_num_entries>(c.out.data(),
+                                                                static_cast<std::uint32_t>(back.size()));
+            for (std::size_t i = 0; i < back.size(); ++i) {
+                ifc::set<ifc::manage_pages_out::pas>(c.out.data(), i, back[i]);
+            }
+            return ok();
+        }
+        default:
+            return bad_param(cmd_syndrome::BAD_OP_MOD);
+    }
+}
+
+cmd_reply firmware::query_hca_cap(cmd_ctx& c) {
+    if (ifc::get<ifc::query_hca_cap_in::other_function>(c.in.data()) != 0) {
+        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    }
+    std::byte* cap = ifc::at<ifc::query_hca_cap_out::capability>(c.out.data());
+    const bool current = c.op_mod & 1;
+    switch (c.op_mod >> 1) {
+        case cap_general:
+            if (current) {
+                std::memcpy(cap, current_caps_.data(), current_caps_.size());
+            } else {
+                fill_general_caps(cap, true);
+            }
+            return ok();
+        case cap_roce:
+            if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
+            fill_roce_caps(cap);
+            return ok();
+        default:
+            return bad_param(cmd_syndrome::BAD_OP_MOD);
+    }
+}
+
+cmd_reply firmware::set_hca_cap(cmd_ctx& c) {
+    using cap = ifc::cmd_hca_cap;
+    const std::byte* in = ifc::at<ifc::set_hca_cap_in::capability>(c.in.data());
+    if (c.op_mod == (cap_roce << 1)) {
+        // Only sw_r_roce_src_udp_port is settable, and only on a RoCE port.
+        if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
+        return ok();
+    }
+    if (c.op_mod != (cap_general << 1)) return bad_param(cmd_syndrome::BAD_OP_MOD);
+
+    std::array<std::byte, cap::size_bytes> max{};
+    fill_general_caps(max.data(), true);
+    std::array<std::byte, cap::size_bytes> next = current_caps_;
+    // A settable field takes the driver's value if the device's maximum allows it; all
+    // other fields keep the device's value, whatever the input says.
+    bool refused = false;
+    auto settable = [&]<typename F>(F) {
+        const auto want = ifc::get<F>(in);
+        if (want > ifc::get<F>(max.data())) refused = true;
+        ifc::set<F>(next.data(), want);
+    };
+    settable(cap::cmdif_checksum{});
+    settable(cap::cache_line_128byte{});
+    settable(cap::disable_link_up{});
+    settable(cap::log_max_qp{});
+    settable(cap::pkey_table_size{});
+    settable(cap::num_vhca_ports{});
+    if (ifc::get<cap::log_uar_page_sz>(in) != 0) refused = true;  // 4 KiB UARs only
+    if (refused) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+    current_caps_ = next;
+    return ok();
+}
+
+cmd_reply firmware::init_hca(cmd_ctx&) {
+    if (state_ == hca_state::initialized) return fail(cmd_status::BAD_SYS_STATE, cmd_syndrome::HCA_ALREADY_INITIALIZED);
+    if (!boot_pages_given_ || !init_pages_given_ || pages_requested_ != 0) {
+        return fail(cmd_status::BAD_SYS_STATE, cmd_syndrome::PAGES_OUTSTANDING);
+    }
+    state_ = hca_state::initialized;
+    return ok();
+}
+
+cmd_reply firmware::teardown_hca(cmd_ctx& c) {
+    const auto profile = ifc::get<ifc::teardown_hca_in::profile>(c.in.data());
+    switch (profile) {
+        case teardown_graceful:
+        case teardown_force:
+            release_all_objects();
+            state_ = hca_state::torn_down;
+            return ok();
+        case teardown_prepare_fast:
+            // The driver completes it by writing nic_interface = DISABLED (device thread).
+            fast_teardown_prepared_ = true;
+            ifc::set<ifc::teardown_hca_out::state>(c.out.data(), 0);
+            return ok();
+        default:
+            return bad_param(cmd_syndrome::BAD_PARAMETER);
+    }
+}
+
+bool firmware::finish_fast_teardown() {
+    if (!fast_teardown_prepared_) return false;
+    fast_teardown_prepared_ = false;
+    release_all_objects();
+    state_ = hca_state::torn_down;
+    return true;
+}
+
+cmd_reply firmware::set_driver_version(cmd_ctx& c) {
+    const std::byte* v = ifc::at<ifc::set_driver_version_in::driver_version>(c.in.data());
+    std::memcpy(driver_version_.data(), v, driver_version_.size());
+    return ok();
+}
+
+cmd_reply firmware::access_reg(cmd_ctx& c) {
+    const auto id = ifc::get<ifc::access_register_in::register_id>(c.in.data());
+    const bool write = c.op_mod == 0;
+    if (c.op_mod > 1) return bad_param(cmd_syndrome::BAD_OP_MOD);
+    const std::byte* in = ifc::at<ifc::access_register_in::register_data>(c.in.data());
+    const std::size_t in_room = c.in.size() - ifc::access_register_in::size_bytes;
+    std::byte* out = ifc::at<ifc::access_register_out::register_data>(c.out.data());
+    const std::size_t out_room = c.out.size() - ifc::access_register_out::size_bytes;
+    auto fits = [&](std::size_t reg_bytes) { return in_room >= reg_bytes && (write || out_room >= reg_bytes); };
+
+    switch (id) {
+        case reg_host_endianness: {
+            using r = ifc::register_host_endianness;
+            if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+            if (write) {
+                host_endianness_set_ = true;
+                host_big_endian_ = ifc::get<r::he>(in) != 0;
+            } else {
+                ifc::set<r::he>(out, host_big_endian_ ? 1 : 0);
+            }
+            return ok();
+        }
+        case reg_paos: {
+            using r = ifc::paos_reg;
+            if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+            if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
+            if (write && ifc::get<r::ase>(in)) {
+                // admin_status: 1 up, 2 down (PRM PAOS).
+                const auto admin = ifc::get<r::admin_status>(in);
+                if (admin != 1 && admin != 2) return bad_param(cmd_syndrome::BAD_PARAMETER);
+                port_admin_up_ = admin == 1;
+                set_port_up(port_admin_up_);
+            }
+            if (!write) {
+                std::memcpy(out, in, r::size_bytes);
+                ifc::set<r::admin_status>(out, port_admin_up_ ? 1 : 2);
+                ifc::set<r::oper_status>(out, port_up_ ? 1 : 2);
+            }
+            return ok();
+        }
+        case reg_ptys: {
+            using r = ifc::ptys_reg;
+            if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+            if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
+            if (!write) {
+                std::memcpy(out, in, r::size_bytes);
+                if (cfg_.port == port_type::ethernet) {
+                    // 100GBASE-CR4 (PTYS eth_proto bit 20), as a 100 Gb/s card.
+                    ifc::set<r::eth_proto_capability>(out, 1u << 20);
+                    ifc::set<r::eth_proto_admin>(out, 1u << 20);
+                    ifc::set<r::eth_proto_oper>(out, port_up_ ? 1u << 20 : 0);
+                } else {
+                    // 4x EDR (ib_proto bit 5 = EDR, width bit 1 = 4x).
+                    ifc::set<r::ib_link_width_capability>(out, 0x2);
+                    ifc::set<r::ib_proto_capability>(out, 1u << 5);
+                    ifc::set<r::ib_link_width_admin>(out, 0x2);
+                    ifc::set<r::ib_proto_admin>(out, 1u << 5);
+                    ifc::set<r::ib_link_width_oper>(out, port_up_ ? 0x2 : 0);
+                    ifc::set<r::ib_proto_oper>(out, port_up_ ? 1u << 5 : 0);
+                }
+            }
+            return ok();
+        }
+        case reg_pmtu: {
+            using r = ifc::pmtu_reg;
+            if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+            if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
+            const std::uint32_t max_mtu = cfg_.port == port_type::ethernet ? 9216 : 4096;
+            if (write) {
+                const auto mtu = ifc::get<r::admin_mtu>(in);
+                if (mtu == 0 || mtu > max_mtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+                admin_mtu_ = mtu;
+            } else {
+                std::memcpy(out, in, r::size_bytes);
+                ifc::set<r::max_mtu>(out, max_mtu);
+                ifc::set<r::admin_mtu>(out, admin_mtu_ ? admin_mtu_ : max_mtu);
+                ifc::set<r::oper_mtu>(out, admin_mtu_ ? admin_mtu_ : max_mtu);
+            }
+            return ok();
+        }
+        default:
+            return bad_param(cmd_syndrome::BAD_REGISTER);
+    }
+}
+
+}  // namespace cxv::sim

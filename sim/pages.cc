@@ -1,0 +1,52 @@
+#include "sim/pages.h"
+
+#include <bit>
+
+namespace cxv::sim {
+
+bool pages::give(std::uint64_t iova) {
+    if (iova == 0 || iova % page_size) return false;
+    return pages_.emplace(iova, 0).second;
+}
+
+std::vector<std::uint64_t> pages::take(std::size_t n) {
+    std::vector<std::uint64_t> out;
+    for (auto it = pages_.begin(); it != pages_.end() && out.size() < n;) {
+        if (it->second == 0) {
+            out.push_back(it->first);
+            it = pages_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return out;
+}
+
+std::optional<pages::slot> pages::alloc_slot() {
+    for (auto& [iova, used] : pages_) {
+        if (used == 0xffff) continue;
+        const unsigned i = static_cast<unsigned>(std::countr_one(used));
+        used = static_cast<std::uint16_t>(used | (1u << i));
+        return slot{iova + i * slot_size};
+    }
+    return std::nullopt;
+}
+
+void pages::free_slot(slot s) {
+    auto it = pages_.find(s.iova & ~std::uint64_t{page_size - 1});
+    if (it == pages_.end()) return;
+    const unsigned i = static_cast<unsigned>((s.iova % page_size) / slot_size);
+    it->second = static_cast<std::uint16_t>(it->second & ~(1u << i));
+}
+
+std::size_t pages::free_slots() const noexcept {
+    return pages_.size() * slots_per_page - used_slots();
+}
+
+std::size_t pages::used_slots() const noexcept {
+    std::size_t n = 0;
+    for (const auto& [iova, used] : pages_) n += static_cast<std::size_t>(std::popcount(used));
+    return n;
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,52 @@
+#include "sim/trace.h"
+
+#include <fmt/format.h>
+
+#include "hw/printers.h"
+
+namespace cxv::sim {
+
+void trace::record(const command_record& r) {
+    std::lock_guard lock(mu_);
+    ring_[next_] = r;
+    next_ = (next_ + 1) % depth;
+    if (size_ < depth) ++size_;
+    ++counters_.commands;
+    if (r.status != hw::cmd_status::OK || r.delivery_status != 0) ++counters_.commands_failed;
+}
+
+std::vector<command_record> trace::commands() const {
+    std::lock_guard lock(mu_);
+    std::vector<command_record> out;
+    out.reserve(size_);
+    for (std::size_t i = 0; i < size_; ++i) out.push_back(ring_[(next_ + depth - size_ + i) % depth]);
+    return out;
+}
+
+counters trace::snapshot() const {
+    std::lock_guard lock(mu_);
+    return counters_;
+}
+
+void trace::clear() {
+    std::lock_guard lock(mu_);
+    counters_ = {};
+    next_ = size_ = 0;
+}
+
+std::string trace::dump() const {
+    const auto c = snapshot();
+    std::string out = fmt::format(
+        "commands={} failed={} command_doorbells={} eq_doorbells={} eqes={} eq_overruns={} "
+        "page_requests={} iommu_faults={}\n",
+        c.commands, c.commands_failed, c.command_doorbells, c.eq_doorbells, c.eqes,
+        c.eq_overruns, c.page_requests, c.iommu_faults);
+    for (const auto& r : commands()) {
+        out += fmt::format("slot {:2} {} op_mod={:#x} delivery={:#x} status={} syndrome={} {}us\n",
+                           r.slot, r.opcode, r.op_mod, r.delivery_status, r.status, r.syndrome,
+                           std::chrono::duration_cast<std::chrono::microseconds>(r.duration).count());
+    }
+    return out;
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,60 @@
+// Counters and a trace of commands and doorbells, printable with fmt.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hw/cmd_syndromes.h"
+#include "hw/opcodes.h"
+
+namespace cxv::sim {
+
+struct command_record {
+    unsigned slot;
+    hw::cmd_opcode opcode;
+    std::uint16_t op_mod;
+    std::uint8_t delivery_status;  // cmd_queue_entry.status
+    hw::cmd_status status;
+    hw::cmd_syndrome syndrome;
+    std::chrono::nanoseconds duration;
+};
+
+struct counters {
+    std::uint64_t commands = 0;
+    std::uint64_t commands_failed = 0;
+    std::uint64_t command_doorbells = 0;
+    std::uint64_t eq_doorbells = 0;
+    std::uint64_t eqes = 0;
+    std::uint64_t eq_overruns = 0;
+    std::uint64_t page_requests = 0;
+    std::uint64_t iommu_faults = 0;
+};
+
+class trace {
+public:
+    static constexpr std::size_t depth = 256;  // command records kept
+
+    void record(const command_record& r);
+    std::vector<command_record> commands() const;  // oldest first
+    counters snapshot() const;
+    template <typename Fn>
+    void update(Fn&& fn) {
+        std::lock_guard lock(mu_);
+        fn(counters_);
+    }
+    void clear();
+    std::string dump() const;  // the counters and the command trace, one line each
+
+private:
+    mutable std::mutex mu_;
+    counters counters_;
+    std::array<command_record, depth> ring_{};
+    std::size_t next_ = 0, size_ = 0;
+};
+
+}  // namespace cxv::sim

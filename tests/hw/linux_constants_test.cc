@@ -1,0 +1,266 @@
+// hw/'s enum and constant tables against Linux 6.1's include/linux/mlx5/{cq,device,
+// doorbell,qp}.h: the values that mlx5_ifc.h (ifc_conformance_test) does not hold and
+// that rdma-core's mlx5dv.h (mlx5dv_conformance_test) checks only in part.
+//
+// Those headers do not compile outside the kernel, so tests/hw:linux_mlx5_constants_cxx
+// copies just their relevant enum blocks and #defines into linux/mlx5_constants.h, with
+// CXV_LINUX_MLX5_CONSTANTS listing every name it copied. The test turns that list into a
+// name -> value map and looks up, for every entry of our tables, Linux's name for it:
+// the table's Linux prefix followed by our name, unless kLinuxNames says otherwise. An
+// entry Linux has no name for must be in kOursOnly with the reason; anything else fails.
+// Scalar constants are compared one by one in kScalars.
+//
+// Not compared here because Linux keeps them out of include/linux/mlx5 (they were
+// checked by hand against Linux 6.1's drivers/net/ethernet/mellanox/mlx5/core instead):
+// cmd_delivery_status (MLX5_CMD_DELIVERY_STAT_* in cmd.c), the EQ doorbell offsets
+// (MLX5_EQ_DOORBEL_OFFSET in eq.c; eq_update_ci writes the no-arm doorbell two 32-bit
+// words past it, lib/eq.h), the
+// CQ doorbell record indices (set_ci_db/arm_db are pointer arithmetic, not constants)
+// and the PCI device IDs (mlx5_core_pci_table in main.c).
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tests/hw/linux/mlx5_constants.h"
+
+#include <doctest/doctest.h>
+#include <fmt/core.h>
+
+#include "hw/cqe.h"
+#include "hw/doorbell.h"
+#include "hw/opcodes.h"
+#include "hw/wqe.h"
+
+namespace hw = cxv::hw;
+
+namespace {
+
+// Every constant the generated header copied from Linux, by name.
+const std::map<std::string_view, std::uint64_t>& linux_constants() {
+    static const std::map<std::string_view, std::uint64_t> m = {
+#define CXV_LINUX_ENTRY(n) {#n, static_cast<std::uint64_t>(n)},
+        CXV_LINUX_MLX5_CONSTANTS(CXV_LINUX_ENTRY)
+#undef CXV_LINUX_ENTRY
+    };
+    return m;
+}
+
+// --- tables ---------------------------------------------------------------------------
+
+struct our_entry {
+    std::string_view name;
+    std::uint64_t value;
+};
+
+struct our_table {
+    std::string_view name;          // the hw:: enum
+    std::string_view linux_prefix;  // Linux's prefix for the same values
+    std::vector<our_entry> entries;
+};
+
+std::vector<our_table> our_tables() {
+    std::vector<our_table> tables;
+// E is the enum of the table being listed; the value read is the enumerator's own.
+#define CXV_OUR_ENTRY(name, value) {#name, static_cast<std::uint64_t>(E::name)},
+#define CXV_TABLE(type, list, prefix)                                  \
+    {                                                                  \
+        using E = hw::type;                                            \
+        tables.push_back({#type, prefix, {list(CXV_OUR_ENTRY)}});      \
+    }
+    CXV_TABLE(cmd_status, CXV_CMD_STATUSES, "MLX5_CMD_STAT_")
+    CXV_TABLE(event_type, CXV_EVENT_TYPES, "MLX5_EVENT_TYPE_")
+    CXV_TABLE(port_change_subtype, CXV_PORT_CHANGE_SUBTYPES, "MLX5_PORT_CHANGE_SUBTYPE_")
+    CXV_TABLE(wqe_opcode, CXV_WQE_OPCODES, "MLX5_OPCODE_")
+    CXV_TABLE(cqe_opcode, CXV_CQE_OPCODES, "MLX5_CQE_")
+    CXV_TABLE(cqe_syndrome, CXV_CQE_SYNDROMES, "MLX5_CQE_SYNDROME_")
+#undef CXV_TABLE
+#undef CXV_OUR_ENTRY
+    return tables;
+}
+
+// Where Linux spells one of our entries differently: X(table, our name, Linux's name).
+// Linux abbreviates the command statuses and ends most of them in _ERR.
+#define CXV_LINUX_NAMES(X)                                                   \
+    X(cmd_status, INTERNAL_ERR, MLX5_CMD_STAT_INT_ERR)                       \
+    X(cmd_status, BAD_OP, MLX5_CMD_STAT_BAD_OP_ERR)                          \
+    X(cmd_status, BAD_PARAM, MLX5_CMD_STAT_BAD_PARAM_ERR)                    \
+    X(cmd_status, BAD_SYS_STATE, MLX5_CMD_STAT_BAD_SYS_STATE_ERR)            \
+    X(cmd_status, BAD_RESOURCE, MLX5_CMD_STAT_BAD_RES_ERR)                   \
+    X(cmd_status, RESOURCE_BUSY, MLX5_CMD_STAT_RES_BUSY)                     \
+    X(cmd_status, EXCEED_LIM, MLX5_CMD_STAT_LIM_ERR)                         \
+    X(cmd_status, BAD_RES_STATE, MLX5_CMD_STAT_BAD_RES_STATE_ERR)            \
+    X(cmd_status, BAD_INDEX, MLX5_CMD_STAT_IX_ERR)                           \
+    X(cmd_status, NO_RESOURCES, MLX5_CMD_STAT_NO_RES_ERR)                    \
+    X(cmd_status, BAD_QP_STATE, MLX5_CMD_STAT_BAD_QP_STATE_ERR)              \
+    X(cmd_status, BAD_PKT, MLX5_CMD_STAT_BAD_PKT_ERR)                        \
+    X(cmd_status, BAD_SIZE_OUTS_CQES, MLX5_CMD_STAT_BAD_SIZE_OUTS_CQES_ERR)  \
+    X(cmd_status, BAD_INPUT_LEN, MLX5_CMD_STAT_BAD_INP_LEN_ERR)              \
+    X(cmd_status, BAD_OUTPUT_LEN, MLX5_CMD_STAT_BAD_OUTP_LEN_ERR)
+
+using table_entry = std::pair<std::string_view, std::string_view>;
+
+const std::map<table_entry, std::string_view> kLinuxNames = {
+#define CXV_RENAME(table, ours, theirs) {{#table, #ours}, #theirs},
+    CXV_LINUX_NAMES(CXV_RENAME)
+#undef CXV_RENAME
+};
+
+// Entries of ours that Linux 6.1's headers do not name, each with the reason.
+const std::map<table_entry, std::string_view> kOursOnly = {
+    {{"wqe_opcode", "LOCAL_INVAL"},
+     "Linux posts local invalidation as a UMR WQE and has no name for 0x1b; "
+     "mlx5dv_conformance_test checks it against rdma-core"},
+    {{"cqe_opcode", "NO_PACKET"},
+     "Linux's cq.h stops at RESIZE_CQ; mlx5dv_conformance_test checks it against "
+     "rdma-core"},
+};
+
+// --- scalars --------------------------------------------------------------------------
+
+struct scalar {
+    std::string_view ours;  // what is compared, as hw/ spells it
+    std::uint64_t value;
+    std::string_view linux_name;
+};
+
+constexpr std::uint64_t fence(hw::fence_mode m) { return hw::fm_ce_se(m, false, false); }
+
+const scalar kScalars[] = {
+    // opcodes.h
+    {"cmd_queue_entry_type_pcie", hw::cmd_queue_entry_type_pcie, "MLX5_PCI_CMD_XPORT"},
+    // wqe.h
+    {"send_wqe_bb", hw::send_wqe_bb, "MLX5_SEND_WQE_BB"},
+    {"1 << send_wqe_shift", std::uint64_t{1} << hw::send_wqe_shift, "MLX5_SEND_WQE_BB"},
+    {"wqe_octoword", hw::wqe_octoword, "MLX5_SEND_WQE_DS"},
+    {"inline_seg_flag", hw::inline_seg_flag, "MLX5_INLINE_SEG"},
+    {"invalid_lkey", hw::invalid_lkey, "MLX5_INVALID_LKEY"},
+    {"extended_ud_av", hw::extended_ud_av, "MLX5_EXTENDED_UD_AV"},
+    {"ctrl_cq_update", hw::ctrl_cq_update, "MLX5_WQE_CTRL_CQ_UPDATE"},
+    {"ctrl_solicited", hw::ctrl_solicited, "MLX5_WQE_CTRL_SOLICITED"},
+    // Linux's fence modes are already shifted into the fm_ce_se byte.
+    {"fm_ce_se(fence_mode::none)", fence(hw::fence_mode::none), "MLX5_FENCE_MODE_NONE"},
+    {"fm_ce_se(fence_mode::initiator_small)", fence(hw::fence_mode::initiator_small),
+     "MLX5_FENCE_MODE_INITIATOR_SMALL"},
+    {"fm_ce_se(fence_mode::fence)", fence(hw::fence_mode::fence), "MLX5_FENCE_MODE_FENCE"},
+    {"fm_ce_se(fence_mode::strong_ordering)", fence(hw::fence_mode::strong_ordering),
+     "MLX5_FENCE_MODE_STRONG_ORDERING"},
+    {"fm_ce_se(fence_mode::small_and_fence)", fence(hw::fence_mode::small_and_fence),
+     "MLX5_FENCE_MODE_SMALL_AND_FENCE"},
+    // cqe.h
+    {"cqe_owner_mask", hw::cqe_owner_mask, "MLX5_CQE_OWNER_MASK"},
+    // doorbell.h
+    {"uar_page_size", hw::uar_page_size, "MLX5_ADAPTER_PAGE_SIZE"},
+    {"uar_page_shift", hw::uar_page_shift, "MLX5_ADAPTER_PAGE_SHIFT"},
+    {"uar_cq_doorbell", hw::uar_cq_doorbell, "MLX5_CQ_DOORBELL"},
+    {"uar_bf_offset", hw::uar_bf_offset, "MLX5_BF_OFFSET"},
+    {"rcv_dbr", hw::rcv_dbr, "MLX5_RCV_DBR"},
+    {"snd_dbr", hw::snd_dbr, "MLX5_SND_DBR"},
+    // Linux indexes the record in 32-bit words.
+    {"offsetof(wq_doorbell_record, rcv_counter) / 4",
+     offsetof(hw::wq_doorbell_record, rcv_counter) / 4, "MLX5_RCV_DBR"},
+    {"offsetof(wq_doorbell_record, snd_counter) / 4",
+     offsetof(hw::wq_doorbell_record, snd_counter) / 4, "MLX5_SND_DBR"},
+    {"cq_db_req_not", hw::cq_db_req_not, "MLX5_CQ_DB_REQ_NOT"},
+    {"cq_db_req_not_sol", hw::cq_db_req_not_sol, "MLX5_CQ_DB_REQ_NOT_SOL"},
+};
+
+}  // namespace
+
+TEST_CASE("hw/ enum tables match Linux's") {
+    const auto& lx = linux_constants();
+    std::set<std::string_view> compared_linux;  // Linux names some entry of ours used
+    std::set<table_entry> used_renames, used_ours_only;
+    std::size_t tables = 0, compared = 0;
+
+    for (const auto& t : our_tables()) {
+        ++tables;
+        for (const auto& e : t.entries) {
+            const table_entry key{t.name, e.name};
+            std::string linux_name = std::string(t.linux_prefix) + std::string(e.name);
+            if (auto r = kLinuxNames.find(key); r != kLinuxNames.end()) {
+                linux_name = std::string(r->second);
+                used_renames.insert(key);
+            }
+            const auto it = lx.find(linux_name);
+            const bool ours_only = kOursOnly.count(key) == 1;
+            if (ours_only) used_ours_only.insert(key);
+            if (it == lx.end()) {
+                CHECK_MESSAGE(ours_only,
+                              fmt::format("{}::{}: Linux has no {} (a typo in hw/, a name to "
+                                          "map in kLinuxNames, or one for kOursOnly)",
+                                          t.name, e.name, linux_name));
+                continue;
+            }
+            CHECK_MESSAGE(!ours_only, fmt::format("{}::{} is in kOursOnly but Linux has {}",
+                                                  t.name, e.name, linux_name));
+            ++compared;
+            compared_linux.insert(it->first);
+            CHECK_MESSAGE(e.value == it->second,
+                          fmt::format("{}::{} = 0x{:x}, Linux {} = 0x{:x}", t.name, e.name,
+                                      e.value, linux_name, it->second));
+        }
+    }
+    for (const auto& s : kScalars) compared_linux.insert(s.linux_name);
+
+    // Stale exceptions are errors too: each must still describe an entry of ours.
+    for (const auto& [key, theirs] : kLinuxNames) {
+        CHECK_MESSAGE(used_renames.count(key) == 1,
+                      fmt::format("kLinuxNames: {}::{} is not an entry of ours", key.first,
+                                  key.second));
+    }
+    for (const auto& [key, why] : kOursOnly) {
+        CHECK_MESSAGE(used_ours_only.count(key) == 1,
+                      fmt::format("kOursOnly: {}::{} is not an entry of ours", key.first,
+                                  key.second));
+    }
+
+    fmt::print("linux constants: {} names copied from Linux 6.1 include/linux/mlx5\n",
+               lx.size());
+    fmt::print("linux constants: {} tables, {} entries compared with Linux 6.1\n", tables,
+               compared);
+    fmt::print("linux constants: {} entries Linux does not name:\n", kOursOnly.size());
+    for (const auto& [key, why] : kOursOnly) {
+        fmt::print("  {}::{}: {}\n", key.first, key.second, why);
+    }
+    // For information: values Linux names under a table's prefix that hw/ lacks.
+    for (const auto& t : our_tables()) {
+        std::string missing;
+        for (const auto& [name, value] : lx) {
+            if (name.starts_with(t.linux_prefix) && compared_linux.count(name) == 0) {
+                missing += fmt::format(" {}=0x{:x}", name.substr(t.linux_prefix.size()), value);
+            }
+        }
+        if (!missing.empty()) {
+            fmt::print("linux constants: Linux only, {} ({}*):{}\n", t.name, t.linux_prefix,
+                       missing);
+        }
+    }
+    CHECK(tables > 0);
+    CHECK(compared > 0);
+}
+
+TEST_CASE("hw/ scalar constants match Linux's") {
+    const auto& lx = linux_constants();
+    std::size_t compared = 0;
+    for (const auto& s : kScalars) {
+        const auto it = lx.find(s.linux_name);
+        if (it == lx.end()) {
+            FAIL_CHECK(fmt::format("{}: the generated header has no {} (add an anchor in "
+                                   "tests/hw/BUILD)",
+                                   s.ours, s.linux_name));
+            continue;
+        }
+        ++compared;
+        CHECK_MESSAGE(s.value == it->second,
+                      fmt::format("{} = 0x{:x}, Linux {} = 0x{:x}", s.ours, s.value,
+                                  s.linux_name, it->second));
+    }
+    fmt::print("linux constants: {} scalar constants compared with Linux 6.1\n", compared);
+    CHECK(compared == std::size(kScalars));
+}
