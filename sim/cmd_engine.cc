@@ -37,7 +37,7 @@ cmd_engine::cmd_engine(bar0& bar, iommu& mmu, firmware& fw, trace& tr, fault_pla
 void cmd_engine::reset() {
     cmdq_iova_ = 0;
     nic_interface_ = 0;
-    owned_seen_ = busy_ = dropped_ = 0;
+    busy_ = dropped_ = 0;
     delayed_.clear();
     // Read-only fields the driver reads before it writes the address (log size 5,
     // stride 6: 32 entries of 64 bytes).
@@ -57,7 +57,7 @@ bool cmd_engine::latch_queue_address() {
     nic_interface_ = static_cast<std::uint8_t>((lo >> 8) & 0x3);
     last_addr_dword_ = (lo & 0xfffff300u) | (log_cmdq_size << 4) | log_cmdq_stride;
     bar_.store32(kAddrLo, last_addr_dword_);
-    owned_seen_ = busy_ = dropped_ = 0;
+    busy_ = dropped_ = 0;
     return true;
 }
 
@@ -90,25 +90,24 @@ bool cmd_engine::poll() {
         return worked;
     }
 
-    // Which slots does the driver own right now?
+    // The doorbell first, ownership second: the driver hands a slot over before it
+    // rings, so every slot whose doorbell we consume is visibly owned by then.
+    const std::uint32_t rung = bar_.load32(kDoorbell) ? bar_.exchange32(kDoorbell, 0) : 0;
+    if (rung == 0) return worked;
+    trace_.update([](counters& c) { ++c.command_doorbells; });
+    hw::device_acquire();
     std::array<std::byte, slots * kEntry> q;
     if (!mmu_.read(cmdq_iova_, q.data(), q.size())) {
         trace_.update([](counters& c) { ++c.iommu_faults; });
-        return worked;
+        return true;
     }
-    hw::device_acquire();
     std::uint32_t owned = 0;
     for (unsigned s = 0; s < slots; ++s) {
         if (std::to_integer<unsigned>(q[s * kEntry + kStatusOwn]) & 1) owned |= 1u << s;
     }
-    owned &= ~(busy_ | dropped_);
-    owned_seen_ |= owned;
-
-    const std::uint32_t rung_bits = bar_.load32(kDoorbell) ? bar_.exchange32(kDoorbell, 0) : 0;
-    if (rung_bits == 0) return worked;
-    trace_.update([](counters& c) { ++c.command_doorbells; });
-    const std::uint32_t ring = (rung_bits | owned_seen_) & owned;
-    owned_seen_ = 0;
+    // A doorbell rings every slot the driver has handed over: a store to the doorbell
+    // may have replaced another slot's before the device read it.
+    const std::uint32_t ring = owned & ~(busy_ | dropped_);
     for (unsigned s = 0; s < slots; ++s) {
         if (ring & (1u << s)) execute(s);
     }
@@ -123,7 +122,7 @@ void cmd_engine::complete(unsigned slot, std::uint8_t delivery_status) {
     const std::uint8_t status_own = static_cast<std::uint8_t>(delivery_status << 1);
     mmu_.write(entry_iova + kStatusOwn, &status_own, 1);
     busy_ &= ~(1u << slot);
-    fw_.post_command_completion(1u << slot, std::nullopt);
+    fw_.post_command_completion(1u << slot);
 }
 
 std::uint8_t cmd_engine::read_input(const std::byte* entry, std::vector<std::byte>& in) {

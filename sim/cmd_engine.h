@@ -5,12 +5,12 @@
 // Doorbell detection. The command doorbell (init segment 0x18) is a write-only register
 // on a card; here it is shared memory, and a later store can overwrite an earlier one
 // before the device thread reads it. The engine consumes the doorbell word (exchanges it
-// with 0) and rings the slots whose bits it finds, plus any slot whose ownership bit the
-// engine first saw set after the previous doorbell it consumed: that slot's own doorbell
-// may have been overwritten. A slot that is owned but never rung stays pending, so a
-// driver that forgets the doorbell hangs as it would on a card. (Limit: a forgotten
-// doorbell goes unnoticed if another slot's doorbell follows before the device thread
-// polls; docs/device-model.md lists this.)
+// with 0), then reads the ownership bits, and executes every slot the driver has handed
+// over: whichever slot's store survived, each owned slot had its own doorbell or will
+// have one. A slot that is owned but never rung is not executed while no doorbell comes,
+// so a driver that forgets the doorbell hangs as it would on a card. (Limit: a forgotten
+// doorbell goes unnoticed when another slot's doorbell follows; docs/device-model.md
+// lists this.)
 #pragma once
 
 #include <array>
@@ -64,7 +64,6 @@ private:
     std::uint64_t cmdq_iova_ = 0;
     std::uint32_t last_addr_dword_ = 0;
     std::uint8_t nic_interface_ = 0;
-    std::uint32_t owned_seen_ = 0;    // ownership seen since the last consumed doorbell
     std::uint32_t busy_ = 0;          // accepted, completion not yet returned
     std::uint32_t dropped_ = 0;       // completion dropped by fault injection
 

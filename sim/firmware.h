@@ -91,9 +91,10 @@ public:
     // Executes one command. Thread: the device thread only.
     cmd_reply execute(cmd_ctx& c);
 
-    // The engine's completion hook: a CMD EQE for the slots in `slots` on the EQ that
-    // subscribed to command completions, unless `exclude_eqn` (the EQ being destroyed).
-    void post_command_completion(std::uint32_t slots, std::optional<std::uint32_t> exclude_eqn);
+    // The engine's completion hook: a CMD EQE for the slots in `slots` on each EQ that
+    // subscribed to command completions and existed when the command was issued (the
+    // CREATE_EQ of a command EQ completes without an EQE, as does its DESTROY_EQ).
+    void post_command_completion(std::uint32_t slots);
 
     // Doorbells the device thread found in UAR pages.
     void eq_doorbell(std::uint32_t value, bool arm);
@@ -182,6 +183,7 @@ private:
     std::map<std::uint32_t, std::uint32_t> pds_;  // pd -> uid
     std::uint32_t next_pd_ = 1;
     std::map<std::uint32_t, event_queue> eqs_;
+    std::uint32_t created_by_current_command_ = 0;  // eqn, or 0
 };
 
 }  // namespace cxv::sim

@@ -3,6 +3,7 @@
 // protocol, arming through the EQ doorbell, MSI-X signalling, overrun.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "hw/barrier.h"
 #include "hw/ifc.h"
@@ -135,6 +136,7 @@ cmd_reply firmware::create_eq(cmd_ctx& c) {
     }
     eq.icm = *slot;
     eq.eqn = eqn;
+    created_by_current_command_ = eqn;
     eqs_.emplace(eqn, std::move(eq));
     ifc::set<ifc::create_eq_out::eq_number>(c.out.data(), eqn);
     return ok();
@@ -219,11 +221,12 @@ void firmware::post_event(hw::event_type type, std::uint8_t sub_type,
     }
 }
 
-void firmware::post_command_completion(std::uint32_t slots, std::optional<std::uint32_t> exclude_eqn) {
+void firmware::post_command_completion(std::uint32_t slots) {
     std::array<std::byte, ifc::cmd_inter_comp_event::size_bytes> d{};
     ifc::set<ifc::cmd_inter_comp_event::command_completion_vector>(d.data(), slots);
+    const std::uint32_t skip = std::exchange(created_by_current_command_, 0);
     for (auto& [eqn, eq] : eqs_) {
-        if (exclude_eqn && *exclude_eqn == eqn) continue;
+        if (eqn == skip) continue;
         if (eq.subscribed(hw::event_type::CMD)) post_eqe(eq, hw::event_type::CMD, 0, d);
     }
 }

@@ -12,11 +12,11 @@
 //
 // Not compared here because Linux keeps them out of include/linux/mlx5 (they were
 // checked by hand against Linux 6.1's drivers/net/ethernet/mellanox/mlx5/core instead):
-// cmd_delivery_status (MLX5_CMD_DELIVERY_STAT_* in cmd.c), the EQ doorbell offsets
-// (MLX5_EQ_DOORBEL_OFFSET in eq.c; eq_update_ci writes the no-arm doorbell two 32-bit
-// words past it, lib/eq.h), the
-// CQ doorbell record indices (set_ci_db/arm_db are pointer arithmetic, not constants)
-// and the PCI device IDs (mlx5_core_pci_table in main.c).
+// cmd_delivery_status (MLX5_CMD_DELIVERY_STAT_* in cmd.c); the EQ doorbell offsets
+// (MLX5_EQ_DOORBEL_OFFSET in eq.c, and eq_update_ci in lib/eq.h writes the no-arm
+// doorbell two 32-bit words past it); the CQ doorbell record indices (set_ci_db and
+// arm_db are pointer arithmetic, not constants); the PCI device IDs (mlx5_core_pci_table
+// in main.c).
 #include <cstddef>
 #include <cstdint>
 #include <iterator>

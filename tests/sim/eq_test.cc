@@ -1,0 +1,191 @@
+// Event queues: creation checks, the owner-bit protocol, arming, MSI-X, command
+// completion events, port events, overrun.
+#include <chrono>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "tests/sim/harness.h"
+
+using namespace cxv;
+using namespace std::chrono_literals;
+using hw::cmd_opcode;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+namespace ifc = hw::ifc;
+using H = test::harness;
+
+namespace {
+
+constexpr std::uint64_t kCmdBit = 1ull << 0x0a;
+constexpr std::uint64_t kPageReqBit = 1ull << 0x0b;
+constexpr std::uint64_t kPortBit = 1ull << 0x09;
+
+std::optional<std::vector<std::byte>> wait_eqe(H& h, H::eq& e, std::chrono::milliseconds t = 1000ms) {
+    const auto end = std::chrono::steady_clock::now() + t;
+    while (std::chrono::steady_clock::now() < end) {
+        if (auto v = h.next_eqe(e)) return v;
+        std::this_thread::sleep_for(1ms);
+    }
+    return std::nullopt;
+}
+
+std::uint64_t wait_fd(H& h, int fd, std::chrono::milliseconds t = 1000ms) {
+    const auto end = std::chrono::steady_clock::now() + t;
+    while (std::chrono::steady_clock::now() < end) {
+        if (auto v = h.read_eventfd(fd)) return v;
+        std::this_thread::sleep_for(1ms);
+    }
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("CREATE_EQ checks its UAR, size, vector and page list") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto uar = h.alloc_uar();
+    REQUIRE(uar >= h.dev().config().first_uar);
+    H::eq e;
+    CHECK(h.create_eq(e, uar + 100, 4, kCmdBit, 0).synd() == cmd_syndrome::BAD_UAR);
+    CHECK(h.create_eq(e, uar, 23, kCmdBit, 0).synd() == cmd_syndrome::LOG_SIZE_TOO_BIG);
+    CHECK(h.create_eq(e, uar, 4, kCmdBit, 999).synd() == cmd_syndrome::BAD_PARAMETER);
+    auto r = h.create_eq(e, uar, 4, kCmdBit, 0);
+    REQUIRE(r.status == cmd_status::OK);
+    CHECK(e.eqn != 0);
+    // A 16 KiB EQ needs 4 pages; a list of 1 is too short.
+    auto in = H::input<ifc::create_eq_in>(cmd_opcode::CREATE_EQ, 0, 8);
+    std::byte* eqc = ifc::at<ifc::create_eq_in::eq_context_entry>(in.data());
+    ifc::set<ifc::eqc::log_eq_size>(eqc, 8);
+    ifc::set<ifc::eqc::uar_page>(eqc, uar);
+    auto s = h.exec(in, 16);
+    CHECK(s.status == cmd_status::BAD_INPUT_LEN);
+    CHECK(s.synd() == cmd_syndrome::PAS_TOO_SHORT);
+    // The UAR is in use by the EQ.
+    auto du = H::input<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
+    ifc::set<ifc::dealloc_uar_in::uar>(du.data(), uar);
+    CHECK(h.exec(du, 16).status == cmd_status::RESOURCE_BUSY);
+}
+
+TEST_CASE("command completions: a CMD EQE per command, an interrupt only when armed") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto uar = h.alloc_uar();
+    H::eq e;
+    REQUIRE(h.create_eq(e, uar, 4, kCmdBit, 0).status == cmd_status::OK);
+    // Not armed yet: commands produce EQEs but no interrupt.
+    REQUIRE(h.exec(H::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), 112, {.slot = 3}).status ==
+            cmd_status::OK);
+    auto eqe = wait_eqe(h, e);
+    REQUIRE(eqe);
+    CHECK(ifc::get<ifc::eqe::event_type>(eqe->data()) == 0x0a);
+    CHECK(ifc::get<ifc::cmd_inter_comp_event::command_completion_vector>(
+              ifc::at<ifc::eqe::event_data>(eqe->data())) == (1u << 3));
+    CHECK(h.read_eventfd(e.fd) == 0);
+    // Armed: the next completion raises vector 0 once, then the EQ is disarmed.
+    h.arm_eq(e);
+    REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
+    CHECK(wait_fd(h, e.fd) == 1);
+    REQUIRE(wait_eqe(h, e));
+    REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
+    REQUIRE(wait_eqe(h, e));
+    std::this_thread::sleep_for(20ms);
+    CHECK(h.read_eventfd(e.fd) == 0);
+}
+
+TEST_CASE("owner bits flip on each pass around the EQ") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto uar = h.alloc_uar();
+    H::eq e;
+    REQUIRE(h.create_eq(e, uar, 2, kCmdBit, 0).status == cmd_status::OK);  // 4 entries
+    for (int i = 0; i < 10; ++i) {
+        REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
+        REQUIRE(wait_eqe(h, e));
+        h.arm_eq(e);  // report the consumer index so the EQ never overruns
+        (void)wait_fd(h, e.fd, 0ms);
+    }
+    CHECK(e.ci == 10);
+}
+
+TEST_CASE("an EQ the driver does not consume overruns and stops") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto uar = h.alloc_uar();
+    H::eq e;
+    REQUIRE(h.create_eq(e, uar, 2, kCmdBit, 0).status == cmd_status::OK);
+    for (int i = 0; i < 6; ++i) REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
+    CHECK(h.dev().tracer().snapshot().eq_overruns >= 1);
+    auto q = H::input<ifc::query_eq_in>(cmd_opcode::QUERY_EQ);
+    ifc::set<ifc::query_eq_in::eq_number>(q.data(), e.eqn);
+    auto r = h.exec(q, ifc::query_eq_out::size_bytes + 8);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::byte* eqc = ifc::at<ifc::query_eq_out::eq_context_entry>(r.out.data());
+    CHECK(ifc::get<ifc::eqc::status>(eqc) == 0xa);
+    CHECK(ifc::get<ifc::eqc::log_eq_size>(eqc) == 2);
+    CHECK(ifc::get<ifc::query_eq_out::pas>(r.out.data(), 0) == e.buf->iova());
+}
+
+TEST_CASE("PAOS down and up raise PORT_CHANGE events") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto uar = h.alloc_uar();
+    H::eq e;
+    REQUIRE(h.create_eq(e, uar, 4, kPortBit | kPageReqBit, 1).status == cmd_status::OK);
+    h.arm_eq(e);
+    auto paos = [&](unsigned admin) {
+        auto in = H::input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, 0, 16);
+        ifc::set<ifc::access_register_in::register_id>(in.data(), 0x5006);
+        std::byte* r = ifc::at<ifc::access_register_in::register_data>(in.data());
+        ifc::set<ifc::paos_reg::local_port>(r, 1);
+        ifc::set<ifc::paos_reg::admin_status>(r, admin);
+        ifc::set<ifc::paos_reg::ase>(r, 1);
+        return h.exec(in, 32);
+    };
+    REQUIRE(paos(2).status == cmd_status::OK);
+    CHECK(wait_fd(h, e.fd) == 1);
+    auto down = wait_eqe(h, e);
+    REQUIRE(down);
+    CHECK(ifc::get<ifc::eqe::event_type>(down->data()) == 0x09);
+    CHECK(ifc::get<ifc::eqe::event_sub_type>(down->data()) == 1);
+    CHECK(ifc::get<ifc::port_state_change_event::port_num>(ifc::at<ifc::eqe::event_data>(down->data())) == 1);
+    h.arm_eq(e);
+    h.dev().set_link(true);  // the cable again
+    auto up = wait_eqe(h, e);
+    REQUIRE(up);
+    CHECK(ifc::get<ifc::eqe::event_sub_type>(up->data()) == 4);
+}
+
+TEST_CASE("DESTROY_EQ: the EQ is gone, and its own completion writes no EQE") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto uar = h.alloc_uar();
+    H::eq e;
+    REQUIRE(h.create_eq(e, uar, 4, kCmdBit, 0).status == cmd_status::OK);
+    const auto eqes = h.dev().tracer().snapshot().eqes;
+    auto d = H::input<ifc::destroy_eq_in>(cmd_opcode::DESTROY_EQ);
+    ifc::set<ifc::destroy_eq_in::eq_number>(d.data(), e.eqn);
+    REQUIRE(h.exec(d, 16).status == cmd_status::OK);
+    CHECK(h.dev().tracer().snapshot().eqes == eqes);
+    CHECK(h.exec(d, 16).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+    CHECK(h.dev().eq_count() == 0);
+}
+
+TEST_CASE("UAR and PD: numbers are unique, foreign or unknown ones are refused") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto a = h.alloc_uar(), b = h.alloc_uar();
+    CHECK(a != b);
+    auto pd1 = h.simple(cmd_opcode::ALLOC_PD), pd2 = h.simple(cmd_opcode::ALLOC_PD);
+    const auto p1 = ifc::get<ifc::alloc_pd_out::pd>(pd1.out.data());
+    const auto p2 = ifc::get<ifc::alloc_pd_out::pd>(pd2.out.data());
+    CHECK(p1 != p2);
+    CHECK(p1 != 0);
+    auto d = H::input<ifc::dealloc_pd_in>(cmd_opcode::DEALLOC_PD);
+    ifc::set<ifc::dealloc_pd_in::pd>(d.data(), p1);
+    ifc::set<ifc::dealloc_pd_in::uid>(d.data(), 5);
+    CHECK(h.exec(d, 16).synd() == cmd_syndrome::FOREIGN_RESOURCE);
+    ifc::set<ifc::dealloc_pd_in::uid>(d.data(), 0);
+    CHECK(h.exec(d, 16).status == cmd_status::OK);
+    CHECK(h.exec(d, 16).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+}

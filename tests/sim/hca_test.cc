@@ -1,0 +1,236 @@
+// HCA-level firmware flows: state machine, ISSI, pages, capabilities, registers,
+// teardown.
+#include <chrono>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "tests/sim/harness.h"
+
+using namespace cxv;
+using namespace std::chrono_literals;
+using hw::cmd_opcode;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+namespace ifc = hw::ifc;
+using H = test::harness;
+
+TEST_CASE("the PRM bring-up order works end to end") {
+    H h;
+    REQUIRE(h.bring_up());
+    CHECK(h.dev().state() == sim::hca_state::initialized);
+    CHECK(h.dev().pages_owned() == h.dev().config().boot_pages + h.dev().config().init_pages);
+}
+
+TEST_CASE("commands before ENABLE_HCA are refused with BAD_SYS_STATE") {
+    H h;
+    REQUIRE(h.wait_boot());
+    h.set_cmdq();
+    for (auto op : {cmd_opcode::INIT_HCA, cmd_opcode::QUERY_ISSI, cmd_opcode::QUERY_HCA_CAP,
+                    cmd_opcode::ALLOC_PD}) {
+        auto r = h.simple(op);
+        CHECK_MESSAGE(r.status == cmd_status::BAD_SYS_STATE, hw::name(op));
+        CHECK(r.synd() == cmd_syndrome::HCA_NOT_ENABLED);
+    }
+}
+
+TEST_CASE("objects need INIT_HCA; INIT_HCA needs its pages; nothing twice") {
+    H h;
+    REQUIRE(h.wait_boot());
+    h.set_cmdq();
+    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    auto pd = h.simple(cmd_opcode::ALLOC_PD);
+    CHECK(pd.status == cmd_status::BAD_SYS_STATE);
+    CHECK(pd.synd() == cmd_syndrome::HCA_NOT_INITIALIZED);
+
+    auto early = h.init_hca();
+    CHECK(early.status == cmd_status::BAD_SYS_STATE);
+    CHECK(early.synd() == cmd_syndrome::PAGES_OUTSTANDING);
+    REQUIRE(h.give_pages(1).status == cmd_status::OK);
+    CHECK(h.init_hca().synd() == cmd_syndrome::PAGES_OUTSTANDING);
+    REQUIRE(h.give_pages(2).status == cmd_status::OK);
+    REQUIRE(h.init_hca().status == cmd_status::OK);
+    CHECK(h.init_hca().synd() == cmd_syndrome::HCA_ALREADY_INITIALIZED);
+    auto issi = H::input<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
+    CHECK(h.exec(issi, 16).synd() == cmd_syndrome::HCA_ALREADY_INITIALIZED);
+    CHECK(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
+}
+
+TEST_CASE("SET_ISSI accepts ISSI 0 and 1 only") {
+    H h;
+    REQUIRE(h.wait_boot());
+    h.set_cmdq();
+    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    auto in = H::input<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
+    ifc::set<ifc::set_issi_in::current_issi>(in.data(), 2);
+    auto r = h.exec(in, 16);
+    CHECK(r.status == cmd_status::BAD_PARAM);
+    CHECK(r.synd() == cmd_syndrome::BAD_ISSI);
+    ifc::set<ifc::set_issi_in::current_issi>(in.data(), 1);
+    CHECK(h.exec(in, 16).status == cmd_status::OK);
+    auto q = h.exec(H::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), 112);
+    CHECK(ifc::get<ifc::query_issi_out::current_issi>(q.out.data()) == 1);
+}
+
+TEST_CASE("MANAGE_PAGES: misaligned, duplicate and short page lists change nothing") {
+    H h;
+    REQUIRE(h.wait_boot());
+    h.set_cmdq();
+    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    auto& mem = h.alloc(4 * 4096);
+    auto give = [&](std::vector<std::uint64_t> pas, std::size_t claim) {
+        auto in = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, 1, pas.size() * 8);
+        ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), static_cast<std::uint32_t>(claim));
+        for (std::size_t i = 0; i < pas.size(); ++i) ifc::set<ifc::manage_pages_in::pas>(in.data(), i, pas[i]);
+        return h.exec(in, 16, {.slot = 31});
+    };
+    auto r = give({mem.iova(), mem.iova() + 100}, 2);
+    CHECK(r.status == cmd_status::BAD_PARAM);
+    CHECK(r.synd() == cmd_syndrome::BAD_ALIGNMENT);
+    r = give({mem.iova(), mem.iova()}, 2);
+    CHECK(r.synd() == cmd_syndrome::BAD_PARAMETER);
+    r = give({mem.iova()}, 3);
+    CHECK(r.status == cmd_status::BAD_INPUT_LEN);
+    CHECK(r.synd() == cmd_syndrome::PAS_TOO_SHORT);
+    CHECK(h.dev().pages_owned() == 0);
+    CHECK(give({mem.iova(), mem.iova() + 4096}, 2).status == cmd_status::OK);
+    CHECK(h.dev().pages_owned() == 2);
+    // The same page again is refused.
+    CHECK(give({mem.iova()}, 1).status == cmd_status::BAD_PARAM);
+}
+
+TEST_CASE("MANAGE_PAGES take returns free pages, at most what the output can hold") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto owned = h.dev().pages_owned();
+    auto in = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, 2);
+    ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), 5);
+    auto r = h.exec(in, 16 + 5 * 8, {.slot = 31});
+    REQUIRE(r.status == cmd_status::OK);
+    CHECK(ifc::get<ifc::manage_pages_out::output_num_entries>(r.out.data()) == 5);
+    CHECK(ifc::get<ifc::manage_pages_out::pas>(r.out.data(), 0) % 4096 == 0);
+    CHECK(h.dev().pages_owned() == owned - 5);
+    // Room for only two: two come back.
+    auto r2 = h.exec(in, 16 + 2 * 8, {.slot = 31});
+    CHECK(ifc::get<ifc::manage_pages_out::output_num_entries>(r2.out.data()) == 2);
+}
+
+TEST_CASE("SET_HCA_CAP changes only settable fields, within the maximum") {
+    H h;
+    REQUIRE(h.wait_boot());
+    h.set_cmdq();
+    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    auto cur = h.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 4112);
+    auto in = H::input<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
+    std::byte* cap = ifc::at<ifc::set_hca_cap_in::capability>(in.data());
+    std::memcpy(cap, ifc::at<ifc::query_hca_cap_out::capability>(cur.out.data()), ifc::cmd_hca_cap::size_bytes);
+    ifc::set<ifc::cmd_hca_cap::log_max_qp>(cap, 12);   // settable, smaller: fine
+    ifc::set<ifc::cmd_hca_cap::log_max_cq>(cap, 3);    // not settable: ignored
+    REQUIRE(h.exec(in, 16).status == cmd_status::OK);
+    auto after = h.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 4112);
+    const std::byte* a = ifc::at<ifc::query_hca_cap_out::capability>(after.out.data());
+    CHECK(ifc::get<ifc::cmd_hca_cap::log_max_qp>(a) == 12);
+    CHECK(ifc::get<ifc::cmd_hca_cap::log_max_cq>(a) == 16);
+    ifc::set<ifc::cmd_hca_cap::log_max_qp>(cap, 20);  // beyond the maximum
+    auto r = h.exec(in, 16);
+    CHECK(r.status == cmd_status::BAD_PARAM);
+    CHECK(r.synd() == cmd_syndrome::EXCEEDS_LIMIT);
+}
+
+TEST_CASE("RoCE capabilities exist on an Ethernet port only") {
+    H ib;
+    REQUIRE(ib.wait_boot());
+    ib.set_cmdq();
+    REQUIRE(ib.enable_hca().status == cmd_status::OK);
+    CHECK(ib.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 9), 4112).status ==
+          cmd_status::BAD_PARAM);
+
+    sim::device_config cfg;
+    cfg.port = sim::port_type::ethernet;
+    H eth(cfg);
+    REQUIRE(eth.wait_boot());
+    eth.set_cmdq();
+    REQUIRE(eth.enable_hca().status == cmd_status::OK);
+    auto r = eth.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 9), 4112);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::byte* roce = ifc::at<ifc::query_hca_cap_out::capability>(r.out.data());
+    CHECK(ifc::get<ifc::roce_cap::r_roce_dest_udp_port>(roce) == 4791);
+    auto g = eth.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 4112);
+    const std::byte* gen = ifc::at<ifc::query_hca_cap_out::capability>(g.out.data());
+    CHECK(ifc::get<ifc::cmd_hca_cap::port_type>(gen) == 1);
+    CHECK(ifc::get<ifc::cmd_hca_cap::roce>(gen) == 1);
+}
+
+TEST_CASE("ACCESS_REG: HOST_ENDIANNESS, PAOS, PMTU, PTYS, and unknown registers") {
+    H h;
+    REQUIRE(h.wait_boot());
+    h.set_cmdq();
+    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    auto reg = [&](std::uint16_t id, std::uint16_t op_mod, auto fill) {
+        auto in = H::input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, op_mod, 64);
+        ifc::set<ifc::access_register_in::register_id>(in.data(), id);
+        fill(ifc::at<ifc::access_register_in::register_data>(in.data()));
+        return h.exec(in, 16 + 64);
+    };
+    CHECK(reg(0x7004, 0, [](std::byte*) {}).status == cmd_status::OK);
+    auto paos = reg(0x5006, 1, [](std::byte* r) { ifc::set<ifc::paos_reg::local_port>(r, 1); });
+    REQUIRE(paos.status == cmd_status::OK);
+    CHECK(ifc::get<ifc::paos_reg::oper_status>(ifc::at<ifc::access_register_out::register_data>(paos.out.data())) == 1);
+    auto badport = reg(0x5006, 1, [](std::byte* r) { ifc::set<ifc::paos_reg::local_port>(r, 2); });
+    CHECK(badport.synd() == cmd_syndrome::BAD_PORT);
+    auto pmtu = reg(0x5003, 1, [](std::byte* r) { ifc::set<ifc::pmtu_reg::local_port>(r, 1); });
+    CHECK(ifc::get<ifc::pmtu_reg::max_mtu>(ifc::at<ifc::access_register_out::register_data>(pmtu.out.data())) == 4096);
+    auto big = reg(0x5003, 0, [](std::byte* r) {
+        ifc::set<ifc::pmtu_reg::local_port>(r, 1);
+        ifc::set<ifc::pmtu_reg::admin_mtu>(r, 65535);
+    });
+    CHECK(big.synd() == cmd_syndrome::EXCEEDS_LIMIT);
+    auto ptys = reg(0x5004, 1, [](std::byte* r) { ifc::set<ifc::ptys_reg::local_port>(r, 1); });
+    CHECK(ifc::get<ifc::ptys_reg::ib_proto_oper>(ifc::at<ifc::access_register_out::register_data>(ptys.out.data())) != 0);
+    auto unknown = reg(0x9999, 1, [](std::byte*) {});
+    CHECK(unknown.status == cmd_status::BAD_PARAM);
+    CHECK(unknown.synd() == cmd_syndrome::BAD_REGISTER);
+}
+
+TEST_CASE("graceful teardown releases objects; after it, only reclaim, INIT_HCA and DISABLE_HCA") {
+    H h;
+    REQUIRE(h.bring_up());
+    REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
+    auto td = H::input<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA);
+    REQUIRE(h.exec(td, 16).status == cmd_status::OK);
+    CHECK(h.dev().state() == sim::hca_state::torn_down);
+    auto pd = h.simple(cmd_opcode::ALLOC_PD);
+    CHECK(pd.status == cmd_status::BAD_SYS_STATE);
+    CHECK(h.exec(H::input<ifc::disable_hca_in>(cmd_opcode::DISABLE_HCA), 16).status == cmd_status::OK);
+    CHECK(h.dev().state() == sim::hca_state::disabled);
+    CHECK(h.dev().pages_owned() == 0);
+}
+
+TEST_CASE("fast teardown: PREPARE, then nic_interface = DISABLED completes it") {
+    H h;
+    REQUIRE(h.bring_up());
+    auto td = H::input<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA);
+    ifc::set<ifc::teardown_hca_in::profile>(td.data(), 2);
+    auto r = h.exec(td, 16);
+    REQUIRE(r.status == cmd_status::OK);
+    CHECK(ifc::get<ifc::teardown_hca_out::state>(r.out.data()) == 0);
+    CHECK(h.dev().state() == sim::hca_state::initialized);
+    const std::uint32_t v = h.bar_load32(0x14);
+    h.bar_store32(0x14, (v & 0xfffff000u) | (1u << 8));
+    const auto end = std::chrono::steady_clock::now() + 2s;
+    while (h.dev().state() != sim::hca_state::torn_down && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(1ms);
+    }
+    CHECK(h.dev().state() == sim::hca_state::torn_down);
+    CHECK(((h.bar_load32(0x14) >> 8) & 3) == 1);
+}
+
+TEST_CASE("device reset returns everything to power-on") {
+    H h;
+    REQUIRE(h.bring_up());
+    h.dev().reset();
+    CHECK(h.dev().state() == sim::hca_state::disabled);
+    CHECK(h.dev().pages_owned() == 0);
+    CHECK((h.bar_load32(0x1fc) & 0x80000000u) != 0);
+    REQUIRE(h.wait_boot());
+}
