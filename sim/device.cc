@@ -97,7 +97,7 @@ void device::tick_health(std::chrono::steady_clock::time_point now) {
 
 bool device::poll_eq_doorbells() {
     bool any = false;
-    for (const std::uint32_t uar : fw_.eq_uar_pages()) {
+    for (const std::uint32_t uar : fw_.watched_uar_pages()) {
         const std::size_t base = std::size_t{uar} * hw::uar_page_size;
         if (base + hw::uar_page_size > bar_->size()) continue;
         // A value of 0 never comes from a driver: EQ numbers start at 1.
@@ -107,6 +107,12 @@ bool device::poll_eq_doorbells() {
         }
         if (bar_->load32(base + hw::uar_eq_doorbell_arm) != 0) {
             fw_.eq_doorbell(bar_->exchange32(base + hw::uar_eq_doorbell_arm, 0), true);
+            any = true;
+        }
+        // CQ arm doorbell: 64 bits (arm word, cqn); the arm word is never 0 once a CQ
+        // has been armed with a sequence number or command, and cqn 0 is never used.
+        if (bar_->load64(base + hw::uar_cq_doorbell) != 0) {
+            fw_.cq_doorbell(bar_->exchange64(base + hw::uar_cq_doorbell, 0));
             any = true;
         }
     }

@@ -32,6 +32,8 @@ struct device_config {
     // Firmware pages asked for by QUERY_PAGES (boot, init) before INIT_HCA.
     std::uint32_t boot_pages = 16;
     std::uint32_t init_pages = 64;
+    // Pages asked for with one PAGE_REQUEST event when firmware memory runs low.
+    std::uint32_t page_request_batch = 16;
 
     // How long `initializing` stays set after reset.
     std::chrono::milliseconds boot_time{20};

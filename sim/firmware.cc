@@ -40,6 +40,38 @@ firmware::handler firmware::lookup(cmd_opcode op) const noexcept {
         case cmd_opcode::CREATE_EQ: return &firmware::create_eq;
         case cmd_opcode::DESTROY_EQ: return &firmware::destroy_eq;
         case cmd_opcode::QUERY_EQ: return &firmware::query_eq;
+        case cmd_opcode::CREATE_MKEY: return &firmware::create_mkey;
+        case cmd_opcode::DESTROY_MKEY: return &firmware::destroy_mkey;
+        case cmd_opcode::QUERY_MKEY: return &firmware::query_mkey;
+        case cmd_opcode::CREATE_UMEM: return &firmware::create_umem;
+        case cmd_opcode::DESTROY_UMEM: return &firmware::destroy_umem;
+        case cmd_opcode::CREATE_CQ: return &firmware::create_cq;
+        case cmd_opcode::DESTROY_CQ: return &firmware::destroy_cq;
+        case cmd_opcode::QUERY_CQ: return &firmware::query_cq;
+        case cmd_opcode::MODIFY_CQ: return &firmware::modify_cq;
+        case cmd_opcode::CREATE_QP: return &firmware::create_qp;
+        case cmd_opcode::DESTROY_QP: return &firmware::destroy_qp;
+        case cmd_opcode::QUERY_QP: return &firmware::query_qp;
+        case cmd_opcode::RST2INIT_QP:
+        case cmd_opcode::INIT2INIT_QP:
+        case cmd_opcode::INIT2RTR_QP:
+        case cmd_opcode::RTR2RTS_QP:
+        case cmd_opcode::RTS2RTS_QP:
+        case cmd_opcode::SQERR2RTS_QP:
+        case cmd_opcode::SQD_RTS_QP:
+        case cmd_opcode::QP_2ERR:
+        case cmd_opcode::QP_2RST:
+            return &firmware::modify_qp;
+        case cmd_opcode::CREATE_SRQ: return &firmware::create_srq;
+        case cmd_opcode::DESTROY_SRQ: return &firmware::destroy_srq;
+        case cmd_opcode::QUERY_SRQ: return &firmware::query_srq;
+        case cmd_opcode::ARM_RQ: return &firmware::arm_rq;
+        case cmd_opcode::QUERY_HCA_VPORT_CONTEXT: return &firmware::query_hca_vport_context;
+        case cmd_opcode::QUERY_HCA_VPORT_GID: return &firmware::query_hca_vport_gid;
+        case cmd_opcode::QUERY_HCA_VPORT_PKEY: return &firmware::query_hca_vport_pkey;
+        case cmd_opcode::QUERY_NIC_VPORT_CONTEXT: return &firmware::query_nic_vport_context;
+        case cmd_opcode::MODIFY_NIC_VPORT_CONTEXT: return &firmware::modify_nic_vport_context;
+        case cmd_opcode::MAD_IFC: return &firmware::mad_ifc;
         default: return nullptr;
     }
 }
@@ -129,12 +161,47 @@ void firmware::reset() {
 }
 
 void firmware::release_all_objects() {
-    for (auto& [eqn, eq] : eqs_) pages_.free_slot(eq.icm);
+    // Teardown, DISABLE_HCA and reset: every object goes, and so does its ICM slot.
+    for (auto& [n, o] : qps_) pages_.free_slot(o.icm);
+    for (auto& [n, o] : srqs_) pages_.free_slot(o.icm);
+    for (auto& [n, o] : cqs_) pages_.free_slot(o.icm);
+    for (auto& [n, o] : mkeys_) pages_.free_slot(o.icm);
+    for (auto& [n, o] : umems_) pages_.free_slot(o.icm);
+    for (auto& [n, o] : eqs_) pages_.free_slot(o.icm);
+    qps_.clear();
+    srqs_.clear();
+    cqs_.clear();
+    mkeys_.clear();
+    umems_.clear();
     eqs_.clear();
     pds_.clear();
     uars_.clear();
-    next_pd_ = 1;
+    next_pd_ = next_mkey_ = next_umem_ = next_cqn_ = next_srqn_ = 1;
+    next_qpn_ = 0x100;
     next_uar_ = cfg_.first_uar;
 }
+
+std::optional<pages::slot> firmware::icm_alloc() {
+    auto s = pages_.alloc_slot();
+    // Keep a reserve: below a quarter of a page's worth of free slots, ask for more.
+    if (pages_.free_slots() < pages::slots_per_page / 4 && state_ == hca_state::initialized) {
+        request_pages(static_cast<std::int32_t>(cfg_.page_request_batch));
+    }
+    return s;
+}
+
+bool firmware::icm_write(pages::slot s, const void* data, std::size_t len) {
+    if (mmu_.write(s.iova, data, len)) return true;
+    trace_.update([](counters& t) { ++t.iommu_faults; });
+    return false;
+}
+
+bool firmware::icm_read(pages::slot s, void* data, std::size_t len) {
+    if (mmu_.read(s.iova, data, len)) return true;
+    trace_.update([](counters& t) { ++t.iommu_faults; });
+    return false;
+}
+
+void firmware::icm_free(pages::slot s) { pages_.free_slot(s); }
 
 }  // namespace cxv::sim

@@ -24,6 +24,7 @@
 #include "sim/faults.h"
 #include "sim/iommu.h"
 #include "sim/msix.h"
+#include "sim/objects.h"
 #include "sim/pages.h"
 #include "sim/trace.h"
 
@@ -96,11 +97,12 @@ public:
     // CREATE_EQ of a command EQ completes without an EQE, as does its DESTROY_EQ).
     void post_command_completion(std::uint32_t slots);
 
-    // Doorbells the device thread found in UAR pages.
+    // Doorbells the device thread found in UAR pages: EQ (0x40 arm, 0x48 no arm) and CQ
+    // arm (0x20, 64 bits: arm word, cqn).
     void eq_doorbell(std::uint32_t value, bool arm);
-    // Every UAR page that has an EQ bound to it (the device thread polls their EQ
-    // doorbell words).
-    std::vector<std::uint32_t> eq_uar_pages() const;
+    void cq_doorbell(std::uint64_t value);
+    // Every UAR page an EQ or CQ is bound to: the device thread polls their doorbells.
+    std::vector<std::uint32_t> watched_uar_pages() const;
 
     // Sends a port state change (after PAOS or fault injection).
     void set_port_up(bool up);
@@ -140,6 +142,47 @@ private:
     void fill_general_caps(std::byte* cap, bool max) const;
     void fill_roce_caps(std::byte* cap) const;
 
+    // fw_mkey.cc
+    cmd_reply create_mkey(cmd_ctx& c);
+    cmd_reply destroy_mkey(cmd_ctx& c);
+    cmd_reply query_mkey(cmd_ctx& c);
+    cmd_reply create_umem(cmd_ctx& c);
+    cmd_reply destroy_umem(cmd_ctx& c);
+
+    // fw_cq.cc
+    cmd_reply create_cq(cmd_ctx& c);
+    cmd_reply destroy_cq(cmd_ctx& c);
+    cmd_reply query_cq(cmd_ctx& c);
+    cmd_reply modify_cq(cmd_ctx& c);
+
+    // fw_qp.cc
+    cmd_reply create_qp(cmd_ctx& c);
+    cmd_reply destroy_qp(cmd_ctx& c);
+    cmd_reply query_qp(cmd_ctx& c);
+    cmd_reply modify_qp(cmd_ctx& c);  // every transition command; c.opcode says which
+
+    // fw_srq.cc
+    cmd_reply create_srq(cmd_ctx& c);
+    cmd_reply destroy_srq(cmd_ctx& c);
+    cmd_reply query_srq(cmd_ctx& c);
+    cmd_reply arm_rq(cmd_ctx& c);
+
+    // fw_vport.cc
+    cmd_reply query_hca_vport_context(cmd_ctx& c);
+    cmd_reply query_hca_vport_gid(cmd_ctx& c);
+    cmd_reply query_hca_vport_pkey(cmd_ctx& c);
+    cmd_reply query_nic_vport_context(cmd_ctx& c);
+    cmd_reply modify_nic_vport_context(cmd_ctx& c);
+    cmd_reply mad_ifc(cmd_ctx& c);
+
+    // Firmware memory for an object's context: a slot in the pages the driver gave,
+    // written through the IOMMU. When the pool runs low the firmware asks for more with
+    // a PAGE_REQUEST event; with no slot at all the command fails with NO_RESOURCES.
+    std::optional<pages::slot> icm_alloc();
+    bool icm_write(pages::slot s, const void* data, std::size_t len);
+    bool icm_read(pages::slot s, void* data, std::size_t len);
+    void icm_free(pages::slot s);
+
     // fw_eq.cc
     cmd_reply alloc_uar(cmd_ctx& c);
     cmd_reply dealloc_uar(cmd_ctx& c);
@@ -178,11 +221,21 @@ private:
     std::array<std::uint8_t, 64> driver_version_{};
 
     // Object tables. Object numbers start at 1 (0 is never a valid handle).
-    std::map<std::uint32_t, std::uint32_t> uars_;  // uar index -> uid
+    std::map<std::uint32_t, uar_object> uars_;
     std::uint32_t next_uar_ = 0;
-    std::map<std::uint32_t, std::uint32_t> pds_;  // pd -> uid
+    std::map<std::uint32_t, pd_object> pds_;
     std::uint32_t next_pd_ = 1;
     std::map<std::uint32_t, event_queue> eqs_;
+    std::map<std::uint32_t, mkey_object> mkeys_;  // by mkey_index
+    std::uint32_t next_mkey_ = 1;
+    std::map<std::uint32_t, umem_object> umems_;
+    std::uint32_t next_umem_ = 1;
+    std::map<std::uint32_t, cq_object> cqs_;
+    std::uint32_t next_cqn_ = 1;
+    std::map<std::uint32_t, qp_object> qps_;
+    std::uint32_t next_qpn_ = 0x100;  // below: reserved for special QPs (QP0/QP1)
+    std::map<std::uint32_t, srq_object> srqs_;
+    std::uint32_t next_srqn_ = 1;
     std::uint32_t created_by_current_command_ = 0;  // eqn, or 0
 };
 

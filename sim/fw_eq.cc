@@ -36,7 +36,7 @@ cmd_reply firmware::alloc_uar(cmd_ctx& c) {
         while (idx < pages && uars_.count(idx)) ++idx;
         if (idx >= pages) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     }
-    uars_[idx] = ifc::get<ifc::alloc_uar_in::uid>(c.in.data());
+    uars_[idx].uid = ifc::get<ifc::alloc_uar_in::uid>(c.in.data());
     next_uar_ = idx + 1;
     ifc::set<ifc::alloc_uar_out::uar>(c.out.data(), idx);
     return ok();
@@ -46,12 +46,10 @@ cmd_reply firmware::dealloc_uar(cmd_ctx& c) {
     const auto idx = ifc::get<ifc::dealloc_uar_in::uar>(c.in.data());
     const auto it = uars_.find(idx);
     if (it == uars_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    if (it->second != ifc::get<ifc::dealloc_uar_in::uid>(c.in.data())) {
+    if (it->second.uid != ifc::get<ifc::dealloc_uar_in::uid>(c.in.data())) {
         return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
-    for (const auto& [eqn, eq] : eqs_) {
-        if (eq.uar_page == idx) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    }
+    if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     uars_.erase(it);
     return ok();
 }
@@ -63,7 +61,7 @@ cmd_reply firmware::alloc_pd(cmd_ctx& c) {
     if (pds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
     std::uint32_t pd = next_pd_;
     while (pds_.count(pd) || pd == 0) pd = (pd + 1) & kMask24;
-    pds_[pd] = ifc::get<ifc::alloc_pd_in::uid>(c.in.data());
+    pds_[pd].uid = ifc::get<ifc::alloc_pd_in::uid>(c.in.data());
     next_pd_ = (pd + 1) & kMask24;
     ifc::set<ifc::alloc_pd_out::pd>(c.out.data(), pd);
     return ok();
@@ -73,9 +71,10 @@ cmd_reply firmware::dealloc_pd(cmd_ctx& c) {
     const auto pd = ifc::get<ifc::dealloc_pd_in::pd>(c.in.data());
     const auto it = pds_.find(pd);
     if (it == pds_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    if (it->second != ifc::get<ifc::dealloc_pd_in::uid>(c.in.data())) {
+    if (it->second.uid != ifc::get<ifc::dealloc_pd_in::uid>(c.in.data())) {
         return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
+    if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     pds_.erase(it);
     return ok();
 }
@@ -123,17 +122,14 @@ cmd_reply firmware::create_eq(cmd_ctx& c) {
     std::uint32_t eqn = 1;  // EQ numbers start at 1, so an EQ doorbell is never 0
     while (eqs_.count(eqn)) ++eqn;
     if (eqn > 0xff) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
-    const auto slot = pages_.alloc_slot();
-    if (!slot) {
-        request_pages(1);
-        return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
-    }
+    const auto slot = icm_alloc();
+    if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     // The context lives in firmware memory, as on a card.
-    if (!mmu_.write(slot->iova, eqc, ifc::eqc::size_bytes)) {
-        pages_.free_slot(*slot);
-        trace_.update([](counters& t) { ++t.iommu_faults; });
+    if (!icm_write(*slot, eqc, ifc::eqc::size_bytes)) {
+        icm_free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
+    ++uars_[eq.uar_page].users;
     eq.icm = *slot;
     eq.eqn = eqn;
     created_by_current_command_ = eqn;
@@ -146,7 +142,11 @@ cmd_reply firmware::destroy_eq(cmd_ctx& c) {
     const auto eqn = ifc::get<ifc::destroy_eq_in::eq_number>(c.in.data());
     const auto it = eqs_.find(eqn);
     if (it == eqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    pages_.free_slot(it->second.icm);
+    for (const auto& [cqn, cq] : cqs_) {
+        if (cq.eqn == eqn) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    }
+    if (auto u = uars_.find(it->second.uar_page); u != uars_.end()) --u->second.users;
+    icm_free(it->second.icm);
     eqs_.erase(it);
     return ok();
 }
@@ -157,8 +157,7 @@ cmd_reply firmware::query_eq(cmd_ctx& c) {
     if (it == eqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     const event_queue& eq = it->second;
     std::byte* eqc = ifc::at<ifc::query_eq_out::eq_context_entry>(c.out.data());
-    if (!mmu_.read(eq.icm.iova, eqc, ifc::eqc::size_bytes)) {
-        trace_.update([](counters& t) { ++t.iommu_faults; });
+    if (!icm_read(eq.icm, eqc, ifc::eqc::size_bytes)) {
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     // PRM eqc status: 0 OK, 0xa overflow; counters are the device's.
@@ -266,9 +265,10 @@ void firmware::eq_doorbell(std::uint32_t value, bool arm) {
     }
 }
 
-std::vector<std::uint32_t> firmware::eq_uar_pages() const {
+std::vector<std::uint32_t> firmware::watched_uar_pages() const {
     std::vector<std::uint32_t> out;
     for (const auto& [eqn, eq] : eqs_) out.push_back(eq.uar_page);
+    for (const auto& [cqn, cq] : cqs_) out.push_back(ifc::get<ifc::cqc::uar_page>(cq.cqc.data()));
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;

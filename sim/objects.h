@@ -1,0 +1,97 @@
+// The firmware's objects: what the model remembers of each, in the form the transport
+// engine will use. Each keeps the PRM context the driver gave (and later transitions
+// changed) as bytes of the hw/ layout, so fields are read with ifc::get by their PRM
+// names, plus the device-side state the context does not hold. Each also owns a slot of
+// firmware memory (ICM) where its context is kept through the IOMMU, as on a card.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hw/ifc.h"
+#include "sim/pages.h"
+
+namespace cxv::sim {
+
+// Counts the objects that refer to this one (a CQ used by QPs, a PD by MKEYs and QPs):
+// an object with users may not be destroyed (RESOURCE_BUSY / RESOURCE_IN_USE).
+struct referenced {
+    std::uint32_t users = 0;
+};
+
+struct pd_object : referenced {
+    std::uint32_t uid = 0;
+};
+
+struct uar_object : referenced {
+    std::uint32_t uid = 0;
+};
+
+struct mkey_object {
+    std::uint32_t index = 0;   // mkey_index (24 bits); the key is index << 8 | mkey_7_0
+    std::uint32_t uid = 0;
+    std::array<std::byte, hw::ifc::mkc::size_bytes> mkc{};
+    std::vector<std::uint64_t> translations;  // MTT entries as given (addresses | flags)
+    std::uint32_t umem_id = 0;                // when the translations come from a UMEM
+    std::uint64_t umem_offset = 0;
+    pages::slot icm{};
+};
+
+struct umem_object : referenced {
+    std::uint32_t id = 0;
+    std::uint32_t uid = 0;
+    unsigned log_page_size = 0;   // relative to 4 KiB
+    std::uint32_t page_offset = 0;
+    std::vector<std::uint64_t> mtt;  // page addresses | access bits
+    pages::slot icm{};
+};
+
+struct cq_object : referenced {
+    std::uint32_t cqn = 0;
+    std::uint32_t uid = 0;
+    std::array<std::byte, hw::ifc::cqc::size_bytes> cqc{};
+    std::vector<std::uint64_t> pas;
+    std::uint32_t umem_id = 0;       // cq_umem_valid: buffer in a UMEM
+    std::uint64_t umem_offset = 0;
+    std::uint32_t eqn = 0;
+    std::uint32_t producer = 0;      // CQEs written
+    std::uint32_t arm_sn = 0;        // last arm sequence number seen
+    bool armed = false;
+    bool armed_solicited = false;
+    bool overrun = false;
+    pages::slot icm{};
+};
+
+enum class qp_state : std::uint8_t { rst = 0, init = 1, rtr = 2, rts = 3, sqd = 4, sqer = 5, err = 6 };
+
+struct qp_object {
+    std::uint32_t qpn = 0;
+    std::uint32_t uid = 0;
+    qp_state state = qp_state::rst;
+    std::array<std::byte, hw::ifc::qpc::size_bytes> qpc{};
+    std::vector<std::uint64_t> pas;
+    std::uint32_t umem_id = 0;       // wq_umem_valid: buffer in a UMEM
+    std::uint64_t umem_offset = 0;
+    // Objects it holds (their users counts include this QP).
+    std::uint32_t pd = 0, cqn_snd = 0, cqn_rcv = 0, srqn = 0;
+    // Device-side progress (the transport engine's).
+    std::uint32_t sq_consumer = 0;   // send WQE-BBs consumed
+    std::uint32_t rq_consumer = 0;   // receive WQEs consumed
+    pages::slot icm{};
+};
+
+struct srq_object : referenced {
+    std::uint32_t srqn = 0;
+    std::uint32_t uid = 0;
+    std::array<std::byte, hw::ifc::srqc::size_bytes> srqc{};
+    std::vector<std::uint64_t> pas;
+    std::uint32_t pd = 0, cqn = 0;
+    std::uint32_t lwm = 0;           // armed limit (ARM_RQ), 0 = not armed
+    std::uint32_t consumer = 0;      // WQEs consumed
+    bool error = false;
+    pages::slot icm{};
+};
+
+}  // namespace cxv::sim
