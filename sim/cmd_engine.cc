@@ -129,6 +129,7 @@ std::uint8_t cmd_engine::read_input(const std::byte* entry, std::vector<std::byt
     const std::size_t ilen = ifc::get<ifc::cmd_queue_entry::input_length>(entry);
     if (ilen > max_message) return ds(hw::cmd_delivery_status::INPUT_LENGTH_ERR);
     in.assign(ilen, std::byte{0});
+    if (ilen == 0) return 0;
     std::memcpy(in.data(), ifc::at<ifc::cmd_queue_entry::command_input_inline_data>(entry),
                 std::min(ilen, kInline));
     std::uint64_t next =
