@@ -116,7 +116,8 @@ CXV_IFC_LAYOUT(ads, 0x160)
     F(cs_req, 0x630, 8)                      \
     F(cs_res, 0x638, 8)                      \
     F(dc_access_key, 0x640, 64)              \
-    F(dbr_umem_valid, 0x683, 1)
+    F(dbr_umem_valid, 0x683, 1)              \
+    F(dbr_umem_id, 0x720, 32)
 CXV_IFC_LAYOUT(qpc, 0x740)
 
 // PRM CREATE_QP: the new QP starts in RST. The buffer is given by the page list (pas)
@@ -130,6 +131,8 @@ CXV_IFC_LAYOUT(qpc, 0x740)
     F(opt_param_mask, 0x080, 32)         \
     F(ece, 0x0a0, 32)                    \
     S(qpc, 0x0c0, qpc)                   \
+    F(wq_umem_offset, 0x800, 64)         \
+    F(wq_umem_id, 0x840, 32)             \
     F(wq_umem_valid, 0x860, 1)           \
     A(pas, 0x880, 64, 0)
 CXV_IFC_LAYOUT(create_qp_in, 0x880)

@@ -225,7 +225,8 @@ CXV_IFC_LAYOUT(mkc, 0x200)
 
 // PRM CREATE_MKEY: the context, then the translation entries (MTTs of two dwords, KLMs
 // of four) as a list of dwords, as Linux declares it. With mkey_umem_valid the
-// translation comes from a UMEM instead.
+// translation comes from the UMEM mkey_umem_id, from byte mkey_umem_offset on (PRM
+// fields Linux 6.1 leaves reserved; rdma-core, UCX and DPDK name them).
 #define CXV_IFC_create_mkey_in(F, S, A, T)         \
     F(opcode, 0x000, 16)                           \
     F(uid, 0x010, 16)                              \
@@ -234,6 +235,8 @@ CXV_IFC_LAYOUT(mkc, 0x200)
     F(mkey_umem_valid, 0x061, 1)                   \
     S(memory_key_mkey_entry, 0x080, mkc)           \
     F(translations_octword_actual_size, 0x300, 32) \
+    F(mkey_umem_id, 0x320, 32)                     \
+    F(mkey_umem_offset, 0x340, 64)                 \
     A(klm_pas_mtt, 0x880, 32, 0)
 CXV_IFC_LAYOUT(create_mkey_in, 0x880)
 
@@ -336,6 +339,7 @@ CXV_IFC_LAYOUT(destroy_umem_out, 0x80)
     F(mini_cqe_res_format, 0x012, 2)      \
     F(st, 0x014, 4)                       \
     F(cqe_compression_layout, 0x01e, 2)   \
+    F(dbr_umem_id, 0x020, 32)             \
     F(page_offset, 0x054, 6)              \
     F(log_cq_size, 0x063, 5)              \
     F(uar_page, 0x068, 24)                \
@@ -357,6 +361,8 @@ CXV_IFC_LAYOUT(cqc, 0x200)
     F(uid, 0x010, 16)                    \
     F(op_mod, 0x030, 16)                 \
     S(cq_context, 0x080, cqc)            \
+    F(cq_umem_offset, 0x280, 64)         \
+    F(cq_umem_id, 0x2c0, 32)             \
     F(cq_umem_valid, 0x2e0, 1)           \
     A(pas, 0x880, 64, 0)
 CXV_IFC_LAYOUT(create_cq_in, 0x880)

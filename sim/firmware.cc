@@ -179,6 +179,7 @@ void firmware::release_all_objects() {
     next_pd_ = next_mkey_ = next_umem_ = next_cqn_ = next_srqn_ = 1;
     next_qpn_ = 0x100;
     next_uar_ = cfg_.first_uar;
+    nic_vport_ = {};  // the vport context goes back to its defaults with the objects
 }
 
 std::optional<pages::slot> firmware::icm_alloc() {

@@ -217,6 +217,9 @@ private:
     bool fast_teardown_prepared_ = false;
     bool port_admin_up_ = true;
     std::uint32_t admin_mtu_ = 0;  // 0: the port's maximum
+    // The NIC vport context fields MODIFY_NIC_VPORT_CONTEXT sets (roce_en, mtu, promisc_*;
+    // fw_vport.cc); all zero at power-on and after release_all_objects().
+    std::array<std::byte, hw::ifc::nic_vport_context::size_bytes> nic_vport_{};
     std::array<std::byte, 256> current_caps_{};  // cmd_hca_cap as set by SET_HCA_CAP
     std::array<std::uint8_t, 64> driver_version_{};
 

@@ -106,7 +106,8 @@ cmd_reply firmware::manage_pages(cmd_ctx& c) {
             return ok();
         case pages_alloc_success: {
             const std::size_t need = ifc::manage_pages_in::size_bytes + std::size_t{n} * 8;
-            if (c.in.size() < need) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
+            // The input must hold the entries it announces.
+            if (c.in.size() < need) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
             // Check the whole list before taking any page, so that a bad list changes
             // nothing: 4 KiB aligned, not zero, not given already, not listed twice.
             std::vector<std::uint64_t> list(n);

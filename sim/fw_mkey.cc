@@ -1,12 +1,385 @@
-// PLACEHOLDER: being written; every handler here refuses its command for now.
+// Memory keys and user memory (PRM CREATE_MKEY, DESTROY_MKEY, QUERY_MKEY, "Memory Key
+// Context"; CREATE_UMEM, DESTROY_UMEM), and the translation through a key that the
+// transport engine applies (sim/mkey_translate.h).
+//
+// An MTT mkey maps [start_addr, start_addr + len) onto pages of 2^log_page_size bytes:
+// entry i translates the i-th page the range touches, counted from the page holding
+// start_addr, whose low bits are the offset into the first page (Linux mlx5_ib
+// get_octo_len and rdma-core's VFIO provider compute the entries the same way). With
+// mkey_umem_valid the pages are a UMEM's instead: byte X of the key is byte
+// mkey_umem_offset + X of the UMEM.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "hw/endian.h"
+#include "hw/ifc.h"
 #include "sim/firmware.h"
+#include "sim/mkey_translate.h"
 
 namespace cxv::sim {
 
-cmd_reply firmware::create_mkey(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::destroy_mkey(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::query_mkey(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::create_umem(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::destroy_umem(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
+namespace ifc = hw::ifc;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+
+namespace {
+
+constexpr std::uint32_t kMask24 = 0xffffff;
+constexpr std::uint32_t kNoQpn = 0xffffff;   // mkc.qpn of a key bound to no QP
+constexpr unsigned kMinLogPage = 12;         // the device translates no page below 4 KiB
+constexpr std::uint64_t kMttEnables = 0x3;   // MTT entry bits 1:0: wr_en, rd_en
+constexpr std::uint64_t kMttRead = 0x1;
+constexpr std::uint64_t kMttWrite = 0x2;
+
+cmd_reply bad_param(cmd_syndrome why = cmd_syndrome::BAD_PARAMETER) {
+    return fail(cmd_status::BAD_PARAM, why);
+}
+cmd_reply bad_resource(cmd_syndrome why) { return fail(cmd_status::BAD_RESOURCE, why); }
+
+// Pages of 2^log_page bytes that [start, start + len) touches (start + len does not wrap).
+std::uint64_t pages_spanned(std::uint64_t start, std::uint64_t len, unsigned log_page) {
+    if (len == 0) return 0;
+    return ((start + len - 1) >> log_page) - (start >> log_page) + 1;
+}
+
+// The bytes a UMEM covers: its pages, less the offset into the first; saturates.
+std::uint64_t umem_bytes(const umem_object& u) {
+    const unsigned shift = kMinLogPage + u.log_page_size;
+    const std::uint64_t n = u.mtt.size();
+    if (n > (std::numeric_limits<std::uint64_t>::max() >> shift)) {
+        return std::numeric_limits<std::uint64_t>::max();
+    }
+    return (n << shift) - u.page_offset;
+}
+
+// The lowest free object number at or after `from`, 24 bits and never 0.
+template <typename Map>
+std::uint32_t free_number(const Map& m, std::uint32_t from) {
+    std::uint32_t n = from & kMask24;
+    while (n == 0 || m.count(n)) n = (n + 1) & kMask24;
+    return n;
+}
+
+// Entry i of an MTT list given as 32-bit big-endian dwords (create_mkey_in.klm_pas_mtt).
+std::uint64_t mtt_entry(const std::byte* in, std::size_t i) {
+    const std::uint64_t hi = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(in, 2 * i);
+    return (hi << 32) | ifc::get<ifc::create_mkey_in::klm_pas_mtt>(in, 2 * i + 1);
+}
+
+// An MTT entry's address part is aligned to the page (bits 7:2 are reserved, so a
+// 4 KiB page already covers them).
+bool mtt_aligned(std::uint64_t e, std::uint64_t page) { return ((e & ~kMttEnables) & (page - 1)) == 0; }
+
+}  // namespace
+
+// --- translation -------------------------------------------------------------------
+
+translate_status translate(const mkey_object& mk, const umem_object* umem, std::uint32_t key,
+                           std::uint32_t pd, std::uint64_t va, std::uint64_t len,
+                           unsigned access, std::vector<iova_range>& out) {
+    using m = ifc::mkc;
+    out.clear();
+    const std::byte* c = mk.mkc.data();
+    if ((key >> 8) != mk.index || (key & 0xff) != ifc::get<m::mkey_7_0>(c)) {
+        return translate_status::key_mismatch;
+    }
+    if (ifc::get<m::free>(c)) return translate_status::free_key;
+    if (ifc::get<m::pd>(c) != pd) return translate_status::pd_mismatch;
+    const unsigned granted = (ifc::get<m::lr>(c) ? access_local_read : 0u) |
+                             (ifc::get<m::lw>(c) ? access_local_write : 0u) |
+                             (ifc::get<m::rr>(c) ? access_remote_read : 0u) |
+                             (ifc::get<m::rw>(c) ? access_remote_write : 0u) |
+                             (ifc::get<m::a>(c) ? access_remote_atomic : 0u);
+    if ((access & ~granted) != 0) return translate_status::access_denied;
+
+    const std::uint64_t start = ifc::get<m::start_addr>(c);
+    if (ifc::get<m::length64>(c)) {
+        // 2^64 bytes from start_addr: only a wrap past the top of the address space is out.
+        if (len != 0 && len - 1 > std::numeric_limits<std::uint64_t>::max() - va) {
+            return translate_status::out_of_bounds;
+        }
+    } else {
+        const std::uint64_t klen = ifc::get<m::len>(c);
+        if (va < start || len > klen || va - start > klen - len) return translate_status::out_of_bounds;
+    }
+    if (len == 0) return translate_status::ok;
+
+    const auto mode = static_cast<mkey_mode>(ifc::get<m::access_mode_1_0>(c) |
+                                             (ifc::get<m::access_mode_4_2>(c) << 2));
+    if (mode == mkey_mode::pa) {
+        out.push_back({va, len});  // physical (here: bus, i.e. IOVA) addresses as they are
+        return translate_status::ok;
+    }
+    if (mode != mkey_mode::mtt) return translate_status::unsupported;
+
+    // Where the access starts in the page list, and which list.
+    const std::vector<std::uint64_t>* entries = &mk.translations;
+    unsigned shift = ifc::get<m::log_page_size>(c);
+    std::uint64_t pos = (start & ((std::uint64_t{1} << shift) - 1)) + (va - start);
+    bool enables_apply = mk.pg_access;
+    if (mk.umem_id != 0) {
+        if (umem == nullptr || umem->id != mk.umem_id) return translate_status::page_fault;
+        entries = &umem->mtt;
+        shift = kMinLogPage + umem->log_page_size;
+        pos = umem->page_offset + mk.umem_offset + (va - start);
+        enables_apply = true;  // a UMEM's entries always carry rd_en/wr_en
+    }
+    const std::uint64_t page = std::uint64_t{1} << shift;
+    const bool reads = (access & (access_local_read | access_remote_read | access_remote_atomic)) != 0;
+    const bool writes = (access & (access_local_write | access_remote_write | access_remote_atomic)) != 0;
+
+    while (len != 0) {
+        const std::uint64_t idx = pos >> shift;
+        const std::uint64_t off = pos & (page - 1);
+        if (idx >= entries->size()) {
+            out.clear();
+            return translate_status::page_fault;
+        }
+        const std::uint64_t e = (*entries)[idx];
+        if (enables_apply && ((reads && !(e & kMttRead)) || (writes && !(e & kMttWrite)))) {
+            out.clear();
+            return translate_status::page_fault;
+        }
+        const std::uint64_t chunk = std::min(len, page - off);
+        const std::uint64_t iova = (e & ~(page - 1)) + off;
+        if (!out.empty() && out.back().iova + out.back().len == iova) {
+            out.back().len += chunk;
+        } else {
+            out.push_back({iova, chunk});
+        }
+        pos += chunk;
+        len -= chunk;
+    }
+    return translate_status::ok;
+}
+
+// --- MKEY --------------------------------------------------------------------------
+
+cmd_reply firmware::create_mkey(cmd_ctx& c) {
+    using m = ifc::mkc;
+    using cin = ifc::create_mkey_in;
+    const std::byte* in = c.in.data();
+    const std::byte* mkc = ifc::at<cin::memory_key_mkey_entry>(in);
+    const std::byte* caps = current_caps_.data();
+    const std::uint32_t uid = ifc::get<cin::uid>(in);
+    const bool umem_valid = ifc::get<cin::mkey_umem_valid>(in);
+    const bool is_free = ifc::get<m::free>(mkc);
+    const std::uint64_t start = ifc::get<m::start_addr>(mkc);
+    const std::uint64_t len = ifc::get<m::len>(mkc);
+    const bool length64 = ifc::get<m::length64>(mkc);
+    const unsigned log_page = ifc::get<m::log_page_size>(mkc);
+    const auto mode = static_cast<mkey_mode>(ifc::get<m::access_mode_1_0>(mkc) |
+                                             (ifc::get<m::access_mode_4_2>(mkc) << 2));
+
+    const unsigned log_max_mkey = ifc::get<ifc::cmd_hca_cap::log_max_mkey>(caps);
+    if (log_max_mkey < 32 && mkeys_.size() >= (std::size_t{1} << log_max_mkey)) {
+        return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    }
+    // Access modes: MTT, and PA for the function's own driver (Linux's mlx5e and
+    // mlx5_ib_get_dma_mr create PA keys with uid 0; DevX users never get one: the kernel
+    // sets mkey_umem_valid on theirs). KLM and KSM keys are not modelled yet.
+    switch (mode) {
+        case mkey_mode::mtt:
+            break;
+        case mkey_mode::pa:
+            if (uid != 0 || umem_valid) return bad_param();
+            break;
+        default:
+            return bad_param();
+    }
+    // A key created by command is bound to no QP (memory window binding is a UMR's).
+    if (ifc::get<m::qpn>(mkc) != kNoQpn) return bad_param();
+    // No signature offload, ATS or relaxed ordering unless the capabilities offer them.
+    if (ifc::get<m::bsf_en>(mkc) || ifc::get<m::bsf_octword_size>(mkc) != 0) return bad_param();
+    if (ifc::get<m::ma_translation_mode>(mkc) != 0 && !ifc::get<ifc::cmd_hca_cap::ats>(caps)) {
+        return bad_param();
+    }
+    if (ifc::get<m::relaxed_ordering_write>(mkc) &&
+        !ifc::get<ifc::cmd_hca_cap::relaxed_ordering_write>(caps)) {
+        return bad_param();
+    }
+    if (ifc::get<m::relaxed_ordering_read>(mkc) &&
+        !ifc::get<ifc::cmd_hca_cap::relaxed_ordering_read>(caps)) {
+        return bad_param();
+    }
+    // The range: 2^64 bytes with length64 (len then 0; only a PA key can translate it),
+    // else [start_addr, start_addr + len) inside the address space and at most
+    // 2^log_max_mrw_sz bytes.
+    const unsigned log_max_mrw = ifc::get<ifc::cmd_hca_cap::log_max_mrw_sz>(caps);
+    if (length64) {
+        if (len != 0 || mode != mkey_mode::pa) return bad_param();
+        if (log_max_mrw < 64) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    } else {
+        if (len > std::numeric_limits<std::uint64_t>::max() - start) return bad_param();
+        if (log_max_mrw < 64 && len > (std::uint64_t{1} << log_max_mrw)) {
+            return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+        }
+    }
+    // The protection domain: a live PD of the same user.
+    const std::uint32_t pd = ifc::get<m::pd>(mkc);
+    const auto pd_it = pds_.find(pd);
+    if (pd_it == pds_.end()) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PD);
+    if (pd_it->second.uid != uid) return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+
+    mkey_object mk;
+    mk.uid = uid;
+    mk.pg_access = ifc::get<cin::pg_access>(in);
+    std::memcpy(mk.mkc.data(), mkc, m::size_bytes);
+    umem_object* umem = nullptr;
+    if (mode == mkey_mode::mtt && umem_valid) {
+        // The UMEM's pages translate the key: log_page_size and the translation sizes of
+        // the command are not used (real cards take such keys with log_page_size 0).
+        const auto u = umems_.find(ifc::get<cin::mkey_umem_id>(in));
+        if (u == umems_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+        if (u->second.uid != uid) return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+        const std::uint64_t offset = ifc::get<cin::mkey_umem_offset>(in);
+        const std::uint64_t avail = umem_bytes(u->second);
+        if (offset > avail || len > avail - offset) return bad_param(cmd_syndrome::PAS_TOO_SHORT);
+        umem = &u->second;
+        mk.umem_id = u->first;
+        mk.umem_offset = offset;
+    } else if (mode == mkey_mode::mtt) {
+        if (log_page < kMinLogPage) return bad_param(cmd_syndrome::LOG_SIZE_TOO_SMALL);
+        const std::uint64_t page = std::uint64_t{1} << log_page;
+        // Two 8-byte MTT entries per 16-byte octword.
+        const std::uint64_t needed = (pages_spanned(start, len, log_page) + 1) / 2;
+        const std::uint64_t table = ifc::get<m::translations_octword_size>(mkc);
+        const std::uint64_t given = ifc::get<cin::translations_octword_actual_size>(in);
+        if (given > table) return bad_param();
+        if (table < needed) return bad_param(cmd_syndrome::PAS_TOO_SHORT);
+        // The command must hold the octwords it announces.
+        if ((c.in.size() - cin::size_bytes) / 16 < given) {
+            return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
+        }
+        // A key in the free state waits for a UMR to fill its table; any other key
+        // must come with a translation for every page of its range.
+        if (!is_free && given < needed) return bad_param(cmd_syndrome::PAS_TOO_SHORT);
+        mk.translations.reserve(given * 2);
+        for (std::size_t i = 0; i < given * 2; ++i) {
+            const std::uint64_t e = mtt_entry(in, i);
+            if (!mtt_aligned(e, page)) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+            mk.translations.push_back(e);
+        }
+    }
+
+    if (mkeys_.size() >= kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    const std::uint32_t index = free_number(mkeys_, next_mkey_);
+    const auto slot = icm_alloc();
+    if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    if (!icm_write(*slot, mkc, m::size_bytes)) {
+        icm_free(*slot);
+        return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    }
+    ++pd_it->second.users;
+    if (umem != nullptr) ++umem->users;
+    mk.index = index;
+    mk.icm = *slot;
+    mkeys_.emplace(index, std::move(mk));
+    next_mkey_ = (index + 1) & kMask24;
+    ifc::set<ifc::create_mkey_out::mkey_index>(c.out.data(), index);
+    return ok();
+}
+
+cmd_reply firmware::destroy_mkey(cmd_ctx& c) {
+    const auto it = mkeys_.find(ifc::get<ifc::destroy_mkey_in::mkey_index>(c.in.data()));
+    if (it == mkeys_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it->second.uid != ifc::get<ifc::destroy_mkey_in::uid>(c.in.data())) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    const mkey_object& mk = it->second;
+    if (auto p = pds_.find(ifc::get<ifc::mkc::pd>(mk.mkc.data())); p != pds_.end()) --p->second.users;
+    if (mk.umem_id != 0) {
+        if (auto u = umems_.find(mk.umem_id); u != umems_.end()) --u->second.users;
+    }
+    icm_free(mk.icm);
+    mkeys_.erase(it);
+    return ok();
+}
+
+cmd_reply firmware::query_mkey(cmd_ctx& c) {
+    const auto it = mkeys_.find(ifc::get<ifc::query_mkey_in::mkey_index>(c.in.data()));
+    if (it == mkeys_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    const mkey_object& mk = it->second;
+    std::byte* mkc = ifc::at<ifc::query_mkey_out::memory_key_mkey_entry>(c.out.data());
+    if (!icm_read(mk.icm, mkc, ifc::mkc::size_bytes)) {
+        return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    }
+    // The translation entries follow from bsf0_klm0_pas_mtt0_1 on, as many as the output
+    // holds (the layout names the first four; a longer output carries the rest).
+    constexpr std::size_t first = ifc::query_mkey_out::bsf0_klm0_pas_mtt0_1::bit_offset / 8;
+    const std::size_t room = (c.out.size() - first) / 8;
+    for (std::size_t i = 0; i < mk.translations.size() && i < room; ++i) {
+        const std::uint64_t be = hw::to_be(mk.translations[i]);
+        std::memcpy(c.out.data() + first + i * 8, &be, 8);
+    }
+    return ok();
+}
+
+// --- UMEM --------------------------------------------------------------------------
+
+cmd_reply firmware::create_umem(cmd_ctx& c) {
+    using u = ifc::umem;
+    const std::byte* in = c.in.data();
+    const std::byte* um = ifc::at<ifc::create_umem_in::umem>(in);
+    const std::byte* caps = current_caps_.data();
+    const std::uint32_t uid = ifc::get<ifc::create_umem_in::uid>(in);
+    const unsigned log_page = ifc::get<u::log_page_size>(um);  // relative to 4 KiB
+    const std::uint32_t page_offset = ifc::get<u::page_offset>(um);
+    const std::uint64_t num = ifc::get<u::num_of_mtt>(um);
+
+    // A UMEM of uid 0 (the function's own driver) only where the device allows it.
+    if (uid == 0 && !ifc::get<ifc::cmd_hca_cap::umem_uid_0>(caps)) return bad_param();
+    if (ifc::get<u::ats>(um) && !ifc::get<ifc::cmd_hca_cap::ats>(caps)) return bad_param();
+    if (num == 0) return bad_param();
+    const std::uint64_t page = std::uint64_t{4096} << log_page;
+    if (page_offset >= page) return bad_param();
+    // The command must hold the num_of_mtt entries it announces.
+    if ((c.in.size() - ifc::create_umem_in::size_bytes) / ifc::mtt::size_bytes < num) {
+        return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
+    }
+    umem_object obj;
+    obj.uid = uid;
+    obj.log_page_size = log_page;
+    obj.page_offset = page_offset;
+    obj.mtt.reserve(num);
+    const std::byte* list = ifc::at<u::mtt>(um);
+    for (std::uint64_t i = 0; i < num; ++i) {
+        std::uint64_t be;
+        std::memcpy(&be, list + i * ifc::mtt::size_bytes, 8);
+        const std::uint64_t e = hw::from_be(be);
+        if (!mtt_aligned(e, page)) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+        obj.mtt.push_back(e);
+    }
+
+    if (umems_.size() >= kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    const std::uint32_t id = free_number(umems_, next_umem_);
+    const auto slot = icm_alloc();
+    if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    if (!icm_write(*slot, um, u::size_bytes)) {
+        icm_free(*slot);
+        return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    }
+    obj.id = id;
+    obj.icm = *slot;
+    umems_.emplace(id, std::move(obj));
+    next_umem_ = (id + 1) & kMask24;
+    ifc::set<ifc::create_umem_out::umem_id>(c.out.data(), id);
+    return ok();
+}
+
+cmd_reply firmware::destroy_umem(cmd_ctx& c) {
+    // rdma-core sends this with the 48-byte create_umem_in length: extra input is fine.
+    const auto it = umems_.find(ifc::get<ifc::destroy_umem_in::umem_id>(c.in.data()));
+    if (it == umems_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it->second.uid != ifc::get<ifc::destroy_umem_in::uid>(c.in.data())) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    icm_free(it->second.icm);
+    umems_.erase(it);
+    return ok();
+}
 
 }  // namespace cxv::sim

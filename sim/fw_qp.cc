@@ -1,11 +1,601 @@
-// PLACEHOLDER: being written; every handler here refuses its command for now.
+// Queue pairs (PRM "Queue Pair (QP)", CREATE_QP, QUERY_QP, DESTROY_QP and the QP state
+// transition commands): what a QP may be created with, the state machine, and which
+// attributes each transition takes from the context it carries.
+//
+// Facts: the required and optional attributes per transition and transport are the
+// IBTA Modify QP tables as Linux encodes them (ib_modify_qp_is_ok in core/verbs.c for
+// what is required; opt_mask[][][] in mlx5/qp.c for the opt_param_mask bits each mlx5
+// transition accepts); which context fields are set at create and at which transition
+// is what Linux's create_qp_common and __mlx5_ib_modify_qp write.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "hw/ifc.h"
 #include "sim/firmware.h"
 
 namespace cxv::sim {
 
-cmd_reply firmware::create_qp(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::destroy_qp(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::query_qp(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::modify_qp(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
+namespace ifc = hw::ifc;
+using hw::cmd_opcode;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+
+namespace {
+
+using qpc = ifc::qpc;
+using ads = ifc::ads;
+using cap = ifc::cmd_hca_cap;
+using qpc_bytes = std::array<std::byte, qpc::size_bytes>;
+
+constexpr std::uint32_t kMask24 = 0xffffff;
+constexpr std::uint32_t kFirstQpn = 0x100;  // QP0/QP1 and the rest below are reserved
+
+// qpc.st: the transports the model implements (PRM "QP Context").
+enum : std::uint32_t { st_rc = 0x0, st_uc = 0x1, st_ud = 0x2 };
+// qpc.rq_type.
+enum : std::uint32_t { rq_regular = 0x0, rq_srq = 0x1, rq_zero_len = 0x3 };
+// qpc.pm_state.
+enum : std::uint32_t { pm_reserved = 0x2, pm_migrated = 0x3 };
+// qpc.ts_format: free running and the device default need no capability.
+constexpr std::uint32_t kMaxTsFormat = 0x1;
+// qpc.atomic_mode: IB_SPEC (1) .. UP_TO_256B (8).
+constexpr std::uint32_t kMaxAtomicMode = 0x8;
+// qpc.mtu: 256 (1) .. 4096 (5) bytes.
+constexpr std::uint32_t kMaxMtu = 0x5;
+// RoCEv2 headers and trailers a RoCE MTU leaves room for in an Ethernet frame (GRH,
+// UDP, BTH, XRC and atomic extended headers, ICRC).
+constexpr std::uint32_t kRoceOverhead = 40 + 8 + 12 + 4 + 28 + 4;
+
+// opt_param_mask (PRM "QP Optional Parameter Mask").
+enum : std::uint32_t {
+    opt_alt_addr_path = 1u << 0,
+    opt_rre = 1u << 1,
+    opt_rae = 1u << 2,
+    opt_rwe = 1u << 3,
+    opt_pkey_index = 1u << 4,
+    opt_q_key = 1u << 5,
+    opt_rnr_timeout = 1u << 6,
+    opt_pm_state = 1u << 10,
+    opt_lag_tx_aff = 1u << 15,
+    opt_pri_port = 1u << 16,
+    opt_srqn = 1u << 18,
+    opt_cqn_rcv = 1u << 19,
+};
+
+// One transition command: the state it starts from (any, for 2ERR and 2RST), the state
+// it ends in, and the optional parameters it accepts per transport (RC, UC, UD).
+struct transition {
+    cmd_opcode op;
+    bool from_any;
+    qp_state from, to;
+    std::array<std::uint32_t, 3> optional;
+};
+
+constexpr std::uint32_t kRcAccess = opt_rre | opt_rae | opt_rwe;
+
+constexpr std::array<transition, 9> kTransitions{{
+    {cmd_opcode::RST2INIT_QP, false, qp_state::rst, qp_state::init, {0, 0, 0}},
+    {cmd_opcode::INIT2INIT_QP, false, qp_state::init, qp_state::init,
+     {kRcAccess | opt_pkey_index | opt_pri_port | opt_lag_tx_aff,
+      opt_rwe | opt_pkey_index | opt_pri_port | opt_lag_tx_aff,
+      opt_pkey_index | opt_q_key | opt_pri_port}},
+    {cmd_opcode::INIT2RTR_QP, false, qp_state::init, qp_state::rtr,
+     {opt_alt_addr_path | kRcAccess | opt_pkey_index | opt_lag_tx_aff,
+      opt_alt_addr_path | opt_rwe | opt_pkey_index | opt_lag_tx_aff, opt_pkey_index | opt_q_key}},
+    {cmd_opcode::RTR2RTS_QP, false, qp_state::rtr, qp_state::rts,
+     {opt_alt_addr_path | kRcAccess | opt_pm_state | opt_rnr_timeout,
+      opt_alt_addr_path | opt_rwe | opt_pm_state, opt_q_key}},
+    {cmd_opcode::RTS2RTS_QP, false, qp_state::rts, qp_state::rts,
+     {kRcAccess | opt_rnr_timeout | opt_pm_state | opt_alt_addr_path,
+      opt_rwe | opt_pm_state | opt_alt_addr_path, opt_q_key | opt_srqn | opt_cqn_rcv}},
+    {cmd_opcode::SQERR2RTS_QP, false, qp_state::sqer, qp_state::rts,
+     {opt_rnr_timeout | kRcAccess, opt_rwe, opt_q_key}},
+    {cmd_opcode::SQD_RTS_QP, false, qp_state::sqd, qp_state::rts,
+     {opt_rnr_timeout | kRcAccess, opt_rwe, opt_q_key}},
+    {cmd_opcode::QP_2ERR, true, qp_state::rst, qp_state::err, {0, 0, 0}},
+    {cmd_opcode::QP_2RST, true, qp_state::rst, qp_state::rst, {0, 0, 0}},
+}};
+
+// qp_state holds the PRM's qpc.state values (SQER 4, SQD 5, ERR 6).
+std::uint32_t prm_state(qp_state s) { return static_cast<std::uint32_t>(s); }
+
+cmd_reply bad_param(cmd_syndrome why = cmd_syndrome::BAD_PARAMETER) {
+    return fail(cmd_status::BAD_PARAM, why);
+}
+cmd_reply bad_index() { return fail(cmd_status::BAD_INDEX, cmd_syndrome::BAD_PARAMETER); }
+bool failed(const cmd_reply& r) { return r.status != cmd_status::OK; }
+
+// Copies fields F... of a context from src to dst.
+template <typename... F>
+void take(std::byte* dst, const std::byte* src) {
+    (ifc::set<F>(dst, ifc::get<F>(src)), ...);
+}
+
+// The part of a context CREATE_QP takes (and 2RST returns to): the QP's kind, its
+// buffers and doorbell record, and the objects it is bound to. Everything else is set by
+// the transitions.
+qpc_bytes create_fields(const std::byte* src) {
+    qpc_bytes q{};
+    std::byte* d = q.data();
+    take<qpc::st, qpc::isolate_vl_tc, qpc::pm_state, qpc::req_e2e_credit_mode, qpc::offload_type,
+         qpc::end_padding_mode, qpc::wq_signature, qpc::block_lb_mc, qpc::atomic_like_write_en,
+         qpc::latency_sensitive, qpc::drain_sigerr, qpc::pd, qpc::log_rq_size, qpc::log_rq_stride,
+         qpc::no_sq, qpc::log_sq_size, qpc::ts_format, qpc::rlky, qpc::ulp_stateless_offload_mode,
+         qpc::uar_page, qpc::user_index, qpc::log_page_size, qpc::fre, qpc::cqn_snd,
+         qpc::page_offset, qpc::cd_slave_receive, qpc::cd_slave_send, qpc::cd_master, qpc::xrcd,
+         qpc::cqn_rcv, qpc::dbr_addr, qpc::rq_type, qpc::srqn_rmpn_xrqn, qpc::cgs, qpc::cs_req,
+         qpc::cs_res, qpc::dbr_umem_valid, qpc::dbr_umem_id>(d, src);
+    return q;
+}
+
+// The limits the transitions check values against, from the current capabilities and
+// the port.
+struct qp_limits {
+    std::uint32_t pkey_table = 0;  // entries
+    std::uint32_t gid_table = 0;   // entries
+    std::uint32_t num_ports = 0;
+    std::uint32_t max_mtu = 0;     // qpc.mtu encoding
+    std::uint32_t log_max_msg = 0;
+    std::uint32_t log_max_ra_req = 0;
+    std::uint32_t log_max_ra_res = 0;
+    bool roce = false;
+    bool apm = false;
+};
+
+qp_limits limits_of(const std::byte* caps, bool roce, std::uint32_t admin_mtu) {
+    qp_limits l;
+    // Table sizes as the capability encodes them: 128 << n P_Keys, 8 << n GIDs.
+    const auto pkey = ifc::get<cap::pkey_table_size>(caps);
+    const auto gid = ifc::get<cap::gid_table_size>(caps);
+    l.pkey_table = pkey <= 5 ? 128u << pkey : 0;
+    l.gid_table = gid <= 4 ? 8u << gid : 0;
+    l.num_ports = ifc::get<cap::num_ports>(caps);
+    l.log_max_msg = ifc::get<cap::log_max_msg>(caps);
+    l.log_max_ra_req = ifc::get<cap::log_max_ra_req_qp>(caps);
+    l.log_max_ra_res = ifc::get<cap::log_max_ra_res_qp>(caps);
+    l.roce = roce;
+    l.apm = ifc::get<cap::apm>(caps) != 0;
+    // The port's MTU (PMTU); on Ethernet the RoCE MTU is the largest that fits a frame.
+    std::uint32_t bytes = admin_mtu ? admin_mtu : (roce ? 9216 : 4096);
+    if (roce) bytes = bytes > kRoceOverhead ? bytes - kRoceOverhead : 0;
+    for (std::uint32_t m = 1; m <= kMaxMtu; ++m) {
+        if ((128u << m) <= bytes) l.max_mtu = m;
+    }
+    return l;
+}
+
+cmd_reply check_port(std::uint32_t port, const qp_limits& l) {
+    if (port == 0) return bad_param(cmd_syndrome::MISSING_ATTRIBUTE);
+    if (port > l.num_ports) return bad_param(cmd_syndrome::BAD_PORT);
+    return ok();
+}
+
+cmd_reply check_pkey_index(std::uint32_t index, const qp_limits& l) {
+    return index < l.pkey_table ? ok() : bad_index();
+}
+
+cmd_reply check_mtu(std::uint32_t mtu, const qp_limits& l) {
+    if (mtu == 0) return bad_param(cmd_syndrome::MISSING_ATTRIBUTE);
+    if (mtu > kMaxMtu) return bad_param();
+    if (mtu > l.max_mtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+    return ok();
+}
+
+// The primary address path of a connected QP (INIT2RTR): InfiniBand routes by the
+// remote LID (and a GRH from a source GID when grh is set); RoCE always addresses the
+// remote GID from a source GID.
+cmd_reply check_path(const std::byte* path, const qp_limits& l) {
+    if (l.roce) {
+        bool any = false;
+        for (std::size_t i = 0; i < ads::rgid_rip::count; ++i) {
+            any = any || ifc::get<ads::rgid_rip>(path, i) != 0;
+        }
+        if (!any) return bad_param(cmd_syndrome::MISSING_ATTRIBUTE);
+    } else if (ifc::get<ads::rlid>(path) == 0) {
+        return bad_param(cmd_syndrome::MISSING_ATTRIBUTE);
+    }
+    if ((l.roce || ifc::get<ads::grh>(path)) && ifc::get<ads::src_addr_index>(path) >= l.gid_table) {
+        return bad_index();
+    }
+    return ok();
+}
+
+cmd_reply check_pm_state(std::uint32_t pm, const qp_limits& l) {
+    // Without automatic path migration a QP stays MIGRATED.
+    if (pm == pm_reserved || (!l.apm && pm != pm_migrated)) return bad_param();
+    return ok();
+}
+
+// Applies the attributes one transition takes to `next` (a copy of the QP's context):
+// those the transition requires for this transport, then the optional ones whose
+// opt_param_mask bit is set. Every value taken is checked; the caller commits `next`
+// only when all were good.
+cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, const std::byte* in,
+                           std::byte* next, const qp_limits& l) {
+    const bool rc = st == st_rc, uc = st == st_uc, ud = st == st_ud;
+    const std::byte* ipath = ifc::at<qpc::primary_address_path>(in);
+    std::byte* npath = ifc::at<qpc::primary_address_path>(next);
+    cmd_reply r;
+
+    switch (op) {
+        case cmd_opcode::RST2INIT_QP:
+            // Port and P_Key index for every transport; access rights (RC, UC) or Q_Key (UD).
+            if (failed(r = check_port(ifc::get<ads::vhca_port_num>(ipath), l))) return r;
+            if (failed(r = check_pkey_index(ifc::get<ads::pkey_index>(ipath), l))) return r;
+            if (ifc::get<qpc::lag_tx_port_affinity>(in) > l.num_ports) return bad_param();
+            if (ifc::get<qpc::counter_set_id>(in) != 0) {
+                // Only the default counter set exists: the model has no Q counters.
+                return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+            }
+            take<ads::vhca_port_num, ads::pkey_index>(npath, ipath);
+            take<qpc::lag_tx_port_affinity, qpc::counter_set_id>(next, in);
+            if (ifc::get<qpc::rlky>(in)) ifc::set<qpc::rlky>(next, 1);
+            if (rc) {
+                if (ifc::get<qpc::atomic_mode>(in) > kMaxAtomicMode) return bad_param();
+                take<qpc::rre, qpc::rwe, qpc::rae, qpc::atomic_mode>(next, in);
+            }
+            if (uc) take<qpc::rwe>(next, in);
+            if (ud) {
+                // A UD QP's MTU bounds its messages; 0 leaves the port's. Linux asks for
+                // 4096 whatever the port's MTU: a larger one is the port's in effect.
+                if (ifc::get<qpc::mtu>(in) > kMaxMtu) return bad_param();
+                take<qpc::q_key, qpc::mtu>(next, in);
+            }
+            break;
+        case cmd_opcode::INIT2RTR_QP:
+            if (!ud) {
+                // The responder side of a connection: peer, path MTU, expected PSN, path.
+                if (failed(r = check_mtu(ifc::get<qpc::mtu>(in), l))) return r;
+                if (ifc::get<qpc::log_msg_max>(in) > l.log_max_msg) {
+                    return bad_param(cmd_syndrome::LOG_SIZE_TOO_BIG);
+                }
+                if (failed(r = check_path(ipath, l))) return r;
+                take<qpc::mtu, qpc::log_msg_max, qpc::remote_qpn, qpc::next_rcv_psn>(next, in);
+                // The address, but not what other transitions own: P_Key index and port
+                // (RST2INIT or their optional bits) and the ACK timeout (RTR2RTS).
+                const auto pkey = ifc::get<ads::pkey_index>(npath);
+                const auto port = ifc::get<ads::vhca_port_num>(npath);
+                const auto timeout = ifc::get<ads::ack_timeout>(npath);
+                std::memcpy(npath, ipath, ads::size_bytes);
+                ifc::set<ads::pkey_index>(npath, pkey);
+                ifc::set<ads::vhca_port_num>(npath, port);
+                ifc::set<ads::ack_timeout>(npath, timeout);
+            }
+            if (rc) {
+                if (ifc::get<qpc::log_rra_max>(in) > l.log_max_ra_res) {
+                    return bad_param(cmd_syndrome::LOG_SIZE_TOO_BIG);
+                }
+                take<qpc::log_rra_max, qpc::min_rnr_nak>(next, in);
+            }
+            break;
+        case cmd_opcode::RTR2RTS_QP:
+            take<qpc::next_send_psn>(next, in);
+            if (rc) {
+                // The requester side: retries, outstanding reads, ACK timeout.
+                if (ifc::get<qpc::log_sra_max>(in) > l.log_max_ra_req) {
+                    return bad_param(cmd_syndrome::LOG_SIZE_TOO_BIG);
+                }
+                take<qpc::retry_count, qpc::rnr_retry, qpc::log_sra_max, qpc::log_ack_req_freq>(next, in);
+                take<ads::ack_timeout>(npath, ipath);
+            }
+            break;
+        default:
+            break;
+    }
+
+    if (mask & opt_rre) take<qpc::rre>(next, in);
+    if (mask & opt_rwe) take<qpc::rwe>(next, in);
+    if (mask & opt_rae) {
+        if (ifc::get<qpc::atomic_mode>(in) > kMaxAtomicMode) return bad_param();
+        take<qpc::rae, qpc::atomic_mode>(next, in);
+    }
+    if (mask & opt_pkey_index) {
+        if (failed(r = check_pkey_index(ifc::get<ads::pkey_index>(ipath), l))) return r;
+        take<ads::pkey_index>(npath, ipath);
+    }
+    if (mask & opt_pri_port) {
+        if (failed(r = check_port(ifc::get<ads::vhca_port_num>(ipath), l))) return r;
+        take<ads::vhca_port_num>(npath, ipath);
+    }
+    if (mask & opt_q_key) take<qpc::q_key>(next, in);
+    if (mask & opt_rnr_timeout) take<qpc::min_rnr_nak>(next, in);
+    if (mask & opt_pm_state) {
+        if (failed(r = check_pm_state(ifc::get<qpc::pm_state>(in), l))) return r;
+        take<qpc::pm_state>(next, in);
+    }
+    if (mask & opt_lag_tx_aff) {
+        if (ifc::get<qpc::lag_tx_port_affinity>(in) > l.num_ports) return bad_param();
+        take<qpc::lag_tx_port_affinity>(next, in);
+    }
+    // New receive CQ or SRQ: the caller checks the objects they name.
+    if (mask & opt_cqn_rcv) take<qpc::cqn_rcv>(next, in);
+    if (mask & opt_srqn) take<qpc::srqn_rmpn_xrqn>(next, in);
+    return ok();
+}
+
+// A referenced object (PD, UAR, CQ, SRQ, UMEM) must exist and belong to the same uid.
+// A missing PD, UAR or CQ is a bad parameter with its own syndrome, as in the other
+// create commands; a missing SRQ or UMEM an unknown resource.
+template <typename Map>
+cmd_reply check_ref(const Map& m, std::uint32_t n, std::uint32_t uid, cmd_syndrome missing) {
+    const auto it = m.find(n);
+    if (it == m.end()) {
+        return fail(missing == cmd_syndrome::UNKNOWN_RESOURCE ? cmd_status::BAD_RESOURCE : cmd_status::BAD_PARAM,
+                    missing);
+    }
+    if (it->second.uid != uid) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    return ok();
+}
+
+template <typename Map>
+void add_user(Map& m, std::uint32_t n) {
+    if (auto it = m.find(n); it != m.end()) ++it->second.users;
+}
+
+template <typename Map>
+void drop_user(Map& m, std::uint32_t n) {
+    if (auto it = m.find(n); it != m.end() && it->second.users != 0) --it->second.users;
+}
+
+// Whether bytes [off, off + len) of a UMEM lie inside it (its pages of 4 KiB <<
+// log_page_size, less the page_offset where it starts in the first).
+bool umem_holds(const umem_object& u, std::uint64_t off, std::uint64_t len) {
+    const std::uint64_t total = u.mtt.size() * (std::uint64_t{4096} << u.log_page_size);
+    const std::uint64_t size = total > u.page_offset ? total - u.page_offset : 0;
+    return off <= size && len <= size - off;
+}
+
+}  // namespace
+
+// --- CREATE_QP -----------------------------------------------------------------------
+
+cmd_reply firmware::create_qp(cmd_ctx& c) {
+    const std::byte* in = c.in.data();
+    const std::byte* ctx = ifc::at<ifc::create_qp_in::qpc>(in);
+    const std::byte* caps = current_caps_.data();
+    const std::uint32_t uid = ifc::get<ifc::create_qp_in::uid>(in);
+    const qp_limits lim = limits_of(caps, cfg_.port == port_type::ethernet, admin_mtu_);
+
+    if (qps_.size() >= (std::size_t{1} << ifc::get<cap::log_max_qp>(caps))) {
+        return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    }
+    // The transport, and features the device's capabilities do not offer.
+    const auto st = ifc::get<qpc::st>(ctx);
+    const bool st_ok = (st == st_rc && ifc::get<cap::rc>(caps)) || (st == st_uc && ifc::get<cap::uc>(caps)) ||
+                       (st == st_ud && ifc::get<cap::ud>(caps));
+    if (!st_ok) return bad_param();
+    if (auto r = check_pm_state(ifc::get<qpc::pm_state>(ctx), lim); failed(r)) return r;
+    const bool unsupported =
+        ifc::get<ifc::create_qp_in::input_qpn>(in) != 0 ||  // QP numbers are the device's
+        ifc::get<qpc::ts_format>(ctx) > kMaxTsFormat ||
+        ifc::get<qpc::offload_type>(ctx) != 0 || ifc::get<qpc::req_e2e_credit_mode>(ctx) != 0 ||
+        (ifc::get<qpc::wq_signature>(ctx) && !ifc::get<cap::wq_signature>(caps)) ||
+        (ifc::get<qpc::block_lb_mc>(ctx) && !ifc::get<cap::block_lb_mc>(caps)) ||
+        (ifc::get<qpc::drain_sigerr>(ctx) && !ifc::get<cap::drain_sigerr>(caps)) ||
+        (ifc::get<qpc::end_padding_mode>(ctx) && !ifc::get<cap::end_pad>(caps)) ||
+        ((ifc::get<qpc::cs_req>(ctx) || ifc::get<qpc::cs_res>(ctx)) && !ifc::get<cap::sctr_data_cqe>(caps)) ||
+        ((ifc::get<qpc::cd_master>(ctx) || ifc::get<qpc::cd_slave_send>(ctx) ||
+          ifc::get<qpc::cd_slave_receive>(ctx)) &&
+         !ifc::get<cap::cd>(caps));
+    if (unsupported) return bad_param();
+
+    // The objects it is bound to. A CQ is needed for each work queue the QP has.
+    const std::uint32_t pd = ifc::get<qpc::pd>(ctx);
+    const std::uint32_t uar = ifc::get<qpc::uar_page>(ctx);
+    const std::uint32_t cqn_snd = ifc::get<qpc::cqn_snd>(ctx);
+    const std::uint32_t cqn_rcv = ifc::get<qpc::cqn_rcv>(ctx);
+    const std::uint32_t rq_type = ifc::get<qpc::rq_type>(ctx);
+    const bool has_sq = ifc::get<qpc::no_sq>(ctx) == 0;
+    const bool has_rq = rq_type == rq_regular;
+    if (rq_type != rq_regular && rq_type != rq_srq && rq_type != rq_zero_len) return bad_param();
+    const std::uint32_t srqn = rq_type == rq_srq ? ifc::get<qpc::srqn_rmpn_xrqn>(ctx) : 0;
+    cmd_reply r;
+    if (failed(r = check_ref(pds_, pd, uid, cmd_syndrome::BAD_PD))) return r;
+    if (failed(r = check_ref(uars_, uar, uid, cmd_syndrome::BAD_UAR))) return r;
+    if ((has_sq || cqn_snd != 0) && failed(r = check_ref(cqs_, cqn_snd, uid, cmd_syndrome::BAD_CQ))) return r;
+    if ((rq_type != rq_zero_len || cqn_rcv != 0) && failed(r = check_ref(cqs_, cqn_rcv, uid, cmd_syndrome::BAD_CQ))) {
+        return r;
+    }
+    if (rq_type == rq_srq && failed(r = check_ref(srqs_, srqn, uid, cmd_syndrome::UNKNOWN_RESOURCE))) return r;
+
+    // Work queue geometry: RQ entries of 16 << log_rq_stride bytes, then SQ basic blocks
+    // of 64 bytes, in one buffer (PRM "Send and Receive Queue Buffers").
+    const auto log_max_sz = ifc::get<cap::log_max_qp_sz>(caps);
+    std::uint64_t rq_bytes = 0, sq_bytes = 0;
+    if (has_rq) {
+        if (ifc::get<qpc::log_rq_size>(ctx) > log_max_sz) return bad_param(cmd_syndrome::LOG_SIZE_TOO_BIG);
+        const std::uint32_t stride = 16u << ifc::get<qpc::log_rq_stride>(ctx);
+        if (stride > ifc::get<cap::max_wqe_sz_rq>(caps)) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+        rq_bytes = std::uint64_t{stride} << ifc::get<qpc::log_rq_size>(ctx);
+    }
+    if (has_sq) {
+        if (ifc::get<qpc::log_sq_size>(ctx) > log_max_sz) return bad_param(cmd_syndrome::LOG_SIZE_TOO_BIG);
+        sq_bytes = std::uint64_t{64} << ifc::get<qpc::log_sq_size>(ctx);
+    }
+    const std::uint64_t wq_bytes = rq_bytes + sq_bytes;
+
+    // The doorbell record: 8 bytes (receive and send counters), at an IOVA or in a UMEM.
+    const std::uint64_t dbr = ifc::get<qpc::dbr_addr>(ctx);
+    const bool dbr_in_umem = ifc::get<qpc::dbr_umem_valid>(ctx) != 0;
+    const std::uint32_t dbr_umem = dbr_in_umem ? ifc::get<qpc::dbr_umem_id>(ctx) : 0;
+    if (dbr_in_umem) {
+        if (failed(r = check_ref(umems_, dbr_umem, uid, cmd_syndrome::UNKNOWN_RESOURCE))) return r;
+    }
+    if (dbr_in_umem && !umem_holds(umems_.at(dbr_umem), dbr, 8)) return bad_param(cmd_syndrome::PAS_TOO_SHORT);
+    if ((dbr + (dbr_in_umem ? umems_.at(dbr_umem).page_offset : 0)) % 8) {
+        return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+    }
+
+    // The buffer: a UMEM, or the page list after the fixed input.
+    qp_object qp;
+    if (ifc::get<ifc::create_qp_in::wq_umem_valid>(in)) {
+        qp.umem_id = ifc::get<ifc::create_qp_in::wq_umem_id>(in);
+        qp.umem_offset = ifc::get<ifc::create_qp_in::wq_umem_offset>(in);
+        if (failed(r = check_ref(umems_, qp.umem_id, uid, cmd_syndrome::UNKNOWN_RESOURCE))) return r;
+        // The queues start on a 64-byte boundary (a send WQE basic block).
+        const umem_object& u = umems_.at(qp.umem_id);
+        if (!umem_holds(u, qp.umem_offset, wq_bytes)) return bad_param(cmd_syndrome::PAS_TOO_SHORT);
+        if ((u.page_offset + qp.umem_offset) % 64) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+    } else if (wq_bytes != 0) {
+        // Pages of 4 KiB << log_page_size; the queues start page_offset 64ths of a page
+        // into the first (the quantized offset Linux computes with a scale of 64).
+        const std::uint64_t page = std::uint64_t{4096} << ifc::get<qpc::log_page_size>(ctx);
+        const std::uint64_t start = page / 64 * ifc::get<qpc::page_offset>(ctx);
+        const std::size_t npages = static_cast<std::size_t>((start + wq_bytes + page - 1) / page);
+        if (c.in.size() < ifc::create_qp_in::size_bytes + npages * 8) {
+            return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
+        }
+        for (std::size_t i = 0; i < npages; ++i) {
+            const std::uint64_t pa = ifc::get<ifc::create_qp_in::pas>(in, i);
+            if (pa % page) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+            qp.pas.push_back(pa);
+        }
+    }
+
+    // A number: 24 bits, unique, above the reserved ones.
+    std::uint32_t qpn = next_qpn_;
+    for (std::size_t tries = 0; qps_.count(qpn) || qpn < kFirstQpn; ++tries) {
+        if (tries > kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+        qpn = (qpn + 1) & kMask24;
+    }
+    const auto slot = icm_alloc();
+    if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    qp.qpc = create_fields(ctx);
+    ifc::set<qpc::state>(qp.qpc.data(), prm_state(qp_state::rst));
+    if (!icm_write(*slot, qp.qpc.data(), qp.qpc.size())) {
+        icm_free(*slot);
+        return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    }
+
+    qp.qpn = qpn;
+    qp.uid = uid;
+    qp.state = qp_state::rst;
+    qp.pd = pd;
+    qp.cqn_snd = cqn_snd;
+    qp.cqn_rcv = cqn_rcv;
+    qp.srqn = srqn;
+    qp.icm = *slot;
+    add_user(pds_, pd);
+    add_user(uars_, uar);
+    if (cqn_snd) add_user(cqs_, cqn_snd);
+    if (cqn_rcv) add_user(cqs_, cqn_rcv);
+    if (srqn) add_user(srqs_, srqn);
+    if (qp.umem_id) add_user(umems_, qp.umem_id);
+    if (dbr_in_umem) add_user(umems_, dbr_umem);
+    qps_.emplace(qpn, std::move(qp));
+    next_qpn_ = (qpn + 1) & kMask24;
+    ifc::set<ifc::create_qp_out::qpn>(c.out.data(), qpn);
+    return ok();
+}
+
+// --- DESTROY_QP, QUERY_QP --------------------------------------------------------------
+
+cmd_reply firmware::destroy_qp(cmd_ctx& c) {
+    const auto it = qps_.find(ifc::get<ifc::destroy_qp_in::qpn>(c.in.data()));
+    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    qp_object& qp = it->second;
+    if (qp.uid != ifc::get<ifc::destroy_qp_in::uid>(c.in.data())) {
+        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    // A QP may be destroyed in any state; it lets go of everything it held.
+    const std::byte* q = qp.qpc.data();
+    drop_user(pds_, qp.pd);
+    drop_user(uars_, ifc::get<qpc::uar_page>(q));
+    if (qp.cqn_snd) drop_user(cqs_, qp.cqn_snd);
+    if (qp.cqn_rcv) drop_user(cqs_, qp.cqn_rcv);
+    if (qp.srqn) drop_user(srqs_, qp.srqn);
+    if (qp.umem_id) drop_user(umems_, qp.umem_id);
+    if (ifc::get<qpc::dbr_umem_valid>(q)) drop_user(umems_, ifc::get<qpc::dbr_umem_id>(q));
+    icm_free(qp.icm);
+    qps_.erase(it);
+    return ok();
+}
+
+cmd_reply firmware::query_qp(cmd_ctx& c) {
+    const auto it = qps_.find(ifc::get<ifc::query_qp_in::qpn>(c.in.data()));
+    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    const qp_object& qp = it->second;
+    std::byte* q = ifc::at<ifc::query_qp_out::qpc>(c.out.data());
+    if (!icm_read(qp.icm, q, qpc::size_bytes)) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    // The device's view: state and the counters of WQEs it has consumed.
+    ifc::set<qpc::state>(q, prm_state(qp.state));
+    ifc::set<qpc::hw_sq_wqebb_counter>(q, qp.sq_consumer & 0xffff);
+    ifc::set<qpc::hw_rq_counter>(q, qp.rq_consumer);
+    ifc::set<ifc::query_qp_out::opt_param_mask>(c.out.data(), 0);
+    const std::size_t room = c.out.size() > ifc::query_qp_out::size_bytes
+                                 ? (c.out.size() - ifc::query_qp_out::size_bytes) / 8
+                                 : 0;
+    for (std::size_t i = 0; i < qp.pas.size() && i < room; ++i) {
+        ifc::set<ifc::query_qp_out::pas>(c.out.data(), i, qp.pas[i]);
+    }
+    return ok();
+}
+
+// --- the state machine -----------------------------------------------------------------
+
+cmd_reply firmware::modify_qp(cmd_ctx& c) {
+    const auto t = std::find_if(kTransitions.begin(), kTransitions.end(),
+                                [&](const transition& x) { return x.op == c.opcode; });
+    if (t == kTransitions.end()) return fail(cmd_status::BAD_OP, cmd_syndrome::UNKNOWN_OPCODE);
+    // Every transition's input starts with the same header: uid and qpn.
+    const std::byte* in = c.in.data();
+    const auto it = qps_.find(ifc::get<ifc::qp_2rst_in::qpn>(in));
+    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    qp_object& qp = it->second;
+    if (qp.uid != ifc::get<ifc::qp_2rst_in::uid>(in)) {
+        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    if (!t->from_any && qp.state != t->from) return fail(cmd_status::BAD_QP_STATE, cmd_syndrome::BAD_QP_STATE);
+
+    qpc_bytes next = qp.qpc;
+    std::uint32_t mask = 0;
+    if (c.opcode == cmd_opcode::QP_2RST) {
+        // Back to what CREATE_QP set: the transitions' attributes are gone.
+        next = create_fields(qp.qpc.data());
+    } else if (c.opcode != cmd_opcode::QP_2ERR) {
+        // The modifying transitions share one input shape (RST2INIT_QP's).
+        const std::uint32_t st = ifc::get<qpc::st>(qp.qpc.data());
+        const qp_limits lim = limits_of(current_caps_.data(), cfg_.port == port_type::ethernet, admin_mtu_);
+        mask = ifc::get<ifc::rst2init_qp_in::opt_param_mask>(in);
+        std::uint32_t allowed = st < t->optional.size() ? t->optional[st] : 0;
+        if (!lim.apm) allowed &= ~opt_alt_addr_path;
+        if (mask & ~allowed) return bad_param();
+        const std::byte* ctx = ifc::at<ifc::rst2init_qp_in::qpc>(in);
+        if (auto r = apply_transition(c.opcode, st, mask, ctx, next.data(), lim); failed(r)) return r;
+    }
+    // A new receive CQ or SRQ (UD, RTS2RTS) must exist and be the QP's uid's.
+    const std::uint32_t cqn_rcv = ifc::get<qpc::cqn_rcv>(next.data());
+    const std::uint32_t srqn = ifc::get<qpc::srqn_rmpn_xrqn>(next.data());
+    if (mask & opt_cqn_rcv) {
+        if (auto r = check_ref(cqs_, cqn_rcv, qp.uid, cmd_syndrome::BAD_CQ); failed(r)) return r;
+    }
+    if (mask & opt_srqn) {
+        if (ifc::get<qpc::rq_type>(qp.qpc.data()) != rq_srq) return bad_param();
+        if (auto r = check_ref(srqs_, srqn, qp.uid, cmd_syndrome::UNKNOWN_RESOURCE); failed(r)) return r;
+    }
+    ifc::set<qpc::state>(next.data(), prm_state(t->to));
+    if (!icm_write(qp.icm, next.data(), next.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+
+    if (mask & opt_cqn_rcv) {
+        if (qp.cqn_rcv) drop_user(cqs_, qp.cqn_rcv);
+        add_user(cqs_, cqn_rcv);
+        qp.cqn_rcv = cqn_rcv;
+    }
+    if (mask & opt_srqn) {
+        drop_user(srqs_, qp.srqn);
+        add_user(srqs_, srqn);
+        qp.srqn = srqn;
+    }
+    qp.qpc = next;
+    qp.state = t->to;
+    if (t->to == qp_state::rst) {
+        // Reset: the device forgets its progress through both work queues.
+        qp.sq_consumer = 0;
+        qp.rq_consumer = 0;
+    }
+    return ok();
+}
 
 }  // namespace cxv::sim

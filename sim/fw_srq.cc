@@ -1,11 +1,188 @@
-// PLACEHOLDER: being written; every handler here refuses its command for now.
+// Shared receive queues (PRM "Shared Receive Queue (SRQ)", CREATE_SRQ, DESTROY_SRQ,
+// QUERY_SRQ, ARM_RQ).
+//
+// The model implements the basic SRQ object of CREATE_SRQ, not the RMP objects that
+// ISSI 1 drivers such as Linux create instead (CREATE_RMP wraps the same receive
+// queue in a "wq" context): one object kind is enough for the transport engine, and
+// SRQ is what DevX users of the PRM's SRQ commands get. XRC (a non-zero xrcd) and
+// tag-matching SRQs are not modelled.
+//
+// The receive buffer holds 2^log_srq_size WQEs of 16 << log_rq_stride bytes (the PRM
+// encodes the stride as log2(stride) - 4, so a 64-byte WQE is log_rq_stride 2). It
+// starts page_offset * (page size / 64) bytes into the first page of the page list.
+#include <algorithm>
+#include <utility>
+
+#include "hw/ifc.h"
 #include "sim/firmware.h"
 
 namespace cxv::sim {
 
-cmd_reply firmware::create_srq(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::destroy_srq(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::query_srq(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::arm_rq(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
+namespace ifc = hw::ifc;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+
+namespace {
+
+constexpr std::uint32_t kMask24 = 0xffffff;
+// ARM_RQ op_mod (PRM): 0 arms an RQ object, 1 an SRQ, 2 an XRQ.
+enum : std::uint16_t { arm_rq = 0, arm_srq = 1 };
+// srqc.state (PRM): 0 good, 1 error.
+enum : std::uint32_t { srq_state_good = 0, srq_state_error = 1 };
+// The largest page that still fits in a 64-bit address (4 KiB << 51).
+constexpr unsigned kMaxLogPageSize = 51;
+
+cmd_reply bad_param(cmd_syndrome why) { return fail(cmd_status::BAD_PARAM, why); }
+cmd_reply bad_resource(cmd_syndrome why) { return fail(cmd_status::BAD_RESOURCE, why); }
+
+}  // namespace
+
+cmd_reply firmware::create_srq(cmd_ctx& c) {
+    using srqc_t = ifc::srqc;
+    const std::byte* in = c.in.data();
+    const std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(in);
+    const std::byte* caps = current_caps_.data();
+    const std::uint32_t uid = ifc::get<ifc::create_srq_in::uid>(in);
+    const unsigned log_size = ifc::get<srqc_t::log_srq_size>(srqc);
+    const unsigned log_stride = ifc::get<srqc_t::log_rq_stride>(srqc);  // log2(bytes) - 4
+    const unsigned log_page = ifc::get<srqc_t::log_page_size>(srqc);    // relative to 4 KiB
+    const std::uint32_t page_offset = ifc::get<srqc_t::page_offset>(srqc);
+    const std::uint32_t pdn = ifc::get<srqc_t::pd>(srqc);
+    const std::uint32_t cqn = ifc::get<srqc_t::cqn>(srqc);
+    const std::uint64_t dbr = ifc::get<srqc_t::dbr_addr>(srqc);
+
+    if (srqs_.size() >= (std::size_t{1} << ifc::get<ifc::cmd_hca_cap::log_max_srq>(caps))) {
+        return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    }
+    if (log_size > ifc::get<ifc::cmd_hca_cap::log_max_srq_sz>(caps)) {
+        return bad_param(cmd_syndrome::LOG_SIZE_TOO_BIG);
+    }
+    // A WQE (next segment + scatter list) may not exceed max_wqe_sz_rq.
+    if ((16u << log_stride) > ifc::get<ifc::cmd_hca_cap::max_wqe_sz_rq>(caps)) {
+        return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+    }
+    if (ifc::get<srqc_t::wq_signature>(srqc) && !ifc::get<ifc::cmd_hca_cap::wq_signature>(caps)) {
+        return bad_param(cmd_syndrome::BAD_PARAMETER);
+    }
+    // Not modelled: XRC SRQs (there are no XRC domains) and physically contiguous SRQs.
+    if (ifc::get<srqc_t::xrcd>(srqc) != 0 || ifc::get<srqc_t::cont_srq>(srqc) != 0) {
+        return bad_param(cmd_syndrome::BAD_PARAMETER);
+    }
+    // A limit at or above the SRQ's size could never be crossed.
+    if (ifc::get<srqc_t::lwm>(srqc) >= (1u << log_size)) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    if (log_page > kMaxLogPageSize) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    // Doorbell records are 8-byte aligned (PRM dbr_addr).
+    if (dbr % 8 != 0) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+
+    // The objects it uses must be live and belong to the same user.
+    const auto pd = pds_.find(pdn);
+    if (pd == pds_.end()) return bad_param(cmd_syndrome::BAD_PD);
+    if (pd->second.uid != uid) return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    // cqn is used by XRC SRQs only; Linux still names a CQ for a basic SRQ, so a
+    // non-zero cqn must be a live CQ, and is held like the PD.
+    auto cq = cqs_.end();
+    if (cqn != 0) {
+        cq = cqs_.find(cqn);
+        if (cq == cqs_.end()) return bad_param(cmd_syndrome::BAD_CQ);
+        if (cq->second.uid != uid) return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+
+    // The page list: enough pages for the offset plus the whole WQE buffer.
+    const std::uint64_t page = std::uint64_t{4096} << log_page;
+    const std::uint64_t bytes = (std::uint64_t{1} << log_size) * (std::uint64_t{16} << log_stride);
+    const std::uint64_t start = std::uint64_t{page_offset} * (page / 64);
+    const std::size_t npages = static_cast<std::size_t>((start + bytes + page - 1) / page);
+    if (c.in.size() < ifc::create_srq_in::size_bytes + npages * 8) {
+        return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
+    }
+    srq_object srq;
+    srq.pas.reserve(npages);
+    for (std::size_t i = 0; i < npages; ++i) {
+        const std::uint64_t pa = ifc::get<ifc::create_srq_in::pas>(in, i);
+        if (pa % page) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+        srq.pas.push_back(pa);
+    }
+
+    std::uint32_t srqn = next_srqn_;
+    for (std::size_t tries = 0; srqs_.count(srqn) || srqn == 0; ++tries) {
+        if (tries > kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+        srqn = (srqn + 1) & kMask24;
+    }
+    const auto slot = icm_alloc();
+    if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    std::copy_n(srqc, srqc_t::size_bytes, srq.srqc.begin());
+    if (!icm_write(*slot, srq.srqc.data(), srq.srqc.size())) {
+        icm_free(*slot);
+        return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    }
+    ++pd->second.users;
+    if (cq != cqs_.end()) ++cq->second.users;
+    srq.srqn = srqn;
+    srq.uid = uid;
+    srq.pd = pdn;
+    srq.cqn = cqn;
+    srq.lwm = 0;  // the limit event is armed by ARM_RQ only, as ibv_create_srq ignores srq_limit
+    srq.icm = *slot;
+    srqs_.emplace(srqn, std::move(srq));
+    next_srqn_ = (srqn + 1) & kMask24;
+    ifc::set<ifc::create_srq_out::srqn>(c.out.data(), srqn);
+    return ok();
+}
+
+cmd_reply firmware::destroy_srq(cmd_ctx& c) {
+    const auto it = srqs_.find(ifc::get<ifc::destroy_srq_in::srqn>(c.in.data()));
+    if (it == srqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    srq_object& srq = it->second;
+    if (srq.uid != ifc::get<ifc::destroy_srq_in::uid>(c.in.data())) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    // QPs that receive from it hold it.
+    if (srq.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    if (auto pd = pds_.find(srq.pd); pd != pds_.end()) --pd->second.users;
+    if (auto cq = cqs_.find(srq.cqn); srq.cqn != 0 && cq != cqs_.end()) --cq->second.users;
+    icm_free(srq.icm);
+    srqs_.erase(it);
+    return ok();
+}
+
+cmd_reply firmware::query_srq(cmd_ctx& c) {
+    const auto it = srqs_.find(ifc::get<ifc::query_srq_in::srqn>(c.in.data()));
+    if (it == srqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    const srq_object& srq = it->second;
+    std::byte* srqc = ifc::at<ifc::query_srq_out::srq_context_entry>(c.out.data());
+    if (!icm_read(srq.icm, srqc, ifc::srqc::size_bytes)) {
+        return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    }
+    // The device's state over the context as created: error state, the armed limit (0
+    // once the limit event has fired or was never armed) and the WQE counter.
+    ifc::set<ifc::srqc::state>(srqc, srq.error ? srq_state_error : srq_state_good);
+    ifc::set<ifc::srqc::lwm>(srqc, srq.lwm);
+    ifc::set<ifc::srqc::wqe_cnt>(srqc, srq.consumer & 0xffff);
+    const std::size_t room = c.out.size() > ifc::query_srq_out::size_bytes
+                                 ? (c.out.size() - ifc::query_srq_out::size_bytes) / 8
+                                 : 0;
+    for (std::size_t i = 0; i < srq.pas.size() && i < room; ++i) {
+        ifc::set<ifc::query_srq_out::pas>(c.out.data(), i, srq.pas[i]);
+    }
+    return ok();
+}
+
+cmd_reply firmware::arm_rq(cmd_ctx& c) {
+    // RQ objects (CREATE_RQ) and XRQs are not modelled; only SRQs can be armed.
+    if (c.op_mod != arm_srq) return bad_param(cmd_syndrome::BAD_OP_MOD);
+    const auto it = srqs_.find(ifc::get<ifc::arm_rq_in::srq_number>(c.in.data()));
+    if (it == srqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    srq_object& srq = it->second;
+    if (srq.uid != ifc::get<ifc::arm_rq_in::uid>(c.in.data())) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    const std::uint32_t lwm = ifc::get<ifc::arm_rq_in::lwm>(c.in.data());
+    const unsigned log_size = ifc::get<ifc::srqc::log_srq_size>(srq.srqc.data());
+    if (lwm >= (1u << log_size)) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    // The transport engine raises SRQ_RQ_LIMIT once fewer than lwm WQEs remain posted,
+    // then disarms (lwm back to 0). lwm 0 disarms.
+    srq.lwm = lwm;
+    return ok();
+}
 
 }  // namespace cxv::sim

@@ -1,13 +1,342 @@
-// PLACEHOLDER: being written; every handler here refuses its command for now.
+// The function's own vport on port 1 (PRM "Vport Commands": QUERY_HCA_VPORT_CONTEXT,
+// QUERY_HCA_VPORT_GID, QUERY_HCA_VPORT_PKEY, QUERY/MODIFY_NIC_VPORT_CONTEXT) and the
+// port's InfiniBand management agent behind MAD_IFC (IBTA Vol. 1 chapters 13-14).
+//
+// The port looks as it does once a subnet manager has configured it: LID from the
+// configuration, SM at LID 1, LMC 0, GID prefix fe80::/64, M_Key 0 (no protection), P_Key
+// table holding only the default full-member key. The function is not a vport group
+// manager, so it may name no vport but its own (other_vport 0).
+#include <algorithm>
+#include <cstring>
+
+#include "hw/ifc.h"
 #include "sim/firmware.h"
 
 namespace cxv::sim {
 
-cmd_reply firmware::query_hca_vport_context(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::query_hca_vport_gid(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::query_hca_vport_pkey(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::query_nic_vport_context(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::modify_nic_vport_context(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
-cmd_reply firmware::mad_ifc(cmd_ctx&) { return fail(hw::cmd_status::BAD_OP, hw::cmd_syndrome::UNKNOWN_OPCODE); }
+namespace ifc = hw::ifc;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+
+namespace {
+
+// IBTA PortInfo:PortState, also the PRM's hca_vport_context port_state / vport_state.
+enum : std::uint8_t { port_down = 1, port_active = 4 };
+// IBTA PortInfo:PortPhysicalState.
+enum : std::uint8_t { phys_polling = 2, phys_disabled = 3, phys_link_up = 5 };
+// PRM hca_vport_context vport_state_policy: the vport follows the physical port.
+constexpr std::uint32_t kPolicyFollow = 2;
+constexpr std::uint16_t kSmLid = 1;
+constexpr std::uint8_t kSubnetTimeout = 18;  // what OpenSM configures by default
+constexpr std::uint64_t kGidPrefix = 0xfe80000000000000ull;
+// PortInfo:CapabilityMask as a ConnectX-5/6 port without an SM reports it: traps,
+// SL mapping, system image GUID, extended speeds, CapabilityMask2, CM, vendor class,
+// capability-mask notices, client reregistration, other local changes, multicast P_Key
+// trap suppression.
+constexpr std::uint32_t kCapMask1 = 0x2651e848;
+constexpr std::uint32_t kVendorId = 0x0002c9;  // Mellanox OUI
+constexpr std::uint16_t kDefaultPkey = 0xffff;
+constexpr std::uint32_t kMaxEthMtu = 9216;  // the port's maximum, as PMTU reports it
+constexpr std::uint32_t kAllEntries = 0xffff;  // gid_index / pkey_index: the whole table
+
+// MAD header (IBTA 13.4.2) offsets, and the SMP data field (14.2.1).
+constexpr std::size_t kMadBaseVersion = 0, kMadClass = 1, kMadClassVersion = 2, kMadMethod = 3,
+                      kMadStatus = 4, kMadAttrId = 16, kMadAttrMod = 20, kSmpData = 64;
+constexpr std::uint8_t kClassSmpLid = 0x01, kClassSmpDirected = 0x81;
+constexpr std::uint8_t kMethodGet = 0x01, kMethodSet = 0x02, kMethodGetResp = 0x81, kMethodResp = 0x80;
+constexpr std::uint16_t kAttrNodeInfo = 0x0011, kAttrPortInfo = 0x0015;
+// MAD status (IBTA 13.4.7): the "invalid field" code in bits 4:2.
+enum : std::uint16_t {
+    mad_bad_version = 1 << 2,
+    mad_unsupported_method = 2 << 2,
+    mad_unsupported_method_attr = 3 << 2,
+    mad_invalid_attr_value = 7 << 2,
+};
+// MAD_IFC op_mod: bit 0 ignore M_Key, bit 1 ignore B_Key. With M_Key 0 and no B_Key
+// the checks they skip always pass.
+constexpr std::uint16_t kMadIfcOpModBits = 0x3;
+
+cmd_reply bad_param(cmd_syndrome why) { return fail(cmd_status::BAD_PARAM, why); }
+
+// other_vport 1 reaches another function's vport, which only a vport group manager may.
+// port_num: Linux fills it only on dual-port devices, so a single-port device takes 0
+// as well as 1.
+cmd_reply check_own_vport(std::uint32_t other_vport, std::uint32_t port_num) {
+    if (other_vport != 0) return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    if (port_num > 1) return bad_param(cmd_syndrome::BAD_PORT);
+    return ok();
+}
+
+void put16(std::byte* p, std::uint16_t v) {
+    p[0] = std::byte(v >> 8);
+    p[1] = std::byte(v);
+}
+void put32(std::byte* p, std::uint32_t v) {
+    put16(p, static_cast<std::uint16_t>(v >> 16));
+    put16(p + 2, static_cast<std::uint16_t>(v));
+}
+void put64(std::byte* p, std::uint64_t v) {
+    put32(p, static_cast<std::uint32_t>(v >> 32));
+    put32(p + 4, static_cast<std::uint32_t>(v));
+}
+std::uint32_t load_be(const std::byte* p, std::size_t n) {
+    std::uint32_t v = 0;
+    for (std::size_t i = 0; i < n; ++i) v = v << 8 | std::to_integer<std::uint32_t>(p[i]);
+    return v;
+}
+
+// Table sizes from the current capabilities (PRM encodings; Linux
+// mlx5_get_gid_table_len and mlx5_to_sw_pkey_sz).
+std::uint32_t gid_table_len(const std::byte* caps) {
+    const auto v = ifc::get<ifc::cmd_hca_cap::gid_table_size>(caps);
+    return v <= 4 ? 8u << v : 0;
+}
+std::uint32_t pkey_table_len(const std::byte* caps) {
+    const auto v = ifc::get<ifc::cmd_hca_cap::pkey_table_size>(caps);
+    return v <= 5 ? 128u << v : 0;
+}
+
+}  // namespace
+
+// --- HCA vport ---------------------------------------------------------------------
+
+cmd_reply firmware::query_hca_vport_context(cmd_ctx& c) {
+    using in_t = ifc::query_hca_vport_context_in;
+    using v_t = ifc::hca_vport_context;
+    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
+                                 ifc::get<in_t::port_num>(c.in.data()));
+        r.status != cmd_status::OK) {
+        return r;
+    }
+    const bool ib = cfg_.port == port_type::infiniband;
+    const std::uint32_t state = port_up_ ? port_active : port_down;
+    std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(c.out.data());
+    ifc::set<v_t::has_smi>(v, ib ? 1 : 0);  // a RoCE port has no subnet management
+    ifc::set<v_t::grh_required>(v, ib ? 0 : 1);  // RoCE packets always carry a GRH
+    ifc::set<v_t::port_physical_state>(v, port_up_ ? phys_link_up
+                                                    : (port_admin_up_ ? phys_polling : phys_disabled));
+    ifc::set<v_t::vport_state_policy>(v, kPolicyFollow);
+    ifc::set<v_t::port_state>(v, state);
+    ifc::set<v_t::vport_state>(v, state);
+    ifc::set<v_t::system_image_guid>(v, cfg_.node_guid);
+    ifc::set<v_t::port_guid>(v, cfg_.node_guid + 1);
+    ifc::set<v_t::node_guid>(v, cfg_.node_guid);
+    // Nothing here is modifiable (MODIFY_HCA_VPORT_CONTEXT is not modelled): the
+    // *_field_select masks stay 0.
+    ifc::set<v_t::cap_mask1>(v, ib ? kCapMask1 : 0);
+    if (ib) {
+        ifc::set<v_t::lid>(v, cfg_.lid);
+        ifc::set<v_t::subnet_timeout>(v, kSubnetTimeout);
+        ifc::set<v_t::sm_lid>(v, kSmLid);
+    }
+    // lmc, sm_sl, init_type_reply and the Q_Key/P_Key violation counters are 0.
+    return ok();
+}
+
+cmd_reply firmware::query_hca_vport_gid(cmd_ctx& c) {
+    using in_t = ifc::query_hca_vport_gid_in;
+    using out_t = ifc::query_hca_vport_gid_out;
+    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
+                                 ifc::get<in_t::port_num>(c.in.data()));
+        r.status != cmd_status::OK) {
+        return r;
+    }
+    const std::uint32_t len = gid_table_len(current_caps_.data());
+    const std::uint32_t index = ifc::get<in_t::gid_index>(c.in.data());
+    const bool all = index == kAllEntries;
+    if (!all && index >= len) return fail(cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
+    const std::uint32_t first = all ? 0 : index, count = all ? len : 1;
+    ifc::set<out_t::gids_num>(c.out.data(), count);
+    // Only GID 0 is populated. InfiniBand: the link-local prefix and the port GUID.
+    // Ethernet (RoCEv2): the IPv4-mapped IPv6 address ::ffff:a.b.c.d.
+    std::array<std::byte, 16> gid0{};
+    if (cfg_.port == port_type::infiniband) {
+        put64(gid0.data(), kGidPrefix);
+        put64(gid0.data() + 8, cfg_.node_guid + 1);
+    } else {
+        gid0[10] = gid0[11] = std::byte{0xff};
+        for (std::size_t i = 0; i < 4; ++i) gid0[12 + i] = std::byte{cfg_.ipv4[i]};
+    }
+    // Entries that do not fit the output the driver gave are left out.
+    const std::size_t room = (c.out.size() - out_t::size_bytes) / 16;
+    for (std::uint32_t i = 0; i < count && i < room; ++i) {
+        if (first + i != 0) continue;  // the output is zeroed
+        std::memcpy(ifc::at<out_t::gid>(c.out.data(), i), gid0.data(), gid0.size());
+    }
+    return ok();
+}
+
+cmd_reply firmware::query_hca_vport_pkey(cmd_ctx& c) {
+    using in_t = ifc::query_hca_vport_pkey_in;
+    using out_t = ifc::query_hca_vport_pkey_out;
+    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
+                                 ifc::get<in_t::port_num>(c.in.data()));
+        r.status != cmd_status::OK) {
+        return r;
+    }
+    const std::uint32_t len = pkey_table_len(current_caps_.data());
+    const std::uint32_t index = ifc::get<in_t::pkey_index>(c.in.data());
+    const bool all = index == kAllEntries;
+    if (!all && index >= len) return fail(cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
+    const std::uint32_t first = all ? 0 : index;  // all: len entries, else one
+    constexpr std::size_t entry = ifc::pkey_entry::size_bytes;
+    const std::size_t room = (c.out.size() - out_t::size_bytes) / entry;
+    // Index 0 holds the default P_Key (full member); the rest of the table is empty.
+    if (first == 0 && room > 0) ifc::set<ifc::pkey_entry::pkey>(ifc::at<out_t::pkey>(c.out.data(), 0), kDefaultPkey);
+    return ok();
+}
+
+// --- NIC vport ---------------------------------------------------------------------
+//
+// On an InfiniBand port the NIC vport context still exists (Linux reads its
+// system_image_guid on every port type), with no MAC address; its Ethernet attributes
+// (RoCE, MTU, promiscuous modes) cannot be changed there.
+
+cmd_reply firmware::query_nic_vport_context(cmd_ctx& c) {
+    using in_t = ifc::query_nic_vport_context_in;
+    using v_t = ifc::nic_vport_context;
+    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()), 0); r.status != cmd_status::OK) {
+        return r;
+    }
+    // allowed_list_type: 0 unicast MACs, 1 multicast MACs, 2 VLANs.
+    const std::uint32_t list_type = ifc::get<in_t::allowed_list_type>(c.in.data());
+    if (list_type > 2) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    std::byte* v = ifc::at<ifc::query_nic_vport_context_out::nic_vport_context>(c.out.data());
+    std::copy(nic_vport_.begin(), nic_vport_.end(), v);
+    ifc::set<v_t::system_image_guid>(v, cfg_.node_guid);
+    ifc::set<v_t::port_guid>(v, cfg_.node_guid + 1);
+    ifc::set<v_t::node_guid>(v, cfg_.node_guid);
+    // The requested list is empty: no addresses were added with addresses_list.
+    ifc::set<v_t::allowed_list_type>(v, list_type);
+    ifc::set<v_t::allowed_list_size>(v, 0);
+    if (cfg_.port == port_type::ethernet) {
+        std::byte* mac = ifc::at<v_t::permanent_address>(v);
+        const auto& m = cfg_.mac;
+        ifc::set<ifc::mac_address_layout::mac_addr_47_32>(mac, std::uint32_t{m[0]} << 8 | m[1]);
+        ifc::set<ifc::mac_address_layout::mac_addr_31_0>(
+            mac, std::uint32_t{m[2]} << 24 | std::uint32_t{m[3]} << 16 | std::uint32_t{m[4]} << 8 | m[5]);
+    }
+    return ok();
+}
+
+cmd_reply firmware::modify_nic_vport_context(cmd_ctx& c) {
+    using in_t = ifc::modify_nic_vport_context_in;
+    using fs_t = ifc::modify_nic_vport_field_select;
+    using v_t = ifc::nic_vport_context;
+    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()), 0); r.status != cmd_status::OK) {
+        return r;
+    }
+    const std::byte* fs = ifc::at<in_t::field_select>(c.in.data());
+    const std::byte* v = ifc::at<in_t::nic_vport_context>(c.in.data());
+    // What this function may change on its own vport. Everything else (GUIDs, the
+    // permanent address, address lists, min_inline, events, affiliation) is the vport
+    // group manager's, or needs a capability the device does not report
+    // (disable_local_lb_uc/mc); unknown bits are refused too.
+    std::array<std::byte, fs_t::size_bytes> allowed{};
+    if (ifc::get<ifc::cmd_hca_cap::roce>(current_caps_.data())) ifc::set<fs_t::roce_en>(allowed.data(), 1);
+    if (cfg_.port == port_type::ethernet) {
+        ifc::set<fs_t::mtu>(allowed.data(), 1);
+        ifc::set<fs_t::promisc>(allowed.data(), 1);
+    }
+    const std::uint32_t select = load_be(fs, fs_t::size_bytes);
+    if (select & ~load_be(allowed.data(), allowed.size())) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    const bool set_mtu = ifc::get<fs_t::mtu>(fs) != 0;
+    if (set_mtu && ifc::get<v_t::mtu>(v) > kMaxEthMtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+
+    std::byte* cur = nic_vport_.data();
+    if (ifc::get<fs_t::roce_en>(fs)) ifc::set<v_t::roce_en>(cur, ifc::get<v_t::roce_en>(v));
+    if (set_mtu) ifc::set<v_t::mtu>(cur, ifc::get<v_t::mtu>(v));  // 0: follow the port's MTU
+    if (ifc::get<fs_t::promisc>(fs)) {
+        ifc::set<v_t::promisc_uc>(cur, ifc::get<v_t::promisc_uc>(v));
+        ifc::set<v_t::promisc_mc>(cur, ifc::get<v_t::promisc_mc>(v));
+        ifc::set<v_t::promisc_all>(cur, ifc::get<v_t::promisc_all>(v));
+    }
+    return ok();
+}
+
+// --- MAD_IFC -----------------------------------------------------------------------
+//
+// The response is the request with method, status and data replaced. A MAD the agent
+// does not serve is answered with a MAD status, as the IBTA says, not a command error.
+// The direction bit of a directed-route response is left to the driver (Linux's
+// mlx5_ib_process_mad sets it after the command).
+
+cmd_reply firmware::mad_ifc(cmd_ctx& c) {
+    if (c.op_mod & ~kMadIfcOpModBits) return bad_param(cmd_syndrome::BAD_OP_MOD);
+    if (ifc::get<ifc::mad_ifc_in::port>(c.in.data()) != 1) return bad_param(cmd_syndrome::BAD_PORT);
+    const std::byte* req = ifc::at<ifc::mad_ifc_in::mad>(c.in.data());
+    const auto byte = [&](std::size_t off) { return std::to_integer<std::uint8_t>(req[off]); };
+    const std::uint8_t mgmt_class = byte(kMadClass), method = byte(kMadMethod);
+    const bool smp = mgmt_class == kClassSmpLid || mgmt_class == kClassSmpDirected;
+    // A RoCE port has no subnet management agent (hca_vport_context.has_smi 0).
+    if (smp && cfg_.port == port_type::ethernet) return bad_param(cmd_syndrome::BAD_PARAMETER);
+
+    std::byte* resp = ifc::at<ifc::mad_ifc_out::response_mad_packet>(c.out.data());
+    std::memcpy(resp, req, ifc::mad_ifc_in::mad::count);
+    const bool get = method == kMethodGet;
+    // Get and Set are answered with GetResp; other requests with their response method.
+    resp[kMadMethod] = std::byte{get || method == kMethodSet ? kMethodGetResp
+                                                             : static_cast<std::uint8_t>(method | kMethodResp)};
+    std::uint16_t status = 0;
+    const std::uint16_t attr = static_cast<std::uint16_t>(load_be(req + kMadAttrId, 2));
+    const std::uint32_t attr_mod = load_be(req + kMadAttrMod, 4);
+    std::byte* d = resp + kSmpData;
+    if (byte(kMadBaseVersion) != 1 || (smp && byte(kMadClassVersion) != 1)) {
+        status = mad_bad_version;
+    } else if (!get && method != kMethodSet) {
+        status = mad_unsupported_method;
+    } else if (!smp || !get) {
+        status = mad_unsupported_method_attr;  // no other class; no Set
+    } else if (attr == kAttrNodeInfo) {
+        std::memset(d, 0, 64);  // IBTA 14.2.5.3
+        d[0] = std::byte{1};    // BaseVersion
+        d[1] = std::byte{1};    // ClassVersion
+        d[2] = std::byte{1};    // NodeType: channel adapter
+        d[3] = std::byte{1};    // NumPorts
+        put64(d + 4, cfg_.node_guid);       // SystemImageGUID
+        put64(d + 12, cfg_.node_guid);      // NodeGUID
+        put64(d + 20, cfg_.node_guid + 1);  // PortGUID (of the receiving port)
+        put16(d + 28, static_cast<std::uint16_t>(pkey_table_len(current_caps_.data())));  // PartitionCap
+        put16(d + 30, cfg_.device_id);      // DeviceID; Revision (32..35) 0
+        put32(d + 36, 1u << 24 | kVendorId);  // LocalPortNum 1, VendorID
+    } else if (attr == kAttrPortInfo) {
+        // AttributeModifier: the port number, 0 meaning the port the SMP came in on.
+        if (attr_mod > 1) {
+            status = mad_invalid_attr_value;
+        } else {
+            // IBTA 14.2.5.6. Widths: 1 = 1x, 2 = 4x. Speeds: 1 SDR, 2 DDR, 4 QDR; extended:
+            // 1 FDR, 2 EDR. MTU 5 = 4096. VLCap 4 = VL0-7. Active values are 0 while down.
+            const bool up = port_up_;
+            std::memset(d, 0, 64);
+            put64(d + 8, kGidPrefix);  // M_Key (0..7) is 0
+            put16(d + 16, cfg_.lid);
+            put16(d + 18, kSmLid);
+            put32(d + 20, kCapMask1);
+            d[28] = std::byte{1};                      // LocalPortNum
+            d[29] = std::byte{0x3};                    // LinkWidthEnabled: 1x, 4x
+            d[30] = std::byte{0x3};                    // LinkWidthSupported
+            d[31] = std::byte(up ? 0x2 : 0);           // LinkWidthActive: 4x
+            d[32] = std::byte(0x7 << 4 | (up ? port_active : port_down));  // LinkSpeedSupported, PortState
+            const std::uint8_t phys = up ? phys_link_up : (port_admin_up_ ? phys_polling : phys_disabled);
+            d[33] = std::byte(phys << 4 | phys_polling);  // PortPhysicalState, LinkDownDefaultState
+            d[34] = std::byte{0};                          // M_KeyProtectBits 0, LMC 0
+            d[35] = std::byte((up ? 0x4 : 0) << 4 | 0x7);  // LinkSpeedActive (QDR below EDR), Enabled
+            d[36] = std::byte{5 << 4};                     // NeighborMTU 4096, MasterSMSL 0
+            d[37] = std::byte{4 << 4};                     // VLCap, InitType 0
+            d[39] = std::byte{8};                          // VLArbitrationHighCap
+            d[40] = std::byte{8};                          // VLArbitrationLowCap
+            d[41] = std::byte{5};                          // InitTypeReply 0, MTUCap 4096
+            d[43] = std::byte{4 << 4};                     // OperationalVLs; no enforcement
+            d[50] = std::byte(gid_table_len(current_caps_.data()));  // GUIDCap
+            d[51] = std::byte{kSubnetTimeout};
+            d[62] = std::byte((up ? 0x2 : 0) << 4 | 0x3);  // LinkSpeedExtActive EDR, Supported
+            d[63] = std::byte{0x3};                        // LinkSpeedExtEnabled: FDR, EDR
+        }
+    } else {
+        status = mad_unsupported_method_attr;
+    }
+    put16(resp + kMadStatus, status);
+    return ok();
+}
 
 }  // namespace cxv::sim

@@ -34,6 +34,7 @@ struct mkey_object {
     std::uint32_t uid = 0;
     std::array<std::byte, hw::ifc::mkc::size_bytes> mkc{};
     std::vector<std::uint64_t> translations;  // MTT entries as given (addresses | flags)
+    bool pg_access = false;                   // created with pg_access: MTT bits 1:0 are wr/rd enables
     std::uint32_t umem_id = 0;                // when the translations come from a UMEM
     std::uint64_t umem_offset = 0;
     pages::slot icm{};
@@ -64,7 +65,8 @@ struct cq_object : referenced {
     pages::slot icm{};
 };
 
-enum class qp_state : std::uint8_t { rst = 0, init = 1, rtr = 2, rts = 3, sqd = 4, sqer = 5, err = 6 };
+// The PRM's qpc.state values.
+enum class qp_state : std::uint8_t { rst = 0, init = 1, rtr = 2, rts = 3, sqer = 4, sqd = 5, err = 6 };
 
 struct qp_object {
     std::uint32_t qpn = 0;

@@ -50,8 +50,20 @@ struct layout_report {
 // Fields we declare that Linux 6.1's mlx5_ifc.h does not, each with the reason.
 // (layout, field) pairs; keep this list short and justified.
 const std::set<std::pair<std::string, std::string>> kOursOnly = {
-    // Linux leaves the uid of ordinary commands as reserved_at_10 in cmd_in; the PRM's
-    // general object header names it.
+    // DevX UMEMs for a QP's work queue and doorbell record: the PRM (and rdma-core's
+    // mlx5_ifc.h) name them; Linux 6.1 leaves them reserved.
+    {"create_qp_in", "wq_umem_offset"},
+    {"create_qp_in", "wq_umem_id"},
+    {"qpc", "dbr_umem_id"},
+    // The UMEM behind a CREATE_MKEY with mkey_umem_valid: the PRM (and rdma-core's
+    // mlx5_ifc.h) name them; Linux 6.1 leaves them reserved.
+    {"create_mkey_in", "mkey_umem_id"},
+    {"create_mkey_in", "mkey_umem_offset"},
+    // A CQ's ring and doorbell record in UMEMs: named by the PRM and rdma-core's
+    // mlx5_ifc.h; reserved in Linux 6.1.
+    {"create_cq_in", "cq_umem_offset"},
+    {"create_cq_in", "cq_umem_id"},
+    {"cqc", "dbr_umem_id"},
 };
 
 template <typename OurField>

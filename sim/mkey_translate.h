@@ -1,0 +1,54 @@
+// Memory key translation (PRM "Memory Keys", "Memory Translation Table"): how the device
+// turns an access through a key -- (key, virtual address, length, what the access does)
+// -- into the IOVA ranges it then reads or writes through the IOMMU, with the checks a
+// card applies on the way (key variant, state, protection domain, access rights,
+// bounds, per-page enables). Pure logic over the objects firmware keeps; the transport
+// engine looks the mkey up by key >> 8 and calls it for every SGE, remote address and
+// atomic target.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/objects.h"
+
+namespace cxv::sim {
+
+// What an access needs from a key, one bit per mkc permission (lr, lw, rr, rw, a).
+enum mkey_access : unsigned {
+    access_local_read = 1u << 0,     // gather: the device reads local memory for a send
+    access_local_write = 1u << 1,    // scatter: the device writes local memory
+    access_remote_read = 1u << 2,    // RDMA READ target
+    access_remote_write = 1u << 3,   // RDMA WRITE target
+    access_remote_atomic = 1u << 4,  // atomic target (reads and writes the memory)
+};
+
+// mkc access_mode (access_mode_4_2 << 2 | access_mode_1_0).
+enum class mkey_mode : unsigned { pa = 0, mtt = 1, klms = 2, ksm = 3 };
+
+enum class translate_status : std::uint8_t {
+    ok,
+    key_mismatch,    // key >> 8 is not this mkey, or the low byte is not its mkey_7_0
+    free_key,        // the mkey is in the free state: no translation is valid
+    pd_mismatch,     // the mkey belongs to another protection domain
+    access_denied,   // the mkey's a/rw/rr/lw/lr do not grant the access
+    out_of_bounds,   // [va, va + len) is not inside [start_addr, start_addr + len)
+    page_fault,      // a page has no translation entry, or its rd_en/wr_en forbid the access
+    unsupported,     // an access mode the model does not translate (KLM, KSM)
+};
+
+struct iova_range {
+    std::uint64_t iova = 0;
+    std::uint64_t len = 0;
+    bool operator==(const iova_range&) const = default;
+};
+
+// Translates [va, va + len) through `mk` for an access by a queue of protection domain
+// `pd`. `umem` is the UMEM the mkey's translations come from (mk.umem_id != 0), else
+// ignored. On ok, `out` holds the IOVA ranges in address order, adjacent pages merged;
+// a zero-length access yields none. On any other status `out` is empty.
+translate_status translate(const mkey_object& mk, const umem_object* umem, std::uint32_t key,
+                           std::uint32_t pd, std::uint64_t va, std::uint64_t len,
+                           unsigned access, std::vector<iova_range>& out);
+
+}  // namespace cxv::sim

@@ -1,0 +1,592 @@
+// Memory keys and UMEMs: creation checks, reference counting, QUERY_MKEY, and the
+// translation through a key that the transport engine will apply.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "sim/mkey_translate.h"
+#include "tests/sim/harness.h"
+
+using namespace cxv;
+using hw::cmd_opcode;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+namespace ifc = hw::ifc;
+using H = test::harness;
+using sim::translate_status;
+
+namespace {
+
+constexpr std::uint8_t kVariant = 0x5a;  // mkey_7_0 of every key these tests create
+constexpr std::uint64_t kPresent = 0x3;  // MTT rd_en | wr_en
+
+std::uint32_t alloc_pd(H& h, std::uint16_t uid = 0) {
+    auto in = H::input<ifc::alloc_pd_in>(cmd_opcode::ALLOC_PD);
+    ifc::set<ifc::alloc_pd_in::uid>(in.data(), uid);
+    auto r = h.exec(in, 16);
+    REQUIRE(r.status == cmd_status::OK);
+    return ifc::get<ifc::alloc_pd_out::pd>(r.out.data());
+}
+
+cmd_status dealloc_pd(H& h, std::uint32_t pd) {
+    auto in = H::input<ifc::dealloc_pd_in>(cmd_opcode::DEALLOC_PD);
+    ifc::set<ifc::dealloc_pd_in::pd>(in.data(), pd);
+    return h.exec(in, 16).status;
+}
+
+std::byte* mkc_of(std::vector<std::byte>& in) {
+    return ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(in.data());
+}
+
+// A CREATE_MKEY input shaped as rdma-core's VFIO provider sends it (facts §6.1): an MTT
+// key with pg_access, entries `iova | 3`, the list padded to whole octwords, lr/lw/rr/rw.
+std::vector<std::byte> mkey_in(std::uint32_t pd, std::uint64_t start, std::uint64_t len, unsigned log_page,
+                               const std::vector<std::uint64_t>& mtt) {
+    const std::size_t octwords = (mtt.size() + 1) / 2;
+    auto in = H::input<ifc::create_mkey_in>(cmd_opcode::CREATE_MKEY, 0, octwords * 16);
+    ifc::set<ifc::create_mkey_in::pg_access>(in.data(), 1);
+    ifc::set<ifc::create_mkey_in::translations_octword_actual_size>(in.data(),
+                                                                   static_cast<std::uint32_t>(octwords));
+    std::byte* m = mkc_of(in);
+    ifc::set<ifc::mkc::access_mode_1_0>(m, 1);
+    ifc::set<ifc::mkc::lr>(m, 1);
+    ifc::set<ifc::mkc::lw>(m, 1);
+    ifc::set<ifc::mkc::rr>(m, 1);
+    ifc::set<ifc::mkc::rw>(m, 1);
+    ifc::set<ifc::mkc::qpn>(m, 0xffffff);
+    ifc::set<ifc::mkc::mkey_7_0>(m, kVariant);
+    ifc::set<ifc::mkc::pd>(m, pd);
+    ifc::set<ifc::mkc::start_addr>(m, start);
+    ifc::set<ifc::mkc::len>(m, len);
+    ifc::set<ifc::mkc::log_page_size>(m, log_page);
+    ifc::set<ifc::mkc::translations_octword_size>(m, static_cast<std::uint32_t>(octwords));
+    for (std::size_t i = 0; i < mtt.size(); ++i) {
+        ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i, static_cast<std::uint32_t>(mtt[i] >> 32));
+        ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i + 1, static_cast<std::uint32_t>(mtt[i]));
+    }
+    return in;
+}
+
+std::uint32_t index_of(const test::cmd_result& r) {
+    return ifc::get<ifc::create_mkey_out::mkey_index>(r.out.data());
+}
+
+test::cmd_result destroy_mkey(H& h, std::uint32_t index, std::uint16_t uid = 0) {
+    auto in = H::input<ifc::destroy_mkey_in>(cmd_opcode::DESTROY_MKEY);
+    ifc::set<ifc::destroy_mkey_in::mkey_index>(in.data(), index);
+    ifc::set<ifc::destroy_mkey_in::uid>(in.data(), uid);
+    return h.exec(in, 16);
+}
+
+test::cmd_result query_mkey(H& h, std::uint32_t index, std::size_t entries = 4) {
+    auto in = H::input<ifc::query_mkey_in>(cmd_opcode::QUERY_MKEY);
+    ifc::set<ifc::query_mkey_in::mkey_index>(in.data(), index);
+    return h.exec(in, ifc::query_mkey_out::size_bytes - 32 + std::max<std::size_t>(entries, 4) * 8);
+}
+
+std::uint64_t queried_mtt(const test::cmd_result& r, std::size_t i) {
+    std::uint64_t be;
+    std::memcpy(&be, r.out.data() + ifc::query_mkey_out::bsf0_klm0_pas_mtt0_1::bit_offset / 8 + i * 8, 8);
+    return hw::from_be(be);
+}
+
+// A CREATE_UMEM input as rdma-core builds it (facts §6.2): 48 bytes and the MTT list.
+std::vector<std::byte> umem_in(unsigned log_page, std::uint32_t page_offset, const std::vector<std::uint64_t>& mtt,
+                               std::uint16_t uid = 0) {
+    auto in = H::input<ifc::create_umem_in>(cmd_opcode::CREATE_UMEM, 0, mtt.size() * 8);
+    ifc::set<ifc::create_umem_in::uid>(in.data(), uid);
+    std::byte* u = ifc::at<ifc::create_umem_in::umem>(in.data());
+    ifc::set<ifc::umem::log_page_size>(u, log_page);
+    ifc::set<ifc::umem::page_offset>(u, page_offset);
+    ifc::set<ifc::umem::num_of_mtt>(u, mtt.size());
+    for (std::size_t i = 0; i < mtt.size(); ++i) {
+        std::byte* e = ifc::at<ifc::umem::mtt>(u, i);
+        ifc::set<ifc::mtt::ptag_63_32>(e, static_cast<std::uint32_t>(mtt[i] >> 32));
+        ifc::set<ifc::mtt::ptag_31_8>(e, static_cast<std::uint32_t>(mtt[i] >> 8));
+        ifc::set<ifc::mtt::wr_en>(e, (mtt[i] >> 1) & 1);
+        ifc::set<ifc::mtt::rd_en>(e, mtt[i] & 1);
+    }
+    return in;
+}
+
+std::uint32_t umem_id_of(const test::cmd_result& r) {
+    return ifc::get<ifc::create_umem_out::umem_id>(r.out.data());
+}
+
+test::cmd_result destroy_umem(H& h, std::uint32_t id, std::uint16_t uid = 0) {
+    // rdma-core sizes it as create_umem_in: 48 bytes.
+    auto in = H::input<ifc::destroy_umem_in>(cmd_opcode::DESTROY_UMEM, 0,
+                                             ifc::create_umem_in::size_bytes - ifc::destroy_umem_in::size_bytes);
+    ifc::set<ifc::destroy_umem_in::umem_id>(in.data(), id);
+    ifc::set<ifc::destroy_umem_in::uid>(in.data(), uid);
+    return h.exec(in, 16);
+}
+
+// A macro, so that a failure names the caller's line.
+#define CHECK_FAILS(h, in, st, syn)           \
+    do {                                      \
+        const auto r_ = (h).exec((in), 16);   \
+        CHECK(r_.status == (st));             \
+        CHECK(r_.synd() == (syn));            \
+    } while (0)
+
+// The lowest firmware page, where the next object's context goes: the device returns
+// the lowest page with no context in it on MANAGE_PAGES take; give it straight back.
+std::uint64_t first_icm_page(H& h) {
+    auto take = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, 2);
+    ifc::set<ifc::manage_pages_in::input_num_entries>(take.data(), 1);
+    auto r = h.exec(take, 24, {.slot = 31});
+    REQUIRE(r.status == cmd_status::OK);
+    const std::uint64_t page = ifc::get<ifc::manage_pages_out::pas>(r.out.data(), 0);
+    auto give = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, 1, 8);
+    ifc::set<ifc::manage_pages_in::input_num_entries>(give.data(), 1);
+    ifc::set<ifc::manage_pages_in::pas>(give.data(), 0, page);
+    REQUIRE(h.exec(give, 16, {.slot = 31}).status == cmd_status::OK);
+    return page;
+}
+
+// The model's view of a created key, rebuilt from QUERY_MKEY (what the firmware stored).
+sim::mkey_object queried_key(H& h, std::uint32_t index, std::size_t entries) {
+    auto q = query_mkey(h, index, entries);
+    REQUIRE(q.status == cmd_status::OK);
+    sim::mkey_object mk;
+    mk.index = index;
+    std::memcpy(mk.mkc.data(), ifc::at<ifc::query_mkey_out::memory_key_mkey_entry>(q.out.data()),
+                ifc::mkc::size_bytes);
+    for (std::size_t i = 0; i < entries; ++i) mk.translations.push_back(queried_mtt(q, i));
+    mk.pg_access = true;
+    return mk;
+}
+
+struct booted {
+    H h;
+    std::uint32_t pd = 0;
+    booted() {
+        REQUIRE(h.bring_up());
+        pd = alloc_pd(h);
+    }
+};
+
+}  // namespace
+
+// --- CREATE_MKEY / QUERY_MKEY / DESTROY_MKEY ---------------------------------------
+
+TEST_CASE("CREATE_MKEY: an MTT key as rdma-core registers it; QUERY_MKEY reads it back") {
+    booted b;
+    auto& buf = b.h.alloc(3 * 4096);
+    // 8 KiB starting 0x100 into the first page: three pages, padded to two octwords.
+    const std::uint64_t va = 0x7f0000001100;
+    const std::vector<std::uint64_t> mtt{buf.iova() | kPresent, (buf.iova() + 4096) | kPresent,
+                                         (buf.iova() + 8192) | kPresent};
+    auto r = b.h.exec(mkey_in(b.pd, va, 8192, 12, mtt), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::uint32_t index = index_of(r);
+    CHECK(index != 0);
+    CHECK(index <= 0xffffff);
+    auto r2 = b.h.exec(mkey_in(b.pd, va, 8192, 12, mtt), 16);
+    REQUIRE(r2.status == cmd_status::OK);
+    CHECK(index_of(r2) != index);
+
+    auto q = query_mkey(b.h, index, 4);
+    REQUIRE(q.status == cmd_status::OK);
+    const std::byte* m = ifc::at<ifc::query_mkey_out::memory_key_mkey_entry>(q.out.data());
+    CHECK(ifc::get<ifc::mkc::access_mode_1_0>(m) == 1);
+    CHECK(ifc::get<ifc::mkc::mkey_7_0>(m) == kVariant);
+    CHECK(ifc::get<ifc::mkc::pd>(m) == b.pd);
+    CHECK(ifc::get<ifc::mkc::start_addr>(m) == va);
+    CHECK(ifc::get<ifc::mkc::len>(m) == 8192);
+    CHECK(ifc::get<ifc::mkc::log_page_size>(m) == 12);
+    CHECK(ifc::get<ifc::mkc::rw>(m) == 1);
+    CHECK(ifc::get<ifc::mkc::a>(m) == 0);
+    CHECK(ifc::get<ifc::mkc::free>(m) == 0);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(queried_mtt(q, i) == mtt[i]);
+    CHECK(queried_mtt(q, 3) == 0);  // the padding entry
+
+    // The PD is in use until both keys are gone.
+    CHECK(dealloc_pd(b.h, b.pd) == cmd_status::RESOURCE_BUSY);
+    REQUIRE(destroy_mkey(b.h, index).status == cmd_status::OK);
+    CHECK(dealloc_pd(b.h, b.pd) == cmd_status::RESOURCE_BUSY);
+    REQUIRE(destroy_mkey(b.h, index_of(r2)).status == cmd_status::OK);
+    CHECK(dealloc_pd(b.h, b.pd) == cmd_status::OK);
+}
+
+TEST_CASE("QUERY_MKEY returns as many MTT entries as its output holds") {
+    booted b;
+    std::vector<std::uint64_t> mtt;
+    for (std::uint64_t i = 0; i < 10; ++i) mtt.push_back((0x40000000 + i * 0x10000) | kPresent);
+    auto r = b.h.exec(mkey_in(b.pd, 0x10000, 10 * 0x10000, 16, mtt), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    auto q = query_mkey(b.h, index_of(r), 10);
+    REQUIRE(q.status == cmd_status::OK);
+    for (std::size_t i = 0; i < 10; ++i) CHECK(queried_mtt(q, i) == mtt[i]);
+    auto q2 = query_mkey(b.h, index_of(r), 4);  // the layout's four
+    REQUIRE(q2.status == cmd_status::OK);
+    CHECK(q2.out.size() == ifc::query_mkey_out::size_bytes);
+    CHECK(queried_mtt(q2, 3) == mtt[3]);
+    CHECK(query_mkey(b.h, index_of(r) + 1).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+}
+
+TEST_CASE("CREATE_MKEY refuses access modes other than MTT, and PA outside uid 0") {
+    booted b;
+    for (unsigned mode : {2u, 3u}) {  // KLM and KSM: not modelled yet
+        auto in = mkey_in(b.pd, 0x1000, 4096, 12, {0x200000 | kPresent});
+        ifc::set<ifc::mkc::access_mode_1_0>(mkc_of(in), mode);
+        CHECK_FAILS(b.h, in, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    }
+    auto icm = mkey_in(b.pd, 0x1000, 4096, 12, {0x200000 | kPresent});
+    ifc::set<ifc::mkc::access_mode_4_2>(mkc_of(icm), 1);  // SW ICM
+    CHECK_FAILS(b.h, icm, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+
+    // PA, 2^64 bytes: the function's own driver (uid 0) may; a DevX user may not.
+    auto pa = H::input<ifc::create_mkey_in>(cmd_opcode::CREATE_MKEY);
+    ifc::set<ifc::mkc::lr>(mkc_of(pa), 1);
+    ifc::set<ifc::mkc::length64>(mkc_of(pa), 1);
+    ifc::set<ifc::mkc::qpn>(mkc_of(pa), 0xffffff);
+    ifc::set<ifc::mkc::pd>(mkc_of(pa), b.pd);
+    auto r = b.h.exec(pa, 16);
+    REQUIRE(r.status == cmd_status::OK);
+    CHECK(destroy_mkey(b.h, index_of(r)).status == cmd_status::OK);
+    const std::uint32_t user_pd = alloc_pd(b.h, 7);
+    ifc::set<ifc::create_mkey_in::uid>(pa.data(), 7);
+    ifc::set<ifc::mkc::pd>(mkc_of(pa), user_pd);
+    CHECK_FAILS(b.h, pa, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    // length64 needs len 0, and only a PA key covers 2^64 bytes.
+    auto l64 = mkey_in(b.pd, 0, 4096, 12, {0x200000 | kPresent});
+    ifc::set<ifc::mkc::length64>(mkc_of(l64), 1);
+    CHECK_FAILS(b.h, l64, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+}
+
+TEST_CASE("CREATE_MKEY checks the protection domain") {
+    booted b;
+    CHECK_FAILS(b.h, mkey_in(b.pd + 100, 0x1000, 4096, 12, {0x200000 | kPresent}), cmd_status::BAD_PARAM,
+                cmd_syndrome::BAD_PD);
+    // A PD of another user.
+    const std::uint32_t other = alloc_pd(b.h, 3);
+    CHECK_FAILS(b.h, mkey_in(other, 0x1000, 4096, 12, {0x200000 | kPresent}), cmd_status::BAD_RESOURCE,
+                cmd_syndrome::FOREIGN_RESOURCE);
+    CHECK(dealloc_pd(b.h, b.pd) == cmd_status::OK);  // nothing took a reference
+}
+
+TEST_CASE("CREATE_MKEY checks the page size and the MTT entries' alignment") {
+    booted b;
+    CHECK_FAILS(b.h, mkey_in(b.pd, 0x1000, 2048, 11, {0x200000 | kPresent}), cmd_status::BAD_PARAM,
+                cmd_syndrome::LOG_SIZE_TOO_SMALL);
+    // 64 KiB pages: every entry on a 64 KiB boundary (its low bits are only the enables).
+    CHECK_FAILS(b.h, mkey_in(b.pd, 0x10000, 0x20000, 16, {0x200000 | kPresent, 0x211000 | kPresent}),
+                cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
+    CHECK_FAILS(b.h, mkey_in(b.pd, 0x1000, 4096, 12, {0x200000 | 0x4 | kPresent}), cmd_status::BAD_PARAM,
+                cmd_syndrome::BAD_ALIGNMENT);
+    CHECK(b.h.exec(mkey_in(b.pd, 0x10000, 0x20000, 16, {0x200000 | kPresent, 0x220000 | kPresent}), 16).status ==
+          cmd_status::OK);
+}
+
+TEST_CASE("CREATE_MKEY: the translations must cover the range and be in the command") {
+    booted b;
+    // 4 KiB at offset 0x800 spans two pages: one octword of two entries is needed.
+    const std::vector<std::uint64_t> two{0x200000 | kPresent, 0x300000 | kPresent};
+    CHECK(b.h.exec(mkey_in(b.pd, 0x800, 4096, 12, two), 16).status == cmd_status::OK);
+    // Three pages need two octwords: a table of one is too small.
+    CHECK_FAILS(b.h, mkey_in(b.pd, 0x800, 8192, 12, two), cmd_status::BAD_PARAM, cmd_syndrome::PAS_TOO_SHORT);
+    // A table big enough, but fewer entries given than the range needs.
+    auto partial = mkey_in(b.pd, 0x800, 8192, 12, two);
+    ifc::set<ifc::mkc::translations_octword_size>(mkc_of(partial), 2);
+    CHECK_FAILS(b.h, partial, cmd_status::BAD_PARAM, cmd_syndrome::PAS_TOO_SHORT);
+    // More entries announced than the table holds.
+    auto over = mkey_in(b.pd, 0x800, 4096, 12, two);
+    ifc::set<ifc::create_mkey_in::translations_octword_actual_size>(over.data(), 2);
+    CHECK_FAILS(b.h, over, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    // Announced, but the command ends before the entries.
+    auto cut = mkey_in(b.pd, 0x800, 8192, 12, two);
+    ifc::set<ifc::mkc::translations_octword_size>(mkc_of(cut), 2);
+    ifc::set<ifc::create_mkey_in::translations_octword_actual_size>(cut.data(), 2);
+    CHECK_FAILS(b.h, cut, cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
+}
+
+TEST_CASE("CREATE_MKEY in the free state needs no translations yet") {
+    booted b;
+    // As Linux creates its cache keys: free, a table of 8 octwords, none given.
+    auto in = mkey_in(b.pd, 0, 16 * 4096, 12, {});
+    ifc::set<ifc::mkc::free>(mkc_of(in), 1);
+    ifc::set<ifc::mkc::umr_en>(mkc_of(in), 1);
+    ifc::set<ifc::mkc::translations_octword_size>(mkc_of(in), 8);
+    auto r = b.h.exec(in, 16);
+    REQUIRE(r.status == cmd_status::OK);
+    auto q = query_mkey(b.h, index_of(r));
+    CHECK(ifc::get<ifc::mkc::free>(ifc::at<ifc::query_mkey_out::memory_key_mkey_entry>(q.out.data())) == 1);
+    // The table must still cover the range.
+    ifc::set<ifc::mkc::translations_octword_size>(mkc_of(in), 7);
+    CHECK_FAILS(b.h, in, cmd_status::BAD_PARAM, cmd_syndrome::PAS_TOO_SHORT);
+}
+
+TEST_CASE("CREATE_MKEY refuses what the device does not offer or the PRM does not allow") {
+    booted b;
+    auto fails = [&](auto&& tweak) {
+        auto in = mkey_in(b.pd, 0x1000, 4096, 12, {0x200000 | kPresent});
+        tweak(in);
+        CHECK_FAILS(b.h, in, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    };
+    fails([](auto& in) { ifc::set<ifc::mkc::qpn>(mkc_of(in), 5); });          // bound to a QP
+    fails([](auto& in) { ifc::set<ifc::mkc::bsf_en>(mkc_of(in), 1); });       // signature
+    fails([](auto& in) { ifc::set<ifc::mkc::bsf_octword_size>(mkc_of(in), 4); });
+    fails([](auto& in) { ifc::set<ifc::mkc::ma_translation_mode>(mkc_of(in), 1); });  // ATS
+    fails([](auto& in) { ifc::set<ifc::mkc::relaxed_ordering_write>(mkc_of(in), 1); });
+    fails([](auto& in) { ifc::set<ifc::mkc::relaxed_ordering_read>(mkc_of(in), 1); });
+    // The range may not run past the top of the address space.
+    fails([](auto& in) { ifc::set<ifc::mkc::start_addr>(mkc_of(in), ~std::uint64_t{0} - 0x7ff); });
+}
+
+TEST_CASE("DESTROY_MKEY: unknown and foreign keys") {
+    booted b;
+    auto r = b.h.exec(mkey_in(b.pd, 0x1000, 4096, 12, {0x200000 | kPresent}), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    auto foreign = destroy_mkey(b.h, index_of(r), 9);
+    CHECK(foreign.status == cmd_status::BAD_RESOURCE);
+    CHECK(foreign.synd() == cmd_syndrome::FOREIGN_RESOURCE);
+    CHECK(destroy_mkey(b.h, index_of(r)).status == cmd_status::OK);
+    auto gone = destroy_mkey(b.h, index_of(r));
+    CHECK(gone.status == cmd_status::BAD_RESOURCE);
+    CHECK(gone.synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+    CHECK(query_mkey(b.h, index_of(r)).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+}
+
+TEST_CASE("MKEY contexts live in firmware pages: a fault there fails the command, changing nothing") {
+    booted b;
+    const std::uint64_t page = first_icm_page(b.h);
+    b.h.dev().mmu().inject_fault(page, 4096);
+    const auto faults = b.h.dev().mmu().fault_count();
+    auto in = mkey_in(b.pd, 0x1000, 4096, 12, {0x200000 | kPresent});
+    CHECK_FAILS(b.h, in, cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    CHECK(b.h.dev().mmu().fault_count() > faults);
+    CHECK(dealloc_pd(b.h, b.pd) == cmd_status::OK);  // no reference was taken
+
+    const auto pd = alloc_pd(b.h);
+    auto r = b.h.exec(mkey_in(pd, 0x1000, 4096, 12, {0x200000 | kPresent}), 16);
+    REQUIRE(r.status == cmd_status::OK);  // its context is where the failed one's was
+    b.h.dev().mmu().inject_fault(page, 4096);
+    auto q = query_mkey(b.h, index_of(r));
+    CHECK(q.status == cmd_status::INTERNAL_ERR);
+    CHECK(q.synd() == cmd_syndrome::IOMMU_FAULT);
+}
+
+// --- CREATE_UMEM / DESTROY_UMEM ----------------------------------------------------
+
+TEST_CASE("CREATE_UMEM as rdma-core sends it; DESTROY_UMEM with its 48-byte input") {
+    booted b;
+    auto& buf = b.h.alloc(4096);
+    // An 8-byte doorbell record 0x2b0 into its page: one read/write entry.
+    auto r = b.h.exec(umem_in(0, 0x2b0, {buf.iova() | kPresent}), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::uint32_t id = umem_id_of(r);
+    CHECK(id != 0);
+    // 16 KiB at a page boundary: log_page_size 2, one entry, read only.
+    auto& big = b.h.alloc(16384);
+    auto r2 = b.h.exec(umem_in(2, 0, {big.iova() | 0x1}), 16);
+    REQUIRE(r2.status == cmd_status::OK);
+    CHECK(umem_id_of(r2) != id);
+    CHECK(destroy_umem(b.h, id).status == cmd_status::OK);
+    CHECK(destroy_umem(b.h, umem_id_of(r2)).status == cmd_status::OK);
+}
+
+TEST_CASE("CREATE_UMEM checks its page offset, entry count, list and alignment") {
+    booted b;
+    CHECK_FAILS(b.h, umem_in(0, 4096, {0x200000 | kPresent}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    CHECK_FAILS(b.h, umem_in(0, 0, {}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);  // no pages
+    auto cut = umem_in(0, 0, {0x200000 | kPresent});
+    ifc::set<ifc::umem::num_of_mtt>(ifc::at<ifc::create_umem_in::umem>(cut.data()), 2);
+    CHECK_FAILS(b.h, cut, cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
+    // 8 KiB pages need 8 KiB aligned entries.
+    CHECK_FAILS(b.h, umem_in(1, 0, {0x201000 | kPresent}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
+    // No ATS on this device.
+    auto ats = umem_in(0, 0, {0x200000 | kPresent});
+    ifc::set<ifc::umem::ats>(ifc::at<ifc::create_umem_in::umem>(ats.data()), 1);
+    CHECK_FAILS(b.h, ats, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    CHECK(b.h.exec(umem_in(1, 0x1ff8, {0x202000 | kPresent}), 16).status == cmd_status::OK);
+}
+
+TEST_CASE("DESTROY_UMEM: unknown, foreign and in-use UMEMs are refused") {
+    booted b;
+    auto r = b.h.exec(umem_in(0, 0, {0x200000 | kPresent}, 4), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::uint32_t id = umem_id_of(r);
+    CHECK(destroy_umem(b.h, id + 1, 4).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+    auto foreign = destroy_umem(b.h, id, 0);
+    CHECK(foreign.status == cmd_status::BAD_RESOURCE);
+    CHECK(foreign.synd() == cmd_syndrome::FOREIGN_RESOURCE);
+
+    // A key of the same user over the UMEM holds it.
+    const std::uint32_t pd = alloc_pd(b.h, 4);
+    auto in = mkey_in(pd, 0x1000, 4096, 0, {});
+    ifc::set<ifc::create_mkey_in::uid>(in.data(), 4);
+    ifc::set<ifc::create_mkey_in::mkey_umem_valid>(in.data(), 1);
+    ifc::set<ifc::create_mkey_in::mkey_umem_id>(in.data(), id);
+    auto k = b.h.exec(in, 16);
+    REQUIRE(k.status == cmd_status::OK);
+    auto busy = destroy_umem(b.h, id, 4);
+    CHECK(busy.status == cmd_status::RESOURCE_BUSY);
+    CHECK(busy.synd() == cmd_syndrome::RESOURCE_IN_USE);
+    REQUIRE(destroy_mkey(b.h, index_of(k), 4).status == cmd_status::OK);
+    CHECK(destroy_umem(b.h, id, 4).status == cmd_status::OK);
+}
+
+TEST_CASE("CREATE_MKEY over a UMEM: the UMEM must exist, be the user's and hold the range") {
+    booted b;
+    // Two 4 KiB pages, the buffer 0x100 into the first: 8192 - 0x100 bytes.
+    auto r = b.h.exec(umem_in(0, 0x100, {0x200000 | kPresent, 0x300000 | kPresent}), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::uint32_t id = umem_id_of(r);
+    auto over = [&](std::uint32_t umem, std::uint64_t offset, std::uint64_t len) {
+        auto in = mkey_in(b.pd, 0x7000, len, 0, {});
+        ifc::set<ifc::create_mkey_in::mkey_umem_valid>(in.data(), 1);
+        ifc::set<ifc::create_mkey_in::mkey_umem_id>(in.data(), umem);
+        ifc::set<ifc::create_mkey_in::mkey_umem_offset>(in.data(), offset);
+        ifc::set<ifc::create_mkey_in::translations_octword_actual_size>(in.data(), 1);  // as UCX sends it
+        return in;
+    };
+    CHECK_FAILS(b.h, over(id + 1, 0, 64), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    CHECK_FAILS(b.h, over(id, 0x100, 8192 - 0x1ff), cmd_status::BAD_PARAM, cmd_syndrome::PAS_TOO_SHORT);
+    CHECK_FAILS(b.h, over(id, 8192, 0), cmd_status::BAD_PARAM, cmd_syndrome::PAS_TOO_SHORT);
+    auto ok = b.h.exec(over(id, 0x100, 8192 - 0x200), 16);
+    REQUIRE(ok.status == cmd_status::OK);
+    // Another user's UMEM.
+    auto u7 = b.h.exec(umem_in(0, 0, {0x400000 | kPresent}, 7), 16);
+    REQUIRE(u7.status == cmd_status::OK);
+    CHECK_FAILS(b.h, over(umem_id_of(u7), 0, 64), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+}
+
+TEST_CASE("UMEM contexts live in firmware pages: a fault there fails CREATE_UMEM") {
+    booted b;
+    b.h.dev().mmu().inject_fault(first_icm_page(b.h), 4096);
+    CHECK_FAILS(b.h, umem_in(0, 0, {0x200000 | kPresent}), cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    auto r = b.h.exec(umem_in(0, 0, {0x200000 | kPresent}), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    CHECK(umem_id_of(r) != 0);
+}
+
+// --- translation through a created key ---------------------------------------------
+
+TEST_CASE("translate: an MTT key maps addresses page by page, with its checks") {
+    booted b;
+    // Three 4 KiB pages, deliberately not contiguous in IOVA; the middle one read-only.
+    const std::uint64_t va = 0x7f0000001100;
+    const std::vector<std::uint64_t> mtt{0x500000 | kPresent, 0x800000 | 0x1, 0x801000 | kPresent};
+    auto in = mkey_in(b.pd, va, 8192, 12, mtt);
+    auto r = b.h.exec(in, 16);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::uint32_t key = (index_of(r) << 8) | kVariant;
+    const sim::mkey_object mk = queried_key(b.h, index_of(r), 4);
+    std::vector<sim::iova_range> out;
+
+    // Within the first page.
+    REQUIRE(sim::translate(mk, nullptr, key, b.pd, va, 16, sim::access_local_read, out) == translate_status::ok);
+    CHECK(out == std::vector<sim::iova_range>{{0x500100, 16}});
+    // Across all three pages: the second and third are contiguous and merge.
+    REQUIRE(sim::translate(mk, nullptr, key, b.pd, va + 0x100, 8192 - 0x100, sim::access_remote_read, out) ==
+            translate_status::ok);
+    CHECK(out == std::vector<sim::iova_range>{{0x500200, 0xe00}, {0x800000, 0x1100}});
+    // Zero bytes at the end are fine; one more is not.
+    CHECK(sim::translate(mk, nullptr, key, b.pd, va + 8192, 0, sim::access_local_read, out) ==
+          translate_status::ok);
+    CHECK(out.empty());
+    CHECK(sim::translate(mk, nullptr, key, b.pd, va + 8191, 2, sim::access_local_read, out) ==
+          translate_status::out_of_bounds);
+    CHECK(out.empty());
+    CHECK(sim::translate(mk, nullptr, key, b.pd, va - 1, 1, sim::access_local_read, out) ==
+          translate_status::out_of_bounds);
+    // The key's variant byte, its PD, its rights (no atomics) and the page enables.
+    CHECK(sim::translate(mk, nullptr, key ^ 1, b.pd, va, 1, sim::access_local_read, out) ==
+          translate_status::key_mismatch);
+    CHECK(sim::translate(mk, nullptr, key, b.pd + 1, va, 1, sim::access_local_read, out) ==
+          translate_status::pd_mismatch);
+    CHECK(sim::translate(mk, nullptr, key, b.pd, va, 8, sim::access_remote_atomic, out) ==
+          translate_status::access_denied);
+    CHECK(sim::translate(mk, nullptr, key, b.pd, va + 0xf00, 0x200, sim::access_remote_write, out) ==
+          translate_status::page_fault);
+    CHECK(sim::translate(mk, nullptr, key, b.pd, va + 0xf00, 0x200, sim::access_remote_read, out) ==
+          translate_status::ok);
+    // Without pg_access the enables are not consulted.
+    sim::mkey_object plain = mk;
+    plain.pg_access = false;
+    CHECK(sim::translate(plain, nullptr, key, b.pd, va + 0xf00, 0x200, sim::access_remote_write, out) ==
+          translate_status::ok);
+}
+
+TEST_CASE("translate: local-only keys, large pages, free keys and PA keys") {
+    booted b;
+    // No remote rights: lr/lw only. 2 MiB pages, the key 0x1234 into its page.
+    auto in = mkey_in(b.pd, 0x40001234, 0x300000, 21, {0x10000000 | kPresent, 0x10200000 | kPresent});
+    ifc::set<ifc::mkc::rr>(mkc_of(in), 0);
+    ifc::set<ifc::mkc::rw>(mkc_of(in), 0);
+    auto r = b.h.exec(in, 16);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::uint32_t key = (index_of(r) << 8) | kVariant;
+    const sim::mkey_object mk = queried_key(b.h, index_of(r), 2);
+    std::vector<sim::iova_range> out;
+    REQUIRE(sim::translate(mk, nullptr, key, b.pd, 0x40001234, 0x300000, sim::access_local_write, out) ==
+            translate_status::ok);
+    CHECK(out == std::vector<sim::iova_range>{{0x10001234, 0x300000}});
+    CHECK(sim::translate(mk, nullptr, key, b.pd, 0x40001234, 8, sim::access_remote_read, out) ==
+          translate_status::access_denied);
+
+    auto fr = mkey_in(b.pd, 0, 4096, 12, {});
+    ifc::set<ifc::mkc::free>(mkc_of(fr), 1);
+    ifc::set<ifc::mkc::translations_octword_size>(mkc_of(fr), 1);
+    auto f = b.h.exec(fr, 16);
+    REQUIRE(f.status == cmd_status::OK);
+    CHECK(sim::translate(queried_key(b.h, index_of(f), 0), nullptr, (index_of(f) << 8) | kVariant, b.pd, 0, 1,
+                         sim::access_local_read, out) == translate_status::free_key);
+
+    auto pa = H::input<ifc::create_mkey_in>(cmd_opcode::CREATE_MKEY);
+    ifc::set<ifc::mkc::lr>(mkc_of(pa), 1);
+    ifc::set<ifc::mkc::lw>(mkc_of(pa), 1);
+    ifc::set<ifc::mkc::length64>(mkc_of(pa), 1);
+    ifc::set<ifc::mkc::qpn>(mkc_of(pa), 0xffffff);
+    ifc::set<ifc::mkc::mkey_7_0>(mkc_of(pa), kVariant);
+    ifc::set<ifc::mkc::pd>(mkc_of(pa), b.pd);
+    auto p = b.h.exec(pa, 16);
+    REQUIRE(p.status == cmd_status::OK);
+    const sim::mkey_object pk = queried_key(b.h, index_of(p), 0);
+    const std::uint32_t pkey = (index_of(p) << 8) | kVariant;
+    REQUIRE(sim::translate(pk, nullptr, pkey, b.pd, 0x123456789, 64, sim::access_local_write, out) ==
+            translate_status::ok);
+    CHECK(out == std::vector<sim::iova_range>{{0x123456789, 64}});
+    CHECK(sim::translate(pk, nullptr, pkey, b.pd, ~std::uint64_t{0} - 3, 8, sim::access_local_read, out) ==
+          translate_status::out_of_bounds);
+}
+
+TEST_CASE("translate: a key over a UMEM goes through the UMEM's pages and enables") {
+    booted b;
+    // The UMEM: 8 KiB pages (log_page_size 1), the buffer 0x2b0 into the first page;
+    // the second page read-only.
+    const std::vector<std::uint64_t> mtt{0x600000 | kPresent, 0x900000 | 0x1};
+    auto u = b.h.exec(umem_in(1, 0x2b0, mtt), 16);
+    REQUIRE(u.status == cmd_status::OK);
+    auto in = mkey_in(b.pd, 0x10000, 0x2000, 0, {});
+    ifc::set<ifc::create_mkey_in::mkey_umem_valid>(in.data(), 1);
+    ifc::set<ifc::create_mkey_in::mkey_umem_id>(in.data(), umem_id_of(u));
+    ifc::set<ifc::create_mkey_in::mkey_umem_offset>(in.data(), 0x1000);
+    auto r = b.h.exec(in, 16);
+    REQUIRE(r.status == cmd_status::OK);
+
+    sim::mkey_object mk = queried_key(b.h, index_of(r), 0);
+    mk.umem_id = umem_id_of(u);
+    mk.umem_offset = 0x1000;
+    sim::umem_object um;
+    um.id = umem_id_of(u);
+    um.log_page_size = 1;
+    um.page_offset = 0x2b0;
+    um.mtt = mtt;
+    const std::uint32_t key = (index_of(r) << 8) | kVariant;
+    std::vector<sim::iova_range> out;
+    // Key byte 0 is UMEM byte 0x1000, i.e. 0x12b0 into the first 8 KiB page.
+    REQUIRE(sim::translate(mk, &um, key, b.pd, 0x10000, 0x2000, sim::access_local_read, out) ==
+            translate_status::ok);
+    CHECK(out == std::vector<sim::iova_range>{{0x6012b0, 0xd50}, {0x900000, 0x12b0}});
+    CHECK(sim::translate(mk, &um, key, b.pd, 0x10000, 0x100, sim::access_local_write, out) ==
+          translate_status::ok);
+    CHECK(sim::translate(mk, &um, key, b.pd, 0x10000, 0x2000, sim::access_local_write, out) ==
+          translate_status::page_fault);
+    CHECK(sim::translate(mk, nullptr, key, b.pd, 0x10000, 1, sim::access_local_read, out) ==
+          translate_status::page_fault);
+}
