@@ -125,20 +125,17 @@ void cmd_engine::complete(unsigned slot, std::uint8_t delivery_status) {
     fw_.post_command_completion(1u << slot);
 }
 
-std::uint8_t cmd_engine::read_input(const std::byte* entry, std::vector<std::byte>& in) {
-    const std::size_t ilen = ifc::get<ifc::cmd_queue_entry::input_length>(entry);
-    if (ilen > max_message) return ds(hw::cmd_delivery_status::INPUT_LENGTH_ERR);
-    in.assign(ilen, std::byte{0});
-    if (ilen == 0) return 0;
-    std::memcpy(in.data(), ifc::at<ifc::cmd_queue_entry::command_input_inline_data>(entry),
-                std::min(ilen, kInline));
-    std::uint64_t next =
-        (std::uint64_t{ifc::get<ifc::cmd_queue_entry::input_mailbox_pointer_63_32>(entry)} << 32) |
-        (std::uint64_t{ifc::get<ifc::cmd_queue_entry::input_mailbox_pointer_31_9>(entry)} << 9);
-    const std::uint32_t token = ifc::get<ifc::cmd_queue_entry::token>(entry);
+// Walks a mailbox chain from `head` for the bytes past the 16 inline ones of a
+// message of `len` bytes, checking each block's number and token (PRM "Command
+// Mailbox"), and calls fn(block_iova, block, offset, bytes) for each; fn returns false
+// when its own DMA failed. Returns a delivery status (0 when the chain is sound).
+template <typename Fn>
+std::uint8_t cmd_engine::walk_chain(std::uint64_t head, std::uint32_t token, std::size_t len,
+                                    hw::cmd_delivery_status missing, Fn&& fn) {
     std::array<std::byte, kBlock> block;
-    for (std::size_t done = kInline, n = 0; done < ilen; done += kBlockData, ++n) {
-        if (next == 0) return ds(hw::cmd_delivery_status::INPUT_POINTER_ALIGN_ERR);
+    std::uint64_t next = head;
+    for (std::size_t done = kInline, n = 0; done < len; done += kBlockData, ++n) {
+        if (next == 0) return ds(missing);
         if (!mmu_.read(next, block.data(), kBlock)) {
             trace_.update([](counters& c) { ++c.iommu_faults; });
             return ds(hw::cmd_delivery_status::FW_ERR);
@@ -149,11 +146,32 @@ std::uint8_t cmd_engine::read_input(const std::byte* entry, std::vector<std::byt
         if (ifc::get<ifc::cmd_if_box::token>(block.data()) != token) {
             return ds(hw::cmd_delivery_status::TOKEN_ERR);
         }
-        std::memcpy(in.data() + done, block.data(), std::min(kBlockData, ilen - done));
+        if (!fn(next, block.data(), done, std::min(kBlockData, len - done))) {
+            trace_.update([](counters& c) { ++c.iommu_faults; });
+            return ds(hw::cmd_delivery_status::FW_ERR);
+        }
         next = (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_63_32>(block.data())} << 32) |
                (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_31_10>(block.data())} << 10);
     }
     return 0;
+}
+
+std::uint8_t cmd_engine::read_input(const std::byte* entry, std::vector<std::byte>& in) {
+    const std::size_t ilen = ifc::get<ifc::cmd_queue_entry::input_length>(entry);
+    if (ilen > max_message) return ds(hw::cmd_delivery_status::INPUT_LENGTH_ERR);
+    in.assign(ilen, std::byte{0});
+    if (ilen == 0) return 0;
+    std::memcpy(in.data(), ifc::at<ifc::cmd_queue_entry::command_input_inline_data>(entry),
+                std::min(ilen, kInline));
+    const std::uint64_t head =
+        (std::uint64_t{ifc::get<ifc::cmd_queue_entry::input_mailbox_pointer_63_32>(entry)} << 32) |
+        (std::uint64_t{ifc::get<ifc::cmd_queue_entry::input_mailbox_pointer_31_9>(entry)} << 9);
+    return walk_chain(head, ifc::get<ifc::cmd_queue_entry::token>(entry), ilen,
+                      hw::cmd_delivery_status::INPUT_POINTER_ALIGN_ERR,
+                      [&](std::uint64_t, const std::byte* block, std::size_t off, std::size_t n) {
+                          std::memcpy(in.data() + off, block, n);
+                          return true;
+                      });
 }
 
 std::uint8_t cmd_engine::write_output(const std::byte* entry, std::uint64_t entry_iova,
@@ -162,32 +180,14 @@ std::uint8_t cmd_engine::write_output(const std::byte* entry, std::uint64_t entr
     if (!mmu_.write(entry_iova + inline_off, out.data(), std::min(olen, kInline))) {
         return ds(hw::cmd_delivery_status::FW_ERR);
     }
-    std::uint64_t next =
+    const std::uint64_t head =
         (std::uint64_t{ifc::get<ifc::cmd_queue_entry::output_mailbox_pointer_63_32>(entry)} << 32) |
         (std::uint64_t{ifc::get<ifc::cmd_queue_entry::output_mailbox_pointer_31_9>(entry)} << 9);
-    const std::uint32_t token = ifc::get<ifc::cmd_queue_entry::token>(entry);
-    std::array<std::byte, kBlock> block;
-    for (std::size_t done = kInline, n = 0; done < olen; done += kBlockData, ++n) {
-        if (next == 0) return ds(hw::cmd_delivery_status::OUTPUT_POINTER_ALIGN_ERR);
-        if (!mmu_.read(next, block.data(), kBlock)) {
-            trace_.update([](counters& c) { ++c.iommu_faults; });
-            return ds(hw::cmd_delivery_status::FW_ERR);
-        }
-        if (ifc::get<ifc::cmd_if_box::block_number>(block.data()) != n) {
-            return ds(hw::cmd_delivery_status::BAD_BLOCK_NUMBER);
-        }
-        if (ifc::get<ifc::cmd_if_box::token>(block.data()) != token) {
-            return ds(hw::cmd_delivery_status::TOKEN_ERR);
-        }
-        const std::size_t n_bytes = std::min(kBlockData, olen - done);
-        if (!mmu_.write(next, out.data() + done, n_bytes)) {
-            trace_.update([](counters& c) { ++c.iommu_faults; });
-            return ds(hw::cmd_delivery_status::FW_ERR);
-        }
-        next = (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_63_32>(block.data())} << 32) |
-               (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_31_10>(block.data())} << 10);
-    }
-    return 0;
+    return walk_chain(head, ifc::get<ifc::cmd_queue_entry::token>(entry), olen,
+                      hw::cmd_delivery_status::OUTPUT_POINTER_ALIGN_ERR,
+                      [&](std::uint64_t iova, const std::byte*, std::size_t off, std::size_t n) {
+                          return mmu_.write(iova, out.data() + off, n);
+                      });
 }
 
 void cmd_engine::execute(unsigned slot) {

@@ -51,6 +51,9 @@ private:
     bool latch_queue_address();
     void execute(unsigned slot);
     void complete(unsigned slot, std::uint8_t delivery_status);
+    template <typename Fn>
+    std::uint8_t walk_chain(std::uint64_t head, std::uint32_t token, std::size_t len,
+                            hw::cmd_delivery_status missing, Fn&& fn);
     std::uint8_t read_input(const std::byte* entry, std::vector<std::byte>& in);
     std::uint8_t write_output(const std::byte* entry, std::uint64_t entry_iova,
                               const std::vector<std::byte>& out, std::size_t olen);

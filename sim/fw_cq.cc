@@ -25,6 +25,7 @@
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
 #include "sim/firmware.h"
+#include "sim/fw_tables.h"
 
 namespace cxv::sim {
 
@@ -349,10 +350,10 @@ cmd_reply firmware::destroy_cq(cmd_ctx& c) {
     // QPs and SRQs that complete to this CQ hold it.
     if (cq.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     const std::byte* ctx = cq.cqc.data();
-    if (auto u = uars_.find(ifc::get<ifc::cqc::uar_page>(ctx)); u != uars_.end()) --u->second.users;
-    if (auto u = umems_.find(cq.umem_id); cq.umem_id && u != umems_.end()) --u->second.users;
+    drop_user(uars_, ifc::get<ifc::cqc::uar_page>(ctx));
+    if (cq.umem_id) drop_user(umems_, cq.umem_id);
     if (ifc::get<ifc::cqc::dbr_umem_valid>(ctx)) {
-        if (auto u = umems_.find(ifc::get<ifc::cqc::dbr_umem_id>(ctx)); u != umems_.end()) --u->second.users;
+        drop_user(umems_, ifc::get<ifc::cqc::dbr_umem_id>(ctx));
     }
     icm_free(cq.icm);
     cqs_.erase(it);
@@ -379,12 +380,7 @@ cmd_reply firmware::query_cq(cmd_ctx& c) {
     ifc::set<ifc::cqc::last_solicit_index>(out, sol ? (sol - 1) & kMask24 : 0);
     ifc::set<ifc::cqc::consumer_counter>(out, consumer(cq));
     ifc::set<ifc::cqc::producer_counter>(out, cq.producer & kMask24);
-    const std::size_t room = c.out.size() > ifc::query_cq_out::size_bytes
-                                 ? (c.out.size() - ifc::query_cq_out::size_bytes) / 8
-                                 : 0;
-    for (std::size_t i = 0; i < cq.pas.size() && i < room; ++i) {
-        ifc::set<ifc::query_cq_out::pas>(c.out.data(), i, cq.pas[i]);
-    }
+    put_pas<ifc::query_cq_out>(c, cq.pas);
     return ok();
 }
 
@@ -483,7 +479,7 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     }
     ++cq.producer;
     if (cq.umem_id) {
-        if (auto u = umems_.find(cq.umem_id); u != umems_.end()) --u->second.users;
+        drop_user(umems_, cq.umem_id);
         cq.umem_id = 0;
         cq.umem_offset = 0;
     }

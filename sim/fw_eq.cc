@@ -8,6 +8,7 @@
 #include "hw/barrier.h"
 #include "hw/ifc.h"
 #include "sim/firmware.h"
+#include "sim/fw_tables.h"
 
 namespace cxv::sim {
 
@@ -145,7 +146,7 @@ cmd_reply firmware::destroy_eq(cmd_ctx& c) {
     for (const auto& [cqn, cq] : cqs_) {
         if (cq.eqn == eqn) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     }
-    if (auto u = uars_.find(it->second.uar_page); u != uars_.end()) --u->second.users;
+    drop_user(uars_, it->second.uar_page);
     icm_free(it->second.icm);
     eqs_.erase(it);
     return ok();
@@ -165,12 +166,7 @@ cmd_reply firmware::query_eq(cmd_ctx& c) {
     ifc::set<ifc::eqc::consumer_counter>(eqc, eq.consumer & kMask24);
     ifc::set<ifc::eqc::producer_counter>(eqc, eq.producer & kMask24);
     ifc::set<ifc::query_eq_out::event_bitmask>(c.out.data(), eq.event_bitmask[0]);
-    const std::size_t room = c.out.size() > ifc::query_eq_out::size_bytes
-                                 ? (c.out.size() - ifc::query_eq_out::size_bytes) / 8
-                                 : 0;
-    for (std::size_t i = 0; i < eq.pas.size() && i < room; ++i) {
-        ifc::set<ifc::query_eq_out::pas>(c.out.data(), i, eq.pas[i]);
-    }
+    put_pas<ifc::query_eq_out>(c, eq.pas);
     return ok();
 }
 

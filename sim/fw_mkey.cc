@@ -16,6 +16,7 @@
 #include "hw/endian.h"
 #include "hw/ifc.h"
 #include "sim/firmware.h"
+#include "sim/fw_tables.h"
 #include "sim/mkey_translate.h"
 
 namespace cxv::sim {
@@ -289,10 +290,8 @@ cmd_reply firmware::destroy_mkey(cmd_ctx& c) {
         return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
     const mkey_object& mk = it->second;
-    if (auto p = pds_.find(ifc::get<ifc::mkc::pd>(mk.mkc.data())); p != pds_.end()) --p->second.users;
-    if (mk.umem_id != 0) {
-        if (auto u = umems_.find(mk.umem_id); u != umems_.end()) --u->second.users;
-    }
+    drop_user(pds_, ifc::get<ifc::mkc::pd>(mk.mkc.data()));
+    if (mk.umem_id != 0) drop_user(umems_, mk.umem_id);
     icm_free(mk.icm);
     mkeys_.erase(it);
     return ok();

@@ -14,6 +14,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware.h"
+#include "sim/fw_tables.h"
 
 namespace cxv::sim {
 
@@ -315,30 +316,6 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
     return ok();
 }
 
-// A referenced object (PD, UAR, CQ, SRQ, UMEM) must exist and belong to the same uid.
-// A missing PD, UAR or CQ is a bad parameter with its own syndrome, as in the other
-// create commands; a missing SRQ or UMEM an unknown resource.
-template <typename Map>
-cmd_reply check_ref(const Map& m, std::uint32_t n, std::uint32_t uid, cmd_syndrome missing) {
-    const auto it = m.find(n);
-    if (it == m.end()) {
-        return fail(missing == cmd_syndrome::UNKNOWN_RESOURCE ? cmd_status::BAD_RESOURCE : cmd_status::BAD_PARAM,
-                    missing);
-    }
-    if (it->second.uid != uid) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
-    return ok();
-}
-
-template <typename Map>
-void add_user(Map& m, std::uint32_t n) {
-    if (auto it = m.find(n); it != m.end()) ++it->second.users;
-}
-
-template <typename Map>
-void drop_user(Map& m, std::uint32_t n) {
-    if (auto it = m.find(n); it != m.end() && it->second.users != 0) --it->second.users;
-}
-
 // Whether bytes [off, off + len) of a UMEM lie inside it (its pages of 4 KiB <<
 // log_page_size, less the page_offset where it starts in the first).
 bool umem_holds(const umem_object& u, std::uint64_t off, std::uint64_t len) {
@@ -524,12 +501,7 @@ cmd_reply firmware::query_qp(cmd_ctx& c) {
     ifc::set<qpc::hw_sq_wqebb_counter>(q, qp.sq_consumer & 0xffff);
     ifc::set<qpc::hw_rq_counter>(q, qp.rq_consumer);
     ifc::set<ifc::query_qp_out::opt_param_mask>(c.out.data(), 0);
-    const std::size_t room = c.out.size() > ifc::query_qp_out::size_bytes
-                                 ? (c.out.size() - ifc::query_qp_out::size_bytes) / 8
-                                 : 0;
-    for (std::size_t i = 0; i < qp.pas.size() && i < room; ++i) {
-        ifc::set<ifc::query_qp_out::pas>(c.out.data(), i, qp.pas[i]);
-    }
+    put_pas<ifc::query_qp_out>(c, qp.pas);
     return ok();
 }
 

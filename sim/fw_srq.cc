@@ -15,6 +15,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware.h"
+#include "sim/fw_tables.h"
 
 namespace cxv::sim {
 
@@ -138,8 +139,8 @@ cmd_reply firmware::destroy_srq(cmd_ctx& c) {
     }
     // QPs that receive from it hold it.
     if (srq.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    if (auto pd = pds_.find(srq.pd); pd != pds_.end()) --pd->second.users;
-    if (auto cq = cqs_.find(srq.cqn); srq.cqn != 0 && cq != cqs_.end()) --cq->second.users;
+    drop_user(pds_, srq.pd);
+    if (srq.cqn != 0) drop_user(cqs_, srq.cqn);
     icm_free(srq.icm);
     srqs_.erase(it);
     return ok();
@@ -158,12 +159,7 @@ cmd_reply firmware::query_srq(cmd_ctx& c) {
     ifc::set<ifc::srqc::state>(srqc, srq.error ? srq_state_error : srq_state_good);
     ifc::set<ifc::srqc::lwm>(srqc, srq.lwm);
     ifc::set<ifc::srqc::wqe_cnt>(srqc, srq.consumer & 0xffff);
-    const std::size_t room = c.out.size() > ifc::query_srq_out::size_bytes
-                                 ? (c.out.size() - ifc::query_srq_out::size_bytes) / 8
-                                 : 0;
-    for (std::size_t i = 0; i < srq.pas.size() && i < room; ++i) {
-        ifc::set<ifc::query_srq_out::pas>(c.out.data(), i, srq.pas[i]);
-    }
+    put_pas<ifc::query_srq_out>(c, srq.pas);
     return ok();
 }
 

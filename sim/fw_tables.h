@@ -1,0 +1,51 @@
+// Helpers the firmware's command handlers share for their object tables: looking up a
+// referenced object, counting users, and returning a page list in a QUERY output.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hw/cmd_syndromes.h"
+#include "hw/layout.h"
+#include "sim/firmware.h"
+
+namespace cxv::sim {
+
+// A referenced object (the PD of an MKEY, the CQs of a QP, ...) must exist and belong to
+// the same uid. A missing PD, UAR, EQ or CQ is a bad parameter with its own syndrome; a
+// missing object without one (SRQ, UMEM) is an unknown resource.
+template <typename Map>
+cmd_reply check_ref(const Map& m, std::uint32_t n, std::uint32_t uid, hw::cmd_syndrome missing) {
+    const auto it = m.find(n);
+    if (it == m.end()) {
+        return fail(missing == hw::cmd_syndrome::UNKNOWN_RESOURCE ? hw::cmd_status::BAD_RESOURCE
+                                                                  : hw::cmd_status::BAD_PARAM,
+                    missing);
+    }
+    if (it->second.uid != uid) return fail(hw::cmd_status::BAD_RESOURCE, hw::cmd_syndrome::FOREIGN_RESOURCE);
+    return ok();
+}
+
+template <typename Map>
+void add_user(Map& m, std::uint32_t n) {
+    if (auto it = m.find(n); it != m.end()) ++it->second.users;
+}
+
+template <typename Map>
+void drop_user(Map& m, std::uint32_t n) {
+    if (auto it = m.find(n); it != m.end() && it->second.users != 0) --it->second.users;
+}
+
+// Writes a page list into the flexible `pas` array of a QUERY output (layout Out), as
+// many entries as the output holds.
+template <typename Out>
+void put_pas(cmd_ctx& c, const std::vector<std::uint64_t>& pas) {
+    const std::size_t room =
+        c.out.size() > Out::size_bytes ? (c.out.size() - Out::size_bytes) / 8 : 0;
+    for (std::size_t i = 0; i < pas.size() && i < room; ++i) {
+        hw::ifc::set<typename Out::pas>(c.out.data(), i, pas[i]);
+    }
+}
+
+}  // namespace cxv::sim
