@@ -50,12 +50,12 @@ void cmd_engine::reset() {
 bool cmd_engine::latch_queue_address() {
     const std::uint32_t lo = bar_.load32(kAddrLo);
     if (lo == last_addr_dword_) return false;
-    // The driver wrote the dword: the address (bits 31:12) and nic_interface (9:8) are
+    // The driver wrote the dword: the address (bits 31:12) and nic_interface (10:8) are
     // its; the log sizes are read-only and come back.
     const std::uint64_t hi = bar_.load32(kAddrHi);
     cmdq_iova_ = (hi << 32) | (lo & 0xfffff000u);
-    nic_interface_ = static_cast<std::uint8_t>((lo >> 8) & 0x3);
-    last_addr_dword_ = (lo & 0xfffff300u) | (log_cmdq_size << 4) | log_cmdq_stride;
+    nic_interface_ = static_cast<std::uint8_t>((lo >> 8) & 0x7);
+    last_addr_dword_ = (lo & 0xfffff700u) | (log_cmdq_size << 4) | log_cmdq_stride;
     bar_.store32(kAddrLo, last_addr_dword_);
     busy_ = dropped_ = 0;
     return true;

@@ -3,7 +3,11 @@
 // HCA state, then the command's own input length; handlers check op_mod and fields.
 #include "sim/firmware.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "hw/cmd_layouts.h"
+#include "hw/endian.h"
 #include "hw/ifc.h"
 
 namespace cxv::sim {
@@ -137,8 +141,20 @@ cmd_reply firmware::execute(cmd_ctx& c) {
     const handler h = lookup(c.opcode);
     if (h == nullptr) return fail(cmd_status::BAD_OP, cmd_syndrome::UNKNOWN_OPCODE);
     if (const auto st = check_state(c.opcode); st.status != cmd_status::OK) return st;
-    if (c.in.size() < hw::command_input_size(c.opcode)) {
+    // Inputs shorter than today's layout are what older drivers send (fields added to a
+    // command's layout since are zero for them): rdma-core's INIT_HCA is 16 bytes where
+    // Linux 6.1's layout has 32. The device reads the missing tail as zeros. Only an
+    // input shorter than the 16 bytes every command carries inline is refused.
+    const std::size_t need = hw::command_input_size(c.opcode);
+    if (c.in.size() < std::min<std::size_t>(need, 16)) {
         return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+    }
+    if (c.in.size() < need) {
+        std::vector<std::byte> padded(need);
+        std::copy(c.in.begin(), c.in.end(), padded.begin());
+        cmd_ctx p = c;
+        p.in = padded;
+        return (this->*h)(p);
     }
     return (this->*h)(c);
 }
@@ -165,8 +181,14 @@ void firmware::release_all_objects() {
     for (auto& [n, o] : qps_) pages_.free_slot(o.icm);
     for (auto& [n, o] : srqs_) pages_.free_slot(o.icm);
     for (auto& [n, o] : cqs_) pages_.free_slot(o.icm);
-    for (auto& [n, o] : mkeys_) pages_.free_slot(o.icm);
-    for (auto& [n, o] : umems_) pages_.free_slot(o.icm);
+    for (auto& [n, o] : mkeys_) {
+        pages_.free_slot(o.icm);
+        icm_free_list(o.list_icm);
+    }
+    for (auto& [n, o] : umems_) {
+        pages_.free_slot(o.icm);
+        icm_free_list(o.list_icm);
+    }
     for (auto& [n, o] : eqs_) pages_.free_slot(o.icm);
     qps_.clear();
     srqs_.clear();
@@ -204,5 +226,28 @@ bool firmware::icm_read(pages::slot s, void* data, std::size_t len) {
 }
 
 void firmware::icm_free(pages::slot s) { pages_.free_slot(s); }
+
+bool firmware::icm_store_list(const std::vector<std::uint64_t>& entries,
+                              std::vector<pages::slot>& out) {
+    constexpr std::size_t per_slot = pages::slot_size / 8;
+    std::array<std::uint64_t, per_slot> chunk;
+    for (std::size_t i = 0; i < entries.size(); i += per_slot) {
+        const auto slot = icm_alloc();
+        const std::size_t n = std::min(per_slot, entries.size() - i);
+        for (std::size_t k = 0; k < n; ++k) chunk[k] = hw::to_be(entries[i + k]);
+        if (!slot || !icm_write(*slot, chunk.data(), n * 8)) {
+            if (slot) icm_free(*slot);
+            icm_free_list(out);
+            return false;
+        }
+        out.push_back(*slot);
+    }
+    return true;
+}
+
+void firmware::icm_free_list(std::vector<pages::slot>& slots) {
+    for (const auto s : slots) pages_.free_slot(s);
+    slots.clear();
+}
 
 }  // namespace cxv::sim

@@ -182,6 +182,11 @@ private:
     bool icm_write(pages::slot s, const void* data, std::size_t len);
     bool icm_read(pages::slot s, void* data, std::size_t len);
     void icm_free(pages::slot s);
+    // A translation list (MTT entries) kept in firmware memory as a card keeps it, one
+    // slot per 32 entries, so that the memory an object's list takes is memory the driver
+    // gave. False (nothing kept) when the pages run out or the IOMMU faults.
+    bool icm_store_list(const std::vector<std::uint64_t>& entries, std::vector<pages::slot>& out);
+    void icm_free_list(std::vector<pages::slot>& slots);
 
     // fw_eq.cc
     cmd_reply alloc_uar(cmd_ctx& c);

@@ -255,12 +255,15 @@ cmd_reply firmware::access_reg(cmd_ctx& c) {
     const std::size_t in_room = c.in.size() - ifc::access_register_in::size_bytes;
     std::byte* out = ifc::at<ifc::access_register_out::register_data>(c.out.data());
     const std::size_t out_room = c.out.size() - ifc::access_register_out::size_bytes;
-    auto fits = [&](std::size_t reg_bytes) { return in_room >= reg_bytes && (write || out_room >= reg_bytes); };
+    // The register must be in the input; a read also needs room for it in the output.
+    auto fits = [&](std::size_t reg_bytes) { return in_room >= reg_bytes; };
+    auto room = [&](std::size_t reg_bytes) { return write || out_room >= reg_bytes; };
 
     switch (id) {
         case reg_host_endianness: {
             using r = ifc::register_host_endianness;
             if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+            if (!room(r::size_bytes)) return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
             if (write) {
                 host_endianness_set_ = true;
                 host_big_endian_ = ifc::get<r::he>(in) != 0;
@@ -272,6 +275,7 @@ cmd_reply firmware::access_reg(cmd_ctx& c) {
         case reg_paos: {
             using r = ifc::paos_reg;
             if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+            if (!room(r::size_bytes)) return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
             if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
             if (write && ifc::get<r::ase>(in)) {
                 // admin_status: 1 up, 2 down (PRM PAOS).
@@ -290,6 +294,7 @@ cmd_reply firmware::access_reg(cmd_ctx& c) {
         case reg_ptys: {
             using r = ifc::ptys_reg;
             if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+            if (!room(r::size_bytes)) return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
             if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
             if (!write) {
                 std::memcpy(out, in, r::size_bytes);
@@ -313,6 +318,7 @@ cmd_reply firmware::access_reg(cmd_ctx& c) {
         case reg_pmtu: {
             using r = ifc::pmtu_reg;
             if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
+            if (!room(r::size_bytes)) return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
             if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
             const std::uint32_t max_mtu = cfg_.port == port_type::ethernet ? 9216 : 4096;
             if (write) {

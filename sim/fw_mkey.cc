@@ -273,6 +273,10 @@ cmd_reply firmware::create_mkey(cmd_ctx& c) {
         icm_free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
+    if (!icm_store_list(mk.translations, mk.list_icm)) {
+        icm_free(*slot);
+        return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    }
     ++pd_it->second.users;
     if (umem != nullptr) ++umem->users;
     mk.index = index;
@@ -293,6 +297,7 @@ cmd_reply firmware::destroy_mkey(cmd_ctx& c) {
     drop_user(pds_, ifc::get<ifc::mkc::pd>(mk.mkc.data()));
     if (mk.umem_id != 0) drop_user(umems_, mk.umem_id);
     icm_free(mk.icm);
+    icm_free_list(it->second.list_icm);
     mkeys_.erase(it);
     return ok();
 }
@@ -360,6 +365,10 @@ cmd_reply firmware::create_umem(cmd_ctx& c) {
         icm_free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
+    if (!icm_store_list(obj.mtt, obj.list_icm)) {
+        icm_free(*slot);
+        return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    }
     obj.id = id;
     obj.icm = *slot;
     umems_.emplace(id, std::move(obj));
@@ -377,6 +386,7 @@ cmd_reply firmware::destroy_umem(cmd_ctx& c) {
     }
     if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     icm_free(it->second.icm);
+    icm_free_list(it->second.list_icm);
     umems_.erase(it);
     return ok();
 }

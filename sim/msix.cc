@@ -1,35 +1,45 @@
 #include "sim/msix.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace cxv::sim {
 
-msix_table::msix_table(unsigned count) : count_(count), fds_(new std::atomic<int>[count]) {
-    clear();
-}
+msix_table::msix_table(unsigned count) : count_(count), fds_(count, -1) {}
+
+msix_table::~msix_table() { clear(); }
 
 bool msix_table::set(unsigned vector, int fd) noexcept {
     if (vector >= count_) return false;
-    fds_[vector].store(fd);
+    int dup_fd = -1;
+    if (fd >= 0) {
+        dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (dup_fd < 0) return false;
+    }
+    std::lock_guard lock(mu_);
+    if (fds_[vector] >= 0) close(fds_[vector]);
+    fds_[vector] = dup_fd;
     return true;
 }
 
-int msix_table::get(unsigned vector) const noexcept {
-    return vector < count_ ? fds_[vector].load() : -1;
+bool msix_table::attached(unsigned vector) const noexcept {
+    std::lock_guard lock(mu_);
+    return vector < count_ && fds_[vector] >= 0;
 }
 
 void msix_table::clear() noexcept {
-    for (unsigned i = 0; i < count_; ++i) fds_[i].store(-1);
+    std::lock_guard lock(mu_);
+    for (int& fd : fds_) {
+        if (fd >= 0) close(fd);
+        fd = -1;
+    }
 }
 
 bool msix_table::signal(unsigned vector) noexcept {
-    const int fd = get(vector);
-    if (fd < 0) {
-        lost_.fetch_add(1);
-        return false;
-    }
+    std::lock_guard lock(mu_);
+    const int fd = vector < count_ ? fds_[vector] : -1;
     const std::uint64_t one = 1;
-    if (::write(fd, &one, sizeof(one)) != sizeof(one)) {
+    if (fd < 0 || ::write(fd, &one, sizeof(one)) != sizeof(one)) {
         lost_.fetch_add(1);
         return false;
     }

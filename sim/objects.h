@@ -38,6 +38,7 @@ struct mkey_object {
     std::uint32_t umem_id = 0;                // when the translations come from a UMEM
     std::uint64_t umem_offset = 0;
     pages::slot icm{};
+    std::vector<pages::slot> list_icm;  // the translation list, in firmware memory too
 };
 
 struct umem_object : referenced {
@@ -47,6 +48,7 @@ struct umem_object : referenced {
     std::uint32_t page_offset = 0;
     std::vector<std::uint64_t> mtt;  // page addresses | access bits
     pages::slot icm{};
+    std::vector<pages::slot> list_icm;  // the MTT list, in firmware memory too
 };
 
 struct cq_object : referenced {
