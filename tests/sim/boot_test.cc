@@ -11,12 +11,13 @@ using namespace std::chrono_literals;
 
 TEST_CASE("initializing is set at power-on and clears after the boot time") {
     sim::device_config cfg;
-    cfg.boot_time = 100ms;
+    cfg.boot_time = 500ms;
+    // The boot clock starts when the device is created, so measure from before that.
+    const auto start = std::chrono::steady_clock::now();
     test::harness h(cfg);
     CHECK((h.bar_load32(0x1fc) & 0x80000000u) != 0);
-    const auto start = std::chrono::steady_clock::now();
     REQUIRE(h.wait_boot());
-    CHECK(std::chrono::steady_clock::now() - start >= 90ms);
+    CHECK(std::chrono::steady_clock::now() - start >= 500ms);
 }
 
 TEST_CASE("the initialization segment reports cmdif rev 5, 32 slots of 64 bytes, the firmware version") {
@@ -68,8 +69,7 @@ TEST_CASE("an injected health syndrome appears in the health buffer") {
 }
 
 TEST_CASE("PCI config space: identity, class, capabilities, writable command register") {
-    sim::device_config cfg;
-    cfg.port = sim::port_type::ethernet;
+    const sim::device_config cfg = test::ethernet();
     test::harness h(cfg);
     std::uint8_t b[0x100] = {};
     h.dev().pci_config().read(0, b, sizeof(b));

@@ -4,28 +4,15 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/sim/harness.h"
+#include "tests/sim/objects.h"
 
 using namespace cxv;
+using namespace cxv::test;
 using namespace std::chrono_literals;
-using hw::cmd_opcode;
-using hw::cmd_status;
-using hw::cmd_syndrome;
-namespace ifc = hw::ifc;
-
-namespace {
-
-test::harness& booted(test::harness& h) {
-    REQUIRE(h.wait_boot());
-    h.set_cmdq();
-    return h;
-}
-
-}  // namespace
 
 TEST_CASE("a command completes: ownership returns, status OK, output where the driver reads it") {
     test::harness h;
-    booted(h);
+    boot(h);
     auto r = h.enable_hca();
     CHECK(r.completed);
     CHECK(r.delivery_status == 0);
@@ -37,8 +24,7 @@ TEST_CASE("a command completes: ownership returns, status OK, output where the d
 
 TEST_CASE("every slot works, and several may be outstanding at once") {
     test::harness h;
-    booted(h);
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     for (unsigned slot = 0; slot < 32; ++slot) {
         auto r = h.exec(test::harness::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), 112,
                         {.slot = slot});
@@ -57,7 +43,7 @@ TEST_CASE("every slot works, and several may be outstanding at once") {
 
 TEST_CASE("a command whose doorbell is never written is never executed") {
     test::harness h;
-    booted(h);
+    boot(h);
     auto r = h.exec(test::harness::input<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA), 16,
                     {.slot = 3, .ring = false, .timeout = 300ms});
     CHECK_FALSE(r.completed);
@@ -71,8 +57,7 @@ TEST_CASE("a command whose doorbell is never written is never executed") {
 
 TEST_CASE("a doorbell overwritten by another slot's doorbell is not lost") {
     test::harness h;
-    booted(h);
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     auto in = test::harness::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI);
     // Both commands are handed over before either doorbell; the second doorbell store
     // replaces the first in BAR0 before the device can have read it.
@@ -88,8 +73,7 @@ TEST_CASE("a doorbell overwritten by another slot's doorbell is not lost") {
 
 TEST_CASE("mailbox chains: capability fields arrive intact across block boundaries") {
     test::harness h;
-    booted(h);
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     auto q = h.exec(test::harness::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 4112);
     REQUIRE(q.status == cmd_status::OK);
     const std::byte* cap = ifc::at<ifc::query_hca_cap_out::capability>(q.out.data());
@@ -109,7 +93,7 @@ TEST_CASE("mailbox chains: capability fields arrive intact across block boundari
 
 TEST_CASE("an output shorter than the layout gets what fits") {
     test::harness h;
-    booted(h);
+    boot(h);
     auto r = h.exec(test::harness::input<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA), 12);
     CHECK(r.status == cmd_status::OK);
     REQUIRE(h.dev().state() == sim::hca_state::enabled);
@@ -120,7 +104,7 @@ TEST_CASE("an output shorter than the layout gets what fits") {
 
 TEST_CASE("an input longer than the layout is fine; a shorter one is BAD_INPUT_LEN") {
     test::harness h;
-    booted(h);
+    boot(h);
     auto longer = test::harness::input<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA, 0, 40);
     CHECK(h.exec(longer, 16).status == cmd_status::OK);
     auto set_issi = test::harness::input<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
@@ -132,8 +116,7 @@ TEST_CASE("an input longer than the layout is fine; a shorter one is BAD_INPUT_L
 
 TEST_CASE("unknown opcodes are BAD_OP; a bad op_mod is BAD_PARAM") {
     test::harness h;
-    booted(h);
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     auto r = h.simple(static_cast<cmd_opcode>(0x7777));
     CHECK(r.status == cmd_status::BAD_OP);
     CHECK(r.synd() == cmd_syndrome::UNKNOWN_OPCODE);
@@ -144,8 +127,7 @@ TEST_CASE("unknown opcodes are BAD_OP; a bad op_mod is BAD_PARAM") {
 
 TEST_CASE("a wrong mailbox block number or token is a delivery error") {
     test::harness h;
-    booted(h);
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     auto in = test::harness::input<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
     auto r = h.exec(in, 16, {.corrupt_block = 2});
     CHECK(r.completed);
@@ -159,8 +141,7 @@ TEST_CASE("a wrong mailbox block number or token is a delivery error") {
 
 TEST_CASE("a mailbox the driver did not map is an IOMMU fault, not a crash or a write") {
     test::harness h;
-    booted(h);
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     const auto before = h.dev().mmu().fault_count();
     // Build a command whose output chain lives in memory we then unmap.
     auto in = test::harness::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1);
@@ -176,7 +157,7 @@ TEST_CASE("a mailbox the driver did not map is an IOMMU fault, not a crash or a 
 
 TEST_CASE("fault injection: a chosen opcode fails with a chosen status and syndrome") {
     test::harness h;
-    booted(h);
+    boot(h);
     h.dev().faults().fail_commands(cmd_opcode::ENABLE_HCA, cmd_status::INTERNAL_ERR,
                                    cmd_syndrome::INJECTED);
     auto r = h.enable_hca();
@@ -188,7 +169,7 @@ TEST_CASE("fault injection: a chosen opcode fails with a chosen status and syndr
 
 TEST_CASE("fault injection: a delayed completion arrives late, a dropped one never") {
     test::harness h;
-    booted(h);
+    boot(h);
     h.dev().faults().delay_completion(cmd_opcode::ENABLE_HCA, 200ms);
     auto r = h.exec(test::harness::input<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA), 16,
                     {.timeout = 50ms});
@@ -208,8 +189,7 @@ TEST_CASE("fault injection: a delayed completion arrives late, a dropped one nev
 
 TEST_CASE("the trace records each command with its outcome") {
     test::harness h;
-    booted(h);
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     (void)h.simple(static_cast<cmd_opcode>(0x7777));
     const auto cmds = h.dev().tracer().commands();
     REQUIRE(cmds.size() >= 2);

@@ -8,79 +8,19 @@
 
 #include "hw/doorbell.h"
 #include "hw/mmio.h"
-#include "tests/sim/harness.h"
+#include "tests/sim/objects.h"
 
 using namespace cxv;
+using namespace cxv::test;
 using namespace std::chrono_literals;
-using hw::cmd_opcode;
-using hw::cmd_status;
-using hw::cmd_syndrome;
-namespace ifc = hw::ifc;
-using H = test::harness;
 
 namespace {
 
 constexpr std::uint32_t kStIdle = 0x0, kStSolArmed = 0x6, kStArmed = 0x9, kStFired = 0xa;
 constexpr std::uint8_t kResizeOpOwn = 0x50;  // opcode RESIZE_CQ (5) in bits 7:4
 
-// A device brought up, a UAR and an EQ (no event subscribed: completion events reach a
-// CQ's EQ whatever its bitmask).
-struct env {
-    H h;
-    std::uint32_t uar = 0;
-    H::eq eq;
-    env() {
-        REQUIRE(h.bring_up());
-        uar = h.alloc_uar();
-        REQUIRE(h.create_eq(eq, uar, 4, 0, 0).status == cmd_status::OK);
-    }
-};
-
-// What CREATE_CQ gets; defaults make a valid 16-entry CQ once buf and dbr are set.
-struct cq_spec {
-    unsigned log_size = 4;
-    std::uint32_t uar = 0;
-    std::uint32_t eqn = 0;
-    std::uint64_t buf = 0;       // first page IOVA
-    std::size_t npas = 0;        // 0: as many as the ring needs
-    std::uint64_t dbr = 0;
-    unsigned cqe_sz = 0;
-    unsigned log_page_size = 0;
-    unsigned page_offset = 0;
-    std::uint32_t uid = 0;
-};
-
-std::size_t pages_needed(const cq_spec& s) {
-    const std::uint64_t page = std::uint64_t{4096} << s.log_page_size;
-    const std::uint64_t ring = std::uint64_t{s.cqe_sz ? 128u : 64u} << s.log_size;
-    const std::uint64_t bytes = ring + s.page_offset * (page / 64);
-    return static_cast<std::size_t>((bytes + page - 1) / page);
-}
-
-std::vector<std::byte> create_in(const cq_spec& s) {
-    const std::size_t n = s.npas ? s.npas : pages_needed(s);
-    auto in = H::input<ifc::create_cq_in>(cmd_opcode::CREATE_CQ, 0, n * 8);
-    ifc::set<ifc::create_cq_in::uid>(in.data(), s.uid);
-    std::byte* c = ifc::at<ifc::create_cq_in::cq_context>(in.data());
-    ifc::set<ifc::cqc::log_cq_size>(c, s.log_size);
-    ifc::set<ifc::cqc::uar_page>(c, s.uar);
-    ifc::set<ifc::cqc::c_eqn_or_apu_element>(c, s.eqn);
-    ifc::set<ifc::cqc::cqe_sz>(c, s.cqe_sz);
-    ifc::set<ifc::cqc::log_page_size>(c, s.log_page_size);
-    ifc::set<ifc::cqc::page_offset>(c, s.page_offset);
-    ifc::set<ifc::cqc::dbr_addr>(c, s.dbr);
-    const std::uint64_t page = std::uint64_t{4096} << s.log_page_size;
-    for (std::size_t i = 0; i < n; ++i) ifc::set<ifc::create_cq_in::pas>(in.data(), i, s.buf + i * page);
-    return in;
-}
-
-std::byte* cqc_of(std::vector<std::byte>& in) {
-    return ifc::at<ifc::create_cq_in::cq_context>(in.data());
-}
-
-std::uint32_t cqn_of(const test::cmd_result& r) {
-    return ifc::get<ifc::create_cq_out::cqn>(r.out.data());
-}
+// A device brought up, a UAR and an EQ (no event subscribed).
+using env = eq_env;
 
 // A CQ with its own ring and doorbell record.
 struct cq_handle {
@@ -105,23 +45,10 @@ cq_handle make_cq(env& e, unsigned log_size = 4, unsigned cqe_sz = 0) {
     q.dbr = &e.h.alloc(4096);
     cq_spec s = spec_for(e, *q.ring, *q.dbr, log_size);
     s.cqe_sz = cqe_sz;
-    const auto r = e.h.exec(create_in(s), 16);
+    const auto r = e.h.exec(create_cq_in(s), 16);
     REQUIRE(r.status == cmd_status::OK);
     q.cqn = cqn_of(r);
     return q;
-}
-
-test::cmd_result destroy_cq(H& h, std::uint32_t cqn, std::uint32_t uid = 0) {
-    auto in = H::input<ifc::destroy_cq_in>(cmd_opcode::DESTROY_CQ);
-    ifc::set<ifc::destroy_cq_in::cqn>(in.data(), cqn);
-    ifc::set<ifc::destroy_cq_in::uid>(in.data(), uid);
-    return h.exec(in, 16);
-}
-
-test::cmd_result query_cq(H& h, std::uint32_t cqn, std::size_t npas = 1) {
-    auto in = H::input<ifc::query_cq_in>(cmd_opcode::QUERY_CQ);
-    ifc::set<ifc::query_cq_in::cqn>(in.data(), cqn);
-    return h.exec(in, ifc::query_cq_out::size_bytes + npas * 8);
 }
 
 const std::byte* ctx(const test::cmd_result& r) {
@@ -161,6 +88,9 @@ test::cmd_result resize(H& h, std::uint32_t cqn, unsigned log_size, std::uint64_
         npas);
 }
 
+// A RESIZE to 16 entries in a new page: the old ring gets a RESIZE_CQ CQE.
+test::cmd_result resize_to_new_page(env& e, std::uint32_t cqn) { return resize(e.h, cqn, 4, e.h.alloc(4096).iova()); }
+
 // The driver's consumer index in the doorbell record (update_ci), as a driver writes it.
 void set_update_ci(const cq_handle& q, std::uint32_t ci) {
     auto* rec = reinterpret_cast<hw::cq_doorbell_record*>(q.dbr->data());
@@ -185,61 +115,12 @@ bool wait_st(H& h, std::uint32_t cqn, std::uint32_t want) {
     return false;
 }
 
-std::optional<std::vector<std::byte>> wait_eqe(H& h, H::eq& e, std::chrono::milliseconds t = 1000ms) {
-    const auto end = std::chrono::steady_clock::now() + t;
-    do {
-        if (auto v = h.next_eqe(e)) return v;
-        std::this_thread::sleep_for(1ms);
-    } while (std::chrono::steady_clock::now() < end);
-    return std::nullopt;
-}
-
 std::uint32_t eqe_cqn(const std::vector<std::byte>& eqe) {
     return ifc::get<ifc::comp_event::cq_number>(ifc::at<ifc::eqe::event_data>(eqe.data()));
 }
 
 std::uint8_t op_own(const test::dma_buffer& ring, std::size_t index, std::size_t cqe = 64) {
     return std::to_integer<std::uint8_t>(ring.data()[index * cqe + cqe - 1]);
-}
-
-// A UMEM of `pages` 4 KiB pages of `mem` (uid 0 unless given), the region starting
-// page_offset bytes into the first page. Returns the umem id or 0.
-std::uint32_t make_umem(H& h, const test::dma_buffer& mem, std::size_t pages,
-                        std::uint32_t page_offset = 0, std::uint32_t uid = 0) {
-    auto in = H::input<ifc::create_umem_in>(cmd_opcode::CREATE_UMEM, 0, pages * ifc::mtt::size_bytes);
-    ifc::set<ifc::create_umem_in::uid>(in.data(), uid);
-    std::byte* um = ifc::at<ifc::create_umem_in::umem>(in.data());
-    ifc::set<ifc::umem::log_page_size>(um, 0);
-    ifc::set<ifc::umem::page_offset>(um, page_offset);
-    ifc::set<ifc::umem::num_of_mtt>(um, pages);
-    for (std::size_t i = 0; i < pages; ++i) {
-        std::byte* m = ifc::at<ifc::umem::mtt>(um, i);
-        const std::uint64_t a = mem.iova() + i * 4096;
-        ifc::set<ifc::mtt::ptag_63_32>(m, static_cast<std::uint32_t>(a >> 32));
-        ifc::set<ifc::mtt::ptag_31_8>(m, static_cast<std::uint32_t>(a >> 8));
-        ifc::set<ifc::mtt::wr_en>(m, 1);
-        ifc::set<ifc::mtt::rd_en>(m, 1);
-    }
-    const auto r = h.exec(in, 16);
-    return r.status == cmd_status::OK ? ifc::get<ifc::create_umem_out::umem_id>(r.out.data()) : 0;
-}
-
-test::cmd_result destroy_umem(H& h, std::uint32_t id, std::uint32_t uid = 0) {
-    auto in = H::input<ifc::destroy_umem_in>(cmd_opcode::DESTROY_UMEM);
-    ifc::set<ifc::destroy_umem_in::umem_id>(in.data(), id);
-    ifc::set<ifc::destroy_umem_in::uid>(in.data(), uid);
-    return h.exec(in, 16);
-}
-
-test::cmd_result dealloc_uar(H& h, std::uint32_t uar) {
-    auto in = H::input<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
-    ifc::set<ifc::dealloc_uar_in::uar>(in.data(), uar);
-    return h.exec(in, 16);
-}
-
-void check(const test::cmd_result& r, cmd_status st, cmd_syndrome syn) {
-    CHECK(r.status == st);
-    CHECK(r.synd() == syn);
 }
 
 }  // namespace
@@ -250,7 +131,7 @@ TEST_CASE("CREATE_CQ: a CQ that QUERY_CQ reads back, with fresh device state") {
     auto& dbr = e.h.alloc(4096);
     cq_spec s = spec_for(e, ring, dbr);
     s.dbr = dbr.iova() + 8;
-    auto in = create_in(s);
+    auto in = create_cq_in(s);
     ifc::set<ifc::cqc::oi>(cqc_of(in), 1);
     ifc::set<ifc::cqc::cq_period>(cqc_of(in), 0xfff);     // the fields' whole ranges
     ifc::set<ifc::cqc::cq_max_count>(cqc_of(in), 0xffff);
@@ -261,7 +142,7 @@ TEST_CASE("CREATE_CQ: a CQ that QUERY_CQ reads back, with fresh device state") {
     const auto cqn = cqn_of(r);
     CHECK(cqn != 0);
     CHECK(cqn <= 0xffffff);
-    const auto again = e.h.exec(create_in(spec_for(e, e.h.alloc(4096), dbr)), 16);
+    const auto again = e.h.exec(create_cq_in(spec_for(e, e.h.alloc(4096), dbr)), 16);
     REQUIRE(again.status == cmd_status::OK);
     CHECK(cqn_of(again) != cqn);
 
@@ -291,7 +172,7 @@ TEST_CASE("CREATE_CQ refuses bad sizes, features, UARs, EQs, page lists and door
     cq_spec good = spec_for(e, ring, dbr);
     good.uar = uar;
     auto expect = [&](const cq_spec& s, auto&& tweak, cmd_status st, cmd_syndrome syn) {
-        auto in = create_in(s);
+        auto in = create_cq_in(s);
         tweak(cqc_of(in));
         const auto r = e.h.exec(in, 16);
         CHECK_MESSAGE(r.status == st, hw::name(syn));
@@ -352,13 +233,13 @@ TEST_CASE("CREATE_CQ refuses bad sizes, features, UARs, EQs, page lists and door
         ifc::set<ifc::cqc::dbr_umem_valid>(c, 1);
         ifc::set<ifc::cqc::dbr_umem_id>(c, 999);
     }, cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
-    auto in = create_in(good);
+    auto in = create_cq_in(good);
     ifc::set<ifc::create_cq_in::cq_umem_valid>(in.data(), 1);
     ifc::set<ifc::create_cq_in::cq_umem_id>(in.data(), 999);
-    check(e.h.exec(in, 16), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(e.h.exec(in, 16), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
 
     // None of the refused commands kept a reference on the UAR.
-    check(dealloc_uar(e.h, uar), cmd_status::OK, cmd_syndrome::OK);
+    check_status(dealloc_uar(e.h, uar), cmd_status::OK, cmd_syndrome::OK);
 }
 
 TEST_CASE("CREATE_CQ: 128-byte CQEs, larger pages and a quantized page_offset") {
@@ -370,7 +251,7 @@ TEST_CASE("CREATE_CQ: 128-byte CQEs, larger pages and a quantized page_offset") 
     s.log_page_size = 1;       // in 8 KiB pages,
     s.page_offset = 2;         // starting 256 bytes into the first: two pages
     s.buf = (ring.iova() + 8191) & ~std::uint64_t{8191};
-    const auto r = e.h.exec(create_in(s), 16);
+    const auto r = e.h.exec(create_cq_in(s), 16);
     REQUIRE(r.status == cmd_status::OK);
     const auto q = query_cq(e.h, cqn_of(r), 2);
     REQUIRE(q.status == cmd_status::OK);
@@ -387,26 +268,24 @@ TEST_CASE("DESTROY_CQ: unknown and foreign CQs; the UAR is released") {
     cq_spec s = spec_for(e, ring, dbr);
     s.uar = uar;
     s.uid = 3;
-    const auto r = e.h.exec(create_in(s), 16);
+    const auto r = e.h.exec(create_cq_in(s), 16);
     REQUIRE(r.status == cmd_status::OK);
     const auto cqn = cqn_of(r);
-    check(dealloc_uar(e.h, uar), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    check(destroy_cq(e.h, cqn + 1, 3), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
-    check(destroy_cq(e.h, cqn, 0), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
-    check(destroy_cq(e.h, cqn, 3), cmd_status::OK, cmd_syndrome::OK);
-    check(destroy_cq(e.h, cqn, 3), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
-    check(query_cq(e.h, cqn), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
-    check(dealloc_uar(e.h, uar), cmd_status::OK, cmd_syndrome::OK);
+    check_status(dealloc_uar(e.h, uar), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    check_status(destroy_cq(e.h, cqn + 1, 3), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(destroy_cq(e.h, cqn, 0), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    check_status(destroy_cq(e.h, cqn, 3), cmd_status::OK, cmd_syndrome::OK);
+    check_status(destroy_cq(e.h, cqn, 3), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(query_cq(e.h, cqn), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(dealloc_uar(e.h, uar), cmd_status::OK, cmd_syndrome::OK);
 }
 
 TEST_CASE("DESTROY_EQ is refused while a CQ reports to the EQ") {
     env e;
     const auto q = make_cq(e);
-    auto d = H::input<ifc::destroy_eq_in>(cmd_opcode::DESTROY_EQ);
-    ifc::set<ifc::destroy_eq_in::eq_number>(d.data(), e.eq.eqn);
-    check(e.h.exec(d, 16), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    check_status(destroy_eq(e.h, e.eq.eqn), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     REQUIRE(destroy_cq(e.h, q.cqn).status == cmd_status::OK);
-    check(e.h.exec(d, 16), cmd_status::OK, cmd_syndrome::OK);
+    check_status(destroy_eq(e.h, e.eq.eqn), cmd_status::OK, cmd_syndrome::OK);
 }
 
 TEST_CASE("QUERY_CQ reads the consumer index from the doorbell record") {
@@ -443,14 +322,11 @@ TEST_CASE("MODIFY_CQ changes moderation, overrun ignore and the EQ, and nothing 
     const auto to = [](std::uint32_t eqn) {
         return [eqn](std::byte*, std::byte* c) { ifc::set<ifc::cqc::c_eqn_or_apu_element>(c, eqn); };
     };
-    check(modify_cq(e.h, q.cqn, 0, 0x8, to(other.eqn + 1)), cmd_status::BAD_PARAM, cmd_syndrome::BAD_EQ);
+    check_status(modify_cq(e.h, q.cqn, 0, 0x8, to(other.eqn + 1)), cmd_status::BAD_PARAM, cmd_syndrome::BAD_EQ);
     REQUIRE(modify_cq(e.h, q.cqn, 0, 0x8, to(other.eqn)).status == cmd_status::OK);
     CHECK(queried<ifc::cqc::c_eqn_or_apu_element>(e.h, q.cqn) == other.eqn);
-    auto d = H::input<ifc::destroy_eq_in>(cmd_opcode::DESTROY_EQ);
-    ifc::set<ifc::destroy_eq_in::eq_number>(d.data(), other.eqn);
-    check(e.h.exec(d, 16), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    ifc::set<ifc::destroy_eq_in::eq_number>(d.data(), e.eq.eqn);
-    check(e.h.exec(d, 16), cmd_status::OK, cmd_syndrome::OK);
+    check_status(destroy_eq(e.h, other.eqn), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    check_status(destroy_eq(e.h, e.eq.eqn), cmd_status::OK, cmd_syndrome::OK);
 }
 
 TEST_CASE("MODIFY_CQ refusals change nothing") {
@@ -459,10 +335,10 @@ TEST_CASE("MODIFY_CQ refusals change nothing") {
     const auto period = [](std::byte*, std::byte* c) { ifc::set<ifc::cqc::cq_period>(c, 9); };
     using S = cmd_status;
     using Y = cmd_syndrome;
-    check(modify_cq(e.h, q.cqn, 0, 0x1 | 0x10, period), S::BAD_PARAM, Y::BAD_PARAMETER);
-    check(modify_cq(e.h, q.cqn, 2, 0x1, period), S::BAD_PARAM, Y::BAD_OP_MOD);
-    check(modify_cq(e.h, q.cqn + 1, 0, 0x1, period), S::BAD_RESOURCE, Y::UNKNOWN_RESOURCE);
-    check(modify_cq(e.h, q.cqn, 0, 0x1, period, 0, 4), S::BAD_RESOURCE, Y::FOREIGN_RESOURCE);
+    check_status(modify_cq(e.h, q.cqn, 0, 0x1 | 0x10, period), S::BAD_PARAM, Y::BAD_PARAMETER);
+    check_status(modify_cq(e.h, q.cqn, 2, 0x1, period), S::BAD_PARAM, Y::BAD_OP_MOD);
+    check_status(modify_cq(e.h, q.cqn + 1, 0, 0x1, period), S::BAD_RESOURCE, Y::UNKNOWN_RESOURCE);
+    check_status(modify_cq(e.h, q.cqn, 0, 0x1, period, 0, 4), S::BAD_RESOURCE, Y::FOREIGN_RESOURCE);
     CHECK(queried<ifc::cqc::cq_period>(e.h, q.cqn) == 0);
 }
 
@@ -485,12 +361,11 @@ TEST_CASE("resize: a RESIZE_CQ CQE in the old ring, the new ring from the next i
     CHECK(op_own(b, 1) == kResizeOpOwn);  // index 1 went to the new ring
     CHECK(op_own(b, 0) == 0);
     // Two CQEs the driver has not consumed do not fit a 1-entry ring.
-    check(resize(e.h, q.cqn, 0, d.iova()), cmd_status::BAD_SIZE_OUTS_CQES,
-          cmd_syndrome::LOG_SIZE_TOO_SMALL);
+    check_status(resize(e.h, q.cqn, 0, d.iova()), cmd_status::BAD_SIZE_OUTS_CQES, cmd_syndrome::LOG_SIZE_TOO_SMALL);
     REQUIRE(resize(e.h, q.cqn, 1, d.iova()).status == cmd_status::OK);  // 2 entries hold them
     CHECK(op_own(c, 2) == kResizeOpOwn);
     // Three outstanding in a 2-entry ring: no room for another RESIZE_CQ CQE.
-    check(resize(e.h, q.cqn, 6, f.iova()), cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE);
+    check_status(resize(e.h, q.cqn, 6, f.iova()), cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE);
     CHECK(queried<ifc::cqc::producer_counter>(e.h, q.cqn) == 3);
     // Consumed up to 2: index 3 is slot 1 of ring D, on its second pass (owner 1).
     set_update_ci(q, 2);
@@ -507,16 +382,15 @@ TEST_CASE("resize refusals change nothing") {
     const auto q = make_cq(e, 2);
     auto& big = e.h.alloc(2 * 4096);
     const auto none = [](std::byte*, std::byte*) {};
-    check(modify_cq(e.h, q.cqn, 1, 0x8, none, 1), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    check(modify_cq(e.h, q.cqn, 1, 0x1, [](std::byte* in, std::byte*) {
-              ifc::set<ifc::modify_cq_in::cq_umem_valid>(in, 1);
-          }, 1),
-          cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    check(resize(e.h, q.cqn, 23, big.iova()), cmd_status::BAD_PARAM, cmd_syndrome::LOG_SIZE_TOO_BIG);
-    check(resize(e.h, q.cqn, 7, big.iova(), 1), cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
-    check(resize(e.h, q.cqn, 6, big.iova() + 512), cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
-    check(modify_cq(e.h, q.cqn, 1, 0x1, none, 1, 9), cmd_status::BAD_RESOURCE,
-          cmd_syndrome::FOREIGN_RESOURCE);
+    check_status(modify_cq(e.h, q.cqn, 1, 0x8, none, 1), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(modify_cq(e.h, q.cqn, 1, 0x1, [](std::byte* in, std::byte*) {
+                     ifc::set<ifc::modify_cq_in::cq_umem_valid>(in, 1);
+                 }, 1),
+                 cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(resize(e.h, q.cqn, 23, big.iova()), cmd_status::BAD_PARAM, cmd_syndrome::LOG_SIZE_TOO_BIG);
+    check_status(resize(e.h, q.cqn, 7, big.iova(), 1), cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
+    check_status(resize(e.h, q.cqn, 6, big.iova() + 512), cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
+    check_status(modify_cq(e.h, q.cqn, 1, 0x1, none, 1, 9), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
     const auto r = query_cq(e.h, q.cqn);
     CHECK(ifc::get<ifc::cqc::log_cq_size>(ctx(r)) == 2);
     CHECK(ifc::get<ifc::cqc::producer_counter>(ctx(r)) == 0);
@@ -535,8 +409,7 @@ TEST_CASE("resize refusals change nothing") {
 TEST_CASE("resize with 128-byte CQEs: the CQE is the second half of the entry") {
     env e;
     const auto q = make_cq(e, 2, 1);
-    auto& next = e.h.alloc(4096);
-    REQUIRE(resize(e.h, q.cqn, 4, next.iova()).status == cmd_status::OK);
+    REQUIRE(resize_to_new_page(e, q.cqn).status == cmd_status::OK);
     CHECK(op_own(*q.ring, 0, 128) == kResizeOpOwn);
     CHECK(op_own(*q.ring, 0, 64) == 0);
 }
@@ -547,9 +420,8 @@ TEST_CASE("the arm doorbell arms the CQ; an armed CQ's next CQE raises one compl
     arm(e, q, 0, hw::cq_db_req_not, 0);
     REQUIRE(wait_st(e.h, q.cqn, kStArmed));
     // The RESIZE_CQ CQE is a CQE like any other: the armed CQ fires on the CQ's EQ.
-    auto& next = e.h.alloc(4096);
-    REQUIRE(resize(e.h, q.cqn, 4, next.iova()).status == cmd_status::OK);
-    const auto eqe = wait_eqe(e.h, e.eq);
+    REQUIRE(resize_to_new_page(e, q.cqn).status == cmd_status::OK);
+    const auto eqe = e.h.wait_eqe(e.eq);
     REQUIRE(eqe);
     CHECK(ifc::get<ifc::eqe::event_type>(eqe->data()) == 0x00);
     CHECK(eqe_cqn(*eqe) == q.cqn);
@@ -558,18 +430,17 @@ TEST_CASE("the arm doorbell arms the CQ; an armed CQ's next CQE raises one compl
     CHECK(ifc::get<ifc::cqc::last_notified_index>(ctx(r)) == 0);
     // Disarmed: the next CQE raises nothing.
     set_update_ci(q, 1);
-    auto& again = e.h.alloc(4096);
-    REQUIRE(resize(e.h, q.cqn, 4, again.iova()).status == cmd_status::OK);
-    CHECK_FALSE(wait_eqe(e.h, e.eq, 50ms));
+    REQUIRE(resize_to_new_page(e, q.cqn).status == cmd_status::OK);
+    CHECK_FALSE(e.h.wait_eqe(e.eq, 50ms));
 
     // An arm with the sn of the request that fired is stale and ignored.
     arm(e, q, 0, hw::cq_db_req_not, 1);
     std::this_thread::sleep_for(50ms);
     CHECK(queried<ifc::cqc::st>(e.h, q.cqn) == kStFired);
-    CHECK_FALSE(wait_eqe(e.h, e.eq, 50ms));
+    CHECK_FALSE(e.h.wait_eqe(e.eq, 50ms));
     // sn + 1 arms; CQE 1 is already past consumer index 1, so the event fires at once.
     arm(e, q, 1, hw::cq_db_req_not, 1);
-    const auto now = wait_eqe(e.h, e.eq);
+    const auto now = e.h.wait_eqe(e.eq);
     REQUIRE(now);
     CHECK(eqe_cqn(*now) == q.cqn);
     r = query_cq(e.h, q.cqn);
@@ -583,9 +454,8 @@ TEST_CASE("REQ_NOT_SOL: armed for solicited CQEs only; undefined commands are ig
     arm(e, q, 0, hw::cq_db_req_not_sol, 0);
     REQUIRE(wait_st(e.h, q.cqn, kStSolArmed));
     // A RESIZE_CQ CQE is not solicited: no event, still armed.
-    auto& next = e.h.alloc(4096);
-    REQUIRE(resize(e.h, q.cqn, 4, next.iova()).status == cmd_status::OK);
-    CHECK_FALSE(wait_eqe(e.h, e.eq, 50ms));
+    REQUIRE(resize_to_new_page(e, q.cqn).status == cmd_status::OK);
+    CHECK_FALSE(e.h.wait_eqe(e.eq, 50ms));
     CHECK(queried<ifc::cqc::st>(e.h, q.cqn) == kStSolArmed);
     // Command 2 is not an arm command.
     arm(e, q, 0, 2u << 24, 0);
@@ -593,7 +463,7 @@ TEST_CASE("REQ_NOT_SOL: armed for solicited CQEs only; undefined commands are ig
     CHECK(queried<ifc::cqc::st>(e.h, q.cqn) == kStSolArmed);
     // Re-arming before any event (same sn) switches to REQ_NOT, and CQE 0 fires it.
     arm(e, q, 0, hw::cq_db_req_not, 0);
-    const auto eqe = wait_eqe(e.h, e.eq);
+    const auto eqe = e.h.wait_eqe(e.eq);
     REQUIRE(eqe);
     CHECK(eqe_cqn(*eqe) == q.cqn);
     CHECK(queried<ifc::cqc::st>(e.h, q.cqn) == kStFired);
@@ -602,31 +472,22 @@ TEST_CASE("REQ_NOT_SOL: armed for solicited CQEs only; undefined commands are ig
 TEST_CASE("DESTROY_CQ is refused while an SRQ holds the CQ") {
     env e;
     const auto q = make_cq(e);
-    const auto pd = e.h.simple(cmd_opcode::ALLOC_PD);
-    REQUIRE(pd.status == cmd_status::OK);
+    const auto pd = alloc_pd(e.h);
     auto& buf = e.h.alloc(4096);
-    auto in = H::input<ifc::create_srq_in>(cmd_opcode::CREATE_SRQ, 0, 8);
-    std::byte* c = ifc::at<ifc::create_srq_in::srq_context_entry>(in.data());
-    ifc::set<ifc::srqc::log_srq_size>(c, 4);
-    ifc::set<ifc::srqc::cqn>(c, q.cqn);
-    ifc::set<ifc::srqc::pd>(c, ifc::get<ifc::alloc_pd_out::pd>(pd.out.data()));
-    ifc::set<ifc::srqc::dbr_addr>(c, q.dbr->iova() + 64);
-    ifc::set<ifc::create_srq_in::pas>(in.data(), 0, buf.iova());
-    const auto srq = e.h.exec(in, 16);
+    // 16-byte WQEs (log_stride 0); the doorbell record next to the CQ's.
+    const auto srq = create_srq(e.h, buf, {.log_stride = 0, .pd = pd, .cqn = q.cqn, .dbr = q.dbr->iova() + 64});
     REQUIRE(srq.status == cmd_status::OK);
-    check(destroy_cq(e.h, q.cqn), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    auto d = H::input<ifc::destroy_srq_in>(cmd_opcode::DESTROY_SRQ);
-    ifc::set<ifc::destroy_srq_in::srqn>(d.data(), ifc::get<ifc::create_srq_out::srqn>(srq.out.data()));
-    REQUIRE(e.h.exec(d, 16).status == cmd_status::OK);
-    check(destroy_cq(e.h, q.cqn), cmd_status::OK, cmd_syndrome::OK);
+    check_status(destroy_cq(e.h, q.cqn), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    REQUIRE(destroy_srq(e.h, srqn_of(srq)).status == cmd_status::OK);
+    check_status(destroy_cq(e.h, q.cqn), cmd_status::OK, cmd_syndrome::OK);
 }
 
 TEST_CASE("a CQ and its doorbell record in UMEMs: checks, references, addressing") {
     env e;
     auto& mem = e.h.alloc(2 * 4096);
-    const auto ring = make_umem(e.h, mem, 2);            // 8 KiB
-    const auto dbr = make_umem(e.h, mem, 1, 0x2b0);      // a small region 0x2b0 into a page
-    const auto foreign = make_umem(e.h, mem, 2, 0, 7);   // another user's
+    const auto ring = create_umem(e.h, mem, 2);           // 8 KiB
+    const auto dbr = create_umem(e.h, mem, 1, 0x2b0);     // a small region 0x2b0 into a page
+    const auto foreign = create_umem(e.h, mem, 2, 0, 7);  // another user's
     REQUIRE(ring != 0);
     REQUIRE(dbr != 0);
     REQUIRE(foreign != 0);
@@ -637,7 +498,7 @@ TEST_CASE("a CQ and its doorbell record in UMEMs: checks, references, addressing
         s.uar = e.uar;
         s.eqn = e.eq.eqn;
         s.npas = 0;
-        auto in = create_in(s);
+        auto in = create_cq_in(s);
         in.resize(ifc::create_cq_in::size_bytes);  // no page list
         ifc::set<ifc::create_cq_in::cq_umem_valid>(in.data(), 1);
         ifc::set<ifc::create_cq_in::cq_umem_id>(in.data(), umem);
@@ -648,21 +509,20 @@ TEST_CASE("a CQ and its doorbell record in UMEMs: checks, references, addressing
         return in;
     };
     auto try_create = [&](auto&&... a) { return e.h.exec(in_for(a...), 16); };
-    check(try_create(foreign, 0, 4, dbr, 0), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
-    check(try_create(ring, 32, 4, dbr, 0), cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
+    check_status(try_create(foreign, 0, 4, dbr, 0), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    check_status(try_create(ring, 32, 4, dbr, 0), cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
     // 8 KiB of CQEs 4 KiB into an 8 KiB UMEM; a record 4 bytes from the UMEM's end.
-    check(try_create(ring, 4096, 7, dbr, 0), cmd_status::BAD_PARAM, cmd_syndrome::PAS_TOO_SHORT);
-    check(try_create(ring, 0, 4, dbr, 4096 - 0x2b0 - 4), cmd_status::BAD_PARAM,
-          cmd_syndrome::PAS_TOO_SHORT);
-    check(try_create(ring, 0, 4, dbr, 4), cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
-    check(try_create(ring, 0, 4, foreign, 0), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    check_status(try_create(ring, 4096, 7, dbr, 0), cmd_status::BAD_PARAM, cmd_syndrome::PAS_TOO_SHORT);
+    check_status(try_create(ring, 0, 4, dbr, 4096 - 0x2b0 - 4), cmd_status::BAD_PARAM, cmd_syndrome::PAS_TOO_SHORT);
+    check_status(try_create(ring, 0, 4, dbr, 4), cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
+    check_status(try_create(ring, 0, 4, foreign, 0), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
 
     // The ring at 4 KiB into the UMEM: 16 entries in its second page.
     const auto r = try_create(ring, 4096, 4, dbr, 8);
     REQUIRE(r.status == cmd_status::OK);
     const auto cqn = cqn_of(r);
-    check(destroy_umem(e.h, ring), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    check(destroy_umem(e.h, dbr), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    check_status(destroy_umem(e.h, ring), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    check_status(destroy_umem(e.h, dbr), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     // The doorbell record is at 0x2b0 + 8 of the page.
     auto* rec = reinterpret_cast<hw::cq_doorbell_record*>(mem.data() + 0x2b0 + 8);
     rec->update_ci = hw::be32::from(3);
@@ -670,11 +530,10 @@ TEST_CASE("a CQ and its doorbell record in UMEMs: checks, references, addressing
     // A RESIZE_CQ CQE goes to slot 0 of the ring, the UMEM's second page; the new ring
     // is a page list, and the ring's UMEM is no longer held.
     rec->update_ci = hw::be32::from(0);
-    auto& next = e.h.alloc(4096);
-    REQUIRE(resize(e.h, cqn, 4, next.iova()).status == cmd_status::OK);
+    REQUIRE(resize_to_new_page(e, cqn).status == cmd_status::OK);
     CHECK(std::to_integer<std::uint8_t>(mem.data()[4096 + 63]) == kResizeOpOwn);
-    check(destroy_umem(e.h, ring), cmd_status::OK, cmd_syndrome::OK);
-    check(destroy_umem(e.h, dbr), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    check_status(destroy_umem(e.h, ring), cmd_status::OK, cmd_syndrome::OK);
+    check_status(destroy_umem(e.h, dbr), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     REQUIRE(destroy_cq(e.h, cqn).status == cmd_status::OK);
-    check(destroy_umem(e.h, dbr), cmd_status::OK, cmd_syndrome::OK);
+    check_status(destroy_umem(e.h, dbr), cmd_status::OK, cmd_syndrome::OK);
 }

@@ -5,30 +5,17 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/sim/harness.h"
+#include "tests/sim/objects.h"
 
 using namespace cxv;
+using namespace cxv::test;
 using namespace std::chrono_literals;
-using hw::cmd_opcode;
-using hw::cmd_status;
-using hw::cmd_syndrome;
-namespace ifc = hw::ifc;
-using H = test::harness;
 
 namespace {
 
 constexpr std::uint64_t kCmdBit = 1ull << 0x0a;
 constexpr std::uint64_t kPageReqBit = 1ull << 0x0b;
 constexpr std::uint64_t kPortBit = 1ull << 0x09;
-
-std::optional<std::vector<std::byte>> wait_eqe(H& h, H::eq& e, std::chrono::milliseconds t = 1000ms) {
-    const auto end = std::chrono::steady_clock::now() + t;
-    while (std::chrono::steady_clock::now() < end) {
-        if (auto v = h.next_eqe(e)) return v;
-        std::this_thread::sleep_for(1ms);
-    }
-    return std::nullopt;
-}
 
 std::uint64_t wait_fd(H& h, int fd, std::chrono::milliseconds t = 1000ms) {
     const auto end = std::chrono::steady_clock::now() + t;
@@ -62,21 +49,16 @@ TEST_CASE("CREATE_EQ checks its UAR, size, vector and page list") {
     CHECK(s.status == cmd_status::BAD_INPUT_LEN);
     CHECK(s.synd() == cmd_syndrome::PAS_TOO_SHORT);
     // The UAR is in use by the EQ.
-    auto du = H::input<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
-    ifc::set<ifc::dealloc_uar_in::uar>(du.data(), uar);
-    CHECK(h.exec(du, 16).status == cmd_status::RESOURCE_BUSY);
+    CHECK(dealloc_uar(h, uar).status == cmd_status::RESOURCE_BUSY);
 }
 
 TEST_CASE("command completions: a CMD EQE per command, an interrupt only when armed") {
-    H h;
-    REQUIRE(h.bring_up());
-    const auto uar = h.alloc_uar();
-    H::eq e;
-    REQUIRE(h.create_eq(e, uar, 4, kCmdBit, 0).status == cmd_status::OK);
+    eq_env env(4, kCmdBit);
+    auto& [h, uar, e] = env;
     // Not armed yet: commands produce EQEs but no interrupt.
     REQUIRE(h.exec(H::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), 112, {.slot = 3}).status ==
             cmd_status::OK);
-    auto eqe = wait_eqe(h, e);
+    auto eqe = h.wait_eqe(e);
     REQUIRE(eqe);
     CHECK(ifc::get<ifc::eqe::event_type>(eqe->data()) == 0x0a);
     CHECK(ifc::get<ifc::cmd_inter_comp_event::command_completion_vector>(
@@ -86,22 +68,19 @@ TEST_CASE("command completions: a CMD EQE per command, an interrupt only when ar
     h.arm_eq(e);
     REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
     CHECK(wait_fd(h, e.fd) == 1);
-    REQUIRE(wait_eqe(h, e));
+    REQUIRE(h.wait_eqe(e));
     REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
-    REQUIRE(wait_eqe(h, e));
+    REQUIRE(h.wait_eqe(e));
     std::this_thread::sleep_for(20ms);
     CHECK(h.read_eventfd(e.fd) == 0);
 }
 
 TEST_CASE("owner bits flip on each pass around the EQ") {
-    H h;
-    REQUIRE(h.bring_up());
-    const auto uar = h.alloc_uar();
-    H::eq e;
-    REQUIRE(h.create_eq(e, uar, 2, kCmdBit, 0).status == cmd_status::OK);  // 4 entries
+    eq_env env(2, kCmdBit);  // 4 entries
+    auto& [h, uar, e] = env;
     for (int i = 0; i < 10; ++i) {
         REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
-        REQUIRE(wait_eqe(h, e));
+        REQUIRE(h.wait_eqe(e));
         h.arm_eq(e);  // report the consumer index so the EQ never overruns
         (void)wait_fd(h, e.fd, 0ms);
     }
@@ -109,11 +88,8 @@ TEST_CASE("owner bits flip on each pass around the EQ") {
 }
 
 TEST_CASE("an EQ the driver does not consume overruns and stops") {
-    H h;
-    REQUIRE(h.bring_up());
-    const auto uar = h.alloc_uar();
-    H::eq e;
-    REQUIRE(h.create_eq(e, uar, 2, kCmdBit, 0).status == cmd_status::OK);
+    eq_env env(2, kCmdBit);
+    auto& [h, uar, e] = env;
     for (int i = 0; i < 6; ++i) REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
     CHECK(h.dev().tracer().snapshot().eq_overruns >= 1);
     auto q = H::input<ifc::query_eq_in>(cmd_opcode::QUERY_EQ);
@@ -127,11 +103,8 @@ TEST_CASE("an EQ the driver does not consume overruns and stops") {
 }
 
 TEST_CASE("PAOS down and up raise PORT_CHANGE events") {
-    H h;
-    REQUIRE(h.bring_up());
-    const auto uar = h.alloc_uar();
-    H::eq e;
-    REQUIRE(h.create_eq(e, uar, 4, kPortBit | kPageReqBit, 1).status == cmd_status::OK);
+    eq_env env(4, kPortBit | kPageReqBit, 1);
+    auto& [h, uar, e] = env;
     h.arm_eq(e);
     auto paos = [&](unsigned admin) {
         auto in = H::input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, 0, 16);
@@ -144,30 +117,25 @@ TEST_CASE("PAOS down and up raise PORT_CHANGE events") {
     };
     REQUIRE(paos(2).status == cmd_status::OK);
     CHECK(wait_fd(h, e.fd) == 1);
-    auto down = wait_eqe(h, e);
+    auto down = h.wait_eqe(e);
     REQUIRE(down);
     CHECK(ifc::get<ifc::eqe::event_type>(down->data()) == 0x09);
     CHECK(ifc::get<ifc::eqe::event_sub_type>(down->data()) == 1);
     CHECK(ifc::get<ifc::port_state_change_event::port_num>(ifc::at<ifc::eqe::event_data>(down->data())) == 1);
     h.arm_eq(e);
     h.dev().set_link(true);  // the cable again
-    auto up = wait_eqe(h, e);
+    auto up = h.wait_eqe(e);
     REQUIRE(up);
     CHECK(ifc::get<ifc::eqe::event_sub_type>(up->data()) == 4);
 }
 
 TEST_CASE("DESTROY_EQ: the EQ is gone, and its own completion writes no EQE") {
-    H h;
-    REQUIRE(h.bring_up());
-    const auto uar = h.alloc_uar();
-    H::eq e;
-    REQUIRE(h.create_eq(e, uar, 4, kCmdBit, 0).status == cmd_status::OK);
+    eq_env env(4, kCmdBit);
+    auto& [h, uar, e] = env;
     const auto eqes = h.dev().tracer().snapshot().eqes;
-    auto d = H::input<ifc::destroy_eq_in>(cmd_opcode::DESTROY_EQ);
-    ifc::set<ifc::destroy_eq_in::eq_number>(d.data(), e.eqn);
-    REQUIRE(h.exec(d, 16).status == cmd_status::OK);
+    REQUIRE(destroy_eq(h, e.eqn).status == cmd_status::OK);
     CHECK(h.dev().tracer().snapshot().eqes == eqes);
-    CHECK(h.exec(d, 16).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+    CHECK(destroy_eq(h, e.eqn).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
     CHECK(h.dev().eq_count() == 0);
 }
 
@@ -181,11 +149,7 @@ TEST_CASE("UAR and PD: numbers are unique, foreign or unknown ones are refused")
     const auto p2 = ifc::get<ifc::alloc_pd_out::pd>(pd2.out.data());
     CHECK(p1 != p2);
     CHECK(p1 != 0);
-    auto d = H::input<ifc::dealloc_pd_in>(cmd_opcode::DEALLOC_PD);
-    ifc::set<ifc::dealloc_pd_in::pd>(d.data(), p1);
-    ifc::set<ifc::dealloc_pd_in::uid>(d.data(), 5);
-    CHECK(h.exec(d, 16).synd() == cmd_syndrome::FOREIGN_RESOURCE);
-    ifc::set<ifc::dealloc_pd_in::uid>(d.data(), 0);
-    CHECK(h.exec(d, 16).status == cmd_status::OK);
-    CHECK(h.exec(d, 16).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+    CHECK(dealloc_pd(h, p1, 5).synd() == cmd_syndrome::FOREIGN_RESOURCE);
+    CHECK(dealloc_pd(h, p1).status == cmd_status::OK);
+    CHECK(dealloc_pd(h, p1).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
 }

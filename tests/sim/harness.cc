@@ -217,15 +217,19 @@ cmd_result harness::give_pages(std::uint16_t query_op_mod) {
     return exec(in, 16, post_options{.slot = 31});
 }
 
+cmd_result harness::set_issi(unsigned issi) {
+    auto in = input<ifc::set_issi_in>(hw::cmd_opcode::SET_ISSI);
+    ifc::set<ifc::set_issi_in::current_issi>(in.data(), issi);
+    return exec(in, 16);
+}
+
 cmd_result harness::init_hca() { return exec(input<ifc::init_hca_in>(hw::cmd_opcode::INIT_HCA), 16); }
 
 bool harness::bring_up() {
     if (!wait_boot()) return false;
     set_cmdq();
     if (enable_hca().status != hw::cmd_status::OK) return false;
-    auto set_issi = input<ifc::set_issi_in>(hw::cmd_opcode::SET_ISSI);
-    ifc::set<ifc::set_issi_in::current_issi>(set_issi.data(), 1);
-    if (exec(set_issi, 16).status != hw::cmd_status::OK) return false;
+    if (set_issi(1).status != hw::cmd_status::OK) return false;
     if (give_pages(1).status != hw::cmd_status::OK) return false;
     if (give_pages(2).status != hw::cmd_status::OK) return false;
     return init_hca().status == hw::cmd_status::OK;
@@ -277,6 +281,15 @@ std::optional<std::vector<std::byte>> harness::next_eqe(eq& e) {
     std::vector<std::byte> v(p, p + 64);
     ++e.ci;
     return v;
+}
+
+std::optional<std::vector<std::byte>> harness::wait_eqe(eq& e, std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    do {
+        if (auto v = next_eqe(e)) return v;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } while (std::chrono::steady_clock::now() < end);
+    return std::nullopt;
 }
 
 std::uint64_t harness::read_eventfd(int fd) {

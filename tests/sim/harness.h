@@ -26,6 +26,19 @@ namespace cxv::test {
 
 namespace ifc = hw::ifc;
 
+// Names the tests use unqualified: a test file says `using namespace cxv::test;` (and
+// `using namespace cxv;` for hw:: and sim::).
+using hw::cmd_opcode;
+using hw::cmd_status;
+using hw::cmd_syndrome;
+
+// A device whose port is Ethernet (RoCE) instead of InfiniBand.
+inline sim::device_config ethernet() {
+    sim::device_config cfg;
+    cfg.port = sim::port_type::ethernet;
+    return cfg;
+}
+
 // Page-aligned host memory mapped into the model's IOMMU at a fixed IOVA.
 class dma_buffer {
 public:
@@ -102,6 +115,7 @@ public:
     // its last command.
     cmd_result enable_hca();
     cmd_result give_pages(std::uint16_t query_op_mod);  // QUERY_PAGES + MANAGE_PAGES
+    cmd_result set_issi(unsigned issi);
     cmd_result init_hca();
     bool bring_up();  // boot .. INIT_HCA, all successful
     std::uint32_t alloc_uar();
@@ -121,6 +135,8 @@ public:
     void arm_eq(const eq& e);
     // The next EQE if the device has handed it over (owner bit), consuming it.
     std::optional<std::vector<std::byte>> next_eqe(eq& e);
+    // Polls next_eqe for up to `timeout`.
+    std::optional<std::vector<std::byte>> wait_eqe(eq& e, std::chrono::milliseconds timeout = std::chrono::seconds(1));
     std::uint64_t read_eventfd(int fd);  // 0 when nothing pending
 
     std::uint64_t next_iova(std::size_t size);
@@ -134,5 +150,7 @@ private:
     std::vector<int> fds_;
     std::uint64_t iova_next_ = 0x100000;
 };
+
+using H = harness;  // the tests' short name
 
 }  // namespace cxv::test

@@ -5,15 +5,11 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/sim/harness.h"
+#include "tests/sim/objects.h"
 
 using namespace cxv;
+using namespace cxv::test;
 using namespace std::chrono_literals;
-using hw::cmd_opcode;
-using hw::cmd_status;
-using hw::cmd_syndrome;
-namespace ifc = hw::ifc;
-using H = test::harness;
 
 TEST_CASE("the PRM bring-up order works end to end") {
     H h;
@@ -24,8 +20,7 @@ TEST_CASE("the PRM bring-up order works end to end") {
 
 TEST_CASE("commands before ENABLE_HCA are refused with BAD_SYS_STATE") {
     H h;
-    REQUIRE(h.wait_boot());
-    h.set_cmdq();
+    boot(h);
     for (auto op : {cmd_opcode::INIT_HCA, cmd_opcode::QUERY_ISSI, cmd_opcode::QUERY_HCA_CAP,
                     cmd_opcode::ALLOC_PD}) {
         auto r = h.simple(op);
@@ -36,9 +31,7 @@ TEST_CASE("commands before ENABLE_HCA are refused with BAD_SYS_STATE") {
 
 TEST_CASE("objects need INIT_HCA; INIT_HCA needs its pages; nothing twice") {
     H h;
-    REQUIRE(h.wait_boot());
-    h.set_cmdq();
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     auto pd = h.simple(cmd_opcode::ALLOC_PD);
     CHECK(pd.status == cmd_status::BAD_SYS_STATE);
     CHECK(pd.synd() == cmd_syndrome::HCA_NOT_INITIALIZED);
@@ -51,32 +44,24 @@ TEST_CASE("objects need INIT_HCA; INIT_HCA needs its pages; nothing twice") {
     REQUIRE(h.give_pages(2).status == cmd_status::OK);
     REQUIRE(h.init_hca().status == cmd_status::OK);
     CHECK(h.init_hca().synd() == cmd_syndrome::HCA_ALREADY_INITIALIZED);
-    auto issi = H::input<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
-    CHECK(h.exec(issi, 16).synd() == cmd_syndrome::HCA_ALREADY_INITIALIZED);
+    CHECK(h.set_issi(0).synd() == cmd_syndrome::HCA_ALREADY_INITIALIZED);
     CHECK(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
 }
 
 TEST_CASE("SET_ISSI accepts ISSI 0 and 1 only") {
     H h;
-    REQUIRE(h.wait_boot());
-    h.set_cmdq();
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
-    auto in = H::input<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
-    ifc::set<ifc::set_issi_in::current_issi>(in.data(), 2);
-    auto r = h.exec(in, 16);
+    boot_and_enable(h);
+    auto r = h.set_issi(2);
     CHECK(r.status == cmd_status::BAD_PARAM);
     CHECK(r.synd() == cmd_syndrome::BAD_ISSI);
-    ifc::set<ifc::set_issi_in::current_issi>(in.data(), 1);
-    CHECK(h.exec(in, 16).status == cmd_status::OK);
+    CHECK(h.set_issi(1).status == cmd_status::OK);
     auto q = h.exec(H::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), 112);
     CHECK(ifc::get<ifc::query_issi_out::current_issi>(q.out.data()) == 1);
 }
 
 TEST_CASE("MANAGE_PAGES: misaligned, duplicate and short page lists change nothing") {
     H h;
-    REQUIRE(h.wait_boot());
-    h.set_cmdq();
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     auto& mem = h.alloc(4 * 4096);
     auto give = [&](std::vector<std::uint64_t> pas, std::size_t claim) {
         auto in = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, 1, pas.size() * 8);
@@ -117,9 +102,7 @@ TEST_CASE("MANAGE_PAGES take returns free pages, at most what the output can hol
 
 TEST_CASE("SET_HCA_CAP changes only settable fields, within the maximum") {
     H h;
-    REQUIRE(h.wait_boot());
-    h.set_cmdq();
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     auto cur = h.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 4112);
     auto in = H::input<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
     std::byte* cap = ifc::at<ifc::set_hca_cap_in::capability>(in.data());
@@ -139,18 +122,12 @@ TEST_CASE("SET_HCA_CAP changes only settable fields, within the maximum") {
 
 TEST_CASE("RoCE capabilities exist on an Ethernet port only") {
     H ib;
-    REQUIRE(ib.wait_boot());
-    ib.set_cmdq();
-    REQUIRE(ib.enable_hca().status == cmd_status::OK);
+    boot_and_enable(ib);
     CHECK(ib.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 9), 4112).status ==
           cmd_status::BAD_PARAM);
 
-    sim::device_config cfg;
-    cfg.port = sim::port_type::ethernet;
-    H eth(cfg);
-    REQUIRE(eth.wait_boot());
-    eth.set_cmdq();
-    REQUIRE(eth.enable_hca().status == cmd_status::OK);
+    H eth(ethernet());
+    boot_and_enable(eth);
     auto r = eth.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 9), 4112);
     REQUIRE(r.status == cmd_status::OK);
     const std::byte* roce = ifc::at<ifc::query_hca_cap_out::capability>(r.out.data());
@@ -163,9 +140,7 @@ TEST_CASE("RoCE capabilities exist on an Ethernet port only") {
 
 TEST_CASE("ACCESS_REG: HOST_ENDIANNESS, PAOS, PMTU, PTYS, and unknown registers") {
     H h;
-    REQUIRE(h.wait_boot());
-    h.set_cmdq();
-    REQUIRE(h.enable_hca().status == cmd_status::OK);
+    boot_and_enable(h);
     auto reg = [&](std::uint16_t id, std::uint16_t op_mod, auto fill) {
         auto in = H::input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, op_mod, 64);
         ifc::set<ifc::access_register_in::register_id>(in.data(), id);

@@ -7,15 +7,10 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/sim/harness.h"
+#include "tests/sim/objects.h"
 
 using namespace cxv;
-using hw::cmd_opcode;
-using hw::cmd_status;
-using hw::cmd_syndrome;
-namespace ifc = hw::ifc;
-using H = test::harness;
-using test::cmd_result;
+using namespace cxv::test;
 using qpc = ifc::qpc;
 using ads = ifc::ads;
 
@@ -30,72 +25,13 @@ constexpr std::uint32_t kOptAltPath = 1u << 0, kOptRre = 1u << 1, kOptRwe = 1u <
                         kOptPriPort = 1u << 16, kOptSrqn = 1u << 18, kOptCqnRcv = 1u << 19;
 
 // A brought-up device with a UAR, a PD, an EQ and a CQ for QPs to bind to.
-struct env {
-    H h;
+struct env : qp_env {
     bool roce = false;
-    std::uint32_t uar = 0, pd = 0, cq = 0;
-    H::eq eq;
 
-    explicit env(sim::device_config cfg = {}) : h(cfg), roce(cfg.port == sim::port_type::ethernet) {
-        REQUIRE(h.bring_up());
-        uar = h.alloc_uar();
-        REQUIRE(h.create_eq(eq, uar, 4, 0, 0).status == cmd_status::OK);
-        auto r = h.simple(cmd_opcode::ALLOC_PD);
-        pd = ifc::get<ifc::alloc_pd_out::pd>(r.out.data());
-        cq = create_cq();
-        REQUIRE(cq != 0);
-    }
-    std::uint32_t create_cq() {
-        auto& buf = h.alloc(8192);
-        auto in = H::input<ifc::create_cq_in>(cmd_opcode::CREATE_CQ, 0, 8);
-        std::byte* c = ifc::at<ifc::create_cq_in::cq_context>(in.data());
-        ifc::set<ifc::cqc::log_cq_size>(c, 6);
-        ifc::set<ifc::cqc::uar_page>(c, uar);
-        ifc::set<ifc::cqc::c_eqn_or_apu_element>(c, eq.eqn);
-        ifc::set<ifc::cqc::dbr_addr>(c, buf.iova() + 4096);
-        ifc::set<ifc::create_cq_in::pas>(in.data(), 0, buf.iova());
-        auto r = h.exec(in, 16);
-        return r.status == cmd_status::OK ? ifc::get<ifc::create_cq_out::cqn>(r.out.data()) : 0;
-    }
-    std::uint32_t create_srq() {
-        auto& buf = h.alloc(8192);
-        auto in = H::input<ifc::create_srq_in>(cmd_opcode::CREATE_SRQ, 0, 8);
-        std::byte* s = ifc::at<ifc::create_srq_in::srq_context_entry>(in.data());
-        ifc::set<ifc::srqc::log_srq_size>(s, 4);
-        ifc::set<ifc::srqc::log_rq_stride>(s, 2);
-        ifc::set<ifc::srqc::pd>(s, pd);
-        ifc::set<ifc::srqc::dbr_addr>(s, buf.iova() + 4096);
-        ifc::set<ifc::create_srq_in::pas>(in.data(), 0, buf.iova());
-        auto r = h.exec(in, 16);
-        return r.status == cmd_status::OK ? ifc::get<ifc::create_srq_out::srqn>(r.out.data()) : 0;
-    }
-    // A QP with 16-entry queues in one page (srqn: on that SRQ instead of an RQ).
-    std::uint32_t create_qp(std::uint32_t st, std::uint32_t srqn = 0, std::uint32_t cqn = 0) {
-        auto& buf = h.alloc(8192);
-        auto in = H::input<ifc::create_qp_in>(cmd_opcode::CREATE_QP, 0, 8);
-        std::byte* q = ifc::at<ifc::create_qp_in::qpc>(in.data());
-        ifc::set<qpc::st>(q, st);
-        ifc::set<qpc::pm_state>(q, 3);
-        ifc::set<qpc::pd>(q, pd);
-        ifc::set<qpc::uar_page>(q, uar);
-        ifc::set<qpc::cqn_snd>(q, cqn ? cqn : cq);
-        ifc::set<qpc::cqn_rcv>(q, cqn ? cqn : cq);
-        ifc::set<qpc::log_rq_size>(q, 4);
-        ifc::set<qpc::log_rq_stride>(q, 2);
-        ifc::set<qpc::log_sq_size>(q, 4);
-        ifc::set<qpc::rq_type>(q, srqn ? 1 : 0);
-        ifc::set<qpc::srqn_rmpn_xrqn>(q, srqn);
-        ifc::set<qpc::dbr_addr>(q, buf.iova() + 4096);
-        ifc::set<ifc::create_qp_in::pas>(in.data(), 0, buf.iova());
-        auto r = h.exec(in, 16);
-        REQUIRE(r.status == cmd_status::OK);
-        return ifc::get<ifc::create_qp_out::qpn>(r.out.data());
-    }
+    explicit env(sim::device_config cfg = {}) : qp_env(cfg), roce(cfg.port == sim::port_type::ethernet) {}
     // The context as QUERY_QP returns it.
     std::vector<std::byte> query(std::uint32_t qpn) {
-        auto in = H::input<ifc::query_qp_in>(cmd_opcode::QUERY_QP);
-        ifc::set<ifc::query_qp_in::qpn>(in.data(), qpn);
-        auto r = h.exec(in, ifc::query_qp_out::size_bytes + 8);
+        auto r = query_qp(h, qpn);
         REQUIRE(r.status == cmd_status::OK);
         const std::byte* c = ifc::at<ifc::query_qp_out::qpc>(r.out.data());
         return {c, c + qpc::size_bytes};
@@ -165,11 +101,6 @@ void drive(env& e, std::uint32_t qpn, std::uint32_t st, std::uint32_t target) {
     }
     for (std::uint32_t i = 0; i < target; ++i) REQUIRE(step(e, kToRts[i], qpn, st).status == cmd_status::OK);
     REQUIRE(e.state(qpn) == target);
-}
-
-void check_fails(const cmd_result& r, cmd_status st, cmd_syndrome syn) {
-    CHECK(r.status == st);
-    CHECK_MESSAGE(r.synd() == syn, hw::name(r.synd()));
 }
 
 }  // namespace
@@ -306,14 +237,10 @@ TEST_CASE("DESTROY_QP works from every state and frees the QP's CQ") {
         const std::uint32_t qpn = e.create_qp(kRc, 0, cq);
         transition_in t(cmd_opcode::QP_2ERR, qpn, kRc, false);
         drive(e, qpn, kRc, s);
-        auto d = H::input<ifc::destroy_qp_in>(cmd_opcode::DESTROY_QP);
-        ifc::set<ifc::destroy_qp_in::qpn>(d.data(), qpn);
-        auto dc = H::input<ifc::destroy_cq_in>(cmd_opcode::DESTROY_CQ);
-        ifc::set<ifc::destroy_cq_in::cqn>(dc.data(), cq);
-        check_fails(e.h.exec(dc, 16), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-        CHECK(e.h.exec(d, 16).status == cmd_status::OK);
-        CHECK(e.h.exec(dc, 16).status == cmd_status::OK);
-        check_fails(run(e, t), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+        check_status(destroy_cq(e.h, cq), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+        CHECK(destroy_qp(e.h, qpn).status == cmd_status::OK);
+        CHECK(destroy_cq(e.h, cq).status == cmd_status::OK);
+        check_status(run(e, t), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
     }
 }
 
@@ -323,10 +250,10 @@ TEST_CASE("a transition on another user's QP is refused") {
     const std::uint32_t qpn = e.create_qp(kRc);
     transition_in t(cmd_opcode::RST2INIT_QP, qpn, kRc, false);
     ifc::set<ifc::rst2init_qp_in::uid>(t.in.data(), 4);
-    check_fails(run(e, t), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    check_status(run(e, t), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
     transition_in r(cmd_opcode::QP_2RST, qpn, kRc, false);
     ifc::set<ifc::qp_2rst_in::uid>(r.in.data(), 4);
-    check_fails(run(e, r), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    check_status(run(e, r), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
     CHECK(e.state(qpn) == kRst);
 }
 
@@ -335,18 +262,18 @@ TEST_CASE("missing required attributes: port, MTU, address path") {
     const std::uint32_t qpn = e.create_qp(kRc);
     transition_in t(cmd_opcode::RST2INIT_QP, qpn, kRc, false);
     ifc::set<ads::vhca_port_num>(t.path(), 0);
-    check_fails(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
+    check_status(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
     ifc::set<ads::vhca_port_num>(t.path(), 2);  // a one-port device
-    check_fails(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
+    check_status(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
     CHECK(e.state(qpn) == kRst);
     drive(e, qpn, kRc, kInit);
 
     transition_in m(cmd_opcode::INIT2RTR_QP, qpn, kRc, false);
     ifc::set<qpc::mtu>(m.ctx(), 0);
-    check_fails(run(e, m), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
+    check_status(run(e, m), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
     transition_in l(cmd_opcode::INIT2RTR_QP, qpn, kRc, false);
     ifc::set<ads::rlid>(l.path(), 0);
-    check_fails(run(e, l), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
+    check_status(run(e, l), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
     // A failed transition changes nothing.
     auto c = e.query(qpn);
     CHECK(ifc::get<qpc::state>(c.data()) == kInit);
@@ -355,25 +282,23 @@ TEST_CASE("missing required attributes: port, MTU, address path") {
     const std::uint32_t ud = e.create_qp(kUd);
     transition_in u(cmd_opcode::RST2INIT_QP, ud, kUd, false);
     ifc::set<ads::vhca_port_num>(u.path(), 0);
-    check_fails(run(e, u), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
+    check_status(run(e, u), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
     drive(e, ud, kUd, kRtr);
 }
 
 TEST_CASE("RoCE: INIT2RTR addresses the peer by GID") {
-    sim::device_config cfg;
-    cfg.port = sim::port_type::ethernet;
-    env e(cfg);
+    env e(ethernet());
     const std::uint32_t qpn = e.create_qp(kRc);
     drive(e, qpn, kRc, kInit);
     transition_in t(cmd_opcode::INIT2RTR_QP, qpn, kRc, true);
     ifc::set<ads::rgid_rip>(t.path(), 15, 0);
     ifc::set<ads::rlid>(t.path(), 7);  // a LID does not address a RoCE peer
-    check_fails(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
+    check_status(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
     ifc::set<ads::rgid_rip>(t.path(), 10, 0xff);
     ifc::set<ads::rgid_rip>(t.path(), 11, 0xff);
     ifc::set<ads::rgid_rip>(t.path(), 12, 10);
     ifc::set<ads::src_addr_index>(t.path(), 32);  // 32 GIDs: 0..31
-    check_fails(run(e, t), cmd_status::BAD_INDEX, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, t), cmd_status::BAD_INDEX, cmd_syndrome::BAD_PARAMETER);
     ifc::set<ads::src_addr_index>(t.path(), 31);
     REQUIRE(run(e, t).status == cmd_status::OK);
     auto c = e.query(qpn);
@@ -387,7 +312,7 @@ TEST_CASE("transition values are checked against the port and the capabilities")
     auto expect = [&](cmd_opcode op, auto set, cmd_status st, cmd_syndrome syn) {
         transition_in t(op, qpn, kRc, false);
         set(t);
-        check_fails(run(e, t), st, syn);
+        check_status(run(e, t), st, syn);
     };
     using T = transition_in;
     expect(cmd_opcode::RST2INIT_QP, [](T& t) { ifc::set<ads::pkey_index>(t.path(), 128); }, cmd_status::BAD_INDEX,
@@ -425,7 +350,7 @@ TEST_CASE("transition values are checked against the port and the capabilities")
     const std::uint32_t ud = e.create_qp(kUd);
     transition_in u(cmd_opcode::RST2INIT_QP, ud, kUd, false);
     ifc::set<qpc::mtu>(u.ctx(), 6);
-    check_fails(run(e, u), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, u), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     ifc::set<qpc::mtu>(u.ctx(), 5);
     REQUIRE(run(e, u).status == cmd_status::OK);
     CHECK(ifc::get<qpc::mtu>(e.query(ud).data()) == 5);
@@ -443,7 +368,7 @@ TEST_CASE("optional attributes: taken with their bit, refused where the transiti
     // RST2INIT has no optional parameters at all.
     transition_in t0(cmd_opcode::RST2INIT_QP, rc, kRc, false);
     t0.mask(kOptPkey);
-    check_fails(run(e, t0), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, t0), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     drive(e, rc, kRc, kInit);
     drive(e, ud, kUd, kInit);
 
@@ -462,12 +387,12 @@ TEST_CASE("optional attributes: taken with their bit, refused where the transiti
     CHECK(ifc::get<ads::pkey_index>(ifc::at<qpc::primary_address_path>(c.data())) == 9);
     CHECK(ifc::get<qpc::rre>(c.data()) == 0);
     ifc::set<ads::pkey_index>(a.path(), 200);
-    check_fails(run(e, a), cmd_status::BAD_INDEX, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, a), cmd_status::BAD_INDEX, cmd_syndrome::BAD_PARAMETER);
 
     // Per transport: a UD QP has no RDMA access rights; an RC QP no Q_Key.
     transition_in b(cmd_opcode::INIT2INIT_QP, ud, kUd, false);
     b.mask(kOptRre);
-    check_fails(run(e, b), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, b), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     b.mask(kOptQkey);
     ifc::set<qpc::q_key>(b.ctx(), 0x77);
     REQUIRE(run(e, b).status == cmd_status::OK);
@@ -476,11 +401,11 @@ TEST_CASE("optional attributes: taken with their bit, refused where the transiti
     // No automatic path migration here: no alternate path, and PM state stays MIGRATED.
     transition_in r(cmd_opcode::INIT2RTR_QP, rc, kRc, false);
     r.mask(kOptAltPath);
-    check_fails(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     r.mask(1u << 11);  // no such parameter
-    check_fails(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     r.mask(kOptRnrTimeout);  // required in INIT2RTR, optional only later
-    check_fails(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     r.mask(kOptRwe);
     REQUIRE(run(e, r).status == cmd_status::OK);
 
@@ -488,16 +413,16 @@ TEST_CASE("optional attributes: taken with their bit, refused where the transiti
     s.mask(kOptRnrTimeout | kOptPmState);
     ifc::set<qpc::min_rnr_nak>(s.ctx(), 20);
     ifc::set<qpc::pm_state>(s.ctx(), 0);  // ARMED
-    check_fails(run(e, s), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, s), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     ifc::set<qpc::pm_state>(s.ctx(), 3);
     REQUIRE(run(e, s).status == cmd_status::OK);
     CHECK(ifc::get<qpc::min_rnr_nak>(e.query(rc).data()) == 20);
 
     transition_in x(cmd_opcode::RTS2RTS_QP, rc, kRc, false);
     x.mask(kOptQkey);
-    check_fails(run(e, x), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, x), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     x.mask(kOptCqnRcv);  // UD only
-    check_fails(run(e, x), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, x), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     CHECK(e.state(rc) == kRts);
 }
 
@@ -509,33 +434,27 @@ TEST_CASE("UD RTS2RTS moves the receive CQ and the SRQ, and their use counts") {
     const std::uint32_t ud = e.create_qp(kUd, srq1), plain = e.create_qp(kUd);
     drive(e, ud, kUd, kRts);
     drive(e, plain, kUd, kRts);
-    auto destroy = [&](cmd_opcode op, std::uint32_t n) {
-        auto in = H::input<ifc::destroy_cq_in>(op);
-        ifc::set<ifc::destroy_cq_in::cqn>(in.data(), n);  // cqn and srqn share the dword
-        return e.h.exec(in, 16);
-    };
-
     transition_in t(cmd_opcode::RTS2RTS_QP, ud, kUd, false);
     t.mask(kOptCqnRcv | kOptSrqn);
     ifc::set<qpc::cqn_rcv>(t.ctx(), cq3 + 100);
     ifc::set<qpc::srqn_rmpn_xrqn>(t.ctx(), srq2);
-    check_fails(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::BAD_CQ);
+    check_status(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::BAD_CQ);
     ifc::set<qpc::cqn_rcv>(t.ctx(), cq2);
     ifc::set<qpc::srqn_rmpn_xrqn>(t.ctx(), srq2 + 100);
-    check_fails(run(e, t), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(run(e, t), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
     ifc::set<qpc::srqn_rmpn_xrqn>(t.ctx(), srq2);
     REQUIRE(run(e, t).status == cmd_status::OK);
     auto c = e.query(ud);
     CHECK(ifc::get<qpc::cqn_rcv>(c.data()) == cq2);
     CHECK(ifc::get<qpc::srqn_rmpn_xrqn>(c.data()) == srq2);
-    check_fails(destroy(cmd_opcode::DESTROY_CQ, cq2), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    check_fails(destroy(cmd_opcode::DESTROY_SRQ, srq2), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    CHECK(destroy(cmd_opcode::DESTROY_SRQ, srq1).status == cmd_status::OK);
-    CHECK(destroy(cmd_opcode::DESTROY_CQ, cq3).status == cmd_status::OK);
+    check_status(destroy_cq(e.h, cq2), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    check_status(destroy_srq(e.h, srq2), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    CHECK(destroy_srq(e.h, srq1).status == cmd_status::OK);
+    CHECK(destroy_cq(e.h, cq3).status == cmd_status::OK);
 
     // A QP with its own RQ has no SRQ to move to.
     transition_in p(cmd_opcode::RTS2RTS_QP, plain, kUd, false);
     p.mask(kOptSrqn);
     ifc::set<qpc::srqn_rmpn_xrqn>(p.ctx(), srq2);
-    check_fails(run(e, p), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(run(e, p), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
 }

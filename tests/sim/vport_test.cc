@@ -4,27 +4,12 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/sim/harness.h"
+#include "tests/sim/objects.h"
 
 using namespace cxv;
-using hw::cmd_opcode;
-using hw::cmd_status;
-using hw::cmd_syndrome;
-namespace ifc = hw::ifc;
-using H = test::harness;
+using namespace cxv::test;
 
 namespace {
-
-sim::device_config ethernet() {
-    sim::device_config cfg;
-    cfg.port = sim::port_type::ethernet;
-    return cfg;
-}
-
-void check_fails(const test::cmd_result& r, cmd_status st, cmd_syndrome syn) {
-    CHECK(r.status == st);
-    CHECK_MESSAGE(r.synd() == syn, hw::name(r.synd()));
-}
 
 template <typename In>
 std::vector<std::byte> vport_input(cmd_opcode op, unsigned other_vport, unsigned port_num) {
@@ -139,12 +124,12 @@ TEST_CASE("QUERY_HCA_VPORT_CONTEXT: an InfiniBand port as the SM configured it")
 TEST_CASE("HCA vport queries name only the function's own vport on port 1") {
     H h;
     REQUIRE(h.bring_up());
-    check_fails(hca_vport_context(h, 1, 1), cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
-    check_fails(hca_vport_context(h, 0, 2), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
-    check_fails(query_gid(h, 0, 1, 1, 1), cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
-    check_fails(query_gid(h, 0, 1, 0, 3), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
-    check_fails(query_pkey(h, 0, 1, 1, 1), cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
-    check_fails(query_pkey(h, 0, 1, 0, 15), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
+    check_status(hca_vport_context(h, 1, 1), cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(hca_vport_context(h, 0, 2), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
+    check_status(query_gid(h, 0, 1, 1, 1), cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(query_gid(h, 0, 1, 0, 3), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
+    check_status(query_pkey(h, 0, 1, 1, 1), cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(query_pkey(h, 0, 1, 0, 15), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
 }
 
 TEST_CASE("QUERY_HCA_VPORT_CONTEXT on an Ethernet port: no SMI, no LID, GRH required") {
@@ -177,7 +162,7 @@ TEST_CASE("QUERY_HCA_VPORT_GID: GID 0 is fe80::/64 + port GUID; 32 entries; one 
     CHECK(ifc::get<ifc::query_hca_vport_gid_out::gids_num>(all.out.data()) == 32);
     CHECK(gid_at(all, 0) == want);
     CHECK(gid_at(all, 1) == std::array<std::uint8_t, 16>{});
-    check_fails(query_gid(h, 32), cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
+    check_status(query_gid(h, 32), cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
     // A shorter output gets the entries that fit.
     auto short_out = query_gid(h, 0xffff, 0);
     REQUIRE(short_out.status == cmd_status::OK);
@@ -208,7 +193,7 @@ TEST_CASE("QUERY_HCA_VPORT_PKEY: the default P_Key at index 0 of 128") {
     CHECK(pkey_at(all, 0) == 0xffff);
     CHECK(pkey_at(all, 1) == 0);
     CHECK(pkey_at(all, 127) == 0);
-    check_fails(query_pkey(h, 128), cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
+    check_status(query_pkey(h, 128), cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
 }
 
 TEST_CASE("QUERY_NIC_VPORT_CONTEXT: permanent MAC on Ethernet, none on InfiniBand") {
@@ -228,8 +213,8 @@ TEST_CASE("QUERY_NIC_VPORT_CONTEXT: permanent MAC on Ethernet, none on InfiniBan
     REQUIRE(vlans.status == cmd_status::OK);
     CHECK(ifc::get<nv::allowed_list_type>(nic_ctx(vlans)) == 2);
     CHECK(ifc::get<nv::allowed_list_size>(nic_ctx(vlans)) == 0);
-    check_fails(nic_vport_context(eth, 0, 3), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    check_fails(nic_vport_context(eth, 1), cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(nic_vport_context(eth, 0, 3), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(nic_vport_context(eth, 1), cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
 
     H ib;
     REQUIRE(ib.bring_up());
@@ -261,29 +246,33 @@ TEST_CASE("MODIFY_NIC_VPORT_CONTEXT on Ethernet: RoCE, MTU and promiscuous modes
     CHECK(ifc::get<nv::promisc_uc>(nic_ctx(q)) == 0);
 
     // A refused command changes nothing, not even the fields it selected correctly.
-    check_fails(modify_nic(h,
-                           [](std::byte* s) {
-                               ifc::set<fs::roce_en>(s, 1);
-                               ifc::set<fs::mtu>(s, 1);
-                           },
-                           [](std::byte* c) { ifc::set<nv::mtu>(c, 9217); }),
-                cmd_status::BAD_PARAM, cmd_syndrome::EXCEEDS_LIMIT);
-    check_fails(modify_nic(h,
-                           [](std::byte* s) {
-                               ifc::set<fs::roce_en>(s, 1);
-                               ifc::set<fs::node_guid>(s, 1);
-                           },
-                           [](std::byte* c) { ifc::set<nv::node_guid>(c, 42); }),
-                cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(modify_nic(
+                     h,
+                     [](std::byte* s) {
+                         ifc::set<fs::roce_en>(s, 1);
+                         ifc::set<fs::mtu>(s, 1);
+                     },
+                     [](std::byte* c) { ifc::set<nv::mtu>(c, 9217); }),
+                 cmd_status::BAD_PARAM, cmd_syndrome::EXCEEDS_LIMIT);
+    check_status(modify_nic(
+                     h,
+                     [](std::byte* s) {
+                         ifc::set<fs::roce_en>(s, 1);
+                         ifc::set<fs::node_guid>(s, 1);
+                     },
+                     [](std::byte* c) { ifc::set<nv::node_guid>(c, 42); }),
+                 cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     for (auto bit : {0, 17}) {  // unknown field_select bits (dword bits 31 and 14)
-        check_fails(modify_nic(h, [bit](std::byte* s) { s[bit / 8] |= std::byte(0x80 >> bit % 8); },
-                               [](std::byte*) {}),
-                    cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+        check_status(modify_nic(
+                         h, [bit](std::byte* s) { s[bit / 8] |= std::byte(0x80 >> bit % 8); }, [](std::byte*) {}),
+                     cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     }
-    check_fails(modify_nic(h, [](std::byte* s) { ifc::set<fs::permanent_address>(s, 1); }, [](std::byte*) {}),
-                cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    check_fails(modify_nic(h, [](std::byte* s) { ifc::set<fs::mtu>(s, 1); }, [](std::byte*) {}, 1),
-                cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(modify_nic(
+                     h, [](std::byte* s) { ifc::set<fs::permanent_address>(s, 1); }, [](std::byte*) {}),
+                 cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(modify_nic(
+                     h, [](std::byte* s) { ifc::set<fs::mtu>(s, 1); }, [](std::byte*) {}, 1),
+                 cmd_status::BAD_PARAM, cmd_syndrome::UNKNOWN_RESOURCE);
     q = nic_vport_context(h);
     CHECK(ifc::get<nv::roce_en>(nic_ctx(q)) == 1);
     CHECK(ifc::get<nv::mtu>(nic_ctx(q)) == 4122);
@@ -300,12 +289,14 @@ TEST_CASE("MODIFY_NIC_VPORT_CONTEXT on Ethernet: RoCE, MTU and promiscuous modes
 TEST_CASE("MODIFY_NIC_VPORT_CONTEXT on InfiniBand: no Ethernet attribute can change") {
     H h;
     REQUIRE(h.bring_up());
-    check_fails(modify_nic(h, [](std::byte* s) { ifc::set<fs::roce_en>(s, 1); },
-                           [](std::byte* c) { ifc::set<nv::roce_en>(c, 1); }),
-                cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    check_fails(modify_nic(h, [](std::byte* s) { ifc::set<fs::mtu>(s, 1); },
-                           [](std::byte* c) { ifc::set<nv::mtu>(c, 2048); }),
-                cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(
+        modify_nic(
+            h, [](std::byte* s) { ifc::set<fs::roce_en>(s, 1); }, [](std::byte* c) { ifc::set<nv::roce_en>(c, 1); }),
+        cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(
+        modify_nic(
+            h, [](std::byte* s) { ifc::set<fs::mtu>(s, 1); }, [](std::byte* c) { ifc::set<nv::mtu>(c, 2048); }),
+        cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     CHECK(modify_nic(h, [](std::byte*) {}, [](std::byte*) {}).status == cmd_status::OK);
     CHECK(ifc::get<nv::roce_en>(nic_ctx(nic_vport_context(h))) == 0);
 }
@@ -425,15 +416,15 @@ TEST_CASE("MAD_IFC answers what the agent does not serve with a MAD status") {
 TEST_CASE("MAD_IFC refuses bad op_mod and ports, and SMPs on an Ethernet port") {
     H h;
     REQUIRE(h.bring_up());
-    check_fails(mad_ifc(h, {.op_mod = 4}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
-    check_fails(mad_ifc(h, {.port = 0}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
-    check_fails(mad_ifc(h, {.port = 2}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
+    check_status(mad_ifc(h, {.op_mod = 4}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
+    check_status(mad_ifc(h, {.port = 0}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
+    check_status(mad_ifc(h, {.port = 2}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
     CHECK(mad_ifc(h, {.op_mod = 0}).status == cmd_status::OK);
 
     H eth(ethernet());
     REQUIRE(eth.bring_up());
-    check_fails(mad_ifc(eth, {}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    check_fails(mad_ifc(eth, {.mgmt_class = 0x81}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(mad_ifc(eth, {}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(mad_ifc(eth, {.mgmt_class = 0x81}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     auto pma = mad_ifc(eth, {.mgmt_class = 0x04, .attr_id = 0x12});
     REQUIRE(pma.status == cmd_status::OK);
     CHECK(mad_status(pma) == 0x000c);
