@@ -109,11 +109,12 @@ cmd_reply firmware::manage_pages(cmd_ctx& c) {
             // The input must hold the entries it announces.
             if (c.in.size() < need) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
             // Check the whole list before taking any page, so that a bad list changes
-            // nothing: 4 KiB aligned, not zero, not given already, not listed twice.
+            // nothing: 4 KiB aligned, not given already, not listed twice. (IOVA 0 is
+            // valid: VFIO's usable range starts there, and rdma-core hands it out.)
             std::vector<std::uint64_t> list(n);
             for (std::uint32_t i = 0; i < n; ++i) {
                 list[i] = ifc::get<ifc::manage_pages_in::pas>(c.in.data(), i);
-                if (list[i] == 0 || list[i] % pages::page_size) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+                if (list[i] % pages::page_size) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
                 if (pages_.contains(list[i])) return bad_param(cmd_syndrome::BAD_PARAMETER);
             }
             std::sort(list.begin(), list.end());

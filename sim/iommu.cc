@@ -27,20 +27,29 @@ std::optional<std::uint64_t> iommu::unmap(std::uint64_t iova, std::uint64_t size
     if (size == 0 || iova % page_size || size % page_size || iova + size < iova) return std::nullopt;
     std::unique_lock lock(mu_);
     const std::uint64_t end = iova + size;
-    // A mapping that straddles either end of the range cannot be split.
-    auto it = maps_.upper_bound(iova);
-    if (it != maps_.begin()) {
-        auto prev = std::prev(it);
-        if (prev->first < iova && prev->first + prev->second.size > iova) return std::nullopt;
-    }
+    // A mapping that straddles either end of the range cannot be split; then nothing
+    // is unmapped at all (type1 v2 checks both ends before it changes anything).
+    auto straddles = [&](std::uint64_t at) {
+        auto it = maps_.upper_bound(at);
+        if (it == maps_.begin()) return false;
+        --it;
+        return it->first < at && it->first + it->second.size > at;
+    };
+    if (straddles(iova) || straddles(end)) return std::nullopt;
     std::uint64_t unmapped = 0;
-    for (it = maps_.lower_bound(iova); it != maps_.end() && it->first < end;) {
-        if (it->first + it->second.size > end) return unmapped == 0 ? std::nullopt
-                                                                    : std::optional(unmapped);
+    for (auto it = maps_.lower_bound(iova); it != maps_.end() && it->first < end;) {
         unmapped += it->second.size;
         it = maps_.erase(it);
     }
     return unmapped;
+}
+
+std::vector<iommu_mapping> iommu::mappings() const {
+    std::shared_lock lock(mu_);
+    std::vector<iommu_mapping> out;
+    out.reserve(maps_.size());
+    for (const auto& [iova, m] : maps_) out.push_back({iova, m.vaddr, m.size, m.readable, m.writable});
+    return out;
 }
 
 void iommu::clear() {

@@ -20,6 +20,13 @@ namespace cxv::sim {
 // VFIO's errno conventions for MAP/UNMAP (mirrors Linux's vfio_iommu_type1).
 enum class map_error { none, invalid /*EINVAL*/, exists /*EEXIST*/, no_space /*ENOSPC*/ };
 
+struct iommu_mapping {
+    std::uint64_t iova;
+    std::byte* vaddr;
+    std::uint64_t size;
+    bool readable, writable;
+};
+
 struct iommu_fault {
     std::uint64_t iova;
     std::size_t len;
@@ -40,6 +47,8 @@ public:
     // unmapped, or nullopt for EINVAL.
     std::optional<std::uint64_t> unmap(std::uint64_t iova, std::uint64_t size);
     void clear();
+    // The current table, by IOVA (for a second IOMMU domain that must mirror this one).
+    std::vector<iommu_mapping> mappings() const;
 
     // Device-side access: copy between host memory and the device. False (and a recorded
     // fault) when any byte of the range is unmapped or lacks the permission.

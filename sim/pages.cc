@@ -5,7 +5,7 @@
 namespace cxv::sim {
 
 bool pages::give(std::uint64_t iova) {
-    if (iova == 0 || iova % page_size) return false;
+    if (iova % page_size) return false;  // IOVA 0 is an address like any other
     return pages_.emplace(iova, 0).second;
 }
 

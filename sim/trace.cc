@@ -6,8 +6,19 @@
 
 namespace cxv::sim {
 
+namespace {
+
+std::string format_record(const command_record& r) {
+    return fmt::format("slot {:2} {} op_mod={:#x} delivery={:#x} status={} syndrome={} {}us", r.slot,
+                       r.opcode, r.op_mod, r.delivery_status, r.status, r.syndrome,
+                       std::chrono::duration_cast<std::chrono::microseconds>(r.duration).count());
+}
+
+}  // namespace
+
 void trace::record(const command_record& r) {
     std::lock_guard lock(mu_);
+    if (live_ != nullptr) fmt::print(live_, "{}: {}\n", live_prefix_, format_record(r));
     ring_[next_] = r;
     next_ = (next_ + 1) % depth;
     if (size_ < depth) ++size_;
@@ -28,6 +39,12 @@ counters trace::snapshot() const {
     return counters_;
 }
 
+void trace::set_live(std::FILE* out, std::string prefix) {
+    std::lock_guard lock(mu_);
+    live_ = out;
+    live_prefix_ = std::move(prefix);
+}
+
 void trace::clear() {
     std::lock_guard lock(mu_);
     counters_ = {};
@@ -42,9 +59,8 @@ std::string trace::dump() const {
         c.commands, c.commands_failed, c.command_doorbells, c.eq_doorbells, c.eqes,
         c.eq_overruns, c.page_requests, c.iommu_faults);
     for (const auto& r : commands()) {
-        out += fmt::format("slot {:2} {} op_mod={:#x} delivery={:#x} status={} syndrome={} {}us\n",
-                           r.slot, r.opcode, r.op_mod, r.delivery_status, r.status, r.syndrome,
-                           std::chrono::duration_cast<std::chrono::microseconds>(r.duration).count());
+        out += format_record(r);
+        out += '\n';
     }
     return out;
 }

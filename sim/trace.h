@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -49,12 +50,16 @@ public:
     }
     void clear();
     std::string dump() const;  // the counters and the command trace, one line each
+    // Also print each command as it completes ("<prefix>: <record>"); nullptr stops.
+    void set_live(std::FILE* out, std::string prefix);
 
 private:
     mutable std::mutex mu_;
     counters counters_;
     std::array<command_record, depth> ring_{};
     std::size_t next_ = 0, size_ = 0;
+    std::FILE* live_ = nullptr;
+    std::string live_prefix_;
 };
 
 }  // namespace cxv::sim

@@ -48,6 +48,20 @@ TEST_CASE("UNMAP_DMA removes whole mappings and refuses to split one") {
     CHECK(m.mapping_count() == 0);
 }
 
+TEST_CASE("UNMAP_DMA whose end splits a mapping unmaps nothing, not even whole ones before it") {
+    iommu m;
+    pages mem(8);
+    REQUIRE(m.map(0x10000, mem.p, 4096, true, true) == map_error::none);
+    REQUIRE(m.map(0x11000, mem.p + 4096, 4 * 4096, true, true) == map_error::none);
+    CHECK_FALSE(m.unmap(0x10000, 3 * 4096).has_value());
+    CHECK(m.mapping_count() == 2);
+    const auto table = m.mappings();
+    REQUIRE(table.size() == 2);
+    CHECK(table[1].iova == 0x11000);
+    CHECK(table[1].size == 4 * 4096);
+    CHECK(table[1].vaddr == mem.p + 4096);
+}
+
 TEST_CASE("device reads and writes go through the table; outside it they fault and change nothing") {
     iommu m;
     pages mem(2);

@@ -1,0 +1,273 @@
+#include "sim/vfio/host.h"
+
+#include <fcntl.h>
+#include <linux/vfio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "sim/vfio/libc.h"
+
+namespace cxv::sim::vfio {
+
+std::array<std::atomic<bool>, host::kMaxFast> host::fast_{};
+std::atomic<bool> host::high_{false};
+
+namespace {
+
+std::vector<function_spec> load_specs(std::string& err) {
+    options o;
+    if (auto s = o.load_environment(); !s) {
+        err = s.error().message;
+        return {};
+    }
+    auto f = o.functions();
+    if (!f) {
+        err = f.error().message;
+        return {};
+    }
+    return std::move(f).value();
+}
+
+// A real, inert fd to stand for an open VFIO file.
+int placeholder_fd(const char* name, int flags) {
+    return memfd_create(name, (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
+}
+
+}  // namespace
+
+host& host::get() {
+    // Never destroyed: programs call close() and friends from atexit handlers and other
+    // libraries' destructors, after this library's own static destructors would run.
+    static host* h = new host();
+    return *h;
+}
+
+host::host() : specs_(load_specs(setup_error_)), fs_(specs_) {
+    if (const char* t = std::getenv("CXV_SIM_TRACE_VFIO"); t && *t && *t != '0') trace_ = true;
+    if (const char* t = std::getenv("CXV_SIM_TRACE_COMMANDS"); t && *t && *t != '0') {
+        trace_commands_ = true;
+    }
+    if (!setup_error_.empty()) {
+        std::fprintf(stderr, "cxv-sim: no emulated devices: %s\n", setup_error_.c_str());
+    }
+    for (const auto& s : specs_) {
+        auto f = std::make_unique<function_state>();
+        f->spec = s;
+        functions_.push_back(std::move(f));
+    }
+}
+
+void host::track(int fd, std::shared_ptr<vfio_file> file) {
+    fds_[fd] = std::move(file);
+    if (fd < kMaxFast) {
+        fast_[fd].store(true, std::memory_order_release);
+    } else {
+        high_.store(true, std::memory_order_release);
+    }
+}
+
+std::shared_ptr<vfio_file> host::find(int fd) {
+    auto it = fds_.find(fd);
+    return it == fds_.end() ? nullptr : it->second;
+}
+
+int host::open_node(const node& n, int flags) {
+    const int access = flags & O_ACCMODE;
+    switch (n.kind) {
+    case node_kind::directory:
+        // Listing the emulated tree is not supported (see docs/device-model.md).
+        return (access != O_RDONLY) ? -EISDIR : -EACCES;
+    case node_kind::symlink:
+        return -ELOOP;  // only reached with O_NOFOLLOW
+    case node_kind::file: {
+        if (flags & O_DIRECTORY) return -ENOTDIR;
+        if (access != O_RDONLY) return -EACCES;  // sysfs attributes here have no store
+        const int fd = placeholder_fd("cxv-sim-sysfs", flags);
+        if (fd < 0) return -errno;
+        if (::write(fd, n.text.data(), n.text.size()) != static_cast<ssize_t>(n.text.size()) ||
+            ::lseek(fd, 0, SEEK_SET) != 0) {
+            const int e = errno;
+            libc().close(fd);
+            return -e;
+        }
+        return fd;
+    }
+    case node_kind::vfio_container: {
+        if (flags & O_DIRECTORY) return -ENOTDIR;
+        std::lock_guard lock(mu_);
+        const int fd = placeholder_fd("vfio-container", flags);
+        if (fd < 0) return -errno;
+        track(fd, std::make_shared<container_file>());
+        return fd;
+    }
+    case node_kind::vfio_group: {
+        if (flags & O_DIRECTORY) return -ENOTDIR;
+        std::lock_guard lock(mu_);
+        function_state& f = *functions_.at(n.function);
+        if (f.opened != nullptr) return -EBUSY;  // vfio_group_fops_open: one open per group
+        if (!f.model) {
+            auto d = device::create(f.spec.model);
+            if (!d) {
+                std::fprintf(stderr, "cxv-sim: %s: %s\n", f.spec.address.str().c_str(),
+                             d.error().message.c_str());
+                return -ENODEV;
+            }
+            f.model = std::move(d).value();
+            if (trace_commands_) f.model->tracer().set_live(stderr, "cxv-sim " + f.spec.address.str());
+        }
+        const int fd = placeholder_fd("vfio-group", flags);
+        if (fd < 0) return -errno;
+        auto g = std::make_shared<group_file>(f);
+        f.opened = g.get();
+        track(fd, std::move(g));
+        return fd;
+    }
+    }
+    return -ENOENT;
+}
+
+void host::forget(int fd) {
+    std::shared_ptr<vfio_file> file;
+    std::lock_guard lock(mu_);
+    auto it = fds_.find(fd);
+    if (it == fds_.end()) return;
+    file = std::move(it->second);
+    fds_.erase(it);
+    if (fd < kMaxFast) fast_[fd].store(false, std::memory_order_release);
+    file.reset();  // the release, if this was the last reference, under the lock
+}
+
+void host::duplicated(int oldfd, int newfd) {
+    std::shared_ptr<vfio_file> replaced;
+    std::lock_guard lock(mu_);
+    auto it = fds_.find(oldfd);
+    if (it == fds_.end()) return;
+    auto file = it->second;
+    if (auto old = fds_.find(newfd); old != fds_.end()) replaced = std::move(old->second);
+    track(newfd, std::move(file));
+    replaced.reset();
+}
+
+long host::ioctl(int fd, unsigned long request, void* arg) {
+    std::lock_guard lock(mu_);
+    auto file = find(fd);
+    if (!file) return -EBADF;
+    long r = -ENOTTY;
+    switch (file->kind) {
+    case file_kind::container:
+        r = container_ioctl(std::static_pointer_cast<container_file>(file), request, arg);
+        break;
+    case file_kind::group:
+        r = group_ioctl(std::static_pointer_cast<group_file>(file), request, arg);
+        break;
+    case file_kind::device:
+        r = device_ioctl(static_cast<device_file&>(*file), request, arg);
+        break;
+    }
+    if (trace_) {
+        static constexpr const char* kinds[] = {"container", "group", "device"};
+        std::fprintf(stderr, "cxv-sim: ioctl(%d [%s], VFIO+%lu) = %ld%s%s\n", fd,
+                     kinds[static_cast<int>(file->kind)], request - VFIO_GET_API_VERSION, r,
+                     r < 0 ? " " : "", r < 0 ? std::strerror(static_cast<int>(-r)) : "");
+    }
+    return r;
+}
+
+// ---- groups (drivers/vfio/vfio_main.c) ----
+
+long host::group_ioctl(const std::shared_ptr<group_file>& g, unsigned long request, void* arg) {
+    function_state& f = g->fn;
+    switch (request) {
+    case VFIO_GROUP_GET_STATUS: {
+        vfio_group_status st{};
+        std::memcpy(&st, arg, sizeof st);
+        if (st.argsz < sizeof st) return -EINVAL;
+        // Viable: no other driver in the group owns DMA.
+        st.flags = VFIO_GROUP_FLAGS_VIABLE | (f.container ? VFIO_GROUP_FLAGS_CONTAINER_SET : 0);
+        std::memcpy(arg, &st, sizeof st);
+        return 0;
+    }
+    case VFIO_GROUP_SET_CONTAINER:
+        return group_set_container(f, arg);
+    case VFIO_GROUP_UNSET_CONTAINER:
+        if (!f.container) return -EINVAL;
+        if (f.container_users != 1) return -EBUSY;  // device fds still open
+        detach_group(f);
+        return 0;
+    case VFIO_GROUP_GET_DEVICE_FD:
+        return group_get_device_fd(g, arg);
+    default:
+        return -ENOTTY;
+    }
+}
+
+long host::group_set_container(function_state& f, void* arg) {
+    int cfd = -1;
+    std::memcpy(&cfd, arg, sizeof cfd);
+    if (cfd < 0 || libc().fcntl(cfd, F_GETFD) < 0) return -EBADF;
+    if (f.container) return -EINVAL;
+    auto file = find(cfd);
+    if (!file || file->kind != file_kind::container) return -EINVAL;
+    auto c = std::static_pointer_cast<container_file>(file);
+    c->groups.push_back(&f);
+    f.container = c;
+    f.container_users = 1;
+    if (c->iommu_set) attach_group(*c, f);
+    return 0;
+}
+
+long host::group_get_device_fd(const std::shared_ptr<group_file>& g, void* arg) {
+    function_state& f = g->fn;
+    const char* name = static_cast<const char*>(arg);
+    // vfio_device_get_from_name: the device's name is its PCI address.
+    if (strnlen(name, 4096) == 4096 || f.spec.address.str() != name) return -ENODEV;
+    // vfio_device_assign_container: a container with an IOMMU model set.
+    if (!f.container || !f.container->iommu_set) return -EINVAL;
+    const int fd = libc().fcntl(f.model->bar().fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    ++f.container_users;
+    if (f.device_opens++ == 0) enable_function(f);
+    track(fd, std::make_shared<device_file>(f, g));
+    return fd;
+}
+
+void attach_group(container_file& c, function_state& f) {
+    // The group joins the container's IOMMU domain: its mappings now reach the device.
+    for (const auto& m : c.domain.mappings()) {
+        (void)f.model->mmu().map(m.iova, m.vaddr, m.size, m.readable, m.writable);
+    }
+}
+
+void detach_group(function_state& f) {
+    auto c = std::move(f.container);
+    if (!c) return;
+    std::erase(c->groups, &f);
+    if (f.model) f.model->mmu().clear();
+    // The last group out takes the IOMMU model and its mappings with it.
+    if (c->groups.empty() && c->iommu_set) {
+        c->domain.clear();
+        c->iommu_set = false;
+        c->dma_avail = container_file::kDmaEntryLimit;
+    }
+    f.container_users = 0;
+}
+
+container_file::~container_file() = default;
+
+group_file::~group_file() {
+    detach_group(fn);
+    fn.opened = nullptr;
+    fn.model.reset();
+}
+
+device_file::~device_file() {
+    if (--fn.device_opens == 0) disable_function(fn);
+    if (fn.container_users > 0) --fn.container_users;
+}
+
+}  // namespace cxv::sim::vfio

@@ -1,0 +1,161 @@
+// The kernel side of the presentation layer: what Linux's vfio, vfio_iommu_type1 and
+// vfio-pci do for the emulated functions. It owns the open files (containers, groups,
+// devices) behind the fds it hands out, the IOMMU domain of each container, the
+// interrupt routing of each function, and the device models.
+//
+// Object lifetimes follow the kernel's: a device fd holds its group file, a group holds
+// its container; a group's IOMMU mappings go when the last group leaves the container;
+// the first device open and the last device close reset the function. The model of a
+// function runs while its group is open.
+//
+// Every entry point returns a non-negative result or -errno. One lock serializes them
+// (the kernel's are finer; nothing here is on a fast path).
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/device.h"
+#include "sim/iommu.h"
+#include "sim/vfio/options.h"
+#include "sim/vfio/sysfs.h"
+
+namespace cxv::sim::vfio {
+
+enum class file_kind { container, group, device };
+
+// An open file of /dev/vfio/vfio, /dev/vfio/<N>, or a device fd.
+struct vfio_file {
+    explicit vfio_file(file_kind k) : kind(k) {}
+    virtual ~vfio_file() = default;
+    const file_kind kind;
+};
+
+struct function_state;
+
+// A container: its groups and, once VFIO_SET_IOMMU has chosen type1, the IOMMU domain.
+// `domain` is the authoritative table (it decides EEXIST/EINVAL); each attached
+// function's model mirrors it.
+struct container_file : vfio_file {
+    container_file() : vfio_file(file_kind::container) {}
+    ~container_file() override;
+    static constexpr unsigned kDmaEntryLimit = 65535;  // type1's dma_entry_limit default
+    bool iommu_set = false;
+    bool v2 = true;
+    unsigned dma_avail = kDmaEntryLimit;
+    iommu domain;
+    std::vector<function_state*> groups;
+};
+
+struct group_file : vfio_file {
+    explicit group_file(function_state& f) : vfio_file(file_kind::group), fn(f) {}
+    ~group_file() override;  // vfio_group_fops_release
+    function_state& fn;
+};
+
+struct device_file : vfio_file {
+    device_file(function_state& f, std::shared_ptr<group_file> g)
+        : vfio_file(file_kind::device), fn(f), group(std::move(g)) {}
+    ~device_file() override;  // vfio_device_fops_release
+    function_state& fn;
+    std::shared_ptr<group_file> group;  // a device fd keeps its group open
+};
+
+// Per emulated function: the device model and the host state around it.
+struct function_state {
+    function_spec spec;
+    std::unique_ptr<device> model;              // while the group is open
+    group_file* opened = nullptr;               // the group's one open file
+    std::shared_ptr<container_file> container;  // set with VFIO_GROUP_SET_CONTAINER
+    unsigned container_users = 0;               // the group, plus each open device fd
+    unsigned device_opens = 0;
+    // Interrupts as vfio-pci routes them: the enabled index (-1 none) and, per vector,
+    // the host's own reference to the eventfd (-1 none).
+    int irq_type = -1;
+    std::vector<int> triggers;
+};
+
+// Kernel-side operations on a function, called with the host lock held.
+void attach_group(container_file& c, function_state& f);  // the IOMMU domain reaches it
+void detach_group(function_state& f);                      // vfio_group_detach_container
+void enable_function(function_state& f);                   // first device open
+void disable_function(function_state& f);                  // last device close
+void reset_function(function_state& f);                    // FLR, state restored
+void disable_msix(function_state& f);
+
+class host {
+public:
+    static host& get();  // created on first use, never destroyed (see preload.cc)
+
+    // Fast, lock-free: does this fd belong to the presentation layer?
+    static bool tracked(int fd) noexcept {
+        return fd >= 0 && (fd < kMaxFast ? fast_[fd].load(std::memory_order_acquire)
+                                         : high_.load(std::memory_order_acquire));
+    }
+
+    const sysfs& fs() const noexcept { return fs_; }
+    const std::vector<function_spec>& functions() const noexcept { return specs_; }
+
+    // open(2) of an emulated node; returns the new fd.
+    int open_node(const node& n, int flags);
+    // Before the real close(2) of a tracked fd: forget it (releasing what it held).
+    void forget(int fd);
+    // After a successful dup of a tracked fd (newfd may have been tracked too).
+    void duplicated(int oldfd, int newfd);
+
+    long ioctl(int fd, unsigned long request, void* arg);
+    // mmap(2) of a device fd: validates like vfio_pci_core_mmap and returns the offset
+    // in the BAR file to map, or -errno.
+    long long mmap_offset(int fd, std::size_t len, int prot, int flags, long long offset);
+    long pread(int fd, void* buf, std::size_t len, long long offset);
+    long pwrite(int fd, const void* buf, std::size_t len, long long offset);
+
+private:
+    static constexpr int kMaxFast = 1 << 16;
+    static std::array<std::atomic<bool>, kMaxFast> fast_;
+    static std::atomic<bool> high_;
+
+    host();
+    void track(int fd, std::shared_ptr<vfio_file> file);
+    std::shared_ptr<vfio_file> find(int fd);
+
+    // Containers (iommu_type1.cc).
+    long container_ioctl(const std::shared_ptr<container_file>& c, unsigned long request,
+                         void* arg);
+    long iommu_get_info(container_file& c, void* arg);
+    long iommu_map_dma(container_file& c, void* arg);
+    long iommu_unmap_dma(container_file& c, void* arg);
+
+    // Groups (host.cc).
+    long group_ioctl(const std::shared_ptr<group_file>& g, unsigned long request, void* arg);
+    long group_set_container(function_state& f, void* arg);
+    long group_get_device_fd(const std::shared_ptr<group_file>& g, void* arg);
+
+    // Devices (pci_device.cc).
+    long device_ioctl(device_file& d, unsigned long request, void* arg);
+    long device_get_region_info(function_state& f, void* arg);
+    long device_get_irq_info(function_state& f, void* arg);
+    long device_set_irqs(function_state& f, void* arg);
+    long set_vector(function_state& f, unsigned vector, int fd);
+
+    std::vector<function_spec> specs_;
+    std::string setup_error_;
+    bool trace_ = false;           // CXV_SIM_TRACE_VFIO: every VFIO ioctl and its result
+    bool trace_commands_ = false;  // CXV_SIM_TRACE_COMMANDS: every firmware command
+    sysfs fs_;
+    std::vector<std::unique_ptr<function_state>> functions_;
+
+    std::mutex mu_;
+    std::unordered_map<int, std::shared_ptr<vfio_file>> fds_;
+};
+
+}  // namespace cxv::sim::vfio

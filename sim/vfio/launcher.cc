@@ -1,0 +1,163 @@
+// cxv-sim: runs a program with emulated ConnectX functions present as vfio-pci devices.
+//
+//   cxv-sim run  [options] -- COMMAND [ARGS...]   exec COMMAND with the preload library
+//   cxv-sim list [options]                        the PCI addresses `run` presents
+//
+// The launcher settles every setting (defaults, config file, inherited CXV_SIM_*
+// environment, its own options, in that order) and hands the complete set to the
+// library through the environment, so that what `list` prints is what `run` presents,
+// and a nested cxv-sim starts from what its parent chose.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/vfio/options.h"
+
+namespace {
+
+using cxv::sim::vfio::environment_name;
+using cxv::sim::vfio::options;
+
+constexpr const char* kLibrary = "libcxv-sim-preload.so";
+
+void usage(FILE* out) {
+    std::fprintf(out,
+                 "usage: cxv-sim run [options] -- COMMAND [ARGS...]\n"
+                 "       cxv-sim list [options]\n"
+                 "options:\n"
+                 "  --devices N            emulated functions (default 1)\n"
+                 "  --port-type ib|eth     port type of every function (default ib)\n"
+                 "  --config FILE          settings file (key = value lines)\n"
+                 "  --first-bdf ADDR       PCI address of the first function (default 0000:c5:00.0)\n"
+                 "  --first-group N        IOMMU group of the first function (default 120)\n"
+                 "  --set KEY=VALUE        any setting (see docs/device-model.md)\n"
+                 "Every setting can also come from the environment: CXV_SIM_<KEY>.\n");
+}
+
+int die(const std::string& message) {
+    std::fprintf(stderr, "cxv-sim: %s\n", message.c_str());
+    return 2;
+}
+
+std::string library_path() {
+    if (const char* p = std::getenv("CXV_SIM_PRELOAD"); p && *p) return p;
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return kLibrary;
+    exe[n] = '\0';
+    std::string dir(exe);
+    dir.resize(dir.rfind('/') + 1);
+    return dir + kLibrary;
+}
+
+void append_list(const char* var, const std::string& item, char sep) {
+    const char* cur = std::getenv(var);
+    std::string value = cur ? cur : "";
+    if (value.find(item) != std::string::npos) return;
+    if (!value.empty()) value += sep;
+    value += item;
+    setenv(var, value.c_str(), 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const std::string verb = argv[1];
+    if (verb == "-h" || verb == "--help" || verb == "help") {
+        usage(stdout);
+        return 0;
+    }
+    if (verb != "run" && verb != "list") {
+        usage(stderr);
+        return 2;
+    }
+    options opts;
+    if (auto s = opts.load_environment(); !s) return die(s.error().message);
+
+    // Command-line settings, applied in order; --config first wherever it appears, as
+    // the options are meant to refine a file.
+    std::vector<std::pair<std::string, std::string>> given;
+    int i = 2;
+    for (; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--") {
+            ++i;
+            break;
+        }
+        auto value = [&](const char* name) -> const char* {
+            if (i + 1 >= argc) return nullptr;
+            (void)name;
+            return argv[++i];
+        };
+        std::string key;
+        if (a == "--devices") {
+            key = "devices";
+        } else if (a == "--port-type") {
+            key = "port_type";
+        } else if (a == "--first-bdf") {
+            key = "first_bdf";
+        } else if (a == "--first-group") {
+            key = "first_group";
+        } else if (a == "--config") {
+            const char* v = value("--config");
+            if (v == nullptr) return die("--config needs a file");
+            if (auto s = opts.load_file(v); !s) return die(s.error().message);
+            continue;
+        } else if (a == "--set") {
+            const char* v = value("--set");
+            const char* eq = v ? std::strchr(v, '=') : nullptr;
+            if (eq == nullptr) return die("--set needs KEY=VALUE");
+            given.emplace_back(std::string(v, eq), std::string(eq + 1));
+            continue;
+        } else if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return die(fmt::format("unknown option '{}'", a));
+        }
+        const char* v = value(a.c_str());
+        if (v == nullptr) return die(fmt::format("{} needs a value", a));
+        given.emplace_back(key, v);
+    }
+    for (const auto& [k, v] : given) {
+        if (auto s = opts.set(k, v); !s) return die(s.error().message);
+    }
+    auto functions = opts.functions();
+    if (!functions) return die(functions.error().message);
+
+    if (verb == "list") {
+        if (i < argc) return die("list takes no command");
+        for (const auto& f : functions.value()) std::printf("%s\n", f.address.str().c_str());
+        return 0;
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return die("run needs a command after --");
+    }
+    const std::string lib = library_path();
+    if (access(lib.c_str(), R_OK) != 0) {
+        return die(fmt::format("cannot find the preload library {} (set CXV_SIM_PRELOAD)", lib));
+    }
+    unsetenv("CXV_SIM_CONFIG");  // already folded into the settings below
+    for (const auto& [k, v] : opts.settings()) setenv(environment_name(k).c_str(), v.c_str(), 1);
+    append_list("LD_PRELOAD", lib, ':');
+    // An ASan-built program checks that its runtime is the first library loaded; the
+    // preload library legitimately comes before it.
+    append_list("ASAN_OPTIONS", "verify_asan_link_order=0", ':');
+    execvp(argv[i], argv + i);
+    const int e = errno;
+    std::fprintf(stderr, "cxv-sim: cannot run %s: %s\n", argv[i], std::strerror(e));
+    return e == ENOENT ? 127 : 126;
+}

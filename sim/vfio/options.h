@@ -1,0 +1,66 @@
+// What the presentation layer presents: how many emulated functions, at which PCI
+// addresses and IOMMU groups, and the device model behind each.
+//
+// The launcher (`cxv-sim`) and the preload library read the same settings, so that
+// `cxv-sim list` prints exactly what `cxv-sim run` presents. Precedence, lowest first:
+// built-in defaults, the config file (CXV_SIM_CONFIG / --config), the environment
+// (CXV_SIM_*), the launcher's options (which it passes on as environment).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hw/result.h"
+#include "sim/device_config.h"
+
+namespace cxv::sim::vfio {
+
+struct pci_address {
+    std::uint16_t domain = 0;
+    std::uint8_t bus = 0xc5;
+    std::uint8_t device = 0;
+    std::uint8_t function = 0;
+
+    std::string str() const;  // "DDDD:BB:DD.F", lower-case hex as sysfs spells it
+    static result<pci_address> parse(const std::string& text);
+    friend bool operator==(const pci_address&, const pci_address&) = default;
+};
+
+// One emulated function as presented.
+struct function_spec {
+    pci_address address;
+    unsigned iommu_group = 0;
+    int numa_node = -1;
+    device_config model;
+};
+
+struct options {
+    unsigned devices = 1;
+    pci_address first_address;       // 0000:c5:00.0
+    unsigned first_group = 120;      // IOMMU group of the first function
+    int numa_node = -1;
+    device_config model;             // of the first function; the others differ in GUID/MAC/LID
+
+    // Applies one "key = value" setting (config file syntax; keys in docs/device-model.md).
+    status set(const std::string& key, const std::string& value);
+    // Reads a config file: one setting per line, '#' starts a comment.
+    status load_file(const std::string& path);
+    // Applies CXV_SIM_CONFIG, then every other CXV_SIM_* variable.
+    status load_environment();
+
+    // Every setting as "key", "value" pairs that `set` reads back to these options.
+    std::vector<std::pair<std::string, std::string>> settings() const;
+
+    // The functions, in order: addresses count up by function number (then device
+    // number), groups by one, GUIDs, MACs, LIDs and IPv4 addresses by one.
+    result<std::vector<function_spec>> functions() const;
+};
+
+// The environment variable for a setting key, e.g. "port_type" -> "CXV_SIM_PORT_TYPE".
+std::string environment_name(const std::string& key);
+
+// Every key `set` accepts, for usage texts and tests.
+const std::vector<std::string>& setting_keys();
+
+}  // namespace cxv::sim::vfio

@@ -1,0 +1,440 @@
+// The preload library's interposed C library functions. Each one asks a cheap question
+// first (is this a path under /sys or /dev, is this fd one of ours) and otherwise calls
+// straight through to the C library, so programs that never touch VFIO run unchanged.
+//
+// Which symbols: those real binaries import for these operations — the plain and 64-bit
+// variants, the FORTIFY ones (__open_2, __pread_chk), the pre-2.33 stat wrappers
+// (__xstat and friends), and stdio's fopen, which does not go through open().
+// The interposers define open() and friends themselves; FORTIFY's inline wrappers of the
+// same names must not be in the way.
+#undef _FORTIFY_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sim/vfio/host.h"
+#include "sim/vfio/libc.h"
+
+using cxv::sim::vfio::host;
+using cxv::sim::vfio::libc;
+using cxv::sim::vfio::lookup;
+using cxv::sim::vfio::node;
+using cxv::sim::vfio::node_kind;
+using cxv::sim::vfio::sysfs;
+
+extern "C" void __chk_fail(void) __attribute__((noreturn));
+
+namespace {
+
+// Set while the presentation layer itself runs, so that its own use of the C library
+// (reading a config file, creating memfds) never comes back in.
+thread_local bool in_layer = false;
+
+struct layer_scope {
+    bool outer;
+    layer_scope() : outer(in_layer) { in_layer = true; }
+    ~layer_scope() { in_layer = outer; }
+};
+
+// A path-based call: false when the path is not ours (call the C library with `path`,
+// which a redirect through one of our links has replaced), true with the lookup.
+bool ours(const char*& path, bool follow, lookup& out, std::string& storage) {
+    if (in_layer || !sysfs::candidate(path)) return false;
+    layer_scope scope;
+    out = host::get().fs().resolve(path, follow);
+    if (out.what == lookup::redirect) {
+        storage = out.path;
+        path = storage.c_str();
+        return false;
+    }
+    return out.what != lookup::not_ours;
+}
+
+int fail(int e) {
+    errno = e;
+    return -1;
+}
+
+mode_t mode_arg(int flags, va_list ap) {
+    return (flags & (O_CREAT | __O_TMPFILE)) ? static_cast<mode_t>(va_arg(ap, unsigned)) : 0;
+}
+
+int open_ours(const lookup& l, int flags) {
+    if (l.what == lookup::error) return fail(l.err);
+    if ((flags & O_CREAT) && (flags & O_EXCL)) return fail(EEXIST);
+    layer_scope scope;
+    const int r = host::get().open_node(*l.n, flags);
+    return r < 0 ? fail(-r) : r;
+}
+
+int stat_ours(const lookup& l, struct stat* st) {
+    if (l.what == lookup::error) return fail(l.err);
+    layer_scope scope;
+    host::get().fs().fill_stat(*l.n, *st);
+    return 0;
+}
+
+ssize_t readlink_ours(const lookup& l, char* buf, size_t size) {
+    if (l.what == lookup::error) return fail(l.err);
+    if (l.n->kind != node_kind::symlink) return fail(EINVAL);
+    const size_t n = std::min(size, l.n->text.size());
+    std::memcpy(buf, l.n->text.data(), n);
+    return static_cast<ssize_t>(n);
+}
+
+bool tracked(int fd) { return !in_layer && host::tracked(fd); }
+
+}  // namespace
+
+extern "C" {
+
+// ---- open ----
+
+int open(const char* path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    const mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return libc().open(path, flags, mode);
+}
+
+int open64(const char* path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    const mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return libc().open64(path, flags, mode);
+}
+
+int openat(int dirfd, const char* path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    const mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return libc().openat(dirfd, path, flags, mode);
+}
+
+int openat64(int dirfd, const char* path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    const mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return libc().openat64(dirfd, path, flags, mode);
+}
+
+int __open_2(const char* path, int flags) {
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return libc().open_2(path, flags);
+}
+
+int __open64_2(const char* path, int flags) {
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return libc().open64_2(path, flags);
+}
+
+int __openat_2(int dirfd, const char* path, int flags) {
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return libc().openat_2(dirfd, path, flags);
+}
+
+int __openat64_2(int dirfd, const char* path, int flags) {
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return libc().openat64_2(dirfd, path, flags);
+}
+
+static FILE* fopen_ours(const lookup& l, const char* mode) {
+    int flags = O_RDONLY;
+    if (mode[0] == 'w' || mode[0] == 'a' || std::strchr(mode, '+')) flags = O_RDWR;
+    if (std::strchr(mode, 'e')) flags |= O_CLOEXEC;
+    const int fd = open_ours(l, flags);
+    if (fd < 0) return nullptr;
+    FILE* f = fdopen(fd, mode);
+    if (f == nullptr) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+FILE* fopen(const char* path, const char* mode) {
+    lookup l;
+    std::string s;
+    if (ours(path, true, l, s)) return fopen_ours(l, mode);
+    return libc().fopen(path, mode);
+}
+
+FILE* fopen64(const char* path, const char* mode) {
+    lookup l;
+    std::string s;
+    if (ours(path, true, l, s)) return fopen_ours(l, mode);
+    return libc().fopen64(path, mode);
+}
+
+// ---- stat, access, readlink ----
+
+int stat(const char* path, struct stat* st) {
+    lookup l;
+    std::string s;
+    if (ours(path, true, l, s)) return stat_ours(l, st);
+    return libc().stat(path, st);
+}
+
+int stat64(const char* path, struct stat64* st) {
+    return stat(path, reinterpret_cast<struct stat*>(st));
+}
+
+int lstat(const char* path, struct stat* st) {
+    lookup l;
+    std::string s;
+    if (ours(path, false, l, s)) return stat_ours(l, st);
+    return libc().lstat(path, st);
+}
+
+int lstat64(const char* path, struct stat64* st) {
+    return lstat(path, reinterpret_cast<struct stat*>(st));
+}
+
+int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & AT_SYMLINK_NOFOLLOW), l, s)) return stat_ours(l, st);
+    return libc().fstatat(dirfd, path, st, flags);
+}
+
+int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
+    return fstatat(dirfd, path, reinterpret_cast<struct stat*>(st), flags);
+}
+
+// glibc before 2.33 compiled stat() into these; x86-64 has one struct stat layout.
+int __xstat(int, const char* path, struct stat* st) { return stat(path, st); }
+int __xstat64(int, const char* path, struct stat64* st) { return stat64(path, st); }
+int __lxstat(int, const char* path, struct stat* st) { return lstat(path, st); }
+int __lxstat64(int, const char* path, struct stat64* st) { return lstat64(path, st); }
+int __fxstatat(int, int dirfd, const char* path, struct stat* st, int flags) {
+    return fstatat(dirfd, path, st, flags);
+}
+int __fxstatat64(int, int dirfd, const char* path, struct stat64* st, int flags) {
+    return fstatat64(dirfd, path, st, flags);
+}
+
+int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* stx) {
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & AT_SYMLINK_NOFOLLOW), l, s)) {
+        struct stat st;
+        if (stat_ours(l, &st) != 0) return -1;
+        std::memset(stx, 0, sizeof *stx);
+        stx->stx_mask = STATX_BASIC_STATS;
+        stx->stx_blksize = static_cast<std::uint32_t>(st.st_blksize);
+        stx->stx_nlink = static_cast<std::uint32_t>(st.st_nlink);
+        stx->stx_mode = static_cast<std::uint16_t>(st.st_mode);
+        stx->stx_ino = st.st_ino;
+        stx->stx_size = static_cast<std::uint64_t>(st.st_size);
+        stx->stx_rdev_major = major(st.st_rdev);
+        stx->stx_rdev_minor = minor(st.st_rdev);
+        stx->stx_dev_major = major(st.st_dev);
+        stx->stx_dev_minor = minor(st.st_dev);
+        return 0;
+    }
+    return libc().statx(dirfd, path, flags, mask, stx);
+}
+
+int access(const char* path, int mode) {
+    lookup l;
+    std::string s;
+    if (ours(path, true, l, s)) return l.what == lookup::error ? fail(l.err) : 0;
+    return libc().access(path, mode);
+}
+
+int faccessat(int dirfd, const char* path, int mode, int flags) {
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & AT_SYMLINK_NOFOLLOW), l, s)) {
+        return l.what == lookup::error ? fail(l.err) : 0;
+    }
+    return libc().faccessat(dirfd, path, mode, flags);
+}
+
+ssize_t readlink(const char* path, char* buf, size_t size) {
+    lookup l;
+    std::string s;
+    if (ours(path, false, l, s)) return readlink_ours(l, buf, size);
+    return libc().readlink(path, buf, size);
+}
+
+ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
+    lookup l;
+    std::string s;
+    if (ours(path, false, l, s)) return readlink_ours(l, buf, size);
+    return libc().readlinkat(dirfd, path, buf, size);
+}
+
+// ---- fds ----
+
+int close(int fd) {
+    if (tracked(fd)) {
+        layer_scope scope;
+        host::get().forget(fd);
+    }
+    return libc().close(fd);
+}
+
+int dup(int fd) {
+    const int r = libc().dup(fd);
+    if (r >= 0 && tracked(fd)) {
+        layer_scope scope;
+        host::get().duplicated(fd, r);
+    }
+    return r;
+}
+
+int dup2(int fd, int fd2) {
+    if (fd != fd2 && tracked(fd2) && libc().fcntl(fd, F_GETFD) >= 0) {
+        layer_scope scope;
+        host::get().forget(fd2);
+    }
+    const int r = libc().dup2(fd, fd2);
+    if (r >= 0 && fd != fd2 && tracked(fd)) {
+        layer_scope scope;
+        host::get().duplicated(fd, r);
+    }
+    return r;
+}
+
+int dup3(int fd, int fd2, int flags) {
+    if (fd != fd2 && tracked(fd2) && libc().fcntl(fd, F_GETFD) >= 0) {
+        layer_scope scope;
+        host::get().forget(fd2);
+    }
+    const int r = libc().dup3(fd, fd2, flags);
+    if (r >= 0 && tracked(fd)) {
+        layer_scope scope;
+        host::get().duplicated(fd, r);
+    }
+    return r;
+}
+
+static int fcntl_impl(int fd, int cmd, unsigned long arg) {
+    const int r = libc().fcntl(fd, cmd, arg);
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && tracked(fd)) {
+        layer_scope scope;
+        host::get().duplicated(fd, r);
+    }
+    return r;
+}
+
+int fcntl(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    const unsigned long arg = va_arg(ap, unsigned long);
+    va_end(ap);
+    return fcntl_impl(fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    const unsigned long arg = va_arg(ap, unsigned long);
+    va_end(ap);
+    return fcntl_impl(fd, cmd, arg);
+}
+
+int ioctl(int fd, unsigned long request, ...) {
+    va_list ap;
+    va_start(ap, request);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    if (tracked(fd)) {
+        layer_scope scope;
+        const long r = host::get().ioctl(fd, request, arg);
+        return r < 0 ? fail(static_cast<int>(-r)) : static_cast<int>(r);
+    }
+    return libc().ioctl(fd, request, arg);
+}
+
+// ---- mmap, pread, pwrite ----
+
+void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t offset) {
+    if (!(flags & MAP_ANONYMOUS) && tracked(fd)) {
+        layer_scope scope;
+        const long long off = host::get().mmap_offset(fd, len, prot, flags, offset);
+        if (off < 0) {
+            errno = static_cast<int>(-off);
+            return MAP_FAILED;
+        }
+        offset = static_cast<off_t>(off);
+    }
+    return libc().mmap(addr, len, prot, flags, fd, offset);
+}
+
+void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t offset) {
+    return mmap(addr, len, prot, flags, fd, static_cast<off_t>(offset));
+}
+
+ssize_t pread(int fd, void* buf, size_t len, off_t offset) {
+    if (tracked(fd)) {
+        layer_scope scope;
+        const long r = host::get().pread(fd, buf, len, offset);
+        return r < 0 ? fail(static_cast<int>(-r)) : r;
+    }
+    return libc().pread(fd, buf, len, offset);
+}
+
+ssize_t pread64(int fd, void* buf, size_t len, off64_t offset) {
+    return pread(fd, buf, len, static_cast<off_t>(offset));
+}
+
+ssize_t __pread_chk(int fd, void* buf, size_t len, off_t offset, size_t buflen) {
+    if (tracked(fd)) {
+        if (len > buflen) __chk_fail();
+        return pread(fd, buf, len, offset);
+    }
+    return libc().pread_chk(fd, buf, len, offset, buflen);
+}
+
+ssize_t __pread64_chk(int fd, void* buf, size_t len, off64_t offset, size_t buflen) {
+    return __pread_chk(fd, buf, len, static_cast<off_t>(offset), buflen);
+}
+
+ssize_t pwrite(int fd, const void* buf, size_t len, off_t offset) {
+    if (tracked(fd)) {
+        layer_scope scope;
+        const long r = host::get().pwrite(fd, buf, len, offset);
+        return r < 0 ? fail(static_cast<int>(-r)) : r;
+    }
+    return libc().pwrite(fd, buf, len, offset);
+}
+
+ssize_t pwrite64(int fd, const void* buf, size_t len, off64_t offset) {
+    return pwrite(fd, buf, len, static_cast<off_t>(offset));
+}
+
+}  // extern "C"

@@ -1,0 +1,62 @@
+// The file-system side of the presentation layer: the sysfs and /dev entries Linux
+// has for a function bound to vfio-pci, for each emulated function.
+//
+//   /sys/devices/pci<DDDD>:<BB>/<bdf>/           the function (vendor, device, class, ...,
+//                                                 iommu_group, driver and subsystem links)
+//   /sys/bus/pci/devices/<bdf>                   -> ../../../devices/pci<DDDD>:<BB>/<bdf>
+//   /sys/bus/pci/drivers/vfio-pci/<bdf>          -> the function
+//   /sys/kernel/iommu_groups/<N>/devices/<bdf>   -> the function; type
+//   /dev/vfio/vfio, /dev/vfio/<N>                 character devices
+//
+// Paths are resolved as the kernel would (repeated and trailing slashes, ".", "..",
+// symbolic links inside the emulated tree); a path that leads out of it through one of
+// its links is handed back rewritten, and a path that never touches it passes through.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/vfio/options.h"
+
+namespace cxv::sim::vfio {
+
+enum class node_kind { directory, file, symlink, vfio_container, vfio_group };
+
+struct node {
+    node_kind kind;
+    std::string text;       // file contents, or link target
+    unsigned function = 0;  // for vfio_group: index into the function list
+    bool shared = false;    // a directory the host may also have entries in
+    std::uint64_t inode = 0;
+};
+
+struct lookup {
+    enum { not_ours, found, redirect, error } what = not_ours;
+    const node* n = nullptr;  // found
+    std::string path;         // redirect: the real path to use instead
+    int err = 0;              // error: an errno value
+};
+
+class sysfs {
+public:
+    explicit sysfs(const std::vector<function_spec>& functions);
+
+    // Cheap test that a path may concern the emulated tree at all.
+    static bool candidate(const char* path) noexcept;
+
+    // Resolves an absolute path; `follow` says whether a final symbolic link is followed.
+    lookup resolve(const char* path, bool follow) const;
+
+    // stat(2) of a node.
+    void fill_stat(const node& n, struct stat& st) const;
+
+private:
+    void add(const std::string& path, node n);
+    std::map<std::string, node> nodes_;
+};
+
+}  // namespace cxv::sim::vfio
