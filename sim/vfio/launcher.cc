@@ -7,6 +7,7 @@
 // environment, its own options, in that order) and hands the complete set to the
 // library through the environment, so that what `list` prints is what `run` presents,
 // and a nested cxv-sim starts from what its parent chose.
+#include <link.h>
 #include <unistd.h>
 
 #include <climits>
@@ -55,6 +56,34 @@ std::string library_path() {
     std::string dir(exe);
     dir.resize(dir.rfind('/') + 1);
     return dir + kLibrary;
+}
+
+// The sanitizer runtime this launcher (and so the library next to it) was built with, if
+// any: an ASan-built library needs that runtime loaded first, also into programs that
+// were not built with it.
+std::string asan_runtime() {
+#if defined(__SANITIZE_ADDRESS__)
+    std::string found;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* out) {
+            if (info->dlpi_name != nullptr && std::strstr(info->dlpi_name, "libasan.so") != nullptr) {
+                *static_cast<std::string*>(out) = info->dlpi_name;
+                return 1;
+            }
+            return 0;
+        },
+        &found);
+    return found;
+#else
+    return {};
+#endif
+}
+
+void prepend_list(const char* var, const std::string& item, char sep) {
+    const char* cur = std::getenv(var);
+    std::string value = cur ? cur : "";
+    if (value.find(item) != std::string::npos) return;
+    setenv(var, (value.empty() ? item : item + sep + value).c_str(), 1);
 }
 
 void append_list(const char* var, const std::string& item, char sep) {
@@ -153,6 +182,7 @@ int main(int argc, char** argv) {
     unsetenv("CXV_SIM_CONFIG");  // already folded into the settings below
     for (const auto& [k, v] : opts.settings()) setenv(environment_name(k).c_str(), v.c_str(), 1);
     append_list("LD_PRELOAD", lib, ':');
+    if (const std::string rt = asan_runtime(); !rt.empty()) prepend_list("LD_PRELOAD", rt, ':');
     // An ASan-built program checks that its runtime is the first library loaded; the
     // preload library legitimately comes before it.
     append_list("ASAN_OPTIONS", "verify_asan_link_order=0", ':');

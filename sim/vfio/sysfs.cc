@@ -120,7 +120,7 @@ lookup sysfs::resolve(const char* path, bool follow) const {
     std::deque<std::string> rest = components(path);
     std::string cur;  // resolved so far, "" is "/"
     const node* at = nullptr;
-    bool touched = false;  // went through one of our nodes
+    bool touched = false;  // followed one of our links
     unsigned links = 0;
     while (!rest.empty()) {
         std::string c = std::move(rest.front());
@@ -144,9 +144,9 @@ lookup sysfs::resolve(const char* path, bool follow) const {
             at = nullptr;
             continue;
         }
-        touched = true;
         const node& n = it->second;
         if (n.kind == node_kind::symlink && (!rest.empty() || follow)) {
+            touched = true;
             if (++links > kMaxLinks) return {lookup::error, nullptr, {}, ELOOP};
             auto target = components(n.text);
             rest.insert(rest.begin(), target.begin(), target.end());
