@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/vfio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +17,7 @@ namespace cxv::sim::vfio {
 
 std::array<std::atomic<bool>, host::kMaxFast> host::fast_{};
 std::atomic<bool> host::high_{false};
+std::atomic<bool> host::any_dirs_{false};
 
 namespace {
 
@@ -80,8 +82,7 @@ int host::open_node(const node& n, int flags) {
     const int access = flags & O_ACCMODE;
     switch (n.kind) {
     case node_kind::directory:
-        // Listing the emulated tree is not supported (see docs/device-model.md).
-        return (access != O_RDONLY) ? -EISDIR : -EACCES;
+        return -EISDIR;  // open_directory() serves O_RDONLY opens
     case node_kind::symlink:
         return -ELOOP;  // only reached with O_NOFOLLOW
     case node_kind::file: {
@@ -129,6 +130,48 @@ int host::open_node(const node& n, int flags) {
     }
     }
     return -ENOENT;
+}
+
+int host::open_directory(const std::string& path, int flags) {
+    std::lock_guard lock(mu_);
+    if (empty_dir_ < 0) {
+        // A directory that stays empty (a removed one would fail getdents with ENOENT);
+        // shared by every process, left in place.
+        constexpr const char* kEmpty = "/tmp/.cxv-sim-empty-dir";
+        if (mkdir(kEmpty, 0555) != 0 && errno != EEXIST) return -errno;
+        empty_dir_ = libc().open(kEmpty, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (empty_dir_ < 0) return -errno;
+    }
+    const int fd = libc().fcntl(empty_dir_, (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+    if (fd < 0) return -errno;
+    struct stat st {};
+    libc().fstat(fd, &st);
+    dirs_[fd] = {path, st.st_dev, st.st_ino};
+    any_dirs_.store(true, std::memory_order_release);
+    return fd;
+}
+
+void host::duplicated_directory(int oldfd, int newfd) {
+    std::lock_guard lock(mu_);
+    auto it = dirs_.find(oldfd);
+    if (it != dirs_.end()) dirs_[newfd] = it->second;
+}
+
+void host::forget_directory(int fd) {
+    std::lock_guard lock(mu_);
+    dirs_.erase(fd);
+}
+
+std::string host::directory_of(int fd) {
+    std::lock_guard lock(mu_);
+    auto it = dirs_.find(fd);
+    if (it == dirs_.end()) return {};
+    struct stat st {};
+    if (libc().fstat(fd, &st) != 0 || st.st_dev != it->second.dev || st.st_ino != it->second.ino) {
+        dirs_.erase(it);
+        return {};
+    }
+    return it->second.path;
 }
 
 void host::forget(int fd) {
@@ -224,8 +267,17 @@ long host::group_set_container(function_state& f, void* arg) {
 long host::group_get_device_fd(const std::shared_ptr<group_file>& g, void* arg) {
     function_state& f = g->fn;
     const char* name = static_cast<const char*>(arg);
-    // vfio_device_get_from_name: the device's name is its PCI address.
-    if (strnlen(name, 4096) == 4096 || f.spec.address.str() != name) return -ENODEV;
+    // vfio_device_get_from_name + vfio_pci_core_match: the PCI address, then only
+    // spaces or options; the one option, vf_token, is refused for a PF without SR-IOV.
+    const std::string bdf = f.spec.address.str();
+    const std::size_t len = strnlen(name, 4096);
+    if (len == 4096 || std::strncmp(name, bdf.c_str(), bdf.size()) != 0) return -ENODEV;
+    if (len > bdf.size()) {
+        if (name[bdf.size()] != ' ') return -ENODEV;
+        for (std::size_t i = bdf.size(); i < len; ++i) {
+            if (name[i] != ' ') return -EINVAL;
+        }
+    }
     // vfio_device_assign_container: a container with an IOMMU model set.
     if (!f.container || !f.container->iommu_set) return -EINVAL;
     const int fd = libc().fcntl(f.model->bar().fd(), F_DUPFD_CLOEXEC, 0);
@@ -237,8 +289,10 @@ long host::group_get_device_fd(const std::shared_ptr<group_file>& g, void* arg) 
 }
 
 void attach_group(container_file& c, function_state& f) {
-    // The group joins the container's IOMMU domain: its mappings now reach the device.
+    // The group joins the container's IOMMU domain: its mappings now reach the device
+    // (except those whose vaddr is being replaced).
     for (const auto& m : c.domain.mappings()) {
+        if (c.vaddr_invalid.contains(m.iova)) continue;
         (void)f.model->mmu().map(m.iova, m.vaddr, m.size, m.readable, m.writable);
     }
 }
@@ -251,6 +305,7 @@ void detach_group(function_state& f) {
     // The last group out takes the IOMMU model and its mappings with it.
     if (c->groups.empty() && c->iommu_set) {
         c->domain.clear();
+        c->vaddr_invalid.clear();
         c->iommu_set = false;
         c->dma_avail = container_file::kDmaEntryLimit;
     }

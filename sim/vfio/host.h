@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -54,6 +55,9 @@ struct container_file : vfio_file {
     unsigned dma_avail = kDmaEntryLimit;
     iommu domain;
     std::vector<function_state*> groups;
+    // Mappings (by IOVA) whose vaddr was invalidated with VFIO_DMA_UNMAP_FLAG_VADDR and
+    // not yet replaced; the device cannot reach them meanwhile.
+    std::set<std::uint64_t> vaddr_invalid;
 };
 
 struct group_file : vfio_file {
@@ -82,6 +86,7 @@ struct function_state {
     // the host's own reference to the eventfd (-1 none).
     int irq_type = -1;
     std::vector<int> triggers;
+    int err_trigger = -1, req_trigger = -1;  // the error and request interrupt eventfds
 };
 
 // Kernel-side operations on a function, called with the host lock held.
@@ -112,6 +117,14 @@ public:
     // After a successful dup of a tracked fd (newfd may have been tracked too).
     void duplicated(int oldfd, int newfd);
 
+    // A directory fd for an emulated directory (an fd of an empty directory, plus the
+    // entries readdir adds), and the emulated directory an fd stands for, if any.
+    int open_directory(const std::string& path, int flags);
+    std::string directory_of(int fd);
+    void duplicated_directory(int oldfd, int newfd);
+    void forget_directory(int fd);
+    static bool has_directories() noexcept { return any_dirs_.load(std::memory_order_acquire); }
+
     long ioctl(int fd, unsigned long request, void* arg);
     // mmap(2) of a device fd: validates like vfio_pci_core_mmap and returns the offset
     // in the BAR file to map, or -errno.
@@ -123,6 +136,7 @@ private:
     static constexpr int kMaxFast = 1 << 16;
     static std::array<std::atomic<bool>, kMaxFast> fast_;
     static std::atomic<bool> high_;
+    static std::atomic<bool> any_dirs_;
 
     host();
     void track(int fd, std::shared_ptr<vfio_file> file);
@@ -146,6 +160,8 @@ private:
     long device_get_irq_info(function_state& f, void* arg);
     long device_set_irqs(function_state& f, void* arg);
     long set_vector(function_state& f, unsigned vector, int fd);
+    long set_single_trigger(int& trigger, unsigned count, unsigned type, const std::uint8_t* data);
+    long device_feature(void* arg);
 
     std::vector<function_spec> specs_;
     std::string setup_error_;
@@ -156,6 +172,13 @@ private:
 
     std::mutex mu_;
     std::unordered_map<int, std::shared_ptr<vfio_file>> fds_;
+    struct dir_fd {
+        std::string path;
+        dev_t dev;
+        ino_t ino;
+    };
+    std::unordered_map<int, dir_fd> dirs_;  // checked by inode, as closedir is not seen
+    int empty_dir_ = -1;                    // an empty, already removed directory
 };
 
 }  // namespace cxv::sim::vfio

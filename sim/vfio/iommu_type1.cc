@@ -4,7 +4,10 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "sim/vfio/host.h"
@@ -29,15 +32,23 @@ bool iova_valid(std::uint64_t start, std::uint64_t end) {
     return false;
 }
 
-// vfio_pin_pages_remote faults the pages in; an address with no mapping is EFAULT.
-bool pinnable(std::uint64_t vaddr, std::uint64_t size) {
-    std::vector<unsigned char> vec(4096);
-    for (std::uint64_t done = 0; done < size;) {
-        const std::uint64_t n = std::min<std::uint64_t>(size - done, vec.size() * kPage);
-        if (mincore(reinterpret_cast<void*>(vaddr + done), n, vec.data()) != 0) return false;
-        done += n;
+// vfio_pin_pages_remote pins every page (for writing if the device may write): an
+// address with no mapping, or without the access, is EFAULT. Read from /proc/self/maps.
+bool pinnable(std::uint64_t vaddr, std::uint64_t size, bool write) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    std::uint64_t at = vaddr;
+    const std::uint64_t end = vaddr + size;
+    while (at < end && std::getline(maps, line)) {
+        unsigned long long lo = 0, hi = 0;
+        char perms[5] = {};
+        if (std::sscanf(line.c_str(), "%llx-%llx %4s", &lo, &hi, perms) != 3) continue;
+        if (hi <= at) continue;
+        if (lo > at) return false;  // a hole
+        if (perms[0] != 'r' || (write && perms[1] != 'w')) return false;
+        at = hi;
     }
-    return true;
+    return at >= end;
 }
 
 long check_extension(const container_file& c, unsigned long ext) {
@@ -48,11 +59,10 @@ long check_extension(const container_file& c, unsigned long ext) {
     case VFIO_UNMAP_ALL:
         return 1;
     case VFIO_DMA_CC_IOMMU:  // the domain enforces cache coherency once it exists
+    case VFIO_UPDATE_VADDR:  // offered by an IOMMU model without emulated (mdev) groups
         return c.iommu_set ? 1 : 0;
     default:
-        // VFIO_UPDATE_VADDR is not offered (type1 withholds it when emulated devices
-        // share the container), nor are the sPAPR and no-IOMMU models.
-        return 0;
+        return 0;  // sPAPR and no-IOMMU models
     }
 }
 
@@ -171,15 +181,33 @@ long host::iommu_map_dma(container_file& c, void* arg) {
     if (prot == set_vaddr) return -EINVAL;
     if (map.size == 0 || ((map.size | map.iova | map.vaddr) & (kPage - 1))) return -EINVAL;
     if (map.iova + map.size - 1 < map.iova || map.vaddr + map.size - 1 < map.vaddr) return -EINVAL;
-    bool overlap = false;
-    for (const auto& m : c.domain.mappings()) {
-        if (m.iova < map.iova + map.size && map.iova < m.iova + m.size) overlap = true;
+    const iommu_mapping* hit = nullptr;
+    const auto table = c.domain.mappings();
+    for (const auto& m : table) {
+        if (m.iova < map.iova + map.size && map.iova < m.iova + m.size) {
+            hit = &m;
+            break;
+        }
     }
-    if (set_vaddr) return overlap ? -EINVAL : -ENOENT;  // no vaddr is ever invalidated here
-    if (overlap) return -EEXIST;
+    if (set_vaddr) {
+        // A new address for a mapping whose vaddr was invalidated, exactly as mapped.
+        if (hit == nullptr) return -ENOENT;
+        if (!c.vaddr_invalid.contains(hit->iova) || hit->iova != map.iova || hit->size != map.size) {
+            return -EINVAL;
+        }
+        auto* vaddr = reinterpret_cast<std::byte*>(map.vaddr);
+        (void)c.domain.unmap(hit->iova, hit->size);
+        (void)c.domain.map(hit->iova, vaddr, hit->size, hit->readable, hit->writable);
+        for (function_state* f : c.groups) {
+            (void)f->model->mmu().map(hit->iova, vaddr, hit->size, hit->readable, hit->writable);
+        }
+        c.vaddr_invalid.erase(hit->iova);
+        return 0;
+    }
+    if (hit != nullptr) return -EEXIST;
     if (c.dma_avail == 0) return -ENOSPC;
     if (!iova_valid(map.iova, map.iova + map.size - 1)) return -EINVAL;
-    if (!pinnable(map.vaddr, map.size)) return -EFAULT;
+    if (!pinnable(map.vaddr, map.size, writable)) return -EFAULT;
     auto* vaddr = reinterpret_cast<void*>(map.vaddr);
     if (c.domain.map(map.iova, vaddr, map.size, readable, writable) != map_error::none) return -EINVAL;
     --c.dma_avail;
@@ -202,7 +230,7 @@ long host::iommu_unmap_dma(container_file& c, void* arg) {
     }
     // Dirty tracking is never started here, so a bitmap request is always refused.
     if (unmap.flags & VFIO_DMA_UNMAP_FLAG_GET_DIRTY_BITMAP) return -EINVAL;
-    if (unmap.flags & VFIO_DMA_UNMAP_FLAG_VADDR) return -EBUSY;  // as with emulated devices
+    const bool invalidate_vaddr = unmap.flags & VFIO_DMA_UNMAP_FLAG_VADDR;
     const bool all = unmap.flags & VFIO_DMA_UNMAP_FLAG_ALL;
     std::uint64_t iova = unmap.iova;
     std::uint64_t size = unmap.size;
@@ -224,12 +252,42 @@ long host::iommu_unmap_dma(container_file& c, void* arg) {
         }
     }
     std::uint64_t unmapped = 0;
+    if (invalidate_vaddr) {
+        // The mappings stay; their vaddr is gone until MAP_DMA with FLAG_VADDR replaces
+        // it. (The kernel makes device accesses wait meanwhile; here they fault.)
+        std::vector<std::uint64_t> marked;
+        for (const auto& m : table) {
+            if (m.iova > last || m.iova + m.size - 1 < iova) continue;
+            if (!c.v2 && iova > m.iova) break;
+            if (c.vaddr_invalid.contains(m.iova)) {
+                for (auto a : marked) c.vaddr_invalid.erase(a);
+                for (auto a : marked) {
+                    for (const auto& back : table) {
+                        if (back.iova != a) continue;
+                        for (function_state* f : c.groups) {
+                            (void)f->model->mmu().map(a, back.vaddr, back.size, back.readable,
+                                                      back.writable);
+                        }
+                    }
+                }
+                return -EINVAL;
+            }
+            c.vaddr_invalid.insert(m.iova);
+            marked.push_back(m.iova);
+            for (function_state* f : c.groups) (void)f->model->mmu().unmap(m.iova, m.size);
+            unmapped += m.size;
+        }
+        unmap.size = unmapped;
+        std::memcpy(arg, &unmap, sizeof unmap);
+        return 0;
+    }
     for (const auto& m : table) {
         if (m.iova > last || m.iova + m.size - 1 < iova) continue;
         // Type1 v1: a request starting inside a mapping unmaps nothing from there on.
         if (!c.v2 && iova > m.iova) break;
         (void)c.domain.unmap(m.iova, m.size);
         for (function_state* f : c.groups) (void)f->model->mmu().unmap(m.iova, m.size);
+        c.vaddr_invalid.erase(m.iova);
         unmapped += m.size;
         ++c.dma_avail;
     }

@@ -39,6 +39,7 @@ libc_table load() {
     resolve(t.fopen64, "fopen64");
     resolve(t.stat, "stat");
     resolve(t.lstat, "lstat");
+    resolve(t.fstat, "fstat");
     resolve(t.fstatat, "fstatat");
     resolve(t.statx, "statx");
     resolve(t.access, "access");
@@ -55,6 +56,16 @@ libc_table load() {
     resolve(t.pread, "pread");
     resolve(t.pread_chk, "__pread_chk");
     resolve(t.pwrite, "pwrite");
+    resolve(t.getxattr, "getxattr");
+    resolve(t.lgetxattr, "lgetxattr");
+    resolve(t.listxattr, "listxattr");
+    resolve(t.llistxattr, "llistxattr");
+    resolve(t.opendir, "opendir");
+    resolve(t.fdopendir, "fdopendir");
+    resolve(t.readdir, "readdir");
+    resolve(t.readdir64, "readdir64");
+    resolve(t.closedir, "closedir");
+    resolve(t.rewinddir, "rewinddir");
     return t;
 }
 

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <dirent.h>
+
 #include <cstdio>
 
 struct statx;
@@ -25,6 +27,7 @@ struct libc_table {
     FILE* (*fopen64)(const char*, const char*);
     int (*stat)(const char*, struct stat*);
     int (*lstat)(const char*, struct stat*);
+    int (*fstat)(int, struct stat*);
     int (*fstatat)(int, const char*, struct stat*, int);
     int (*statx)(int, const char*, int, unsigned, struct ::statx*);
     int (*access)(const char*, int);
@@ -41,6 +44,16 @@ struct libc_table {
     ssize_t (*pread)(int, void*, size_t, off_t);
     ssize_t (*pread_chk)(int, void*, size_t, off_t, size_t);
     ssize_t (*pwrite)(int, const void*, size_t, off_t);
+    ssize_t (*getxattr)(const char*, const char*, void*, size_t);
+    ssize_t (*lgetxattr)(const char*, const char*, void*, size_t);
+    ssize_t (*listxattr)(const char*, char*, size_t);
+    ssize_t (*llistxattr)(const char*, char*, size_t);
+    DIR* (*opendir)(const char*);
+    DIR* (*fdopendir)(int);
+    struct dirent* (*readdir)(DIR*);
+    struct dirent64* (*readdir64)(DIR*);
+    int (*closedir)(DIR*);
+    void (*rewinddir)(DIR*);
 };
 
 // Resolved once, thread-safely; aborts with a message if the C library lacks one.

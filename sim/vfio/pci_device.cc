@@ -41,6 +41,20 @@ unsigned irq_count(const function_state& f, unsigned index) {
     }
 }
 
+// vfio_pci_bar_rw: how many bytes of a BAR0 access at `pos` go through, or -errno.
+long bar_access_size(function_state& f, std::uint64_t pos, std::size_t len) {
+    const std::size_t size = f.model->bar().size();
+    if (pos >= size) return -EINVAL;
+    // __vfio_pci_memory_enabled: with memory decode off, BAR accesses fail.
+    if (!f.model->pci_config().memory_enabled()) return -EIO;
+    return static_cast<long>(std::min<std::size_t>(len, size - pos));
+}
+
+bool in_msix_table(const function_state& f, std::uint64_t a) {
+    const std::uint64_t start = config_space::msix_table_offset;
+    return a >= start && a < start + std::uint64_t{f.spec.model.msix_vectors} * 16;
+}
+
 bool is_eventfd(int fd) {
     char path[64], target[64];
     std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -70,6 +84,10 @@ void enable_function(function_state& f) {
 void disable_function(function_state& f) {
     // vfio_pci_core_disable: interrupts off, bus mastering off, a function reset.
     disable_msix(f);
+    for (int* t : {&f.err_trigger, &f.req_trigger}) {
+        if (*t >= 0) libc().close(*t);
+        *t = -1;
+    }
     f.model->reset();
     set_command(*f.model, 0);
 }
@@ -130,6 +148,8 @@ long host::device_ioctl(device_file& d, unsigned long request, void* arg) {
     case VFIO_DEVICE_RESET:
         reset_function(f);
         return 0;
+    case VFIO_DEVICE_FEATURE:
+        return device_feature(arg);
     default:
         // Hot reset, ioeventfds, device features and migration are not emulated.
         return -ENOTTY;
@@ -218,6 +238,58 @@ long host::set_vector(function_state& f, unsigned vector, int fd) {
     return 0;
 }
 
+long host::set_single_trigger(int& trigger, unsigned count, unsigned type,
+                              const std::uint8_t* data) {
+    // vfio_pci_set_ctx_trigger_single: DATA_NONE and DATA_BOOL are loopback tests.
+    if (type == VFIO_IRQ_SET_DATA_NONE) {
+        if (trigger < 0) return -EINVAL;
+        if (count != 0) {
+            signal_eventfd(trigger);
+        } else {
+            libc().close(trigger);
+            trigger = -1;
+        }
+        return 0;
+    }
+    if (count == 0) return -EINVAL;
+    if (type == VFIO_IRQ_SET_DATA_BOOL) {
+        if (data[0] != 0 && trigger >= 0) signal_eventfd(trigger);
+        return 0;
+    }
+    std::int32_t fd = -1;
+    std::memcpy(&fd, data, sizeof fd);
+    if (fd == -1) {
+        if (trigger >= 0) libc().close(trigger);
+        trigger = -1;
+    } else if (fd >= 0) {
+        if (libc().fcntl(fd, F_GETFD) < 0) return -EBADF;
+        if (!is_eventfd(fd)) return -EINVAL;
+        const int own = libc().fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (own < 0) return -errno;
+        if (trigger >= 0) libc().close(trigger);
+        trigger = own;
+    }
+    return 0;
+}
+
+long host::device_feature(void* arg) {
+    // vfio_ioctl_device_feature
+    vfio_device_feature feature{};
+    std::memcpy(&feature, arg, sizeof feature);
+    if (feature.argsz < sizeof feature) return -EINVAL;
+    if (feature.flags & ~(VFIO_DEVICE_FEATURE_MASK | VFIO_DEVICE_FEATURE_SET |
+                          VFIO_DEVICE_FEATURE_GET | VFIO_DEVICE_FEATURE_PROBE)) {
+        return -EINVAL;
+    }
+    if (!(feature.flags & VFIO_DEVICE_FEATURE_PROBE) && (feature.flags & VFIO_DEVICE_FEATURE_SET) &&
+        (feature.flags & VFIO_DEVICE_FEATURE_GET)) {
+        return -EINVAL;
+    }
+    // No migration or DMA logging; a PF without SR-IOV has no VF token; runtime power
+    // management (the LOW_POWER features) is not emulated.
+    return -ENOTTY;
+}
+
 long host::device_set_irqs(function_state& f, void* arg) {
     // vfio_pci_ioctl_set_irqs: vfio_set_irqs_validate_and_prepare, then the handler.
     vfio_irq_set hdr{};
@@ -253,7 +325,11 @@ long host::device_set_irqs(function_state& f, void* arg) {
             }
             return 0;
         }
-        return action == VFIO_IRQ_SET_ACTION_TRIGGER ? 0 : -ENOTTY;
+        if (action != VFIO_IRQ_SET_ACTION_TRIGGER) return -ENOTTY;
+        // vfio_pci_set_err_trigger / vfio_pci_set_req_trigger
+        if (hdr.start != 0 || hdr.count > 1) return -EINVAL;
+        int& trigger = hdr.index == VFIO_PCI_ERR_IRQ_INDEX ? f.err_trigger : f.req_trigger;
+        return set_single_trigger(trigger, hdr.count, type, data);
     }
     if (action != VFIO_IRQ_SET_ACTION_TRIGGER) return -ENOTTY;  // MSI-X masking: not exported
 
@@ -330,17 +406,20 @@ long host::pread(int fd, void* buf, std::size_t len, long long offset) {
     const std::uint64_t pos = off & kOffsetMask;
     if (offset < 0) return -EINVAL;
     if (index == VFIO_PCI_CONFIG_REGION_INDEX) {
-        // vfio_pci_config_rw
-        if (pos >= config_space::size) return -EINVAL;
+        // vfio_config_do_rw: the whole access must lie inside config space.
+        if (pos >= config_space::size || pos + len > config_space::size) return -EFAULT;
         return static_cast<long>(f.model->pci_config().read(pos, buf, len));
     }
     if (index == VFIO_PCI_BAR0_REGION_INDEX) {
-        // vfio_pci_bar_rw
-        const std::size_t size = f.model->bar().size();
-        if (pos >= size) return -EINVAL;
-        const std::size_t n = std::min<std::size_t>(len, size - pos);
-        std::memcpy(buf, f.model->bar().base() + pos, n);
-        return static_cast<long>(n);
+        const long n = bar_access_size(f, pos, len);
+        if (n <= 0) return n;
+        // The MSI-X table is the host's: it reads as all ones through read(2).
+        auto* dst = static_cast<std::uint8_t*>(buf);
+        std::memcpy(dst, f.model->bar().base() + pos, static_cast<std::size_t>(n));
+        for (std::uint64_t a = pos; a < pos + static_cast<std::uint64_t>(n); ++a) {
+            if (in_msix_table(f, a)) dst[a - pos] = 0xff;
+        }
+        return n;
     }
     return -EINVAL;
 }
@@ -356,8 +435,8 @@ long host::pwrite(int fd, const void* buf, std::size_t len, long long offset) {
     const std::uint64_t pos = off & kOffsetMask;
     if (offset < 0) return -EINVAL;
     if (index == VFIO_PCI_CONFIG_REGION_INDEX) {
-        if (pos >= config_space::size) return -EINVAL;
-        const std::size_t n = std::min<std::size_t>(len, config_space::size - pos);
+        if (pos >= config_space::size || pos + len > config_space::size) return -EFAULT;
+        const std::size_t n = len;
         const auto* src = static_cast<const std::uint8_t*>(buf);
         // The MSI-X message control word is the host's (vfio virtualizes it): writes to
         // it are dropped; every other byte goes to the function.
@@ -369,11 +448,14 @@ long host::pwrite(int fd, const void* buf, std::size_t len, long long offset) {
         return static_cast<long>(n);
     }
     if (index == VFIO_PCI_BAR0_REGION_INDEX) {
-        const std::size_t size = f.model->bar().size();
-        if (pos >= size) return -EINVAL;
-        const std::size_t n = std::min<std::size_t>(len, size - pos);
-        std::memcpy(f.model->bar().base() + pos, buf, n);
-        return static_cast<long>(n);
+        const long n = bar_access_size(f, pos, len);
+        if (n <= 0) return n;
+        // Writes to the MSI-X table are dropped (the host owns it).
+        const auto* src = static_cast<const std::uint8_t*>(buf);
+        for (std::uint64_t a = pos; a < pos + static_cast<std::uint64_t>(n); ++a) {
+            if (!in_msix_table(f, a)) std::memcpy(f.model->bar().base() + a, src + (a - pos), 1);
+        }
+        return n;
     }
     return -EINVAL;
 }

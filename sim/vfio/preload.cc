@@ -14,10 +14,18 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "sim/vfio/host.h"
 #include "sim/vfio/libc.h"
@@ -70,8 +78,66 @@ int open_ours(const lookup& l, int flags) {
     if (l.what == lookup::error) return fail(l.err);
     if ((flags & O_CREAT) && (flags & O_EXCL)) return fail(EEXIST);
     layer_scope scope;
+    if (l.n->kind == node_kind::directory && (flags & O_ACCMODE) == O_RDONLY) {
+        // A directory the host may have too (/dev/vfio) is the host's if it exists.
+        if (l.n->shared) {
+            const int fd = libc().open(l.path.c_str(), flags);
+            if (fd >= 0) return fd;
+        }
+        const int r = host::get().open_directory(l.path, flags);
+        return r < 0 ? fail(-r) : r;
+    }
     const int r = host::get().open_node(*l.n, flags);
     return r < 0 ? fail(-r) : r;
+}
+
+// Directory streams that list emulated entries after the real ones: the entries of an
+// emulated directory (whose real stream is an empty directory), or those that appear in
+// a host directory (the functions in /sys/bus/pci/devices).
+struct dir_stream {
+    const std::vector<cxv::sim::vfio::dir_entry>* extra;
+    std::size_t next = 0;
+    std::vector<std::string> seen;  // host entries, not to be listed twice
+    struct dirent64 ent;
+};
+std::mutex dirs_mu;
+std::unordered_map<DIR*, dir_stream> dirs;
+std::atomic<int> dir_count{0};
+
+DIR* with_entries(DIR* d, const std::string& path) {
+    if (d == nullptr) return d;
+    const auto* extra = host::get().fs().entries(path);
+    if (extra == nullptr) return d;
+    std::lock_guard lock(dirs_mu);
+    dirs[d] = dir_stream{extra, 0, {}, {}};
+    dir_count.store(static_cast<int>(dirs.size()), std::memory_order_release);
+    return d;
+}
+
+struct dirent64* next_entry(DIR* d) {
+    if (dir_count.load(std::memory_order_acquire) == 0) return libc().readdir64(d);
+    std::lock_guard lock(dirs_mu);
+    auto it = dirs.find(d);
+    if (it == dirs.end()) return libc().readdir64(d);
+    dir_stream& st = it->second;
+    const int saved = errno;
+    if (struct dirent64* r = libc().readdir64(d)) {
+        st.seen.emplace_back(r->d_name);
+        return r;
+    }
+    errno = saved;
+    while (st.next < st.extra->size()) {
+        const auto& e = (*st.extra)[st.next++];
+        if (std::find(st.seen.begin(), st.seen.end(), e.name) != st.seen.end()) continue;
+        std::memset(&st.ent, 0, sizeof st.ent);
+        st.ent.d_ino = 0x5d000000u + st.next;
+        st.ent.d_off = static_cast<off64_t>(st.next);
+        st.ent.d_reclen = sizeof st.ent;
+        st.ent.d_type = e.type;
+        std::snprintf(st.ent.d_name, sizeof st.ent.d_name, "%s", e.name.c_str());
+        return &st.ent;
+    }
+    return nullptr;
 }
 
 int stat_ours(const lookup& l, struct stat* st) {
@@ -90,6 +156,32 @@ ssize_t readlink_ours(const lookup& l, char* buf, size_t size) {
 }
 
 bool tracked(int fd) { return !in_layer && host::tracked(fd); }
+
+// After a successful dup of any fd: a VFIO file gains a reference, and a directory fd
+// that stands for an emulated directory keeps standing for it.
+void after_dup(int oldfd, int newfd) {
+    if (in_layer) return;
+    if (host::tracked(oldfd)) {
+        layer_scope scope;
+        host::get().duplicated(oldfd, newfd);
+    } else if (host::has_directories()) {
+        layer_scope scope;
+        host::get().duplicated_directory(oldfd, newfd);
+    }
+}
+
+// A path relative to a directory fd that stands for an emulated directory, made
+// absolute; any other path unchanged.
+const char* at_path(int dirfd, const char* path, std::string& storage) {
+    if (in_layer || path == nullptr || path[0] == '/' || dirfd == AT_FDCWD || !host::has_directories()) {
+        return path;
+    }
+    layer_scope scope;
+    const std::string dir = host::get().directory_of(dirfd);
+    if (dir.empty()) return path;
+    storage = dir + "/" + path;
+    return storage.c_str();
+}
 
 }  // namespace
 
@@ -120,6 +212,8 @@ int open64(const char* path, int flags, ...) {
 }
 
 int openat(int dirfd, const char* path, int flags, ...) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
     va_list ap;
     va_start(ap, flags);
     const mode_t mode = mode_arg(flags, ap);
@@ -131,6 +225,8 @@ int openat(int dirfd, const char* path, int flags, ...) {
 }
 
 int openat64(int dirfd, const char* path, int flags, ...) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
     va_list ap;
     va_start(ap, flags);
     const mode_t mode = mode_arg(flags, ap);
@@ -156,6 +252,8 @@ int __open64_2(const char* path, int flags) {
 }
 
 int __openat_2(int dirfd, const char* path, int flags) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
     lookup l;
     std::string s;
     if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
@@ -163,6 +261,8 @@ int __openat_2(int dirfd, const char* path, int flags) {
 }
 
 int __openat64_2(int dirfd, const char* path, int flags) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
     lookup l;
     std::string s;
     if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
@@ -223,6 +323,8 @@ int lstat64(const char* path, struct stat64* st) {
 }
 
 int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
     lookup l;
     std::string s;
     if (ours(path, !(flags & AT_SYMLINK_NOFOLLOW), l, s)) return stat_ours(l, st);
@@ -232,6 +334,23 @@ int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
 int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
     return fstatat(dirfd, path, reinterpret_cast<struct stat*>(st), flags);
 }
+
+// fstat of an fd that stands for an emulated directory describes that directory.
+int fstat(int fd, struct stat* st) {
+    if (!in_layer && host::has_directories()) {
+        layer_scope scope;
+        const std::string dir = host::get().directory_of(fd);
+        if (!dir.empty()) {
+            const lookup l = host::get().fs().resolve(dir.c_str(), true);
+            if (l.what == lookup::found) return stat_ours(l, st);
+        }
+    }
+    return libc().fstat(fd, st);
+}
+
+int fstat64(int fd, struct stat64* st) { return fstat(fd, reinterpret_cast<struct stat*>(st)); }
+int __fxstat(int, int fd, struct stat* st) { return fstat(fd, st); }
+int __fxstat64(int, int fd, struct stat64* st) { return fstat64(fd, st); }
 
 // glibc before 2.33 compiled stat() into these; x86-64 has one struct stat layout.
 int __xstat(int, const char* path, struct stat* st) { return stat(path, st); }
@@ -246,6 +365,8 @@ int __fxstatat64(int, int dirfd, const char* path, struct stat64* st, int flags)
 }
 
 int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* stx) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
     lookup l;
     std::string s;
     if (ours(path, !(flags & AT_SYMLINK_NOFOLLOW), l, s)) {
@@ -275,6 +396,8 @@ int access(const char* path, int mode) {
 }
 
 int faccessat(int dirfd, const char* path, int mode, int flags) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
     lookup l;
     std::string s;
     if (ours(path, !(flags & AT_SYMLINK_NOFOLLOW), l, s)) {
@@ -291,10 +414,114 @@ ssize_t readlink(const char* path, char* buf, size_t size) {
 }
 
 ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
     lookup l;
     std::string s;
     if (ours(path, false, l, s)) return readlink_ours(l, buf, size);
     return libc().readlinkat(dirfd, path, buf, size);
+}
+
+// Extended attributes (ls -l asks for ACLs): emulated nodes have none.
+static ssize_t xattr_ours(const lookup& l, bool list) {
+    if (l.what == lookup::error) return fail(l.err);
+    return list ? 0 : fail(ENODATA);
+}
+
+ssize_t getxattr(const char* path, const char* name, void* value, size_t size) {
+    lookup l;
+    std::string s;
+    if (ours(path, true, l, s)) return xattr_ours(l, false);
+    return libc().getxattr(path, name, value, size);
+}
+
+ssize_t lgetxattr(const char* path, const char* name, void* value, size_t size) {
+    lookup l;
+    std::string s;
+    if (ours(path, false, l, s)) return xattr_ours(l, false);
+    return libc().lgetxattr(path, name, value, size);
+}
+
+ssize_t listxattr(const char* path, char* list, size_t size) {
+    lookup l;
+    std::string s;
+    if (ours(path, true, l, s)) return xattr_ours(l, true);
+    return libc().listxattr(path, list, size);
+}
+
+ssize_t llistxattr(const char* path, char* list, size_t size) {
+    lookup l;
+    std::string s;
+    if (ours(path, false, l, s)) return xattr_ours(l, true);
+    return libc().llistxattr(path, list, size);
+}
+
+// ---- directories ----
+
+DIR* opendir(const char* path) {
+    if (in_layer || !sysfs::candidate(path)) return libc().opendir(path);
+    layer_scope scope;
+    const lookup l = host::get().fs().resolve(path, true);
+    switch (l.what) {
+    case lookup::error:
+        errno = l.err;
+        return nullptr;
+    case lookup::found: {
+        if (l.n->kind != node_kind::directory) {
+            errno = ENOTDIR;
+            return nullptr;
+        }
+        DIR* d = l.n->shared ? libc().opendir(l.path.c_str()) : nullptr;
+        if (d == nullptr) {
+            const int fd = host::get().open_directory(l.path, O_CLOEXEC);
+            if (fd < 0) {
+                errno = -fd;
+                return nullptr;
+            }
+            d = libc().fdopendir(fd);
+        }
+        return with_entries(d, l.path);
+    }
+    case lookup::redirect:
+    case lookup::not_ours:
+        break;
+    }
+    return with_entries(libc().opendir(l.what == lookup::redirect ? l.path.c_str() : path), l.path);
+}
+
+DIR* fdopendir(int fd) {
+    DIR* d = libc().fdopendir(fd);
+    if (d == nullptr || in_layer) return d;
+    layer_scope scope;
+    const std::string path = host::get().directory_of(fd);
+    return path.empty() ? d : with_entries(d, path);
+}
+
+struct dirent64* readdir64(DIR* d) { return next_entry(d); }
+
+struct dirent* readdir(DIR* d) {
+    static_assert(sizeof(struct dirent) == sizeof(struct dirent64));
+    return reinterpret_cast<struct dirent*>(next_entry(d));
+}
+
+void rewinddir(DIR* d) {
+    if (dir_count.load(std::memory_order_acquire) != 0) {
+        std::lock_guard lock(dirs_mu);
+        if (auto it = dirs.find(d); it != dirs.end()) {
+            it->second.next = 0;
+            it->second.seen.clear();
+        }
+    }
+    libc().rewinddir(d);
+}
+
+int closedir(DIR* d) {
+    if (dir_count.load(std::memory_order_acquire) != 0) {
+        std::lock_guard lock(dirs_mu);
+        dirs.erase(d);
+        dir_count.store(static_cast<int>(dirs.size()), std::memory_order_release);
+    }
+    return libc().closedir(d);
 }
 
 // ---- fds ----
@@ -303,16 +530,16 @@ int close(int fd) {
     if (tracked(fd)) {
         layer_scope scope;
         host::get().forget(fd);
+    } else if (!in_layer && host::has_directories()) {
+        layer_scope scope;
+        host::get().forget_directory(fd);
     }
     return libc().close(fd);
 }
 
 int dup(int fd) {
     const int r = libc().dup(fd);
-    if (r >= 0 && tracked(fd)) {
-        layer_scope scope;
-        host::get().duplicated(fd, r);
-    }
+    if (r >= 0) after_dup(fd, r);
     return r;
 }
 
@@ -322,10 +549,7 @@ int dup2(int fd, int fd2) {
         host::get().forget(fd2);
     }
     const int r = libc().dup2(fd, fd2);
-    if (r >= 0 && fd != fd2 && tracked(fd)) {
-        layer_scope scope;
-        host::get().duplicated(fd, r);
-    }
+    if (r >= 0 && fd != fd2) after_dup(fd, r);
     return r;
 }
 
@@ -335,19 +559,13 @@ int dup3(int fd, int fd2, int flags) {
         host::get().forget(fd2);
     }
     const int r = libc().dup3(fd, fd2, flags);
-    if (r >= 0 && tracked(fd)) {
-        layer_scope scope;
-        host::get().duplicated(fd, r);
-    }
+    if (r >= 0) after_dup(fd, r);
     return r;
 }
 
 static int fcntl_impl(int fd, int cmd, unsigned long arg) {
     const int r = libc().fcntl(fd, cmd, arg);
-    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && tracked(fd)) {
-        layer_scope scope;
-        host::get().duplicated(fd, r);
-    }
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) after_dup(fd, r);
     return r;
 }
 

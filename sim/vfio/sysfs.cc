@@ -1,7 +1,9 @@
 #include "sim/vfio/sysfs.h"
 
+#include <dirent.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -104,7 +106,19 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
 
 void sysfs::add(const std::string& path, node n) {
     n.inode = 0x5c000000u + nodes_.size();
+    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR};
+    const auto slash = path.rfind('/');
+    auto& list = entries_[slash == 0 ? std::string{} : path.substr(0, slash)];
+    const std::string name = path.substr(slash + 1);
+    if (std::none_of(list.begin(), list.end(), [&](const dir_entry& e) { return e.name == name; })) {
+        list.push_back({name, types[static_cast<int>(n.kind)]});
+    }
     nodes_.insert_or_assign(path, std::move(n));
+}
+
+const std::vector<dir_entry>* sysfs::entries(const std::string& dir) const {
+    auto it = entries_.find(dir);
+    return it == entries_.end() ? nullptr : &it->second;
 }
 
 bool sysfs::candidate(const char* path) noexcept {
@@ -160,7 +174,7 @@ lookup sysfs::resolve(const char* path, bool follow) const {
     }
     if (at != nullptr) return {lookup::found, at, cur, 0};
     if (touched) return {lookup::redirect, nullptr, cur.empty() ? "/" : cur, 0};
-    return {};
+    return {lookup::not_ours, nullptr, cur, 0};
 }
 
 void sysfs::fill_stat(const node& n, struct stat& st) const {

@@ -34,10 +34,16 @@ struct node {
     std::uint64_t inode = 0;
 };
 
+struct dir_entry {
+    std::string name;
+    unsigned char type;  // DT_DIR, DT_REG, DT_LNK, DT_CHR
+};
+
 struct lookup {
     enum { not_ours, found, redirect, error } what = not_ours;
     const node* n = nullptr;  // found
-    std::string path;         // redirect: the real path to use instead
+    std::string path;         // redirect: the real path to use instead; otherwise the
+                              // path as resolved (lexically for the host's part)
     int err = 0;              // error: an errno value
 };
 
@@ -51,12 +57,17 @@ public:
     // Resolves an absolute path; `follow` says whether a final symbolic link is followed.
     lookup resolve(const char* path, bool follow) const;
 
+    // The emulated entries of a directory (ours, or a host directory such as
+    // /sys/bus/pci/devices that gains entries), by resolved path; nullptr if none.
+    const std::vector<dir_entry>* entries(const std::string& dir) const;
+
     // stat(2) of a node.
     void fill_stat(const node& n, struct stat& st) const;
 
 private:
     void add(const std::string& path, node n);
     std::map<std::string, node> nodes_;
+    std::map<std::string, std::vector<dir_entry>> entries_;
 };
 
 }  // namespace cxv::sim::vfio

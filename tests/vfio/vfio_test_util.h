@@ -35,9 +35,10 @@ inline std::string sysfs_dir(unsigned i) { return "/sys/bus/pci/devices/" + bdf(
 inline constexpr std::uint64_t page = 4096;
 inline std::uint64_t region_offset(unsigned index) { return std::uint64_t{index} << 40; }  // VFIO_PCI_INDEX_TO_OFFSET
 
-inline const char* errname(int e) {
+// doctest prints a const char* as a pointer; a doctest::String as text.
+inline doctest::String errname(int e) {
     const char* n = strerrorname_np(e);
-    return n != nullptr ? n : "0";
+    return doctest::String(n != nullptr ? n : "0");
 }
 
 // `expr` must fail with -1 and errno `err`.

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The `cxv-sim` launcher: list, run, exit status pass-through, transparency for programs
+# that never touch VFIO, nesting and usage errors.
+#   launcher_test.sh <path to cxv-sim>
+set -uo pipefail
+
+sim=$1
+failures=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+expect_eq() {  # <what> <expected> <actual>
+    if [[ "$2" != "$3" ]]; then
+        fail "$1: expected [$2], got [$3]"
+    else
+        echo "ok: $1"
+    fi
+}
+
+# list
+expect_eq "list (default)" "0000:c5:00.0" "$("$sim" list)"
+expect_eq "list --devices 2" $'0000:c5:00.0\n0000:c5:00.1' "$("$sim" list --devices 2)"
+expect_eq "list --first-bdf" $'0000:17:00.0\n0000:17:00.1' "$("$sim" list --devices 2 --first-bdf 0000:17:00.0)"
+
+# Exit status is the command's; signal death is 128 + signal.
+"$sim" run -- sh -c 'exit 7'
+expect_eq "run exit 7" 7 $?
+"$sim" run -- true
+expect_eq "run true" 0 $?
+"$sim" run -- false
+expect_eq "run false" 1 $?
+"$sim" run -- sh -c 'kill -TERM $$'
+expect_eq "run killed by SIGTERM" 143 $?
+
+# Arguments reach the command unchanged.
+expect_eq "run argv" "a b|c" "$("$sim" run -- sh -c 'printf "%s|%s" "$1" "$2"' sh "a b" c)"
+
+# Programs that never touch VFIO see the host unchanged.
+expect_eq "ls /" "$(ls / 2>&1)" "$("$sim" run -- ls / 2>&1)"
+expect_eq "ls -l /usr" "$(ls -l /usr 2>&1)" "$("$sim" run -- ls -l /usr 2>&1)"
+expect_eq "cat /etc/os-release" "$(cat /etc/os-release)" "$("$sim" run -- cat /etc/os-release)"
+expect_eq "stdin pass-through" "piped" "$(echo piped | "$sim" run -- cat)"
+expect_eq "env pass-through" "kept" "$(CXV_LAUNCHER_TEST_VAR=kept "$sim" run -- sh -c 'echo "$CXV_LAUNCHER_TEST_VAR"')"
+
+# The emulated sysfs, through ordinary tools.
+expect_eq "vendor via cat" "0x15b3" "$("$sim" run --devices 2 -- cat /sys/bus/pci/devices/0000:c5:00.1/vendor)"
+expect_eq "class, port type eth" "0x020000" "$("$sim" run --port-type eth -- cat /sys/bus/pci/devices/0000:c5:00.0/class)"
+expect_eq "class, port type ib" "0x020700" "$("$sim" run --port-type ib -- cat /sys/bus/pci/devices/0000:c5:00.0/class)"
+expect_eq "iommu group link" "121" "$("$sim" run --devices 2 -- sh -c 'basename "$(readlink /sys/bus/pci/devices/0000:c5:00.1/iommu_group)"')"
+expect_eq "--first-group" "7" "$("$sim" run --first-group 7 -- sh -c 'basename "$(readlink /sys/bus/pci/devices/0000:c5:00.0/iommu_group)"')"
+expect_eq "driver link" "vfio-pci" "$("$sim" run -- sh -c 'basename "$(readlink /sys/bus/pci/devices/0000:c5:00.0/driver)"')"
+expect_eq "no device outside --devices" "absent" "$("$sim" run -- sh -c 'test -e /sys/bus/pci/devices/0000:c5:00.1 && echo present || echo absent')"
+
+# Nesting.
+expect_eq "nested list" "0000:c5:00.0" "$("$sim" run -- "$sim" list)"
+"$sim" run -- "$sim" run -- sh -c 'exit 5'
+expect_eq "nested run exit" 5 $?
+
+# Usage errors exit 2.
+for args in "--bogus" "bogus-subcommand" "run --bogus -- true" "list --devices" "list --port-type token-ring" \
+            "list --devices abc" "list --first-bdf nonsense"; do
+    # shellcheck disable=SC2086
+    "$sim" $args >/dev/null 2>&1
+    expect_eq "usage error: cxv-sim $args" 2 $?
+done
+
+if ((failures > 0)); then
+    echo "$failures failure(s)" >&2
+    exit 1
+fi
+echo "all launcher checks passed"
