@@ -524,6 +524,17 @@ int closedir(DIR* d) {
     return libc().closedir(d);
 }
 
+// FORTIFY's checked readlink (the compiler picks it when it cannot prove the size).
+ssize_t __readlink_chk(const char* path, char* buf, size_t size, size_t buflen) {
+    if (size > buflen) __chk_fail();
+    return readlink(path, buf, size);
+}
+
+ssize_t __readlinkat_chk(int dirfd, const char* path, char* buf, size_t size, size_t buflen) {
+    if (size > buflen) __chk_fail();
+    return readlinkat(dirfd, path, buf, size);
+}
+
 // ---- fds ----
 
 int close(int fd) {
