@@ -213,6 +213,13 @@ cmd_reply firmware::init_hca(cmd_ctx&) {
         return fail(cmd_status::BAD_SYS_STATE, cmd_syndrome::PAGES_OUTSTANDING);
     }
     state_ = hca_state::initialized;
+    // disable_link_up (rdma-core's disable_link_up_by_init_hca, which its VFIO provider
+    // sets for MLX5DV_VFIO_CTX_FLAGS_INIT_LINK_DOWN: "link should stay down"): INIT_HCA
+    // does not bring the link up; PAOS admin up does. No EQ exists yet, so no event.
+    if (ifc::get<ifc::cmd_hca_cap::disable_link_up>(current_caps_.data())) {
+        port_admin_up_ = false;
+        port_up_ = false;
+    }
     return ok();
 }
 

@@ -115,7 +115,9 @@ std::vector<std::byte> cq_input(const env& e, std::uint32_t eqn, const umem& rin
     ifc::set<ifc::create_cq_in::cq_umem_id>(in.data(), ring.id());
     ifc::set<ifc::create_cq_in::cq_umem_offset>(in.data(), 0);
     // Every CQE software-owned and invalid (opcode 0xf, owner 1), as a driver leaves them.
-    for (std::size_t i = 0; i < (std::size_t{64} << log_size); i += 64) ring.addr[i + 63] = std::byte{0xf1};
+    // (Only as far as the buffer goes: some tests ask for a ring larger than its UMEM.)
+    const std::size_t room = ring.mem.size - static_cast<std::size_t>(ring.addr - ring.mem.get());
+    for (std::size_t i = 0; i < std::min(std::size_t{64} << log_size, room); i += 64) ring.addr[i + 63] = std::byte{0xf1};
     return in;
 }
 
@@ -508,7 +510,12 @@ TEST_CASE("devx: an EQ on a DevX MSI-X vector, with a CQ reporting to it") {
     REQUIRE_MESSAGE(cq.obj != nullptr, describe(cmd_opcode::CREATE_CQ, cq.r));
     CHECK(mlx5dv_devx_obj_destroy(cq.obj) == 0);
 
-    CHECK(mlx5dv_devx_destroy_eq(eq) == 0);
+    // rdma-core 44 (and master as of this writing) frees the EQ's bookkeeping but not the
+    // ring it posix_memalign'ed (vfio_devx_destroy_eq): the caller frees it, or leaks.
+    void* ring_va = eq->vaddr;
+    const int destroyed = mlx5dv_devx_destroy_eq(eq);
+    CHECK(destroyed == 0);
+    if (destroyed == 0) std::free(ring_va);
     CHECK(mlx5dv_devx_free_msi_vector(msi) == 0);
     // The provider's own check: vector 0 is reserved (no command sent).
     ifc::set<ifc::eqc::intr>(eqc, 0);

@@ -7,6 +7,7 @@
 // (mlx5_vfio_common_ops, providers/mlx5/mlx5_vfio.c); everything else is libibverbs'
 // dummy op (libibverbs/dummy_ops.c), which returns EOPNOTSUPP or NULL with errno
 // EOPNOTSUPP. Device and port attributes come from DevX commands instead.
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -112,6 +113,28 @@ TEST_CASE("discovery: unknown comp_mask bits and flags are EOPNOTSUPP") {
 
 // --- open and the verbs the provider does not implement -----------------------------------
 
+// A sysfs attribute of the PCI function, read as the provider reads vendor and device
+// (open, read, strtoul base 0); -1 when it cannot be read.
+long sysfs_number(const char* bdf, const char* attr) {
+    const std::string path = fmt::format("/sys/bus/pci/devices/{}/{}", bdf, attr);
+    const int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0) return -1;
+    char buf[128] = {};
+    const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    return n > 0 ? std::strtol(buf, nullptr, 0) : -1;
+}
+
+TEST_CASE("discovery: the PCI identity the provider matches on") {
+    // What ibv_query_device's vendor_id and vendor_part_id would say on a kernel
+    // provider; the VFIO provider matches these against its table (is_mlx5_pci).
+    for (const char* bdf : kBdf) {
+        INFO(bdf);
+        CHECK(sysfs_number(bdf, "vendor") == kMellanox);
+        CHECK(sysfs_number(bdf, "device") == kConnectX6);
+    }
+}
+
 TEST_CASE("open: the context is a VFIO one and the device is a ConnectX-6") {
     device d(kBdf[0]);
     CHECK(d.ctx()->cmd_fd == -1);  // no kernel uverbs device behind it (mlx5_vfio_alloc_context)
@@ -181,13 +204,17 @@ TEST_CASE("pd: several PDs, distinct numbers through mlx5dv_init_obj") {
     }
     CHECK(pdns.size() == pds.size());
     // The provider's init_obj knows PDs only (vfio_init_obj). libmlx5 finds the context
-    // through the CQ, which is all it reads of it.
+    // through the CQ, which is all it reads of it; vfio_init_obj looks at pd.in (to_mpd)
+    // before it checks the type, so that one must be real.
     ibv_cq fake_cq{};
     fake_cq.context = d.ctx();
     mlx5dv_cq dvcq{};
+    mlx5dv_pd dvpd{};
     mlx5dv_obj obj{};
     obj.cq.in = &fake_cq;
     obj.cq.out = &dvcq;
+    obj.pd.in = pds[0];
+    obj.pd.out = &dvpd;
     CHECK(mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ) == EOPNOTSUPP);
     for (ibv_pd* pd : pds) CHECK(ibv_dealloc_pd(pd) == 0);
     // A PD number freed is one the device accepts again.
