@@ -26,8 +26,9 @@ result<std::unique_ptr<device>> device::create(const device_config& cfg) {
     if (cfg.first_uar * hw::uar_page_size < 0x4000) {
         return error{EINVAL, "device model: UAR pages must not overlap the initialization segment"};
     }
-    if (cfg.msix_vectors == 0 || cfg.msix_vectors > 2048) {
-        return error{EINVAL, "device model: 1 to 2048 MSI-X vectors"};
+    // The MSI-X table at BAR0+0x2000 must end before the PBA at +0x3000.
+    if (cfg.msix_vectors == 0 || cfg.msix_vectors > 256) {
+        return error{EINVAL, "device model: 1 to 256 MSI-X vectors"};
     }
     auto bar = bar0::create(cfg.bar0_size);
     if (!bar) return bar.error();

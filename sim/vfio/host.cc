@@ -18,6 +18,8 @@ namespace cxv::sim::vfio {
 std::array<std::atomic<bool>, host::kMaxFast> host::fast_{};
 std::atomic<bool> host::high_{false};
 std::atomic<bool> host::any_dirs_{false};
+std::atomic<bool> host::any_maps_{false};
+std::atomic<host*> host::instance_{nullptr};
 
 namespace {
 
@@ -45,7 +47,11 @@ int placeholder_fd(const char* name, int flags) {
 host& host::get() {
     // Never destroyed: programs call close() and friends from atexit handlers and other
     // libraries' destructors, after this library's own static destructors would run.
-    static host* h = new host();
+    static host* h = [] {
+        auto* p = new host();
+        instance_.store(p, std::memory_order_release);
+        return p;
+    }();
     return *h;
 }
 
@@ -92,7 +98,7 @@ int host::open_node(const node& n, int flags) {
         if (fd < 0) return -errno;
         if (::write(fd, n.text.data(), n.text.size()) != static_cast<ssize_t>(n.text.size()) ||
             ::lseek(fd, 0, SEEK_SET) != 0) {
-            const int e = errno;
+            const int e = errno != 0 ? errno : EIO;
             libc().close(fd);
             return -e;
         }
@@ -135,12 +141,20 @@ int host::open_node(const node& n, int flags) {
 int host::open_directory(const std::string& path, int flags) {
     std::lock_guard lock(mu_);
     if (empty_dir_ < 0) {
-        // A directory that stays empty (a removed one would fail getdents with ENOENT);
-        // shared by every process, left in place.
-        constexpr const char* kEmpty = "/tmp/.cxv-sim-empty-dir";
-        if (mkdir(kEmpty, 0555) != 0 && errno != EEXIST) return -errno;
-        empty_dir_ = libc().open(kEmpty, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (empty_dir_ < 0) return -errno;
+        // A private empty directory stands for every emulated one (readdir adds the
+        // entries). It stays while the process runs: a removed directory would fail
+        // getdents with ENOENT.
+        char tmpl[] = "/tmp/cxv-sim-dir-XXXXXX";
+        if (mkdtemp(tmpl) == nullptr) return -errno;
+        empty_dir_ = libc().open(tmpl, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        const int e = errno;
+        if (empty_dir_ < 0) {
+            rmdir(tmpl);
+            return -e;
+        }
+        static std::string path;
+        path = tmpl;
+        std::atexit([] { rmdir(path.c_str()); });
     }
     const int fd = libc().fcntl(empty_dir_, (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
     if (fd < 0) return -errno;
@@ -185,6 +199,57 @@ void host::forget(int fd) {
     file.reset();  // the release, if this was the last reference, under the lock
 }
 
+void host::forget_all_after_fork() noexcept {
+    // The lock was taken before fork() (pthread_atfork prepare) and is held here.
+    // Everything the parent owns is abandoned on purpose: no destructor may run, since
+    // each would reset or stop the parent's device (BAR0 is shared memory).
+    new decltype(fds_)(std::move(fds_));
+    new decltype(maps_)(std::move(maps_));
+    for (auto& f : functions_) {
+        auto* abandoned = f.release();
+        (void)abandoned;
+        auto fresh = std::make_unique<function_state>();
+        fresh->spec = abandoned->spec;
+        f = std::move(fresh);
+    }
+    fds_.clear();
+    maps_.clear();
+    dirs_.clear();
+    for (auto& b : fast_) b.store(false, std::memory_order_relaxed);
+    high_.store(false);
+    any_maps_.store(false);
+}
+
+void host::mapped(int fd, void* addr, std::size_t len) {
+    std::lock_guard lock(mu_);
+    auto file = find(fd);
+    if (!file) return;
+    const auto start = reinterpret_cast<std::uintptr_t>(addr);
+    maps_.push_back({start, start + ((len + 4095) & ~std::size_t{4095}), std::move(file)});
+    any_maps_.store(true, std::memory_order_release);
+}
+
+void host::unmapped(void* addr, std::size_t len) {
+    std::vector<std::shared_ptr<vfio_file>> released;
+    std::lock_guard lock(mu_);
+    const auto lo = reinterpret_cast<std::uintptr_t>(addr);
+    const auto hi = lo + ((len + 4095) & ~std::size_t{4095});
+    // A mapping stays referenced while any of its pages is still mapped.
+    std::vector<bar_map> kept;
+    for (auto& m : maps_) {
+        if (hi <= m.start || lo >= m.end) {
+            kept.push_back(std::move(m));
+            continue;
+        }
+        if (m.start < lo) kept.push_back({m.start, lo, m.file});
+        if (hi < m.end) kept.push_back({hi, m.end, m.file});
+        released.push_back(std::move(m.file));
+    }
+    maps_ = std::move(kept);
+    any_maps_.store(!maps_.empty(), std::memory_order_release);
+    released.clear();  // the release, if these were the last references, under the lock
+}
+
 void host::duplicated(int oldfd, int newfd) {
     std::shared_ptr<vfio_file> replaced;
     std::lock_guard lock(mu_);
@@ -199,7 +264,7 @@ void host::duplicated(int oldfd, int newfd) {
 long host::ioctl(int fd, unsigned long request, void* arg) {
     std::lock_guard lock(mu_);
     auto file = find(fd);
-    if (!file) return -EBADF;
+    if (!file) return kPassThrough;
     long r = -ENOTTY;
     switch (file->kind) {
     case file_kind::container:
@@ -271,7 +336,8 @@ long host::group_get_device_fd(const std::shared_ptr<group_file>& g, void* arg) 
     // spaces or options; the one option, vf_token, is refused for a PF without SR-IOV.
     const std::string bdf = f.spec.address.str();
     const std::size_t len = strnlen(name, 4096);
-    if (len == 4096 || std::strncmp(name, bdf.c_str(), bdf.size()) != 0) return -ENODEV;
+    if (len == 4096) return -EINVAL;  // strndup_user: longer than a page
+    if (std::strncmp(name, bdf.c_str(), bdf.size()) != 0) return -ENODEV;
     if (len > bdf.size()) {
         if (name[bdf.size()] != ' ') return -ENODEV;
         for (std::size_t i = bdf.size(); i < len; ++i) {

@@ -87,6 +87,7 @@ struct function_state {
     int irq_type = -1;
     std::vector<int> triggers;
     int err_trigger = -1, req_trigger = -1;  // the error and request interrupt eventfds
+    int intx_trigger = -1, intx_unmask = -1;  // INTx (irq_type 0): trigger and unmask eventfds
 };
 
 // Kernel-side operations on a function, called with the host lock held.
@@ -96,10 +97,21 @@ void enable_function(function_state& f);                   // first device open
 void disable_function(function_state& f);                  // last device close
 void reset_function(function_state& f);                    // FLR, state restored
 void disable_msix(function_state& f);
+void disable_intx(function_state& f);
 
 class host {
 public:
     static host& get();  // created on first use, never destroyed (see preload.cc)
+    static host* existing() noexcept { return instance_.load(std::memory_order_acquire); }
+
+    // pthread_atfork handlers: the lock is taken across fork() so that the child
+    // inherits consistent state.
+    void fork_prepare() { mu_.lock(); }
+    void fork_parent() { mu_.unlock(); }
+    void fork_child() {
+        forget_all_after_fork();
+        mu_.unlock();
+    }
 
     // Fast, lock-free: does this fd belong to the presentation layer?
     static bool tracked(int fd) noexcept {
@@ -114,6 +126,14 @@ public:
     int open_node(const node& n, int flags);
     // Before the real close(2) of a tracked fd: forget it (releasing what it held).
     void forget(int fd);
+    // In a child after fork(): the child's copies of VFIO fds become inert files; the
+    // parent's devices, models and interrupt routing are left alone (nothing released).
+    void forget_all_after_fork() noexcept;
+    // A BAR mapping holds its device file, as the kernel's vm_file does: the device is
+    // released at the last munmap, not at close.
+    void mapped(int fd, void* addr, std::size_t len);
+    void unmapped(void* addr, std::size_t len);
+    static bool has_mappings() noexcept { return any_maps_.load(std::memory_order_acquire); }
     // After a successful dup of a tracked fd (newfd may have been tracked too).
     void duplicated(int oldfd, int newfd);
 
@@ -124,6 +144,10 @@ public:
     void duplicated_directory(int oldfd, int newfd);
     void forget_directory(int fd);
     static bool has_directories() noexcept { return any_dirs_.load(std::memory_order_acquire); }
+
+    // Returned by ioctl/mmap_offset/pread/pwrite for an fd that is not (or no longer)
+    // one of ours: the caller hands the call to the C library.
+    static constexpr long kPassThrough = -0x7fffffff;
 
     long ioctl(int fd, unsigned long request, void* arg);
     // mmap(2) of a device fd: validates like vfio_pci_core_mmap and returns the offset
@@ -137,6 +161,8 @@ private:
     static std::array<std::atomic<bool>, kMaxFast> fast_;
     static std::atomic<bool> high_;
     static std::atomic<bool> any_dirs_;
+    static std::atomic<bool> any_maps_;
+    static std::atomic<host*> instance_;
 
     host();
     void track(int fd, std::shared_ptr<vfio_file> file);
@@ -161,6 +187,8 @@ private:
     long device_set_irqs(function_state& f, void* arg);
     long set_vector(function_state& f, unsigned vector, int fd);
     long set_single_trigger(int& trigger, unsigned count, unsigned type, const std::uint8_t* data);
+    long set_intx(function_state& f, unsigned action, unsigned start, unsigned count, unsigned type,
+                  const std::uint8_t* data);
     long device_feature(void* arg);
 
     std::vector<function_spec> specs_;
@@ -178,7 +206,12 @@ private:
         ino_t ino;
     };
     std::unordered_map<int, dir_fd> dirs_;  // checked by inode, as closedir is not seen
-    int empty_dir_ = -1;                    // an empty, already removed directory
+    int empty_dir_ = -1;                    // an empty private directory
+    struct bar_map {
+        std::uintptr_t start, end;
+        std::shared_ptr<vfio_file> file;
+    };
+    std::vector<bar_map> maps_;
 };
 
 }  // namespace cxv::sim::vfio

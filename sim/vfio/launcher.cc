@@ -111,11 +111,19 @@ int main(int argc, char** argv) {
         usage(stderr);
         return 2;
     }
+    // Precedence, lowest first: defaults, the config file (--config, else
+    // CXV_SIM_CONFIG), the CXV_SIM_* variables, the other options in order.
     options opts;
-    if (auto s = opts.load_environment(); !s) return die(s.error().message);
-
-    // Command-line settings, applied in order; --config first wherever it appears, as
-    // the options are meant to refine a file.
+    const char* config = nullptr;
+    for (int j = 2; j + 1 < argc && std::strcmp(argv[j], "--") != 0; ++j) {
+        if (std::strcmp(argv[j], "--config") == 0) config = argv[j + 1];
+    }
+    if (config == nullptr) {
+        if (auto s = opts.load_environment(); !s) return die(s.error().message);
+    } else {
+        if (auto s = opts.load_file(config); !s) return die(s.error().message);
+        if (auto s = opts.load_variables(); !s) return die(s.error().message);
+    }
     std::vector<std::pair<std::string, std::string>> given;
     int i = 2;
     for (; i < argc; ++i) {
@@ -139,10 +147,8 @@ int main(int argc, char** argv) {
         } else if (a == "--first-group") {
             key = "first_group";
         } else if (a == "--config") {
-            const char* v = value("--config");
-            if (v == nullptr) return die("--config needs a file");
-            if (auto s = opts.load_file(v); !s) return die(s.error().message);
-            continue;
+            if (value("--config") == nullptr) return die("--config needs a file");
+            continue;  // read above
         } else if (a == "--set") {
             const char* v = value("--set");
             const char* eq = v ? std::strchr(v, '=') : nullptr;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace cxv::sim::vfio {
@@ -15,11 +16,11 @@ template <typename F>
 void resolve(F& slot, const char* name) {
     void* p = dlsym(RTLD_NEXT, name);
     if (p == nullptr) {
-        // No stdio here: it may be what is being resolved.
+        // Neither stdio nor write(): they may be what is being resolved.
         const char* what = "cxv-sim preload: the C library has no ";
-        (void)!::write(2, what, std::strlen(what));
-        (void)!::write(2, name, std::strlen(name));
-        (void)!::write(2, "\n", 1);
+        syscall(SYS_write, 2, what, std::strlen(what));
+        syscall(SYS_write, 2, name, std::strlen(name));
+        syscall(SYS_write, 2, "\n", 1);
         std::abort();
     }
     slot = reinterpret_cast<F>(p);
@@ -53,6 +54,11 @@ libc_table load() {
     resolve(t.fcntl, "fcntl");
     resolve(t.ioctl, "ioctl");
     resolve(t.mmap, "mmap");
+    resolve(t.munmap, "munmap");
+    resolve(t.read, "read");
+    resolve(t.write, "write");
+    resolve(t.close_range, "close_range");
+    resolve(t.fclose, "fclose");
     resolve(t.pread, "pread");
     resolve(t.pread_chk, "__pread_chk");
     resolve(t.pwrite, "pwrite");

@@ -41,6 +41,11 @@ struct libc_table {
     int (*fcntl)(int, int, ...);
     int (*ioctl)(int, unsigned long, ...);
     void* (*mmap)(void*, size_t, int, int, int, off_t);
+    int (*munmap)(void*, size_t);
+    ssize_t (*read)(int, void*, size_t);
+    ssize_t (*write)(int, const void*, size_t);
+    int (*close_range)(unsigned, unsigned, int);
+    int (*fclose)(FILE*);
     ssize_t (*pread)(int, void*, size_t, off_t);
     ssize_t (*pread_chk)(int, void*, size_t, off_t, size_t);
     ssize_t (*pwrite)(int, const void*, size_t, off_t);

@@ -142,7 +142,8 @@ const std::map<std::string, setter>& setters() {
              return ok_status();
          }},
         {"msix_vectors", [](options& o, const std::string& k, const std::string& v) {
-             return set_uint(k, v, 1, 2048, o.model.msix_vectors);
+             // The MSI-X table (BAR0 0x2000) must end before the PBA (0x3000).
+             return set_uint(k, v, 1, 256, o.model.msix_vectors);
          }},
         {"boot_pages", [](options& o, const std::string& k, const std::string& v) {
              return set_uint(k, v, 0, 1u << 20, o.model.boot_pages);
@@ -222,6 +223,10 @@ status options::load_environment() {
     if (const char* file = std::getenv("CXV_SIM_CONFIG"); file && *file) {
         if (auto s = load_file(file); !s) return s;
     }
+    return load_variables();
+}
+
+status options::load_variables() {
     for (const auto& [key, fn] : setters()) {
         if (const char* v = std::getenv(environment_name(key).c_str()); v && *v) {
             if (auto s = fn(*this, key, trim(v)); !s) {

@@ -48,6 +48,8 @@ struct options {
     status load_file(const std::string& path);
     // Applies CXV_SIM_CONFIG, then every other CXV_SIM_* variable.
     status load_environment();
+    // Every CXV_SIM_* setting variable (not CXV_SIM_CONFIG).
+    status load_variables();
 
     // Every setting as "key", "value" pairs that `set` reads back to these options.
     std::vector<std::pair<std::string, std::string>> settings() const;

@@ -55,6 +55,52 @@ bool in_msix_table(const function_state& f, std::uint64_t a) {
     return a >= start && a < start + std::uint64_t{f.spec.model.msix_vectors} * 16;
 }
 
+// do_io_rw: naturally aligned 8-, 4-, 2- and 1-byte accesses, each one load or store,
+// so that the device never sees half a doorbell; the MSI-X table is skipped.
+void bar_copy(const function_state& f, std::uint64_t pos, std::size_t n, std::uint8_t* user,
+              bool write) {
+    std::byte* bar = f.model->bar().base();
+    for (std::size_t done = 0; done < n;) {
+        const std::uint64_t a = pos + done;
+        std::size_t w = 1;
+        for (std::size_t c : {8u, 4u, 2u}) {
+            if (a % c == 0 && n - done >= c) {
+                w = c;
+                break;
+            }
+        }
+        std::uint8_t* u = user + done;
+        if (in_msix_table(f, a)) {
+            if (!write) std::memset(u, 0xff, w);
+        } else if (w == 8) {
+            auto* p = reinterpret_cast<std::uint64_t*>(bar + a);
+            std::uint64_t v;
+            if (write) {
+                std::memcpy(&v, u, 8);
+                __atomic_store_n(p, v, __ATOMIC_RELAXED);
+            } else {
+                v = __atomic_load_n(p, __ATOMIC_RELAXED);
+                std::memcpy(u, &v, 8);
+            }
+        } else if (w == 4) {
+            auto* p = reinterpret_cast<std::uint32_t*>(bar + a);
+            std::uint32_t v;
+            if (write) {
+                std::memcpy(&v, u, 4);
+                __atomic_store_n(p, v, __ATOMIC_RELAXED);
+            } else {
+                v = __atomic_load_n(p, __ATOMIC_RELAXED);
+                std::memcpy(u, &v, 4);
+            }
+        } else if (write) {
+            std::memcpy(bar + a, u, w);
+        } else {
+            std::memcpy(u, bar + a, w);
+        }
+        done += w;
+    }
+}
+
 bool is_eventfd(int fd) {
     char path[64], target[64];
     std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
@@ -67,6 +113,19 @@ bool is_eventfd(int fd) {
 void signal_eventfd(int fd) {
     const std::uint64_t one = 1;
     (void)!::write(fd, &one, sizeof one);
+}
+
+// An eventfd the caller passed, validated as eventfd_ctx_fdget does, as our own copy.
+long own_eventfd(int fd) {
+    if (libc().fcntl(fd, F_GETFD) < 0) return -EBADF;
+    if (!is_eventfd(fd)) return -EINVAL;
+    const int own = libc().fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    return own < 0 ? -errno : own;
+}
+
+void replace_fd(int& slot, int fd) {
+    if (slot >= 0) libc().close(slot);
+    slot = fd;
 }
 
 }  // namespace
@@ -84,6 +143,7 @@ void enable_function(function_state& f) {
 void disable_function(function_state& f) {
     // vfio_pci_core_disable: interrupts off, bus mastering off, a function reset.
     disable_msix(f);
+    disable_intx(f);
     for (int* t : {&f.err_trigger, &f.req_trigger}) {
         if (*t >= 0) libc().close(*t);
         *t = -1;
@@ -229,12 +289,10 @@ long host::set_vector(function_state& f, unsigned vector, int fd) {
         f.triggers[vector] = -1;
     }
     if (fd < 0) return 0;
-    if (libc().fcntl(fd, F_GETFD) < 0) return -EBADF;  // eventfd_ctx_fdget
-    if (!is_eventfd(fd)) return -EINVAL;
-    const int own = libc().fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (own < 0) return -errno;
-    f.triggers[vector] = own;
-    f.model->msix().set(vector, own);
+    const long own = own_eventfd(fd);
+    if (own < 0) return own;
+    f.triggers[vector] = static_cast<int>(own);
+    f.model->msix().set(vector, static_cast<int>(own));
     return 0;
 }
 
@@ -262,15 +320,70 @@ long host::set_single_trigger(int& trigger, unsigned count, unsigned type,
         if (trigger >= 0) libc().close(trigger);
         trigger = -1;
     } else if (fd >= 0) {
-        if (libc().fcntl(fd, F_GETFD) < 0) return -EBADF;
-        if (!is_eventfd(fd)) return -EINVAL;
-        const int own = libc().fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        if (own < 0) return -errno;
-        if (trigger >= 0) libc().close(trigger);
-        trigger = own;
+        const long own = own_eventfd(fd);
+        if (own < 0) return own;
+        replace_fd(trigger, static_cast<int>(own));
     }
     return 0;
 }
+
+
+void disable_intx(function_state& f) {
+    replace_fd(f.intx_trigger, -1);
+    replace_fd(f.intx_unmask, -1);
+    if (f.irq_type == VFIO_PCI_INTX_IRQ_INDEX) f.irq_type = -1;
+}
+
+long host::set_intx(function_state& f, unsigned action, unsigned start, unsigned count,
+                    unsigned type, const std::uint8_t* data) {
+    // vfio_pci_set_intx_mask / _unmask / _trigger. The model never asserts INTx; the
+    // routing and the loopback work as in the kernel.
+    const bool intx = f.irq_type == VFIO_PCI_INTX_IRQ_INDEX;
+    std::int32_t fd = -1;
+    if (type == VFIO_IRQ_SET_DATA_EVENTFD && count > 0) std::memcpy(&fd, data, sizeof fd);
+    switch (action) {
+    case VFIO_IRQ_SET_ACTION_MASK:
+        if (!intx || start != 0 || count != 1) return -EINVAL;
+        return type == VFIO_IRQ_SET_DATA_EVENTFD ? -ENOTTY : 0;
+    case VFIO_IRQ_SET_ACTION_UNMASK:
+        if (!intx || start != 0 || count != 1) return -EINVAL;
+        if (type == VFIO_IRQ_SET_DATA_EVENTFD) {
+            if (fd < 0) {
+                replace_fd(f.intx_unmask, -1);
+                return 0;
+            }
+            const long own = own_eventfd(fd);
+            if (own < 0) return own;
+            replace_fd(f.intx_unmask, static_cast<int>(own));
+        }
+        return 0;
+    case VFIO_IRQ_SET_ACTION_TRIGGER:
+        if (intx && count == 0 && type == VFIO_IRQ_SET_DATA_NONE) {
+            disable_intx(f);
+            return 0;
+        }
+        if (!(intx || f.irq_type == -1) || start != 0 || count != 1) return -EINVAL;
+        if (type == VFIO_IRQ_SET_DATA_EVENTFD) {
+            int own = -1;
+            if (fd >= 0) {
+                const long r = own_eventfd(fd);
+                if (r < 0) return r;
+                own = static_cast<int>(r);
+            }
+            replace_fd(f.intx_trigger, own);
+            f.irq_type = VFIO_PCI_INTX_IRQ_INDEX;
+            return 0;
+        }
+        if (!intx) return -EINVAL;
+        if ((type == VFIO_IRQ_SET_DATA_NONE || data[0] != 0) && f.intx_trigger >= 0) {
+            signal_eventfd(f.intx_trigger);
+        }
+        return 0;
+    default:
+        return -ENOTTY;
+    }
+}
+
 
 long host::device_feature(void* arg) {
     // vfio_ioctl_device_feature
@@ -313,18 +426,10 @@ long host::device_set_irqs(function_state& f, void* arg) {
     const unsigned action = hdr.flags & VFIO_IRQ_SET_ACTION_TYPE_MASK;
     const unsigned type = hdr.flags & VFIO_IRQ_SET_DATA_TYPE_MASK;
 
+    if (hdr.index == VFIO_PCI_INTX_IRQ_INDEX) {
+        return set_intx(f, action, hdr.start, hdr.count, type, data);
+    }
     if (hdr.index != VFIO_PCI_MSIX_IRQ_INDEX) {
-        // INTx, error and request interrupts: accepted and routed, never raised by the model.
-        if (hdr.index == VFIO_PCI_INTX_IRQ_INDEX) {
-            if (action != VFIO_IRQ_SET_ACTION_MASK && action != VFIO_IRQ_SET_ACTION_UNMASK &&
-                action != VFIO_IRQ_SET_ACTION_TRIGGER) {
-                return -ENOTTY;
-            }
-            if (action == VFIO_IRQ_SET_ACTION_TRIGGER && f.irq_type == VFIO_PCI_MSIX_IRQ_INDEX) {
-                return -EINVAL;
-            }
-            return 0;
-        }
         if (action != VFIO_IRQ_SET_ACTION_TRIGGER) return -ENOTTY;
         // vfio_pci_set_err_trigger / vfio_pci_set_req_trigger
         if (hdr.start != 0 || hdr.count > 1) return -EINVAL;
@@ -339,6 +444,7 @@ long host::device_set_irqs(function_state& f, void* arg) {
         disable_msix(f);
         return 0;
     }
+    if (!msix_on && f.irq_type != -1) return -EINVAL;  // INTx is enabled
     if (type == VFIO_IRQ_SET_DATA_EVENTFD) {
         if (!msix_on) {
             // vfio_msi_enable allocates start + count vectors; 6.1 cannot grow them later.
@@ -378,7 +484,7 @@ long host::device_set_irqs(function_state& f, void* arg) {
 long long host::mmap_offset(int fd, std::size_t len, int /*prot*/, int flags, long long offset) {
     std::lock_guard lock(mu_);
     auto file = find(fd);
-    if (!file) return -EBADF;
+    if (!file) return kPassThrough;
     if (file->kind == file_kind::group) return -ENODEV;  // no mmap file operation
     if (file->kind == file_kind::container) return -EINVAL;
     const function_state& f = static_cast<device_file&>(*file).fn;
@@ -398,7 +504,7 @@ long long host::mmap_offset(int fd, std::size_t len, int /*prot*/, int flags, lo
 long host::pread(int fd, void* buf, std::size_t len, long long offset) {
     std::lock_guard lock(mu_);
     auto file = find(fd);
-    if (!file) return -EBADF;
+    if (!file) return kPassThrough;
     if (file->kind != file_kind::device) return -EINVAL;
     function_state& f = static_cast<device_file&>(*file).fn;
     const std::uint64_t off = static_cast<std::uint64_t>(offset);
@@ -407,7 +513,7 @@ long host::pread(int fd, void* buf, std::size_t len, long long offset) {
     if (offset < 0) return -EINVAL;
     if (index == VFIO_PCI_CONFIG_REGION_INDEX) {
         // vfio_config_do_rw: the whole access must lie inside config space.
-        if (pos >= config_space::size || pos + len > config_space::size) return -EFAULT;
+        if (pos >= config_space::size || len > config_space::size - pos) return -EFAULT;
         return static_cast<long>(f.model->pci_config().read(pos, buf, len));
     }
     if (index == VFIO_PCI_BAR0_REGION_INDEX) {
@@ -415,10 +521,7 @@ long host::pread(int fd, void* buf, std::size_t len, long long offset) {
         if (n <= 0) return n;
         // The MSI-X table is the host's: it reads as all ones through read(2).
         auto* dst = static_cast<std::uint8_t*>(buf);
-        std::memcpy(dst, f.model->bar().base() + pos, static_cast<std::size_t>(n));
-        for (std::uint64_t a = pos; a < pos + static_cast<std::uint64_t>(n); ++a) {
-            if (in_msix_table(f, a)) dst[a - pos] = 0xff;
-        }
+        bar_copy(f, pos, static_cast<std::size_t>(n), dst, false);
         return n;
     }
     return -EINVAL;
@@ -427,7 +530,7 @@ long host::pread(int fd, void* buf, std::size_t len, long long offset) {
 long host::pwrite(int fd, const void* buf, std::size_t len, long long offset) {
     std::lock_guard lock(mu_);
     auto file = find(fd);
-    if (!file) return -EBADF;
+    if (!file) return kPassThrough;
     if (file->kind != file_kind::device) return -EINVAL;
     function_state& f = static_cast<device_file&>(*file).fn;
     const std::uint64_t off = static_cast<std::uint64_t>(offset);
@@ -435,7 +538,7 @@ long host::pwrite(int fd, const void* buf, std::size_t len, long long offset) {
     const std::uint64_t pos = off & kOffsetMask;
     if (offset < 0) return -EINVAL;
     if (index == VFIO_PCI_CONFIG_REGION_INDEX) {
-        if (pos >= config_space::size || pos + len > config_space::size) return -EFAULT;
+        if (pos >= config_space::size || len > config_space::size - pos) return -EFAULT;
         const std::size_t n = len;
         const auto* src = static_cast<const std::uint8_t*>(buf);
         // The MSI-X message control word is the host's (vfio virtualizes it): writes to
@@ -451,10 +554,8 @@ long host::pwrite(int fd, const void* buf, std::size_t len, long long offset) {
         const long n = bar_access_size(f, pos, len);
         if (n <= 0) return n;
         // Writes to the MSI-X table are dropped (the host owns it).
-        const auto* src = static_cast<const std::uint8_t*>(buf);
-        for (std::uint64_t a = pos; a < pos + static_cast<std::uint64_t>(n); ++a) {
-            if (!in_msix_table(f, a)) std::memcpy(f.model->bar().base() + a, src + (a - pos), 1);
-        }
+        bar_copy(f, pos, static_cast<std::size_t>(n),
+                 const_cast<std::uint8_t*>(static_cast<const std::uint8_t*>(buf)), true);
         return n;
     }
     return -EINVAL;

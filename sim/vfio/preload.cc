@@ -10,7 +10,10 @@
 #undef _FORTIFY_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <stdarg.h>
+#include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -121,10 +124,13 @@ struct dirent64* next_entry(DIR* d) {
     if (it == dirs.end()) return libc().readdir64(d);
     dir_stream& st = it->second;
     const int saved = errno;
+    errno = 0;
     if (struct dirent64* r = libc().readdir64(d)) {
+        errno = saved;
         st.seen.emplace_back(r->d_name);
         return r;
     }
+    if (errno != 0) return nullptr;  // a real error, not the end of the real entries
     errno = saved;
     while (st.next < st.extra->size()) {
         const auto& e = (*st.extra)[st.next++];
@@ -269,6 +275,11 @@ int __openat64_2(int dirfd, const char* path, int flags) {
     return libc().openat64_2(dirfd, path, flags);
 }
 
+// Streams opened on a VFIO node: fclose closes their fd inside the C library.
+static std::mutex streams_mu;
+static std::vector<FILE*> streams;
+static std::atomic<bool> any_streams{false};
+
 static FILE* fopen_ours(const lookup& l, const char* mode) {
     int flags = O_RDONLY;
     if (mode[0] == 'w' || mode[0] == 'a' || std::strchr(mode, '+')) flags = O_RDWR;
@@ -280,8 +291,25 @@ static FILE* fopen_ours(const lookup& l, const char* mode) {
         const int e = errno;
         close(fd);
         errno = e;
+    } else if (host::tracked(fd)) {
+        std::lock_guard lock(streams_mu);
+        streams.push_back(f);
+        any_streams.store(true, std::memory_order_release);
     }
     return f;
+}
+
+int fclose(FILE* f) {
+    if (any_streams.load(std::memory_order_acquire) && !in_layer) {
+        std::unique_lock lock(streams_mu);
+        if (auto it = std::find(streams.begin(), streams.end(), f); it != streams.end()) {
+            streams.erase(it);
+            lock.unlock();
+            layer_scope scope;
+            host::get().forget(fileno(f));
+        }
+    }
+    return libc().fclose(f);
 }
 
 FILE* fopen(const char* path, const char* mode) {
@@ -554,23 +582,37 @@ int dup(int fd) {
     return r;
 }
 
-int dup2(int fd, int fd2) {
-    if (fd != fd2 && tracked(fd2) && libc().fcntl(fd, F_GETFD) >= 0) {
+// dup2/dup3 close fd2 first if it was open: a VFIO file it held is released then.
+static void after_dup_over(int fd, int fd2) {
+    if (!in_layer && !host::tracked(fd) && host::tracked(fd2)) {
         layer_scope scope;
         host::get().forget(fd2);
     }
+    after_dup(fd, fd2);  // a tracked fd replaces whatever fd2 held
+}
+
+int dup2(int fd, int fd2) {
     const int r = libc().dup2(fd, fd2);
-    if (r >= 0 && fd != fd2) after_dup(fd, r);
+    if (r >= 0 && fd != fd2) after_dup_over(fd, r);
     return r;
 }
 
 int dup3(int fd, int fd2, int flags) {
-    if (fd != fd2 && tracked(fd2) && libc().fcntl(fd, F_GETFD) >= 0) {
-        layer_scope scope;
-        host::get().forget(fd2);
-    }
     const int r = libc().dup3(fd, fd2, flags);
-    if (r >= 0) after_dup(fd, r);
+    if (r >= 0) after_dup_over(fd, r);
+    return r;
+}
+
+// close_range(2) closes without close(): forget what it closes.
+int close_range(unsigned first, unsigned last, int flags) {
+    const int r = libc().close_range(first, last, flags);
+    if (r == 0 && !in_layer && !(flags & CLOSE_RANGE_CLOEXEC)) {
+        layer_scope scope;
+        const unsigned top = std::min<unsigned>(last, 1u << 16);
+        for (unsigned fd = first; fd <= top && fd >= first; ++fd) {
+            if (host::tracked(static_cast<int>(fd))) host::get().forget(static_cast<int>(fd));
+        }
+    }
     return r;
 }
 
@@ -601,10 +643,13 @@ int ioctl(int fd, unsigned long request, ...) {
     va_start(ap, request);
     void* arg = va_arg(ap, void*);
     va_end(ap);
-    if (tracked(fd)) {
+    // FIOCLEX, FIONCLEX, FIONBIO and FIOASYNC are the VFS's own, for every file.
+    const bool vfs = request == FIOCLEX || request == FIONCLEX || request == FIONBIO ||
+                     request == FIOASYNC;
+    if (!vfs && tracked(fd)) {
         layer_scope scope;
         const long r = host::get().ioctl(fd, request, arg);
-        return r < 0 ? fail(static_cast<int>(-r)) : static_cast<int>(r);
+        if (r != host::kPassThrough) return r < 0 ? fail(static_cast<int>(-r)) : static_cast<int>(r);
     }
     return libc().ioctl(fd, request, arg);
 }
@@ -615,13 +660,28 @@ void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t offset) {
     if (!(flags & MAP_ANONYMOUS) && tracked(fd)) {
         layer_scope scope;
         const long long off = host::get().mmap_offset(fd, len, prot, flags, offset);
-        if (off < 0) {
-            errno = static_cast<int>(-off);
-            return MAP_FAILED;
+        if (off != host::kPassThrough) {
+            if (off < 0) {
+                errno = static_cast<int>(-off);
+                return MAP_FAILED;
+            }
+            void* p = libc().mmap(addr, len, prot, flags, fd, static_cast<off_t>(off));
+            if (p != MAP_FAILED) host::get().mapped(fd, p, len);
+            return p;
         }
-        offset = static_cast<off_t>(off);
     }
     return libc().mmap(addr, len, prot, flags, fd, offset);
+}
+
+int munmap(void* addr, size_t len) {
+    const int r = libc().munmap(addr, len);
+    if (r == 0 && !in_layer && host::has_mappings()) {
+        const int saved = errno;
+        layer_scope scope;
+        host::get().unmapped(addr, len);
+        errno = saved;
+    }
+    return r;
 }
 
 void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t offset) {
@@ -632,7 +692,7 @@ ssize_t pread(int fd, void* buf, size_t len, off_t offset) {
     if (tracked(fd)) {
         layer_scope scope;
         const long r = host::get().pread(fd, buf, len, offset);
-        return r < 0 ? fail(static_cast<int>(-r)) : r;
+        if (r != host::kPassThrough) return r < 0 ? fail(static_cast<int>(-r)) : r;
     }
     return libc().pread(fd, buf, len, offset);
 }
@@ -657,9 +717,39 @@ ssize_t pwrite(int fd, const void* buf, size_t len, off_t offset) {
     if (tracked(fd)) {
         layer_scope scope;
         const long r = host::get().pwrite(fd, buf, len, offset);
-        return r < 0 ? fail(static_cast<int>(-r)) : r;
+        if (r != host::kPassThrough) return r < 0 ? fail(static_cast<int>(-r)) : r;
     }
     return libc().pwrite(fd, buf, len, offset);
+}
+
+// read(2) and write(2) of a device fd are pread/pwrite at the file position, which
+// they advance (vfio_device_fops_read); containers and groups have no read or write.
+ssize_t read(int fd, void* buf, size_t len) {
+    if (tracked(fd)) {
+        layer_scope scope;
+        const off_t pos = ::lseek(fd, 0, SEEK_CUR);
+        const long r = host::get().pread(fd, buf, len, pos);
+        if (r != host::kPassThrough) {
+            if (r < 0) return fail(static_cast<int>(-r));
+            ::lseek(fd, pos + r, SEEK_SET);
+            return r;
+        }
+    }
+    return libc().read(fd, buf, len);
+}
+
+ssize_t write(int fd, const void* buf, size_t len) {
+    if (tracked(fd)) {
+        layer_scope scope;
+        const off_t pos = ::lseek(fd, 0, SEEK_CUR);
+        const long r = host::get().pwrite(fd, buf, len, pos);
+        if (r != host::kPassThrough) {
+            if (r < 0) return fail(static_cast<int>(-r));
+            ::lseek(fd, pos + r, SEEK_SET);
+            return r;
+        }
+    }
+    return libc().write(fd, buf, len);
 }
 
 ssize_t pwrite64(int fd, const void* buf, size_t len, off64_t offset) {
@@ -667,3 +757,29 @@ ssize_t pwrite64(int fd, const void* buf, size_t len, off64_t offset) {
 }
 
 }  // extern "C"
+
+namespace {
+
+void fork_prepare() {
+    dirs_mu.lock();
+    if (host* h = host::existing()) h->fork_prepare();
+}
+
+void fork_parent() {
+    if (host* h = host::existing()) h->fork_parent();
+    dirs_mu.unlock();
+}
+
+void fork_child() {
+    if (host* h = host::existing()) h->fork_child();
+    dirs_mu.unlock();
+}
+
+// At load: resolve the C library's functions before anything can re-enter (an
+// allocator that opens files while dlsym allocates), and follow fork().
+__attribute__((constructor)) void load() {
+    (void)libc();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+}  // namespace

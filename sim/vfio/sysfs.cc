@@ -105,6 +105,7 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
 }
 
 void sysfs::add(const std::string& path, node n) {
+    if (nodes_.contains(path)) return;  // a directory shared by several functions
     n.inode = 0x5c000000u + nodes_.size();
     static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR};
     const auto slash = path.rfind('/');
