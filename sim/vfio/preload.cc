@@ -738,6 +738,11 @@ ssize_t read(int fd, void* buf, size_t len) {
     return libc().read(fd, buf, len);
 }
 
+ssize_t __read_chk(int fd, void* buf, size_t len, size_t buflen) {
+    if (len > buflen) __chk_fail();
+    return read(fd, buf, len);
+}
+
 ssize_t write(int fd, const void* buf, size_t len) {
     if (tracked(fd)) {
         layer_scope scope;
