@@ -112,6 +112,14 @@ int host::open_node(const node& n, int flags) {
         track(fd, std::make_shared<container_file>());
         return fd;
     }
+    case node_kind::control: {
+        if (access == O_RDONLY) return -EACCES;  // write-only
+        std::lock_guard lock(mu_);
+        const int fd = placeholder_fd("cxv-sim-control", flags);
+        if (fd < 0) return -errno;
+        track(fd, std::make_shared<control_file>(*functions_.at(n.function)));
+        return fd;
+    }
     case node_kind::vfio_group: {
         if (flags & O_DIRECTORY) return -ENOTDIR;
         std::lock_guard lock(mu_);
@@ -276,9 +284,12 @@ long host::ioctl(int fd, unsigned long request, void* arg) {
     case file_kind::device:
         r = device_ioctl(static_cast<device_file&>(*file), request, arg);
         break;
+    case file_kind::control:
+        r = -ENOTTY;
+        break;
     }
     if (trace_) {
-        static constexpr const char* kinds[] = {"container", "group", "device"};
+        static constexpr const char* kinds[] = {"container", "group", "device", "control"};
         std::fprintf(stderr, "cxv-sim: ioctl(%d [%s], VFIO+%lu) = %ld%s%s\n", fd,
                      kinds[static_cast<int>(file->kind)], request - VFIO_GET_API_VERSION, r,
                      r < 0 ? " " : "", r < 0 ? std::strerror(static_cast<int>(-r)) : "");

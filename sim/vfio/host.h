@@ -32,7 +32,7 @@
 
 namespace cxv::sim::vfio {
 
-enum class file_kind { container, group, device };
+enum class file_kind { container, group, device, control };
 
 // An open file of /dev/vfio/vfio, /dev/vfio/<N>, or a device fd.
 struct vfio_file {
@@ -72,6 +72,12 @@ struct device_file : vfio_file {
     ~device_file() override;  // vfio_device_fops_release
     function_state& fn;
     std::shared_ptr<group_file> group;  // a device fd keeps its group open
+};
+
+// The fault-injection control file of a function: each write is one command.
+struct control_file : vfio_file {
+    explicit control_file(function_state& f) : vfio_file(file_kind::control), fn(f) {}
+    function_state& fn;
 };
 
 // Per emulated function: the device model and the host state around it.
@@ -155,6 +161,9 @@ public:
     long long mmap_offset(int fd, std::size_t len, int prot, int flags, long long offset);
     long pread(int fd, void* buf, std::size_t len, long long offset);
     long pwrite(int fd, const void* buf, std::size_t len, long long offset);
+    // A write(2) to a control file: applies one fault-injection command (see
+    // docs/device-model.md), or kPassThrough for other fds.
+    long control(int fd, const void* buf, std::size_t len);
 
 private:
     static constexpr int kMaxFast = 1 << 16;

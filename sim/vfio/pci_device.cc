@@ -485,7 +485,7 @@ long long host::mmap_offset(int fd, std::size_t len, int /*prot*/, int flags, lo
     std::lock_guard lock(mu_);
     auto file = find(fd);
     if (!file) return kPassThrough;
-    if (file->kind == file_kind::group) return -ENODEV;  // no mmap file operation
+    if (file->kind == file_kind::group || file->kind == file_kind::control) return -ENODEV;  // no mmap
     if (file->kind == file_kind::container) return -EINVAL;
     const function_state& f = static_cast<device_file&>(*file).fn;
     // vfio_pci_core_mmap

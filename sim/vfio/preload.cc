@@ -746,6 +746,9 @@ ssize_t __read_chk(int fd, void* buf, size_t len, size_t buflen) {
 ssize_t write(int fd, const void* buf, size_t len) {
     if (tracked(fd)) {
         layer_scope scope;
+        if (const long c = host::get().control(fd, buf, len); c != host::kPassThrough) {
+            return c < 0 ? fail(static_cast<int>(-c)) : c;
+        }
         const off_t pos = ::lseek(fd, 0, SEEK_CUR);
         const long r = host::get().pwrite(fd, buf, len, pos);
         if (r != host::kPassThrough) {

@@ -98,6 +98,9 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         add(group + "/devices", {node_kind::directory, {}});
         add(group + "/devices/" + bdf, {node_kind::symlink, "../../../../devices/" + root + "/" + bdf});
         add(group + "/type", {node_kind::file, "DMA\n"});
+        node ctl{node_kind::control, {}};
+        ctl.function = i;
+        add(dev + "/cxv_sim_control", std::move(ctl));
         node g{node_kind::vfio_group, {}};
         g.function = i;
         add(fmt::format("/dev/vfio/{}", f.iommu_group), std::move(g));
@@ -107,7 +110,7 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
 void sysfs::add(const std::string& path, node n) {
     if (nodes_.contains(path)) return;  // a directory shared by several functions
     n.inode = 0x5c000000u + nodes_.size();
-    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR};
+    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR, DT_REG};
     const auto slash = path.rfind('/');
     auto& list = entries_[slash == 0 ? std::string{} : path.substr(0, slash)];
     const std::string name = path.substr(slash + 1);
@@ -203,6 +206,11 @@ void sysfs::fill_stat(const node& n, struct stat& st) const {
         st.st_dev = makedev(0, 5);  // devtmpfs
         st.st_mode = S_IFCHR | 0666;
         st.st_rdev = makedev(10, 196);  // misc device VFIO_MINOR
+        break;
+    case node_kind::control:
+        st.st_dev = makedev(0, 22);
+        st.st_mode = S_IFREG | 0200;
+        st.st_size = 4096;
         break;
     case node_kind::vfio_group:
         st.st_dev = makedev(0, 5);

@@ -7,6 +7,7 @@
 //   /sys/bus/pci/drivers/vfio-pci/<bdf>          -> the function
 //   /sys/kernel/iommu_groups/<N>/devices/<bdf>   -> the function; type
 //   /dev/vfio/vfio, /dev/vfio/<N>                 character devices
+//   .../<bdf>/cxv_sim_control                     write-only: fault injection (not on a card)
 //
 // Paths are resolved as the kernel would (repeated and trailing slashes, ".", "..",
 // symbolic links inside the emulated tree); a path that leads out of it through one of
@@ -24,7 +25,7 @@
 
 namespace cxv::sim::vfio {
 
-enum class node_kind { directory, file, symlink, vfio_container, vfio_group };
+enum class node_kind { directory, file, symlink, vfio_container, vfio_group, control };
 
 struct node {
     node_kind kind;

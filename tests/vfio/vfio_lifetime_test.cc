@@ -122,3 +122,30 @@ TEST_CASE("INTx: eventfd routing, loopback, and no MSI-X while INTx is enabled")
     CHECK_OK(set_irqs(d, VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_PCI_INTX_IRQ_INDEX, 0, 0));
     CHECK_OK(set_eventfds(d, VFIO_PCI_MSIX_IRQ_INDEX, 0, {msix.get()}));
 }
+
+TEST_CASE("the fault-injection control file reaches the function's model") {
+    const std::string ctl = sysfs_dir(1) + "/cxv_sim_control";
+    auto put = [&](const char* text) {
+        unique_fd fd(::open(ctl.c_str(), O_WRONLY));
+        REQUIRE(fd);
+        return ::write(fd.get(), text, std::strlen(text));
+    };
+    CHECK_ERRNO(::open(ctl.c_str(), O_RDONLY), EACCES);
+    CHECK_ERRNO(put("clear"), ENODEV);  // no model runs while the group is closed
+    auto h = open_device(1);
+    CHECK(put("clear") == 5);
+    CHECK_ERRNO(put("fail NO_SUCH_COMMAND BAD_PARAM 0x1"), EINVAL);
+    CHECK_ERRNO(put("bogus"), EINVAL);
+    CHECK(put("fail QUERY_HCA_CAP BAD_PARAM 0x1234 2") > 0);
+    CHECK(put("stall_health 1") > 0);
+    CHECK(put("link down") > 0);
+    // The health counter stops moving (BAR0 0x1010, low 24 bits).
+    auto* bar = map_bar(h.device.get());
+    const std::uint32_t before = bar[0x1010 / 4];
+    usleep(200'000);
+    CHECK(bar[0x1010 / 4] == before);
+    CHECK(put("stall_health 0") > 0);
+    usleep(200'000);
+    CHECK(bar[0x1010 / 4] != before);
+    munmap(const_cast<std::uint32_t*>(bar), 1 << 20);
+}
