@@ -1,5 +1,5 @@
-// cxv: the command-line tool. For now it describes what this build supports; device
-// discovery and bring-up (cxv list / cxv info) arrive with the driver.
+// cxv: the command-line tool: what this build supports, and bring-up of a function
+// (cxv info <bdf>).
 #include <cstdio>
 #include <cstdlib>
 
@@ -8,6 +8,7 @@
 
 #include "hw/pci_ids.h"
 #include "hw/selfcheck.h"
+#include "tools/cxv/info.h"
 
 namespace {
 
@@ -39,8 +40,12 @@ int main(int argc, char** argv) {
     app.require_subcommand(0, 1);
     auto* devices = app.add_subcommand("devices", "list the PCI device IDs cxv supports");
     auto* selfcheck = app.add_subcommand("selfcheck", "check every hardware layout bit by bit");
+    std::string bdf;
+    auto* info = app.add_subcommand("info", "bring a function up, describe it, tear it down");
+    info->add_option("bdf", bdf, "PCI address DDDD:BB:DD.F of a function bound to vfio-pci")->required();
     CLI11_PARSE(app, argc, argv);
 
+    if (*info) return cxv::tool::print_info(bdf);
     if (*devices) return print_devices();
     if (*selfcheck) return print_selfcheck();
     // No subcommand: the summary the README's main job shows until the driver exists.

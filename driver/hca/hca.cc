@@ -1,0 +1,453 @@
+#include "driver/hca/hca.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "hw/barrier.h"
+#include "hw/doorbell.h"
+#include "hw/ifc.h"
+#include "hw/opcodes.h"
+
+namespace cxv::driver {
+
+namespace ifc = hw::ifc;
+using hw::cmd_opcode;
+
+namespace {
+
+constexpr std::size_t kInitializing = ifc::initial_seg::initializing::bit_offset / 32 * 4;      // 0x1fc
+constexpr std::size_t kHealth = ifc::initial_seg::health_buffer::bit_offset / 8;                 // 0x200
+constexpr std::size_t kHealthCounter = ifc::initial_seg::health_counter::bit_offset / 32 * 4;    // 0x1010
+constexpr std::size_t kNicInterface = ifc::initial_seg::nic_interface::bit_offset / 32 * 4;      // 0x14
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kBlock = std::size_t{2} << 20;  // firmware pages come from 2 MiB blocks
+constexpr unsigned kMaxPasPerCommand = 512;
+constexpr unsigned kEqLog = 8;                          // 256 EQEs of 64 bytes
+constexpr std::uint16_t kBootPages = 1, kInitPages = 2;  // QUERY_PAGES op_mod
+constexpr std::uint16_t kGive = 1, kTake = 2;            // MANAGE_PAGES op_mod
+constexpr std::uint16_t kHostEndianness = 0x7004;        // ACCESS_REG register id
+constexpr std::uint16_t kCapGeneralCur = 1, kCapGeneralMax = 0;
+
+template <typename In>
+std::vector<std::byte> input(cmd_opcode op, std::uint16_t op_mod = 0, std::size_t extra = 0) {
+    std::vector<std::byte> in(In::size_bytes + extra);
+    ifc::set<typename In::opcode>(in.data(), static_cast<std::uint32_t>(op));
+    ifc::set<typename In::op_mod>(in.data(), op_mod);
+    return in;
+}
+
+}  // namespace
+
+struct hca::page_block {
+    vfio::dma_buffer mem;
+    std::vector<std::uint64_t> free;  // page IOVAs not given
+};
+
+hca::hca(std::unique_ptr<vfio::device> dev, const options& o) : dev_(std::move(dev)), opts_(o) {}
+
+result<std::unique_ptr<hca>> hca::create(std::unique_ptr<vfio::device> dev, const options& o) {
+    std::unique_ptr<hca> h(new hca(std::move(dev), o));
+    if (auto s = h->bring_up(); !s) return s.error();
+    return h;
+}
+
+hca::~hca() { (void)teardown(); }
+
+status hca::close() { return teardown(); }
+
+status hca::bring_up() {
+    const hw::mmio_window& bar = dev_->bar0();
+    auto wait_init = [&](const char* when) -> status {
+        const auto deadline = std::chrono::steady_clock::now() + opts_.init_timeout;
+        while (bar.read32_be(kInitializing) & 0x80000000u) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                return error{EBUSY, fmt::format("{}: firmware still initializing {} after {} ms", dev_->bdf(),
+                                                when, opts_.init_timeout.count())};
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        return ok_status();
+    };
+    if (auto s = wait_init("before the command queue"); !s) return s;
+    auto q = cmd_queue::create(*dev_, opts_.cmd);
+    if (!q) return q.error();
+    cmd_ = std::move(q).value();
+    if (auto s = wait_init("after the command queue"); !s) return s;
+
+    auto run = [&](std::vector<std::byte> in, std::size_t olen) { return cmd_->exec(in, olen); };
+    if (auto r = run(input<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA), 16); !r) return r.error();
+    // ISSI 1 is what this driver speaks (PRM "ISSI"); a device offering only 0 is too old.
+    auto issi = run(input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), ifc::query_issi_out::size_bytes);
+    if (!issi) return issi.error();
+    if (!(ifc::get<ifc::query_issi_out::supported_issi_dw0>(issi->data()) & 2)) {
+        return error{EOPNOTSUPP, fmt::format("{}: firmware does not support ISSI 1", dev_->bdf())};
+    }
+    auto set_issi = input<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
+    ifc::set<ifc::set_issi_in::current_issi>(set_issi.data(), 1);
+    if (auto r = run(set_issi, 16); !r) return r.error();
+
+    auto pages = [&](std::uint16_t which) -> status {
+        auto qp = run(input<ifc::query_pages_in>(cmd_opcode::QUERY_PAGES, which), 16);
+        if (!qp) return qp.error();
+        function_id_ = static_cast<std::uint16_t>(ifc::get<ifc::query_pages_out::function_id>(qp->data()));
+        const auto n = static_cast<std::int32_t>(ifc::get<ifc::query_pages_out::num_pages>(qp->data()));
+        return give_pages(n);
+    };
+    if (auto s = pages(kBootPages); !s) return s;
+
+    auto endian = input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, 0, 16);
+    ifc::set<ifc::access_register_in::register_id>(endian.data(), kHostEndianness);
+    if (auto r = run(endian, ifc::access_register_out::size_bytes + 16); !r) return r.error();
+
+    auto query_caps = [&](std::uint16_t op_mod, std::vector<std::byte>& into) -> status {
+        auto r = run(input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, op_mod), ifc::query_hca_cap_out::size_bytes);
+        if (!r) return r.error();
+        const std::byte* cap = ifc::at<ifc::query_hca_cap_out::capability>(r->data());
+        into.assign(cap, cap + ifc::cmd_hca_cap::size_bytes);
+        return ok_status();
+    };
+    if (auto s = query_caps(kCapGeneralMax, caps_max_); !s) return s;
+    if (auto s = query_caps(kCapGeneralCur, caps_cur_); !s) return s;
+    // SET_HCA_CAP: the current capabilities with what this driver needs — no command
+    // checksums, 4 KiB UAR pages.
+    auto set = input<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
+    std::byte* cap = ifc::at<ifc::set_hca_cap_in::capability>(set.data());
+    std::memcpy(cap, caps_cur_.data(), caps_cur_.size());
+    ifc::set<ifc::cmd_hca_cap::cmdif_checksum>(cap, 0);
+    ifc::set<ifc::cmd_hca_cap::log_uar_page_sz>(cap, 0);
+    if (auto r = run(set, 16); !r) return r.error();
+    if (auto s = query_caps(kCapGeneralCur, caps_cur_); !s) return s;
+
+    if (auto s = pages(kInitPages); !s) return s;
+    if (auto r = run(input<ifc::init_hca_in>(cmd_opcode::INIT_HCA), 16); !r) return r.error();
+    if (ifc::get<ifc::cmd_hca_cap::driver_version>(caps_cur_.data())) {
+        auto ver = input<ifc::set_driver_version_in>(cmd_opcode::SET_DRIVER_VERSION);
+        const std::string v = "cxv,mlx5_core,0.1";
+        std::memcpy(ifc::at<ifc::set_driver_version_in::driver_version>(ver.data()), v.data(), v.size());
+        if (auto r = run(ver, 16); !r) return r.error();
+    }
+    auto uar = run(input<ifc::alloc_uar_in>(cmd_opcode::ALLOC_UAR), 16);
+    if (!uar) return uar.error();
+    uar_ = ifc::get<ifc::alloc_uar_out::uar>(uar->data());
+    uar_allocated_ = true;
+    return create_async_eq();
+}
+
+// ---- firmware pages ----
+
+status hca::give_pages(std::int32_t n) {
+    if (n < 0) return take_pages(static_cast<std::uint32_t>(-n), nullptr);
+    // MANAGE_PAGES(GIVE) is sent even for 0 pages: the firmware expects the answer.
+    std::uint32_t left = static_cast<std::uint32_t>(n);
+    do {
+        const std::uint32_t batch = std::min(left, kMaxPasPerCommand);
+        std::vector<std::uint64_t> list;
+        {
+            std::lock_guard lock(pages_mu_);
+            for (auto& b : blocks_) {
+                while (list.size() < batch && !b->free.empty()) {
+                    list.push_back(b->free.back());
+                    b->free.pop_back();
+                    given_[list.back()] = b.get();
+                }
+            }
+        }
+        while (list.size() < batch) {
+            auto mem = dev_->alloc_dma(kBlock, kBlock);
+            if (!mem) return mem.error();
+            auto b = std::make_unique<page_block>();
+            b->mem = std::move(mem).value();
+            for (std::size_t off = kBlock; off > 0; off -= kPage) b->free.push_back(b->mem.iova() + off - kPage);
+            std::lock_guard lock(pages_mu_);
+            while (list.size() < batch && !b->free.empty()) {
+                list.push_back(b->free.back());
+                b->free.pop_back();
+                given_[list.back()] = b.get();
+            }
+            blocks_.push_back(std::move(b));
+        }
+        auto in = input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kGive, list.size() * 8);
+        ifc::set<ifc::manage_pages_in::function_id>(in.data(), function_id_);
+        ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), static_cast<std::uint32_t>(list.size()));
+        for (std::size_t i = 0; i < list.size(); ++i) ifc::set<ifc::manage_pages_in::pas>(in.data(), i, list[i]);
+        if (auto r = cmd_->exec(in, 16); !r) {
+            std::lock_guard lock(pages_mu_);
+            for (auto iova : list) {
+                given_.at(iova)->free.push_back(iova);
+                given_.erase(iova);
+            }
+            return r.error();
+        }
+        left -= batch;
+    } while (left > 0);
+    return ok_status();
+}
+
+status hca::take_pages(std::uint32_t n, std::uint32_t* got) {
+    std::uint32_t total = 0;
+    while (n > 0) {
+        const std::uint32_t batch = std::min(n, kMaxPasPerCommand);
+        auto in = input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kTake);
+        ifc::set<ifc::manage_pages_in::function_id>(in.data(), function_id_);
+        ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), batch);
+        auto r = cmd_->exec(in, ifc::manage_pages_out::size_bytes + std::size_t{batch} * 8);
+        if (!r) return r.error();
+        const std::uint32_t back = ifc::get<ifc::manage_pages_out::output_num_entries>(r->data());
+        if (back > batch) {
+            return error{EPROTO, fmt::format("{}: MANAGE_PAGES returned {} pages for {}", dev_->bdf(), back, batch)};
+        }
+        std::lock_guard lock(pages_mu_);
+        for (std::uint32_t i = 0; i < back; ++i) {
+            const std::uint64_t iova = ifc::get<ifc::manage_pages_out::pas>(r->data(), i);
+            auto it = given_.find(iova);
+            if (it == given_.end()) {
+                return error{EPROTO, fmt::format("{}: firmware returned page 0x{:x} it was never given",
+                                                 dev_->bdf(), iova)};
+            }
+            it->second->free.push_back(iova);
+            given_.erase(it);
+        }
+        total += back;
+        if (back < batch) break;  // the firmware has no more to give back
+        n -= batch;
+    }
+    if (got) *got = total;
+    return ok_status();
+}
+
+status hca::reclaim_all_pages() {
+    for (;;) {
+        const std::size_t left = pages_given();
+        if (left == 0) return ok_status();
+        std::uint32_t got = 0;
+        if (auto s = take_pages(static_cast<std::uint32_t>(left), &got); !s) return s;
+        if (got == 0) {
+            return error{EBUSY, fmt::format("{}: firmware keeps {} pages after teardown", dev_->bdf(), left)};
+        }
+    }
+}
+
+std::size_t hca::pages_given() const {
+    std::lock_guard lock(pages_mu_);
+    return given_.size();
+}
+
+// ---- the async EQ ----
+
+status hca::create_async_eq() {
+    auto fd = dev_->msix_eventfd(0);
+    if (!fd) return fd.error();
+    eq_fd_ = fd.value();
+    const std::size_t bytes = (std::size_t{1} << kEqLog) * ifc::eqe::size_bytes;
+    auto buf = dev_->alloc_dma(bytes, bytes);
+    if (!buf) return buf.error();
+    eq_buf_ = std::move(buf).value();
+    // Every EQE starts owned by the device: owner 1 is "not yet written" on the first pass.
+    for (std::size_t i = 0; i < (std::size_t{1} << kEqLog); ++i) {
+        ifc::set<ifc::eqe::owner>(eq_buf_.data() + i * ifc::eqe::size_bytes, 1);
+    }
+    auto in = input<ifc::create_eq_in>(cmd_opcode::CREATE_EQ, 0, 8);
+    std::byte* eqc = ifc::at<ifc::create_eq_in::eq_context_entry>(in.data());
+    ifc::set<ifc::eqc::log_eq_size>(eqc, kEqLog);
+    ifc::set<ifc::eqc::uar_page>(eqc, uar_);
+    ifc::set<ifc::eqc::intr>(eqc, 0);
+    ifc::set<ifc::eqc::log_page_size>(eqc, static_cast<std::uint32_t>(std::countr_zero(bytes)) - 12);
+    std::uint64_t mask = 0;
+    for (auto t : {hw::event_type::CMD, hw::event_type::PAGE_REQUEST, hw::event_type::PORT_CHANGE,
+                   hw::event_type::CQ_ERROR, hw::event_type::WQ_CATAS_ERROR, hw::event_type::WQ_INVAL_REQ_ERROR,
+                   hw::event_type::WQ_ACCESS_ERROR, hw::event_type::SRQ_CATAS_ERROR, hw::event_type::INTERNAL_ERROR}) {
+        mask |= std::uint64_t{1} << static_cast<unsigned>(t);
+    }
+    ifc::set<ifc::create_eq_in::event_bitmask>(in.data(), 0, mask);
+    ifc::set<ifc::create_eq_in::pas>(in.data(), 0, eq_buf_.iova());
+    auto r = cmd_->exec(in, 16);
+    if (!r) return r.error();
+    eqn_ = static_cast<std::uint8_t>(ifc::get<ifc::create_eq_out::eq_number>(r->data()));
+    eq_created_ = true;
+    arm_eq();
+    cmd_->use_events(true);
+    next_health_ = std::chrono::steady_clock::now();
+    last_health_ = dev_->bar0().read32_be(kHealthCounter) & 0xffffff;
+    events_ = std::thread([this] { event_loop(); });
+    pages_ = std::thread([this] { page_worker(); });
+    return ok_status();
+}
+
+void hca::arm_eq() {
+    // UAR + 0x40: EQ number and consumer index, and arm for the next event.
+    hw::to_device();
+    dev_->bar0().write32_be(std::size_t{uar_} * hw::uar_page_size + hw::uar_eq_doorbell_arm,
+                            (std::uint32_t{eqn_} << 24) | (eq_ci_ & 0xffffff));
+}
+
+bool hca::process_eq() {
+    bool any = false;
+    const std::uint32_t mask = (1u << kEqLog) - 1;
+    for (;;) {
+        std::byte* e = eq_buf_.data() + (eq_ci_ & mask) * ifc::eqe::size_bytes;
+        // Valid when the owner bit equals the pass parity (PRM "Event Queue").
+        if (ifc::get<ifc::eqe::owner>(e) != ((eq_ci_ >> kEqLog) & 1)) break;
+        hw::from_device();
+        const auto type = static_cast<hw::event_type>(ifc::get<ifc::eqe::event_type>(e));
+        const std::byte* data = ifc::at<ifc::eqe::event_data>(e);
+        switch (type) {
+        case hw::event_type::CMD:
+            cmd_->complete(ifc::get<ifc::cmd_inter_comp_event::command_completion_vector>(data));
+            break;
+        case hw::event_type::PAGE_REQUEST: {
+            std::lock_guard lock(work_mu_);
+            page_work_.push_back(static_cast<std::int32_t>(ifc::get<ifc::pages_req_event::num_pages>(data)));
+            work_cv_.notify_one();
+            break;
+        }
+        case hw::event_type::PORT_CHANGE: {
+            const auto sub = static_cast<hw::port_change_subtype>(ifc::get<ifc::eqe::event_sub_type>(e));
+            const unsigned port = ifc::get<ifc::port_state_change_event::port_num>(data);
+            hca_event ev{hca_event::port_other, port, 0, std::string(hw::name(sub))};
+            if (sub == hw::port_change_subtype::ACTIVE) ev.what = hca_event::port_up;
+            if (sub == hw::port_change_subtype::DOWN) ev.what = hca_event::port_down;
+            report(std::move(ev));
+            break;
+        }
+        case hw::event_type::INTERNAL_ERROR:
+            fatal("the device reported an internal error event");
+            break;
+        default:
+            report({hca_event::queue_error, 0, 0, std::string(hw::name(type))});
+            break;
+        }
+        ++eq_ci_;
+        any = true;
+    }
+    if (any) arm_eq();
+    return any;
+}
+
+void hca::event_loop() {
+    while (!stop_.load(std::memory_order_acquire)) {
+        pollfd p{eq_fd_, POLLIN, 0};
+        const int n = ::poll(&p, 1, 50);
+        if (n > 0 && (p.revents & POLLIN)) {
+            std::uint64_t count;
+            (void)!::read(eq_fd_, &count, sizeof count);
+        }
+        process_eq();
+        check_health(std::chrono::steady_clock::now());
+    }
+}
+
+void hca::page_worker() {
+    for (;;) {
+        std::int32_t n = 0;
+        {
+            std::unique_lock lock(work_mu_);
+            work_cv_.wait(lock, [&] { return stop_.load() || !page_work_.empty(); });
+            if (stop_.load()) return;
+            n = page_work_.front();
+            page_work_.erase(page_work_.begin());
+        }
+        if (auto s = give_pages(n); !s && !dead()) {
+            report({hca_event::fatal, 0, 0, "page request not served: " + s.error().message});
+        }
+    }
+}
+
+// ---- health ----
+
+void hca::check_health(std::chrono::steady_clock::time_point now) {
+    if (dead() || now < next_health_) return;
+    next_health_ = now + opts_.health_period;
+    const hw::mmio_window& bar = dev_->bar0();
+    const std::byte* health = bar.base() + kHealth;
+    if (bar.read32_be(kHealth + ifc::health_buffer::fw_version::bit_offset / 8) == 0xffffffffu) {
+        return fatal("the function does not answer (reads all ones): removed or reset");
+    }
+    const auto nic = (bar.read32_be(kNicInterface) >> 8) & 7;
+    if (nic == 1 || nic == 7) return fatal(fmt::format("NIC interface {}", nic == 1 ? "disabled" : "in SW reset"));
+    if (const auto synd = ifc::get<ifc::health_buffer::synd>(health); synd != 0) {
+        return fatal(fmt::format("health syndrome 0x{:x} (ext 0x{:x})", synd,
+                                 ifc::get<ifc::health_buffer::ext_synd>(health)));
+    }
+    const std::uint32_t counter = bar.read32_be(kHealthCounter) & 0xffffff;
+    if (counter == last_health_) {
+        if (++health_misses_ >= opts_.health_misses) {
+            return fatal(fmt::format("health counter stalled at {} for {} checks", counter, health_misses_));
+        }
+    } else {
+        health_misses_ = 0;
+        last_health_ = counter;
+    }
+}
+
+void hca::fatal(const std::string& why) {
+    const std::string msg = fmt::format("{}: device dead: {}", dev_->bdf(), why);
+    cmd_->mark_dead(msg);
+    report({hca_event::fatal, 0, 0, msg});
+}
+
+void hca::report(hca_event e) {
+    if (opts_.on_event) opts_.on_event(e);
+}
+
+std::uint32_t hca::fw_version() const noexcept {
+    return dev_->bar0().read32_be(kHealth + ifc::health_buffer::fw_version::bit_offset / 8);
+}
+
+std::string hca::fw_version_string() const {
+    const hw::mmio_window& bar = dev_->bar0();
+    const std::byte* seg = bar.base();
+    return fmt::format("{}.{}.{}", ifc::get<ifc::initial_seg::fw_rev_major>(seg),
+                       ifc::get<ifc::initial_seg::fw_rev_minor>(seg), ifc::get<ifc::initial_seg::fw_rev_subminor>(seg));
+}
+
+// ---- teardown ----
+
+status hca::teardown() {
+    if (closed_) return ok_status();
+    closed_ = true;
+    if (events_.joinable() || pages_.joinable()) {
+        stop_.store(true);
+        work_cv_.notify_all();
+        if (pages_.joinable()) pages_.join();
+        if (events_.joinable()) events_.join();
+    }
+    if (!cmd_) return ok_status();
+    cmd_->use_events(false);  // polling from here on: the EQ goes away
+    status result = ok_status();
+    auto keep_first = [&](status s) {
+        if (!s && result) result = std::move(s);
+    };
+    if (!dead()) {
+        if (eq_created_) {
+            auto in = input<ifc::destroy_eq_in>(cmd_opcode::DESTROY_EQ);
+            ifc::set<ifc::destroy_eq_in::eq_number>(in.data(), eqn_);
+            if (auto r = cmd_->exec(in, 16); !r) keep_first(r.error());
+        }
+        if (uar_allocated_) {
+            auto in = input<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
+            ifc::set<ifc::dealloc_uar_in::uar>(in.data(), uar_);
+            if (auto r = cmd_->exec(in, 16); !r) keep_first(r.error());
+        }
+        if (auto r = cmd_->exec(input<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA), 16); !r) {
+            keep_first(r.error());
+        }
+        keep_first(reclaim_all_pages());
+        if (auto r = cmd_->exec(input<ifc::disable_hca_in>(cmd_opcode::DISABLE_HCA), 16); !r) {
+            keep_first(r.error());
+        }
+    } else {
+        keep_first(error{ENODEV, "teardown skipped: the device is dead"});
+    }
+    cmd_.reset();
+    // The DMA memory (queue, mailboxes, EQ, firmware pages) is unmapped as the buffers go.
+    return result;
+}
+
+}  // namespace cxv::driver

@@ -1,0 +1,361 @@
+#include "driver/vfio/vfio.h"
+
+#include <fcntl.h>
+#include <linux/vfio.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace cxv::driver::vfio {
+
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+
+std::string sysfs(const std::string& bdf) { return "/sys/bus/pci/devices/" + bdf; }
+
+std::string read_link(const std::string& path) {
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return {};
+    return std::string(buf, static_cast<std::size_t>(n));
+}
+
+std::string base_name(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+
+error sys_error(int e, std::string what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
+
+}  // namespace
+
+// The container's IOMMU domain and its IOVA space. Shared by the device and every
+// dma_buffer, so that a buffer outliving its device still unmaps cleanly.
+struct domain {
+    int container = -1;
+    iommu_info info;
+    std::mutex mu;
+    std::map<std::uint64_t, std::uint64_t> used;  // iova -> size
+    ~domain() {
+        if (container >= 0) ::close(container);
+    }
+
+    // First fit in a usable range, aligned.
+    std::optional<std::uint64_t> reserve(std::uint64_t size, std::uint64_t align) {
+        std::lock_guard lock(mu);
+        for (const auto& r : info.ranges) {
+            std::uint64_t at = (std::max<std::uint64_t>(r.first, kPage) + align - 1) & ~(align - 1);
+            for (;;) {
+                if (at + size - 1 > r.last || at + size < at) break;
+                auto next = used.lower_bound(at);
+                bool clash = false;
+                if (next != used.begin()) {
+                    auto prev = std::prev(next);
+                    if (prev->first + prev->second > at) {
+                        at = (prev->first + prev->second + align - 1) & ~(align - 1);
+                        clash = true;
+                    }
+                }
+                if (!clash && next != used.end() && next->first < at + size) {
+                    at = (next->first + next->second + align - 1) & ~(align - 1);
+                    clash = true;
+                }
+                if (!clash) {
+                    used[at] = size;
+                    return at;
+                }
+            }
+        }
+        return std::nullopt;
+    }
+    void release(std::uint64_t iova) {
+        std::lock_guard lock(mu);
+        used.erase(iova);
+    }
+};
+
+struct mapping {
+    std::shared_ptr<domain> dom;
+    std::uint64_t iova = 0, size = 0;
+    void* owned = nullptr;  // memory this mapping allocated (munmap on release)
+    ~mapping() {
+        vfio_iommu_type1_dma_unmap u{};
+        u.argsz = sizeof u;
+        u.iova = iova;
+        u.size = size;
+        (void)::ioctl(dom->container, VFIO_IOMMU_UNMAP_DMA, &u);
+        dom->release(iova);
+        if (owned) ::munmap(owned, size);
+    }
+};
+
+dma_buffer::dma_buffer(dma_buffer&& o) noexcept
+    : owner_(std::move(o.owner_)), data_(std::exchange(o.data_, nullptr)), iova_(o.iova_), size_(o.size_) {}
+
+dma_buffer& dma_buffer::operator=(dma_buffer&& o) noexcept {
+    owner_ = std::move(o.owner_);
+    data_ = std::exchange(o.data_, nullptr);
+    iova_ = o.iova_;
+    size_ = o.size_;
+    return *this;
+}
+
+dma_buffer::~dma_buffer() = default;
+
+struct device::impl {
+    std::string bdf;
+    std::shared_ptr<domain> dom;
+    int group = -1, fd = -1;
+    void* bar = nullptr;
+    std::size_t bar_size = 0;
+    hw::mmio_window window;
+    unsigned msix = 0;
+    bool msix_enabled = false;
+    std::vector<int> eventfds;
+    ~impl() {
+        for (int e : eventfds) {
+            if (e >= 0) ::close(e);
+        }
+        if (bar) ::munmap(bar, bar_size);
+        if (fd >= 0) ::close(fd);
+        if (group >= 0) ::close(group);
+    }
+};
+
+device::device(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+device::~device() = default;
+const std::string& device::bdf() const noexcept { return p_->bdf; }
+const hw::mmio_window& device::bar0() const noexcept { return p_->window; }
+const iommu_info& device::iommu() const noexcept { return p_->dom->info; }
+unsigned device::msix_count() const noexcept { return p_->msix; }
+
+result<std::unique_ptr<device>> device::open(const std::string& bdf) {
+    auto p = std::make_unique<impl>();
+    p->bdf = bdf;
+    struct ::stat st;
+    if (::stat(sysfs(bdf).c_str(), &st) != 0) {
+        return error{ENODEV, fmt::format("{}: no such PCI function ({} does not exist)", bdf, sysfs(bdf))};
+    }
+    const std::string driver = base_name(read_link(sysfs(bdf) + "/driver"));
+    if (driver != "vfio-pci") {
+        return error{ENODEV, fmt::format("{}: bound to {} instead of vfio-pci; bind it with\n"
+                                         "  echo vfio-pci > {}/driver_override\n"
+                                         "  echo {} > /sys/bus/pci/devices/{}/driver/unbind\n"
+                                         "  echo {} > /sys/bus/pci/drivers_probe",
+                                         bdf, driver.empty() ? "no driver" : driver, sysfs(bdf), bdf, bdf, bdf)};
+    }
+    const std::string group_link = read_link(sysfs(bdf) + "/iommu_group");
+    if (group_link.empty()) {
+        return error{ENODEV, fmt::format("{}: no IOMMU group: enable the IOMMU (intel_iommu=on or amd_iommu=on "
+                                         "on the kernel command line)", bdf)};
+    }
+    const std::string group_path = "/dev/vfio/" + base_name(group_link);
+    auto dom = std::make_shared<domain>();
+    dom->container = ::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
+    if (dom->container < 0) {
+        return sys_error(errno, fmt::format("{}: /dev/vfio/vfio (load the vfio-pci module)", bdf));
+    }
+    if (::ioctl(dom->container, VFIO_GET_API_VERSION) != VFIO_API_VERSION ||
+        ::ioctl(dom->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0) {
+        return error{ENOTSUP, fmt::format("{}: the kernel's VFIO lacks the type1v2 IOMMU", bdf)};
+    }
+    p->group = ::open(group_path.c_str(), O_RDWR | O_CLOEXEC);
+    if (p->group < 0) {
+        const int e = errno;
+        if (e == EACCES || e == EPERM) {
+            return sys_error(e, fmt::format("{}: {} (run as root or give this user the group's device node)",
+                                            bdf, group_path));
+        }
+        if (e == EBUSY) return sys_error(e, fmt::format("{}: {} is open in another process", bdf, group_path));
+        return sys_error(e, fmt::format("{}: {}", bdf, group_path));
+    }
+    vfio_group_status gs{};
+    gs.argsz = sizeof gs;
+    if (::ioctl(p->group, VFIO_GROUP_GET_STATUS, &gs) != 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_STATUS");
+    if (!(gs.flags & VFIO_GROUP_FLAGS_VIABLE)) {
+        return error{EBUSY, fmt::format("{}: IOMMU group {} is not viable: bind every device in {}/devices to "
+                                        "vfio-pci (or unbind it)",
+                                        bdf, base_name(group_link), "/sys/kernel/iommu_groups/" + base_name(group_link))};
+    }
+    if (::ioctl(p->group, VFIO_GROUP_SET_CONTAINER, &dom->container) != 0) {
+        return sys_error(errno, bdf + ": VFIO_GROUP_SET_CONTAINER");
+    }
+    if (::ioctl(dom->container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) != 0) {
+        return sys_error(errno, bdf + ": VFIO_SET_IOMMU (type1v2)");
+    }
+    p->fd = ::ioctl(p->group, VFIO_GROUP_GET_DEVICE_FD, bdf.c_str());
+    if (p->fd < 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_DEVICE_FD");
+
+    // IOMMU: page sizes and usable IOVA ranges (legacy x86 ranges without the capability).
+    std::vector<std::uint64_t> buf(512);
+    auto* info = reinterpret_cast<vfio_iommu_type1_info*>(buf.data());
+    info->argsz = static_cast<std::uint32_t>(buf.size() * 8);
+    if (::ioctl(dom->container, VFIO_IOMMU_GET_INFO, info) != 0) return sys_error(errno, bdf + ": VFIO_IOMMU_GET_INFO");
+    dom->info.page_sizes = (info->flags & VFIO_IOMMU_INFO_PGSIZES) ? info->iova_pgsizes : kPage;
+    if ((info->flags & VFIO_IOMMU_INFO_CAPS) && info->cap_offset != 0) {
+        const auto* base = reinterpret_cast<const std::byte*>(info);
+        for (std::uint32_t off = info->cap_offset; off != 0 && off + sizeof(vfio_info_cap_header) <= info->argsz;) {
+            vfio_info_cap_header h;
+            std::memcpy(&h, base + off, sizeof h);
+            if (h.id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE) {
+                vfio_iommu_type1_info_cap_iova_range r;
+                std::memcpy(&r, base + off, sizeof r);
+                for (std::uint32_t i = 0; i < r.nr_iovas; ++i) {
+                    vfio_iova_range one;
+                    std::memcpy(&one, base + off + sizeof r + i * sizeof one, sizeof one);
+                    dom->info.ranges.push_back({one.start, one.end});
+                }
+            }
+            off = h.next;
+        }
+    }
+    if (dom->info.ranges.empty()) dom->info.ranges = {{0x10000, 0xfedfffff}, {0xfef00000, (1ull << 39) - 1}};
+
+    // BAR0.
+    vfio_region_info ri{};
+    ri.argsz = sizeof ri;
+    ri.index = VFIO_PCI_BAR0_REGION_INDEX;
+    if (::ioctl(p->fd, VFIO_DEVICE_GET_REGION_INFO, &ri) != 0) return sys_error(errno, bdf + ": BAR0 region info");
+    if (!(ri.flags & VFIO_REGION_INFO_FLAG_MMAP) || ri.size == 0) {
+        return error{ENOTSUP, fmt::format("{}: BAR0 cannot be mapped", bdf)};
+    }
+    p->bar = ::mmap(nullptr, ri.size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, static_cast<off_t>(ri.offset));
+    if (p->bar == MAP_FAILED) {
+        p->bar = nullptr;
+        return sys_error(errno, bdf + ": mmap of BAR0");
+    }
+    p->bar_size = ri.size;
+    p->window = hw::mmio_window(p->bar, ri.size);
+
+    // Memory decode and bus mastering on (PCI command register, config offset 4).
+    vfio_region_info cfg{};
+    cfg.argsz = sizeof cfg;
+    cfg.index = VFIO_PCI_CONFIG_REGION_INDEX;
+    if (::ioctl(p->fd, VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0) return sys_error(errno, bdf + ": config region info");
+    std::uint16_t cmd = 0;
+    if (::pread(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + 4)) != 2) return sys_error(errno, bdf + ": config read");
+    cmd |= 0x6;
+    if (::pwrite(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + 4)) != 2) return sys_error(errno, bdf + ": config write");
+
+    vfio_irq_info irq{};
+    irq.argsz = sizeof irq;
+    irq.index = VFIO_PCI_MSIX_IRQ_INDEX;
+    if (::ioctl(p->fd, VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0) p->msix = irq.count;
+    p->eventfds.assign(p->msix, -1);
+    p->dom = std::move(dom);
+    return std::unique_ptr<device>(new device(std::move(p)));
+}
+
+result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
+    if (size == 0 || align < kPage || (align & (align - 1))) return error{EINVAL, "alloc_dma: bad size or alignment"};
+    size = (size + kPage - 1) & ~(kPage - 1);
+    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (mem == MAP_FAILED) return sys_error(errno, p_->bdf + ": DMA memory");
+    auto iova = p_->dom->reserve(size, align);
+    if (!iova) {
+        ::munmap(mem, size);
+        return error{ENOSPC, fmt::format("{}: no free IOVA range for {} bytes", p_->bdf, size)};
+    }
+    vfio_iommu_type1_dma_map m{};
+    m.argsz = sizeof m;
+    m.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+    m.vaddr = reinterpret_cast<std::uint64_t>(mem);
+    m.iova = *iova;
+    m.size = size;
+    if (::ioctl(p_->dom->container, VFIO_IOMMU_MAP_DMA, &m) != 0) {
+        const int e = errno;
+        p_->dom->release(*iova);
+        ::munmap(mem, size);
+        if (e == ENOMEM) {
+            rlimit rl{};
+            getrlimit(RLIMIT_MEMLOCK, &rl);
+            return error{e, fmt::format("{}: VFIO_IOMMU_MAP_DMA: out of locked memory (RLIMIT_MEMLOCK {} bytes; "
+                                        "raise it with ulimit -l)", p_->bdf, rl.rlim_cur)};
+        }
+        return sys_error(e, p_->bdf + ": VFIO_IOMMU_MAP_DMA");
+    }
+    auto owner = std::make_shared<mapping>();
+    owner->dom = p_->dom;
+    owner->iova = *iova;
+    owner->size = size;
+    owner->owned = mem;
+    dma_buffer b;
+    b.owner_ = std::move(owner);
+    b.data_ = static_cast<std::byte*>(mem);
+    b.iova_ = *iova;
+    b.size_ = size;
+    return b;
+}
+
+result<dma_buffer> device::map_dma(void* p, std::size_t len, bool device_writes) {
+    if (p == nullptr || len == 0) return error{EINVAL, "map_dma: empty range"};
+    const auto start = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(p) + len + kPage - 1) & ~(kPage - 1);
+    const std::uint64_t size = end - start;
+    auto iova = p_->dom->reserve(size, kPage);
+    if (!iova) return error{ENOSPC, fmt::format("{}: no free IOVA range for {} bytes", p_->bdf, size)};
+    vfio_iommu_type1_dma_map m{};
+    m.argsz = sizeof m;
+    m.flags = VFIO_DMA_MAP_FLAG_READ | (device_writes ? VFIO_DMA_MAP_FLAG_WRITE : 0);
+    m.vaddr = start;
+    m.iova = *iova;
+    m.size = size;
+    if (::ioctl(p_->dom->container, VFIO_IOMMU_MAP_DMA, &m) != 0) {
+        const int e = errno;
+        p_->dom->release(*iova);
+        return sys_error(e, p_->bdf + ": VFIO_IOMMU_MAP_DMA");
+    }
+    auto owner = std::make_shared<mapping>();
+    owner->dom = p_->dom;
+    owner->iova = *iova;
+    owner->size = size;
+    dma_buffer b;
+    b.owner_ = std::move(owner);
+    b.data_ = reinterpret_cast<std::byte*>(start);
+    b.iova_ = *iova;
+    b.size_ = size;
+    return b;
+}
+
+result<int> device::msix_eventfd(unsigned v) {
+    if (v >= p_->msix) return error{EINVAL, fmt::format("{}: MSI-X vector {} of {}", p_->bdf, v, p_->msix)};
+    if (p_->eventfds[v] < 0) {
+        p_->eventfds[v] = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (p_->eventfds[v] < 0) return sys_error(errno, p_->bdf + ": eventfd");
+    }
+    // The first use enables every vector at once (Linux 6.1 cannot add vectors later).
+    const unsigned start = p_->msix_enabled ? v : 0;
+    const unsigned count = p_->msix_enabled ? 1 : p_->msix;
+    std::vector<std::byte> buf(sizeof(vfio_irq_set) + count * sizeof(std::int32_t));
+    auto* s = reinterpret_cast<vfio_irq_set*>(buf.data());
+    s->argsz = static_cast<std::uint32_t>(buf.size());
+    s->flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    s->index = VFIO_PCI_MSIX_IRQ_INDEX;
+    s->start = start;
+    s->count = count;
+    for (unsigned i = 0; i < count; ++i) {
+        const std::int32_t fd = p_->eventfds[start + i];
+        std::memcpy(s->data + i * sizeof fd, &fd, sizeof fd);
+    }
+    if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, s) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_SET_IRQS");
+    p_->msix_enabled = true;
+    return p_->eventfds[v];
+}
+
+status device::reset() {
+    if (::ioctl(p_->fd, VFIO_DEVICE_RESET) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_RESET");
+    return ok_status();
+}
+
+}  // namespace cxv::driver::vfio

@@ -1,0 +1,101 @@
+// VFIO: the driver's only way to a device. A function bound to vfio-pci is opened
+// through its IOMMU group and a type1 container; the driver then reaches it by
+//   (1) loads and stores to BAR0, mapped from the device fd,
+//   (2) DMA to memory it mapped into the container's IOMMU (MAP_DMA),
+//   (3) MSI-X interrupts delivered to eventfds (SET_IRQS),
+// and nothing else. (Linux: Documentation/driver-api/vfio.rst; include/uapi/linux/vfio.h.)
+//
+// Every object is RAII and made by a named create()/open() returning result<T>; errors
+// say what a person should do (bind the function to vfio-pci, make the group viable,
+// raise RLIMIT_MEMLOCK, enable the IOMMU).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hw/mmio.h"
+#include "hw/result.h"
+
+namespace cxv::driver::vfio {
+
+class device;
+
+// Usable IOVA ranges (VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE) and page sizes.
+struct iommu_info {
+    std::uint64_t page_sizes = 0;  // iova_pgsizes bitmap
+    struct range {
+        std::uint64_t first, last;  // inclusive
+    };
+    std::vector<range> ranges;
+};
+
+// Memory the device can reach: host memory mapped at an IOVA. Unmapped (and, if the
+// mapping allocated it, freed) on destruction. Movable, not copyable.
+class dma_buffer {
+public:
+    dma_buffer() = default;
+    dma_buffer(dma_buffer&&) noexcept;
+    dma_buffer& operator=(dma_buffer&&) noexcept;
+    dma_buffer(const dma_buffer&) = delete;
+    dma_buffer& operator=(const dma_buffer&) = delete;
+    ~dma_buffer();
+
+    std::byte* data() const noexcept { return data_; }
+    std::uint64_t iova() const noexcept { return iova_; }
+    std::size_t size() const noexcept { return size_; }
+    explicit operator bool() const noexcept { return data_ != nullptr; }
+    // The IOVA of a byte inside the buffer.
+    std::uint64_t iova_of(const void* p) const noexcept {
+        return iova_ + static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - data_);
+    }
+
+private:
+    friend class device;
+    std::shared_ptr<void> owner_;  // keeps the container alive; unmaps on release
+    std::byte* data_ = nullptr;
+    std::uint64_t iova_ = 0;
+    std::size_t size_ = 0;
+};
+
+// An opened vfio-pci function with its own group and container.
+class device {
+public:
+    // Opens the function at `bdf` ("DDDD:BB:DD.F") the way the kernel documents it:
+    // container, group (must be viable), type1v2 IOMMU, device fd; maps BAR0; reads the
+    // IOMMU's page sizes and IOVA ranges; enables memory decode and bus mastering.
+    static result<std::unique_ptr<device>> open(const std::string& bdf);
+    ~device();
+    device(const device&) = delete;
+    device& operator=(const device&) = delete;
+
+    const std::string& bdf() const noexcept;
+    const hw::mmio_window& bar0() const noexcept;
+    const iommu_info& iommu() const noexcept;
+    unsigned msix_count() const noexcept;  // vectors the function has
+
+    // Zeroed, page-aligned memory of at least `size` bytes, mapped for the device to
+    // read and write, at an IOVA aligned to `align` (a power of two ≥ 4 KiB) inside a
+    // usable range.
+    result<dma_buffer> alloc_dma(std::size_t size, std::size_t align = 4096);
+    // The caller's memory [p, p+len) made reachable: the pages that hold it are mapped
+    // (any alignment of p and len); the returned buffer's data() is the page-aligned
+    // start. The caller keeps the memory alive while the mapping exists.
+    result<dma_buffer> map_dma(void* p, std::size_t len, bool device_writes = true);
+
+    // Routes MSI-X vector `v` to a new eventfd (non-blocking) owned by the device
+    // object; returns the fd. All vectors are enabled at the first call (Linux 6.1
+    // cannot add vectors later).
+    result<int> msix_eventfd(unsigned v);
+    // VFIO_DEVICE_RESET (function level reset).
+    status reset();
+
+private:
+    struct impl;
+    explicit device(std::unique_ptr<impl> p);
+    std::unique_ptr<impl> p_;
+};
+
+}  // namespace cxv::driver::vfio
