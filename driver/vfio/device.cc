@@ -257,26 +257,19 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf) {
     return std::unique_ptr<device>(new device(std::move(p)));
 }
 
-result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
-    if (size == 0 || align < kPage || (align & (align - 1))) return error{EINVAL, "alloc_dma: bad size or alignment"};
-    size = (size + kPage - 1) & ~(kPage - 1);
-    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (mem == MAP_FAILED) return sys_error(errno, p_->bdf + ": DMA memory");
+result<dma_buffer> device::map_range(void* vaddr, std::size_t size, std::size_t align, bool writable,
+                                     bool owned) {
     auto iova = p_->dom->reserve(size, align);
-    if (!iova) {
-        ::munmap(mem, size);
-        return error{ENOSPC, fmt::format("{}: no free IOVA range for {} bytes", p_->bdf, size)};
-    }
+    if (!iova) return error{ENOSPC, fmt::format("{}: no free IOVA range for {} bytes", p_->bdf, size)};
     vfio_iommu_type1_dma_map m{};
     m.argsz = sizeof m;
-    m.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
-    m.vaddr = reinterpret_cast<std::uint64_t>(mem);
+    m.flags = VFIO_DMA_MAP_FLAG_READ | (writable ? VFIO_DMA_MAP_FLAG_WRITE : 0);
+    m.vaddr = reinterpret_cast<std::uint64_t>(vaddr);
     m.iova = *iova;
     m.size = size;
     if (::ioctl(p_->dom->container, VFIO_IOMMU_MAP_DMA, &m) != 0) {
         const int e = errno;
         p_->dom->release(*iova);
-        ::munmap(mem, size);
         if (e == ENOMEM) {
             rlimit rl{};
             getrlimit(RLIMIT_MEMLOCK, &rl);
@@ -289,12 +282,22 @@ result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
     owner->dom = p_->dom;
     owner->iova = *iova;
     owner->size = size;
-    owner->owned = mem;
+    owner->owned = owned ? vaddr : nullptr;
     dma_buffer b;
     b.owner_ = std::move(owner);
-    b.data_ = static_cast<std::byte*>(mem);
+    b.data_ = static_cast<std::byte*>(vaddr);
     b.iova_ = *iova;
     b.size_ = size;
+    return b;
+}
+
+result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
+    if (size == 0 || align < kPage || (align & (align - 1))) return error{EINVAL, "alloc_dma: bad size or alignment"};
+    size = (size + kPage - 1) & ~(kPage - 1);
+    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (mem == MAP_FAILED) return sys_error(errno, p_->bdf + ": DMA memory");
+    auto b = map_range(mem, size, align, true, true);
+    if (!b) ::munmap(mem, size);
     return b;
 }
 
@@ -302,30 +305,7 @@ result<dma_buffer> device::map_dma(void* p, std::size_t len, bool device_writes)
     if (p == nullptr || len == 0) return error{EINVAL, "map_dma: empty range"};
     const auto start = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(p) + len + kPage - 1) & ~(kPage - 1);
-    const std::uint64_t size = end - start;
-    auto iova = p_->dom->reserve(size, kPage);
-    if (!iova) return error{ENOSPC, fmt::format("{}: no free IOVA range for {} bytes", p_->bdf, size)};
-    vfio_iommu_type1_dma_map m{};
-    m.argsz = sizeof m;
-    m.flags = VFIO_DMA_MAP_FLAG_READ | (device_writes ? VFIO_DMA_MAP_FLAG_WRITE : 0);
-    m.vaddr = start;
-    m.iova = *iova;
-    m.size = size;
-    if (::ioctl(p_->dom->container, VFIO_IOMMU_MAP_DMA, &m) != 0) {
-        const int e = errno;
-        p_->dom->release(*iova);
-        return sys_error(e, p_->bdf + ": VFIO_IOMMU_MAP_DMA");
-    }
-    auto owner = std::make_shared<mapping>();
-    owner->dom = p_->dom;
-    owner->iova = *iova;
-    owner->size = size;
-    dma_buffer b;
-    b.owner_ = std::move(owner);
-    b.data_ = reinterpret_cast<std::byte*>(start);
-    b.iova_ = *iova;
-    b.size_ = size;
-    return b;
+    return map_range(reinterpret_cast<void*>(start), end - start, kPage, device_writes, false);
 }
 
 result<int> device::msix_eventfd(unsigned v) {

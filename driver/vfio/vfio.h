@@ -95,6 +95,9 @@ public:
 private:
     struct impl;
     explicit device(std::unique_ptr<impl> p);
+    // MAP_DMA of [vaddr, vaddr+size) (page-aligned) at a fresh IOVA; `owned` memory is
+    // released with the mapping.
+    result<dma_buffer> map_range(void* vaddr, std::size_t size, std::size_t align, bool writable, bool owned);
     std::unique_ptr<impl> p_;
 };
 

@@ -195,6 +195,13 @@ private:
     long device_get_irq_info(function_state& f, void* arg);
     long device_set_irqs(function_state& f, void* arg);
     long set_vector(function_state& f, unsigned vector, int fd);
+    // The function, region index and offset a device-fd access at `offset` addresses:
+    // 0, -EINVAL for other files or a negative offset, kPassThrough for unknown fds.
+    struct region_access {
+        function_state* fn = nullptr;
+        std::uint64_t index = 0, pos = 0;
+    };
+    long locate(int fd, long long offset, region_access& out);
     long set_single_trigger(int& trigger, unsigned count, unsigned type, const std::uint8_t* data);
     long set_intx(function_state& f, unsigned action, unsigned start, unsigned count, unsigned type,
                   const std::uint8_t* data);

@@ -501,16 +501,22 @@ long long host::mmap_offset(int fd, std::size_t len, int /*prot*/, int flags, lo
     return static_cast<long long>(start);
 }
 
-long host::pread(int fd, void* buf, std::size_t len, long long offset) {
-    std::lock_guard lock(mu_);
+long host::locate(int fd, long long offset, region_access& out) {
     auto file = find(fd);
     if (!file) return kPassThrough;
-    if (file->kind != file_kind::device) return -EINVAL;
-    function_state& f = static_cast<device_file&>(*file).fn;
-    const std::uint64_t off = static_cast<std::uint64_t>(offset);
-    const std::uint64_t index = off >> kOffsetShift;
-    const std::uint64_t pos = off & kOffsetMask;
-    if (offset < 0) return -EINVAL;
+    if (file->kind != file_kind::device || offset < 0) return -EINVAL;
+    out.fn = &static_cast<device_file&>(*file).fn;
+    out.index = static_cast<std::uint64_t>(offset) >> kOffsetShift;
+    out.pos = static_cast<std::uint64_t>(offset) & kOffsetMask;
+    return 0;
+}
+
+long host::pread(int fd, void* buf, std::size_t len, long long offset) {
+    std::lock_guard lock(mu_);
+    region_access r;
+    if (const long e = locate(fd, offset, r); e != 0) return e;
+    function_state& f = *r.fn;
+    const std::uint64_t index = r.index, pos = r.pos;
     if (index == VFIO_PCI_CONFIG_REGION_INDEX) {
         // vfio_config_do_rw: the whole access must lie inside config space.
         if (pos >= config_space::size || len > config_space::size - pos) return -EFAULT;
@@ -529,14 +535,10 @@ long host::pread(int fd, void* buf, std::size_t len, long long offset) {
 
 long host::pwrite(int fd, const void* buf, std::size_t len, long long offset) {
     std::lock_guard lock(mu_);
-    auto file = find(fd);
-    if (!file) return kPassThrough;
-    if (file->kind != file_kind::device) return -EINVAL;
-    function_state& f = static_cast<device_file&>(*file).fn;
-    const std::uint64_t off = static_cast<std::uint64_t>(offset);
-    const std::uint64_t index = off >> kOffsetShift;
-    const std::uint64_t pos = off & kOffsetMask;
-    if (offset < 0) return -EINVAL;
+    region_access r;
+    if (const long e = locate(fd, offset, r); e != 0) return e;
+    function_state& f = *r.fn;
+    const std::uint64_t index = r.index, pos = r.pos;
     if (index == VFIO_PCI_CONFIG_REGION_INDEX) {
         if (pos >= config_space::size || len > config_space::size - pos) return -EFAULT;
         const std::size_t n = len;
