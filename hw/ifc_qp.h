@@ -120,6 +120,29 @@ CXV_IFC_LAYOUT(ads, 0x160)
     F(dbr_umem_id, 0x720, 32)
 CXV_IFC_LAYOUT(qpc, 0x740)
 
+// Values of QPC fields (PRM "QP Context").
+namespace qpc_values {
+// qpc.st: service type.
+inline constexpr std::uint32_t st_rc = 0x0, st_uc = 0x1, st_ud = 0x2;
+// qpc.state (QUERY_QP).
+inline constexpr std::uint32_t state_rst = 0x0, state_init = 0x1, state_rtr = 0x2, state_rts = 0x3,
+                               state_sqer = 0x4, state_sqd = 0x5, state_err = 0x6;
+// qpc.rq_type: own receive queue, an SRQ, or none (zero length).
+inline constexpr std::uint32_t rq_regular = 0x0, rq_srq = 0x1, rq_zero_len = 0x3;
+// qpc.pm_state: without automatic path migration a QP is MIGRATED.
+inline constexpr std::uint32_t pm_migrated = 0x3;
+// qpc.mtu: 256 (1) .. 4096 (5) bytes.
+inline constexpr std::uint32_t mtu_256 = 1, mtu_512 = 2, mtu_1024 = 3, mtu_2048 = 4, mtu_4096 = 5;
+}  // namespace qpc_values
+
+// The transitions' opt_param_mask bits (PRM "QP Optional Parameter Mask").
+namespace qp_opt {
+inline constexpr std::uint32_t alt_addr_path = 1u << 0, rre = 1u << 1, rae = 1u << 2, rwe = 1u << 3,
+                               pkey_index = 1u << 4, q_key = 1u << 5, rnr_timeout = 1u << 6,
+                               pm_state = 1u << 10, lag_tx_aff = 1u << 15, pri_port = 1u << 16,
+                               srqn = 1u << 18, cqn_rcv = 1u << 19;
+}  // namespace qp_opt
+
 // PRM CREATE_QP: the new QP starts in RST. The buffer is given by the page list (pas)
 // after the fixed part, or by a umem when wq_umem_valid is set; ece offers enhanced
 // connection establishment options, and the output returns the ones accepted.

@@ -78,7 +78,7 @@ bool cmd_engine::poll() {
         }
         it->record.delivery_status = status;
         trace_.record(it->record);
-        complete(it->slot, status);
+        complete(it->slot, status, it->event);
         it = delayed_.erase(it);
         worked = true;
     }
@@ -114,7 +114,7 @@ bool cmd_engine::poll() {
     return true;
 }
 
-void cmd_engine::complete(unsigned slot, std::uint8_t delivery_status) {
+void cmd_engine::complete(unsigned slot, std::uint8_t delivery_status, bool event) {
     const std::uint64_t entry_iova = cmdq_iova_ + slot * kEntry;
     // The PRM hands the entry back by clearing ownership in its last byte, with the
     // delivery status above it; everything else was written before.
@@ -122,7 +122,7 @@ void cmd_engine::complete(unsigned slot, std::uint8_t delivery_status) {
     const std::uint8_t status_own = static_cast<std::uint8_t>(delivery_status << 1);
     mmu_.write(entry_iova + kStatusOwn, &status_own, 1);
     busy_ &= ~(1u << slot);
-    fw_.post_command_completion(1u << slot);
+    if (event) fw_.post_command_completion(1u << slot);
 }
 
 // Walks a mailbox chain from `head` for the bytes past the 16 inline ones of a
@@ -251,14 +251,14 @@ void cmd_engine::execute(unsigned slot) {
         return;
     }
     if (fault.delay.count() > 0) {
-        delayed_.push_back({slot, start + fault.delay, std::move(out), olen, rec});
+        delayed_.push_back({slot, start + fault.delay, std::move(out), olen, rec, !fault.no_event});
         return;
     }
     const std::uint8_t status = write_output(entry.data(), entry_iova, out, olen);
     rec.delivery_status = status;
     rec.duration = std::chrono::steady_clock::now() - start;
     trace_.record(rec);
-    complete(slot, status);
+    complete(slot, status, !fault.no_event);
 }
 
 }  // namespace cxv::sim

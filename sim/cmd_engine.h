@@ -50,7 +50,7 @@ public:
 private:
     bool latch_queue_address();
     void execute(unsigned slot);
-    void complete(unsigned slot, std::uint8_t delivery_status);
+    void complete(unsigned slot, std::uint8_t delivery_status, bool event = true);
     template <typename Fn>
     std::uint8_t walk_chain(std::uint64_t head, std::uint32_t token, std::size_t len,
                             hw::cmd_delivery_status missing, Fn&& fn);
@@ -76,6 +76,7 @@ private:
         std::vector<std::byte> out;
         std::size_t olen;
         command_record record;
+        bool event;
     };
     std::vector<delayed> delayed_;
 };

@@ -183,4 +183,9 @@ void device::set_link(bool up) {
     fw_.set_port_up(up);
 }
 
+void device::request_pages(std::int32_t num_pages) {
+    std::lock_guard lock(mu_);
+    fw_.request_pages(num_pages);
+}
+
 }  // namespace cxv::sim

@@ -56,6 +56,9 @@ public:
 
     // Link state, as if the cable were pulled or plugged (PORT_CHANGE event).
     void set_link(bool up);
+    // A PAGE_REQUEST event asking for `num_pages` more (negative: offering that many
+    // back), as firmware sends when its memory needs change at run time.
+    void request_pages(std::int32_t num_pages);
 
 private:
     explicit device(const device_config& cfg, std::unique_ptr<bar0> bar);

@@ -25,6 +25,12 @@ void fault_plan::drop_completion(std::optional<hw::cmd_opcode> opcode) {
     drop_armed_ = true;
 }
 
+void fault_plan::suppress_event(std::optional<hw::cmd_opcode> opcode) {
+    std::lock_guard lock(mu_);
+    no_event_opcode_ = opcode;
+    no_event_armed_ = true;
+}
+
 void fault_plan::stall_health(bool stalled) {
     std::lock_guard lock(mu_);
     health_stalled_ = stalled;
@@ -40,6 +46,7 @@ void fault_plan::clear() {
     fail_count_ = 0;
     delay_armed_ = false;
     drop_armed_ = false;
+    no_event_armed_ = false;
     health_stalled_ = false;
     health_syndrome_.reset();
 }
@@ -58,6 +65,10 @@ fault_plan::command_fault fault_plan::take(hw::cmd_opcode op) {
     if (drop_armed_ && matches(drop_opcode_, op)) {
         drop_armed_ = false;
         f.drop = true;
+    }
+    if (no_event_armed_ && matches(no_event_opcode_, op)) {
+        no_event_armed_ = false;
+        f.no_event = true;
     }
     return f;
 }

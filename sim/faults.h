@@ -20,6 +20,9 @@ public:
     // completion is never reported (ownership stays with the device: a timeout).
     void delay_completion(std::optional<hw::cmd_opcode> opcode, std::chrono::milliseconds delay);
     void drop_completion(std::optional<hw::cmd_opcode> opcode);
+    // The next command with `opcode` (or any) completes (ownership returns to the
+    // driver) but no command-completion EQE is written: a lost event.
+    void suppress_event(std::optional<hw::cmd_opcode> opcode);
     // Health: stop the counter; raise a syndrome in the health buffer.
     void stall_health(bool stalled);
     void raise_health_syndrome(std::uint8_t synd, std::uint16_t ext_synd);
@@ -29,6 +32,7 @@ public:
         std::optional<std::pair<hw::cmd_status, hw::cmd_syndrome>> fail;
         std::chrono::milliseconds delay{0};
         bool drop = false;
+        bool no_event = false;
     };
     // Consumes what applies to a command with this opcode. Device thread.
     command_fault take(hw::cmd_opcode op);
@@ -49,6 +53,8 @@ private:
     bool delay_armed_ = false;
     std::optional<hw::cmd_opcode> drop_opcode_;
     bool drop_armed_ = false;
+    std::optional<hw::cmd_opcode> no_event_opcode_;
+    bool no_event_armed_ = false;
     bool health_stalled_ = false;
     std::optional<std::pair<std::uint8_t, std::uint16_t>> health_syndrome_;
 };

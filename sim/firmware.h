@@ -106,6 +106,8 @@ public:
 
     // Sends a port state change (after PAOS or fault injection).
     void set_port_up(bool up);
+    // A PAGE_REQUEST event for num_pages (negative: pages the firmware can return).
+    void request_pages(std::int32_t num_pages);
     bool port_up() const noexcept { return port_up_; }
 
     // The driver wrote nic_interface = DISABLED after TEARDOWN_HCA(PREPARE_FAST_TEARDOWN):
@@ -199,7 +201,6 @@ private:
     bool post_eqe(event_queue& eq, hw::event_type type, std::uint8_t sub_type,
                   std::span<const std::byte> data);
     void post_event(hw::event_type type, std::uint8_t sub_type, std::span<const std::byte> data);
-    void request_pages(std::int32_t num_pages);
 
     void release_all_objects();
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "driver/vfio/vfio.h"
+#include "hw/layout.h"
 #include "hw/opcodes.h"
 #include "hw/result.h"
 
@@ -103,6 +104,16 @@ private:
     std::vector<cmd_record> trace_;
     std::size_t trace_next_ = 0;
 };
+
+// The input of a command laid out as `In` (plus `extra` bytes of trailing lists, e.g.
+// page addresses), zeroed, with opcode and op_mod set.
+template <typename In>
+std::vector<std::byte> command(hw::cmd_opcode op, std::uint16_t op_mod = 0, std::size_t extra = 0) {
+    std::vector<std::byte> in(In::size_bytes + extra);
+    hw::ifc::set<typename In::opcode>(in.data(), static_cast<std::uint32_t>(op));
+    hw::ifc::set<typename In::op_mod>(in.data(), op_mod);
+    return in;
+}
 
 // The errno Linux's mlx5_cmd_status_to_err gives a firmware status.
 int status_errno(hw::cmd_status s) noexcept;

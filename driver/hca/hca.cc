@@ -34,14 +34,14 @@ constexpr std::uint16_t kBootPages = 1, kInitPages = 2;  // QUERY_PAGES op_mod
 constexpr std::uint16_t kGive = 1, kTake = 2;            // MANAGE_PAGES op_mod
 constexpr std::uint16_t kHostEndianness = 0x7004;        // ACCESS_REG register id
 constexpr std::uint16_t kCapGeneralCur = 1, kCapGeneralMax = 0;
-
-template <typename In>
-std::vector<std::byte> input(cmd_opcode op, std::uint16_t op_mod = 0, std::size_t extra = 0) {
-    std::vector<std::byte> in(In::size_bytes + extra);
-    ifc::set<typename In::opcode>(in.data(), static_cast<std::uint32_t>(op));
-    ifc::set<typename In::op_mod>(in.data(), op_mod);
-    return in;
-}
+constexpr std::uint16_t kPmtu = 0x5003;                   // ACCESS_REG register id
+constexpr std::uint16_t kPaos = 0x5006;                   // ACCESS_REG register id
+constexpr std::uint16_t kRegRead = 1;                     // ACCESS_REG op_mod
+constexpr std::uint32_t kOperUp = 1;                      // PAOS oper_status
+constexpr std::uint32_t kRoceHeaders = 40 + 8 + 12 + 4 + 28 + 4;  // GRH, UDP, BTH, XRC/atomic ext, ICRC
+constexpr std::uint32_t kNicDisabled = 1;                 // initial_seg nic_interface
+constexpr std::uint16_t kPrepareFastTeardown = 2;         // TEARDOWN_HCA profile
+constexpr std::uint32_t kForceCloseFailed = 1;            // TEARDOWN_HCA state
 
 }  // namespace
 
@@ -50,7 +50,9 @@ struct hca::page_block {
     std::vector<std::uint64_t> free;  // page IOVAs not given
 };
 
-hca::hca(std::unique_ptr<vfio::device> dev, const options& o) : dev_(std::move(dev)), opts_(o) {}
+hca::hca(std::unique_ptr<vfio::device> dev, const options& o) : dev_(std::move(dev)), opts_(o) {
+    link_->owner = this;
+}
 
 result<std::unique_ptr<hca>> hca::create(std::unique_ptr<vfio::device> dev, const options& o) {
     std::unique_ptr<hca> h(new hca(std::move(dev), o));
@@ -58,9 +60,9 @@ result<std::unique_ptr<hca>> hca::create(std::unique_ptr<vfio::device> dev, cons
     return h;
 }
 
-hca::~hca() { (void)teardown(); }
+hca::~hca() { (void)teardown(teardown_mode::graceful); }
 
-status hca::close() { return teardown(); }
+status hca::close(teardown_mode mode) { return teardown(mode); }
 
 status hca::bring_up() {
     const hw::mmio_window& bar = dev_->bar0();
@@ -82,19 +84,19 @@ status hca::bring_up() {
     if (auto s = wait_init("after the command queue"); !s) return s;
 
     auto run = [&](std::vector<std::byte> in, std::size_t olen) { return cmd_->exec(in, olen); };
-    if (auto r = run(input<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA), 16); !r) return r.error();
+    if (auto r = run(command<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA), 16); !r) return r.error();
     // ISSI 1 is what this driver speaks (PRM "ISSI"); a device offering only 0 is too old.
-    auto issi = run(input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), ifc::query_issi_out::size_bytes);
+    auto issi = run(command<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), ifc::query_issi_out::size_bytes);
     if (!issi) return issi.error();
     if (!(ifc::get<ifc::query_issi_out::supported_issi_dw0>(issi->data()) & 2)) {
         return error{EOPNOTSUPP, fmt::format("{}: firmware does not support ISSI 1", dev_->bdf())};
     }
-    auto set_issi = input<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
+    auto set_issi = command<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
     ifc::set<ifc::set_issi_in::current_issi>(set_issi.data(), 1);
     if (auto r = run(set_issi, 16); !r) return r.error();
 
     auto pages = [&](std::uint16_t which) -> status {
-        auto qp = run(input<ifc::query_pages_in>(cmd_opcode::QUERY_PAGES, which), 16);
+        auto qp = run(command<ifc::query_pages_in>(cmd_opcode::QUERY_PAGES, which), 16);
         if (!qp) return qp.error();
         function_id_ = static_cast<std::uint16_t>(ifc::get<ifc::query_pages_out::function_id>(qp->data()));
         const auto n = static_cast<std::int32_t>(ifc::get<ifc::query_pages_out::num_pages>(qp->data()));
@@ -102,12 +104,12 @@ status hca::bring_up() {
     };
     if (auto s = pages(kBootPages); !s) return s;
 
-    auto endian = input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, 0, 16);
+    auto endian = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, 0, 16);
     ifc::set<ifc::access_register_in::register_id>(endian.data(), kHostEndianness);
     if (auto r = run(endian, ifc::access_register_out::size_bytes + 16); !r) return r.error();
 
     auto query_caps = [&](std::uint16_t op_mod, std::vector<std::byte>& into) -> status {
-        auto r = run(input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, op_mod), ifc::query_hca_cap_out::size_bytes);
+        auto r = run(command<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, op_mod), ifc::query_hca_cap_out::size_bytes);
         if (!r) return r.error();
         const std::byte* cap = ifc::at<ifc::query_hca_cap_out::capability>(r->data());
         into.assign(cap, cap + ifc::cmd_hca_cap::size_bytes);
@@ -117,7 +119,7 @@ status hca::bring_up() {
     if (auto s = query_caps(kCapGeneralCur, caps_cur_); !s) return s;
     // SET_HCA_CAP: the current capabilities with what this driver needs — no command
     // checksums, 4 KiB UAR pages.
-    auto set = input<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
+    auto set = command<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
     std::byte* cap = ifc::at<ifc::set_hca_cap_in::capability>(set.data());
     std::memcpy(cap, caps_cur_.data(), caps_cur_.size());
     ifc::set<ifc::cmd_hca_cap::cmdif_checksum>(cap, 0);
@@ -126,18 +128,18 @@ status hca::bring_up() {
     if (auto s = query_caps(kCapGeneralCur, caps_cur_); !s) return s;
 
     if (auto s = pages(kInitPages); !s) return s;
-    if (auto r = run(input<ifc::init_hca_in>(cmd_opcode::INIT_HCA), 16); !r) return r.error();
+    if (auto r = run(command<ifc::init_hca_in>(cmd_opcode::INIT_HCA), 16); !r) return r.error();
     if (ifc::get<ifc::cmd_hca_cap::driver_version>(caps_cur_.data())) {
-        auto ver = input<ifc::set_driver_version_in>(cmd_opcode::SET_DRIVER_VERSION);
+        auto ver = command<ifc::set_driver_version_in>(cmd_opcode::SET_DRIVER_VERSION);
         const std::string v = "cxv,mlx5_core,0.1";
         std::memcpy(ifc::at<ifc::set_driver_version_in::driver_version>(ver.data()), v.data(), v.size());
         if (auto r = run(ver, 16); !r) return r.error();
     }
-    auto uar = run(input<ifc::alloc_uar_in>(cmd_opcode::ALLOC_UAR), 16);
+    auto uar = run(command<ifc::alloc_uar_in>(cmd_opcode::ALLOC_UAR), 16);
     if (!uar) return uar.error();
     uar_ = ifc::get<ifc::alloc_uar_out::uar>(uar->data());
     uar_allocated_ = true;
-    return create_async_eq();
+    return create_eqs();
 }
 
 // ---- firmware pages ----
@@ -173,7 +175,7 @@ status hca::give_pages(std::int32_t n) {
             }
             blocks_.push_back(std::move(b));
         }
-        auto in = input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kGive, list.size() * 8);
+        auto in = command<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kGive, list.size() * 8);
         ifc::set<ifc::manage_pages_in::function_id>(in.data(), function_id_);
         ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), static_cast<std::uint32_t>(list.size()));
         for (std::size_t i = 0; i < list.size(); ++i) ifc::set<ifc::manage_pages_in::pas>(in.data(), i, list[i]);
@@ -194,7 +196,7 @@ status hca::take_pages(std::uint32_t n, std::uint32_t* got) {
     std::uint32_t total = 0;
     while (n > 0) {
         const std::uint32_t batch = std::min(n, kMaxPasPerCommand);
-        auto in = input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kTake);
+        auto in = command<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kTake);
         ifc::set<ifc::manage_pages_in::function_id>(in.data(), function_id_);
         ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), batch);
         auto r = cmd_->exec(in, ifc::manage_pages_out::size_bytes + std::size_t{batch} * 8);
@@ -239,39 +241,19 @@ std::size_t hca::pages_given() const {
     return given_.size();
 }
 
-// ---- the async EQ ----
+// ---- event queues ----
 
-status hca::create_async_eq() {
-    auto fd = dev_->msix_eventfd(0);
-    if (!fd) return fd.error();
-    eq_fd_ = fd.value();
-    const std::size_t bytes = (std::size_t{1} << kEqLog) * ifc::eqe::size_bytes;
-    auto buf = dev_->alloc_dma(bytes, bytes);
-    if (!buf) return buf.error();
-    eq_buf_ = std::move(buf).value();
-    // Every EQE starts owned by the device: owner 1 is "not yet written" on the first pass.
-    for (std::size_t i = 0; i < (std::size_t{1} << kEqLog); ++i) {
-        ifc::set<ifc::eqe::owner>(eq_buf_.data() + i * ifc::eqe::size_bytes, 1);
-    }
-    auto in = input<ifc::create_eq_in>(cmd_opcode::CREATE_EQ, 0, 8);
-    std::byte* eqc = ifc::at<ifc::create_eq_in::eq_context_entry>(in.data());
-    ifc::set<ifc::eqc::log_eq_size>(eqc, kEqLog);
-    ifc::set<ifc::eqc::uar_page>(eqc, uar_);
-    ifc::set<ifc::eqc::intr>(eqc, 0);
-    ifc::set<ifc::eqc::log_page_size>(eqc, static_cast<std::uint32_t>(std::countr_zero(bytes)) - 12);
-    std::uint64_t mask = 0;
+status hca::create_eqs() {
+    std::uint64_t async = 0;
     for (auto t : {hw::event_type::CMD, hw::event_type::PAGE_REQUEST, hw::event_type::PORT_CHANGE,
                    hw::event_type::CQ_ERROR, hw::event_type::WQ_CATAS_ERROR, hw::event_type::WQ_INVAL_REQ_ERROR,
-                   hw::event_type::WQ_ACCESS_ERROR, hw::event_type::SRQ_CATAS_ERROR, hw::event_type::INTERNAL_ERROR}) {
-        mask |= std::uint64_t{1} << static_cast<unsigned>(t);
+                   hw::event_type::WQ_ACCESS_ERROR, hw::event_type::SRQ_CATAS_ERROR,
+                   hw::event_type::SRQ_RQ_LIMIT, hw::event_type::INTERNAL_ERROR}) {
+        async |= std::uint64_t{1} << static_cast<unsigned>(t);
     }
-    ifc::set<ifc::create_eq_in::event_bitmask>(in.data(), 0, mask);
-    ifc::set<ifc::create_eq_in::pas>(in.data(), 0, eq_buf_.iova());
-    auto r = cmd_->exec(in, 16);
-    if (!r) return r.error();
-    eqn_ = static_cast<std::uint8_t>(ifc::get<ifc::create_eq_out::eq_number>(r->data()));
-    eq_created_ = true;
-    arm_eq();
+    if (auto s = create_eq(async_, 0, async); !s) return s;
+    // Completion events name no type in the mask: a CQ chooses its EQ (cqc.c_eqn).
+    if (auto s = create_eq(comp_, dev_->msix_count() > 1 ? 1 : 0, 0); !s) return s;
     cmd_->use_events(true);
     next_health_ = std::chrono::steady_clock::now();
     last_health_ = dev_->bar0().read32_be(kHealthCounter) & 0xffffff;
@@ -280,67 +262,178 @@ status hca::create_async_eq() {
     return ok_status();
 }
 
-void hca::arm_eq() {
+status hca::create_eq(event_queue& eq, unsigned vector, std::uint64_t events) {
+    auto fd = dev_->msix_eventfd(vector);
+    if (!fd) return fd.error();
+    eq.fd = fd.value();
+    const std::size_t bytes = (std::size_t{1} << kEqLog) * ifc::eqe::size_bytes;
+    auto buf = dev_->alloc_dma(bytes, bytes);
+    if (!buf) return buf.error();
+    eq.buf = std::move(buf).value();
+    // Every EQE starts owned by the device: owner 1 is "not yet written" on the first pass.
+    for (std::size_t i = 0; i < (std::size_t{1} << kEqLog); ++i) {
+        ifc::set<ifc::eqe::owner>(eq.buf.data() + i * ifc::eqe::size_bytes, 1);
+    }
+    auto in = command<ifc::create_eq_in>(cmd_opcode::CREATE_EQ, 0, 8);
+    std::byte* eqc = ifc::at<ifc::create_eq_in::eq_context_entry>(in.data());
+    ifc::set<ifc::eqc::log_eq_size>(eqc, kEqLog);
+    ifc::set<ifc::eqc::uar_page>(eqc, uar_);
+    ifc::set<ifc::eqc::intr>(eqc, vector);
+    ifc::set<ifc::eqc::log_page_size>(eqc, static_cast<std::uint32_t>(std::countr_zero(bytes)) - 12);
+    ifc::set<ifc::create_eq_in::event_bitmask>(in.data(), 0, events);
+    ifc::set<ifc::create_eq_in::pas>(in.data(), 0, eq.buf.iova());
+    auto r = cmd_->exec(in, 16);
+    if (!r) return r.error();
+    eq.n = static_cast<std::uint8_t>(ifc::get<ifc::create_eq_out::eq_number>(r->data()));
+    eq.created = true;
+    arm_eq(eq);
+    return ok_status();
+}
+
+void hca::arm_eq(const event_queue& eq) {
     // UAR + 0x40: EQ number and consumer index, and arm for the next event.
     hw::to_device();
     dev_->bar0().write32_be(std::size_t{uar_} * hw::uar_page_size + hw::uar_eq_doorbell_arm,
-                            (std::uint32_t{eqn_} << 24) | (eq_ci_ & 0xffffff));
+                            hw::eq_doorbell_value(eq.n, eq.ci));
 }
 
-bool hca::process_eq() {
+bool hca::process_eq(event_queue& eq) {
     bool any = false;
     const std::uint32_t mask = (1u << kEqLog) - 1;
     for (;;) {
-        std::byte* e = eq_buf_.data() + (eq_ci_ & mask) * ifc::eqe::size_bytes;
+        std::byte* e = eq.buf.data() + (eq.ci & mask) * ifc::eqe::size_bytes;
         // Valid when the owner bit equals the pass parity (PRM "Event Queue").
-        if (ifc::get<ifc::eqe::owner>(e) != ((eq_ci_ >> kEqLog) & 1)) break;
+        if (ifc::get<ifc::eqe::owner>(e) != ((eq.ci >> kEqLog) & 1)) break;
         hw::from_device();
-        const auto type = static_cast<hw::event_type>(ifc::get<ifc::eqe::event_type>(e));
-        const std::byte* data = ifc::at<ifc::eqe::event_data>(e);
-        switch (type) {
-        case hw::event_type::CMD:
-            cmd_->complete(ifc::get<ifc::cmd_inter_comp_event::command_completion_vector>(data));
-            break;
-        case hw::event_type::PAGE_REQUEST: {
-            std::lock_guard lock(work_mu_);
-            page_work_.push_back(static_cast<std::int32_t>(ifc::get<ifc::pages_req_event::num_pages>(data)));
-            work_cv_.notify_one();
-            break;
-        }
-        case hw::event_type::PORT_CHANGE: {
-            const auto sub = static_cast<hw::port_change_subtype>(ifc::get<ifc::eqe::event_sub_type>(e));
-            const unsigned port = ifc::get<ifc::port_state_change_event::port_num>(data);
-            hca_event ev{hca_event::port_other, port, 0, std::string(hw::name(sub))};
-            if (sub == hw::port_change_subtype::ACTIVE) ev.what = hca_event::port_up;
-            if (sub == hw::port_change_subtype::DOWN) ev.what = hca_event::port_down;
-            report(std::move(ev));
-            break;
-        }
-        case hw::event_type::INTERNAL_ERROR:
-            fatal("the device reported an internal error event");
-            break;
-        default:
-            report({hca_event::queue_error, 0, 0, std::string(hw::name(type))});
-            break;
-        }
-        ++eq_ci_;
+        handle_eqe(e);
+        ++eq.ci;
         any = true;
     }
-    if (any) arm_eq();
+    if (any) arm_eq(eq);
     return any;
+}
+
+void hca::handle_eqe(const std::byte* e) {
+    const auto type = static_cast<hw::event_type>(ifc::get<ifc::eqe::event_type>(e));
+    const std::byte* data = ifc::at<ifc::eqe::event_data>(e);
+    switch (type) {
+    case hw::event_type::COMP:
+        if (opts_.on_completion) opts_.on_completion(ifc::get<ifc::comp_event::cq_number>(data));
+        break;
+    case hw::event_type::CMD:
+        cmd_->complete(ifc::get<ifc::cmd_inter_comp_event::command_completion_vector>(data));
+        break;
+    case hw::event_type::PAGE_REQUEST: {
+        std::lock_guard lock(work_mu_);
+        page_work_.push_back(static_cast<std::int32_t>(ifc::get<ifc::pages_req_event::num_pages>(data)));
+        work_cv_.notify_one();
+        break;
+    }
+    case hw::event_type::PORT_CHANGE: {
+        const auto sub = static_cast<hw::port_change_subtype>(ifc::get<ifc::eqe::event_sub_type>(e));
+        const unsigned port = ifc::get<ifc::port_state_change_event::port_num>(data);
+        hca_event ev{hca_event::port_other, port, 0, std::string(hw::name(sub))};
+        if (sub == hw::port_change_subtype::ACTIVE) ev.what = hca_event::port_up;
+        if (sub == hw::port_change_subtype::DOWN) ev.what = hca_event::port_down;
+        report(std::move(ev));
+        break;
+    }
+    case hw::event_type::INTERNAL_ERROR:
+        fatal("the device reported an internal error event");
+        break;
+    case hw::event_type::CQ_ERROR:
+        report({hca_event::queue_error, 0, ifc::get<ifc::cq_error::cqn>(data),
+                fmt::format("{} syndrome 0x{:x}", hw::name(type), ifc::get<ifc::cq_error::syndrome>(data))});
+        break;
+    default:
+        // QP/SRQ affiliated events carry the queue number in the same place.
+        report({hca_event::queue_error, 0, ifc::get<ifc::qp_events::qpn_rqn_sqn>(data), std::string(hw::name(type))});
+        break;
+    }
 }
 
 void hca::event_loop() {
     while (!stop_.load(std::memory_order_acquire)) {
-        pollfd p{eq_fd_, POLLIN, 0};
-        const int n = ::poll(&p, 1, 50);
-        if (n > 0 && (p.revents & POLLIN)) {
-            std::uint64_t count;
-            (void)!::read(eq_fd_, &count, sizeof count);
+        pollfd p[2] = {{async_.fd, POLLIN, 0}, {comp_.fd, POLLIN, 0}};
+        const nfds_t n = comp_.fd == async_.fd ? 1 : 2;
+        if (::poll(p, n, 50) > 0) {
+            for (nfds_t i = 0; i < n; ++i) {
+                std::uint64_t count;
+                if (p[i].revents & POLLIN) (void)!::read(p[i].fd, &count, sizeof count);
+            }
         }
-        process_eq();
+        process_eq(async_);
+        process_eq(comp_);
         check_health(std::chrono::steady_clock::now());
     }
+}
+
+// ---- BlueFlame registers ----
+
+result<hca::bf_reg> hca::alloc_bf() {
+    std::lock_guard lock(bf_mu_);
+    if (bf_free_.empty()) {
+        auto r = cmd_->exec(command<ifc::alloc_uar_in>(cmd_opcode::ALLOC_UAR), 16);
+        if (!r) return r.error();
+        const std::uint32_t uar = ifc::get<ifc::alloc_uar_out::uar>(r->data());
+        bf_uars_.push_back(uar);
+        // The registers fill the second half of the UAR page (PRM "UAR Page Format").
+        const std::size_t size = std::size_t{1} << ifc::get<ifc::cmd_hca_cap::log_bf_reg_size>(caps_cur_.data());
+        for (std::size_t off = hw::uar_page_size - size; off >= hw::uar_bf_offset; off -= size) {
+            bf_free_.push_back({uar, off, size});
+        }
+    }
+    const bf_reg r = bf_free_.back();
+    bf_free_.pop_back();
+    return r;
+}
+
+void hca::free_bf(const bf_reg& r) {
+    std::lock_guard lock(bf_mu_);
+    bf_free_.push_back(r);
+}
+
+// ---- ports ----
+
+bool hca::ethernet() const noexcept { return ifc::get<ifc::cmd_hca_cap::port_type>(caps_cur_.data()) == 1; }
+
+result<hca::port_info> hca::query_port(unsigned port) {
+    port_info pi;
+    pi.ethernet = ethernet();
+    // A port register (ACCESS_REG read) for this port.
+    auto read_reg = [&](std::uint16_t id, std::size_t size) -> result<std::vector<std::byte>> {
+        auto in = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, kRegRead, size);
+        ifc::set<ifc::access_register_in::register_id>(in.data(), id);
+        std::byte* reg = ifc::at<ifc::access_register_in::register_data>(in.data());
+        ifc::set<ifc::pmtu_reg::local_port>(reg, port);  // local_port is at the same place in PMTU and PAOS
+        auto r = cmd_->exec(in, ifc::access_register_out::size_bytes + size);
+        if (!r) return r.error();
+        return std::vector<std::byte>(r->begin() + ifc::access_register_out::size_bytes, r->end());
+    };
+    auto paos = read_reg(kPaos, ifc::paos_reg::size_bytes);
+    if (!paos) return paos.error();
+    pi.up = ifc::get<ifc::paos_reg::oper_status>(paos->data()) == kOperUp;
+    // PMTU: the operational MTU in bytes, as the QPC encodes it (RoCE headers taken off).
+    auto pmtu = read_reg(kPmtu, ifc::pmtu_reg::size_bytes);
+    if (!pmtu) return pmtu.error();
+    std::uint32_t bytes = ifc::get<ifc::pmtu_reg::oper_mtu>(pmtu->data());
+    if (pi.ethernet) bytes = bytes > kRoceHeaders ? bytes - kRoceHeaders : 0;
+    for (std::uint32_t m = 1; m <= 5; ++m) {
+        if ((128u << m) <= bytes) pi.max_mtu = m;
+    }
+    if (pi.ethernet) return pi;  // RoCE addresses come from the GID table the driver programs
+    auto q = command<ifc::query_hca_vport_context_in>(cmd_opcode::QUERY_HCA_VPORT_CONTEXT);
+    ifc::set<ifc::query_hca_vport_context_in::port_num>(q.data(), port);
+    auto out = cmd_->exec(q, ifc::query_hca_vport_context_out::size_bytes);
+    if (!out) return out.error();
+    const std::byte* ctx = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(out->data());
+    pi.lid = static_cast<std::uint16_t>(ifc::get<ifc::hca_vport_context::lid>(ctx));
+    auto g = command<ifc::query_hca_vport_gid_in>(cmd_opcode::QUERY_HCA_VPORT_GID);
+    ifc::set<ifc::query_hca_vport_gid_in::port_num>(g.data(), port);
+    auto gout = cmd_->exec(g, ifc::query_hca_vport_gid_out::size_bytes + 16);
+    if (!gout) return gout.error();
+    std::memcpy(pi.gid, gout->data() + ifc::query_hca_vport_gid_out::size_bytes, 16);
+    return pi;
 }
 
 void hca::page_worker() {
@@ -409,9 +502,16 @@ std::string hca::fw_version_string() const {
 
 // ---- teardown ----
 
-status hca::teardown() {
+status hca::teardown(teardown_mode mode) {
     if (closed_) return ok_status();
     closed_ = true;
+    {
+        // From here on objects made on this HCA send no commands (a destroy in flight
+        // finishes first).
+        std::unique_lock lock(link_->mu);
+        link_->owner = nullptr;
+        objects_at_close_ = link_->objects.load();
+    }
     if (events_.joinable() || pages_.joinable()) {
         stop_.store(true);
         work_cv_.notify_all();
@@ -419,35 +519,74 @@ status hca::teardown() {
         if (events_.joinable()) events_.join();
     }
     if (!cmd_) return ok_status();
-    cmd_->use_events(false);  // polling from here on: the EQ goes away
+    cmd_->use_events(false);  // polling from here on: the EQs go away
     status result = ok_status();
     auto keep_first = [&](status s) {
         if (!s && result) result = std::move(s);
     };
-    if (!dead()) {
-        if (eq_created_) {
-            auto in = input<ifc::destroy_eq_in>(cmd_opcode::DESTROY_EQ);
-            ifc::set<ifc::destroy_eq_in::eq_number>(in.data(), eqn_);
-            if (auto r = cmd_->exec(in, 16); !r) keep_first(r.error());
+    if (dead()) {
+        keep_first(error{ENODEV, "teardown skipped: the device is dead"});
+    } else if (mode == teardown_mode::fast && ifc::get<ifc::cmd_hca_cap::fast_teardown>(caps_cur_.data())) {
+        keep_first(fast_teardown());
+    } else {
+        // Objects still alive hold the EQs and the UAR; TEARDOWN_HCA releases them all
+        // (as it does for a process that exits without cleaning up).
+        if (objects_at_close_ == 0) {
+            for (event_queue* eq : {&comp_, &async_}) {
+                if (!eq->created) continue;
+                auto in = command<ifc::destroy_eq_in>(cmd_opcode::DESTROY_EQ);
+                ifc::set<ifc::destroy_eq_in::eq_number>(in.data(), eq->n);
+                if (auto r = cmd_->exec(in, 16); !r) keep_first(r.error());
+            }
+            std::vector<std::uint32_t> uars = bf_uars_;
+            if (uar_allocated_) uars.push_back(uar_);
+            for (std::uint32_t uar : uars) {
+                auto in = command<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
+                ifc::set<ifc::dealloc_uar_in::uar>(in.data(), uar);
+                if (auto r = cmd_->exec(in, 16); !r) keep_first(r.error());
+            }
         }
-        if (uar_allocated_) {
-            auto in = input<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
-            ifc::set<ifc::dealloc_uar_in::uar>(in.data(), uar_);
-            if (auto r = cmd_->exec(in, 16); !r) keep_first(r.error());
-        }
-        if (auto r = cmd_->exec(input<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA), 16); !r) {
+        if (auto r = cmd_->exec(command<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA), 16); !r) {
             keep_first(r.error());
         }
         keep_first(reclaim_all_pages());
-        if (auto r = cmd_->exec(input<ifc::disable_hca_in>(cmd_opcode::DISABLE_HCA), 16); !r) {
+        if (auto r = cmd_->exec(command<ifc::disable_hca_in>(cmd_opcode::DISABLE_HCA), 16); !r) {
             keep_first(r.error());
         }
-    } else {
-        keep_first(error{ENODEV, "teardown skipped: the device is dead"});
     }
+    trace_at_close_ = cmd_->trace();
     cmd_.reset();
-    // The DMA memory (queue, mailboxes, EQ, firmware pages) is unmapped as the buffers go.
+    // The DMA memory (queue, mailboxes, EQs, firmware pages) is unmapped as the buffers go.
     return result;
+}
+
+// PRM "Fast Teardown": TEARDOWN_HCA(PREPARE_FAST_TEARDOWN), then the driver disables the
+// NIC interface in the initialization segment and waits until the device says it is
+// disabled. The device stops all DMA; its pages are not handed back one by one.
+status hca::fast_teardown() {
+    auto in = command<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA, 0);
+    ifc::set<ifc::teardown_hca_in::profile>(in.data(), kPrepareFastTeardown);
+    auto r = cmd_->exec(in, 16);
+    if (!r) return r.error();
+    if (ifc::get<ifc::teardown_hca_out::state>(r->data()) == kForceCloseFailed) {
+        return error{EIO, fmt::format("{}: fast teardown refused by the firmware (FORCE_CLOSE_FAILED)", dev_->bdf())};
+    }
+    const hw::mmio_window& bar = dev_->bar0();
+    const std::uint32_t lo = bar.read32_be(kNicInterface);
+    bar.write32_be(kNicInterface, (lo & 0xfffff000u) | (kNicDisabled << 8));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (((bar.read32_be(kNicInterface) >> 8) & 7) != kNicDisabled) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return error{ETIMEDOUT, fmt::format("{}: NIC interface not disabled 2 s after fast teardown", dev_->bdf())};
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // The device no longer touches its pages: they go back to us without MANAGE_PAGES.
+    // The command interface is disabled too; it is the device's again after a reset.
+    std::lock_guard lock(pages_mu_);
+    for (auto& [iova, block] : given_) block->free.push_back(iova);
+    given_.clear();
+    return ok_status();
 }
 
 }  // namespace cxv::driver

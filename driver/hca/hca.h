@@ -7,8 +7,13 @@
 //   QUERY_HCA_CAP / SET_HCA_CAP → QUERY_PAGES(init) + MANAGE_PAGES → INIT_HCA →
 //   SET_DRIVER_VERSION → ALLOC_UAR → CREATE_EQ (async) + arm
 //
+// plus a completion EQ (on MSI-X vector 1 when the function has it) for the CQs.
+//
 // Destruction reverses it: DESTROY_EQ, DEALLOC_UAR, TEARDOWN_HCA, every firmware page
-// reclaimed, DISABLE_HCA; every DMA mapping goes with the objects that own it. A fatal
+// reclaimed, DISABLE_HCA; every DMA mapping goes with the objects that own it. Objects
+// made on the HCA (driver/res) may outlive it: TEARDOWN_HCA releases their firmware
+// state, and their destructors then only unmap their memory. Fast teardown (the PRM's
+// PREPARE_FAST_TEARDOWN + NIC interface disable) skips the per-object work. A fatal
 // health state (stalled counter, health syndrome, the function gone) marks the device
 // dead: commands fail with ENODEV and the event is reported, the process goes on.
 #pragma once
@@ -21,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,14 +45,32 @@ struct hca_event {
     std::string detail;
 };
 
+class hca;
+
+// What objects made on an HCA share with it: whether it still runs (their destructors
+// send commands only then), and how many of them exist. Objects hold it by shared_ptr,
+// so it outlives the HCA.
+struct hca_link {
+    std::shared_mutex mu;  // shared: an object's destroy command; exclusive: teardown
+    hca* owner = nullptr;  // null once the HCA is torn down
+    std::atomic<int> objects{0};
+};
+
 class hca {
 public:
+    enum class teardown_mode {
+        graceful,  // destroy own objects, TEARDOWN_HCA, reclaim every page, DISABLE_HCA
+        fast,      // PREPARE_FAST_TEARDOWN + NIC interface disabled, when the device offers it
+    };
+
     struct options {
         std::chrono::milliseconds init_timeout{120'000};  // `initializing` (Linux: FW_INIT_TIMEOUT)
         std::chrono::milliseconds health_period{1'000};
         unsigned health_misses = 3;  // consecutive stale health counters that are fatal
         cmd_queue::options cmd{};
         std::function<void(const hca_event&)> on_event;  // called on the event thread
+        // A completion event for CQ `cqn` (from the completion EQ; event thread).
+        std::function<void(std::uint32_t cqn)> on_completion;
     };
 
     static result<std::unique_ptr<hca>> create(std::unique_ptr<vfio::device> dev, const options& o);
@@ -70,32 +94,75 @@ public:
     std::uint32_t fw_version() const noexcept;  // major.minor packed as the health buffer has it
     std::string fw_version_string() const;
     std::uint32_t uar() const noexcept { return uar_; }
-    std::uint8_t async_eqn() const noexcept { return eqn_; }
+    std::uint8_t async_eqn() const noexcept { return async_.n; }
+    std::uint8_t comp_eqn() const noexcept { return comp_.n; }
+    bool ethernet() const noexcept;  // the port type (RoCE) rather than InfiniBand
+    // Port `port`'s state as the NIC vport context reports it and, for InfiniBand, the
+    // HCA vport context (LID, MTU).
+    struct port_info {
+        bool up = false;
+        bool ethernet = false;
+        std::uint16_t lid = 0;
+        std::uint32_t max_mtu = 0;  // qpc.mtu encoding (1 = 256 .. 5 = 4096)
+        std::uint8_t gid[16] = {};  // GID index 0
+    };
+    result<port_info> query_port(unsigned port);
+    const std::shared_ptr<hca_link>& link() const noexcept { return link_; }
+
+    // A BlueFlame register (PRM "BlueFlame"): in UAR page `uar`, at `offset` from the
+    // page's start, `size` bytes (two halves a QP alternates between).
+    struct bf_reg {
+        std::uint32_t uar = 0;
+        std::size_t offset = 0;
+        std::size_t size = 0;
+    };
+    // A register no other QP uses: from a UAR page already in hand, or a new one
+    // (ALLOC_UAR). Freed registers are reused; the pages go at teardown.
+    result<bf_reg> alloc_bf();
+    void free_bf(const bf_reg& r);
     std::size_t pages_given() const;
     bool dead() const noexcept { return cmd_->dead(); }
 
-    // Tears the function down now (the destructor does it otherwise) and says whether
-    // everything came back: every firmware page reclaimed, no command failed.
-    status close();
+    // Tears the function down now (the destructor does it gracefully otherwise) and says
+    // whether everything came back: every firmware page reclaimed, no command failed.
+    // Objects still alive are released by the firmware (TEARDOWN_HCA); their count at
+    // the time is in objects_at_close().
+    status close(teardown_mode mode = teardown_mode::graceful);
+    int objects_at_close() const noexcept { return objects_at_close_; }
+    // The command trace as it was when the HCA was closed (the queue is gone then).
+    const std::vector<cmd_record>& trace_at_close() const noexcept { return trace_at_close_; }
 
 private:
     struct page_block;
+    // An event queue the driver consumes: its buffer, consumer index and interrupt.
+    struct event_queue {
+        vfio::dma_buffer buf;
+        std::uint32_t ci = 0;
+        std::uint8_t n = 0;
+        int fd = -1;
+        bool created = false;
+    };
     explicit hca(std::unique_ptr<vfio::device> dev, const options& o);
     status bring_up();
     status give_pages(std::int32_t n);
     status take_pages(std::uint32_t n, std::uint32_t* got);
     status reclaim_all_pages();
-    status create_async_eq();
-    void arm_eq();
+    status create_eq(event_queue& eq, unsigned vector, std::uint64_t events);
+    status create_eqs();
+    void arm_eq(const event_queue& eq);
     void event_loop();
     void page_worker();
-    bool process_eq();
+    bool process_eq(event_queue& eq);
+    void handle_eqe(const std::byte* e);
     void check_health(std::chrono::steady_clock::time_point now);
     void fatal(const std::string& why);
     void report(hca_event e);
-    status teardown();
+    status teardown(teardown_mode mode);
+    status fast_teardown();
     bool closed_ = false;
-    bool eq_created_ = false;
+    int objects_at_close_ = 0;
+    std::vector<cmd_record> trace_at_close_;
+    std::shared_ptr<hca_link> link_ = std::make_shared<hca_link>();
 
     std::unique_ptr<vfio::device> dev_;
     options opts_;
@@ -110,10 +177,10 @@ private:
 
     std::uint32_t uar_ = 0;
     bool uar_allocated_ = false;
-    std::uint8_t eqn_ = 0;
-    vfio::dma_buffer eq_buf_;
-    std::uint32_t eq_ci_ = 0;
-    int eq_fd_ = -1;
+    event_queue async_, comp_;
+    std::mutex bf_mu_;
+    std::vector<std::uint32_t> bf_uars_;  // UAR pages allocated for BlueFlame registers
+    std::vector<bf_reg> bf_free_;
     std::atomic<bool> stop_{false};
     std::thread events_;
     std::thread pages_;

@@ -5,6 +5,9 @@
 //   fail OPCODE|any STATUS SYNDROME [COUNT]   the next COUNT commands fail so
 //   delay OPCODE|any MS                        the next one completes MS late
 //   drop OPCODE|any                            the next one never completes
+//   no_event OPCODE|any                        the next one completes without an EQE
+//   pages N [COUNT]                            COUNT (1) PAGE_REQUEST events for N pages
+//                                              (N < 0: the firmware offers -N back)
 //   stall_health 0|1                           the health counter stops / goes on
 //   health_syndrome SYND EXT_SYND              a fatal health syndrome appears
 //   link up|down                               the cable, as if (un)plugged
@@ -93,6 +96,18 @@ long host::control(int fd, const void* buf, std::size_t len) {
         faults.delay_completion(op, std::chrono::milliseconds(a));
     } else if (cmd == "drop" && w.size() == 2 && parse_opcode(w[1], op)) {
         faults.drop_completion(op);
+    } else if (cmd == "no_event" && w.size() == 2 && parse_opcode(w[1], op)) {
+        faults.suppress_event(op);
+    } else if (cmd == "pages" && (w.size() == 2 || w.size() == 3)) {
+        char* end = nullptr;
+        errno = 0;
+        const long n = std::strtol(w[1].c_str(), &end, 0);
+        unsigned long count = 1;
+        if (errno != 0 || end == w[1].c_str() || *end != '\0' || n < -(1L << 20) || n > (1L << 20) ||
+            (w.size() == 3 && (!parse_number(w[2], count) || count > 4096))) {
+            return -EINVAL;
+        }
+        for (unsigned long i = 0; i < count; ++i) f.model->request_pages(static_cast<std::int32_t>(n));
     } else if (cmd == "stall_health" && w.size() == 2 && parse_number(w[1], a)) {
         faults.stall_health(a != 0);
     } else if (cmd == "health_syndrome" && w.size() == 3 && parse_number(w[1], a) && parse_number(w[2], b) &&

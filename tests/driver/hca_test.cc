@@ -17,6 +17,7 @@
 #include "driver/vfio/vfio.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
+#include "tests/driver/test_util.h"
 
 using namespace cxv;
 using namespace std::chrono_literals;
@@ -24,22 +25,9 @@ namespace ifc = cxv::hw::ifc;
 
 namespace {
 
-constexpr const char* kBdf = "0000:c5:00.0";
-
-void control(const std::string& command) {
-    const std::string path = std::string("/sys/bus/pci/devices/") + kBdf + "/cxv_sim_control";
-    const int fd = ::open(path.c_str(), O_WRONLY);
-    REQUIRE(fd >= 0);
-    const auto n = ::write(fd, command.data(), command.size());
-    ::close(fd);
-    REQUIRE_MESSAGE(n == static_cast<ssize_t>(command.size()), command);
-}
-
-std::unique_ptr<driver::vfio::device> open_device() {
-    auto d = driver::vfio::device::open(kBdf);
-    REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message));
-    return std::move(d).value();
-}
+using test::control;
+using test::kBdf;
+using test::open_device;
 
 std::vector<std::byte> query_caps_input() {
     std::vector<std::byte> in(ifc::query_hca_cap_in::size_bytes);

@@ -1,0 +1,39 @@
+#include "driver/res/object.h"
+
+#include <shared_mutex>
+
+namespace cxv::driver {
+
+result<queue_memory> queue_memory::alloc(vfio::device& dev, std::size_t ring_bytes) {
+    queue_memory m;
+    m.ring_bytes = (ring_bytes + 4095) / 4096 * 4096;
+    auto b = dev.alloc_dma(m.ring_bytes + 64);
+    if (!b) return b.error();
+    m.buf = std::move(b).value();
+    return m;
+}
+
+hca_object::hca_object(hca& h) : link_(h.link()), hca_(&h) { link_->objects.fetch_add(1); }
+
+hca_object::~hca_object() { link_->objects.fetch_sub(1); }
+
+bool hca_object::orphaned() const {
+    std::shared_lock lock(link_->mu);
+    return link_->owner == nullptr;
+}
+
+status hca_object::destroy_with(std::vector<std::byte> in) {
+    if (destroyed_) return ok_status();
+    // Shared with other objects' destroys; teardown waits for it and then orphans us.
+    std::shared_lock lock(link_->mu);
+    if (link_->owner == nullptr) {
+        destroyed_ = true;  // TEARDOWN_HCA released it with everything else
+        return ok_status();
+    }
+    auto r = hca_->exec(in, 16);
+    if (!r) return r.error();
+    destroyed_ = true;
+    return ok_status();
+}
+
+}  // namespace cxv::driver

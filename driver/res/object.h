@@ -1,0 +1,61 @@
+// The common part of every object made on an HCA: a share of the HCA's link (so the
+// object knows whether the HCA still runs when it is destroyed) and the destroy
+// command that releases it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <vector>
+
+#include "driver/hca/hca.h"
+#include "driver/vfio/vfio.h"
+#include "hw/result.h"
+
+namespace cxv::driver {
+
+// Memory of a work or completion queue: the ring (whole 4 KiB pages, which the
+// firmware is given one by one) and the queue's 64-byte doorbell record after it.
+struct queue_memory {
+    static result<queue_memory> alloc(vfio::device& dev, std::size_t ring_bytes);
+    std::byte* ring() const noexcept { return buf.data(); }
+    std::byte* doorbell_record() const noexcept { return buf.data() + ring_bytes; }
+    std::uint64_t doorbell_record_iova() const noexcept { return buf.iova() + ring_bytes; }
+    std::size_t pages() const noexcept { return ring_bytes / 4096; }
+    std::uint64_t page_iova(std::size_t i) const noexcept { return buf.iova() + i * 4096; }
+
+    vfio::dma_buffer buf;
+    std::size_t ring_bytes = 0;  // a multiple of 4 KiB
+};
+
+class hca_object {
+public:
+    hca_object(const hca_object&) = delete;
+    hca_object& operator=(const hca_object&) = delete;
+
+    // Whether the HCA the object was made on has been torn down (its firmware state
+    // went with TEARDOWN_HCA; only host memory is left to free).
+    bool orphaned() const;
+
+protected:
+    explicit hca_object(hca& h);
+    ~hca_object();
+    hca& owner() const noexcept { return *hca_; }
+    // Runs the object's destroy command once, if the HCA still runs. A failure is
+    // returned (the firmware keeps the object: e.g. RESOURCE_BUSY while in use).
+    status destroy_with(std::vector<std::byte> in);
+    // Calls f(hca&) while the HCA is sure to stay up; not at all once it is torn down.
+    template <typename F>
+    void with_live_owner(F&& f) {
+        std::shared_lock lock(link_->mu);
+        if (link_->owner != nullptr) f(*hca_);
+    }
+    bool destroyed_ = false;
+
+private:
+    std::shared_ptr<hca_link> link_;
+    hca* hca_;
+};
+
+}  // namespace cxv::driver
