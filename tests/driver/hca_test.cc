@@ -176,3 +176,51 @@ TEST_CASE("port events reach the application") {
     std::lock_guard lock(mu);
     CHECK(seen.front().port == 1);
 }
+
+TEST_CASE("page-request storm and TAKE: served in the background, every page back at teardown") {
+    std::atomic<int> fatal{0};
+    driver::hca::options o;
+    o.on_event = [&](const driver::hca_event& e) {
+        if (e.what == driver::hca_event::fatal) ++fatal;
+    };
+    auto h = driver::hca::create(open_device(), o);
+    REQUIRE(h.ok());
+    auto& hca = *h.value();
+    const std::size_t boot = hca.pages_given();
+    // 40 requests of 64 pages at once: 2560 pages, more than one 2 MiB block holds.
+    control("pages 64 40");
+    auto wait_for = [&](auto pred) {
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (!pred()) {
+            REQUIRE(std::chrono::steady_clock::now() < deadline);
+            std::this_thread::sleep_for(5ms);
+        }
+    };
+    wait_for([&] { return hca.pages_given() == boot + 2560; });
+    // The firmware offers 1000 back: the driver takes them (MANAGE_PAGES TAKE).
+    control("pages -1000");
+    wait_for([&] { return hca.pages_given() == boot + 1560; });
+    // Commands still run while pages move.
+    CHECK(hca.exec(query_caps_input(), ifc::query_hca_cap_out::size_bytes).ok());
+    CHECK(fatal.load() == 0);
+    REQUIRE(hca.close().ok());
+    CHECK(hca.pages_given() == 0);
+}
+
+TEST_CASE("a lost command-completion event costs a poll, not a timeout") {
+    driver::hca::options o;
+    o.cmd.timeout = 20s;
+    auto h = driver::hca::create(open_device(), o);
+    REQUIRE(h.ok());
+    auto& hca = *h.value();
+    for (int i = 0; i < 3; ++i) {
+        control("no_event QUERY_HCA_CAP");
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = hca.exec(query_caps_input(), ifc::query_hca_cap_out::size_bytes);
+        CHECK(r.ok());
+        CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+    }
+    // The EQ is still in step: the next commands complete by their events.
+    for (int i = 0; i < 20; ++i) CHECK(hca.exec(query_caps_input(), ifc::query_hca_cap_out::size_bytes).ok());
+    CHECK(hca.close().ok());
+}

@@ -153,3 +153,22 @@ TEST_CASE("UAR and PD: numbers are unique, foreign or unknown ones are refused")
     CHECK(dealloc_pd(h, p1).status == cmd_status::OK);
     CHECK(dealloc_pd(h, p1).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
 }
+
+TEST_CASE("fault injection: a completion without its CMD EQE; PAGE_REQUEST events on demand") {
+    eq_env env(4, kCmdBit | kPageReqBit);
+    auto& [h, uar, e] = env;
+    h.dev().faults().suppress_event(cmd_opcode::QUERY_ISSI);
+    REQUIRE(h.exec(H::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), 112, {.slot = 1}).status ==
+            cmd_status::OK);
+    CHECK_FALSE(h.wait_eqe(e, 100ms));  // the command completed, the event is lost
+    // Only that one: the next command has its event again.
+    REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
+    REQUIRE(h.wait_eqe(e));
+
+    h.dev().request_pages(-7);
+    auto eqe = h.wait_eqe(e);
+    REQUIRE(eqe);
+    CHECK(ifc::get<ifc::eqe::event_type>(eqe->data()) == 0x0b);
+    CHECK(static_cast<std::int32_t>(ifc::get<ifc::pages_req_event::num_pages>(
+              ifc::at<ifc::eqe::event_data>(eqe->data()))) == -7);
+}

@@ -51,8 +51,8 @@ int print_info(const std::string& bdf) {
                ifc::get<c::log_max_qp>(cap), ifc::get<c::log_max_qp_sz>(cap), ifc::get<c::log_max_cq>(cap),
                ifc::get<c::log_max_cq_sz>(cap), ifc::get<c::log_max_srq>(cap), ifc::get<c::log_max_mkey>(cap),
                ifc::get<c::log_max_pd>(cap), ifc::get<c::log_max_eq>(cap), ifc::get<c::log_max_msg>(cap));
-    fmt::print("  UAR {} (BlueFlame registers 2^{} bytes), async EQ {}, firmware pages {}\n", hca.uar(),
-               ifc::get<c::log_bf_reg_size>(cap), hca.async_eqn(), hca.pages_given());
+    fmt::print("  UAR {} (BlueFlame registers 2^{} bytes), async EQ {}, completion EQ {}, firmware pages {}\n",
+               hca.uar(), ifc::get<c::log_bf_reg_size>(cap), hca.async_eqn(), hca.comp_eqn(), hca.pages_given());
     for (unsigned port = 1; port <= ifc::get<c::num_ports>(cap); ++port) {
         std::vector<std::byte> in(ifc::query_hca_vport_context_in::size_bytes);
         ifc::set<ifc::query_hca_vport_context_in::opcode>(
