@@ -239,6 +239,17 @@ void cmd_engine::execute(unsigned slot) {
     }
     ifc::set<ifc::cmd_out::status>(out.data(), static_cast<std::uint32_t>(reply.status));
     ifc::set<ifc::cmd_out::syndrome>(out.data(), static_cast<std::uint32_t>(reply.syndrome));
+    if (fault.garble) {
+        // xorshift32 from the seed: the same seed garbles the same way.
+        std::uint32_t x = *fault.garble | 1;
+        const std::size_t from = (*fault.garble & 1) ? 0 : 8;  // status and syndrome are bytes 0-7
+        for (std::size_t i = from; i < out.size(); ++i) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            out[i] = static_cast<std::byte>(x);
+        }
+    }
     rec.status = reply.status;
     rec.syndrome = reply.syndrome;
 

@@ -31,6 +31,12 @@ void fault_plan::suppress_event(std::optional<hw::cmd_opcode> opcode) {
     no_event_armed_ = true;
 }
 
+void fault_plan::garble_reply(std::optional<hw::cmd_opcode> opcode, std::uint32_t seed) {
+    std::lock_guard lock(mu_);
+    garble_opcode_ = opcode;
+    garble_seed_ = seed;
+}
+
 void fault_plan::stall_health(bool stalled) {
     std::lock_guard lock(mu_);
     health_stalled_ = stalled;
@@ -47,6 +53,7 @@ void fault_plan::clear() {
     delay_armed_ = false;
     drop_armed_ = false;
     no_event_armed_ = false;
+    garble_seed_.reset();
     health_stalled_ = false;
     health_syndrome_.reset();
 }
@@ -69,6 +76,10 @@ fault_plan::command_fault fault_plan::take(hw::cmd_opcode op) {
     if (no_event_armed_ && matches(no_event_opcode_, op)) {
         no_event_armed_ = false;
         f.no_event = true;
+    }
+    if (garble_seed_ && matches(garble_opcode_, op)) {
+        f.garble = garble_seed_;
+        garble_seed_.reset();
     }
     return f;
 }

@@ -23,6 +23,10 @@ public:
     // The next command with `opcode` (or any) completes (ownership returns to the
     // driver) but no command-completion EQE is written: a lost event.
     void suppress_event(std::optional<hw::cmd_opcode> opcode);
+    // The next command with `opcode` (or any) is executed, then its output after the
+    // status and syndrome is overwritten with pseudo-random bytes from `seed` (an odd
+    // seed garbles status and syndrome too): a firmware reply the driver cannot trust.
+    void garble_reply(std::optional<hw::cmd_opcode> opcode, std::uint32_t seed);
     // Health: stop the counter; raise a syndrome in the health buffer.
     void stall_health(bool stalled);
     void raise_health_syndrome(std::uint8_t synd, std::uint16_t ext_synd);
@@ -33,6 +37,7 @@ public:
         std::chrono::milliseconds delay{0};
         bool drop = false;
         bool no_event = false;
+        std::optional<std::uint32_t> garble;
     };
     // Consumes what applies to a command with this opcode. Device thread.
     command_fault take(hw::cmd_opcode op);
@@ -55,6 +60,8 @@ private:
     bool drop_armed_ = false;
     std::optional<hw::cmd_opcode> no_event_opcode_;
     bool no_event_armed_ = false;
+    std::optional<hw::cmd_opcode> garble_opcode_;
+    std::optional<std::uint32_t> garble_seed_;
     bool health_stalled_ = false;
     std::optional<std::pair<std::uint8_t, std::uint16_t>> health_syndrome_;
 };

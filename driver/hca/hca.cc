@@ -29,6 +29,9 @@ constexpr std::size_t kNicInterface = ifc::initial_seg::nic_interface::bit_offse
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kBlock = std::size_t{2} << 20;  // firmware pages come from 2 MiB blocks
 constexpr unsigned kMaxPasPerCommand = 512;
+// More firmware memory than any ConnectX asks for (4 GiB): a larger request is a reply
+// gone wrong, not a reason to exhaust the host.
+constexpr std::uint32_t kMaxFirmwarePages = 1u << 20;
 constexpr unsigned kEqLog = 8;                          // 256 EQEs of 64 bytes
 constexpr std::uint16_t kBootPages = 1, kInitPages = 2;  // QUERY_PAGES op_mod
 constexpr std::uint16_t kGive = 1, kTake = 2;            // MANAGE_PAGES op_mod
@@ -139,13 +142,18 @@ status hca::bring_up() {
     if (!uar) return uar.error();
     uar_ = ifc::get<ifc::alloc_uar_out::uar>(uar->data());
     uar_allocated_ = true;
+    if (auto s = check_uar(uar_); !s) return s;
     return create_eqs();
 }
 
 // ---- firmware pages ----
 
 status hca::give_pages(std::int32_t n) {
-    if (n < 0) return take_pages(static_cast<std::uint32_t>(-n), nullptr);
+    if (n < 0) return take_pages(static_cast<std::uint32_t>(-static_cast<std::int64_t>(n)), nullptr);
+    if (static_cast<std::uint32_t>(n) > kMaxFirmwarePages) {
+        return error{EPROTO, fmt::format("{}: the firmware asks for {} pages ({} MiB): not believed", dev_->bdf(), n,
+                                         static_cast<std::uint64_t>(n) * kPage >> 20)};
+    }
     // MANAGE_PAGES(GIVE) is sent even for 0 pages: the firmware expects the answer.
     std::uint32_t left = static_cast<std::uint32_t>(n);
     do {
@@ -377,8 +385,15 @@ result<hca::bf_reg> hca::alloc_bf() {
         if (!r) return r.error();
         const std::uint32_t uar = ifc::get<ifc::alloc_uar_out::uar>(r->data());
         bf_uars_.push_back(uar);
-        // The registers fill the second half of the UAR page (PRM "UAR Page Format").
-        const std::size_t size = std::size_t{1} << ifc::get<ifc::cmd_hca_cap::log_bf_reg_size>(caps_cur_.data());
+        if (auto s = check_uar(uar); !s) return s.error();
+        // The registers fill the second half of the UAR page (PRM "UAR Page Format"),
+        // 2^log_bf_reg_size bytes each: 64 bytes at least, the half page at most.
+        const unsigned log_size = ifc::get<ifc::cmd_hca_cap::log_bf_reg_size>(caps_cur_.data());
+        if (log_size < 6 || log_size > 11) {
+            return error{EPROTO, fmt::format("{}: BlueFlame registers of 2^{} bytes do not fit a UAR page",
+                                             dev_->bdf(), log_size)};
+        }
+        const std::size_t size = std::size_t{1} << log_size;
         for (std::size_t off = hw::uar_page_size - size; off >= hw::uar_bf_offset; off -= size) {
             bf_free_.push_back({uar, off, size});
         }
@@ -386,6 +401,14 @@ result<hca::bf_reg> hca::alloc_bf() {
     const bf_reg r = bf_free_.back();
     bf_free_.pop_back();
     return r;
+}
+
+status hca::check_uar(std::uint32_t uar) const {
+    if ((std::uint64_t{uar} + 1) * hw::uar_page_size > dev_->bar0().size()) {
+        return error{EPROTO, fmt::format("{}: the firmware gave UAR {}, beyond BAR0 ({} bytes)", dev_->bdf(), uar,
+                                         dev_->bar0().size())};
+    }
+    return ok_status();
 }
 
 void hca::free_bf(const bf_reg& r) {

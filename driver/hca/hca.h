@@ -145,6 +145,7 @@ private:
     explicit hca(std::unique_ptr<vfio::device> dev, const options& o);
     status bring_up();
     status give_pages(std::int32_t n);
+    status check_uar(std::uint32_t uar) const;
     status take_pages(std::uint32_t n, std::uint32_t* got);
     status reclaim_all_pages();
     status create_eq(event_queue& eq, unsigned vector, std::uint64_t events);

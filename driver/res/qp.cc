@@ -274,7 +274,8 @@ result<qp_state> qp::query() {
     auto r = owner().exec(in, ifc::query_qp_out::size_bytes);
     if (!r) return r.error();
     const std::uint32_t s = ifc::get<qpc::state>(ifc::at<ifc::query_qp_out::qpc>(r->data()));
-    if (s > qv::state_err) return error{EPROTO, fmt::format("QP 0x{:x}: QUERY_QP reports unknown state {}", qpn_, s)};
+    if (s > qv::state_err) return error{EPROTO, fmt::format("{}: QUERY_QP of QP 0x{:x} reports unknown state {}",
+                                                      owner().device().bdf(), qpn_, s)};
     state_ = static_cast<qp_state>(s);
     return state_;
 }

@@ -6,6 +6,7 @@
 //   delay OPCODE|any MS                        the next one completes MS late
 //   drop OPCODE|any                            the next one never completes
 //   no_event OPCODE|any                        the next one completes without an EQE
+//   garble OPCODE|any SEED                     the next one's reply is pseudo-random bytes
 //   pages N [COUNT]                            COUNT (1) PAGE_REQUEST events for N pages
 //                                              (N < 0: the firmware offers -N back)
 //   stall_health 0|1                           the health counter stops / goes on
@@ -98,6 +99,9 @@ long host::control(int fd, const void* buf, std::size_t len) {
         faults.drop_completion(op);
     } else if (cmd == "no_event" && w.size() == 2 && parse_opcode(w[1], op)) {
         faults.suppress_event(op);
+    } else if (cmd == "garble" && w.size() == 3 && parse_opcode(w[1], op) && parse_number(w[2], a) &&
+               a <= 0xffffffffu) {
+        faults.garble_reply(op, static_cast<std::uint32_t>(a));
     } else if (cmd == "pages" && (w.size() == 2 || w.size() == 3)) {
         char* end = nullptr;
         errno = 0;
