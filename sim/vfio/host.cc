@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "sim/vfio/libc.h"
 
@@ -55,11 +56,42 @@ host& host::get() {
     return *h;
 }
 
+void host::leak_report() {
+    if (!leak_report_) return;
+    std::lock_guard lock(mu_);
+    unsigned containers = 0, groups = 0, devices = 0;
+    std::set<const container_file*> seen;
+    std::size_t dma = 0;
+    std::uint64_t dma_bytes = 0;
+    auto count_dma = [&](const container_file* c) {
+        if (c == nullptr || !seen.insert(c).second) return;
+        for (const auto& m : c->domain.mappings()) {
+            ++dma;
+            dma_bytes += m.size;
+        }
+    };
+    for (const auto& [fd, file] : fds_) {
+        if (file->kind == file_kind::container) {
+            ++containers;
+            count_dma(static_cast<const container_file*>(file.get()));
+        }
+        if (file->kind == file_kind::group) ++groups;
+        if (file->kind == file_kind::device) ++devices;
+    }
+    for (const auto& f : functions_) count_dma(f->container.get());
+    std::fprintf(stderr,
+                 "cxv-sim: at exit: %u container, %u group and %u device fds open, %zu DMA mappings "
+                 "(%llu bytes), %zu BAR mappings%s\n",
+                 containers, groups, devices, dma, static_cast<unsigned long long>(dma_bytes), maps_.size(),
+                 containers + groups + devices + dma + maps_.size() == 0 ? ": clean" : "");
+}
+
 host::host() : specs_(load_specs(setup_error_)), fs_(specs_) {
     if (const char* t = std::getenv("CXV_SIM_TRACE_VFIO"); t && *t && *t != '0') trace_ = true;
     if (const char* t = std::getenv("CXV_SIM_TRACE_COMMANDS"); t && *t && *t != '0') {
         trace_commands_ = true;
     }
+    if (const char* t = std::getenv("CXV_SIM_LEAK_REPORT"); t && *t && *t != '0') leak_report_ = true;
     if (!setup_error_.empty()) {
         std::fprintf(stderr, "cxv-sim: no emulated devices: %s\n", setup_error_.c_str());
     }

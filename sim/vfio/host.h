@@ -126,6 +126,11 @@ public:
     }
 
     const sysfs& fs() const noexcept { return fs_; }
+
+    // CXV_SIM_LEAK_REPORT: at process exit (after the program's atexit handlers and
+    // static destructors), what the program left behind: open container, group and
+    // device fds, DMA mappings, BAR mappings. One line on stderr.
+    void leak_report();
     const std::vector<function_spec>& functions() const noexcept { return specs_; }
 
     // open(2) of an emulated node; returns the new fd.
@@ -211,6 +216,7 @@ private:
     std::string setup_error_;
     bool trace_ = false;           // CXV_SIM_TRACE_VFIO: every VFIO ioctl and its result
     bool trace_commands_ = false;  // CXV_SIM_TRACE_COMMANDS: every firmware command
+    bool leak_report_ = false;     // CXV_SIM_LEAK_REPORT: what is left at exit
     sysfs fs_;
     std::vector<std::unique_ptr<function_state>> functions_;
 

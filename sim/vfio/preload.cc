@@ -790,4 +790,10 @@ __attribute__((constructor)) void load() {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+// At unload (after atexit handlers and the program's static destructors): the leak
+// report, when asked for.
+__attribute__((destructor)) void unload() {
+    if (host* h = host::existing()) h->leak_report();
+}
+
 }  // namespace

@@ -59,6 +59,14 @@ expect_eq "nested list" "0000:c5:00.0" "$("$sim" run -- "$sim" list)"
 "$sim" run -- "$sim" run -- sh -c 'exit 5'
 expect_eq "nested run exit" 5 $?
 
+# The leak report at exit: what a program left open, or "clean".
+expect_eq "leak report, fd left open" \
+    "cxv-sim: at exit: 1 container, 0 group and 0 device fds open, 0 DMA mappings (0 bytes), 0 BAR mappings" \
+    "$(CXV_SIM_LEAK_REPORT=1 "$sim" run -- bash -c 'exec 3</dev/vfio/vfio; exit 0' 2>&1 | grep 'at exit')"
+expect_eq "leak report, clean" \
+    "cxv-sim: at exit: 0 container, 0 group and 0 device fds open, 0 DMA mappings (0 bytes), 0 BAR mappings: clean" \
+    "$(CXV_SIM_LEAK_REPORT=1 "$sim" run -- bash -c 'exec 3</dev/vfio/vfio; exec 3<&-; exit 0' 2>&1 | grep 'at exit')"
+
 # Usage errors exit 2.
 for args in "--bogus" "bogus-subcommand" "run --bogus -- true" "list --devices" "list --port-type token-ring" \
             "list --devices abc" "list --first-bdf nonsense"; do
