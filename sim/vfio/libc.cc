@@ -47,6 +47,7 @@ libc_table load() {
     resolve(t.faccessat, "faccessat");
     resolve(t.readlink, "readlink");
     resolve(t.readlinkat, "readlinkat");
+    resolve(t.realpath, "realpath");
     resolve(t.close, "close");
     resolve(t.dup, "dup");
     resolve(t.dup2, "dup2");

@@ -34,6 +34,7 @@ struct libc_table {
     int (*faccessat)(int, const char*, int, int);
     ssize_t (*readlink)(const char*, char*, size_t);
     ssize_t (*readlinkat)(int, const char*, char*, size_t);
+    char* (*realpath)(const char*, char*);
     int (*close)(int);
     int (*dup)(int);
     int (*dup2)(int, int);

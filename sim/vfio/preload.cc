@@ -23,7 +23,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -448,6 +450,40 @@ ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
     std::string s;
     if (ours(path, false, l, s)) return readlink_ours(l, buf, size);
     return libc().readlinkat(dirfd, path, buf, size);
+}
+
+// realpath: an emulated path resolves to its canonical place in the emulated tree (as
+// the kernel's sysfs links resolve); a path that leaves it through one of our links
+// continues on the host from where the link led; anything else is libc's.
+char* realpath(const char* path, char* resolved) {
+    lookup l;
+    std::string s;
+    const char* p = path;
+    if (!ours(p, true, l, s)) return libc().realpath(p, resolved);
+    if (l.what == lookup::error) {
+        errno = l.err;
+        return nullptr;
+    }
+    if (l.path.size() >= PATH_MAX) {
+        errno = ENAMETOOLONG;
+        return nullptr;
+    }
+    if (resolved == nullptr) {
+        resolved = static_cast<char*>(std::malloc(l.path.size() + 1));
+        if (resolved == nullptr) {
+            errno = ENOMEM;
+            return nullptr;
+        }
+    }
+    std::memcpy(resolved, l.path.c_str(), l.path.size() + 1);
+    return resolved;
+}
+
+char* canonicalize_file_name(const char* path) { return realpath(path, nullptr); }
+
+char* __realpath_chk(const char* path, char* resolved, size_t resolvedlen) {
+    if (resolved != nullptr && resolvedlen < PATH_MAX) __chk_fail();
+    return realpath(path, resolved);
 }
 
 // Extended attributes (ls -l asks for ACLs): emulated nodes have none.

@@ -59,6 +59,12 @@ expect_eq "nested list" "0000:c5:00.0" "$("$sim" run -- "$sim" list)"
 "$sim" run -- "$sim" run -- sh -c 'exit 5'
 expect_eq "nested run exit" 5 $?
 
+# realpath through the emulated links (libpci resolves iommu_group and driver so).
+expect_eq "realpath" $'/sys/devices/pci0000:c5/0000:c5:00.0\n/sys/kernel/iommu_groups/120\n/sys/bus/pci/drivers/vfio-pci\n/tmp' \
+    "$("$sim" run -- realpath /sys/bus/pci/devices/0000:c5:00.0 /sys/bus/pci/devices/0000:c5:00.0/iommu_group \
+        /sys/bus/pci/devices/0000:c5:00.0/driver /tmp)"
+expect_eq "realpath of a missing emulated path" 1 "$("$sim" run -- realpath -e /sys/bus/pci/devices/0000:c5:00.0/nothing >/dev/null 2>&1; echo $?)"
+
 # The leak report at exit: what a program left open, or "clean".
 expect_eq "leak report, fd left open" \
     "cxv-sim: at exit: 1 container, 0 group and 0 device fds open, 0 DMA mappings (0 bytes), 0 BAR mappings" \

@@ -1,5 +1,5 @@
-// cxv: the command-line tool: what this build supports, and bring-up of a function
-// (cxv info <bdf>).
+// cxv: the command-line tool: what this build supports, discovery (cxv list) and
+// bring-up of a function (cxv info <bdf>).
 #include <cstdio>
 #include <cstdlib>
 
@@ -9,6 +9,7 @@
 #include "hw/pci_ids.h"
 #include "hw/selfcheck.h"
 #include "tools/cxv/info.h"
+#include "tools/cxv/list.h"
 
 namespace {
 
@@ -43,9 +44,13 @@ int main(int argc, char** argv) {
     std::string bdf;
     auto* info = app.add_subcommand("info", "bring a function up, describe it, tear it down");
     info->add_option("bdf", bdf, "PCI address DDDD:BB:DD.F of a function bound to vfio-pci")->required();
+    bool json = false;
+    auto* list = app.add_subcommand("list", "find every mlx5 function (libpci): driver, IOMMU group, NUMA node");
+    list->add_flag("--json", json, "one JSON array");
     CLI11_PARSE(app, argc, argv);
 
     if (*info) return cxv::tool::print_info(bdf);
+    if (*list) return cxv::tool::print_list(json);
     if (*devices) return print_devices();
     if (*selfcheck) return print_selfcheck();
     // No subcommand: the summary the README's main job shows until the driver exists.

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The cxv tool end to end under cxv-sim: `cxv list` (libpci discovery) outside and inside
+# the layer, its JSON form, and `cxv info` bringing each function up and down with
+# nothing left open (cxv-sim's leak report).
+set -uo pipefail
+sim=$1
+cxv=$2
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+expect_eq() {  # <what> <expected> <actual>
+    [ "$2" == "$3" ] || fail "$1: expected [$2], got [$3]"
+}
+
+expect_eq "list without devices" "no mlx5 functions found (to try cxv without a card: cxv-sim run -- cxv list)" \
+    "$("$cxv" list)"
+out=$("$sim" run --devices 2 -- "$cxv" list)
+expect_eq "list rows" 3 "$(wc -l <<<"$out")"
+expect_eq "list row 0" "0000:c5:00.0 ConnectX-6 15b3:101b no vfio-pci 120 -1 ready" "$(sed -n 2p <<<"$out" | tr -s ' ')"
+expect_eq "list row 1" "0000:c5:00.1 ConnectX-6 15b3:101b no vfio-pci 121 -1 ready" "$(sed -n 3p <<<"$out" | tr -s ' ')"
+json=$("$sim" run --devices 3 -- "$cxv" list --json)
+expect_eq "list --json entries" 3 "$(grep -o '"bdf"' <<<"$json" | wc -l)"
+expect_eq "list --json usable" 3 "$(grep -o '"usable":true' <<<"$json" | wc -l)"
+
+for bdf in 0000:c5:00.0 0000:c5:00.1; do
+    info=$(CXV_SIM_LEAK_REPORT=1 "$sim" run --devices 2 -- "$cxv" info "$bdf" 2>&1)
+    expect_eq "info $bdf exit" 0 $?
+    grep -q "^$bdf: firmware " <<<"$info" || fail "info $bdf: no firmware line: $info"
+    grep -q "teardown: [0-9]* firmware pages reclaimed, 0 left" <<<"$info" || fail "info $bdf: pages left: $info"
+    grep -q "at exit: .*: clean$" <<<"$info" || fail "info $bdf: leaks: $info"
+done
+"$sim" run -- "$cxv" info 0000:c5:00.7 >/dev/null 2>&1
+expect_eq "info of a missing function fails" 1 $?
+
+if ((failures > 0)); then
+    echo "$failures failure(s)" >&2
+    exit 1
+fi
+echo "all cxv checks passed"
