@@ -113,6 +113,59 @@ dma_buffer& dma_buffer::operator=(dma_buffer&& o) noexcept {
 
 dma_buffer::~dma_buffer() = default;
 
+namespace {
+
+// VFIO_DEVICE_GET_REGION_INFO with its capability chain (sparse mmap areas).
+result<region_info> read_region(int fd, unsigned index, const std::string& bdf) {
+    std::vector<std::uint64_t> buf(64);
+    auto* ri = reinterpret_cast<vfio_region_info*>(buf.data());
+    ri->argsz = sizeof *ri;
+    ri->index = index;
+    if (::ioctl(fd, VFIO_DEVICE_GET_REGION_INFO, ri) != 0) {
+        return sys_error(errno, fmt::format("{}: region {} info", bdf, index));
+    }
+    if (ri->argsz > sizeof *ri) {  // capabilities follow: ask again with room for them
+        const std::uint32_t need = ri->argsz;
+        buf.assign((need + 7) / 8, 0);
+        ri = reinterpret_cast<vfio_region_info*>(buf.data());
+        ri->argsz = need;
+        ri->index = index;
+        if (::ioctl(fd, VFIO_DEVICE_GET_REGION_INFO, ri) != 0) {
+            return sys_error(errno, fmt::format("{}: region {} info", bdf, index));
+        }
+    }
+    region_info r;
+    r.index = index;
+    r.size = ri->size;
+    r.offset = ri->offset;
+    r.readable = (ri->flags & VFIO_REGION_INFO_FLAG_READ) != 0;
+    r.writable = (ri->flags & VFIO_REGION_INFO_FLAG_WRITE) != 0;
+    r.mappable = (ri->flags & VFIO_REGION_INFO_FLAG_MMAP) != 0;
+    bool sparse = false;
+    if ((ri->flags & VFIO_REGION_INFO_FLAG_CAPS) && ri->cap_offset != 0) {
+        const auto* base = reinterpret_cast<const std::byte*>(ri);
+        for (std::uint32_t off = ri->cap_offset; off != 0 && off + sizeof(vfio_info_cap_header) <= ri->argsz;) {
+            vfio_info_cap_header h;
+            std::memcpy(&h, base + off, sizeof h);
+            if (h.id == VFIO_REGION_INFO_CAP_SPARSE_MMAP) {
+                vfio_region_info_cap_sparse_mmap sm;
+                std::memcpy(&sm, base + off, sizeof sm);
+                sparse = true;
+                for (std::uint32_t i = 0; i < sm.nr_areas; ++i) {
+                    vfio_region_sparse_mmap_area a;
+                    std::memcpy(&a, base + off + sizeof sm + i * sizeof a, sizeof a);
+                    if (a.size != 0) r.mmap_areas.push_back({a.offset, a.size});
+                }
+            }
+            off = h.next;
+        }
+    }
+    if (r.mappable && !sparse) r.mmap_areas.push_back({0, r.size});
+    return r;
+}
+
+}  // namespace
+
 struct device::impl {
     std::string bdf;
     std::shared_ptr<domain> dom;
@@ -123,9 +176,18 @@ struct device::impl {
     unsigned msix = 0;
     bool msix_enabled = false;
     std::vector<int> eventfds;
+    // INTx and MSI: enabled or not, and the eventfds per vector.
+    bool other_enabled[2] = {false, false};
+    std::vector<int> other_fds[2];
+    std::uint64_t config_offset = 0;
     ~impl() {
         for (int e : eventfds) {
             if (e >= 0) ::close(e);
+        }
+        for (auto& fds : other_fds) {
+            for (int e : fds) {
+                if (e >= 0) ::close(e);
+            }
         }
         if (bar) ::munmap(bar, bar_size);
         if (fd >= 0) ::close(fd);
@@ -222,27 +284,32 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf) {
     }
     if (dom->info.ranges.empty()) dom->info.ranges = {{0x10000, 0xfedfffff}, {0xfef00000, (1ull << 39) - 1}};
 
-    // BAR0.
-    vfio_region_info ri{};
-    ri.argsz = sizeof ri;
-    ri.index = VFIO_PCI_BAR0_REGION_INDEX;
-    if (::ioctl(p->fd, VFIO_DEVICE_GET_REGION_INFO, &ri) != 0) return sys_error(errno, bdf + ": BAR0 region info");
-    if (!(ri.flags & VFIO_REGION_INFO_FLAG_MMAP) || ri.size == 0) {
-        return error{ENOTSUP, fmt::format("{}: BAR0 cannot be mapped", bdf)};
-    }
-    p->bar = ::mmap(nullptr, ri.size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, static_cast<off_t>(ri.offset));
+    // BAR0: the whole region in one window; where the sparse-mmap capability lists
+    // only some areas, the rest stays reserved and inaccessible.
+    auto bar = read_region(p->fd, VFIO_PCI_BAR0_REGION_INDEX, bdf);
+    if (!bar) return bar.error();
+    if (!bar->mappable || bar->size == 0) return error{ENOTSUP, fmt::format("{}: BAR0 cannot be mapped", bdf)};
+    p->bar = ::mmap(nullptr, bar->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p->bar == MAP_FAILED) {
         p->bar = nullptr;
-        return sys_error(errno, bdf + ": mmap of BAR0");
+        return sys_error(errno, bdf + ": address space for BAR0");
     }
-    p->bar_size = ri.size;
-    p->window = hw::mmio_window(p->bar, ri.size);
+    p->bar_size = bar->size;
+    for (const auto& a : bar->mmap_areas) {
+        void* at = static_cast<std::byte*>(p->bar) + a.offset;
+        if (::mmap(at, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, p->fd,
+                   static_cast<off_t>(bar->offset + a.offset)) == MAP_FAILED) {
+            return sys_error(errno, fmt::format("{}: mmap of BAR0 [0x{:x}, +0x{:x})", bdf, a.offset, a.size));
+        }
+    }
+    p->window = hw::mmio_window(p->bar, bar->size);
 
     // Memory decode and bus mastering on (PCI command register, config offset 4).
     vfio_region_info cfg{};
     cfg.argsz = sizeof cfg;
     cfg.index = VFIO_PCI_CONFIG_REGION_INDEX;
     if (::ioctl(p->fd, VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0) return sys_error(errno, bdf + ": config region info");
+    p->config_offset = cfg.offset;
     std::uint16_t cmd = 0;
     if (::pread(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + 4)) != 2) return sys_error(errno, bdf + ": config read");
     cmd |= 0x6;
@@ -331,6 +398,90 @@ result<int> device::msix_eventfd(unsigned v) {
     if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, s) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_SET_IRQS");
     p_->msix_enabled = true;
     return p_->eventfds[v];
+}
+
+result<region_info> device::region(unsigned index) const { return read_region(p_->fd, index, p_->bdf); }
+
+result<std::uint32_t> device::config_read(unsigned offset, unsigned width) const {
+    if (width != 1 && width != 2 && width != 4) return error{EINVAL, "config_read: width 1, 2 or 4"};
+    std::uint32_t v = 0;  // little-endian, as PCI configuration space is
+    if (::pread(p_->fd, &v, width, static_cast<off_t>(p_->config_offset + offset)) != static_cast<ssize_t>(width)) {
+        return sys_error(errno, fmt::format("{}: config read at 0x{:x}", p_->bdf, offset));
+    }
+    return v;
+}
+
+status device::config_write(unsigned offset, unsigned width, std::uint32_t value) {
+    if (width != 1 && width != 2 && width != 4) return error{EINVAL, "config_write: width 1, 2 or 4"};
+    if (::pwrite(p_->fd, &value, width, static_cast<off_t>(p_->config_offset + offset)) != static_cast<ssize_t>(width)) {
+        return sys_error(errno, fmt::format("{}: config write at 0x{:x}", p_->bdf, offset));
+    }
+    return ok_status();
+}
+
+unsigned device::irq_count(irq_kind kind) const {
+    vfio_irq_info irq{};
+    irq.argsz = sizeof irq;
+    irq.index = static_cast<unsigned>(kind);
+    return ::ioctl(p_->fd, VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0 ? irq.count : 0;
+}
+
+result<int> device::irq_eventfd(irq_kind kind, unsigned vector) {
+    if (kind == irq_kind::msix) return msix_eventfd(vector);
+    const unsigned k = static_cast<unsigned>(kind);
+    auto& fds = p_->other_fds[k];
+    if (fds.empty()) fds.assign(irq_count(kind), -1);
+    if (vector >= fds.size()) {
+        return error{EINVAL, fmt::format("{}: {} vector {} of {}", p_->bdf, kind == irq_kind::intx ? "INTx" : "MSI",
+                                         vector, fds.size())};
+    }
+    if (fds[vector] < 0) {
+        fds[vector] = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fds[vector] < 0) return sys_error(errno, p_->bdf + ": eventfd");
+    }
+    const unsigned start = p_->other_enabled[k] ? vector : 0;
+    const unsigned count = p_->other_enabled[k] ? 1 : static_cast<unsigned>(fds.size());
+    std::vector<std::byte> buf(sizeof(vfio_irq_set) + count * sizeof(std::int32_t));
+    auto* s = reinterpret_cast<vfio_irq_set*>(buf.data());
+    s->argsz = static_cast<std::uint32_t>(buf.size());
+    s->flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    s->index = k;
+    s->start = start;
+    s->count = count;
+    for (unsigned i = 0; i < count; ++i) {
+        const std::int32_t fd = fds[start + i];
+        std::memcpy(s->data + i * sizeof fd, &fd, sizeof fd);
+    }
+    if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, s) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_SET_IRQS");
+    p_->other_enabled[k] = true;
+    return fds[vector];
+}
+
+status device::unmask_intx() {
+    vfio_irq_set s{};
+    s.argsz = sizeof s;
+    s.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_UNMASK;
+    s.index = VFIO_PCI_INTX_IRQ_INDEX;
+    s.start = 0;
+    s.count = 1;
+    if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, &s) != 0) return sys_error(errno, p_->bdf + ": INTx unmask");
+    return ok_status();
+}
+
+status device::disable_irqs(irq_kind kind) {
+    vfio_irq_set s{};
+    s.argsz = sizeof s;
+    s.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+    s.index = static_cast<unsigned>(kind);
+    s.start = 0;
+    s.count = 0;
+    if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, &s) != 0) return sys_error(errno, p_->bdf + ": disabling interrupts");
+    if (kind == irq_kind::msix) {
+        p_->msix_enabled = false;
+    } else {
+        p_->other_enabled[static_cast<unsigned>(kind)] = false;
+    }
+    return ok_status();
 }
 
 status device::reset() {

@@ -60,6 +60,22 @@ private:
     std::size_t size_ = 0;
 };
 
+// A device region (VFIO_DEVICE_GET_REGION_INFO): a BAR, the config space, ... with the
+// parts that may be mmapped (the sparse-mmap capability; the whole region otherwise).
+struct region_info {
+    unsigned index = 0;
+    std::uint64_t size = 0;
+    std::uint64_t offset = 0;  // of the region in the device fd
+    bool readable = false, writable = false, mappable = false;
+    struct area {
+        std::uint64_t offset, size;  // inside the region
+    };
+    std::vector<area> mmap_areas;  // empty when not mappable
+};
+
+// Interrupt kinds of a PCI function (VFIO_PCI_*_IRQ_INDEX).
+enum class irq_kind : unsigned { intx = 0, msi = 1, msix = 2 };
+
 // An opened vfio-pci function with its own group and container.
 class device {
 public:
@@ -91,6 +107,21 @@ public:
     result<int> msix_eventfd(unsigned v);
     // VFIO_DEVICE_RESET (function level reset).
     status reset();
+
+    // Any region of the device, with its sparse-mmap areas.
+    result<region_info> region(unsigned index) const;
+    // PCI configuration space through the config region (1, 2 or 4 bytes).
+    result<std::uint32_t> config_read(unsigned offset, unsigned width) const;
+    status config_write(unsigned offset, unsigned width, std::uint32_t value);
+
+    // Interrupts other than MSI-X: the number of vectors of `kind`, a vector routed to
+    // a new eventfd (owned by the device object; for MSI all vectors are enabled at the
+    // first call, as for MSI-X), INTx unmasking (VFIO masks INTx at each interrupt until
+    // the driver has quietened the device and unmasks it), and turning a kind off.
+    unsigned irq_count(irq_kind kind) const;
+    result<int> irq_eventfd(irq_kind kind, unsigned vector);
+    status unmask_intx();
+    status disable_irqs(irq_kind kind);
 
 private:
     struct impl;
