@@ -1,6 +1,7 @@
 #include "driver/vfio/vfio.h"
 
 #include <fcntl.h>
+#include <linux/mman.h>
 #include <linux/vfio.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -363,6 +365,24 @@ result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
     size = (size + kPage - 1) & ~(kPage - 1);
     void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (mem == MAP_FAILED) return sys_error(errno, p_->bdf + ": DMA memory");
+    auto b = map_range(mem, size, align, true, true);
+    if (!b) ::munmap(mem, size);
+    return b;
+}
+
+result<dma_buffer> device::alloc_dma_huge(std::size_t size, std::size_t align) {
+    constexpr std::size_t kHuge = std::size_t{2} << 20;
+    if (size == 0 || (align & (align - 1))) return error{EINVAL, "alloc_dma_huge: bad size or alignment"};
+    size = (size + kHuge - 1) & ~(kHuge - 1);
+    align = std::max(align, kHuge);
+    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
+    if (mem == MAP_FAILED) {
+        const int e = errno;
+        return error{e, fmt::format("{}: {} MiB of 2 MiB hugepages: {} (reserve them: echo N > "
+                                    "/proc/sys/vm/nr_hugepages, or hugepages=N on the kernel command line)",
+                                    p_->bdf, size >> 20, std::strerror(e))};
+    }
     auto b = map_range(mem, size, align, true, true);
     if (!b) ::munmap(mem, size);
     return b;

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <set>
+#include <string>
 #include <vector>
 
 #include "driver/vfio/vfio.h"
@@ -71,4 +72,17 @@ TEST_CASE("the IOVA allocator: inside the usable ranges, aligned, never overlapp
     CHECK(m->data() <= reinterpret_cast<std::byte*>(mem.data() + 5));
     CHECK(m->iova_of(mem.data() + 5) % 4096 == reinterpret_cast<std::uintptr_t>(mem.data() + 5) % 4096);
     CHECK_FALSE(dev->alloc_dma(4096, 3000).ok());
+}
+
+TEST_CASE("2 MiB hugepage DMA: aligned when the system has hugepages, a clear error when not") {
+    auto dev = test::open_device();
+    auto huge = dev->alloc_dma_huge(100);
+    if (huge.ok()) {
+        CHECK(huge->size() == (std::size_t{2} << 20));
+        CHECK(huge->iova() % (std::size_t{2} << 20) == 0);
+    } else {
+        MESSAGE("no hugepages here: " << huge.error().message);
+        CHECK(huge.error().message.find("nr_hugepages") != std::string::npos);
+    }
+    CHECK_FALSE(dev->alloc_dma_huge(0).ok());
 }

@@ -160,3 +160,19 @@ TEST_CASE("INTx and MSI interrupts reach eventfds") {
     CHECK(d->disable_irqs(irq_kind::msi).ok());
     CHECK(wait_event(msi.value(), 200) == 0);
 }
+
+TEST_CASE("DMA from 2 MiB hugepages (the guest reserves some)") {
+    auto d = open_edu();
+    auto huge = d->alloc_dma_huge(4096);
+    REQUIRE_MESSAGE(huge.ok(), (huge.ok() ? "" : huge.error().message));
+    CHECK(huge->size() == (std::size_t{2} << 20));
+    CHECK(huge->iova() % (std::size_t{2} << 20) == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(huge->data()) % (std::size_t{2} << 20) == 0);
+    std::byte* src = huge->data() + (1u << 20) + 5;  // deep inside the page, odd offset
+    std::byte* dst = huge->data() + (3u << 19);
+    REQUIRE(huge->iova_of(dst) + kLen - 1 <= kEduDmaMask);
+    for (std::size_t i = 0; i < kLen; ++i) src[i] = static_cast<std::byte>(i ^ 0x5a);
+    REQUIRE(dma(*d, huge->iova_of(src), kEduBuffer, kLen, false));
+    REQUIRE(dma(*d, kEduBuffer, huge->iova_of(dst), kLen, true));
+    CHECK(std::memcmp(src, dst, kLen) == 0);
+}

@@ -42,6 +42,7 @@ cat >"$work/root/init" <<'INIT'
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+echo 4 > /proc/sys/vm/nr_hugepages
 for m in irqbypass vfio vfio_iommu_type1 vfio_virqfd vfio-pci-core; do insmod /modules/$m.ko; done
 insmod /modules/vfio-pci.ko ids=1234:11e8
 bdf=
@@ -58,7 +59,7 @@ chmod +x "$work/root/init"
 (cd "$work/root" && find . | cpio -o -H newc --quiet | gzip -1 >"$work/initrd.gz") || skip "cannot build the initramfs"
 
 start=$(date +%s)
-timeout 240 "$qemu" -accel tcg -M q35 -m 160M -smp 1 -device intel-iommu,intremap=on -device edu \
+timeout 240 "$qemu" -accel tcg -M q35 -m 192M -smp 1 -device intel-iommu,intremap=on -device edu \
     -kernel "$cache/vmlinux" -initrd "$work/initrd.gz" \
     -append "console=ttyS0 intel_iommu=on panic=-1 quiet" \
     -nographic -no-reboot -nodefaults -serial stdio -monitor none >"$work/console.log" 2>&1
