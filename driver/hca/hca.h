@@ -53,7 +53,7 @@ class hca;
 struct hca_link {
     std::shared_mutex mu;  // shared: an object's destroy command; exclusive: teardown
     hca* owner = nullptr;  // null once the HCA is torn down
-    std::atomic<int> objects{0};
+    std::atomic<int> objects{0};  // made and not yet destroyed in the firmware
 };
 
 class hca {

@@ -21,7 +21,6 @@ result<std::shared_ptr<cq>> cq::create(hca& h, const attr& a) {
         return error{EINVAL, fmt::format("cq::create: {} entries (the device allows 1 to {})", a.entries, 1u << log_max)};
     }
     std::shared_ptr<cq> c(new cq(h));
-    c->destroyed_ = true;  // until CREATE_CQ succeeds there is nothing to destroy
     c->log_size_ = static_cast<unsigned>(std::bit_width(std::bit_ceil(a.entries)) - 1);
     const std::size_t bytes = std::size_t{sizeof(hw::cqe64)} << c->log_size_;
     auto mem = queue_memory::alloc(h.device(), bytes);
@@ -46,7 +45,7 @@ result<std::shared_ptr<cq>> cq::create(hca& h, const attr& a) {
     auto r = h.exec(in, ifc::create_cq_out::size_bytes);
     if (!r) return r.error();
     c->cqn_ = ifc::get<ifc::create_cq_out::cqn>(r->data());
-    c->destroyed_ = false;
+    c->created();
     return c;
 }
 

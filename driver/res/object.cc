@@ -13,9 +13,14 @@ result<queue_memory> queue_memory::alloc(vfio::device& dev, std::size_t ring_byt
     return m;
 }
 
-hca_object::hca_object(hca& h) : link_(h.link()), hca_(&h) { link_->objects.fetch_add(1); }
+hca_object::hca_object(hca& h) : link_(h.link()), hca_(&h) {}
 
-hca_object::~hca_object() { link_->objects.fetch_sub(1); }
+hca_object::~hca_object() = default;
+
+void hca_object::created() {
+    destroyed_ = false;
+    link_->objects.fetch_add(1);
+}
 
 bool hca_object::orphaned() const {
     std::shared_lock lock(link_->mu);
@@ -26,13 +31,12 @@ status hca_object::destroy_with(std::vector<std::byte> in) {
     if (destroyed_) return ok_status();
     // Shared with other objects' destroys; teardown waits for it and then orphans us.
     std::shared_lock lock(link_->mu);
-    if (link_->owner == nullptr) {
-        destroyed_ = true;  // TEARDOWN_HCA released it with everything else
-        return ok_status();
-    }
-    auto r = hca_->exec(in, 16);
-    if (!r) return r.error();
+    if (link_->owner != nullptr) {
+        auto r = hca_->exec(in, 16);
+        if (!r) return r.error();
+    }  // else TEARDOWN_HCA released it with everything else
     destroyed_ = true;
+    link_->objects.fetch_sub(1);
     return ok_status();
 }
 

@@ -42,6 +42,9 @@ protected:
     explicit hca_object(hca& h);
     ~hca_object();
     hca& owner() const noexcept { return *hca_; }
+    // The create command succeeded: from now on the object exists in the firmware (and
+    // counts among the HCA's live objects) until destroy_with() succeeds.
+    void created();
     // Runs the object's destroy command once, if the HCA still runs. A failure is
     // returned (the firmware keeps the object: e.g. RESOURCE_BUSY while in use).
     status destroy_with(std::vector<std::byte> in);
@@ -51,7 +54,7 @@ protected:
         std::shared_lock lock(link_->mu);
         if (link_->owner != nullptr) f(*hca_);
     }
-    bool destroyed_ = false;
+    bool destroyed_ = true;  // nothing in the firmware until created()
 
 private:
     std::shared_ptr<hca_link> link_;

@@ -25,11 +25,9 @@ std::atomic<std::uint8_t> next_variant{0x5a};
 result<std::shared_ptr<pd>> pd::create(hca& h) {
     std::shared_ptr<pd> p(new pd(h));
     auto r = h.exec(command<ifc::alloc_pd_in>(cmd_opcode::ALLOC_PD), ifc::alloc_pd_out::size_bytes);
-    if (!r) {
-        p->destroyed_ = true;
-        return r.error();
-    }
+    if (!r) return r.error();
     p->pdn_ = ifc::get<ifc::alloc_pd_out::pd>(r->data());
+    p->created();
     return p;
 }
 
@@ -95,11 +93,9 @@ result<std::shared_ptr<mr>> mr::create(std::shared_ptr<pd> domain, void* addr, s
         ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i + 1, static_cast<std::uint32_t>(iova));
     }
     auto r = h.exec(in, ifc::create_mkey_out::size_bytes);
-    if (!r) {
-        m->destroyed_ = true;  // nothing to destroy in the firmware
-        return r.error();
-    }
+    if (!r) return r.error();
     m->key_ = (ifc::get<ifc::create_mkey_out::mkey_index>(r->data()) << 8) | variant;
+    m->created();
     m->pd_->hold();
     return m;
 }

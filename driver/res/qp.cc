@@ -103,7 +103,6 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     }
 
     std::shared_ptr<qp> q(new qp(h));
-    q->destroyed_ = true;  // until CREATE_QP succeeds
     q->pd_ = a.domain;
     q->scq_ = a.send_cq;
     q->rcq_ = a.recv_cq;
@@ -157,7 +156,7 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     auto r = h.exec(in, ifc::create_qp_out::size_bytes);
     if (!r) return r.error();
     q->qpn_ = ifc::get<ifc::create_qp_out::qpn>(r->data());
-    q->destroyed_ = false;
+    q->created();
     q->pd_->hold();
     return q;
 }

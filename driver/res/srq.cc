@@ -37,7 +37,6 @@ result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const attr&
         return error{EINVAL, fmt::format("srq::create: limit {} is not below the SRQ size", a.limit)};
     }
     std::shared_ptr<srq> s(new srq(std::move(domain)));
-    s->destroyed_ = true;  // until CREATE_SRQ succeeds
     s->log_size_ = static_cast<unsigned>(std::bit_width(std::bit_ceil(a.max_wr)) - 1);
     s->wqe_shift_ = static_cast<unsigned>(std::countr_zero(stride));
     s->max_sge_ = static_cast<unsigned>((stride - sizeof(hw::wqe_srq_next_seg)) / sizeof(hw::wqe_data_seg));
@@ -61,7 +60,7 @@ result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const attr&
     auto r = h.exec(in, ifc::create_srq_out::size_bytes);
     if (!r) return r.error();
     s->srqn_ = ifc::get<ifc::create_srq_out::srqn>(r->data());
-    s->destroyed_ = false;
+    s->created();
     s->pd_->hold();
     // The limit is armed by ARM_RQ (the firmware takes no lwm at creation).
     if (a.limit > 0) {

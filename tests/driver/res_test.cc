@@ -270,6 +270,8 @@ TEST_CASE("teardown with objects alive: TEARDOWN_HCA releases them, every page c
         m = take(mr::create(r.domain, mem.data(), mem.size(), access_local_write));
         s = take(srq::create(r.domain, {16, 1, 0}));
         q = r.make(qp_type::rc, s);
+        auto gone = r.make(qp_type::rc);
+        check_ok(gone->destroy());  // destroyed explicitly: no longer counted, though alive
         REQUIRE(r.h->pages_given() > 0);
         check_ok(r.h->close());
         CHECK(r.h->objects_at_close() == 6);  // pd, 2 cqs, mr, srq, qp
