@@ -1,0 +1,170 @@
+// The CQ poller (PRM "Completion Queue", "CQE Format"): a CQE is the driver's when its
+// owner bit equals the parity of the pass over the ring (and its opcode is not INVALID);
+// only then are its other bytes read (from_device()). Each CQE names its QP and the
+// WQE it completes; the poller asks the QP's rings for the wr_id and retires the WQE.
+// After a batch, the consumer index goes to the doorbell record so that the device may
+// reuse the entries.
+//
+// Error CQEs (REQ_ERR, RESP_ERR) become their ibv_wc_status, with the PRM syndrome
+// and the vendor syndrome in vendor_err (syndrome << 8 | vendor syndrome).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hw/barrier.h"
+#include "hw/cqe.h"
+#include "hw/doorbell.h"
+#include "hw/opcodes.h"
+#include "queues/recv_queue.h"
+#include "queues/send_queue.h"
+#include "queues/types.h"
+
+namespace cxv::queues {
+
+// The rings of one QP, as a CQ sees them (any may be null).
+struct qp_rings {
+    std::uint32_t qpn = 0;
+    send_queue* sq = nullptr;
+    recv_queue* rq = nullptr;
+    srq_ring* srq = nullptr;
+};
+
+// The ibv_wc_status of an error CQE's syndrome.
+constexpr std::uint32_t status_of(hw::cqe_syndrome s) noexcept {
+    switch (s) {
+    case hw::cqe_syndrome::LOCAL_LENGTH_ERR: return wc_loc_len_err;
+    case hw::cqe_syndrome::LOCAL_QP_OP_ERR: return wc_loc_qp_op_err;
+    case hw::cqe_syndrome::LOCAL_PROT_ERR: return wc_loc_prot_err;
+    case hw::cqe_syndrome::WR_FLUSH_ERR: return wc_wr_flush_err;
+    case hw::cqe_syndrome::MW_BIND_ERR: return wc_mw_bind_err;
+    case hw::cqe_syndrome::BAD_RESP_ERR: return wc_bad_resp_err;
+    case hw::cqe_syndrome::LOCAL_ACCESS_ERR: return wc_loc_access_err;
+    case hw::cqe_syndrome::REMOTE_INVAL_REQ_ERR: return wc_rem_inv_req_err;
+    case hw::cqe_syndrome::REMOTE_ACCESS_ERR: return wc_rem_access_err;
+    case hw::cqe_syndrome::REMOTE_OP_ERR: return wc_rem_op_err;
+    case hw::cqe_syndrome::TRANSPORT_RETRY_EXC_ERR: return wc_retry_exc_err;
+    case hw::cqe_syndrome::RNR_RETRY_EXC_ERR: return wc_rnr_retry_exc_err;
+    case hw::cqe_syndrome::REMOTE_ABORTED_ERR: return wc_rem_abort_err;
+    }
+    return wc_general_err;
+}
+
+// The ibv_wc_opcode of a send WQE opcode (a REQ CQE carries it in sop_drop_qpn 31:24).
+constexpr std::uint32_t send_opcode_of(std::uint8_t wqe_opcode) noexcept {
+    switch (static_cast<hw::wqe_opcode>(wqe_opcode)) {
+    case hw::wqe_opcode::RDMA_WRITE:
+    case hw::wqe_opcode::RDMA_WRITE_IMM: return wc_rdma_write;
+    case hw::wqe_opcode::RDMA_READ: return wc_rdma_read;
+    case hw::wqe_opcode::ATOMIC_CS: return wc_comp_swap;
+    case hw::wqe_opcode::ATOMIC_FA: return wc_fetch_add;
+    default: return wc_send;
+    }
+}
+
+class completion_queue {
+public:
+    completion_queue() = default;
+    completion_queue(std::byte* cqes, unsigned log_count, hw::cq_doorbell_record* dbrec) noexcept
+        : cqes_(cqes), dbrec_(dbrec), mask_((1u << log_count) - 1), log_(log_count) {}
+
+    // The QPs whose completions arrive here; looked up by QP number (the last one is
+    // remembered, so a CQ serving one QP pays one compare).
+    void attach(const qp_rings* qps, unsigned count) noexcept {
+        qps_ = qps;
+        nqps_ = count;
+        last_ = count ? &qps[0] : nullptr;
+    }
+
+    // Up to `max` completions into `out`; returns how many.
+    int poll(work_completion* out, int max) noexcept {
+        int n = 0;
+        for (; n < max; ++n) {
+            auto* cqe = reinterpret_cast<const hw::cqe64*>(cqes_ + (std::size_t{ci_ & mask_} << 6));
+            const std::uint8_t op_own = cqe->op_own;
+            const auto op = hw::cqe_get_opcode(op_own);
+            if (hw::cqe_get_owner(op_own) != ((ci_ >> log_) & 1) || op == hw::cqe_opcode::INVALID) break;
+            hw::from_device();
+            decode(*cqe, op, out[n]);
+            ++ci_;
+        }
+        if (n) {
+            hw::to_device();
+            dbrec_->update_ci = hw::be32::from(ci_ & 0xffffff);
+        }
+        return n;
+    }
+
+    std::uint32_t consumer_index() const noexcept { return ci_; }
+
+private:
+    const qp_rings* find(std::uint32_t qpn) noexcept {
+        if (last_ && last_->qpn == qpn) return last_;
+        for (unsigned i = 0; i < nqps_; ++i) {
+            if (qps_[i].qpn == qpn) return last_ = &qps_[i];
+        }
+        return nullptr;
+    }
+
+    void decode(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc) noexcept {
+        const std::uint32_t qpn = hw::cqe_qpn(c);
+        const std::uint16_t counter = c.wqe_counter.value();
+        const qp_rings* q = find(qpn);
+        wc.qp_num = qpn;
+        wc.wc_flags = 0;
+        wc.vendor_err = 0;
+        wc.byte_len = c.byte_cnt.value();
+        wc.imm_data = 0;
+        wc.src_qp = 0;
+        wc.pkey_index = 0;
+        wc.slid = 0;
+        wc.sl = 0;
+        wc.dlid_path_bits = 0;
+        switch (op) {
+        case hw::cqe_opcode::REQ:
+            wc.status = wc_success;
+            wc.opcode = send_opcode_of(static_cast<std::uint8_t>(c.sop_drop_qpn.value() >> 24));
+            wc.wr_id = q && q->sq ? q->sq->retire(counter) : 0;
+            return;
+        case hw::cqe_opcode::REQ_ERR:
+        case hw::cqe_opcode::RESP_ERR: {
+            const auto& e = reinterpret_cast<const hw::err_cqe64&>(c);
+            wc.status = status_of(static_cast<hw::cqe_syndrome>(e.syndrome));
+            wc.vendor_err = (std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd;
+            wc.opcode = op == hw::cqe_opcode::REQ_ERR ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv;
+            wc.wr_id = retire_any(q, op == hw::cqe_opcode::REQ_ERR, counter);
+            return;
+        }
+        default:  // responder: a receive (with immediate data, or an RDMA write with it)
+            wc.status = wc_success;
+            wc.opcode = op == hw::cqe_opcode::RESP_WR_IMM ? wc_recv_rdma_with_imm : wc_recv;
+            if (op == hw::cqe_opcode::RESP_WR_IMM || op == hw::cqe_opcode::RESP_SEND_IMM) {
+                wc.imm_data = c.imm_inval_pkey.raw;
+                wc.wc_flags = wc_with_imm;
+            }
+            wc.src_qp = hw::cqe_src_qpn(c);
+            wc.slid = c.slid.value();
+            if (hw::cqe_grh(c)) wc.wc_flags |= wc_with_grh;
+            wc.wr_id = retire_any(q, false, counter);
+            return;
+        }
+    }
+
+    static std::uint64_t retire_any(const qp_rings* q, bool send, std::uint16_t counter) noexcept {
+        if (q == nullptr) return 0;
+        if (send) return q->sq ? q->sq->retire(counter) : 0;
+        if (q->srq) return q->srq->retire(counter);
+        return q->rq ? q->rq->retire(counter) : 0;
+    }
+
+    std::byte* cqes_ = nullptr;
+    hw::cq_doorbell_record* dbrec_ = nullptr;
+    std::uint32_t mask_ = 0;
+    unsigned log_ = 0;
+    std::uint32_t ci_ = 0;
+    const qp_rings* qps_ = nullptr;
+    unsigned nqps_ = 0;
+    const qp_rings* last_ = nullptr;
+};
+
+}  // namespace cxv::queues

@@ -1,0 +1,224 @@
+// The send ring of a QP (PRM "Send WQE", "Doorbells and BlueFlame"): WQEs of 64-byte
+// basic blocks (BBs), each a control segment and the segments its opcode needs; the
+// doorbell record's send counter; and the QP's own BlueFlame register, written either
+// with the first 8 bytes of the last WQE (a plain doorbell) or with the whole WQE (a
+// BlueFlame copy, which lets the device skip reading it from memory).
+//
+// Single producer. A WQE never wraps: when one would, a NOP fills the ring to its end
+// first (unsignaled; it retires with the next signaled WQE).
+//
+// Ordering (hw/barrier.h): WQE stores; to_device(); record; then either to_device() and
+// the 8-byte doorbell (uncached, one store), or wc_start(), the 64-byte copies and
+// wc_flush() (write-combining), the halves of the register alternating so that two
+// bursts never merge.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hw/barrier.h"
+#include "hw/doorbell.h"
+#include "hw/endian.h"
+#include "hw/mmio.h"
+#include "hw/wqe.h"
+#include "queues/recv_queue.h"
+#include "queues/types.h"
+
+namespace cxv::queues {
+
+enum class doorbell_mode : std::uint8_t {
+    doorbell,   // 8-byte store of the last WQE's first 8 bytes (any mapping)
+    blueflame,  // 64-byte stores of a one-WQE batch through a write-combining mapping
+    movdir64b,  // the same as single 64-byte direct stores (CPUs that have MOVDIR64B)
+};
+
+// One send work request as the ring takes it (api/ builds it from ibv_send_wr).
+struct send_request {
+    hw::wqe_opcode opcode = hw::wqe_opcode::SEND;
+    bool signaled = false;
+    bool solicited = false;
+    bool fence = false;
+    bool inline_data = false;  // copy the gather list's bytes into the WQE
+    std::uint32_t imm = 0;     // network byte order (SEND_IMM, RDMA_WRITE_IMM)
+    const sge* sg = nullptr;
+    unsigned num_sge = 0;
+    std::uint64_t remote_addr = 0;  // RDMA and atomics
+    std::uint32_t rkey = 0;
+    std::uint64_t compare_add = 0;  // ATOMIC_CS: compare; ATOMIC_FA: add
+    std::uint64_t swap = 0;         // ATOMIC_CS
+    const hw::wqe_av* av = nullptr;  // UD: the destination
+    std::uint64_t wr_id = 0;
+};
+
+class send_queue {
+public:
+    send_queue() = default;
+    // `bbs`: 1 << log_bbs basic blocks; `wr_ids` and `sizes`: one slot per BB;
+    // `bf`: the QP's BlueFlame register (two halves of `bf_half` bytes), mapped
+    // uncached for `doorbell`, write-combining for `blueflame`.
+    send_queue(std::byte* bbs, unsigned log_bbs, std::uint32_t qpn, bool ud, std::uint64_t* wr_ids,
+               std::uint8_t* sizes, hw::wq_doorbell_record* dbrec, std::byte* bf, std::size_t bf_half,
+               doorbell_mode mode) noexcept
+        : bbs_(bbs), wr_ids_(wr_ids), sizes_(sizes), dbrec_(dbrec), bf_(bf), bf_half_(bf_half),
+          mask_((1u << log_bbs) - 1), qpn_shifted_(qpn << 8), ud_(ud), mode_(mode) {}
+
+    unsigned capacity_bbs() const noexcept { return mask_ + 1; }
+    unsigned free_bbs() const noexcept { return mask_ + 1 - (pi_ - ci_); }
+    doorbell_mode mode() const noexcept { return mode_; }
+
+    // Bytes a request's WQE takes (a multiple of 16); 0 if the request is malformed.
+    std::size_t wqe_bytes(const send_request& r) const noexcept {
+        std::size_t n = sizeof(hw::wqe_ctrl_seg);
+        if (ud_) n += sizeof(hw::wqe_datagram_seg);
+        switch (r.opcode) {
+        case hw::wqe_opcode::RDMA_WRITE:
+        case hw::wqe_opcode::RDMA_WRITE_IMM:
+        case hw::wqe_opcode::RDMA_READ: n += sizeof(hw::wqe_raddr_seg); break;
+        case hw::wqe_opcode::ATOMIC_CS:
+        case hw::wqe_opcode::ATOMIC_FA: n += sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg); break;
+        default: break;
+        }
+        if (r.inline_data) {
+            std::size_t bytes = 0;
+            for (unsigned i = 0; i < r.num_sge; ++i) bytes += r.sg[i].length;
+            n += bytes ? (sizeof(hw::wqe_inline_seg) + bytes + 15) / 16 * 16 : 0;
+        } else {
+            n += std::size_t{r.num_sge} * sizeof(hw::wqe_data_seg);
+        }
+        return n;
+    }
+
+    // Builds one WQE; false when the ring has no room (nothing written). The caller
+    // has checked the request against the QP's limits (SGEs, inline size, opcode).
+    bool put(const send_request& r) noexcept {
+        const std::size_t bytes = wqe_bytes(r);
+        const unsigned nbb = static_cast<unsigned>((bytes + hw::send_wqe_bb - 1) / hw::send_wqe_bb);
+        const unsigned to_end = mask_ + 1 - (pi_ & mask_);
+        if (nbb > to_end) {  // would wrap: pad to the end with a NOP
+            if (free_bbs() < to_end + nbb) return false;
+            put_nop(to_end);
+        } else if (free_bbs() < nbb) {
+            return false;
+        }
+        const unsigned slot = pi_ & mask_;
+        std::byte* w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
+        std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
+        if (ud_) {
+            std::memcpy(seg, r.av, sizeof(hw::wqe_av));
+            seg += sizeof(hw::wqe_datagram_seg);
+        }
+        if (r.opcode == hw::wqe_opcode::RDMA_WRITE || r.opcode == hw::wqe_opcode::RDMA_WRITE_IMM ||
+            r.opcode == hw::wqe_opcode::RDMA_READ || r.opcode == hw::wqe_opcode::ATOMIC_CS ||
+            r.opcode == hw::wqe_opcode::ATOMIC_FA) {
+            hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), r.remote_addr, r.rkey);
+            seg += sizeof(hw::wqe_raddr_seg);
+            if (r.opcode == hw::wqe_opcode::ATOMIC_CS) {
+                hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), r.swap, r.compare_add);
+                seg += sizeof(hw::wqe_atomic_seg);
+            } else if (r.opcode == hw::wqe_opcode::ATOMIC_FA) {
+                hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), r.compare_add, 0);
+                seg += sizeof(hw::wqe_atomic_seg);
+            }
+        }
+        if (r.inline_data) {
+            std::uint32_t total = 0;
+            std::byte* data = seg + sizeof(hw::wqe_inline_seg);
+            for (unsigned i = 0; i < r.num_sge; ++i) {
+                std::memcpy(data + total, reinterpret_cast<const void*>(r.sg[i].addr), r.sg[i].length);
+                total += r.sg[i].length;
+            }
+            if (total) hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
+        } else {
+            auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
+            for (unsigned i = 0; i < r.num_sge; ++i) detail::put_data(d + i, r.sg[i]);
+        }
+        const std::uint8_t flags = static_cast<std::uint8_t>(
+            (r.signaled ? hw::ctrl_cq_update : 0) | (r.solicited ? hw::ctrl_solicited : 0) |
+            // A fenced WR waits for earlier RDMA READs and atomics (as rdma-core's mlx5 asks).
+            (r.fence ? static_cast<unsigned>(hw::fence_mode::small_and_fence) << hw::ctrl_fence_shift : 0));
+        auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(w);
+        ctrl->opmod_idx_opcode =
+            hw::be32::from(((pi_ & 0xffff) << 8) | static_cast<std::uint8_t>(r.opcode));
+        ctrl->qpn_ds = hw::be32::from(qpn_shifted_ | static_cast<std::uint32_t>(bytes / 16));
+        ctrl->signature = 0;
+        ctrl->dci_stream_channel_id[0] = ctrl->dci_stream_channel_id[1] = 0;
+        ctrl->fm_ce_se = flags;
+        ctrl->imm = hw::be32{r.imm};
+        wr_ids_[slot] = r.wr_id;
+        sizes_[slot] = static_cast<std::uint8_t>(nbb);
+        last_ = w;
+        last_bbs_ = nbb;
+        ++batch_;
+        pi_ += nbb;
+        return true;
+    }
+
+    // Hands every WQE put since the last ring to the device: the record, then the
+    // doorbell (BlueFlame copy for a batch of one WQE that fits a register half).
+    void ring() noexcept {
+        if (batch_ == 0) return;
+        hw::to_device();
+        dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
+        std::byte* reg = bf_ + bf_offset_;
+        if (mode_ != doorbell_mode::doorbell && batch_ == 1 && last_bbs_ * hw::send_wqe_bb <= bf_half_) {
+            hw::wc_start();
+            for (unsigned i = 0; i < last_bbs_; ++i) {
+                const std::size_t off = std::size_t{i} * hw::send_wqe_bb;
+                const hw::mmio_window win(reg, bf_half_);
+                if (mode_ == doorbell_mode::movdir64b) {
+                    win.movdir64b(off, last_ + off);
+                } else {
+                    win.copy64(off, last_ + off);
+                }
+            }
+            hw::wc_flush();
+        } else {
+            hw::to_device();
+            hw::mmio_window(reg, 8).write64_raw(0, last_);
+            if (mode_ != doorbell_mode::doorbell) hw::wc_flush();
+        }
+        bf_offset_ ^= bf_half_;
+        batch_ = 0;
+    }
+
+    // A send completion for the WQE starting at BB `wqe_counter`: that WQE and every
+    // unsignaled one before it are done. Returns its wr_id.
+    std::uint64_t retire(std::uint16_t wqe_counter) noexcept {
+        const unsigned slot = wqe_counter & mask_;
+        const std::uint32_t start = pi_ - static_cast<std::uint16_t>(static_cast<std::uint16_t>(pi_) - wqe_counter);
+        ci_ = start + sizes_[slot];
+        return wr_ids_[slot];
+    }
+    void reset() noexcept { pi_ = ci_ = batch_ = 0; }
+
+private:
+    void put_nop(unsigned nbb) noexcept {
+        const unsigned slot = pi_ & mask_;
+        auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(bbs_ + std::size_t{slot} * hw::send_wqe_bb);
+        hw::set_ctrl_seg(*ctrl, static_cast<std::uint16_t>(pi_), hw::wqe_opcode::NOP, 0, qpn_shifted_ >> 8,
+                         static_cast<std::uint8_t>(nbb * hw::send_wqe_bb / 16), 0);
+        wr_ids_[slot] = 0;
+        sizes_[slot] = static_cast<std::uint8_t>(nbb);
+        pi_ += nbb;
+        ++batch_;
+    }
+
+    std::byte* bbs_ = nullptr;
+    std::uint64_t* wr_ids_ = nullptr;
+    std::uint8_t* sizes_ = nullptr;
+    hw::wq_doorbell_record* dbrec_ = nullptr;
+    std::byte* bf_ = nullptr;
+    std::size_t bf_half_ = 256;
+    std::size_t bf_offset_ = 0;
+    std::uint32_t mask_ = 0;
+    std::uint32_t qpn_shifted_ = 0;
+    bool ud_ = false;
+    doorbell_mode mode_ = doorbell_mode::doorbell;
+    std::uint32_t pi_ = 0, ci_ = 0;
+    unsigned batch_ = 0;
+    std::byte* last_ = nullptr;
+    unsigned last_bbs_ = 0;
+};
+
+}  // namespace cxv::queues

@@ -1,0 +1,365 @@
+// queues/ on plain memory, checked against code we did not write: every send WQE our
+// ring builds is compared byte for byte with the same WQE built by rdma-core's mlx5dv.h
+// helpers and structures (mlx5dv_set_ctrl_seg, mlx5dv_set_data_seg,
+// mlx5dv_set_dgram_seg, struct mlx5_wqe_raddr_seg ...); receive and SRQ WQEs likewise;
+// CQEs laid out with struct mlx5_cqe64 and mlx5dv_set_cqe_owner are decoded by the poller.
+#include <doctest/doctest.h>
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "queues/completion_queue.h"
+#include "queues/recv_queue.h"
+#include "queues/send_queue.h"
+#include "queues/types.h"
+
+using namespace cxv;
+using namespace cxv::queues;
+
+namespace {
+
+constexpr std::uint32_t kQpn = 0x1a2b3c;
+
+// A send ring of 16 BBs on plain memory, with a plain-memory "BlueFlame register".
+struct sq_rig {
+    alignas(64) std::array<std::byte, 16 * 64> bbs{};
+    std::array<std::uint64_t, 16> wr_ids{};
+    std::array<std::uint8_t, 16> sizes{};
+    hw::wq_doorbell_record dbrec{};
+    alignas(64) std::array<std::byte, 512> bf{};
+    send_queue sq;
+    explicit sq_rig(doorbell_mode mode = doorbell_mode::doorbell, bool ud = false)
+        : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), sizes.data(), &dbrec, bf.data(), 256, mode) {}
+};
+
+// The expected WQE, built with rdma-core's helpers into `e` (zeroed first).
+struct expected {
+    alignas(64) std::array<std::byte, 256> bytes{};
+    std::size_t off = 16;
+    template <typename T>
+    T* next() {
+        auto* p = reinterpret_cast<T*>(bytes.data() + off);
+        off += sizeof(T);
+        return p;
+    }
+    void ctrl(std::uint16_t pi, std::uint8_t opcode, std::uint8_t fm_ce_se, std::uint32_t imm = 0) {
+        mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(bytes.data()), pi, opcode, 0, kQpn, fm_ce_se,
+                            static_cast<std::uint8_t>((off + 15) / 16), 0, imm);
+    }
+};
+
+void check_same(const std::byte* ours, const expected& e) {
+    for (std::size_t i = 0; i < e.off; ++i) {
+        CAPTURE(i);
+        REQUIRE(std::to_integer<int>(ours[i]) == std::to_integer<int>(e.bytes[i]));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomics, inline") {
+    const sge sg[3] = {{0x1000'2000'3000ull, 100, 0x1111}, {0x7fff'0000'1000ull, 4096, 0x2222}, {0x42, 1, 0x3333}};
+
+    SUBCASE("SEND, 3 SGEs, signaled") {
+        sq_rig r;
+        REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = sg, .num_sge = 3, .wr_id = 7}));
+        expected e;
+        for (const auto& s : sg) mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), s.length, s.lkey, s.addr);
+        e.ctrl(0, MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE);
+        check_same(r.bbs.data(), e);
+    }
+    SUBCASE("SEND_IMM, solicited, fenced") {
+        sq_rig r;
+        REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND_IMM, .solicited = true, .fence = true, .imm = htobe32(0xabcdef01),
+                          .sg = sg, .num_sge = 1}));
+        expected e;
+        mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg[0].length, sg[0].lkey, sg[0].addr);
+        e.ctrl(0, MLX5_OPCODE_SEND_IMM, MLX5_WQE_CTRL_SOLICITED | MLX5_WQE_CTRL_FENCE, htobe32(0xabcdef01));
+        check_same(r.bbs.data(), e);
+    }
+    SUBCASE("RDMA_WRITE, RDMA_WRITE_IMM and RDMA_READ") {
+        for (auto [ours, theirs] : {std::pair{hw::wqe_opcode::RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE},
+                                    std::pair{hw::wqe_opcode::RDMA_WRITE_IMM, MLX5_OPCODE_RDMA_WRITE_IMM},
+                                    std::pair{hw::wqe_opcode::RDMA_READ, MLX5_OPCODE_RDMA_READ}}) {
+            sq_rig r;
+            REQUIRE(r.sq.put({.opcode = ours, .signaled = true, .imm = 0x5a5a5a5a, .sg = sg, .num_sge = 2,
+                              .remote_addr = 0xdead'beef'0000ull, .rkey = 0x77665544}));
+            expected e;
+            auto* ra = e.next<mlx5_wqe_raddr_seg>();
+            ra->raddr = htobe64(0xdead'beef'0000ull);
+            ra->rkey = htobe32(0x77665544);
+            for (int i = 0; i < 2; ++i) mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg[i].length, sg[i].lkey, sg[i].addr);
+            e.ctrl(0, static_cast<std::uint8_t>(theirs), MLX5_WQE_CTRL_CQ_UPDATE, 0x5a5a5a5a);
+            check_same(r.bbs.data(), e);
+        }
+    }
+    SUBCASE("ATOMIC_CS and ATOMIC_FA") {
+        const sge result{0x9000, 8, 0x4444};
+        sq_rig r;
+        REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::ATOMIC_CS, .signaled = true, .sg = &result, .num_sge = 1,
+                          .remote_addr = 0x10000, .rkey = 9, .compare_add = 5, .swap = 6}));
+        expected e;
+        auto* ra = e.next<mlx5_wqe_raddr_seg>();
+        ra->raddr = htobe64(0x10000);
+        ra->rkey = htobe32(9);
+        auto* at = e.next<mlx5_wqe_atomic_seg>();
+        at->swap_add = htobe64(6);
+        at->compare = htobe64(5);
+        mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
+        e.ctrl(0, MLX5_OPCODE_ATOMIC_CS, MLX5_WQE_CTRL_CQ_UPDATE);
+        check_same(r.bbs.data(), e);
+
+        REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::ATOMIC_FA, .signaled = true, .sg = &result, .num_sge = 1,
+                          .remote_addr = 0x10008, .rkey = 9, .compare_add = 1000}));
+        expected f;
+        ra = f.next<mlx5_wqe_raddr_seg>();
+        ra->raddr = htobe64(0x10008);
+        ra->rkey = htobe32(9);
+        at = f.next<mlx5_wqe_atomic_seg>();
+        at->swap_add = htobe64(1000);
+        mlx5dv_set_data_seg(f.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
+        f.ctrl(1, MLX5_OPCODE_ATOMIC_FA, MLX5_WQE_CTRL_CQ_UPDATE);
+        check_same(r.bbs.data() + 64, f);
+    }
+    SUBCASE("SEND of 64 inline bytes from two SGEs") {
+        std::array<std::uint8_t, 64> data;
+        for (int i = 0; i < 64; ++i) data[i] = static_cast<std::uint8_t>(i * 3);
+        const sge two[2] = {{reinterpret_cast<std::uintptr_t>(data.data()), 40, 0},
+                            {reinterpret_cast<std::uintptr_t>(data.data() + 40), 24, 0}};
+        sq_rig r;
+        REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .inline_data = true, .sg = two, .num_sge = 2}));
+        expected e;
+        auto* inl = e.next<mlx5_wqe_inl_data_seg>();
+        inl->byte_count = htobe32(64 | MLX5_INLINE_SEG);
+        std::memcpy(e.bytes.data() + e.off, data.data(), 64);
+        e.off += 64;
+        e.off = (e.off + 15) / 16 * 16;
+        e.ctrl(0, MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE);
+        check_same(r.bbs.data(), e);
+        CHECK(r.sizes[0] == 2);  // 16 + 4 + 64 = 84 → 96 bytes → 2 BBs
+    }
+    SUBCASE("UD SEND with its address vector") {
+        hw::wqe_av av{};
+        std::uint8_t rmac[6] = {}, rgid[16] = {1, 2, 3};
+        hw::set_datagram_seg(*reinterpret_cast<hw::wqe_datagram_seg*>(&av), 0x11111111, 0x345, true, 0x12, 0, 0x1f,
+                             rmac, 0, 64, 0, rgid);
+        sq_rig r(doorbell_mode::doorbell, true);
+        REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = sg, .num_sge = 1, .av = &av}));
+        expected e;
+        mlx5dv_set_dgram_seg(e.next<mlx5_wqe_datagram_seg>(), 0x11111111ull << 32, 0x345, 1, 0x12, 0, 0x1f, rmac, 0,
+                             64, 0, rgid);
+        mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg[0].length, sg[0].lkey, sg[0].addr);
+        e.ctrl(0, MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE);
+        check_same(r.bbs.data(), e);
+    }
+}
+
+TEST_CASE("doorbells: record then register; BlueFlame copies a lone WQE, alternating halves") {
+    const sge sg{0x1000, 64, 1};
+    sq_rig r(doorbell_mode::blueflame);
+    REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1}));
+    r.sq.ring();
+    CHECK(r.dbrec.snd_counter.value() == 1);
+    CHECK(std::memcmp(r.bf.data(), r.bbs.data(), 64) == 0);  // the whole WQE, first half
+    REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1}));
+    r.sq.ring();
+    CHECK(std::memcmp(r.bf.data() + 256, r.bbs.data() + 64, 64) == 0);  // second half
+    // Two WQEs in one batch: one record update and an 8-byte doorbell with the last.
+    std::memset(r.bf.data(), 0, r.bf.size());
+    REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .sg = &sg, .num_sge = 1}));
+    REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1}));
+    r.sq.ring();
+    CHECK(r.dbrec.snd_counter.value() == 4);
+    CHECK(std::memcmp(r.bf.data(), r.bbs.data() + 3 * 64, 8) == 0);
+    CHECK(std::to_integer<int>(r.bf[8]) == 0);  // nothing beyond the 8 bytes
+
+    sq_rig d(doorbell_mode::doorbell);
+    REQUIRE(d.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1}));
+    d.sq.ring();
+    CHECK(std::memcmp(d.bf.data(), d.bbs.data(), 8) == 0);
+    CHECK(std::to_integer<int>(d.bf[8]) == 0);
+}
+
+TEST_CASE("the send ring: full, NOP padding instead of wrapping, retire by completion") {
+    const sge sg{0x1000, 64, 1};
+    sq_rig r;
+    // 3-BB WQEs (RC-sized gather lists) into 16 BBs: five fit, the sixth would wrap.
+    const sge many[10] = {sg, sg, sg, sg, sg, sg, sg, sg, sg, sg};
+    for (int i = 0; i < 5; ++i) {
+        REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = i == 4, .sg = many, .num_sge = 10,
+                          .wr_id = 100u + i}));
+    }
+    CHECK(r.sq.free_bbs() == 1);
+    CHECK_FALSE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .sg = many, .num_sge = 10}));
+    // The completion of the fifth (BB 12) retires all five.
+    CHECK(r.sq.retire(12) == 104);
+    CHECK(r.sq.free_bbs() == 16);
+    // Now the next 3-BB WQE would wrap at BB 15: a 1-BB NOP pads, the WQE starts at 0.
+    REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = many, .num_sge = 10, .wr_id = 200}));
+    const auto* nop = reinterpret_cast<const mlx5_wqe_ctrl_seg*>(r.bbs.data() + 15 * 64);
+    CHECK((be32toh(nop->opmod_idx_opcode) & 0xff) == MLX5_OPCODE_NOP);
+    CHECK((be32toh(nop->qpn_ds) & 0x3f) == 4);
+    const auto* ctrl = reinterpret_cast<const mlx5_wqe_ctrl_seg*>(r.bbs.data());
+    CHECK(((be32toh(ctrl->opmod_idx_opcode) >> 8) & 0xffff) == 16);  // its counter
+    CHECK(r.sq.retire(16) == 200);
+    CHECK(r.sq.free_bbs() == 16);
+}
+
+TEST_CASE("receive WQEs: data segments and the invalid-lkey end, byte-exact; the record") {
+    alignas(64) std::array<std::byte, 8 * 64> wqes{};
+    std::array<std::uint64_t, 8> ids{};
+    hw::wq_doorbell_record dbrec{};
+    recv_queue rq(wqes.data(), 3, 6, ids.data(), &dbrec);  // 4 SGEs per WQE
+    CHECK(rq.max_sge() == 4);
+    const sge sg[2] = {{0xabc0, 512, 0x10}, {0xdef0, 256, 0x20}};
+    REQUIRE(rq.put(sg, 2, 55));
+    rq.commit();
+    std::array<std::byte, 64> e{};
+    auto* d = reinterpret_cast<mlx5_wqe_data_seg*>(e.data());
+    mlx5dv_set_data_seg(&d[0], 512, 0x10, 0xabc0);
+    mlx5dv_set_data_seg(&d[1], 256, 0x20, 0xdef0);
+    mlx5dv_set_data_seg(&d[2], 0, MLX5_INVALID_LKEY, 0);
+    CHECK(std::memcmp(wqes.data(), e.data(), 48) == 0);
+    CHECK(dbrec.rcv_counter.value() == 1);
+    for (int i = 1; i < 8; ++i) REQUIRE(rq.put(sg, 1, 55 + i));
+    CHECK_FALSE(rq.put(sg, 1, 99));  // full
+    rq.commit();
+    CHECK(dbrec.rcv_counter.value() == 8);
+    CHECK(rq.retire(0) == 55);
+    CHECK(rq.retire(1) == 56);
+    CHECK(rq.posted() == 6);
+    REQUIRE(rq.put(sg, 1, 63));
+}
+
+TEST_CASE("SRQ: the free list is followed and refilled in completion order") {
+    constexpr unsigned kCount = 8;
+    alignas(64) std::array<std::byte, kCount * 32> wqes{};
+    for (unsigned i = 0; i < kCount; ++i) {
+        auto* n = reinterpret_cast<mlx5_wqe_srq_next_seg*>(wqes.data() + i * 32);
+        n->next_wqe_index = htobe16(static_cast<std::uint16_t>((i + 1) % kCount));
+    }
+    std::array<std::uint64_t, kCount> ids{};
+    hw::wq_doorbell_record dbrec{};
+    srq_ring srq(wqes.data(), 3, 5, ids.data(), &dbrec);
+    CHECK(srq.max_sge() == 1);
+    const sge sg{0x5000, 128, 7};
+    for (unsigned i = 0; i < kCount - 1; ++i) REQUIRE(srq.put(&sg, 1, i));
+    CHECK_FALSE(srq.put(&sg, 1, 99));  // the sentinel stays
+    srq.commit();
+    CHECK(dbrec.rcv_counter.value() == kCount - 1);
+    auto* d = reinterpret_cast<mlx5_wqe_data_seg*>(wqes.data() + 3 * 32 + 16);
+    CHECK(be32toh(d->byte_count) == 128);
+    CHECK(be64toh(d->addr) == 0x5000);
+    // Completions out of order (an SRQ serves many QPs): 4 then 2 come back.
+    CHECK(srq.retire(4) == 4);
+    CHECK(srq.retire(2) == 2);
+    // The sentinel (7) now links to 4, and 4 to 2.
+    CHECK(be16toh(reinterpret_cast<mlx5_wqe_srq_next_seg*>(wqes.data() + 7 * 32)->next_wqe_index) == 4);
+    CHECK(be16toh(reinterpret_cast<mlx5_wqe_srq_next_seg*>(wqes.data() + 4 * 32)->next_wqe_index) == 2);
+    REQUIRE(srq.put(&sg, 1, 100));  // into 7
+    REQUIRE(srq.put(&sg, 1, 101));  // into 4
+    CHECK_FALSE(srq.put(&sg, 1, 102));
+    CHECK(srq.retire(7) == 100);
+    CHECK(srq.retire(4) == 101);
+}
+
+TEST_CASE("poll: owner parity, send/receive/immediate/error CQEs as rdma-core lays them out") {
+    constexpr unsigned kLog = 2;
+    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
+    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    hw::cq_doorbell_record dbrec{};
+    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+
+    sq_rig s;
+    alignas(64) std::array<std::byte, 4 * 16> rwqes{};
+    std::array<std::uint64_t, 4> rids{};
+    hw::wq_doorbell_record rdb{};
+    recv_queue rq(rwqes.data(), 2, 4, rids.data(), &rdb);
+    const qp_rings rings{kQpn, &s.sq, &rq, nullptr};
+    cq.attach(&rings, 1);
+
+    const sge sg{0x1000, 64, 1};
+    REQUIRE(s.sq.put({.opcode = hw::wqe_opcode::RDMA_WRITE, .signaled = true, .sg = &sg, .num_sge = 1, .wr_id = 11}));
+    REQUIRE(rq.put(&sg, 1, 21));
+    REQUIRE(rq.put(&sg, 1, 22));
+    REQUIRE(rq.put(&sg, 1, 23));
+
+    auto write = [&](unsigned i, std::uint8_t opcode, std::uint8_t owner, std::uint16_t counter) {
+        mlx5_cqe64& c = cqes[i];
+        std::memset(&c, 0, sizeof c);
+        c.sop_drop_qpn = htobe32(kQpn | (opcode == MLX5_CQE_REQ ? std::uint32_t{MLX5_OPCODE_RDMA_WRITE} << 24 : 0));
+        c.wqe_counter = htobe16(counter);
+        c.byte_cnt = htobe32(64);
+        c.op_own = static_cast<std::uint8_t>(opcode << 4);
+        mlx5dv_set_cqe_owner(&c, owner);
+    };
+    work_completion wc[8];
+    CHECK(cq.poll(wc, 8) == 0);  // nothing yet (owner 1 on the first pass is the device's)
+    write(0, MLX5_CQE_REQ, 0, 0);
+    write(1, MLX5_CQE_RESP_SEND, 0, 0);
+    write(2, MLX5_CQE_RESP_SEND_IMM, 0, 1);
+    cqes[2].imm_inval_pkey = htobe32(0x01020304);
+    REQUIRE(cq.poll(wc, 8) == 3);
+    CHECK(wc[0].wr_id == 11);
+    CHECK(wc[0].status == IBV_WC_SUCCESS);
+    CHECK(wc[0].opcode == IBV_WC_RDMA_WRITE);
+    CHECK(wc[0].qp_num == kQpn);
+    CHECK(wc[1].wr_id == 21);
+    CHECK(wc[1].opcode == IBV_WC_RECV);
+    CHECK(wc[1].byte_len == 64);
+    CHECK(wc[2].wr_id == 22);
+    CHECK((wc[2].wc_flags & IBV_WC_WITH_IMM) != 0);
+    CHECK(wc[2].imm_data == htobe32(0x01020304));
+    CHECK(dbrec.update_ci.value() == 3);
+
+    // Wrap: entry 3 on the first pass, then entry 0 on the second (owner 1).
+    auto* err = reinterpret_cast<mlx5_err_cqe*>(&cqes[3]);
+    write(3, MLX5_CQE_RESP_ERR, 0, 2);
+    err->syndrome = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+    err->vendor_err_synd = 0x77;
+    err->s_wqe_opcode_qpn = htobe32(kQpn);
+    CHECK(cq.poll(wc, 1) == 1);
+    CHECK(wc[0].status == IBV_WC_LOC_LEN_ERR);
+    CHECK(wc[0].vendor_err == ((MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR << 8) | 0x77));
+    CHECK(wc[0].wr_id == 23);
+    CHECK(cq.poll(wc, 1) == 0);  // entry 0 still holds the first pass's CQE (owner 0)
+    write(0, MLX5_CQE_RESP_ERR, 1, 3);
+    reinterpret_cast<mlx5_err_cqe*>(&cqes[0])->syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
+    reinterpret_cast<mlx5_err_cqe*>(&cqes[0])->s_wqe_opcode_qpn = htobe32(kQpn);
+    REQUIRE(rq.put(&sg, 1, 24));
+    CHECK(cq.poll(wc, 4) == 1);
+    CHECK(wc[0].status == IBV_WC_WR_FLUSH_ERR);
+    CHECK(wc[0].wr_id == 24);
+    CHECK(dbrec.update_ci.value() == 5);
+}
+
+TEST_CASE("our completion and gather entries are libibverbs' own layouts and codes") {
+    static_assert(sizeof(work_completion) == sizeof(ibv_wc));
+    static_assert(offsetof(work_completion, status) == offsetof(ibv_wc, status));
+    static_assert(offsetof(work_completion, opcode) == offsetof(ibv_wc, opcode));
+    static_assert(offsetof(work_completion, vendor_err) == offsetof(ibv_wc, vendor_err));
+    static_assert(offsetof(work_completion, byte_len) == offsetof(ibv_wc, byte_len));
+    static_assert(offsetof(work_completion, imm_data) == offsetof(ibv_wc, imm_data));
+    static_assert(offsetof(work_completion, qp_num) == offsetof(ibv_wc, qp_num));
+    static_assert(offsetof(work_completion, src_qp) == offsetof(ibv_wc, src_qp));
+    static_assert(offsetof(work_completion, wc_flags) == offsetof(ibv_wc, wc_flags));
+    static_assert(offsetof(work_completion, slid) == offsetof(ibv_wc, slid));
+    static_assert(offsetof(work_completion, dlid_path_bits) == offsetof(ibv_wc, dlid_path_bits));
+    static_assert(sizeof(sge) == sizeof(ibv_sge) && offsetof(sge, lkey) == offsetof(ibv_sge, lkey));
+    constexpr auto u = [](auto v) { return static_cast<unsigned>(v); };
+    static_assert(u(wc_loc_len_err) == u(IBV_WC_LOC_LEN_ERR) && u(wc_rem_abort_err) == u(IBV_WC_REM_ABORT_ERR) &&
+                  u(wc_rnr_retry_exc_err) == u(IBV_WC_RNR_RETRY_EXC_ERR) && u(wc_general_err) == u(IBV_WC_GENERAL_ERR) &&
+                  u(wc_loc_prot_err) == u(IBV_WC_LOC_PROT_ERR) && u(wc_wr_flush_err) == u(IBV_WC_WR_FLUSH_ERR) &&
+                  u(wc_rem_inv_req_err) == u(IBV_WC_REM_INV_REQ_ERR) && u(wc_rem_access_err) == u(IBV_WC_REM_ACCESS_ERR));
+    static_assert(u(wc_recv) == u(IBV_WC_RECV) && u(wc_recv_rdma_with_imm) == u(IBV_WC_RECV_RDMA_WITH_IMM) &&
+                  u(wc_fetch_add) == u(IBV_WC_FETCH_ADD) && u(wc_comp_swap) == u(IBV_WC_COMP_SWAP) &&
+                  u(wc_rdma_read) == u(IBV_WC_RDMA_READ) && wc_with_imm == u(IBV_WC_WITH_IMM) &&
+                  wc_with_grh == u(IBV_WC_GRH));
+    CHECK(status_of(hw::cqe_syndrome::REMOTE_ACCESS_ERR) == IBV_WC_REM_ACCESS_ERR);
+    CHECK(status_of(hw::cqe_syndrome::TRANSPORT_RETRY_EXC_ERR) == IBV_WC_RETRY_EXC_ERR);
+}
