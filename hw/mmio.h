@@ -10,6 +10,10 @@
 
 #include "hw/endian.h"
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 namespace cxv::hw {
 
 class mmio_window {
@@ -42,12 +46,24 @@ public:
         *reinterpret_cast<volatile std::uint64_t*>(base_ + off) =
             *static_cast<const std::uint64_t*>(src);
     }
-    // 64 bytes as eight 8-byte stores, in order (for a write-combining mapping, between
-    // wc_start() and wc_flush(); the CPU may merge them into one 64-byte burst).
+    // 64 bytes to a write-combining mapping, between wc_start() and wc_flush() (the CPU
+    // may merge them into one 64-byte burst): four 16-byte SSE stores on x86-64, eight
+    // 8-byte stores elsewhere. `src` and `off` 16-byte aligned.
     void copy64(std::size_t off, const void* src) const noexcept {
+#if defined(__x86_64__)
+        auto* d = reinterpret_cast<__m128i*>(base_ + off);
+        const auto* s = static_cast<const __m128i*>(src);
+        const __m128i a = _mm_load_si128(s), b = _mm_load_si128(s + 1), c = _mm_load_si128(s + 2),
+                      e = _mm_load_si128(s + 3);
+        _mm_store_si128(d, a);
+        _mm_store_si128(d + 1, b);
+        _mm_store_si128(d + 2, c);
+        _mm_store_si128(d + 3, e);
+#else
         auto* d = reinterpret_cast<volatile std::uint64_t*>(base_ + off);
         const auto* s = static_cast<const std::uint64_t*>(src);
         for (int i = 0; i < 8; ++i) d[i] = s[i];
+#endif
     }
     // One 64-byte direct store (MOVDIR64B): always a single write-combined burst, even
     // to an uncached mapping. Only where cpu_has_movdir64b(); off 64-byte aligned.

@@ -175,7 +175,7 @@ enum class wqe_opcode : std::uint8_t {
     X(RESP_SEND_INV, 0x4)      \
     X(RESIZE_CQ, 0x5)          \
     X(NO_PACKET, 0x6)          \
-    X(SIG_ERR, 0xc)            \
+    X(SIGNATURE_ERR, 0xc)      \
     X(REQ_ERR, 0xd)            \
     X(RESP_ERR, 0xe)           \
     X(INVALID, 0xf)

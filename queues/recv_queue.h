@@ -55,13 +55,17 @@ public:
     // Writes one WQE; false when the ring is full (nothing written). The caller has
     // checked n <= max_sge().
     bool put(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
-        if (head_ - tail_ > mask_) return false;
-        const unsigned slot = head_ & mask_;
+        // Members into locals first: the WQE stores below may alias them as far as the
+        // compiler knows, and would force a reload of each after every store.
+        const std::uint32_t head = head_, mask = mask_;
+        if (head - tail_ > mask) return false;
+        const unsigned slot = head & mask;
         auto* d = reinterpret_cast<hw::wqe_data_seg*>(wqes_ + (std::size_t{slot} << shift_));
-        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
-        if (n < max_sge_) detail::put_end(d + n);
+        const unsigned max = max_sge_;
         wr_ids_[slot] = wr_id;
-        ++head_;
+        head_ = head + 1;
+        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
+        if (n < max) detail::put_end(d + n);
         return true;
     }
     // Makes every WQE put so far visible to the device (PRM: the WQE before the record).

@@ -4,8 +4,8 @@
 // with the first 8 bytes of the last WQE (a plain doorbell) or with the whole WQE (a
 // BlueFlame copy, which lets the device skip reading it from memory).
 //
-// Single producer. A WQE never wraps: when one would, a NOP fills the ring to its end
-// first (unsignaled; it retires with the next signaled WQE).
+// Single producer. A WQE never wraps: when the QP's largest WQE could, NOPs fill the
+// ring to its end first (unsignaled; they retire with the next signaled WQE).
 //
 // Ordering (hw/barrier.h): WQE stores; to_device(); record; then either to_device() and
 // the 8-byte doorbell (uncached, one store), or wc_start(), the 64-byte copies and
@@ -56,68 +56,49 @@ public:
     send_queue() = default;
     // `bbs`: 1 << log_bbs basic blocks; `wr_ids` and `sizes`: one slot per BB;
     // `bf`: the QP's BlueFlame register (two halves of `bf_half` bytes), mapped
-    // uncached for `doorbell`, write-combining for `blueflame`.
+    // uncached for `doorbell`, write-combining for `blueflame`; `max_wqe_bbs`: the
+    // largest WQE the QP was sized for (driver::qp::max_send_wqebbs()).
     send_queue(std::byte* bbs, unsigned log_bbs, std::uint32_t qpn, bool ud, std::uint64_t* wr_ids,
                std::uint8_t* sizes, hw::wq_doorbell_record* dbrec, std::byte* bf, std::size_t bf_half,
-               doorbell_mode mode) noexcept
+               doorbell_mode mode, unsigned max_wqe_bbs) noexcept
         : bbs_(bbs), wr_ids_(wr_ids), sizes_(sizes), dbrec_(dbrec), bf_(bf), bf_half_(bf_half),
-          mask_((1u << log_bbs) - 1), qpn_shifted_(qpn << 8), ud_(ud), mode_(mode) {}
+          mask_((1u << log_bbs) - 1), qpn_shifted_(qpn << 8), max_bbs_(max_wqe_bbs), ud_(ud), mode_(mode) {}
 
     unsigned capacity_bbs() const noexcept { return mask_ + 1; }
+    unsigned max_wqe_bbs() const noexcept { return max_bbs_; }
     unsigned free_bbs() const noexcept { return mask_ + 1 - (pi_ - ci_); }
     doorbell_mode mode() const noexcept { return mode_; }
 
-    // Bytes a request's WQE takes (a multiple of 16); 0 if the request is malformed.
-    std::size_t wqe_bytes(const send_request& r) const noexcept {
-        std::size_t n = sizeof(hw::wqe_ctrl_seg);
-        if (ud_) n += sizeof(hw::wqe_datagram_seg);
-        switch (r.opcode) {
-        case hw::wqe_opcode::RDMA_WRITE:
-        case hw::wqe_opcode::RDMA_WRITE_IMM:
-        case hw::wqe_opcode::RDMA_READ: n += sizeof(hw::wqe_raddr_seg); break;
-        case hw::wqe_opcode::ATOMIC_CS:
-        case hw::wqe_opcode::ATOMIC_FA: n += sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg); break;
-        default: break;
+    // Builds one WQE; false when the ring has no room for the largest WQE this QP may
+    // post (nothing written). The caller has checked the request against the QP's
+    // limits (SGEs, inline size, opcode): the WQE then fits max_wqe_bbs.
+    [[gnu::always_inline]] bool put(const send_request& r) noexcept {
+        // Ring state in locals: the WQE stores may alias the members for the compiler.
+        std::uint32_t pi = pi_;
+        const std::uint32_t mask = mask_;
+        const unsigned max_bbs = max_bbs_;
+        const unsigned to_end = mask + 1 - (pi & mask);
+        if (mask + 1 - (pi - ci_) < max_bbs + (to_end < max_bbs ? to_end : 0)) return false;
+        if (to_end < max_bbs) {  // the largest WQE could wrap: pad to the end with a NOP
+            put_nop(pi, to_end);
+            pi += to_end;
         }
-        if (r.inline_data) {
-            std::size_t bytes = 0;
-            for (unsigned i = 0; i < r.num_sge; ++i) bytes += r.sg[i].length;
-            n += bytes ? (sizeof(hw::wqe_inline_seg) + bytes + 15) / 16 * 16 : 0;
-        } else {
-            n += std::size_t{r.num_sge} * sizeof(hw::wqe_data_seg);
-        }
-        return n;
-    }
-
-    // Builds one WQE; false when the ring has no room (nothing written). The caller
-    // has checked the request against the QP's limits (SGEs, inline size, opcode).
-    bool put(const send_request& r) noexcept {
-        const std::size_t bytes = wqe_bytes(r);
-        const unsigned nbb = static_cast<unsigned>((bytes + hw::send_wqe_bb - 1) / hw::send_wqe_bb);
-        const unsigned to_end = mask_ + 1 - (pi_ & mask_);
-        if (nbb > to_end) {  // would wrap: pad to the end with a NOP
-            if (free_bbs() < to_end + nbb) return false;
-            put_nop(to_end);
-        } else if (free_bbs() < nbb) {
-            return false;
-        }
-        const unsigned slot = pi_ & mask_;
-        std::byte* w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
+        const unsigned slot = pi & mask;
+        std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
         std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
-        if (ud_) {
+        if (ud_ && r.av != nullptr) {  // (api/ refuses a UD WR without an address handle)
             std::memcpy(seg, r.av, sizeof(hw::wqe_av));
             seg += sizeof(hw::wqe_datagram_seg);
         }
-        if (r.opcode == hw::wqe_opcode::RDMA_WRITE || r.opcode == hw::wqe_opcode::RDMA_WRITE_IMM ||
-            r.opcode == hw::wqe_opcode::RDMA_READ || r.opcode == hw::wqe_opcode::ATOMIC_CS ||
-            r.opcode == hw::wqe_opcode::ATOMIC_FA) {
+        const hw::wqe_opcode op = r.opcode;
+        if (op == hw::wqe_opcode::RDMA_WRITE || op == hw::wqe_opcode::RDMA_WRITE_IMM ||
+            op == hw::wqe_opcode::RDMA_READ || op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
             hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), r.remote_addr, r.rkey);
             seg += sizeof(hw::wqe_raddr_seg);
-            if (r.opcode == hw::wqe_opcode::ATOMIC_CS) {
-                hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), r.swap, r.compare_add);
-                seg += sizeof(hw::wqe_atomic_seg);
-            } else if (r.opcode == hw::wqe_opcode::ATOMIC_FA) {
-                hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), r.compare_add, 0);
+            if (op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
+                const bool cs = op == hw::wqe_opcode::ATOMIC_CS;
+                hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), cs ? r.swap : r.compare_add,
+                                   cs ? r.compare_add : 0);
                 seg += sizeof(hw::wqe_atomic_seg);
             }
         }
@@ -128,21 +109,25 @@ public:
                 std::memcpy(data + total, reinterpret_cast<const void*>(r.sg[i].addr), r.sg[i].length);
                 total += r.sg[i].length;
             }
-            if (total) hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
+            if (total) {
+                hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
+                seg += (sizeof(hw::wqe_inline_seg) + total + 15) & ~std::size_t{15};
+            }
         } else {
             auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
             for (unsigned i = 0; i < r.num_sge; ++i) detail::put_data(d + i, r.sg[i]);
+            seg += std::size_t{r.num_sge} * sizeof(hw::wqe_data_seg);
         }
+        const auto ds = static_cast<std::uint32_t>(seg - w) / 16;
+        const unsigned nbb = (ds + 3) / 4;
         const std::uint8_t flags = static_cast<std::uint8_t>(
             (r.signaled ? hw::ctrl_cq_update : 0) | (r.solicited ? hw::ctrl_solicited : 0) |
             // A fenced WR waits for earlier RDMA READs and atomics (as rdma-core's mlx5 asks).
             (r.fence ? static_cast<unsigned>(hw::fence_mode::small_and_fence) << hw::ctrl_fence_shift : 0));
         auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(w);
-        ctrl->opmod_idx_opcode =
-            hw::be32::from(((pi_ & 0xffff) << 8) | static_cast<std::uint8_t>(r.opcode));
-        ctrl->qpn_ds = hw::be32::from(qpn_shifted_ | static_cast<std::uint32_t>(bytes / 16));
-        ctrl->signature = 0;
-        ctrl->dci_stream_channel_id[0] = ctrl->dci_stream_channel_id[1] = 0;
+        ctrl->opmod_idx_opcode = hw::be32::from(((pi & 0xffff) << 8) | static_cast<std::uint8_t>(op));
+        ctrl->qpn_ds = hw::be32::from(qpn_shifted_ | ds);
+        std::memset(&ctrl->signature, 0, 3);  // signature, dci stream channel
         ctrl->fm_ce_se = flags;
         ctrl->imm = hw::be32{r.imm};
         wr_ids_[slot] = r.wr_id;
@@ -150,7 +135,7 @@ public:
         last_ = w;
         last_bbs_ = nbb;
         ++batch_;
-        pi_ += nbb;
+        pi_ = pi + nbb;
         return true;
     }
 
@@ -193,15 +178,17 @@ public:
     void reset() noexcept { pi_ = ci_ = batch_ = 0; }
 
 private:
-    void put_nop(unsigned nbb) noexcept {
-        const unsigned slot = pi_ & mask_;
+    void put_nop(std::uint32_t pi, unsigned nbb) noexcept {
+        const unsigned slot = pi & mask_;
         auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(bbs_ + std::size_t{slot} * hw::send_wqe_bb);
-        hw::set_ctrl_seg(*ctrl, static_cast<std::uint16_t>(pi_), hw::wqe_opcode::NOP, 0, qpn_shifted_ >> 8,
-                         static_cast<std::uint8_t>(nbb * hw::send_wqe_bb / 16), 0);
-        wr_ids_[slot] = 0;
-        sizes_[slot] = static_cast<std::uint8_t>(nbb);
-        pi_ += nbb;
-        ++batch_;
+        // A NOP's size field is 6 bits of octowords: a long pad is one NOP per BB.
+        for (unsigned i = 0; i < nbb; ++i) {
+            hw::set_ctrl_seg(ctrl[i * 4], static_cast<std::uint16_t>(pi + i), hw::wqe_opcode::NOP, 0,
+                             qpn_shifted_ >> 8, 4, 0);
+            wr_ids_[slot + i] = 0;
+            sizes_[slot + i] = 1;
+        }
+        batch_ += nbb;
     }
 
     std::byte* bbs_ = nullptr;
@@ -213,6 +200,7 @@ private:
     std::size_t bf_offset_ = 0;
     std::uint32_t mask_ = 0;
     std::uint32_t qpn_shifted_ = 0;
+    unsigned max_bbs_ = 1;
     bool ud_ = false;
     doorbell_mode mode_ = doorbell_mode::doorbell;
     std::uint32_t pi_ = 0, ci_ = 0;

@@ -29,7 +29,7 @@ struct sq_rig {
     queues::send_queue sq;
     explicit sq_rig(bool ud = false)
         : sq(bbs.data(), 3, 0x99, ud, ids.data(), sizes.data(), &dbrec, bf.data(), 256,
-             queues::doorbell_mode::doorbell) {}
+             queues::doorbell_mode::doorbell, 2) {}
 };
 
 }  // namespace
@@ -130,7 +130,8 @@ TEST_CASE("ibv_post_send: opcodes per transport, inline limits, full ring, one d
     wr[0].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
     CHECK(api::post_send(rc, wr, &bad) == 0);
 
-    // Full: 8 BBs, 5 used; three more 1-BB WRs fit, the fourth is ENOMEM.
+    // Full: 8 BBs, 5 used, room kept for the largest WQE (2 BBs): two more 1-BB WRs
+    // fit, the third is ENOMEM.
     ibv_send_wr four[4] = {};
     for (int i = 0; i < 4; ++i) {
         four[i].sg_list = &sg;
@@ -139,8 +140,8 @@ TEST_CASE("ibv_post_send: opcodes per transport, inline limits, full ring, one d
         four[i].next = i < 3 ? &four[i + 1] : nullptr;
     }
     CHECK(api::post_send(rc, four, &bad) == ENOMEM);
-    CHECK(bad == &four[3]);
-    CHECK(r.dbrec.snd_counter.value() == 8);
+    CHECK(bad == &four[2]);
+    CHECK(r.dbrec.snd_counter.value() == 7);
 
     // UD: SEND only, and an address handle is required.
     sq_rig u(true);

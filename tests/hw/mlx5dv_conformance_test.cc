@@ -140,7 +140,7 @@ TEST_CASE("constants match mlx5dv.h") {
     SAME(hw::cqe_opcode::RESP_SEND_INV, MLX5_CQE_RESP_SEND_INV);
     SAME(hw::cqe_opcode::RESIZE_CQ, MLX5_CQE_RESIZE_CQ);
     SAME(hw::cqe_opcode::NO_PACKET, MLX5_CQE_NO_PACKET);
-    SAME(hw::cqe_opcode::SIG_ERR, MLX5_CQE_SIG_ERR);
+    SAME(hw::cqe_opcode::SIGNATURE_ERR, MLX5_CQE_SIG_ERR);  // SIG_ERR is a <signal.h> macro
     SAME(hw::cqe_opcode::REQ_ERR, MLX5_CQE_REQ_ERR);
     SAME(hw::cqe_opcode::RESP_ERR, MLX5_CQE_RESP_ERR);
     SAME(hw::cqe_opcode::INVALID, MLX5_CQE_INVALID);

@@ -34,7 +34,7 @@ struct sq_rig {
     alignas(64) std::array<std::byte, 512> bf{};
     send_queue sq;
     explicit sq_rig(doorbell_mode mode = doorbell_mode::doorbell, bool ud = false)
-        : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), sizes.data(), &dbrec, bf.data(), 256, mode) {}
+        : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), sizes.data(), &dbrec, bf.data(), 256, mode, 4) {}
 };
 
 // The expected WQE, built with rdma-core's helpers into `e` (zeroed first).

@@ -1,0 +1,331 @@
+// The fast path on plain memory, as a microbenchmark of a provider does it: rings of
+// 1024 entries built by queues/ on ordinary memory (no device), each operation called
+// through the verbs-shaped entry points of api/verbs_post.h, refills and recycling
+// outside the measured region. For each operation: ns/op (median of repeats) and
+// instructions/op counted by valgrind's callgrind (repeatable on noisy machines), side
+// by side with rdma-core's mlx5 provider measured the same way (the issue's reference
+// numbers) and our targets.
+//
+//   fastpath                      every operation, table
+//   fastpath --json FILE          also [{"op", "ns_per_op", "instructions_per_op"}]
+//   fastpath --short              fewer repeats (CI)
+//   fastpath --no-callgrind       ns only
+//   fastpath --check-targets      exit 1 when an operation is above its target
+//   fastpath --loop OP --iters N  run one operation N times (what callgrind counts)
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/verbs_post.h"
+#include "hw/cqe.h"
+
+using namespace cxv;
+
+namespace {
+
+constexpr unsigned kLog = 10;  // 1024-entry rings
+constexpr unsigned kEntries = 1u << kLog;
+constexpr std::uint32_t kQpn = 0x123;
+
+// Plain memory for every ring of one benchmark.
+struct rings {
+    alignas(4096) std::array<std::byte, kEntries * 16> rq_wqes{};  // 1 SGE per receive WQE
+    alignas(4096) std::array<std::byte, kEntries * 32> srq_wqes{};  // next segment + 1 SGE
+    alignas(4096) std::array<std::byte, kEntries * 64> sq_bbs{};
+    alignas(4096) std::array<std::byte, kEntries * 64> cqes{};
+    alignas(64) std::array<std::byte, 512> bf{};  // the "BlueFlame register": plain memory
+    std::array<std::uint64_t, kEntries> rq_ids{}, srq_ids{}, sq_ids{};
+    std::array<std::uint8_t, kEntries> sq_sizes{};
+    hw::wq_doorbell_record dbrec{}, srq_dbrec{};
+    hw::cq_doorbell_record cq_dbrec{};
+    queues::recv_queue rq;
+    queues::srq_ring srq;
+    queues::send_queue sq;
+    queues::completion_queue cq;
+    queues::qp_rings qp;
+    std::array<char, 4096> buf{};
+    std::uint32_t device_pi = 0;  // CQEs written by the stand-in device
+
+    explicit rings(queues::doorbell_mode mode) {
+        for (unsigned i = 0; i < kEntries; ++i) {
+            reinterpret_cast<hw::wqe_srq_next_seg*>(srq_wqes.data() + i * 32)->next_wqe_index =
+                hw::be16::from(static_cast<std::uint16_t>((i + 1) % kEntries));
+            reinterpret_cast<hw::cqe64*>(cqes.data() + i * 64)->op_own =
+                hw::make_op_own(hw::cqe_opcode::INVALID, false, 1);
+        }
+        rq = queues::recv_queue(rq_wqes.data(), kLog, 4, rq_ids.data(), &dbrec);
+        srq = queues::srq_ring(srq_wqes.data(), kLog, 5, srq_ids.data(), &srq_dbrec);
+        sq = queues::send_queue(sq_bbs.data(), kLog, kQpn, false, sq_ids.data(), sq_sizes.data(), &dbrec, bf.data(),
+                                256, mode, 2);
+        cq = queues::completion_queue(cqes.data(), kLog, &cq_dbrec);
+        qp = {kQpn, &sq, &rq, nullptr};
+        cq.attach(&qp, 1);
+    }
+    // What a device would write for the WQE at `counter`.
+    void device_cqe(hw::cqe_opcode op, std::uint16_t counter) {
+        auto* c = reinterpret_cast<hw::cqe64*>(cqes.data() + (device_pi & (kEntries - 1)) * 64);
+        std::memset(c, 0, 63);
+        c->sop_drop_qpn = hw::be32::from(kQpn | (op == hw::cqe_opcode::REQ ? 0x08u << 24 : 0));
+        c->wqe_counter = hw::be16::from(counter);
+        c->byte_cnt = hw::be32::from(64);
+        c->op_own = hw::make_op_own(op, false, static_cast<std::uint8_t>((device_pi >> kLog) & 1));
+        ++device_pi;
+    }
+};
+
+// The benchmark state per operation, prepared outside the measured region.
+struct state {
+    std::unique_ptr<rings> r;
+    ibv_sge sge{};
+    std::array<ibv_recv_wr, 32> rwr{};
+    ibv_send_wr swr{};
+    std::array<ibv_wc, 16> wc{};
+    std::uint32_t rq_counter = 0;  // next receive WQE the device completes
+    std::uint32_t sq_posted = 0;
+};
+
+// Measured: one call each; never inlined, so that callgrind can count exactly them.
+extern "C" {
+__attribute__((noinline)) int cxv_bench_post_recv(state& s) {
+    ibv_recv_wr* bad;
+    return api::post_recv(api::recv_side{&s.r->rq, 1}, s.rwr.data(), &bad);
+}
+__attribute__((noinline)) int cxv_bench_post_srq_recv(state& s) {
+    ibv_recv_wr* bad;
+    return api::post_srq_recv(s.r->srq, s.rwr.data(), &bad);
+}
+__attribute__((noinline)) int cxv_bench_post_send(state& s) {
+    ibv_send_wr* bad;
+    return api::post_send(api::send_side{&s.r->sq, 1, 64, IBV_QPT_RC}, &s.swr, &bad);
+}
+__attribute__((noinline)) int cxv_bench_poll_cq(state& s) { return api::poll_cq(s.r->cq, 16, s.wc.data()); }
+}
+
+struct op {
+    const char* name;
+    unsigned per_call;  // WRs or CQEs per measured call
+    double reference;   // rdma-core 65.0 mlx5, instructions/op (the issue's measurement)
+    double target;
+    std::function<void(state&)> setup;
+    std::function<void(state&)> refill;  // outside the measured region, before each call
+    std::function<void(state&)> call;
+    unsigned calls_per_refill;
+};
+
+void prepare_recv(state& s, unsigned n) {
+    s.r = std::make_unique<rings>(queues::doorbell_mode::doorbell);
+    s.sge = {reinterpret_cast<std::uintptr_t>(s.r->buf.data()), 64, 0x1234};
+    for (unsigned i = 0; i < 32; ++i) {
+        s.rwr[i].wr_id = i;
+        s.rwr[i].sg_list = &s.sge;
+        s.rwr[i].num_sge = 1;
+        s.rwr[i].next = i + 1 < n ? &s.rwr[i + 1] : nullptr;
+    }
+}
+
+std::vector<op> operations() {
+    std::vector<op> ops;
+    // Receives: the ring is emptied (as completions would) when full.
+    auto recv_refill = [](state& s) { s.r->rq.reset(); };
+    ops.push_back({"post_recv_1", 1, 120, 40, [](state& s) { prepare_recv(s, 1); }, recv_refill,
+                   [](state& s) { cxv_bench_post_recv(s); }, kEntries});
+    ops.push_back({"post_recv_32", 32, 72.5, 24, [](state& s) { prepare_recv(s, 32); }, recv_refill,
+                   [](state& s) { cxv_bench_post_recv(s); }, kEntries / 32});
+    // SRQ steady state: full; before each post, the oldest posted WQE is recycled.
+    ops.push_back({"post_srq_recv_1", 1, 124, 45,
+                   [](state& s) {
+                       prepare_recv(s, 1);
+                       ibv_recv_wr* bad;
+                       for (unsigned i = 0; i + 1 < kEntries; ++i) api::post_srq_recv(s.r->srq, s.rwr.data(), &bad);
+                       s.rq_counter = 0;
+                   },
+                   [](state& s) { s.r->srq.retire(static_cast<std::uint16_t>(s.rq_counter++ % kEntries)); },
+                   [](state& s) { cxv_bench_post_srq_recv(s); }, 1});
+    auto send_setup = [](queues::doorbell_mode mode, bool inl) {
+        return [mode, inl](state& s) {
+            s.r = std::make_unique<rings>(mode);
+            s.sge = {reinterpret_cast<std::uintptr_t>(s.r->buf.data()), inl ? 64u : 4096u, 0x1234};
+            s.swr = {};
+            s.swr.sg_list = &s.sge;
+            s.swr.num_sge = 1;
+            s.swr.opcode = inl ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
+            s.swr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+            s.swr.wr.rdma.remote_addr = 0x7f0000001000;
+            s.swr.wr.rdma.rkey = 0x5678;
+        };
+    };
+    // Sends: completed in bulk (one retire of everything) when the ring is full.
+    auto send_refill = [](state& s) { s.r->sq.reset(); };
+    ops.push_back({"post_send_inline64_bf", 1, 374, 120, send_setup(queues::doorbell_mode::blueflame, true),
+                   send_refill, [](state& s) { cxv_bench_post_send(s); }, kEntries / 2});
+    ops.push_back({"post_send_write4k_db", 1, 295, 90, send_setup(queues::doorbell_mode::doorbell, false),
+                   send_refill, [](state& s) { cxv_bench_post_send(s); }, kEntries});
+    // Polls: 16 valid CQEs per call, written (and their WQEs posted) beforehand.
+    ops.push_back({"poll_cq_recv_16", 16, 172, 50, [](state& s) { prepare_recv(s, 16); },
+                   [](state& s) {
+                       ibv_recv_wr* bad;
+                       api::post_recv(api::recv_side{&s.r->rq, 1}, s.rwr.data(), &bad);
+                       for (int i = 0; i < 16; ++i) {
+                           s.r->device_cqe(hw::cqe_opcode::RESP_SEND, static_cast<std::uint16_t>(s.rq_counter++));
+                       }
+                   },
+                   [](state& s) { cxv_bench_poll_cq(s); }, 1});
+    ops.push_back({"poll_cq_send_16", 16, 109, 40, send_setup(queues::doorbell_mode::doorbell, false),
+                   [](state& s) {
+                       ibv_send_wr* bad;
+                       for (int i = 0; i < 16; ++i) {
+                           api::post_send(api::send_side{&s.r->sq, 1, 64, IBV_QPT_RC}, &s.swr, &bad);
+                           s.r->device_cqe(hw::cqe_opcode::REQ, static_cast<std::uint16_t>(s.sq_posted++));
+                       }
+                   },
+                   [](state& s) { cxv_bench_poll_cq(s); }, 1});
+    return ops;
+}
+
+// Runs `calls` measured calls (refilling as the operation says) and returns the ns
+// spent inside the measured calls only.
+double run(const op& o, state& s, unsigned calls) {
+    std::chrono::nanoseconds inside{0};
+    unsigned done = 0;
+    while (done < calls) {
+        o.refill(s);
+        const unsigned batch = std::min(o.calls_per_refill, calls - done);
+        if (o.calls_per_refill == 1) {
+            // Refilled before every call: time a block of calls with its refills
+            // removed by timing the refills alone as well.
+            const auto t0 = std::chrono::steady_clock::now();
+            o.call(s);
+            inside += std::chrono::steady_clock::now() - t0;
+            ++done;
+            continue;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        for (unsigned i = 0; i < batch; ++i) o.call(s);
+        inside += std::chrono::steady_clock::now() - t0;
+        done += batch;
+    }
+    return static_cast<double>(inside.count());
+}
+
+double ns_per_op(const op& o, unsigned repeats, unsigned calls) {
+    std::vector<double> samples;
+    for (unsigned r = 0; r < repeats; ++r) {
+        state s;
+        o.setup(s);
+        (void)run(o, s, calls / 10);  // warm
+        samples.push_back(run(o, s, calls) / (double(calls) * o.per_call));
+    }
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+}
+
+// valgrind --tool=callgrind counting only the measured functions, for two loop
+// lengths: the difference divided by the extra operations is instructions/op.
+double instructions_per_op(const op& o, const std::string& self) {
+    auto count = [&](unsigned iters) -> double {
+        char out[] = "/tmp/cxv-callgrind-XXXXXX";
+        const int fd = mkstemp(out);
+        if (fd < 0) return -1;
+        close(fd);
+        const std::string cmd = "valgrind --tool=callgrind --toggle-collect='cxv_bench_*' --callgrind-out-file=" +
+                                std::string(out) + " " + self + " --loop " + o.name + " --iters " +
+                                std::to_string(iters) + " >/dev/null 2>&1";
+        const int rc = std::system(cmd.c_str());
+        double total = -1;
+        std::ifstream in(out);
+        for (std::string line; rc == 0 && std::getline(in, line);) {
+            if (line.rfind("summary:", 0) == 0 || line.rfind("totals:", 0) == 0) total = std::stod(line.substr(line.find(':') + 1));
+        }
+        std::remove(out);
+        return total;
+    };
+    const unsigned a = 2000, b = 12000;
+    const double ca = count(a), cb = count(b);
+    if (ca < 0 || cb < 0) return -1;
+    return (cb - ca) / (double(b - a) * o.per_call);
+}
+
+int loop(const std::string& name, unsigned iters) {
+    for (const auto& o : operations()) {
+        if (name != o.name) continue;
+        state s;
+        o.setup(s);
+        (void)run(o, s, iters);
+        return 0;
+    }
+    std::fprintf(stderr, "fastpath: no operation %s\n", name.c_str());
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string json, loop_op;
+    unsigned iters = 0;
+    bool short_run = false, callgrind = true, check = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--json" && i + 1 < argc) {
+            json = argv[++i];
+        } else if (a == "--short") {
+            short_run = true;
+        } else if (a == "--check-targets") {
+            check = true;
+        } else if (a == "--no-callgrind") {
+            callgrind = false;
+        } else if (a == "--loop" && i + 1 < argc) {
+            loop_op = argv[++i];
+        } else if (a == "--iters" && i + 1 < argc) {
+            iters = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 0));
+        } else {
+            std::fprintf(stderr, "usage: fastpath [--short] [--no-callgrind] [--json FILE] | --loop OP --iters N\n");
+            return 2;
+        }
+    }
+    if (!loop_op.empty()) return loop(loop_op, iters);
+    if (callgrind && std::system("valgrind --version >/dev/null 2>&1") != 0) {
+        std::fprintf(stderr, "fastpath: valgrind not found: instructions/op not measured\n");
+        callgrind = false;
+    }
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+
+    const unsigned repeats = short_run ? 3 : 9, calls = short_run ? 20000 : 200000;
+    std::printf("%-24s %10s %14s %14s %10s\n", "operation", "ns/op", "instr/op", "rdma-core", "target");
+    std::string out = "[";
+    bool all_met = true;
+    for (const auto& o : operations()) {
+        const double ns = ns_per_op(o, repeats, calls);
+        const double ins = callgrind ? instructions_per_op(o, self) : -1;
+        const bool met = ins >= 0 && ins <= o.target;
+        all_met = all_met && (ins < 0 || met);
+        std::printf("%-24s %10.2f %14.1f %14.1f %10.1f %s\n", o.name, ns, ins, o.reference, o.target,
+                    ins < 0 ? "" : met ? "ok" : "ABOVE TARGET");
+        char item[256];
+        std::snprintf(item, sizeof item, "%s{\"op\":\"%s\",\"ns_per_op\":%.2f,\"instructions_per_op\":%.1f}",
+                      out.size() > 1 ? "," : "", o.name, ns, ins);
+        out += item;
+    }
+    out += "]\n";
+    std::printf("(instr/op: callgrind, instructions inside the measured call per WR or CQE; rdma-core: its mlx5 "
+                "provider 65.0, same shapes, as measured for the issue)\n");
+    if (!json.empty()) {
+        std::ofstream f(json);
+        f << out;
+    }
+    // Targets fail the run only when asked (--check-targets): CI runs the benchmark for
+    // its numbers while the fast path is still above some of them.
+    return all_met || !check ? 0 : 1;
+}
