@@ -78,19 +78,25 @@ public:
 
     // Up to `max` completions into `out`; returns how many.
     int poll(work_completion* out, int max) noexcept {
+        // Ring state in locals (the completion stores may alias the members).
+        std::uint32_t ci = ci_;
+        const std::uint32_t mask = mask_;
+        const unsigned log = log_;
+        std::byte* const cqes = cqes_;
         int n = 0;
         for (; n < max; ++n) {
-            auto* cqe = reinterpret_cast<const hw::cqe64*>(cqes_ + (std::size_t{ci_ & mask_} << 6));
+            auto* cqe = reinterpret_cast<const hw::cqe64*>(cqes + (std::size_t{ci & mask} << 6));
             const std::uint8_t op_own = cqe->op_own;
             const auto op = hw::cqe_get_opcode(op_own);
-            if (hw::cqe_get_owner(op_own) != ((ci_ >> log_) & 1) || op == hw::cqe_opcode::INVALID) break;
+            if (hw::cqe_get_owner(op_own) != ((ci >> log) & 1) || op == hw::cqe_opcode::INVALID) break;
             hw::from_device();
             decode(*cqe, op, out[n]);
-            ++ci_;
+            ++ci;
         }
         if (n) {
+            ci_ = ci;
             hw::to_device();
-            dbrec_->update_ci = hw::be32::from(ci_ & 0xffffff);
+            dbrec_->update_ci = hw::be32::from(ci & 0xffffff);
         }
         return n;
     }
@@ -98,15 +104,18 @@ public:
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
 private:
-    const qp_rings* find(std::uint32_t qpn) noexcept {
-        if (last_ && last_->qpn == qpn) return last_;
+    [[gnu::always_inline]] const qp_rings* find(std::uint32_t qpn) noexcept {
+        if (last_ && last_->qpn == qpn) [[likely]] return last_;
+        return find_slow(qpn);
+    }
+    [[gnu::noinline]] const qp_rings* find_slow(std::uint32_t qpn) noexcept {
         for (unsigned i = 0; i < nqps_; ++i) {
             if (qps_[i].qpn == qpn) return last_ = &qps_[i];
         }
         return nullptr;
     }
 
-    void decode(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc) noexcept {
+    [[gnu::always_inline]] void decode(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc) noexcept {
         const std::uint32_t qpn = hw::cqe_qpn(c);
         const std::uint16_t counter = c.wqe_counter.value();
         const qp_rings* q = find(qpn);

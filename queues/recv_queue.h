@@ -73,11 +73,11 @@ public:
         hw::to_device();
         dbrec_->rcv_counter = hw::be32::from(head_ & 0xffff);
     }
-    // A receive completion for WQE `wqe_counter` (in order): returns its wr_id.
+    // A receive completion for WQE `wqe_counter`: returns its wr_id. Every receive WQE
+    // completes, in order, so each completion retires exactly one.
     std::uint64_t retire(std::uint16_t wqe_counter) noexcept {
-        const std::uint64_t id = wr_ids_[wqe_counter & mask_];
-        tail_ = head_ - static_cast<std::uint16_t>(static_cast<std::uint16_t>(head_) - wqe_counter) + 1;
-        return id;
+        ++tail_;
+        return wr_ids_[wqe_counter & mask_];
     }
     // All outstanding WQEs given up (a QP reset): the ring is empty again.
     void reset() noexcept { head_ = tail_ = 0; }
