@@ -17,6 +17,8 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 
 #include "hw/opcodes.h"
 #include "hw/wqe.h"
@@ -52,21 +54,24 @@ struct recv_side {
 };
 
 inline int post_recv(const recv_side& q, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
+    if (q.rq == nullptr) [[unlikely]] {  // receives come from an SRQ: ibv_post_srq_recv
+        *bad_wr = wr;
+        return EINVAL;
+    }
     int err = 0;
-    bool any = false;
+    auto w = q.rq->begin();
     for (; wr != nullptr; wr = wr->next) {
-        if (q.rq == nullptr || wr->num_sge < 0 || static_cast<unsigned>(wr->num_sge) > q.max_sge) {
+        if (static_cast<unsigned>(wr->num_sge) > q.max_sge) [[unlikely]] {  // (negative too)
             err = EINVAL;
             break;
         }
-        if (!q.rq->put(sges(wr->sg_list), static_cast<unsigned>(wr->num_sge), wr->wr_id)) {
+        if (!w.put(sges(wr->sg_list), static_cast<unsigned>(wr->num_sge), wr->wr_id)) [[unlikely]] {
             err = ENOMEM;
             break;
         }
-        any = true;
     }
-    if (any) q.rq->commit();
-    if (err) *bad_wr = wr;
+    q.rq->end(w);
+    if (err) [[unlikely]] *bad_wr = wr;
     return err;
 }
 
@@ -89,70 +94,104 @@ inline int post_srq_recv(queues::srq_ring& srq, ibv_recv_wr* wr, ibv_recv_wr** b
     return err;
 }
 
+namespace detail {
+
+// Per verbs opcode (IBV_WR_RDMA_WRITE .. IBV_WR_ATOMIC_FETCH_AND_ADD): the WQE opcode,
+// the transports that have it (bit 0 RC, 1 UC, 2 UD), and its segments.
+struct opcode_info {
+    hw::wqe_opcode wqe;
+    std::uint8_t transports;
+    bool raddr, atomic;
+};
+inline constexpr opcode_info kOpcodes[] = {
+    {hw::wqe_opcode::RDMA_WRITE, 0b011, true, false},      // IBV_WR_RDMA_WRITE
+    {hw::wqe_opcode::RDMA_WRITE_IMM, 0b011, true, false},  // IBV_WR_RDMA_WRITE_WITH_IMM
+    {hw::wqe_opcode::SEND, 0b111, false, false},           // IBV_WR_SEND
+    {hw::wqe_opcode::SEND_IMM, 0b111, false, false},       // IBV_WR_SEND_WITH_IMM
+    {hw::wqe_opcode::RDMA_READ, 0b001, true, false},       // IBV_WR_RDMA_READ
+    {hw::wqe_opcode::ATOMIC_CS, 0b001, true, true},        // IBV_WR_ATOMIC_CMP_AND_SWP
+    {hw::wqe_opcode::ATOMIC_FA, 0b001, true, true},        // IBV_WR_ATOMIC_FETCH_AND_ADD
+};
+static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_SEND == 2 && IBV_WR_ATOMIC_FETCH_AND_ADD == 6);
+
+// The control byte for IBV_SEND_FENCE (1), IBV_SEND_SIGNALED (2), IBV_SEND_SOLICITED (4):
+// a fenced WR waits for earlier RDMA READs and atomics (as rdma-core's mlx5 asks).
+inline constexpr std::uint8_t kControl[8] = {
+    hw::fm_ce_se(hw::fence_mode::none, false, false),           hw::fm_ce_se(hw::fence_mode::small_and_fence, false, false),
+    hw::fm_ce_se(hw::fence_mode::none, true, false),            hw::fm_ce_se(hw::fence_mode::small_and_fence, true, false),
+    hw::fm_ce_se(hw::fence_mode::none, false, true),            hw::fm_ce_se(hw::fence_mode::small_and_fence, false, true),
+    hw::fm_ce_se(hw::fence_mode::none, true, true),             hw::fm_ce_se(hw::fence_mode::small_and_fence, true, true),
+};
+static_assert(IBV_SEND_FENCE == 1 && IBV_SEND_SIGNALED == 2 && IBV_SEND_SOLICITED == 4);
+
+inline unsigned transport_bit(ibv_qp_type t) noexcept { return t == IBV_QPT_RC ? 1 : t == IBV_QPT_UC ? 2 : 4; }
+
+}  // namespace detail
+
 // The WQE opcode of a verbs opcode on a transport, or false when it has none.
 inline bool wqe_opcode_of(ibv_wr_opcode op, ibv_qp_type type, hw::wqe_opcode& out) noexcept {
-    const bool rc = type == IBV_QPT_RC, uc = type == IBV_QPT_UC;
-    switch (op) {
-    case IBV_WR_SEND: out = hw::wqe_opcode::SEND; return true;
-    case IBV_WR_SEND_WITH_IMM: out = hw::wqe_opcode::SEND_IMM; return true;
-    case IBV_WR_RDMA_WRITE: out = hw::wqe_opcode::RDMA_WRITE; return rc || uc;
-    case IBV_WR_RDMA_WRITE_WITH_IMM: out = hw::wqe_opcode::RDMA_WRITE_IMM; return rc || uc;
-    case IBV_WR_RDMA_READ: out = hw::wqe_opcode::RDMA_READ; return rc;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: out = hw::wqe_opcode::ATOMIC_CS; return rc;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: out = hw::wqe_opcode::ATOMIC_FA; return rc;
-    default: return false;
-    }
+    const auto i = static_cast<unsigned>(op);
+    if (i >= std::size(detail::kOpcodes) || !(detail::kOpcodes[i].transports & detail::transport_bit(type))) return false;
+    out = detail::kOpcodes[i].wqe;
+    return true;
 }
 
 inline int post_send(const send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
     int err = 0;
+    queues::send_queue& sq = *q.sq;
+    const unsigned transport = detail::transport_bit(q.type);
     for (; wr != nullptr; wr = wr->next) {
-        queues::send_request r;
-        if (!wqe_opcode_of(wr->opcode, q.type, r.opcode) || wr->num_sge < 0) {
+        const auto code = static_cast<unsigned>(wr->opcode);
+        if (code >= std::size(detail::kOpcodes) || !(detail::kOpcodes[code].transports & transport) ||
+            wr->num_sge < 0) [[unlikely]] {
             err = EINVAL;
             break;
         }
-        r.inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
-        r.sg = sges(wr->sg_list);
-        r.num_sge = static_cast<unsigned>(wr->num_sge);
-        if (r.inline_data) {
+        const detail::opcode_info& op = detail::kOpcodes[code];
+        const auto* sg = sges(wr->sg_list);
+        const auto n = static_cast<unsigned>(wr->num_sge);
+        const bool inl = (wr->send_flags & IBV_SEND_INLINE) != 0;
+        if (inl) {
             std::uint64_t total = 0;
-            for (unsigned i = 0; i < r.num_sge; ++i) total += r.sg[i].length;
-            if (total > q.max_inline || r.opcode == hw::wqe_opcode::RDMA_READ ||
-                r.opcode == hw::wqe_opcode::ATOMIC_CS || r.opcode == hw::wqe_opcode::ATOMIC_FA) {
+            for (unsigned i = 0; i < n; ++i) total += sg[i].length;
+            if (total > q.max_inline || op.atomic || op.wqe == hw::wqe_opcode::RDMA_READ) [[unlikely]] {
                 err = EINVAL;
                 break;
             }
-        } else if (r.num_sge > q.max_sge) {
+        } else if (n > q.max_sge) [[unlikely]] {
             err = EINVAL;
             break;
         }
-        r.signaled = (wr->send_flags & IBV_SEND_SIGNALED) != 0;
-        r.solicited = (wr->send_flags & IBV_SEND_SOLICITED) != 0;
-        r.fence = (wr->send_flags & IBV_SEND_FENCE) != 0;
-        r.imm = wr->imm_data;
-        r.wr_id = wr->wr_id;
+        const hw::wqe_av* av = nullptr;
         if (q.type == IBV_QPT_UD) {
-            if (wr->wr.ud.ah == nullptr) {
+            if (wr->wr.ud.ah == nullptr) [[unlikely]] {
                 err = EINVAL;
                 break;
             }
-            r.av = &reinterpret_cast<const address_handle*>(wr->wr.ud.ah)->av;
-        } else if (r.opcode == hw::wqe_opcode::ATOMIC_CS || r.opcode == hw::wqe_opcode::ATOMIC_FA) {
-            r.remote_addr = wr->wr.atomic.remote_addr;
-            r.rkey = wr->wr.atomic.rkey;
-            r.compare_add = wr->wr.atomic.compare_add;
-            r.swap = wr->wr.atomic.swap;
-        } else {
-            r.remote_addr = wr->wr.rdma.remote_addr;
-            r.rkey = wr->wr.rdma.rkey;
+            av = &reinterpret_cast<const address_handle*>(wr->wr.ud.ah)->av;
         }
-        if (!q.sq->put(r)) {
+        queues::send_queue::wqe_slot slot;
+        if (!sq.reserve(slot)) [[unlikely]] {
             err = ENOMEM;
             break;
         }
+        std::byte* seg = slot.w + sizeof(hw::wqe_ctrl_seg);
+        if (av != nullptr) {
+            std::memcpy(seg, av, sizeof(hw::wqe_av));
+            seg += sizeof(hw::wqe_datagram_seg);
+        }
+        if (op.atomic) {
+            seg = queues::send_queue::put_raddr(seg, wr->wr.atomic.remote_addr, wr->wr.atomic.rkey);
+            const bool cs = op.wqe == hw::wqe_opcode::ATOMIC_CS;
+            seg = queues::send_queue::put_atomic(seg, cs ? wr->wr.atomic.swap : wr->wr.atomic.compare_add,
+                                                 cs ? wr->wr.atomic.compare_add : 0);
+        } else if (op.raddr) {
+            seg = queues::send_queue::put_raddr(seg, wr->wr.rdma.remote_addr, wr->wr.rdma.rkey);
+        }
+        seg = inl ? queues::send_queue::put_inline(seg, sg, n) : queues::send_queue::put_gather(seg, sg, n);
+        sq.finish(slot, seg, op.wqe, detail::kControl[wr->send_flags & 7], wr->imm_data, wr->wr_id);
     }
-    q.sq->ring();  // nothing when nothing was put
+    sq.ring();  // nothing when nothing was put
     if (err) *bad_wr = wr;
     return err;
 }

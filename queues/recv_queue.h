@@ -73,6 +73,34 @@ public:
         hw::to_device();
         dbrec_->rcv_counter = hw::be32::from(head_ & 0xffff);
     }
+
+    // A list of posts with the ring's state in registers: begin(), put() per WR,
+    // end() (which stores the producer index and, if anything was put, commits).
+    struct writer {
+        std::byte* wqes;
+        std::uint64_t* wr_ids;
+        std::uint32_t head, start, limit, mask;
+        unsigned shift, max_sge;
+        [[gnu::always_inline]] bool put(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
+            if (head == limit) return false;
+            const unsigned slot = head & mask;
+            auto* d = reinterpret_cast<hw::wqe_data_seg*>(wqes + (std::size_t{slot} << shift));
+            wr_ids[slot] = wr_id;
+            ++head;
+            for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
+            if (n < max_sge) detail::put_end(d + n);
+            return true;
+        }
+    };
+    [[gnu::always_inline]] writer begin() const noexcept {
+        return {wqes_, wr_ids_, head_, head_, tail_ + mask_ + 1, mask_, shift_, max_sge_};
+    }
+    [[gnu::always_inline]] void end(const writer& w) noexcept {
+        if (w.head == w.start) return;
+        head_ = w.head;
+        hw::to_device();
+        dbrec_->rcv_counter = hw::be32::from(w.head & 0xffff);
+    }
     // A receive completion for WQE `wqe_counter`: returns its wr_id. Every receive WQE
     // completes, in order, so each completion retires exactly one.
     std::uint64_t retire(std::uint16_t wqe_counter) noexcept {

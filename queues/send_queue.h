@@ -69,23 +69,59 @@ public:
     unsigned free_bbs() const noexcept { return mask_ + 1 - (pi_ - ci_); }
     doorbell_mode mode() const noexcept { return mode_; }
 
-    // Builds one WQE; false when the ring has no room for the largest WQE this QP may
-    // post (nothing written). The caller has checked the request against the QP's
-    // limits (SGEs, inline size, opcode): the WQE then fits max_wqe_bbs.
-    [[gnu::always_inline]] bool put(const send_request& r) noexcept {
-        // Ring state in locals: the WQE stores may alias the members for the compiler.
+    // Where the next WQE goes: its first byte, its ring slot and its BB counter.
+    struct wqe_slot {
+        std::byte* w;
+        unsigned slot;
+        std::uint32_t pi;
+    };
+    // Room for the largest WQE this QP may post (NOPs pad to the ring's end first when
+    // it could wrap); false when the ring is full.
+    [[gnu::always_inline]] bool reserve(wqe_slot& s) noexcept {
         std::uint32_t pi = pi_;
         const std::uint32_t mask = mask_;
         const unsigned max_bbs = max_bbs_;
         const unsigned to_end = mask + 1 - (pi & mask);
-        if (mask + 1 - (pi - ci_) < max_bbs + (to_end < max_bbs ? to_end : 0)) return false;
-        if (to_end < max_bbs) {  // the largest WQE could wrap: pad to the end with a NOP
+        if (mask + 1 - (pi - ci_) < max_bbs + (to_end < max_bbs ? to_end : 0)) [[unlikely]] return false;
+        if (to_end < max_bbs) [[unlikely]] {
             put_nop(pi, to_end);
             pi += to_end;
         }
-        const unsigned slot = pi & mask;
-        std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
-        std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
+        s.slot = pi & mask;
+        s.w = bbs_ + std::size_t{s.slot} * hw::send_wqe_bb;
+        s.pi = pi;
+        return true;
+    }
+    // The control segment of a WQE whose segments end at `end`, and the bookkeeping.
+    // `fm_ce_se`: the control byte (hw::fm_ce_se); `imm`: network byte order.
+    [[gnu::always_inline]] void finish(const wqe_slot& s, std::byte* end, hw::wqe_opcode op, std::uint8_t fm_ce_se,
+                                       std::uint32_t imm, std::uint64_t wr_id) noexcept {
+        const auto ds = static_cast<std::uint32_t>(end - s.w) / 16;
+        const unsigned nbb = (ds + 3) / 4;
+        auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(s.w);
+        ctrl->opmod_idx_opcode = hw::be32::from(((s.pi & 0xffff) << 8) | static_cast<std::uint8_t>(op));
+        ctrl->qpn_ds = hw::be32::from(qpn_shifted_ | ds);
+        // signature and the DCI stream channel (0), the control byte, the immediate.
+        ctrl->signature = 0;
+        ctrl->dci_stream_channel_id[0] = ctrl->dci_stream_channel_id[1] = 0;
+        ctrl->fm_ce_se = fm_ce_se;
+        ctrl->imm = hw::be32{imm};
+        wr_ids_[s.slot] = wr_id;
+        sizes_[s.slot] = static_cast<std::uint8_t>(nbb);
+        last_ = s.w;
+        last_bbs_ = nbb;
+        ++batch_;
+        pi_ = s.pi + nbb;
+    }
+    bool ud() const noexcept { return ud_; }
+
+    // Builds one WQE from a request; false when the ring has no room (nothing
+    // written). The caller has checked the request against the QP's limits (SGEs,
+    // inline size, opcode): the WQE then fits max_wqe_bbs.
+    [[gnu::always_inline]] bool put(const send_request& r) noexcept {
+        wqe_slot s;
+        if (!reserve(s)) return false;
+        std::byte* seg = s.w + sizeof(hw::wqe_ctrl_seg);
         if (ud_ && r.av != nullptr) {  // (api/ refuses a UD WR without an address handle)
             std::memcpy(seg, r.av, sizeof(hw::wqe_av));
             seg += sizeof(hw::wqe_datagram_seg);
@@ -93,50 +129,45 @@ public:
         const hw::wqe_opcode op = r.opcode;
         if (op == hw::wqe_opcode::RDMA_WRITE || op == hw::wqe_opcode::RDMA_WRITE_IMM ||
             op == hw::wqe_opcode::RDMA_READ || op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
-            hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), r.remote_addr, r.rkey);
-            seg += sizeof(hw::wqe_raddr_seg);
+            seg = put_raddr(seg, r.remote_addr, r.rkey);
             if (op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
                 const bool cs = op == hw::wqe_opcode::ATOMIC_CS;
-                hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), cs ? r.swap : r.compare_add,
-                                   cs ? r.compare_add : 0);
-                seg += sizeof(hw::wqe_atomic_seg);
+                seg = put_atomic(seg, cs ? r.swap : r.compare_add, cs ? r.compare_add : 0);
             }
         }
-        if (r.inline_data) {
-            std::uint32_t total = 0;
-            std::byte* data = seg + sizeof(hw::wqe_inline_seg);
-            for (unsigned i = 0; i < r.num_sge; ++i) {
-                std::memcpy(data + total, reinterpret_cast<const void*>(r.sg[i].addr), r.sg[i].length);
-                total += r.sg[i].length;
-            }
-            if (total) {
-                hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
-                seg += (sizeof(hw::wqe_inline_seg) + total + 15) & ~std::size_t{15};
-            }
-        } else {
-            auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
-            for (unsigned i = 0; i < r.num_sge; ++i) detail::put_data(d + i, r.sg[i]);
-            seg += std::size_t{r.num_sge} * sizeof(hw::wqe_data_seg);
-        }
-        const auto ds = static_cast<std::uint32_t>(seg - w) / 16;
-        const unsigned nbb = (ds + 3) / 4;
-        const std::uint8_t flags = static_cast<std::uint8_t>(
-            (r.signaled ? hw::ctrl_cq_update : 0) | (r.solicited ? hw::ctrl_solicited : 0) |
-            // A fenced WR waits for earlier RDMA READs and atomics (as rdma-core's mlx5 asks).
-            (r.fence ? static_cast<unsigned>(hw::fence_mode::small_and_fence) << hw::ctrl_fence_shift : 0));
-        auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(w);
-        ctrl->opmod_idx_opcode = hw::be32::from(((pi & 0xffff) << 8) | static_cast<std::uint8_t>(op));
-        ctrl->qpn_ds = hw::be32::from(qpn_shifted_ | ds);
-        std::memset(&ctrl->signature, 0, 3);  // signature, dci stream channel
-        ctrl->fm_ce_se = flags;
-        ctrl->imm = hw::be32{r.imm};
-        wr_ids_[slot] = r.wr_id;
-        sizes_[slot] = static_cast<std::uint8_t>(nbb);
-        last_ = w;
-        last_bbs_ = nbb;
-        ++batch_;
-        pi_ = pi + nbb;
+        seg = r.inline_data ? put_inline(seg, r.sg, r.num_sge) : put_gather(seg, r.sg, r.num_sge);
+        finish(s, seg, op,
+               hw::fm_ce_se(r.fence ? hw::fence_mode::small_and_fence : hw::fence_mode::none, r.signaled,
+                            r.solicited),
+               r.imm, r.wr_id);
         return true;
+    }
+
+    // Segment writers; each returns where the next segment goes.
+    static std::byte* put_raddr(std::byte* seg, std::uint64_t raddr, std::uint32_t rkey) noexcept {
+        hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), raddr, rkey);
+        return seg + sizeof(hw::wqe_raddr_seg);
+    }
+    static std::byte* put_atomic(std::byte* seg, std::uint64_t swap_add, std::uint64_t compare) noexcept {
+        hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), swap_add, compare);
+        return seg + sizeof(hw::wqe_atomic_seg);
+    }
+    static std::byte* put_gather(std::byte* seg, const sge* sg, unsigned n) noexcept {
+        auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
+        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
+        return seg + std::size_t{n} * sizeof(hw::wqe_data_seg);
+    }
+    // The gather list's bytes copied into the WQE behind an inline header, padded to 16.
+    static std::byte* put_inline(std::byte* seg, const sge* sg, unsigned n) noexcept {
+        std::uint32_t total = 0;
+        std::byte* data = seg + sizeof(hw::wqe_inline_seg);
+        for (unsigned i = 0; i < n; ++i) {
+            std::memcpy(data + total, reinterpret_cast<const void*>(sg[i].addr), sg[i].length);
+            total += sg[i].length;
+        }
+        if (total == 0) return seg;
+        hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
+        return seg + ((sizeof(hw::wqe_inline_seg) + total + 15) & ~std::size_t{15});
     }
 
     // Hands every WQE put since the last ring to the device: the record, then the

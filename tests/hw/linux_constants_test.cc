@@ -85,8 +85,10 @@ std::vector<our_table> our_tables() {
 }
 
 // Where Linux spells one of our entries differently: X(table, our name, Linux's name).
-// Linux abbreviates the command statuses and ends most of them in _ERR.
+// Linux abbreviates the command statuses and ends most of them in _ERR; its
+// MLX5_CQE_SIG_ERR is our SIGNATURE_ERR (SIG_ERR is a <signal.h> macro).
 #define CXV_LINUX_NAMES(X)                                                   \
+    X(cqe_opcode, SIGNATURE_ERR, MLX5_CQE_SIG_ERR)                           \
     X(cmd_status, INTERNAL_ERR, MLX5_CMD_STAT_INT_ERR)                       \
     X(cmd_status, BAD_OP, MLX5_CMD_STAT_BAD_OP_ERR)                          \
     X(cmd_status, BAD_PARAM, MLX5_CMD_STAT_BAD_PARAM_ERR)                    \
