@@ -78,27 +78,10 @@ public:
         }
         const std::uint64_t at = start + pad;
         std::byte* w = slot_start + std::size_t{pad} * hw::send_wqe_bb;
-        std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
-        if (ud_ && r.av != nullptr) {
-            std::memcpy(seg, r.av, sizeof(hw::wqe_av));
-            seg += sizeof(hw::wqe_datagram_seg);
-        }
-        const hw::wqe_opcode op = r.opcode;
-        if (op == hw::wqe_opcode::RDMA_WRITE || op == hw::wqe_opcode::RDMA_WRITE_IMM ||
-            op == hw::wqe_opcode::RDMA_READ || op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
-            seg = send_queue::put_raddr(seg, r.remote_addr, r.rkey);
-            if (op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
-                const bool cs = op == hw::wqe_opcode::ATOMIC_CS;
-                seg = send_queue::put_atomic(seg, cs ? r.swap : r.compare_add, cs ? r.compare_add : 0);
-            }
-        }
-        seg = r.inline_data ? send_queue::put_inline(seg, r.sg, r.num_sge) : send_queue::put_gather(seg, r.sg, r.num_sge);
+        const std::byte* seg = send_queue::put_segments(w, r, ud_);
         const auto ds = static_cast<std::uint32_t>(seg - w) / 16;
-        hw::set_ctrl_seg(*reinterpret_cast<hw::wqe_ctrl_seg*>(w), static_cast<std::uint16_t>(at), op, 0, qpn_,
-                         static_cast<std::uint8_t>(ds),
-                         hw::fm_ce_se(r.fence ? hw::fence_mode::small_and_fence : hw::fence_mode::none, r.signaled,
-                                      r.solicited),
-                         hw::be32{r.imm});
+        hw::set_ctrl_seg(*reinterpret_cast<hw::wqe_ctrl_seg*>(w), static_cast<std::uint16_t>(at), r.opcode, 0, qpn_,
+                         static_cast<std::uint8_t>(ds), send_queue::control(r), hw::be32{r.imm});
         wr_ids_[slot] = r.wr_id;
         // 3. mark
         done_[slot].store(end, std::memory_order_release);

@@ -121,8 +121,14 @@ public:
     [[gnu::always_inline]] bool put(const send_request& r) noexcept {
         wqe_slot s;
         if (!reserve(s)) return false;
-        std::byte* seg = s.w + sizeof(hw::wqe_ctrl_seg);
-        if (ud_ && r.av != nullptr) {  // (api/ refuses a UD WR without an address handle)
+        finish(s, put_segments(s.w, r, ud_), r.opcode, control(r), r.imm, r.wr_id);
+        return true;
+    }
+
+    // Every segment of a request's WQE after the control segment at `w`; returns the end.
+    [[gnu::always_inline]] static std::byte* put_segments(std::byte* w, const send_request& r, bool ud) noexcept {
+        std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
+        if (ud && r.av != nullptr) {  // (api/ refuses a UD WR without an address handle)
             std::memcpy(seg, r.av, sizeof(hw::wqe_av));
             seg += sizeof(hw::wqe_datagram_seg);
         }
@@ -135,12 +141,13 @@ public:
                 seg = put_atomic(seg, cs ? r.swap : r.compare_add, cs ? r.compare_add : 0);
             }
         }
-        seg = r.inline_data ? put_inline(seg, r.sg, r.num_sge) : put_gather(seg, r.sg, r.num_sge);
-        finish(s, seg, op,
-               hw::fm_ce_se(r.fence ? hw::fence_mode::small_and_fence : hw::fence_mode::none, r.signaled,
-                            r.solicited),
-               r.imm, r.wr_id);
-        return true;
+        return r.inline_data ? put_inline(seg, r.sg, r.num_sge) : put_gather(seg, r.sg, r.num_sge);
+    }
+    // The control byte of a request: completion, solicited event, fence (a fenced WR
+    // waits for earlier RDMA READs and atomics, as rdma-core's mlx5 asks).
+    static std::uint8_t control(const send_request& r) noexcept {
+        return hw::fm_ce_se(r.fence ? hw::fence_mode::small_and_fence : hw::fence_mode::none, r.signaled,
+                            r.solicited);
     }
 
     // Segment writers; each returns where the next segment goes.
