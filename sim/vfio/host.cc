@@ -1,11 +1,14 @@
 #include "sim/vfio/host.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/vfio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +44,45 @@ std::vector<function_spec> load_specs(std::string& err) {
 // A real, inert fd to stand for an open VFIO file.
 int placeholder_fd(const char* name, int flags) {
     return memfd_create(name, (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
+}
+
+// A placeholder holding `len` bytes from `data`, positioned at the start: an open sysfs
+// file (read(2), stdio and mmap-free readers then need nothing from the layer).
+int filled_fd(const char* name, int flags, const void* data, std::size_t len) {
+    const int fd = placeholder_fd(name, flags);
+    if (fd < 0) return -errno;
+    if (::write(fd, data, len) != static_cast<ssize_t>(len) || ::lseek(fd, 0, SEEK_SET) != 0) {
+        const int e = errno != 0 ? errno : EIO;
+        libc().close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+// The function's config space as the host sees it, which sysfs "config" shows: the
+// model's registers (live while the group is open, the reset state otherwise) with
+// BAR0 holding the address the host assigned, as in "resource". Only the BAR differs
+// from the device fd's config region, where vfio-pci virtualizes it.
+std::array<std::uint8_t, config_space::size> host_config_space(function_state& f) {
+    std::array<std::uint8_t, config_space::size> bytes{};
+    if (f.model) {
+        f.model->pci_config().read(0, bytes.data(), bytes.size());
+    } else {
+        const config_space reset_state(f.spec.model, f.spec.model.bar0_size, f.spec.model.msix_vectors);
+        reset_state.read(0, bytes.data(), bytes.size());
+    }
+    const std::uint64_t bar = bar0_address(f.spec) | 0xc;  // 64-bit, prefetchable memory
+    for (unsigned i = 0; i < 8; ++i) bytes[0x10 + i] = static_cast<std::uint8_t>(bar >> (8 * i));
+    return bytes;
+}
+
+// pci-sysfs.c pci_read_config: an opener without CAP_SYS_ADMIN reads only the first 64
+// bytes (the standard header up to the capabilities); the rest reads as end of file.
+std::size_t readable_config_bytes() {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3]{};
+    if (syscall(SYS_capget, &hdr, caps) != 0) return 64;
+    return (caps[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)) ? config_space::size : 64;
 }
 
 }  // namespace
@@ -123,18 +165,17 @@ int host::open_node(const node& n, int flags) {
         return -EISDIR;  // open_directory() serves O_RDONLY opens
     case node_kind::symlink:
         return -ELOOP;  // only reached with O_NOFOLLOW
-    case node_kind::file: {
+    case node_kind::file:
         if (flags & O_DIRECTORY) return -ENOTDIR;
         if (access != O_RDONLY) return -EACCES;  // sysfs attributes here have no store
-        const int fd = placeholder_fd("cxv-sim-sysfs", flags);
-        if (fd < 0) return -errno;
-        if (::write(fd, n.text.data(), n.text.size()) != static_cast<ssize_t>(n.text.size()) ||
-            ::lseek(fd, 0, SEEK_SET) != 0) {
-            const int e = errno != 0 ? errno : EIO;
-            libc().close(fd);
-            return -e;
-        }
-        return fd;
+        return filled_fd("cxv-sim-sysfs", flags, n.text.data(), n.text.size());
+    case node_kind::config: {
+        if (flags & O_DIRECTORY) return -ENOTDIR;
+        // Root may write config space through sysfs on Linux; the layer does not model
+        // writes that bypass vfio-pci.
+        if (access != O_RDONLY) return -EACCES;
+        std::lock_guard lock(mu_);
+        return open_config(*functions_.at(n.function), flags);
     }
     case node_kind::vfio_container: {
         if (flags & O_DIRECTORY) return -ENOTDIR;
@@ -176,6 +217,26 @@ int host::open_node(const node& n, int flags) {
     }
     }
     return -ENOENT;
+}
+
+int host::open_config(function_state& f, int flags) {
+    // The placeholder holds the bytes as they are now, for stdio (whose reads do not
+    // come through the layer) and after fork; read and pread see them as they are then.
+    const std::size_t readable = readable_config_bytes();
+    const auto bytes = host_config_space(f);
+    const int fd = filled_fd("cxv-sim-config", flags, bytes.data(), readable);
+    if (fd >= 0) track(fd, std::make_shared<config_file>(f, readable));
+    return fd;
+}
+
+long host::read_config(const config_file& c, void* buf, std::size_t len, long long offset) {
+    if (offset < 0) return -EINVAL;
+    const auto pos = static_cast<std::size_t>(offset);
+    if (pos >= c.readable) return 0;
+    const std::size_t n = std::min(len, c.readable - pos);
+    const auto bytes = host_config_space(c.fn);
+    std::memcpy(buf, bytes.data() + pos, n);
+    return static_cast<long>(n);
 }
 
 int host::open_directory(const std::string& path, int flags) {
@@ -317,11 +378,12 @@ long host::ioctl(int fd, unsigned long request, void* arg) {
         r = device_ioctl(static_cast<device_file&>(*file), request, arg);
         break;
     case file_kind::control:
-        r = -ENOTTY;
+    case file_kind::config:
+        r = -ENOTTY;  // kernfs files have no ioctl
         break;
     }
     if (trace_) {
-        static constexpr const char* kinds[] = {"container", "group", "device", "control"};
+        static constexpr const char* kinds[] = {"container", "group", "device", "control", "config"};
         std::fprintf(stderr, "cxv-sim: ioctl(%d [%s], VFIO+%lu) = %ld%s%s\n", fd,
                      kinds[static_cast<int>(file->kind)], request - VFIO_GET_API_VERSION, r,
                      r < 0 ? " " : "", r < 0 ? std::strerror(static_cast<int>(-r)) : "");

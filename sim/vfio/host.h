@@ -32,9 +32,10 @@
 
 namespace cxv::sim::vfio {
 
-enum class file_kind { container, group, device, control };
+enum class file_kind { container, group, device, control, config };
 
-// An open file of /dev/vfio/vfio, /dev/vfio/<N>, or a device fd.
+// An open file of /dev/vfio/vfio, /dev/vfio/<N>, a device fd, or one of the sysfs
+// files whose contents are the function's live state.
 struct vfio_file {
     explicit vfio_file(file_kind k) : kind(k) {}
     virtual ~vfio_file() = default;
@@ -78,6 +79,15 @@ struct device_file : vfio_file {
 struct control_file : vfio_file {
     explicit control_file(function_state& f) : vfio_file(file_kind::control), fn(f) {}
     function_state& fn;
+};
+
+// The sysfs "config" attribute of a function, open for reading. Reads see the function's
+// config space as it is at the time of the read; `readable` is how much of it the
+// opener may read (pci_read_config: 64 bytes without CAP_SYS_ADMIN).
+struct config_file : vfio_file {
+    config_file(function_state& f, std::size_t r) : vfio_file(file_kind::config), fn(f), readable(r) {}
+    function_state& fn;
+    const std::size_t readable;
 };
 
 // Per emulated function: the device model and the host state around it.
@@ -164,6 +174,7 @@ public:
     // mmap(2) of a device fd: validates like vfio_pci_core_mmap and returns the offset
     // in the BAR file to map, or -errno.
     long long mmap_offset(int fd, std::size_t len, int prot, int flags, long long offset);
+    // pread(2) of a device fd (config space, BAR0) or of a sysfs config file.
     long pread(int fd, void* buf, std::size_t len, long long offset);
     long pwrite(int fd, const void* buf, std::size_t len, long long offset);
     // A write(2) to a control file: applies one fault-injection command (see
@@ -188,6 +199,10 @@ private:
     long iommu_get_info(container_file& c, void* arg);
     long iommu_map_dma(container_file& c, void* arg);
     long iommu_unmap_dma(container_file& c, void* arg);
+
+    // sysfs "config" (host.cc).
+    int open_config(function_state& f, int flags);
+    long read_config(const config_file& c, void* buf, std::size_t len, long long offset);
 
     // Groups (host.cc).
     long group_ioctl(const std::shared_ptr<group_file>& g, unsigned long request, void* arg);

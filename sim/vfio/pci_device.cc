@@ -485,7 +485,9 @@ long long host::mmap_offset(int fd, std::size_t len, int /*prot*/, int flags, lo
     std::lock_guard lock(mu_);
     auto file = find(fd);
     if (!file) return kPassThrough;
-    if (file->kind == file_kind::group || file->kind == file_kind::control) return -ENODEV;  // no mmap
+    if (file->kind == file_kind::group || file->kind == file_kind::control || file->kind == file_kind::config) {
+        return -ENODEV;  // no mmap
+    }
     if (file->kind == file_kind::container) return -EINVAL;
     const function_state& f = static_cast<device_file&>(*file).fn;
     // vfio_pci_core_mmap
@@ -513,6 +515,9 @@ long host::locate(int fd, long long offset, region_access& out) {
 
 long host::pread(int fd, void* buf, std::size_t len, long long offset) {
     std::lock_guard lock(mu_);
+    if (auto file = find(fd); file && file->kind == file_kind::config) {
+        return read_config(static_cast<const config_file&>(*file), buf, len, offset);
+    }
     region_access r;
     if (const long e = locate(fd, offset, r); e != 0) return e;
     function_state& f = *r.fn;
@@ -535,6 +540,7 @@ long host::pread(int fd, void* buf, std::size_t len, long long offset) {
 
 long host::pwrite(int fd, const void* buf, std::size_t len, long long offset) {
     std::lock_guard lock(mu_);
+    if (auto file = find(fd); file && file->kind == file_kind::config) return -EBADF;  // opened read-only
     region_access r;
     if (const long e = locate(fd, offset, r); e != 0) return e;
     function_state& f = *r.fn;

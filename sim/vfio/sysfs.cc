@@ -37,9 +37,8 @@ std::string parent_of(const std::string& p) {
 
 std::string resource_text(const function_spec& f) {
     // sysfs "resource": start, end and flags of each of the 13 resources (6 BARs, ROM,
-    // 6 bridge windows). BAR0 is a 64-bit prefetchable memory BAR at a plausible address.
-    const std::uint64_t start = 0x38000000000ull + (std::uint64_t{f.address.bus} << 32) +
-                                (std::uint64_t{f.address.device * 8u + f.address.function} << 26);
+    // 6 bridge windows). BAR0 is a 64-bit prefetchable memory BAR.
+    const std::uint64_t start = bar0_address(f);
     std::string out = fmt::format("0x{:016x} 0x{:016x} 0x{:016x}\n", start,
                                   start + f.model.bar0_size - 1, 0x14220c);
     for (int i = 1; i < 13; ++i) out += fmt::format("0x{:016x} 0x{:016x} 0x{:016x}\n", 0, 0, 0);
@@ -47,6 +46,13 @@ std::string resource_text(const function_spec& f) {
 }
 
 }  // namespace
+
+std::uint64_t bar0_address(const function_spec& f) {
+    // A plausible address: functions 64 MiB apart, so distinct and size-aligned for
+    // BAR0 sizes up to 64 MiB (the default is 32 MiB).
+    return 0x38000000000ull + (std::uint64_t{f.address.bus} << 32) +
+           (std::uint64_t{f.address.device * 8u + f.address.function} << 26);
+}
 
 sysfs::sysfs(const std::vector<function_spec>& functions) {
     if (functions.empty()) return;
@@ -76,6 +82,9 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         file("irq", "0\n");
         file("enable", "0\n");
         file("resource", resource_text(f));
+        node config{node_kind::config, {}};
+        config.function = i;
+        add(dev + "/config", std::move(config));
         file("current_link_speed", "16.0 GT/s PCIe\n");
         file("current_link_width", "16\n");
         file("max_link_speed", "16.0 GT/s PCIe\n");
@@ -110,7 +119,7 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
 void sysfs::add(const std::string& path, node n) {
     if (nodes_.contains(path)) return;  // a directory shared by several functions
     n.inode = 0x5c000000u + nodes_.size();
-    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR, DT_REG};
+    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR, DT_REG, DT_REG};
     const auto slash = path.rfind('/');
     auto& list = entries_[slash == 0 ? std::string{} : path.substr(0, slash)];
     const std::string name = path.substr(slash + 1);
@@ -206,6 +215,13 @@ void sysfs::fill_stat(const node& n, struct stat& st) const {
         st.st_dev = makedev(0, 5);  // devtmpfs
         st.st_mode = S_IFCHR | 0666;
         st.st_rdev = makedev(10, 196);  // misc device VFIO_MINOR
+        break;
+    case node_kind::config:
+        // pci-sysfs.c: mode 0644, the size of PCI Express config space (only a process
+        // with CAP_SYS_ADMIN may read past the first 64 bytes, though).
+        st.st_dev = makedev(0, 22);
+        st.st_mode = S_IFREG | 0644;
+        st.st_size = 4096;
         break;
     case node_kind::control:
         st.st_dev = makedev(0, 22);

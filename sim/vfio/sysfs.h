@@ -2,7 +2,8 @@
 // has for a function bound to vfio-pci, for each emulated function.
 //
 //   /sys/devices/pci<DDDD>:<BB>/<bdf>/           the function (vendor, device, class, ...,
-//                                                 iommu_group, driver and subsystem links)
+//                                                 config, iommu_group, driver and subsystem
+//                                                 links)
 //   /sys/bus/pci/devices/<bdf>                   -> ../../../devices/pci<DDDD>:<BB>/<bdf>
 //   /sys/bus/pci/drivers/vfio-pci/<bdf>          -> the function
 //   /sys/kernel/iommu_groups/<N>/devices/<bdf>   -> the function; type
@@ -25,12 +26,14 @@
 
 namespace cxv::sim::vfio {
 
-enum class node_kind { directory, file, symlink, vfio_container, vfio_group, control };
+// `file` has fixed text; `config` is the function's config space, read from the host
+// when opened (host::open_node).
+enum class node_kind { directory, file, symlink, vfio_container, vfio_group, control, config };
 
 struct node {
     node_kind kind;
     std::string text;       // file contents, or link target
-    unsigned function = 0;  // for vfio_group: index into the function list
+    unsigned function = 0;  // vfio_group, control, config: index into the function list
     bool shared = false;    // a directory the host may also have entries in
     std::uint64_t inode = 0;
 };
@@ -47,6 +50,9 @@ struct lookup {
                               // path as resolved (lexically for the host's part)
     int err = 0;              // error: an errno value
 };
+
+// Where the host placed a function's BAR0 (sysfs "resource", and BAR0 in sysfs "config").
+std::uint64_t bar0_address(const function_spec& f);
 
 class sysfs {
 public:

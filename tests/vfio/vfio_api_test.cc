@@ -3,6 +3,7 @@
 // only syscalls. Every expected value is Linux 6.1's (drivers/vfio/, drivers/pci/), cited
 // by function; none is taken from sim/vfio/.
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cctype>
@@ -39,6 +40,17 @@ int host_stat_errno(const std::string& p) {
 bool matches_hex_attr(const std::string& s, std::size_t digits) {
     if (s.size() != 2 + digits + 1 || s.compare(0, 2, "0x") != 0 || s.back() != '\n') return false;
     return std::all_of(s.begin() + 2, s.end() - 1, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) && !std::isupper(static_cast<unsigned char>(c)); });
+}
+
+// Standard capability IDs in list order.
+std::vector<std::uint8_t> cap_ids(const std::vector<std::uint8_t>& c) {
+    std::vector<std::uint8_t> ids;
+    std::size_t pos = c[PCI_CAPABILITY_LIST] & ~3u;
+    for (int loops = 48; pos >= 0x40 && pos < 0x100 && loops > 0; --loops) {
+        ids.push_back(c[pos]);
+        pos = c[pos + 1] & ~3u;
+    }
+    return ids;
 }
 
 }  // namespace
@@ -104,6 +116,90 @@ TEST_CASE("sysfs: stdio, byte-wise reads and pread behave like a kernfs file") {
     char tail[16] = {};
     CHECK(::pread(fd.get(), tail, sizeof(tail), 2) == 5);
     CHECK(std::string(tail, 5) == "15b3\n");
+}
+
+TEST_CASE("sysfs: config is the function's config space as the host sees it (pci-sysfs.c pci_read_config)") {
+    // Expected: mode 0644 and the PCI Express size (pcie_config_attr); an opener without
+    // CAP_SYS_ADMIN reads the first 64 bytes only, short reads at the end, no error.
+    const std::size_t readable = has_sys_admin() ? 4096 : 64;
+    for (unsigned i = 0; i < num_devices; ++i) {
+        CAPTURE(bdf(i));
+        const std::string path = sysfs_dir(i) + "/config";
+        struct stat st {};
+        REQUIRE_OK(::stat(path.c_str(), &st));
+        CHECK(S_ISREG(st.st_mode));
+        CHECK((st.st_mode & 07777) == 0644);
+        CHECK(st.st_size == 4096);
+        unique_fd fd(::open(path.c_str(), O_RDONLY));
+        REQUIRE(fd);
+        std::vector<std::uint8_t> cfg(4096);
+        CHECK(::pread(fd.get(), cfg.data(), cfg.size(), 0) == static_cast<ssize_t>(readable));
+        CHECK(cfg32(cfg, PCI_VENDOR_ID) == 0x101b15b3u);
+        CHECK(cfg16(cfg, PCI_CLASS_DEVICE) == 0x0207);
+        // The host's BAR0 is where "resource" says (bus and CPU addresses are one on x86).
+        const std::uint64_t bar0 = (std::uint64_t{cfg32(cfg, PCI_BASE_ADDRESS_1)} << 32) | cfg32(cfg, PCI_BASE_ADDRESS_0);
+        CHECK((bar0 & PCI_BASE_ADDRESS_MEM_TYPE_MASK) == PCI_BASE_ADDRESS_MEM_TYPE_64);
+        CHECK((bar0 & PCI_BASE_ADDRESS_MEM_MASK) == resource_start(i));
+        std::uint8_t b = 0;
+        CHECK(::pread(fd.get(), &b, 1, 4096) == 0);
+        CHECK(::pread(fd.get(), cfg.data(), 8, static_cast<off_t>(readable) - 4) == 4);
+        // read(2) from the file position.
+        std::uint16_t vendor = 0;
+        CHECK(::read(fd.get(), &vendor, 2) == 2);
+        CHECK(vendor == 0x15b3);
+        // Read-only opens cannot write (vfs_write: EBADF); kernfs binary attributes
+        // without an mmap method refuse mmap (kernfs_fop_mmap: ENODEV).
+        CHECK_ERRNO(::pwrite(fd.get(), &vendor, 2, 0), EBADF);
+        CHECK(::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd.get(), 0) == MAP_FAILED);
+        CHECK(errno == ENODEV);
+    }
+}
+
+TEST_CASE("sysfs: config reads follow the function, and match the device fd's view but for BARs") {
+    if (!has_sys_admin()) return;  // the capabilities are past the first 64 bytes
+    unique_fd fd(::open((sysfs_dir(0) + "/config").c_str(), O_RDONLY));
+    REQUIRE(fd);
+    vfio_handles h = open_device(0);
+    const std::uint16_t master = PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER;
+    config_write16(h.device.get(), PCI_COMMAND, master);
+    // The fd opened before the change reads the function as it is now.
+    std::vector<std::uint8_t> host(4096);
+    REQUIRE(::pread(fd.get(), host.data(), host.size(), 0) == 4096);
+    CHECK((cfg16(host, PCI_COMMAND) & master) == master);
+    // vfio-pci virtualizes the BARs, INTx and some capability fields; the identity and
+    // the capability list are the function's own.
+    const std::vector<std::uint8_t> vfio = read_config(h.device.get(), 256);
+    for (const std::size_t off : {PCI_VENDOR_ID, PCI_DEVICE_ID, PCI_CLASS_REVISION, PCI_SUBSYSTEM_VENDOR_ID}) {
+        CAPTURE(off);
+        CHECK(cfg32(host, off) == cfg32(vfio, off));
+    }
+    CHECK(cap_ids(host) == cap_ids(vfio));
+    const std::size_t exp = find_cap(host, PCI_CAP_ID_EXP);
+    REQUIRE(exp != 0);
+    CHECK(cfg16(host, exp + PCI_EXP_LNKSTA) == cfg16(vfio, exp + PCI_EXP_LNKSTA));
+}
+
+TEST_CASE("sysfs: config without CAP_SYS_ADMIN reads the first 64 bytes") {
+    if (!has_sys_admin()) return;  // the test above already ran unprivileged
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        // Bits of the exit status: what went wrong in the child.
+        if (!drop_sys_admin()) _exit(1);
+        const int fd = ::open((sysfs_dir(0) + "/config").c_str(), O_RDONLY);
+        if (fd < 0) _exit(2);
+        std::uint8_t buf[256];
+        int bad = 0;
+        if (::pread(fd, buf, sizeof buf, 0) != 64) bad |= 4;
+        if (::pread(fd, buf, sizeof buf, 64) != 0) bad |= 8;
+        if ((buf[0] | (buf[1] << 8)) != 0x15b3) bad |= 16;
+        ::close(fd);
+        _exit(bad);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("sysfs: iommu_group and driver links") {

@@ -5,12 +5,14 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/pci_regs.h>
 #include <linux/vfio.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -221,6 +223,30 @@ inline std::string slurp(const std::string& path) {
         out.append(buf, static_cast<std::size_t>(n));
     }
     return out;
+}
+
+// The start of BAR0 in sysfs "resource" (its first line), 0 if unreadable.
+inline std::uint64_t resource_start(unsigned i) {
+    unsigned long long start = 0;
+    return std::sscanf(slurp(sysfs_dir(i) + "/resource").c_str(), "0x%llx", &start) == 1 ? start : 0;
+}
+
+// CAP_SYS_ADMIN in the calling thread's effective set: what decides, for example, how
+// much of sysfs "config" a process may read (pci_read_config).
+inline bool has_sys_admin() {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3]{};
+    return syscall(SYS_capget, &hdr, caps) == 0 &&
+           (caps[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)) != 0;
+}
+
+// Drops CAP_SYS_ADMIN from the calling thread's effective set (for a forked child).
+inline bool drop_sys_admin() {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3]{};
+    if (syscall(SYS_capget, &hdr, caps) != 0) return false;
+    caps[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+    return syscall(SYS_capset, &hdr, caps) == 0;
 }
 
 }  // namespace cxv::vfio_test
