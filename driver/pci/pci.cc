@@ -4,12 +4,19 @@ extern "C" {
 #include <pci/pci.h>
 }
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
 #include <csetjmp>
 #include <cstdarg>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -19,9 +26,8 @@ namespace cxv::driver::pci {
 
 namespace {
 
-// libpci reports fatal errors through a callback that must not return (it would exit
-// the process by default). Ours records the message and jumps back to discover(),
-// which turns it into an error; what libpci allocated until then is not freed.
+// libpci reports fatal errors through a callback that must not return (its default
+// prints the message and exits). Ours records the message and jumps back into scan().
 thread_local std::jmp_buf* fatal_jump = nullptr;
 thread_local char fatal_message[256];
 
@@ -30,54 +36,111 @@ thread_local char fatal_message[256];
     va_start(ap, msg);
     std::vsnprintf(fatal_message, sizeof fatal_message, msg, ap);
     va_end(ap);
+    if (fatal_jump == nullptr) std::abort();  // outside scan(): libpci has no such call
     std::longjmp(*fatal_jump, 1);
 }
 
 void on_quiet(char*, ...) {}
 
-// The property libpci read from sysfs, or "" (a link's target's last component).
-std::string property(pci_dev* d, unsigned prop) {
-    const char* s = pci_get_string_property(d, prop);
-    return s ? std::string(s) : std::string();
+struct access_deleter {
+    void operator()(pci_access* a) const { pci_cleanup(a); }
+};
+using access_ptr = std::unique_ptr<pci_access, access_deleter>;
+
+enum class scan_result { done, failed, failed_in_init };
+
+// The function's entry in hw/pci_ids.h, or nullptr when it is not an mlx5 function.
+const hw::pci_device_id* mlx5_id(const pci_dev* d) {
+    return d->vendor_id == hw::mellanox_vendor_id ? hw::find_mlx5_device(d->device_id) : nullptr;
 }
 
-// The libpci part: no C++ object lives in this frame, so the jump from on_fatal skips
-// no destructor. Returns null with fatal_message set on failure.
-pci_access* scan() {
+// Every libpci call that may report a fatal error, in one frame that holds no C++
+// object, so that the jump from on_fatal skips no destructor. The first scan reads only
+// the IDs, for every function on the machine; the rest is read for mlx5 functions.
+scan_result scan(pci_access* acc, char* sysfs_bus) {
     std::jmp_buf jump;
-    pci_access* volatile acc = nullptr;
+    volatile bool in_init = true;
     fatal_jump = &jump;
     if (setjmp(jump) != 0) {
         fatal_jump = nullptr;
-        return nullptr;
+        return in_init ? scan_result::failed_in_init : scan_result::failed;
     }
-    acc = pci_alloc();
-    acc->error = on_fatal;
-    acc->warning = on_quiet;
-    acc->debug = on_quiet;
+    // sysfs only: the driver needs Linux's sysfs and VFIO anyway, and libpci's other
+    // methods (/proc/bus/pci, I/O ports as root) know neither drivers nor IOMMU groups.
+    acc->method = PCI_ACCESS_SYS_BUS_PCI;
+    if (pci_set_param(acc, const_cast<char*>("sysfs.path"), sysfs_bus) != 0) {
+        on_fatal(const_cast<char*>("this libpci has no sysfs.path parameter"));
+    }
     pci_init(acc);
+    in_init = false;
     pci_scan_bus(acc);
     for (pci_dev* d = acc->devices; d != nullptr; d = d->next) {
-        pci_fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_NUMA_NODE | PCI_FILL_IOMMU_GROUP |
-                             PCI_FILL_DRIVER);
+        pci_fill_info(d, PCI_FILL_IDENT);
+        if (mlx5_id(d) != nullptr) {
+            pci_fill_info(d, PCI_FILL_NUMA_NODE | PCI_FILL_IOMMU_GROUP | PCI_FILL_DRIVER);
+        }
     }
     fatal_jump = nullptr;
-    return acc;
+    return scan_result::done;
+}
+
+// A string property libpci read (the last component of a link's target), or "".
+std::string property(pci_dev* d, unsigned prop) {
+    const char* s = pci_get_string_property(d, prop);
+    return s != nullptr ? std::string(s) : std::string();
+}
+
+int to_int(std::string_view s, int otherwise) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc{} && end == s.data() + s.size() ? v : otherwise;
+}
+
+// The first line of a sysfs attribute, or "" if there is none.
+std::string attribute(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+// The last component of a symbolic link's target, or "" if there is no such link.
+std::string link_name(const std::string& path) {
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target);
+    if (n <= 0 || n == static_cast<ssize_t>(sizeof target)) return {};
+    const std::string_view t(target, static_cast<std::size_t>(n));
+    return std::string(t.substr(t.rfind('/') + 1));
+}
+
+// current_link_speed: "16.0 GT/s PCIe" since Linux 5.9 ("16 GT/s" before), "Unknown"
+// when the function has no link of its own (a VF).
+std::string link_speed(std::string s) {
+    if (s.empty() || s.starts_with("Unknown")) return {};
+    if (s.ends_with(" PCIe")) s.resize(s.size() - 5);
+    return s;
 }
 
 }  // namespace
 
-result<std::vector<function>> discover() {
-    pci_access* acc = scan();
-    if (acc == nullptr) {
-        return error{EIO, fmt::format("PCI discovery (libpci) failed: {}; is /sys mounted and readable?",
-                                      fatal_message)};
+result<std::vector<function>> discover(const std::string& sysfs_bus) {
+    access_ptr acc(pci_alloc());  // libpci exits if this allocation fails: no callback of ours yet
+    acc->error = on_fatal;
+    acc->warning = on_quiet;
+    acc->debug = on_quiet;
+    std::string path = sysfs_bus;
+    if (const scan_result r = scan(acc.get(), path.data()); r != scan_result::done) {
+        // After a failure inside pci_init the access method may be half set up, and
+        // pci_cleanup would tear down what was never built: leak the little there is.
+        if (r == scan_result::failed_in_init) (void)acc.release();
+        return error{EIO, fmt::format("PCI discovery (libpci) failed: {}. cxv reads the PCI bus from sysfs at {}: "
+                                      "is sysfs mounted there and readable?",
+                                      fatal_message, sysfs_bus)};
     }
     std::vector<function> out;
     for (pci_dev* d = acc->devices; d != nullptr; d = d->next) {
-        if (d->vendor_id != hw::mellanox_vendor_id) continue;
-        const hw::pci_device_id* id = hw::find_mlx5_device(d->device_id);
-        if (id == nullptr) continue;  // a Mellanox function that is not an mlx5 HCA
+        const hw::pci_device_id* id = mlx5_id(d);
+        if (id == nullptr) continue;
         function f;
         f.bdf = fmt::format("{:04x}:{:02x}:{:02x}.{:x}", d->domain, d->bus, d->dev, d->func);
         f.vendor = d->vendor_id;
@@ -85,11 +148,15 @@ result<std::vector<function>> discover() {
         f.name = std::string(id->name);
         f.virtual_function = id->virtual_function;
         f.driver = property(d, PCI_FILL_DRIVER);
-        if (const std::string g = property(d, PCI_FILL_IOMMU_GROUP); !g.empty()) f.iommu_group = std::atoi(g.c_str());
+        f.iommu_group = to_int(property(d, PCI_FILL_IOMMU_GROUP), -1);
         f.numa_node = d->numa_node;
+        // libpci does not read these; sysfs has them for every PCI Express function.
+        const std::string dir = sysfs_bus + "/devices/" + f.bdf;
+        if (f.virtual_function) f.physfn = link_name(dir + "/physfn");
+        f.link_speed = link_speed(attribute(dir + "/current_link_speed"));
+        f.link_width = to_int(attribute(dir + "/current_link_width"), 0);
         out.push_back(std::move(f));
     }
-    pci_cleanup(acc);
     std::sort(out.begin(), out.end(), [](const function& a, const function& b) { return a.bdf < b.bdf; });
     return out;
 }

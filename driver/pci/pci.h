@@ -16,14 +16,19 @@ struct function {
     std::uint16_t vendor = 0, device = 0;
     std::string name;  // from hw/pci_ids.h
     bool virtual_function = false;
+    std::string physfn;    // a VF's PF ("DDDD:BB:DD.F") when the kernel knows it, else empty
     std::string driver;    // bound kernel driver ("vfio-pci", "mlx5_core"), empty if none
     int iommu_group = -1;  // -1: none (the IOMMU is off)
     int numa_node = -1;    // -1: unknown
+    std::string link_speed;  // negotiated, as sysfs spells it ("16.0 GT/s"); empty if unknown
+    int link_width = 0;      // negotiated lanes; 0 if unknown (a VF has no link of its own)
     bool usable() const { return driver == "vfio-pci" && iommu_group >= 0; }
 };
 
-// Every mlx5 function libpci finds (sysfs on Linux), in bus order. An empty list is not
-// an error; a libpci failure is (with its message).
-result<std::vector<function>> discover();
+// Every mlx5 function libpci finds through Linux sysfs, in bus order. An empty list is
+// not an error; a libpci failure is (with libpci's message and what to check), and it
+// never ends the process. `sysfs_bus` is where the PCI bus is in sysfs: another path is
+// for a sysfs mounted elsewhere (containers).
+result<std::vector<function>> discover(const std::string& sysfs_bus = "/sys/bus/pci");
 
 }  // namespace cxv::driver::pci

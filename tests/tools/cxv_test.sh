@@ -14,13 +14,25 @@ expect_eq() {  # <what> <expected> <actual>
     [ "$2" == "$3" ] || fail "$1: expected [$2], got [$3]"
 }
 
-expect_eq "list without devices" "no mlx5 functions found (to try cxv without a card: cxv-sim run -- cxv list)" \
-    "$("$cxv" list)"
+# This machine has no mlx5 function of its own: outside the layer the list is empty
+# (exit 0, with a hint); inside it, exactly the emulated functions.
+out=$("$cxv" list)
+expect_eq "list without devices exit" 0 $?
+expect_eq "list without devices" "no mlx5 functions found (to try cxv without a card: cxv-sim run -- cxv list)" "$out"
+expect_eq "list --json without devices" "[]" "$("$cxv" list --json)"
 out=$("$sim" run --devices 2 -- "$cxv" list)
+expect_eq "list exit" 0 $?
 expect_eq "list rows" 3 "$(wc -l <<<"$out")"
-expect_eq "list row 0" "0000:c5:00.0 ConnectX-6 15b3:101b no vfio-pci 120 -1 ready" "$(sed -n 2p <<<"$out" | tr -s ' ')"
-expect_eq "list row 1" "0000:c5:00.1 ConnectX-6 15b3:101b no vfio-pci 121 -1 ready" "$(sed -n 3p <<<"$out" | tr -s ' ')"
-json=$("$sim" run --devices 3 -- "$cxv" list --json)
+expect_eq "list header" "bdf name id fn driver group numa link cxv" "$(sed -n 1p <<<"$out" | tr -s ' ')"
+expect_eq "list row 0" "0000:c5:00.0 ConnectX-6 15b3:101b PF vfio-pci 120 -1 16.0 GT/s x16 ready" \
+    "$(sed -n 2p <<<"$out" | tr -s ' ')"
+expect_eq "list row 1" "0000:c5:00.1 ConnectX-6 15b3:101b PF vfio-pci 121 -1 16.0 GT/s x16 ready" \
+    "$(sed -n 3p <<<"$out" | tr -s ' ')"
+# Other settings show through: addresses, groups, NUMA node, a VF device ID.
+json=$(CXV_SIM_NUMA_NODE=0 CXV_SIM_DEVICE_ID=0x101c "$sim" run --devices 3 --first-bdf 0000:81:00.2 \
+    --first-group 7 -- "$cxv" list --json)
+expect_eq "list --json entry 2" '{"bdf":"0000:81:00.4","vendor":"15b3","device":"101c","name":"ConnectX-6 VF","vf":true,"physfn":null,"driver":"vfio-pci","iommu_group":9,"numa_node":0,"link_speed":"16.0 GT/s","link_width":16,"usable":true}' \
+    "$(sed 's/},{/}\n{/g; s/^\[//; s/\]$//' <<<"$json" | sed -n 3p)"
 expect_eq "list --json entries" 3 "$(grep -o '"bdf"' <<<"$json" | wc -l)"
 expect_eq "list --json usable" 3 "$(grep -o '"usable":true' <<<"$json" | wc -l)"
 

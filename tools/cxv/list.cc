@@ -2,12 +2,56 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "driver/pci/pci.h"
 
 namespace cxv::tool {
+
+namespace {
+
+// A JSON string: our names are plain ASCII, but driver names come from sysfs.
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (const char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+            out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+            out += c;
+        }
+    }
+    return out + "\"";
+}
+
+void print_json(const std::vector<driver::pci::function>& fns) {
+    fmt::print("[");
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+        const auto& f = fns[i];
+        fmt::print("{}{{\"bdf\":{},\"vendor\":\"{:04x}\",\"device\":\"{:04x}\",\"name\":{},\"vf\":{},\"physfn\":{},"
+                   "\"driver\":{},\"iommu_group\":{},\"numa_node\":{},\"link_speed\":{},\"link_width\":{},"
+                   "\"usable\":{}}}",
+                   i ? "," : "", json_string(f.bdf), f.vendor, f.device, json_string(f.name), f.virtual_function,
+                   f.physfn.empty() ? "null" : json_string(f.physfn), json_string(f.driver), f.iommu_group,
+                   f.numa_node, json_string(f.link_speed), f.link_width, f.usable());
+    }
+    fmt::print("]\n");
+}
+
+// What stands between the function and `cxv info`, or "ready".
+std::string readiness(const driver::pci::function& f) {
+    if (f.usable()) return "ready";
+    if (f.iommu_group < 0) return "no IOMMU group: enable the IOMMU (intel_iommu=on / amd_iommu=on)";
+    if (f.driver.empty()) return "no driver: bind it to vfio-pci";
+    return "bound to " + f.driver + ": bind it to vfio-pci";
+}
+
+}  // namespace
 
 int print_list(bool json) {
     auto found = driver::pci::discover();
@@ -17,31 +61,22 @@ int print_list(bool json) {
     }
     const auto& fns = found.value();
     if (json) {
-        fmt::print("[");
-        for (std::size_t i = 0; i < fns.size(); ++i) {
-            const auto& f = fns[i];
-            fmt::print("{}{{\"bdf\":\"{}\",\"vendor\":\"{:04x}\",\"device\":\"{:04x}\",\"name\":\"{}\",\"vf\":{},"
-                       "\"driver\":\"{}\",\"iommu_group\":{},\"numa_node\":{},\"usable\":{}}}",
-                       i ? "," : "", f.bdf, f.vendor, f.device, f.name, f.virtual_function, f.driver, f.iommu_group,
-                       f.numa_node, f.usable());
-        }
-        fmt::print("]\n");
+        print_json(fns);
         return EXIT_SUCCESS;
     }
     if (fns.empty()) {
         fmt::print("no mlx5 functions found (to try cxv without a card: cxv-sim run -- cxv list)\n");
         return EXIT_SUCCESS;
     }
-    fmt::print("{:<13} {:<20} {:<9} {:<3} {:<10} {:<6} {:<5} {}\n", "bdf", "name", "id", "vf", "driver", "group",
-               "numa", "cxv");
+    fmt::print("{:<13} {:<20} {:<9} {:<2} {:<10} {:<6} {:<5} {:<14} {}\n", "bdf", "name", "id", "fn", "driver",
+               "group", "numa", "link", "cxv");
     for (const auto& f : fns) {
         const std::string group = f.iommu_group >= 0 ? std::to_string(f.iommu_group) : "-";
-        const std::string why = f.usable()              ? "ready"
-                                : f.iommu_group < 0     ? "no IOMMU group: enable the IOMMU (intel_iommu=on / amd_iommu=on)"
-                                : f.driver.empty()      ? "no driver: bind it to vfio-pci"
-                                                        : "bound to " + f.driver + ": bind it to vfio-pci";
-        fmt::print("{:<13} {:<20} {:04x}:{:04x} {:<3} {:<10} {:<6} {:<5} {}\n", f.bdf, f.name, f.vendor, f.device,
-                   f.virtual_function ? "yes" : "no", f.driver.empty() ? "-" : f.driver, group, f.numa_node, why);
+        const std::string link =
+            f.link_width > 0 && !f.link_speed.empty() ? fmt::format("{} x{}", f.link_speed, f.link_width) : "-";
+        fmt::print("{:<13} {:<20} {:04x}:{:04x} {:<2} {:<10} {:<6} {:<5} {:<14} {}\n", f.bdf, f.name, f.vendor,
+                   f.device, f.virtual_function ? "VF" : "PF", f.driver.empty() ? "-" : f.driver, group,
+                   f.numa_node, link, readiness(f));
     }
     return EXIT_SUCCESS;
 }
