@@ -45,11 +45,7 @@ bool matches_hex_attr(const std::string& s, std::size_t digits) {
 // Standard capability IDs in list order.
 std::vector<std::uint8_t> cap_ids(const std::vector<std::uint8_t>& c) {
     std::vector<std::uint8_t> ids;
-    std::size_t pos = c[PCI_CAPABILITY_LIST] & ~3u;
-    for (int loops = 48; pos >= 0x40 && pos < 0x100 && loops > 0; --loops) {
-        ids.push_back(c[pos]);
-        pos = c[pos + 1] & ~3u;
-    }
+    for (const std::size_t pos : cap_list(c)) ids.push_back(c[pos]);
     return ids;
 }
 

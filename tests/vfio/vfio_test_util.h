@@ -178,13 +178,22 @@ inline std::uint32_t cfg32(const std::vector<std::uint8_t>& c, std::size_t off) 
     return static_cast<std::uint32_t>(cfg16(c, off)) | (static_cast<std::uint32_t>(cfg16(c, off + 2)) << 16);
 }
 
-// Offset of standard capability `id` in the (virtualised) config space, or 0.
-inline std::size_t find_cap(const std::vector<std::uint8_t>& c, std::uint8_t id) {
-    if ((cfg16(c, PCI_STATUS) & PCI_STATUS_CAP_LIST) == 0) return 0;
+// Offsets of the standard capabilities in config space, in list order.
+inline std::vector<std::size_t> cap_list(const std::vector<std::uint8_t>& c) {
+    std::vector<std::size_t> out;
+    if ((cfg16(c, PCI_STATUS) & PCI_STATUS_CAP_LIST) == 0) return out;
     std::size_t pos = c[PCI_CAPABILITY_LIST] & ~3u;
     for (int loops = 48; pos >= 0x40 && pos < 0x100 && loops > 0; --loops) {
-        if (c[pos] == id) return pos;
+        out.push_back(pos);
         pos = c[pos + 1] & ~3u;
+    }
+    return out;
+}
+
+// Offset of standard capability `id` in the (virtualised) config space, or 0.
+inline std::size_t find_cap(const std::vector<std::uint8_t>& c, std::uint8_t id) {
+    for (const std::size_t pos : cap_list(c)) {
+        if (c[pos] == id) return pos;
     }
     return 0;
 }
