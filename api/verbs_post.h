@@ -177,7 +177,11 @@ inline int post_send(const send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) 
         }
         std::byte* seg = slot.w + sizeof(hw::wqe_ctrl_seg);
         if (av != nullptr) {
-            std::memcpy(seg, av, sizeof(hw::wqe_av));
+            // The address from the AH; the destination QP and Q_Key from the WR.
+            auto* d = reinterpret_cast<hw::wqe_av*>(seg);
+            std::memcpy(d, av, sizeof(hw::wqe_av));
+            d->qkey = hw::be32::from(wr->wr.ud.remote_qkey);
+            d->dqp_dct = hw::be32::from((wr->wr.ud.remote_qpn & 0xffffff) | hw::extended_ud_av);
             seg += sizeof(hw::wqe_datagram_seg);
         }
         if (op.atomic) {

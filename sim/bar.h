@@ -41,6 +41,10 @@ public:
                                *reinterpret_cast<std::uint64_t*>(base_ + off))
                                .load(std::memory_order_relaxed));
     }
+    void store64(std::size_t off, std::uint64_t v) noexcept {
+        std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base_ + off))
+            .store(hw::to_be(v), std::memory_order_relaxed);
+    }
     std::uint64_t exchange64(std::size_t off, std::uint64_t v) noexcept {
         return hw::from_be(std::atomic_ref<std::uint64_t>(
                                *reinterpret_cast<std::uint64_t*>(base_ + off))

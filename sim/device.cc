@@ -33,6 +33,7 @@ result<std::unique_ptr<device>> device::create(const device_config& cfg) {
     auto bar = bar0::create(cfg.bar0_size);
     if (!bar) return bar.error();
     std::unique_ptr<device> d(new device(cfg, std::move(bar).value()));
+    fabric::instance().attach(cfg.fabric, cfg.port == port_type::ethernet, d->fw_port_address(), d->inbox_);
     d->thread_ = std::thread([p = d.get()] { p->run(); });
     return d;
 }
@@ -48,8 +49,17 @@ device::device(const device_config& cfg, std::unique_ptr<bar0> bar)
 }
 
 device::~device() {
+    fabric::instance().detach(cfg_.fabric, cfg_.port == port_type::ethernet, fw_port_address(), inbox_.get());
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
+}
+
+std::uint32_t device::fw_port_address() const {
+    if (cfg_.port == port_type::ethernet) {
+        return (std::uint32_t{cfg_.ipv4[0]} << 24) | (std::uint32_t{cfg_.ipv4[1]} << 16) |
+               (std::uint32_t{cfg_.ipv4[2]} << 8) | cfg_.ipv4[3];
+    }
+    return cfg_.lid;
 }
 
 void device::power_on() {
@@ -80,6 +90,8 @@ void device::reset() {
     pci_.reset();
     msix_.clear();
     power_on();
+    arrived_.clear();
+    watched_stale_ = true;
 }
 
 void device::tick_health(std::chrono::steady_clock::time_point now) {
@@ -96,9 +108,13 @@ void device::tick_health(std::chrono::steady_clock::time_point now) {
     bar_->store32(kHealthCounter, health_counter_);
 }
 
-bool device::poll_eq_doorbells() {
+bool device::poll_doorbells() {
+    if (watched_stale_) {
+        watched_ = fw_.watched_uar_pages();
+        watched_stale_ = false;
+    }
     bool any = false;
-    for (const std::uint32_t uar : fw_.watched_uar_pages()) {
+    for (const std::uint32_t uar : watched_) {
         const std::size_t base = std::size_t{uar} * hw::uar_page_size;
         if (base + hw::uar_page_size > bar_->size()) continue;
         // A value of 0 never comes from a driver: EQ numbers start at 1.
@@ -116,6 +132,30 @@ bool device::poll_eq_doorbells() {
             fw_.cq_doorbell(bar_->exchange64(base + hw::uar_cq_doorbell, 0));
             any = true;
         }
+        // Send doorbells: the first 8 bytes of a control segment at the start of a
+        // BlueFlame register half (never 0: QP numbers start at 0x100).
+        for (std::size_t off = base + hw::uar_bf_offset; off < base + hw::uar_page_size; off += 0x100) {
+            if (bar_->load64(off) != 0) {
+                fw_.sq_doorbell(uar, off, bar_->exchange64(off, 0));
+                any = true;
+            }
+        }
+    }
+    return any;
+}
+
+bool device::receive_packets() {
+    bool any = false;
+    // Loopback answers land in the same inbox: take until it stays empty.
+    for (unsigned pass = 0; pass < 64; ++pass) {
+        inbox_->take(arrived_);
+        if (arrived_.empty()) break;
+        any = true;
+        while (!arrived_.empty()) {
+            packet p = std::move(arrived_.front());
+            arrived_.pop_front();
+            fw_.deliver(std::move(p));
+        }
     }
     return any;
 }
@@ -129,6 +169,7 @@ bool device::round(std::chrono::steady_clock::time_point now) {
     }
     tick_health(now);
     bool worked = cmd_.poll();
+    if (worked) watched_stale_ = true;  // a command may have created or destroyed objects
     // Fast teardown completes when the driver disables the NIC interface.
     const std::uint8_t nic = cmd_.nic_interface();
     if (nic != last_nic_interface_) {
@@ -136,7 +177,9 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         if (nic == 1) fw_.finish_fast_teardown();
         worked = true;
     }
-    worked |= poll_eq_doorbells();
+    worked |= poll_doorbells();
+    worked |= receive_packets();
+    worked |= fw_.transport_tick(now);
     return worked;
 }
 

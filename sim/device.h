@@ -3,7 +3,9 @@
 //
 // The device thread polls what a card would be told through: the initialization
 // segment (command queue address, nic_interface), the command doorbell and ownership
-// bits, and the EQ doorbells of UAR pages. It backs off when idle (spin, then yield,
+// bits, and the doorbells of UAR pages (EQ, CQ arm, and send doorbells in BlueFlame
+// registers); it takes packets from its port's inbox on the fabric and runs the
+// transport engine's timers. It backs off when idle (spin, then yield,
 // then sleeps growing to 1 ms) so that two models and two application threads can share
 // a 2-core machine, and returns to spinning as soon as anything happens.
 #pragma once
@@ -11,15 +13,18 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "hw/result.h"
 #include "sim/bar.h"
 #include "sim/cmd_engine.h"
 #include "sim/config_space.h"
 #include "sim/device_config.h"
+#include "sim/fabric.h"
 #include "sim/faults.h"
 #include "sim/firmware.h"
 #include "sim/iommu.h"
@@ -65,7 +70,9 @@ private:
     void power_on();
     void run();
     bool round(std::chrono::steady_clock::time_point now);
-    bool poll_eq_doorbells();
+    bool poll_doorbells();
+    std::uint32_t fw_port_address() const;
+    bool receive_packets();
     void tick_health(std::chrono::steady_clock::time_point now);
 
     device_config cfg_;
@@ -84,6 +91,10 @@ private:
     std::chrono::steady_clock::time_point next_health_;
     std::uint32_t health_counter_ = 0;
     std::uint8_t last_nic_interface_ = 0;
+    std::shared_ptr<inbox> inbox_ = std::make_shared<inbox>();
+    std::deque<packet> arrived_;
+    std::vector<std::uint32_t> watched_;  // UAR pages with doorbells to poll
+    bool watched_stale_ = true;           // objects changed: recompute watched_
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };

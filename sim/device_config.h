@@ -46,6 +46,15 @@ struct device_config {
     std::uint64_t node_guid = 0x0002c90300a1b2c0ull;
     std::array<std::uint8_t, 6> mac{0x02, 0xc5, 0x00, 0x00, 0x00, 0x01};
     std::array<std::uint8_t, 4> ipv4{10, 0, 0, 1};
+
+    // The fabric the port is connected to: ports of the same type on the same fabric
+    // reach each other (and themselves) by LID or IPv4 address.
+    std::string fabric = "default";
+    // Whether BlueFlame writes arrive as one 64-byte burst (a write-combining mapping on
+    // a platform that combines). When false the device sees only the doorbell part of a
+    // BlueFlame write, as on a platform without write combining, and drivers that test
+    // for it (Linux's mlx5 write-combining self-test) must fall back.
+    bool write_combining = true;
 };
 
 }  // namespace cxv::sim

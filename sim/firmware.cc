@@ -191,6 +191,8 @@ void firmware::release_all_objects() {
     }
     for (auto& [n, o] : eqs_) pages_.free_slot(o.icm);
     qps_.clear();
+    active_qps_.clear();
+    bf_pages_.clear();
     srqs_.clear();
     cqs_.clear();
     mkeys_.clear();

@@ -8,21 +8,26 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <vector>
 
 #include "hw/cmd_syndromes.h"
+#include "hw/cqe.h"
 #include "hw/opcodes.h"
 #include "sim/bar.h"
 #include "sim/device_config.h"
+#include "sim/fabric.h"
 #include "sim/faults.h"
 #include "sim/iommu.h"
+#include "sim/mkey_translate.h"
 #include "sim/msix.h"
 #include "sim/objects.h"
 #include "sim/pages.h"
@@ -101,8 +106,19 @@ public:
     // arm (0x20, 64 bits: arm word, cqn).
     void eq_doorbell(std::uint32_t value, bool arm);
     void cq_doorbell(std::uint64_t value);
-    // Every UAR page an EQ or CQ is bound to: the device thread polls their doorbells.
+    // Every UAR page an EQ, CQ or QP is bound to: the device thread polls their doorbells.
     std::vector<std::uint32_t> watched_uar_pages() const;
+
+    // --- the transport engine (xport_send.cc, xport_recv.cc) ---
+    // A send doorbell the device thread found at byte `off` of UAR page `uar` (a
+    // BlueFlame register half): `qword0` is its first 8 bytes as written (the first 8
+    // bytes of a WQE's control segment); the rest of the half may hold a BlueFlame copy.
+    void sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0);
+    // A packet from the fabric for this port.
+    void deliver(packet&& p);
+    // Timers (RNR waits, ACK timeouts), stalled send queues and receive queues of QPs in
+    // error. True when something happened.
+    bool transport_tick(std::chrono::steady_clock::time_point now);
 
     // Sends a port state change (after PAOS or fault injection).
     void set_port_up(bool up);
@@ -204,6 +220,43 @@ private:
 
     void release_all_objects();
 
+    // --- transport engine internals ---
+    // Completion queue entry at the producer index of `cqn` (fw_cq.cc), with the
+    // notification protocol described there. False when the CQ is gone, overran or the
+    // write faulted.
+    bool push_cqe(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited);
+    // Reads/writes of a QP's or SRQ's work queue buffer at a byte offset.
+    bool wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len);
+    bool srq_read(const srq_object& srq, std::uint64_t off, void* dst, std::size_t len);
+    std::optional<std::uint32_t> qp_dbr(const qp_object& qp, bool send);
+    std::optional<std::uint32_t> srq_dbr(const srq_object& srq);
+    // Data through memory keys: every piece translated and checked before any byte moves.
+    hw::cqe_syndrome gather(std::uint32_t pd, const std::vector<local_sge>& sges, std::vector<std::byte>& out);
+    hw::cqe_syndrome scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
+                             std::span<const std::byte> data, std::size_t capacity_needed);
+    bool remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+                       unsigned access, std::vector<iova_range>& out);
+    // Requester.
+    void sq_progress(qp_object& qp);
+    bool execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs);
+    void send_packet(packet&& p);
+    void complete_front(qp_object& qp);
+    void on_response(qp_object& qp, packet& p);
+    void retransmit(qp_object& qp);
+    // Responder.
+    void on_request(qp_object& qp, packet& p);
+    struct recv_wqe;
+    bool take_recv_wqe(qp_object& qp, recv_wqe& out);
+    void responder_error(qp_object& qp, const recv_wqe* w, hw::cqe_syndrome why);
+    // Errors and flushes.
+    void qp_to_error(qp_object& qp, bool send_queue_only);
+    void flush_sq(qp_object& qp);
+    void flush_rq(qp_object& qp);
+    void on_qp_transition(qp_object& qp, qp_state from);
+    void qp_event(hw::event_type t, std::uint32_t qpn);
+    std::uint32_t port_address() const;
+    void write_bf_sentinel(std::uint32_t uar);
+
     const device_config& cfg_;
     bar0& bar_;
     iommu& mmu_;
@@ -246,6 +299,8 @@ private:
     std::map<std::uint32_t, srq_object> srqs_;
     std::uint32_t next_srqn_ = 1;
     std::uint32_t created_by_current_command_ = 0;  // eqn, or 0
+    std::set<std::uint32_t> active_qps_;            // QPs the transport tick must visit
+    std::set<std::uint32_t> bf_pages_;              // UAR pages with BlueFlame sentinels
 };
 
 }  // namespace cxv::sim

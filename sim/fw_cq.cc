@@ -102,17 +102,6 @@ cmd_reply read_pas(std::span<const std::byte> in, std::size_t fixed, const cq_ge
     return ok();
 }
 
-// Byte `off` of a UMEM, translated by its MTT (pages of 4 KiB << log_page_size, the
-// UMEM starting page_offset bytes into the first); nullopt past the last page.
-std::optional<std::uint64_t> umem_iova(const umem_object& u, std::uint64_t off) {
-    const unsigned shift = u.log_page_size + 12;
-    const std::uint64_t pos = u.page_offset + off;
-    const std::uint64_t idx = pos >> shift;
-    if (idx >= u.mtt.size()) return std::nullopt;
-    const std::uint64_t mask = (std::uint64_t{1} << shift) - 1;
-    return (u.mtt[idx] & ~mask) + (pos & mask);
-}
-
 // Whether bytes [off, off + len) of a UMEM lie inside its pages.
 bool umem_holds(const umem_object& u, std::uint64_t off, std::uint64_t len) {
     const std::uint64_t size = std::uint64_t{u.mtt.size()} << (u.log_page_size + 12);
@@ -487,6 +476,51 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     cq.pas = std::move(pas);
     if (cq_event_due(cq)) post_eqe(eqs_.at(cq.eqn), hw::event_type::COMP, 0, take_event(cq));
     return ok();
+}
+
+// --- CQEs from the transport engine ----------------------------------------------------
+
+bool firmware::push_cqe(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
+    const auto it = cqs_.find(cqn);
+    if (it == cqs_.end()) return false;
+    cq_object& cq = it->second;
+    if (cq.overrun) return false;
+    // Room: the consumer index known so far only grows, so the record is read only when
+    // the ring looks full.
+    if (!cq_room(cq)) refresh_consumer(mmu_, cq, umems_);
+    if (!cq_room(cq)) {
+        // PRM "CQ Error Event": overrun (syndrome 1); the CQ takes no more CQEs.
+        cq.overrun = true;
+        ifc::set<ifc::cqc::status>(cq.cqc.data(), kStatusOverflow);
+        std::array<std::byte, ifc::cq_error::size_bytes> d{};
+        ifc::set<ifc::cq_error::cqn>(d.data(), cq.cqn);
+        ifc::set<ifc::cq_error::syndrome>(d.data(), 1);
+        post_event(hw::event_type::CQ_ERROR, 0, d);
+        return false;
+    }
+    const cq_geometry g = cq_geometry::of(cq.cqc.data());
+    const auto at = cqe_iova(cq, umem_of(umems_, cq.umem_id), cq.producer);
+    if (!at) return false;
+    // A 128-byte CQE carries the 64-byte CQE in its second half.
+    const std::uint64_t iova = *at + (g.cqe - sizeof(hw::cqe64));
+    hw::cqe64 e = cqe;
+    e.op_own = static_cast<std::uint8_t>((e.op_own & ~hw::cqe_owner_mask) |
+                                         ((cq.producer >> g.log_cq_size) & 1));
+    // Body first, then the byte with the owner bit (PRM "Completion Queue").
+    if (!mmu_.write(iova, &e, sizeof(e) - 1)) {
+        trace_.update([](counters& t) { ++t.iommu_faults; });
+        return false;
+    }
+    hw::device_release();
+    if (!mmu_.write(iova + sizeof(e) - 1, &e.op_own, 1)) return false;
+    ++cq.producer;
+    const auto op = hw::cqe_get_opcode(e.op_own);
+    if (solicited || op == hw::cqe_opcode::REQ_ERR || op == hw::cqe_opcode::RESP_ERR) {
+        ifc::set<ifc::cqc::last_solicit_index>(cq.cqc.data(), cq.producer & kMask24);
+    }
+    trace_.update([](counters& t) { ++t.cqes; });
+    if (cq_event_due(cq)) post_eqe(eqs_.at(cq.eqn), hw::event_type::COMP, 0, take_event(cq));
+    return true;
 }
 
 // --- the arm doorbell ----------------------------------------------------------------

@@ -265,6 +265,7 @@ std::vector<std::uint32_t> firmware::watched_uar_pages() const {
     std::vector<std::uint32_t> out;
     for (const auto& [eqn, eq] : eqs_) out.push_back(eq.uar_page);
     for (const auto& [cqn, cq] : cqs_) out.push_back(ifc::get<ifc::cqc::uar_page>(cq.cqc.data()));
+    for (const auto& [qpn, qp] : qps_) out.push_back(ifc::get<ifc::qpc::uar_page>(qp.qpc.data()));
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;

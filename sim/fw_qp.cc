@@ -462,6 +462,7 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     if (qp.umem_id) add_user(umems_, qp.umem_id);
     if (dbr_in_umem) add_user(umems_, dbr_umem);
     qps_.emplace(qpn, std::move(qp));
+    write_bf_sentinel(uar);
     next_qpn_ = (qpn + 1) & kMask24;
     ifc::set<ifc::create_qp_out::qpn>(c.out.data(), qpn);
     return ok();
@@ -486,6 +487,7 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     if (qp.umem_id) drop_user(umems_, qp.umem_id);
     if (ifc::get<qpc::dbr_umem_valid>(q)) drop_user(umems_, ifc::get<qpc::dbr_umem_id>(q));
     icm_free(qp.icm);
+    active_qps_.erase(qp.qpn);
     qps_.erase(it);
     return ok();
 }
@@ -561,12 +563,14 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         qp.srqn = srqn;
     }
     qp.qpc = next;
+    const qp_state from = qp.state;
     qp.state = t->to;
     if (t->to == qp_state::rst) {
         // Reset: the device forgets its progress through both work queues.
         qp.sq_consumer = 0;
         qp.rq_consumer = 0;
     }
+    on_qp_transition(qp, from);
     return ok();
 }
 

@@ -6,11 +6,14 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "hw/ifc.h"
+#include "sim/fabric.h"
 #include "sim/pages.h"
 
 namespace cxv::sim {
@@ -70,6 +73,48 @@ struct cq_object : referenced {
 // The PRM's qpc.state values.
 enum class qp_state : std::uint8_t { rst = 0, init = 1, rtr = 2, rts = 3, sqer = 4, sqd = 5, err = 6 };
 
+// A scatter/gather entry as a WQE gave it (byte_count 0 already turned into 2^31).
+struct local_sge {
+    std::uint32_t lkey = 0;
+    std::uint64_t addr = 0;
+    std::uint32_t len = 0;
+};
+
+// A send WQE the requester has taken from the ring and not yet completed: an RC request
+// waits for its ACK or response; UC and UD WQEs complete as they are sent.
+struct sq_request {
+    std::uint16_t wqe_index = 0;
+    std::uint32_t bbs = 1;          // WQE-BBs it takes in the ring
+    hw::wqe_opcode op = hw::wqe_opcode::NOP;
+    bool signaled = false;
+    bool done = false;              // answered; completes once all before it have
+    bool failed = false;            // completes with `error` and takes the QP to error
+    hw::cqe_syndrome error = hw::cqe_syndrome::WR_FLUSH_ERR;
+    std::uint32_t byte_cnt = 0;     // READ and atomics: bytes returned
+    std::vector<local_sge> local;   // READ and atomics: where the response goes
+    packet pkt;                     // as sent, kept for retransmission
+};
+
+// The transport engine's state of a QP (sim/xport_*.cc).
+struct qp_transport {
+    bool kicked = false;            // a doorbell not yet followed to the doorbell record
+    std::uint32_t sq_fetched = 0;   // WQE-BBs taken from the ring
+    std::deque<sq_request> outstanding;
+    std::uint32_t next_psn = 0;     // requester: PSN of the next new message
+    std::uint32_t epsn = 0;         // responder: next expected PSN
+    bool rnr_wait = false;          // RNR NAKed: resend from the oldest at retry_at
+    bool timer = false;             // an ACK timeout runs (until retry_at)
+    std::chrono::steady_clock::time_point retry_at{};
+    unsigned retries_left = 0, rnr_left = 0;
+    // The last BlueFlame copy written for this QP, for the WQE it carries.
+    std::array<std::byte, 256> bf{};
+    std::uint32_t bf_len = 0;
+    std::uint16_t bf_index = 0;
+    std::uint32_t rq_flushed = 0;   // receive WQEs flushed while in error
+    std::uint64_t last_atomic = 0;  // responder: result of the last atomic, for a replay
+    std::uint32_t last_atomic_psn = 0xffffffff;
+};
+
 struct qp_object {
     std::uint32_t qpn = 0;
     std::uint32_t uid = 0;
@@ -83,6 +128,7 @@ struct qp_object {
     // Device-side progress (the transport engine's).
     std::uint32_t sq_consumer = 0;   // send WQE-BBs consumed
     std::uint32_t rq_consumer = 0;   // receive WQEs consumed
+    qp_transport x;
     pages::slot icm{};
 };
 
@@ -94,6 +140,7 @@ struct srq_object : referenced {
     std::uint32_t pd = 0, cqn = 0;
     std::uint32_t lwm = 0;           // armed limit (ARM_RQ), 0 = not armed
     std::uint32_t consumer = 0;      // WQEs consumed
+    std::uint16_t head = 0;          // the WQE the next receive takes (free list head)
     bool error = false;
     pages::slot icm{};
 };

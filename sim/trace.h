@@ -34,6 +34,16 @@ struct counters {
     std::uint64_t eq_overruns = 0;
     std::uint64_t page_requests = 0;
     std::uint64_t iommu_faults = 0;
+    // The transport engine.
+    std::uint64_t send_doorbells = 0;
+    std::uint64_t stray_doorbells = 0;   // for no QP, or on a UAR page not the QP's
+    std::uint64_t bf_copies_used = 0;    // WQEs executed from their BlueFlame copy
+    std::uint64_t wqes = 0;
+    std::uint64_t packets_sent = 0;
+    std::uint64_t packets_dropped = 0;   // no port, no QP, wrong state, Q_Key, PSN
+    std::uint64_t rnr_naks = 0;
+    std::uint64_t retransmits = 0;
+    std::uint64_t cqes = 0;
 };
 
 class trace {

@@ -256,7 +256,7 @@ status hca::create_eqs() {
     for (auto t : {hw::event_type::CMD, hw::event_type::PAGE_REQUEST, hw::event_type::PORT_CHANGE,
                    hw::event_type::CQ_ERROR, hw::event_type::WQ_CATAS_ERROR, hw::event_type::WQ_INVAL_REQ_ERROR,
                    hw::event_type::WQ_ACCESS_ERROR, hw::event_type::SRQ_CATAS_ERROR,
-                   hw::event_type::SRQ_RQ_LIMIT, hw::event_type::INTERNAL_ERROR}) {
+                   hw::event_type::SRQ_RQ_LIMIT, hw::event_type::SRQ_LAST_WQE, hw::event_type::INTERNAL_ERROR}) {
         async |= std::uint64_t{1} << static_cast<unsigned>(t);
     }
     if (auto s = create_eq(async_, 0, async); !s) return s;

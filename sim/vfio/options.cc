@@ -172,6 +172,16 @@ const std::map<std::string, setter>& setters() {
         {"ipv4", [](options& o, const std::string& k, const std::string& v) {
              return set_bytes(k, v, '.', o.model.ipv4, 10);
          }},
+        {"fabric", [](options& o, const std::string& k, const std::string& v) -> status {
+             if (v.empty()) return bad(k, v, "a fabric name");
+             o.model.fabric = v;
+             return ok_status();
+         }},
+        {"write_combining", [](options& o, const std::string& k, const std::string& v) -> status {
+             if (v != "on" && v != "off") return bad(k, v, "on or off");
+             o.model.write_combining = v == "on";
+             return ok_status();
+         }},
     };
     return table;
 }
@@ -286,6 +296,8 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
         {"mac", fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m.mac[0], m.mac[1], m.mac[2],
                             m.mac[3], m.mac[4], m.mac[5])},
         {"ipv4", fmt::format("{}.{}.{}.{}", m.ipv4[0], m.ipv4[1], m.ipv4[2], m.ipv4[3])},
+        {"fabric", m.fabric},
+        {"write_combining", m.write_combining ? "on" : "off"},
     };
 }
 

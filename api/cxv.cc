@@ -1,0 +1,155 @@
+#include "api/cxv.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "driver/vfio/vfio.h"
+#include "hw/doorbell.h"
+
+namespace cxv {
+
+result<std::unique_ptr<device>> device::open(const std::string& bdf, const driver::hca::options& o) {
+    auto dev = driver::vfio::device::open(bdf);
+    if (!dev) return dev.error();
+    auto h = driver::hca::create(std::move(dev).value(), o);
+    if (!h) return h.error();
+    return std::unique_ptr<device>(new device(std::move(h).value()));
+}
+
+// --- CQ ----------------------------------------------------------------------------------
+
+result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
+    driver::cq::attr a;
+    a.entries = entries;
+    auto c = driver::cq::create(d.hca(), a);
+    if (!c) return c.error();
+    std::shared_ptr<cq> out(new cq());
+    out->cq_ = std::move(c).value();
+    unsigned log = 0;
+    while ((1u << log) < out->cq_->entries()) ++log;
+    out->ring_ = queues::completion_queue(out->cq_->cqes(), log,
+                                          reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()));
+    out->qps_.reserve(max_qps);
+    return out;
+}
+
+bool cq::attach(const queues::qp_rings& r) noexcept {
+    for (auto& q : qps_) {
+        if (q.qpn == r.qpn) {
+            q = r;
+            return true;
+        }
+    }
+    if (qps_.size() == max_qps) return false;
+    qps_.push_back(r);
+    ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));
+    return true;
+}
+
+void cq::detach(std::uint32_t qpn) noexcept {
+    for (auto& q : qps_) {
+        if (q.qpn == qpn) q = queues::qp_rings{qpn, nullptr, nullptr, nullptr};
+    }
+}
+
+// --- SRQ ---------------------------------------------------------------------------------
+
+result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const driver::srq::attr& a) {
+    auto s = driver::srq::create(std::move(domain), a);
+    if (!s) return s.error();
+    std::shared_ptr<srq> out(new srq());
+    out->srq_ = std::move(s).value();
+    const auto& o = *out->srq_;
+    unsigned log = 0;
+    while ((1u << log) < o.wqe_count()) ++log;
+    out->wr_ids_.assign(o.wqe_count(), 0);
+    out->ring_ = queues::srq_ring(o.wqes(), log, o.wqe_shift(), out->wr_ids_.data(),
+                                  reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record()));
+    return out;
+}
+
+// --- QP ----------------------------------------------------------------------------------
+
+result<std::shared_ptr<qp>> qp::create(const attr& a) {
+    if (!a.send_cq || !a.recv_cq || !a.domain) return error{EINVAL, "cxv::qp::create: a PD and both CQs are needed"};
+    driver::qp::attr da;
+    da.type = a.type;
+    da.domain = a.domain;
+    da.send_cq = a.send_cq->object();
+    da.recv_cq = a.recv_cq->object();
+    if (a.shared) da.shared = a.shared->object();
+    da.cap = a.cap;
+    auto q = driver::qp::create(da);
+    if (!q) return q.error();
+    std::shared_ptr<qp> out(new qp());
+    out->qp_ = std::move(q).value();
+    out->scq_ = a.send_cq;
+    out->rcq_ = a.recv_cq;
+    out->srq_ = a.shared;
+    driver::qp& o = *out->qp_;
+    auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record());
+
+    unsigned log_sq = 0;
+    while ((1u << log_sq) < o.sq_wqebb_count()) ++log_sq;
+    out->sq_wr_ids_.assign(o.sq_wqebb_count(), 0);
+    out->sq_sizes_.assign(o.sq_wqebb_count(), 0);
+    const auto& bf = o.bf();
+    std::byte* reg = a.send_cq->object()->device().device().bar0().base() + std::size_t{bf.uar} * hw::uar_page_size +
+                     bf.offset;
+    out->sq_ = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, out->sq_wr_ids_.data(),
+                                  out->sq_sizes_.data(), dbrec, reg, bf.size / 2, a.doorbell, o.max_send_wqebbs());
+    const auto& cap = o.capabilities();
+    out->send_ = {&out->sq_, cap.max_send_sge, cap.max_inline_data,
+                  a.type == qp_type::rc ? IBV_QPT_RC : a.type == qp_type::uc ? IBV_QPT_UC : IBV_QPT_UD};
+    if (o.rq_wqe_count() != 0) {
+        unsigned log_rq = 0;
+        while ((1u << log_rq) < o.rq_wqe_count()) ++log_rq;
+        out->rq_wr_ids_.assign(o.rq_wqe_count(), 0);
+        out->rq_ = queues::recv_queue(o.rq(), log_rq, o.rq_wqe_shift(), out->rq_wr_ids_.data(), dbrec);
+        out->recv_ = {&out->rq_, cap.max_recv_sge};
+    } else {
+        out->recv_ = {nullptr, 0};
+    }
+    const queues::qp_rings rings{o.qpn(), &out->sq_, out->recv_.rq, a.shared ? &a.shared->ring_ : nullptr};
+    if (!a.send_cq->attach(rings) || !a.recv_cq->attach(rings)) {
+        a.send_cq->detach(o.qpn());
+        a.recv_cq->detach(o.qpn());
+        return error{ENOSPC, "cxv::qp::create: the CQ serves its maximum of QPs"};
+    }
+    return out;
+}
+
+qp::~qp() {
+    if (scq_) scq_->detach(qp_->qpn());
+    if (rcq_) rcq_->detach(qp_->qpn());
+}
+
+int qp::post_send(std::span<ibv_send_wr> wrs, ibv_send_wr** bad_wr) noexcept {
+    if (wrs.empty()) return 0;
+    for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
+    wrs.back().next = nullptr;
+    return post_send(wrs.data(), bad_wr);
+}
+
+int qp::post_recv(std::span<ibv_recv_wr> wrs, ibv_recv_wr** bad_wr) noexcept {
+    if (wrs.empty()) return 0;
+    for (std::size_t i = 0; i + 1 < wrs.size(); ++i) wrs[i].next = &wrs[i + 1];
+    wrs.back().next = nullptr;
+    return post_recv(wrs.data(), bad_wr);
+}
+
+api::address_handle make_address_handle(const driver::qp::path& p, bool ethernet) {
+    api::address_handle ah{};
+    const std::uint8_t no_mac[6] = {};
+    std::uint8_t gid[16];
+    std::memcpy(gid, p.dgid.data(), 16);
+    const bool grh = ethernet || p.grh;
+    const std::uint32_t grh_gid_fl = (grh ? 1u << 30 : 0) | (std::uint32_t{p.sgid_index} << 20) | (p.flow_label & 0xfffff);
+    hw::wqe_datagram_seg seg{};
+    hw::set_datagram_seg(seg, 0, 0, true, p.sl, 0, ethernet ? 0 : p.dlid, no_mac, p.traffic_class, p.hop_limit,
+                         grh_gid_fl, reinterpret_cast<const std::uint8_t(&)[16]>(gid));
+    ah.av = seg.av;
+    return ah;
+}
+
+}  // namespace cxv

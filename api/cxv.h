@@ -1,0 +1,161 @@
+// cxv's C++ API: a device, and the verbs objects on it -- protection domains, memory
+// regions, completion queues, queue pairs and shared receive queues -- with the fast
+// path of api/verbs_post.h on each.
+//
+//   auto dev = cxv::device::open("0000:3b:00.0");          // VFIO, bring-up
+//   auto pd  = (*dev)->alloc_pd();
+//   auto mr  = cxv::mr::create(*pd, buf, len, cxv::access_local_write);
+//   auto cq  = cxv::cq::create(**dev, 256);
+//   auto qp  = cxv::qp::create({.type = cxv::qp_type::rc, .domain = *pd,
+//                               .send_cq = *cq, .recv_cq = *cq});
+//   (*qp)->modify(cxv::qp_state::init, attr); ... rtr, rts
+//   (*qp)->post_send(&wr, &bad);  (*cq)->poll(16, wcs);
+//
+// Objects are shared_ptr-owned and keep what they use alive (a QP its CQs, PD and SRQ),
+// so any destruction order is one the firmware accepts. Control calls return result or
+// status (an errno value and a message naming the firmware command, status and
+// syndrome when the device refused); fast-path calls return errno values as the verbs
+// man pages say, and never allocate, lock, make a system call or log.
+//
+// Threads: one thread per QP's send side and one per CQ poller, unless the QP was
+// created multi-producer (not yet offered here). QPs are attached to their CQs at
+// create(): create every QP of a CQ before another thread polls it.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "api/verbs_post.h"
+#include "driver/hca/hca.h"
+#include "driver/res/cq.h"
+#include "driver/res/pd_mr.h"
+#include "driver/res/qp.h"
+#include "driver/res/srq.h"
+#include "hw/result.h"
+#include "queues/completion_queue.h"
+#include "queues/recv_queue.h"
+#include "queues/send_queue.h"
+
+namespace cxv {
+
+using driver::mr;
+using driver::pd;
+using driver::qp_state;
+using driver::qp_type;
+using driver::access_local_write;
+using driver::access_remote_atomic;
+using driver::access_remote_read;
+using driver::access_remote_write;
+using queues::doorbell_mode;
+
+class device {
+public:
+    // Opens the function through VFIO and brings the HCA up.
+    static result<std::unique_ptr<device>> open(const std::string& bdf, const driver::hca::options& o = {});
+
+    result<std::shared_ptr<pd>> alloc_pd() { return pd::create(*hca_); }
+    result<driver::hca::port_info> port(unsigned n = 1) { return hca_->query_port(n); }
+    driver::hca& hca() noexcept { return *hca_; }
+
+private:
+    explicit device(std::unique_ptr<driver::hca> h) : hca_(std::move(h)) {}
+    std::unique_ptr<driver::hca> hca_;
+};
+
+class cq {
+public:
+    // At least `entries` CQEs (a power of two).
+    static result<std::shared_ptr<cq>> create(device& d, unsigned entries);
+
+    // ibv_poll_cq(3): up to n completions; the number taken (never an error).
+    int poll(int n, ibv_wc* wc) noexcept { return api::poll_cq(ring_, n, wc); }
+    int poll(std::span<ibv_wc> wc) noexcept { return poll(static_cast<int>(wc.size()), wc.data()); }
+
+    const std::shared_ptr<driver::cq>& object() const noexcept { return cq_; }
+    static constexpr unsigned max_qps = 256;  // QPs completing to one CQ
+
+private:
+    friend class qp;
+    friend class srq;
+    cq() = default;
+    bool attach(const queues::qp_rings& r) noexcept;
+    void detach(std::uint32_t qpn) noexcept;
+
+    std::shared_ptr<driver::cq> cq_;
+    queues::completion_queue ring_;
+    std::vector<queues::qp_rings> qps_;  // capacity max_qps, never reallocated
+};
+
+class srq {
+public:
+    static result<std::shared_ptr<srq>> create(std::shared_ptr<pd> domain, const driver::srq::attr& a);
+
+    // ibv_post_srq_recv(3).
+    int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_srq_recv(ring_, wr, bad_wr); }
+    // ARM_RQ: an SRQ_RQ_LIMIT event when fewer than `limit` WQEs remain.
+    status arm(unsigned limit) { return srq_->arm(limit); }
+    std::uint32_t srqn() const noexcept { return srq_->srqn(); }
+    const std::shared_ptr<driver::srq>& object() const noexcept { return srq_; }
+
+private:
+    friend class qp;
+    srq() = default;
+    std::shared_ptr<driver::srq> srq_;
+    std::vector<std::uint64_t> wr_ids_;
+    queues::srq_ring ring_;
+};
+
+class qp {
+public:
+    struct attr {
+        qp_type type = qp_type::rc;
+        std::shared_ptr<pd> domain;
+        std::shared_ptr<cq> send_cq, recv_cq;
+        std::shared_ptr<srq> shared;  // receives come from this SRQ
+        driver::qp::caps cap;
+        // How the send queue tells the device: 8-byte doorbells (always works), or
+        // BlueFlame copies of single WQEs (64-byte stores, or MOVDIR64B).
+        doorbell_mode doorbell = doorbell_mode::doorbell;
+    };
+    static result<std::shared_ptr<qp>> create(const attr& a);
+    ~qp();
+    qp(const qp&) = delete;
+    qp& operator=(const qp&) = delete;
+
+    status modify(qp_state to, const driver::qp::modify_attr& a) { return qp_->modify(to, a); }
+    result<qp_state> query() { return qp_->query(); }
+
+    // ibv_post_send(3) and ibv_post_recv(3).
+    int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept { return api::post_send(send_, wr, bad_wr); }
+    int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(recv_, wr, bad_wr); }
+    // Batch forms: the WRs of the span in order (their `next` links are set here);
+    // *bad_wr as for the list forms.
+    int post_send(std::span<ibv_send_wr> wrs, ibv_send_wr** bad_wr) noexcept;
+    int post_recv(std::span<ibv_recv_wr> wrs, ibv_recv_wr** bad_wr) noexcept;
+
+    std::uint32_t qpn() const noexcept { return qp_->qpn(); }
+    const std::shared_ptr<driver::qp>& object() const noexcept { return qp_; }
+
+private:
+    qp() = default;
+    std::shared_ptr<driver::qp> qp_;
+    std::shared_ptr<cq> scq_, rcq_;
+    std::shared_ptr<srq> srq_;
+    std::vector<std::uint64_t> sq_wr_ids_, rq_wr_ids_;
+    std::vector<std::uint8_t> sq_sizes_;
+    queues::send_queue sq_;
+    queues::recv_queue rq_;
+    api::send_side send_{};
+    api::recv_side recv_{};
+};
+
+// A UD address handle (what ibv_create_ah(3) returns): the address vector a UD send
+// WQE carries. The caller keeps it alive while WRs that name it are posted.
+api::address_handle make_address_handle(const driver::qp::path& p, bool ethernet);
+
+}  // namespace cxv

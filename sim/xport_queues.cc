@@ -1,0 +1,311 @@
+// The transport engine's access to work queues and data (PRM "Send and Receive Queue
+// Buffers", "Doorbell Record", "Memory Keys"), and what happens to a QP in error
+// (IBA 10.3.1 "QP State": flushing; PRM "Completion Queue Entry Format": error CQEs).
+//
+// Everything here reads and writes host memory only through the IOMMU, and data only
+// through memory keys: a scatter or gather is translated and checked as a whole before
+// the first byte moves, so a refused access leaves memory as it was.
+#include <algorithm>
+#include <cstring>
+
+#include "hw/cqe.h"
+#include "hw/doorbell.h"
+#include "hw/ifc.h"
+#include "hw/wqe.h"
+#include "sim/firmware.h"
+#include "sim/fw_tables.h"
+#include "sim/mkey_translate.h"
+
+namespace cxv::sim {
+
+namespace ifc = hw::ifc;
+using qpc = ifc::qpc;
+
+namespace {
+
+constexpr std::uint32_t kRqRegular = 0x0;
+constexpr std::uint32_t kRqSrq = 0x1;
+
+// Reads [off, off + len) of a buffer described by a page list whose pages are
+// 4 KiB << log_page_size and which starts page_offset 64ths of a page into the first.
+bool read_pas(const iommu& mmu, const std::vector<std::uint64_t>& pas, unsigned log_page_size,
+              std::uint32_t page_offset, std::uint64_t off, void* dst, std::size_t len) {
+    const std::uint64_t page = std::uint64_t{4096} << log_page_size;
+    std::uint64_t pos = page / 64 * page_offset + off;
+    auto* out = static_cast<std::byte*>(dst);
+    while (len != 0) {
+        const std::uint64_t idx = pos / page;
+        if (idx >= pas.size()) return false;
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(len, page - pos % page));
+        if (!mmu.read(pas[idx] + pos % page, out, n)) return false;
+        out += n;
+        pos += n;
+        len -= n;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool firmware::wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len) {
+    const std::byte* q = qp.qpc.data();
+    if (qp.umem_id == 0) {
+        return read_pas(mmu_, qp.pas, ifc::get<qpc::log_page_size>(q), ifc::get<qpc::page_offset>(q), off,
+                        dst, len);
+    }
+    const auto u = umems_.find(qp.umem_id);
+    if (u == umems_.end()) return false;
+    auto* out = static_cast<std::byte*>(dst);
+    const std::uint64_t page = std::uint64_t{4096} << u->second.log_page_size;
+    while (len != 0) {
+        const std::uint64_t pos = qp.umem_offset + off;
+        const auto iova = umem_iova(u->second, pos);
+        if (!iova) return false;
+        const std::size_t n = static_cast<std::size_t>(
+            std::min<std::uint64_t>(len, page - (u->second.page_offset + pos) % page));
+        if (!mmu_.read(*iova, out, n)) return false;
+        out += n;
+        off += n;
+        len -= n;
+    }
+    return true;
+}
+
+bool firmware::srq_read(const srq_object& srq, std::uint64_t off, void* dst, std::size_t len) {
+    const std::byte* c = srq.srqc.data();
+    return read_pas(mmu_, srq.pas, ifc::get<ifc::srqc::log_page_size>(c), ifc::get<ifc::srqc::page_offset>(c),
+                    off, dst, len);
+}
+
+// The doorbell record's counters (16 bits each): the receive counter at +0, the send
+// counter at +4 (PRM "Doorbell Record").
+std::optional<std::uint32_t> firmware::qp_dbr(const qp_object& qp, bool send) {
+    const std::byte* q = qp.qpc.data();
+    std::uint64_t iova = ifc::get<qpc::dbr_addr>(q) + (send ? 4 : 0);
+    if (ifc::get<qpc::dbr_umem_valid>(q)) {
+        const auto u = umems_.find(ifc::get<qpc::dbr_umem_id>(q));
+        if (u == umems_.end()) return std::nullopt;
+        const auto at = umem_iova(u->second, iova);
+        if (!at) return std::nullopt;
+        iova = *at;
+    }
+    hw::be32 v{};
+    if (!mmu_.read(iova, &v, sizeof(v))) return std::nullopt;
+    return v.value() & 0xffff;
+}
+
+std::optional<std::uint32_t> firmware::srq_dbr(const srq_object& srq) {
+    hw::be32 v{};
+    if (!mmu_.read(ifc::get<ifc::srqc::dbr_addr>(srq.srqc.data()), &v, sizeof(v))) return std::nullopt;
+    return v.value() & 0xffff;
+}
+
+// --- data through memory keys --------------------------------------------------------
+
+bool firmware::remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+                             unsigned access, std::vector<iova_range>& out) {
+    out.clear();
+    const auto mk = mkeys_.find(rkey >> 8);
+    if (mk == mkeys_.end()) return false;
+    const umem_object* umem = nullptr;
+    if (mk->second.umem_id != 0) {
+        const auto u = umems_.find(mk->second.umem_id);
+        if (u != umems_.end()) umem = &u->second;
+    }
+    return translate(mk->second, umem, rkey, pd, va, len, access, out) == translate_status::ok;
+}
+
+hw::cqe_syndrome firmware::gather(std::uint32_t pd, const std::vector<local_sge>& sges,
+                                  std::vector<std::byte>& out) {
+    std::vector<iova_range> ranges;
+    for (const local_sge& s : sges) {
+        if (s.len == 0) continue;
+        if (!remote_access(pd, s.lkey, s.addr, s.len, access_local_read, ranges)) {
+            return hw::cqe_syndrome::LOCAL_PROT_ERR;
+        }
+        for (const iova_range& r : ranges) {
+            const std::size_t at = out.size();
+            out.resize(at + r.len);
+            if (!mmu_.read(r.iova, out.data() + at, r.len)) {
+                trace_.update([](counters& t) { ++t.iommu_faults; });
+                return hw::cqe_syndrome::LOCAL_PROT_ERR;
+            }
+        }
+    }
+    return hw::cqe_syndrome{};
+}
+
+// Writes `data` into the scatter list from byte `skip` on; the list must hold
+// `capacity_needed` bytes (the GRH area of a UD receive counts even when not written).
+hw::cqe_syndrome firmware::scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
+                                   std::span<const std::byte> data, std::size_t capacity_needed) {
+    std::uint64_t capacity = 0;
+    for (const local_sge& s : sges) capacity += s.len;
+    if (capacity < capacity_needed || capacity < skip + data.size()) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
+    // Translate every piece first: nothing is written unless all of it may be.
+    std::vector<iova_range> all, ranges;
+    std::size_t pos = 0;
+    const std::size_t end = skip + data.size();
+    for (const local_sge& s : sges) {
+        if (pos >= end) break;
+        const std::size_t from = std::max(pos, skip);
+        const std::size_t to = std::min<std::size_t>(pos + s.len, end);
+        if (from < to) {
+            if (!remote_access(pd, s.lkey, s.addr + (from - pos), to - from, access_local_write, ranges)) {
+                return hw::cqe_syndrome::LOCAL_PROT_ERR;
+            }
+            all.insert(all.end(), ranges.begin(), ranges.end());
+        }
+        pos += s.len;
+    }
+    std::size_t at = 0;
+    for (const iova_range& r : all) {
+        if (!mmu_.write(r.iova, data.data() + at, r.len)) {
+            trace_.update([](counters& t) { ++t.iommu_faults; });
+            return hw::cqe_syndrome::LOCAL_PROT_ERR;
+        }
+        at += r.len;
+    }
+    return hw::cqe_syndrome{};
+}
+
+// --- errors and flushes ----------------------------------------------------------------
+
+void firmware::qp_event(hw::event_type t, std::uint32_t qpn) {
+    std::array<std::byte, ifc::qp_events::size_bytes> d{};
+    ifc::set<ifc::qp_events::qpn_rqn_sqn>(d.data(), qpn);
+    post_event(t, 0, d);
+}
+
+namespace {
+
+hw::cqe64 flush_cqe(hw::cqe_opcode op, std::uint32_t qpn, std::uint8_t wqe_opcode, std::uint16_t counter,
+                    std::uint32_t srqn) {
+    hw::cqe64 c{};
+    auto& e = reinterpret_cast<hw::err_cqe64&>(c);
+    e.syndrome = static_cast<std::uint8_t>(hw::cqe_syndrome::WR_FLUSH_ERR);
+    e.srqn = hw::be32::from(srqn);
+    e.s_wqe_opcode_qpn = hw::be32::from((std::uint32_t{wqe_opcode} << 24) | qpn);
+    e.wqe_counter = hw::be16::from(counter);
+    e.op_own = hw::make_op_own(op, false, 0);
+    return c;
+}
+
+}  // namespace
+
+// Every send WQE taken and not completed, then every WQE posted up to the doorbell
+// record, completes with WR_FLUSH_ERR, signaled or not (IBA C10-96 ff.).
+void firmware::flush_sq(qp_object& qp) {
+    qp_transport& x = qp.x;
+    for (const sq_request& r : x.outstanding) {
+        push_cqe(qp.cqn_snd, flush_cqe(hw::cqe_opcode::REQ_ERR, qp.qpn, static_cast<std::uint8_t>(r.op),
+                                       r.wqe_index, 0),
+                 false);
+        qp.sq_consumer += r.bbs;
+    }
+    x.outstanding.clear();
+    x.timer = x.rnr_wait = false;
+    x.kicked = false;
+    const std::byte* q = qp.qpc.data();
+    if (ifc::get<qpc::no_sq>(q)) return;
+    const auto producer = qp_dbr(qp, true);
+    if (!producer) return;
+    const unsigned log_sq = ifc::get<qpc::log_sq_size>(q);
+    const std::uint64_t rq_bytes = ifc::get<qpc::rq_type>(q) == kRqRegular
+                                       ? (std::uint64_t{16} << ifc::get<qpc::log_rq_stride>(q)) << ifc::get<qpc::log_rq_size>(q)
+                                       : 0;
+    std::uint32_t budget = 1u << log_sq;  // never more WQE-BBs than the ring holds
+    while (((*producer - x.sq_fetched) & 0xffff) != 0 && budget != 0) {
+        hw::wqe_ctrl_seg ctrl{};
+        const std::uint64_t off = rq_bytes + std::uint64_t{x.sq_fetched & ((1u << log_sq) - 1)} * hw::send_wqe_bb;
+        if (!wq_read(qp, off, &ctrl, sizeof(ctrl))) break;
+        const std::uint32_t bbs = std::max<std::uint32_t>(1, (hw::ctrl_ds(ctrl) * 16u + 63) / 64);
+        push_cqe(qp.cqn_snd, flush_cqe(hw::cqe_opcode::REQ_ERR, qp.qpn, static_cast<std::uint8_t>(hw::ctrl_opcode(ctrl)),
+                                       static_cast<std::uint16_t>(x.sq_fetched), 0),
+                 false);
+        x.sq_fetched += bbs;
+        qp.sq_consumer += bbs;
+        budget = budget > bbs ? budget - bbs : 0;
+    }
+}
+
+// Every receive WQE posted to the QP's own RQ completes with WR_FLUSH_ERR; an SRQ's
+// WQEs belong to the SRQ and stay.
+void firmware::flush_rq(qp_object& qp) {
+    const std::byte* q = qp.qpc.data();
+    if (ifc::get<qpc::rq_type>(q) != kRqRegular) return;
+    const auto producer = qp_dbr(qp, false);
+    if (!producer) return;
+    std::uint32_t budget = 1u << ifc::get<qpc::log_rq_size>(q);
+    while (((*producer - qp.rq_consumer) & 0xffff) != 0 && budget-- != 0) {
+        push_cqe(qp.cqn_rcv, flush_cqe(hw::cqe_opcode::RESP_ERR, qp.qpn, 0, static_cast<std::uint16_t>(qp.rq_consumer), 0),
+                 false);
+        ++qp.rq_consumer;
+    }
+}
+
+// A transport error: RC QPs go to ERR (both queues flushed); a send-side error of a UC or
+// UD QP goes to SQE, flushing the send queue only (IBA 10.3.1).
+void firmware::qp_to_error(qp_object& qp, bool send_queue_only) {
+    const qp_state from = qp.state;
+    qp.state = send_queue_only ? qp_state::sqer : qp_state::err;
+    ifc::set<qpc::state>(qp.qpc.data(), static_cast<std::uint32_t>(qp.state));
+    flush_sq(qp);
+    if (!send_queue_only) {
+        flush_rq(qp);
+        // IBA 11.6.3.2: a QP on an SRQ reports the last WQE it will take.
+        if (ifc::get<qpc::rq_type>(qp.qpc.data()) == kRqSrq && from != qp_state::err) {
+            qp_event(hw::event_type::SRQ_LAST_WQE, qp.qpn);
+        }
+    }
+    active_qps_.insert(qp.qpn);
+}
+
+// After a transition command has changed the QP's state (fw_qp.cc).
+void firmware::on_qp_transition(qp_object& qp, qp_state from) {
+    qp_transport& x = qp.x;
+    const std::byte* q = qp.qpc.data();
+    switch (qp.state) {
+    case qp_state::rst:
+        x = qp_transport{};
+        active_qps_.erase(qp.qpn);
+        return;
+    case qp_state::err:
+        if (from != qp_state::err) {
+            qp.state = from;  // qp_to_error sets it again and reports the last WQE
+            qp_to_error(qp, false);
+        }
+        return;
+    case qp_state::rtr:
+        if (from == qp_state::init) x.epsn = ifc::get<qpc::next_rcv_psn>(q);
+        return;
+    case qp_state::rts:
+        if (from == qp_state::rtr) {
+            x.next_psn = ifc::get<qpc::next_send_psn>(q);
+            x.retries_left = ifc::get<qpc::retry_count>(q);
+            x.rnr_left = ifc::get<qpc::rnr_retry>(q);
+        }
+        if (x.kicked) sq_progress(qp);
+        return;
+    default:
+        return;
+    }
+}
+
+std::uint32_t firmware::port_address() const {
+    if (cfg_.port == port_type::ethernet) {
+        return (std::uint32_t{cfg_.ipv4[0]} << 24) | (std::uint32_t{cfg_.ipv4[1]} << 16) |
+               (std::uint32_t{cfg_.ipv4[2]} << 8) | cfg_.ipv4[3];
+    }
+    return cfg_.lid;
+}
+
+void firmware::send_packet(packet&& p) {
+    p.src_addr = port_address();
+    trace_.update([](counters& t) { ++t.packets_sent; });
+    if (!fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p))) {
+        trace_.update([](counters& t) { ++t.packets_dropped; });
+    }
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,578 @@
+// The requester side of the transport engine (IBA 9.7 "Reliable Service", 9.8
+// "Unreliable Service"; PRM "Send WQE", "Doorbells and BlueFlame"): send doorbells, WQE
+// execution, ACKs and responses, retransmission and the send queue's completions.
+//
+// What the device acts on, as a card: a send doorbell (the first 8 bytes of a WQE's
+// control segment written to a BlueFlame register half of the QP's own UAR page) makes
+// it read the send counter of the QP's doorbell record and execute WQEs up to it. A
+// doorbell without a record update executes nothing; a record update without a
+// doorbell is not seen until the next doorbell. A whole WQE written to the register in
+// one burst (BlueFlame) is executed from that copy -- the device checks it against the
+// ring only to know that the burst arrived complete.
+//
+// To tell a burst from a plain doorbell the device keeps a sentinel in every 8 bytes of
+// a register half but the first, and puts it back after each doorbell: a copy is
+// complete when none of its 8-byte words still holds the sentinel.
+#include <algorithm>
+#include <cstring>
+
+#include "hw/cqe.h"
+#include "hw/doorbell.h"
+#include "hw/endian.h"
+#include "hw/ifc.h"
+#include "hw/wqe.h"
+#include "sim/firmware.h"
+#include "sim/fw_tables.h"
+
+namespace cxv::sim {
+
+namespace ifc = hw::ifc;
+using qpc = ifc::qpc;
+using ads = ifc::ads;
+using hw::cqe_syndrome;
+using hw::wqe_opcode;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::uint64_t kBfSentinel = 0x5a17ee15deadbf00ull;
+constexpr std::size_t kBfArea = hw::uar_bf_offset;   // BlueFlame registers: 0x800..0xfff
+constexpr std::size_t kBfHalf = 0x100;              // a register half (log_bf_reg_size 9)
+constexpr std::uint32_t kRqRegular = 0x0;
+constexpr unsigned kRnrRetryForever = 7;
+
+// IBA Table 45, "Encoding for RNR NAK Timer Field", in microseconds (code 0 is the
+// longest).
+constexpr std::array<std::uint32_t, 32> kRnrMicros{
+    655360, 10,    20,    30,    40,    60,    80,     120,    160,    240,    320,
+    480,    640,   960,   1280,  1920,  2560,  3840,   5120,   7680,   10240,  15360,
+    20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+
+std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & 0xffffff; }
+
+bool reads_remote(wqe_opcode op) {
+    return op == wqe_opcode::RDMA_READ || op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA;
+}
+bool has_raddr(wqe_opcode op) {
+    return op == wqe_opcode::RDMA_WRITE || op == wqe_opcode::RDMA_WRITE_IMM || reads_remote(op);
+}
+bool is_atomic(wqe_opcode op) { return op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA; }
+
+// The operations each transport carries (IBA Table 3; NOP is local).
+bool allowed(transport tp, wqe_opcode op) {
+    switch (op) {
+    case wqe_opcode::NOP:
+    case wqe_opcode::SEND:
+    case wqe_opcode::SEND_IMM: return true;
+    case wqe_opcode::RDMA_WRITE:
+    case wqe_opcode::RDMA_WRITE_IMM: return tp != transport::ud;
+    case wqe_opcode::RDMA_READ:
+    case wqe_opcode::ATOMIC_CS:
+    case wqe_opcode::ATOMIC_FA: return tp == transport::rc;
+    default: return false;
+    }
+}
+
+std::uint32_t ipv4_of(const std::uint8_t* gid) {
+    return (std::uint32_t{gid[12]} << 24) | (std::uint32_t{gid[13]} << 16) | (std::uint32_t{gid[14]} << 8) | gid[15];
+}
+
+// 4.096 us * 2^t (IBA 9.7.6.1.3 "Local ACK Timeout"); 0 is infinite.
+clock_type::duration ack_timeout(unsigned t) {
+    return std::chrono::nanoseconds(t == 0 ? 0 : std::uint64_t{4096} << std::min(t, 31u));
+}
+
+std::uint16_t ip_checksum(const std::byte* h, std::size_t n) {
+    std::uint32_t sum = 0;
+    for (std::size_t i = 0; i + 1 < n; i += 2) {
+        sum += (std::to_integer<std::uint32_t>(h[i]) << 8) | std::to_integer<std::uint32_t>(h[i + 1]);
+    }
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<std::uint16_t>(~sum);
+}
+
+template <typename T>
+void put_be(std::byte* at, T v) {
+    for (std::size_t i = 0; i < sizeof(T); ++i) at[i] = std::byte(v >> (8 * (sizeof(T) - 1 - i)));
+}
+
+// What a UD receiver finds in the first 40 bytes of its buffer: the GRH (InfiniBand), or
+// for RoCE v2 over IPv4 the IPv4 header in the last 20 bytes (IBA A16/A17).
+void build_grh(packet& p, const hw::wqe_av& av, bool eth, const device_config& cfg, std::size_t len) {
+    std::byte* g = p.grh_bytes.data();
+    const std::uint32_t headers = 12 + 8 + 4;  // BTH, DETH, ICRC
+    if (eth) {
+        std::byte* ip = g + 20;
+        ip[0] = std::byte{0x45};
+        ip[1] = std::byte{av.tclass};
+        put_be<std::uint16_t>(ip + 2, static_cast<std::uint16_t>(20 + 8 + headers + len));
+        put_be<std::uint16_t>(ip + 6, 0x4000);  // don't fragment
+        ip[8] = std::byte{av.hop_limit};
+        ip[9] = std::byte{17};  // UDP
+        for (std::size_t i = 0; i < 4; ++i) ip[12 + i] = std::byte{cfg.ipv4[i]};
+        for (std::size_t i = 0; i < 4; ++i) ip[16 + i] = std::byte{av.rgid[12 + i]};
+        put_be<std::uint16_t>(ip + 10, ip_checksum(ip, 20));
+        return;
+    }
+    put_be<std::uint32_t>(g, (6u << 28) | (std::uint32_t{av.tclass} << 20) | (av.grh_gid_fl.value() & 0xfffff));
+    put_be<std::uint16_t>(g + 4, static_cast<std::uint16_t>(headers + len));
+    g[6] = std::byte{0x1b};  // next header: IBA transport
+    g[7] = std::byte{av.hop_limit};
+    put_be<std::uint64_t>(g + 8, 0xfe80000000000000ull);  // GID 0: link-local prefix, port GUID
+    put_be<std::uint64_t>(g + 16, cfg.node_guid + 1);
+    std::memcpy(g + 24, av.rgid, 16);
+}
+
+hw::cqe64 req_cqe(const sq_request& r, std::uint32_t qpn, std::uint32_t uidx) {
+    hw::cqe64 c{};
+    c.wqe_counter = hw::be16::from(r.wqe_index);
+    c.sop_drop_qpn = hw::be32::from((std::uint32_t{static_cast<std::uint8_t>(r.op)} << 24) | qpn);
+    c.byte_cnt = hw::be32::from(r.byte_cnt);
+    c.srqn_uidx = hw::be32::from(uidx & 0xffffff);
+    c.op_own = hw::make_op_own(hw::cqe_opcode::REQ, false, 0);
+    return c;
+}
+
+hw::cqe64 req_err_cqe(const sq_request& r, std::uint32_t qpn) {
+    hw::cqe64 c{};
+    auto& e = reinterpret_cast<hw::err_cqe64&>(c);
+    e.syndrome = static_cast<std::uint8_t>(r.error);
+    e.s_wqe_opcode_qpn = hw::be32::from((std::uint32_t{static_cast<std::uint8_t>(r.op)} << 24) | qpn);
+    e.wqe_counter = hw::be16::from(r.wqe_index);
+    e.op_own = hw::make_op_own(hw::cqe_opcode::REQ_ERR, false, 0);
+    return c;
+}
+
+std::uint64_t sq_base(const std::byte* q) {
+    if (ifc::get<qpc::rq_type>(q) != kRqRegular) return 0;
+    return (std::uint64_t{16} << ifc::get<qpc::log_rq_stride>(q)) << ifc::get<qpc::log_rq_size>(q);
+}
+
+void start_timer(qp_transport& x, const std::byte* q) {
+    const auto t = ack_timeout(ifc::get<ads::ack_timeout>(ifc::at<qpc::primary_address_path>(q)));
+    if (t.count() == 0 || x.outstanding.empty() || x.rnr_wait) return;
+    x.timer = true;
+    x.retry_at = clock_type::now() + t;
+}
+
+}  // namespace
+
+// --- doorbells ---------------------------------------------------------------------------
+
+void firmware::write_bf_sentinel(std::uint32_t uar) {
+    if (!bf_pages_.insert(uar).second) return;
+    const std::size_t base = std::size_t{uar} * hw::uar_page_size;
+    if (base + hw::uar_page_size > bar_.size()) return;
+    for (std::size_t off = kBfArea; off < hw::uar_page_size; off += 8) {
+        if (off % kBfHalf != 0) bar_.store64(base + off, kBfSentinel);
+    }
+}
+
+void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0) {
+    trace_.update([](counters& t) { ++t.send_doorbells; });
+    const auto qpn = static_cast<std::uint32_t>(qword0) >> 8;
+    const unsigned ds = static_cast<unsigned>(qword0 & 0x3f);
+    // The BlueFlame copy, if the whole burst is there: the WQE's ds octowords in whole
+    // 64-byte blocks, every 8 bytes of them written.
+    const std::size_t n = (ds * 16 + 63) / 64 * 64;
+    std::array<std::byte, kBfHalf> copy{};
+    bool complete = false;
+    if (cfg_.write_combining && ds != 0 && n <= kBfHalf) {
+        for (unsigned tries = 0; tries < 64 && !complete; ++tries) {
+            complete = true;
+            for (std::size_t q = 8; q < n && complete; q += 8) complete = bar_.load64(off + q) != kBfSentinel;
+        }
+        if (complete) {
+            const hw::be64 first = hw::be64::from(qword0);
+            std::memcpy(copy.data(), &first, 8);
+            std::memcpy(copy.data() + 8, bar_.base() + off + 8, n - 8);
+        }
+    }
+    for (std::size_t q = 8; q < kBfHalf; q += 8) bar_.store64(off + q, kBfSentinel);
+
+    const auto it = qps_.find(qpn);
+    if (it == qps_.end() || ifc::get<qpc::uar_page>(it->second.qpc.data()) != uar) {
+        trace_.update([](counters& t) { ++t.stray_doorbells; });
+        return;
+    }
+    qp_object& qp = it->second;
+    if (complete) {
+        qp.x.bf = copy;
+        qp.x.bf_len = static_cast<std::uint32_t>(n);
+        qp.x.bf_index = static_cast<std::uint16_t>(qword0 >> 40);
+    }
+    qp.x.kicked = true;
+    sq_progress(qp);
+}
+
+// --- executing the send queue --------------------------------------------------------------
+
+void firmware::sq_progress(qp_object& qp) {
+    qp_transport& x = qp.x;
+    if (qp.state == qp_state::err || qp.state == qp_state::sqer) {
+        flush_sq(qp);
+        return;
+    }
+    if (qp.state != qp_state::rts) {
+        if (x.kicked) active_qps_.insert(qp.qpn);  // taken up when the QP reaches RTS
+        return;
+    }
+    if (x.rnr_wait || (!x.outstanding.empty() && x.outstanding.back().failed)) return;
+    const auto producer = qp_dbr(qp, true);
+    const std::uint32_t size = 1u << ifc::get<qpc::log_sq_size>(qp.qpc.data());
+    if (!producer || ((*producer - x.sq_fetched) & 0xffff) > size) {
+        // A record the device cannot read, or one claiming more WQEs than the ring holds.
+        qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
+        qp_to_error(qp, false);
+        return;
+    }
+    while (((*producer - x.sq_fetched) & 0xffff) != 0) {
+        std::uint32_t bbs = 0;
+        if (!execute_wqe(qp, x.sq_fetched, bbs)) break;
+        if (qp.state != qp_state::rts || (!x.outstanding.empty() && x.outstanding.back().failed)) break;
+    }
+    x.kicked = qp.state == qp_state::rts && ((*producer - x.sq_fetched) & 0xffff) != 0;
+    if (x.kicked || x.timer || x.rnr_wait) active_qps_.insert(qp.qpn);
+}
+
+// Executes the WQE at WQE-BB counter `at`. False (and bbs 0) when it must wait (a fence
+// on earlier reads) or the QP failed; true when the WQE was taken (sq_fetched moves past
+// it), with its size in bbs.
+bool firmware::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) {
+    const std::byte* q = qp.qpc.data();
+    qp_transport& x = qp.x;
+    const auto tp = static_cast<transport>(ifc::get<qpc::st>(q));
+    const bool eth = cfg_.port == port_type::ethernet;
+    const std::uint32_t mask = (1u << ifc::get<qpc::log_sq_size>(q)) - 1;
+    const std::uint64_t base = sq_base(q);
+    std::array<std::byte, 64 * 16> w{};  // ds is 6 bits: at most 1008 bytes
+    if (!wq_read(qp, base + std::uint64_t{at & mask} * 64, w.data(), 64)) {
+        qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
+        qp_to_error(qp, false);
+        return false;
+    }
+    hw::wqe_ctrl_seg ctrl{};
+    std::memcpy(&ctrl, w.data(), sizeof(ctrl));
+    const std::size_t size = std::size_t{hw::ctrl_ds(ctrl)} * 16;
+    const std::uint32_t nbb = std::max<std::uint32_t>(1, static_cast<std::uint32_t>((size + 63) / 64));
+    for (std::uint32_t i = 1; i < nbb; ++i) {
+        if (!wq_read(qp, base + std::uint64_t{(at + i) & mask} * 64, w.data() + 64 * i, 64)) {
+            qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
+            qp_to_error(qp, false);
+            return false;
+        }
+    }
+    // The BlueFlame copy of this WQE, when it arrived whole, is what executes.
+    if (x.bf_len != 0 && x.bf_index == static_cast<std::uint16_t>(at)) {
+        if (size >= 16 && x.bf_len >= size && std::memcmp(x.bf.data(), w.data(), 8) == 0 &&
+            std::memcmp(x.bf.data() + 16, w.data() + 16, size - 16) == 0) {
+            std::memcpy(w.data() + 8, x.bf.data() + 8, 8);
+            std::memcpy(&ctrl, w.data(), sizeof(ctrl));
+            trace_.update([](counters& t) { ++t.bf_copies_used; });
+        }
+        x.bf_len = 0;
+    }
+    trace_.update([](counters& t) { ++t.wqes; });
+
+    sq_request r;
+    r.wqe_index = static_cast<std::uint16_t>(at);
+    r.bbs = nbb;
+    r.op = hw::ctrl_opcode(ctrl);
+    r.signaled = hw::ctrl_cq_update_set(ctrl);
+    auto finish = [&](bool failed, cqe_syndrome why) {
+        r.done = true;
+        r.failed = failed;
+        r.error = why;
+        x.outstanding.push_back(std::move(r));
+        bbs = nbb;
+        x.sq_fetched += nbb;
+        complete_front(qp);
+        return true;
+    };
+    auto local_error = [&](cqe_syndrome why) { return finish(true, why); };
+
+    // PRM "Send WQE": the index must be the WQE's position, the QPN this QP's.
+    if (size == 0 || hw::ctrl_wqe_index(ctrl) != static_cast<std::uint16_t>(at) ||
+        hw::ctrl_qpn(ctrl) != qp.qpn || !allowed(tp, r.op) || hw::ctrl_opmod(ctrl) != 0) {
+        return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+    }
+    // Fences: wait until earlier RDMA READs and atomics have completed (strong ordering:
+    // every earlier WQE).
+    if (const auto fm = hw::ctrl_fence(ctrl); fm != hw::fence_mode::none) {
+        const bool wait = std::any_of(x.outstanding.begin(), x.outstanding.end(), [&](const sq_request& o) {
+            return !o.done && (fm == hw::fence_mode::strong_ordering || reads_remote(o.op));
+        });
+        if (wait) return false;
+    }
+    if (r.op == wqe_opcode::NOP) return finish(false, {});
+
+    packet p;
+    p.tp = tp;
+    p.op = r.op;
+    p.solicited = hw::ctrl_solicited_set(ctrl);
+    p.src_qpn = qp.qpn;
+    if (r.op == wqe_opcode::SEND_IMM || r.op == wqe_opcode::RDMA_WRITE_IMM) {
+        p.has_imm = true;
+        p.imm_raw = ctrl.imm.raw;
+    }
+    std::size_t pos = sizeof(ctrl);
+    hw::wqe_av av{};
+    std::uint32_t mtu = 0;
+    if (tp == transport::ud) {
+        if (pos + sizeof(av) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+        std::memcpy(&av, w.data() + pos, sizeof(av));
+        pos += sizeof(av);
+        p.dst_qpn = av.dqp_dct.value() & 0xffffff;
+        // A Q_Key with the high bit set means "the QP's own" (IBA 10.2.5).
+        const std::uint32_t qkey = av.qkey.value();
+        p.qkey = (qkey & 0x80000000u) ? ifc::get<qpc::q_key>(q) : qkey;
+        p.sl = av.stat_rate_sl & 0xf;
+        p.dst_addr = eth ? ipv4_of(av.rgid) : av.rlid.value();
+        p.grh = eth || ((av.grh_gid_fl.value() >> 30) & 1);
+        const unsigned code = ifc::get<qpc::mtu>(q);
+        mtu = 128u << ((code == 0 || code > 5) ? 5 : code);
+    } else {
+        const std::byte* path = ifc::at<qpc::primary_address_path>(q);
+        p.dst_qpn = ifc::get<qpc::remote_qpn>(q);
+        if (eth) {
+            std::uint8_t gid[16];
+            for (std::size_t i = 0; i < 16; ++i) gid[i] = static_cast<std::uint8_t>(ifc::get<ads::rgid_rip>(path, i));
+            p.dst_addr = ipv4_of(gid);
+        } else {
+            p.dst_addr = ifc::get<ads::rlid>(path);
+        }
+        p.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
+        mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(q), 1, 5);
+        if (has_raddr(r.op)) {
+            if (pos + sizeof(hw::wqe_raddr_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+            hw::wqe_raddr_seg ra{};
+            std::memcpy(&ra, w.data() + pos, sizeof(ra));
+            p.raddr = ra.raddr.value();
+            p.rkey = ra.rkey.value();
+            pos += sizeof(ra);
+        }
+        if (is_atomic(r.op)) {
+            if (pos + sizeof(hw::wqe_atomic_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+            hw::wqe_atomic_seg as{};
+            std::memcpy(&as, w.data() + pos, sizeof(as));
+            p.swap_add = as.swap_add.value();
+            p.compare = as.compare.value();
+            pos += sizeof(as);
+        }
+    }
+
+    // The data: inline pieces and pointers, in order.
+    std::vector<local_sge> sges;
+    bool any_inline = false;
+    std::uint64_t total = 0;
+    while (pos < size) {
+        hw::be32 bc{};
+        std::memcpy(&bc, w.data() + pos, 4);
+        if (bc.value() & hw::inline_seg_flag) {
+            const std::uint32_t len = bc.value() & ~hw::inline_seg_flag;
+            if (pos + 4 + len > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+            // Inline bytes go straight to the payload; pointers are gathered below.
+            if (!sges.empty()) {
+                if (const auto s = gather(qp.pd, sges, p.payload); s != cqe_syndrome{}) return local_error(s);
+                sges.clear();
+            }
+            const auto* src = w.data() + pos + 4;
+            p.payload.insert(p.payload.end(), src, src + len);
+            any_inline = true;
+            total += len;
+            pos += (4 + len + 15) / 16 * 16;
+        } else {
+            if (pos + sizeof(hw::wqe_data_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+            hw::wqe_data_seg d{};
+            std::memcpy(&d, w.data() + pos, sizeof(d));
+            const std::uint32_t len = d.byte_count.value() == 0 ? 0x80000000u : d.byte_count.value();
+            sges.push_back({d.lkey.value(), d.addr.value(), len});
+            total += len;
+            pos += sizeof(d);
+        }
+    }
+    // Message size limits: the path MTU for UD, 2^log_msg_max for connected QPs.
+    if (tp == transport::ud) {
+        if (total > mtu) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
+    } else {
+        const unsigned lmm = ifc::get<qpc::log_msg_max>(q);
+        if (total > (std::uint64_t{1} << (lmm == 0 ? 31 : lmm))) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
+    }
+    if (reads_remote(r.op)) {
+        // The scatter list is where the response goes.
+        if (any_inline) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+        if (is_atomic(r.op) && total != 8) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
+        r.local = std::move(sges);
+        p.length = static_cast<std::uint32_t>(total);
+    } else if (!sges.empty()) {
+        if (const auto s = gather(qp.pd, sges, p.payload); s != cqe_syndrome{}) return local_error(s);
+    }
+    if (p.grh) build_grh(p, av, eth, cfg_, p.payload.size());
+
+    const std::uint64_t wire = reads_remote(r.op) && !is_atomic(r.op) ? p.length : p.payload.size();
+    p.npsn = is_atomic(r.op) ? 1 : static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (wire + mtu - 1) / mtu));
+    p.psn = x.next_psn;
+    x.next_psn = psn_add(x.next_psn, p.npsn);
+    if (tp != transport::rc) {
+        send_packet(std::move(p));
+        return finish(false, {});
+    }
+    bbs = nbb;
+    x.sq_fetched += nbb;
+    r.pkt = p;
+    x.outstanding.push_back(std::move(r));
+    send_packet(std::move(p));
+    if (!x.timer) start_timer(x, q);
+    return true;
+}
+
+// Completes, in order, every WQE at the front that has its answer.
+void firmware::complete_front(qp_object& qp) {
+    qp_transport& x = qp.x;
+    const std::uint32_t uidx = ifc::get<qpc::user_index>(qp.qpc.data());
+    while (!x.outstanding.empty() && x.outstanding.front().done) {
+        sq_request r = std::move(x.outstanding.front());
+        x.outstanding.pop_front();
+        qp.sq_consumer += r.bbs;
+        if (r.failed) {
+            push_cqe(qp.cqn_snd, req_err_cqe(r, qp.qpn), false);
+            const bool connected = ifc::get<qpc::st>(qp.qpc.data()) == static_cast<std::uint32_t>(transport::rc);
+            qp_to_error(qp, !connected);
+            return;
+        }
+        if (r.signaled) push_cqe(qp.cqn_snd, req_cqe(r, qp.qpn, uidx), false);
+    }
+    if (x.outstanding.empty()) x.timer = false;
+}
+
+// --- answers -------------------------------------------------------------------------------
+
+void firmware::on_response(qp_object& qp, packet& p) {
+    qp_transport& x = qp.x;
+    if (qp.state != qp_state::rts) return;  // answers to a QP that has left RTS are dropped
+    const std::byte* q = qp.qpc.data();
+    const auto it = std::find_if(x.outstanding.begin(), x.outstanding.end(),
+                                 [&](const sq_request& r) { return !r.done && r.pkt.psn == p.psn; });
+    if (it == x.outstanding.end()) return;  // a duplicate, or for a request already answered
+    // An answer to a later request acknowledges earlier SENDs and WRITEs (IBA 9.7.5.1.1).
+    for (auto e = x.outstanding.begin(); e != it; ++e) {
+        if (!reads_remote(e->op)) e->done = true;
+    }
+    sq_request& r = *it;
+    switch (p.kind) {
+    case pkt_kind::ack:
+        if (!reads_remote(r.op)) r.done = true;
+        break;
+    case pkt_kind::read_response:
+    case pkt_kind::atomic_response:
+        if (const auto s = scatter(qp.pd, r.local, 0, p.payload, p.payload.size()); s != cqe_syndrome{}) {
+            r.failed = true;
+            r.error = s;
+        }
+        r.byte_cnt = static_cast<std::uint32_t>(p.payload.size());
+        r.done = true;
+        break;
+    case pkt_kind::nak:
+        if (p.nak == nak_code::rnr) {
+            trace_.update([](counters& t) { ++t.rnr_naks; });
+            const unsigned limit = ifc::get<qpc::rnr_retry>(q);
+            if (limit != kRnrRetryForever && x.rnr_left == 0) {
+                r.failed = true;
+                r.error = cqe_syndrome::RNR_RETRY_EXC_ERR;
+                r.done = true;
+                break;
+            }
+            if (limit != kRnrRetryForever) --x.rnr_left;
+            x.rnr_wait = true;
+            x.timer = false;
+            x.retry_at = clock_type::now() + std::chrono::microseconds(kRnrMicros[p.rnr_timer & 31]);
+            active_qps_.insert(qp.qpn);
+            complete_front(qp);
+            return;
+        }
+        r.failed = true;
+        r.error = p.nak == nak_code::invalid_request   ? cqe_syndrome::REMOTE_INVAL_REQ_ERR
+                  : p.nak == nak_code::remote_access ? cqe_syndrome::REMOTE_ACCESS_ERR
+                                                     : cqe_syndrome::REMOTE_OP_ERR;
+        r.done = true;
+        break;
+    default:
+        return;
+    }
+    // Progress: the retry budgets start again.
+    x.retries_left = ifc::get<qpc::retry_count>(q);
+    if (p.kind != pkt_kind::nak) x.rnr_left = ifc::get<qpc::rnr_retry>(q);
+    x.timer = false;
+    complete_front(qp);
+    if (qp.state == qp_state::rts) start_timer(x, q);
+    if (qp.state == qp_state::rts && x.kicked) sq_progress(qp);
+}
+
+void firmware::retransmit(qp_object& qp) {
+    for (const sq_request& r : qp.x.outstanding) {
+        if (r.done) continue;
+        packet p = r.pkt;
+        trace_.update([](counters& t) { ++t.retransmits; });
+        send_packet(std::move(p));
+    }
+}
+
+bool firmware::transport_tick(clock_type::time_point now) {
+    if (active_qps_.empty()) return false;
+    bool any = false;
+    const std::vector<std::uint32_t> todo(active_qps_.begin(), active_qps_.end());
+    for (const std::uint32_t qpn : todo) {
+        const auto it = qps_.find(qpn);
+        if (it == qps_.end()) {
+            active_qps_.erase(qpn);
+            continue;
+        }
+        qp_object& qp = it->second;
+        qp_transport& x = qp.x;
+        if (qp.state == qp_state::err) {
+            // Receives posted to a QP in error are flushed as the record shows them.
+            const auto before = qp.rq_consumer;
+            flush_rq(qp);
+            any |= before != qp.rq_consumer;
+            continue;
+        }
+        if (qp.state != qp_state::rts) {
+            if (!x.kicked) active_qps_.erase(qpn);
+            continue;
+        }
+        const std::byte* q = qp.qpc.data();
+        if (x.rnr_wait && now >= x.retry_at) {
+            x.rnr_wait = false;
+            retransmit(qp);
+            start_timer(x, q);
+            any = true;
+        }
+        if (x.timer && now >= x.retry_at) {
+            any = true;
+            if (x.retries_left == 0) {
+                const auto first = std::find_if(x.outstanding.begin(), x.outstanding.end(),
+                                                [](const sq_request& r) { return !r.done; });
+                if (first != x.outstanding.end()) {
+                    first->done = first->failed = true;
+                    first->error = cqe_syndrome::TRANSPORT_RETRY_EXC_ERR;
+                }
+                x.timer = false;
+                complete_front(qp);
+                continue;
+            }
+            --x.retries_left;
+            retransmit(qp);
+            x.timer = false;
+            start_timer(x, q);
+        }
+        if (x.kicked) {
+            const auto fetched = x.sq_fetched;
+            sq_progress(qp);
+            any |= fetched != x.sq_fetched;
+        }
+        if (qp.state == qp_state::rts && !x.kicked && !x.timer && !x.rnr_wait) active_qps_.erase(qpn);
+    }
+    return any;
+}
+
+}  // namespace cxv::sim
