@@ -1,0 +1,206 @@
+// What goes wrong, end to end: RNR NAKs retried and exhausted, local protection and
+// length errors, remote access errors (the responder's memory untouched, its QP in
+// error with an affiliated event), flushes of every WR posted after an error (send and
+// receive), CQ overrun, and the doorbell protocol itself (a doorbell without a record
+// update, and a record update without a doorbell, execute nothing).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "hw/doorbell.h"
+#include "hw/wqe.h"
+#include "tests/e2e/fixture.h"
+
+using namespace cxv;
+using namespace cxv::test;
+
+namespace {
+
+struct pair_fixture {
+    std::unique_ptr<node> a = make_node("0000:c5:00.0");
+    std::unique_ptr<node> b = make_node("0000:c5:00.1", 16);
+    std::shared_ptr<cxv::qp> qa, qb;
+
+    explicit pair_fixture(std::uint8_t rnr_retry = 7, std::uint8_t retry_cnt = 7) {
+        qa = make_qp(*a, qp_type::rc, {16, 16, 2, 2, 0});
+        qb = make_qp(*b, qp_type::rc, {16, 16, 2, 2, 0});
+        auto ma = link_to(*qb, *b);
+        auto mb = link_to(*qa, *a);
+        ma.rnr_retry = rnr_retry;
+        ma.retry_cnt = retry_cnt;
+        bring_to_rts(*qa, ma);
+        bring_to_rts(*qb, mb);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("RNR: a SEND waits for a receive to be posted; with rnr_retry 1 it fails") {
+    {
+        pair_fixture f;  // rnr_retry 7: forever
+        ibv_sge s = sge(*f.a, 0, 32);
+        REQUIRE(post_send(*f.qa, 1, IBV_WR_SEND, &s, 1) == 0);
+        expect_no_wc(*f.a->cq, std::chrono::milliseconds(30));
+        ibv_sge r = sge(*f.b, 0x1000, 32);
+        REQUIRE(post_recv(*f.qb, 2, &r, 1) == 0);
+        const auto wc = wait_wc(*f.a->cq, 1);
+        CHECK(wc[0].status == IBV_WC_SUCCESS);
+        CHECK(wait_wc(*f.b->cq, 1)[0].wr_id == 2);
+    }
+    {
+        pair_fixture f(1);
+        ibv_sge s = sge(*f.a, 0, 32);
+        REQUIRE(post_send(*f.qa, 1, IBV_WR_SEND, &s, 1) == 0);
+        REQUIRE(post_send(*f.qa, 2, IBV_WR_SEND, &s, 1, 0) == 0);  // unsignaled: flushed all the same
+        ibv_sge own = sge(*f.a, 0x2000, 32);
+        REQUIRE(post_recv(*f.qa, 3, &own, 1) == 0);
+        const auto wc = wait_wc(*f.a->cq, 3);
+        CHECK(wc[0].wr_id == 1);
+        CHECK(wc[0].status == IBV_WC_RNR_RETRY_EXC_ERR);
+        CHECK(wc[0].opcode == IBV_WC_SEND);
+        // The QP went to error: the rest of the send queue and the receive queue flush.
+        CHECK(wc[1].status == IBV_WC_WR_FLUSH_ERR);
+        CHECK(wc[2].status == IBV_WC_WR_FLUSH_ERR);
+        std::set<std::uint64_t> ids{wc[1].wr_id, wc[2].wr_id};
+        CHECK(ids == std::set<std::uint64_t>{2, 3});
+        CHECK(take(f.qa->query()) == qp_state::error);
+        // Posting to a QP in error: the WR completes with a flush error (send and receive).
+        REQUIRE(post_send(*f.qa, 4, IBV_WR_SEND, &s, 1) == 0);
+        REQUIRE(post_recv(*f.qa, 5, &own, 1) == 0);
+        const auto late = wait_wc(*f.a->cq, 2);
+        CHECK(late[0].status == IBV_WC_WR_FLUSH_ERR);
+        CHECK(late[1].status == IBV_WC_WR_FLUSH_ERR);
+        std::set<std::uint64_t> late_ids{late[0].wr_id, late[1].wr_id};
+        CHECK(late_ids == std::set<std::uint64_t>{4, 5});
+    }
+}
+
+TEST_CASE("local protection: a bad lkey fails the WR and nothing is sent") {
+    {
+        pair_fixture f;
+        ibv_sge r = sge(*f.b, 0x1000, 64);
+        REQUIRE(post_recv(*f.qb, 1, &r, 1) == 0);
+        ibv_sge s = sge(*f.a, 0, 64);
+        s.lkey ^= 0x100;  // another key index
+        REQUIRE(post_send(*f.qa, 7, IBV_WR_SEND, &s, 1) == 0);
+        const auto wc = wait_wc(*f.a->cq, 1);
+        CHECK(wc[0].status == IBV_WC_LOC_PROT_ERR);
+        CHECK(wc[0].wr_id == 7);
+        expect_no_wc(*f.b->cq);
+    }
+    // Beyond the region's end: also a protection error.
+    pair_fixture g;
+    ibv_sge over{g.a->addr(0), 64, g.a->mr->lkey()};
+    over.addr = g.a->addr(g.a->mem.size() - 32);
+    REQUIRE(post_send(*g.qa, 8, IBV_WR_RDMA_WRITE, &over, 1, IBV_SEND_SIGNALED, g.b->addr(0), g.b->mr->rkey()) == 0);
+    CHECK(wait_wc(*g.a->cq, 1)[0].status == IBV_WC_LOC_PROT_ERR);
+}
+
+TEST_CASE("remote access: a bad rkey or a read-only region leaves the responder's memory untouched") {
+    {
+        pair_fixture f;
+        std::vector<std::byte> before(f.b->at(0), f.b->at(0) + 4096);
+        fill(f.a->at(0), 4096, 9);
+        ibv_sge s = sge(*f.a, 0, 4096);
+        REQUIRE(post_send(*f.qa, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, f.b->addr(0), f.b->mr->rkey() + 1) == 0);
+        const auto wc = wait_wc(*f.a->cq, 1);
+        CHECK(wc[0].status == IBV_WC_REM_ACCESS_ERR);
+        CHECK(wc[0].opcode == IBV_WC_RDMA_WRITE);
+        CHECK(std::memcmp(f.b->at(0), before.data(), 4096) == 0);
+        // The responder QP is in error, and says why with an affiliated event.
+        CHECK(f.b->saw_event("WQ_ACCESS_ERROR", f.qb->qpn()));
+        CHECK(take(f.qb->query()) == qp_state::error);
+        CHECK(take(f.qa->query()) == qp_state::error);
+    }
+    // A region registered without remote write: the same.
+    pair_fixture g;
+    std::vector<std::byte> ro(8192);
+    auto ro_mr = take(cxv::mr::create(g.b->pd, ro.data(), ro.size(), access_remote_read));
+    ibv_sge gs = sge(*g.a, 0, 4096);
+    REQUIRE(post_send(*g.qa, 2, IBV_WR_RDMA_WRITE, &gs, 1, IBV_SEND_SIGNALED,
+                      reinterpret_cast<std::uint64_t>(ro.data()), ro_mr->rkey()) == 0);
+    const auto wc2 = wait_wc(*g.a->cq, 1);
+    CHECK(wc2[0].status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(std::all_of(ro.begin(), ro.end(), [](std::byte x) { return x == std::byte{0}; }));
+}
+
+TEST_CASE("a receive buffer too small: LOC_LEN_ERR at the responder, REM_INV_REQ_ERR at the requester") {
+    pair_fixture f;
+    ibv_sge r = sge(*f.b, 0x1000, 100);
+    REQUIRE(post_recv(*f.qb, 1, &r, 1) == 0);
+    ibv_sge r2 = sge(*f.b, 0x2000, 100);
+    REQUIRE(post_recv(*f.qb, 2, &r2, 1) == 0);
+    ibv_sge s = sge(*f.a, 0, 200);
+    REQUIRE(post_send(*f.qa, 3, IBV_WR_SEND, &s, 1) == 0);
+    const auto rw = wait_wc(*f.b->cq, 2);
+    CHECK(rw[0].wr_id == 1);
+    CHECK(rw[0].status == IBV_WC_LOC_LEN_ERR);
+    CHECK(rw[0].opcode == IBV_WC_RECV);
+    CHECK(rw[1].wr_id == 2);
+    CHECK(rw[1].status == IBV_WC_WR_FLUSH_ERR);
+    const auto sw = wait_wc(*f.a->cq, 1);
+    CHECK(sw[0].status == IBV_WC_REM_INV_REQ_ERR);
+    // Nothing was written beyond the 100 bytes the WQE offered.
+    CHECK(f.b->at(0x1000)[100] == std::byte{0});
+}
+
+TEST_CASE("a peer that never answers: retry_cnt exhausted") {
+    pair_fixture f(7, 1);
+    check_ok(f.qb->modify(qp_state::error, {}));
+    ibv_sge s = sge(*f.a, 0, 8);
+    REQUIRE(post_send(*f.qa, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, f.b->addr(0), f.b->mr->rkey()) == 0);
+    const auto wc = wait_wc(*f.a->cq, 1);
+    CHECK(wc[0].status == IBV_WC_RETRY_EXC_ERR);
+}
+
+TEST_CASE("CQ overrun: a CQ error event, and the CQEs already written are kept") {
+    auto n = make_node("0000:c5:00.0", 4);
+    auto q1 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
+    auto q2 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
+    bring_to_rts(*q1, link_to(*q2, *n));
+    bring_to_rts(*q2, link_to(*q1, *n));
+    ibv_sge s = sge(*n, 0, 8);
+    for (unsigned i = 0; i < 6; ++i) {
+        REQUIRE(post_send(*q1, i, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, n->addr(0x1000), n->mr->rkey()) == 0);
+    }
+    CHECK(n->saw_event("CQ_ERROR", n->cq->object()->cqn()));
+    const auto wc = wait_wc(*n->cq, 4);
+    for (unsigned i = 0; i < 4; ++i) CHECK(wc[i].wr_id == i);
+    expect_no_wc(*n->cq, std::chrono::milliseconds(20));
+}
+
+TEST_CASE("the device acts on a doorbell after the record, and on nothing less") {
+    auto n = make_node("0000:c5:00.0");
+    auto q = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
+    auto peer = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
+    bring_to_rts(*q, link_to(*peer, *n));
+    bring_to_rts(*peer, link_to(*q, *n));
+    // A signaled NOP at BB 0, written by hand.
+    const auto& o = *q->object();
+    auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(o.sq());
+    hw::set_ctrl_seg(*ctrl, 0, hw::wqe_opcode::NOP, 0, o.qpn(), 1, hw::fm_ce_se(hw::fence_mode::none, true, false));
+    auto* dbr = reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record());
+    std::byte* reg = n->dev->hca().device().bar0().base() + std::size_t{o.bf().uar} * hw::uar_page_size + o.bf().offset;
+    const auto doorbell = [&](std::size_t half) {
+        std::uint64_t first;
+        std::memcpy(&first, ctrl, 8);
+        *reinterpret_cast<volatile std::uint64_t*>(reg + half) = first;
+    };
+    // 1. The doorbell alone: the record still says 0 WQEs.
+    doorbell(0);
+    expect_no_wc(*n->cq, std::chrono::milliseconds(50));
+    // 2. The record alone: nothing tells the device to look.
+    dbr->snd_counter = hw::be32::from(1);
+    expect_no_wc(*n->cq, std::chrono::milliseconds(50));
+    // 3. Both: the NOP completes.
+    doorbell(o.bf().size / 2);
+    ibv_wc wc;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int got = 0;
+    while (got == 0 && std::chrono::steady_clock::now() < end) got = n->cq->poll(1, &wc);
+    REQUIRE(got == 1);
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.qp_num == o.qpn());
+}
