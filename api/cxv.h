@@ -154,6 +154,9 @@ private:
     api::recv_side recv_{};
 };
 
+// ibv_wc_status_str(3) without linking libibverbs.
+const char* wc_status_str(int status) noexcept;
+
 // A UD address handle (what ibv_create_ah(3) returns): the address vector a UD send
 // WQE carries. The caller keeps it alive while WRs that name it are posted.
 api::address_handle make_address_handle(const driver::qp::path& p, bool ethernet);
