@@ -1,0 +1,222 @@
+// End to end on the model: what a user developing on cxv-sim feels. The real driver
+// and fast path post to emulated functions whose transport engine executes the WQEs.
+//
+//   send_rate_64   64-byte inline SENDs, RC loopback on one function (one model
+//                  thread): messages per second, a CQE every 16 SENDs, receives
+//                  reposted in batches of 16.
+//   pingpong_64    64-byte SEND ping-pong between two functions (two model threads):
+//                  half round trip (one way) in microseconds, median of rounds.
+//   pingpong_64_lo the same in loopback on one function.
+//
+// Run: cxv-sim run --devices 2 -- bazel-bin/bench/model_e2e [--short] [--json FILE]
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/cxv.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+template <typename T>
+T must(cxv::result<T> r) {
+    if (!r) {
+        std::fprintf(stderr, "model_e2e: %s\n", r.error().message.c_str());
+        std::exit(1);
+    }
+    return std::move(r).value();
+}
+
+struct node {
+    std::unique_ptr<cxv::device> dev;
+    std::shared_ptr<cxv::pd> pd;
+    std::vector<char> buf = std::vector<char>(1 << 20);
+    std::shared_ptr<cxv::mr> mr;
+    std::shared_ptr<cxv::cq> cq;
+    std::uint16_t lid = 0;
+};
+
+std::unique_ptr<node> open_node(const char* bdf) {
+    auto n = std::make_unique<node>();
+    n->dev = must(cxv::device::open(bdf));
+    n->pd = must(n->dev->alloc_pd());
+    n->mr = must(cxv::mr::create(n->pd, n->buf.data(), n->buf.size(), cxv::access_local_write));
+    n->cq = must(cxv::cq::create(*n->dev, 4096));
+    n->lid = must(n->dev->port(1)).lid;
+    return n;
+}
+
+std::shared_ptr<cxv::qp> make_qp(node& n) {
+    cxv::qp::attr a;
+    a.domain = n.pd;
+    a.send_cq = a.recv_cq = n.cq;
+    a.cap = {512, 512, 1, 1, 64};
+    a.doorbell = cxv::doorbell_mode::blueflame;
+    return must(cxv::qp::create(a));
+}
+
+void connect(cxv::qp& q, const cxv::qp& peer, const node& pn) {
+    cxv::driver::qp::modify_attr m;
+    m.dest_qpn = peer.qpn();
+    m.ah.dlid = pn.lid;
+    m.min_rnr_timer = 1;
+    for (auto s : {cxv::qp_state::init, cxv::qp_state::rtr, cxv::qp_state::rts}) {
+        if (auto st = q.modify(s, m); !st) {
+            std::fprintf(stderr, "model_e2e: %s\n", st.error().message.c_str());
+            std::exit(1);
+        }
+    }
+}
+
+void post_recvs(cxv::qp& q, node& n, unsigned count) {
+    ibv_sge s{reinterpret_cast<std::uint64_t>(n.buf.data() + 0x10000), 64, n.mr->lkey()};
+    std::vector<ibv_recv_wr> wrs(count);
+    for (auto& w : wrs) {
+        w.sg_list = &s;
+        w.num_sge = 1;
+    }
+    ibv_recv_wr* bad = nullptr;
+    if (q.post_recv(std::span<ibv_recv_wr>(wrs), &bad) != 0) {
+        std::fprintf(stderr, "model_e2e: post_recv failed\n");
+        std::exit(1);
+    }
+}
+
+int send64(cxv::qp& q, node& n, bool signaled) {
+    ibv_sge s{reinterpret_cast<std::uint64_t>(n.buf.data()), 64, n.mr->lkey()};
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_INLINE | (signaled ? IBV_SEND_SIGNALED : 0);
+    ibv_send_wr* bad = nullptr;
+    return q.post_send(&wr, &bad);
+}
+
+void check(const ibv_wc& wc) {
+    if (wc.status != IBV_WC_SUCCESS) {
+        std::fprintf(stderr, "model_e2e: completion failed: %s\n", cxv::wc_status_str(wc.status));
+        std::exit(1);
+    }
+}
+
+// Messages per second of 64-byte SENDs in loopback.
+double send_rate(node& n, unsigned messages) {
+    auto tx = make_qp(n);
+    auto rx = make_qp(n);
+    connect(*tx, *rx, n);
+    connect(*rx, *tx, n);
+    post_recvs(*rx, n, 256);
+    unsigned sent = 0, sends_done = 0, received = 0, reposted = 0;
+    const auto t0 = clock_type::now();
+    while (received < messages) {
+        // Keep up to 128 SENDs in flight and never more than the receives posted.
+        while (sent < messages && sent - sends_done < 128 && sent < received + 256) {
+            if (send64(*tx, n, (sent % 16) == 15 || sent + 1 == messages) != 0) break;
+            ++sent;
+        }
+        ibv_wc wc[32];
+        const int got = n.cq->poll(32, wc);
+        for (int i = 0; i < got; ++i) {
+            check(wc[i]);
+            if (wc[i].opcode == IBV_WC_SEND) {
+                sends_done = std::min(sent, (sends_done / 16 + 1) * 16);
+            } else {
+                ++received;
+            }
+        }
+        if (received - reposted >= 16) {
+            post_recvs(*rx, n, 16);
+            reposted += 16;
+        }
+    }
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    return messages / s;
+}
+
+// One-way latency: median over rounds of (round trip of `iters` ping-pongs) / 2 / iters.
+double pingpong(node& a, node& b, unsigned iters, unsigned rounds) {
+    auto qa = make_qp(a);
+    auto qb = make_qp(b);
+    connect(*qa, *qb, b);
+    connect(*qb, *qa, a);
+    post_recvs(*qa, a, 256);
+    post_recvs(*qb, b, 256);
+    unsigned ra = 0, rb = 0;
+    auto wait_recv = [](node& n, cxv::qp& q, unsigned& count) {
+        for (;;) {
+            ibv_wc wc[8];
+            const int got = n.cq->poll(8, wc);
+            bool recv = false;
+            for (int i = 0; i < got; ++i) {
+                check(wc[i]);
+                recv |= wc[i].opcode == IBV_WC_RECV && wc[i].qp_num == q.qpn();
+            }
+            if (recv) break;
+        }
+        if (++count % 128 == 0) post_recvs(q, n, 128);
+    };
+    std::vector<double> results;
+    for (unsigned r = 0; r < rounds; ++r) {
+        const auto t0 = clock_type::now();
+        for (unsigned i = 0; i < iters; ++i) {
+            // Signal every 64th SEND so the send queue drains.
+            const bool sig = (i % 64) == 63;
+            if (send64(*qa, a, sig) != 0) std::exit(1);
+            wait_recv(b, *qb, rb);
+            if (send64(*qb, b, sig) != 0) std::exit(1);
+            wait_recv(a, *qa, ra);
+        }
+        results.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / 2 / iters);
+    }
+    std::sort(results.begin(), results.end());
+    return results[results.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool shortrun = false;
+    std::string json;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--short") {
+            shortrun = true;
+        } else if (a == "--json" && i + 1 < argc) {
+            json = argv[++i];
+        } else {
+            std::fprintf(stderr, "usage: model_e2e [--short] [--json FILE]\n");
+            return 2;
+        }
+    }
+    auto a = open_node("0000:c5:00.0");
+    auto b = open_node("0000:c5:00.1");
+    const unsigned messages = shortrun ? 20000 : 500000;
+    const unsigned iters = shortrun ? 500 : 5000;
+    const unsigned rounds = shortrun ? 3 : 7;
+
+    const double rate = send_rate(*a, messages);
+    const double pp2 = pingpong(*a, *b, iters, rounds);
+    const double pp1 = pingpong(*a, *a, iters, rounds);
+    std::printf("%-16s %14s\n", "operation", "result");
+    std::printf("%-16s %10.0f msg/s  (%.0f ns per message)\n", "send_rate_64", rate, 1e9 / rate);
+    std::printf("%-16s %10.2f us one way (two functions)\n", "pingpong_64", pp2);
+    std::printf("%-16s %10.2f us one way (loopback)\n", "pingpong_64_lo", pp1);
+    if (!json.empty()) {
+        if (std::FILE* f = std::fopen(json.c_str(), "w")) {
+            std::fprintf(f,
+                         "[{\"op\":\"send_rate_64\",\"messages_per_s\":%.0f},"
+                         "{\"op\":\"pingpong_64\",\"us_one_way\":%.3f},"
+                         "{\"op\":\"pingpong_64_lo\",\"us_one_way\":%.3f}]\n",
+                         rate, pp2, pp1);
+            std::fclose(f);
+        }
+    }
+    return 0;
+}
