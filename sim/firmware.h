@@ -289,7 +289,7 @@ private:
     std::uint32_t next_pd_ = 1;
     std::map<std::uint32_t, event_queue> eqs_;
     std::map<std::uint32_t, mkey_object> mkeys_;  // by mkey_index
-    std::uint32_t next_mkey_ = 1;
+    std::uint32_t next_mkey_ = 0x10;  // below: reserved (fw_mkey.cc)
     std::map<std::uint32_t, umem_object> umems_;
     std::uint32_t next_umem_ = 1;
     std::map<std::uint32_t, cq_object> cqs_;

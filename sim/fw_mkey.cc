@@ -63,6 +63,11 @@ std::uint32_t free_number(const Map& m, std::uint32_t from) {
     return n;
 }
 
+// Memory key indices below this one are the firmware's: index 1 with variant 0 is the
+// reserved L_Key 0x100 that ends a short scatter list (PRM "Receive WQE"), so a key the
+// driver gets can never be mistaken for it.
+constexpr std::uint32_t kFirstMkeyIndex = 0x10;
+
 // Entry i of an MTT list given as 32-bit big-endian dwords (create_mkey_in.klm_pas_mtt).
 std::uint64_t mtt_entry(const std::byte* in, std::size_t i) {
     const std::uint64_t hi = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(in, 2 * i);
@@ -266,7 +271,7 @@ cmd_reply firmware::create_mkey(cmd_ctx& c) {
     }
 
     if (mkeys_.size() >= kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
-    const std::uint32_t index = free_number(mkeys_, next_mkey_);
+    const std::uint32_t index = free_number(mkeys_, std::max(next_mkey_, kFirstMkeyIndex));
     const auto slot = icm_alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     if (!icm_write(*slot, mkc, m::size_bytes)) {
@@ -282,7 +287,7 @@ cmd_reply firmware::create_mkey(cmd_ctx& c) {
     mk.index = index;
     mk.icm = *slot;
     mkeys_.emplace(index, std::move(mk));
-    next_mkey_ = (index + 1) & kMask24;
+    next_mkey_ = std::max((index + 1) & kMask24, kFirstMkeyIndex);
     ifc::set<ifc::create_mkey_out::mkey_index>(c.out.data(), index);
     return ok();
 }
