@@ -1,19 +1,39 @@
 #include "api/cxv.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "driver/vfio/vfio.h"
+#include "hw/barrier.h"
 #include "hw/doorbell.h"
+#include "hw/mmio.h"
 
 namespace cxv {
+
+void detail::cq_events::signal(std::uint32_t cqn) {
+    std::lock_guard lock(mu);
+    const auto it = fds.find(cqn);
+    if (it == fds.end()) return;
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(it->second, &one, sizeof(one));
+}
 
 result<std::unique_ptr<device>> device::open(const std::string& bdf, const driver::hca::options& o) {
     auto dev = driver::vfio::device::open(bdf);
     if (!dev) return dev.error();
-    auto h = driver::hca::create(std::move(dev).value(), o);
+    auto events = std::make_shared<detail::cq_events>();
+    driver::hca::options opts = o;
+    opts.on_completion = [events, user = o.on_completion](std::uint32_t cqn) {
+        events->signal(cqn);
+        if (user) user(cqn);
+    };
+    auto h = driver::hca::create(std::move(dev).value(), opts);
     if (!h) return h.error();
-    return std::unique_ptr<device>(new device(std::move(h).value()));
+    return std::unique_ptr<device>(new device(std::move(h).value(), std::move(events)));
 }
 
 // --- CQ ----------------------------------------------------------------------------------
@@ -30,7 +50,43 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
     out->ring_ = queues::completion_queue(out->cq_->cqes(), log,
                                           reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()));
     out->qps_.reserve(max_qps);
+    out->event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (out->event_fd_ < 0) return error{errno, std::string("cxv::cq::create: eventfd: ") + std::strerror(errno)};
+    out->events_ = d.events_;
+    {
+        std::lock_guard lock(out->events_->mu);
+        out->events_->fds[out->cq_->cqn()] = out->event_fd_;
+    }
+    out->uar_ = d.hca().device().bar0().base() + std::size_t{d.hca().uar()} * hw::uar_page_size;
     return out;
+}
+
+cq::~cq() {
+    if (events_) {
+        std::lock_guard lock(events_->mu);
+        events_->fds.erase(cq_->cqn());
+    }
+    if (event_fd_ >= 0) ::close(event_fd_);
+}
+
+// PRM "CQ Doorbell Record" and "UAR": the arm word (sequence number, command, consumer
+// index) goes to the record first, then with the CQ number to the UAR's CQ doorbell.
+void cq::request_notify(bool solicited_only) noexcept {
+    const std::uint32_t word = hw::cq_arm_value(arm_sn_, solicited_only ? hw::cq_db_req_not_sol : hw::cq_db_req_not,
+                                                ring_.consumer_index());
+    auto* rec = reinterpret_cast<hw::cq_doorbell_record*>(cq_->doorbell_record());
+    rec->arm_ci = hw::be32::from(word);
+    hw::to_device();
+    hw::mmio_window(uar_, hw::uar_page_size).write64_be(hw::uar_cq_doorbell, hw::cq_doorbell_value(word, cq_->cqn()));
+}
+
+bool cq::wait_event(std::chrono::milliseconds timeout) noexcept {
+    pollfd p{event_fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    std::uint64_t n = 0;
+    if (::read(event_fd_, &n, sizeof(n)) != sizeof(n) || n == 0) return false;
+    arm_sn_ += static_cast<std::uint32_t>(n);  // one arm sequence step per event (PRM)
+    return true;
 }
 
 bool cq::attach(const queues::qp_rings& r) noexcept {
@@ -70,8 +126,16 @@ result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const drive
 
 // --- QP ----------------------------------------------------------------------------------
 
-result<std::shared_ptr<qp>> qp::create(const attr& a) {
+result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     if (!a.send_cq || !a.recv_cq || !a.domain) return error{EINVAL, "cxv::qp::create: a PD and both CQs are needed"};
+    doorbell_mode mode = doorbell_mode::doorbell;
+    if (a.doorbell) {
+        mode = *a.doorbell;
+    } else {
+        auto wc = d.write_combining();
+        if (!wc) return wc.error();
+        if (*wc) mode = hw::cpu_has_movdir64b() ? doorbell_mode::movdir64b : doorbell_mode::blueflame;
+    }
     driver::qp::attr da;
     da.type = a.type;
     da.domain = a.domain;
@@ -97,7 +161,7 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     std::byte* reg = a.send_cq->object()->device().device().bar0().base() + std::size_t{bf.uar} * hw::uar_page_size +
                      bf.offset;
     out->sq_ = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, out->sq_wr_ids_.data(),
-                                  out->sq_sizes_.data(), dbrec, reg, bf.size / 2, a.doorbell, o.max_send_wqebbs());
+                                  out->sq_sizes_.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
     const auto& cap = o.capabilities();
     out->send_ = {&out->sq_, cap.max_send_sge, cap.max_inline_data,
                   a.type == qp_type::rc ? IBV_QPT_RC : a.type == qp_type::uc ? IBV_QPT_UC : IBV_QPT_UD};

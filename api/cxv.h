@@ -6,7 +6,7 @@
 //   auto pd  = (*dev)->alloc_pd();
 //   auto mr  = cxv::mr::create(*pd, buf, len, cxv::access_local_write);
 //   auto cq  = cxv::cq::create(**dev, 256);
-//   auto qp  = cxv::qp::create({.type = cxv::qp_type::rc, .domain = *pd,
+//   auto qp  = cxv::qp::create(**dev, {.type = cxv::qp_type::rc, .domain = *pd,
 //                               .send_cq = *cq, .recv_cq = *cq});
 //   (*qp)->modify(cxv::qp_state::init, attr); ... rtr, rts
 //   (*qp)->post_send(&wr, &bad);  (*cq)->poll(16, wcs);
@@ -24,8 +24,12 @@
 
 #include <infiniband/verbs.h>
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,6 +57,15 @@ using driver::access_remote_read;
 using driver::access_remote_write;
 using queues::doorbell_mode;
 
+namespace detail {
+// Completion events by CQ number, for the HCA's event thread to signal.
+struct cq_events {
+    std::mutex mu;
+    std::map<std::uint32_t, int> fds;  // cqn -> eventfd
+    void signal(std::uint32_t cqn);
+};
+}  // namespace detail
+
 class device {
 public:
     // Opens the function through VFIO and brings the HCA up.
@@ -61,10 +74,17 @@ public:
     result<std::shared_ptr<pd>> alloc_pd() { return pd::create(*hca_); }
     result<driver::hca::port_info> port(unsigned n = 1) { return hca_->query_port(n); }
     driver::hca& hca() noexcept { return *hca_; }
+    // Whether 64-byte BlueFlame writes reach the device whole through BAR0's mapping
+    // (the self-test of api/wc_selftest.cc, run once).
+    result<bool> write_combining();
 
 private:
-    explicit device(std::unique_ptr<driver::hca> h) : hca_(std::move(h)) {}
+    friend class cq;
+    device(std::unique_ptr<driver::hca> h, std::shared_ptr<detail::cq_events> ev)
+        : events_(std::move(ev)), hca_(std::move(h)) {}
+    std::shared_ptr<detail::cq_events> events_;
     std::unique_ptr<driver::hca> hca_;
+    bool wc_known_ = false, wc_ = false;
 };
 
 class cq {
@@ -79,6 +99,16 @@ public:
     const std::shared_ptr<driver::cq>& object() const noexcept { return cq_; }
     static constexpr unsigned max_qps = 256;  // QPs completing to one CQ
 
+    // Interrupt mode (ibv_req_notify_cq(3), ibv_get_cq_event(3)): arm the CQ for the next
+    // completion (or the next solicited or error one), then wait on event_fd() (readable
+    // when the completion event arrived) or with wait_event(). Arm again after each
+    // event; completions that arrived before the arm raise the event at once.
+    void request_notify(bool solicited_only) noexcept;
+    int event_fd() const noexcept { return event_fd_; }
+    // True when an event came within `timeout` (and is consumed), false otherwise.
+    bool wait_event(std::chrono::milliseconds timeout) noexcept;
+    ~cq();
+
 private:
     friend class qp;
     friend class srq;
@@ -89,6 +119,10 @@ private:
     std::shared_ptr<driver::cq> cq_;
     queues::completion_queue ring_;
     std::vector<queues::qp_rings> qps_;  // capacity max_qps, never reallocated
+    std::shared_ptr<detail::cq_events> events_;
+    int event_fd_ = -1;
+    std::uint32_t arm_sn_ = 0;           // advances with each event taken
+    std::byte* uar_ = nullptr;           // the HCA's UAR page (CQ arm doorbell at +0x20)
 };
 
 class srq {
@@ -119,11 +153,14 @@ public:
         std::shared_ptr<srq> shared;  // receives come from this SRQ
         driver::qp::caps cap;
         // How the send queue tells the device: 8-byte doorbells (always works), or
-        // BlueFlame copies of single WQEs (64-byte stores, or MOVDIR64B).
-        doorbell_mode doorbell = doorbell_mode::doorbell;
+        // BlueFlame copies of single WQEs (64-byte stores, or MOVDIR64B). Unset: chosen
+        // once per device by the write-combining self-test (MOVDIR64B where the CPU has
+        // it), 8-byte doorbells when it fails.
+        std::optional<doorbell_mode> doorbell;
     };
-    static result<std::shared_ptr<qp>> create(const attr& a);
+    static result<std::shared_ptr<qp>> create(device& d, const attr& a);
     ~qp();
+    doorbell_mode doorbell() const noexcept { return sq_.mode(); }
     qp(const qp&) = delete;
     qp& operator=(const qp&) = delete;
 

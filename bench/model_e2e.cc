@@ -58,7 +58,7 @@ std::shared_ptr<cxv::qp> make_qp(node& n) {
     a.send_cq = a.recv_cq = n.cq;
     a.cap = {512, 512, 1, 1, 64};
     a.doorbell = cxv::doorbell_mode::blueflame;
-    return must(cxv::qp::create(a));
+    return must(cxv::qp::create(*n.dev, a));
 }
 
 void connect(cxv::qp& q, const cxv::qp& peer, const node& pn) {

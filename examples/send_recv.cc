@@ -75,7 +75,7 @@ side open_side(const char* bdf) {
     a.domain = s.pd;
     a.send_cq = a.recv_cq = s.cq;
     a.cap = {16, 16, 1, 1, 64};
-    s.qp = must(cxv::qp::create(a), "create_qp");
+    s.qp = must(cxv::qp::create(*s.dev, a), "create_qp");
     return s;
 }
 

@@ -91,7 +91,7 @@ inline std::shared_ptr<cxv::qp> make_qp(node& n, qp_type t, driver::qp::caps cap
     a.shared = std::move(srq);
     a.cap = cap;
     a.doorbell = mode;
-    return take(cxv::qp::create(a));
+    return take(cxv::qp::create(*n.dev, a));
 }
 
 // The attributes for connecting to `peer` (on node `pn`), every access right granted.

@@ -274,3 +274,37 @@ TEST_CASE("loopback on one device, with BlueFlame doorbells, many messages in fl
     REQUIRE(send_done == kCount);
     for (unsigned i = 0; i < kCount; ++i) REQUIRE(seen[i] == i);
 }
+
+TEST_CASE("interrupt mode: an armed CQ signals its event fd; solicited-only arming waits for a solicited CQE") {
+    pair_fixture f;
+    auto& a = *f.a;
+    auto& b = *f.b;
+    // Armed for any completion: the RECV raises the event.
+    b.cq->request_notify(false);
+    CHECK_FALSE(b.cq->wait_event(std::chrono::milliseconds(20)));
+    ibv_sge r = sge(b, 0x1000, 64);
+    REQUIRE(post_recv(*f.qb, 1, &r, 1) == 0);
+    REQUIRE(post_recv(*f.qb, 2, &r, 1) == 0);
+    REQUIRE(post_recv(*f.qb, 3, &r, 1) == 0);
+    ibv_sge s = sge(a, 0, 64);
+    REQUIRE(post_send(*f.qa, 10, IBV_WR_SEND, &s, 1) == 0);
+    CHECK(b.cq->wait_event(std::chrono::milliseconds(3000)));
+    CHECK(wait_wc(*b.cq, 1)[0].wr_id == 1);
+    // Not armed again: the next completion raises nothing.
+    REQUIRE(post_send(*f.qa, 11, IBV_WR_SEND, &s, 1) == 0);
+    CHECK(wait_wc(*b.cq, 1)[0].wr_id == 2);
+    CHECK_FALSE(b.cq->wait_event(std::chrono::milliseconds(20)));
+    // Armed for solicited completions: an unsolicited SEND raises nothing, a solicited one does.
+    b.cq->request_notify(true);
+    REQUIRE(post_send(*f.qa, 12, IBV_WR_SEND, &s, 1, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED) == 0);
+    CHECK(b.cq->wait_event(std::chrono::milliseconds(3000)));
+    const auto wc = wait_wc(*b.cq, 1);
+    CHECK(wc[0].wr_id == 3);
+    wait_wc(*a.cq, 3);
+    b.cq->request_notify(true);
+    ibv_sge r2 = sge(b, 0x2000, 64);
+    REQUIRE(post_recv(*f.qb, 4, &r2, 1) == 0);
+    REQUIRE(post_send(*f.qa, 13, IBV_WR_SEND, &s, 1) == 0);
+    CHECK(wait_wc(*b.cq, 1)[0].wr_id == 4);
+    CHECK_FALSE(b.cq->wait_event(std::chrono::milliseconds(30)));
+}

@@ -180,7 +180,7 @@ TEST_CASE("cxv's RC QP <-> an RC QP of libmlx5 DevX on another function, both di
     qa.domain = pd;
     qa.send_cq = qa.recv_cq = cq;
     qa.cap = {16, 16, 1, 1, 0};
-    auto ours = take(cxv::qp::create(qa));
+    auto ours = take(cxv::qp::create(*dev, qa));
     const auto port = take(dev->port(1));
 
     theirs.connect(port.lid, ours->qpn());
