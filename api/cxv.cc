@@ -163,8 +163,16 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     out->sq_ = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, out->sq_wr_ids_.data(),
                                   out->sq_sizes_.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
     const auto& cap = o.capabilities();
-    out->send_ = {&out->sq_, cap.max_send_sge, cap.max_inline_data,
-                  a.type == qp_type::rc ? IBV_QPT_RC : a.type == qp_type::uc ? IBV_QPT_UC : IBV_QPT_UD};
+    const ibv_qp_type type = a.type == qp_type::rc ? IBV_QPT_RC : a.type == qp_type::uc ? IBV_QPT_UC : IBV_QPT_UD;
+    out->send_ = {&out->sq_, cap.max_send_sge, cap.max_inline_data, type};
+    if (a.multi_producer) {
+        unsigned slot = 1;
+        while (slot < o.max_send_wqebbs()) slot <<= 1;
+        if (slot > 8) return error{EINVAL, "cxv::qp::create: a multi-producer QP's WQEs must fit 8 basic blocks"};
+        out->mpsq_ = std::make_unique<queues::mp_send_queue>(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, slot,
+                                                             dbrec, reg);
+        out->mp_send_ = {out->mpsq_.get(), cap.max_send_sge, cap.max_inline_data, type};
+    }
     if (o.rq_wqe_count() != 0) {
         unsigned log_rq = 0;
         while ((1u << log_rq) < o.rq_wqe_count()) ++log_rq;
@@ -174,7 +182,8 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     } else {
         out->recv_ = {nullptr, 0};
     }
-    const queues::qp_rings rings{o.qpn(), &out->sq_, out->recv_.rq, a.shared ? &a.shared->ring_ : nullptr};
+    const queues::qp_rings rings{o.qpn(), out->mpsq_ ? nullptr : &out->sq_, out->recv_.rq,
+                                 a.shared ? &a.shared->ring_ : nullptr, out->mpsq_.get()};
     if (!a.send_cq->attach(rings) || !a.recv_cq->attach(rings)) {
         a.send_cq->detach(o.qpn());
         a.recv_cq->detach(o.qpn());

@@ -17,8 +17,8 @@
 // syndrome when the device refused); fast-path calls return errno values as the verbs
 // man pages say, and never allocate, lock, make a system call or log.
 //
-// Threads: one thread per QP's send side and one per CQ poller, unless the QP was
-// created multi-producer (not yet offered here). QPs are attached to their CQs at
+// Threads: one thread per QP's send side (any number with qp::attr::multi_producer)
+// and one per CQ poller. QPs are attached to their CQs at
 // create(): create every QP of a CQ before another thread polls it.
 #pragma once
 
@@ -157,10 +157,14 @@ public:
         // once per device by the write-combining self-test (MOVDIR64B where the CPU has
         // it), 8-byte doorbells when it fails.
         std::optional<doorbell_mode> doorbell;
+        // Several threads may post sends at once, with no lock (queues/mp_send_queue.h:
+        // fixed slots of the largest WQE, 8-byte doorbells). Receives and polling stay
+        // one thread each.
+        bool multi_producer = false;
     };
     static result<std::shared_ptr<qp>> create(device& d, const attr& a);
     ~qp();
-    doorbell_mode doorbell() const noexcept { return sq_.mode(); }
+    doorbell_mode doorbell() const noexcept { return mpsq_ ? doorbell_mode::doorbell : sq_.mode(); }
     qp(const qp&) = delete;
     qp& operator=(const qp&) = delete;
 
@@ -168,7 +172,10 @@ public:
     result<qp_state> query() { return qp_->query(); }
 
     // ibv_post_send(3) and ibv_post_recv(3).
-    int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept { return api::post_send(send_, wr, bad_wr); }
+    int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+        if (mpsq_) [[unlikely]] return api::post_send_mp(mp_send_, wr, bad_wr);
+        return api::post_send(send_, wr, bad_wr);
+    }
     int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(recv_, wr, bad_wr); }
     // Batch forms: the WRs of the span in order (their `next` links are set here);
     // *bad_wr as for the list forms.
@@ -186,8 +193,10 @@ private:
     std::vector<std::uint64_t> sq_wr_ids_, rq_wr_ids_;
     std::vector<std::uint8_t> sq_sizes_;
     queues::send_queue sq_;
+    std::unique_ptr<queues::mp_send_queue> mpsq_;
     queues::recv_queue rq_;
     api::send_side send_{};
+    api::mp_send_side mp_send_{};
     api::recv_side recv_{};
 };
 

@@ -23,6 +23,7 @@
 #include "hw/opcodes.h"
 #include "hw/wqe.h"
 #include "queues/completion_queue.h"
+#include "queues/mp_send_queue.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
 #include "queues/types.h"
@@ -198,6 +199,71 @@ inline int post_send(const send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) 
     sq.ring();  // nothing when nothing was put
     if (err) *bad_wr = wr;
     return err;
+}
+
+// The send side of a multi-producer QP: any number of threads may call post_send_mp
+// at once (each WR is published on its own; see queues/mp_send_queue.h). The same
+// checks and errors as post_send; 8-byte doorbells only.
+struct mp_send_side {
+    queues::mp_send_queue* sq;
+    unsigned max_sge;
+    unsigned max_inline;
+    ibv_qp_type type;
+};
+
+inline int post_send_mp(const mp_send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+    const unsigned transport = detail::transport_bit(q.type);
+    for (; wr != nullptr; wr = wr->next) {
+        const auto code = static_cast<unsigned>(wr->opcode);
+        if (code >= std::size(detail::kOpcodes) || !(detail::kOpcodes[code].transports & transport) ||
+            wr->num_sge < 0 || static_cast<unsigned>(wr->num_sge) > q.max_sge) [[unlikely]] {
+            *bad_wr = wr;
+            return EINVAL;
+        }
+        const detail::opcode_info& op = detail::kOpcodes[code];
+        queues::send_request r;
+        r.opcode = op.wqe;
+        r.signaled = (wr->send_flags & IBV_SEND_SIGNALED) != 0;
+        r.solicited = (wr->send_flags & IBV_SEND_SOLICITED) != 0;
+        r.fence = (wr->send_flags & IBV_SEND_FENCE) != 0;
+        r.inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
+        r.imm = wr->imm_data;
+        r.sg = sges(wr->sg_list);
+        r.num_sge = static_cast<unsigned>(wr->num_sge);
+        r.wr_id = wr->wr_id;
+        if (r.inline_data) {
+            std::uint64_t total = 0;
+            for (unsigned i = 0; i < r.num_sge; ++i) total += r.sg[i].length;
+            if (total > q.max_inline || op.atomic || op.wqe == hw::wqe_opcode::RDMA_READ) [[unlikely]] {
+                *bad_wr = wr;
+                return EINVAL;
+            }
+        }
+        hw::wqe_av av;
+        if (q.type == IBV_QPT_UD) {
+            if (wr->wr.ud.ah == nullptr) [[unlikely]] {
+                *bad_wr = wr;
+                return EINVAL;
+            }
+            av = reinterpret_cast<const address_handle*>(wr->wr.ud.ah)->av;
+            av.qkey = hw::be32::from(wr->wr.ud.remote_qkey);
+            av.dqp_dct = hw::be32::from((wr->wr.ud.remote_qpn & 0xffffff) | hw::extended_ud_av);
+            r.av = &av;
+        } else if (op.atomic) {
+            r.remote_addr = wr->wr.atomic.remote_addr;
+            r.rkey = wr->wr.atomic.rkey;
+            r.compare_add = wr->wr.atomic.compare_add;
+            r.swap = wr->wr.atomic.swap;
+        } else if (op.raddr) {
+            r.remote_addr = wr->wr.rdma.remote_addr;
+            r.rkey = wr->wr.rdma.rkey;
+        }
+        if (!q.sq->post(r)) [[unlikely]] {
+            *bad_wr = wr;
+            return ENOMEM;
+        }
+    }
+    return 0;
 }
 
 inline int poll_cq(queues::completion_queue& cq, int num_entries, ibv_wc* wc) noexcept {

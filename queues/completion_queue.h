@@ -16,6 +16,7 @@
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
 #include "hw/opcodes.h"
+#include "queues/mp_send_queue.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
 #include "queues/types.h"
@@ -28,6 +29,7 @@ struct qp_rings {
     send_queue* sq = nullptr;
     recv_queue* rq = nullptr;
     srq_ring* srq = nullptr;
+    mp_send_queue* mpsq = nullptr;  // a multi-producer send ring (sq is null then)
 };
 
 // The ibv_wc_status of an error CQE's syndrome.
@@ -133,7 +135,7 @@ private:
         case hw::cqe_opcode::REQ:
             wc.status = wc_success;
             wc.opcode = send_opcode_of(static_cast<std::uint8_t>(c.sop_drop_qpn.value() >> 24));
-            wc.wr_id = q && q->sq ? q->sq->retire(counter) : 0;
+            wc.wr_id = q && q->sq ? q->sq->retire(counter) : retire_mp(q, counter);
             return;
         case hw::cqe_opcode::REQ_ERR:
         case hw::cqe_opcode::RESP_ERR: {
@@ -159,9 +161,12 @@ private:
         }
     }
 
+    [[gnu::noinline]] static std::uint64_t retire_mp(const qp_rings* q, std::uint16_t counter) noexcept {
+        return q && q->mpsq ? q->mpsq->retire(counter) : 0;
+    }
     static std::uint64_t retire_any(const qp_rings* q, bool send, std::uint16_t counter) noexcept {
         if (q == nullptr) return 0;
-        if (send) return q->sq ? q->sq->retire(counter) : 0;
+        if (send) return q->sq ? q->sq->retire(counter) : retire_mp(q, counter);
         if (q->srq) return q->srq->retire(counter);
         return q->rq ? q->rq->retire(counter) : 0;
     }
