@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "hw/barrier.h"
@@ -51,7 +52,8 @@ public:
                   hw::wq_doorbell_record* dbrec, std::byte* doorbell)
         : bbs_(bbs), dbrec_(dbrec), doorbell_(doorbell), log_bbs_(log_bbs), qpn_(qpn), ud_(ud),
           slot_bbs_(slot_bbs), slots_((std::size_t{1} << log_bbs) / slot_bbs),
-          done_(new std::atomic<std::uint64_t>[slots_]), wr_ids_(new std::uint64_t[slots_]) {
+          done_(new std::atomic<std::uint64_t>[slots_]), first_(new std::atomic<std::uint64_t>[slots_]),
+          wr_ids_(new std::uint64_t[slots_]) {
         for (std::size_t i = 0; i < slots_; ++i) done_[i].store(~std::uint64_t{0}, std::memory_order_relaxed);
     }
 
@@ -83,6 +85,11 @@ public:
         hw::set_ctrl_seg(*reinterpret_cast<hw::wqe_ctrl_seg*>(w), static_cast<std::uint16_t>(at), r.opcode, 0, qpn_,
                          static_cast<std::uint8_t>(ds), send_queue::control(r), hw::be32{r.imm});
         wr_ids_[slot] = r.wr_id;
+        // The doorbell value of this WQE, kept apart: by the time a publisher rings, the
+        // slot itself may already hold a later lap's WQE being written.
+        std::uint64_t first;
+        std::memcpy(&first, w, sizeof(first));
+        first_[slot].store(first, std::memory_order_relaxed);
         // 3. mark
         done_[slot].store(end, std::memory_order_release);
         // 4. publish
@@ -140,14 +147,15 @@ private:
         std::uint64_t v = published_.load(std::memory_order_acquire);
         for (;;) {
             hw::to_device();
-            dbrec_->snd_counter = hw::be32::from(static_cast<std::uint32_t>(v) & 0xffff);
+            // Several producers store the record: an atomic store (a plain mov on x86-64)
+            // so that the last one wins by the language's rules too.
+            std::atomic_ref<std::uint32_t>(dbrec_->snd_counter.raw)
+                .store(hw::be32::from(static_cast<std::uint32_t>(v) & 0xffff).raw, std::memory_order_relaxed);
             hw::to_device();
-            // The last WQE of the published prefix: the last slot's, after its NOP.
-            const std::byte* slot = bbs_ + ((v - slot_bbs_) & ((std::uint64_t{1} << log_bbs_) - 1)) * hw::send_wqe_bb;
-            const auto& first = *reinterpret_cast<const hw::wqe_ctrl_seg*>(slot);
-            const std::byte* last =
-                hw::ctrl_opcode(first) == hw::wqe_opcode::NOP ? slot + (hw::ctrl_ds(first) / 4) * hw::send_wqe_bb : slot;
-            hw::mmio_window(doorbell_, 8).write64_raw(0, last);
+            // The first 8 bytes of the last published WQE (the last slot's, after its NOP).
+            const std::uint64_t first =
+                first_[static_cast<std::size_t>((v - slot_bbs_) / slot_bbs_) & (slots_ - 1)].load(std::memory_order_relaxed);
+            hw::mmio_window(doorbell_, 8).write64_raw_shared(0, &first);
             const std::uint64_t now = published_.load(std::memory_order_acquire);
             if (now == v) return;
             v = now;
@@ -163,6 +171,7 @@ private:
     unsigned slot_bbs_;
     std::size_t slots_;
     std::unique_ptr<std::atomic<std::uint64_t>[]> done_;
+    std::unique_ptr<std::atomic<std::uint64_t>[]> first_;  // per slot: its WQE's doorbell value
     std::unique_ptr<std::uint64_t[]> wr_ids_;
     alignas(64) std::atomic<std::uint64_t> reserved_{0};
     alignas(64) std::atomic<std::uint64_t> published_{0};
