@@ -203,6 +203,20 @@ void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qwo
     }
     qp.x.kicked = true;
     sq_progress(qp);
+    // Another QP's doorbell to this register half may have been overwritten by this one
+    // before the device thread read it (the model sees memory, not write transactions):
+    // QPs of the same UAR page whose record shows unexecuted WQEs are taken up too.
+    for (auto& [n2, other] : qps_) {
+        if (n2 == qpn || other.state != qp_state::rts || other.x.rnr_wait ||
+            ifc::get<qpc::uar_page>(other.qpc.data()) != uar || ifc::get<qpc::no_sq>(other.qpc.data())) {
+            continue;
+        }
+        const auto producer = qp_dbr(other, true);
+        if (producer && ((*producer - other.x.sq_fetched) & 0xffff) != 0) {
+            other.x.kicked = true;
+            sq_progress(other);
+        }
+    }
 }
 
 // --- executing the send queue --------------------------------------------------------------

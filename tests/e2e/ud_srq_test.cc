@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "tests/e2e/fixture.h"
 
@@ -108,6 +109,11 @@ TEST_CASE("UC: RDMA WRITE and SEND; a receive missing drops the message, not the
     ibv_sge s = sge(*n, 0, 512);
     REQUIRE(post_send(*q1, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, n->addr(0x10000), n->mr->rkey()) == 0);
     CHECK(wait_wc(*n->cq, 1)[0].status == IBV_WC_SUCCESS);
+    // A UC completion says the message left, not that it arrived: wait for the data.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::memcmp(n->at(0x10000), n->at(0), 512) != 0 && std::chrono::steady_clock::now() < end) {
+        std::this_thread::yield();
+    }
     CHECK(std::memcmp(n->at(0x10000), n->at(0), 512) == 0);
     // No receive posted: the SEND completes at the sender and is lost.
     REQUIRE(post_send(*q1, 2, IBV_WR_SEND, &s, 1) == 0);
