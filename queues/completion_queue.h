@@ -9,8 +9,10 @@
 // and the vendor syndrome in vendor_err (syndrome << 8 | vendor syndrome).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "hw/barrier.h"
 #include "hw/cqe.h"
@@ -63,6 +65,13 @@ constexpr std::uint32_t send_opcode_of(std::uint8_t wqe_opcode) noexcept {
     default: return wc_send;
     }
 }
+
+// send_opcode_of as a table, by the opcode's low 5 bits (every send WQE opcode is < 32).
+inline constexpr auto kSendOpcodes = [] {
+    std::array<std::uint8_t, 32> t{};
+    for (unsigned i = 0; i < 32; ++i) t[i] = static_cast<std::uint8_t>(send_opcode_of(static_cast<std::uint8_t>(i)));
+    return t;
+}();
 
 class completion_queue {
 public:
@@ -117,48 +126,73 @@ private:
         return nullptr;
     }
 
+    // Two 32-bit fields of the completion stored as one 8-byte store (`lo` at `off`).
+    [[gnu::always_inline]] static void put2(work_completion& wc, std::size_t off, std::uint32_t lo,
+                                            std::uint32_t hi) noexcept {
+        const std::uint64_t v = (std::uint64_t{hi} << 32) | lo;
+        std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
+    }
+
     [[gnu::always_inline]] void decode(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc) noexcept {
+        static_assert(offsetof(work_completion, status) == 8 && offsetof(work_completion, vendor_err) == 16 &&
+                      offsetof(work_completion, imm_data) == 24 && offsetof(work_completion, src_qp) == 32 &&
+                      offsetof(work_completion, pkey_index) == 40);
         const std::uint32_t qpn = hw::cqe_qpn(c);
         const std::uint16_t counter = c.wqe_counter.value();
         const qp_rings* q = find(qpn);
-        wc.qp_num = qpn;
-        wc.wc_flags = 0;
-        wc.vendor_err = 0;
-        wc.byte_len = c.byte_cnt.value();
-        wc.imm_data = 0;
-        wc.src_qp = 0;
-        wc.pkey_index = 0;
-        wc.slid = 0;
-        wc.sl = 0;
-        wc.dlid_path_bits = 0;
-        switch (op) {
-        case hw::cqe_opcode::REQ:
-            wc.status = wc_success;
-            wc.opcode = send_opcode_of(static_cast<std::uint8_t>(c.sop_drop_qpn.value() >> 24));
+        const std::uint32_t byte_len = c.byte_cnt.value();
+        if (op == hw::cqe_opcode::REQ) [[likely]] {
+            // status, opcode | vendor_err, byte_len | imm_data, qp_num | src_qp, wc_flags | the rest
+            put2(wc, 8, wc_success, kSendOpcodes[(c.sop_drop_qpn.raw & 0xff) & 0x1f]);
+            put2(wc, 16, 0, byte_len);
+            put2(wc, 24, 0, qpn);
+            put2(wc, 32, 0, 0);
+            put2(wc, 40, 0, 0);
             wc.wr_id = q && q->sq ? q->sq->retire(counter) : retire_mp(q, counter);
             return;
-        case hw::cqe_opcode::REQ_ERR:
-        case hw::cqe_opcode::RESP_ERR: {
-            const auto& e = reinterpret_cast<const hw::err_cqe64&>(c);
-            wc.status = status_of(static_cast<hw::cqe_syndrome>(e.syndrome));
-            wc.vendor_err = (std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd;
-            wc.opcode = op == hw::cqe_opcode::REQ_ERR ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv;
-            wc.wr_id = retire_any(q, op == hw::cqe_opcode::REQ_ERR, counter);
+        }
+        decode_other(c, op, wc, q, qpn, counter, byte_len);
+    }
+
+    [[gnu::always_inline]] void decode_other(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc,
+                                             const qp_rings* q, std::uint32_t qpn, std::uint16_t counter,
+                                             std::uint32_t byte_len) noexcept {
+        // Responder opcodes are 1..4; anything else here is an error CQE.
+        if (static_cast<unsigned>(op) > static_cast<unsigned>(hw::cqe_opcode::RESP_SEND_INV)) [[unlikely]] {
+            decode_error(c, op, wc, q, qpn, counter, byte_len);
             return;
         }
-        default:  // responder: a receive (with immediate data, or an RDMA write with it)
-            wc.status = wc_success;
-            wc.opcode = op == hw::cqe_opcode::RESP_WR_IMM ? wc_recv_rdma_with_imm : wc_recv;
-            if (op == hw::cqe_opcode::RESP_WR_IMM || op == hw::cqe_opcode::RESP_SEND_IMM) {
-                wc.imm_data = c.imm_inval_pkey.raw;
-                wc.wc_flags = wc_with_imm;
-            }
-            wc.src_qp = hw::cqe_src_qpn(c);
-            wc.slid = c.slid.value();
-            if (hw::cqe_grh(c)) wc.wc_flags |= wc_with_grh;
-            wc.wr_id = retire_any(q, false, counter);
-            return;
+        // Responder: a receive (with immediate data, or an RDMA write with it). The
+        // opcodes with immediate data are the odd ones (RESP_WR_IMM 1, RESP_SEND_IMM 3).
+        static_assert(static_cast<unsigned>(hw::cqe_opcode::RESP_WR_IMM) == 1 &&
+                      static_cast<unsigned>(hw::cqe_opcode::RESP_SEND_IMM) == 3 &&
+                      static_cast<unsigned>(hw::cqe_opcode::RESP_SEND) == 2 && wc_with_imm == 2 && wc_with_grh == 1);
+        std::uint32_t imm_data = 0, flags = 0, opcode = wc_recv;
+        if (static_cast<unsigned>(op) & 1) {
+            imm_data = c.imm_inval_pkey.raw;
+            flags = wc_with_imm;
+            if (op == hw::cqe_opcode::RESP_WR_IMM) opcode = wc_recv_rdma_with_imm;
         }
+        if (hw::cqe_grh(c)) flags |= wc_with_grh;
+        put2(wc, 8, wc_success, opcode);
+        put2(wc, 16, 0, byte_len);
+        put2(wc, 24, imm_data, qpn);
+        put2(wc, 32, hw::cqe_src_qpn(c), flags);
+        put2(wc, 40, std::uint32_t{c.slid.value()} << 16, 0);  // pkey_index 0, slid, sl 0, path bits 0
+        wc.wr_id = retire_any(q, false, counter);
+    }
+
+    [[gnu::noinline]] static void decode_error(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc,
+                                               const qp_rings* q, std::uint32_t qpn, std::uint16_t counter,
+                                               std::uint32_t byte_len) noexcept {
+        const auto& e = reinterpret_cast<const hw::err_cqe64&>(c);
+        put2(wc, 8, status_of(static_cast<hw::cqe_syndrome>(e.syndrome)),
+             op == hw::cqe_opcode::REQ_ERR ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv);
+        put2(wc, 16, (std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd, byte_len);
+        put2(wc, 24, 0, qpn);
+        put2(wc, 32, 0, 0);
+        put2(wc, 40, 0, 0);
+        wc.wr_id = retire_any(q, op == hw::cqe_opcode::REQ_ERR, counter);
     }
 
     [[gnu::noinline]] static std::uint64_t retire_mp(const qp_rings* q, std::uint16_t counter) noexcept {
