@@ -158,8 +158,10 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     out->sq_wr_ids_.assign(o.sq_wqebb_count(), 0);
     out->sq_sizes_.assign(o.sq_wqebb_count(), 0);
     const auto& bf = o.bf();
-    std::byte* reg = a.send_cq->object()->device().device().bar0().base() + std::size_t{bf.uar} * hw::uar_page_size +
-                     bf.offset;
+    // BlueFlame copies through the write-combining mapping; 8-byte doorbells through the
+    // uncached one (a store to a WC mapping would wait in the CPU's buffers).
+    std::byte* base = mode == doorbell_mode::doorbell || a.multi_producer ? d.hca().device().bar0().base() : d.bf_base();
+    std::byte* reg = base + std::size_t{bf.uar} * hw::uar_page_size + bf.offset;
     out->sq_ = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, out->sq_wr_ids_.data(),
                                   out->sq_sizes_.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
     const auto& cap = o.capabilities();

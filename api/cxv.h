@@ -74,9 +74,15 @@ public:
     result<std::shared_ptr<pd>> alloc_pd() { return pd::create(*hca_); }
     result<driver::hca::port_info> port(unsigned n = 1) { return hca_->query_port(n); }
     driver::hca& hca() noexcept { return *hca_; }
-    // Whether 64-byte BlueFlame writes reach the device whole through BAR0's mapping
-    // (the self-test of api/wc_selftest.cc, run once).
+    // Whether 64-byte BlueFlame writes reach the device whole through the mapping
+    // BlueFlame uses -- sysfs resource0_wc where the kernel offers it, else VFIO's BAR0
+    // mapping (uncached on a card) -- (the self-test of api/wc_selftest.cc, run once).
     result<bool> write_combining();
+    // Where BlueFlame registers are written: the write-combining mapping if there is one.
+    std::byte* bf_base() noexcept {
+        const auto* wc = hca_->device().bar0_wc();
+        return wc ? wc->base() : hca_->device().bar0().base();
+    }
 
 private:
     friend class cq;

@@ -46,8 +46,7 @@ result<bool> device::write_combining() {
     }
     auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(q.doorbell_record());
     const auto& bf = q.bf();
-    const hw::mmio_window reg(hca_->device().bar0().base() + std::size_t{bf.uar} * hw::uar_page_size + bf.offset,
-                              bf.size);
+    const hw::mmio_window reg(bf_base() + std::size_t{bf.uar} * hw::uar_page_size + bf.offset, bf.size);
     std::size_t half = 0;
     for (unsigned i = 0; i < kNops; ++i) {
         auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(q.sq() + std::size_t{i} * hw::send_wqe_bb);

@@ -175,6 +175,8 @@ struct device::impl {
     void* bar = nullptr;
     std::size_t bar_size = 0;
     hw::mmio_window window;
+    void* wc = nullptr;  // resource0_wc mapping, bar_size bytes
+    hw::mmio_window wc_window;
     unsigned msix = 0;
     bool msix_enabled = false;
     std::vector<int> eventfds;
@@ -192,6 +194,7 @@ struct device::impl {
             }
         }
         if (bar) ::munmap(bar, bar_size);
+        if (wc) ::munmap(wc, bar_size);
         if (fd >= 0) ::close(fd);
         if (group >= 0) ::close(group);
     }
@@ -201,6 +204,7 @@ device::device(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 device::~device() = default;
 const std::string& device::bdf() const noexcept { return p_->bdf; }
 const hw::mmio_window& device::bar0() const noexcept { return p_->window; }
+const hw::mmio_window* device::bar0_wc() const noexcept { return p_->wc ? &p_->wc_window : nullptr; }
 const iommu_info& device::iommu() const noexcept { return p_->dom->info; }
 unsigned device::msix_count() const noexcept { return p_->msix; }
 
@@ -305,6 +309,16 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf) {
         }
     }
     p->window = hw::mmio_window(p->bar, bar->size);
+    // The same BAR write-combining, where the kernel offers it (best effort: without it
+    // BlueFlame falls back to 8-byte doorbells after the write-combining self-test).
+    if (const int wc = ::open((sysfs(bdf) + "/resource0_wc").c_str(), O_RDWR | O_CLOEXEC); wc >= 0) {
+        void* m = ::mmap(nullptr, bar->size, PROT_READ | PROT_WRITE, MAP_SHARED, wc, 0);
+        ::close(wc);
+        if (m != MAP_FAILED) {
+            p->wc = m;
+            p->wc_window = hw::mmio_window(m, bar->size);
+        }
+    }
 
     // Memory decode and bus mastering on (PCI command register, config offset 4).
     vfio_region_info cfg{};

@@ -89,6 +89,10 @@ public:
 
     const std::string& bdf() const noexcept;
     const hw::mmio_window& bar0() const noexcept;
+    // BAR0 mapped write-combining through sysfs `resource0_wc` (root; a prefetchable
+    // BAR), for BlueFlame: VFIO maps BARs uncached. Null when there is none or it cannot
+    // be mapped; then bar0() is all there is.
+    const hw::mmio_window* bar0_wc() const noexcept;
     const iommu_info& iommu() const noexcept;
     unsigned msix_count() const noexcept;  // vectors the function has
 

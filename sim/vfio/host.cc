@@ -158,6 +158,19 @@ std::shared_ptr<vfio_file> host::find(int fd) {
     return it == fds_.end() ? nullptr : it->second;
 }
 
+// The function's model, made at its first use (the group's open, or resource0_wc).
+int host::ensure_model(function_state& f) {
+    if (f.model) return 0;
+    auto d = device::create(f.spec.model);
+    if (!d) {
+        std::fprintf(stderr, "cxv-sim: %s: %s\n", f.spec.address.str().c_str(), d.error().message.c_str());
+        return -ENODEV;
+    }
+    f.model = std::move(d).value();
+    if (trace_commands_) f.model->tracer().set_live(stderr, "cxv-sim " + f.spec.address.str());
+    return 0;
+}
+
 int host::open_node(const node& n, int flags) {
     const int access = flags & O_ACCMODE;
     switch (n.kind) {
@@ -185,6 +198,18 @@ int host::open_node(const node& n, int flags) {
         track(fd, std::make_shared<container_file>());
         return fd;
     }
+    case node_kind::bar_wc: {
+        // pci-sysfs.c resource<N>_wc: root only, for mmap. The file is BAR0's memory
+        // itself (the model's BAR file), so a mapping of it is the BAR as the device sees
+        // it; the CPU side's write combining is the platform's business.
+        if (flags & O_DIRECTORY) return -ENOTDIR;
+        if (access != O_RDWR) return -EACCES;
+        std::lock_guard lock(mu_);
+        function_state& f = *functions_.at(n.function);
+        if (const int e = ensure_model(f); e != 0) return e;
+        const int fd = libc().fcntl(f.model->bar().fd(), (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+        return fd < 0 ? -errno : fd;
+    }
     case node_kind::control: {
         if (access == O_RDONLY) return -EACCES;  // write-only
         std::lock_guard lock(mu_);
@@ -198,16 +223,7 @@ int host::open_node(const node& n, int flags) {
         std::lock_guard lock(mu_);
         function_state& f = *functions_.at(n.function);
         if (f.opened != nullptr) return -EBUSY;  // vfio_group_fops_open: one open per group
-        if (!f.model) {
-            auto d = device::create(f.spec.model);
-            if (!d) {
-                std::fprintf(stderr, "cxv-sim: %s: %s\n", f.spec.address.str().c_str(),
-                             d.error().message.c_str());
-                return -ENODEV;
-            }
-            f.model = std::move(d).value();
-            if (trace_commands_) f.model->tracer().set_live(stderr, "cxv-sim " + f.spec.address.str());
-        }
+        if (const int e = ensure_model(f); e != 0) return e;
         const int fd = placeholder_fd("vfio-group", flags);
         if (fd < 0) return -errno;
         auto g = std::make_shared<group_file>(f);

@@ -190,6 +190,7 @@ private:
     static std::atomic<host*> instance_;
 
     host();
+    int ensure_model(function_state& f);  // 0 or -errno; with mu_ held
     void track(int fd, std::shared_ptr<vfio_file> file);
     std::shared_ptr<vfio_file> find(int fd);
 

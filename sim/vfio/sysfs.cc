@@ -62,6 +62,7 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
     add("/dev/vfio/vfio", {node_kind::vfio_container, {}});
     for (unsigned i = 0; i < functions.size(); ++i) {
         const function_spec& f = functions[i];
+        bar_sizes_.push_back(f.model.bar0_size);
         const std::string bdf = f.address.str();
         const std::string root = fmt::format("pci{:04x}:{:02x}", f.address.domain, f.address.bus);
         const std::string dev = "/sys/devices/" + root + "/" + bdf;
@@ -107,6 +108,9 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         add(group + "/devices", {node_kind::directory, {}});
         add(group + "/devices/" + bdf, {node_kind::symlink, "../../../../devices/" + root + "/" + bdf});
         add(group + "/type", {node_kind::file, "DMA\n"});
+        node wc{node_kind::bar_wc, {}};
+        wc.function = i;
+        add(dev + "/resource0_wc", std::move(wc));
         node ctl{node_kind::control, {}};
         ctl.function = i;
         add(dev + "/cxv_sim_control", std::move(ctl));
@@ -119,7 +123,7 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
 void sysfs::add(const std::string& path, node n) {
     if (nodes_.contains(path)) return;  // a directory shared by several functions
     n.inode = 0x5c000000u + nodes_.size();
-    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR, DT_REG, DT_REG};
+    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR, DT_REG, DT_REG, DT_REG};
     const auto slash = path.rfind('/');
     auto& list = entries_[slash == 0 ? std::string{} : path.substr(0, slash)];
     const std::string name = path.substr(slash + 1);
@@ -227,6 +231,12 @@ void sysfs::fill_stat(const node& n, struct stat& st) const {
         st.st_dev = makedev(0, 22);
         st.st_mode = S_IFREG | 0200;
         st.st_size = 4096;
+        break;
+    case node_kind::bar_wc:
+        // pci-sysfs.c: resource<N>_wc, mode 0600, the BAR's size.
+        st.st_dev = makedev(0, 22);
+        st.st_mode = S_IFREG | 0600;
+        st.st_size = static_cast<off_t>(bar_sizes_.at(n.function));
         break;
     case node_kind::vfio_group:
         st.st_dev = makedev(0, 5);

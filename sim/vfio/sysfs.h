@@ -27,13 +27,14 @@
 namespace cxv::sim::vfio {
 
 // `file` has fixed text; `config` is the function's config space, read from the host
-// when opened (host::open_node).
-enum class node_kind { directory, file, symlink, vfio_container, vfio_group, control, config };
+// when opened (host::open_node); `bar_wc` is sysfs `resource0_wc`, BAR0 for a
+// write-combining mmap (the BAR is prefetchable, as a ConnectX's is).
+enum class node_kind { directory, file, symlink, vfio_container, vfio_group, control, config, bar_wc };
 
 struct node {
     node_kind kind;
     std::string text;       // file contents, or link target
-    unsigned function = 0;  // vfio_group, control, config: index into the function list
+    unsigned function = 0;  // vfio_group, control, config, bar_wc: index into the function list
     bool shared = false;    // a directory the host may also have entries in
     std::uint64_t inode = 0;
 };
@@ -75,6 +76,7 @@ private:
     void add(const std::string& path, node n);
     std::map<std::string, node> nodes_;
     std::map<std::string, std::vector<dir_entry>> entries_;
+    std::vector<std::uint64_t> bar_sizes_;  // BAR0 of each function
 };
 
 }  // namespace cxv::sim::vfio

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "hw/endian.h"
 #include "hw/mmio.h"
 #include "tests/e2e/fixture.h"
 
@@ -20,6 +21,16 @@ TEST_CASE("write-combining self-test and the doorbell mode QPs get from it") {
     REQUIRE(setting != nullptr);
     const bool expect_wc = std::string(setting) == "on";
     auto n = make_node("0000:c5:00.0");
+    // BlueFlame goes through sysfs resource0_wc, mapped by the driver: the same BAR0 as
+    // VFIO's mapping (a store through one is seen through the other).
+    const auto* wcw = n->dev->hca().device().bar0_wc();
+    REQUIRE(wcw != nullptr);
+    const auto& uc = n->dev->hca().device().bar0();
+    REQUIRE(wcw->size() == uc.size());
+    const std::size_t probe = uc.size() - 8;  // the last UAR page's last 8 bytes: unused
+    wcw->write64_be(probe, 0x0123456789abcdefull);
+    CHECK(hw::from_be(*reinterpret_cast<volatile std::uint64_t*>(uc.base() + probe)) == 0x0123456789abcdefull);
+    wcw->write64_be(probe, 0);
     const bool wc = take(n->dev->write_combining());
     CHECK(wc == expect_wc);
 
