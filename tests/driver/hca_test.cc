@@ -140,11 +140,14 @@ TEST_CASE("health: a stalled counter and a health syndrome make the device dead,
         REQUIRE(h.value()->dead());
         auto r = h.value()->exec(query_caps_input(), ifc::query_hca_cap_out::size_bytes);
         CHECK(r.error().code == ENODEV);
-        {
+        // The fatal event is reported on the event thread, after dead() turns true.
+        const auto fatal_seen = [&] {
             std::lock_guard lock(mu);
-            CHECK(std::any_of(seen.begin(), seen.end(),
-                              [](const driver::hca_event& e) { return e.what == driver::hca_event::fatal; }));
-        }
+            return std::any_of(seen.begin(), seen.end(),
+                               [](const driver::hca_event& e) { return e.what == driver::hca_event::fatal; });
+        };
+        while (!fatal_seen() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+        CHECK(fatal_seen());
         CHECK_FALSE(h.value()->close().ok());  // teardown is skipped on a dead device
         h.value().reset();  // closing the function ends its model, faults and all
     }
