@@ -179,12 +179,13 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
         unsigned log_rq = 0;
         while ((1u << log_rq) < o.rq_wqe_count()) ++log_rq;
         out->rq_wr_ids_.assign(o.rq_wqe_count(), 0);
-        out->rq_ = queues::recv_queue(o.rq(), log_rq, o.rq_wqe_shift(), out->rq_wr_ids_.data(), dbrec);
-        out->recv_ = {&out->rq_, cap.max_recv_sge};
+        out->rq_ = queues::recv_queue(o.rq(), log_rq, o.rq_wqe_shift(), out->rq_wr_ids_.data(), dbrec,
+                                      cap.max_recv_sge);
     } else {
-        out->recv_ = {nullptr, 0};
+        out->rq_ = queues::recv_queue::srq_attached();
     }
-    const queues::qp_rings rings{o.qpn(), out->mpsq_ ? nullptr : &out->sq_, out->recv_.rq,
+    const queues::qp_rings rings{o.qpn(), out->mpsq_ ? nullptr : &out->sq_,
+                                 out->rq_.srq() ? nullptr : &out->rq_,
                                  a.shared ? &a.shared->ring_ : nullptr, out->mpsq_.get()};
     if (!a.send_cq->attach(rings) || !a.recv_cq->attach(rings)) {
         a.send_cq->detach(o.qpn());

@@ -182,7 +182,7 @@ public:
         if (mpsq_) [[unlikely]] return api::post_send_mp(mp_send_, wr, bad_wr);
         return api::post_send(send_, wr, bad_wr);
     }
-    int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(recv_, wr, bad_wr); }
+    int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(rq_, wr, bad_wr); }
     // Batch forms: the WRs of the span in order (their `next` links are set here);
     // *bad_wr as for the list forms.
     int post_send(std::span<ibv_send_wr> wrs, ibv_send_wr** bad_wr) noexcept;
@@ -203,7 +203,6 @@ private:
     queues::recv_queue rq_;
     api::send_side send_{};
     api::mp_send_side mp_send_{};
-    api::recv_side recv_{};
 };
 
 // ibv_wc_status_str(3) without linking libibverbs.

@@ -48,51 +48,37 @@ struct send_side {
     ibv_qp_type type;  // IBV_QPT_RC, IBV_QPT_UC or IBV_QPT_UD
 };
 
-// The receive side: its own RQ, or none when an SRQ serves it.
-struct recv_side {
-    queues::recv_queue* rq;  // null: the QP uses an SRQ
-    unsigned max_sge;
-};
+// ibv_post_recv(3) on a QP's receive ring (for a QP served by an SRQ, the ring made by
+// recv_queue::srq_attached(), which refuses every WR with EINVAL).
+namespace detail {
+// post_recv from the first WR its inlined loop could not take.
+[[gnu::noinline]] inline int post_recv_rest(queues::recv_queue& rq, ibv_recv_wr* wr, std::uint32_t head,
+                                            ibv_recv_wr** bad_wr) noexcept {
+    const auto why = rq.post_rest(wr, head, bad_wr);
+    if (why == queues::recv_queue::stop::done) return 0;
+    return why == queues::recv_queue::stop::too_many_sge || rq.srq() ? EINVAL : ENOMEM;
+}
+}  // namespace detail
 
-inline int post_recv(const recv_side& q, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
-    if (q.rq == nullptr) [[unlikely]] {  // receives come from an SRQ: ibv_post_srq_recv
-        *bad_wr = wr;
-        return EINVAL;
-    }
-    int err = 0;
-    auto w = q.rq->begin();
-    for (; wr != nullptr; wr = wr->next) {
-        if (static_cast<unsigned>(wr->num_sge) > q.max_sge) [[unlikely]] {  // (negative too)
-            err = EINVAL;
-            break;
-        }
-        if (!w.put(sges(wr->sg_list), static_cast<unsigned>(wr->num_sge), wr->wr_id)) [[unlikely]] {
-            err = ENOMEM;
-            break;
-        }
-    }
-    q.rq->end(w);
-    if (err) [[unlikely]] *bad_wr = wr;
-    return err;
+[[gnu::always_inline]] inline int post_recv(queues::recv_queue& rq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
+    return rq.post_list(wr, [&rq, bad_wr](ibv_recv_wr* w, std::uint32_t head) {
+        return detail::post_recv_rest(rq, w, head, bad_wr);
+    });
 }
 
-inline int post_srq_recv(queues::srq_ring& srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
-    int err = 0;
-    bool any = false;
-    for (; wr != nullptr; wr = wr->next) {
-        if (wr->num_sge < 0 || static_cast<unsigned>(wr->num_sge) > srq.max_sge()) {
-            err = EINVAL;
-            break;
-        }
-        if (!srq.put(sges(wr->sg_list), static_cast<unsigned>(wr->num_sge), wr->wr_id)) {
-            err = ENOMEM;
-            break;
-        }
-        any = true;
-    }
-    if (any) srq.commit();
-    if (err) *bad_wr = wr;
-    return err;
+namespace detail {
+[[gnu::noinline]] inline int post_srq_recv_rest(queues::srq_ring& srq, ibv_recv_wr* wr, std::uint32_t counter,
+                                                ibv_recv_wr** bad_wr) noexcept {
+    const auto why = srq.post_rest(wr, counter, bad_wr);
+    if (why == queues::srq_ring::stop::done) return 0;
+    return why == queues::srq_ring::stop::too_many_sge ? EINVAL : ENOMEM;
+}
+}  // namespace detail
+
+[[gnu::always_inline]] inline int post_srq_recv(queues::srq_ring& srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
+    return srq.post_list(wr, [&srq, bad_wr](ibv_recv_wr* w, std::uint32_t counter) {
+        return detail::post_srq_recv_rest(srq, w, counter, bad_wr);
+    });
 }
 
 namespace detail {

@@ -104,7 +104,7 @@ struct state {
 extern "C" {
 __attribute__((noinline)) int cxv_bench_post_recv(state& s) {
     ibv_recv_wr* bad;
-    return api::post_recv(api::recv_side{&s.r->rq, 1}, s.rwr.data(), &bad);
+    return api::post_recv(s.r->rq, s.rwr.data(), &bad);
 }
 __attribute__((noinline)) int cxv_bench_post_srq_recv(state& s) {
     ibv_recv_wr* bad;
@@ -211,7 +211,7 @@ std::vector<op> operations() {
     ops.push_back({"poll_cq_recv_16", 16, 172, 50, [](state& s) { prepare_recv(s, 16); },
                    [](state& s) {
                        ibv_recv_wr* bad;
-                       api::post_recv(api::recv_side{&s.r->rq, 1}, s.rwr.data(), &bad);
+                       api::post_recv(s.r->rq, s.rwr.data(), &bad);
                        for (int i = 0; i < 16; ++i) {
                            s.r->device_cqe(hw::cqe_opcode::RESP_SEND, static_cast<std::uint16_t>(s.rq_counter++));
                        }

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "hw/barrier.h"
 #include "hw/doorbell.h"
@@ -24,9 +25,15 @@ namespace cxv::queues {
 namespace detail {
 
 // One data segment, byte-swapped into place (PRM "Data Segment").
+// Length and lkey are adjacent in both, so they move as one 8-byte word: swapping all
+// eight bytes reverses each half and exchanges them; rotating by 32 puts them back.
 inline void put_data(hw::wqe_data_seg* d, const sge& s) noexcept {
-    d->byte_count = hw::be32::from(s.length);
-    d->lkey = hw::be32::from(s.lkey);
+    static_assert(offsetof(sge, lkey) == offsetof(sge, length) + 4 && offsetof(hw::wqe_data_seg, lkey) == 4);
+    std::uint64_t len_key;
+    std::memcpy(&len_key, &s.length, sizeof(len_key));
+    len_key = hw::to_be(len_key);
+    len_key = (len_key << 32) | (len_key >> 32);
+    std::memcpy(&d->byte_count, &len_key, sizeof(len_key));
     d->addr = hw::be64::from(s.addr);
 }
 
@@ -42,30 +49,36 @@ class recv_queue {
 public:
     recv_queue() = default;
     // `wqes`: 1 << log_count WQEs of 1 << wqe_shift bytes; `wr_ids`: as many slots;
-    // `dbrec`: the QP's doorbell record (receive counter first).
+    // `dbrec`: the QP's doorbell record (receive counter first); `max_sge`: the most
+    // SGEs a WR may have (the QP's max_recv_sge; 0: as many as a WQE holds).
     recv_queue(std::byte* wqes, unsigned log_count, unsigned wqe_shift, std::uint64_t* wr_ids,
-               hw::wq_doorbell_record* dbrec) noexcept
-        : wqes_(wqes), wr_ids_(wr_ids), dbrec_(dbrec), mask_((1u << log_count) - 1), shift_(wqe_shift),
-          max_sge_((1u << wqe_shift) / sizeof(hw::wqe_data_seg)) {}
+               hw::wq_doorbell_record* dbrec, unsigned max_sge = 0) noexcept
+        : limit_(1u << log_count), mask_((1u << log_count) - 1), shift_(wqe_shift), wqes_(wqes), wr_ids_(wr_ids),
+          dbrec_(dbrec), seg_slots_((1u << wqe_shift) / sizeof(hw::wqe_data_seg)),
+          max_sge_(max_sge != 0 && max_sge < seg_slots_ ? max_sge : seg_slots_) {}
+    // The receive side of a QP whose receives come from an SRQ: always full, and
+    // srq_attached() says why (ibv_post_recv(3) refuses it with EINVAL).
+    static recv_queue srq_attached() noexcept {
+        recv_queue q;
+        q.limit_ = 0;
+        q.srq_ = true;
+        return q;
+    }
 
-    unsigned capacity() const noexcept { return mask_ + 1; }
+    unsigned capacity() const noexcept { return srq_ ? 0 : mask_ + 1; }
     unsigned max_sge() const noexcept { return max_sge_; }
-    unsigned posted() const noexcept { return head_ - tail_; }
+    unsigned posted() const noexcept { return head_ - (limit_ - capacity()); }
+    bool srq() const noexcept { return srq_; }
 
     // Writes one WQE; false when the ring is full (nothing written). The caller has
     // checked n <= max_sge().
     bool put(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
-        // Members into locals first: the WQE stores below may alias them as far as the
-        // compiler knows, and would force a reload of each after every store.
-        const std::uint32_t head = head_, mask = mask_;
-        if (head - tail_ > mask) return false;
-        const unsigned slot = head & mask;
-        auto* d = reinterpret_cast<hw::wqe_data_seg*>(wqes_ + (std::size_t{slot} << shift_));
-        const unsigned max = max_sge_;
+        const std::uint32_t head = head_;
+        if (head == limit_) return false;
+        const unsigned slot = head & mask_;
         wr_ids_[slot] = wr_id;
         head_ = head + 1;
-        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
-        if (n < max) detail::put_end(d + n);
+        put_wqe(wqe(slot), sg, n);
         return true;
     }
     // Makes every WQE put so far visible to the device (PRM: the WQE before the record).
@@ -74,50 +87,113 @@ public:
         dbrec_->rcv_counter = hw::be32::from(head_ & 0xffff);
     }
 
-    // A list of posts with the ring's state in registers: begin(), put() per WR,
-    // end() (which stores the producer index and, if anything was put, commits).
-    struct writer {
-        std::byte* wqes;
-        std::uint64_t* wr_ids;
-        std::uint32_t head, start, limit, mask;
-        unsigned shift, max_sge;
-        [[gnu::always_inline]] bool put(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
-            if (head == limit) return false;
-            const unsigned slot = head & mask;
-            auto* d = reinterpret_cast<hw::wqe_data_seg*>(wqes + (std::size_t{slot} << shift));
-            wr_ids[slot] = wr_id;
+    // Posts a list of WRs shaped like ibv_recv_wr (next, sg_list of sge layout, num_sge,
+    // wr_id), in order, with one record update for the list.
+    //
+    // The inlined loop takes WRs of one SGE (the common receive) with the ring's state in
+    // caller-saved registers (rings of several segments per WQE take it out of line, as
+    // their end mark needs registers of its own). At the first WR it cannot take (other SGE counts, a full
+    // ring) it returns rest(wr, head), which the caller makes an out-of-line call
+    // to post_rest(): the fast loop keeps nothing live across a call. Returns 0 when
+    // every WR was taken here.
+    template <class Wr, class Rest>
+    [[gnu::always_inline]] int post_list(Wr* wr, Rest rest) noexcept {
+        if (wr == nullptr) [[unlikely]] return 0;
+        if (seg_slots_ == 1) [[likely]] return post_loop<true>(wr, rest);
+        return post_loop_multi(wr, rest);
+    }
+    // What post_rest stopped at (the WR it names is not posted).
+    enum class stop { done, full, too_many_sge };
+    // The general loop, from the WR the fast loop could not take (any SGE count, the
+    // checks): posts until a WR cannot be posted, which goes to *at; publishes what both
+    // loops put (`head`: the fast loop's producer index; head_ is still where it began).
+    template <class Wr>
+    [[gnu::always_inline]] stop post_rest(Wr* wr, std::uint32_t head, Wr** at) noexcept {
+        const std::uint32_t start = head_;
+        stop why = stop::done;
+        for (; wr != nullptr; wr = wr->next) {
+            if (static_cast<unsigned>(wr->num_sge) > max_sge_) [[unlikely]] {  // (negative too)
+                why = stop::too_many_sge;
+                break;
+            }
+            if (head == limit_) [[unlikely]] {
+                why = stop::full;
+                break;
+            }
+            const unsigned slot = head & mask_;
+            wr_ids_[slot] = wr->wr_id;
+            put_wqe(wqe(slot), reinterpret_cast<const sge*>(wr->sg_list), static_cast<unsigned>(wr->num_sge));
             ++head;
-            for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
-            if (n < max_sge) detail::put_end(d + n);
-            return true;
         }
-    };
-    [[gnu::always_inline]] writer begin() const noexcept {
-        return {wqes_, wr_ids_, head_, head_, tail_ + mask_ + 1, mask_, shift_, max_sge_};
+        if (head != start) publish(head);
+        if (why != stop::done) *at = wr;
+        return why;
     }
-    [[gnu::always_inline]] void end(const writer& w) noexcept {
-        if (w.head == w.start) return;
-        head_ = w.head;
-        hw::to_device();
-        dbrec_->rcv_counter = hw::be32::from(w.head & 0xffff);
-    }
+
     // A receive completion for WQE `wqe_counter`: returns its wr_id. Every receive WQE
     // completes, in order, so each completion retires exactly one.
     std::uint64_t retire(std::uint16_t wqe_counter) noexcept {
-        ++tail_;
+        ++limit_;
         return wr_ids_[wqe_counter & mask_];
     }
     // All outstanding WQEs given up (a QP reset): the ring is empty again.
-    void reset() noexcept { head_ = tail_ = 0; }
+    void reset() noexcept {
+        head_ = 0;
+        limit_ = capacity();
+    }
 
 private:
+    std::byte* wqe(unsigned slot) const noexcept { return wqes_ + (std::size_t{slot} << shift_); }
+    void put_wqe(std::byte* w, const sge* sg, unsigned n) const noexcept {
+        auto* d = reinterpret_cast<hw::wqe_data_seg*>(w);
+        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
+        if (n < seg_slots_) detail::put_end(d + n);
+    }
+
+    template <bool OneSeg, class Wr, class Rest>
+    [[gnu::always_inline]] int post_loop(Wr* wr, Rest rest) noexcept {
+        // The producer index, the WR and the two arrays in registers; the other fields are
+        // read where they are used (a load folded into an instruction costs none).
+        std::uint32_t head = head_;
+        std::byte* const wqes = wqes_;
+        std::uint64_t* const ids = wr_ids_;
+        do {
+            if (head == limit_ || wr->num_sge != 1) [[unlikely]] return rest(wr, head);
+            const unsigned slot = head & mask_;
+            // One-segment WQEs are 16 bytes (PRM: the receive WQE stride is a power of two
+            // of at least 16); others use the ring's stride.
+            auto* d = reinterpret_cast<hw::wqe_data_seg*>(OneSeg ? wqes + std::size_t{slot} * 16
+                                                                 : wqes + (std::size_t{slot} << shift_));
+            ids[slot] = wr->wr_id;
+            detail::put_data(d, *reinterpret_cast<const sge*>(wr->sg_list));
+            if (!OneSeg) detail::put_end(d + 1);
+            ++head;
+            wr = wr->next;
+        } while (wr != nullptr);
+        publish(head);
+        return 0;
+    }
+    template <class Wr, class Rest>
+    [[gnu::noinline]] int post_loop_multi(Wr* wr, Rest rest) noexcept {
+        return post_loop<false>(wr, rest);
+    }
+    void publish(std::uint32_t head) noexcept {
+        head_ = head;
+        hw::to_device();
+        dbrec_->rcv_counter = hw::be32::from(head & 0xffff);
+    }
+
+    // The posting loop's fields first.
+    std::uint32_t head_ = 0;
+    std::uint32_t limit_ = 0;  // head_ may not reach it: the oldest incomplete WQE + capacity
+    std::uint32_t mask_ = 0;
+    unsigned shift_ = 4;
     std::byte* wqes_ = nullptr;
     std::uint64_t* wr_ids_ = nullptr;
     hw::wq_doorbell_record* dbrec_ = nullptr;
-    std::uint32_t head_ = 0, tail_ = 0;
-    std::uint32_t mask_ = 0;
-    unsigned shift_ = 4;
+    unsigned seg_slots_ = 1;  // data segments a WQE holds
     unsigned max_sge_ = 1;
+    bool srq_ = false;
 };
 
 // An SRQ: WQEs are a linked free list (each WQE's next segment names the next free
@@ -129,28 +205,73 @@ public:
     // The ring must be initialised as driver::srq leaves it: WQE i links to i + 1.
     srq_ring(std::byte* wqes, unsigned log_count, unsigned wqe_shift, std::uint64_t* wr_ids,
              hw::wq_doorbell_record* dbrec) noexcept
-        : wqes_(wqes), wr_ids_(wr_ids), dbrec_(dbrec), mask_((1u << log_count) - 1), shift_(wqe_shift),
-          max_sge_(((1u << wqe_shift) - sizeof(hw::wqe_srq_next_seg)) / sizeof(hw::wqe_data_seg)),
-          tail_(mask_) {}
+        : tail_((1u << log_count) - 1), mask_((1u << log_count) - 1), shift_(wqe_shift), wqes_(wqes),
+          wr_ids_(wr_ids), dbrec_(dbrec),
+          max_sge_(((1u << wqe_shift) - sizeof(hw::wqe_srq_next_seg)) / sizeof(hw::wqe_data_seg)) {}
 
     unsigned capacity() const noexcept { return mask_; }  // one sentinel
     unsigned max_sge() const noexcept { return max_sge_; }
 
     bool put(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
         if (head_ == tail_) return false;  // only the sentinel is left
-        std::byte* w = wqes_ + (std::size_t{head_} << shift_);
-        auto* d = reinterpret_cast<hw::wqe_data_seg*>(w + sizeof(hw::wqe_srq_next_seg));
-        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
-        if (n < max_sge_) detail::put_end(d + n);
-        wr_ids_[head_] = wr_id;
-        head_ = reinterpret_cast<const hw::wqe_srq_next_seg*>(w)->next_wqe_index.value() & mask_;
-        ++counter_;
+        put_wqe(sg, n, wr_id);
         return true;
     }
-    void commit() noexcept {
-        hw::to_device();
-        dbrec_->rcv_counter = hw::be32::from(counter_ & 0xffff);
+    void commit() noexcept { publish(counter_); }
+
+    // As recv_queue::post_list: WRs of one SGE on a ring of one data segment per WQE in
+    // the inlined loop; anything else, and a ring with only its sentinel left, returns
+    // rest(wr, counter) for an out-of-line call to post_rest().
+    template <class Wr, class Rest>
+    [[gnu::always_inline]] int post_list(Wr* wr, Rest rest) noexcept {
+        if (wr == nullptr) [[unlikely]] return 0;
+        std::uint32_t counter = counter_;
+        if (max_sge_ != 1) [[unlikely]] return rest(wr, counter);
+        std::uint32_t head = head_;
+        std::byte* const wqes = wqes_;
+        std::uint64_t* const ids = wr_ids_;
+        do {
+            if (head == tail_ || wr->num_sge != 1) [[unlikely]] {
+                head_ = head;
+                return rest(wr, counter);
+            }
+            // A one-segment SRQ WQE is 32 bytes: the next segment, then the data segment.
+            std::byte* w = wqes + std::size_t{head} * 32;
+            ids[head] = wr->wr_id;
+            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(w + sizeof(hw::wqe_srq_next_seg)),
+                             *reinterpret_cast<const sge*>(wr->sg_list));
+            head = next_index(w);
+            ++counter;
+            wr = wr->next;
+        } while (wr != nullptr);
+        head_ = head;
+        publish(counter);
+        return 0;
     }
+    enum class stop { done, full, too_many_sge };
+    // The general loop (any SGE count, the checks), from where post_list stopped
+    // (`counter`: its count of posted WQEs; counter_ is still where it began).
+    template <class Wr>
+    [[gnu::always_inline]] stop post_rest(Wr* wr, std::uint32_t counter, Wr** at) noexcept {
+        const std::uint32_t start = counter_;
+        counter_ = counter;
+        stop why = stop::done;
+        for (; wr != nullptr; wr = wr->next) {
+            if (static_cast<unsigned>(wr->num_sge) > max_sge_) [[unlikely]] {  // (negative too)
+                why = stop::too_many_sge;
+                break;
+            }
+            if (head_ == tail_) [[unlikely]] {
+                why = stop::full;
+                break;
+            }
+            put_wqe(reinterpret_cast<const sge*>(wr->sg_list), static_cast<unsigned>(wr->num_sge), wr->wr_id);
+        }
+        if (counter_ != start) publish(counter_);
+        if (why != stop::done) *at = wr;
+        return why;
+    }
+
     // A completion for WQE `index`: it goes to the end of the free list.
     std::uint64_t retire(std::uint16_t index) noexcept {
         const unsigned i = index & mask_;
@@ -162,15 +283,40 @@ public:
     }
 
 private:
+    void put_wqe(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
+        std::byte* w = wqes_ + (std::size_t{head_} << shift_);
+        auto* d = reinterpret_cast<hw::wqe_data_seg*>(w + sizeof(hw::wqe_srq_next_seg));
+        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
+        if (n < max_sge_) detail::put_end(d + n);
+        wr_ids_[head_] = wr_id;
+        head_ = next_index(w);
+        ++counter_;
+    }
+    // The WQE after `w` in the free list. Read as the segment's first four bytes (two
+    // reserved, then next_wqe_index): one big-endian load, and the mask (< 2^16) drops
+    // the reserved half.
+    std::uint32_t next_index(const std::byte* w) const noexcept {
+        static_assert(offsetof(hw::wqe_srq_next_seg, next_wqe_index) == 2);
+        std::uint32_t word;
+        std::memcpy(&word, w, sizeof(word));
+        return hw::from_be(word) & mask_;
+    }
+    void publish(std::uint32_t counter) noexcept {
+        counter_ = counter;
+        hw::to_device();
+        dbrec_->rcv_counter = hw::be32::from(counter & 0xffff);
+    }
+
+    // The posting loop's fields first.
+    std::uint32_t head_ = 0;  // the first free WQE
+    std::uint32_t tail_ = 0;  // the last free WQE (the sentinel)
+    std::uint32_t counter_ = 0;
+    std::uint32_t mask_ = 0;
+    unsigned shift_ = 5;
     std::byte* wqes_ = nullptr;
     std::uint64_t* wr_ids_ = nullptr;
     hw::wq_doorbell_record* dbrec_ = nullptr;
-    std::uint32_t mask_ = 0;
-    unsigned shift_ = 5;
     unsigned max_sge_ = 1;
-    std::uint32_t head_ = 0;
-    std::uint32_t tail_ = 0;
-    std::uint32_t counter_ = 0;
 };
 
 }  // namespace cxv::queues
