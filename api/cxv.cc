@@ -156,14 +156,14 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     unsigned log_sq = 0;
     while ((1u << log_sq) < o.sq_wqebb_count()) ++log_sq;
     out->sq_wr_ids_.assign(o.sq_wqebb_count(), 0);
-    out->sq_sizes_.assign(o.sq_wqebb_count(), 0);
+    out->sq_ends_.assign(o.sq_wqebb_count(), 0);
     const auto& bf = o.bf();
     // BlueFlame copies through the write-combining mapping; 8-byte doorbells through the
     // uncached one (a store to a WC mapping would wait in the CPU's buffers).
     std::byte* base = mode == doorbell_mode::doorbell || a.multi_producer ? d.hca().device().bar0().base() : d.bf_base();
     std::byte* reg = base + std::size_t{bf.uar} * hw::uar_page_size + bf.offset;
     out->sq_ = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, out->sq_wr_ids_.data(),
-                                  out->sq_sizes_.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
+                                  out->sq_ends_.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
     const auto& cap = o.capabilities();
     const ibv_qp_type type = a.type == qp_type::rc ? IBV_QPT_RC : a.type == qp_type::uc ? IBV_QPT_UC : IBV_QPT_UD;
     out->send_ = {&out->sq_, cap.max_send_sge, cap.max_inline_data, type};

@@ -197,7 +197,7 @@ private:
     std::shared_ptr<cq> scq_, rcq_;
     std::shared_ptr<srq> srq_;
     std::vector<std::uint64_t> sq_wr_ids_, rq_wr_ids_;
-    std::vector<std::uint8_t> sq_sizes_;
+    std::vector<std::uint32_t> sq_ends_;
     queues::send_queue sq_;
     std::unique_ptr<queues::mp_send_queue> mpsq_;
     queues::recv_queue rq_;

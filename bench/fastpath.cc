@@ -48,7 +48,7 @@ struct rings {
     alignas(4096) std::array<std::byte, kEntries * 64> cqes{};
     alignas(64) std::array<std::byte, 512> bf{};  // the "BlueFlame register": plain memory
     std::array<std::uint64_t, kEntries> rq_ids{}, srq_ids{}, sq_ids{};
-    std::array<std::uint8_t, kEntries> sq_sizes{};
+    std::array<std::uint32_t, kEntries> sq_ends{};
     hw::wq_doorbell_record dbrec{}, srq_dbrec{};
     hw::cq_doorbell_record cq_dbrec{};
     queues::recv_queue rq;
@@ -69,7 +69,7 @@ struct rings {
         }
         rq = queues::recv_queue(rq_wqes.data(), kLog, 4, rq_ids.data(), &dbrec);
         srq = queues::srq_ring(srq_wqes.data(), kLog, 5, srq_ids.data(), &srq_dbrec);
-        sq = queues::send_queue(sq_bbs.data(), kLog, kQpn, false, sq_ids.data(), sq_sizes.data(), &dbrec, bf.data(),
+        sq = queues::send_queue(sq_bbs.data(), kLog, kQpn, false, sq_ids.data(), sq_ends.data(), &dbrec, bf.data(),
                                 256, mode, 2);
         cq = queues::completion_queue(cqes.data(), kLog, &cq_dbrec);
         mp.~mp_send_queue();

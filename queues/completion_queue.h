@@ -66,12 +66,37 @@ constexpr std::uint32_t send_opcode_of(std::uint8_t wqe_opcode) noexcept {
     }
 }
 
-// send_opcode_of as a table, by the opcode's low 5 bits (every send WQE opcode is < 32).
-inline constexpr auto kSendOpcodes = [] {
-    std::array<std::uint8_t, 32> t{};
-    for (unsigned i = 0; i < 32; ++i) t[i] = static_cast<std::uint8_t>(send_opcode_of(static_cast<std::uint8_t>(i)));
+namespace detail {
+
+// Per-opcode words of a completion, as poll() stores them: the word at offset 8 of an
+// ibv_wc (status in the low half, opcode in the high half), by send WQE opcode (low 5
+// bits; every send WQE opcode is < 32) and by responder CQE opcode (1..4).
+inline constexpr auto kSendWords = [] {
+    std::array<std::uint64_t, 32> t{};
+    for (unsigned i = 0; i < 32; ++i) t[i] = std::uint64_t{send_opcode_of(static_cast<std::uint8_t>(i))} << 32;
     return t;
 }();
+// RESP_WR_IMM (1): a write with immediate; RESP_SEND (2), RESP_SEND_IMM (3),
+// RESP_SEND_INV (4): a receive. Immediate data with opcodes 1 and 3.
+inline constexpr std::uint64_t kRecvWords[5] = {0, std::uint64_t{wc_recv_rdma_with_imm} << 32,
+                                                std::uint64_t{wc_recv} << 32, std::uint64_t{wc_recv} << 32,
+                                                std::uint64_t{wc_recv} << 32};
+inline constexpr std::uint32_t kImmMask[5] = {0, ~0u, 0, ~0u, 0};
+// The wc_flags half of the word at offset 32: with_imm by opcode, with_grh by
+// flags_rqpn bits 31:28 (GRH presence is bits 29:28).
+inline constexpr std::uint64_t kImmFlag[5] = {0, std::uint64_t{wc_with_imm} << 32, 0,
+                                              std::uint64_t{wc_with_imm} << 32, 0};
+inline constexpr auto kGrhFlag = [] {
+    std::array<std::uint64_t, 16> t{};
+    for (unsigned i = 0; i < 16; ++i) t[i] = (i & 3) ? std::uint64_t{wc_with_grh} << 32 : 0;
+    return t;
+}();
+
+// A CQ's QP cache before any QP is attached, and what an unknown QPN finds: its number
+// matches no 24-bit QPN, and it has no rings.
+inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace detail
 
 class completion_queue {
 public:
@@ -84,27 +109,42 @@ public:
     void attach(const qp_rings* qps, unsigned count) noexcept {
         qps_ = qps;
         nqps_ = count;
-        last_ = count ? &qps[0] : nullptr;
+        last_ = count ? &qps[0] : &detail::kNoQp;
     }
 
     // Up to `max` completions into `out`; returns how many.
+    //
+    // The loop walks the ring in runs that end at its wrap (so the owner parity is fixed
+    // for a run and the entry pointer just advances). An entry is the driver's when
+    // (op_own ^ parity) rotated right by one is below 0x78: the owner bit lands in bit 7
+    // and the opcode in bits 6:3, so that one compare says "owner matches and the opcode
+    // is not INVALID" (PRM "CQE Format"), and the same value sorts requester (< 8),
+    // responder (< 0x28) and every other opcode.
     int poll(work_completion* out, int max) noexcept {
-        // Ring state in locals (the completion stores may alias the members).
-        std::uint32_t ci = ci_;
-        const std::uint32_t mask = mask_;
-        const unsigned log = log_;
-        std::byte* const cqes = cqes_;
-        int n = 0;
-        for (; n < max; ++n) {
-            auto* cqe = reinterpret_cast<const hw::cqe64*>(cqes + (std::size_t{ci & mask} << 6));
-            const std::uint8_t op_own = cqe->op_own;
-            const auto op = hw::cqe_get_opcode(op_own);
-            if (hw::cqe_get_owner(op_own) != ((ci >> log) & 1) || op == hw::cqe_opcode::INVALID) break;
-            hw::from_device();
-            decode(*cqe, op, out[n]);
-            ++ci;
+        if (max <= 0) [[unlikely]] return 0;
+        work_completion* const first = out;
+        work_completion* const end = out + max;
+        const std::uint32_t ci0 = ci_;
+        for (;;) {
+            const std::uint32_t ci = ci0 + static_cast<std::uint32_t>(out - first);
+            const std::uint32_t idx = ci & mask_;
+            const std::size_t room = mask_ + 1 - idx;
+            work_completion* const stop = static_cast<std::size_t>(end - out) > room ? out + room : end;
+            const auto parity = static_cast<std::uint8_t>((ci >> log_) & 1);
+            const std::byte* cqe = cqes_ + (std::size_t{idx} << 6);
+            for (; out != stop; ++out, cqe += 64) {
+                const auto x = static_cast<std::uint8_t>(reinterpret_cast<const hw::cqe64*>(cqe)->op_own ^ parity);
+                const auto r = static_cast<std::uint8_t>((x >> 1) | (x << 7));
+                if (r >= 0x78) goto done;
+                hw::from_device();
+                decode(*reinterpret_cast<const hw::cqe64*>(cqe), r, *out);
+            }
+            if (out == end) break;
         }
-        if (n) {
+    done:
+        const auto n = static_cast<int>(out - first);
+        if (n) [[likely]] {
+            const std::uint32_t ci = ci0 + static_cast<std::uint32_t>(n);
             ci_ = ci;
             hw::to_device();
             dbrec_->update_ci = hw::be32::from(ci & 0xffffff);
@@ -115,94 +155,86 @@ public:
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
 private:
-    [[gnu::always_inline]] const qp_rings* find(std::uint32_t qpn) noexcept {
-        if (last_ && last_->qpn == qpn) [[likely]] return last_;
-        return find_slow(qpn);
-    }
     [[gnu::noinline]] const qp_rings* find_slow(std::uint32_t qpn) noexcept {
         for (unsigned i = 0; i < nqps_; ++i) {
             if (qps_[i].qpn == qpn) return last_ = &qps_[i];
         }
-        return nullptr;
+        return &detail::kNoQp;
     }
 
-    // Two 32-bit fields of the completion stored as one 8-byte store (`lo` at `off`).
-    [[gnu::always_inline]] static void put2(work_completion& wc, std::size_t off, std::uint32_t lo,
-                                            std::uint32_t hi) noexcept {
-        const std::uint64_t v = (std::uint64_t{hi} << 32) | lo;
+    // Stores of a completion: whole 8-byte words (two 32-bit fields each) and halves.
+    [[gnu::always_inline]] static void put64(work_completion& wc, std::size_t off, std::uint64_t v) noexcept {
         std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
     }
+    [[gnu::always_inline]] static void put2(work_completion& wc, std::size_t off, std::uint32_t lo,
+                                            std::uint32_t hi) noexcept {
+        put64(wc, off, (std::uint64_t{hi} << 32) | lo);
+    }
 
-    [[gnu::always_inline]] void decode(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc) noexcept {
+    // `r`: the rotated op_own of poll().
+    [[gnu::always_inline]] void decode(const hw::cqe64& c, std::uint8_t r, work_completion& wc) noexcept {
         static_assert(offsetof(work_completion, status) == 8 && offsetof(work_completion, vendor_err) == 16 &&
-                      offsetof(work_completion, imm_data) == 24 && offsetof(work_completion, src_qp) == 32 &&
-                      offsetof(work_completion, pkey_index) == 40);
-        const std::uint32_t qpn = hw::cqe_qpn(c);
+                      offsetof(work_completion, imm_data) == 24 && offsetof(work_completion, qp_num) == 28 &&
+                      offsetof(work_completion, src_qp) == 32 && offsetof(work_completion, pkey_index) == 40);
+        const std::uint32_t qpn = c.sop_drop_qpn.value() & 0xffffff;
         const std::uint16_t counter = c.wqe_counter.value();
-        const qp_rings* q = find(qpn);
+        const qp_rings* q = last_;
+        if (q->qpn != qpn) [[unlikely]] q = find_slow(qpn);
         const std::uint32_t byte_len = c.byte_cnt.value();
-        if (op == hw::cqe_opcode::REQ) [[likely]] {
+        if (r < 8) [[likely]] {  // REQ
+            send_queue* const sq = q->sq;
+            const std::uint64_t id = sq != nullptr ? sq->retire(counter) : retire_mp(q, counter);
             // status, opcode | vendor_err, byte_len | imm_data, qp_num | src_qp, wc_flags | the rest
-            put2(wc, 8, wc_success, kSendOpcodes[(c.sop_drop_qpn.raw & 0xff) & 0x1f]);
+            put64(wc, 8, detail::kSendWords[c.sop_drop_qpn.raw & 0x1f]);
             put2(wc, 16, 0, byte_len);
             put2(wc, 24, 0, qpn);
-            put2(wc, 32, 0, 0);
-            put2(wc, 40, 0, 0);
-            wc.wr_id = q && q->sq ? q->sq->retire(counter) : retire_mp(q, counter);
+            put64(wc, 32, 0);
+            put64(wc, 40, 0);
+            wc.wr_id = id;
             return;
         }
-        decode_other(c, op, wc, q, qpn, counter, byte_len);
-    }
-
-    [[gnu::always_inline]] void decode_other(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc,
-                                             const qp_rings* q, std::uint32_t qpn, std::uint16_t counter,
-                                             std::uint32_t byte_len) noexcept {
-        // Responder opcodes are 1..4; anything else here is an error CQE.
-        if (static_cast<unsigned>(op) > static_cast<unsigned>(hw::cqe_opcode::RESP_SEND_INV)) [[unlikely]] {
-            decode_error(c, op, wc, q, qpn, counter, byte_len);
+        if (r >= 0x28) [[unlikely]] {  // opcodes 5 and up: errors (and nothing else we enable)
+            decode_error(c, wc, q, qpn, counter, byte_len);
             return;
         }
-        // Responder: a receive (with immediate data, or an RDMA write with it). The
-        // opcodes with immediate data are the odd ones (RESP_WR_IMM 1, RESP_SEND_IMM 3).
-        static_assert(static_cast<unsigned>(hw::cqe_opcode::RESP_WR_IMM) == 1 &&
-                      static_cast<unsigned>(hw::cqe_opcode::RESP_SEND_IMM) == 3 &&
-                      static_cast<unsigned>(hw::cqe_opcode::RESP_SEND) == 2 && wc_with_imm == 2 && wc_with_grh == 1);
-        std::uint32_t imm_data = 0, flags = 0, opcode = wc_recv;
-        if (static_cast<unsigned>(op) & 1) {
-            imm_data = c.imm_inval_pkey.raw;
-            flags = wc_with_imm;
-            if (op == hw::cqe_opcode::RESP_WR_IMM) opcode = wc_recv_rdma_with_imm;
-        }
-        if (hw::cqe_grh(c)) flags |= wc_with_grh;
-        put2(wc, 8, wc_success, opcode);
+        // Responder: RESP_WR_IMM, RESP_SEND, RESP_SEND_IMM, RESP_SEND_INV (1..4).
+        const unsigned op = r >> 3;
+        recv_queue* const rq = q->rq;
+        const std::uint64_t id = rq != nullptr ? rq->retire(counter) : retire_shared(q, counter);
+        const std::uint32_t flags_rqpn = c.flags_rqpn.value();
+        put64(wc, 8, detail::kRecvWords[op]);
         put2(wc, 16, 0, byte_len);
-        put2(wc, 24, imm_data, qpn);
-        put2(wc, 32, hw::cqe_src_qpn(c), flags);
-        put2(wc, 40, std::uint32_t{c.slid.value()} << 16, 0);  // pkey_index 0, slid, sl 0, path bits 0
-        wc.wr_id = retire_any(q, false, counter);
+        put2(wc, 24, c.imm_inval_pkey.raw & detail::kImmMask[op], qpn);
+        put64(wc, 32, (flags_rqpn & 0xffffff) | detail::kGrhFlag[flags_rqpn >> 28] | detail::kImmFlag[op]);
+        put64(wc, 40, std::uint64_t{c.slid.value()} << 16);  // pkey_index 0, slid, sl 0, path bits 0
+        wc.wr_id = id;
     }
 
-    [[gnu::noinline]] static void decode_error(const hw::cqe64& c, hw::cqe_opcode op, work_completion& wc,
-                                               const qp_rings* q, std::uint32_t qpn, std::uint16_t counter,
+    [[gnu::noinline]] static void decode_error(const hw::cqe64& c, work_completion& wc, const qp_rings* q,
+                                               std::uint32_t qpn, std::uint16_t counter,
                                                std::uint32_t byte_len) noexcept {
+        const auto op = hw::cqe_get_opcode(c.op_own);
         const auto& e = reinterpret_cast<const hw::err_cqe64&>(c);
+        const bool req = op == hw::cqe_opcode::REQ_ERR;
         put2(wc, 8, status_of(static_cast<hw::cqe_syndrome>(e.syndrome)),
-             op == hw::cqe_opcode::REQ_ERR ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv);
+             req ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv);
         put2(wc, 16, (std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd, byte_len);
         put2(wc, 24, 0, qpn);
         put2(wc, 32, 0, 0);
         put2(wc, 40, 0, 0);
-        wc.wr_id = retire_any(q, op == hw::cqe_opcode::REQ_ERR, counter);
+        if (req) {
+            wc.wr_id = q->sq != nullptr ? q->sq->retire(counter) : retire_mp(q, counter);
+        } else {
+            wc.wr_id = q->rq != nullptr ? q->rq->retire(counter) : retire_shared(q, counter);
+        }
     }
-
+    // A send completion of a multi-producer ring (or of an unknown QP: wr_id 0).
     [[gnu::noinline]] static std::uint64_t retire_mp(const qp_rings* q, std::uint16_t counter) noexcept {
-        return q && q->mpsq ? q->mpsq->retire(counter) : 0;
+        return q->mpsq != nullptr ? q->mpsq->retire(counter) : 0;
     }
-    static std::uint64_t retire_any(const qp_rings* q, bool send, std::uint16_t counter) noexcept {
-        if (q == nullptr) return 0;
-        if (send) return q->sq ? q->sq->retire(counter) : retire_mp(q, counter);
-        if (q->srq) return q->srq->retire(counter);
-        return q->rq ? q->rq->retire(counter) : 0;
+    // A receive completion through an SRQ (or of an unknown QP: wr_id 0).
+    [[gnu::noinline]] static std::uint64_t retire_shared(const qp_rings* q, std::uint16_t counter) noexcept {
+        return q->srq != nullptr ? q->srq->retire(counter) : 0;
     }
 
     std::byte* cqes_ = nullptr;
@@ -212,7 +244,7 @@ private:
     std::uint32_t ci_ = 0;
     const qp_rings* qps_ = nullptr;
     unsigned nqps_ = 0;
-    const qp_rings* last_ = nullptr;
+    const qp_rings* last_ = &detail::kNoQp;
 };
 
 }  // namespace cxv::queues

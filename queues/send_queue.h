@@ -54,14 +54,15 @@ struct send_request {
 class send_queue {
 public:
     send_queue() = default;
-    // `bbs`: 1 << log_bbs basic blocks; `wr_ids` and `sizes`: one slot per BB;
+    // `bbs`: 1 << log_bbs basic blocks; `wr_ids` and `ends`: one slot per BB (`ends`:
+    // the BB counter just past the WQE that starts there, what its completion frees);
     // `bf`: the QP's BlueFlame register (two halves of `bf_half` bytes), mapped
     // uncached for `doorbell`, write-combining for `blueflame`; `max_wqe_bbs`: the
     // largest WQE the QP was sized for (driver::qp::max_send_wqebbs()).
     send_queue(std::byte* bbs, unsigned log_bbs, std::uint32_t qpn, bool ud, std::uint64_t* wr_ids,
-               std::uint8_t* sizes, hw::wq_doorbell_record* dbrec, std::byte* bf, std::size_t bf_half,
+               std::uint32_t* ends, hw::wq_doorbell_record* dbrec, std::byte* bf, std::size_t bf_half,
                doorbell_mode mode, unsigned max_wqe_bbs) noexcept
-        : bbs_(bbs), wr_ids_(wr_ids), sizes_(sizes), dbrec_(dbrec), bf_(bf), bf_half_(bf_half),
+        : bbs_(bbs), wr_ids_(wr_ids), ends_(ends), dbrec_(dbrec), bf_(bf), bf_half_(bf_half),
           mask_((1u << log_bbs) - 1), qpn_shifted_(qpn << 8), max_bbs_(max_wqe_bbs), ud_(ud), mode_(mode) {}
 
     unsigned capacity_bbs() const noexcept { return mask_ + 1; }
@@ -107,7 +108,7 @@ public:
         ctrl->fm_ce_se = fm_ce_se;
         ctrl->imm = hw::be32{imm};
         wr_ids_[s.slot] = wr_id;
-        sizes_[s.slot] = static_cast<std::uint8_t>(nbb);
+        ends_[s.slot] = s.pi + nbb;
         last_ = s.w;
         last_bbs_ = nbb;
         ++batch_;
@@ -209,8 +210,7 @@ public:
     // unsignaled one before it are done. Returns its wr_id.
     std::uint64_t retire(std::uint16_t wqe_counter) noexcept {
         const unsigned slot = wqe_counter & mask_;
-        const std::uint32_t start = pi_ - static_cast<std::uint16_t>(static_cast<std::uint16_t>(pi_) - wqe_counter);
-        ci_ = start + sizes_[slot];
+        ci_ = ends_[slot];
         return wr_ids_[slot];
     }
     void reset() noexcept { pi_ = ci_ = batch_ = 0; }
@@ -224,14 +224,14 @@ private:
             hw::set_ctrl_seg(ctrl[i * 4], static_cast<std::uint16_t>(pi + i), hw::wqe_opcode::NOP, 0,
                              qpn_shifted_ >> 8, 4, 0);
             wr_ids_[slot + i] = 0;
-            sizes_[slot + i] = 1;
+            ends_[slot + i] = pi + i + 1;
         }
         batch_ += nbb;
     }
 
     std::byte* bbs_ = nullptr;
     std::uint64_t* wr_ids_ = nullptr;
-    std::uint8_t* sizes_ = nullptr;
+    std::uint32_t* ends_ = nullptr;
     hw::wq_doorbell_record* dbrec_ = nullptr;
     std::byte* bf_ = nullptr;
     std::size_t bf_half_ = 256;

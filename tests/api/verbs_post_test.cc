@@ -23,12 +23,12 @@ struct rq_rig {
 struct sq_rig {
     alignas(64) std::array<std::byte, 8 * 64> bbs{};
     std::array<std::uint64_t, 8> ids{};
-    std::array<std::uint8_t, 8> sizes{};
+    std::array<std::uint32_t, 8> ends{};
     hw::wq_doorbell_record dbrec{};
     alignas(64) std::array<std::byte, 512> bf{};
     queues::send_queue sq;
     explicit sq_rig(bool ud = false)
-        : sq(bbs.data(), 3, 0x99, ud, ids.data(), sizes.data(), &dbrec, bf.data(), 256,
+        : sq(bbs.data(), 3, 0x99, ud, ids.data(), ends.data(), &dbrec, bf.data(), 256,
              queues::doorbell_mode::doorbell, 2) {}
 };
 

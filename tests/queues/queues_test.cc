@@ -29,12 +29,12 @@ constexpr std::uint32_t kQpn = 0x1a2b3c;
 struct sq_rig {
     alignas(64) std::array<std::byte, 16 * 64> bbs{};
     std::array<std::uint64_t, 16> wr_ids{};
-    std::array<std::uint8_t, 16> sizes{};
+    std::array<std::uint32_t, 16> ends{};
     hw::wq_doorbell_record dbrec{};
     alignas(64) std::array<std::byte, 512> bf{};
     send_queue sq;
     explicit sq_rig(doorbell_mode mode = doorbell_mode::doorbell, bool ud = false)
-        : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), sizes.data(), &dbrec, bf.data(), 256, mode, 4) {}
+        : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), ends.data(), &dbrec, bf.data(), 256, mode, 4) {}
 };
 
 // The expected WQE, built with rdma-core's helpers into `e` (zeroed first).
@@ -141,7 +141,7 @@ TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomi
         e.off = (e.off + 15) / 16 * 16;
         e.ctrl(0, MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE);
         check_same(r.bbs.data(), e);
-        CHECK(r.sizes[0] == 2);  // 16 + 4 + 64 = 84 → 96 bytes → 2 BBs
+        CHECK(r.ends[0] == 2);  // 16 + 4 + 64 = 84 → 96 bytes → 2 BBs
     }
     SUBCASE("UD SEND with its address vector") {
         hw::wqe_av av{};
