@@ -252,7 +252,7 @@ inline int post_send_mp(const mp_send_side& q, ibv_send_wr* wr, ibv_send_wr** ba
     return 0;
 }
 
-inline int poll_cq(queues::completion_queue& cq, int num_entries, ibv_wc* wc) noexcept {
+[[gnu::always_inline]] inline int poll_cq(queues::completion_queue& cq, int num_entries, ibv_wc* wc) noexcept {
     return cq.poll(reinterpret_cast<queues::work_completion*>(wc), num_entries);
 }
 

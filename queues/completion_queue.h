@@ -68,27 +68,45 @@ constexpr std::uint32_t send_opcode_of(std::uint8_t wqe_opcode) noexcept {
 
 namespace detail {
 
-// Per-opcode words of a completion, as poll() stores them: the word at offset 8 of an
-// ibv_wc (status in the low half, opcode in the high half), by send WQE opcode (low 5
-// bits; every send WQE opcode is < 32) and by responder CQE opcode (1..4).
-inline constexpr auto kSendWords = [] {
-    std::array<std::uint64_t, 32> t{};
-    for (unsigned i = 0; i < 32; ++i) t[i] = std::uint64_t{send_opcode_of(static_cast<std::uint8_t>(i))} << 32;
-    return t;
-}();
-// RESP_WR_IMM (1): a write with immediate; RESP_SEND (2), RESP_SEND_IMM (3),
-// RESP_SEND_INV (4): a receive. Immediate data with opcodes 1 and 3.
-inline constexpr std::uint64_t kRecvWords[5] = {0, std::uint64_t{wc_recv_rdma_with_imm} << 32,
-                                                std::uint64_t{wc_recv} << 32, std::uint64_t{wc_recv} << 32,
-                                                std::uint64_t{wc_recv} << 32};
-inline constexpr std::uint32_t kImmMask[5] = {0, ~0u, 0, ~0u, 0};
-// The wc_flags half of the word at offset 32: with_imm by opcode, with_grh by
-// flags_rqpn bits 31:28 (GRH presence is bits 29:28).
-inline constexpr std::uint64_t kImmFlag[5] = {0, std::uint64_t{wc_with_imm} << 32, 0,
-                                              std::uint64_t{wc_with_imm} << 32, 0};
-inline constexpr auto kGrhFlag = [] {
-    std::array<std::uint64_t, 16> t{};
-    for (unsigned i = 0; i < 16; ++i) t[i] = (i & 3) ? std::uint64_t{wc_with_grh} << 32 : 0;
+// What poll() makes of a CQE by x = op_own ^ (the ring pass's owner parity), so that
+// the owner bit of x is 0 on the driver's entries and x >> 4 is the opcode (PRM "CQE
+// Format"; op_own bits 3:1 are other flags, any value).
+enum entry_kind : std::uint8_t {
+    kind_req = 0,    // REQ: a good send completion
+    kind_resp = 1,   // RESP_WR_IMM, RESP_SEND, RESP_SEND_IMM, RESP_SEND_INV (1..4)
+    kind_other = 2,  // the driver's, any other opcode (REQ_ERR, RESP_ERR, ...)
+    kind_stop = 3,   // the device's (owner bit of the other pass, or opcode INVALID)
+};
+
+// Tables of poll(), in one object so that one base register reaches them all: by x
+// (above) and, for a REQ CQE, by the send WQE opcode (its sop_drop_qpn byte).
+struct poll_tables {
+    std::array<std::uint8_t, 256> kind;
+    // The word at offset 8 of an ibv_wc: status in the low half, opcode in the high half.
+    std::array<std::uint64_t, 256> send_word;
+    std::array<std::uint64_t, 256> recv_word;
+    // Immediate data kept, and the with_imm flag (the high half of the word at offset
+    // 32), with RESP_WR_IMM and RESP_SEND_IMM.
+    std::array<std::uint32_t, 256> imm_mask;
+    std::array<std::uint64_t, 256> imm_flag;
+    // with_grh by the first byte of flags_rqpn (GRH presence is its bits 5:4).
+    std::array<std::uint64_t, 256> grh_flag;
+};
+inline constexpr poll_tables kPoll = [] {
+    poll_tables t{};
+    for (unsigned x = 0; x < 256; ++x) {
+        const unsigned op = x >> 4;
+        const bool ours = (x & 1) == 0 && op != static_cast<unsigned>(hw::cqe_opcode::INVALID);
+        t.kind[x] = !ours ? kind_stop : op == 0 ? kind_req : op <= 4 ? kind_resp : kind_other;
+        t.send_word[x] = std::uint64_t{send_opcode_of(static_cast<std::uint8_t>(x))} << 32;
+        if (t.kind[x] == kind_resp) {
+            const bool imm = op == 1 || op == 3;
+            t.recv_word[x] = std::uint64_t{op == 1 ? wc_recv_rdma_with_imm : wc_recv} << 32;
+            t.imm_mask[x] = imm ? ~0u : 0u;
+            t.imm_flag[x] = imm ? std::uint64_t{wc_with_imm} << 32 : 0;
+        }
+        t.grh_flag[x] = (x & 0x30) ? std::uint64_t{wc_with_grh} << 32 : 0;
+    }
     return t;
 }();
 
@@ -96,8 +114,21 @@ inline constexpr auto kGrhFlag = [] {
 // matches no 24-bit QPN, and it has no rings.
 inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
 
+// Stores of a completion: whole 8-byte words (two 32-bit fields each) and 4-byte fields.
+[[gnu::always_inline]] inline void put64(work_completion& wc, std::size_t off, std::uint64_t v) noexcept {
+    std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
+}
+[[gnu::always_inline]] inline void put32(work_completion& wc, std::size_t off, std::uint32_t v) noexcept {
+    std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
+}
+
 }  // namespace detail
 
+// Which fields a completion sets, as ibv_poll_cq(3) and rdma-core's mlx5 provider do:
+// always wr_id, status, opcode, qp_num and wc_flags; byte_len; vendor_err only with an
+// error status; imm_data only with IBV_WC_WITH_IMM; for a receive also src_qp,
+// pkey_index, slid, sl and dlid_path_bits (meaningful on UD). Other fields of `wc` are
+// left as they were.
 class completion_queue {
 public:
     completion_queue() = default;
@@ -109,132 +140,195 @@ public:
     void attach(const qp_rings* qps, unsigned count) noexcept {
         qps_ = qps;
         nqps_ = count;
-        last_ = count ? &qps[0] : &detail::kNoQp;
+        remember(count ? &qps[0] : &detail::kNoQp);
     }
 
     // Up to `max` completions into `out`; returns how many.
     //
-    // The loop walks the ring in runs that end at its wrap (so the owner parity is fixed
-    // for a run and the entry pointer just advances). An entry is the driver's when
-    // (op_own ^ parity) rotated right by one is below 0x78: the owner bit lands in bit 7
-    // and the opcode in bits 6:3, so that one compare says "owner matches and the opcode
-    // is not INVALID" (PRM "CQE Format"), and the same value sorts requester (< 8),
-    // responder (< 0x28) and every other opcode.
-    int poll(work_completion* out, int max) noexcept {
-        if (max <= 0) [[unlikely]] return 0;
-        work_completion* const first = out;
-        work_completion* const end = out + max;
+    // While the batch does not reach the ring's wrap, the owner parity is fixed and the
+    // entry pointer just advances (a batch that does goes to poll_rest(), which takes
+    // the wrap: once per pass over the ring). One table load sorts an entry by owner
+    // bit and opcode (detail::entry_kind); only an entry of the driver's is read further
+    // (from_device()).
+    //
+    // The loop here takes the common entries only: a REQ or responder CQE of the
+    // remembered QP with a single-producer SQ or its own RQ. It makes no call; at the
+    // first other entry the rest of the batch goes to poll_rest(), which takes every
+    // kind.
+    [[gnu::always_inline]] int poll(work_completion* out, int max) noexcept {
         const std::uint32_t ci0 = ci_;
-        for (;;) {
-            const std::uint32_t ci = ci0 + static_cast<std::uint32_t>(out - first);
-            const std::uint32_t idx = ci & mask_;
-            const std::size_t room = mask_ + 1 - idx;
-            work_completion* const stop = static_cast<std::size_t>(end - out) > room ? out + room : end;
-            const auto parity = static_cast<std::uint8_t>((ci >> log_) & 1);
-            const std::byte* cqe = cqes_ + (std::size_t{idx} << 6);
-            for (; out != stop; ++out, cqe += 64) {
-                const auto x = static_cast<std::uint8_t>(reinterpret_cast<const hw::cqe64*>(cqe)->op_own ^ parity);
-                const auto r = static_cast<std::uint8_t>((x >> 1) | (x << 7));
-                if (r >= 0x78) goto done;
+        const std::uint32_t idx = ci0 & mask_;
+        std::uint32_t ci;
+        // One compare for both "max <= 0" and "the batch may reach the wrap".
+        if (static_cast<std::uint32_t>(max) - 1 >= mask_ + 1 - idx) [[unlikely]] {
+            if (max <= 0) return 0;
+            ci = poll_rest(out, static_cast<std::uint32_t>(max), ci0);  // up to the wrap and past it
+        } else {
+            send_queue* const sq = sq_;
+            recv_queue* const rq = rq_;
+            const std::uint32_t sq_key = sq_key_;
+            const std::uint32_t rq_key = rq_key_;
+            const std::uint32_t qpn = qpn_;
+            const unsigned parity = (ci0 >> log_) & 1;
+            const std::byte* const first = cqes_ + (std::size_t{idx} << 6);
+            const std::byte* const end = first + (static_cast<std::size_t>(max) << 6);
+            const std::byte* p = first;
+            for (; p != end; p += 64, ++out) {
+                const auto& c = *reinterpret_cast<const hw::cqe64*>(p);
+                const unsigned x = unsigned{c.op_own} ^ parity;
+                const unsigned kind = detail::kPoll.kind[x];
+                if (kind > detail::kind_resp) [[unlikely]] {
+                    if (kind == detail::kind_stop) break;
+                    goto other;
+                }
                 hw::from_device();
-                decode(*reinterpret_cast<const hw::cqe64*>(cqe), r, *out);
+                // The QPN bytes of sop_drop_qpn as they are in memory, against the key.
+                const std::uint32_t key = c.sop_drop_qpn.raw & kQpnBytes;
+                if (kind == detail::kind_req) {
+                    if (key != sq_key) [[unlikely]] goto other;
+                    decode_send(c, qpn, *sq, *out);
+                } else {
+                    if (key != rq_key) [[unlikely]] goto other;
+                    decode_recv(c, x, qpn, *rq, *out);
+                }
             }
-            if (out == end) break;
+            ci = ci0 + static_cast<std::uint32_t>((p - first) >> 6);
+            goto done;
+        other:
+            const auto taken = static_cast<std::uint32_t>((p - first) >> 6);
+            ci = poll_rest(out, static_cast<std::uint32_t>(max) - taken, ci0 + taken);
         }
     done:
-        const auto n = static_cast<int>(out - first);
-        if (n) [[likely]] {
-            const std::uint32_t ci = ci0 + static_cast<std::uint32_t>(n);
+        if (ci != ci0) [[likely]] {
             ci_ = ci;
             hw::to_device();
             dbrec_->update_ci = hw::be32::from(ci & 0xffffff);
         }
-        return n;
+        return static_cast<int>(ci - ci0);
     }
 
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
 private:
-    [[gnu::noinline]] const qp_rings* find_slow(std::uint32_t qpn) noexcept {
+    // A good completion into `wc`. The word at offset 8 is stored before the ring's
+    // retire() and wr_id after it: a store to the ring in between keeps the compiler
+    // from pairing the two 8-byte stores through a vector register (three instructions
+    // instead of two).
+    template <class Ring>
+    [[gnu::always_inline]] static void decode_send(const hw::cqe64& c, std::uint32_t qpn, Ring& sq,
+                                                   work_completion& wc) noexcept {
+        static_assert(offsetof(work_completion, status) == 8 && offsetof(work_completion, byte_len) == 20 &&
+                      offsetof(work_completion, imm_data) == 24 && offsetof(work_completion, qp_num) == 28 &&
+                      offsetof(work_completion, src_qp) == 32 && offsetof(work_completion, pkey_index) == 40);
+        detail::put64(wc, 8, detail::kPoll.send_word[c.sop_drop_qpn.raw & 0xff]);
+        const std::uint64_t id = sq.retire(std::uint32_t{c.wqe_counter.value()});
+        wc.wr_id = id;
+        detail::put32(wc, 20, c.byte_cnt.value());
+        detail::put32(wc, 28, qpn);
+        detail::put64(wc, 32, 0);  // src_qp, wc_flags
+    }
+    template <class Ring>
+    [[gnu::always_inline]] static void decode_recv(const hw::cqe64& c, unsigned x, std::uint32_t qpn,
+                                                   Ring& rq, work_completion& wc) noexcept {
+        detail::put64(wc, 8, detail::kPoll.recv_word[x]);
+        const std::uint64_t id = rq.retire(std::uint32_t{c.wqe_counter.value()});
+        wc.wr_id = id;
+        const std::uint32_t flags_rqpn = c.flags_rqpn.value();
+        detail::put32(wc, 20, c.byte_cnt.value());
+        detail::put32(wc, 24, c.imm_inval_pkey.raw & detail::kPoll.imm_mask[x]);
+        detail::put32(wc, 28, qpn);
+        const auto flags = static_cast<std::uint8_t>(c.flags_rqpn.raw & 0xff);  // bits 31:24
+        detail::put64(wc, 32, (flags_rqpn & 0xffffff) | detail::kPoll.grh_flag[flags] | detail::kPoll.imm_flag[x]);
+        detail::put64(wc, 40, 0);  // pkey_index, slid, sl, dlid_path_bits
+        const std::uint16_t slid = c.slid.value();
+        std::memcpy(reinterpret_cast<std::byte*>(&wc) + 42, &slid, sizeof(slid));
+    }
+
+    // A ring for a QP without one (an unknown QPN): every WQE's wr_id is 0.
+    struct no_ring {
+        static std::uint64_t retire(std::uint32_t) noexcept { return 0; }
+    };
+
+    // poll()'s loop for every kind of entry, from consumer index `ci` with `left`
+    // entries of room at `out`; returns the consumer index it reached.
+    [[gnu::noinline]] std::uint32_t poll_rest(work_completion* out, std::uint32_t left, std::uint32_t ci) noexcept {
+        for (; left != 0; --left, ++out, ++ci) {
+            const auto& c = *reinterpret_cast<const hw::cqe64*>(cqes_ + (std::size_t{ci & mask_} << 6));
+            const unsigned x = unsigned{c.op_own} ^ ((ci >> log_) & 1);
+            const unsigned kind = detail::kPoll.kind[x];
+            if (kind == detail::kind_stop) break;
+            hw::from_device();
+            const std::uint32_t qpn = c.sop_drop_qpn.value() & 0xffffff;
+            const qp_rings* q = last_;
+            if (q->qpn != qpn) q = find(qpn);
+            no_ring none;
+            if (kind == detail::kind_req) {
+                if (q->sq != nullptr) {
+                    decode_send(c, qpn, *q->sq, *out);
+                } else if (q->mpsq != nullptr) {
+                    decode_send(c, qpn, *q->mpsq, *out);
+                } else {
+                    decode_send(c, qpn, none, *out);
+                }
+            } else if (kind == detail::kind_resp) {
+                if (q->rq != nullptr) {
+                    decode_recv(c, x, qpn, *q->rq, *out);
+                } else if (q->srq != nullptr) {
+                    decode_recv(c, x, qpn, *q->srq, *out);
+                } else {
+                    decode_recv(c, x, qpn, none, *out);
+                }
+            } else {
+                decode_error(c, *out, q, qpn, c.wqe_counter.value());
+            }
+        }
+        return ci;
+    }
+
+    const qp_rings* find(std::uint32_t qpn) noexcept {
         for (unsigned i = 0; i < nqps_; ++i) {
-            if (qps_[i].qpn == qpn) return last_ = &qps_[i];
+            if (qps_[i].qpn == qpn) return remember(&qps_[i]);
         }
         return &detail::kNoQp;
     }
-
-    // Stores of a completion: whole 8-byte words (two 32-bit fields each) and halves.
-    [[gnu::always_inline]] static void put64(work_completion& wc, std::size_t off, std::uint64_t v) noexcept {
-        std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
-    }
-    [[gnu::always_inline]] static void put2(work_completion& wc, std::size_t off, std::uint32_t lo,
-                                            std::uint32_t hi) noexcept {
-        put64(wc, off, (std::uint64_t{hi} << 32) | lo);
-    }
-
-    // `r`: the rotated op_own of poll().
-    [[gnu::always_inline]] void decode(const hw::cqe64& c, std::uint8_t r, work_completion& wc) noexcept {
-        static_assert(offsetof(work_completion, status) == 8 && offsetof(work_completion, vendor_err) == 16 &&
-                      offsetof(work_completion, imm_data) == 24 && offsetof(work_completion, qp_num) == 28 &&
-                      offsetof(work_completion, src_qp) == 32 && offsetof(work_completion, pkey_index) == 40);
-        const std::uint32_t qpn = c.sop_drop_qpn.value() & 0xffffff;
-        const std::uint16_t counter = c.wqe_counter.value();
-        const qp_rings* q = last_;
-        if (q->qpn != qpn) [[unlikely]] q = find_slow(qpn);
-        const std::uint32_t byte_len = c.byte_cnt.value();
-        if (r < 8) [[likely]] {  // REQ
-            send_queue* const sq = q->sq;
-            const std::uint64_t id = sq != nullptr ? sq->retire(counter) : retire_mp(q, counter);
-            // status, opcode | vendor_err, byte_len | imm_data, qp_num | src_qp, wc_flags | the rest
-            put64(wc, 8, detail::kSendWords[c.sop_drop_qpn.raw & 0x1f]);
-            put2(wc, 16, 0, byte_len);
-            put2(wc, 24, 0, qpn);
-            put64(wc, 32, 0);
-            put64(wc, 40, 0);
-            wc.wr_id = id;
-            return;
-        }
-        if (r >= 0x28) [[unlikely]] {  // opcodes 5 and up: errors (and nothing else we enable)
-            decode_error(c, wc, q, qpn, counter, byte_len);
-            return;
-        }
-        // Responder: RESP_WR_IMM, RESP_SEND, RESP_SEND_IMM, RESP_SEND_INV (1..4).
-        const unsigned op = r >> 3;
-        recv_queue* const rq = q->rq;
-        const std::uint64_t id = rq != nullptr ? rq->retire(counter) : retire_shared(q, counter);
-        const std::uint32_t flags_rqpn = c.flags_rqpn.value();
-        put64(wc, 8, detail::kRecvWords[op]);
-        put2(wc, 16, 0, byte_len);
-        put2(wc, 24, c.imm_inval_pkey.raw & detail::kImmMask[op], qpn);
-        put64(wc, 32, (flags_rqpn & 0xffffff) | detail::kGrhFlag[flags_rqpn >> 28] | detail::kImmFlag[op]);
-        put64(wc, 40, std::uint64_t{c.slid.value()} << 16);  // pkey_index 0, slid, sl 0, path bits 0
-        wc.wr_id = id;
+    // The QP poll()'s loop serves. Its key, for each side whose ring the loop retires, is
+    // its QPN as the bytes of a CQE's sop_drop_qpn hold it (kQpnBytes of the raw word);
+    // kNoKey, which no CQE matches, for a side the loop leaves to poll_rest().
+    static constexpr std::uint32_t kQpnBytes = hw::be32::from(0xffffff).raw;
+    static constexpr std::uint32_t kNoKey = ~kQpnBytes;
+    const qp_rings* remember(const qp_rings* q) noexcept {
+        last_ = q;
+        sq_ = q->sq;
+        rq_ = q->rq;
+        const std::uint32_t key = hw::be32::from(q->qpn & 0xffffff).raw;
+        sq_key_ = q->sq != nullptr ? key : kNoKey;
+        rq_key_ = q->rq != nullptr ? key : kNoKey;
+        qpn_ = q->qpn;
+        return q;
     }
 
-    [[gnu::noinline]] static void decode_error(const hw::cqe64& c, work_completion& wc, const qp_rings* q,
-                                               std::uint32_t qpn, std::uint16_t counter,
-                                               std::uint32_t byte_len) noexcept {
+    // Opcodes 5 and up: REQ_ERR and RESP_ERR (no other opcode is enabled on our CQs);
+    // the WQE the CQE names is retired as with a good completion.
+    static void decode_error(const hw::cqe64& c, work_completion& wc, const qp_rings* q, std::uint32_t qpn,
+                             std::uint16_t counter) noexcept {
         const auto op = hw::cqe_get_opcode(c.op_own);
         const auto& e = reinterpret_cast<const hw::err_cqe64&>(c);
         const bool req = op == hw::cqe_opcode::REQ_ERR;
-        put2(wc, 8, status_of(static_cast<hw::cqe_syndrome>(e.syndrome)),
-             req ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv);
-        put2(wc, 16, (std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd, byte_len);
-        put2(wc, 24, 0, qpn);
-        put2(wc, 32, 0, 0);
-        put2(wc, 40, 0, 0);
+        const std::uint32_t status = req || op == hw::cqe_opcode::RESP_ERR
+                                         ? status_of(static_cast<hw::cqe_syndrome>(e.syndrome))
+                                         : wc_general_err;
+        detail::put64(wc, 8,
+                      (std::uint64_t{req ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv} << 32) | status);
+        detail::put64(wc, 16,
+                      (std::uint64_t{c.byte_cnt.value()} << 32) | ((std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd));
+        detail::put64(wc, 24, std::uint64_t{qpn} << 32);
+        detail::put64(wc, 32, 0);
+        detail::put64(wc, 40, 0);
         if (req) {
-            wc.wr_id = q->sq != nullptr ? q->sq->retire(counter) : retire_mp(q, counter);
+            wc.wr_id = q->sq != nullptr ? q->sq->retire(counter) : q->mpsq != nullptr ? q->mpsq->retire(counter) : 0;
         } else {
-            wc.wr_id = q->rq != nullptr ? q->rq->retire(counter) : retire_shared(q, counter);
+            wc.wr_id = q->rq != nullptr ? q->rq->retire(counter) : q->srq != nullptr ? q->srq->retire(counter) : 0;
         }
-    }
-    // A send completion of a multi-producer ring (or of an unknown QP: wr_id 0).
-    [[gnu::noinline]] static std::uint64_t retire_mp(const qp_rings* q, std::uint16_t counter) noexcept {
-        return q->mpsq != nullptr ? q->mpsq->retire(counter) : 0;
-    }
-    // A receive completion through an SRQ (or of an unknown QP: wr_id 0).
-    [[gnu::noinline]] static std::uint64_t retire_shared(const qp_rings* q, std::uint16_t counter) noexcept {
-        return q->srq != nullptr ? q->srq->retire(counter) : 0;
     }
 
     std::byte* cqes_ = nullptr;
@@ -245,6 +339,11 @@ private:
     const qp_rings* qps_ = nullptr;
     unsigned nqps_ = 0;
     const qp_rings* last_ = &detail::kNoQp;
+    send_queue* sq_ = nullptr;
+    recv_queue* rq_ = nullptr;
+    std::uint32_t sq_key_ = kNoKey;
+    std::uint32_t rq_key_ = kNoKey;
+    std::uint32_t qpn_ = 0;
 };
 
 }  // namespace cxv::queues

@@ -132,7 +132,7 @@ public:
 
     // A receive completion for WQE `wqe_counter`: returns its wr_id. Every receive WQE
     // completes, in order, so each completion retires exactly one.
-    std::uint64_t retire(std::uint16_t wqe_counter) noexcept {
+    std::uint64_t retire(std::uint32_t wqe_counter) noexcept {
         ++limit_;
         return wr_ids_[wqe_counter & mask_];
     }

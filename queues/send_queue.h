@@ -208,7 +208,7 @@ public:
 
     // A send completion for the WQE starting at BB `wqe_counter`: that WQE and every
     // unsignaled one before it are done. Returns its wr_id.
-    std::uint64_t retire(std::uint16_t wqe_counter) noexcept {
+    std::uint64_t retire(std::uint32_t wqe_counter) noexcept {
         const unsigned slot = wqe_counter & mask_;
         ci_ = ends_[slot];
         return wr_ids_[slot];

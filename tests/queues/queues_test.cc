@@ -338,6 +338,112 @@ TEST_CASE("poll: owner parity, send/receive/immediate/error CQEs as rdma-core la
     CHECK(dbrec.update_ci.value() == 5);
 }
 
+TEST_CASE("poll: mixed QPs, an SRQ, an unknown QPN, errors and the wrap in one batch") {
+    // poll() takes REQ and responder CQEs of the last QP it served in its fast loop and
+    // hands anything else (another QP, an SRQ, an error, a batch reaching the wrap) to
+    // its general loop; every entry must come out the same either way.
+    constexpr unsigned kLog = 3;
+    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
+    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    hw::cq_doorbell_record dbrec{};
+    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+
+    constexpr std::uint32_t kQpnB = 0x000102;
+    sq_rig a;
+    alignas(64) std::array<std::byte, 8 * 16> rwqes{};
+    std::array<std::uint64_t, 8> rids{};
+    hw::wq_doorbell_record rdb{};
+    recv_queue rq(rwqes.data(), 3, 4, rids.data(), &rdb);
+    alignas(64) std::array<std::byte, 8 * 32> swqes{};
+    for (unsigned i = 0; i < 8; ++i) {
+        reinterpret_cast<mlx5_wqe_srq_next_seg*>(swqes.data() + i * 32)->next_wqe_index =
+            htobe16(static_cast<std::uint16_t>((i + 1) % 8));
+    }
+    std::array<std::uint64_t, 8> sids{};
+    hw::wq_doorbell_record sdb{};
+    srq_ring srq(swqes.data(), 3, 5, sids.data(), &sdb);
+    const std::array<qp_rings, 2> rings{{{kQpn, &a.sq, &rq, nullptr, nullptr}, {kQpnB, nullptr, nullptr, &srq, nullptr}}};
+    cq.attach(rings.data(), 2);
+
+    const sge sg{0x1000, 64, 1};
+    for (std::uint64_t id = 1; id <= 3; ++id) {
+        REQUIRE(a.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1, .wr_id = id}));
+    }
+    for (std::uint64_t id = 11; id <= 14; ++id) REQUIRE(rq.put(&sg, 1, id));
+    for (std::uint64_t id = 31; id <= 33; ++id) REQUIRE(srq.put(&sg, 1, id));
+
+    unsigned next = 0;  // CQEs written so far: entry next % 8, owner of pass next / 8
+    auto write = [&](std::uint32_t qpn, std::uint8_t opcode, std::uint16_t counter) -> mlx5_cqe64& {
+        mlx5_cqe64& c = cqes[next % 8];
+        std::memset(&c, 0, sizeof c);
+        c.sop_drop_qpn = htobe32(qpn | (opcode == MLX5_CQE_REQ ? std::uint32_t{MLX5_OPCODE_SEND} << 24 : 0));
+        c.wqe_counter = htobe16(counter);
+        c.byte_cnt = htobe32(64);
+        c.op_own = static_cast<std::uint8_t>(opcode << 4);
+        mlx5dv_set_cqe_owner(&c, (next / 8) & 1);
+        ++next;
+        return c;
+    };
+    write(kQpn, MLX5_CQE_REQ, 0);                     // fast
+    write(kQpn, MLX5_CQE_RESP_SEND, 0);               // fast
+    write(kQpnB, MLX5_CQE_RESP_SEND, 0);              // SRQ: general from here on
+    write(kQpn, MLX5_CQE_REQ, 1);                     // back to QP A
+    write(0x777777, MLX5_CQE_RESP_SEND, 9);           // nobody's: wr_id 0
+    auto& ud = write(kQpn, MLX5_CQE_RESP_SEND_IMM, 1);  // with a GRH, source QP and LID
+    ud.flags_rqpn = htobe32(2u << 28 | 0x00abcd);
+    ud.slid = htobe16(0x0203);
+    ud.imm_inval_pkey = htobe32(0x0badcafe);
+    work_completion wc[8];
+    for (auto& w : wc) w.wr_id = 0xdead;
+    REQUIRE(cq.poll(wc, 8) == 6);
+    CHECK(wc[0].wr_id == 1);
+    CHECK(wc[0].opcode == IBV_WC_SEND);
+    CHECK(wc[1].wr_id == 11);
+    CHECK(wc[1].opcode == IBV_WC_RECV);
+    CHECK(wc[1].wc_flags == 0);
+    CHECK(wc[2].wr_id == 31);
+    CHECK(wc[2].qp_num == kQpnB);
+    CHECK(wc[3].wr_id == 2);
+    CHECK(wc[3].qp_num == kQpn);
+    CHECK(wc[4].wr_id == 0);
+    CHECK(wc[4].qp_num == 0x777777);
+    CHECK(wc[4].status == IBV_WC_SUCCESS);
+    CHECK(wc[5].wr_id == 12);
+    CHECK(wc[5].wc_flags == (IBV_WC_GRH | IBV_WC_WITH_IMM));
+    CHECK(wc[5].imm_data == htobe32(0x0badcafe));
+    CHECK(wc[5].src_qp == 0x00abcd);
+    CHECK(wc[5].slid == 0x0203);
+    CHECK(wc[6].wr_id == 0xdead);  // not written past the last completion
+    CHECK(cq.consumer_index() == 6);
+    CHECK(dbrec.update_ci.value() == 6);
+
+    // A batch that reaches the wrap: entries 6, 7 (pass 0) and 0, 1 (pass 1), with an
+    // error in the middle of it; the next batch starts in the fast loop on pass 1.
+    write(kQpn, MLX5_CQE_RESP_SEND, 2);
+    auto& e = reinterpret_cast<mlx5_err_cqe&>(write(kQpn, MLX5_CQE_REQ_ERR, 2));
+    e.syndrome = MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+    e.vendor_err_synd = 0x11;
+    e.s_wqe_opcode_qpn = htobe32(std::uint32_t{MLX5_OPCODE_SEND} << 24 | kQpn);
+    write(kQpn, MLX5_CQE_RESP_SEND, 3);
+    CHECK(cq.poll(wc, 8) == 3);
+    CHECK(wc[0].wr_id == 13);
+    CHECK(wc[1].wr_id == 3);
+    CHECK(wc[1].status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(wc[1].vendor_err == ((MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR << 8) | 0x11));
+    CHECK(wc[2].wr_id == 14);
+    CHECK(cq.consumer_index() == 9);
+    CHECK(dbrec.update_ci.value() == 9);
+    CHECK(cq.poll(wc, 4) == 0);  // entry 1 is still pass 0's (owner 0)
+    REQUIRE(rq.put(&sg, 1, 15));
+    write(kQpn, MLX5_CQE_RESP_WR_IMM, 4);
+    CHECK(cq.poll(wc, 4) == 1);
+    CHECK(wc[0].wr_id == 15);
+    CHECK(wc[0].opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+    CHECK(cq.poll(wc, 0) == 0);
+    CHECK(cq.poll(wc, -1) == 0);
+    CHECK(cq.consumer_index() == 10);
+}
+
 TEST_CASE("our completion and gather entries are libibverbs' own layouts and codes") {
     static_assert(sizeof(work_completion) == sizeof(ibv_wc));
     static_assert(offsetof(work_completion, status) == offsetof(ibv_wc, status));
