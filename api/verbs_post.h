@@ -15,6 +15,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -123,7 +124,12 @@ inline bool wqe_opcode_of(ibv_wr_opcode op, ibv_qp_type type, hw::wqe_opcode& ou
     return true;
 }
 
-inline int post_send(const send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+namespace detail {
+// post_send's general loop: every opcode, SGE count, inline size and transport, from
+// `wr` on; rings the doorbell for everything the call put.
+[[gnu::noinline]] inline int post_send_rest(queues::send_queue* sq_, unsigned max_sge, unsigned max_inline,
+                                            ibv_qp_type type, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+    const send_side q{sq_, max_sge, max_inline, type};
     int err = 0;
     queues::send_queue& sq = *q.sq;
     const unsigned transport = detail::transport_bit(q.type);
@@ -185,6 +191,45 @@ inline int post_send(const send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) 
     sq.ring();  // nothing when nothing was put
     if (err) *bad_wr = wr;
     return err;
+}
+}  // namespace detail
+
+// ibv_post_send(3). WRs of the common shapes (RC or UC; SEND, SEND_IMM, RDMA_WRITE,
+// RDMA_WRITE_IMM or RDMA_READ; one SGE, or 1 to 64 bytes inline) are built here in one
+// pass; at the first other WR (or a full ring, or a WQE that would cross the ring's
+// end) the rest of the list goes to the general loop, which takes every case and
+// reports errors. One doorbell for the whole list either way.
+[[gnu::always_inline]] inline int post_send(const send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+    queues::send_queue& sq = *q.sq;
+    // The verbs opcodes taken here (bit per IBV_WR_*): RC 0..4, UC 0..3, UD none (and
+    // none on a QP without gather entries: its limit check is the general loop's).
+    const unsigned fast = q.max_sge == 0 ? 0 : q.type == IBV_QPT_RC ? 0x1f : q.type == IBV_QPT_UC ? 0x0f : 0;
+    static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_WR_SEND == 2 &&
+                  IBV_WR_SEND_WITH_IMM == 3 && IBV_WR_RDMA_READ == 4);
+    queues::send_queue::batch b;
+    for (; wr != nullptr; wr = wr->next) {
+        const auto code = static_cast<unsigned>(wr->opcode);
+        if (code >= 5 || !((fast >> code) & 1) || wr->num_sge != 1) [[unlikely]] break;
+        const unsigned flags = wr->send_flags;
+        const auto& sg = *sges(wr->sg_list);
+        const bool inl = (flags & IBV_SEND_INLINE) != 0;
+        if (inl && (sg.length - 1 >= std::min(q.max_inline, queues::send_queue::kSmallInline) ||
+                    code == IBV_WR_RDMA_READ)) [[unlikely]] {
+            break;
+        }
+        const detail::opcode_info& op = detail::kOpcodes[code];
+        const std::uint8_t control = detail::kControl[flags & 7];
+        if (!(inl ? sq.put_small<true>(*wr, op.wqe, control, op.raddr, b)
+                  : sq.put_small<false>(*wr, op.wqe, control, op.raddr, b))) [[unlikely]] {
+            break;
+        }
+    }
+    if (wr != nullptr) [[unlikely]] {
+        sq.adopt(b);
+        return detail::post_send_rest(q.sq, q.max_sge, q.max_inline, q.type, wr, bad_wr);
+    }
+    sq.ring(b);
+    return 0;
 }
 
 // The send side of a multi-producer QP: any number of threads may call post_send_mp

@@ -27,6 +27,41 @@
 
 namespace cxv::queues {
 
+namespace detail {
+
+// `n` (1..64) bytes from `src` to `dst` in a few overlapping loads and stores that
+// never touch a byte outside [src, src + n) or [dst, dst + n): what memcpy does for
+// small sizes, without the call.
+[[gnu::always_inline]] inline void copy_small(std::byte* dst, const std::byte* src, std::uint32_t n) noexcept {
+    typedef char v16 __attribute__((vector_size(16)));
+    auto copy = [dst, src]<class T>(T, std::size_t at) {
+        T v;
+        std::memcpy(&v, src + at, sizeof(T));
+        std::memcpy(dst + at, &v, sizeof(T));
+    };
+    if (n > 32) {
+        copy(v16{}, 0);
+        copy(v16{}, 16);
+        copy(v16{}, n - 32);
+        copy(v16{}, n - 16);
+    } else if (n > 16) {
+        copy(v16{}, 0);
+        copy(v16{}, n - 16);
+    } else if (n >= 8) {
+        copy(std::uint64_t{}, 0);
+        copy(std::uint64_t{}, n - 8);
+    } else if (n >= 4) {
+        copy(std::uint32_t{}, 0);
+        copy(std::uint32_t{}, n - 4);
+    } else {
+        copy(std::uint8_t{}, 0);
+        copy(std::uint8_t{}, n / 2);
+        copy(std::uint8_t{}, n - 1);
+    }
+}
+
+}  // namespace detail
+
 enum class doorbell_mode : std::uint8_t {
     doorbell,   // 8-byte store of the last WQE's first 8 bytes (any mapping)
     blueflame,  // 64-byte stores of a one-WQE batch through a write-combining mapping
@@ -126,6 +161,74 @@ public:
         return true;
     }
 
+    // The common WQEs in one pass, for the fast path of api::post_send: the control
+    // segment, a remote address segment when `raddr`, then one data segment, or (when
+    // `Inline`) 1 to kSmallInline bytes inline. The caller has checked the opcode
+    // against the QP type and the inline length against the QP's limit. False, with
+    // nothing written, when the ring has no room or the WQE would cross the ring's end
+    // (the general path, reserve(), pads with NOPs then).
+    //
+    // `wr`: an ibv_send_wr-shaped request (sg_list, wr.rdma, imm_data, wr_id), read
+    // where each field is stored. The WQEs put this way are counted in `b` (in
+    // registers, not in the ring) until ring(b), or adopt(b) before the general path
+    // goes on.
+    static constexpr unsigned kSmallInline = 64;
+    struct batch {
+        std::byte* last = nullptr;  // the last WQE
+        unsigned last_bbs = 0;      // its size in BBs
+        unsigned count = 0;         // WQEs
+    };
+    template <bool Inline, class Wr>
+    [[gnu::always_inline]] bool put_small(const Wr& wr, hw::wqe_opcode op, std::uint8_t fm_ce_se, bool raddr,
+                                          batch& b) noexcept {
+        const sge& sg = *reinterpret_cast<const sge*>(wr.sg_list);
+        // 16-byte units: control, remote address, then the data segment, or the inline
+        // header (4 bytes) and data padded to 16; one BB without inline data.
+        unsigned ds = 2 + unsigned{raddr};
+        unsigned nbb = 1;
+        const std::uint32_t pi = pi_;
+        const std::uint32_t mask = mask_;
+        const unsigned slot = pi & mask;
+        if constexpr (Inline) {
+            ds = 1 + unsigned{raddr} + ((sg.length + 4 + 15) >> 4);
+            nbb = (ds + 3) >> 2;
+            if (mask + 1 - slot < nbb) [[unlikely]] return false;
+        }
+        if (mask + 1 - (pi - ci_) < nbb) [[unlikely]] return false;
+        std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
+        std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
+        if (raddr) seg = put_raddr(seg, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
+        if constexpr (Inline) {
+            const std::uint32_t len = sg.length;
+            hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), len);
+            detail::copy_small(seg + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr), len);
+        } else {
+            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(seg), sg);
+        }
+        // PRM "Control Segment": opcode and WQE index, QPN and size, then signature and
+        // DCI stream channel (0), the fm_ce_se byte and the immediate in one 8-byte word.
+        auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(w);
+        ctrl->opmod_idx_opcode = hw::be32::from(((pi & 0xffff) << 8) | static_cast<std::uint8_t>(op));
+        ctrl->qpn_ds = hw::be32::from(qpn_shifted_ | ds);
+        const std::uint64_t word = (std::uint64_t{wr.imm_data} << 32) | (std::uint32_t{fm_ce_se} << 24);
+        static_assert(offsetof(hw::wqe_ctrl_seg, fm_ce_se) == 11 && offsetof(hw::wqe_ctrl_seg, imm) == 12);
+        std::memcpy(w + 8, &word, sizeof(word));
+        wr_ids_[slot] = wr.wr_id;
+        ends_[slot] = pi + nbb;
+        pi_ = pi + nbb;
+        b.last = w;
+        b.last_bbs = nbb;
+        ++b.count;
+        return true;
+    }
+    // Hands a batch of put_small() to the ring's own count (then put() and ring() go on).
+    void adopt(const batch& b) noexcept {
+        if (b.count == 0) return;
+        last_ = b.last;
+        last_bbs_ = b.last_bbs;
+        batch_ += b.count;
+    }
+
     // Every segment of a request's WQE after the control segment at `w`; returns the end.
     [[gnu::always_inline]] static std::byte* put_segments(std::byte* w, const send_request& r, bool ud) noexcept {
         std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
@@ -181,29 +284,26 @@ public:
     // Hands every WQE put since the last ring to the device: the record, then the
     // doorbell (BlueFlame copy for a batch of one WQE that fits a register half).
     void ring() noexcept {
-        if (batch_ == 0) return;
+        ring(batch{last_, last_bbs_, batch_});
+        batch_ = 0;
+    }
+    // The same for a batch of put_small() (nothing when it is empty).
+    [[gnu::always_inline]] void ring(const batch& b) noexcept {
+        if (b.count == 0) return;
+        // PRM "Doorbell Record": the WQE counter after the last WQE, once the WQEs are
+        // in memory; then the doorbell ("Send Doorbell"/"BlueFlame").
         hw::to_device();
         dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
-        std::byte* reg = bf_ + bf_offset_;
-        if (mode_ != doorbell_mode::doorbell && batch_ == 1 && last_bbs_ * hw::send_wqe_bb <= bf_half_) {
-            hw::wc_start();
-            for (unsigned i = 0; i < last_bbs_; ++i) {
-                const std::size_t off = std::size_t{i} * hw::send_wqe_bb;
-                const hw::mmio_window win(reg, bf_half_);
-                if (mode_ == doorbell_mode::movdir64b) {
-                    win.movdir64b(off, last_ + off);
-                } else {
-                    win.copy64(off, last_ + off);
-                }
-            }
-            hw::wc_flush();
+        std::byte* const reg = bf_ + bf_offset_;
+        bf_offset_ ^= bf_half_;
+        const doorbell_mode mode = mode_;
+        if (mode != doorbell_mode::doorbell && b.count == 1 && b.last_bbs * hw::send_wqe_bb <= bf_half_) {
+            blueflame(reg, b.last, b.last_bbs, mode);
         } else {
             hw::to_device();
-            hw::mmio_window(reg, 8).write64_raw(0, last_);
-            if (mode_ != doorbell_mode::doorbell) hw::wc_flush();
+            hw::mmio_window(reg, 8).write64_raw(0, b.last);
+            if (mode != doorbell_mode::doorbell) hw::wc_flush();
         }
-        bf_offset_ ^= bf_half_;
-        batch_ = 0;
     }
 
     // A send completion for the WQE starting at BB `wqe_counter`: that WQE and every
@@ -216,6 +316,19 @@ public:
     void reset() noexcept { pi_ = ci_ = batch_ = 0; }
 
 private:
+    // The WQE's BBs to the BlueFlame register half `reg`, 64 bytes at a time.
+    [[gnu::always_inline]] void blueflame(std::byte* reg, const std::byte* wqe, unsigned nbb,
+                                          doorbell_mode mode) noexcept {
+        const hw::mmio_window win(reg, bf_half_);
+        hw::wc_start();
+        if (mode == doorbell_mode::movdir64b) [[unlikely]] {
+            for (unsigned i = 0; i < nbb; ++i) win.movdir64b(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
+        } else {
+            for (unsigned i = 0; i < nbb; ++i) win.copy64(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
+        }
+        hw::wc_flush();
+    }
+
     void put_nop(std::uint32_t pi, unsigned nbb) noexcept {
         const unsigned slot = pi & mask_;
         auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(bbs_ + std::size_t{slot} * hw::send_wqe_bb);

@@ -130,8 +130,8 @@ TEST_CASE("ibv_post_send: opcodes per transport, inline limits, full ring, one d
     wr[0].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
     CHECK(api::post_send(rc, wr, &bad) == 0);
 
-    // Full: 8 BBs, 5 used, room kept for the largest WQE (2 BBs): two more 1-BB WRs
-    // fit, the third is ENOMEM.
+    // Full: 8 BBs, 5 used. A WR of the common shapes takes exactly its BBs (three more
+    // 1-BB WRs fit), the fourth is ENOMEM.
     ibv_send_wr four[4] = {};
     for (int i = 0; i < 4; ++i) {
         four[i].sg_list = &sg;
@@ -140,8 +140,27 @@ TEST_CASE("ibv_post_send: opcodes per transport, inline limits, full ring, one d
         four[i].next = i < 3 ? &four[i + 1] : nullptr;
     }
     CHECK(api::post_send(rc, four, &bad) == ENOMEM);
-    CHECK(bad == &four[2]);
-    CHECK(r.dbrec.snd_counter.value() == 7);
+    CHECK(bad == &four[3]);
+    CHECK(r.dbrec.snd_counter.value() == 8);
+    // The general path (here: an atomic) keeps room for the largest WQE (2 BBs).
+    r.sq.reset();
+    for (auto& w : four) w.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    CHECK(api::post_send(rc, four, &bad) == 0);
+    ibv_send_wr more[4] = {};
+    for (int i = 0; i < 4; ++i) {
+        more[i] = four[0];
+        more[i].next = i < 3 ? &more[i + 1] : nullptr;
+    }
+    CHECK(api::post_send(rc, more, &bad) == ENOMEM);
+    CHECK(bad == &more[3]);
+
+    // A QP without gather entries takes inline data only.
+    r.sq.reset();
+    wr[0].opcode = IBV_WR_SEND;
+    wr[0].send_flags = 0;
+    CHECK(api::post_send(api::send_side{&r.sq, 0, 64, IBV_QPT_RC}, wr, &bad) == EINVAL);
+    wr[0].send_flags = IBV_SEND_INLINE;
+    CHECK(api::post_send(api::send_side{&r.sq, 0, 64, IBV_QPT_RC}, wr, &bad) == 0);
 
     // UD: SEND only, and an address handle is required.
     sq_rig u(true);
@@ -156,4 +175,105 @@ TEST_CASE("ibv_post_send: opcodes per transport, inline limits, full ring, one d
     CHECK(api::post_send(ud, &s, &bad) == 0);
     s.opcode = IBV_WR_RDMA_WRITE;
     CHECK(api::post_send(ud, &s, &bad) == EINVAL);
+}
+
+TEST_CASE("ibv_post_send: the one-pass WQEs are the general path's, byte for byte") {
+    // post_send builds the common shapes (RC/UC, SEND/SEND_IMM/RDMA_WRITE(_IMM)/READ, one
+    // SGE or 1..64 bytes inline) in one pass; send_queue::put (checked against
+    // mlx5dv.h's builders in tests/queues) builds every WQE. They must agree.
+    std::array<char, 64> payload{};
+    for (unsigned i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(0x40 + i);
+    const ibv_wr_opcode opcodes[] = {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND,
+                                     IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_READ};
+    const unsigned lengths[] = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64};
+    for (const ibv_wr_opcode opcode : opcodes) {
+        for (int inl = 0; inl < 2; ++inl) {
+            for (const unsigned len : lengths) {
+                if (inl && opcode == IBV_WR_RDMA_READ) continue;
+                CAPTURE(opcode);
+                CAPTURE(inl);
+                CAPTURE(len);
+                sq_rig fast, general;
+                for (int i = 0; i < 3; ++i) {  // put the WQE at BB 3: a nonzero index
+                    general.sq.put({.opcode = hw::wqe_opcode::NOP});
+                    fast.sq.put({.opcode = hw::wqe_opcode::NOP});
+                }
+                ibv_sge sg{reinterpret_cast<std::uintptr_t>(payload.data()), len, 0x1234};
+                ibv_send_wr wr{};
+                wr.wr_id = 77;
+                wr.sg_list = &sg;
+                wr.num_sge = 1;
+                wr.opcode = opcode;
+                wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | (inl ? IBV_SEND_INLINE : 0);
+                wr.imm_data = 0x11223344;
+                wr.wr.rdma.remote_addr = 0x7f0000001000 + len;
+                wr.wr.rdma.rkey = 0x5678;
+                ibv_send_wr* bad = nullptr;
+                REQUIRE(api::post_send(api::send_side{&fast.sq, 2, 64, IBV_QPT_RC}, &wr, &bad) == 0);
+
+                hw::wqe_opcode op{};
+                REQUIRE(api::wqe_opcode_of(opcode, IBV_QPT_RC, op));
+                const queues::sge qsg{sg.addr, sg.length, sg.lkey};
+                queues::send_request r;
+                r.opcode = op;
+                r.signaled = true;
+                r.solicited = true;
+                r.inline_data = inl != 0;
+                r.imm = wr.imm_data;
+                r.sg = &qsg;
+                r.num_sge = 1;
+                r.remote_addr = wr.wr.rdma.remote_addr;
+                r.rkey = wr.wr.rdma.rkey;
+                r.wr_id = 77;
+                REQUIRE(general.sq.put(r));
+                general.sq.ring();
+                CHECK(std::memcmp(fast.bbs.data(), general.bbs.data(), fast.bbs.size()) == 0);
+                CHECK(fast.ids == general.ids);
+                CHECK(fast.ends == general.ends);
+                CHECK(fast.dbrec.snd_counter.value() == general.dbrec.snd_counter.value());
+                CHECK(std::memcmp(fast.bf.data(), general.bf.data(), fast.bf.size()) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("ibv_post_send: a list mixing one-pass and general WRs; BlueFlame for a lone WQE") {
+    sq_rig r;
+    const api::send_side rc{&r.sq, 2, 64, IBV_QPT_RC};
+    char payload[64] = {};
+    ibv_sge sg{reinterpret_cast<std::uintptr_t>(payload), 16, 5};
+    ibv_send_wr wr[4] = {};
+    for (int i = 0; i < 4; ++i) {
+        wr[i].wr_id = 10 + i;
+        wr[i].sg_list = &sg;
+        wr[i].num_sge = 1;
+        wr[i].opcode = IBV_WR_SEND;
+        wr[i].next = i < 3 ? &wr[i + 1] : nullptr;
+    }
+    wr[1].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;  // the general path from here on
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(api::post_send(rc, wr, &bad) == 0);
+    CHECK(r.dbrec.snd_counter.value() == 4);
+    CHECK(r.ids[0] == 10);
+    CHECK(r.ids[1] == 11);
+    CHECK(r.ids[3] == 13);
+    CHECK(std::memcmp(r.bf.data(), r.bbs.data() + 3 * 64, 8) == 0);  // one doorbell: the last WQE
+    CHECK(std::memcmp(r.bf.data() + 256, std::array<std::byte, 8>{}.data(), 8) == 0);  // just one
+
+    // BlueFlame: a lone 2-BB WQE is copied whole into the register half.
+    alignas(64) std::array<std::byte, 8 * 64> bbs{};
+    std::array<std::uint64_t, 8> ids{};
+    std::array<std::uint32_t, 8> ends{};
+    hw::wq_doorbell_record dbrec{};
+    alignas(64) std::array<std::byte, 512> bf{};
+    queues::send_queue sq(bbs.data(), 3, 0x99, false, ids.data(), ends.data(), &dbrec, bf.data(), 256,
+                          queues::doorbell_mode::blueflame, 2);
+    sg.length = 64;
+    wr[0].send_flags = IBV_SEND_INLINE;
+    wr[0].next = nullptr;
+    REQUIRE(api::post_send(api::send_side{&sq, 2, 64, IBV_QPT_RC}, wr, &bad) == 0);
+    CHECK(dbrec.snd_counter.value() == 2);
+    CHECK(std::memcmp(bf.data(), bbs.data(), 128) == 0);
+    REQUIRE(api::post_send(api::send_side{&sq, 2, 64, IBV_QPT_RC}, wr, &bad) == 0);
+    CHECK(std::memcmp(bf.data() + 256, bbs.data() + 128, 128) == 0);  // the other half
 }
