@@ -93,6 +93,7 @@ bool cq::attach(const queues::qp_rings& r) noexcept {
     for (auto& q : qps_) {
         if (q.qpn == r.qpn) {
             q = r;
+            ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));  // the poller caches entries
             return true;
         }
     }
@@ -106,6 +107,7 @@ void cq::detach(std::uint32_t qpn) noexcept {
     for (auto& q : qps_) {
         if (q.qpn == qpn) q = queues::qp_rings{qpn, nullptr, nullptr, nullptr};
     }
+    ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));  // drops the poller's cached rings
 }
 
 // --- SRQ ---------------------------------------------------------------------------------

@@ -136,7 +136,8 @@ public:
         : cqes_(cqes), dbrec_(dbrec), mask_((1u << log_count) - 1), log_(log_count) {}
 
     // The QPs whose completions arrive here; looked up by QP number (the last one is
-    // remembered, so a CQ serving one QP pays one compare).
+    // remembered, so a CQ serving one QP pays one compare). poll() caches the rings of
+    // the remembered entry: call attach() again after changing any entry.
     void attach(const qp_rings* qps, unsigned count) noexcept {
         qps_ = qps;
         nqps_ = count;

@@ -444,6 +444,43 @@ TEST_CASE("poll: mixed QPs, an SRQ, an unknown QPN, errors and the wrap in one b
     CHECK(cq.consumer_index() == 10);
 }
 
+TEST_CASE("poll: attach() again drops the rings it cached for a QP") {
+    constexpr unsigned kLog = 2;
+    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
+    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    hw::cq_doorbell_record dbrec{};
+    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+    alignas(64) std::array<std::byte, 4 * 16> rwqes{};
+    std::array<std::uint64_t, 4> rids{};
+    hw::wq_doorbell_record rdb{};
+    recv_queue rq(rwqes.data(), 2, 4, rids.data(), &rdb);
+    std::array<qp_rings, 1> rings{{{kQpn, nullptr, &rq, nullptr, nullptr}}};
+    cq.attach(rings.data(), 1);
+    const sge sg{0x1000, 64, 1};
+    REQUIRE(rq.put(&sg, 1, 5));
+    REQUIRE(rq.put(&sg, 1, 6));
+    auto write = [&](unsigned i, std::uint16_t counter) {
+        mlx5_cqe64& c = cqes[i];
+        std::memset(&c, 0, sizeof c);
+        c.sop_drop_qpn = htobe32(kQpn);
+        c.wqe_counter = htobe16(counter);
+        c.op_own = static_cast<std::uint8_t>(MLX5_CQE_RESP_SEND << 4);
+    };
+    write(0, 0);
+    work_completion wc[2];
+    REQUIRE(cq.poll(wc, 2) == 1);
+    CHECK(wc[0].wr_id == 5);
+    CHECK(rq.posted() == 1);
+    // The QP goes (its CQEs are flushed later, say): the entry loses its rings.
+    rings[0] = qp_rings{kQpn, nullptr, nullptr, nullptr, nullptr};
+    cq.attach(rings.data(), 1);
+    write(1, 1);
+    REQUIRE(cq.poll(wc, 2) == 1);
+    CHECK(wc[0].wr_id == 0);
+    CHECK(wc[0].qp_num == kQpn);
+    CHECK(rq.posted() == 1);  // the ring it had is not touched
+}
+
 TEST_CASE("our completion and gather entries are libibverbs' own layouts and codes") {
     static_assert(sizeof(work_completion) == sizeof(ibv_wc));
     static_assert(offsetof(work_completion, status) == offsetof(ibv_wc, status));
