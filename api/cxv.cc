@@ -177,6 +177,8 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
                                                              dbrec, reg);
         out->mp_send_ = {out->mpsq_.get(), cap.max_send_sge, cap.max_inline_data, type};
     }
+    out->signal_all_ = a.signal_all;
+    out->other_send_ = a.multi_producer || a.signal_all;
     if (o.rq_wqe_count() != 0) {
         unsigned log_rq = 0;
         while ((1u << log_rq) < o.rq_wqe_count()) ++log_rq;
@@ -200,6 +202,33 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
 qp::~qp() {
     if (scq_) scq_->detach(qp_->qpn());
     if (rcq_) rcq_->detach(qp_->qpn());
+}
+
+// A multi-producer QP, or one whose every WQE is signaled. For signal_all the WRs are
+// copied with IBV_SEND_SIGNALED set (the caller's list stays as it is) a chunk at a time,
+// each chunk posted as one list (one doorbell), and a failing copy maps back to the
+// caller's WR for *bad_wr.
+int qp::post_send_other(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+    if (!signal_all_) return post_send_ring(wr, bad_wr);
+    constexpr int chunk = 16;
+    ibv_send_wr copy[chunk];
+    ibv_send_wr* from[chunk];
+    while (wr != nullptr) {
+        int n = 0;
+        for (; wr != nullptr && n < chunk; wr = wr->next, ++n) {
+            copy[n] = *wr;
+            copy[n].send_flags |= IBV_SEND_SIGNALED;
+            copy[n].next = nullptr;
+            if (n > 0) copy[n - 1].next = &copy[n];
+            from[n] = wr;
+        }
+        ibv_send_wr* bad = nullptr;
+        if (const int err = post_send_ring(copy, &bad); err != 0) {
+            *bad_wr = from[bad - copy];
+            return err;
+        }
+    }
+    return 0;
 }
 
 int qp::post_send(std::span<ibv_send_wr> wrs, ibv_send_wr** bad_wr) noexcept {

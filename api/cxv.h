@@ -167,6 +167,10 @@ public:
         // fixed slots of the largest WQE, 8-byte doorbells). Receives and polling stay
         // one thread each.
         bool multi_producer = false;
+        // Every send WQE asks for a completion, whatever its WR's IBV_SEND_SIGNALED
+        // (ibv_qp_init_attr's sq_sig_all). The WRs are copied with the flag set, 16 at
+        // a time (a doorbell per 16 WRs of a list rather than one per list).
+        bool signal_all = false;
     };
     static result<std::shared_ptr<qp>> create(device& d, const attr& a);
     ~qp();
@@ -179,7 +183,7 @@ public:
 
     // ibv_post_send(3) and ibv_post_recv(3).
     int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
-        if (mpsq_) [[unlikely]] return api::post_send_mp(mp_send_, wr, bad_wr);
+        if (other_send_) [[unlikely]] return post_send_other(wr, bad_wr);
         return api::post_send(send_, wr, bad_wr);
     }
     int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(rq_, wr, bad_wr); }
@@ -200,6 +204,14 @@ private:
     std::vector<std::uint32_t> sq_ends_;
     queues::send_queue sq_;
     std::unique_ptr<queues::mp_send_queue> mpsq_;
+    // Sends not on the single-producer path as they are: a multi-producer ring, or
+    // signal_all (the one test post_send makes for both).
+    bool other_send_ = false;
+    bool signal_all_ = false;
+    int post_send_other(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept;
+    int post_send_ring(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+        return mpsq_ ? api::post_send_mp(mp_send_, wr, bad_wr) : api::post_send(send_, wr, bad_wr);
+    }
     queues::recv_queue rq_;
     api::send_side send_{};
     api::mp_send_side mp_send_{};

@@ -1,0 +1,531 @@
+// The C API of api/cxv_verbs.h over the C++ objects of api/cxv.h. Each handle is the
+// libibverbs struct the caller sees, as the base of the object that carries it, so a
+// handle converts back with one static_cast, and the context's ops point at the same
+// fast-path functions as cxv_post_send() and the others.
+#include "api/cxv_verbs.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "api/cxv.h"
+
+namespace {
+
+using namespace cxv;
+
+thread_local std::string last_error;
+
+// The handles: each libibverbs struct as the base of what cxv keeps with it.
+struct c_device : ibv_context {
+    ibv_device info{};
+    std::unique_ptr<cxv::device> dev;
+    bool ethernet = false;
+    std::atomic<unsigned> objects{0};  // PDs, MRs, AHs, CQs, SRQs, QPs alive
+};
+struct c_pd : ibv_pd {
+    std::shared_ptr<cxv::pd> pd;
+    std::atomic<unsigned> ahs{0};  // AHs hold no reference of their own
+};
+struct c_mr : ibv_mr {
+    std::shared_ptr<cxv::mr> mr;
+};
+// A UD send WR's wr.ud.ah is read as an api::address_handle (its ibv_ah first).
+using c_ah = api::address_handle;
+static_assert(offsetof(api::address_handle, base) == 0);
+struct c_cq : ibv_cq {
+    std::shared_ptr<cxv::cq> cq;
+};
+struct c_srq : ibv_srq {
+    std::shared_ptr<cxv::srq> srq;
+};
+struct c_qp : ibv_qp {
+    std::shared_ptr<cxv::qp> qp;
+    driver::qp::modify_attr attrs;  // what the caller has set so far
+};
+
+c_device* dev_of(ibv_context* c) { return static_cast<c_device*>(c); }
+c_pd* pd_of(ibv_pd* p) { return static_cast<c_pd*>(p); }
+c_cq* cq_of(ibv_cq* c) { return static_cast<c_cq*>(c); }
+c_srq* srq_of(ibv_srq* s) { return static_cast<c_srq*>(s); }
+c_qp* qp_of(ibv_qp* q) { return static_cast<c_qp*>(q); }
+
+// A failed control call: errno and the message for cxv_last_error(); returns the errno
+// value (the ibv_* convention for int results).
+int fail(int code, std::string message) {
+    last_error = std::move(message);
+    errno = code;
+    return code;
+}
+int fail(const cxv::error& e) { return fail(e.code ? e.code : EIO, e.message); }
+template <typename T>
+T* fail_null(int code, std::string message) {
+    fail(code, std::move(message));
+    return nullptr;
+}
+template <typename T>
+T* fail_null(const cxv::error& e) {
+    fail(e);
+    return nullptr;
+}
+int succeed() {
+    last_error.clear();
+    return 0;
+}
+
+// --- the fast path, as the context's ops and as cxv_* ----------------------------------
+
+int op_post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad_wr) { return qp_of(q)->qp->post_send(wr, bad_wr); }
+int op_post_recv(ibv_qp* q, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) { return qp_of(q)->qp->post_recv(wr, bad_wr); }
+int op_post_srq_recv(ibv_srq* s, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    return srq_of(s)->srq->post_recv(wr, bad_wr);
+}
+int op_poll_cq(ibv_cq* c, int n, ibv_wc* wc) { return cq_of(c)->cq->poll(n, wc); }
+int op_req_notify_cq(ibv_cq* c, int solicited_only) {
+    cq_of(c)->cq->request_notify(solicited_only != 0);
+    return 0;
+}
+
+// ibv_qp_state <-> the driver's states.
+bool to_driver(ibv_qp_state s, qp_state& out) {
+    switch (s) {
+    case IBV_QPS_RESET: out = qp_state::reset; return true;
+    case IBV_QPS_INIT: out = qp_state::init; return true;
+    case IBV_QPS_RTR: out = qp_state::rtr; return true;
+    case IBV_QPS_RTS: out = qp_state::rts; return true;
+    case IBV_QPS_SQD: out = qp_state::sqd; return true;
+    case IBV_QPS_SQE: out = qp_state::sqerr; return true;
+    case IBV_QPS_ERR: out = qp_state::error; return true;
+    default: return false;
+    }
+}
+ibv_qp_state to_verbs(qp_state s) {
+    switch (s) {
+    case qp_state::reset: return IBV_QPS_RESET;
+    case qp_state::init: return IBV_QPS_INIT;
+    case qp_state::rtr: return IBV_QPS_RTR;
+    case qp_state::rts: return IBV_QPS_RTS;
+    case qp_state::sqd: return IBV_QPS_SQD;
+    case qp_state::sqerr: return IBV_QPS_SQE;
+    case qp_state::error: return IBV_QPS_ERR;
+    }
+    return IBV_QPS_UNKNOWN;
+}
+
+// The attributes a transition requires, per transport (IBTA's QP state table, as
+// ibv_modify_qp(3) lists them).
+int required_mask(ibv_qp_type t, ibv_qp_state from, ibv_qp_state to) {
+    if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
+        return IBV_QP_PKEY_INDEX | IBV_QP_PORT | (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+    }
+    if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
+        if (t == IBV_QPT_UD) return 0;
+        const int both = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+        return t == IBV_QPT_RC ? both | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : both;
+    }
+    if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
+        return t == IBV_QPT_RC
+                   ? IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC
+                   : IBV_QP_SQ_PSN;
+    }
+    return 0;
+}
+
+void apply(driver::qp::modify_attr& m, const ibv_qp_attr& a, int mask) {
+    if (mask & IBV_QP_PKEY_INDEX) m.pkey_index = a.pkey_index;
+    if (mask & IBV_QP_PORT) m.port = a.port_num;
+    if (mask & IBV_QP_QKEY) m.qkey = a.qkey;
+    if (mask & IBV_QP_ACCESS_FLAGS) m.access = static_cast<unsigned>(a.qp_access_flags);
+    if (mask & IBV_QP_PATH_MTU) m.path_mtu = a.path_mtu;  // IBV_MTU_256 = 1 .. 4096 = 5, the QPC's encoding
+    if (mask & IBV_QP_DEST_QPN) m.dest_qpn = a.dest_qp_num;
+    if (mask & IBV_QP_RQ_PSN) m.rq_psn = a.rq_psn;
+    if (mask & IBV_QP_SQ_PSN) m.sq_psn = a.sq_psn;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) m.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) m.max_rd_atomic = a.max_rd_atomic;
+    if (mask & IBV_QP_MIN_RNR_TIMER) m.min_rnr_timer = a.min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT) m.timeout = a.timeout;
+    if (mask & IBV_QP_RETRY_CNT) m.retry_cnt = a.retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) m.rnr_retry = a.rnr_retry;
+    if (mask & IBV_QP_AV) {
+        const ibv_ah_attr& ah = a.ah_attr;
+        m.ah.dlid = ah.dlid;
+        m.ah.sl = ah.sl;
+        m.ah.grh = ah.is_global != 0;
+        std::memcpy(m.ah.dgid.data(), ah.grh.dgid.raw, 16);
+        m.ah.sgid_index = ah.grh.sgid_index;
+        m.ah.hop_limit = ah.grh.hop_limit;
+        m.ah.traffic_class = ah.grh.traffic_class;
+        m.ah.flow_label = ah.grh.flow_label;
+    }
+}
+
+constexpr unsigned bits(unsigned v) { return v; }
+static_assert(bits(IBV_ACCESS_LOCAL_WRITE) == bits(access_local_write) &&
+              bits(IBV_ACCESS_REMOTE_WRITE) == bits(access_remote_write) &&
+              bits(IBV_ACCESS_REMOTE_READ) == bits(access_remote_read) &&
+              bits(IBV_ACCESS_REMOTE_ATOMIC) == bits(access_remote_atomic));
+static_assert(IBV_MTU_256 == 1 && IBV_MTU_4096 == 5);
+
+// One completion on `cq`, waiting for it (rdma_get_send_comp(3)'s loop).
+int get_comp(ibv_cq* c, ibv_wc* wc) {
+    cxv::cq& cq = *cq_of(c)->cq;
+    for (;;) {
+        if (const int n = cq.poll(1, wc); n != 0) return n;
+        cq.request_notify(false);
+        if (const int n = cq.poll(1, wc); n != 0) return n;  // arrived before the arm
+        cq.wait_event(std::chrono::milliseconds(-1));
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cxv_last_error(void) { return last_error.c_str(); }
+
+// --- device ------------------------------------------------------------------------------
+
+ibv_context* cxv_open_device(const char* bdf) {
+    if (bdf == nullptr) return fail_null<ibv_context>(EINVAL, "cxv_open_device: no PCI address");
+    auto d = cxv::device::open(bdf);
+    if (!d) return fail_null<ibv_context>(d.error());
+    auto port = (*d)->port(1);
+    if (!port) return fail_null<ibv_context>(port.error());
+    auto* c = new (std::nothrow) c_device();
+    if (c == nullptr) return fail_null<ibv_context>(ENOMEM, "cxv_open_device: out of memory");
+    c->dev = std::move(d).value();
+    c->ethernet = port->ethernet;
+    c->device = &c->info;
+    c->info.node_type = IBV_NODE_CA;
+    c->info.transport_type = IBV_TRANSPORT_IB;
+    std::snprintf(c->info.name, sizeof(c->info.name), "cxv_%s", bdf);
+    std::snprintf(c->info.dev_name, sizeof(c->info.dev_name), "%s", bdf);
+    c->ops.post_send = op_post_send;
+    c->ops.post_recv = op_post_recv;
+    c->ops.post_srq_recv = op_post_srq_recv;
+    c->ops.poll_cq = op_poll_cq;
+    c->ops.req_notify_cq = op_req_notify_cq;
+    c->cmd_fd = -1;
+    c->async_fd = -1;
+    c->num_comp_vectors = 1;
+    pthread_mutex_init(&c->mutex, nullptr);
+    succeed();
+    return c;
+}
+
+int cxv_close_device(ibv_context* ctx) {
+    c_device* c = dev_of(ctx);
+    if (const unsigned n = c->objects.load(); n != 0) {
+        return fail(EBUSY, "cxv_close_device: " + std::to_string(n) + " objects of the device are still alive");
+    }
+    pthread_mutex_destroy(&c->mutex);
+    delete c;  // the HCA is torn down with cxv::device
+    return succeed();
+}
+
+int cxv_query_port(ibv_context* ctx, uint8_t port_num, ibv_port_attr* attr) {
+    auto p = dev_of(ctx)->dev->port(port_num);
+    if (!p) return fail(p.error());
+    std::memset(attr, 0, sizeof(*attr));
+    attr->state = p->up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+    attr->max_mtu = static_cast<ibv_mtu>(p->max_mtu);
+    attr->active_mtu = static_cast<ibv_mtu>(p->max_mtu);
+    attr->lid = p->lid;
+    attr->link_layer = p->ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+    return succeed();
+}
+
+// --- PD, MR, AH --------------------------------------------------------------------------
+
+ibv_pd* cxv_alloc_pd(ibv_context* ctx) {
+    c_device* c = dev_of(ctx);
+    auto p = c->dev->alloc_pd();
+    if (!p) return fail_null<ibv_pd>(p.error());
+    auto* out = new (std::nothrow) c_pd();
+    if (out == nullptr) return fail_null<ibv_pd>(ENOMEM, "out of memory");
+    out->context = ctx;
+    out->handle = p.value()->pdn();
+    out->pd = std::move(p).value();
+    ++c->objects;
+    succeed();
+    return out;
+}
+
+int cxv_dealloc_pd(ibv_pd* pd) {
+    c_pd* p = pd_of(pd);
+    if (p->pd.use_count() > 1 || p->ahs.load() != 0) {
+        return fail(EBUSY, "cxv_dealloc_pd: an MR, QP, SRQ or AH still uses the PD");
+    }
+    if (auto s = p->pd->destroy(); !s) return fail(s.error());
+    --dev_of(pd->context)->objects;
+    delete p;
+    return succeed();
+}
+
+ibv_mr* cxv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+    constexpr int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                          IBV_ACCESS_REMOTE_ATOMIC;
+    if (access & ~known) {
+        return fail_null<ibv_mr>(EINVAL, "cxv_reg_mr: access flags other than local write, remote write, remote "
+                                         "read and remote atomic are not supported");
+    }
+    auto m = cxv::mr::create(pd_of(pd)->pd, addr, length, static_cast<unsigned>(access));
+    if (!m) return fail_null<ibv_mr>(m.error());
+    auto* out = new (std::nothrow) c_mr();
+    if (out == nullptr) return fail_null<ibv_mr>(ENOMEM, "out of memory");
+    out->context = pd->context;
+    out->pd = pd;
+    out->addr = addr;
+    out->length = length;
+    out->lkey = m.value()->lkey();
+    out->rkey = m.value()->rkey();
+    out->handle = out->lkey >> 8;
+    out->mr = std::move(m).value();
+    ++dev_of(pd->context)->objects;
+    succeed();
+    return out;
+}
+
+int cxv_dereg_mr(ibv_mr* mr) {
+    auto* m = static_cast<c_mr*>(mr);
+    if (auto s = m->mr->destroy(); !s) return fail(s.error());
+    --dev_of(mr->context)->objects;
+    delete m;
+    return succeed();
+}
+
+ibv_ah* cxv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+    if (attr == nullptr) return fail_null<ibv_ah>(EINVAL, "cxv_create_ah: no attributes");
+    driver::qp::path p;
+    p.dlid = attr->dlid;
+    p.sl = attr->sl;
+    p.grh = attr->is_global != 0;
+    std::memcpy(p.dgid.data(), attr->grh.dgid.raw, 16);
+    p.sgid_index = attr->grh.sgid_index;
+    p.hop_limit = attr->grh.hop_limit;
+    p.traffic_class = attr->grh.traffic_class;
+    p.flow_label = attr->grh.flow_label;
+    auto* out = new (std::nothrow) c_ah(make_address_handle(p, dev_of(pd->context)->ethernet));
+    if (out == nullptr) return fail_null<ibv_ah>(ENOMEM, "out of memory");
+    out->base.context = pd->context;
+    out->base.pd = pd;
+    ++pd_of(pd)->ahs;
+    ++dev_of(pd->context)->objects;
+    succeed();
+    return &out->base;
+}
+
+int cxv_destroy_ah(ibv_ah* ah) {
+    auto* out = reinterpret_cast<c_ah*>(ah);
+    --pd_of(ah->pd)->ahs;
+    --dev_of(ah->context)->objects;
+    delete out;
+    return succeed();
+}
+
+// --- CQ ----------------------------------------------------------------------------------
+
+ibv_cq* cxv_create_cq(ibv_context* ctx, int cqe, void* cq_context) {
+    if (cqe <= 0) return fail_null<ibv_cq>(EINVAL, "cxv_create_cq: cqe must be at least 1");
+    c_device* c = dev_of(ctx);
+    auto q = cxv::cq::create(*c->dev, static_cast<unsigned>(cqe));
+    if (!q) return fail_null<ibv_cq>(q.error());
+    auto* out = new (std::nothrow) c_cq();
+    if (out == nullptr) return fail_null<ibv_cq>(ENOMEM, "out of memory");
+    out->context = ctx;
+    out->cq_context = cq_context;
+    out->handle = q.value()->object()->cqn();
+    out->cqe = static_cast<int>(q.value()->object()->entries());
+    pthread_mutex_init(&out->mutex, nullptr);
+    pthread_cond_init(&out->cond, nullptr);
+    out->cq = std::move(q).value();
+    ++c->objects;
+    succeed();
+    return out;
+}
+
+int cxv_destroy_cq(ibv_cq* cq) {
+    c_cq* q = cq_of(cq);
+    if (q->cq.use_count() > 1) return fail(EBUSY, "cxv_destroy_cq: a QP still completes to the CQ");
+    if (auto s = q->cq->object()->destroy(); !s) return fail(s.error());
+    pthread_mutex_destroy(&q->mutex);
+    pthread_cond_destroy(&q->cond);
+    --dev_of(cq->context)->objects;
+    delete q;
+    return succeed();
+}
+
+int cxv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) { return op_poll_cq(cq, num_entries, wc); }
+int cxv_req_notify_cq(ibv_cq* cq, int solicited_only) { return op_req_notify_cq(cq, solicited_only); }
+int cxv_cq_event_fd(ibv_cq* cq) { return cq_of(cq)->cq->event_fd(); }
+
+int cxv_get_cq_event(ibv_cq* cq, int timeout_ms) {
+    if (!cq_of(cq)->cq->wait_event(std::chrono::milliseconds(timeout_ms < 0 ? -1 : timeout_ms))) {
+        return fail(ETIMEDOUT, "cxv_get_cq_event: no completion event in time");
+    }
+    ++cq->comp_events_completed;
+    return succeed();
+}
+
+// --- SRQ ---------------------------------------------------------------------------------
+
+ibv_srq* cxv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+    if (attr == nullptr || attr->attr.max_wr == 0) return fail_null<ibv_srq>(EINVAL, "cxv_create_srq: max_wr is 0");
+    driver::srq::attr a;
+    a.max_wr = attr->attr.max_wr + 1;  // one WQE always stays in the list as its sentinel
+    a.max_sge = attr->attr.max_sge == 0 ? 1 : attr->attr.max_sge;
+    a.limit = attr->attr.srq_limit;
+    auto s = cxv::srq::create(pd_of(pd)->pd, a);
+    if (!s) return fail_null<ibv_srq>(s.error());
+    auto* out = new (std::nothrow) c_srq();
+    if (out == nullptr) return fail_null<ibv_srq>(ENOMEM, "out of memory");
+    out->context = pd->context;
+    out->srq_context = attr->srq_context;
+    out->pd = pd;
+    out->handle = s.value()->srqn();
+    pthread_mutex_init(&out->mutex, nullptr);
+    pthread_cond_init(&out->cond, nullptr);
+    attr->attr.max_wr = s.value()->object()->wqe_count() - 1;
+    attr->attr.max_sge = s.value()->object()->max_sge();
+    out->srq = std::move(s).value();
+    ++dev_of(pd->context)->objects;
+    succeed();
+    return out;
+}
+
+int cxv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
+    if (attr_mask & IBV_SRQ_MAX_WR) return fail(EINVAL, "cxv_modify_srq: an SRQ cannot be resized");
+    if (attr_mask & IBV_SRQ_LIMIT) {
+        if (auto s = srq_of(srq)->srq->arm(attr->srq_limit); !s) return fail(s.error());
+    }
+    return succeed();
+}
+
+int cxv_destroy_srq(ibv_srq* srq) {
+    c_srq* s = srq_of(srq);
+    if (s->srq.use_count() > 1) return fail(EBUSY, "cxv_destroy_srq: a QP still takes its receives from the SRQ");
+    if (auto st = s->srq->object()->destroy(); !st) return fail(st.error());
+    pthread_mutex_destroy(&s->mutex);
+    pthread_cond_destroy(&s->cond);
+    --dev_of(srq->context)->objects;
+    delete s;
+    return succeed();
+}
+
+int cxv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) { return op_post_srq_recv(srq, wr, bad_wr); }
+
+// --- QP ----------------------------------------------------------------------------------
+
+ibv_qp* cxv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) { return cxv_create_qp_ex(pd, attr, nullptr); }
+
+ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_options* options) {
+    if (attr == nullptr || attr->send_cq == nullptr || attr->recv_cq == nullptr) {
+        return fail_null<ibv_qp>(EINVAL, "cxv_create_qp: a send and a receive CQ are needed");
+    }
+    cxv::qp::attr a;
+    switch (attr->qp_type) {
+    case IBV_QPT_RC: a.type = qp_type::rc; break;
+    case IBV_QPT_UC: a.type = qp_type::uc; break;
+    case IBV_QPT_UD: a.type = qp_type::ud; break;
+    default: return fail_null<ibv_qp>(EOPNOTSUPP, "cxv_create_qp: only RC, UC and UD QPs");
+    }
+    a.domain = pd_of(pd)->pd;
+    a.send_cq = cq_of(attr->send_cq)->cq;
+    a.recv_cq = cq_of(attr->recv_cq)->cq;
+    if (attr->srq != nullptr) a.shared = srq_of(attr->srq)->srq;
+    a.cap.max_send_wr = attr->cap.max_send_wr;
+    a.cap.max_recv_wr = attr->cap.max_recv_wr;
+    a.cap.max_send_sge = attr->cap.max_send_sge;
+    a.cap.max_recv_sge = attr->cap.max_recv_sge;
+    a.cap.max_inline_data = attr->cap.max_inline_data;
+    a.signal_all = attr->sq_sig_all != 0;
+    if (options != nullptr) {
+        switch (options->doorbell) {
+        case CXV_DOORBELL_AUTO: break;
+        case CXV_DOORBELL_8B: a.doorbell = doorbell_mode::doorbell; break;
+        case CXV_DOORBELL_BLUEFLAME: a.doorbell = doorbell_mode::blueflame; break;
+        case CXV_DOORBELL_MOVDIR64B: a.doorbell = doorbell_mode::movdir64b; break;
+        default: return fail_null<ibv_qp>(EINVAL, "cxv_create_qp_ex: unknown doorbell mode");
+        }
+        a.multi_producer = options->multi_producer != 0;
+    }
+    auto q = cxv::qp::create(*dev_of(pd->context)->dev, a);
+    if (!q) return fail_null<ibv_qp>(q.error());
+    auto* out = new (std::nothrow) c_qp();
+    if (out == nullptr) return fail_null<ibv_qp>(ENOMEM, "out of memory");
+    out->context = pd->context;
+    out->qp_context = attr->qp_context;
+    out->pd = pd;
+    out->send_cq = attr->send_cq;
+    out->recv_cq = attr->recv_cq;
+    out->srq = attr->srq;
+    out->qp_num = out->handle = q.value()->qpn();
+    out->state = IBV_QPS_RESET;
+    out->qp_type = attr->qp_type;
+    pthread_mutex_init(&out->mutex, nullptr);
+    pthread_cond_init(&out->cond, nullptr);
+    const auto& granted = q.value()->object()->capabilities();
+    attr->cap.max_send_wr = granted.max_send_wr;
+    attr->cap.max_recv_wr = attr->srq != nullptr ? 0 : granted.max_recv_wr;
+    attr->cap.max_send_sge = granted.max_send_sge;
+    attr->cap.max_recv_sge = attr->srq != nullptr ? 0 : granted.max_recv_sge;
+    attr->cap.max_inline_data = granted.max_inline_data;
+    out->qp = std::move(q).value();
+    ++dev_of(pd->context)->objects;
+    succeed();
+    return out;
+}
+
+int cxv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+    c_qp* q = qp_of(qp);
+    const ibv_qp_state from = qp->state;
+    const ibv_qp_state to = (attr_mask & IBV_QP_STATE) ? attr->qp_state : from;
+    qp_state target;
+    if (!to_driver(to, target)) return fail(EINVAL, "cxv_modify_qp: unknown target state");
+    if (const int missing = required_mask(qp->qp_type, from, to) & ~attr_mask; missing != 0) {
+        char text[96];
+        std::snprintf(text, sizeof(text), "cxv_modify_qp: this transition needs the attributes of mask 0x%x",
+                      missing);
+        return fail(EINVAL, text);
+    }
+    driver::qp::modify_attr m = q->attrs;
+    apply(m, *attr, attr_mask);
+    if (auto s = q->qp->modify(target, m); !s) return fail(s.error());
+    q->attrs = m;
+    qp->state = to;
+    return succeed();
+}
+
+int cxv_query_qp_state(ibv_qp* qp, ibv_qp_state* state) {
+    auto s = qp_of(qp)->qp->query();
+    if (!s) return fail(s.error());
+    *state = to_verbs(*s);
+    qp->state = *state;
+    return succeed();
+}
+
+int cxv_destroy_qp(ibv_qp* qp) {
+    c_qp* q = qp_of(qp);
+    if (auto s = q->qp->object()->destroy(); !s) return fail(s.error());
+    pthread_mutex_destroy(&q->mutex);
+    pthread_cond_destroy(&q->cond);
+    --dev_of(qp->context)->objects;
+    delete q;
+    return succeed();
+}
+
+int cxv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) { return op_post_send(qp, wr, bad_wr); }
+int cxv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) { return op_post_recv(qp, wr, bad_wr); }
+
+int cxv_rdma_get_send_comp(ibv_qp* qp, ibv_wc* wc) { return get_comp(qp->send_cq, wc); }
+int cxv_rdma_get_recv_comp(ibv_qp* qp, ibv_wc* wc) { return get_comp(qp->recv_cq, wc); }
+
+}  // extern "C"
