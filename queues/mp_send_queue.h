@@ -80,9 +80,21 @@ public:
     unsigned slot_bbs() const noexcept { return slot_bbs_; }
     std::size_t slots() const noexcept { return slot_mask_ + 1; }
 
+    // Points where post() calls its hook (tests stall a producer there to force each
+    // interleaving; the default hook does nothing and costs nothing).
+    enum class stage {
+        before_token,  // the WQE is written, the token not yet looked for
+        after_mark,    // the token was elsewhere: the mark is stored, published_ not re-read
+        before_claim,  // as owner, about to claim the next slot's mark
+    };
+    struct no_hook {
+        void operator()(stage) const noexcept {}
+    };
+
     // Posts one WQE (any thread); false when the ring is full. The WQE must fit the slot
     // (the caller checks SGEs and inline size against the QP's limits).
-    [[gnu::always_inline]] bool post(const send_request& r) noexcept {
+    template <class Hook = no_hook>
+    [[gnu::always_inline]] bool post(const send_request& r, const Hook& hook = Hook{}) noexcept {
         // The WQE's size in octowords, from the opcode's entry and the request.
         const auto op = static_cast<unsigned>(r.opcode) & 31;
         std::uint64_t ctrl0 = ctrl0_[op];
@@ -150,14 +162,15 @@ public:
         std::memcpy(w, &ctrl0, sizeof ctrl0);
         std::memcpy(w + 8, &ctrl1, sizeof ctrl1);
         wr_ids_[slot] = r.wr_id;
+        hook(stage::before_token);
 
         // 3. the token: ours if every earlier slot is published; else a mark.
         if (published_.load(std::memory_order_acquire) != start) [[unlikely]] {
-            if (!mark(slot, start, ctrl0)) return true;
+            if (!mark(slot, start, ctrl0, hook)) return true;
         }
         // 4. ring and hand on
         ring(end, ctrl0);
-        if (done_[slot_of(end)].load(std::memory_order_seq_cst) == end) [[unlikely]] claim_from(end);
+        if (done_[slot_of(end)].load(std::memory_order_seq_cst) == end) [[unlikely]] claim_from(end, hook);
         return true;
     }
 
@@ -204,9 +217,11 @@ private:
     // The token is not ours yet: the mark, with what an owner needs to ring for it (the
     // doorbell value; the wr_id is stored already), then the re-read. True when the
     // token reached our slot and we claimed our own mark.
-    [[gnu::noinline]] bool mark(std::size_t slot, std::uint64_t start, std::uint64_t ctrl0) noexcept {
+    template <class Hook>
+    [[gnu::noinline]] bool mark(std::size_t slot, std::uint64_t start, std::uint64_t ctrl0, const Hook& hook) noexcept {
         first_[slot] = ctrl0;
         done_[slot].store(start, std::memory_order_seq_cst);
+        hook(stage::after_mark);
         if (published_.load(std::memory_order_seq_cst) != start) return false;
         std::uint64_t m = start;
         return done_[slot].compare_exchange_strong(m, kNoMark, std::memory_order_acquire, std::memory_order_relaxed);
@@ -227,8 +242,10 @@ private:
     // `published_` is at `q` and the slot there has a mark: claim it (its producer may
     // too), and every consecutive mark after it, ring for them, and go on while the
     // hand-over finds another mark.
-    [[gnu::noinline]] void claim_from(std::uint64_t q) noexcept {
+    template <class Hook>
+    [[gnu::noinline]] void claim_from(std::uint64_t q, const Hook& hook) noexcept {
         for (;;) {
+            hook(stage::before_claim);
             std::uint64_t m = q;
             if (!done_[slot_of(q)].compare_exchange_strong(m, kNoMark, std::memory_order_acquire,
                                                            std::memory_order_relaxed)) {
