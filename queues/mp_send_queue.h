@@ -59,10 +59,9 @@ public:
                   hw::wq_doorbell_record* dbrec, std::byte* doorbell)
         : bbs_(bbs), dbrec_(dbrec), doorbell_(doorbell), bb_mask_((std::uint64_t{1} << log_bbs) - 1),
           room_(static_cast<std::int64_t>((std::uint64_t{1} << log_bbs) - slot_bbs)), slot_bbs_(slot_bbs),
-          log_slot_(static_cast<unsigned>(__builtin_ctz(slot_bbs))), ud_(ud),
-          slot_mask_((std::size_t{1} << log_bbs) / slot_bbs - 1), done_(new std::atomic<std::uint64_t>[slot_mask_ + 1]),
-          first_(new std::uint64_t[slot_mask_ + 1]), wr_ids_(new std::uint64_t[slot_mask_ + 1]) {
-        for (std::size_t i = 0; i <= slot_mask_; ++i) done_[i].store(kNoMark, std::memory_order_relaxed);
+          ud_(ud), done_(new std::atomic<std::uint64_t>[bb_mask_ + 1]), first_(new std::uint64_t[bb_mask_ + 1]),
+          wr_ids_(new std::uint64_t[bb_mask_ + 1]) {
+        for (std::size_t i = 0; i <= bb_mask_; ++i) done_[i].store(kNoMark, std::memory_order_relaxed);
         // Per opcode, the first 8 bytes of the control segment but the WQE index: the
         // opcode, the QPN, and in the size byte the octowords of the control, remote
         // address and atomic segments (the datagram and data segments are added per WQE).
@@ -78,7 +77,7 @@ public:
     }
 
     unsigned slot_bbs() const noexcept { return slot_bbs_; }
-    std::size_t slots() const noexcept { return slot_mask_ + 1; }
+    std::size_t slots() const noexcept { return (bb_mask_ + 1) / slot_bbs_; }
 
     // Points where post() calls its hook (tests stall a producer there to force each
     // interleaving; the default hook does nothing and costs nothing).
@@ -120,10 +119,10 @@ public:
         } while (!reserved_.compare_exchange_weak(start, start + slot_bbs_, std::memory_order_relaxed,
                                                   std::memory_order_relaxed));
         const std::uint64_t end = start + slot_bbs_;
-        const std::size_t slot = static_cast<std::size_t>(start >> log_slot_) & slot_mask_;
+        const std::size_t slot = slot_of(start);
 
         // 2. write: a NOP over the start of the slot if the WQE is shorter, the WQE after it
-        std::byte* w = bbs_ + ((start & bb_mask_) << hw::send_wqe_shift);
+        std::byte* w = bbs_ + (slot << hw::send_wqe_shift);
         if (pad != 0) [[unlikely]] {
             const std::uint64_t nop[2] = {(ctrl0_[0] & ~(std::uint64_t{0xff} << 56)) | index_bits(start) |
                                               (std::uint64_t{pad * 4} << 56),
@@ -151,7 +150,11 @@ public:
             put_inline(seg, r, total);
         } else {
             auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
-            for (unsigned i = 0; i < r.num_sge; ++i) detail::put_data(d + i, r.sg[i]);
+            if (r.num_sge == 1) [[likely]] {
+                detail::put_data(d, r.sg[0]);
+            } else {
+                for (unsigned i = 0; i < r.num_sge; ++i) detail::put_data(d + i, r.sg[i]);
+            }
         }
         // The second 8 bytes: signature and DCI stream channel (0), fm_ce_se, immediate.
         const std::uint64_t ctrl1 =
@@ -179,7 +182,7 @@ public:
     std::uint64_t retire(std::uint16_t wqe_counter) noexcept {
         const std::uint64_t base = retired_.load(std::memory_order_relaxed);
         const std::uint64_t at = base + static_cast<std::uint16_t>(wqe_counter - static_cast<std::uint16_t>(base));
-        const std::uint64_t id = wr_ids_[slot_of(at)];
+        const std::uint64_t id = wr_ids_[slot_of(at & ~std::uint64_t{slot_bbs_ - 1})];
         retired_.store((at | (slot_bbs_ - 1)) + 1, std::memory_order_release);
         return id;
     }
@@ -206,8 +209,9 @@ public:
 private:
     static constexpr std::uint64_t kNoMark = ~std::uint64_t{0};  // no slot starts there
 
-    std::size_t slot_of(std::uint64_t counter) const noexcept {
-        return static_cast<std::size_t>(counter >> log_slot_) & slot_mask_;
+    // The per-slot arrays have an entry per BB; a slot's is at its first BB.
+    std::size_t slot_of(std::uint64_t slot_start) const noexcept {
+        return static_cast<std::size_t>(slot_start & bb_mask_);
     }
     // The WQE index field of the control segment's first 8 bytes (bits 23:8, big-endian).
     static std::uint64_t index_bits(std::uint64_t counter) noexcept {
@@ -268,7 +272,7 @@ private:
     }
 
     // The gather list's bytes behind an inline header, padded to 16 (`total` bytes).
-    static void put_inline(std::byte* seg, const send_request& r, std::uint32_t total) noexcept {
+    [[gnu::noinline]] static void put_inline(std::byte* seg, const send_request& r, std::uint32_t total) noexcept {
         if (total == 0) return;
         hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
         std::byte* data = seg + sizeof(hw::wqe_inline_seg);
@@ -284,12 +288,11 @@ private:
     std::uint64_t bb_mask_;
     std::int64_t room_;  // the ring's BBs less a slot: the most `reserved_ - retired_` before a reservation
     unsigned slot_bbs_;
-    unsigned log_slot_;
     bool ud_;
-    std::size_t slot_mask_;
     std::uint64_t ctrl0_[32];
-    std::unique_ptr<std::atomic<std::uint64_t>[]> done_;  // per slot: the start counter of a marked WQE
-    std::unique_ptr<std::uint64_t[]> first_;              // per marked slot: its WQE's doorbell value
+    // Per slot, at the index of its first BB (the entries between are unused):
+    std::unique_ptr<std::atomic<std::uint64_t>[]> done_;  // the start counter of a marked WQE, or kNoMark
+    std::unique_ptr<std::uint64_t[]> first_;              // a marked WQE's doorbell value
     std::unique_ptr<std::uint64_t[]> wr_ids_;
     alignas(64) std::atomic<std::uint64_t> reserved_{0};
     alignas(64) std::atomic<std::uint64_t> published_{0};
