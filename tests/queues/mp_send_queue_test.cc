@@ -7,9 +7,15 @@
 // ring's test hook: a producer stalled between writing its WQE and publishing it leaves
 // the later producers to mark their slots and publishes their WQEs with its own; a
 // producer that finds the token at its slot after marking claims its own mark against
-// the owner that found the mark; a full ring while a producer is stalled.
+// the owner that found the mark; a full ring while a producer is stalled. Every WQE
+// shape the ring builds (from its per-QP control words, without the single-producer
+// ring's segment writers) is compared byte for byte with rdma-core's mlx5dv.h helpers,
+// with the NOP that pads its slot.
 #include <doctest/doctest.h>
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -290,4 +296,172 @@ TEST_CASE("multi-producer send ring: full while a producer is stalled, then publ
     CHECK(record(r.dbrec) == 26);
     CHECK(r.doorbell_on(25));
     for (std::uint32_t i = 16; i < 26; ++i) CHECK(r.tag_at(i) == tag{1, i});
+}
+
+namespace {
+
+constexpr std::uint32_t kQpn = 0x1a2b3c;
+
+// The expected WQE, built with rdma-core's helpers (zeroed first).
+struct expected {
+    alignas(64) std::array<std::byte, 256> bytes{};
+    std::size_t off = 16;
+    template <typename T>
+    T* next() {
+        auto* p = reinterpret_cast<T*>(bytes.data() + off);
+        off += sizeof(T);
+        return p;
+    }
+    void ctrl(std::uint16_t pi, std::uint8_t opcode, std::uint8_t fm_ce_se, std::uint32_t imm = 0) {
+        mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(bytes.data()), pi, opcode, 0, kQpn, fm_ce_se,
+                            static_cast<std::uint8_t>((off + 15) / 16), 0, imm);
+    }
+};
+
+// A 32-BB ring of 4-BB slots: each post goes into the next slot, its WQE at the end of
+// it behind a NOP; checked against `e` (its index: the slot's start plus the NOP).
+struct slot_rig {
+    alignas(64) std::byte bbs[32 * 64] = {};
+    hw::wq_doorbell_record dbrec{};
+    alignas(8) std::byte doorbell[8] = {};
+    mp_send_queue sq;
+    std::uint64_t start = 0;
+    explicit slot_rig(bool ud = false) : sq(bbs, 5, kQpn, ud, 4, &dbrec, doorbell) {}
+
+    void post_and_check(const send_request& r, std::uint8_t opcode, std::uint8_t fm_ce_se, std::uint32_t imm,
+                        expected e) {
+        const unsigned nbb = static_cast<unsigned>((sq.wqe_bytes(r) + 63) / 64);
+        const unsigned pad = 4 - nbb;
+        const std::uint64_t at = start + pad;
+        e.off = (e.off + 15) / 16 * 16;
+        e.ctrl(static_cast<std::uint16_t>(at), opcode, fm_ce_se, imm);
+        REQUIRE(e.off == sq.wqe_bytes(r));
+        REQUIRE(sq.post(r));
+        const std::byte* w = bbs + (at & 31) * 64;
+        for (std::size_t i = 0; i < e.off; ++i) {
+            CAPTURE(i);
+            REQUIRE(std::to_integer<int>(w[i]) == std::to_integer<int>(e.bytes[i]));
+        }
+        if (pad != 0) {  // an unsignaled NOP of the pad's octowords at the slot's start
+            alignas(16) std::array<std::byte, 16> nop{};
+            mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(nop.data()), static_cast<std::uint16_t>(start),
+                                MLX5_OPCODE_NOP, 0, kQpn, 0, static_cast<std::uint8_t>(pad * 4), 0, 0);
+            CHECK(std::memcmp(bbs + (start & 31) * 64, nop.data(), 16) == 0);
+        }
+        start += 4;
+        CHECK(sq.published() == start);
+        CHECK(record(dbrec) == static_cast<std::uint16_t>(start));
+        CHECK(std::memcmp(doorbell, w, 8) == 0);
+        CHECK(sq.retire(static_cast<std::uint16_t>(at)) == r.wr_id);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("multi-producer send WQEs are byte-exact with mlx5dv.h's, behind the NOP that pads the slot") {
+    const sge sg[3] = {{0x1000'2000'3000ull, 100, 0x1111}, {0x7fff'0000'1000ull, 4096, 0x2222}, {0x42, 1, 0x3333}};
+    slot_rig r;
+    {  // SEND, 3 SGEs, signaled
+        expected e;
+        for (const auto& s : sg) mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), s.length, s.lkey, s.addr);
+        r.post_and_check({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = sg, .num_sge = 3, .wr_id = 7},
+                         MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE, 0, e);
+    }
+    {  // SEND_IMM, solicited, fenced, unsignaled
+        expected e;
+        mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg[0].length, sg[0].lkey, sg[0].addr);
+        r.post_and_check({.opcode = hw::wqe_opcode::SEND_IMM, .solicited = true, .fence = true,
+                          .imm = htobe32(0xabcdef01), .sg = sg, .num_sge = 1, .wr_id = 8},
+                         MLX5_OPCODE_SEND_IMM, MLX5_WQE_CTRL_SOLICITED | MLX5_WQE_CTRL_FENCE, htobe32(0xabcdef01), e);
+    }
+    for (auto [ours, theirs] : {std::pair{hw::wqe_opcode::RDMA_WRITE, MLX5_OPCODE_RDMA_WRITE},
+                                std::pair{hw::wqe_opcode::RDMA_WRITE_IMM, MLX5_OPCODE_RDMA_WRITE_IMM},
+                                std::pair{hw::wqe_opcode::RDMA_READ, MLX5_OPCODE_RDMA_READ}}) {
+        expected e;
+        auto* ra = e.next<mlx5_wqe_raddr_seg>();
+        ra->raddr = htobe64(0xdead'beef'0000ull);
+        ra->rkey = htobe32(0x77665544);
+        for (int i = 0; i < 2; ++i) mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg[i].length, sg[i].lkey, sg[i].addr);
+        r.post_and_check({.opcode = ours, .signaled = true, .imm = 0x5a5a5a5a, .sg = sg, .num_sge = 2,
+                          .remote_addr = 0xdead'beef'0000ull, .rkey = 0x77665544, .wr_id = 9},
+                         static_cast<std::uint8_t>(theirs), MLX5_WQE_CTRL_CQ_UPDATE, 0x5a5a5a5a, e);
+    }
+    const sge result{0x9000, 8, 0x4444};
+    {  // ATOMIC_CS: swap, then compare
+        expected e;
+        auto* ra = e.next<mlx5_wqe_raddr_seg>();
+        ra->raddr = htobe64(0x10000);
+        ra->rkey = htobe32(9);
+        auto* at = e.next<mlx5_wqe_atomic_seg>();
+        at->swap_add = htobe64(6);
+        at->compare = htobe64(5);
+        mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
+        r.post_and_check({.opcode = hw::wqe_opcode::ATOMIC_CS, .signaled = true, .sg = &result, .num_sge = 1,
+                          .remote_addr = 0x10000, .rkey = 9, .compare_add = 5, .swap = 6, .wr_id = 10},
+                         MLX5_OPCODE_ATOMIC_CS, MLX5_WQE_CTRL_CQ_UPDATE, 0, e);
+    }
+    {  // ATOMIC_FA: the addend, compare 0
+        expected e;
+        auto* ra = e.next<mlx5_wqe_raddr_seg>();
+        ra->raddr = htobe64(0x10008);
+        ra->rkey = htobe32(9);
+        e.next<mlx5_wqe_atomic_seg>()->swap_add = htobe64(1000);
+        mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
+        r.post_and_check({.opcode = hw::wqe_opcode::ATOMIC_FA, .signaled = true, .sg = &result, .num_sge = 1,
+                          .remote_addr = 0x10008, .rkey = 9, .compare_add = 1000, .wr_id = 11},
+                         MLX5_OPCODE_ATOMIC_FA, MLX5_WQE_CTRL_CQ_UPDATE, 0, e);
+    }
+    {  // SEND of 64 inline bytes from two SGEs: two BBs
+        std::array<std::uint8_t, 64> data;
+        for (int i = 0; i < 64; ++i) data[i] = static_cast<std::uint8_t>(i * 3);
+        const sge two[2] = {{reinterpret_cast<std::uintptr_t>(data.data()), 40, 0},
+                            {reinterpret_cast<std::uintptr_t>(data.data() + 40), 24, 0}};
+        expected e;
+        e.next<mlx5_wqe_inl_data_seg>()->byte_count = htobe32(64 | MLX5_INLINE_SEG);
+        std::memcpy(e.bytes.data() + e.off, data.data(), 64);
+        e.off += 64;
+        r.post_and_check({.opcode = hw::wqe_opcode::SEND, .signaled = true, .inline_data = true, .sg = two,
+                          .num_sge = 2, .wr_id = 12},
+                         MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE, 0, e);
+    }
+    {  // SEND of no bytes inline: the control segment alone
+        const sge none{0x42, 0, 0};
+        r.post_and_check({.opcode = hw::wqe_opcode::SEND, .inline_data = true, .sg = &none, .num_sge = 1, .wr_id = 13},
+                         MLX5_OPCODE_SEND, 0, 0, expected{});
+    }
+    {  // 15 SGEs: the whole slot, no NOP; the ring wraps here (slot 8 of 8 is BB 28..31, then BB 0)
+        std::array<sge, 15> many;
+        expected e;
+        for (unsigned i = 0; i < 15; ++i) {
+            many[i] = {0x1000u + i * 64u, 64, 0x100 + i};
+            mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), 64, 0x100 + i, 0x1000u + i * 64u);
+        }
+        r.post_and_check({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = many.data(), .num_sge = 15,
+                          .wr_id = 14},
+                         MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE, 0, e);
+        r.post_and_check({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = sg, .num_sge = 3, .wr_id = 15},
+                         MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE, 0, [&] {
+                             expected f;
+                             for (const auto& s : sg) {
+                                 mlx5dv_set_data_seg(f.next<mlx5_wqe_data_seg>(), s.length, s.lkey, s.addr);
+                             }
+                             return f;
+                         }());
+    }
+    CHECK(r.start == 4 * 11);
+}
+
+TEST_CASE("multi-producer UD SEND WQE with its address vector, byte-exact with mlx5dv.h's") {
+    hw::wqe_av av{};
+    std::uint8_t rmac[6] = {}, rgid[16] = {1, 2, 3};
+    hw::set_datagram_seg(*reinterpret_cast<hw::wqe_datagram_seg*>(&av), 0x11111111, 0x345, true, 0x12, 0, 0x1f, rmac, 0,
+                         64, 0, rgid);
+    const sge sg{0x1000'2000'3000ull, 100, 0x1111};
+    slot_rig r(true);
+    expected e;
+    mlx5dv_set_dgram_seg(e.next<mlx5_wqe_datagram_seg>(), 0x11111111ull << 32, 0x345, 1, 0x12, 0, 0x1f, rmac, 0, 64, 0,
+                         rgid);
+    mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg.length, sg.lkey, sg.addr);
+    r.post_and_check({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1, .av = &av, .wr_id = 3},
+                     MLX5_OPCODE_SEND, MLX5_WQE_CTRL_CQ_UPDATE, 0, e);
 }
