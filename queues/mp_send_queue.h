@@ -4,28 +4,34 @@
 // shorter WQE sits at the end of its slot behind a NOP that fills the start, so that the
 // device, which walks WQEs by their sizes, never meets a gap, and so that the WQE's
 // completion also means the device is past the NOP: the poller frees the whole slot.
-// Then:
 //
-//   1. reserve: a CAS on `reserved_` claims the next slot if the ring has room (the
-//      poller's retired_ counter, read with acquire, says what the device is done with);
-//   2. write: the WQE goes into the slot, concurrently with other producers' slots;
-//   3. mark: done[slot] = the slot's end counter (release) — unique per lap, so a stale
-//      mark from the previous lap never matches;
-//   4. publish: `published_` (the prefix of the ring whose WQEs are all written) is
-//      advanced by CAS over every consecutive done mark, by whichever producer finds
-//      them: a producer that finishes before an earlier one leaves its WQE to be
-//      published by that one;
-//   5. ring: a producer that advanced `published_` writes the doorbell record and the
-//      8-byte doorbell with the last published WQE's first 8 bytes, then re-reads
-//      `published_` and writes again until it did not move — so the last record and
-//      doorbell written always cover every published WQE, whatever order threads' stores
-//      land in ("the doorbell is never behind a posted WQE").
+// Publication passes a token along the ring: the owner of the slot at `published_` (the
+// prefix of the ring whose WQEs are all written and rung) is the only thread that may
+// write the doorbell record and doorbell and then advance `published_`. A producer:
 //
-// Memory ordering: the WQE stores happen-before the done mark (release); the publisher
-// reads the mark with acquire, so the WQE is visible to it before it writes the record;
-// to_device() orders the record before the MMIO doorbell as in the single-producer ring.
-// No step waits for another thread: a producer preempted after reserving delays only
-// the publication of slots after its own, never another producer's progress.
+//   1. reserves a slot with a CAS on `reserved_` if the ring has room (the poller's
+//      `retired_`, acquire, says what the device is done with);
+//   2. writes its WQE into the slot, concurrently with other producers' slots;
+//   3. takes the token if `published_` is at its slot (acquire): the previous owner is
+//      done, and every earlier WQE is written. Otherwise it leaves a done mark (its
+//      slot's start counter, seq_cst) and re-reads `published_` (seq_cst): if the
+//      token has reached its slot meanwhile, it claims its own mark by CAS; if not, the
+//      thread that moves `published_` to its slot will find the mark and claim it;
+//   4. as owner: record, doorbell (the last owned WQE's first 8 bytes), then
+//      `published_` = the end of what it owns (seq_cst), which hands the token on; then
+//      it reads the next slot's mark (seq_cst) and, if there is one, claims it by CAS
+//      (its producer may be claiming it too: one CAS wins), with any marks after it,
+//      and rings again for them.
+//
+// Why it holds (docs/fastpath.md, "The multi-producer ring", has the argument in full):
+// exactly one thread owns the token at a time, and each owner's record and doorbell
+// stores happen-before the next owner's (the hand-over is a release store read by an
+// acquire load or CAS), so they reach memory in ring order and the last one written is
+// the last owner's, which covers every published WQE. A mark and the hand-over are a
+// store-then-load pair on each side (seq_cst on both), so at least one of the two
+// threads sees the other's store and no WQE is left unpublished. Nothing waits for
+// another thread: a producer preempted after reserving delays only the publication of
+// the slots after its own (their producers leave marks and return).
 // BlueFlame is not used here (two threads' 64-byte bursts to one register would mix).
 #pragma once
 
@@ -39,6 +45,7 @@
 #include "hw/doorbell.h"
 #include "hw/mmio.h"
 #include "hw/wqe.h"
+#include "queues/recv_queue.h"
 #include "queues/send_queue.h"
 #include "queues/types.h"
 
@@ -50,65 +57,123 @@ public:
     // `doorbell`: the QP's register (8-byte doorbells only).
     mp_send_queue(std::byte* bbs, unsigned log_bbs, std::uint32_t qpn, bool ud, unsigned slot_bbs,
                   hw::wq_doorbell_record* dbrec, std::byte* doorbell)
-        : bbs_(bbs), dbrec_(dbrec), doorbell_(doorbell), log_bbs_(log_bbs), qpn_(qpn), ud_(ud),
-          slot_bbs_(slot_bbs), slots_((std::size_t{1} << log_bbs) / slot_bbs),
-          done_(new std::atomic<std::uint64_t>[slots_]), first_(new std::atomic<std::uint64_t>[slots_]),
-          wr_ids_(new std::uint64_t[slots_]) {
-        for (std::size_t i = 0; i < slots_; ++i) done_[i].store(~std::uint64_t{0}, std::memory_order_relaxed);
+        : bbs_(bbs), dbrec_(dbrec), doorbell_(doorbell), bb_mask_((std::uint64_t{1} << log_bbs) - 1),
+          room_(static_cast<std::int64_t>((std::uint64_t{1} << log_bbs) - slot_bbs)), slot_bbs_(slot_bbs),
+          ud_(ud), done_(new std::atomic<std::uint64_t>[bb_mask_ + 1]), first_(new std::uint64_t[bb_mask_ + 1]),
+          wr_ids_(new std::uint64_t[bb_mask_ + 1]) {
+        for (std::size_t i = 0; i <= bb_mask_; ++i) done_[i].store(kNoMark, std::memory_order_relaxed);
+        // Per opcode, the first 8 bytes of the control segment but the WQE index: the
+        // opcode, the QPN, and in the size byte the octowords of the control, remote
+        // address and atomic segments (the datagram and data segments are added per WQE).
+        const std::uint64_t qpn_word = std::uint64_t{hw::be32::from(qpn << 8).raw} << 32;
+        for (unsigned op = 0; op < 32; ++op) {
+            const auto o = static_cast<hw::wqe_opcode>(op);
+            const bool atomic = o == hw::wqe_opcode::ATOMIC_CS || o == hw::wqe_opcode::ATOMIC_FA;
+            const bool raddr = atomic || o == hw::wqe_opcode::RDMA_WRITE || o == hw::wqe_opcode::RDMA_WRITE_IMM ||
+                               o == hw::wqe_opcode::RDMA_READ;
+            const std::uint64_t ds = 1 + unsigned{raddr} + unsigned{atomic};
+            ctrl0_[op] = qpn_word | (ds << 56) | (std::uint64_t{op} << 24);
+        }
     }
 
     unsigned slot_bbs() const noexcept { return slot_bbs_; }
-    std::size_t slots() const noexcept { return slots_; }
+    std::size_t slots() const noexcept { return (bb_mask_ + 1) / slot_bbs_; }
 
-    // Posts one WQE (any thread); false when the ring is full.
-    bool post(const send_request& r) noexcept {
-        // 1. reserve
+    // Points where post() calls its hook (tests stall a producer there to force each
+    // interleaving; the default hook does nothing and costs nothing).
+    enum class stage {
+        before_token,  // the WQE is written, the token not yet looked for
+        after_mark,    // the token was elsewhere: the mark is stored, published_ not re-read
+        before_claim,  // as owner, about to claim the next slot's mark
+    };
+    struct no_hook {
+        void operator()(stage) const noexcept {}
+    };
+
+    // Posts one WQE (any thread); false when the ring is full. The WQE must fit the slot
+    // (the caller checks SGEs and inline size against the QP's limits).
+    template <class Hook = no_hook>
+    [[gnu::always_inline]] bool post(const send_request& r, const Hook& hook = Hook{}) noexcept {
+        // The WQE's size in octowords, from the opcode's entry and the request.
+        const auto op = static_cast<unsigned>(r.opcode) & 31;
+        std::uint64_t ctrl0 = ctrl0_[op];
+        const unsigned fixed = static_cast<unsigned>(ctrl0 >> 56);  // control, raddr, atomic
+        const bool av = ud_ && r.av != nullptr;  // (api/ refuses a UD WR without an address handle)
+        std::uint32_t total = 0;
+        unsigned ds = fixed + (av ? 3 : 0);
+        if (r.inline_data) [[unlikely]] {
+            for (unsigned i = 0; i < r.num_sge; ++i) total += r.sg[i].length;
+            ds += total != 0 ? (total + sizeof(hw::wqe_inline_seg) + 15) / 16 : 0;
+        } else {
+            ds += r.num_sge;
+        }
+        const unsigned pad = slot_bbs_ - (ds + 3) / 4;
+
+        // 1. reserve. `start - retired` is negative when `start` was read before the
+        // poller retired past it: stale, and the CAS fails and reloads it.
         std::uint64_t start = reserved_.load(std::memory_order_relaxed);
-        const std::uint64_t capacity = std::uint64_t{1} << log_bbs_;
         do {
-            if (start + slot_bbs_ - retired_.load(std::memory_order_acquire) > capacity) return false;
-        } while (!reserved_.compare_exchange_weak(start, start + slot_bbs_, std::memory_order_relaxed));
+            if (static_cast<std::int64_t>(start - retired_.load(std::memory_order_acquire)) > room_) [[unlikely]] {
+                return false;
+            }
+        } while (!reserved_.compare_exchange_weak(start, start + slot_bbs_, std::memory_order_relaxed,
+                                                  std::memory_order_relaxed));
         const std::uint64_t end = start + slot_bbs_;
-        const std::size_t slot = static_cast<std::size_t>(start / slot_bbs_) & (slots_ - 1);
+        const std::size_t slot = slot_of(start);
+
         // 2. write: a NOP over the start of the slot if the WQE is shorter, the WQE after it
-        const unsigned nbb = static_cast<unsigned>((wqe_bytes(r) + hw::send_wqe_bb - 1) / hw::send_wqe_bb);
-        const unsigned pad = slot_bbs_ - nbb;
-        std::byte* const slot_start = bbs_ + (start & (capacity - 1)) * hw::send_wqe_bb;
-        if (pad != 0) {
-            hw::set_ctrl_seg(*reinterpret_cast<hw::wqe_ctrl_seg*>(slot_start), static_cast<std::uint16_t>(start),
-                             hw::wqe_opcode::NOP, 0, qpn_, static_cast<std::uint8_t>(pad * 4), 0);
+        std::byte* w = bbs_ + (slot << hw::send_wqe_shift);
+        if (pad != 0) [[unlikely]] {
+            const std::uint64_t nop[2] = {(ctrl0_[0] & ~(std::uint64_t{0xff} << 56)) | index_bits(start) |
+                                              (std::uint64_t{pad * 4} << 56),
+                                          0};
+            std::memcpy(w, nop, sizeof nop);
+            w += std::size_t{pad} << hw::send_wqe_shift;
         }
-        const std::uint64_t at = start + pad;
-        std::byte* w = slot_start + std::size_t{pad} * hw::send_wqe_bb;
-        const std::byte* seg = send_queue::put_segments(w, r, ud_);
-        const auto ds = static_cast<std::uint32_t>(seg - w) / 16;
-        hw::set_ctrl_seg(*reinterpret_cast<hw::wqe_ctrl_seg*>(w), static_cast<std::uint16_t>(at), r.opcode, 0, qpn_,
-                         static_cast<std::uint8_t>(ds), send_queue::control(r), hw::be32{r.imm});
+        ctrl0 += (std::uint64_t{ds - fixed} << 56) | index_bits(start + pad);
+        std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
+        if (av) [[unlikely]] {
+            std::memcpy(seg, r.av, sizeof(hw::wqe_av));
+            seg += sizeof(hw::wqe_datagram_seg);
+        }
+        if (fixed != 1) {
+            hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), r.remote_addr, r.rkey);
+            seg += sizeof(hw::wqe_raddr_seg);
+            if (fixed == 3) [[unlikely]] {
+                const bool cs = op == static_cast<unsigned>(hw::wqe_opcode::ATOMIC_CS);
+                hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), cs ? r.swap : r.compare_add,
+                                   cs ? r.compare_add : 0);
+                seg += sizeof(hw::wqe_atomic_seg);
+            }
+        }
+        if (r.inline_data) [[unlikely]] {
+            put_inline(seg, r, total);
+        } else {
+            auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
+            if (r.num_sge == 1) [[likely]] {
+                detail::put_data(d, r.sg[0]);
+            } else {
+                for (unsigned i = 0; i < r.num_sge; ++i) detail::put_data(d + i, r.sg[i]);
+            }
+        }
+        // The second 8 bytes: signature and DCI stream channel (0), fm_ce_se, immediate.
+        const std::uint64_t ctrl1 =
+            (std::uint64_t{r.imm} << 32) |
+            (std::uint64_t{hw::fm_ce_se(r.fence ? hw::fence_mode::small_and_fence : hw::fence_mode::none, r.signaled,
+                                        r.solicited)}
+             << 24);
+        std::memcpy(w, &ctrl0, sizeof ctrl0);
+        std::memcpy(w + 8, &ctrl1, sizeof ctrl1);
         wr_ids_[slot] = r.wr_id;
-        // The doorbell value of this WQE, kept apart: by the time a publisher rings, the
-        // slot itself may already hold a later lap's WQE being written.
-        std::uint64_t first;
-        std::memcpy(&first, w, sizeof(first));
-        first_[slot].store(first, std::memory_order_relaxed);
-        // 3. mark
-        done_[slot].store(end, std::memory_order_release);
-        // 4. publish
-        bool advanced = false;
-        std::uint64_t p = published_.load(std::memory_order_acquire);
-        for (;;) {
-            std::uint64_t q = p;
-            while (done_[static_cast<std::size_t>(q / slot_bbs_) & (slots_ - 1)].load(std::memory_order_acquire) ==
-                   q + slot_bbs_) {
-                q += slot_bbs_;
-            }
-            if (q == p) break;  // nothing more is ready (an earlier WQE is still being written)
-            if (published_.compare_exchange_weak(p, q, std::memory_order_acq_rel, std::memory_order_acquire)) {
-                advanced = true;
-                p = q;
-            }
+        hook(stage::before_token);
+
+        // 3. the token: ours if every earlier slot is published; else a mark.
+        if (published_.load(std::memory_order_acquire) != start) [[unlikely]] {
+            if (!mark(slot, start, ctrl0, hook)) return true;
         }
-        // 5. ring
-        if (advanced) ring();
+        // 4. ring and hand on
+        ring(end, ctrl0);
+        if (done_[slot_of(end)].load(std::memory_order_seq_cst) == end) [[unlikely]] claim_from(end, hook);
         return true;
     }
 
@@ -117,15 +182,14 @@ public:
     std::uint64_t retire(std::uint16_t wqe_counter) noexcept {
         const std::uint64_t base = retired_.load(std::memory_order_relaxed);
         const std::uint64_t at = base + static_cast<std::uint16_t>(wqe_counter - static_cast<std::uint16_t>(base));
-        const std::uint64_t slot_start = at / slot_bbs_ * slot_bbs_;
-        const std::uint64_t id = wr_ids_[static_cast<std::size_t>(at / slot_bbs_) & (slots_ - 1)];
-        retired_.store(slot_start + slot_bbs_, std::memory_order_release);
+        const std::uint64_t id = wr_ids_[slot_of(at & ~std::uint64_t{slot_bbs_ - 1})];
+        retired_.store((at | (slot_bbs_ - 1)) + 1, std::memory_order_release);
         return id;
     }
 
     // Bytes of a request's WQE (control and every segment, inline data padded to 16).
     std::size_t wqe_bytes(const send_request& r) const noexcept {
-        std::size_t n = sizeof(hw::wqe_ctrl_seg) + (ud_ ? sizeof(hw::wqe_datagram_seg) : 0);
+        std::size_t n = sizeof(hw::wqe_ctrl_seg) + (ud_ && r.av != nullptr ? sizeof(hw::wqe_datagram_seg) : 0);
         const hw::wqe_opcode op = r.opcode;
         if (op == hw::wqe_opcode::RDMA_WRITE || op == hw::wqe_opcode::RDMA_WRITE_IMM || op == hw::wqe_opcode::RDMA_READ) {
             n += sizeof(hw::wqe_raddr_seg);
@@ -143,35 +207,92 @@ public:
     std::uint64_t published() const noexcept { return published_.load(std::memory_order_acquire); }
 
 private:
-    void ring() noexcept {
-        std::uint64_t v = published_.load(std::memory_order_acquire);
+    static constexpr std::uint64_t kNoMark = ~std::uint64_t{0};  // no slot starts there
+
+    // The per-slot arrays have an entry per BB; a slot's is at its first BB.
+    std::size_t slot_of(std::uint64_t slot_start) const noexcept {
+        return static_cast<std::size_t>(slot_start & bb_mask_);
+    }
+    // The WQE index field of the control segment's first 8 bytes (bits 23:8, big-endian).
+    static std::uint64_t index_bits(std::uint64_t counter) noexcept {
+        return __builtin_bswap32(static_cast<std::uint32_t>(counter & 0xffff) << 8);
+    }
+
+    // The token is not ours yet: the mark, with what an owner needs to ring for it (the
+    // doorbell value; the wr_id is stored already), then the re-read. True when the
+    // token reached our slot and we claimed our own mark.
+    template <class Hook>
+    [[gnu::noinline]] bool mark(std::size_t slot, std::uint64_t start, std::uint64_t ctrl0, const Hook& hook) noexcept {
+        first_[slot] = ctrl0;
+        done_[slot].store(start, std::memory_order_seq_cst);
+        hook(stage::after_mark);
+        if (published_.load(std::memory_order_seq_cst) != start) return false;
+        std::uint64_t m = start;
+        return done_[slot].compare_exchange_strong(m, kNoMark, std::memory_order_acquire, std::memory_order_relaxed);
+    }
+
+    // As owner of everything below `q`: the record, then the doorbell, then the token on.
+    [[gnu::always_inline]] void ring(std::uint64_t q, std::uint64_t first) noexcept {
+        hw::to_device();
+        // An atomic store (a plain mov on x86-64): several threads store the record,
+        // one owner at a time.
+        std::atomic_ref<std::uint32_t>(dbrec_->snd_counter.raw)
+            .store(hw::be32::from(static_cast<std::uint32_t>(q) & 0xffff).raw, std::memory_order_relaxed);
+        hw::to_device();
+        hw::mmio_window(doorbell_, 8).write64_raw_shared(0, &first);
+        published_.store(q, std::memory_order_seq_cst);
+    }
+
+    // `published_` is at `q` and the slot there has a mark: claim it (its producer may
+    // too), and every consecutive mark after it, ring for them, and go on while the
+    // hand-over finds another mark.
+    template <class Hook>
+    [[gnu::noinline]] void claim_from(std::uint64_t q, const Hook& hook) noexcept {
         for (;;) {
-            hw::to_device();
-            // Several producers store the record: an atomic store (a plain mov on x86-64)
-            // so that the last one wins by the language's rules too.
-            std::atomic_ref<std::uint32_t>(dbrec_->snd_counter.raw)
-                .store(hw::be32::from(static_cast<std::uint32_t>(v) & 0xffff).raw, std::memory_order_relaxed);
-            hw::to_device();
-            // The first 8 bytes of the last published WQE (the last slot's, after its NOP).
-            const std::uint64_t first =
-                first_[static_cast<std::size_t>((v - slot_bbs_) / slot_bbs_) & (slots_ - 1)].load(std::memory_order_relaxed);
-            hw::mmio_window(doorbell_, 8).write64_raw_shared(0, &first);
-            const std::uint64_t now = published_.load(std::memory_order_acquire);
-            if (now == v) return;
-            v = now;
+            hook(stage::before_claim);
+            std::uint64_t m = q;
+            if (!done_[slot_of(q)].compare_exchange_strong(m, kNoMark, std::memory_order_acquire,
+                                                           std::memory_order_relaxed)) {
+                return;  // its producer claimed it: the token is its
+            }
+            q += slot_bbs_;
+            // Later marks cannot be claimed by their producers while `published_` is
+            // below them; take them now and ring once.
+            while (done_[slot_of(q)].load(std::memory_order_acquire) == q) {
+                m = q;
+                if (!done_[slot_of(q)].compare_exchange_strong(m, kNoMark, std::memory_order_acquire,
+                                                               std::memory_order_relaxed)) {
+                    break;
+                }
+                q += slot_bbs_;
+            }
+            ring(q, first_[slot_of(q - slot_bbs_)]);
+            if (done_[slot_of(q)].load(std::memory_order_seq_cst) != q) return;
+        }
+    }
+
+    // The gather list's bytes behind an inline header, padded to 16 (`total` bytes).
+    [[gnu::noinline]] static void put_inline(std::byte* seg, const send_request& r, std::uint32_t total) noexcept {
+        if (total == 0) return;
+        hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
+        std::byte* data = seg + sizeof(hw::wqe_inline_seg);
+        for (unsigned i = 0; i < r.num_sge; ++i) {
+            std::memcpy(data, reinterpret_cast<const void*>(r.sg[i].addr), r.sg[i].length);
+            data += r.sg[i].length;
         }
     }
 
     std::byte* bbs_;
     hw::wq_doorbell_record* dbrec_;
     std::byte* doorbell_;
-    unsigned log_bbs_;
-    std::uint32_t qpn_;
-    bool ud_;
+    std::uint64_t bb_mask_;
+    std::int64_t room_;  // the ring's BBs less a slot: the most `reserved_ - retired_` before a reservation
     unsigned slot_bbs_;
-    std::size_t slots_;
-    std::unique_ptr<std::atomic<std::uint64_t>[]> done_;
-    std::unique_ptr<std::atomic<std::uint64_t>[]> first_;  // per slot: its WQE's doorbell value
+    bool ud_;
+    std::uint64_t ctrl0_[32];
+    // Per slot, at the index of its first BB (the entries between are unused):
+    std::unique_ptr<std::atomic<std::uint64_t>[]> done_;  // the start counter of a marked WQE, or kNoMark
+    std::unique_ptr<std::uint64_t[]> first_;              // a marked WQE's doorbell value
     std::unique_ptr<std::uint64_t[]> wr_ids_;
     alignas(64) std::atomic<std::uint64_t> reserved_{0};
     alignas(64) std::atomic<std::uint64_t> published_{0};
