@@ -49,15 +49,18 @@ struct send_side {
     ibv_qp_type type = IBV_QPT_RC;  // IBV_QPT_RC, IBV_QPT_UC or IBV_QPT_UD
     // Computed once for post_send's one-pass path: it takes the verbs opcodes below
     // fast_ops (RC IBV_WR_RDMA_WRITE .. RDMA_READ, UC up to SEND_WITH_IMM; none on UD,
-    // nor on a QP without gather entries, whose limit check is the general loop's), and
-    // inline data up to fast_inline bytes.
+    // nor on a QP without gather entries, whose limit check is the general loop's), with
+    // inline data those below fast_inline_ops (not RDMA_READ) and up to fast_inline
+    // bytes.
     unsigned fast_ops = 0;
+    unsigned fast_inline_ops = 0;
     unsigned fast_inline = 0;
 
     send_side() = default;
     constexpr send_side(queues::send_queue* q, unsigned sge, unsigned inl, ibv_qp_type t) noexcept
         : sq(q), max_sge(sge), max_inline(inl), type(t),
           fast_ops(sge == 0 ? 0 : t == IBV_QPT_RC ? 5 : t == IBV_QPT_UC ? 4 : 0),
+          fast_inline_ops(fast_ops < 4 ? fast_ops : 4),
           fast_inline(inl < queues::send_queue::kSmallInline ? inl : queues::send_queue::kSmallInline) {}
 };
 
@@ -221,12 +224,14 @@ namespace detail {
     static_assert(IBV_SEND_FENCE == sq::flag_fence && IBV_SEND_SIGNALED == sq::flag_signaled &&
                   IBV_SEND_SOLICITED == sq::flag_solicited);
     const auto code = static_cast<unsigned>(wr.opcode);
-    if (code >= q.fast_ops || wr.num_sge != 1) [[unlikely]] return false;
+    if (wr.num_sge != 1) [[unlikely]] return false;
     const unsigned flags = wr.send_flags;
     if (flags & IBV_SEND_INLINE) {
-        if (sges(wr.sg_list)->length - 1 >= q.fast_inline || code == IBV_WR_RDMA_READ) [[unlikely]] return false;
+        // (not RDMA_READ, the last of the opcodes: fast_inline_ops is at most 4)
+        if (code >= q.fast_inline_ops || sges(wr.sg_list)->length - 1 >= q.fast_inline) [[unlikely]] return false;
         return q.sq->put_small<true>(wr, code, flags, b);
     }
+    if (code >= q.fast_ops) [[unlikely]] return false;
     return q.sq->put_small<false>(wr, code, flags, b);
 }
 

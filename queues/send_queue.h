@@ -203,48 +203,11 @@ public:
     };
     template <bool Inline, class Wr>
     [[gnu::always_inline]] bool put_small(const Wr& wr, unsigned op, unsigned flags, batch& b) noexcept {
-        const sge& sg = *reinterpret_cast<const sge*>(wr.sg_list);
-        const std::uint32_t pi = pi_;
-        const std::uint32_t mask = mask_;
-        const unsigned slot = pi & mask;
-        // The control segment's first 8 bytes in host order: the table's opcode, QPN and
-        // size, and the WQE index (bits 55:40, (pi << 48) >> 8 keeps its low 16 bits).
-        std::uint64_t word0 = ctrl_op_[op] + ((std::uint64_t{pi} << 48) >> 8);
-        const bool raddr = (word0 & 1) != 0;  // ds 3: control, remote address, data
-        unsigned nbb = 1;
-        if constexpr (Inline) {
-            // The inline header (4 bytes) and the data padded to 16 instead of the data
-            // segment: ds (bits 5:0) grows by `more`.
-            const unsigned more = ((sg.length + 4 + 15) >> 4) - 1;
-            word0 += more;
-            nbb = (static_cast<unsigned>(word0 & 0x3f) + 3) >> 2;
-            if (mask + 1 - slot < nbb || limit_ - pi < nbb) [[unlikely]] return false;
-        } else {
-            if (pi == limit_) [[unlikely]] return false;  // one BB, which never crosses the end
-        }
-        std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
-        static_assert(offsetof(hw::wqe_ctrl_seg, fm_ce_se) == 11 && offsetof(hw::wqe_ctrl_seg, imm) == 12);
-        const std::uint64_t ctrl[2] = {hw::to_be(word0), (std::uint64_t{wr.imm_data} << 32) | ctrl_fm_[flags & 7]};
-        std::memcpy(w, ctrl, sizeof(ctrl));
-        if constexpr (Inline) {
-            std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
-            if (raddr) seg = put_raddr(seg, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
-            const std::uint32_t len = sg.length;
-            hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), len);
-            detail::copy_small(seg + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr), len);
-        } else if (raddr) {
-            put_raddr(w + 16, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
-            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(w + 32), sg);
-        } else {
-            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(w + 16), sg);
-        }
-        wr_ids_[slot] = wr.wr_id;
-        ends_[slot] = pi + nbb + mask + 1;
-        pi_ = pi + nbb;
-        b.last = w;
-        b.last_bbs = nbb;
-        ++b.count;
-        return true;
+        // The segments' layout is fixed per branch: ds (bits 5:0 of the table entry) 3
+        // for control, remote address and data, 2 without the remote address.
+        const std::uint64_t op_ds = ctrl_op_[op];
+        if (op_ds & 1) return put_small_as<Inline, true>(wr, op_ds, flags, b);
+        return put_small_as<Inline, false>(wr, op_ds, flags, b);
     }
     // Hands a batch of put_small() to the ring's own count (then put() and ring() go on).
     void adopt(const batch& b) noexcept {
@@ -308,37 +271,40 @@ public:
 
     // Hands every WQE put since the last ring to the device: the record, then the
     // doorbell (BlueFlame copy for a batch of one WQE that fits a register half).
-    void ring() noexcept {
+    [[gnu::always_inline]] void ring() noexcept {
         ring(batch{last_, last_bbs_, batch_});
         batch_ = 0;
     }
     // The same for a batch of put_small() (nothing when it is empty).
     [[gnu::always_inline]] void ring(const batch& b) noexcept {
         if (b.count == 0) return;
-        if (b.count == 1) return ring_one(b);
         // PRM "Doorbell Record": the WQE counter after the last WQE, once the WQEs are
-        // in memory; then the doorbell ("Send Doorbell").
+        // in memory; then the doorbell ("Send Doorbell"/"BlueFlame").
         hw::to_device();
         dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
         std::byte* const reg = next_register();
         if (mode_ == doorbell_mode::doorbell) {
             hw::to_device();
             hw::mmio_window(reg, 8).write64_raw(0, b.last);
+        } else if (b.count == 1 && b.last_bbs <= bf_bbs_) {
+            blueflame(reg, b.last, b.last_bbs);
         } else {
-            ring_wc(reg, b.last, 0);
+            ring_wc(reg, b.last, b.count == 1 ? b.last_bbs : 0);
         }
     }
     // ring() for a batch of exactly one WQE (`b.count == 1`): with a write-combining
-    // mapping the whole WQE goes to the register when it fits a half (PRM "BlueFlame").
+    // mapping the whole WQE goes to the register when it fits a half (PRM "BlueFlame");
+    // that case is tested first (bf_bbs_ is 0 with 8-byte doorbells), as it is the
+    // one a lone small WR is posted for.
     [[gnu::always_inline]] void ring_one(const batch& b) noexcept {
         hw::to_device();
         dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
         std::byte* const reg = next_register();
-        if (mode_ == doorbell_mode::doorbell) {
+        if (b.last_bbs <= bf_bbs_) {  // (never with 8-byte doorbells: bf_bbs_ is 0)
+            blueflame(reg, b.last, b.last_bbs);
+        } else if (mode_ == doorbell_mode::doorbell) {
             hw::to_device();
             hw::mmio_window(reg, 8).write64_raw(0, b.last);
-        } else if (b.last_bbs <= bf_bbs_) {
-            blueflame(reg, b.last, b.last_bbs);
         } else {
             ring_wc(reg, b.last, b.last_bbs);
         }
@@ -357,6 +323,56 @@ public:
     }
 
 private:
+    // put_small() for a WQE with (`Raddr`) or without a remote address segment.
+    template <bool Inline, bool Raddr, class Wr>
+    [[gnu::always_inline]] bool put_small_as(const Wr& wr, std::uint64_t op_ds, unsigned flags, batch& b) noexcept {
+        const sge& sg = *reinterpret_cast<const sge*>(wr.sg_list);
+        const std::uint32_t pi = pi_;
+        const std::uint32_t mask = mask_;
+        const unsigned slot = pi & mask;
+        // The control segment's first 8 bytes in host order: the table's opcode, QPN and
+        // size, and the WQE index (bits 55:40).
+        std::uint64_t word0 = op_ds + (std::uint64_t{static_cast<std::uint16_t>(pi)} << 40);
+        constexpr unsigned data_at = Raddr ? 32 : 16;  // the data or inline segment
+        unsigned nbb = 1;
+        if constexpr (Inline) {
+            // The inline header (4 bytes) and the data padded to 16 instead of the
+            // 16-byte data segment: ds grows by (4 + len + 15) / 16 - 1; the WQE takes
+            // (data_at + 4 + len + 63) / 64 BBs.
+            const std::uint32_t len = sg.length;
+            word0 += (len + 3) >> 4;
+            nbb = (len + data_at + 4 + 63) >> 6;
+            // No room (limit_ - pi < nbb), or the WQE would cross the ring's end.
+            if (static_cast<std::int32_t>(limit_ - (pi + nbb)) < 0 || slot + nbb - 1 > mask) [[unlikely]] {
+                return false;
+            }
+        } else {
+            if (pi == limit_) [[unlikely]] return false;  // one BB, which never crosses the end
+        }
+        // The bookkeeping first: the ring's state need not stay in registers while the
+        // WQE is written (nothing is visible to the device before ring()).
+        wr_ids_[slot] = wr.wr_id;
+        ends_[slot] = pi + nbb + mask + 1;
+        pi_ = pi + nbb;
+        std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
+        static_assert(offsetof(hw::wqe_ctrl_seg, fm_ce_se) == 11 && offsetof(hw::wqe_ctrl_seg, imm) == 12);
+        const std::uint64_t ctrl0 = hw::to_be(word0);
+        std::memcpy(w, &ctrl0, sizeof(ctrl0));
+        std::memcpy(w + 8, &ctrl_fm_[flags & 7], 4);
+        std::memcpy(w + 12, &wr.imm_data, 4);
+        if constexpr (Raddr) put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
+        if constexpr (Inline) {
+            hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(w + data_at), sg.length);
+            detail::copy_small(w + data_at + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr),
+                               sg.length);
+        } else {
+            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(w + data_at), sg);
+        }
+        b.last = w;
+        b.last_bbs = nbb;
+        ++b.count;
+        return true;
+    }
     // The register half this doorbell goes to; the next one goes to the other half (XOR
     // with bf_flip_ swaps the two addresses), so two bursts never merge.
     [[gnu::always_inline]] std::byte* next_register() noexcept {
@@ -369,7 +385,10 @@ private:
         const hw::mmio_window win(reg, bf_half_);
         hw::wc_start();
         win.copy64(0, wqe);
-        for (unsigned i = 1; i < nbb; ++i) win.copy64(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
+        if (nbb > 1) {  // (a 64-byte inline SEND takes two BBs)
+            win.copy64(hw::send_wqe_bb, wqe + hw::send_wqe_bb);
+            for (unsigned i = 2; i < nbb; ++i) win.copy64(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
+        }
         hw::wc_flush();
     }
     // The doorbell through a write-combining mapping other than an SSE BlueFlame copy: a
