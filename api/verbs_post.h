@@ -229,10 +229,10 @@ namespace detail {
     if (flags & IBV_SEND_INLINE) {
         // (not RDMA_READ, the last of the opcodes: fast_inline_ops is at most 4)
         if (code >= q.fast_inline_ops || sges(wr.sg_list)->length - 1 >= q.fast_inline) [[unlikely]] return false;
-        return q.sq->put_small<true>(wr, code, flags, b);
+        return q.sq->put_small<true>(wr, code, b);
     }
     if (code >= q.fast_ops) [[unlikely]] return false;
-    return q.sq->put_small<false>(wr, code, flags, b);
+    return q.sq->put_small<false>(wr, code, b);
 }
 
 // post_send for a list (or a first WR the one-pass path does not take): the one-pass

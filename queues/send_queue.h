@@ -188,26 +188,28 @@ public:
     // with nothing written, when the ring has no room or the WQE would cross the ring's
     // end (the general path, reserve(), pads with NOPs then).
     //
-    // `op`: op_*; `flags`: flag_* bits (only the low three are read). `wr`:
-    // an ibv_send_wr-shaped request (sg_list, wr.rdma, imm_data, wr_id), read where each
-    // field is stored. The WQEs put this way are counted in `b` (in registers, not in
-    // the ring) until ring(b) or ring_one(b), or adopt(b) before the general path goes on.
+    // `op`: op_*. `wr`: an ibv_send_wr-shaped request (sg_list, wr.rdma, imm_data,
+    // wr_id, and send_flags, whose low three bits are flag_*), each field read where it
+    // is stored and when it is needed (send_flags after the bookkeeping stores, which
+    // keeps it out of a register meanwhile). The WQEs put this way are counted in `b`
+    // (in registers, not in the ring) until ring(b) or ring_one(b), or adopt(b) before
+    // the general path goes on.
     static constexpr unsigned kSmallInline = 64;
     static constexpr unsigned op_rdma_write = 0, op_rdma_write_imm = 1, op_send = 2, op_send_imm = 3,
                               op_rdma_read = 4, small_ops = 5;  // `op`
-    static constexpr unsigned flag_fence = 1, flag_signaled = 2, flag_solicited = 4;  // `flags`
+    static constexpr unsigned flag_fence = 1, flag_signaled = 2, flag_solicited = 4;  // send_flags
     struct batch {
         std::byte* last = nullptr;  // the last WQE
         unsigned last_bbs = 0;      // its size in BBs
         unsigned count = 0;         // WQEs
     };
     template <bool Inline, class Wr>
-    [[gnu::always_inline]] bool put_small(const Wr& wr, unsigned op, unsigned flags, batch& b) noexcept {
+    [[gnu::always_inline]] bool put_small(const Wr& wr, unsigned op, batch& b) noexcept {
         // The segments' layout is fixed per branch: ds (bits 5:0 of the table entry) 3
         // for control, remote address and data, 2 without the remote address.
         const std::uint64_t op_ds = ctrl_op_[op];
-        if (op_ds & 1) return put_small_as<Inline, true>(wr, op_ds, flags, b);
-        return put_small_as<Inline, false>(wr, op_ds, flags, b);
+        if (op_ds & 1) return put_small_as<Inline, true>(wr, op_ds, b);
+        return put_small_as<Inline, false>(wr, op_ds, b);
     }
     // Hands a batch of put_small() to the ring's own count (then put() and ring() go on).
     void adopt(const batch& b) noexcept {
@@ -325,7 +327,7 @@ public:
 private:
     // put_small() for a WQE with (`Raddr`) or without a remote address segment.
     template <bool Inline, bool Raddr, class Wr>
-    [[gnu::always_inline]] bool put_small_as(const Wr& wr, std::uint64_t op_ds, unsigned flags, batch& b) noexcept {
+    [[gnu::always_inline]] bool put_small_as(const Wr& wr, std::uint64_t op_ds, batch& b) noexcept {
         const sge& sg = *reinterpret_cast<const sge*>(wr.sg_list);
         const std::uint32_t pi = pi_;
         const std::uint32_t mask = mask_;
@@ -358,7 +360,7 @@ private:
         static_assert(offsetof(hw::wqe_ctrl_seg, fm_ce_se) == 11 && offsetof(hw::wqe_ctrl_seg, imm) == 12);
         const std::uint64_t ctrl0 = hw::to_be(word0);
         std::memcpy(w, &ctrl0, sizeof(ctrl0));
-        std::memcpy(w + 8, &ctrl_fm_[flags & 7], 4);
+        std::memcpy(w + 8, &ctrl_fm_[wr.send_flags & 7], 4);
         std::memcpy(w + 12, &wr.imm_data, 4);
         if constexpr (Raddr) put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
         if constexpr (Inline) {
