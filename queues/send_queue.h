@@ -444,10 +444,10 @@ private:
     // put_small()'s control words, computed with the QPN at construction (PRM "Control
     // Segment"). Per op_*: the first 8 bytes in host order before the WQE index is
     // added (opmod 0, index 0, opcode | QPN, ds with one data segment), so that one
-    // 8-byte byte swap makes both big-endian words. Per flag_* combination: the fm_ce_se byte
-    // where it sits in the second 8 bytes (signature and DCI stream channel 0, fm_ce_se,
-    // then the immediate); a fenced WR waits for earlier RDMA READs and atomics, as
-    // rdma-core's mlx5 asks.
+    // 8-byte byte swap makes both big-endian words. Per flag_* combination: the
+    // fm_ce_se byte where it sits in the second 8 bytes (signature and DCI stream
+    // channel 0, fm_ce_se, then the immediate); a fenced WR waits for earlier RDMA
+    // READs and atomics, as rdma-core's mlx5 asks.
     std::uint64_t ctrl_op_[small_ops] = {};
     std::uint32_t ctrl_fm_[8] = {};
 };
