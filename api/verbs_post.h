@@ -43,10 +43,25 @@ struct address_handle {
 
 // The send side of a QP as the fast path needs it.
 struct send_side {
-    queues::send_queue* sq;
-    unsigned max_sge;
-    unsigned max_inline;
-    ibv_qp_type type;  // IBV_QPT_RC, IBV_QPT_UC or IBV_QPT_UD
+    queues::send_queue* sq = nullptr;
+    unsigned max_sge = 0;
+    unsigned max_inline = 0;
+    ibv_qp_type type = IBV_QPT_RC;  // IBV_QPT_RC, IBV_QPT_UC or IBV_QPT_UD
+    // Computed once for post_send's one-pass path: it takes the verbs opcodes below
+    // fast_ops (RC IBV_WR_RDMA_WRITE .. RDMA_READ, UC up to SEND_WITH_IMM; none on UD,
+    // nor on a QP without gather entries, whose limit check is the general loop's), with
+    // inline data those below fast_inline_ops (not RDMA_READ) and up to fast_inline
+    // bytes.
+    unsigned fast_ops = 0;
+    unsigned fast_inline_ops = 0;
+    unsigned fast_inline = 0;
+
+    send_side() = default;
+    constexpr send_side(queues::send_queue* q, unsigned sge, unsigned inl, ibv_qp_type t) noexcept
+        : sq(q), max_sge(sge), max_inline(inl), type(t),
+          fast_ops(sge == 0 ? 0 : t == IBV_QPT_RC ? 5 : t == IBV_QPT_UC ? 4 : 0),
+          fast_inline_ops(fast_ops < 4 ? fast_ops : 4),
+          fast_inline(inl < queues::send_queue::kSmallInline ? inl : queues::send_queue::kSmallInline) {}
 };
 
 // ibv_post_recv(3) on a QP's receive ring (for a QP served by an SRQ, the ring made by
@@ -194,42 +209,67 @@ namespace detail {
 }
 }  // namespace detail
 
-// ibv_post_send(3). WRs of the common shapes (RC or UC; SEND, SEND_IMM, RDMA_WRITE,
-// RDMA_WRITE_IMM or RDMA_READ; one SGE, or 1 to 64 bytes inline) are built here in one
-// pass; at the first other WR (or a full ring, or a WQE that would cross the ring's
-// end) the rest of the list goes to the general loop, which takes every case and
-// reports errors. One doorbell for the whole list either way.
-[[gnu::always_inline]] inline int post_send(const send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
-    queues::send_queue& sq = *q.sq;
-    // The verbs opcodes taken here (bit per IBV_WR_*): RC 0..4, UC 0..3, UD none (and
-    // none on a QP without gather entries: its limit check is the general loop's).
-    const unsigned fast = q.max_sge == 0 ? 0 : q.type == IBV_QPT_RC ? 0x1f : q.type == IBV_QPT_UC ? 0x0f : 0;
-    static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_WR_SEND == 2 &&
-                  IBV_WR_SEND_WITH_IMM == 3 && IBV_WR_RDMA_READ == 4);
+namespace detail {
+
+// One WR of the common shapes (RC or UC; SEND, SEND_IMM, RDMA_WRITE, RDMA_WRITE_IMM or
+// RDMA_READ; one SGE, or 1 to 64 bytes inline) into the ring in one pass; false, with
+// nothing written, for any other WR, a full ring or a WQE that would cross the ring's
+// end (the general loop takes those).
+[[gnu::always_inline]] inline bool put_fast(const send_side& q, const ibv_send_wr& wr,
+                                            queues::send_queue::batch& b) noexcept {
+    using sq = queues::send_queue;
+    static_assert(IBV_WR_RDMA_WRITE == sq::op_rdma_write && IBV_WR_RDMA_WRITE_WITH_IMM == sq::op_rdma_write_imm &&
+                  IBV_WR_SEND == sq::op_send && IBV_WR_SEND_WITH_IMM == sq::op_send_imm &&
+                  IBV_WR_RDMA_READ == sq::op_rdma_read && sq::small_ops == 5);
+    static_assert(IBV_SEND_FENCE == sq::flag_fence && IBV_SEND_SIGNALED == sq::flag_signaled &&
+                  IBV_SEND_SOLICITED == sq::flag_solicited);
+    const auto code = static_cast<unsigned>(wr.opcode);
+    if (wr.num_sge != 1) [[unlikely]] return false;
+    const unsigned flags = wr.send_flags;
+    if (flags & IBV_SEND_INLINE) {
+        // (not RDMA_READ, the last of the opcodes: fast_inline_ops is at most 4)
+        if (code >= q.fast_inline_ops || sges(wr.sg_list)->length - 1 >= q.fast_inline) [[unlikely]] return false;
+        return q.sq->put_small<true>(wr, code, b);
+    }
+    if (code >= q.fast_ops) [[unlikely]] return false;
+    return q.sq->put_small<false>(wr, code, b);
+}
+
+// post_send for a list (or a first WR the one-pass path does not take): the one-pass
+// loop from `wr` on, then the general loop from the first WR it does not take; the WQEs
+// the caller put (adopted into the ring) are rung with these, one doorbell for all.
+[[gnu::noinline]] inline int post_send_list(queues::send_queue* sq, unsigned max_sge, unsigned max_inline,
+                                            ibv_qp_type type, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+    const send_side q(sq, max_sge, max_inline, type);
     queues::send_queue::batch b;
     for (; wr != nullptr; wr = wr->next) {
-        const auto code = static_cast<unsigned>(wr->opcode);
-        if (code >= 5 || !((fast >> code) & 1) || wr->num_sge != 1) [[unlikely]] break;
-        const unsigned flags = wr->send_flags;
-        const auto& sg = *sges(wr->sg_list);
-        const bool inl = (flags & IBV_SEND_INLINE) != 0;
-        if (inl && (sg.length - 1 >= std::min(q.max_inline, queues::send_queue::kSmallInline) ||
-                    code == IBV_WR_RDMA_READ)) [[unlikely]] {
-            break;
-        }
-        const detail::opcode_info& op = detail::kOpcodes[code];
-        const std::uint8_t control = detail::kControl[flags & 7];
-        if (!(inl ? sq.put_small<true>(*wr, op.wqe, control, op.raddr, b)
-                  : sq.put_small<false>(*wr, op.wqe, control, op.raddr, b))) [[unlikely]] {
-            break;
-        }
+        if (!put_fast(q, *wr, b)) break;
     }
-    if (wr != nullptr) [[unlikely]] {
-        sq.adopt(b);
-        return detail::post_send_rest(q.sq, q.max_sge, q.max_inline, q.type, wr, bad_wr);
-    }
-    sq.ring(b);
+    sq->adopt(b);
+    if (wr != nullptr) [[unlikely]] return post_send_rest(sq, max_sge, max_inline, type, wr, bad_wr);
+    sq->ring();
     return 0;
+}
+
+}  // namespace detail
+
+// ibv_post_send(3). A lone WR of the common shapes (detail::put_fast) is built and rung
+// here, inlined, with no loop and no call; a list goes on from its second WR in
+// post_send_list (one-pass loop, then the general loop), and so does a first WR of any
+// other shape. One doorbell for the whole list either way.
+[[gnu::always_inline]] inline int post_send(const send_side& q, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+    if (wr == nullptr) [[unlikely]] return 0;
+    queues::send_queue::batch b;
+    if (detail::put_fast(q, *wr, b)) [[likely]] {
+        ibv_send_wr* const next = wr->next;
+        if (next == nullptr) [[likely]] {
+            q.sq->ring_one(b);
+            return 0;
+        }
+        q.sq->adopt(b);
+        wr = next;
+    }
+    return detail::post_send_list(q.sq, q.max_sge, q.max_inline, q.type, wr, bad_wr);
 }
 
 // The send side of a multi-producer QP: any number of threads may call post_send_mp

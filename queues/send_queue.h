@@ -90,19 +90,39 @@ class send_queue {
 public:
     send_queue() = default;
     // `bbs`: 1 << log_bbs basic blocks; `wr_ids` and `ends`: one slot per BB (`ends`:
-    // the BB counter just past the WQE that starts there, what its completion frees);
+    // the BB counter just past the WQE that starts there plus the ring's size, the room
+    // limit once its completion frees it);
     // `bf`: the QP's BlueFlame register (two halves of `bf_half` bytes), mapped
     // uncached for `doorbell`, write-combining for `blueflame`; `max_wqe_bbs`: the
     // largest WQE the QP was sized for (driver::qp::max_send_wqebbs()).
     send_queue(std::byte* bbs, unsigned log_bbs, std::uint32_t qpn, bool ud, std::uint64_t* wr_ids,
                std::uint32_t* ends, hw::wq_doorbell_record* dbrec, std::byte* bf, std::size_t bf_half,
                doorbell_mode mode, unsigned max_wqe_bbs) noexcept
-        : bbs_(bbs), wr_ids_(wr_ids), ends_(ends), dbrec_(dbrec), bf_(bf), bf_half_(bf_half),
-          mask_((1u << log_bbs) - 1), qpn_shifted_(qpn << 8), max_bbs_(max_wqe_bbs), ud_(ud), mode_(mode) {}
+        : bbs_(bbs), wr_ids_(wr_ids), ends_(ends), dbrec_(dbrec), bf_cur_(bf), bf_half_(bf_half),
+          bf_flip_(reinterpret_cast<std::uintptr_t>(bf) ^ (reinterpret_cast<std::uintptr_t>(bf) + bf_half)),
+          mask_((1u << log_bbs) - 1), limit_(1u << log_bbs), qpn_shifted_(qpn << 8), max_bbs_(max_wqe_bbs),
+          bf_bbs_(mode == doorbell_mode::blueflame ? static_cast<unsigned>(bf_half / hw::send_wqe_bb) : 0),
+          ud_(ud), mode_(mode) {
+        // Per QP, so that every load of put_small() is off the ring's own address.
+        constexpr hw::wqe_opcode ops[small_ops] = {hw::wqe_opcode::RDMA_WRITE, hw::wqe_opcode::RDMA_WRITE_IMM,
+                                                   hw::wqe_opcode::SEND, hw::wqe_opcode::SEND_IMM,
+                                                   hw::wqe_opcode::RDMA_READ};
+        for (unsigned i = 0; i < small_ops; ++i) {
+            const bool raddr = ops[i] == hw::wqe_opcode::RDMA_WRITE || ops[i] == hw::wqe_opcode::RDMA_WRITE_IMM ||
+                               ops[i] == hw::wqe_opcode::RDMA_READ;
+            ctrl_op_[i] = (std::uint64_t{static_cast<std::uint8_t>(ops[i])} << 32) | qpn_shifted_ | (raddr ? 3 : 2);
+        }
+        for (unsigned f = 0; f < 8; ++f) {
+            ctrl_fm_[f] = std::uint32_t{hw::fm_ce_se((f & flag_fence) ? hw::fence_mode::small_and_fence
+                                                                      : hw::fence_mode::none,
+                                                     (f & flag_signaled) != 0, (f & flag_solicited) != 0)}
+                          << 24;
+        }
+    }
 
     unsigned capacity_bbs() const noexcept { return mask_ + 1; }
     unsigned max_wqe_bbs() const noexcept { return max_bbs_; }
-    unsigned free_bbs() const noexcept { return mask_ + 1 - (pi_ - ci_); }
+    unsigned free_bbs() const noexcept { return limit_ - pi_; }
     doorbell_mode mode() const noexcept { return mode_; }
 
     // Where the next WQE goes: its first byte, its ring slot and its BB counter.
@@ -118,7 +138,7 @@ public:
         const std::uint32_t mask = mask_;
         const unsigned max_bbs = max_bbs_;
         const unsigned to_end = mask + 1 - (pi & mask);
-        if (mask + 1 - (pi - ci_) < max_bbs + (to_end < max_bbs ? to_end : 0)) [[unlikely]] return false;
+        if (limit_ - pi < max_bbs + (to_end < max_bbs ? to_end : 0)) [[unlikely]] return false;
         if (to_end < max_bbs) [[unlikely]] {
             put_nop(pi, to_end);
             pi += to_end;
@@ -143,7 +163,7 @@ public:
         ctrl->fm_ce_se = fm_ce_se;
         ctrl->imm = hw::be32{imm};
         wr_ids_[s.slot] = wr_id;
-        ends_[s.slot] = s.pi + nbb;
+        ends_[s.slot] = s.pi + nbb + mask_ + 1;
         last_ = s.w;
         last_bbs_ = nbb;
         ++batch_;
@@ -162,64 +182,34 @@ public:
     }
 
     // The common WQEs in one pass, for the fast path of api::post_send: the control
-    // segment, a remote address segment when `raddr`, then one data segment, or (when
-    // `Inline`) 1 to kSmallInline bytes inline. The caller has checked the opcode
-    // against the QP type and the inline length against the QP's limit. False, with
-    // nothing written, when the ring has no room or the WQE would cross the ring's end
-    // (the general path, reserve(), pads with NOPs then).
+    // segment, a remote address segment when the opcode has one, then one data segment,
+    // or (when `Inline`) 1 to kSmallInline bytes inline. The caller has checked the
+    // opcode against the QP type and the inline length against the QP's limit. False,
+    // with nothing written, when the ring has no room or the WQE would cross the ring's
+    // end (the general path, reserve(), pads with NOPs then).
     //
-    // `wr`: an ibv_send_wr-shaped request (sg_list, wr.rdma, imm_data, wr_id), read
-    // where each field is stored. The WQEs put this way are counted in `b` (in
-    // registers, not in the ring) until ring(b), or adopt(b) before the general path
-    // goes on.
+    // `op`: op_*. `wr`: an ibv_send_wr-shaped request (sg_list, wr.rdma, imm_data,
+    // wr_id, and send_flags, whose low three bits are flag_*), each field read where it
+    // is stored and when it is needed (send_flags after the bookkeeping stores, which
+    // keeps it out of a register meanwhile). The WQEs put this way are counted in `b`
+    // (in registers, not in the ring) until ring(b) or ring_one(b), or adopt(b) before
+    // the general path goes on.
     static constexpr unsigned kSmallInline = 64;
+    static constexpr unsigned op_rdma_write = 0, op_rdma_write_imm = 1, op_send = 2, op_send_imm = 3,
+                              op_rdma_read = 4, small_ops = 5;  // `op`
+    static constexpr unsigned flag_fence = 1, flag_signaled = 2, flag_solicited = 4;  // send_flags
     struct batch {
         std::byte* last = nullptr;  // the last WQE
         unsigned last_bbs = 0;      // its size in BBs
         unsigned count = 0;         // WQEs
     };
     template <bool Inline, class Wr>
-    [[gnu::always_inline]] bool put_small(const Wr& wr, hw::wqe_opcode op, std::uint8_t fm_ce_se, bool raddr,
-                                          batch& b) noexcept {
-        const sge& sg = *reinterpret_cast<const sge*>(wr.sg_list);
-        // 16-byte units: control, remote address, then the data segment, or the inline
-        // header (4 bytes) and data padded to 16; one BB without inline data.
-        unsigned ds = 2 + unsigned{raddr};
-        unsigned nbb = 1;
-        const std::uint32_t pi = pi_;
-        const std::uint32_t mask = mask_;
-        const unsigned slot = pi & mask;
-        if constexpr (Inline) {
-            ds = 1 + unsigned{raddr} + ((sg.length + 4 + 15) >> 4);
-            nbb = (ds + 3) >> 2;
-            if (mask + 1 - slot < nbb) [[unlikely]] return false;
-        }
-        if (mask + 1 - (pi - ci_) < nbb) [[unlikely]] return false;
-        std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
-        std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
-        if (raddr) seg = put_raddr(seg, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
-        if constexpr (Inline) {
-            const std::uint32_t len = sg.length;
-            hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), len);
-            detail::copy_small(seg + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr), len);
-        } else {
-            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(seg), sg);
-        }
-        // PRM "Control Segment": opcode and WQE index, QPN and size, then signature and
-        // DCI stream channel (0), the fm_ce_se byte and the immediate in one 8-byte word.
-        auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(w);
-        ctrl->opmod_idx_opcode = hw::be32::from(((pi & 0xffff) << 8) | static_cast<std::uint8_t>(op));
-        ctrl->qpn_ds = hw::be32::from(qpn_shifted_ | ds);
-        const std::uint64_t word = (std::uint64_t{wr.imm_data} << 32) | (std::uint32_t{fm_ce_se} << 24);
-        static_assert(offsetof(hw::wqe_ctrl_seg, fm_ce_se) == 11 && offsetof(hw::wqe_ctrl_seg, imm) == 12);
-        std::memcpy(w + 8, &word, sizeof(word));
-        wr_ids_[slot] = wr.wr_id;
-        ends_[slot] = pi + nbb;
-        pi_ = pi + nbb;
-        b.last = w;
-        b.last_bbs = nbb;
-        ++b.count;
-        return true;
+    [[gnu::always_inline]] bool put_small(const Wr& wr, unsigned op, batch& b) noexcept {
+        // The segments' layout is fixed per branch: ds (bits 5:0 of the table entry) 3
+        // for control, remote address and data, 2 without the remote address.
+        const std::uint64_t op_ds = ctrl_op_[op];
+        if (op_ds & 1) return put_small_as<Inline, true>(wr, op_ds, b);
+        return put_small_as<Inline, false>(wr, op_ds, b);
     }
     // Hands a batch of put_small() to the ring's own count (then put() and ring() go on).
     void adopt(const batch& b) noexcept {
@@ -283,7 +273,7 @@ public:
 
     // Hands every WQE put since the last ring to the device: the record, then the
     // doorbell (BlueFlame copy for a batch of one WQE that fits a register half).
-    void ring() noexcept {
+    [[gnu::always_inline]] void ring() noexcept {
         ring(batch{last_, last_bbs_, batch_});
         batch_ = 0;
     }
@@ -294,37 +284,126 @@ public:
         // in memory; then the doorbell ("Send Doorbell"/"BlueFlame").
         hw::to_device();
         dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
-        std::byte* const reg = bf_ + bf_offset_;
-        bf_offset_ ^= bf_half_;
-        const doorbell_mode mode = mode_;
-        if (mode != doorbell_mode::doorbell && b.count == 1 && b.last_bbs * hw::send_wqe_bb <= bf_half_) {
-            blueflame(reg, b.last, b.last_bbs, mode);
-        } else {
+        std::byte* const reg = next_register();
+        if (mode_ == doorbell_mode::doorbell) {
             hw::to_device();
             hw::mmio_window(reg, 8).write64_raw(0, b.last);
-            if (mode != doorbell_mode::doorbell) hw::wc_flush();
+        } else if (b.count == 1 && b.last_bbs <= bf_bbs_) {
+            blueflame(reg, b.last, b.last_bbs);
+        } else {
+            ring_wc(reg, b.last, b.count == 1 ? b.last_bbs : 0);
+        }
+    }
+    // ring() for a batch of exactly one WQE (`b.count == 1`): with a write-combining
+    // mapping the whole WQE goes to the register when it fits a half (PRM "BlueFlame");
+    // that case is tested first (bf_bbs_ is 0 with 8-byte doorbells), as it is the
+    // one a lone small WR is posted for.
+    [[gnu::always_inline]] void ring_one(const batch& b) noexcept {
+        hw::to_device();
+        dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
+        std::byte* const reg = next_register();
+        if (b.last_bbs <= bf_bbs_) {  // (never with 8-byte doorbells: bf_bbs_ is 0)
+            blueflame(reg, b.last, b.last_bbs);
+        } else if (mode_ == doorbell_mode::doorbell) {
+            hw::to_device();
+            hw::mmio_window(reg, 8).write64_raw(0, b.last);
+        } else {
+            ring_wc(reg, b.last, b.last_bbs);
         }
     }
 
     // A send completion for the WQE starting at BB `wqe_counter`: that WQE and every
-    // unsignaled one before it are done. Returns its wr_id.
+    // unsignaled one before it are done (the room limit moves past it). Returns its wr_id.
     std::uint64_t retire(std::uint32_t wqe_counter) noexcept {
         const unsigned slot = wqe_counter & mask_;
-        ci_ = ends_[slot];
+        limit_ = ends_[slot];
         return wr_ids_[slot];
     }
-    void reset() noexcept { pi_ = ci_ = batch_ = 0; }
+    void reset() noexcept {
+        pi_ = batch_ = 0;
+        limit_ = mask_ + 1;
+    }
 
 private:
-    // The WQE's BBs to the BlueFlame register half `reg`, 64 bytes at a time.
-    [[gnu::always_inline]] void blueflame(std::byte* reg, const std::byte* wqe, unsigned nbb,
-                                          doorbell_mode mode) noexcept {
+    // put_small() for a WQE with (`Raddr`) or without a remote address segment.
+    template <bool Inline, bool Raddr, class Wr>
+    [[gnu::always_inline]] bool put_small_as(const Wr& wr, std::uint64_t op_ds, batch& b) noexcept {
+        const sge& sg = *reinterpret_cast<const sge*>(wr.sg_list);
+        const std::uint32_t pi = pi_;
+        const std::uint32_t mask = mask_;
+        const unsigned slot = pi & mask;
+        // The control segment's first 8 bytes in host order: the table's opcode, QPN and
+        // size, and the WQE index (bits 55:40).
+        std::uint64_t word0 = op_ds + (std::uint64_t{static_cast<std::uint16_t>(pi)} << 40);
+        constexpr unsigned data_at = Raddr ? 32 : 16;  // the data or inline segment
+        unsigned nbb = 1;
+        if constexpr (Inline) {
+            // The inline header (4 bytes) and the data padded to 16 instead of the
+            // 16-byte data segment: ds grows by (4 + len + 15) / 16 - 1; the WQE takes
+            // (data_at + 4 + len + 63) / 64 BBs.
+            const std::uint32_t len = sg.length;
+            word0 += (len + 3) >> 4;
+            nbb = (len + data_at + 4 + 63) >> 6;
+            // No room (limit_ - pi < nbb), or the WQE would cross the ring's end.
+            if (static_cast<std::int32_t>(limit_ - (pi + nbb)) < 0 || slot + nbb - 1 > mask) [[unlikely]] {
+                return false;
+            }
+        } else {
+            if (pi == limit_) [[unlikely]] return false;  // one BB, which never crosses the end
+        }
+        // The bookkeeping first: the ring's state need not stay in registers while the
+        // WQE is written (nothing is visible to the device before ring()).
+        wr_ids_[slot] = wr.wr_id;
+        ends_[slot] = pi + nbb + mask + 1;
+        pi_ = pi + nbb;
+        std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
+        static_assert(offsetof(hw::wqe_ctrl_seg, fm_ce_se) == 11 && offsetof(hw::wqe_ctrl_seg, imm) == 12);
+        const std::uint64_t ctrl0 = hw::to_be(word0);
+        std::memcpy(w, &ctrl0, sizeof(ctrl0));
+        std::memcpy(w + 8, &ctrl_fm_[wr.send_flags & 7], 4);
+        std::memcpy(w + 12, &wr.imm_data, 4);
+        if constexpr (Raddr) put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
+        if constexpr (Inline) {
+            hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(w + data_at), sg.length);
+            detail::copy_small(w + data_at + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr),
+                               sg.length);
+        } else {
+            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(w + data_at), sg);
+        }
+        b.last = w;
+        b.last_bbs = nbb;
+        ++b.count;
+        return true;
+    }
+    // The register half this doorbell goes to; the next one goes to the other half (XOR
+    // with bf_flip_ swaps the two addresses), so two bursts never merge.
+    [[gnu::always_inline]] std::byte* next_register() noexcept {
+        std::byte* const reg = bf_cur_;
+        bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(reg) ^ bf_flip_);
+        return reg;
+    }
+    // The WQE's BBs (1 to bf_bbs_) to the BlueFlame register half `reg`, 64 bytes at a time.
+    [[gnu::always_inline]] void blueflame(std::byte* reg, const std::byte* wqe, unsigned nbb) noexcept {
         const hw::mmio_window win(reg, bf_half_);
         hw::wc_start();
-        if (mode == doorbell_mode::movdir64b) [[unlikely]] {
+        win.copy64(0, wqe);
+        if (nbb > 1) {  // (a 64-byte inline SEND takes two BBs)
+            win.copy64(hw::send_wqe_bb, wqe + hw::send_wqe_bb);
+            for (unsigned i = 2; i < nbb; ++i) win.copy64(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
+        }
+        hw::wc_flush();
+    }
+    // The doorbell through a write-combining mapping other than an SSE BlueFlame copy: a
+    // lone WQE of `nbb` BBs (0: a batch) with MOVDIR64B when it fits a half, or else the
+    // 8-byte doorbell, flushed out of the write-combining buffers.
+    [[gnu::noinline]] void ring_wc(std::byte* reg, const std::byte* wqe, unsigned nbb) noexcept {
+        const hw::mmio_window win(reg, bf_half_);
+        if (mode_ == doorbell_mode::movdir64b && nbb != 0 && nbb * hw::send_wqe_bb <= bf_half_) {
+            hw::wc_start();
             for (unsigned i = 0; i < nbb; ++i) win.movdir64b(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
         } else {
-            for (unsigned i = 0; i < nbb; ++i) win.copy64(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
+            hw::to_device();
+            win.write64_raw(0, wqe);
         }
         hw::wc_flush();
     }
@@ -337,27 +416,40 @@ private:
             hw::set_ctrl_seg(ctrl[i * 4], static_cast<std::uint16_t>(pi + i), hw::wqe_opcode::NOP, 0,
                              qpn_shifted_ >> 8, 4, 0);
             wr_ids_[slot + i] = 0;
-            ends_[slot + i] = pi + i + 1;
+            ends_[slot + i] = pi + i + 1 + mask_ + 1;
         }
         batch_ += nbb;
     }
 
     std::byte* bbs_ = nullptr;
     std::uint64_t* wr_ids_ = nullptr;
+    // Per slot, the room limit once the WQE starting there has completed: the BB counter
+    // past it plus the ring's size (retire() is one load and one store).
     std::uint32_t* ends_ = nullptr;
     hw::wq_doorbell_record* dbrec_ = nullptr;
-    std::byte* bf_ = nullptr;
+    std::byte* bf_cur_ = nullptr;  // the register half of the next doorbell
     std::size_t bf_half_ = 256;
-    std::size_t bf_offset_ = 0;
+    std::uintptr_t bf_flip_ = 0;   // the two halves' addresses XORed
     std::uint32_t mask_ = 0;
+    std::uint32_t pi_ = 0;
+    std::uint32_t limit_ = 0;  // pi_ may reach it: the completed counter plus the ring's size
     std::uint32_t qpn_shifted_ = 0;
     unsigned max_bbs_ = 1;
+    unsigned bf_bbs_ = 0;  // the largest WQE an SSE BlueFlame copy takes (0: none)
     bool ud_ = false;
     doorbell_mode mode_ = doorbell_mode::doorbell;
-    std::uint32_t pi_ = 0, ci_ = 0;
     unsigned batch_ = 0;
     std::byte* last_ = nullptr;
     unsigned last_bbs_ = 0;
+    // put_small()'s control words, computed with the QPN at construction (PRM "Control
+    // Segment"). Per op_*: the first 8 bytes in host order before the WQE index is
+    // added (opmod 0, index 0, opcode | QPN, ds with one data segment), so that one
+    // 8-byte byte swap makes both big-endian words. Per flag_* combination: the
+    // fm_ce_se byte where it sits in the second 8 bytes (signature and DCI stream
+    // channel 0, fm_ce_se, then the immediate); a fenced WR waits for earlier RDMA
+    // READs and atomics, as rdma-core's mlx5 asks.
+    std::uint64_t ctrl_op_[small_ops] = {};
+    std::uint32_t ctrl_fm_[8] = {};
 };
 
 }  // namespace cxv::queues

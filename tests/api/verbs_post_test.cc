@@ -277,3 +277,69 @@ TEST_CASE("ibv_post_send: a list mixing one-pass and general WRs; BlueFlame for 
     REQUIRE(api::post_send(api::send_side{&sq, 2, 64, IBV_QPT_RC}, wr, &bad) == 0);
     CHECK(std::memcmp(bf.data() + 256, bbs.data() + 128, 128) == 0);  // the other half
 }
+
+TEST_CASE("ibv_post_send: a lone WR on a full ring, across the ring's end, or refused") {
+    sq_rig r;  // 8 BBs, WQEs of up to 2 BBs
+    const api::send_side rc{&r.sq, 2, 64, IBV_QPT_RC};
+    char payload[64] = {};
+    ibv_sge sg{reinterpret_cast<std::uintptr_t>(payload), 64, 5};
+    ibv_send_wr wr{};
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    for (int i = 0; i < 7; ++i) REQUIRE(api::post_send(rc, &wr, &bad) == 0);
+    CHECK(r.dbrec.snd_counter.value() == 7);
+    // 2 BBs of inline SEND do not fit the 1 BB left: ENOMEM, nothing written.
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    bad = nullptr;
+    CHECK(api::post_send(rc, &wr, &bad) == ENOMEM);
+    CHECK(bad == &wr);
+    CHECK(r.dbrec.snd_counter.value() == 7);
+    // A 1-BB WQE fits exactly; then the ring is full.
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    REQUIRE(api::post_send(rc, &wr, &bad) == 0);
+    CHECK(r.sq.free_bbs() == 0);
+    bad = nullptr;
+    CHECK(api::post_send(rc, &wr, &bad) == ENOMEM);
+    CHECK(bad == &wr);
+    CHECK(r.dbrec.snd_counter.value() == 8);
+
+    // From BB 7 (the first seven completed), a 2-BB inline SEND would cross the ring's
+    // end: the general path pads BB 7 with a NOP and puts the WQE at BB 0.
+    r.sq.reset();
+    for (int i = 0; i < 7; ++i) REQUIRE(api::post_send(rc, &wr, &bad) == 0);
+    CHECK(r.sq.retire(6) == 0);
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    wr.wr_id = 99;
+    REQUIRE(api::post_send(rc, &wr, &bad) == 0);
+    CHECK(r.dbrec.snd_counter.value() == 10);
+    const auto* nop = reinterpret_cast<const hw::wqe_ctrl_seg*>(r.bbs.data() + 7 * 64);
+    const auto* send = reinterpret_cast<const hw::wqe_ctrl_seg*>(r.bbs.data());
+    CHECK(hw::ctrl_opcode(*nop) == hw::wqe_opcode::NOP);
+    CHECK(hw::ctrl_opcode(*send) == hw::wqe_opcode::SEND);
+    CHECK(hw::ctrl_wqe_index(*send) == 8);
+    CHECK(hw::ctrl_ds(*send) == 6);  // control, inline header and 64 bytes
+    CHECK(r.ids[0] == 99);
+    // One 8-byte doorbell (two WQEs, the NOP and the SEND) with the SEND's first 8
+    // bytes, the 16th doorbell of the rig: the second half (ENOMEM rang none).
+    CHECK(std::memcmp(r.bf.data() + 256, r.bbs.data(), 8) == 0);
+
+    // Refused with EINVAL: inline data with RDMA_READ, or beyond the QP's limit.
+    sq_rig e;
+    wr.next = nullptr;
+    wr.opcode = IBV_WR_RDMA_READ;
+    bad = nullptr;
+    CHECK(api::post_send(api::send_side{&e.sq, 2, 64, IBV_QPT_RC}, &wr, &bad) == EINVAL);
+    CHECK(bad == &wr);
+    wr.opcode = IBV_WR_SEND;
+    sg.length = 33;
+    bad = nullptr;
+    CHECK(api::post_send(api::send_side{&e.sq, 2, 32, IBV_QPT_RC}, &wr, &bad) == EINVAL);
+    CHECK(bad == &wr);
+    CHECK(e.dbrec.snd_counter.value() == 0);
+}
