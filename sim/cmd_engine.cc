@@ -84,10 +84,18 @@ bool cmd_engine::poll() {
     }
 
     if (cmdq_iova_ == 0) {
-        // No queue yet: a doorbell now has nothing to ring; consume it so that it is not
-        // taken for a later one.
-        if (bar_.load32(kDoorbell) != 0) bar_.exchange32(kDoorbell, 0);
-        return worked;
+        if (bar_.load32(kDoorbell) == 0) return worked;
+        // A doorbell, and no queue latched above: the driver may have written the address
+        // and rung since that look (it writes the address before it rings, so once the
+        // doorbell is seen the address is too). Latch again before deciding.
+        hw::device_acquire();
+        worked |= latch_queue_address();
+        if (cmdq_iova_ == 0) {
+            // No queue at all: the doorbell has nothing to ring; consume it so that it is
+            // not taken for a later one.
+            bar_.exchange32(kDoorbell, 0);
+            return worked;
+        }
     }
 
     // The doorbell first, ownership second: the driver hands a slot over before it
