@@ -24,6 +24,7 @@
 
 #include "hw/wqe.h"
 #include "queues/mp_send_queue.h"
+#include "tests/queues/expected_wqe.h"
 
 using namespace cxv;
 using namespace cxv::queues;
@@ -300,23 +301,9 @@ TEST_CASE("multi-producer send ring: full while a producer is stalled, then publ
 
 namespace {
 
-constexpr std::uint32_t kQpn = 0x1a2b3c;
-
-// The expected WQE, built with rdma-core's helpers (zeroed first).
-struct expected {
-    alignas(64) std::array<std::byte, 256> bytes{};
-    std::size_t off = 16;
-    template <typename T>
-    T* next() {
-        auto* p = reinterpret_cast<T*>(bytes.data() + off);
-        off += sizeof(T);
-        return p;
-    }
-    void ctrl(std::uint16_t pi, std::uint8_t opcode, std::uint8_t fm_ce_se, std::uint32_t imm = 0) {
-        mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(bytes.data()), pi, opcode, 0, kQpn, fm_ce_se,
-                            static_cast<std::uint8_t>((off + 15) / 16), 0, imm);
-    }
-};
+using test::check_same;
+using test::expected;
+using test::kQpn;
 
 // A 32-BB ring of 4-BB slots: each post goes into the next slot, its WQE at the end of
 // it behind a NOP; checked against `e` (its index: the slot's start plus the NOP).
@@ -338,10 +325,7 @@ struct slot_rig {
         REQUIRE(e.off == sq.wqe_bytes(r));
         REQUIRE(sq.post(r));
         const std::byte* w = bbs + (at & 31) * 64;
-        for (std::size_t i = 0; i < e.off; ++i) {
-            CAPTURE(i);
-            REQUIRE(std::to_integer<int>(w[i]) == std::to_integer<int>(e.bytes[i]));
-        }
+        check_same(w, e);
         if (pad != 0) {  // an unsignaled NOP of the pad's octowords at the slot's start
             alignas(16) std::array<std::byte, 16> nop{};
             mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(nop.data()), static_cast<std::uint16_t>(start),

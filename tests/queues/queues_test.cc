@@ -17,13 +17,16 @@
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
 #include "queues/types.h"
+#include "tests/queues/expected_wqe.h"
 
 using namespace cxv;
 using namespace cxv::queues;
 
 namespace {
 
-constexpr std::uint32_t kQpn = 0x1a2b3c;
+using test::check_same;
+using test::expected;
+using test::kQpn;
 
 // A send ring of 16 BBs on plain memory, with a plain-memory "BlueFlame register".
 struct sq_rig {
@@ -36,29 +39,6 @@ struct sq_rig {
     explicit sq_rig(doorbell_mode mode = doorbell_mode::doorbell, bool ud = false)
         : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), ends.data(), &dbrec, bf.data(), 256, mode, 4) {}
 };
-
-// The expected WQE, built with rdma-core's helpers into `e` (zeroed first).
-struct expected {
-    alignas(64) std::array<std::byte, 256> bytes{};
-    std::size_t off = 16;
-    template <typename T>
-    T* next() {
-        auto* p = reinterpret_cast<T*>(bytes.data() + off);
-        off += sizeof(T);
-        return p;
-    }
-    void ctrl(std::uint16_t pi, std::uint8_t opcode, std::uint8_t fm_ce_se, std::uint32_t imm = 0) {
-        mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(bytes.data()), pi, opcode, 0, kQpn, fm_ce_se,
-                            static_cast<std::uint8_t>((off + 15) / 16), 0, imm);
-    }
-};
-
-void check_same(const std::byte* ours, const expected& e) {
-    for (std::size_t i = 0; i < e.off; ++i) {
-        CAPTURE(i);
-        REQUIRE(std::to_integer<int>(ours[i]) == std::to_integer<int>(e.bytes[i]));
-    }
-}
 
 }  // namespace
 

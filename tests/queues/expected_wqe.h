@@ -1,0 +1,41 @@
+// The WQE a test expects, built with rdma-core's mlx5dv.h helpers (an independent
+// description of the layouts), and the byte-for-byte comparison with ours.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <infiniband/mlx5dv.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace cxv::test {
+
+constexpr std::uint32_t kQpn = 0x1a2b3c;
+
+// Segments are appended after the 16-byte control segment with next<T>(); ctrl() then
+// writes the control segment with the size reached (zeroed first).
+struct expected {
+    alignas(64) std::array<std::byte, 256> bytes{};
+    std::size_t off = 16;
+    template <typename T>
+    T* next() {
+        auto* p = reinterpret_cast<T*>(bytes.data() + off);
+        off += sizeof(T);
+        return p;
+    }
+    void ctrl(std::uint16_t pi, std::uint8_t opcode, std::uint8_t fm_ce_se, std::uint32_t imm = 0) {
+        mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(bytes.data()), pi, opcode, 0, kQpn, fm_ce_se,
+                            static_cast<std::uint8_t>((off + 15) / 16), 0, imm);
+    }
+};
+
+// Our WQE at `ours` is `e`, byte for byte, over e.off bytes.
+inline void check_same(const std::byte* ours, const expected& e) {
+    for (std::size_t i = 0; i < e.off; ++i) {
+        CAPTURE(i);
+        REQUIRE(std::to_integer<int>(ours[i]) == std::to_integer<int>(e.bytes[i]));
+    }
+}
+
+}  // namespace cxv::test
