@@ -81,6 +81,31 @@ int succeed() {
     return 0;
 }
 
+// A handle made: counted by its device (which will not close under it), with its
+// mutex and condition variable set up where its struct has them.
+template <typename T>
+T* adopt(T* h) {
+    if constexpr (requires { h->cond; }) {
+        pthread_mutex_init(&h->mutex, nullptr);
+        pthread_cond_init(&h->cond, nullptr);
+    }
+    ++dev_of(h->context)->objects;
+    succeed();
+    return h;
+}
+
+// A handle whose object the device no longer has: undone as adopt() did it, and freed.
+template <typename T>
+int forget(T* h) {
+    if constexpr (requires { h->cond; }) {
+        pthread_mutex_destroy(&h->mutex);
+        pthread_cond_destroy(&h->cond);
+    }
+    --dev_of(h->context)->objects;
+    delete h;
+    return succeed();
+}
+
 // --- the fast path, as the context's ops and as cxv_* ----------------------------------
 
 int op_post_send(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad_wr) { return qp_of(q)->qp->post_send(wr, bad_wr); }
@@ -254,9 +279,7 @@ ibv_pd* cxv_alloc_pd(ibv_context* ctx) {
     out->context = ctx;
     out->handle = p.value()->pdn();
     out->pd = std::move(p).value();
-    ++c->objects;
-    succeed();
-    return out;
+    return adopt(out);
 }
 
 int cxv_dealloc_pd(ibv_pd* pd) {
@@ -265,9 +288,7 @@ int cxv_dealloc_pd(ibv_pd* pd) {
         return fail(EBUSY, "cxv_dealloc_pd: an MR, QP, SRQ or AH still uses the PD");
     }
     if (auto s = p->pd->destroy(); !s) return fail(s.error());
-    --dev_of(pd->context)->objects;
-    delete p;
-    return succeed();
+    return forget(p);
 }
 
 ibv_mr* cxv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
@@ -289,17 +310,13 @@ ibv_mr* cxv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
     out->rkey = m.value()->rkey();
     out->handle = out->lkey >> 8;
     out->mr = std::move(m).value();
-    ++dev_of(pd->context)->objects;
-    succeed();
-    return out;
+    return adopt(out);
 }
 
 int cxv_dereg_mr(ibv_mr* mr) {
     auto* m = static_cast<c_mr*>(mr);
     if (auto s = m->mr->destroy(); !s) return fail(s.error());
-    --dev_of(mr->context)->objects;
-    delete m;
-    return succeed();
+    return forget(m);
 }
 
 ibv_ah* cxv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
@@ -344,23 +361,15 @@ ibv_cq* cxv_create_cq(ibv_context* ctx, int cqe, void* cq_context) {
     out->cq_context = cq_context;
     out->handle = q.value()->object()->cqn();
     out->cqe = static_cast<int>(q.value()->object()->entries());
-    pthread_mutex_init(&out->mutex, nullptr);
-    pthread_cond_init(&out->cond, nullptr);
     out->cq = std::move(q).value();
-    ++c->objects;
-    succeed();
-    return out;
+    return adopt(out);
 }
 
 int cxv_destroy_cq(ibv_cq* cq) {
     c_cq* q = cq_of(cq);
     if (q->cq.use_count() > 1) return fail(EBUSY, "cxv_destroy_cq: a QP still completes to the CQ");
     if (auto s = q->cq->object()->destroy(); !s) return fail(s.error());
-    pthread_mutex_destroy(&q->mutex);
-    pthread_cond_destroy(&q->cond);
-    --dev_of(cq->context)->objects;
-    delete q;
-    return succeed();
+    return forget(q);
 }
 
 int cxv_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) { return op_poll_cq(cq, num_entries, wc); }
@@ -391,14 +400,10 @@ ibv_srq* cxv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     out->srq_context = attr->srq_context;
     out->pd = pd;
     out->handle = s.value()->srqn();
-    pthread_mutex_init(&out->mutex, nullptr);
-    pthread_cond_init(&out->cond, nullptr);
     attr->attr.max_wr = s.value()->object()->wqe_count() - 1;
     attr->attr.max_sge = s.value()->object()->max_sge();
     out->srq = std::move(s).value();
-    ++dev_of(pd->context)->objects;
-    succeed();
-    return out;
+    return adopt(out);
 }
 
 int cxv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
@@ -413,11 +418,7 @@ int cxv_destroy_srq(ibv_srq* srq) {
     c_srq* s = srq_of(srq);
     if (s->srq.use_count() > 1) return fail(EBUSY, "cxv_destroy_srq: a QP still takes its receives from the SRQ");
     if (auto st = s->srq->object()->destroy(); !st) return fail(st.error());
-    pthread_mutex_destroy(&s->mutex);
-    pthread_cond_destroy(&s->cond);
-    --dev_of(srq->context)->objects;
-    delete s;
-    return succeed();
+    return forget(s);
 }
 
 int cxv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) { return op_post_srq_recv(srq, wr, bad_wr); }
@@ -470,8 +471,6 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     out->qp_num = out->handle = q.value()->qpn();
     out->state = IBV_QPS_RESET;
     out->qp_type = attr->qp_type;
-    pthread_mutex_init(&out->mutex, nullptr);
-    pthread_cond_init(&out->cond, nullptr);
     const auto& granted = q.value()->object()->capabilities();
     attr->cap.max_send_wr = granted.max_send_wr;
     attr->cap.max_recv_wr = attr->srq != nullptr ? 0 : granted.max_recv_wr;
@@ -479,9 +478,7 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     attr->cap.max_recv_sge = attr->srq != nullptr ? 0 : granted.max_recv_sge;
     attr->cap.max_inline_data = granted.max_inline_data;
     out->qp = std::move(q).value();
-    ++dev_of(pd->context)->objects;
-    succeed();
-    return out;
+    return adopt(out);
 }
 
 int cxv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
@@ -515,11 +512,7 @@ int cxv_query_qp_state(ibv_qp* qp, ibv_qp_state* state) {
 int cxv_destroy_qp(ibv_qp* qp) {
     c_qp* q = qp_of(qp);
     if (auto s = q->qp->object()->destroy(); !s) return fail(s.error());
-    pthread_mutex_destroy(&q->mutex);
-    pthread_cond_destroy(&q->cond);
-    --dev_of(qp->context)->objects;
-    delete q;
-    return succeed();
+    return forget(q);
 }
 
 int cxv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) { return op_post_send(qp, wr, bad_wr); }
