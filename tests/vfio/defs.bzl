@@ -32,3 +32,25 @@ def sim_test(name, srcs, deps = [], devices = 1, port_type = "ib", sim_args = []
         ],
         **kwargs
     )
+
+def sim_program_test(name, program, devices = 1, args = [], **kwargs):
+    """Any program (not a doctest binary) run by `cxv-sim run --devices N -- <program> ARGS`.
+
+    The test passes when the program exits 0.
+    """
+    native.sh_test(
+        name = name,
+        srcs = ["//tests/vfio:run_under_sim.sh"],
+        args = [
+            "$(location //sim:cxv-sim)",
+            "--devices",
+            str(devices),
+            "--",
+            "$(location " + program + ")",
+        ] + args,
+        data = [
+            program,
+            "//sim:cxv-sim",
+        ],
+        **kwargs
+    )
