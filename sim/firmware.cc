@@ -172,6 +172,7 @@ void firmware::reset() {
     fast_teardown_prepared_ = false;
     port_admin_up_ = true;
     admin_mtu_ = 0;
+    port_stats_ = {};
     fill_general_caps(current_caps_.data(), false);
     driver_version_.fill(0);
 }

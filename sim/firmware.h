@@ -31,6 +31,7 @@
 #include "sim/msix.h"
 #include "sim/objects.h"
 #include "sim/pages.h"
+#include "sim/port_stats.h"
 #include "sim/trace.h"
 
 namespace cxv::sim {
@@ -125,6 +126,16 @@ public:
     // A PAGE_REQUEST event for num_pages (negative: pages the firmware can return).
     void request_pages(std::int32_t num_pages);
     bool port_up() const noexcept { return port_up_; }
+
+    // --- the port (fw_port.cc) ---
+    // A PAOS write with ase = 1: admin_status up or down. The operational state follows
+    // as the port's link does.
+    void port_set_admin(bool up);
+    // PAOS admin_status and oper_status as the register reports them: 1 up, 2 down.
+    unsigned port_admin_status() const noexcept;
+    unsigned port_oper_status() const noexcept;
+    // Frames the port sent and received (the transport engine counts them).
+    const port_stats& port_counters() const noexcept { return port_stats_; }
 
     // The driver wrote nic_interface = DISABLED after TEARDOWN_HCA(PREPARE_FAST_TEARDOWN):
     // the teardown completes. False when no fast teardown was prepared.
@@ -276,6 +287,7 @@ private:
     bool fast_teardown_prepared_ = false;
     bool port_admin_up_ = true;
     std::uint32_t admin_mtu_ = 0;  // 0: the port's maximum
+    port_stats port_stats_{};
     // The NIC vport context fields MODIFY_NIC_VPORT_CONTEXT sets (roce_en, mtu, promisc_*;
     // fw_vport.cc); all zero at power-on and after release_all_objects().
     std::array<std::byte, hw::ifc::nic_vport_context::size_bytes> nic_vport_{};

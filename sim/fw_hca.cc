@@ -289,13 +289,12 @@ cmd_reply firmware::access_reg(cmd_ctx& c) {
                 // admin_status: 1 up, 2 down (PRM PAOS).
                 const auto admin = ifc::get<r::admin_status>(in);
                 if (admin != 1 && admin != 2) return bad_param(cmd_syndrome::BAD_PARAMETER);
-                port_admin_up_ = admin == 1;
-                set_port_up(port_admin_up_);
+                port_set_admin(admin == 1);
             }
             if (!write) {
                 std::memcpy(out, in, r::size_bytes);
-                ifc::set<r::admin_status>(out, port_admin_up_ ? 1 : 2);
-                ifc::set<r::oper_status>(out, port_up_ ? 1 : 2);
+                ifc::set<r::admin_status>(out, port_admin_status());
+                ifc::set<r::oper_status>(out, port_oper_status());
             }
             return ok();
         }
