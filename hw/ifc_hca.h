@@ -99,7 +99,8 @@ CXV_IFC_LAYOUT(manage_pages_out, 0x80)
 // --- Capabilities --------------------------------------------------------------------
 
 // PRM QUERY_HCA_CAP / SET_HCA_CAP: op_mod is (capability type << 1) | current, where
-// type 0 is the general capabilities (cmd_hca_cap) and 4 RoCE (roce_cap); "max" is
+// type 0 is the general capabilities (cmd_hca_cap), 3 atomics (atomic_caps), 4 RoCE
+// (roce_cap) and 0x14 device events (device_event_cap); "max" is
 // what the device can do, "current" what is enabled. The 4 KiB capability area is one
 // of those structures; at<query_hca_cap_out::capability>(buf) points at it.
 #define CXV_IFC_query_hca_cap_in(F, S, A, T) \
@@ -336,6 +337,18 @@ CXV_IFC_LAYOUT(cmd_hca_cap, 0x800)
     F(r_roce_min_src_udp_port, 0x0d0, 16)    \
     F(roce_address_table_size, 0x0f0, 16)
 CXV_IFC_LAYOUT(roce_cap, 0x800)
+
+// PRM Table: Atomic Capabilities (capability type 3), queried when cmd_hca_cap.atomic is
+// set. atomic_size_qp and atomic_operations are bit masks (bit n: 2^n bytes; bit 0
+// compare-and-swap, bit 1 fetch-and-add); atomic_req_8B_endianness_mode is settable
+// (1: host endianness) when supported_atomic_req_8B_endianness_mode_1 is set.
+#define CXV_IFC_atomic_caps(F, S, A, T)                     \
+    F(atomic_req_8B_endianness_mode, 0x040, 2)              \
+    F(supported_atomic_req_8B_endianness_mode_1, 0x046, 1)  \
+    F(atomic_operations, 0x090, 16)                         \
+    F(atomic_size_qp, 0x0b0, 16)                            \
+    F(atomic_size_dc, 0x0d0, 16)
+CXV_IFC_LAYOUT(atomic_caps, 0x800)
 
 // --- HCA init and teardown -------------------------------------------------------------
 
@@ -659,6 +672,7 @@ CXV_IFC_LAYOUT(modify_nic_vport_context_out, 0x80)
     X(set_hca_cap_out, set_hca_cap_out)                             \
     X(cmd_hca_cap, cmd_hca_cap)                                     \
     X(roce_cap, roce_cap)                                           \
+    X(atomic_caps, atomic_caps)                                     \
     X(init_hca_in, init_hca_in)                                     \
     X(init_hca_out, init_hca_out)                                   \
     X(teardown_hca_in, teardown_hca_in)                             \

@@ -174,6 +174,7 @@ void firmware::reset() {
     admin_mtu_ = 0;
     port_stats_ = {};
     fill_general_caps(current_caps_.data(), false);
+    atomic_req_mode_ = 0;
     driver_version_.fill(0);
 }
 

@@ -170,6 +170,7 @@ private:
     // fw_caps.cc
     void fill_general_caps(std::byte* cap, bool max) const;
     void fill_roce_caps(std::byte* cap) const;
+    void fill_atomic_caps(std::byte* cap, bool max) const;
 
     // fw_mkey.cc
     cmd_reply create_mkey(cmd_ctx& c);
@@ -292,6 +293,7 @@ private:
     // fw_vport.cc); all zero at power-on and after release_all_objects().
     std::array<std::byte, hw::ifc::nic_vport_context::size_bytes> nic_vport_{};
     std::array<std::byte, 256> current_caps_{};  // cmd_hca_cap as set by SET_HCA_CAP
+    std::uint8_t atomic_req_mode_ = 0;           // atomic_caps.atomic_req_8B_endianness_mode
     std::array<std::uint8_t, 64> driver_version_{};
 
     // Object tables. Object numbers start at 1 (0 is never a valid handle).

@@ -84,6 +84,19 @@ void firmware::fill_general_caps(std::byte* p, bool max) const {
     }
 }
 
+// Atomic Capabilities: 8-byte compare-and-swap and fetch-and-add on RC QPs (no DC, no
+// extended atomics), as the transport engine executes them. Linux's mlx5_ib reports
+// IB_ATOMIC_HCA only with both operations, 8-byte size and a non-zero current
+// endianness mode, which it sets itself (handle_hca_cap_atomic) when mode 1 is offered.
+void firmware::fill_atomic_caps(std::byte* p, bool max) const {
+    using atomic = ifc::atomic_caps;
+    std::memset(p, 0, atomic::size_bytes);
+    ifc::set<atomic::atomic_req_8B_endianness_mode>(p, max ? 1 : atomic_req_mode_);
+    ifc::set<atomic::supported_atomic_req_8B_endianness_mode_1>(p, 1);
+    ifc::set<atomic::atomic_operations>(p, 0x3);  // bit 0 CAS, bit 1 FA
+    ifc::set<atomic::atomic_size_qp>(p, 1u << 3);  // 8 bytes
+}
+
 void firmware::fill_roce_caps(std::byte* p) const {
     using roce = ifc::roce_cap;
     std::memset(p, 0, roce::size_bytes);

@@ -21,7 +21,7 @@ enum : std::uint16_t { pages_boot = 1, pages_init = 2, pages_regular = 3 };
 // MANAGE_PAGES op_mod.
 enum : std::uint16_t { pages_alloc_fail = 0, pages_alloc_success = 1, pages_return = 2 };
 // QUERY_HCA_CAP op_mod: capability type << 1 | current.
-enum : std::uint16_t { cap_general = 0, cap_roce = 4 };
+enum : std::uint16_t { cap_general = 0, cap_atomic = 3, cap_roce = 4, cap_dev_event = 0x14 };
 // TEARDOWN_HCA profiles.
 enum : std::uint16_t { teardown_graceful = 0, teardown_force = 1, teardown_prepare_fast = 2 };
 // ACCESS_REG registers and op_mod (0 write, 1 read).
@@ -165,9 +165,19 @@ cmd_reply firmware::query_hca_cap(cmd_ctx& c) {
                 fill_general_caps(cap, true);
             }
             return ok();
+        case cap_atomic:
+            // cmd_hca_cap.atomic is set, so drivers query these (Linux mlx5_query_hca_caps
+            // fails its bring-up without them).
+            fill_atomic_caps(cap, !current);
+            return ok();
         case cap_roce:
             if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
             fill_roce_caps(cap);
+            return ok();
+        case cap_dev_event:
+            // cmd_hca_cap.event_cap is set: the events a DevX user may subscribe to
+            // (user_affiliated_events, user_unaffiliated_events). None: the model has no
+            // event subscription for users, so the bitmaps are zero.
             return ok();
         default:
             return bad_param(cmd_syndrome::BAD_OP_MOD);
@@ -180,6 +190,14 @@ cmd_reply firmware::set_hca_cap(cmd_ctx& c) {
     if (c.op_mod == (cap_roce << 1)) {
         // Only sw_r_roce_src_udp_port is settable, and only on a RoCE port.
         if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
+        return ok();
+    }
+    if (c.op_mod == (cap_atomic << 1)) {
+        // Only the requester's 8-byte endianness mode is settable: 0 (big endian) or,
+        // as supported_atomic_req_8B_endianness_mode_1 offers, 1 (host endianness).
+        const auto mode = ifc::get<ifc::atomic_caps::atomic_req_8B_endianness_mode>(in);
+        if (mode > 1) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+        atomic_req_mode_ = static_cast<std::uint8_t>(mode);
         return ok();
     }
     if (c.op_mod != (cap_general << 1)) return bad_param(cmd_syndrome::BAD_OP_MOD);

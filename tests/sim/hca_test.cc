@@ -1,10 +1,12 @@
 // HCA-level firmware flows: state machine, ISSI, pages, capabilities, registers,
 // teardown.
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include <doctest/doctest.h>
 
+#include "tests/sim/linux_ifc.h"
 #include "tests/sim/objects.h"
 
 using namespace cxv;
@@ -136,6 +138,52 @@ TEST_CASE("RoCE capabilities exist on an Ethernet port only") {
     const std::byte* gen = ifc::at<ifc::query_hca_cap_out::capability>(g.out.data());
     CHECK(ifc::get<ifc::cmd_hca_cap::port_type>(gen) == 1);
     CHECK(ifc::get<ifc::cmd_hca_cap::roce>(gen) == 1);
+}
+
+TEST_CASE("QUERY_HCA_CAP answers every capability type the general caps announce (Linux's bring-up)") {
+    H h;
+    boot_and_enable(h);
+    auto query = [&](std::uint16_t op_mod) {
+        return h.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, op_mod), 4112);
+    };
+    auto gen = query(1);
+    REQUIRE(gen.status == cmd_status::OK);
+    const std::byte* g = ifc::at<ifc::query_hca_cap_out::capability>(gen.out.data());
+    // mlx5_query_hca_caps queries ATOMIC (type 3) when `atomic` is set and DEV_EVENT
+    // (type 0x14) when `event_cap` is; a failure of either fails its probe.
+    REQUIRE(CXV_LINUX_GET(cmd_hca_cap, g, atomic) == 1);
+    REQUIRE(CXV_LINUX_GET(cmd_hca_cap, g, event_cap) == 1);
+    for (std::uint16_t op_mod : {0x6, 0x7, 0x28, 0x29}) {
+        CHECK_MESSAGE(query(op_mod).status == cmd_status::OK, op_mod);
+    }
+    // Atomics as mlx5_ib's get_atomic_caps reads them: CAS and FA, 8 bytes on QPs, and
+    // host endianness offered (supported_atomic_req_8B_endianness_mode_1).
+    auto cur = query(0x7);
+    const std::byte* a = ifc::at<ifc::query_hca_cap_out::capability>(cur.out.data());
+    CHECK(CXV_LINUX_GET(atomic_caps, a, atomic_operations) == 0x3);
+    CHECK(CXV_LINUX_GET(atomic_caps, a, atomic_size_qp) == 1u << 3);
+    CHECK(CXV_LINUX_GET(atomic_caps, a, atomic_size_dc) == 0);
+    CHECK(CXV_LINUX_GET(atomic_caps, a, supported_atomic_req_8B_endianness_mode_1) == 1);
+    CHECK(CXV_LINUX_GET(atomic_caps, a, atomic_req_8B_endianness_mode) == 0);
+    // DEV_EVENT: no event a user may subscribe to.
+    auto ev = query(0x29);
+    const std::byte* e = ifc::at<ifc::query_hca_cap_out::capability>(ev.out.data());
+    CHECK(std::all_of(e, e + 64, [](std::byte b) { return b == std::byte{0}; }));
+
+    // handle_hca_cap_atomic: SET_HCA_CAP op_mod ATOMIC << 1 with mode 1 (host endianness).
+    auto set = [&](std::uint32_t mode) {
+        auto in = H::input<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0x3 << 1);
+        std::byte* cap = ifc::at<ifc::set_hca_cap_in::capability>(in.data());
+        ifc::set<ifc::atomic_caps::atomic_req_8B_endianness_mode>(cap, mode);
+        return h.exec(in, 16);
+    };
+    REQUIRE(set(1).status == cmd_status::OK);
+    cur = query(0x7);
+    CHECK(CXV_LINUX_GET(atomic_caps, ifc::at<ifc::query_hca_cap_out::capability>(cur.out.data()),
+                        atomic_req_8B_endianness_mode) == 1);
+    check_status(set(2), cmd_status::BAD_PARAM, cmd_syndrome::EXCEEDS_LIMIT);
+    // Types the device has no structure for are still refused.
+    check_status(query(0x2 << 1 | 1), cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
 }
 
 TEST_CASE("ACCESS_REG: HOST_ENDIANNESS, PAOS, PMTU, PTYS, and unknown registers") {
