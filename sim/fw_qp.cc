@@ -502,6 +502,15 @@ cmd_reply firmware::query_qp(cmd_ctx& c) {
     ifc::set<qpc::state>(q, prm_state(qp.state));
     ifc::set<qpc::hw_sq_wqebb_counter>(q, qp.sq_consumer & 0xffff);
     ifc::set<qpc::hw_rq_counter>(q, qp.rq_consumer);
+    // The PSNs as the transport has moved them since INIT2RTR and RTR2RTS set them (a
+    // card reports its current PSNs: Linux's query_qp_attr reads them as rq_psn and
+    // sq_psn). UD receives carry no expected PSN. In ERR the context keeps the values
+    // its transitions gave.
+    const bool rtr_on = qp.state == qp_state::rtr || qp.state == qp_state::rts ||
+                        qp.state == qp_state::sqd || qp.state == qp_state::sqer;
+    const bool rts_on = rtr_on && qp.state != qp_state::rtr;
+    if (rtr_on && ifc::get<qpc::st>(q) != st_ud) ifc::set<qpc::next_rcv_psn>(q, qp.x.epsn & 0xffffff);
+    if (rts_on) ifc::set<qpc::next_send_psn>(q, qp.x.next_psn & 0xffffff);
     ifc::set<ifc::query_qp_out::opt_param_mask>(c.out.data(), 0);
     put_pas<ifc::query_qp_out>(c, qp.pas);
     return ok();

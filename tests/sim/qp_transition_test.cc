@@ -2,11 +2,17 @@
 // transition requires, 2ERR and 2RST from every state, required and optional attributes
 // (opt_param_mask) per transition and transport, and the values they are checked
 // against. CREATE_QP and DESTROY_QP themselves are in qp_test.cc.
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include "hw/doorbell.h"
+#include "hw/wqe.h"
+#include "tests/sim/linux_ifc.h"
 #include "tests/sim/objects.h"
 
 using namespace cxv;
@@ -457,4 +463,41 @@ TEST_CASE("UD RTS2RTS moves the receive CQ and the SRQ, and their use counts") {
     p.mask(kOptSrqn);
     ifc::set<qpc::srqn_rmpn_xrqn>(p.ctx(), srq2);
     check_status(run(e, p), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+}
+
+TEST_CASE("QUERY_QP reports the PSNs the transport has reached, not those of the last transition") {
+    env e;
+    auto& buf = e.h.alloc(2 * 4096);
+    const auto r = e.h.exec(create_qp_in({.st = kUd, .pd = e.pd, .uar = e.uar, .cqn = e.cq, .buf = buf.iova(),
+                                          .npas = 1, .dbr = buf.iova() + 4096}), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    const std::uint32_t qpn = qpn_of(r);
+    drive(e, qpn, kUd, kRts);
+    // Linux's query_qp_attr: sq_psn = next_send_psn (RTR2RTS gave 0x789).
+    auto psn = [&] { return CXV_LINUX_GET(qpc, e.query(qpn).data(), next_send_psn); };
+    REQUIRE(psn() == 0x789);
+
+    // One UD SEND without data to a LID no port has (the fabric drops it): the send queue
+    // follows the receive queue's 16 WQEs of 64 bytes.
+    std::byte* wqe = buf.data() + 16 * 64;
+    auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(wqe);
+    hw::set_ctrl_seg(*ctrl, 0, hw::wqe_opcode::SEND, 0, qpn, 4, 0);
+    auto* av = reinterpret_cast<hw::wqe_datagram_seg*>(wqe + sizeof(hw::wqe_ctrl_seg));
+    av->av.qkey = hw::be32::from(0x11112222);
+    av->av.dqp_dct = hw::be32::from(0x999);
+    av->av.rlid = hw::be16::from(0x77);
+    auto* dbr = reinterpret_cast<hw::wq_doorbell_record*>(buf.data() + 4096);
+    dbr->snd_counter = hw::be32::from(1);
+    std::atomic_thread_fence(std::memory_order_release);
+    std::uint64_t first8;
+    std::memcpy(&first8, wqe, 8);
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(e.h.bar() + e.uar * 4096 + 0x800))
+        .store(first8, std::memory_order_release);
+
+    std::uint32_t now = 0;
+    for (int i = 0; i < 1000 && (now = psn()) == 0x789; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(now == 0x78a);
+    CHECK(e.state(qpn) == kRts);
 }
