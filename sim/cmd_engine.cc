@@ -244,6 +244,9 @@ void cmd_engine::execute(unsigned slot) {
         reply = {fault.fail->first, fault.fail->second};
     } else {
         reply = fw_.execute(c);
+        // A refused command returns status and syndrome only, whatever its handler
+        // wrote before the check that refused it (outputs are defined on success).
+        if (reply.status != hw::cmd_status::OK) std::fill(out.begin(), out.end(), std::byte{0});
     }
     ifc::set<ifc::cmd_out::status>(out.data(), static_cast<std::uint32_t>(reply.status));
     ifc::set<ifc::cmd_out::syndrome>(out.data(), static_cast<std::uint32_t>(reply.syndrome));

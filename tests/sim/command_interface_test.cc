@@ -1,4 +1,5 @@
 // The command interface: slots, doorbells, mailboxes, lengths, delivery status, faults.
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -100,6 +101,22 @@ TEST_CASE("an output shorter than the layout gets what fits") {
     auto q = h.exec(test::harness::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 2064);
     CHECK(q.status == cmd_status::OK);
     CHECK(q.out.size() == 2064);
+}
+
+TEST_CASE("a failed command's output holds status and syndrome only") {
+    test::harness h;
+    REQUIRE(h.bring_up());
+    // Outputs with a context and a list past it, naming objects that do not exist.
+    for (auto op : {cmd_opcode::QUERY_CQ, cmd_opcode::QUERY_QP, cmd_opcode::QUERY_SRQ, cmd_opcode::QUERY_EQ,
+                    cmd_opcode::QUERY_MKEY}) {
+        auto in = test::harness::input<ifc::query_qp_in>(op);
+        ifc::set<ifc::query_qp_in::qpn>(in.data(), 0x7777);
+        auto r = h.exec(in, 2048);
+        CHECK_MESSAGE(r.status == cmd_status::BAD_RESOURCE, hw::name(op));
+        CHECK(r.synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+        CHECK_MESSAGE(std::all_of(r.out.begin() + 8, r.out.end(), [](std::byte b) { return b == std::byte{0}; }),
+                      hw::name(op));
+    }
 }
 
 TEST_CASE("an input longer than the layout is fine; a shorter one is BAD_INPUT_LEN") {
