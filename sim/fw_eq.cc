@@ -163,6 +163,9 @@ cmd_reply firmware::query_eq(cmd_ctx& c) {
     }
     // PRM eqc status: 0 OK, 0xa overflow; counters are the device's.
     ifc::set<ifc::eqc::status>(eqc, eq.overrun ? 0xa : 0);
+    // st: 0x9 armed, 0xa fired (PRM EQ context; Linux MLX5_EQC_ST_*): the two states
+    // the PRM defines; an EQ not armed, never armed included, will not interrupt.
+    ifc::set<ifc::eqc::st>(eqc, eq.armed ? 0x9 : 0xa);
     ifc::set<ifc::eqc::consumer_counter>(eqc, eq.consumer & kMask24);
     ifc::set<ifc::eqc::producer_counter>(eqc, eq.producer & kMask24);
     ifc::set<ifc::query_eq_out::event_bitmask>(c.out.data(), eq.event_bitmask[0]);

@@ -2,9 +2,11 @@
 // completion events, port events, overrun.
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include <doctest/doctest.h>
 
+#include "tests/sim/linux_ifc.h"
 #include "tests/sim/objects.h"
 
 using namespace cxv;
@@ -100,6 +102,33 @@ TEST_CASE("an EQ the driver does not consume overruns and stops") {
     CHECK(ifc::get<ifc::eqc::status>(eqc) == 0xa);
     CHECK(ifc::get<ifc::eqc::log_eq_size>(eqc) == 2);
     CHECK(ifc::get<ifc::query_eq_out::pas>(r.out.data(), 0) == e.buf->iova());
+}
+
+TEST_CASE("QUERY_EQ reports the arming state and the counters where Linux reads them") {
+    eq_env env(4, kPortBit);
+    auto& [h, uar, e] = env;
+    auto eqc = [&] {
+        auto q = H::input<ifc::query_eq_in>(cmd_opcode::QUERY_EQ);
+        ifc::set<ifc::query_eq_in::eq_number>(q.data(), e.eqn);
+        auto r = h.exec(q, ifc::query_eq_out::size_bytes + 8);
+        REQUIRE(r.status == cmd_status::OK);
+        const std::byte* c = ifc::at<ifc::query_eq_out::eq_context_entry>(r.out.data());
+        return std::vector<std::byte>(c, c + ifc::eqc::size_bytes);
+    };
+    constexpr std::uint32_t kArmed = 0x9, kFired = 0xa;  // Linux MLX5_EQC_ST_*
+    auto st = [&] { return CXV_LINUX_GET(eqc, eqc().data(), st); };
+    CHECK(st() == kFired);  // not armed: no interrupt
+    h.arm_eq(e);
+    std::uint32_t now = 0;
+    for (int i = 0; i < 1000 && (now = st()) != kArmed; ++i) std::this_thread::sleep_for(1ms);
+    CHECK(now == kArmed);
+    h.dev().set_link(false);  // a PORT_CHANGE event fires the armed EQ
+    REQUIRE(h.wait_eqe(e));
+    const auto c = eqc();
+    CHECK(CXV_LINUX_GET(eqc, c.data(), st) == kFired);
+    CHECK(CXV_LINUX_GET(eqc, c.data(), producer_counter) == 1);
+    CHECK(CXV_LINUX_GET(eqc, c.data(), log_eq_size) == 4);
+    CHECK(CXV_LINUX_GET(eqc, c.data(), status) == 0);
 }
 
 TEST_CASE("PAOS down and up raise PORT_CHANGE events") {
