@@ -30,7 +30,8 @@ void firmware::fill_general_caps(std::byte* p, bool max) const {
     ifc::set<cap::max_indirection>(p, 4);
     ifc::set<cap::log_max_pd>(p, 18);
     ifc::set<cap::log_max_xrcd>(p, 16);
-    ifc::set<cap::log_max_transport_domain>(p, 16);
+    // log_max_transport_domain stays 0: ALLOC_TRANSPORT_DOMAIN is not implemented, and
+    // a non-zero value makes Linux's mlx5_ib allocate one per user context.
     ifc::set<cap::log_max_ra_req_qp>(p, 4);
     ifc::set<cap::log_max_ra_res_qp>(p, 4);
     ifc::set<cap::log_max_msg>(p, 30);
