@@ -495,7 +495,7 @@ TEST_CASE("QUERY_QP reports the PSNs the transport has reached, not those of the
         .store(first8, std::memory_order_release);
 
     std::uint32_t now = 0;
-    for (int i = 0; i < 1000 && (now = psn()) == 0x789; ++i) {
+    for (int i = 0; i < 5000 && (now = psn()) == 0x789; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     CHECK(now == 0x78a);
