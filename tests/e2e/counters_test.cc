@@ -156,3 +156,91 @@ TEST_CASE("a remote access error counts at both ends; the write is not counted a
     CHECK(rb.rx_write_requests == 0);
     CHECK(rb.resp_cqe_error == 0);  // no receive WQE to report it on
 }
+
+TEST_CASE("requests ahead of the expected PSN count as out_of_sequence, one per RNR round") {
+    pair_fixture f;
+    ibv_sge s = sge(*f.a, 0, 32);
+    ibv_send_wr w[2]{};
+    for (int i = 0; i < 2; ++i) {
+        w[i].wr_id = i;
+        w[i].opcode = IBV_WR_SEND;
+        w[i].sg_list = &s;
+        w[i].num_sge = 1;
+        w[i].send_flags = IBV_SEND_SIGNALED;
+    }
+    w[0].next = &w[1];
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(f.qa->post_send(w, &bad) == 0);  // one doorbell: both on the wire before any answer
+    expect_no_wc(*f.a->cq, std::chrono::milliseconds(30));
+    ibv_sge r[2] = {sge(*f.b, 0x1000, 32), sge(*f.b, 0x2000, 32)};
+    ibv_recv_wr rw[2]{};
+    for (int i = 0; i < 2; ++i) {
+        rw[i].wr_id = 10 + i;
+        rw[i].sg_list = &r[i];
+        rw[i].num_sge = 1;
+    }
+    ibv_recv_wr* rbad = nullptr;
+    REQUIRE(f.qb->post_recv(std::span<ibv_recv_wr>(rw, 2), &rbad) == 0);  // one record update
+    for (const auto& wc : wait_wc(*f.a->cq, 2)) CHECK(wc.status == IBV_WC_SUCCESS);
+    wait_wc(*f.b->cq, 2);
+    const auto rb = device_set(*f.b);
+    // Each round the first SEND found no receive (RNR NAK) and the second came after a
+    // PSN the responder had not accepted; the last round executed both.
+    CHECK(rb.out_of_buffer >= 1);
+    CHECK(rb.out_of_sequence == rb.out_of_buffer);
+    CHECK(rb.duplicate_request == 0);
+    CHECK(device_set(*f.a).rnr_nak_retry_err == rb.out_of_buffer);
+}
+
+TEST_CASE("local and remote errors count on their side with their cause") {
+    {
+        // A receive buffer too small: a local length error at the responder, a remote
+        // invalid request at the requester.
+        pair_fixture f;
+        ibv_sge r = sge(*f.b, 0x1000, 100);
+        REQUIRE(post_recv(*f.qb, 1, &r, 1) == 0);
+        ibv_sge s = sge(*f.a, 0, 200);
+        REQUIRE(post_send(*f.qa, 2, IBV_WR_SEND, &s, 1) == 0);
+        CHECK(wait_wc(*f.a->cq, 1)[0].status == IBV_WC_REM_INV_REQ_ERR);
+        CHECK(wait_wc(*f.b->cq, 1)[0].status == IBV_WC_LOC_LEN_ERR);
+        const auto ra = device_set(*f.a), rb = device_set(*f.b);
+        CHECK(rb.resp_local_length_error == 1);
+        CHECK(rb.resp_cqe_error == 1);
+        CHECK(ra.req_remote_invalid_request == 1);
+        CHECK(ra.req_cqe_error == 1);
+        CHECK(ra.resp_local_length_error == 0);
+    }
+    {
+        // A bad lkey: a local protection error, nothing sent.
+        pair_fixture f;
+        ibv_sge s = sge(*f.a, 0, 64);
+        s.lkey ^= 0x100;
+        REQUIRE(post_send(*f.qa, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, f.b->addr(0), f.b->mr->rkey()) == 0);
+        CHECK(wait_wc(*f.a->cq, 1)[0].status == IBV_WC_LOC_PROT_ERR);
+        const auto ra = device_set(*f.a);
+        CHECK(ra.req_local_protection == 1);
+        CHECK(ra.req_cqe_error == 1);
+        CHECK(device_set(*f.b).rx_write_requests == 0);
+    }
+    {
+        // A peer that never answers, retry_cnt 1: one timeout retried, the next ends it.
+        std::unique_ptr<node> a = make_node("0000:c5:00.0"), b = make_node("0000:c5:00.1");
+        auto qa = make_qp(*a, qp_type::rc, {16, 16, 2, 2, 0});
+        auto qb = make_qp(*b, qp_type::rc, {16, 16, 2, 2, 0});
+        auto ma = link_to(*qb, *b);
+        ma.retry_cnt = 1;
+        bring_to_rts(*qa, ma);
+        bring_to_rts(*qb, link_to(*qa, *a));
+        check_ok(qb->modify(qp_state::error, {}));
+        ibv_sge s = sge(*a, 0, 8);
+        REQUIRE(post_send(*qa, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, b->addr(0), b->mr->rkey()) == 0);
+        CHECK(wait_wc(*a->cq, 1)[0].status == IBV_WC_RETRY_EXC_ERR);
+        const auto ra = device_set(*a);
+        CHECK(ra.local_ack_timeout_err == 1);
+        CHECK(ra.req_transport_retries_exceeded == 1);
+        CHECK(ra.req_cqe_error == 1);
+        const auto rb = device_set(*b);
+        CHECK(rb.rx_write_requests == 0);  // a QP in error executes nothing
+        CHECK(rb.out_of_sequence == 0);
+    }
+}
