@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "driver/vfio/vfio.h"
 #include "hw/barrier.h"
 #include "hw/doorbell.h"
@@ -33,7 +35,24 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const drive
     };
     auto h = driver::hca::create(std::move(dev).value(), opts);
     if (!h) return h.error();
-    return std::unique_ptr<device>(new device(std::move(h).value(), std::move(events)));
+    std::unique_ptr<device> d(new device(std::move(h).value(), std::move(events)));
+    // The device's Q counter set; without one (every set taken) QPs count to set 0,
+    // which no command reads back here.
+    if (auto c = driver::q_counter::create(*d->hca_)) d->counter_ = std::move(c).value();
+    return d;
+}
+
+result<device_counters> device::counters(bool clear) {
+    device_counters c;
+    auto v = driver::query_vport_counters(*hca_, clear);
+    if (!v) return v.error();
+    c.vport = *v;
+    if (counter_) {
+        auto q = counter_->query(clear);
+        if (!q) return q.error();
+        c.q = *q;
+    }
+    return c;
 }
 
 // --- CQ ----------------------------------------------------------------------------------
@@ -145,6 +164,13 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     da.recv_cq = a.recv_cq->object();
     if (a.shared) da.shared = a.shared->object();
     da.cap = a.cap;
+    if (a.own_counters) {
+        auto c = driver::q_counter::create(d.hca());
+        if (!c) return c.error();
+        da.counter = std::move(c).value();
+    } else {
+        da.counter = d.q_counter();
+    }
     auto q = driver::qp::create(da);
     if (!q) return q.error();
     std::shared_ptr<qp> out(new qp());
@@ -178,6 +204,7 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
         out->mp_send_ = {out->mpsq_.get(), cap.max_send_sge, cap.max_inline_data, type};
     }
     out->signal_all_ = a.signal_all;
+    out->own_counters_ = a.own_counters;
     out->other_send_ = a.multi_producer || a.signal_all;
     if (o.rq_wqe_count() != 0) {
         unsigned log_rq = 0;
@@ -197,6 +224,13 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
         return error{ENOSPC, "cxv::qp::create: the CQ serves its maximum of QPs"};
     }
     return out;
+}
+
+result<driver::q_counter_values> qp::counters(bool clear) {
+    if (!own_counters_ || !qp_->counter()) {
+        return error{ENOENT, fmt::format("cxv::qp::counters: QP 0x{:x} counts to the device's set", qpn())};
+    }
+    return qp_->counter()->query(clear);
 }
 
 qp::~qp() {

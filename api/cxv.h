@@ -38,6 +38,7 @@
 #include "driver/hca/hca.h"
 #include "driver/res/cq.h"
 #include "driver/res/pd_mr.h"
+#include "driver/res/q_counter.h"
 #include "driver/res/qp.h"
 #include "driver/res/srq.h"
 #include "hw/result.h"
@@ -66,6 +67,20 @@ struct cq_events {
 };
 }  // namespace detail
 
+// What device::counters() reads: the vport's traffic and the device's Q counter set.
+struct device_counters {
+    // QUERY_VPORT_COUNTER: frames and bytes the function sent and received, by cast, on
+    // the port's link layer (the InfiniBand fields on an InfiniBand port, the Ethernet
+    // ones on RoCE; the others read 0). received_errors counts damaged frames that
+    // arrived, transmit_errors frames that could not be sent.
+    driver::vport_counters vport;
+    // QUERY_Q_COUNTER of the set every QP without its own counts to (qp::attr::
+    // own_counters): requests executed as responder, receive-buffer shortages (RNR),
+    // sequence errors and duplicates, retries, and error and flush completions by
+    // side. Empty when the device gave no set at open.
+    std::optional<driver::q_counter_values> q;
+};
+
 class device {
 public:
     // Opens the function through VFIO and brings the HCA up.
@@ -74,6 +89,12 @@ public:
     result<std::shared_ptr<pd>> alloc_pd() { return pd::create(*hca_); }
     result<driver::hca::port_info> port(unsigned n = 1) { return hca_->query_port(n); }
     driver::hca& hca() noexcept { return *hca_; }
+    // The device's counters (two firmware commands; not for the fast path). With clear,
+    // both start again from 0 after this read. The Q counter set is allocated at open
+    // and named by every QP created without own_counters.
+    result<device_counters> counters(bool clear = false);
+    // The device's Q counter set (null when the device had none to give at open).
+    const std::shared_ptr<driver::q_counter>& q_counter() const noexcept { return counter_; }
     // Whether 64-byte BlueFlame writes reach the device whole through the mapping
     // BlueFlame uses -- sysfs resource0_wc where the kernel offers it, else VFIO's BAR0
     // mapping (uncached on a card) -- (the self-test of api/wc_selftest.cc, run once).
@@ -90,6 +111,7 @@ private:
         : events_(std::move(ev)), hca_(std::move(h)) {}
     std::shared_ptr<detail::cq_events> events_;
     std::unique_ptr<driver::hca> hca_;
+    std::shared_ptr<driver::q_counter> counter_;  // released before the HCA
     bool wc_known_ = false, wc_ = false;
 };
 
@@ -171,6 +193,9 @@ public:
         // (ibv_qp_init_attr's sq_sig_all). The WRs are copied with the flag set, 16 at
         // a time (a doorbell per 16 WRs of a list rather than one per list).
         bool signal_all = false;
+        // The QP counts its transport events to a Q counter set of its own (ALLOC_Q_COUNTER
+        // at create, read with counters()) instead of the device's.
+        bool own_counters = false;
     };
     static result<std::shared_ptr<qp>> create(device& d, const attr& a);
     ~qp();
@@ -194,6 +219,9 @@ public:
 
     std::uint32_t qpn() const noexcept { return qp_->qpn(); }
     const std::shared_ptr<driver::qp>& object() const noexcept { return qp_; }
+    // QUERY_Q_COUNTER of the QP's own set (attr::own_counters; ENOENT without one: its
+    // events count in device::counters()). With clear, the set restarts from 0.
+    result<driver::q_counter_values> counters(bool clear = false);
 
 private:
     qp() = default;
@@ -208,6 +236,7 @@ private:
     // signal_all (the one test post_send makes for both).
     bool other_send_ = false;
     bool signal_all_ = false;
+    bool own_counters_ = false;
     int post_send_other(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept;
     int post_send_ring(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
         return mpsq_ ? api::post_send_mp(mp_send_, wr, bad_wr) : api::post_send(send_, wr, bad_wr);

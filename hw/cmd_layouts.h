@@ -62,7 +62,11 @@ namespace cxv::hw {
     X(DEALLOC_UAR, dealloc_uar_in, dealloc_uar_out)                                     \
     X(ACCESS_REG, access_register_in, access_register_out)                              \
     X(CREATE_UMEM, create_umem_in, create_umem_out)                                     \
-    X(DESTROY_UMEM, destroy_umem_in, destroy_umem_out)
+    X(DESTROY_UMEM, destroy_umem_in, destroy_umem_out)                                  \
+    X(ALLOC_Q_COUNTER, alloc_q_counter_in, alloc_q_counter_out)                         \
+    X(DEALLOC_Q_COUNTER, dealloc_q_counter_in, dealloc_q_counter_out)                   \
+    X(QUERY_Q_COUNTER, query_q_counter_in, query_q_counter_out)                         \
+    X(QUERY_VPORT_COUNTER, query_vport_counter_in, query_vport_counter_out)
 
 // The input layout's size in bytes for an opcode, or 0 when hw/ does not describe it.
 std::size_t command_input_size(cmd_opcode op) noexcept;

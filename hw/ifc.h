@@ -2,6 +2,7 @@
 #pragma once
 
 #include "hw/ifc_cmd.h"
+#include "hw/ifc_counters.h"
 #include "hw/ifc_hca.h"
 #include "hw/ifc_qp.h"
 #include "hw/ifc_resources.h"
@@ -12,4 +13,5 @@
     CXV_IFC_LAYOUTS_CMD(X)       \
     CXV_IFC_LAYOUTS_HCA(X)       \
     CXV_IFC_LAYOUTS_RESOURCES(X) \
-    CXV_IFC_LAYOUTS_QP(X)
+    CXV_IFC_LAYOUTS_QP(X)        \
+    CXV_IFC_LAYOUTS_COUNTERS(X)

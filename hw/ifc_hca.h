@@ -199,6 +199,7 @@ CXV_IFC_LAYOUT(set_hca_cap_out, 0x80)
     F(pcam_reg, 0x1aa, 1)                             \
     F(local_ca_ack_delay, 0x1ab, 5)                   \
     F(port_module_event, 0x1b0, 1)                    \
+    F(enhanced_error_q_counters, 0x1b1, 1)            \
     F(ports_check, 0x1b2, 1)                          \
     F(disable_link_up, 0x1b4, 1)                      \
     F(port_type, 0x1b6, 2)                            \
@@ -265,6 +266,7 @@ CXV_IFC_LAYOUT(set_hca_cap_out, 0x80)
     F(log_max_mcg, 0x318, 8)                          \
     F(log_max_transport_domain, 0x323, 5)             \
     F(log_max_pd, 0x32b, 5)                           \
+    F(q_counter_aggregation, 0x339, 1)                \
     F(log_max_xrcd, 0x33b, 5)                         \
     F(log_max_rq, 0x363, 5)                           \
     F(log_max_sq, 0x36b, 5)                           \

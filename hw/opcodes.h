@@ -63,6 +63,7 @@ namespace cxv::hw {
     X(MODIFY_HCA_VPORT_CONTEXT, MODIFY_HCA_VPORT_CONTEXT, 0x763)                     \
     X(QUERY_HCA_VPORT_GID, QUERY_HCA_VPORT_GID, 0x764)                               \
     X(QUERY_HCA_VPORT_PKEY, QUERY_HCA_VPORT_PKEY, 0x765)                             \
+    X(QUERY_VPORT_COUNTER, QUERY_VPORT_COUNTER, 0x770)                               \
     X(ALLOC_Q_COUNTER, ALLOC_Q_COUNTER, 0x771)                                       \
     X(DEALLOC_Q_COUNTER, DEALLOC_Q_COUNTER, 0x772)                                   \
     X(QUERY_Q_COUNTER, QUERY_Q_COUNTER, 0x773)                                       \

@@ -76,6 +76,10 @@ firmware::handler firmware::lookup(cmd_opcode op) const noexcept {
         case cmd_opcode::QUERY_NIC_VPORT_CONTEXT: return &firmware::query_nic_vport_context;
         case cmd_opcode::MODIFY_NIC_VPORT_CONTEXT: return &firmware::modify_nic_vport_context;
         case cmd_opcode::MAD_IFC: return &firmware::mad_ifc;
+        case cmd_opcode::ALLOC_Q_COUNTER: return &firmware::alloc_q_counter;
+        case cmd_opcode::DEALLOC_Q_COUNTER: return &firmware::dealloc_q_counter;
+        case cmd_opcode::QUERY_Q_COUNTER: return &firmware::query_q_counter;
+        case cmd_opcode::QUERY_VPORT_COUNTER: return &firmware::query_vport_counter;
         default: return nullptr;
     }
 }
@@ -173,6 +177,7 @@ void firmware::reset() {
     port_admin_up_ = true;
     admin_mtu_ = 0;
     port_stats_ = {};
+    vport_cleared_ = {};
     fill_general_caps(current_caps_.data(), false);
     atomic_req_mode_ = 0;
     driver_version_.fill(0);
@@ -206,6 +211,7 @@ void firmware::release_all_objects() {
     next_qpn_ = 0x100;
     next_uar_ = cfg_.first_uar;
     nic_vport_ = {};  // the vport context goes back to its defaults with the objects
+    reset_q_counters();
 }
 
 std::optional<pages::slot> firmware::icm_alloc() {

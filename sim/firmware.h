@@ -205,6 +205,21 @@ private:
     cmd_reply modify_nic_vport_context(cmd_ctx& c);
     cmd_reply mad_ifc(cmd_ctx& c);
 
+    // fw_counters.cc
+    cmd_reply alloc_q_counter(cmd_ctx& c);
+    cmd_reply dealloc_q_counter(cmd_ctx& c);
+    cmd_reply query_q_counter(cmd_ctx& c);
+    cmd_reply query_vport_counter(cmd_ctx& c);
+    void reset_q_counters();
+    // A QP's counter_set_id moves from `from` to `to` (RST2INIT, RTS2RTS, 2RST, destroy).
+    void rebind_q_counter(std::uint32_t from, std::uint32_t to);
+    // Counts one event on the set the QP counts to (its qpc.counter_set_id).
+    void count(const qp_object& qp, std::uint32_t q_counter_values::*what);
+    // An error the requester completes a WQE with, or the responder detects (`cqe`: and
+    // writes a receive CQE for): the error CQE counters and the one for its cause.
+    void count_req_error(const qp_object& qp, hw::cqe_syndrome why);
+    void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe);
+
     // Firmware memory for an object's context: a slot in the pages the driver gave,
     // written through the IOMMU. When the pool runs low the firmware asks for more with
     // a PAGE_REQUEST event; with no slot at all the command fails with NO_RESOURCES.
@@ -312,6 +327,8 @@ private:
     std::uint32_t next_qpn_ = 0x100;  // below: reserved for special QPs (QP0/QP1)
     std::map<std::uint32_t, srq_object> srqs_;
     std::uint32_t next_srqn_ = 1;
+    std::map<std::uint32_t, q_counter_object> q_counters_;  // set 0 always present
+    port_stats vport_cleared_{};  // port_stats_ when QUERY_VPORT_COUNTER last cleared
     std::uint32_t created_by_current_command_ = 0;  // eqn, or 0
     std::set<std::uint32_t> active_qps_;            // QPs the transport tick must visit
     std::set<std::uint32_t> bf_pages_;              // UAR pages with BlueFlame sentinels

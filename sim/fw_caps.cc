@@ -56,6 +56,15 @@ void firmware::fill_general_caps(std::byte* p, bool max) const {
     ifc::set<cap::qkv>(p, 1);
     ifc::set<cap::pkv>(p, 1);
     ifc::set<cap::local_ca_ack_delay>(p, 16);
+    // Counters (fw_counters.cc): max_qp_cnt Q counter sets besides the default set 0,
+    // the retransmission and error counters, QPs moved between sets in RTS, aggregate
+    // queries, and the vport's traffic counters.
+    ifc::set<cap::out_of_seq_cnt>(p, 1);
+    ifc::set<cap::retransmission_q_counters>(p, 1);
+    ifc::set<cap::enhanced_error_q_counters>(p, 1);
+    ifc::set<cap::rts2rts_qp_counters_set_id>(p, 1);
+    ifc::set<cap::q_counter_aggregation>(p, 1);
+    ifc::set<cap::vport_counters>(p, 1);
     // Ports.
     ifc::set<cap::port_type>(p, eth ? 1 : 0);
     ifc::set<cap::num_ports>(p, 1);

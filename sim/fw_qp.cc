@@ -63,6 +63,7 @@ enum : std::uint32_t {
     opt_pri_port = 1u << 16,
     opt_srqn = 1u << 18,
     opt_cqn_rcv = 1u << 19,
+    opt_counter_set_id = 1u << 25,  // RTS2RTS, with capability rts2rts_qp_counters_set_id
 };
 
 // One transition command: the state it starts from (any, for 2ERR and 2RST), the state
@@ -89,8 +90,9 @@ constexpr std::array<transition, 9> kTransitions{{
      {opt_alt_addr_path | kRcAccess | opt_pm_state | opt_rnr_timeout,
       opt_alt_addr_path | opt_rwe | opt_pm_state, opt_q_key}},
     {cmd_opcode::RTS2RTS_QP, false, qp_state::rts, qp_state::rts,
-     {kRcAccess | opt_rnr_timeout | opt_pm_state | opt_alt_addr_path,
-      opt_rwe | opt_pm_state | opt_alt_addr_path, opt_q_key | opt_srqn | opt_cqn_rcv}},
+     {kRcAccess | opt_rnr_timeout | opt_pm_state | opt_alt_addr_path | opt_counter_set_id,
+      opt_rwe | opt_pm_state | opt_alt_addr_path | opt_counter_set_id,
+      opt_q_key | opt_srqn | opt_cqn_rcv | opt_counter_set_id}},
     {cmd_opcode::SQERR2RTS_QP, false, qp_state::sqer, qp_state::rts,
      {opt_rnr_timeout | kRcAccess, opt_rwe, opt_q_key}},
     {cmd_opcode::SQD_RTS_QP, false, qp_state::sqd, qp_state::rts,
@@ -226,10 +228,6 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
             if (failed(r = check_port(ifc::get<ads::vhca_port_num>(ipath), l))) return r;
             if (failed(r = check_pkey_index(ifc::get<ads::pkey_index>(ipath), l))) return r;
             if (ifc::get<qpc::lag_tx_port_affinity>(in) > l.num_ports) return bad_param();
-            if (ifc::get<qpc::counter_set_id>(in) != 0) {
-                // Only the default counter set exists: the model has no Q counters.
-                return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
-            }
             take<ads::vhca_port_num, ads::pkey_index>(npath, ipath);
             take<qpc::lag_tx_port_affinity, qpc::counter_set_id>(next, in);
             if (ifc::get<qpc::rlky>(in)) ifc::set<qpc::rlky>(next, 1);
@@ -313,6 +311,7 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
     // New receive CQ or SRQ: the caller checks the objects they name.
     if (mask & opt_cqn_rcv) take<qpc::cqn_rcv>(next, in);
     if (mask & opt_srqn) take<qpc::srqn_rmpn_xrqn>(next, in);
+    if (mask & opt_counter_set_id) take<qpc::counter_set_id>(next, in);
     return ok();
 }
 
@@ -486,6 +485,7 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     if (qp.srqn) drop_user(srqs_, qp.srqn);
     if (qp.umem_id) drop_user(umems_, qp.umem_id);
     if (ifc::get<qpc::dbr_umem_valid>(q)) drop_user(umems_, ifc::get<qpc::dbr_umem_id>(q));
+    rebind_q_counter(ifc::get<qpc::counter_set_id>(q), 0);
     icm_free(qp.icm);
     active_qps_.erase(qp.qpn);
     qps_.erase(it);
@@ -544,6 +544,7 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         mask = ifc::get<ifc::rst2init_qp_in::opt_param_mask>(in);
         std::uint32_t allowed = st < t->optional.size() ? t->optional[st] : 0;
         if (!lim.apm) allowed &= ~opt_alt_addr_path;
+        if (!ifc::get<cap::rts2rts_qp_counters_set_id>(current_caps_.data())) allowed &= ~opt_counter_set_id;
         if (mask & ~allowed) return bad_param();
         const std::byte* ctx = ifc::at<ifc::rst2init_qp_in::qpc>(in);
         if (auto r = apply_transition(c.opcode, st, mask, ctx, next.data(), lim); failed(r)) return r;
@@ -558,6 +559,12 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         if (ifc::get<qpc::rq_type>(qp.qpc.data()) != rq_srq) return bad_param();
         if (auto r = check_ref(srqs_, srqn, qp.uid, cmd_syndrome::UNKNOWN_RESOURCE); failed(r)) return r;
     }
+    // The Q counter set the QP counts to (set 0 is the default and always exists).
+    const std::uint32_t set_from = ifc::get<qpc::counter_set_id>(qp.qpc.data());
+    const std::uint32_t set_to = ifc::get<qpc::counter_set_id>(next.data());
+    if (set_to != set_from && !q_counters_.count(set_to)) {
+        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    }
     ifc::set<qpc::state>(next.data(), prm_state(t->to));
     if (!icm_write(qp.icm, next.data(), next.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
 
@@ -571,6 +578,7 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         add_user(srqs_, srqn);
         qp.srqn = srqn;
     }
+    rebind_q_counter(set_from, set_to);
     qp.qpc = next;
     const qp_state from = qp.state;
     qp.state = t->to;

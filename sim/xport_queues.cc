@@ -201,6 +201,7 @@ void firmware::flush_sq(qp_object& qp) {
         push_cqe(qp.cqn_snd, flush_cqe(hw::cqe_opcode::REQ_ERR, qp.qpn, static_cast<std::uint8_t>(r.op),
                                        r.wqe_index, 0),
                  false);
+        count(qp, &q_counter_values::req_cqe_flush_error);
         qp.sq_consumer += r.bbs;
     }
     x.outstanding.clear();
@@ -223,6 +224,7 @@ void firmware::flush_sq(qp_object& qp) {
         push_cqe(qp.cqn_snd, flush_cqe(hw::cqe_opcode::REQ_ERR, qp.qpn, static_cast<std::uint8_t>(hw::ctrl_opcode(ctrl)),
                                        static_cast<std::uint16_t>(x.sq_fetched), 0),
                  false);
+        count(qp, &q_counter_values::req_cqe_flush_error);
         x.sq_fetched += bbs;
         qp.sq_consumer += bbs;
         budget = budget > bbs ? budget - bbs : 0;
@@ -240,6 +242,7 @@ void firmware::flush_rq(qp_object& qp) {
     while (((*producer - qp.rq_consumer) & 0xffff) != 0 && budget-- != 0) {
         push_cqe(qp.cqn_rcv, flush_cqe(hw::cqe_opcode::RESP_ERR, qp.qpn, 0, static_cast<std::uint16_t>(qp.rq_consumer), 0),
                  false);
+        count(qp, &q_counter_values::resp_cqe_flush_error);
         ++qp.rq_consumer;
     }
 }

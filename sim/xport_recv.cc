@@ -141,6 +141,7 @@ bool firmware::take_recv_wqe(qp_object& qp, recv_wqe& w) {
 }
 
 void firmware::responder_error(qp_object& qp, const recv_wqe* w, cqe_syndrome why) {
+    count_resp_error(qp, why, w != nullptr);
     if (w != nullptr) {
         hw::cqe64 c{};
         auto& e = reinterpret_cast<hw::err_cqe64&>(c);
@@ -173,7 +174,11 @@ void firmware::on_request(qp_object& qp, packet& p) {
         // twice (IBA 9.7.5.1.3); ahead of it (requests after an RNR NAK): dropped until
         // the requester resends them in order.
         const std::uint32_t behind = (x.epsn - p.psn) & 0xffffff;
-        if (behind >= 0x800000) return drop();
+        if (behind >= 0x800000) {
+            count(qp, &q_counter_values::out_of_sequence);
+            return drop();
+        }
+        count(qp, &q_counter_values::duplicate_request);
         if (is_atomic(p.op)) {
             if (p.psn != x.last_atomic_psn) return drop();
             packet a = answer(p, pkt_kind::atomic_response);
@@ -197,6 +202,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
     };
     const auto no_wqe = [&] {
         // RC: RNR NAK with the QP's min_rnr_timer (IBA 9.7.5.2.8); UC and UD: dropped.
+        count(qp, &q_counter_values::out_of_buffer);
         if (tp == transport::rc) return nak(nak_code::rnr);
         drop();
     };
@@ -204,6 +210,10 @@ void firmware::on_request(qp_object& qp, packet& p) {
     // to error, and an affiliated event says why (IBA 9.9.3.1.2-3, 11.6.3.1). UC drops
     // what it cannot execute (IBA 9.9.3.2).
     const auto fail_request = [&](nak_code c, hw::event_type ev) {
+        count_resp_error(qp, c == nak_code::remote_access     ? cqe_syndrome::REMOTE_ACCESS_ERR
+                             : c == nak_code::invalid_request ? cqe_syndrome::REMOTE_INVAL_REQ_ERR
+                                                              : cqe_syndrome::REMOTE_OP_ERR,
+                         false);
         if (tp != transport::rc) return drop();
         nak(c);
         qp_event(ev, qp.qpn);
@@ -273,6 +283,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
             at += r.len;
         }
         if (imm) receive_cqe(hw::cqe_opcode::RESP_WR_IMM, w, static_cast<std::uint32_t>(p.payload.size()));
+        count(qp, &q_counter_values::rx_write_requests);
         advance();
         if (tp == transport::rc) send_packet(answer(p, pkt_kind::ack));
         return;
@@ -294,6 +305,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
             }
             at += r.len;
         }
+        count(qp, &q_counter_values::rx_read_requests);
         advance();
         return send_packet(std::move(a));
     }
@@ -322,6 +334,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
         }
         x.last_atomic = old;
         x.last_atomic_psn = p.psn;
+        count(qp, &q_counter_values::rx_atomic_requests);
         packet a = answer(p, pkt_kind::atomic_response);
         a.payload.resize(8);
         std::memcpy(a.payload.data(), &old, 8);

@@ -450,6 +450,7 @@ void firmware::complete_front(qp_object& qp) {
         qp.sq_consumer += r.bbs;
         if (r.failed) {
             push_cqe(qp.cqn_snd, req_err_cqe(r, qp.qpn), false);
+            count_req_error(qp, r.error);
             const bool connected = ifc::get<qpc::st>(qp.qpc.data()) == static_cast<std::uint32_t>(transport::rc);
             qp_to_error(qp, !connected);
             return;
@@ -497,6 +498,7 @@ void firmware::on_response(qp_object& qp, packet& p) {
                 break;
             }
             if (limit != kRnrRetryForever) --x.rnr_left;
+            count(qp, &q_counter_values::rnr_nak_retry_err);  // an RNR NAK retried after
             x.rnr_wait = true;
             x.timer = false;
             x.retry_at = clock_type::now() + std::chrono::microseconds(kRnrMicros[p.rnr_timer & 31]);
@@ -575,6 +577,7 @@ bool firmware::transport_tick(clock_type::time_point now) {
                 continue;
             }
             --x.retries_left;
+            count(qp, &q_counter_values::local_ack_timeout_err);  // a timeout retried after
             retransmit(qp);
             x.timer = false;
             start_timer(x, q);

@@ -107,6 +107,7 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     q->scq_ = a.send_cq;
     q->rcq_ = a.recv_cq;
     q->srq_ = a.shared;
+    q->counter_ = a.counter;
     q->type_ = a.type;
     q->has_rq_ = has_rq;
     q->log_rq_ = log_rq;
@@ -227,6 +228,8 @@ status qp::modify(qp_state to, const modify_attr& a) {
             ifc::set<ads::pkey_index>(path, a.pkey_index);
             access();
             if (ud) ifc::set<qpc::q_key>(ctx, a.qkey);
+            // RST2INIT names the Q counter set (PRM "QP Context" counter_set_id).
+            if (op == cmd_opcode::RST2INIT_QP && counter_) ifc::set<qpc::counter_set_id>(ctx, counter_->id());
             if (op == cmd_opcode::INIT2INIT_QP) {
                 mask = opt::pkey_index | opt::pri_port | (rc ? opt::rre | opt::rwe | opt::rae : 0) |
                        (uc ? opt::rwe : 0) | (ud ? opt::q_key : 0);

@@ -17,6 +17,7 @@
 #include "driver/res/cq.h"
 #include "driver/res/object.h"
 #include "driver/res/pd_mr.h"
+#include "driver/res/q_counter.h"
 #include "driver/res/srq.h"
 
 namespace cxv::driver {
@@ -40,6 +41,9 @@ public:
         std::shared_ptr<pd> domain;
         std::shared_ptr<cq> send_cq, recv_cq;
         std::shared_ptr<srq> shared;  // receives come from this SRQ; the QP has no RQ
+        // The Q counter set the QP counts to from RST2INIT on (qpc.counter_set_id);
+        // none: the device's default set 0.
+        std::shared_ptr<q_counter> counter;
         caps cap;
     };
     static result<std::shared_ptr<qp>> create(const attr& a);
@@ -102,12 +106,14 @@ public:
     const std::shared_ptr<cq>& send_cq() const noexcept { return scq_; }
     const std::shared_ptr<cq>& recv_cq() const noexcept { return rcq_; }
     const std::shared_ptr<srq>& shared_rq() const noexcept { return srq_; }
+    const std::shared_ptr<q_counter>& counter() const noexcept { return counter_; }
 
 private:
     explicit qp(hca& h) : hca_object(h) {}
     std::shared_ptr<pd> pd_;
     std::shared_ptr<cq> scq_, rcq_;
     std::shared_ptr<srq> srq_;
+    std::shared_ptr<q_counter> counter_;
     qp_type type_ = qp_type::rc;
     qp_state state_ = qp_state::reset;
     queue_memory mem_;

@@ -64,6 +64,13 @@ const std::set<std::pair<std::string, std::string>> kOursOnly = {
     {"create_cq_in", "cq_umem_offset"},
     {"create_cq_in", "cq_umem_id"},
     {"cqc", "dbr_umem_id"},
+    // QUERY_Q_COUNTER of another vport and of every set at once (aggregate), with the
+    // capability that offers it: added to Linux's mlx5_ifc.h after 6.1 (6.4), at the
+    // bits 6.1 reserves.
+    {"query_q_counter_in", "other_vport"},
+    {"query_q_counter_in", "vport_number"},
+    {"query_q_counter_in", "aggregate"},
+    {"cmd_hca_cap", "q_counter_aggregation"},
 };
 
 template <typename OurField>

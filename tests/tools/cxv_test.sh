@@ -40,6 +40,9 @@ for bdf in 0000:c5:00.0 0000:c5:00.1; do
     info=$(CXV_SIM_LEAK_REPORT=1 "$sim" run --devices 2 -- "$cxv" info "$bdf" 2>&1)
     expect_eq "info $bdf exit" 0 $?
     grep -q "^$bdf: firmware " <<<"$info" || fail "info $bdf: no firmware line: $info"
+    grep -q "^  vport counters: rx 0 packets 0 bytes" <<<"$info" || fail "info $bdf: no vport counters: $info"
+    grep -q "^  Q counters: 64 sets besides the default; set 1: rx_write_requests 0 " <<<"$info" ||
+        fail "info $bdf: no Q counters: $info"
     grep -q "teardown: [0-9]* firmware pages reclaimed, 0 left" <<<"$info" || fail "info $bdf: pages left: $info"
     grep -q "at exit: .*: clean$" <<<"$info" || fail "info $bdf: leaks: $info"
 done

@@ -41,11 +41,13 @@ struct devx_rc {
         CHECK(mlx5dv_devx_obj_destroy(cq.obj) == 0);
     }
 
-    // RST -> INIT -> RTR -> RTS towards (lid, remote).
-    void connect(std::uint32_t lid, std::uint32_t remote) {
+    // RST -> INIT -> RTR -> RTS towards (lid, remote), counting to Q counter set
+    // `counter_set_id` (0: the default set).
+    void connect(std::uint32_t lid, std::uint32_t remote, std::uint32_t counter_set_id = 0) {
         auto init = transition<ifc::rst2init_qp_in>(cmd_opcode::RST2INIT_QP, qpn);
         std::byte* q = ifc::at<ifc::rst2init_qp_in::qpc>(init.data());
         ifc::set<ads::vhca_port_num>(ifc::at<qpc::primary_address_path>(q), 1);
+        ifc::set<qpc::counter_set_id>(q, counter_set_id);
         ifc::set<qpc::rre>(q, 1);
         ifc::set<qpc::rwe>(q, 1);
         step(qp.obj, init);
@@ -304,6 +306,53 @@ TEST_CASE("two libmlx5 DevX RC QPs in loopback on one function") {
         mlx5_cqe64 sc = tx.poll();
         CHECK(mlx5dv_get_cqe_opcode(&sc) == MLX5_CQE_REQ);
     }
+}
+
+TEST_CASE("DevX: a QP on its own Q counter set counts the WRITEs it executed as responder") {
+    env e(kBdf[1]);
+    const std::uint32_t lid = ifc::get<ifc::hca_vport_context::lid>(query_vport(e.ctx).data());
+    const result alloc = general_cmd(e.ctx, input<ifc::alloc_q_counter_in>(cmd_opcode::ALLOC_Q_COUNTER),
+                                     ifc::alloc_q_counter_out::size_bytes);
+    REQUIRE_MESSAGE(alloc.ok(), describe(cmd_opcode::ALLOC_Q_COUNTER, alloc));
+    const std::uint32_t set = ifc::get<ifc::alloc_q_counter_out::counter_set_id>(alloc.data());
+    CHECK(set != 0);
+    const auto query = [&] {
+        auto in = input<ifc::query_q_counter_in>(cmd_opcode::QUERY_Q_COUNTER);
+        ifc::set<ifc::query_q_counter_in::counter_set_id>(in.data(), set);
+        const result r = general_cmd(e.ctx, in, ifc::query_q_counter_out::size_bytes);
+        REQUIRE_MESSAGE(r.ok(), describe(cmd_opcode::QUERY_Q_COUNTER, r));
+        return r;
+    };
+    auto dealloc = input<ifc::dealloc_q_counter_in>(cmd_opcode::DEALLOC_Q_COUNTER);
+    ifc::set<ifc::dealloc_q_counter_in::counter_set_id>(dealloc.data(), set);
+    {
+        devx_rc a(e), b(e);
+        devx_mr mem(e.pd);
+        a.connect(lid, b.qpn, set);  // a counts to the new set, b to the default one
+        b.connect(lid, a.qpn);
+        const auto write = [&](devx_rc& tx, devx_rc& rx, unsigned id) {
+            rx.post_recv(mem.mr->lkey, mem.at(0x8000), 2048);
+            tx.post_send(MLX5_OPCODE_RDMA_WRITE_IMM, id, mem.mr->lkey, mem.at(0), 512,
+                         reinterpret_cast<std::uint64_t>(mem.at(0x8000)), mem.mr->rkey);
+            mlx5_cqe64 rc = rx.poll();
+            CHECK(mlx5dv_get_cqe_opcode(&rc) == MLX5_CQE_RESP_WR_IMM);
+            mlx5_cqe64 sc = tx.poll();
+            CHECK(mlx5dv_get_cqe_opcode(&sc) == MLX5_CQE_REQ);
+        };
+        for (unsigned i = 0; i < 2; ++i) write(a, b, i);  // b executes: not a's set
+        CHECK(ifc::get<ifc::query_q_counter_out::rx_write_requests>(query().data()) == 0);
+        for (unsigned i = 0; i < 3; ++i) write(b, a, 10 + i);
+        const result r = query();
+        CHECK(ifc::get<ifc::query_q_counter_out::rx_write_requests>(r.data()) == 3);
+        CHECK(ifc::get<ifc::query_q_counter_out::out_of_buffer>(r.data()) == 0);
+        CHECK(ifc::get<ifc::query_q_counter_out::req_cqe_error>(r.data()) == 0);
+        // A set a QP counts to stays.
+        const result busy = general_cmd(e.ctx, dealloc, ifc::dealloc_q_counter_out::size_bytes);
+        CHECK(busy.err == EREMOTEIO);
+        CHECK_MESSAGE(busy.status() == cmd_status::RESOURCE_BUSY, describe(cmd_opcode::DEALLOC_Q_COUNTER, busy));
+    }
+    const result freed = general_cmd(e.ctx, dealloc, ifc::dealloc_q_counter_out::size_bytes);
+    CHECK_MESSAGE(freed.ok(), describe(cmd_opcode::DEALLOC_Q_COUNTER, freed));
 }
 
 }  // namespace cxv::test::vfio

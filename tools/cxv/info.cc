@@ -10,6 +10,7 @@
 #include "driver/vfio/vfio.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
+#include "tools/cxv/counters.h"
 
 namespace cxv::tool {
 
@@ -68,6 +69,7 @@ int print_info(const std::string& bdf) {
         fmt::print("  port {}: {}, LID {}, port GUID {:016x}\n", port, port_state_name(ifc::get<p::port_state>(v)),
                    ifc::get<p::lid>(v), ifc::get<p::port_guid>(v));
     }
+    print_counters(hca);
     const auto given = hca.pages_given();
     // Teardown: EQ, UAR, TEARDOWN_HCA, every page reclaimed, DISABLE_HCA.
     if (auto s = hca.close(); !s) {

@@ -1,0 +1,71 @@
+#include "driver/res/q_counter.h"
+
+#include "driver/cmd/cmd_queue.h"
+#include "hw/ifc.h"
+
+namespace cxv::driver {
+
+namespace ifc = hw::ifc;
+using hw::cmd_opcode;
+
+result<std::shared_ptr<q_counter>> q_counter::create(hca& h) {
+    std::shared_ptr<q_counter> q(new q_counter(h));
+    auto r = h.exec(command<ifc::alloc_q_counter_in>(cmd_opcode::ALLOC_Q_COUNTER),
+                    ifc::alloc_q_counter_out::size_bytes);
+    if (!r) return r.error();
+    q->id_ = ifc::get<ifc::alloc_q_counter_out::counter_set_id>(r->data());
+    q->created();
+    return q;
+}
+
+status q_counter::destroy() {
+    auto in = command<ifc::dealloc_q_counter_in>(cmd_opcode::DEALLOC_Q_COUNTER);
+    ifc::set<ifc::dealloc_q_counter_in::counter_set_id>(in.data(), id_);
+    return destroy_with(std::move(in));
+}
+
+q_counter::~q_counter() { (void)destroy(); }
+
+result<q_counter_values> q_counter::query(bool clear) {
+    using out = ifc::query_q_counter_out;
+    auto in = command<ifc::query_q_counter_in>(cmd_opcode::QUERY_Q_COUNTER);
+    ifc::set<ifc::query_q_counter_in::counter_set_id>(in.data(), id_);
+    ifc::set<ifc::query_q_counter_in::clear>(in.data(), clear ? 1 : 0);
+    auto r = owner().exec(in, out::size_bytes);
+    if (!r) return r.error();
+    q_counter_values v;
+#define CXV_GET(n) v.n = ifc::get<out::n>(r->data());
+    CXV_Q_COUNTER_FIELDS(CXV_GET)
+#undef CXV_GET
+    return v;
+}
+
+result<vport_counters> query_vport_counters(hca& h, bool clear) {
+    using out = ifc::query_vport_counter_out;
+    auto in = command<ifc::query_vport_counter_in>(cmd_opcode::QUERY_VPORT_COUNTER);
+    ifc::set<ifc::query_vport_counter_in::clear>(in.data(), clear ? 1 : 0);
+    auto r = h.exec(in, out::size_bytes);
+    if (!r) return r.error();
+    const auto get = [&](const std::byte* tc) {
+        return traffic{ifc::get<ifc::traffic_counter::packets>(tc), ifc::get<ifc::traffic_counter::octets>(tc)};
+    };
+    const std::byte* o = r->data();
+    vport_counters v;
+#define CXV_TRAFFIC(n) v.n = get(ifc::at<out::n>(o));
+    CXV_TRAFFIC(received_errors)
+    CXV_TRAFFIC(transmit_errors)
+    CXV_TRAFFIC(received_ib_unicast)
+    CXV_TRAFFIC(transmitted_ib_unicast)
+    CXV_TRAFFIC(received_ib_multicast)
+    CXV_TRAFFIC(transmitted_ib_multicast)
+    CXV_TRAFFIC(received_eth_broadcast)
+    CXV_TRAFFIC(transmitted_eth_broadcast)
+    CXV_TRAFFIC(received_eth_unicast)
+    CXV_TRAFFIC(transmitted_eth_unicast)
+    CXV_TRAFFIC(received_eth_multicast)
+    CXV_TRAFFIC(transmitted_eth_multicast)
+#undef CXV_TRAFFIC
+    return v;
+}
+
+}  // namespace cxv::driver

@@ -1,0 +1,85 @@
+// Counters: a Q counter set (PRM ALLOC_Q_COUNTER, QUERY_Q_COUNTER, DEALLOC_Q_COUNTER),
+// which the QPs that name it in their context count their transport events to, and the
+// vport's traffic counters (PRM QUERY_VPORT_COUNTER).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "driver/res/object.h"
+
+namespace cxv::driver {
+
+// X(name) for every field of QUERY_Q_COUNTER's output a driver reports (the PRM's names;
+// Linux's mlx5_ib exposes the same ones as rdma statistics).
+#define CXV_Q_COUNTER_FIELDS(X)       \
+    X(rx_write_requests)              \
+    X(rx_read_requests)               \
+    X(rx_atomic_requests)             \
+    X(out_of_buffer)                  \
+    X(out_of_sequence)                \
+    X(duplicate_request)              \
+    X(rnr_nak_retry_err)              \
+    X(packet_seq_err)                 \
+    X(implied_nak_seq_err)            \
+    X(local_ack_timeout_err)          \
+    X(resp_local_length_error)        \
+    X(req_local_length_error)         \
+    X(resp_local_protection)          \
+    X(req_local_protection)           \
+    X(resp_cqe_error)                 \
+    X(req_cqe_error)                  \
+    X(req_remote_invalid_request)     \
+    X(resp_remote_invalid_request)    \
+    X(req_remote_access_errors)       \
+    X(resp_remote_access_errors)      \
+    X(req_remote_operation_errors)    \
+    X(req_transport_retries_exceeded) \
+    X(resp_cqe_flush_error)           \
+    X(req_cqe_flush_error)            \
+    X(roce_adp_retrans)               \
+    X(roce_adp_retrans_to)
+
+// One read of a Q counter set: 32-bit counts that wrap.
+struct q_counter_values {
+#define CXV_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;
+    CXV_Q_COUNTER_FIELDS(CXV_Q_COUNTER_MEMBER)
+#undef CXV_Q_COUNTER_MEMBER
+};
+
+class q_counter : public hca_object {
+public:
+    // ALLOC_Q_COUNTER. ENOSPC-like errors (the firmware's EXCEED_LIM) when the device's
+    // max_qp_cnt sets are taken.
+    static result<std::shared_ptr<q_counter>> create(hca& h);
+    ~q_counter();
+    // DEALLOC_Q_COUNTER now; the firmware refuses while a QP counts to the set.
+    status destroy();
+    std::uint32_t id() const noexcept { return id_; }
+    // QUERY_Q_COUNTER; with clear the set restarts from 0 after this read.
+    result<q_counter_values> query(bool clear = false);
+
+private:
+    explicit q_counter(hca& h) : hca_object(h) {}
+    std::uint32_t id_ = 0;
+};
+
+// One traffic counter of the vport (PRM "Traffic Counter Layout").
+struct traffic {
+    std::uint64_t packets = 0;
+    std::uint64_t octets = 0;
+};
+
+// QUERY_VPORT_COUNTER of the function's own vport: InfiniBand or Ethernet frames by
+// cast, as the port's link layer carries them (the other link layer's stay 0).
+struct vport_counters {
+    traffic received_errors, transmit_errors;
+    traffic received_ib_unicast, transmitted_ib_unicast;
+    traffic received_ib_multicast, transmitted_ib_multicast;
+    traffic received_eth_broadcast, transmitted_eth_broadcast;
+    traffic received_eth_unicast, transmitted_eth_unicast;
+    traffic received_eth_multicast, transmitted_eth_multicast;
+};
+result<vport_counters> query_vport_counters(hca& h, bool clear = false);
+
+}  // namespace cxv::driver
