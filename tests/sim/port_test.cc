@@ -7,6 +7,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
+
+#include "hw/barrier.h"
+#include "hw/cqe.h"
+#include "hw/doorbell.h"
+#include "hw/wqe.h"
 
 #include "tests/sim/objects.h"
 
@@ -21,6 +27,7 @@ constexpr std::uint64_t kPortBit = 1ull << static_cast<unsigned>(hw::event_type:
 constexpr std::uint64_t kCqErrorBit = 1ull << static_cast<unsigned>(hw::event_type::CQ_ERROR);
 // PORT_CHANGE subtypes (Linux MLX5_PORT_CHANGE_SUBTYPE_*).
 constexpr unsigned kDown = 1, kActive = 4, kInitialized = 5;
+constexpr std::uint32_t kRcType = 0;  // qpc.st
 
 // Everything the driver can read about the port, at one moment.
 struct port_view {
@@ -301,4 +308,104 @@ TEST_CASE("QUERY_VPORT_STATE: only the function's own vNIC vport and the uplink"
     ifc::set<ifc::query_vport_state_in::vport_number>(in.data(), 1);
     check_status(h.exec(in, ifc::query_vport_state_out::size_bytes), cmd_status::BAD_PARAM,
                  cmd_syndrome::UNKNOWN_RESOURCE);
+}
+
+namespace {
+
+// An RC QP of qp_env's geometry taken to RTS towards `remote` on this port's LID:
+// ACK timeout 4.096 us * 2^10 (~4 ms), retry_count 2, rnr_retry 0.
+void rc_to_rts(qp_env& e, std::uint32_t qpn, std::uint32_t remote) {
+    using qpc = ifc::qpc;
+    using ads = ifc::ads;
+    for (auto op : {cmd_opcode::RST2INIT_QP, cmd_opcode::INIT2RTR_QP, cmd_opcode::RTR2RTS_QP}) {
+        auto in = H::input<ifc::rst2init_qp_in>(op);
+        ifc::set<ifc::rst2init_qp_in::qpn>(in.data(), qpn);
+        std::byte* c = ifc::at<ifc::rst2init_qp_in::qpc>(in.data());
+        std::byte* path = ifc::at<qpc::primary_address_path>(c);
+        if (op == cmd_opcode::RST2INIT_QP) {
+            ifc::set<ads::vhca_port_num>(path, 1);
+            ifc::set<qpc::rwe>(c, 1);
+        } else if (op == cmd_opcode::INIT2RTR_QP) {
+            ifc::set<qpc::mtu>(c, 5);
+            ifc::set<qpc::log_msg_max>(c, 30);
+            ifc::set<qpc::remote_qpn>(c, remote);
+            ifc::set<ads::rlid>(path, e.h.dev().config().lid);
+            ifc::set<qpc::log_rra_max>(c, 2);
+            ifc::set<qpc::min_rnr_nak>(c, 12);
+        } else {
+            ifc::set<qpc::retry_count>(c, 2);
+            ifc::set<qpc::rnr_retry>(c, 0);
+            ifc::set<qpc::log_sra_max>(c, 3);
+            ifc::set<ads::ack_timeout>(path, 10);
+        }
+        REQUIRE(e.h.exec(in, 16).status == cmd_status::OK);
+    }
+}
+
+// A signaled SEND of 4 inline bytes at WQE 0 of `qpn` (its send queue after the 1 KiB of
+// receive WQEs in `buf`, the doorbell record in buf's second page), then the doorbell:
+// the control segment's first 8 bytes in the QP's first BlueFlame register.
+void send_inline(qp_env& e, dma_buffer& buf, std::uint32_t qpn) {
+    hw::wqe_ctrl_seg ctrl{};
+    hw::set_ctrl_seg(ctrl, 0, hw::wqe_opcode::SEND, 0, qpn, 2, hw::ctrl_cq_update);
+    std::byte* wqe = buf.data() + 1024;
+    std::memcpy(wqe, &ctrl, sizeof ctrl);
+    const hw::be32 len = hw::be32::from(4 | hw::inline_seg_flag);
+    std::memcpy(wqe + 16, &len, 4);
+    std::memcpy(wqe + 20, "ping", 4);
+    const hw::be32 counter = hw::be32::from(1);
+    std::memcpy(buf.data() + 4096 + 4, &counter, 4);  // send counter of the record
+    std::memcpy(e.h.bar() + std::size_t{e.uar} * hw::uar_page_size + hw::uar_bf_offset, &ctrl, 8);
+}
+
+// The error syndrome of the first CQE of a ring whose CQEs start invalid (0xf1), or -1.
+int first_error(std::byte* ring) {
+    const auto end = clock_type::now() + 3s;
+    while (std::to_integer<unsigned>(ring[63]) == 0xf1 && clock_type::now() < end) std::this_thread::sleep_for(1ms);
+    hw::from_device();
+    const auto& e = *reinterpret_cast<const hw::err_cqe64*>(ring);
+    if (hw::cqe_get_opcode(e.op_own) != hw::cqe_opcode::REQ_ERR) return -1;
+    return e.syndrome;
+}
+
+}  // namespace
+
+TEST_CASE("an RC SEND on a port that is down is retried, then RETRY_EXC_ERR; nothing is delivered") {
+    qp_env e(timed({}, 20ms, 10ms));
+    REQUIRE(e.h.wait_port_active());
+    // A pair looped back on the port; the receiver posts no receive, so a SEND that
+    // arrived would be RNR-NAKed (rnr_retry 0: RNR_RETRY_EXC_ERR) instead.
+    auto pair = [&](std::byte*& ring) {
+        // (Commands take mailboxes from the same allocator: buffers are named before them.)
+        dma_buffer& cq = e.h.alloc(8192);
+        ring = cq.data();
+        for (std::size_t i = 0; i < 64; ++i) ring[i * 64 + 63] = std::byte{0xf1};
+        const auto c = e.h.exec(
+            create_cq_in({.log_size = 6, .uar = e.uar, .eqn = e.eq.eqn, .buf = cq.iova(), .dbr = cq.iova() + 4096}), 16);
+        REQUIRE(c.status == cmd_status::OK);
+        const std::uint32_t cqn = cqn_of(c);
+        const auto ain = e.qp_input(kRcType, 1, 0, cqn);
+        dma_buffer& abuf = e.h.last_buffer();
+        const std::uint32_t a = e.create_qp(ain);
+        const std::uint32_t b = e.create_qp(kRcType, 0, cqn);
+        rc_to_rts(e, a, b);
+        rc_to_rts(e, b, a);
+        return std::pair<std::uint32_t, dma_buffer*>{a, &abuf};
+    };
+    std::byte* down_ring = nullptr;
+    auto [qa, abuf] = pair(down_ring);
+    const auto sent = e.h.dev().tracer().snapshot().packets_sent;
+    e.h.dev().set_link(false);
+    send_inline(e, *abuf, qa);
+    CHECK(first_error(down_ring) == static_cast<int>(hw::cqe_syndrome::TRANSPORT_RETRY_EXC_ERR));
+    CHECK(e.h.dev().tracer().snapshot().packets_sent - sent == 3);  // the request and 2 retries
+    CHECK(std::to_integer<unsigned>(down_ring[64 + 63]) == 0xf1);  // no other completion
+
+    // The same with the link up: the SEND arrives (and is RNR-NAKed).
+    e.h.dev().set_link(true);
+    REQUIRE(e.h.wait_port_active());
+    std::byte* up_ring = nullptr;
+    auto [qa2, abuf2] = pair(up_ring);
+    send_inline(e, *abuf2, qa2);
+    CHECK(first_error(up_ring) == static_cast<int>(hw::cqe_syndrome::RNR_RETRY_EXC_ERR));
 }
