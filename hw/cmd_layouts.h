@@ -56,6 +56,7 @@ namespace cxv::hw {
     X(QUERY_HCA_VPORT_CONTEXT, query_hca_vport_context_in, query_hca_vport_context_out) \
     X(QUERY_HCA_VPORT_GID, query_hca_vport_gid_in, query_hca_vport_gid_out)             \
     X(QUERY_HCA_VPORT_PKEY, query_hca_vport_pkey_in, query_hca_vport_pkey_out)          \
+    X(QUERY_VPORT_STATE, query_vport_state_in, query_vport_state_out)                   \
     X(ALLOC_PD, alloc_pd_in, alloc_pd_out)                                              \
     X(DEALLOC_PD, dealloc_pd_in, dealloc_pd_out)                                        \
     X(ALLOC_UAR, alloc_uar_in, alloc_uar_out)                                           \

@@ -573,6 +573,24 @@ CXV_IFC_LAYOUT(query_hca_vport_pkey_out, 0x80)
 
 // --- NIC vport -------------------------------------------------------------------------
 
+// PRM QUERY_VPORT_STATE: the vport's logical link (state: 0 down, 1 up) and what its
+// manager set (admin_state: 0 down, 1 up, 2 follow the uplink). op_mod: 0 the vNIC's
+// vport, 1 an eswitch vport, 2 the uplink.
+#define CXV_IFC_query_vport_state_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                         \
+    F(op_mod, 0x030, 16)                         \
+    F(other_vport, 0x040, 1)                     \
+    F(vport_number, 0x050, 16)
+CXV_IFC_LAYOUT(query_vport_state_in, 0x80)
+
+#define CXV_IFC_query_vport_state_out(F, S, A, T) \
+    F(status, 0x000, 8)                           \
+    F(syndrome, 0x020, 32)                        \
+    F(admin_state, 0x078, 4)                      \
+    F(state, 0x07c, 4)
+CXV_IFC_LAYOUT(query_vport_state_out, 0x80)
+
+
 // A MAC address in the low 48 bits of a 64-bit slot.
 #define CXV_IFC_mac_address_layout(F, S, A, T) \
     F(mac_addr_47_32, 0x010, 16)               \
@@ -698,6 +716,8 @@ CXV_IFC_LAYOUT(modify_nic_vport_context_out, 0x80)
     X(pkey_entry, pkey)                                             \
     X(query_hca_vport_pkey_in, query_hca_vport_pkey_in)             \
     X(query_hca_vport_pkey_out, query_hca_vport_pkey_out)           \
+    X(query_vport_state_in, query_vport_state_in)                   \
+    X(query_vport_state_out, query_vport_state_out)                 \
     X(mac_address_layout, mac_address_layout)                       \
     X(nic_vport_context, nic_vport_context)                         \
     X(query_nic_vport_context_in, query_nic_vport_context_in)       \

@@ -180,6 +180,7 @@ bool device::round(std::chrono::steady_clock::time_point now) {
     worked |= poll_doorbells();
     worked |= receive_packets();
     worked |= fw_.transport_tick(now);
+    worked |= fw_.port_tick(now);
     return worked;
 }
 
@@ -223,7 +224,7 @@ std::uint32_t device::health_counter() const {
 
 void device::set_link(bool up) {
     std::lock_guard lock(mu_);
-    fw_.set_port_up(up);
+    fw_.port_set_cable(up);
 }
 
 void device::request_pages(std::int32_t num_pages) {

@@ -59,7 +59,8 @@ public:
     std::size_t eq_count();
     std::uint32_t health_counter() const;
 
-    // Link state, as if the cable were pulled or plugged (PORT_CHANGE event).
+    // The cable, as if pulled (the link goes down at once) or plugged in (the link
+    // trains for link_up_time); PORT_CHANGE events as the port's state changes.
     void set_link(bool up);
     // A PAGE_REQUEST event asking for `num_pages` more (negative: offering that many
     // back), as firmware sends when its memory needs change at run time.

@@ -39,6 +39,14 @@ struct device_config {
     std::chrono::milliseconds boot_time{20};
     // How often health_counter advances.
     std::chrono::milliseconds health_period{50};
+    // How long the link trains after INIT_HCA, PAOS admin up or the cable plugged in,
+    // before it is up (Ethernet: ACTIVE; InfiniBand: INITIALIZED, physical LinkUp). A
+    // card takes seconds; a few hundred milliseconds keeps the events visible to a
+    // program that creates its EQs right after bring-up.
+    std::chrono::milliseconds link_up_time{300};
+    // InfiniBand: how long after the link is up the subnet manager (played by the model)
+    // takes to assign the LID and move the port to ACTIVE.
+    std::chrono::milliseconds sm_sweep_time{30};
 
     // Port addressing. InfiniBand: LID and GUIDs. Ethernet: MAC and an IPv4 address
     // (its IPv4-mapped IPv6 GID is GID index 0).

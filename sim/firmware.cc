@@ -70,6 +70,7 @@ firmware::handler firmware::lookup(cmd_opcode op) const noexcept {
         case cmd_opcode::DESTROY_SRQ: return &firmware::destroy_srq;
         case cmd_opcode::QUERY_SRQ: return &firmware::query_srq;
         case cmd_opcode::ARM_RQ: return &firmware::arm_rq;
+        case cmd_opcode::QUERY_VPORT_STATE: return &firmware::query_vport_state;
         case cmd_opcode::QUERY_HCA_VPORT_CONTEXT: return &firmware::query_hca_vport_context;
         case cmd_opcode::QUERY_HCA_VPORT_GID: return &firmware::query_hca_vport_gid;
         case cmd_opcode::QUERY_HCA_VPORT_PKEY: return &firmware::query_hca_vport_pkey;
@@ -170,10 +171,10 @@ void firmware::reset() {
     current_issi_ = 0;
     boot_pages_given_ = init_pages_given_ = false;
     pages_requested_ = 0;
-    port_up_ = true;
     host_endianness_set_ = false;
     host_big_endian_ = false;
     fast_teardown_prepared_ = false;
+    port_stop();
     port_admin_up_ = true;
     admin_mtu_ = 0;
     port_stats_ = {};

@@ -81,6 +81,14 @@ struct event_queue {
     }
 };
 
+// The port's link (fw_port.cc); the logical states are IBTA PortInfo:PortState's.
+enum class port_phase : std::uint8_t {
+    down,      // no link: before INIT_HCA, after teardown, admin down or no cable
+    training,  // admin up with a cable: the link trains (oper_status still down)
+    init,      // InfiniBand: physical LinkUp, logical Init until the SM configures it
+    active,    // logical Active: Ethernet once trained, InfiniBand after the SM's sweep
+};
+
 enum class hca_state : std::uint8_t {
     disabled,     // after reset or DISABLE_HCA
     enabled,      // after ENABLE_HCA, before INIT_HCA
@@ -121,19 +129,23 @@ public:
     // error. True when something happened.
     bool transport_tick(std::chrono::steady_clock::time_point now);
 
-    // Sends a port state change (after PAOS or fault injection).
-    void set_port_up(bool up);
     // A PAGE_REQUEST event for num_pages (negative: pages the firmware can return).
     void request_pages(std::int32_t num_pages);
+    // The physical link is up (PAOS oper_status up; on InfiniBand also in logical Init).
     bool port_up() const noexcept { return port_up_; }
 
     // --- the port (fw_port.cc) ---
     // A PAOS write with ase = 1: admin_status up or down. The operational state follows
-    // as the port's link does.
+    // as the port's link does: down at once, up after the link has trained.
     void port_set_admin(bool up);
     // PAOS admin_status and oper_status as the register reports them: 1 up, 2 down.
     unsigned port_admin_status() const noexcept;
     unsigned port_oper_status() const noexcept;
+    // The cable, as if plugged in or pulled (device::set_link).
+    void port_set_cable(bool in);
+    // Link training and the subnet manager's sweep: the step due by `now`. True when the
+    // port changed state. Thread: the device thread.
+    bool port_tick(std::chrono::steady_clock::time_point now);
     // Frames the port sent and received (the transport engine counts them).
     const port_stats& port_counters() const noexcept { return port_stats_; }
 
@@ -198,6 +210,7 @@ private:
     cmd_reply arm_rq(cmd_ctx& c);
 
     // fw_vport.cc
+    cmd_reply query_vport_state(cmd_ctx& c);
     cmd_reply query_hca_vport_context(cmd_ctx& c);
     cmd_reply query_hca_vport_gid(cmd_ctx& c);
     cmd_reply query_hca_vport_pkey(cmd_ctx& c);
@@ -246,6 +259,21 @@ private:
     void post_event(hw::event_type type, std::uint8_t sub_type, std::span<const std::byte> data);
 
     void release_all_objects();
+
+    // fw_port.cc
+    // INIT_HCA: the link starts training, unless disable_link_up is set (then the port
+    // stays administratively down until PAOS brings it up).
+    void port_on_init_hca(bool link_up_disabled);
+    // TEARDOWN_HCA, DISABLE_HCA, reset: the port goes down (the EQs are gone: no event).
+    void port_stop();
+    bool port_active() const noexcept { return port_phase_ == port_phase::active; }
+    // IBTA PortInfo:PortState (1 Down, 2 Init, 4 Active) and PortPhysicalState (2
+    // Polling, 3 Disabled, 5 LinkUp), also the PRM's hca_vport_context encodings.
+    unsigned port_logical_state() const noexcept;
+    unsigned port_physical_state() const noexcept;
+    // The subnet manager has configured the port (LID, SM LID): InfiniBand, once ACTIVE.
+    bool port_configured() const noexcept { return port_configured_; }
+    void port_enter(port_phase next, std::chrono::steady_clock::time_point now);
 
     // --- transport engine internals ---
     // Completion queue entry at the producer index of `cqn` (fw_cq.cc), with the
@@ -297,11 +325,16 @@ private:
     bool init_pages_given_ = false;
     std::uint32_t pages_requested_ = 0;  // via QUERY_PAGES, not yet given
     pages pages_;
-    bool port_up_ = true;
     bool host_endianness_set_ = false;
     bool host_big_endian_ = false;
     bool fast_teardown_prepared_ = false;
+    // The port (fw_port.cc). port_up_ mirrors the phase: init or active.
+    port_phase port_phase_ = port_phase::down;
+    bool port_up_ = false;
     bool port_admin_up_ = true;
+    bool port_cable_ = true;         // the cable is physical: a reset leaves it as it is
+    bool port_configured_ = false;   // the SM assigned the LID (kept across link loss)
+    std::chrono::steady_clock::time_point port_step_at_{};  // when training or the sweep ends
     std::uint32_t admin_mtu_ = 0;  // 0: the port's maximum
     port_stats port_stats_{};
     // The NIC vport context fields MODIFY_NIC_VPORT_CONTEXT sets (roce_en, mtu, promisc_*;

@@ -237,15 +237,6 @@ void firmware::request_pages(std::int32_t num_pages) {
     post_event(hw::event_type::PAGE_REQUEST, 0, d);
 }
 
-void firmware::set_port_up(bool up) {
-    if (up == port_up_) return;
-    port_up_ = up;
-    std::array<std::byte, ifc::port_state_change_event::size_bytes> d{};
-    ifc::set<ifc::port_state_change_event::port_num>(d.data(), 1);
-    const auto sub = up ? hw::port_change_subtype::ACTIVE : hw::port_change_subtype::DOWN;
-    post_event(hw::event_type::PORT_CHANGE, static_cast<std::uint8_t>(sub), d);
-}
-
 void firmware::eq_doorbell(std::uint32_t value, bool arm) {
     trace_.update([](counters& t) { ++t.eq_doorbells; });
     const auto it = eqs_.find(value >> 24);

@@ -50,6 +50,7 @@ cmd_reply firmware::disable_hca(cmd_ctx& c) {
     }
     // The function stops; every page it held returns to the driver implicitly.
     release_all_objects();
+    port_stop();
     pages_.clear();
     boot_pages_given_ = init_pages_given_ = false;
     pages_requested_ = 0;
@@ -231,13 +232,8 @@ cmd_reply firmware::init_hca(cmd_ctx&) {
         return fail(cmd_status::BAD_SYS_STATE, cmd_syndrome::PAGES_OUTSTANDING);
     }
     state_ = hca_state::initialized;
-    // disable_link_up (rdma-core's disable_link_up_by_init_hca, which its VFIO provider
-    // sets for MLX5DV_VFIO_CTX_FLAGS_INIT_LINK_DOWN: "link should stay down"): INIT_HCA
-    // does not bring the link up; PAOS admin up does. No EQ exists yet, so no event.
-    if (ifc::get<ifc::cmd_hca_cap::disable_link_up>(current_caps_.data())) {
-        port_admin_up_ = false;
-        port_up_ = false;
-    }
+    // The link trains from here (fw_port.cc), unless disable_link_up is set.
+    port_on_init_hca(ifc::get<ifc::cmd_hca_cap::disable_link_up>(current_caps_.data()) != 0);
     return ok();
 }
 
@@ -247,6 +243,7 @@ cmd_reply firmware::teardown_hca(cmd_ctx& c) {
         case teardown_graceful:
         case teardown_force:
             release_all_objects();
+            port_stop();
             state_ = hca_state::torn_down;
             return ok();
         case teardown_prepare_fast:
@@ -263,6 +260,7 @@ bool firmware::finish_fast_teardown() {
     if (!fast_teardown_prepared_) return false;
     fast_teardown_prepared_ = false;
     release_all_objects();
+    port_stop();
     state_ = hca_state::torn_down;
     return true;
 }

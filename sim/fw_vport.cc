@@ -1,9 +1,11 @@
-// The function's own vport on port 1 (PRM "Vport Commands": QUERY_HCA_VPORT_CONTEXT,
-// QUERY_HCA_VPORT_GID, QUERY_HCA_VPORT_PKEY, QUERY/MODIFY_NIC_VPORT_CONTEXT) and the
-// port's InfiniBand management agent behind MAD_IFC (IBTA Vol. 1 chapters 13-14).
+// The function's own vport on port 1 (PRM "Vport Commands": QUERY_VPORT_STATE,
+// QUERY_HCA_VPORT_CONTEXT, QUERY_HCA_VPORT_GID, QUERY_HCA_VPORT_PKEY,
+// QUERY/MODIFY_NIC_VPORT_CONTEXT) and the port's InfiniBand management agent behind
+// MAD_IFC (IBTA Vol. 1 chapters 13-14).
 //
-// The port looks as it does once a subnet manager has configured it: LID from the
-// configuration, SM at LID 1, LMC 0, GID prefix fe80::/64, M_Key 0 (no protection), P_Key
+// Every answer follows the port's state at that moment (fw_port.cc). Once the subnet
+// manager has configured the port: LID from the configuration, SM at LID 1; before, LID
+// and SM LID 0. Always: LMC 0, GID prefix fe80::/64, M_Key 0 (no protection), P_Key
 // table holding only the default full-member key. The function is not a vport group
 // manager, so it may name no vport but its own (other_vport 0).
 #include <algorithm>
@@ -20,10 +22,10 @@ using hw::cmd_syndrome;
 
 namespace {
 
-// IBTA PortInfo:PortState, also the PRM's hca_vport_context port_state / vport_state.
-enum : std::uint8_t { port_down = 1, port_active = 4 };
-// IBTA PortInfo:PortPhysicalState.
-enum : std::uint8_t { phys_polling = 2, phys_disabled = 3, phys_link_up = 5 };
+// PRM QUERY_VPORT_STATE op_mod (Linux MLX5_VPORT_STATE_OP_MOD_*), state and admin_state.
+enum : std::uint16_t { vport_state_vnic = 0, vport_state_esw = 1, vport_state_uplink = 2 };
+constexpr std::uint32_t kVportUp = 1, kVportDown = 0;
+constexpr std::uint32_t kVportAdminAuto = 2;  // follows the uplink: nothing set it otherwise
 // PRM hca_vport_context vport_state_policy: the vport follows the physical port.
 constexpr std::uint32_t kPolicyFollow = 2;
 constexpr std::uint16_t kSmLid = 1;
@@ -98,6 +100,29 @@ std::uint32_t pkey_table_len(const std::byte* caps) {
 
 }  // namespace
 
+// --- vport state -------------------------------------------------------------------
+//
+// The vNIC's vport is up while the port is ACTIVE; the uplink while its physical link is
+// up. Only a vport group manager may ask about an eswitch vport or another function's.
+
+cmd_reply firmware::query_vport_state(cmd_ctx& c) {
+    using in_t = ifc::query_vport_state_in;
+    using out_t = ifc::query_vport_state_out;
+    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()), 0); r.status != cmd_status::OK) {
+        return r;
+    }
+    std::uint32_t state = kVportDown;
+    switch (c.op_mod) {
+    case vport_state_vnic: state = port_active() ? kVportUp : kVportDown; break;
+    case vport_state_uplink: state = port_up() ? kVportUp : kVportDown; break;
+    case vport_state_esw:
+    default: return bad_param(cmd_syndrome::BAD_OP_MOD);
+    }
+    ifc::set<out_t::state>(c.out.data(), state);
+    ifc::set<out_t::admin_state>(c.out.data(), kVportAdminAuto);
+    return ok();
+}
+
 // --- HCA vport ---------------------------------------------------------------------
 
 cmd_reply firmware::query_hca_vport_context(cmd_ctx& c) {
@@ -109,12 +134,11 @@ cmd_reply firmware::query_hca_vport_context(cmd_ctx& c) {
         return r;
     }
     const bool ib = cfg_.port == port_type::infiniband;
-    const std::uint32_t state = port_up_ ? port_active : port_down;
+    const std::uint32_t state = port_logical_state();
     std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(c.out.data());
     ifc::set<v_t::has_smi>(v, ib ? 1 : 0);  // a RoCE port has no subnet management
     ifc::set<v_t::grh_required>(v, ib ? 0 : 1);  // RoCE packets always carry a GRH
-    ifc::set<v_t::port_physical_state>(v, port_up_ ? phys_link_up
-                                                    : (port_admin_up_ ? phys_polling : phys_disabled));
+    ifc::set<v_t::port_physical_state>(v, port_physical_state());
     ifc::set<v_t::vport_state_policy>(v, kPolicyFollow);
     ifc::set<v_t::port_state>(v, state);
     ifc::set<v_t::vport_state>(v, state);
@@ -124,7 +148,7 @@ cmd_reply firmware::query_hca_vport_context(cmd_ctx& c) {
     // Nothing here is modifiable (MODIFY_HCA_VPORT_CONTEXT is not modelled): the
     // *_field_select masks stay 0.
     ifc::set<v_t::cap_mask1>(v, ib ? kCapMask1 : 0);
-    if (ib) {
+    if (ib && port_configured()) {  // what the SM set; 0 until it has swept the port
         ifc::set<v_t::lid>(v, cfg_.lid);
         ifc::set<v_t::subnet_timeout>(v, kSubnetTimeout);
         ifc::set<v_t::sm_lid>(v, kSmLid);
@@ -210,6 +234,8 @@ cmd_reply firmware::query_nic_vport_context(cmd_ctx& c) {
     ifc::set<v_t::allowed_list_type>(v, list_type);
     ifc::set<v_t::allowed_list_size>(v, 0);
     if (cfg_.port == port_type::ethernet) {
+        // Never set: the port's MTU, as PMTU reports it.
+        if (ifc::get<v_t::mtu>(v) == 0) ifc::set<v_t::mtu>(v, admin_mtu_ ? admin_mtu_ : kMaxEthMtu);
         std::byte* mac = ifc::at<v_t::permanent_address>(v);
         const auto& m = cfg_.mac;
         ifc::set<ifc::mac_address_layout::mac_addr_47_32>(mac, std::uint32_t{m[0]} << 8 | m[1]);
@@ -305,20 +331,20 @@ cmd_reply firmware::mad_ifc(cmd_ctx& c) {
             status = mad_invalid_attr_value;
         } else {
             // IBTA 14.2.5.6. Widths: 1 = 1x, 2 = 4x. Speeds: 1 SDR, 2 DDR, 4 QDR; extended:
-            // 1 FDR, 2 EDR. MTU 5 = 4096. VLCap 4 = VL0-7. Active values are 0 while down.
-            const bool up = port_up_;
+            // 1 FDR, 2 EDR. MTU 5 = 4096. VLCap 4 = VL0-7. Active values are 0 while the
+            // physical link is down; LID and MasterSMLID 0 until the SM has configured the port.
+            const bool up = port_up();
             std::memset(d, 0, 64);
             put64(d + 8, kGidPrefix);  // M_Key (0..7) is 0
-            put16(d + 16, cfg_.lid);
-            put16(d + 18, kSmLid);
+            put16(d + 16, port_configured() ? cfg_.lid : 0);
+            put16(d + 18, port_configured() ? kSmLid : 0);
             put32(d + 20, kCapMask1);
             d[28] = std::byte{1};                      // LocalPortNum
             d[29] = std::byte{0x3};                    // LinkWidthEnabled: 1x, 4x
             d[30] = std::byte{0x3};                    // LinkWidthSupported
             d[31] = std::byte(up ? 0x2 : 0);           // LinkWidthActive: 4x
-            d[32] = std::byte(0x7 << 4 | (up ? port_active : port_down));  // LinkSpeedSupported, PortState
-            const std::uint8_t phys = up ? phys_link_up : (port_admin_up_ ? phys_polling : phys_disabled);
-            d[33] = std::byte(phys << 4 | phys_polling);  // PortPhysicalState, LinkDownDefaultState
+            d[32] = std::byte(0x7 << 4 | port_logical_state());  // LinkSpeedSupported, PortState
+            d[33] = std::byte(port_physical_state() << 4 | 2);  // PortPhysicalState, LinkDownDefaultState Polling
             d[34] = std::byte{0};                          // M_KeyProtectBits 0, LMC 0
             d[35] = std::byte((up ? 0x4 : 0) << 4 | 0x7);  // LinkSpeedActive (QDR below EDR), Enabled
             d[36] = std::byte{5 << 4};                     // NeighborMTU 4096, MasterSMSL 0
@@ -328,7 +354,7 @@ cmd_reply firmware::mad_ifc(cmd_ctx& c) {
             d[41] = std::byte{5};                          // InitTypeReply 0, MTUCap 4096
             d[43] = std::byte{4 << 4};                     // OperationalVLs; no enforcement
             d[50] = std::byte(gid_table_len(current_caps_.data()));  // GUIDCap
-            d[51] = std::byte{kSubnetTimeout};
+            d[51] = std::byte(port_configured() ? kSubnetTimeout : 0);
             d[62] = std::byte((up ? 0x2 : 0) << 4 | 0x3);  // LinkSpeedExtActive EDR, Supported
             d[63] = std::byte{0x3};                        // LinkSpeedExtEnabled: FDR, EDR
         }

@@ -306,6 +306,12 @@ std::uint32_t firmware::port_address() const {
 void firmware::send_packet(packet&& p) {
     p.src_addr = port_address();
     trace_.update([](counters& t) { ++t.packets_sent; });
+    // A port that is not ACTIVE puts nothing on the wire: RC requests then time out and
+    // are retried, UD and UC messages are lost (fw_port.cc).
+    if (!port_active()) {
+        trace_.update([](counters& t) { ++t.packets_dropped; });
+        return;
+    }
     if (!fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p))) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
     }

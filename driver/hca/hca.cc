@@ -40,7 +40,9 @@ constexpr std::uint16_t kCapGeneralCur = 1, kCapGeneralMax = 0;
 constexpr std::uint16_t kPmtu = 0x5003;                   // ACCESS_REG register id
 constexpr std::uint16_t kPaos = 0x5006;                   // ACCESS_REG register id
 constexpr std::uint16_t kRegRead = 1;                     // ACCESS_REG op_mod
-constexpr std::uint32_t kOperUp = 1;                      // PAOS oper_status
+constexpr std::uint32_t kOperUp = 1;                      // PAOS oper_status and admin_status
+constexpr std::uint32_t kPortActive = 4, kPortDown = 1;  // IBTA PortState
+constexpr std::uint32_t kVportUp = 1;                     // QUERY_VPORT_STATE state
 constexpr std::uint32_t kRoceHeaders = 40 + 8 + 12 + 4 + 28 + 4;  // GRH, UDP, BTH, XRC/atomic ext, ICRC
 constexpr std::uint32_t kNicDisabled = 1;                 // initial_seg nic_interface
 constexpr std::uint16_t kPrepareFastTeardown = 2;         // TEARDOWN_HCA profile
@@ -60,6 +62,9 @@ hca::hca(std::unique_ptr<vfio::device> dev, const options& o) : dev_(std::move(d
 result<std::unique_ptr<hca>> hca::create(std::unique_ptr<vfio::device> dev, const options& o) {
     std::unique_ptr<hca> h(new hca(std::move(dev), o));
     if (auto s = h->bring_up(); !s) return s.error();
+    if (o.port_timeout.count() > 0) {
+        if (auto s = h->wait_port_active(1, o.port_timeout); !s) return s.error();
+    }
     return h;
 }
 
@@ -343,7 +348,13 @@ void hca::handle_eqe(const std::byte* e) {
         hca_event ev{hca_event::port_other, port, 0, std::string(hw::name(sub))};
         if (sub == hw::port_change_subtype::ACTIVE) ev.what = hca_event::port_up;
         if (sub == hw::port_change_subtype::DOWN) ev.what = hca_event::port_down;
+        if (sub == hw::port_change_subtype::INITIALIZED) ev.what = hca_event::port_init;
         report(std::move(ev));
+        {
+            std::lock_guard lock(port_mu_);
+            ++port_events_;
+        }
+        port_cv_.notify_all();
         break;
     }
     case hw::event_type::INTERNAL_ERROR:
@@ -457,6 +468,60 @@ result<hca::port_info> hca::query_port(unsigned port) {
     if (!gout) return gout.error();
     std::memcpy(pi.gid, gout->data() + ifc::query_hca_vport_gid_out::size_bytes, 16);
     return pi;
+}
+
+result<hca::port_state> hca::query_port_state(unsigned port) {
+    port_state ps;
+    auto in = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, kRegRead, ifc::paos_reg::size_bytes);
+    ifc::set<ifc::access_register_in::register_id>(in.data(), kPaos);
+    ifc::set<ifc::paos_reg::local_port>(ifc::at<ifc::access_register_in::register_data>(in.data()), port);
+    auto paos = cmd_->exec(in, ifc::access_register_out::size_bytes + ifc::paos_reg::size_bytes);
+    if (!paos) return paos.error();
+    const std::byte* reg = ifc::at<ifc::access_register_out::register_data>(paos->data());
+    ps.admin_up = ifc::get<ifc::paos_reg::admin_status>(reg) == kOperUp;
+    ps.oper_up = ifc::get<ifc::paos_reg::oper_status>(reg) == kOperUp;
+    if (ethernet()) {
+        // The vNIC vport (op_mod 0) is up when the port carries traffic (Linux's carrier).
+        auto r = cmd_->exec(command<ifc::query_vport_state_in>(cmd_opcode::QUERY_VPORT_STATE),
+                            ifc::query_vport_state_out::size_bytes);
+        if (!r) return r.error();
+        ps.logical = ifc::get<ifc::query_vport_state_out::state>(r->data()) == kVportUp ? kPortActive : kPortDown;
+        return ps;
+    }
+    auto q = command<ifc::query_hca_vport_context_in>(cmd_opcode::QUERY_HCA_VPORT_CONTEXT);
+    ifc::set<ifc::query_hca_vport_context_in::port_num>(q.data(), port);
+    auto out = cmd_->exec(q, ifc::query_hca_vport_context_out::size_bytes);
+    if (!out) return out.error();
+    const std::byte* ctx = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(out->data());
+    ps.logical = ifc::get<ifc::hca_vport_context::port_state>(ctx);
+    return ps;
+}
+
+status hca::wait_port_active(unsigned port, std::chrono::milliseconds timeout) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout;
+    for (;;) {
+        std::uint64_t seen;
+        {
+            std::lock_guard lock(port_mu_);
+            seen = port_events_;
+        }
+        auto ps = query_port_state(port);
+        if (!ps) return ps.error();
+        if (ps->active()) return ok_status();
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+            static constexpr const char* names[] = {"?", "Down", "Init", "Armed", "Active"};
+            return error{ETIMEDOUT, fmt::format("{}: port {} not ACTIVE after {} ms: {} (admin {}, link {})",
+                                                dev_->bdf(), port, timeout.count(),
+                                                names[ps->logical < 5 ? ps->logical : 0],
+                                                ps->admin_up ? "up" : "down", ps->oper_up ? "up" : "down")};
+        }
+        // A PORT_CHANGE event, or a fresh look every 100 ms (an event may predate the EQ).
+        std::unique_lock lock(port_mu_);
+        port_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)),
+                            [&] { return port_events_ != seen || stop_.load(); });
+    }
 }
 
 void hca::page_worker() {

@@ -7,7 +7,9 @@
 //   QUERY_HCA_CAP / SET_HCA_CAP → QUERY_PAGES(init) + MANAGE_PAGES → INIT_HCA →
 //   SET_DRIVER_VERSION → ALLOC_UAR → CREATE_EQ (async) + arm
 //
-// plus a completion EQ (on MSI-X vector 1 when the function has it) for the CQs.
+// plus a completion EQ (on MSI-X vector 1 when the function has it) for the CQs; then
+// it waits for port 1 to be ACTIVE: a card's link trains after INIT_HCA (seconds), and
+// an InfiniBand port then waits in Init for the subnet manager.
 //
 // Destruction reverses it: DESTROY_EQ, DEALLOC_UAR, TEARDOWN_HCA, every firmware page
 // reclaimed, DISABLE_HCA; every DMA mapping goes with the objects that own it. Objects
@@ -39,7 +41,8 @@ namespace cxv::driver {
 
 // What the application hears about (from the event thread).
 struct hca_event {
-    enum kind { port_up, port_down, port_other, fatal, queue_error } what;
+    // port_up: ACTIVE; port_init: InfiniBand Init (link up, not yet configured by the SM).
+    enum kind { port_up, port_down, port_init, port_other, fatal, queue_error } what;
     unsigned port = 0;
     std::uint32_t object = 0;  // CQ or QP number for queue errors
     std::string detail;
@@ -71,6 +74,9 @@ public:
         std::function<void(const hca_event&)> on_event;  // called on the event thread
         // A completion event for CQ `cqn` (from the completion EQ; event thread).
         std::function<void(std::uint32_t cqn)> on_completion;
+        // After bring-up, create() waits this long for port 1 to be ACTIVE and fails with
+        // ETIMEDOUT if it is not (a cable out, no subnet manager). 0: do not wait.
+        std::chrono::milliseconds port_timeout{15'000};
     };
 
     static result<std::unique_ptr<hca>> create(std::unique_ptr<vfio::device> dev, const options& o);
@@ -107,6 +113,18 @@ public:
         std::uint8_t gid[16] = {};  // GID index 0
     };
     result<port_info> query_port(unsigned port);
+    // Port `port`'s state: PAOS (admin, operational) and the logical state (InfiniBand:
+    // the HCA vport context's port_state; Ethernet: QUERY_VPORT_STATE, up = active).
+    struct port_state {
+        bool admin_up = false;
+        bool oper_up = false;   // the physical link
+        unsigned logical = 1;   // IBTA PortState: 1 Down, 2 Init, 3 Armed, 4 Active
+        bool active() const noexcept { return logical == 4; }
+    };
+    result<port_state> query_port_state(unsigned port);
+    // Waits until port `port` is ACTIVE: the state is read again at each PORT_CHANGE event
+    // and every 100 ms. ETIMEDOUT, naming the state last seen, after `timeout`.
+    status wait_port_active(unsigned port, std::chrono::milliseconds timeout);
     const std::shared_ptr<hca_link>& link() const noexcept { return link_; }
 
     // A BlueFlame register (PRM "BlueFlame"): in UAR page `uar`, at `offset` from the
@@ -188,6 +206,9 @@ private:
     std::mutex work_mu_;
     std::condition_variable work_cv_;
     std::vector<std::int32_t> page_work_;
+    std::mutex port_mu_;
+    std::condition_variable port_cv_;
+    std::uint64_t port_events_ = 0;  // PORT_CHANGE events seen (wakes wait_port_active)
     std::uint32_t last_health_ = 0;
     unsigned health_misses_ = 0;
     std::chrono::steady_clock::time_point next_health_{};

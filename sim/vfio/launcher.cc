@@ -35,6 +35,7 @@ void usage(FILE* out) {
                  "options:\n"
                  "  --devices N            emulated functions (default 1)\n"
                  "  --port-type ib|eth     port type of every function (default ib)\n"
+                 "  --link-up-ms N         link training time after INIT_HCA or PAOS up (default 300)\n"
                  "  --config FILE          settings file (key = value lines)\n"
                  "  --first-bdf ADDR       PCI address of the first function (default 0000:c5:00.0)\n"
                  "  --first-group N        IOMMU group of the first function (default 120)\n"
@@ -142,6 +143,8 @@ int main(int argc, char** argv) {
             key = "devices";
         } else if (a == "--port-type") {
             key = "port_type";
+        } else if (a == "--link-up-ms") {
+            key = "link_up_ms";
         } else if (a == "--first-bdf") {
             key = "first_bdf";
         } else if (a == "--first-group") {

@@ -160,6 +160,12 @@ const std::map<std::string, setter>& setters() {
         {"health_period_ms", [](options& o, const std::string& k, const std::string& v) {
              return set_ms(k, v, 1, o.model.health_period);
          }},
+        {"link_up_ms", [](options& o, const std::string& k, const std::string& v) {
+             return set_ms(k, v, 0, o.model.link_up_time);
+         }},
+        {"sm_sweep_ms", [](options& o, const std::string& k, const std::string& v) {
+             return set_ms(k, v, 0, o.model.sm_sweep_time);
+         }},
         {"lid", [](options& o, const std::string& k, const std::string& v) {
              return set_uint(k, v, 1, 0xbfff, o.model.lid);  // unicast LIDs
          }},
@@ -291,6 +297,8 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
         {"page_request_batch", std::to_string(m.page_request_batch)},
         {"boot_time_ms", std::to_string(m.boot_time.count())},
         {"health_period_ms", std::to_string(m.health_period.count())},
+        {"link_up_ms", std::to_string(m.link_up_time.count())},
+        {"sm_sweep_ms", std::to_string(m.sm_sweep_time.count())},
         {"lid", std::to_string(m.lid)},
         {"node_guid", fmt::format("0x{:016x}", m.node_guid)},
         {"mac", fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m.mac[0], m.mac[1], m.mac[2],

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -55,7 +56,13 @@ TEST_CASE("bring-up in PRM order, then a clean teardown that reclaims every page
                                      O::INIT_HCA};
     REQUIRE(order.size() >= expected.size());
     CHECK(std::equal(expected.begin(), expected.end(), order.begin()));
-    CHECK(order.back() == O::CREATE_EQ);
+    // Then the EQs, then the wait for port 1 (PAOS and the vport's state) until ACTIVE.
+    CHECK(std::find(order.begin() + static_cast<std::ptrdiff_t>(expected.size()), order.end(), O::CREATE_EQ) !=
+          order.end());
+    CHECK(order.back() == O::QUERY_HCA_VPORT_CONTEXT);
+    auto port = hca.query_port_state(1);
+    REQUIRE(port.ok());
+    CHECK(port->active());
     // With the EQ up, commands complete through CMD events.
     auto caps = hca.exec(query_caps_input(), ifc::query_hca_cap_out::size_bytes);
     CHECK(caps.ok());
@@ -65,6 +72,44 @@ TEST_CASE("bring-up in PRM order, then a clean teardown that reclaims every page
     // Everything is back: the function opens and comes up again at once.
     auto again = driver::hca::create(open_device());
     CHECK(again.ok());
+}
+
+TEST_CASE("create() waits for the port: Init then Active reported; a port left down is ETIMEDOUT") {
+    std::mutex mu;
+    std::vector<driver::hca_event::kind> seen;
+    driver::hca::options o;
+    o.on_event = [&](const driver::hca_event& e) {
+        std::lock_guard lock(mu);
+        seen.push_back(e.what);
+    };
+    {
+        auto h = driver::hca::create(open_device(), o);
+        REQUIRE_MESSAGE(h.ok(), (h.ok() ? "" : h.error().message));
+        std::lock_guard lock(mu);
+        // The link trained after INIT_HCA, with the EQ already there to hear it.
+        CHECK(seen == std::vector{driver::hca_event::port_init, driver::hca_event::port_up});
+    }
+    // Not waiting: create() returns while the link still trains.
+    driver::hca::options nowait;
+    nowait.port_timeout = 0ms;
+    {
+        auto h = driver::hca::create(open_device(), nowait);
+        REQUIRE(h.ok());
+        auto ps = h.value()->query_port_state(1);
+        REQUIRE(ps.ok());
+        CHECK_FALSE(ps->active());
+        CHECK(h.value()->wait_port_active(1, 5s).ok());
+    }
+    // The cable out: the wait ends in ETIMEDOUT naming the port and its state.
+    auto dev = open_device();
+    control("link down");
+    driver::hca::options shortwait;
+    shortwait.port_timeout = 400ms;
+    auto h = driver::hca::create(std::move(dev), shortwait);
+    REQUIRE_FALSE(h.ok());
+    CHECK(h.error().code == ETIMEDOUT);
+    CHECK_MESSAGE(h.error().message.find("port 1 not ACTIVE after 400 ms: Down") != std::string::npos,
+                  h.error().message);
 }
 
 TEST_CASE("a failing command names opcode, op_mod, status and syndrome") {
@@ -169,9 +214,10 @@ TEST_CASE("port events reach the application") {
     for (;;) {
         {
             std::lock_guard lock(mu);
-            const bool down = std::any_of(seen.begin(), seen.end(), [](auto& e) { return e.what == driver::hca_event::port_down; });
-            const bool up = std::any_of(seen.begin(), seen.end(), [](auto& e) { return e.what == driver::hca_event::port_up; });
-            if (down && up) break;
+            // The cable out, then in: DOWN, then (once the link has trained) ACTIVE after it.
+            const auto down = std::find_if(seen.begin(), seen.end(), [](auto& e) { return e.what == driver::hca_event::port_down; });
+            const bool up = std::any_of(down, seen.end(), [](auto& e) { return e.what == driver::hca_event::port_up; });
+            if (down != seen.end() && up) break;
         }
         REQUIRE(std::chrono::steady_clock::now() < deadline);
         std::this_thread::sleep_for(10ms);

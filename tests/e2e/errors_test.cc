@@ -5,9 +5,13 @@
 // update, and a record update without a doorbell, execute nothing).
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <string>
 
 #include "hw/doorbell.h"
 #include "hw/wqe.h"
@@ -153,6 +157,42 @@ TEST_CASE("a peer that never answers: retry_cnt exhausted") {
     REQUIRE(post_send(*f.qa, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, f.b->addr(0), f.b->mr->rkey()) == 0);
     const auto wc = wait_wc(*f.a->cq, 1);
     CHECK(wc[0].status == IBV_WC_RETRY_EXC_ERR);
+}
+
+TEST_CASE("a port that is down: RC sends retry to RETRY_EXC_ERR and deliver nothing; back up, they go through") {
+    pair_fixture f(7, 2);
+    // The model's control file: the cable of function 0 pulled, as on a card.
+    auto link = [](const char* how) {
+        const std::string cmd = std::string("link ") + how;
+        const int fd = ::open("/sys/bus/pci/devices/0000:c5:00.0/cxv_sim_control", O_WRONLY);
+        REQUIRE(fd >= 0);
+        CHECK(::write(fd, cmd.data(), cmd.size()) == static_cast<ssize_t>(cmd.size()));
+        ::close(fd);
+    };
+    link("down");
+    ibv_sge r = sge(*f.b, 0x100, 64);
+    REQUIRE(post_recv(*f.qb, 10, &r, 1) == 0);
+    fill(f.a->at(0), 64, 3);
+    ibv_sge s = sge(*f.a, 0, 64);
+    REQUIRE(post_send(*f.qa, 1, IBV_WR_SEND, &s, 1) == 0);
+    const auto wc = wait_wc(*f.a->cq, 1);
+    CHECK(wc[0].wr_id == 1);
+    CHECK(wc[0].status == IBV_WC_RETRY_EXC_ERR);
+    expect_no_wc(*f.b->cq);  // nothing reached the peer
+    CHECK(f.b->at(0x100)[0] == std::byte{0});
+    // The cable again: once the port is ACTIVE, a new pair of QPs moves the data.
+    link("up");
+    check_ok(f.a->dev->hca().wait_port_active(1, std::chrono::seconds(5)));
+    auto qa = make_qp(*f.a, qp_type::rc, {16, 16, 2, 2, 0});
+    auto qb = make_qp(*f.b, qp_type::rc, {16, 16, 2, 2, 0});
+    bring_to_rts(*qa, link_to(*qb, *f.b));
+    bring_to_rts(*qb, link_to(*qa, *f.a));
+    ibv_sge r2 = sge(*f.b, 0x200, 64);
+    REQUIRE(post_recv(*qb, 11, &r2, 1) == 0);
+    REQUIRE(post_send(*qa, 2, IBV_WR_SEND, &s, 1) == 0);
+    CHECK(wait_wc(*f.a->cq, 1)[0].status == IBV_WC_SUCCESS);
+    CHECK(wait_wc(*f.b->cq, 1)[0].status == IBV_WC_SUCCESS);
+    CHECK(std::memcmp(f.b->at(0x200), f.a->at(0), 64) == 0);
 }
 
 TEST_CASE("CQ overrun: a CQ error event, and the CQEs already written are kept") {

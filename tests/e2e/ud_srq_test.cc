@@ -2,6 +2,8 @@
 // limit), UC, and shared receive queues (two QPs on one SRQ, the limit event, the last
 // WQE event), end to end on the model.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -32,6 +34,33 @@ int post_ud(cxv::qp& q, std::uint64_t id, ibv_sge* s, api::address_handle& ah, s
 }
 
 }  // namespace
+
+TEST_CASE("UD: a datagram sent while the port is down completes at the sender and never arrives") {
+    auto a = make_node("0000:c5:00.0");
+    auto b = make_node("0000:c5:00.1");
+    auto qa = make_qp(*a, qp_type::ud, {16, 16, 1, 1, 0});
+    auto qb = make_qp(*b, qp_type::ud, {16, 16, 1, 1, 0});
+    driver::qp::modify_attr m;
+    m.qkey = kQkey;
+    bring_to_rts(*qa, m);
+    bring_to_rts(*qb, m);
+    ibv_sge r = sge(*b, 0x1000, 40 + 256);
+    REQUIRE(post_recv(*qb, 1, &r, 1) == 0);
+    // The cable of function 0 out (the model's control file).
+    const int fd = ::open("/sys/bus/pci/devices/0000:c5:00.0/cxv_sim_control", O_WRONLY);
+    REQUIRE(fd >= 0);
+    CHECK(::write(fd, "link down", 9) == 9);
+    ::close(fd);
+    ibv_sge s = sge(*a, 0, 100);
+    driver::qp::path p;
+    p.dlid = b->lid;
+    auto ah = make_address_handle(p, false);
+    REQUIRE(post_ud(*qa, 2, &s, ah, qb->qpn(), kQkey) == 0);
+    const auto wc = wait_wc(*a->cq, 1);
+    CHECK(wc[0].wr_id == 2);
+    CHECK(wc[0].status == IBV_WC_SUCCESS);  // unreliable: the sender is not told
+    expect_no_wc(*b->cq, std::chrono::milliseconds(200));
+}
 
 TEST_CASE("UD: the GRH area comes first, Q_Keys are checked, datagrams stay within the MTU") {
     auto a = make_node("0000:c5:00.0");

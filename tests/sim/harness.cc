@@ -235,6 +235,21 @@ bool harness::bring_up() {
     return init_hca().status == hw::cmd_status::OK;
 }
 
+int harness::vport_state() {
+    auto r = exec(input<ifc::query_vport_state_in>(hw::cmd_opcode::QUERY_VPORT_STATE), ifc::query_vport_state_out::size_bytes);
+    if (r.status != hw::cmd_status::OK) return -1;
+    return static_cast<int>(ifc::get<ifc::query_vport_state_out::state>(r.out.data()));
+}
+
+bool harness::wait_port_active(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (vport_state() != 1) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+}
+
 std::uint32_t harness::alloc_uar() {
     auto r = exec(input<ifc::alloc_uar_in>(hw::cmd_opcode::ALLOC_UAR), 16);
     return r.status == hw::cmd_status::OK ? ifc::get<ifc::alloc_uar_out::uar>(r.out.data()) : 0;

@@ -118,6 +118,11 @@ public:
     cmd_result set_issi(unsigned issi);
     cmd_result init_hca();
     bool bring_up();  // boot .. INIT_HCA, all successful
+    // QUERY_VPORT_STATE (the vNIC's vport): 1 up (the port is ACTIVE), 0 down; -1 when
+    // the command fails.
+    int vport_state();
+    // Polls vport_state() until the port is ACTIVE (its link trains after INIT_HCA).
+    bool wait_port_active(std::chrono::milliseconds timeout = std::chrono::seconds(5));
     std::uint32_t alloc_uar();
 
     // An EQ on `uar` subscribed to `bitmask` bits, signalling `vector` (an eventfd this

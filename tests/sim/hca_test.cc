@@ -210,7 +210,9 @@ TEST_CASE("ACCESS_REG: HOST_ENDIANNESS, PAOS, PMTU, PTYS, and unknown registers"
     CHECK(reg(0x7004, 0, [](std::byte*) {}).status == cmd_status::OK);
     auto paos = reg(0x5006, 1, [](std::byte* r) { ifc::set<ifc::paos_reg::local_port>(r, 1); });
     REQUIRE(paos.status == cmd_status::OK);
-    CHECK(ifc::get<ifc::paos_reg::oper_status>(ifc::at<ifc::access_register_out::register_data>(paos.out.data())) == 1);
+    // Before INIT_HCA the link has not come up: admin up, oper down.
+    CHECK(ifc::get<ifc::paos_reg::admin_status>(ifc::at<ifc::access_register_out::register_data>(paos.out.data())) == 1);
+    CHECK(ifc::get<ifc::paos_reg::oper_status>(ifc::at<ifc::access_register_out::register_data>(paos.out.data())) == 2);
     auto badport = reg(0x5006, 1, [](std::byte* r) { ifc::set<ifc::paos_reg::local_port>(r, 2); });
     CHECK(badport.synd() == cmd_syndrome::BAD_PORT);
     auto pmtu = reg(0x5003, 1, [](std::byte* r) { ifc::set<ifc::pmtu_reg::local_port>(r, 1); });
@@ -221,7 +223,9 @@ TEST_CASE("ACCESS_REG: HOST_ENDIANNESS, PAOS, PMTU, PTYS, and unknown registers"
     });
     CHECK(big.synd() == cmd_syndrome::EXCEEDS_LIMIT);
     auto ptys = reg(0x5004, 1, [](std::byte* r) { ifc::set<ifc::ptys_reg::local_port>(r, 1); });
-    CHECK(ifc::get<ifc::ptys_reg::ib_proto_oper>(ifc::at<ifc::access_register_out::register_data>(ptys.out.data())) != 0);
+    // Capabilities are there; nothing is operational before the link is up.
+    CHECK(ifc::get<ifc::ptys_reg::ib_proto_capability>(ifc::at<ifc::access_register_out::register_data>(ptys.out.data())) != 0);
+    CHECK(ifc::get<ifc::ptys_reg::ib_proto_oper>(ifc::at<ifc::access_register_out::register_data>(ptys.out.data())) == 0);
     auto unknown = reg(0x9999, 1, [](std::byte*) {});
     CHECK(unknown.status == cmd_status::BAD_PARAM);
     CHECK(unknown.synd() == cmd_syndrome::BAD_REGISTER);

@@ -80,6 +80,7 @@ using nv = ifc::nic_vport_context;
 TEST_CASE("QUERY_HCA_VPORT_CONTEXT: an InfiniBand port as the SM configured it") {
     H h;
     REQUIRE(h.bring_up());
+    REQUIRE(h.wait_port_active());
     const auto& cfg = h.dev().config();
     for (unsigned port_num : {0u, 1u}) {  // a single-port device also takes 0
         auto r = hca_vport_context(h, 0, port_num);
@@ -135,6 +136,7 @@ TEST_CASE("HCA vport queries name only the function's own vport on port 1") {
 TEST_CASE("QUERY_HCA_VPORT_CONTEXT on an Ethernet port: no SMI, no LID, GRH required") {
     H h(ethernet());
     REQUIRE(h.bring_up());
+    REQUIRE(h.wait_port_active());
     auto r = hca_vport_context(h);
     REQUIRE(r.status == cmd_status::OK);
     const std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(r.out.data());
@@ -207,7 +209,7 @@ TEST_CASE("QUERY_NIC_VPORT_CONTEXT: permanent MAC on Ethernet, none on InfiniBan
     CHECK(ifc::get<ifc::mac_address_layout::mac_addr_31_0>(addr) ==
           (std::uint32_t{mac[2]} << 24 | std::uint32_t{mac[3]} << 16 | std::uint32_t{mac[4]} << 8 | mac[5]));
     CHECK(ifc::get<nv::roce_en>(nic_ctx(r)) == 0);
-    CHECK(ifc::get<nv::mtu>(nic_ctx(r)) == 0);
+    CHECK(ifc::get<nv::mtu>(nic_ctx(r)) == 9216);  // never set: the port's, as PMTU says
     CHECK(ifc::get<nv::node_guid>(nic_ctx(r)) == eth.dev().config().node_guid);
     auto vlans = nic_vport_context(eth, 0, 2);
     REQUIRE(vlans.status == cmd_status::OK);
@@ -283,7 +285,7 @@ TEST_CASE("MODIFY_NIC_VPORT_CONTEXT on Ethernet: RoCE, MTU and promiscuous modes
     REQUIRE(h.init_hca().status == cmd_status::OK);
     q = nic_vport_context(h);
     CHECK(ifc::get<nv::roce_en>(nic_ctx(q)) == 0);
-    CHECK(ifc::get<nv::mtu>(nic_ctx(q)) == 0);
+    CHECK(ifc::get<nv::mtu>(nic_ctx(q)) == 9216);  // unset again: the port's, as PMTU says
 }
 
 TEST_CASE("MODIFY_NIC_VPORT_CONTEXT on InfiniBand: no Ethernet attribute can change") {
@@ -346,6 +348,7 @@ std::uint16_t mad_status(const test::cmd_result& r) { return static_cast<std::ui
 TEST_CASE("MAD_IFC Get(PortInfo): an active 4x EDR port with MTU 4096") {
     H h;
     REQUIRE(h.bring_up());
+    REQUIRE(h.wait_port_active());
     const auto& cfg = h.dev().config();
     for (std::uint8_t cls : {0x01, 0x81}) {  // LID-routed and directed-route SMPs
         auto r = mad_ifc(h, {.mgmt_class = cls});
@@ -457,5 +460,7 @@ TEST_CASE("disable_link_up set before INIT_HCA keeps the port down until PAOS br
     ifc::set<ifc::paos_reg::admin_status>(paos, 1);  // up
     ifc::set<ifc::paos_reg::ase>(paos, 1);
     REQUIRE(h.exec(up, 32).status == cmd_status::OK);
+    CHECK(state() == 1);  // the link trains first
+    REQUIRE(h.wait_port_active());
     CHECK(state() == 4);  // Active
 }

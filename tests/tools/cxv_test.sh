@@ -45,7 +45,13 @@ for bdf in 0000:c5:00.0 0000:c5:00.1; do
         fail "info $bdf: no Q counters: $info"
     grep -q "teardown: [0-9]* firmware pages reclaimed, 0 left" <<<"$info" || fail "info $bdf: pages left: $info"
     grep -q "at exit: .*: clean$" <<<"$info" || fail "info $bdf: leaks: $info"
+    # The link trains (300 ms by default), then the SM makes the InfiniBand port ACTIVE.
+    ms=$(sed -n 's/^  port 1: Down -> Init -> Active after \([0-9]*\) ms$/\1/p' <<<"$info")
+    [ -n "$ms" ] && [ "$ms" -ge 300 ] || fail "info $bdf: port line: $info"
 done
+info=$("$sim" run --port-type eth --link-up-ms 50 -- "$cxv" info 0000:c5:00.0 2>&1)
+ms=$(sed -n 's/^  port 1: Down -> Active after \([0-9]*\) ms$/\1/p' <<<"$info")
+[ -n "$ms" ] && [ "$ms" -ge 50 ] || fail "info (Ethernet, --link-up-ms 50): port line: $info"
 "$sim" run -- "$cxv" info 0000:c5:00.7 >/dev/null 2>&1
 expect_eq "info of a missing function fails" 1 $?
 

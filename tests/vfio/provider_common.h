@@ -10,12 +10,14 @@
 #include <infiniband/verbs.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -145,7 +147,18 @@ inline std::vector<std::byte> query_vport(ibv_context* ctx) {
 }
 
 // IBTA PortInfo:PortState, as hca_vport_context reports it.
-inline constexpr std::uint32_t kPortDown = 1, kPortActive = 4;
+inline constexpr std::uint32_t kPortDown = 1, kPortInit = 2, kPortActive = 4;
+
+// The provider does not wait for the link after INIT_HCA (it trains for a while, and an
+// InfiniBand port then waits for the SM): true once port 1 is ACTIVE, polled.
+inline bool wait_port_active(ibv_context* ctx, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (ifc::get<ifc::hca_vport_context::port_state>(query_vport(ctx).data()) != kPortActive) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+}
 
 // A page-aligned buffer (posix_memalign), zeroed, freed with free().
 struct aligned_buffer {

@@ -49,6 +49,7 @@ TEST_CASE("devx: QUERY_HCA_CAP general capabilities, current and maximum") {
 
 TEST_CASE("devx: QUERY_HCA_VPORT_CONTEXT of port 1 and an unknown opcode") {
     device d(kBdf[0]);
+    REQUIRE(wait_port_active(d.ctx()));
     const auto v = query_vport(d.ctx());
     CHECK(ifc::get<ifc::hca_vport_context::port_state>(v.data()) == kPortActive);
     CHECK(ifc::get<ifc::hca_vport_context::lid>(v.data()) != 0);
@@ -95,14 +96,15 @@ TEST_CASE("devx: INIT_LINK_DOWN keeps the link down after INIT_HCA until PAOS ra
         const result down = paos(d.ctx(), false);
         CHECK(ifc::get<ifc::paos_reg::oper_status>(ifc::at<ifc::access_register_out::register_data>(down.data())) == 2);
         paos(d.ctx(), true, 1);
-        CHECK(port_state(d.ctx()) == kPortActive);
+        CHECK(port_state(d.ctx()) == kPortDown);  // the link trains first
+        CHECK(wait_port_active(d.ctx()));
         paos(d.ctx(), true, 2);
         CHECK(port_state(d.ctx()) == kPortDown);
     }
     // Without the flag the next open brings the link up again.
     device d(kBdf[1]);
     CHECK(ifc::get<cap::disable_link_up>(query_general_caps(d.ctx(), true).data()) == 0);
-    CHECK(port_state(d.ctx()) == kPortActive);
+    CHECK(wait_port_active(d.ctx()));
 }
 
 // --- UMEMs -------------------------------------------------------------------------------------
@@ -148,6 +150,7 @@ TEST_CASE("devx: CQ and RC QP in UMEMs, RST -> INIT -> RTR -> RTS looped back, t
     CHECK(e.uar->page_id != 0);
     CHECK(static_cast<std::byte*>(e.uar->reg_addr) == static_cast<std::byte*>(e.uar->base_addr) + 0x800);
     CHECK(e.eqn != 0);
+    REQUIRE(wait_port_active(e.ctx));  // the LID is the SM's, once the port is ACTIVE
     const std::uint32_t lid = ifc::get<ifc::hca_vport_context::lid>(query_vport(e.ctx).data());
     REQUIRE(lid != 0);
 

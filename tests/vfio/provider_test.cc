@@ -175,6 +175,7 @@ TEST_CASE("open: query_device and query_port are libibverbs' EOPNOTSUPP defaults
     CHECK(errno == EOPNOTSUPP);
 
     // What ibv_query_port would have said, through DevX: port 1 is up with a LID.
+    REQUIRE(wait_port_active(d.ctx()));
     const auto v = query_vport(d.ctx());
     CHECK(ifc::get<ifc::hca_vport_context::port_state>(v.data()) == kPortActive);
     CHECK(ifc::get<ifc::hca_vport_context::lid>(v.data()) != 0);
@@ -344,6 +345,7 @@ TEST_CASE("lifetime: five open/close cycles of one device in one process") {
         INFO("cycle ", cycle);
         device d(kBdf[0]);
         pd_and_mr(d.ctx());
+        REQUIRE(wait_port_active(d.ctx()));
         const auto v = query_vport(d.ctx());
         CHECK(ifc::get<ifc::hca_vport_context::port_state>(v.data()) == kPortActive);
     }
@@ -370,6 +372,7 @@ TEST_CASE("lifetime: two devices open at once, each used, closed in either order
         INFO(d->bdf());
         const auto cur = query_general_caps(d->ctx(), true);
         CHECK(ifc::get<ifc::cmd_hca_cap::umem_uid_0>(cur.data()) == 1);
+        REQUIRE(wait_port_active(d->ctx()));
         const auto v = query_vport(d->ctx());
         CHECK(ifc::get<ifc::hca_vport_context::port_state>(v.data()) == kPortActive);
     }

@@ -169,6 +169,7 @@ ibv_wc wait_wc(cxv::cq& cq) {
 TEST_CASE("cxv's RC QP <-> an RC QP of libmlx5 DevX on another function, both directions") {
     // libmlx5 on function 1.
     env e(kBdf[1]);
+    REQUIRE(wait_port_active(e.ctx));
     const std::uint32_t their_lid = ifc::get<ifc::hca_vport_context::lid>(query_vport(e.ctx).data());
     devx_rc theirs(e);
     devx_mr tmr(e.pd);
@@ -282,6 +283,7 @@ TEST_CASE("cxv's RC QP <-> an RC QP of libmlx5 DevX on another function, both di
 
 TEST_CASE("two libmlx5 DevX RC QPs in loopback on one function") {
     env e(kBdf[1]);
+    REQUIRE(wait_port_active(e.ctx));
     const std::uint32_t lid = ifc::get<ifc::hca_vport_context::lid>(query_vport(e.ctx).data());
     devx_rc a(e), b(e);
     devx_mr mem(e.pd);

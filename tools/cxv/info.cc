@@ -1,8 +1,13 @@
 // cxv info <bdf>: bring the function up, describe it, tear it down.
 #include "tools/cxv/info.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -28,6 +33,46 @@ const char* port_state_name(unsigned s) {
     }
 }
 
+// Port state changes as the event thread hears them (PORT_CHANGE events).
+struct port_watch {
+    using clock = std::chrono::steady_clock;
+    std::mutex mu;
+    clock::time_point start = clock::now();
+    std::vector<std::pair<unsigned, std::string>> seen;  // port, state name
+
+    void on_event(const driver::hca_event& e) {
+        const char* name = e.what == driver::hca_event::port_up     ? "Active"
+                           : e.what == driver::hca_event::port_init ? "Init"
+                           : e.what == driver::hca_event::port_down ? "Down"
+                                                                     : nullptr;
+        if (name == nullptr) return;
+        std::lock_guard lock(mu);
+        seen.emplace_back(e.port, name);
+    }
+    // Waits for `port` to be ACTIVE and prints the states it went through, e.g.
+    // "port 1: Down -> Init -> Active after 312 ms" (times from the start of bring-up).
+    void wait_and_print(driver::hca& hca, unsigned port, std::chrono::milliseconds timeout) {
+        const auto first = hca.query_port_state(port);
+        const auto waited = hca.wait_port_active(port, timeout);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
+        std::string last = first ? port_state_name(first->logical) : "?";
+        std::string line = fmt::format("  port {}: {}", port, last);
+        {
+            std::lock_guard lock(mu);
+            for (const auto& [p, name] : seen) {
+                if (p != port || name == last) continue;  // an event from before the first look
+                line += fmt::format(" -> {}", name);
+                last = name;
+            }
+        }
+        if (waited) {
+            fmt::print("{} after {} ms\n", line, ms);
+        } else {
+            fmt::print("{} ({})\n", line, waited.error().message);
+        }
+    }
+};
+
 }  // namespace
 
 int print_info(const std::string& bdf) {
@@ -36,7 +81,12 @@ int print_info(const std::string& bdf) {
         fmt::print(stderr, "cxv info: {}\n", dev.error().message);
         return EXIT_FAILURE;
     }
-    auto h = driver::hca::create(std::move(dev).value());
+    // The port: bring-up does not wait; port_watch below waits and tells what it saw.
+    auto ports = std::make_shared<port_watch>();
+    driver::hca::options opts;
+    opts.port_timeout = std::chrono::milliseconds(0);
+    opts.on_event = [ports](const driver::hca_event& e) { ports->on_event(e); };
+    auto h = driver::hca::create(std::move(dev).value(), opts);
     if (!h) {
         fmt::print(stderr, "cxv info: bring-up failed: {}\n", h.error().message);
         return EXIT_FAILURE;
@@ -54,6 +104,9 @@ int print_info(const std::string& bdf) {
                ifc::get<c::log_max_pd>(cap), ifc::get<c::log_max_eq>(cap), ifc::get<c::log_max_msg>(cap));
     fmt::print("  UAR {} (BlueFlame registers 2^{} bytes), async EQ {}, completion EQ {}, firmware pages {}\n",
                hca.uar(), ifc::get<c::log_bf_reg_size>(cap), hca.async_eqn(), hca.comp_eqn(), hca.pages_given());
+    for (unsigned port = 1; port <= ifc::get<c::num_ports>(cap); ++port) {
+        ports->wait_and_print(hca, port, std::chrono::seconds(15));
+    }
     for (unsigned port = 1; port <= ifc::get<c::num_ports>(cap); ++port) {
         std::vector<std::byte> in(ifc::query_hca_vport_context_in::size_bytes);
         ifc::set<ifc::query_hca_vport_context_in::opcode>(
