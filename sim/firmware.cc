@@ -173,6 +173,7 @@ void firmware::reset() {
     port_admin_up_ = true;
     admin_mtu_ = 0;
     port_stats_ = {};
+    regs_ = {};
     fill_general_caps(current_caps_.data(), false);
     driver_version_.fill(0);
 }

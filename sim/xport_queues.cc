@@ -303,7 +303,10 @@ std::uint32_t firmware::port_address() const {
 void firmware::send_packet(packet&& p) {
     p.src_addr = port_address();
     trace_.update([](counters& t) { ++t.packets_sent; });
-    if (!fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p))) {
+    const wire_frames frames = wire_frames_of(p, true);  // before p is moved away
+    const bool sent = fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p));
+    port_stats_.count_tx(frames, sent);
+    if (!sent) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
     }
 }

@@ -68,6 +68,7 @@ bool is_atomic(wqe_opcode op) { return op == wqe_opcode::ATOMIC_CS || op == wqe_
 
 void firmware::deliver(packet&& p) {
     const auto it = qps_.find(p.dst_qpn);
+    port_stats_.count_rx(wire_frames_of(p, false), it != qps_.end());
     if (it == qps_.end()) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
