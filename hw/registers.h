@@ -50,8 +50,16 @@ enum class ppcnt_group : std::uint8_t {
 #undef CXV_ENUM_ENTRY
 };
 
-// PAOS admin_status / oper_status (Linux enum mlx5_port_status).
-enum class port_status : std::uint8_t { UP = 1, DOWN = 2 };
+// PAOS admin_status / oper_status (Linux enum mlx5_port_status, MLX5_PORT_<name>).
+#define CXV_PORT_STATUSES(X) \
+    X(UP, 1)                 \
+    X(DOWN, 2)
+
+enum class port_status : std::uint8_t {
+#define CXV_ENUM_ENTRY(name, value) name = value,
+    CXV_PORT_STATUSES(CXV_ENUM_ENTRY)
+#undef CXV_ENUM_ENTRY
+};
 
 // PMAOS admin_status and oper_status (PRM PMAOS): the module (cage and cable) of a port.
 enum class module_admin_status : std::uint8_t { ENABLED = 1, DISABLED = 2, ENABLED_ONCE = 3 };
