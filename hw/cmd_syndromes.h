@@ -51,6 +51,7 @@ namespace cxv::hw {
     X(TAKE_MORE_THAN_GIVEN, 0xc5001f, "MANAGE_PAGES take asks for pages never given")       \
     X(BAD_INPUT_LEN, 0xc50020, "the input length does not match the page or mailbox count") \
     X(IOMMU_FAULT, 0xc50021, "an address given to the device is not mapped for DMA")        \
+    X(READ_ONLY_REGISTER, 0xc50022, "ACCESS_REG writes a register that can only be read")   \
     X(INJECTED, 0xc500ff, "a failure injected by a test")
 
 enum class cmd_syndrome : std::uint32_t {

@@ -5,6 +5,7 @@
 #include "hw/ifc_counters.h"
 #include "hw/ifc_hca.h"
 #include "hw/ifc_qp.h"
+#include "hw/ifc_reg.h"
 #include "hw/ifc_resources.h"
 
 // X(C++ name, PRM name) for every layout declared with CXV_IFC_LAYOUT; the conformance
@@ -12,6 +13,7 @@
 #define CXV_IFC_LAYOUTS(X)       \
     CXV_IFC_LAYOUTS_CMD(X)       \
     CXV_IFC_LAYOUTS_HCA(X)       \
+    CXV_IFC_LAYOUTS_REG(X)       \
     CXV_IFC_LAYOUTS_RESOURCES(X) \
     CXV_IFC_LAYOUTS_QP(X)        \
     CXV_IFC_LAYOUTS_COUNTERS(X)

@@ -1,6 +1,6 @@
 // Bringing the HCA up and down and asking it what it is: the function enable, ISSI and
 // firmware page commands, the capability queries, INIT/TEARDOWN_HCA, register access
-// (with the port registers we use), MAD_IFC, and the HCA and NIC vport contexts (PRM
+// (the registers themselves are in ifc_reg.h), MAD_IFC, and the HCA and NIC vport contexts (PRM
 // "Initialization and Teardown", "HCA Capabilities", "Access Registers", "Vport
 // Context").
 #pragma once
@@ -409,58 +409,6 @@ CXV_IFC_LAYOUT(access_register_in, 0x80)
     A(register_data, 0x080, 32, 0)
 CXV_IFC_LAYOUT(access_register_out, 0x80)
 
-// PRM PAOS (Ports Administrative and Operational Status Register, 0x5006): a port's
-// wanted (admin) and actual (oper) state, 1 up and 2 down; ase and ee enable the
-// writes of admin_status and e (event generation).
-#define CXV_IFC_paos_reg(F, S, A, T) \
-    F(swid, 0x000, 8)                \
-    F(local_port, 0x008, 8)          \
-    F(admin_status, 0x014, 4)        \
-    F(oper_status, 0x01c, 4)         \
-    F(ase, 0x020, 1)                 \
-    F(ee, 0x021, 1)                  \
-    F(e, 0x03e, 2)
-CXV_IFC_LAYOUT(paos_reg, 0x80)
-
-// PRM PTYS (Port Type and Speed Register, 0x5004): per protocol (proto_mask: bit 0
-// InfiniBand, bit 2 Ethernet) the speeds a port can do, is allowed to do and does.
-#define CXV_IFC_ptys_reg(F, S, A, T)       \
-    F(an_disable_admin, 0x001, 1)          \
-    F(an_disable_cap, 0x002, 1)            \
-    F(local_port, 0x008, 8)                \
-    F(proto_mask, 0x01d, 3)                \
-    F(an_status, 0x020, 4)                 \
-    F(data_rate_oper, 0x030, 16)           \
-    F(ext_eth_proto_capability, 0x040, 32) \
-    F(eth_proto_capability, 0x060, 32)     \
-    F(ib_link_width_capability, 0x080, 16) \
-    F(ib_proto_capability, 0x090, 16)      \
-    F(ext_eth_proto_admin, 0x0a0, 32)      \
-    F(eth_proto_admin, 0x0c0, 32)          \
-    F(ib_link_width_admin, 0x0e0, 16)      \
-    F(ib_proto_admin, 0x0f0, 16)           \
-    F(ext_eth_proto_oper, 0x100, 32)       \
-    F(eth_proto_oper, 0x120, 32)           \
-    F(ib_link_width_oper, 0x140, 16)       \
-    F(ib_proto_oper, 0x150, 16)            \
-    F(connector_type, 0x17c, 4)            \
-    F(eth_proto_lp_advertise, 0x180, 32)
-CXV_IFC_LAYOUT(ptys_reg, 0x200)
-
-// PRM PMTU (Port MTU Register, 0x5003): MTUs in bytes.
-#define CXV_IFC_pmtu_reg(F, S, A, T) \
-    F(local_port, 0x008, 8)          \
-    F(max_mtu, 0x020, 16)            \
-    F(admin_mtu, 0x040, 16)          \
-    F(oper_mtu, 0x060, 16)
-CXV_IFC_LAYOUT(pmtu_reg, 0x80)
-
-// PRM HOST_ENDIANNESS register (0x7004): written once at bring-up; he = 1 for a
-// big-endian host.
-#define CXV_IFC_register_host_endianness(F, S, A, T) \
-    F(he, 0x000, 1)
-CXV_IFC_LAYOUT(register_host_endianness, 0x80)
-
 // --- MAD_IFC ---------------------------------------------------------------------------
 
 // PRM MAD_IFC: hands a 256-byte InfiniBand MAD to the port's management agent
@@ -701,10 +649,6 @@ CXV_IFC_LAYOUT(modify_nic_vport_context_out, 0x80)
     X(set_driver_version_out, set_driver_version_out)               \
     X(access_register_in, access_register_in)                       \
     X(access_register_out, access_register_out)                     \
-    X(paos_reg, paos_reg)                                           \
-    X(ptys_reg, ptys_reg)                                           \
-    X(pmtu_reg, pmtu_reg)                                           \
-    X(register_host_endianness, register_host_endianness)           \
     X(mad_ifc_in, mad_ifc_in)                                       \
     X(mad_ifc_out, mad_ifc_out)                                     \
     X(hca_vport_context, hca_vport_context)                         \

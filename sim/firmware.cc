@@ -179,6 +179,7 @@ void firmware::reset() {
     admin_mtu_ = 0;
     port_stats_ = {};
     vport_cleared_ = {};
+    regs_ = {};
     fill_general_caps(current_caps_.data(), false);
     atomic_req_mode_ = 0;
     driver_version_.fill(0);

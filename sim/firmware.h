@@ -26,6 +26,7 @@
 #include "sim/device_config.h"
 #include "sim/fabric.h"
 #include "sim/faults.h"
+#include "sim/fw_reg.h"
 #include "sim/iommu.h"
 #include "sim/mkey_translate.h"
 #include "sim/msix.h"
@@ -177,7 +178,24 @@ private:
     cmd_reply init_hca(cmd_ctx& c);
     cmd_reply teardown_hca(cmd_ctx& c);
     cmd_reply set_driver_version(cmd_ctx& c);
+
+    // fw_reg.cc: ACCESS_REG, one handler per register (PRM "Access Registers").
     cmd_reply access_reg(cmd_ctx& c);
+    struct reg_access;
+    struct reg_entry;
+    static const reg_entry* find_register(std::uint16_t id) noexcept;
+    cmd_reply reg_host_endianness(reg_access& r);
+    cmd_reply reg_paos(reg_access& r);
+    cmd_reply reg_ptys(reg_access& r);
+    cmd_reply reg_pmtu(reg_access& r);
+    cmd_reply reg_pmlp(reg_access& r);
+    cmd_reply reg_pmaos(reg_access& r);
+    cmd_reply reg_ppcnt(reg_access& r);
+    cmd_reply reg_pcam(reg_access& r);
+    cmd_reply reg_mcam(reg_access& r);
+    // The wire packets and bytes of a message this port sends (tx) or receives, for
+    // the port counters (port_stats_).
+    wire_frames wire_frames_of(const packet& p, bool tx) const;
 
     // fw_caps.cc
     void fill_general_caps(std::byte* cap, bool max) const;
@@ -337,6 +355,7 @@ private:
     std::chrono::steady_clock::time_point port_step_at_{};  // when training or the sweep ends
     std::uint32_t admin_mtu_ = 0;  // 0: the port's maximum
     port_stats port_stats_{};
+    register_state regs_{};
     // The NIC vport context fields MODIFY_NIC_VPORT_CONTEXT sets (roce_en, mtu, promisc_*;
     // fw_vport.cc); all zero at power-on and after release_all_objects().
     std::array<std::byte, hw::ifc::nic_vport_context::size_bytes> nic_vport_{};

@@ -1,6 +1,6 @@
 // HCA-level commands: enable, ISSI, firmware pages, capabilities, init and teardown,
-// driver version, register access (PRM "Initialization and Teardown", "Firmware Pages",
-// "HCA Capabilities", "Access Register").
+// driver version (PRM "Initialization and Teardown", "Firmware Pages", "HCA
+// Capabilities"); register access is in fw_reg.cc.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -24,8 +24,6 @@ enum : std::uint16_t { pages_alloc_fail = 0, pages_alloc_success = 1, pages_retu
 enum : std::uint16_t { cap_general = 0, cap_atomic = 3, cap_roce = 4, cap_dev_event = 0x14 };
 // TEARDOWN_HCA profiles.
 enum : std::uint16_t { teardown_graceful = 0, teardown_force = 1, teardown_prepare_fast = 2 };
-// ACCESS_REG registers and op_mod (0 write, 1 read).
-enum : std::uint16_t { reg_pmtu = 0x5003, reg_ptys = 0x5004, reg_paos = 0x5006, reg_host_endianness = 0x7004 };
 
 constexpr std::uint32_t supported_issi_mask = 0x3;  // ISSI 0 and 1
 
@@ -269,96 +267,6 @@ cmd_reply firmware::set_driver_version(cmd_ctx& c) {
     const std::byte* v = ifc::at<ifc::set_driver_version_in::driver_version>(c.in.data());
     std::memcpy(driver_version_.data(), v, driver_version_.size());
     return ok();
-}
-
-cmd_reply firmware::access_reg(cmd_ctx& c) {
-    const auto id = ifc::get<ifc::access_register_in::register_id>(c.in.data());
-    const bool write = c.op_mod == 0;
-    if (c.op_mod > 1) return bad_param(cmd_syndrome::BAD_OP_MOD);
-    const std::byte* in = ifc::at<ifc::access_register_in::register_data>(c.in.data());
-    const std::size_t in_room = c.in.size() - ifc::access_register_in::size_bytes;
-    std::byte* out = ifc::at<ifc::access_register_out::register_data>(c.out.data());
-    const std::size_t out_room = c.out.size() - ifc::access_register_out::size_bytes;
-    // The register must be in the input; a read also needs room for it in the output.
-    auto fits = [&](std::size_t reg_bytes) { return in_room >= reg_bytes; };
-    auto room = [&](std::size_t reg_bytes) { return write || out_room >= reg_bytes; };
-
-    switch (id) {
-        case reg_host_endianness: {
-            using r = ifc::register_host_endianness;
-            if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
-            if (!room(r::size_bytes)) return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
-            if (write) {
-                host_endianness_set_ = true;
-                host_big_endian_ = ifc::get<r::he>(in) != 0;
-            } else {
-                ifc::set<r::he>(out, host_big_endian_ ? 1 : 0);
-            }
-            return ok();
-        }
-        case reg_paos: {
-            using r = ifc::paos_reg;
-            if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
-            if (!room(r::size_bytes)) return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
-            if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
-            if (write && ifc::get<r::ase>(in)) {
-                // admin_status: 1 up, 2 down (PRM PAOS).
-                const auto admin = ifc::get<r::admin_status>(in);
-                if (admin != 1 && admin != 2) return bad_param(cmd_syndrome::BAD_PARAMETER);
-                port_set_admin(admin == 1);
-            }
-            if (!write) {
-                std::memcpy(out, in, r::size_bytes);
-                ifc::set<r::admin_status>(out, port_admin_status());
-                ifc::set<r::oper_status>(out, port_oper_status());
-            }
-            return ok();
-        }
-        case reg_ptys: {
-            using r = ifc::ptys_reg;
-            if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
-            if (!room(r::size_bytes)) return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
-            if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
-            if (!write) {
-                std::memcpy(out, in, r::size_bytes);
-                if (cfg_.port == port_type::ethernet) {
-                    // 100GBASE-CR4 (PTYS eth_proto bit 20), as a 100 Gb/s card.
-                    ifc::set<r::eth_proto_capability>(out, 1u << 20);
-                    ifc::set<r::eth_proto_admin>(out, 1u << 20);
-                    ifc::set<r::eth_proto_oper>(out, port_up_ ? 1u << 20 : 0);
-                } else {
-                    // 4x EDR (ib_proto bit 5 = EDR, width bit 1 = 4x).
-                    ifc::set<r::ib_link_width_capability>(out, 0x2);
-                    ifc::set<r::ib_proto_capability>(out, 1u << 5);
-                    ifc::set<r::ib_link_width_admin>(out, 0x2);
-                    ifc::set<r::ib_proto_admin>(out, 1u << 5);
-                    ifc::set<r::ib_link_width_oper>(out, port_up_ ? 0x2 : 0);
-                    ifc::set<r::ib_proto_oper>(out, port_up_ ? 1u << 5 : 0);
-                }
-            }
-            return ok();
-        }
-        case reg_pmtu: {
-            using r = ifc::pmtu_reg;
-            if (!fits(r::size_bytes)) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
-            if (!room(r::size_bytes)) return fail(cmd_status::BAD_OUTPUT_LEN, cmd_syndrome::OUTPUT_TOO_SHORT);
-            if (ifc::get<r::local_port>(in) != 1) return bad_param(cmd_syndrome::BAD_PORT);
-            const std::uint32_t max_mtu = cfg_.port == port_type::ethernet ? 9216 : 4096;
-            if (write) {
-                const auto mtu = ifc::get<r::admin_mtu>(in);
-                if (mtu == 0 || mtu > max_mtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
-                admin_mtu_ = mtu;
-            } else {
-                std::memcpy(out, in, r::size_bytes);
-                ifc::set<r::max_mtu>(out, max_mtu);
-                ifc::set<r::admin_mtu>(out, admin_mtu_ ? admin_mtu_ : max_mtu);
-                ifc::set<r::oper_mtu>(out, admin_mtu_ ? admin_mtu_ : max_mtu);
-            }
-            return ok();
-        }
-        default:
-            return bad_param(cmd_syndrome::BAD_REGISTER);
-    }
 }
 
 }  // namespace cxv::sim

@@ -306,13 +306,13 @@ std::uint32_t firmware::port_address() const {
 void firmware::send_packet(packet&& p) {
     p.src_addr = port_address();
     trace_.update([](counters& t) { ++t.packets_sent; });
+    const wire_frames frames = wire_frames_of(p, true);  // before p is moved away
     // A port that is not ACTIVE puts nothing on the wire: RC requests then time out and
     // are retried, UD and UC messages are lost (fw_port.cc).
-    if (!port_active()) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
-        return;
-    }
-    if (!fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p))) {
+    const bool sent = port_active() &&
+                      fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p));
+    port_stats_.count_tx(frames, sent);
+    if (!sent) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
     }
 }

@@ -68,7 +68,12 @@ bool is_atomic(wqe_opcode op) { return op == wqe_opcode::ATOMIC_CS || op == wqe_
 
 void firmware::deliver(packet&& p) {
     const auto it = qps_.find(p.dst_qpn);
-    if (it == qps_.end() || !port_active()) {  // a port that is not ACTIVE receives nothing
+    if (!port_active()) {  // a port that is not ACTIVE receives nothing
+        trace_.update([](counters& t) { ++t.packets_dropped; });
+        return;
+    }
+    port_stats_.count_rx(wire_frames_of(p, false), it != qps_.end());
+    if (it == qps_.end()) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }

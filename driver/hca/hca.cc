@@ -14,6 +14,7 @@
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
+#include "hw/registers.h"
 
 namespace cxv::driver {
 
@@ -35,18 +36,15 @@ constexpr std::uint32_t kMaxFirmwarePages = 1u << 20;
 constexpr unsigned kEqLog = 8;                          // 256 EQEs of 64 bytes
 constexpr std::uint16_t kBootPages = 1, kInitPages = 2;  // QUERY_PAGES op_mod
 constexpr std::uint16_t kGive = 1, kTake = 2;            // MANAGE_PAGES op_mod
-constexpr std::uint16_t kHostEndianness = 0x7004;        // ACCESS_REG register id
 constexpr std::uint16_t kCapGeneralCur = 1, kCapGeneralMax = 0;
-constexpr std::uint16_t kPmtu = 0x5003;                   // ACCESS_REG register id
-constexpr std::uint16_t kPaos = 0x5006;                   // ACCESS_REG register id
-constexpr std::uint16_t kRegRead = 1;                     // ACCESS_REG op_mod
-constexpr std::uint32_t kOperUp = 1;                      // PAOS oper_status and admin_status
 constexpr std::uint32_t kPortActive = 4, kPortDown = 1;  // IBTA PortState
 constexpr std::uint32_t kVportUp = 1;                     // QUERY_VPORT_STATE state
 constexpr std::uint32_t kRoceHeaders = 40 + 8 + 12 + 4 + 28 + 4;  // GRH, UDP, BTH, XRC/atomic ext, ICRC
 constexpr std::uint32_t kNicDisabled = 1;                 // initial_seg nic_interface
 constexpr std::uint16_t kPrepareFastTeardown = 2;         // TEARDOWN_HCA profile
 constexpr std::uint32_t kForceCloseFailed = 1;            // TEARDOWN_HCA state
+constexpr std::uint16_t reg(hw::reg_id id) { return static_cast<std::uint16_t>(id); }
+constexpr std::uint16_t reg_op(hw::access_reg_op_mod m) { return static_cast<std::uint16_t>(m); }
 
 }  // namespace
 
@@ -112,8 +110,8 @@ status hca::bring_up() {
     };
     if (auto s = pages(kBootPages); !s) return s;
 
-    auto endian = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, 0, 16);
-    ifc::set<ifc::access_register_in::register_id>(endian.data(), kHostEndianness);
+    auto endian = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, reg_op(hw::access_reg_op_mod::WRITE), 16);
+    ifc::set<ifc::access_register_in::register_id>(endian.data(), reg(hw::reg_id::HOST_ENDIANNESS));
     if (auto r = run(endian, ifc::access_register_out::size_bytes + 16); !r) return r.error();
 
     auto query_caps = [&](std::uint16_t op_mod, std::vector<std::byte>& into) -> status {
@@ -431,24 +429,24 @@ void hca::free_bf(const bf_reg& r) {
 
 bool hca::ethernet() const noexcept { return ifc::get<ifc::cmd_hca_cap::port_type>(caps_cur_.data()) == 1; }
 
+result<std::vector<std::byte>> hca::read_port_reg(unsigned port, hw::reg_id id, std::size_t size) {
+    auto in = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, reg_op(hw::access_reg_op_mod::READ), size);
+    ifc::set<ifc::access_register_in::register_id>(in.data(), reg(id));
+    std::byte* r = ifc::at<ifc::access_register_in::register_data>(in.data());
+    ifc::set<ifc::pmtu_reg::local_port>(r, port);  // local_port is at the same place in every port register
+    auto out = cmd_->exec(in, ifc::access_register_out::size_bytes + size);
+    if (!out) return out.error();
+    return std::vector<std::byte>(out->begin() + ifc::access_register_out::size_bytes, out->end());
+}
+
 result<hca::port_info> hca::query_port(unsigned port) {
     port_info pi;
     pi.ethernet = ethernet();
-    // A port register (ACCESS_REG read) for this port.
-    auto read_reg = [&](std::uint16_t id, std::size_t size) -> result<std::vector<std::byte>> {
-        auto in = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, kRegRead, size);
-        ifc::set<ifc::access_register_in::register_id>(in.data(), id);
-        std::byte* reg = ifc::at<ifc::access_register_in::register_data>(in.data());
-        ifc::set<ifc::pmtu_reg::local_port>(reg, port);  // local_port is at the same place in PMTU and PAOS
-        auto r = cmd_->exec(in, ifc::access_register_out::size_bytes + size);
-        if (!r) return r.error();
-        return std::vector<std::byte>(r->begin() + ifc::access_register_out::size_bytes, r->end());
-    };
-    auto paos = read_reg(kPaos, ifc::paos_reg::size_bytes);
+    auto paos = read_port_reg(port, hw::reg_id::PAOS, ifc::paos_reg::size_bytes);
     if (!paos) return paos.error();
-    pi.up = ifc::get<ifc::paos_reg::oper_status>(paos->data()) == kOperUp;
+    pi.up = ifc::get<ifc::paos_reg::oper_status>(paos->data()) == static_cast<std::uint32_t>(hw::port_status::UP);
     // PMTU: the operational MTU in bytes, as the QPC encodes it (RoCE headers taken off).
-    auto pmtu = read_reg(kPmtu, ifc::pmtu_reg::size_bytes);
+    auto pmtu = read_port_reg(port, hw::reg_id::PMTU, ifc::pmtu_reg::size_bytes);
     if (!pmtu) return pmtu.error();
     std::uint32_t bytes = ifc::get<ifc::pmtu_reg::oper_mtu>(pmtu->data());
     if (pi.ethernet) bytes = bytes > kRoceHeaders ? bytes - kRoceHeaders : 0;
@@ -472,14 +470,11 @@ result<hca::port_info> hca::query_port(unsigned port) {
 
 result<hca::port_state> hca::query_port_state(unsigned port) {
     port_state ps;
-    auto in = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, kRegRead, ifc::paos_reg::size_bytes);
-    ifc::set<ifc::access_register_in::register_id>(in.data(), kPaos);
-    ifc::set<ifc::paos_reg::local_port>(ifc::at<ifc::access_register_in::register_data>(in.data()), port);
-    auto paos = cmd_->exec(in, ifc::access_register_out::size_bytes + ifc::paos_reg::size_bytes);
+    auto paos = read_port_reg(port, hw::reg_id::PAOS, ifc::paos_reg::size_bytes);
     if (!paos) return paos.error();
-    const std::byte* reg = ifc::at<ifc::access_register_out::register_data>(paos->data());
-    ps.admin_up = ifc::get<ifc::paos_reg::admin_status>(reg) == kOperUp;
-    ps.oper_up = ifc::get<ifc::paos_reg::oper_status>(reg) == kOperUp;
+    constexpr auto kUp = static_cast<std::uint32_t>(hw::port_status::UP);
+    ps.admin_up = ifc::get<ifc::paos_reg::admin_status>(paos->data()) == kUp;
+    ps.oper_up = ifc::get<ifc::paos_reg::oper_status>(paos->data()) == kUp;
     if (ethernet()) {
         // The vNIC vport (op_mod 0) is up when the port carries traffic (Linux's carrier).
         auto r = cmd_->exec(command<ifc::query_vport_state_in>(cmd_opcode::QUERY_VPORT_STATE),

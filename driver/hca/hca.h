@@ -35,6 +35,7 @@
 
 #include "driver/cmd/cmd_queue.h"
 #include "driver/vfio/vfio.h"
+#include "hw/registers.h"
 #include "hw/result.h"
 
 namespace cxv::driver {
@@ -151,6 +152,9 @@ public:
     const std::vector<cmd_record>& trace_at_close() const noexcept { return trace_at_close_; }
 
 private:
+    // Port register `id` of `port` (ACCESS_REG read; every port register has local_port
+    // at the same place): the register's bytes.
+    result<std::vector<std::byte>> read_port_reg(unsigned port, hw::reg_id id, std::size_t size);
     struct page_block;
     // An event queue the driver consumes: its buffer, consumer index and interrupt.
     struct event_queue {

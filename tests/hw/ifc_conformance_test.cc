@@ -30,6 +30,7 @@ typedef std::uint64_t u64;
 
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
+#include "hw/registers.h"
 
 namespace {
 
@@ -153,4 +154,16 @@ TEST_CASE("command opcodes match Linux's MLX5_CMD_OP_*") {
     CXV_CMD_OPCODES(CXV_CHECK_OPCODE)
     fmt::print("ifc conformance: {} command opcodes compared\n", n);
     CHECK(n > 0);
+}
+
+TEST_CASE("ACCESS_REG op_mods match Linux's MLX5_ACCESS_REGISTER_IN_OP_MOD_*") {
+    std::size_t n = 0;
+#define CXV_CHECK_OP_MOD(name, value)                                                     \
+    CHECK_MESSAGE(static_cast<unsigned>(::cxv::hw::access_reg_op_mod::name) ==             \
+                      static_cast<unsigned>(MLX5_ACCESS_REGISTER_IN_OP_MOD_##name),        \
+                  #name);                                                                  \
+    ++n;
+    CXV_ACCESS_REG_OP_MODS(CXV_CHECK_OP_MOD)
+    fmt::print("ifc conformance: {} ACCESS_REG op_mods compared\n", n);
+    CHECK(n == 2);
 }

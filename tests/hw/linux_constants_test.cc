@@ -1,5 +1,5 @@
 // hw/'s enum and constant tables against Linux 6.1's include/linux/mlx5/{cq,device,
-// doorbell,qp}.h: the values that mlx5_ifc.h (ifc_conformance_test) does not hold and
+// doorbell,driver,qp}.h: the values that mlx5_ifc.h (ifc_conformance_test) does not hold and
 // that rdma-core's mlx5dv.h (mlx5dv_conformance_test) checks only in part.
 //
 // Those headers do not compile outside the kernel, so tests/hw:linux_mlx5_constants_cxx
@@ -35,6 +35,7 @@
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
 #include "hw/opcodes.h"
+#include "hw/registers.h"
 #include "hw/wqe.h"
 
 namespace hw = cxv::hw;
@@ -79,6 +80,9 @@ std::vector<our_table> our_tables() {
     CXV_TABLE(wqe_opcode, CXV_WQE_OPCODES, "MLX5_OPCODE_")
     CXV_TABLE(cqe_opcode, CXV_CQE_OPCODES, "MLX5_CQE_")
     CXV_TABLE(cqe_syndrome, CXV_CQE_SYNDROMES, "MLX5_CQE_SYNDROME_")
+    CXV_TABLE(reg_id, CXV_REG_IDS, "MLX5_REG_")
+    CXV_TABLE(ppcnt_group, CXV_PPCNT_GROUPS, "MLX5_")
+    CXV_TABLE(port_status, CXV_PORT_STATUSES, "MLX5_PORT_")
 #undef CXV_TABLE
 #undef CXV_OUR_ENTRY
     return tables;
