@@ -547,6 +547,7 @@ bool settle(harness& h, std::uint64_t n) {
 TEST_CASE("PPCNT counts the port's wire packets and bytes per group; clr clears one group") {
     loopback lb;
     harness& h = lb.e.h;
+    REQUIRE(h.wait_port_active());  // a port that is not ACTIVE sends nothing
     // Nothing yet.
     auto ieee = counter_set(ppcnt(h, 0x0));
     CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == 0);
