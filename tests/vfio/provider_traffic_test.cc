@@ -312,6 +312,7 @@ TEST_CASE("two libmlx5 DevX RC QPs in loopback on one function") {
 
 TEST_CASE("DevX: a QP on its own Q counter set counts the WRITEs it executed as responder") {
     env e(kBdf[1]);
+    REQUIRE(wait_port_active(e.ctx));  // the SM assigns the LID
     const std::uint32_t lid = ifc::get<ifc::hca_vport_context::lid>(query_vport(e.ctx).data());
     const result alloc = general_cmd(e.ctx, input<ifc::alloc_q_counter_in>(cmd_opcode::ALLOC_Q_COUNTER),
                                      ifc::alloc_q_counter_out::size_bytes);
