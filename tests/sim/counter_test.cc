@@ -7,19 +7,11 @@
 #include <cstring>
 #include <vector>
 
-// The kernel types mlx5_ifc.h expects.
-typedef std::uint8_t u8;
-typedef std::uint16_t u16;
-typedef std::uint32_t u32;
-typedef std::uint64_t u64;
-#define BIT(n) (1UL << (n))
-#define BIT_ULL(n) (1ULL << (n))
-#define __packed __attribute__((packed))
-#include "tests/hw/linux/mlx5_ifc.h"
 
 #include <doctest/doctest.h>
 
 #include "hw/endian.h"
+#include "tests/sim/linux_ifc.h"
 #include "tests/sim/objects.h"
 
 using namespace cxv;
@@ -37,11 +29,7 @@ constexpr std::size_t kMaxSets = 64;                  // the model's max_qp_cnt
 #define LINUX_U32(out, layout, field) \
     read_be32((out), offsetof(mlx5_ifc_##layout##_bits, field))
 std::uint32_t read_be32(const std::vector<std::byte>& out, std::size_t bit) {
-    REQUIRE(bit % 32 == 0);
-    REQUIRE(out.size() >= bit / 8 + 4);
-    std::uint32_t v;
-    std::memcpy(&v, out.data() + bit / 8, 4);
-    return hw::from_be(v);
+    return static_cast<std::uint32_t>(linux_bits(out, bit, 32));
 }
 std::uint64_t read_be64(const std::vector<std::byte>& out, std::size_t bit) {
     return (std::uint64_t{read_be32(out, bit)} << 32) | read_be32(out, bit + 32);

@@ -1,7 +1,7 @@
 // ACCESS_REG, every register the model implements, both directions, through the
 // harness. The registers a test expects are built from Linux's mlx5_ifc.h (offsetof and
-// sizeof on struct mlx5_ifc_<reg>_bits, one u8 per bit) with a bit-by-bit writer of
-// this file's own, and compared byte for byte with what the model answered: hw/'s
+// sizeof on struct mlx5_ifc_<reg>_bits, one u8 per bit) with the bit writer of
+// tests/sim/linux_ifc.h, and compared byte for byte with what the model answered: hw/'s
 // layouts are not the only description in play.
 #include <atomic>
 #include <chrono>
@@ -13,21 +13,13 @@
 #include <utility>
 #include <vector>
 
-// The kernel types mlx5_ifc.h expects.
-typedef std::uint8_t u8;
-typedef std::uint16_t u16;
-typedef std::uint32_t u32;
-typedef std::uint64_t u64;
-#define BIT(n) (1UL << (n))
-#define BIT_ULL(n) (1ULL << (n))
-#define __packed __attribute__((packed))
-#include "tests/hw/linux/mlx5_ifc.h"
 
 #include <doctest/doctest.h>
 #include <fmt/core.h>
 
 #include "hw/registers.h"
 #include "hw/wqe.h"
+#include "tests/sim/linux_ifc.h"
 #include "tests/sim/objects.h"
 
 using namespace cxv;
@@ -38,40 +30,13 @@ namespace {
 
 // --- Linux's description of the registers -------------------------------------------
 
-// Bit `off` of a PRM structure is bit 7 - off % 8 of byte off / 8 (big-endian, MSB first).
-void lx_put(std::vector<std::byte>& b, std::size_t off, std::size_t width, std::uint64_t v) {
-    for (std::size_t i = 0; i < width; ++i) {
-        const std::size_t bit = off + i;
-        const auto mask = std::byte{static_cast<unsigned char>(0x80u >> (bit % 8))};
-        if ((v >> (width - 1 - i)) & 1) {
-            b.at(bit / 8) |= mask;
-        } else {
-            b.at(bit / 8) &= ~mask;
-        }
-    }
-}
-
-std::uint64_t lx_get(const std::vector<std::byte>& b, std::size_t off, std::size_t width) {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < width; ++i) {
-        const std::size_t bit = off + i;
-        v = (v << 1) | ((std::to_integer<unsigned>(b.at(bit / 8)) >> (7 - bit % 8)) & 1);
-    }
-    return v;
-}
-
-#define LX_OFF(typ, fld) offsetof(mlx5_ifc_##typ##_bits, fld)
-#define LX_SZ(typ, fld) sizeof(std::declval<mlx5_ifc_##typ##_bits&>().fld)
-#define LX_BYTES(typ) (sizeof(mlx5_ifc_##typ##_bits) / 8)
-#define LX_SET(typ, b, fld, v) lx_put(b, LX_OFF(typ, fld), LX_SZ(typ, fld), v)
-#define LX_GET(typ, b, fld) lx_get(b, LX_OFF(typ, fld), LX_SZ(typ, fld))
 // A 64-bit PPCNT counter (_high and _low) of counter group `grp` inside ppcnt_reg.
-#define LX_COUNTER(grp, b, fld)                                                                    \
-    ((LX_GET(grp, b, fld##_high) << 32) | LX_GET(grp, b, fld##_low))
+#define LINUX_COUNTER(grp, b, fld)                                                                    \
+    ((CXV_LINUX_GET(grp, b, fld##_high) << 32) | CXV_LINUX_GET(grp, b, fld##_low))
 
 // A PPCNT register's counter_set as a buffer of its own (the group's layout starts there).
 std::vector<std::byte> counter_set(const std::vector<std::byte>& ppcnt) {
-    const std::size_t at = LX_OFF(ppcnt_reg, counter_set) / 8;
+    const std::size_t at = CXV_LINUX_OFF(ppcnt_reg, counter_set) / 8;
     return {ppcnt.begin() + static_cast<std::ptrdiff_t>(at), ppcnt.end()};
 }
 
@@ -101,28 +66,28 @@ reg_reply access(harness& h, std::uint16_t op_mod, std::uint16_t id, const std::
 std::uint16_t id(hw::reg_id r) { return static_cast<std::uint16_t>(r); }
 
 std::vector<std::byte> paos(unsigned admin, bool ase, unsigned e = 0, bool ee = false, unsigned port = 1) {
-    std::vector<std::byte> b(LX_BYTES(paos_reg));
-    LX_SET(paos_reg, b, local_port, port);
-    LX_SET(paos_reg, b, admin_status, admin);
-    LX_SET(paos_reg, b, ase, ase);
-    LX_SET(paos_reg, b, e, e);
-    LX_SET(paos_reg, b, ee, ee);
+    std::vector<std::byte> b(CXV_LINUX_BYTES(paos_reg));
+    CXV_LINUX_SET(paos_reg, b, local_port, port);
+    CXV_LINUX_SET(paos_reg, b, admin_status, admin);
+    CXV_LINUX_SET(paos_reg, b, ase, ase);
+    CXV_LINUX_SET(paos_reg, b, e, e);
+    CXV_LINUX_SET(paos_reg, b, ee, ee);
     return b;
 }
 
 // What PAOS must read as: the index and the state, nothing else.
 std::vector<std::byte> paos_expected(unsigned admin, unsigned oper, unsigned e = 0) {
-    std::vector<std::byte> b(LX_BYTES(paos_reg));
-    LX_SET(paos_reg, b, local_port, 1);
-    LX_SET(paos_reg, b, admin_status, admin);
-    LX_SET(paos_reg, b, oper_status, oper);
-    LX_SET(paos_reg, b, e, e);
+    std::vector<std::byte> b(CXV_LINUX_BYTES(paos_reg));
+    CXV_LINUX_SET(paos_reg, b, local_port, 1);
+    CXV_LINUX_SET(paos_reg, b, admin_status, admin);
+    CXV_LINUX_SET(paos_reg, b, oper_status, oper);
+    CXV_LINUX_SET(paos_reg, b, e, e);
     return b;
 }
 
 std::vector<std::byte> with_port(std::size_t bytes, std::size_t port_off) {
     std::vector<std::byte> b(bytes);
-    lx_put(b, port_off, 8, 1);
+    linux_put(b, port_off, 8, 1);
     return b;
 }
 
@@ -136,7 +101,7 @@ bool wait_oper(harness& h, unsigned oper) {
     const auto end = std::chrono::steady_clock::now() + 5s;
     while (std::chrono::steady_clock::now() < end) {
         const auto rr = access(h, kRead, id(hw::reg_id::PAOS), paos(0, false));
-        if (rr.r.status == cmd_status::OK && LX_GET(paos_reg, rr.reg, oper_status) == oper) return true;
+        if (rr.r.status == cmd_status::OK && CXV_LINUX_GET(paos_reg, rr.reg, oper_status) == oper) return true;
         std::this_thread::sleep_for(2ms);
     }
     return false;
@@ -169,10 +134,10 @@ TEST_CASE("PAOS: a write answers with the port's state; ase 0 changes nothing, a
     // ase 1, up: admin up in the answer; oper follows when the link is up.
     rr = access(h, kWrite, paos_id, paos(1, true));
     check_ok(rr);
-    CHECK(LX_GET(paos_reg, rr.reg, admin_status) == 1);
-    const auto oper = LX_GET(paos_reg, rr.reg, oper_status);
+    CHECK(CXV_LINUX_GET(paos_reg, rr.reg, admin_status) == 1);
+    const auto oper = CXV_LINUX_GET(paos_reg, rr.reg, oper_status);
     CHECK((oper == 1 || oper == 2));
-    CHECK(LX_GET(paos_reg, rr.reg, local_port) == 1);
+    CHECK(CXV_LINUX_GET(paos_reg, rr.reg, local_port) == 1);
     REQUIRE(wait_oper(h, 1));
     CHECK(access(h, kRead, paos_id, paos(0, false)).reg == paos_expected(1, 1));
 
@@ -221,23 +186,23 @@ TEST_CASE("ACCESS_REG refuses unknown registers, short inputs and outputs, bad o
     CHECK(wait_oper(h, 1));  // none of the refused writes took the port down
     check_status(access(h, 2, paos_id, paos(0, false)).r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
     // Capability masks and the module mapping are read-only.
-    check_status(access(h, kWrite, id(hw::reg_id::PCAM), std::vector<std::byte>(LX_BYTES(pcam_reg))).r,
+    check_status(access(h, kWrite, id(hw::reg_id::PCAM), std::vector<std::byte>(CXV_LINUX_BYTES(pcam_reg))).r,
                  cmd_status::BAD_PARAM, cmd_syndrome::READ_ONLY_REGISTER);
-    check_status(access(h, kWrite, id(hw::reg_id::MCAM), std::vector<std::byte>(LX_BYTES(mcam_reg))).r,
+    check_status(access(h, kWrite, id(hw::reg_id::MCAM), std::vector<std::byte>(CXV_LINUX_BYTES(mcam_reg))).r,
                  cmd_status::BAD_PARAM, cmd_syndrome::READ_ONLY_REGISTER);
-    check_status(access(h, kWrite, id(hw::reg_id::PMLP), with_port(LX_BYTES(pmlp_reg), LX_OFF(pmlp_reg, local_port))).r,
+    check_status(access(h, kWrite, id(hw::reg_id::PMLP), with_port(CXV_LINUX_BYTES(pmlp_reg), CXV_LINUX_OFF(pmlp_reg, local_port))).r,
                  cmd_status::BAD_PARAM, cmd_syndrome::READ_ONLY_REGISTER);
     // Every port register names local port 1.
     for (const auto& [r, bytes, off] :
-         {std::tuple{hw::reg_id::PTYS, LX_BYTES(ptys_reg), LX_OFF(ptys_reg, local_port)},
-          std::tuple{hw::reg_id::PMTU, LX_BYTES(pmtu_reg), LX_OFF(pmtu_reg, local_port)},
-          std::tuple{hw::reg_id::PPCNT, LX_BYTES(ppcnt_reg), LX_OFF(ppcnt_reg, local_port)},
-          std::tuple{hw::reg_id::PMLP, LX_BYTES(pmlp_reg), LX_OFF(pmlp_reg, local_port)}}) {
+         {std::tuple{hw::reg_id::PTYS, CXV_LINUX_BYTES(ptys_reg), CXV_LINUX_OFF(ptys_reg, local_port)},
+          std::tuple{hw::reg_id::PMTU, CXV_LINUX_BYTES(pmtu_reg), CXV_LINUX_OFF(pmtu_reg, local_port)},
+          std::tuple{hw::reg_id::PPCNT, CXV_LINUX_BYTES(ppcnt_reg), CXV_LINUX_OFF(ppcnt_reg, local_port)},
+          std::tuple{hw::reg_id::PMLP, CXV_LINUX_BYTES(pmlp_reg), CXV_LINUX_OFF(pmlp_reg, local_port)}}) {
         INFO("register 0x", std::hex, id(r));
         auto b = std::vector<std::byte>(bytes);
-        lx_put(b, off, 8, 3);
+        linux_put(b, off, 8, 3);
         check_status(access(h, kRead, id(r), b).r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
-        lx_put(b, off, 8, 1);
+        linux_put(b, off, 8, 1);
         check_ok(access(h, kRead, id(r), b));
     }
 }
@@ -247,59 +212,59 @@ TEST_CASE("PTYS, PMTU and HOST_ENDIANNESS answer reads and writes with the regis
         H h;
         REQUIRE(h.bring_up());
         REQUIRE(wait_oper(h, 1));
-        std::vector<std::byte> want(LX_BYTES(ptys_reg));
-        LX_SET(ptys_reg, want, local_port, 1);
-        LX_SET(ptys_reg, want, proto_mask, 1);  // MLX5_PTYS_IB
-        LX_SET(ptys_reg, want, data_rate_oper, 1000);
-        LX_SET(ptys_reg, want, ib_link_width_capability, 1u << 2);  // MLX5_PTYS_WIDTH_4X
-        LX_SET(ptys_reg, want, ib_proto_capability, 1u << 5);       // EDR
-        LX_SET(ptys_reg, want, ib_link_width_admin, 1u << 2);
-        LX_SET(ptys_reg, want, ib_proto_admin, 1u << 5);
-        LX_SET(ptys_reg, want, ib_link_width_oper, 1u << 2);
-        LX_SET(ptys_reg, want, ib_proto_oper, 1u << 5);
-        auto q = with_port(LX_BYTES(ptys_reg), LX_OFF(ptys_reg, local_port));
-        LX_SET(ptys_reg, q, proto_mask, 1);
+        std::vector<std::byte> want(CXV_LINUX_BYTES(ptys_reg));
+        CXV_LINUX_SET(ptys_reg, want, local_port, 1);
+        CXV_LINUX_SET(ptys_reg, want, proto_mask, 1);  // MLX5_PTYS_IB
+        CXV_LINUX_SET(ptys_reg, want, data_rate_oper, 1000);
+        CXV_LINUX_SET(ptys_reg, want, ib_link_width_capability, 1u << 2);  // MLX5_PTYS_WIDTH_4X
+        CXV_LINUX_SET(ptys_reg, want, ib_proto_capability, 1u << 5);       // EDR
+        CXV_LINUX_SET(ptys_reg, want, ib_link_width_admin, 1u << 2);
+        CXV_LINUX_SET(ptys_reg, want, ib_proto_admin, 1u << 5);
+        CXV_LINUX_SET(ptys_reg, want, ib_link_width_oper, 1u << 2);
+        CXV_LINUX_SET(ptys_reg, want, ib_proto_oper, 1u << 5);
+        auto q = with_port(CXV_LINUX_BYTES(ptys_reg), CXV_LINUX_OFF(ptys_reg, local_port));
+        CXV_LINUX_SET(ptys_reg, q, proto_mask, 1);
         auto rr = access(h, kRead, id(hw::reg_id::PTYS), q);
         check_ok(rr);
         CHECK(rr.reg == want);
         auto w = q;
-        LX_SET(ptys_reg, w, ib_link_width_admin, 1u << 2);
-        LX_SET(ptys_reg, w, ib_proto_admin, 1u << 5);
+        CXV_LINUX_SET(ptys_reg, w, ib_link_width_admin, 1u << 2);
+        CXV_LINUX_SET(ptys_reg, w, ib_proto_admin, 1u << 5);
         rr = access(h, kWrite, id(hw::reg_id::PTYS), w);
         check_ok(rr);
         CHECK(rr.reg == want);
-        LX_SET(ptys_reg, w, ib_proto_admin, 1u << 0);  // SDR: not a speed of this port
+        CXV_LINUX_SET(ptys_reg, w, ib_proto_admin, 1u << 0);  // SDR: not a speed of this port
         check_status(access(h, kWrite, id(hw::reg_id::PTYS), w).r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-        LX_SET(ptys_reg, w, ib_proto_admin, 1u << 5);
-        LX_SET(ptys_reg, w, proto_mask, 4);  // Ethernet, on an InfiniBand port
+        CXV_LINUX_SET(ptys_reg, w, ib_proto_admin, 1u << 5);
+        CXV_LINUX_SET(ptys_reg, w, proto_mask, 4);  // Ethernet, on an InfiniBand port
         check_status(access(h, kWrite, id(hw::reg_id::PTYS), w).r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
 
         // PMTU: 4096 at most; a write answers with the new admin and oper MTU.
-        std::vector<std::byte> mtu = with_port(LX_BYTES(pmtu_reg), LX_OFF(pmtu_reg, local_port));
-        LX_SET(pmtu_reg, mtu, admin_mtu, 2048);
-        std::vector<std::byte> mwant = with_port(LX_BYTES(pmtu_reg), LX_OFF(pmtu_reg, local_port));
-        LX_SET(pmtu_reg, mwant, max_mtu, 4096);
-        LX_SET(pmtu_reg, mwant, admin_mtu, 2048);
-        LX_SET(pmtu_reg, mwant, oper_mtu, 2048);
+        std::vector<std::byte> mtu = with_port(CXV_LINUX_BYTES(pmtu_reg), CXV_LINUX_OFF(pmtu_reg, local_port));
+        CXV_LINUX_SET(pmtu_reg, mtu, admin_mtu, 2048);
+        std::vector<std::byte> mwant = with_port(CXV_LINUX_BYTES(pmtu_reg), CXV_LINUX_OFF(pmtu_reg, local_port));
+        CXV_LINUX_SET(pmtu_reg, mwant, max_mtu, 4096);
+        CXV_LINUX_SET(pmtu_reg, mwant, admin_mtu, 2048);
+        CXV_LINUX_SET(pmtu_reg, mwant, oper_mtu, 2048);
         rr = access(h, kWrite, id(hw::reg_id::PMTU), mtu);
         check_ok(rr);
         CHECK(rr.reg == mwant);
-        CHECK(access(h, kRead, id(hw::reg_id::PMTU), with_port(LX_BYTES(pmtu_reg), LX_OFF(pmtu_reg, local_port))).reg ==
+        CHECK(access(h, kRead, id(hw::reg_id::PMTU), with_port(CXV_LINUX_BYTES(pmtu_reg), CXV_LINUX_OFF(pmtu_reg, local_port))).reg ==
               mwant);
-        LX_SET(pmtu_reg, mtu, admin_mtu, 4097);
+        CXV_LINUX_SET(pmtu_reg, mtu, admin_mtu, 4097);
         check_status(access(h, kWrite, id(hw::reg_id::PMTU), mtu).r, cmd_status::BAD_PARAM, cmd_syndrome::EXCEEDS_LIMIT);
-        LX_SET(pmtu_reg, mtu, admin_mtu, 0);
+        CXV_LINUX_SET(pmtu_reg, mtu, admin_mtu, 0);
         check_status(access(h, kWrite, id(hw::reg_id::PMTU), mtu).r, cmd_status::BAD_PARAM, cmd_syndrome::EXCEEDS_LIMIT);
         CHECK(access(h, kRead, id(hw::reg_id::PMTU), mtu).reg == mwant);
 
         // HOST_ENDIANNESS: he as written.
-        std::vector<std::byte> he(LX_BYTES(register_host_endianness));
-        LX_SET(register_host_endianness, he, he, 1);
+        std::vector<std::byte> he(CXV_LINUX_BYTES(register_host_endianness));
+        CXV_LINUX_SET(register_host_endianness, he, he, 1);
         rr = access(h, kWrite, id(hw::reg_id::HOST_ENDIANNESS), he);
         check_ok(rr);
         CHECK(rr.reg == he);
         CHECK(access(h, kRead, id(hw::reg_id::HOST_ENDIANNESS), std::vector<std::byte>(16)).reg == he);
-        LX_SET(register_host_endianness, he, he, 0);
+        CXV_LINUX_SET(register_host_endianness, he, he, 0);
         rr = access(h, kWrite, id(hw::reg_id::HOST_ENDIANNESS), he);
         CHECK(rr.reg == std::vector<std::byte>(16));
     }
@@ -307,90 +272,90 @@ TEST_CASE("PTYS, PMTU and HOST_ENDIANNESS answer reads and writes with the regis
         H h(ethernet());
         REQUIRE(h.bring_up());
         REQUIRE(wait_oper(h, 1));
-        auto q = with_port(LX_BYTES(ptys_reg), LX_OFF(ptys_reg, local_port));
-        LX_SET(ptys_reg, q, proto_mask, 4);  // MLX5_PTYS_EN
-        std::vector<std::byte> want = with_port(LX_BYTES(ptys_reg), LX_OFF(ptys_reg, local_port));
-        LX_SET(ptys_reg, want, proto_mask, 4);
-        LX_SET(ptys_reg, want, data_rate_oper, 1000);
-        LX_SET(ptys_reg, want, eth_proto_capability, 1u << 20);  // MLX5E_100GBASE_CR4
-        LX_SET(ptys_reg, want, eth_proto_admin, 1u << 20);
-        LX_SET(ptys_reg, want, eth_proto_oper, 1u << 20);
+        auto q = with_port(CXV_LINUX_BYTES(ptys_reg), CXV_LINUX_OFF(ptys_reg, local_port));
+        CXV_LINUX_SET(ptys_reg, q, proto_mask, 4);  // MLX5_PTYS_EN
+        std::vector<std::byte> want = with_port(CXV_LINUX_BYTES(ptys_reg), CXV_LINUX_OFF(ptys_reg, local_port));
+        CXV_LINUX_SET(ptys_reg, want, proto_mask, 4);
+        CXV_LINUX_SET(ptys_reg, want, data_rate_oper, 1000);
+        CXV_LINUX_SET(ptys_reg, want, eth_proto_capability, 1u << 20);  // MLX5E_100GBASE_CR4
+        CXV_LINUX_SET(ptys_reg, want, eth_proto_admin, 1u << 20);
+        CXV_LINUX_SET(ptys_reg, want, eth_proto_oper, 1u << 20);
         CHECK(access(h, kRead, id(hw::reg_id::PTYS), q).reg == want);
         check_ok(access(h, kWrite, id(hw::reg_id::PAOS), paos(2, true)));
-        LX_SET(ptys_reg, want, data_rate_oper, 0);
-        LX_SET(ptys_reg, want, eth_proto_oper, 0);
+        CXV_LINUX_SET(ptys_reg, want, data_rate_oper, 0);
+        CXV_LINUX_SET(ptys_reg, want, eth_proto_oper, 0);
         CHECK(access(h, kRead, id(hw::reg_id::PTYS), q).reg == want);
         auto w = q;
-        LX_SET(ptys_reg, w, eth_proto_admin, 1u << 21);  // 100GBASE-SR4: not this port's
+        CXV_LINUX_SET(ptys_reg, w, eth_proto_admin, 1u << 21);  // 100GBASE-SR4: not this port's
         check_status(access(h, kWrite, id(hw::reg_id::PTYS), w).r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-        std::vector<std::byte> mtu = with_port(LX_BYTES(pmtu_reg), LX_OFF(pmtu_reg, local_port));
-        CHECK(LX_GET(pmtu_reg, access(h, kRead, id(hw::reg_id::PMTU), mtu).reg, max_mtu) == 9216);
+        std::vector<std::byte> mtu = with_port(CXV_LINUX_BYTES(pmtu_reg), CXV_LINUX_OFF(pmtu_reg, local_port));
+        CHECK(CXV_LINUX_GET(pmtu_reg, access(h, kRead, id(hw::reg_id::PMTU), mtu).reg, max_mtu) == 9216);
     }
 }
 
 TEST_CASE("PCAM and MCAM report exactly the registers the model implements") {
     H h;
     REQUIRE(h.bring_up());
-    auto rr = access(h, kRead, id(hw::reg_id::PCAM), std::vector<std::byte>(LX_BYTES(pcam_reg)));
+    auto rr = access(h, kRead, id(hw::reg_id::PCAM), std::vector<std::byte>(CXV_LINUX_BYTES(pcam_reg)));
     check_ok(rr);
-    std::vector<std::byte> want(LX_BYTES(pcam_reg));
+    std::vector<std::byte> want(CXV_LINUX_BYTES(pcam_reg));
     // Bit k of the mask is register 0x5000 + k, counted from the mask's last bit (PRM
     // PCAM; Linux's regs_5000_to_507f.ppcnt sits where k = 8 does).
-    const std::size_t mask_end = LX_OFF(pcam_reg, port_access_reg_cap_mask) + 128 - 1;
-    for (const unsigned k : {0x02u, 0x03u, 0x04u, 0x06u, 0x08u, 0x12u, 0x7fu}) lx_put(want, mask_end - k, 1, 1);
+    const std::size_t mask_end = CXV_LINUX_OFF(pcam_reg, port_access_reg_cap_mask) + 128 - 1;
+    for (const unsigned k : {0x02u, 0x03u, 0x04u, 0x06u, 0x08u, 0x12u, 0x7fu}) linux_put(want, mask_end - k, 1, 1);
     CHECK(rr.reg == want);
-    CHECK(lx_get(rr.reg, LX_OFF(pcam_reg, port_access_reg_cap_mask) + LX_OFF(pcam_regs_5000_to_507f, ppcnt), 1) == 1);
-    std::vector<std::byte> other(LX_BYTES(pcam_reg));
-    LX_SET(pcam_reg, other, access_reg_group, 1);
+    CHECK(linux_bits(rr.reg, CXV_LINUX_OFF(pcam_reg, port_access_reg_cap_mask) + CXV_LINUX_OFF(pcam_regs_5000_to_507f, ppcnt), 1) == 1);
+    std::vector<std::byte> other(CXV_LINUX_BYTES(pcam_reg));
+    CXV_LINUX_SET(pcam_reg, other, access_reg_group, 1);
     check_status(access(h, kRead, id(hw::reg_id::PCAM), other).r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
 
     // MCAM: group 0 holds MCAM itself (0x907f); groups 1 and 2 (0x9080-0x917f) nothing.
     for (unsigned g = 0; g < 3; ++g) {
-        std::vector<std::byte> q(LX_BYTES(mcam_reg));
-        LX_SET(mcam_reg, q, access_reg_group, g);
+        std::vector<std::byte> q(CXV_LINUX_BYTES(mcam_reg));
+        CXV_LINUX_SET(mcam_reg, q, access_reg_group, g);
         rr = access(h, kRead, id(hw::reg_id::MCAM), q);
         check_ok(rr);
-        std::vector<std::byte> m(LX_BYTES(mcam_reg));
-        LX_SET(mcam_reg, m, access_reg_group, g);
-        if (g == 0) lx_put(m, LX_OFF(mcam_reg, mng_access_reg_cap_mask) + 128 - 1 - 0x7f, 1, 1);
+        std::vector<std::byte> m(CXV_LINUX_BYTES(mcam_reg));
+        CXV_LINUX_SET(mcam_reg, m, access_reg_group, g);
+        if (g == 0) linux_put(m, CXV_LINUX_OFF(mcam_reg, mng_access_reg_cap_mask) + 128 - 1 - 0x7f, 1, 1);
         CHECK(rr.reg == m);
     }
-    std::vector<std::byte> q(LX_BYTES(mcam_reg));
-    LX_SET(mcam_reg, q, access_reg_group, 3);
+    std::vector<std::byte> q(CXV_LINUX_BYTES(mcam_reg));
+    CXV_LINUX_SET(mcam_reg, q, access_reg_group, 3);
     check_status(access(h, kRead, id(hw::reg_id::MCAM), q).r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
 }
 
 TEST_CASE("PMLP and PMAOS: the port's one module, its lanes and its admin state") {
     H h;
     REQUIRE(h.bring_up());
-    auto rr = access(h, kRead, id(hw::reg_id::PMLP), with_port(LX_BYTES(pmlp_reg), LX_OFF(pmlp_reg, local_port)));
+    auto rr = access(h, kRead, id(hw::reg_id::PMLP), with_port(CXV_LINUX_BYTES(pmlp_reg), CXV_LINUX_OFF(pmlp_reg, local_port)));
     check_ok(rr);
-    std::vector<std::byte> want = with_port(LX_BYTES(pmlp_reg), LX_OFF(pmlp_reg, local_port));
-    LX_SET(pmlp_reg, want, width, 4);
-    const std::size_t lanes[] = {LX_OFF(pmlp_reg, lane0_module_mapping), LX_OFF(pmlp_reg, lane1_module_mapping),
-                                 LX_OFF(pmlp_reg, lane2_module_mapping), LX_OFF(pmlp_reg, lane3_module_mapping)};
+    std::vector<std::byte> want = with_port(CXV_LINUX_BYTES(pmlp_reg), CXV_LINUX_OFF(pmlp_reg, local_port));
+    CXV_LINUX_SET(pmlp_reg, want, width, 4);
+    const std::size_t lanes[] = {CXV_LINUX_OFF(pmlp_reg, lane0_module_mapping), CXV_LINUX_OFF(pmlp_reg, lane1_module_mapping),
+                                 CXV_LINUX_OFF(pmlp_reg, lane2_module_mapping), CXV_LINUX_OFF(pmlp_reg, lane3_module_mapping)};
     for (unsigned i = 0; i < 4; ++i) {
-        lx_put(want, lanes[i] + LX_OFF(lane_2_module_mapping, module), 8, 0);
-        lx_put(want, lanes[i] + LX_OFF(lane_2_module_mapping, tx_lane), 4, i);
-        lx_put(want, lanes[i] + LX_OFF(lane_2_module_mapping, rx_lane), 4, i);
+        linux_put(want, lanes[i] + CXV_LINUX_OFF(lane_2_module_mapping, module), 8, 0);
+        linux_put(want, lanes[i] + CXV_LINUX_OFF(lane_2_module_mapping, tx_lane), 4, i);
+        linux_put(want, lanes[i] + CXV_LINUX_OFF(lane_2_module_mapping, rx_lane), 4, i);
     }
     CHECK(rr.reg == want);
 
     const auto pmaos_id = id(hw::reg_id::PMAOS);
     const auto pmaos = [](unsigned admin, bool ase, unsigned e = 0, bool ee = false, unsigned module = 0) {
-        std::vector<std::byte> b(LX_BYTES(pmaos_reg));
-        LX_SET(pmaos_reg, b, module, module);
-        LX_SET(pmaos_reg, b, admin_status, admin);
-        LX_SET(pmaos_reg, b, ase, ase);
-        LX_SET(pmaos_reg, b, ee, ee);
-        LX_SET(pmaos_reg, b, e, e);
+        std::vector<std::byte> b(CXV_LINUX_BYTES(pmaos_reg));
+        CXV_LINUX_SET(pmaos_reg, b, module, module);
+        CXV_LINUX_SET(pmaos_reg, b, admin_status, admin);
+        CXV_LINUX_SET(pmaos_reg, b, ase, ase);
+        CXV_LINUX_SET(pmaos_reg, b, ee, ee);
+        CXV_LINUX_SET(pmaos_reg, b, e, e);
         return b;
     };
     const auto expected = [](unsigned admin, unsigned oper, unsigned e) {
-        std::vector<std::byte> b(LX_BYTES(pmaos_reg));
-        LX_SET(pmaos_reg, b, admin_status, admin);
-        LX_SET(pmaos_reg, b, oper_status, oper);
-        LX_SET(pmaos_reg, b, e, e);
+        std::vector<std::byte> b(CXV_LINUX_BYTES(pmaos_reg));
+        CXV_LINUX_SET(pmaos_reg, b, admin_status, admin);
+        CXV_LINUX_SET(pmaos_reg, b, oper_status, oper);
+        CXV_LINUX_SET(pmaos_reg, b, e, e);
         return b;
     };
     CHECK(access(h, kRead, pmaos_id, pmaos(0, false)).reg == expected(1, 1, 0));  // enabled, plugged
@@ -420,11 +385,11 @@ using qpc = ifc::qpc;
 using ads = ifc::ads;
 
 std::vector<std::byte> ppcnt_query(std::uint32_t grp, std::uint32_t prio = 0, bool clr = false) {
-    std::vector<std::byte> b(LX_BYTES(ppcnt_reg));
-    LX_SET(ppcnt_reg, b, local_port, 1);
-    LX_SET(ppcnt_reg, b, grp, grp);
-    LX_SET(ppcnt_reg, b, prio_tc, prio);
-    LX_SET(ppcnt_reg, b, clr, clr);
+    std::vector<std::byte> b(CXV_LINUX_BYTES(ppcnt_reg));
+    CXV_LINUX_SET(ppcnt_reg, b, local_port, 1);
+    CXV_LINUX_SET(ppcnt_reg, b, grp, grp);
+    CXV_LINUX_SET(ppcnt_reg, b, prio_tc, prio);
+    CXV_LINUX_SET(ppcnt_reg, b, clr, clr);
     return b;
 }
 
@@ -432,14 +397,14 @@ std::vector<std::byte> ppcnt(harness& h, std::uint32_t grp, std::uint32_t prio =
                              std::uint16_t op = kRead) {
     auto rr = access(h, op, id(hw::reg_id::PPCNT), ppcnt_query(grp, prio, clr));
     REQUIRE(rr.r.status == cmd_status::OK);
-    CHECK(LX_GET(ppcnt_reg, rr.reg, local_port) == 1);
-    CHECK(LX_GET(ppcnt_reg, rr.reg, grp) == grp);
-    CHECK(LX_GET(ppcnt_reg, rr.reg, prio_tc) == prio);
+    CHECK(CXV_LINUX_GET(ppcnt_reg, rr.reg, local_port) == 1);
+    CHECK(CXV_LINUX_GET(ppcnt_reg, rr.reg, grp) == grp);
+    CHECK(CXV_LINUX_GET(ppcnt_reg, rr.reg, prio_tc) == prio);
     return rr.reg;
 }
 
 std::uint64_t frames_sent(harness& h) {
-    return LX_COUNTER(eth_802_3_cntrs_grp_data_layout, counter_set(ppcnt(h, 0x0)), a_frames_transmitted_ok);
+    return LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, counter_set(ppcnt(h, 0x0)), a_frames_transmitted_ok);
 }
 
 // An RC QP connected to itself through the port (loopback on the fabric), path MTU 256,
@@ -550,8 +515,8 @@ TEST_CASE("PPCNT counts the port's wire packets and bytes per group; clr clears 
     REQUIRE(h.wait_port_active());  // a port that is not ACTIVE sends nothing
     // Nothing yet.
     auto ieee = counter_set(ppcnt(h, 0x0));
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == 0);
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_received_ok) == 0);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == 0);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_received_ok) == 0);
 
     // Two writes of 300 bytes at MTU 256: 2 request packets and one ACK each, sent and
     // received by the same port (the QP is its own peer). Then one of 0 bytes: 1 + 1.
@@ -566,52 +531,52 @@ TEST_CASE("PPCNT counts the port's wire packets and bytes per group; clr clears 
     CHECK(lb.mem->data()[299] == std::byte{299 & 0xff});  // the data went where it was sent
 
     ieee = counter_set(ppcnt(h, 0x0));
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == packets);
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_received_ok) == packets);
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_transmitted_ok) == bytes);
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_received_ok) == bytes);
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frame_check_sequence_errors) == 0);
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_multicast_frames_xmitted_ok) == 0);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == packets);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_received_ok) == packets);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_transmitted_ok) == bytes);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_received_ok) == bytes);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frame_check_sequence_errors) == 0);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_multicast_frames_xmitted_ok) == 0);
 
     auto rfc = counter_set(ppcnt(h, 0x1));
-    CHECK(LX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_octets) == bytes);
-    CHECK(LX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_out_octets) == bytes);
-    CHECK(LX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_ucast_pkts) == packets);
-    CHECK(LX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_out_ucast_pkts) == packets);
-    CHECK(LX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_discards) == 0);
-    CHECK(LX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_out_discards) == 0);
+    CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_octets) == bytes);
+    CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_out_octets) == bytes);
+    CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_ucast_pkts) == packets);
+    CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_out_ucast_pkts) == packets);
+    CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_discards) == 0);
+    CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_out_discards) == 0);
 
     auto prio0 = counter_set(ppcnt(h, 0x10, 0));
-    CHECK(LX_COUNTER(eth_per_prio_grp_data_layout, prio0, tx_frames) == packets);
-    CHECK(LX_COUNTER(eth_per_prio_grp_data_layout, prio0, rx_frames) == packets);
-    CHECK(LX_COUNTER(eth_per_prio_grp_data_layout, prio0, tx_octets) == bytes);
-    CHECK(LX_COUNTER(eth_per_prio_grp_data_layout, prio0, rx_octets) == bytes);
+    CHECK(LINUX_COUNTER(eth_per_prio_grp_data_layout, prio0, tx_frames) == packets);
+    CHECK(LINUX_COUNTER(eth_per_prio_grp_data_layout, prio0, rx_frames) == packets);
+    CHECK(LINUX_COUNTER(eth_per_prio_grp_data_layout, prio0, tx_octets) == bytes);
+    CHECK(LINUX_COUNTER(eth_per_prio_grp_data_layout, prio0, rx_octets) == bytes);
     const auto prio3 = counter_set(ppcnt(h, 0x10, 3));
     CHECK(prio3 == std::vector<std::byte>(prio3.size()));
 
     auto phys = counter_set(ppcnt(h, 0x12));
-    CHECK(LX_COUNTER(phys_layer_cntrs, phys, symbol_errors) == 0);
+    CHECK(LINUX_COUNTER(phys_layer_cntrs, phys, symbol_errors) == 0);
     std::this_thread::sleep_for(5ms);
     // clr on a read: this read still has the counts, the next does not; other groups keep theirs.
     ieee = counter_set(ppcnt(h, 0x0, 0, true));
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == packets);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == packets);
     ieee = counter_set(ppcnt(h, 0x0));
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == 0);
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_received_ok) == 0);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == 0);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_received_ok) == 0);
     rfc = counter_set(ppcnt(h, 0x1));
-    CHECK(LX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_out_ucast_pkts) == packets);
+    CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_out_ucast_pkts) == packets);
     // clr on a write: the answer is the group cleared.
     rfc = counter_set(ppcnt(h, 0x1, 0, true, kWrite));
     CHECK(rfc == std::vector<std::byte>(rfc.size()));
     // A write without clr changes nothing and answers with the counts.
     prio0 = counter_set(ppcnt(h, 0x10, 0, false, kWrite));
-    CHECK(LX_COUNTER(eth_per_prio_grp_data_layout, prio0, tx_frames) == packets);
+    CHECK(LINUX_COUNTER(eth_per_prio_grp_data_layout, prio0, tx_frames) == packets);
     // The physical layer's clock restarts on its clr.
     phys = counter_set(ppcnt(h, 0x12));
-    CHECK(LX_COUNTER(phys_layer_cntrs, phys, time_since_last_clear) >= 5);
+    CHECK(LINUX_COUNTER(phys_layer_cntrs, phys, time_since_last_clear) >= 5);
     ppcnt(h, 0x12, 0, true, kWrite);
     phys = counter_set(ppcnt(h, 0x12));
-    CHECK(LX_COUNTER(phys_layer_cntrs, phys, time_since_last_clear) < 5);
+    CHECK(LINUX_COUNTER(phys_layer_cntrs, phys, time_since_last_clear) < 5);
 
     // More traffic counts from the clear on.
     lb.write(100);  // one packet and its ACK
@@ -619,10 +584,10 @@ TEST_CASE("PPCNT counts the port's wire packets and bytes per group; clr clears 
     while (frames_sent(h) < 2 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
     std::this_thread::sleep_for(20ms);
     ieee = counter_set(ppcnt(h, 0x0));
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == 2);
-    CHECK(LX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_transmitted_ok) == 100 + 2 * 26);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == 2);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_transmitted_ok) == 100 + 2 * 26);
     rfc = counter_set(ppcnt(h, 0x1));
-    CHECK(LX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_ucast_pkts) == 2);
+    CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_ucast_pkts) == 2);
 
     // Groups the model does not have are refused.
     for (const std::uint32_t g : {0x2u, 0x5u, 0x11u, 0x20u}) {
