@@ -40,7 +40,10 @@ void firmware::port_enter(port_phase next, clock_type::time_point now) {
     switch (next) {
     case port_phase::down:
     case port_phase::training:
-        if (prev == port_phase::init || prev == port_phase::active) sub = hw::port_change_subtype::DOWN;
+        if (prev == port_phase::init || prev == port_phase::active) {
+            sub = hw::port_change_subtype::DOWN;
+            ++port_stats_.link_down_events;  // PPCNT physical layer group
+        }
         break;
     case port_phase::init: sub = hw::port_change_subtype::INITIALIZED; break;
     case port_phase::active: sub = hw::port_change_subtype::ACTIVE; break;

@@ -77,6 +77,7 @@ port_stats since(const port_stats& now, const port_stats& base) {
     d.rx_multicast = now.rx_multicast - base.rx_multicast;
     d.rx_discards = now.rx_discards - base.rx_discards;
     d.rx_errors = now.rx_errors - base.rx_errors;
+    d.link_down_events = now.link_down_events - base.link_down_events;
     return d;
 }
 
@@ -331,10 +332,11 @@ cmd_reply firmware::reg_ppcnt(reg_access& r) {
             break;
         }
         case ppcnt_group::PHYSICAL_LAYER_COUNTERS_GROUP: {
-            // No symbol, FEC or BIP errors on the model's wire.
+            // No symbol, FEC or BIP errors on the model's wire; the link's downs count.
             using G = ifc::phys_layer_cntrs;
             const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - regs_.phys_cleared);
             CXV_COUNTER(G, time_since_last_clear, set, static_cast<std::uint64_t>(ms.count()));
+            ifc::set<G::link_down_events>(set, static_cast<std::uint32_t>(s.link_down_events));
             break;
         }
     }

@@ -27,6 +27,7 @@ struct port_stats {
     std::uint64_t rx_multicast = 0;
     std::uint64_t rx_discards = 0;  // arrived, then dropped (no QP, wrong state, Q_Key)
     std::uint64_t rx_errors = 0;    // arrived damaged (bad ICRC/VCRC)
+    std::uint64_t link_down_events = 0;  // the link went down from up (PAOS, cable)
 
     // A message the port put on the wire (sent) or could not (discarded).
     void count_tx(const wire_frames& f, bool sent) noexcept {

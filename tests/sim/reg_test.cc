@@ -577,6 +577,16 @@ TEST_CASE("PPCNT counts the port's wire packets and bytes per group; clr clears 
     ppcnt(h, 0x12, 0, true, kWrite);
     phys = counter_set(ppcnt(h, 0x12));
     CHECK(LINUX_COUNTER(phys_layer_cntrs, phys, time_since_last_clear) < 5);
+    CHECK(CXV_LINUX_GET(phys_layer_cntrs, phys, link_down_events) == 0);
+    // The link's downs: PAOS down takes it down once; up again trains it (no down).
+    const auto paos_id = id(hw::reg_id::PAOS);
+    REQUIRE(access(h, kWrite, paos_id, paos(2, true)).r.status == cmd_status::OK);
+    REQUIRE(access(h, kWrite, paos_id, paos(1, true)).r.status == cmd_status::OK);
+    REQUIRE(h.wait_port_active());
+    phys = counter_set(ppcnt(h, 0x12));
+    CHECK(CXV_LINUX_GET(phys_layer_cntrs, phys, link_down_events) == 1);
+    phys = counter_set(ppcnt(h, 0x12, 0, true, kWrite));  // clr: the downs restart from 0
+    CHECK(CXV_LINUX_GET(phys_layer_cntrs, phys, link_down_events) == 0);
 
     // More traffic counts from the clear on.
     lb.write(100);  // one packet and its ACK
