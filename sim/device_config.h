@@ -49,11 +49,12 @@ struct device_config {
     std::chrono::milliseconds sm_sweep_time{30};
 
     // Port addressing. InfiniBand: LID and GUIDs. Ethernet: MAC and an IPv4 address
-    // (its IPv4-mapped IPv6 GID is GID index 0).
+    // (its IPv4-mapped IPv6 GID is GID index 0), link-local by default (RFC 3927's
+    // 169.254.1.0 - 169.254.254.255), never a private or public range.
     std::uint16_t lid = 1;
     std::uint64_t node_guid = 0x0002c90300a1b2c0ull;
     std::array<std::uint8_t, 6> mac{0x02, 0xc5, 0x00, 0x00, 0x00, 0x01};
-    std::array<std::uint8_t, 4> ipv4{10, 0, 0, 1};
+    std::array<std::uint8_t, 4> ipv4{169, 254, 1, 1};
 
     // The fabric the port is connected to: ports of the same type on the same fabric
     // reach each other (and themselves) by LID or IPv4 address.

@@ -59,7 +59,7 @@ TEST_CASE("bad settings are refused with the key in the message and change nothi
     options o;
     for (auto [k, v] : {std::pair{"devices", "0"}, {"devices", "65"}, {"devices", "two"},
                         {"port_type", "roce"}, {"bar0_size", "3000000"}, {"mac", "1:2:3"},
-                        {"ipv4", "10.0.0.256"}, {"fw_version", "1.2"}, {"lid", "0xc000"},
+                        {"ipv4", "169.254.1.256"}, {"fw_version", "1.2"}, {"lid", "0xc000"},
                         {"first_group", "-1"}, {"nonsense", "1"}}) {
         auto s = o.set(k, v);
         CHECK_FALSE(s.ok());
