@@ -30,6 +30,10 @@ inline void check_ok(const status& s) { REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s
 // One emulated function: its device, a PD, a 1 MiB buffer registered with every access
 // right, a CQ, and the asynchronous events it reported.
 struct node {
+    // First, so that they outlive the device: its event thread reports into them until
+    // the device is gone (members are destroyed in reverse order).
+    std::mutex mu;
+    std::vector<driver::hca_event> events;
     std::unique_ptr<cxv::device> dev;
     std::shared_ptr<cxv::pd> pd;
     std::vector<std::byte> mem;
@@ -37,8 +41,6 @@ struct node {
     std::shared_ptr<cxv::cq> cq;
     std::uint16_t lid = 0;
     bool ethernet = false;
-    std::mutex mu;
-    std::vector<driver::hca_event> events;
 
     std::byte* at(std::size_t off) { return mem.data() + off; }
     std::uint64_t addr(std::size_t off) { return reinterpret_cast<std::uint64_t>(mem.data() + off); }

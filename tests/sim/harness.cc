@@ -235,6 +235,23 @@ bool harness::bring_up() {
     return init_hca().status == hw::cmd_status::OK;
 }
 
+bool harness::bring_up_link_disabled() {
+    if (!wait_boot()) return false;
+    set_cmdq();
+    if (enable_hca().status != hw::cmd_status::OK) return false;
+    if (set_issi(1).status != hw::cmd_status::OK) return false;
+    if (give_pages(1).status != hw::cmd_status::OK) return false;
+    auto cur = exec(input<ifc::query_hca_cap_in>(hw::cmd_opcode::QUERY_HCA_CAP, 1), ifc::query_hca_cap_out::size_bytes);
+    if (cur.status != hw::cmd_status::OK) return false;
+    auto in = input<ifc::set_hca_cap_in>(hw::cmd_opcode::SET_HCA_CAP, 0);
+    std::byte* cap = ifc::at<ifc::set_hca_cap_in::capability>(in.data());
+    std::memcpy(cap, ifc::at<ifc::query_hca_cap_out::capability>(cur.out.data()), ifc::cmd_hca_cap::size_bytes);
+    ifc::set<ifc::cmd_hca_cap::disable_link_up>(cap, 1);
+    if (exec(in, 16).status != hw::cmd_status::OK) return false;
+    if (give_pages(2).status != hw::cmd_status::OK) return false;
+    return init_hca().status == hw::cmd_status::OK;
+}
+
 int harness::vport_state() {
     auto r = exec(input<ifc::query_vport_state_in>(hw::cmd_opcode::QUERY_VPORT_STATE), ifc::query_vport_state_out::size_bytes);
     if (r.status != hw::cmd_status::OK) return -1;

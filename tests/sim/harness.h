@@ -118,6 +118,9 @@ public:
     cmd_result set_issi(unsigned issi);
     cmd_result init_hca();
     bool bring_up();  // boot .. INIT_HCA, all successful
+    // The same with SET_HCA_CAP's disable_link_up set before INIT_HCA (the current
+    // capabilities as queried, that one bit changed): the link stays down after INIT_HCA.
+    bool bring_up_link_disabled();
     // QUERY_VPORT_STATE (the vNIC's vport): 1 up (the port is ACTIVE), 0 down; -1 when
     // the command fails.
     int vport_state();

@@ -262,18 +262,7 @@ TEST_CASE("Ethernet: Down until trained, then Active with one event; the NIC vpo
 
 TEST_CASE("disable_link_up: the link stays down after INIT_HCA until PAOS brings it up") {
     H h(timed({}, 50ms, 20ms));
-    boot_and_enable(h);
-    REQUIRE(h.set_issi(1).status == cmd_status::OK);
-    REQUIRE(h.give_pages(1).status == cmd_status::OK);
-    auto cur = h.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), ifc::query_hca_cap_out::size_bytes);
-    REQUIRE(cur.status == cmd_status::OK);
-    auto in = H::input<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
-    std::byte* cap = ifc::at<ifc::set_hca_cap_in::capability>(in.data());
-    std::memcpy(cap, ifc::at<ifc::query_hca_cap_out::capability>(cur.out.data()), ifc::cmd_hca_cap::size_bytes);
-    ifc::set<ifc::cmd_hca_cap::disable_link_up>(cap, 1);
-    REQUIRE(h.exec(in, 16).status == cmd_status::OK);
-    REQUIRE(h.give_pages(2).status == cmd_status::OK);
-    REQUIRE(h.init_hca().status == cmd_status::OK);
+    REQUIRE(h.bring_up_link_disabled());
     H::eq e;
     REQUIRE(h.create_eq(e, h.alloc_uar(), 4, kPortBit, 0).status == cmd_status::OK);
     check_down(h, 2, 3);

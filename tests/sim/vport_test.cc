@@ -435,17 +435,7 @@ TEST_CASE("MAD_IFC refuses bad op_mod and ports, and SMPs on an Ethernet port") 
 
 TEST_CASE("disable_link_up set before INIT_HCA keeps the port down until PAOS brings it up") {
     H h;
-    boot_and_enable(h);
-    REQUIRE(h.set_issi(1).status == cmd_status::OK);
-    REQUIRE(h.give_pages(1).status == cmd_status::OK);
-    auto cur = h.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 4112);
-    auto in = H::input<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
-    std::byte* cap = ifc::at<ifc::set_hca_cap_in::capability>(in.data());
-    std::memcpy(cap, ifc::at<ifc::query_hca_cap_out::capability>(cur.out.data()), ifc::cmd_hca_cap::size_bytes);
-    ifc::set<ifc::cmd_hca_cap::disable_link_up>(cap, 1);
-    REQUIRE(h.exec(in, 16).status == cmd_status::OK);
-    REQUIRE(h.give_pages(2).status == cmd_status::OK);
-    REQUIRE(h.init_hca().status == cmd_status::OK);
+    REQUIRE(h.bring_up_link_disabled());
     auto state = [&] {
         auto r = hca_vport_context(h);
         REQUIRE(r.status == cmd_status::OK);

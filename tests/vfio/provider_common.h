@@ -149,11 +149,30 @@ inline std::vector<std::byte> query_vport(ibv_context* ctx) {
 // IBTA PortInfo:PortState, as hca_vport_context reports it.
 inline constexpr std::uint32_t kPortDown = 1, kPortInit = 2, kPortActive = 4;
 
+inline std::uint32_t port_state(ibv_context* ctx) {
+    return ifc::get<ifc::hca_vport_context::port_state>(query_vport(ctx).data());
+}
+
+// ACCESS_REG of PAOS on port 1: a write of admin_status (1 up, 2 down) with ase = 1, or
+// a read. The register id is written out (0x5006), not taken from hw/.
+inline result paos(ibv_context* ctx, bool write, std::uint32_t admin = 0) {
+    using r = ifc::paos_reg;
+    auto in = input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, write ? 0 : 1, r::size_bytes);
+    ifc::set<ifc::access_register_in::register_id>(in.data(), 0x5006);
+    std::byte* reg = ifc::at<ifc::access_register_in::register_data>(in.data());
+    ifc::set<r::local_port>(reg, 1);
+    if (write) {
+        ifc::set<r::admin_status>(reg, admin);
+        ifc::set<r::ase>(reg, 1);
+    }
+    return must(ctx, in, ifc::access_register_out::size_bytes + r::size_bytes);
+}
+
 // The provider does not wait for the link after INIT_HCA (it trains for a while, and an
 // InfiniBand port then waits for the SM): true once port 1 is ACTIVE, polled.
 inline bool wait_port_active(ibv_context* ctx, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (ifc::get<ifc::hca_vport_context::port_state>(query_vport(ctx).data()) != kPortActive) {
+    while (port_state(ctx) != kPortActive) {
         if (std::chrono::steady_clock::now() > deadline) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }

@@ -68,24 +68,6 @@ TEST_CASE("devx: QUERY_HCA_VPORT_CONTEXT of port 1 and an unknown opcode") {
     CHECK_MESSAGE(r.status() == cmd_status::BAD_OP, describe(static_cast<cmd_opcode>(0x0fff), r));
 }
 
-// ACCESS_REG of PAOS (0x5006) on port 1: write admin_status (1 up, 2 down) or read.
-result paos(ibv_context* ctx, bool write, std::uint32_t admin = 0) {
-    using r = ifc::paos_reg;
-    auto in = input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, write ? 0 : 1, r::size_bytes);
-    ifc::set<ifc::access_register_in::register_id>(in.data(), 0x5006);
-    std::byte* reg = ifc::at<ifc::access_register_in::register_data>(in.data());
-    ifc::set<r::local_port>(reg, 1);
-    if (write) {
-        ifc::set<r::admin_status>(reg, admin);
-        ifc::set<r::ase>(reg, 1);
-    }
-    return must(ctx, in, ifc::access_register_out::size_bytes + r::size_bytes);
-}
-
-std::uint32_t port_state(ibv_context* ctx) {
-    return ifc::get<ifc::hca_vport_context::port_state>(query_vport(ctx).data());
-}
-
 TEST_CASE("devx: INIT_LINK_DOWN keeps the link down after INIT_HCA until PAOS raises it") {
     // The provider asks for it with SET_HCA_CAP disable_link_up_by_init_hca = 1
     // (rdma-core's name for cmd_hca_cap bit 0x1b4, Linux's disable_link_up).

@@ -26,24 +26,6 @@ constexpr unsigned kLogEq = 6;
 constexpr std::uint32_t kDown = 1, kActive = 4, kInitialized = 5;  // MLX5_PORT_CHANGE_SUBTYPE_*
 constexpr auto kLinkUp = 300ms;  // cxv-sim's default link_up_ms
 
-// ACCESS_REG of PAOS (0x5006) on port 1: a write of admin_status with ase = 1, or a read.
-result paos(ibv_context* ctx, bool write, std::uint32_t admin = 0) {
-    using r = ifc::paos_reg;
-    auto in = input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, write ? 0 : 1, r::size_bytes);
-    ifc::set<ifc::access_register_in::register_id>(in.data(), 0x5006);
-    std::byte* reg = ifc::at<ifc::access_register_in::register_data>(in.data());
-    ifc::set<r::local_port>(reg, 1);
-    if (write) {
-        ifc::set<r::admin_status>(reg, admin);
-        ifc::set<r::ase>(reg, 1);
-    }
-    return must(ctx, in, ifc::access_register_out::size_bytes + r::size_bytes);
-}
-
-std::uint32_t port_state(ibv_context* ctx) {
-    return ifc::get<ifc::hca_vport_context::port_state>(query_vport(ctx).data());
-}
-
 std::pair<std::uint32_t, std::uint32_t> paos_read(ibv_context* ctx) {
     const result r = paos(ctx, false);
     const std::byte* reg = ifc::at<ifc::access_register_out::register_data>(r.data());

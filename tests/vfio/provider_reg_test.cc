@@ -25,17 +25,13 @@ result access(ibv_context* ctx, std::uint16_t op_mod, hw::reg_id id, const std::
 
 const std::byte* reg_of(const result& r) { return ifc::at<ifc::access_register_out::register_data>(r.data()); }
 
-std::vector<std::byte> paos(std::uint32_t admin, bool ase) {
+std::vector<std::byte> paos_bytes(std::uint32_t admin, bool ase) {
     using R = ifc::paos_reg;
     std::vector<std::byte> b(R::size_bytes);
     ifc::set<R::local_port>(b.data(), 1);
     ifc::set<R::admin_status>(b.data(), admin);
     ifc::set<R::ase>(b.data(), ase ? 1 : 0);
     return b;
-}
-
-std::uint32_t port_state(ibv_context* ctx) {
-    return ifc::get<ifc::hca_vport_context::port_state>(query_vport(ctx).data());
 }
 
 std::uint32_t admin_of(const result& r) { return ifc::get<ifc::paos_reg::admin_status>(reg_of(r)); }
@@ -65,7 +61,7 @@ TEST_CASE("devx: PAOS writes answer with admin_status and oper_status in their o
         const auto end = std::chrono::steady_clock::now() + 5s;
         result r;
         do {
-            r = access(ctx, kRead, hw::reg_id::PAOS, paos(0, false));
+            r = access(ctx, kRead, hw::reg_id::PAOS, paos_bytes(0, false));
             REQUIRE_MESSAGE(r.ok(), describe(cmd_opcode::ACCESS_REG, r));
             if (oper_of(r) == oper) return true;
             std::this_thread::sleep_for(2ms);
@@ -75,7 +71,7 @@ TEST_CASE("devx: PAOS writes answer with admin_status and oper_status in their o
     REQUIRE(wait_port_active(ctx));  // the link trained after bring-up, and the SM swept it
 
     // ase 0: the write takes nothing and answers with the register as it stands.
-    result w = access(ctx, kWrite, hw::reg_id::PAOS, paos(2, false));
+    result w = access(ctx, kWrite, hw::reg_id::PAOS, paos_bytes(2, false));
     REQUIRE_MESSAGE(w.ok(), describe(cmd_opcode::ACCESS_REG, w));
     CHECK(admin_of(w) == 1);
     CHECK(oper_of(w) == 1);
@@ -83,20 +79,20 @@ TEST_CASE("devx: PAOS writes answer with admin_status and oper_status in their o
     CHECK(port_state(ctx) == kPortActive);
 
     // ase 1, down: down at once, in the write's output.
-    w = access(ctx, kWrite, hw::reg_id::PAOS, paos(2, true));
+    w = access(ctx, kWrite, hw::reg_id::PAOS, paos_bytes(2, true));
     REQUIRE_MESSAGE(w.ok(), describe(cmd_opcode::ACCESS_REG, w));
     CHECK(admin_of(w) == 2);
     CHECK(oper_of(w) == 2);
     CHECK(port_state(ctx) == kPortDown);
 
     // ase 0 with admin up: still down.
-    w = access(ctx, kWrite, hw::reg_id::PAOS, paos(1, false));
+    w = access(ctx, kWrite, hw::reg_id::PAOS, paos_bytes(1, false));
     REQUIRE(w.ok());
     CHECK(admin_of(w) == 2);
     CHECK(oper_of(w) == 2);
 
     // ase 1, up: admin up in the output; oper follows once the link is up.
-    w = access(ctx, kWrite, hw::reg_id::PAOS, paos(1, true));
+    w = access(ctx, kWrite, hw::reg_id::PAOS, paos_bytes(1, true));
     REQUIRE(w.ok());
     CHECK(admin_of(w) == 1);
     CHECK(oper_of(w) == 2);  // the link trains first
@@ -104,7 +100,7 @@ TEST_CASE("devx: PAOS writes answer with admin_status and oper_status in their o
     CHECK(wait_port_active(ctx));
 
     // An admin_status the PRM does not define: refused, nothing changes.
-    const result bad = access(ctx, kWrite, hw::reg_id::PAOS, paos(5, true));
+    const result bad = access(ctx, kWrite, hw::reg_id::PAOS, paos_bytes(5, true));
     CHECK(bad.err == EREMOTEIO);
     CHECK(bad.status() == cmd_status::BAD_PARAM);
     CHECK(bad.syndrome() == cmd_syndrome::BAD_PARAMETER);
