@@ -74,7 +74,7 @@ TEST_CASE("settings() reads back to the same options") {
     REQUIRE(o.set("devices", "3").ok());
     REQUIRE(o.set("port_type", "eth").ok());
     REQUIRE(o.set("mac", "0a:0b:0c:0d:0e:0f").ok());
-    REQUIRE(o.set("ipv4", "192.168.7.9").ok());
+    REQUIRE(o.set("ipv4", "169.254.7.9").ok());
     REQUIRE(o.set("fw_version", "22.36.1010").ok());
     REQUIRE(o.set("health_period_ms", "250").ok());
     options back;
