@@ -46,6 +46,38 @@ CXV_IFC_LAYOUT(dealloc_q_counter_out, 0x80)
 CXV_IFC_LAYOUT(query_q_counter_in, 0x100)
 
 // Every counter is 32 bits and wraps.
+// X(name) for every counter of QUERY_Q_COUNTER's output that the driver reports and the
+// model keeps (the PRM's names; Linux's mlx5_ib exposes the same ones as rdma
+// statistics). One list for both sides, so the two cannot name different fields.
+#define CXV_IFC_Q_COUNTERS(X)         \
+    X(rx_write_requests)              \
+    X(rx_read_requests)               \
+    X(rx_atomic_requests)             \
+    X(out_of_buffer)                  \
+    X(out_of_sequence)                \
+    X(duplicate_request)              \
+    X(rnr_nak_retry_err)              \
+    X(packet_seq_err)                 \
+    X(implied_nak_seq_err)            \
+    X(local_ack_timeout_err)          \
+    X(resp_local_length_error)        \
+    X(req_local_length_error)         \
+    X(local_operation_error)          \
+    X(resp_local_protection)          \
+    X(req_local_protection)           \
+    X(resp_cqe_error)                 \
+    X(req_cqe_error)                  \
+    X(req_remote_invalid_request)     \
+    X(resp_remote_invalid_request)    \
+    X(req_remote_access_errors)       \
+    X(resp_remote_access_errors)      \
+    X(req_remote_operation_errors)    \
+    X(req_transport_retries_exceeded) \
+    X(resp_cqe_flush_error)           \
+    X(req_cqe_flush_error)            \
+    X(roce_adp_retrans)               \
+    X(roce_adp_retrans_to)
+
 #define CXV_IFC_query_q_counter_out(F, S, A, T) \
     F(status, 0x000, 8)                         \
     F(syndrome, 0x020, 32)                      \

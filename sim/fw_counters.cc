@@ -97,11 +97,11 @@ cmd_reply firmware::query_q_counter(cmd_ctx& c) {
     q_counter_values sum;
     for (const q_counter_object* q : sets) {
 #define CXV_SUM(n) sum.n += q->v.n;
-        CXV_SIM_Q_COUNTERS(CXV_SUM)
+        CXV_IFC_Q_COUNTERS(CXV_SUM)
 #undef CXV_SUM
     }
 #define CXV_PUT(n) ifc::set<out::n>(c.out.data(), sum.n);
-    CXV_SIM_Q_COUNTERS(CXV_PUT)
+    CXV_IFC_Q_COUNTERS(CXV_PUT)
 #undef CXV_PUT
     // clear: the sets read start again from 0 once their values are in the output.
     if (ifc::get<in::clear>(i)) {

@@ -70,42 +70,17 @@ struct cq_object : referenced {
     pages::slot icm{};
 };
 
-// The Q counters the transport engine counts (PRM QUERY_Q_COUNTER, by the PRM's names;
-// sim/fw_counters.cc says where each moves). The others of the layout stay 0: the model
-// has no DC transport, memory windows, adaptive retransmission or congestion control,
-// and its responder drops a request ahead of the expected PSN rather than NAK it, so
-// no requester ever sees a sequence-error NAK (packet_seq_err) or an implied NAK.
-#define CXV_SIM_Q_COUNTERS(X)            \
-    X(rx_write_requests)                 \
-    X(rx_read_requests)                  \
-    X(rx_atomic_requests)                \
-    X(out_of_buffer)                     \
-    X(out_of_sequence)                   \
-    X(duplicate_request)                 \
-    X(rnr_nak_retry_err)                 \
-    X(local_ack_timeout_err)             \
-    X(resp_local_length_error)           \
-    X(req_local_length_error)            \
-    X(local_operation_error)             \
-    X(resp_local_protection)             \
-    X(req_local_protection)              \
-    X(resp_cqe_error)                    \
-    X(req_cqe_error)                     \
-    X(req_remote_invalid_request)        \
-    X(resp_remote_invalid_request)       \
-    X(req_remote_access_errors)          \
-    X(resp_remote_access_errors)         \
-    X(req_remote_operation_errors)       \
-    X(req_transport_retries_exceeded)    \
-    X(resp_cqe_flush_error)              \
-    X(req_cqe_flush_error)
-
+// The Q counters (hw/ifc_counters.h's list; sim/fw_counters.cc says where each moves).
+// Some stay 0: the model has no DC transport, memory windows, adaptive retransmission or
+// congestion control, and its responder drops a request ahead of the expected PSN rather
+// than NAK it, so no requester ever sees a sequence-error NAK (packet_seq_err) or an
+// implied NAK.
 // One Q counter set (ALLOC_Q_COUNTER; set 0 is the device's default). The values are
 // the model's own state, not kept in firmware pages; 32 bits each, wrapping as the
 // PRM's fields do.
 struct q_counter_values {
 #define CXV_SIM_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;
-    CXV_SIM_Q_COUNTERS(CXV_SIM_Q_COUNTER_MEMBER)
+    CXV_IFC_Q_COUNTERS(CXV_SIM_Q_COUNTER_MEMBER)
 #undef CXV_SIM_Q_COUNTER_MEMBER
 };
 

@@ -35,7 +35,7 @@ result<q_counter_values> q_counter::query(bool clear) {
     if (!r) return r.error();
     q_counter_values v;
 #define CXV_GET(n) v.n = ifc::get<out::n>(r->data());
-    CXV_Q_COUNTER_FIELDS(CXV_GET)
+    CXV_IFC_Q_COUNTERS(CXV_GET)
 #undef CXV_GET
     return v;
 }

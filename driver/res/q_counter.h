@@ -7,43 +7,14 @@
 #include <memory>
 
 #include "driver/res/object.h"
+#include "hw/ifc.h"
 
 namespace cxv::driver {
-
-// X(name) for every field of QUERY_Q_COUNTER's output a driver reports (the PRM's names;
-// Linux's mlx5_ib exposes the same ones as rdma statistics).
-#define CXV_Q_COUNTER_FIELDS(X)       \
-    X(rx_write_requests)              \
-    X(rx_read_requests)               \
-    X(rx_atomic_requests)             \
-    X(out_of_buffer)                  \
-    X(out_of_sequence)                \
-    X(duplicate_request)              \
-    X(rnr_nak_retry_err)              \
-    X(packet_seq_err)                 \
-    X(implied_nak_seq_err)            \
-    X(local_ack_timeout_err)          \
-    X(resp_local_length_error)        \
-    X(req_local_length_error)         \
-    X(resp_local_protection)          \
-    X(req_local_protection)           \
-    X(resp_cqe_error)                 \
-    X(req_cqe_error)                  \
-    X(req_remote_invalid_request)     \
-    X(resp_remote_invalid_request)    \
-    X(req_remote_access_errors)       \
-    X(resp_remote_access_errors)      \
-    X(req_remote_operation_errors)    \
-    X(req_transport_retries_exceeded) \
-    X(resp_cqe_flush_error)           \
-    X(req_cqe_flush_error)            \
-    X(roce_adp_retrans)               \
-    X(roce_adp_retrans_to)
 
 // One read of a Q counter set: 32-bit counts that wrap.
 struct q_counter_values {
 #define CXV_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;
-    CXV_Q_COUNTER_FIELDS(CXV_Q_COUNTER_MEMBER)
+    CXV_IFC_Q_COUNTERS(CXV_Q_COUNTER_MEMBER)
 #undef CXV_Q_COUNTER_MEMBER
 };
 

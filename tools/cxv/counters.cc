@@ -37,7 +37,7 @@ void print_counters(driver::hca& hca) {
     fmt::print("  Q counters: {} sets besides the default; set {}:", ifc::get<ifc::cmd_hca_cap::max_qp_cnt>(cap),
                (*q)->id());
 #define CXV_PRINT(n) fmt::print(" " #n " {}", values->n);
-    CXV_Q_COUNTER_FIELDS(CXV_PRINT)
+    CXV_IFC_Q_COUNTERS(CXV_PRINT)
 #undef CXV_PRINT
     fmt::print("\n");
 }
