@@ -41,7 +41,7 @@
 #include "driver/res/q_counter.h"
 #include "driver/res/qp.h"
 #include "driver/res/srq.h"
-#include "hw/result.h"
+#include "base/result.h"
 #include "queues/completion_queue.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "hw/endian.h"
-#include "hw/result.h"
+#include "base/result.h"
 #include <memory>
 
 namespace cxv::sim {

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "hw/result.h"
+#include "base/result.h"
 #include "sim/bar.h"
 #include "sim/cmd_engine.h"
 #include "sim/config_space.h"

@@ -24,7 +24,7 @@
 #include "driver/vfio/vfio.h"
 #include "hw/layout.h"
 #include "hw/opcodes.h"
-#include "hw/result.h"
+#include "base/result.h"
 
 namespace cxv::driver {
 

@@ -36,7 +36,7 @@
 #include "driver/cmd/cmd_queue.h"
 #include "driver/vfio/vfio.h"
 #include "hw/registers.h"
-#include "hw/result.h"
+#include "base/result.h"
 
 namespace cxv::driver {
 

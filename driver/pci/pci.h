@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "hw/result.h"
+#include "base/result.h"
 
 namespace cxv::driver::pci {
 

@@ -11,7 +11,7 @@
 
 #include "driver/hca/hca.h"
 #include "driver/vfio/vfio.h"
-#include "hw/result.h"
+#include "base/result.h"
 
 namespace cxv::driver {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "hw/mmio.h"
-#include "hw/result.h"
+#include "base/result.h"
 
 namespace cxv::driver::vfio {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "hw/result.h"
+#include "base/result.h"
 #include "sim/device_config.h"
 
 namespace cxv::sim::vfio {

@@ -1,6 +1,7 @@
 // result<T>: a value or an error, the return type of every create() in cxv (std::expected
-// arrives in C++23; this is the subset we use). It lives in hw/, the bottom layer, so that
-// every layer shares one type.
+// arrives in C++23; this is the subset we use). It is not part of the hardware interface,
+// so it lives in base/, the package of vocabulary types that every layer (hw/ included)
+// may use and that knows nothing of ConnectX.
 #pragma once
 
 #include <string>
