@@ -20,15 +20,15 @@
 #include <vector>
 
 #include "base/result.h"
-#include "sim/bar.h"
-#include "sim/cmd_engine.h"
-#include "sim/config_space.h"
+#include "sim/pci/bar.h"
+#include "sim/firmware/cmd_engine.h"
+#include "sim/pci/config_space.h"
 #include "sim/device_config.h"
-#include "sim/fabric.h"
+#include "sim/transport/fabric.h"
 #include "sim/faults.h"
-#include "sim/firmware.h"
-#include "sim/iommu.h"
-#include "sim/msix.h"
+#include "sim/firmware/firmware.h"
+#include "sim/pci/iommu.h"
+#include "sim/pci/msix.h"
 #include "sim/trace.h"
 
 namespace cxv::sim {

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "sim/device.h"
-#include "sim/iommu.h"
+#include "sim/pci/iommu.h"
 #include "sim/vfio/options.h"
 #include "sim/vfio/sysfs.h"
 

@@ -17,12 +17,12 @@
 #include "hw/cmd_layouts.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
-#include "sim/bar.h"
-#include "sim/cmd_engine.h"
+#include "sim/pci/bar.h"
+#include "sim/firmware/cmd_engine.h"
 #include "sim/faults.h"
-#include "sim/firmware.h"
-#include "sim/iommu.h"
-#include "sim/msix.h"
+#include "sim/firmware/firmware.h"
+#include "sim/pci/iommu.h"
+#include "sim/pci/msix.h"
 #include "sim/trace.h"
 
 namespace {

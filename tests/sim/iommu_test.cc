@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-#include "sim/iommu.h"
+#include "sim/pci/iommu.h"
 
 using cxv::sim::iommu;
 using cxv::sim::map_error;

@@ -6,7 +6,7 @@
 
 #include <doctest/doctest.h>
 
-#include "sim/mkey_translate.h"
+#include "sim/transport/mkey_translate.h"
 #include "tests/sim/objects.h"
 
 using namespace cxv;

@@ -8,7 +8,7 @@
 
 #include <doctest/doctest.h>
 
-#include "sim/msix.h"
+#include "sim/pci/msix.h"
 
 using cxv::sim::msix_table;
 

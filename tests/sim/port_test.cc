@@ -1,4 +1,4 @@
-// The port as a card runs it (sim/fw_port.cc): the link trains after INIT_HCA, PAOS
+// The port as a card runs it (sim/firmware/fw_port.cc): the link trains after INIT_HCA, PAOS
 // admin up or a cable plugged in; an InfiniBand port then waits in Init until the
 // subnet manager (the model) assigns its LID and makes it ACTIVE. Each transition is a
 // PORT_CHANGE event on the EQs that subscribe to it, and every query (PAOS,

@@ -1,4 +1,4 @@
-#include "sim/config_space.h"
+#include "sim/pci/config_space.h"
 
 #include <algorithm>
 

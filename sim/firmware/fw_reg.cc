@@ -10,7 +10,7 @@
 
 #include "hw/ifc.h"
 #include "hw/registers.h"
-#include "sim/firmware.h"
+#include "sim/firmware/firmware.h"
 
 namespace cxv::sim {
 

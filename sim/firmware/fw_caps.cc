@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "hw/ifc.h"
-#include "sim/firmware.h"
+#include "sim/firmware/firmware.h"
 
 namespace cxv::sim {
 

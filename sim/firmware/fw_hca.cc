@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "hw/ifc.h"
-#include "sim/firmware.h"
+#include "sim/firmware/firmware.h"
 
 namespace cxv::sim {
 

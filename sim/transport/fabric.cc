@@ -1,4 +1,4 @@
-#include "sim/fabric.h"
+#include "sim/transport/fabric.h"
 
 namespace cxv::sim {
 

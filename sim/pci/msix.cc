@@ -1,4 +1,4 @@
-#include "sim/msix.h"
+#include "sim/pci/msix.h"
 
 #include <fcntl.h>
 #include <unistd.h>

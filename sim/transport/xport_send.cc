@@ -21,8 +21,8 @@
 #include "hw/endian.h"
 #include "hw/ifc.h"
 #include "hw/wqe.h"
-#include "sim/firmware.h"
-#include "sim/fw_tables.h"
+#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "hw/ifc.h"
-#include "sim/fabric.h"
-#include "sim/pages.h"
+#include "sim/transport/fabric.h"
+#include "sim/firmware/pages.h"
 
 namespace cxv::sim {
 
@@ -70,7 +70,7 @@ struct cq_object : referenced {
     pages::slot icm{};
 };
 
-// The Q counters (hw/ifc_counters.h's list; sim/fw_counters.cc says where each moves).
+// The Q counters (hw/ifc_counters.h's list; sim/firmware/fw_counters.cc says where each moves).
 // Some stay 0: the model has no DC transport, memory windows, adaptive retransmission or
 // congestion control, and its responder drops a request ahead of the expected PSN rather
 // than NAK it, so no requester ever sees a sequence-error NAK (packet_seq_err) or an

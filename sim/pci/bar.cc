@@ -1,4 +1,4 @@
-#include "sim/bar.h"
+#include "sim/pci/bar.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -9,7 +9,7 @@
 
 #include "hw/cmd_syndromes.h"
 #include "hw/layout.h"
-#include "sim/firmware.h"
+#include "sim/firmware/firmware.h"
 
 namespace cxv::sim {
 

@@ -11,7 +11,7 @@
 #include <array>
 
 #include "hw/ifc.h"
-#include "sim/firmware.h"
+#include "sim/firmware/firmware.h"
 
 namespace cxv::sim {
 

@@ -1,7 +1,7 @@
 // Command dispatch: the checks every command goes through before its handler, in the
 // order a card applies them (PRM "Command Return Status"): length of the header, opcode,
 // HCA state, then the command's own input length; handlers check op_mod and fields.
-#include "sim/firmware.h"
+#include "sim/firmware/firmware.h"
 
 #include <algorithm>
 #include <vector>

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "sim/port_stats.h"
+#include "sim/transport/port_stats.h"
 
 namespace cxv::sim {
 

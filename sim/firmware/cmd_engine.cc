@@ -1,4 +1,4 @@
-#include "sim/cmd_engine.h"
+#include "sim/firmware/cmd_engine.h"
 
 #include <algorithm>
 #include <array>

@@ -20,10 +20,10 @@
 #include <optional>
 #include <vector>
 
-#include "sim/bar.h"
+#include "sim/pci/bar.h"
 #include "sim/faults.h"
-#include "sim/firmware.h"
-#include "sim/iommu.h"
+#include "sim/firmware/firmware.h"
+#include "sim/pci/iommu.h"
 #include "sim/trace.h"
 
 namespace cxv::sim {

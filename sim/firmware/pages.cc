@@ -1,4 +1,4 @@
-#include "sim/pages.h"
+#include "sim/firmware/pages.h"
 
 #include <bit>
 

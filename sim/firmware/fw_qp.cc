@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "hw/ifc.h"
-#include "sim/firmware.h"
-#include "sim/fw_tables.h"
+#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
 

@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "hw/ifc.h"
-#include "sim/firmware.h"
-#include "sim/fw_tables.h"
+#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
 

@@ -12,9 +12,9 @@
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
 #include "hw/wqe.h"
-#include "sim/firmware.h"
-#include "sim/fw_tables.h"
-#include "sim/mkey_translate.h"
+#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_tables.h"
+#include "sim/transport/mkey_translate.h"
 
 namespace cxv::sim {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/objects.h"
+#include "sim/firmware/objects.h"
 
 namespace cxv::sim {
 

@@ -1,4 +1,4 @@
-#include "sim/iommu.h"
+#include "sim/pci/iommu.h"
 
 #include <algorithm>
 #include <cstring>

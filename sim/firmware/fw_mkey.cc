@@ -1,6 +1,6 @@
 // Memory keys and user memory (PRM CREATE_MKEY, DESTROY_MKEY, QUERY_MKEY, "Memory Key
 // Context"; CREATE_UMEM, DESTROY_UMEM), and the translation through a key that the
-// transport engine applies (sim/mkey_translate.h).
+// transport engine applies (sim/transport/mkey_translate.h).
 //
 // An MTT mkey maps [start_addr, start_addr + len) onto pages of 2^log_page_size bytes:
 // entry i translates the i-th page the range touches, counted from the page holding
@@ -15,9 +15,9 @@
 
 #include "hw/endian.h"
 #include "hw/ifc.h"
-#include "sim/firmware.h"
-#include "sim/fw_tables.h"
-#include "sim/mkey_translate.h"
+#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_tables.h"
+#include "sim/transport/mkey_translate.h"
 
 namespace cxv::sim {
 
