@@ -181,15 +181,13 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     driver::qp& o = *out->qp_;
     auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record());
 
-    unsigned log_sq = 0;
-    while ((1u << log_sq) < o.sq_wqebb_count()) ++log_sq;
+    const unsigned log_sq = o.log_sq_size();
     out->sq_wr_ids_.assign(o.sq_wqebb_count(), 0);
     out->sq_ends_.assign(o.sq_wqebb_count(), 0);
     const auto& bf = o.bf();
     // BlueFlame copies through the write-combining mapping; 8-byte doorbells through the
     // uncached one (a store to a WC mapping would wait in the CPU's buffers).
-    std::byte* base = mode == doorbell_mode::doorbell || a.multi_producer ? d.hca().device().bar0().base() : d.bf_base();
-    std::byte* reg = base + std::size_t{bf.uar} * hw::uar_page_size + bf.offset;
+    std::byte* reg = o.bf_register(mode != doorbell_mode::doorbell && !a.multi_producer);
     out->sq_ = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, out->sq_wr_ids_.data(),
                                   out->sq_ends_.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
     const auto& cap = o.capabilities();
@@ -207,8 +205,7 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     out->own_counters_ = a.own_counters;
     out->other_send_ = a.multi_producer || a.signal_all;
     if (o.rq_wqe_count() != 0) {
-        unsigned log_rq = 0;
-        while ((1u << log_rq) < o.rq_wqe_count()) ++log_rq;
+        const unsigned log_rq = o.log_rq_size();
         out->rq_wr_ids_.assign(o.rq_wqe_count(), 0);
         out->rq_ = queues::recv_queue(o.rq(), log_rq, o.rq_wqe_shift(), out->rq_wr_ids_.data(), dbrec,
                                       cap.max_recv_sge);
