@@ -66,8 +66,11 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
     out->cq_ = std::move(c).value();
     unsigned log = 0;
     while ((1u << log) < out->cq_->entries()) ++log;
+    // The CQ arm doorbell is on the HCA's own UAR page (PRM "UAR").
+    std::byte* uar = d.hca().device().bar0().base() + std::size_t{d.hca().uar()} * hw::uar_page_size;
     out->ring_ = queues::completion_queue(out->cq_->cqes(), log,
-                                          reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()));
+                                          reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()),
+                                          uar, out->cq_->cqn());
     out->qps_.reserve(max_qps);
     out->event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (out->event_fd_ < 0) return error{errno, std::string("cxv::cq::create: eventfd: ") + std::strerror(errno)};
@@ -76,7 +79,6 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
         std::lock_guard lock(out->events_->mu);
         out->events_->fds[out->cq_->cqn()] = out->event_fd_;
     }
-    out->uar_ = d.hca().device().bar0().base() + std::size_t{d.hca().uar()} * hw::uar_page_size;
     return out;
 }
 
@@ -88,23 +90,14 @@ cq::~cq() {
     if (event_fd_ >= 0) ::close(event_fd_);
 }
 
-// PRM "CQ Doorbell Record" and "UAR": the arm word (sequence number, command, consumer
-// index) goes to the record first, then with the CQ number to the UAR's CQ doorbell.
-void cq::request_notify(bool solicited_only) noexcept {
-    const std::uint32_t word = hw::cq_arm_value(arm_sn_, solicited_only ? hw::cq_db_req_not_sol : hw::cq_db_req_not,
-                                                ring_.consumer_index());
-    auto* rec = reinterpret_cast<hw::cq_doorbell_record*>(cq_->doorbell_record());
-    rec->arm_ci = hw::be32::from(word);
-    hw::to_device();
-    hw::mmio_window(uar_, hw::uar_page_size).write64_be(hw::uar_cq_doorbell, hw::cq_doorbell_value(word, cq_->cqn()));
-}
+void cq::request_notify(bool solicited_only) noexcept { ring_.arm(solicited_only); }
 
 bool cq::wait_event(std::chrono::milliseconds timeout) noexcept {
     pollfd p{event_fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
     std::uint64_t n = 0;
     if (::read(event_fd_, &n, sizeof(n)) != sizeof(n) || n == 0) return false;
-    arm_sn_ += static_cast<std::uint32_t>(n);  // one arm sequence step per event (PRM)
+    ring_.on_event(static_cast<std::uint32_t>(n));  // one arm sequence step per event
     return true;
 }
 

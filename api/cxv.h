@@ -149,8 +149,6 @@ private:
     std::vector<queues::qp_rings> qps_;  // capacity max_qps, never reallocated
     std::shared_ptr<detail::cq_events> events_;
     int event_fd_ = -1;
-    std::uint32_t arm_sn_ = 0;           // advances with each event taken
-    std::byte* uar_ = nullptr;           // the HCA's UAR page (CQ arm doorbell at +0x20)
 };
 
 class srq {

@@ -17,6 +17,7 @@
 #include "hw/barrier.h"
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
+#include "hw/mmio.h"
 #include "hw/opcodes.h"
 #include "queues/mp_send_queue.h"
 #include "queues/recv_queue.h"
@@ -132,8 +133,11 @@ inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
 class completion_queue {
 public:
     completion_queue() = default;
-    completion_queue(std::byte* cqes, unsigned log_count, hw::cq_doorbell_record* dbrec) noexcept
-        : cqes_(cqes), dbrec_(dbrec), mask_((1u << log_count) - 1), log_(log_count) {}
+    // `uar`: the UAR page whose CQ doorbell arms this CQ (CQ number `cqn`); only arm()
+    // uses it.
+    completion_queue(std::byte* cqes, unsigned log_count, hw::cq_doorbell_record* dbrec, std::byte* uar = nullptr,
+                     std::uint32_t cqn = 0) noexcept
+        : cqes_(cqes), dbrec_(dbrec), mask_((1u << log_count) - 1), log_(log_count), uar_(uar), cqn_(cqn) {}
 
     // The QPs whose completions arrive here; looked up by QP number (the last one is
     // remembered, so a CQ serving one QP pays one compare). poll() caches the rings of
@@ -210,8 +214,27 @@ public:
 
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
+    // Requests a completion event for the next completion (the next solicited or error
+    // one with `solicited_only`), from the poller's thread. PRM "CQ Doorbell Record" and
+    // "UAR": the arm word (arm sequence number, command, consumer index) goes to the
+    // record first, then, after a to-device barrier, with the CQ number to the UAR's
+    // 64-bit CQ doorbell. Completions already past the consumer index raise the event
+    // at once.
+    void arm(bool solicited_only) noexcept {
+        const std::uint32_t word =
+            hw::cq_arm_value(arm_sn_, solicited_only ? hw::cq_db_req_not_sol : hw::cq_db_req_not, ci_);
+        dbrec_->arm_ci = hw::be32::from(word);
+        hw::to_device();
+        hw::mmio_window(uar_, hw::uar_page_size).write64_be(hw::uar_cq_doorbell, hw::cq_doorbell_value(word, cqn_));
+    }
+    // `events` completion events were taken: each one advances the arm sequence number
+    // (PRM "Completion Event"), which the next arm() carries so that the device tells a
+    // new request from one it already answered.
+    void on_event(std::uint32_t events = 1) noexcept { arm_sn_ += events; }
+    std::uint32_t arm_sn() const noexcept { return arm_sn_; }
+
 private:
-    // A good completion into `wc`. The word at offset 8 is stored before the ring's
+    // A good completion into `wc`. The status and opcode word is stored before the ring's
     // retire() and wr_id after it: a store to the ring in between keeps the compiler
     // from pairing the two 8-byte stores through a vector register (three instructions
     // instead of two).
@@ -345,6 +368,10 @@ private:
     std::uint32_t sq_key_ = kNoKey;
     std::uint32_t rq_key_ = kNoKey;
     std::uint32_t qpn_ = 0;
+    // arm() only.
+    std::byte* uar_ = nullptr;
+    std::uint32_t cqn_ = 0;
+    std::uint32_t arm_sn_ = 0;
 };
 
 }  // namespace cxv::queues
