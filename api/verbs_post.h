@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -336,6 +337,23 @@ inline int post_send_mp(const mp_send_side& q, ibv_send_wr* wr, ibv_send_wr** ba
     }
     return 0;
 }
+
+// The poller fills the caller's ibv_wc array as work_completion: the same layout, field
+// by field (the words it stores whole are named by their first field).
+static_assert(sizeof(queues::work_completion) == sizeof(ibv_wc) && alignof(queues::work_completion) == alignof(ibv_wc));
+static_assert(offsetof(queues::work_completion, wr_id) == offsetof(ibv_wc, wr_id) &&
+              offsetof(queues::work_completion, status) == offsetof(ibv_wc, status) &&
+              offsetof(queues::work_completion, opcode) == offsetof(ibv_wc, opcode) &&
+              offsetof(queues::work_completion, vendor_err) == offsetof(ibv_wc, vendor_err) &&
+              offsetof(queues::work_completion, byte_len) == offsetof(ibv_wc, byte_len) &&
+              offsetof(queues::work_completion, imm_data) == offsetof(ibv_wc, imm_data) &&
+              offsetof(queues::work_completion, qp_num) == offsetof(ibv_wc, qp_num) &&
+              offsetof(queues::work_completion, src_qp) == offsetof(ibv_wc, src_qp) &&
+              offsetof(queues::work_completion, wc_flags) == offsetof(ibv_wc, wc_flags) &&
+              offsetof(queues::work_completion, pkey_index) == offsetof(ibv_wc, pkey_index) &&
+              offsetof(queues::work_completion, slid) == offsetof(ibv_wc, slid) &&
+              offsetof(queues::work_completion, sl) == offsetof(ibv_wc, sl) &&
+              offsetof(queues::work_completion, dlid_path_bits) == offsetof(ibv_wc, dlid_path_bits));
 
 [[gnu::always_inline]] inline int poll_cq(queues::completion_queue& cq, int num_entries, ibv_wc* wc) noexcept {
     return cq.poll(reinterpret_cast<queues::work_completion*>(wc), num_entries);

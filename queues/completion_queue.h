@@ -83,11 +83,11 @@ enum entry_kind : std::uint8_t {
 // (above) and, for a REQ CQE, by the send WQE opcode (its sop_drop_qpn byte).
 struct poll_tables {
     std::array<std::uint8_t, 256> kind;
-    // The word at offset 8 of an ibv_wc: status in the low half, opcode in the high half.
+    // The status and opcode word (kStatusOpcode below): status low, opcode high.
     std::array<std::uint64_t, 256> send_word;
     std::array<std::uint64_t, 256> recv_word;
-    // Immediate data kept, and the with_imm flag (the high half of the word at offset
-    // 32), with RESP_WR_IMM and RESP_SEND_IMM.
+    // Immediate data kept, and the with_imm flag (wc_flags, the high half of the
+    // kSrcQpFlags word), with RESP_WR_IMM and RESP_SEND_IMM.
     std::array<std::uint32_t, 256> imm_mask;
     std::array<std::uint64_t, 256> imm_flag;
     // with_grh by the first byte of flags_rqpn (GRH presence is its bits 5:4).
@@ -115,11 +115,21 @@ inline constexpr poll_tables kPoll = [] {
 // matches no 24-bit QPN, and it has no rings.
 inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
 
-// Stores of a completion: whole 8-byte words (two 32-bit fields each) and 4-byte fields.
+// poll() stores a completion's fields two at a time where two 32-bit fields share an
+// 8-byte word (one store instead of two): these name the words by their first field.
+// work_completion is ibv_wc's layout (asserted against <infiniband/verbs.h> in
+// api/verbs_post.h and tests/queues).
+inline constexpr std::size_t kStatusOpcode = offsetof(work_completion, status);        // status, opcode
+inline constexpr std::size_t kSrcQpFlags = offsetof(work_completion, src_qp);           // src_qp, wc_flags
+inline constexpr std::size_t kPkeySlid = offsetof(work_completion, pkey_index);         // pkey_index .. dlid_path_bits, padding
+static_assert(offsetof(work_completion, opcode) == kStatusOpcode + 4 &&
+              offsetof(work_completion, wc_flags) == kSrcQpFlags + 4 &&
+              offsetof(work_completion, dlid_path_bits) == kPkeySlid + 5 && sizeof(work_completion) == kPkeySlid + 8 && kStatusOpcode % 8 == 0 &&
+              kSrcQpFlags % 8 == 0 && kPkeySlid % 8 == 0);
+
+// One 8-byte word of a completion (the field at `off` in the low half, the next in the
+// high half, as x86-64 lays out a little-endian word).
 [[gnu::always_inline]] inline void put64(work_completion& wc, std::size_t off, std::uint64_t v) noexcept {
-    std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
-}
-[[gnu::always_inline]] inline void put32(work_completion& wc, std::size_t off, std::uint32_t v) noexcept {
     std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
 }
 
@@ -241,31 +251,29 @@ private:
     template <class Ring>
     [[gnu::always_inline]] static void decode_send(const hw::cqe64& c, std::uint32_t qpn, Ring& sq,
                                                    work_completion& wc) noexcept {
-        static_assert(offsetof(work_completion, status) == 8 && offsetof(work_completion, byte_len) == 20 &&
-                      offsetof(work_completion, imm_data) == 24 && offsetof(work_completion, qp_num) == 28 &&
-                      offsetof(work_completion, src_qp) == 32 && offsetof(work_completion, pkey_index) == 40);
-        detail::put64(wc, 8, detail::kPoll.send_word[c.sop_drop_qpn.raw & 0xff]);
+        detail::put64(wc, detail::kStatusOpcode, detail::kPoll.send_word[c.sop_drop_qpn.raw & 0xff]);
         const std::uint64_t id = sq.retire(std::uint32_t{c.wqe_counter.value()});
         wc.wr_id = id;
-        detail::put32(wc, 20, c.byte_cnt.value());
-        detail::put32(wc, 28, qpn);
-        detail::put64(wc, 32, 0);  // src_qp, wc_flags
+        wc.byte_len = c.byte_cnt.value();
+        wc.qp_num = qpn;
+        detail::put64(wc, detail::kSrcQpFlags, 0);
     }
     template <class Ring>
     [[gnu::always_inline]] static void decode_recv(const hw::cqe64& c, unsigned x, std::uint32_t qpn,
                                                    Ring& rq, work_completion& wc) noexcept {
-        detail::put64(wc, 8, detail::kPoll.recv_word[x]);
+        detail::put64(wc, detail::kStatusOpcode, detail::kPoll.recv_word[x]);
         const std::uint64_t id = rq.retire(std::uint32_t{c.wqe_counter.value()});
         wc.wr_id = id;
         const std::uint32_t flags_rqpn = c.flags_rqpn.value();
-        detail::put32(wc, 20, c.byte_cnt.value());
-        detail::put32(wc, 24, c.imm_inval_pkey.raw & detail::kPoll.imm_mask[x]);
-        detail::put32(wc, 28, qpn);
+        wc.byte_len = c.byte_cnt.value();
+        wc.imm_data = c.imm_inval_pkey.raw & detail::kPoll.imm_mask[x];
+        wc.qp_num = qpn;
         const auto flags = static_cast<std::uint8_t>(c.flags_rqpn.raw & 0xff);  // bits 31:24
-        detail::put64(wc, 32, (flags_rqpn & 0xffffff) | detail::kPoll.grh_flag[flags] | detail::kPoll.imm_flag[x]);
-        detail::put64(wc, 40, 0);  // pkey_index, slid, sl, dlid_path_bits
-        const std::uint16_t slid = c.slid.value();
-        std::memcpy(reinterpret_cast<std::byte*>(&wc) + 42, &slid, sizeof(slid));
+        // src_qp, and wc_flags (with_grh, with_imm) in the high half.
+        detail::put64(wc, detail::kSrcQpFlags,
+                      (flags_rqpn & 0xffffff) | detail::kPoll.grh_flag[flags] | detail::kPoll.imm_flag[x]);
+        detail::put64(wc, detail::kPkeySlid, 0);  // pkey_index, slid, sl, dlid_path_bits
+        wc.slid = c.slid.value();
     }
 
     // A ring for a QP without one (an unknown QPN): every WQE's wr_id is 0.
@@ -341,13 +349,14 @@ private:
         const std::uint32_t status = req || op == hw::cqe_opcode::RESP_ERR
                                          ? status_of(static_cast<hw::cqe_syndrome>(e.syndrome))
                                          : wc_general_err;
-        detail::put64(wc, 8,
-                      (std::uint64_t{req ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv} << 32) | status);
-        detail::put64(wc, 16,
-                      (std::uint64_t{c.byte_cnt.value()} << 32) | ((std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd));
-        detail::put64(wc, 24, std::uint64_t{qpn} << 32);
-        detail::put64(wc, 32, 0);
-        detail::put64(wc, 40, 0);
+        wc.status = status;
+        wc.opcode = req ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv;
+        wc.vendor_err = (std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd;
+        wc.byte_len = c.byte_cnt.value();
+        wc.imm_data = 0;
+        wc.qp_num = qpn;
+        detail::put64(wc, detail::kSrcQpFlags, 0);
+        detail::put64(wc, detail::kPkeySlid, 0);
         if (req) {
             wc.wr_id = q->sq != nullptr ? q->sq->retire(counter) : q->mpsq != nullptr ? q->mpsq->retire(counter) : 0;
         } else {
