@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "driver/vfio/vfio.h"
+#include "driver/wc/wc_selftest.h"
 #include "hw/barrier.h"
 #include "hw/doorbell.h"
 #include "hw/mmio.h"
@@ -40,6 +41,15 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const drive
     // which no command reads back here.
     if (auto c = driver::q_counter::create(*d->hca_)) d->counter_ = std::move(c).value();
     return d;
+}
+
+result<bool> device::write_combining() {
+    if (wc_known_) return wc_;
+    auto wc = driver::wc::self_test(*hca_);
+    if (!wc) return wc.error();
+    wc_ = *wc;
+    wc_known_ = true;
+    return wc_;
 }
 
 result<device_counters> device::counters(bool clear) {

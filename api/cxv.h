@@ -97,7 +97,7 @@ public:
     const std::shared_ptr<driver::q_counter>& q_counter() const noexcept { return counter_; }
     // Whether 64-byte BlueFlame writes reach the device whole through the mapping
     // BlueFlame uses -- sysfs resource0_wc where the kernel offers it, else VFIO's BAR0
-    // mapping (uncached on a card) -- (the self-test of api/wc_selftest.cc, run once).
+    // mapping (uncached on a card) -- (driver/wc's self-test, run once).
     result<bool> write_combining();
     // Where BlueFlame registers are written: the write-combining mapping if there is one.
     std::byte* bf_base() noexcept {

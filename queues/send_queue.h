@@ -271,6 +271,17 @@ public:
         }
     }
 
+    // ring() for the lone one-BB WQE just put, with `copy` (64 bytes) as its BlueFlame
+    // copy instead of the ring's bytes: the write-combining self-test (driver/wc) makes
+    // the two differ to learn which one the device executed. A BlueFlame ring only.
+    void ring_blueflame_copy(const std::byte* copy) noexcept {
+        hw::to_device();
+        dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
+        hw::to_device();
+        blueflame(next_register(), copy, 1);
+        batch_ = 0;
+    }
+
     // A send completion for the WQE starting at BB `wqe_counter`: that WQE and every
     // unsignaled one before it are done (the room limit moves past it). Returns its wr_id.
     std::uint64_t retire(std::uint32_t wqe_counter) noexcept {

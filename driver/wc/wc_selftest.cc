@@ -1,88 +1,87 @@
-// The write-combining self-test, in the manner of Linux's mlx5 (mlx5_wc_support_get):
-// a UD QP in RTS posts NOPs whose ring copy is unsignaled while their BlueFlame copy --
-// written as one 64-byte burst -- asks for a CQE; only the last NOP is signaled in the
-// ring. A CQE for an earlier NOP means the device executed a BlueFlame copy, so 64-byte
-// bursts reach it whole through this mapping: BlueFlame may be used. A first CQE for the
-// last NOP means they do not (the mapping is uncached, or the platform splits the
-// burst), and QPs fall back to 8-byte doorbells.
+// The self-test's NOPs go through queues/: the send ring builds each one and rings its
+// BlueFlame copy (send_queue::ring_blueflame_copy), the CQ poller takes the first
+// completion (completion_queue::poll), so that no WQE or CQE byte is laid out here.
+#include "driver/wc/wc_selftest.h"
+
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
-#include "api/cxv.h"
-#include "driver/vfio/vfio.h"
-#include "hw/barrier.h"
-#include "hw/cqe.h"
+#include "driver/res/cq.h"
+#include "driver/res/pd_mr.h"
+#include "driver/res/qp.h"
 #include "hw/doorbell.h"
-#include "hw/mmio.h"
 #include "hw/wqe.h"
+#include "queues/completion_queue.h"
+#include "queues/send_queue.h"
+#include "queues/send_wqe.h"
 
-namespace cxv {
+namespace cxv::driver::wc {
 
 namespace {
 constexpr unsigned kNops = 32;
 }
 
-result<bool> device::write_combining() {
-    if (wc_known_) return wc_;
-    auto pd = alloc_pd();
+result<bool> self_test(hca& h) {
+    auto pd = pd::create(h);
     if (!pd) return pd.error();
-    driver::cq::attr ca;
+    cq::attr ca;
     ca.entries = 64;
-    auto cq = driver::cq::create(*hca_, ca);
-    if (!cq) return cq.error();
-    driver::qp::attr qa;
+    auto c = cq::create(h, ca);
+    if (!c) return c.error();
+    qp::attr qa;
     qa.type = qp_type::ud;
     qa.domain = *pd;
-    qa.send_cq = qa.recv_cq = *cq;
+    qa.send_cq = qa.recv_cq = *c;
     qa.cap = {kNops, 1, 1, 1, 0};
-    auto qp = driver::qp::create(qa);
-    if (!qp) return qp.error();
-    driver::qp& q = **qp;
-    driver::qp::modify_attr m;
+    auto q = qp::create(qa);
+    if (!q) return q.error();
+    qp& o = **q;
+    qp::modify_attr m;
     m.qkey = 0x1;
     for (auto s : {qp_state::init, qp_state::rtr, qp_state::rts}) {
-        if (auto st = q.modify(s, m); !st) return st.error();
+        if (auto st = o.modify(s, m); !st) return st.error();
     }
-    auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(q.doorbell_record());
-    const auto& bf = q.bf();
-    const hw::mmio_window reg(bf_base() + std::size_t{bf.uar} * hw::uar_page_size + bf.offset, bf.size);
-    std::size_t half = 0;
+
+    // The QP's send ring, ringing its BlueFlame register through the write-combining
+    // mapping (the BAR's uncached one when there is none), one BB per NOP.
+    std::vector<std::uint64_t> wr_ids(o.sq_wqebb_count());
+    std::vector<std::uint32_t> ends(o.sq_wqebb_count());
+    auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record());
+    queues::send_queue sq(o.sq(), o.log_sq_size(), o.qpn(), true, wr_ids.data(), ends.data(), dbrec,
+                          o.bf_register(true), o.bf().size / 2, queues::doorbell_mode::blueflame, 1);
     for (unsigned i = 0; i < kNops; ++i) {
-        auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(q.sq() + std::size_t{i} * hw::send_wqe_bb);
         const bool last = i + 1 == kNops;
-        hw::set_ctrl_seg(*ctrl, static_cast<std::uint16_t>(i), hw::wqe_opcode::NOP, 0, q.qpn(), 1,
-                         hw::fm_ce_se(hw::fence_mode::none, last, false));
+        queues::send_queue::wqe_slot slot;
+        if (!sq.reserve(slot)) return error{EIO, "write-combining self-test: the send queue is full"};
+        sq.finish(slot, slot.w + sizeof(hw::wqe_ctrl_seg), hw::wqe_opcode::NOP,
+                  queues::send_wqe::control(false, last, false), 0, i);
+        // The BlueFlame copy asks for a completion whatever the ring's copy says.
         alignas(64) std::byte copy[hw::send_wqe_bb] = {};
-        std::memcpy(copy, ctrl, sizeof(*ctrl));
+        std::memcpy(copy, slot.w, sizeof(hw::wqe_ctrl_seg));
         reinterpret_cast<hw::wqe_ctrl_seg*>(copy)->fm_ce_se |= hw::ctrl_cq_update;
-        hw::to_device();
-        dbrec->snd_counter = hw::be32::from(i + 1);
-        hw::to_device();
-        hw::wc_start();
-        reg.copy64(half, copy);
-        hw::wc_flush();
-        half ^= bf.size / 2;
+        sq.ring_blueflame_copy(copy);
     }
-    // The first CQE says which copy the device executed.
-    const auto* cqes = (*cq)->cqes();
+
+    // The first completion says which copy the device executed: its wr_id is its NOP's.
+    queues::completion_queue cq((*c)->cqes(), (*c)->log_entries(),
+                                reinterpret_cast<hw::cq_doorbell_record*>((*c)->doorbell_record()));
+    const queues::qp_rings rings{o.qpn(), &sq, nullptr, nullptr, nullptr};
+    cq.attach(&rings, 1);
+    queues::work_completion wc{};
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    const auto* first = reinterpret_cast<const hw::cqe64*>(cqes);
-    for (;;) {
-        const std::uint8_t op_own = first->op_own;
-        if (hw::cqe_get_owner(op_own) == 0 && hw::cqe_get_opcode(op_own) != hw::cqe_opcode::INVALID) break;
+    while (cq.poll(&wc, 1) == 0) {
         if (std::chrono::steady_clock::now() > end) {
             return error{EIO, "write-combining self-test: no completion for " + std::to_string(kNops) + " NOPs"};
         }
         std::this_thread::yield();
     }
-    hw::from_device();
-    if (hw::cqe_get_opcode(first->op_own) != hw::cqe_opcode::REQ) {
+    if (wc.status != queues::wc_success || (wc.opcode & queues::wc_recv) != 0) {
         return error{EIO, "write-combining self-test: the NOPs completed in error"};
     }
-    wc_ = first->wqe_counter.value() != kNops - 1;
-    wc_known_ = true;
-    return wc_;
+    return wc.wr_id != kNops - 1;
 }
 
-}  // namespace cxv
+}  // namespace cxv::driver::wc
