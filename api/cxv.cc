@@ -81,7 +81,7 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
     out->ring_ = queues::completion_queue(out->cq_->cqes(), log,
                                           reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()),
                                           uar, out->cq_->cqn());
-    out->qps_.reserve(max_qps);
+    out->qps_.init(max_qps);
     out->event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (out->event_fd_ < 0) return error{errno, std::string("cxv::cq::create: eventfd: ") + std::strerror(errno)};
     out->events_ = d.events_;
@@ -111,27 +111,6 @@ bool cq::wait_event(std::chrono::milliseconds timeout) noexcept {
     return true;
 }
 
-bool cq::attach(const queues::qp_rings& r) noexcept {
-    for (auto& q : qps_) {
-        if (q.qpn == r.qpn) {
-            q = r;
-            ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));  // the poller caches entries
-            return true;
-        }
-    }
-    if (qps_.size() == max_qps) return false;
-    qps_.push_back(r);
-    ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));
-    return true;
-}
-
-void cq::detach(std::uint32_t qpn) noexcept {
-    for (auto& q : qps_) {
-        if (q.qpn == qpn) q = queues::qp_rings{qpn, nullptr, nullptr, nullptr};
-    }
-    ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));  // drops the poller's cached rings
-}
-
 // --- SRQ ---------------------------------------------------------------------------------
 
 result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const driver::srq::attr& a) {
@@ -149,6 +128,17 @@ result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const drive
 }
 
 // --- QP ----------------------------------------------------------------------------------
+
+struct qp::rings {
+    std::vector<std::uint64_t> sq_wr_ids, rq_wr_ids;
+    std::vector<std::uint32_t> sq_ends;
+    queues::send_queue sq;
+    std::unique_ptr<queues::mp_send_queue> mpsq;
+    queues::recv_queue rq;
+    // The SRQ the QP's receives come from, when the QP held it last: a poller retiring
+    // into its ring writes its WQEs' free list, so it stays as long as the rings do.
+    std::shared_ptr<srq> shared;
+};
 
 result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     if (!a.send_cq || !a.recv_cq || !a.domain) return error{EINVAL, "cxv::qp::create: a PD and both CQs are needed"};
@@ -182,45 +172,47 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     out->rcq_ = a.recv_cq;
     out->srq_ = a.shared;
     driver::qp& o = *out->qp_;
+    out->rings_ = std::make_shared<rings>();
+    rings& rg = *out->rings_;
+    out->mode_ = a.multi_producer ? doorbell_mode::doorbell : mode;
     auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record());
 
     const unsigned log_sq = o.log_sq_size();
-    out->sq_wr_ids_.assign(o.sq_wqebb_count(), 0);
-    out->sq_ends_.assign(o.sq_wqebb_count(), 0);
+    rg.sq_wr_ids.assign(o.sq_wqebb_count(), 0);
+    rg.sq_ends.assign(o.sq_wqebb_count(), 0);
     const auto& bf = o.bf();
     // BlueFlame copies through the write-combining mapping; 8-byte doorbells through the
     // uncached one (a store to a WC mapping would wait in the CPU's buffers).
     std::byte* reg = o.bf_register(mode != doorbell_mode::doorbell && !a.multi_producer);
-    out->sq_ = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, out->sq_wr_ids_.data(),
-                                  out->sq_ends_.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
+    rg.sq = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, rg.sq_wr_ids.data(),
+                               rg.sq_ends.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
     const auto& cap = o.capabilities();
     const ibv_qp_type type = a.type == qp_type::rc ? IBV_QPT_RC : a.type == qp_type::uc ? IBV_QPT_UC : IBV_QPT_UD;
-    out->send_ = {&out->sq_, cap.max_send_sge, cap.max_inline_data, type};
+    out->send_ = {&rg.sq, cap.max_send_sge, cap.max_inline_data, type};
     if (a.multi_producer) {
         unsigned slot = 1;
         while (slot < o.max_send_wqebbs()) slot <<= 1;
         if (slot > 8) return error{EINVAL, "cxv::qp::create: a multi-producer QP's WQEs must fit 8 basic blocks"};
-        out->mpsq_ = std::make_unique<queues::mp_send_queue>(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, slot,
-                                                             dbrec, reg);
-        out->mp_send_ = {out->mpsq_.get(), cap.max_send_sge, cap.max_inline_data, type};
+        rg.mpsq = std::make_unique<queues::mp_send_queue>(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, slot,
+                                                          dbrec, reg);
+        out->mp_send_ = {rg.mpsq.get(), cap.max_send_sge, cap.max_inline_data, type};
     }
     out->signal_all_ = a.signal_all;
     out->own_counters_ = a.own_counters;
     out->other_send_ = a.multi_producer || a.signal_all;
     if (o.rq_wqe_count() != 0) {
         const unsigned log_rq = o.log_rq_size();
-        out->rq_wr_ids_.assign(o.rq_wqe_count(), 0);
-        out->rq_ = queues::recv_queue(o.rq(), log_rq, o.rq_wqe_shift(), out->rq_wr_ids_.data(), dbrec,
-                                      cap.max_recv_sge);
+        rg.rq_wr_ids.assign(o.rq_wqe_count(), 0);
+        rg.rq = queues::recv_queue(o.rq(), log_rq, o.rq_wqe_shift(), rg.rq_wr_ids.data(), dbrec, cap.max_recv_sge);
     } else {
-        out->rq_ = queues::recv_queue::srq_attached();
+        rg.rq = queues::recv_queue::srq_attached();
     }
-    const queues::qp_rings rings{o.qpn(), out->mpsq_ ? nullptr : &out->sq_,
-                                 out->rq_.srq() ? nullptr : &out->rq_,
-                                 a.shared ? &a.shared->ring_ : nullptr, out->mpsq_.get()};
-    if (!a.send_cq->attach(rings) || !a.recv_cq->attach(rings)) {
-        a.send_cq->detach(o.qpn());
-        a.recv_cq->detach(o.qpn());
+    out->rq_ = &rg.rq;
+    const queues::qp_rings entry{o.qpn(), rg.mpsq ? nullptr : &rg.sq, rg.rq.srq() ? nullptr : &rg.rq,
+                                 a.shared ? &a.shared->ring_ : nullptr, rg.mpsq.get()};
+    if (!a.send_cq->attach(entry) || !a.recv_cq->attach(entry)) {
+        a.send_cq->detach(o.qpn(), out->rings_);
+        a.recv_cq->detach(o.qpn(), out->rings_);
         return error{ENOSPC, "cxv::qp::create: the CQ serves its maximum of QPs"};
     }
     return out;
@@ -233,9 +225,13 @@ result<driver::q_counter_values> qp::counters(bool clear) {
     return qp_->counter()->query(clear);
 }
 
+// The CQs drop the QP's rings from their tables (their pollers may be polling) and keep
+// them until the pollers have let go: the QP's memory is not what a poller touches. An
+// SRQ the QP held last goes with the rings.
 qp::~qp() {
-    if (scq_) scq_->detach(qp_->qpn());
-    if (rcq_) rcq_->detach(qp_->qpn());
+    if (rings_ && srq_ && srq_.use_count() == 1) rings_->shared = std::move(srq_);
+    if (scq_) scq_->detach(qp_->qpn(), rings_);
+    if (rcq_) rcq_->detach(qp_->qpn(), rings_);
 }
 
 // A multi-producer QP, or one whose every WQE is signaled. For signal_all the WRs are

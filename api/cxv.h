@@ -19,7 +19,12 @@
 //
 // Threads: one thread per QP's send side (any number with qp::attr::multi_producer)
 // and one per CQ poller. QPs are attached to their CQs at
-// create(): create every QP of a CQ before another thread polls it.
+// create(): create every QP of a CQ before another thread polls it. A QP may be
+// destroyed while another thread polls its CQs: the poller lets go of its rings at its
+// next poll() (completions of it still in the CQ then carry wr_id 0), with no lock on
+// the poll path, and the rings are freed after that. An SRQ's ring goes with the SRQ:
+// destroy an SRQ the caller holds once the pollers of its QPs' CQs have polled since
+// those QPs went (one the QP held last is kept with its rings).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -141,12 +146,13 @@ private:
     friend class qp;
     friend class srq;
     cq() = default;
-    bool attach(const queues::qp_rings& r) noexcept;
-    void detach(std::uint32_t qpn) noexcept;
+    bool attach(const queues::qp_rings& r) { return qps_.attach(ring_, r); }
+    // `rings`: what the poller may still touch of the QP, kept until it lets go.
+    void detach(std::uint32_t qpn, std::shared_ptr<const void> rings) { qps_.detach(ring_, qpn, std::move(rings)); }
 
     std::shared_ptr<driver::cq> cq_;
     queues::completion_queue ring_;
-    std::vector<queues::qp_rings> qps_;  // capacity max_qps, never reallocated
+    queues::qp_table qps_;  // capacity max_qps
     std::shared_ptr<detail::cq_events> events_;
     int event_fd_ = -1;
 };
@@ -197,7 +203,7 @@ public:
     };
     static result<std::shared_ptr<qp>> create(device& d, const attr& a);
     ~qp();
-    doorbell_mode doorbell() const noexcept { return mpsq_ ? doorbell_mode::doorbell : sq_.mode(); }
+    doorbell_mode doorbell() const noexcept { return mode_; }
     qp(const qp&) = delete;
     qp& operator=(const qp&) = delete;
 
@@ -209,7 +215,7 @@ public:
         if (other_send_) [[unlikely]] return post_send_other(wr, bad_wr);
         return api::post_send(send_, wr, bad_wr);
     }
-    int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(rq_, wr, bad_wr); }
+    int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(*rq_, wr, bad_wr); }
     // Batch forms: the WRs of the span in order (their `next` links are set here);
     // *bad_wr as for the list forms.
     int post_send(std::span<ibv_send_wr> wrs, ibv_send_wr** bad_wr) noexcept;
@@ -223,13 +229,15 @@ public:
 
 private:
     qp() = default;
+    // The rings and what their retire() touches (cxv.cc): on the heap, shared with the
+    // CQs, which keep them past the QP until their pollers have let go.
+    struct rings;
+    std::shared_ptr<rings> rings_;
+    queues::recv_queue* rq_ = nullptr;  // in rings_
     std::shared_ptr<driver::qp> qp_;
     std::shared_ptr<cq> scq_, rcq_;
     std::shared_ptr<srq> srq_;
-    std::vector<std::uint64_t> sq_wr_ids_, rq_wr_ids_;
-    std::vector<std::uint32_t> sq_ends_;
-    queues::send_queue sq_;
-    std::unique_ptr<queues::mp_send_queue> mpsq_;
+    doorbell_mode mode_ = doorbell_mode::doorbell;
     // Sends not on the single-producer path as they are: a multi-producer ring, or
     // signal_all (the one test post_send makes for both).
     bool other_send_ = false;
@@ -237,9 +245,8 @@ private:
     bool own_counters_ = false;
     int post_send_other(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept;
     int post_send_ring(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
-        return mpsq_ ? api::post_send_mp(mp_send_, wr, bad_wr) : api::post_send(send_, wr, bad_wr);
+        return mp_send_.sq != nullptr ? api::post_send_mp(mp_send_, wr, bad_wr) : api::post_send(send_, wr, bad_wr);
     }
-    queues::recv_queue rq_;
     api::send_side send_{};
     api::mp_send_side mp_send_{};
 };

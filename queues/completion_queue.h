@@ -10,9 +10,13 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "hw/barrier.h"
 #include "hw/cqe.h"
@@ -151,7 +155,9 @@ public:
 
     // The QPs whose completions arrive here; looked up by QP number (the last one is
     // remembered, so a CQ serving one QP pays one compare). poll() caches the rings of
-    // the remembered entry: call attach() again after changing any entry.
+    // the remembered entry: call attach() again after changing any entry, from the
+    // poller's thread or while no thread polls (detach() is the one change another
+    // thread may make while one polls).
     void attach(const qp_rings* qps, unsigned count) noexcept {
         qps_ = qps;
         nqps_ = count;
@@ -171,6 +177,10 @@ public:
     // first other entry the rest of the batch goes to poll_rest(), which takes every
     // kind.
     [[gnu::always_inline]] int poll(work_completion* out, int max) noexcept {
+        // A QP detached since the last call: drop its cached rings first (cold path).
+        if (std::atomic_ref<std::uint32_t>(detached_).load(std::memory_order_relaxed) != seen_) [[unlikely]] {
+            let_go();
+        }
         const std::uint32_t ci0 = ci_;
         const std::uint32_t idx = ci0 & mask_;
         std::uint32_t ci;
@@ -223,6 +233,26 @@ public:
     }
 
     std::uint32_t consumer_index() const noexcept { return ci_; }
+
+    // A QP leaves the CQ, from any thread, while the poller may be in poll(): `entry`
+    // (one of the attached table's) loses its rings, and the poller lets go of any it
+    // holds at the start of its next poll(). The poll path takes no lock for this: it
+    // reads one counter per call (detached_) and acknowledges a change from a cold
+    // function (let_go()). Returns the detach's number: once released() says so for it,
+    // the poller holds nothing of the entry's old rings and they may be freed.
+    std::uint32_t detach(qp_rings& entry) noexcept {
+        std::atomic_ref<send_queue*>(entry.sq).store(nullptr, std::memory_order_relaxed);
+        std::atomic_ref<recv_queue*>(entry.rq).store(nullptr, std::memory_order_relaxed);
+        std::atomic_ref<srq_ring*>(entry.srq).store(nullptr, std::memory_order_relaxed);
+        std::atomic_ref<mp_send_queue*>(entry.mpsq).store(nullptr, std::memory_order_relaxed);
+        return std::atomic_ref<std::uint32_t>(detached_).fetch_add(1, std::memory_order_release) + 1;
+    }
+    // Whether the poller has let go of what detach() number `n` took away: it has
+    // started a poll() since (until then, nothing of those rings may be freed).
+    bool released(std::uint32_t n) const noexcept {
+        return static_cast<std::int32_t>(std::atomic_ref<std::uint32_t>(released_).load(std::memory_order_acquire) -
+                                         n) >= 0;
+    }
 
     // Requests a completion event for the next completion (the next solicited or error
     // one with `solicited_only`), from the poller's thread. PRM "CQ Doorbell Record" and
@@ -295,18 +325,18 @@ private:
             if (q->qpn != qpn) q = find(qpn);
             no_ring none;
             if (kind == detail::kind_req) {
-                if (q->sq != nullptr) {
-                    decode_send(c, qpn, *q->sq, *out);
-                } else if (q->mpsq != nullptr) {
-                    decode_send(c, qpn, *q->mpsq, *out);
+                if (send_queue* sq = ring_of(q->sq)) {
+                    decode_send(c, qpn, *sq, *out);
+                } else if (mp_send_queue* mpsq = ring_of(q->mpsq)) {
+                    decode_send(c, qpn, *mpsq, *out);
                 } else {
                     decode_send(c, qpn, none, *out);
                 }
             } else if (kind == detail::kind_resp) {
-                if (q->rq != nullptr) {
-                    decode_recv(c, x, qpn, *q->rq, *out);
-                } else if (q->srq != nullptr) {
-                    decode_recv(c, x, qpn, *q->srq, *out);
+                if (recv_queue* rq = ring_of(q->rq)) {
+                    decode_recv(c, x, qpn, *rq, *out);
+                } else if (srq_ring* srq = ring_of(q->srq)) {
+                    decode_recv(c, x, qpn, *srq, *out);
                 } else {
                     decode_recv(c, x, qpn, none, *out);
                 }
@@ -330,13 +360,28 @@ private:
     static constexpr std::uint32_t kNoKey = ~kQpnBytes;
     const qp_rings* remember(const qp_rings* q) noexcept {
         last_ = q;
-        sq_ = q->sq;
-        rq_ = q->rq;
+        sq_ = ring_of(q->sq);
+        rq_ = ring_of(q->rq);
         const std::uint32_t key = hw::be32::from(q->qpn & 0xffffff).raw;
-        sq_key_ = q->sq != nullptr ? key : kNoKey;
-        rq_key_ = q->rq != nullptr ? key : kNoKey;
+        sq_key_ = sq_ != nullptr ? key : kNoKey;
+        rq_key_ = rq_ != nullptr ? key : kNoKey;
         qpn_ = q->qpn;
         return q;
+    }
+    // An entry's ring pointer, which detach() may null from another thread meanwhile
+    // (an atomic load: a plain load on x86-64).
+    template <class Ring>
+    static Ring* ring_of(Ring* const& p) noexcept {
+        return std::atomic_ref<Ring*>(const_cast<Ring*&>(p)).load(std::memory_order_relaxed);
+    }
+    // detach() has run since the last poll(): the entries' nulled rings are seen from
+    // here on (acquire), the cache is taken again from them, and the detaches are
+    // acknowledged (release: every use of the old rings came before).
+    [[gnu::noinline]] void let_go() noexcept {
+        const std::uint32_t n = std::atomic_ref<std::uint32_t>(detached_).load(std::memory_order_acquire);
+        remember(last_);
+        seen_ = n;
+        std::atomic_ref<std::uint32_t>(released_).store(n, std::memory_order_release);
     }
 
     // Opcodes 5 and up: REQ_ERR and RESP_ERR (no other opcode is enabled on our CQs);
@@ -358,9 +403,13 @@ private:
         detail::put64(wc, detail::kSrcQpFlags, 0);
         detail::put64(wc, detail::kPkeySlid, 0);
         if (req) {
-            wc.wr_id = q->sq != nullptr ? q->sq->retire(counter) : q->mpsq != nullptr ? q->mpsq->retire(counter) : 0;
+            send_queue* const sq = ring_of(q->sq);
+            mp_send_queue* const mpsq = ring_of(q->mpsq);
+            wc.wr_id = sq != nullptr ? sq->retire(counter) : mpsq != nullptr ? mpsq->retire(counter) : 0;
         } else {
-            wc.wr_id = q->rq != nullptr ? q->rq->retire(counter) : q->srq != nullptr ? q->srq->retire(counter) : 0;
+            recv_queue* const rq = ring_of(q->rq);
+            srq_ring* const srq = ring_of(q->srq);
+            wc.wr_id = rq != nullptr ? rq->retire(counter) : srq != nullptr ? srq->retire(counter) : 0;
         }
     }
 
@@ -369,6 +418,11 @@ private:
     std::uint32_t mask_ = 0;
     unsigned log_ = 0;
     std::uint32_t ci_ = 0;
+    // detach() counts here (any thread); the poller's seen_ is the count its cache
+    // reflects, and released_ (read by detaching threads) the count it has let go of.
+    std::uint32_t detached_ = 0;
+    std::uint32_t seen_ = 0;
+    mutable std::uint32_t released_ = 0;  // (read by released() with an atomic load)
     const qp_rings* qps_ = nullptr;
     unsigned nqps_ = 0;
     const qp_rings* last_ = &detail::kNoQp;
@@ -381,6 +435,62 @@ private:
     std::byte* uar_ = nullptr;
     std::uint32_t cqn_ = 0;
     std::uint32_t arm_sn_ = 0;
+};
+
+// The QPs a CQ serves, kept for the control path (api's cq): the table the poller looks
+// up (capacity fixed at init, never reallocated: the poller holds pointers into it), and
+// the rings of detached QPs, held until the poller has let go of them (then freed at the
+// next attach() or detach(), or with the table).
+class qp_table {
+public:
+    void init(unsigned max_qps) { entries_.reserve(max_qps); }
+
+    // A QP's rings (replacing an entry of the same QPN), while no thread polls `cq`;
+    // false when the table is full.
+    bool attach(completion_queue& cq, const qp_rings& r) {
+        std::lock_guard lock(mu_);
+        reclaim(cq);
+        for (auto& q : entries_) {
+            if (q.qpn == r.qpn) {
+                q = r;
+                cq.attach(entries_.data(), static_cast<unsigned>(entries_.size()));
+                return true;
+            }
+        }
+        if (entries_.size() == entries_.capacity()) return false;
+        entries_.push_back(r);
+        cq.attach(entries_.data(), static_cast<unsigned>(entries_.size()));
+        return true;
+    }
+    // The QP `qpn` leaves `cq`, from any thread, while another may poll it: its entry
+    // loses its rings (completion_queue::detach), and `rings` -- what keeps the memory
+    // its retire() touches alive -- is held until the poller has let go.
+    void detach(completion_queue& cq, std::uint32_t qpn, std::shared_ptr<const void> rings) {
+        std::lock_guard lock(mu_);
+        for (auto& q : entries_) {
+            if (q.qpn == qpn) {
+                const std::uint32_t n = cq.detach(q);
+                if (rings) held_.push_back({n, std::move(rings)});
+            }
+        }
+        reclaim(cq);
+    }
+    std::size_t held() {
+        std::lock_guard lock(mu_);
+        return held_.size();
+    }
+
+private:
+    void reclaim(const completion_queue& cq) {
+        std::erase_if(held_, [&cq](const held_rings& h) { return cq.released(h.detach); });
+    }
+    struct held_rings {
+        std::uint32_t detach;
+        std::shared_ptr<const void> rings;
+    };
+    std::mutex mu_;
+    std::vector<qp_rings> entries_;
+    std::vector<held_rings> held_;
 };
 
 }  // namespace cxv::queues
