@@ -9,12 +9,108 @@
 
 #include <fmt/format.h>
 
+#include "driver/hca/hca.h"
+#include "driver/res/cq.h"
+#include "driver/res/pd_mr.h"
+#include "driver/res/q_counter.h"
+#include "driver/res/qp.h"
+#include "driver/res/srq.h"
 #include "driver/vfio/vfio.h"
+#include "driver/wc/wc_selftest.h"
 #include "hw/barrier.h"
 #include "hw/doorbell.h"
 #include "hw/mmio.h"
 
 namespace cxv {
+
+// --- The API's own types and the driver's ------------------------------------------------
+
+namespace {
+
+static_assert(int(qp_type::rc) == int(driver::qp_type::rc) && int(qp_type::uc) == int(driver::qp_type::uc) &&
+              int(qp_type::ud) == int(driver::qp_type::ud));
+static_assert(int(qp_state::reset) == int(driver::qp_state::reset) &&
+              int(qp_state::init) == int(driver::qp_state::init) && int(qp_state::rtr) == int(driver::qp_state::rtr) &&
+              int(qp_state::rts) == int(driver::qp_state::rts) &&
+              int(qp_state::sqerr) == int(driver::qp_state::sqerr) &&
+              int(qp_state::sqd) == int(driver::qp_state::sqd) && int(qp_state::error) == int(driver::qp_state::error));
+static_assert(unsigned{access_local_write} == driver::access_local_write &&
+              unsigned{access_remote_write} == driver::access_remote_write &&
+              unsigned{access_remote_read} == driver::access_remote_read &&
+              unsigned{access_remote_atomic} == driver::access_remote_atomic);
+static_assert(int(event::port_up) == int(driver::hca_event::port_up) &&
+              int(event::port_down) == int(driver::hca_event::port_down) &&
+              int(event::port_init) == int(driver::hca_event::port_init) &&
+              int(event::port_other) == int(driver::hca_event::port_other) &&
+              int(event::fatal) == int(driver::hca_event::fatal) &&
+              int(event::queue_error) == int(driver::hca_event::queue_error));
+
+driver::qp_type to_driver(qp_type t) { return static_cast<driver::qp_type>(t); }
+
+driver::qp::path to_driver(const qp::path& p) {
+    driver::qp::path d;
+    d.dlid = p.dlid;
+    d.sl = p.sl;
+    d.grh = p.grh;
+    d.dgid = p.dgid;
+    d.sgid_index = p.sgid_index;
+    d.hop_limit = p.hop_limit;
+    d.traffic_class = p.traffic_class;
+    d.flow_label = p.flow_label;
+    return d;
+}
+
+driver::qp::modify_attr to_driver(const qp::modify_attr& a) {
+    driver::qp::modify_attr d;
+    d.port = a.port;
+    d.pkey_index = a.pkey_index;
+    d.qkey = a.qkey;
+    d.access = a.access;
+    d.path_mtu = a.path_mtu;
+    d.dest_qpn = a.dest_qpn;
+    d.rq_psn = a.rq_psn;
+    d.sq_psn = a.sq_psn;
+    d.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    d.max_rd_atomic = a.max_rd_atomic;
+    d.min_rnr_timer = a.min_rnr_timer;
+    d.timeout = a.timeout;
+    d.retry_cnt = a.retry_cnt;
+    d.rnr_retry = a.rnr_retry;
+    d.ah = to_driver(a.ah);
+    return d;
+}
+
+q_counter_values from_driver(const driver::q_counter_values& v) {
+    q_counter_values out;
+#define CXV_Q_COUNTER_COPY(n) out.n = v.n;
+    CXV_IFC_Q_COUNTERS(CXV_Q_COUNTER_COPY)
+#undef CXV_Q_COUNTER_COPY
+    return out;
+}
+
+vport_counters from_driver(const driver::vport_counters& v) {
+    const auto t = [](const driver::traffic& x) { return traffic{x.packets, x.octets}; };
+    vport_counters out;
+    out.received_errors = t(v.received_errors);
+    out.transmit_errors = t(v.transmit_errors);
+    out.received_ib_unicast = t(v.received_ib_unicast);
+    out.transmitted_ib_unicast = t(v.transmitted_ib_unicast);
+    out.received_ib_multicast = t(v.received_ib_multicast);
+    out.transmitted_ib_multicast = t(v.transmitted_ib_multicast);
+    out.received_eth_broadcast = t(v.received_eth_broadcast);
+    out.transmitted_eth_broadcast = t(v.transmitted_eth_broadcast);
+    out.received_eth_unicast = t(v.received_eth_unicast);
+    out.transmitted_eth_unicast = t(v.transmitted_eth_unicast);
+    out.received_eth_multicast = t(v.received_eth_multicast);
+    out.transmitted_eth_multicast = t(v.transmitted_eth_multicast);
+    return out;
+}
+
+event from_driver(const driver::hca_event& e) {
+    return event{static_cast<event::kind>(e.what), e.port, e.object, e.detail};
+}
+
+}  // namespace
 
 void detail::cq_events::signal(std::uint32_t cqn) {
     std::lock_guard lock(mu);
@@ -24,11 +120,18 @@ void detail::cq_events::signal(std::uint32_t cqn) {
     [[maybe_unused]] const auto n = ::write(it->second, &one, sizeof(one));
 }
 
-result<std::unique_ptr<device>> device::open(const std::string& bdf, const driver::hca::options& o) {
+device::device(std::unique_ptr<driver::hca> h, std::shared_ptr<detail::cq_events> ev)
+    : events_(std::move(ev)), hca_(std::move(h)) {}
+
+device::~device() = default;
+
+result<std::unique_ptr<device>> device::open(const std::string& bdf, const options& o) {
     auto dev = driver::vfio::device::open(bdf);
     if (!dev) return dev.error();
     auto events = std::make_shared<detail::cq_events>();
-    driver::hca::options opts = o;
+    driver::hca::options opts;
+    opts.port_timeout = o.port_timeout;
+    if (o.on_event) opts.on_event = [user = o.on_event](const driver::hca_event& e) { user(from_driver(e)); };
     opts.on_completion = [events, user = o.on_completion](std::uint32_t cqn) {
         events->signal(cqn);
         if (user) user(cqn);
@@ -42,17 +145,68 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const drive
     return d;
 }
 
+result<bool> device::write_combining() {
+    if (wc_known_) return wc_;
+    auto wc = driver::wc::self_test(*hca_);
+    if (!wc) return wc.error();
+    wc_ = *wc;
+    wc_known_ = true;
+    return wc_;
+}
+
 result<device_counters> device::counters(bool clear) {
     device_counters c;
     auto v = driver::query_vport_counters(*hca_, clear);
     if (!v) return v.error();
-    c.vport = *v;
+    c.vport = from_driver(*v);
     if (counter_) {
         auto q = counter_->query(clear);
         if (!q) return q.error();
-        c.q = *q;
+        c.q = from_driver(*q);
     }
     return c;
+}
+
+result<std::shared_ptr<pd>> device::alloc_pd() {
+    auto p = driver::pd::create(*hca_);
+    if (!p) return p.error();
+    std::shared_ptr<pd> out(new pd());
+    out->pd_ = std::move(p).value();
+    out->pdn_ = out->pd_->pdn();
+    return out;
+}
+
+result<port_info> device::port(unsigned n) {
+    auto p = hca_->query_port(n);
+    if (!p) return p.error();
+    port_info out;
+    out.up = p->up;
+    out.ethernet = p->ethernet;
+    out.lid = p->lid;
+    out.max_mtu = p->max_mtu;
+    std::memcpy(out.gid, p->gid, sizeof(out.gid));
+    return out;
+}
+
+std::byte* device::bf_base() noexcept {
+    const auto* wc = hca_->device().bar0_wc();
+    return wc ? wc->base() : hca_->device().bar0().base();
+}
+
+// --- MR ----------------------------------------------------------------------------------
+
+result<std::shared_ptr<mr>> mr::create(std::shared_ptr<pd> domain, void* addr, std::size_t length, unsigned access) {
+    if (!domain) return error{EINVAL, "cxv::mr::create: no PD"};
+    auto m = driver::mr::create(domain->object(), addr, length, access);
+    if (!m) return m.error();
+    std::shared_ptr<mr> out(new mr());
+    out->pd_ = std::move(domain);
+    out->mr_ = std::move(m).value();
+    out->key_ = out->mr_->lkey();
+    out->addr_ = out->mr_->addr();
+    out->length_ = out->mr_->length();
+    out->access_ = out->mr_->access();
+    return out;
 }
 
 // --- CQ ----------------------------------------------------------------------------------
@@ -66,9 +220,12 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
     out->cq_ = std::move(c).value();
     unsigned log = 0;
     while ((1u << log) < out->cq_->entries()) ++log;
+    // The CQ arm doorbell is on the HCA's own UAR page (PRM "UAR").
+    std::byte* uar = d.hca().device().bar0().base() + std::size_t{d.hca().uar()} * hw::uar_page_size;
     out->ring_ = queues::completion_queue(out->cq_->cqes(), log,
-                                          reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()));
-    out->qps_.reserve(max_qps);
+                                          reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()),
+                                          uar, out->cq_->cqn());
+    out->qps_.init(max_qps);
     out->event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (out->event_fd_ < 0) return error{errno, std::string("cxv::cq::create: eventfd: ") + std::strerror(errno)};
     out->events_ = d.events_;
@@ -76,7 +233,6 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
         std::lock_guard lock(out->events_->mu);
         out->events_->fds[out->cq_->cqn()] = out->event_fd_;
     }
-    out->uar_ = d.hca().device().bar0().base() + std::size_t{d.hca().uar()} * hw::uar_page_size;
     return out;
 }
 
@@ -88,54 +244,31 @@ cq::~cq() {
     if (event_fd_ >= 0) ::close(event_fd_);
 }
 
-// PRM "CQ Doorbell Record" and "UAR": the arm word (sequence number, command, consumer
-// index) goes to the record first, then with the CQ number to the UAR's CQ doorbell.
-void cq::request_notify(bool solicited_only) noexcept {
-    const std::uint32_t word = hw::cq_arm_value(arm_sn_, solicited_only ? hw::cq_db_req_not_sol : hw::cq_db_req_not,
-                                                ring_.consumer_index());
-    auto* rec = reinterpret_cast<hw::cq_doorbell_record*>(cq_->doorbell_record());
-    rec->arm_ci = hw::be32::from(word);
-    hw::to_device();
-    hw::mmio_window(uar_, hw::uar_page_size).write64_be(hw::uar_cq_doorbell, hw::cq_doorbell_value(word, cq_->cqn()));
-}
+void cq::request_notify(bool solicited_only) noexcept { ring_.arm(solicited_only); }
 
 bool cq::wait_event(std::chrono::milliseconds timeout) noexcept {
     pollfd p{event_fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
     std::uint64_t n = 0;
     if (::read(event_fd_, &n, sizeof(n)) != sizeof(n) || n == 0) return false;
-    arm_sn_ += static_cast<std::uint32_t>(n);  // one arm sequence step per event (PRM)
+    ring_.on_event(static_cast<std::uint32_t>(n));  // one arm sequence step per event
     return true;
-}
-
-bool cq::attach(const queues::qp_rings& r) noexcept {
-    for (auto& q : qps_) {
-        if (q.qpn == r.qpn) {
-            q = r;
-            ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));  // the poller caches entries
-            return true;
-        }
-    }
-    if (qps_.size() == max_qps) return false;
-    qps_.push_back(r);
-    ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));
-    return true;
-}
-
-void cq::detach(std::uint32_t qpn) noexcept {
-    for (auto& q : qps_) {
-        if (q.qpn == qpn) q = queues::qp_rings{qpn, nullptr, nullptr, nullptr};
-    }
-    ring_.attach(qps_.data(), static_cast<unsigned>(qps_.size()));  // drops the poller's cached rings
 }
 
 // --- SRQ ---------------------------------------------------------------------------------
 
-result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const driver::srq::attr& a) {
-    auto s = driver::srq::create(std::move(domain), a);
+result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const attr& a) {
+    if (!domain) return error{EINVAL, "cxv::srq::create: no PD"};
+    driver::srq::attr da;
+    da.max_wr = a.max_wr;
+    da.max_sge = a.max_sge;
+    da.limit = a.limit;
+    auto s = driver::srq::create(domain->object(), da);
     if (!s) return s.error();
     std::shared_ptr<srq> out(new srq());
+    out->pd_ = std::move(domain);
     out->srq_ = std::move(s).value();
+    out->srqn_ = out->srq_->srqn();
     const auto& o = *out->srq_;
     unsigned log = 0;
     while ((1u << log) < o.wqe_count()) ++log;
@@ -145,7 +278,20 @@ result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const drive
     return out;
 }
 
+status srq::arm(unsigned limit) { return srq_->arm(limit); }
+
 // --- QP ----------------------------------------------------------------------------------
+
+struct qp::rings {
+    std::vector<std::uint64_t> sq_wr_ids, rq_wr_ids;
+    std::vector<std::uint32_t> sq_ends;
+    queues::send_queue sq;
+    std::unique_ptr<queues::mp_send_queue> mpsq;
+    queues::recv_queue rq;
+    // The SRQ the QP's receives come from, when the QP held it last: a poller retiring
+    // into its ring writes its WQEs' free list, so it stays as long as the rings do.
+    std::shared_ptr<srq> shared;
+};
 
 result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     if (!a.send_cq || !a.recv_cq || !a.domain) return error{EINVAL, "cxv::qp::create: a PD and both CQs are needed"};
@@ -158,12 +304,12 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
         if (*wc) mode = hw::cpu_has_movdir64b() ? doorbell_mode::movdir64b : doorbell_mode::blueflame;
     }
     driver::qp::attr da;
-    da.type = a.type;
-    da.domain = a.domain;
+    da.type = to_driver(a.type);
+    da.domain = a.domain->object();
     da.send_cq = a.send_cq->object();
     da.recv_cq = a.recv_cq->object();
     if (a.shared) da.shared = a.shared->object();
-    da.cap = a.cap;
+    da.cap = {a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
     if (a.own_counters) {
         auto c = driver::q_counter::create(d.hca());
         if (!c) return c.error();
@@ -175,67 +321,84 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     if (!q) return q.error();
     std::shared_ptr<qp> out(new qp());
     out->qp_ = std::move(q).value();
+    out->qpn_ = out->qp_->qpn();
+    out->pd_ = a.domain;
     out->scq_ = a.send_cq;
     out->rcq_ = a.recv_cq;
     out->srq_ = a.shared;
     driver::qp& o = *out->qp_;
+    out->rings_ = std::make_shared<rings>();
+    rings& rg = *out->rings_;
+    out->mode_ = a.multi_producer ? doorbell_mode::doorbell : mode;
     auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record());
 
-    unsigned log_sq = 0;
-    while ((1u << log_sq) < o.sq_wqebb_count()) ++log_sq;
-    out->sq_wr_ids_.assign(o.sq_wqebb_count(), 0);
-    out->sq_ends_.assign(o.sq_wqebb_count(), 0);
+    const unsigned log_sq = o.log_sq_size();
+    rg.sq_wr_ids.assign(o.sq_wqebb_count(), 0);
+    rg.sq_ends.assign(o.sq_wqebb_count(), 0);
     const auto& bf = o.bf();
     // BlueFlame copies through the write-combining mapping; 8-byte doorbells through the
     // uncached one (a store to a WC mapping would wait in the CPU's buffers).
-    std::byte* base = mode == doorbell_mode::doorbell || a.multi_producer ? d.hca().device().bar0().base() : d.bf_base();
-    std::byte* reg = base + std::size_t{bf.uar} * hw::uar_page_size + bf.offset;
-    out->sq_ = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, out->sq_wr_ids_.data(),
-                                  out->sq_ends_.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
+    std::byte* reg = o.bf_register(mode != doorbell_mode::doorbell && !a.multi_producer);
+    rg.sq = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, rg.sq_wr_ids.data(),
+                               rg.sq_ends.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
     const auto& cap = o.capabilities();
     const ibv_qp_type type = a.type == qp_type::rc ? IBV_QPT_RC : a.type == qp_type::uc ? IBV_QPT_UC : IBV_QPT_UD;
-    out->send_ = {&out->sq_, cap.max_send_sge, cap.max_inline_data, type};
+    out->send_ = {&rg.sq, cap.max_send_sge, cap.max_inline_data, type};
     if (a.multi_producer) {
         unsigned slot = 1;
         while (slot < o.max_send_wqebbs()) slot <<= 1;
         if (slot > 8) return error{EINVAL, "cxv::qp::create: a multi-producer QP's WQEs must fit 8 basic blocks"};
-        out->mpsq_ = std::make_unique<queues::mp_send_queue>(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, slot,
-                                                             dbrec, reg);
-        out->mp_send_ = {out->mpsq_.get(), cap.max_send_sge, cap.max_inline_data, type};
+        rg.mpsq = std::make_unique<queues::mp_send_queue>(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, slot,
+                                                          dbrec, reg);
+        out->mp_send_ = {rg.mpsq.get(), cap.max_send_sge, cap.max_inline_data, type};
     }
     out->signal_all_ = a.signal_all;
     out->own_counters_ = a.own_counters;
     out->other_send_ = a.multi_producer || a.signal_all;
     if (o.rq_wqe_count() != 0) {
-        unsigned log_rq = 0;
-        while ((1u << log_rq) < o.rq_wqe_count()) ++log_rq;
-        out->rq_wr_ids_.assign(o.rq_wqe_count(), 0);
-        out->rq_ = queues::recv_queue(o.rq(), log_rq, o.rq_wqe_shift(), out->rq_wr_ids_.data(), dbrec,
-                                      cap.max_recv_sge);
+        const unsigned log_rq = o.log_rq_size();
+        rg.rq_wr_ids.assign(o.rq_wqe_count(), 0);
+        rg.rq = queues::recv_queue(o.rq(), log_rq, o.rq_wqe_shift(), rg.rq_wr_ids.data(), dbrec, cap.max_recv_sge);
     } else {
-        out->rq_ = queues::recv_queue::srq_attached();
+        rg.rq = queues::recv_queue::srq_attached();
     }
-    const queues::qp_rings rings{o.qpn(), out->mpsq_ ? nullptr : &out->sq_,
-                                 out->rq_.srq() ? nullptr : &out->rq_,
-                                 a.shared ? &a.shared->ring_ : nullptr, out->mpsq_.get()};
-    if (!a.send_cq->attach(rings) || !a.recv_cq->attach(rings)) {
-        a.send_cq->detach(o.qpn());
-        a.recv_cq->detach(o.qpn());
+    out->rq_ = &rg.rq;
+    const queues::qp_rings entry{o.qpn(), rg.mpsq ? nullptr : &rg.sq, rg.rq.srq() ? nullptr : &rg.rq,
+                                 a.shared ? &a.shared->ring_ : nullptr, rg.mpsq.get()};
+    if (!a.send_cq->attach(entry) || !a.recv_cq->attach(entry)) {
+        a.send_cq->detach(o.qpn(), out->rings_);
+        a.recv_cq->detach(o.qpn(), out->rings_);
         return error{ENOSPC, "cxv::qp::create: the CQ serves its maximum of QPs"};
     }
     return out;
 }
 
-result<driver::q_counter_values> qp::counters(bool clear) {
+result<q_counter_values> qp::counters(bool clear) {
     if (!own_counters_ || !qp_->counter()) {
         return error{ENOENT, fmt::format("cxv::qp::counters: QP 0x{:x} counts to the device's set", qpn())};
     }
-    return qp_->counter()->query(clear);
+    auto v = qp_->counter()->query(clear);
+    if (!v) return v.error();
+    return from_driver(*v);
 }
 
+status qp::modify(qp_state to, const modify_attr& a) {
+    return qp_->modify(static_cast<driver::qp_state>(to), to_driver(a));
+}
+
+result<qp_state> qp::query() {
+    auto s = qp_->query();
+    if (!s) return s.error();
+    return static_cast<qp_state>(*s);
+}
+
+// The CQs drop the QP's rings from their tables (their pollers may be polling) and keep
+// them until the pollers have let go: the QP's memory is not what a poller touches. An
+// SRQ the QP held last goes with the rings.
 qp::~qp() {
-    if (scq_) scq_->detach(qp_->qpn());
-    if (rcq_) rcq_->detach(qp_->qpn());
+    if (rings_ && srq_ && srq_.use_count() == 1) rings_->shared = std::move(srq_);
+    if (scq_) scq_->detach(qp_->qpn(), rings_);
+    if (rcq_) rcq_->detach(qp_->qpn(), rings_);
 }
 
 // A multi-producer QP, or one whose every WQE is signaled. For signal_all the WRs are
@@ -307,7 +470,7 @@ const char* wc_status_str(int status) noexcept {
     }
 }
 
-api::address_handle make_address_handle(const driver::qp::path& p, bool ethernet) {
+api::address_handle make_address_handle(const qp::path& p, bool ethernet) {
     api::address_handle ah{};
     const std::uint8_t no_mac[6] = {};
     std::uint8_t gid[16];

@@ -19,13 +19,21 @@
 //
 // Threads: one thread per QP's send side (any number with qp::attr::multi_producer)
 // and one per CQ poller. QPs are attached to their CQs at
-// create(): create every QP of a CQ before another thread polls it.
+// create(): create every QP of a CQ before another thread polls it. A QP may be
+// destroyed while another thread polls its CQs: the poller lets go of its rings at its
+// next poll() (completions of it still in the CQ then carry wr_id 0), with no lock on
+// the poll path, and the rings are freed after that. An SRQ's ring goes with the SRQ:
+// destroy an SRQ the caller holds once the pollers of its QPs' CQs have polled since
+// those QPs went (one the QP held last is kept with its rings).
 #pragma once
 
 #include <infiniband/verbs.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,28 +43,116 @@
 #include <vector>
 
 #include "api/verbs_post.h"
-#include "driver/hca/hca.h"
-#include "driver/res/cq.h"
-#include "driver/res/pd_mr.h"
-#include "driver/res/q_counter.h"
-#include "driver/res/qp.h"
-#include "driver/res/srq.h"
 #include "base/result.h"
+#include "hw/ifc_counters.h"
 #include "queues/completion_queue.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
 
 namespace cxv {
 
-using driver::mr;
-using driver::pd;
-using driver::qp_state;
-using driver::qp_type;
-using driver::access_local_write;
-using driver::access_remote_atomic;
-using driver::access_remote_read;
-using driver::access_remote_write;
+// The control path's objects (driver/), opaque here: a user of this header needs no
+// driver/ header. object() and device::hca() hand them out to code that includes
+// driver/ itself (tests and tools that look underneath).
+namespace driver {
+class cq;
+class hca;
+class mr;
+class pd;
+class q_counter;
+class qp;
+class srq;
+}  // namespace driver
+
 using queues::doorbell_mode;
+
+enum class qp_type { rc, uc, ud };
+// The QP state machine (RST, INIT, RTR, RTS, SQE, SQD, ERR).
+enum class qp_state { reset, init, rtr, rts, sqerr, sqd, error };
+// Access rights of a memory region, as ibv_access_flags names them. Remote write or
+// atomic access needs local write (EINVAL otherwise).
+enum mr_access : unsigned {
+    access_local_write = 1u << 0,
+    access_remote_write = 1u << 1,
+    access_remote_read = 1u << 2,
+    access_remote_atomic = 1u << 3,
+};
+
+// A port as device::port() reports it.
+struct port_info {
+    bool up = false;        // ACTIVE
+    bool ethernet = false;  // RoCE (else InfiniBand)
+    std::uint16_t lid = 0;
+    std::uint32_t max_mtu = 0;  // 1 = 256 .. 5 = 4096
+    std::uint8_t gid[16] = {};  // GID index 0
+};
+
+// An asynchronous event of the device (device::options::on_event, on its event thread).
+struct event {
+    // port_up: ACTIVE; port_init: InfiniBand Init (link up, not yet configured by the SM).
+    enum kind { port_up, port_down, port_init, port_other, fatal, queue_error } what = port_other;
+    unsigned port = 0;
+    std::uint32_t object = 0;  // CQ or QP number for queue errors
+    std::string detail;
+};
+
+// One traffic counter: frames and bytes.
+struct traffic {
+    std::uint64_t packets = 0;
+    std::uint64_t octets = 0;
+};
+struct vport_counters {
+    traffic received_errors, transmit_errors;
+    traffic received_ib_unicast, transmitted_ib_unicast;
+    traffic received_ib_multicast, transmitted_ib_multicast;
+    traffic received_eth_broadcast, transmitted_eth_broadcast;
+    traffic received_eth_unicast, transmitted_eth_unicast;
+    traffic received_eth_multicast, transmitted_eth_multicast;
+};
+// A Q counter set's values, by their PRM names (hw/ifc_counters.h lists them).
+struct q_counter_values {
+#define CXV_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;
+    CXV_IFC_Q_COUNTERS(CXV_Q_COUNTER_MEMBER)
+#undef CXV_Q_COUNTER_MEMBER
+};
+
+class device;
+
+// A protection domain (ibv_alloc_pd(3)): device::alloc_pd().
+class pd {
+public:
+    std::uint32_t pdn() const noexcept { return pdn_; }
+    const std::shared_ptr<driver::pd>& object() const noexcept { return pd_; }
+
+private:
+    friend class device;
+    pd() = default;
+    std::shared_ptr<driver::pd> pd_;
+    std::uint32_t pdn_ = 0;
+};
+
+// A memory region (ibv_reg_mr(3)): [addr, addr + length) mapped for the device's DMA,
+// with its key. The memory must stay allocated while the MR exists. Keeps its PD alive.
+class mr {
+public:
+    static result<std::shared_ptr<mr>> create(std::shared_ptr<pd> domain, void* addr, std::size_t length,
+                                              unsigned access);
+    std::uint32_t lkey() const noexcept { return key_; }
+    std::uint32_t rkey() const noexcept { return key_; }
+    void* addr() const noexcept { return addr_; }
+    std::size_t length() const noexcept { return length_; }
+    unsigned access() const noexcept { return access_; }
+    const std::shared_ptr<driver::mr>& object() const noexcept { return mr_; }
+
+private:
+    mr() = default;
+    std::shared_ptr<pd> pd_;
+    std::shared_ptr<driver::mr> mr_;
+    std::uint32_t key_ = 0;
+    void* addr_ = nullptr;
+    std::size_t length_ = 0;
+    unsigned access_ = 0;
+};
 
 namespace detail {
 // Completion events by CQ number, for the HCA's event thread to signal.
@@ -73,21 +169,35 @@ struct device_counters {
     // the port's link layer (the InfiniBand fields on an InfiniBand port, the Ethernet
     // ones on RoCE; the others read 0). received_errors counts damaged frames that
     // arrived, transmit_errors frames that could not be sent.
-    driver::vport_counters vport;
+    vport_counters vport;
     // QUERY_Q_COUNTER of the set every QP without its own counts to (qp::attr::
     // own_counters): requests executed as responder, receive-buffer shortages (RNR),
     // sequence errors and duplicates, retries, and error and flush completions by
     // side. Empty when the device gave no set at open.
-    std::optional<driver::q_counter_values> q;
+    std::optional<q_counter_values> q;
 };
 
 class device {
 public:
+    struct options {
+        // Asynchronous events (port changes, fatal errors, queue errors), and completion
+        // events of CQ `cqn`; both called on the device's event thread.
+        std::function<void(const event&)> on_event;
+        std::function<void(std::uint32_t cqn)> on_completion;
+        // After bring-up, open() waits this long for port 1 to be ACTIVE and fails with
+        // ETIMEDOUT if it is not (a cable out, no subnet manager). 0: do not wait.
+        std::chrono::milliseconds port_timeout{15'000};
+    };
     // Opens the function through VFIO and brings the HCA up.
-    static result<std::unique_ptr<device>> open(const std::string& bdf, const driver::hca::options& o = {});
+    static result<std::unique_ptr<device>> open(const std::string& bdf, const options& o);
+    static result<std::unique_ptr<device>> open(const std::string& bdf) { return open(bdf, options{}); }
+    ~device();
+    device(const device&) = delete;
+    device& operator=(const device&) = delete;
 
-    result<std::shared_ptr<pd>> alloc_pd() { return pd::create(*hca_); }
-    result<driver::hca::port_info> port(unsigned n = 1) { return hca_->query_port(n); }
+    result<std::shared_ptr<pd>> alloc_pd();
+    result<port_info> port(unsigned n = 1);
+    // The HCA underneath (driver/hca/hca.h), for code that looks below the API.
     driver::hca& hca() noexcept { return *hca_; }
     // The device's counters (two firmware commands; not for the fast path). With clear,
     // both start again from 0 after this read. The Q counter set is allocated at open
@@ -97,18 +207,14 @@ public:
     const std::shared_ptr<driver::q_counter>& q_counter() const noexcept { return counter_; }
     // Whether 64-byte BlueFlame writes reach the device whole through the mapping
     // BlueFlame uses -- sysfs resource0_wc where the kernel offers it, else VFIO's BAR0
-    // mapping (uncached on a card) -- (the self-test of api/wc_selftest.cc, run once).
+    // mapping (uncached on a card) -- (driver/wc's self-test, run once).
     result<bool> write_combining();
     // Where BlueFlame registers are written: the write-combining mapping if there is one.
-    std::byte* bf_base() noexcept {
-        const auto* wc = hca_->device().bar0_wc();
-        return wc ? wc->base() : hca_->device().bar0().base();
-    }
+    std::byte* bf_base() noexcept;
 
 private:
     friend class cq;
-    device(std::unique_ptr<driver::hca> h, std::shared_ptr<detail::cq_events> ev)
-        : events_(std::move(ev)), hca_(std::move(h)) {}
+    device(std::unique_ptr<driver::hca> h, std::shared_ptr<detail::cq_events> ev);
     std::shared_ptr<detail::cq_events> events_;
     std::unique_ptr<driver::hca> hca_;
     std::shared_ptr<driver::q_counter> counter_;  // released before the HCA
@@ -141,45 +247,59 @@ private:
     friend class qp;
     friend class srq;
     cq() = default;
-    bool attach(const queues::qp_rings& r) noexcept;
-    void detach(std::uint32_t qpn) noexcept;
+    bool attach(const queues::qp_rings& r) { return qps_.attach(ring_, r); }
+    // `rings`: what the poller may still touch of the QP, kept until it lets go.
+    void detach(std::uint32_t qpn, std::shared_ptr<const void> rings) { qps_.detach(ring_, qpn, std::move(rings)); }
 
     std::shared_ptr<driver::cq> cq_;
     queues::completion_queue ring_;
-    std::vector<queues::qp_rings> qps_;  // capacity max_qps, never reallocated
+    queues::qp_table qps_;  // capacity max_qps
     std::shared_ptr<detail::cq_events> events_;
     int event_fd_ = -1;
-    std::uint32_t arm_sn_ = 0;           // advances with each event taken
-    std::byte* uar_ = nullptr;           // the HCA's UAR page (CQ arm doorbell at +0x20)
 };
 
 class srq {
 public:
-    static result<std::shared_ptr<srq>> create(std::shared_ptr<pd> domain, const driver::srq::attr& a);
+    struct attr {
+        unsigned max_wr = 256;  // at least this many receive WQEs (a power of two)
+        unsigned max_sge = 1;   // scatter entries per WQE
+        unsigned limit = 0;     // armed at creation (ARM_RQ) when not 0
+    };
+    static result<std::shared_ptr<srq>> create(std::shared_ptr<pd> domain, const attr& a);
 
     // ibv_post_srq_recv(3).
     int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_srq_recv(ring_, wr, bad_wr); }
     // ARM_RQ: an SRQ_RQ_LIMIT event when fewer than `limit` WQEs remain.
-    status arm(unsigned limit) { return srq_->arm(limit); }
-    std::uint32_t srqn() const noexcept { return srq_->srqn(); }
+    status arm(unsigned limit);
+    std::uint32_t srqn() const noexcept { return srqn_; }
     const std::shared_ptr<driver::srq>& object() const noexcept { return srq_; }
 
 private:
     friend class qp;
     srq() = default;
+    std::shared_ptr<pd> pd_;
     std::shared_ptr<driver::srq> srq_;
+    std::uint32_t srqn_ = 0;
     std::vector<std::uint64_t> wr_ids_;
     queues::srq_ring ring_;
 };
 
 class qp {
 public:
+    // Sizes asked for at create (as ibv_qp_cap; the QP may grant more).
+    struct caps {
+        unsigned max_send_wr = 64;
+        unsigned max_recv_wr = 64;  // ignored with an SRQ
+        unsigned max_send_sge = 1;
+        unsigned max_recv_sge = 1;
+        unsigned max_inline_data = 0;
+    };
     struct attr {
         qp_type type = qp_type::rc;
         std::shared_ptr<pd> domain;
         std::shared_ptr<cq> send_cq, recv_cq;
         std::shared_ptr<srq> shared;  // receives come from this SRQ
-        driver::qp::caps cap;
+        caps cap;
         // How the send queue tells the device: 8-byte doorbells (always works), or
         // BlueFlame copies of single WQEs (64-byte stores, or MOVDIR64B). Unset: chosen
         // once per device by the write-combining self-test (MOVDIR64B where the CPU has
@@ -199,39 +319,76 @@ public:
     };
     static result<std::shared_ptr<qp>> create(device& d, const attr& a);
     ~qp();
-    doorbell_mode doorbell() const noexcept { return mpsq_ ? doorbell_mode::doorbell : sq_.mode(); }
+    doorbell_mode doorbell() const noexcept { return mode_; }
     qp(const qp&) = delete;
     qp& operator=(const qp&) = delete;
 
-    status modify(qp_state to, const driver::qp::modify_attr& a) { return qp_->modify(to, a); }
-    result<qp_state> query() { return qp_->query(); }
+    // The address of the peer (INIT2RTR of a connected QP, or a UD address handle):
+    // InfiniBand by LID, with a GRH when grh is set; RoCE always by GID.
+    struct path {
+        std::uint16_t dlid = 0;
+        std::uint8_t sl = 0;
+        bool grh = false;
+        std::array<std::uint8_t, 16> dgid{};
+        std::uint8_t sgid_index = 0;
+        std::uint8_t hop_limit = 64;
+        std::uint8_t traffic_class = 0;
+        std::uint32_t flow_label = 0;
+    };
+    // Attributes as ibv_qp_attr names them; each transition takes its own.
+    struct modify_attr {
+        std::uint8_t port = 1;
+        std::uint16_t pkey_index = 0;
+        std::uint32_t qkey = 0;      // UD
+        unsigned access = 0;         // mr_access bits: remote read/write/atomic (RC, UC)
+        std::uint32_t path_mtu = 5;  // 1 = 256 .. 5 = 4096
+        std::uint32_t dest_qpn = 0;
+        std::uint32_t rq_psn = 0;
+        std::uint32_t sq_psn = 0;
+        unsigned max_dest_rd_atomic = 1;  // responder: RDMA READ/atomic in flight
+        unsigned max_rd_atomic = 1;       // requester
+        std::uint8_t min_rnr_timer = 12;  // IBTA encoding (12 = 0.64 ms)
+        std::uint8_t timeout = 14;        // ACK timeout, 4.096 µs << timeout
+        std::uint8_t retry_cnt = 7;
+        std::uint8_t rnr_retry = 7;       // 7 = forever
+        path ah;
+    };
+    // One transition to `to` from the current state (RST→INIT, INIT→INIT/RTR, RTR→RTS,
+    // RTS→RTS, SQERR→RTS, SQD→RTS, any→ERR, any→RST); the firmware checks the attributes
+    // and refuses with its status and syndrome. EINVAL for a pair with no command.
+    status modify(qp_state to, const modify_attr& a);
+    result<qp_state> query();
 
     // ibv_post_send(3) and ibv_post_recv(3).
     int post_send(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
         if (other_send_) [[unlikely]] return post_send_other(wr, bad_wr);
         return api::post_send(send_, wr, bad_wr);
     }
-    int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(rq_, wr, bad_wr); }
+    int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_recv(*rq_, wr, bad_wr); }
     // Batch forms: the WRs of the span in order (their `next` links are set here);
     // *bad_wr as for the list forms.
     int post_send(std::span<ibv_send_wr> wrs, ibv_send_wr** bad_wr) noexcept;
     int post_recv(std::span<ibv_recv_wr> wrs, ibv_recv_wr** bad_wr) noexcept;
 
-    std::uint32_t qpn() const noexcept { return qp_->qpn(); }
+    std::uint32_t qpn() const noexcept { return qpn_; }
     const std::shared_ptr<driver::qp>& object() const noexcept { return qp_; }
     // QUERY_Q_COUNTER of the QP's own set (attr::own_counters; ENOENT without one: its
     // events count in device::counters()). With clear, the set restarts from 0.
-    result<driver::q_counter_values> counters(bool clear = false);
+    result<q_counter_values> counters(bool clear = false);
 
 private:
     qp() = default;
+    // The rings and what their retire() touches (cxv.cc): on the heap, shared with the
+    // CQs, which keep them past the QP until their pollers have let go.
+    struct rings;
+    std::shared_ptr<rings> rings_;
+    queues::recv_queue* rq_ = nullptr;  // in rings_
     std::shared_ptr<driver::qp> qp_;
+    std::uint32_t qpn_ = 0;
+    std::shared_ptr<pd> pd_;
     std::shared_ptr<cq> scq_, rcq_;
     std::shared_ptr<srq> srq_;
-    std::vector<std::uint64_t> sq_wr_ids_, rq_wr_ids_;
-    std::vector<std::uint32_t> sq_ends_;
-    queues::send_queue sq_;
-    std::unique_ptr<queues::mp_send_queue> mpsq_;
+    doorbell_mode mode_ = doorbell_mode::doorbell;
     // Sends not on the single-producer path as they are: a multi-producer ring, or
     // signal_all (the one test post_send makes for both).
     bool other_send_ = false;
@@ -239,9 +396,8 @@ private:
     bool own_counters_ = false;
     int post_send_other(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept;
     int post_send_ring(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
-        return mpsq_ ? api::post_send_mp(mp_send_, wr, bad_wr) : api::post_send(send_, wr, bad_wr);
+        return mp_send_.sq != nullptr ? api::post_send_mp(mp_send_, wr, bad_wr) : api::post_send(send_, wr, bad_wr);
     }
-    queues::recv_queue rq_;
     api::send_side send_{};
     api::mp_send_side mp_send_{};
 };
@@ -251,6 +407,6 @@ const char* wc_status_str(int status) noexcept;
 
 // A UD address handle (what ibv_create_ah(3) returns): the address vector a UD send
 // WQE carries. The caller keeps it alive while WRs that name it are posted.
-api::address_handle make_address_handle(const driver::qp::path& p, bool ethernet);
+api::address_handle make_address_handle(const qp::path& p, bool ethernet);
 
 }  // namespace cxv

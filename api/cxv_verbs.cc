@@ -17,6 +17,10 @@
 #include <string>
 
 #include "api/cxv.h"
+#include "driver/res/cq.h"
+#include "driver/res/pd_mr.h"
+#include "driver/res/qp.h"
+#include "driver/res/srq.h"
 
 namespace {
 
@@ -49,7 +53,7 @@ struct c_srq : ibv_srq {
 };
 struct c_qp : ibv_qp {
     std::shared_ptr<cxv::qp> qp;
-    driver::qp::modify_attr attrs;  // what the caller has set so far
+    cxv::qp::modify_attr attrs;  // what the caller has set so far
 };
 
 c_device* dev_of(ibv_context* c) { return static_cast<c_device*>(c); }
@@ -164,7 +168,7 @@ int required_mask(ibv_qp_type t, ibv_qp_state from, ibv_qp_state to) {
     return 0;
 }
 
-void apply(driver::qp::modify_attr& m, const ibv_qp_attr& a, int mask) {
+void apply(cxv::qp::modify_attr& m, const ibv_qp_attr& a, int mask) {
     if (mask & IBV_QP_PKEY_INDEX) m.pkey_index = a.pkey_index;
     if (mask & IBV_QP_PORT) m.port = a.port_num;
     if (mask & IBV_QP_QKEY) m.qkey = a.qkey;
@@ -287,7 +291,7 @@ int cxv_dealloc_pd(ibv_pd* pd) {
     if (p->pd.use_count() > 1 || p->ahs.load() != 0) {
         return fail(EBUSY, "cxv_dealloc_pd: an MR, QP, SRQ or AH still uses the PD");
     }
-    if (auto s = p->pd->destroy(); !s) return fail(s.error());
+    if (auto s = p->pd->object()->destroy(); !s) return fail(s.error());
     return forget(p);
 }
 
@@ -315,13 +319,13 @@ ibv_mr* cxv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
 
 int cxv_dereg_mr(ibv_mr* mr) {
     auto* m = static_cast<c_mr*>(mr);
-    if (auto s = m->mr->destroy(); !s) return fail(s.error());
+    if (auto s = m->mr->object()->destroy(); !s) return fail(s.error());
     return forget(m);
 }
 
 ibv_ah* cxv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     if (attr == nullptr) return fail_null<ibv_ah>(EINVAL, "cxv_create_ah: no attributes");
-    driver::qp::path p;
+    cxv::qp::path p;
     p.dlid = attr->dlid;
     p.sl = attr->sl;
     p.grh = attr->is_global != 0;
@@ -388,7 +392,7 @@ int cxv_get_cq_event(ibv_cq* cq, int timeout_ms) {
 
 ibv_srq* cxv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     if (attr == nullptr || attr->attr.max_wr == 0) return fail_null<ibv_srq>(EINVAL, "cxv_create_srq: max_wr is 0");
-    driver::srq::attr a;
+    cxv::srq::attr a;
     a.max_wr = attr->attr.max_wr + 1;  // one WQE always stays in the list as its sentinel
     a.max_sge = attr->attr.max_sge == 0 ? 1 : attr->attr.max_sge;
     a.limit = attr->attr.srq_limit;
@@ -493,7 +497,7 @@ int cxv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
                       missing);
         return fail(EINVAL, text);
     }
-    driver::qp::modify_attr m = q->attrs;
+    cxv::qp::modify_attr m = q->attrs;
     apply(m, *attr, attr_mask);
     if (auto s = q->qp->modify(target, m); !s) return fail(s.error());
     q->attrs = m;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -27,6 +28,7 @@
 #include "queues/mp_send_queue.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
+#include "queues/send_wqe.h"
 #include "queues/types.h"
 
 namespace cxv::api {
@@ -99,33 +101,27 @@ namespace detail {
 
 namespace detail {
 
-// Per verbs opcode (IBV_WR_RDMA_WRITE .. IBV_WR_ATOMIC_FETCH_AND_ADD): the WQE opcode,
-// the transports that have it (bit 0 RC, 1 UC, 2 UD), and its segments.
+// Per verbs opcode (IBV_WR_RDMA_WRITE .. IBV_WR_ATOMIC_FETCH_AND_ADD): the WQE opcode and
+// the transports that have it (bit 0 RC, 1 UC, 2 UD). Its segments are
+// queues/send_wqe.h's.
 struct opcode_info {
     hw::wqe_opcode wqe;
     std::uint8_t transports;
-    bool raddr, atomic;
 };
 inline constexpr opcode_info kOpcodes[] = {
-    {hw::wqe_opcode::RDMA_WRITE, 0b011, true, false},      // IBV_WR_RDMA_WRITE
-    {hw::wqe_opcode::RDMA_WRITE_IMM, 0b011, true, false},  // IBV_WR_RDMA_WRITE_WITH_IMM
-    {hw::wqe_opcode::SEND, 0b111, false, false},           // IBV_WR_SEND
-    {hw::wqe_opcode::SEND_IMM, 0b111, false, false},       // IBV_WR_SEND_WITH_IMM
-    {hw::wqe_opcode::RDMA_READ, 0b001, true, false},       // IBV_WR_RDMA_READ
-    {hw::wqe_opcode::ATOMIC_CS, 0b001, true, true},        // IBV_WR_ATOMIC_CMP_AND_SWP
-    {hw::wqe_opcode::ATOMIC_FA, 0b001, true, true},        // IBV_WR_ATOMIC_FETCH_AND_ADD
+    {hw::wqe_opcode::RDMA_WRITE, 0b011},      // IBV_WR_RDMA_WRITE
+    {hw::wqe_opcode::RDMA_WRITE_IMM, 0b011},  // IBV_WR_RDMA_WRITE_WITH_IMM
+    {hw::wqe_opcode::SEND, 0b111},            // IBV_WR_SEND
+    {hw::wqe_opcode::SEND_IMM, 0b111},        // IBV_WR_SEND_WITH_IMM
+    {hw::wqe_opcode::RDMA_READ, 0b001},       // IBV_WR_RDMA_READ
+    {hw::wqe_opcode::ATOMIC_CS, 0b001},       // IBV_WR_ATOMIC_CMP_AND_SWP
+    {hw::wqe_opcode::ATOMIC_FA, 0b001},       // IBV_WR_ATOMIC_FETCH_AND_ADD
 };
 static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_SEND == 2 && IBV_WR_ATOMIC_FETCH_AND_ADD == 6);
 
-// The control byte for IBV_SEND_FENCE (1), IBV_SEND_SIGNALED (2), IBV_SEND_SOLICITED (4):
-// a fenced WR waits for earlier RDMA READs and atomics (as rdma-core's mlx5 asks).
-inline constexpr std::uint8_t kControl[8] = {
-    hw::fm_ce_se(hw::fence_mode::none, false, false),           hw::fm_ce_se(hw::fence_mode::small_and_fence, false, false),
-    hw::fm_ce_se(hw::fence_mode::none, true, false),            hw::fm_ce_se(hw::fence_mode::small_and_fence, true, false),
-    hw::fm_ce_se(hw::fence_mode::none, false, true),            hw::fm_ce_se(hw::fence_mode::small_and_fence, false, true),
-    hw::fm_ce_se(hw::fence_mode::none, true, true),             hw::fm_ce_se(hw::fence_mode::small_and_fence, true, true),
-};
-static_assert(IBV_SEND_FENCE == 1 && IBV_SEND_SIGNALED == 2 && IBV_SEND_SOLICITED == 4);
+// send_wqe::kControl is indexed by send_flags' low three bits.
+static_assert(IBV_SEND_FENCE == queues::send_wqe::flag_fence && IBV_SEND_SIGNALED == queues::send_wqe::flag_signaled &&
+              IBV_SEND_SOLICITED == queues::send_wqe::flag_solicited);
 
 inline unsigned transport_bit(ibv_qp_type t) noexcept { return t == IBV_QPT_RC ? 1 : t == IBV_QPT_UC ? 2 : 4; }
 
@@ -162,7 +158,7 @@ namespace detail {
         if (inl) {
             std::uint64_t total = 0;
             for (unsigned i = 0; i < n; ++i) total += sg[i].length;
-            if (total > q.max_inline || op.atomic || op.wqe == hw::wqe_opcode::RDMA_READ) [[unlikely]] {
+            if (total > q.max_inline || !queues::send_wqe::allows_inline(op.wqe)) [[unlikely]] {
                 err = EINVAL;
                 break;
             }
@@ -183,25 +179,20 @@ namespace detail {
             err = ENOMEM;
             break;
         }
+        namespace wqe = queues::send_wqe;
         std::byte* seg = slot.w + sizeof(hw::wqe_ctrl_seg);
         if (av != nullptr) {
             // The address from the AH; the destination QP and Q_Key from the WR.
-            auto* d = reinterpret_cast<hw::wqe_av*>(seg);
-            std::memcpy(d, av, sizeof(hw::wqe_av));
-            d->qkey = hw::be32::from(wr->wr.ud.remote_qkey);
-            d->dqp_dct = hw::be32::from((wr->wr.ud.remote_qpn & 0xffffff) | hw::extended_ud_av);
-            seg += sizeof(hw::wqe_datagram_seg);
+            seg = wqe::put_datagram(seg, wqe::with_destination(*av, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey));
         }
-        if (op.atomic) {
-            seg = queues::send_queue::put_raddr(seg, wr->wr.atomic.remote_addr, wr->wr.atomic.rkey);
-            const bool cs = op.wqe == hw::wqe_opcode::ATOMIC_CS;
-            seg = queues::send_queue::put_atomic(seg, cs ? wr->wr.atomic.swap : wr->wr.atomic.compare_add,
-                                                 cs ? wr->wr.atomic.compare_add : 0);
-        } else if (op.raddr) {
-            seg = queues::send_queue::put_raddr(seg, wr->wr.rdma.remote_addr, wr->wr.rdma.rkey);
+        if (wqe::has_atomic(op.wqe)) {
+            seg = wqe::put_raddr(seg, wr->wr.atomic.remote_addr, wr->wr.atomic.rkey);
+            seg = wqe::put_atomic(seg, op.wqe, wr->wr.atomic.compare_add, wr->wr.atomic.swap);
+        } else if (wqe::has_raddr(op.wqe)) {
+            seg = wqe::put_raddr(seg, wr->wr.rdma.remote_addr, wr->wr.rdma.rkey);
         }
-        seg = inl ? queues::send_queue::put_inline(seg, sg, n) : queues::send_queue::put_gather(seg, sg, n);
-        sq.finish(slot, seg, op.wqe, detail::kControl[wr->send_flags & 7], wr->imm_data, wr->wr_id);
+        seg = inl ? wqe::put_inline(seg, sg, n) : wqe::put_gather(seg, sg, n);
+        sq.finish(slot, seg, op.wqe, wqe::kControl[wr->send_flags & 7], wr->imm_data, wr->wr_id);
     }
     sq.ring();  // nothing when nothing was put
     if (err) *bad_wr = wr;
@@ -221,8 +212,6 @@ namespace detail {
     static_assert(IBV_WR_RDMA_WRITE == sq::op_rdma_write && IBV_WR_RDMA_WRITE_WITH_IMM == sq::op_rdma_write_imm &&
                   IBV_WR_SEND == sq::op_send && IBV_WR_SEND_WITH_IMM == sq::op_send_imm &&
                   IBV_WR_RDMA_READ == sq::op_rdma_read && sq::small_ops == 5);
-    static_assert(IBV_SEND_FENCE == sq::flag_fence && IBV_SEND_SIGNALED == sq::flag_signaled &&
-                  IBV_SEND_SOLICITED == sq::flag_solicited);
     const auto code = static_cast<unsigned>(wr.opcode);
     if (wr.num_sge != 1) [[unlikely]] return false;
     const unsigned flags = wr.send_flags;
@@ -305,7 +294,7 @@ inline int post_send_mp(const mp_send_side& q, ibv_send_wr* wr, ibv_send_wr** ba
         if (r.inline_data) {
             std::uint64_t total = 0;
             for (unsigned i = 0; i < r.num_sge; ++i) total += r.sg[i].length;
-            if (total > q.max_inline || op.atomic || op.wqe == hw::wqe_opcode::RDMA_READ) [[unlikely]] {
+            if (total > q.max_inline || !queues::send_wqe::allows_inline(op.wqe)) [[unlikely]] {
                 *bad_wr = wr;
                 return EINVAL;
             }
@@ -316,16 +305,15 @@ inline int post_send_mp(const mp_send_side& q, ibv_send_wr* wr, ibv_send_wr** ba
                 *bad_wr = wr;
                 return EINVAL;
             }
-            av = reinterpret_cast<const address_handle*>(wr->wr.ud.ah)->av;
-            av.qkey = hw::be32::from(wr->wr.ud.remote_qkey);
-            av.dqp_dct = hw::be32::from((wr->wr.ud.remote_qpn & 0xffffff) | hw::extended_ud_av);
+            av = queues::send_wqe::with_destination(reinterpret_cast<const address_handle*>(wr->wr.ud.ah)->av,
+                                                    wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey);
             r.av = &av;
-        } else if (op.atomic) {
+        } else if (queues::send_wqe::has_atomic(op.wqe)) {
             r.remote_addr = wr->wr.atomic.remote_addr;
             r.rkey = wr->wr.atomic.rkey;
             r.compare_add = wr->wr.atomic.compare_add;
             r.swap = wr->wr.atomic.swap;
-        } else if (op.raddr) {
+        } else if (queues::send_wqe::has_raddr(op.wqe)) {
             r.remote_addr = wr->wr.rdma.remote_addr;
             r.rkey = wr->wr.rdma.rkey;
         }
@@ -336,6 +324,23 @@ inline int post_send_mp(const mp_send_side& q, ibv_send_wr* wr, ibv_send_wr** ba
     }
     return 0;
 }
+
+// The poller fills the caller's ibv_wc array as work_completion: the same layout, field
+// by field (the words it stores whole are named by their first field).
+static_assert(sizeof(queues::work_completion) == sizeof(ibv_wc) && alignof(queues::work_completion) == alignof(ibv_wc));
+static_assert(offsetof(queues::work_completion, wr_id) == offsetof(ibv_wc, wr_id) &&
+              offsetof(queues::work_completion, status) == offsetof(ibv_wc, status) &&
+              offsetof(queues::work_completion, opcode) == offsetof(ibv_wc, opcode) &&
+              offsetof(queues::work_completion, vendor_err) == offsetof(ibv_wc, vendor_err) &&
+              offsetof(queues::work_completion, byte_len) == offsetof(ibv_wc, byte_len) &&
+              offsetof(queues::work_completion, imm_data) == offsetof(ibv_wc, imm_data) &&
+              offsetof(queues::work_completion, qp_num) == offsetof(ibv_wc, qp_num) &&
+              offsetof(queues::work_completion, src_qp) == offsetof(ibv_wc, src_qp) &&
+              offsetof(queues::work_completion, wc_flags) == offsetof(ibv_wc, wc_flags) &&
+              offsetof(queues::work_completion, pkey_index) == offsetof(ibv_wc, pkey_index) &&
+              offsetof(queues::work_completion, slid) == offsetof(ibv_wc, slid) &&
+              offsetof(queues::work_completion, sl) == offsetof(ibv_wc, sl) &&
+              offsetof(queues::work_completion, dlid_path_bits) == offsetof(ibv_wc, dlid_path_bits));
 
 [[gnu::always_inline]] inline int poll_cq(queues::completion_queue& cq, int num_entries, ibv_wc* wc) noexcept {
     return cq.poll(reinterpret_cast<queues::work_completion*>(wc), num_entries);

@@ -62,7 +62,7 @@ std::shared_ptr<cxv::qp> make_qp(node& n) {
 }
 
 void connect(cxv::qp& q, const cxv::qp& peer, const node& pn) {
-    cxv::driver::qp::modify_attr m;
+    cxv::qp::modify_attr m;
     m.dest_qpn = peer.qpn();
     m.ah.dlid = pn.lid;
     m.min_rnr_timer = 1;

@@ -58,7 +58,7 @@ struct side {
     std::shared_ptr<cxv::mr> mr;
     std::shared_ptr<cxv::cq> cq;
     std::shared_ptr<cxv::qp> qp;
-    cxv::driver::hca::port_info port;
+    cxv::port_info port;
 };
 
 side open_side(const char* bdf) {
@@ -81,7 +81,7 @@ side open_side(const char* bdf) {
 
 // RST -> INIT -> RTR -> RTS towards `peer`.
 void connect(side& s, const side& peer) {
-    cxv::driver::qp::modify_attr m;
+    cxv::qp::modify_attr m;
     m.access = cxv::access_local_write | cxv::access_remote_write;
     m.dest_qpn = peer.qp->qpn();
     m.ah.dlid = peer.port.lid;

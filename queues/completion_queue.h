@@ -10,13 +10,18 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "hw/barrier.h"
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
+#include "hw/mmio.h"
 #include "hw/opcodes.h"
 #include "queues/mp_send_queue.h"
 #include "queues/recv_queue.h"
@@ -82,11 +87,11 @@ enum entry_kind : std::uint8_t {
 // (above) and, for a REQ CQE, by the send WQE opcode (its sop_drop_qpn byte).
 struct poll_tables {
     std::array<std::uint8_t, 256> kind;
-    // The word at offset 8 of an ibv_wc: status in the low half, opcode in the high half.
+    // The status and opcode word (kStatusOpcode below): status low, opcode high.
     std::array<std::uint64_t, 256> send_word;
     std::array<std::uint64_t, 256> recv_word;
-    // Immediate data kept, and the with_imm flag (the high half of the word at offset
-    // 32), with RESP_WR_IMM and RESP_SEND_IMM.
+    // Immediate data kept, and the with_imm flag (wc_flags, the high half of the
+    // kSrcQpFlags word), with RESP_WR_IMM and RESP_SEND_IMM.
     std::array<std::uint32_t, 256> imm_mask;
     std::array<std::uint64_t, 256> imm_flag;
     // with_grh by the first byte of flags_rqpn (GRH presence is its bits 5:4).
@@ -114,11 +119,21 @@ inline constexpr poll_tables kPoll = [] {
 // matches no 24-bit QPN, and it has no rings.
 inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
 
-// Stores of a completion: whole 8-byte words (two 32-bit fields each) and 4-byte fields.
+// poll() stores a completion's fields two at a time where two 32-bit fields share an
+// 8-byte word (one store instead of two): these name the words by their first field.
+// work_completion is ibv_wc's layout (asserted against <infiniband/verbs.h> in
+// api/verbs_post.h and tests/queues).
+inline constexpr std::size_t kStatusOpcode = offsetof(work_completion, status);        // status, opcode
+inline constexpr std::size_t kSrcQpFlags = offsetof(work_completion, src_qp);           // src_qp, wc_flags
+inline constexpr std::size_t kPkeySlid = offsetof(work_completion, pkey_index);         // pkey_index .. dlid_path_bits, padding
+static_assert(offsetof(work_completion, opcode) == kStatusOpcode + 4 &&
+              offsetof(work_completion, wc_flags) == kSrcQpFlags + 4 &&
+              offsetof(work_completion, dlid_path_bits) == kPkeySlid + 5 && sizeof(work_completion) == kPkeySlid + 8 && kStatusOpcode % 8 == 0 &&
+              kSrcQpFlags % 8 == 0 && kPkeySlid % 8 == 0);
+
+// One 8-byte word of a completion (the field at `off` in the low half, the next in the
+// high half, as x86-64 lays out a little-endian word).
 [[gnu::always_inline]] inline void put64(work_completion& wc, std::size_t off, std::uint64_t v) noexcept {
-    std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
-}
-[[gnu::always_inline]] inline void put32(work_completion& wc, std::size_t off, std::uint32_t v) noexcept {
     std::memcpy(reinterpret_cast<std::byte*>(&wc) + off, &v, sizeof(v));
 }
 
@@ -132,12 +147,17 @@ inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
 class completion_queue {
 public:
     completion_queue() = default;
-    completion_queue(std::byte* cqes, unsigned log_count, hw::cq_doorbell_record* dbrec) noexcept
-        : cqes_(cqes), dbrec_(dbrec), mask_((1u << log_count) - 1), log_(log_count) {}
+    // `uar`: the UAR page whose CQ doorbell arms this CQ (CQ number `cqn`); only arm()
+    // uses it.
+    completion_queue(std::byte* cqes, unsigned log_count, hw::cq_doorbell_record* dbrec, std::byte* uar = nullptr,
+                     std::uint32_t cqn = 0) noexcept
+        : cqes_(cqes), dbrec_(dbrec), mask_((1u << log_count) - 1), log_(log_count), uar_(uar), cqn_(cqn) {}
 
     // The QPs whose completions arrive here; looked up by QP number (the last one is
     // remembered, so a CQ serving one QP pays one compare). poll() caches the rings of
-    // the remembered entry: call attach() again after changing any entry.
+    // the remembered entry: call attach() again after changing any entry, from the
+    // poller's thread or while no thread polls (detach() is the one change another
+    // thread may make while one polls).
     void attach(const qp_rings* qps, unsigned count) noexcept {
         qps_ = qps;
         nqps_ = count;
@@ -157,6 +177,10 @@ public:
     // first other entry the rest of the batch goes to poll_rest(), which takes every
     // kind.
     [[gnu::always_inline]] int poll(work_completion* out, int max) noexcept {
+        // A QP detached since the last call: drop its cached rings first (cold path).
+        if (std::atomic_ref<std::uint32_t>(detached_).load(std::memory_order_relaxed) != seen_) [[unlikely]] {
+            let_go();
+        }
         const std::uint32_t ci0 = ci_;
         const std::uint32_t idx = ci0 & mask_;
         std::uint32_t ci;
@@ -210,39 +234,76 @@ public:
 
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
+    // A QP leaves the CQ, from any thread, while the poller may be in poll(): `entry`
+    // (one of the attached table's) loses its rings, and the poller lets go of any it
+    // holds at the start of its next poll(). The poll path takes no lock for this: it
+    // reads one counter per call (detached_) and acknowledges a change from a cold
+    // function (let_go()). Returns the detach's number: once released() says so for it,
+    // the poller holds nothing of the entry's old rings and they may be freed.
+    std::uint32_t detach(qp_rings& entry) noexcept {
+        std::atomic_ref<send_queue*>(entry.sq).store(nullptr, std::memory_order_relaxed);
+        std::atomic_ref<recv_queue*>(entry.rq).store(nullptr, std::memory_order_relaxed);
+        std::atomic_ref<srq_ring*>(entry.srq).store(nullptr, std::memory_order_relaxed);
+        std::atomic_ref<mp_send_queue*>(entry.mpsq).store(nullptr, std::memory_order_relaxed);
+        return std::atomic_ref<std::uint32_t>(detached_).fetch_add(1, std::memory_order_release) + 1;
+    }
+    // Whether the poller has let go of what detach() number `n` took away: it has
+    // started a poll() since (until then, nothing of those rings may be freed).
+    bool released(std::uint32_t n) const noexcept {
+        return static_cast<std::int32_t>(std::atomic_ref<std::uint32_t>(released_).load(std::memory_order_acquire) -
+                                         n) >= 0;
+    }
+
+    // Requests a completion event for the next completion (the next solicited or error
+    // one with `solicited_only`), from the poller's thread. PRM "CQ Doorbell Record" and
+    // "UAR": the arm word (arm sequence number, command, consumer index) goes to the
+    // record first, then, after a to-device barrier, with the CQ number to the UAR's
+    // 64-bit CQ doorbell. Completions already past the consumer index raise the event
+    // at once.
+    void arm(bool solicited_only) noexcept {
+        const std::uint32_t word =
+            hw::cq_arm_value(arm_sn_, solicited_only ? hw::cq_db_req_not_sol : hw::cq_db_req_not, ci_);
+        dbrec_->arm_ci = hw::be32::from(word);
+        hw::to_device();
+        hw::mmio_window(uar_, hw::uar_page_size).write64_be(hw::uar_cq_doorbell, hw::cq_doorbell_value(word, cqn_));
+    }
+    // `events` completion events were taken: each one advances the arm sequence number
+    // (PRM "Completion Event"), which the next arm() carries so that the device tells a
+    // new request from one it already answered.
+    void on_event(std::uint32_t events = 1) noexcept { arm_sn_ += events; }
+    std::uint32_t arm_sn() const noexcept { return arm_sn_; }
+
 private:
-    // A good completion into `wc`. The word at offset 8 is stored before the ring's
+    // A good completion into `wc`. The status and opcode word is stored before the ring's
     // retire() and wr_id after it: a store to the ring in between keeps the compiler
     // from pairing the two 8-byte stores through a vector register (three instructions
     // instead of two).
     template <class Ring>
     [[gnu::always_inline]] static void decode_send(const hw::cqe64& c, std::uint32_t qpn, Ring& sq,
                                                    work_completion& wc) noexcept {
-        static_assert(offsetof(work_completion, status) == 8 && offsetof(work_completion, byte_len) == 20 &&
-                      offsetof(work_completion, imm_data) == 24 && offsetof(work_completion, qp_num) == 28 &&
-                      offsetof(work_completion, src_qp) == 32 && offsetof(work_completion, pkey_index) == 40);
-        detail::put64(wc, 8, detail::kPoll.send_word[c.sop_drop_qpn.raw & 0xff]);
+        detail::put64(wc, detail::kStatusOpcode, detail::kPoll.send_word[c.sop_drop_qpn.raw & 0xff]);
         const std::uint64_t id = sq.retire(std::uint32_t{c.wqe_counter.value()});
         wc.wr_id = id;
-        detail::put32(wc, 20, c.byte_cnt.value());
-        detail::put32(wc, 28, qpn);
-        detail::put64(wc, 32, 0);  // src_qp, wc_flags
+        wc.byte_len = c.byte_cnt.value();
+        wc.qp_num = qpn;
+        detail::put64(wc, detail::kSrcQpFlags, 0);
     }
     template <class Ring>
     [[gnu::always_inline]] static void decode_recv(const hw::cqe64& c, unsigned x, std::uint32_t qpn,
                                                    Ring& rq, work_completion& wc) noexcept {
-        detail::put64(wc, 8, detail::kPoll.recv_word[x]);
+        detail::put64(wc, detail::kStatusOpcode, detail::kPoll.recv_word[x]);
         const std::uint64_t id = rq.retire(std::uint32_t{c.wqe_counter.value()});
         wc.wr_id = id;
         const std::uint32_t flags_rqpn = c.flags_rqpn.value();
-        detail::put32(wc, 20, c.byte_cnt.value());
-        detail::put32(wc, 24, c.imm_inval_pkey.raw & detail::kPoll.imm_mask[x]);
-        detail::put32(wc, 28, qpn);
+        wc.byte_len = c.byte_cnt.value();
+        wc.imm_data = c.imm_inval_pkey.raw & detail::kPoll.imm_mask[x];
+        wc.qp_num = qpn;
         const auto flags = static_cast<std::uint8_t>(c.flags_rqpn.raw & 0xff);  // bits 31:24
-        detail::put64(wc, 32, (flags_rqpn & 0xffffff) | detail::kPoll.grh_flag[flags] | detail::kPoll.imm_flag[x]);
-        detail::put64(wc, 40, 0);  // pkey_index, slid, sl, dlid_path_bits
-        const std::uint16_t slid = c.slid.value();
-        std::memcpy(reinterpret_cast<std::byte*>(&wc) + 42, &slid, sizeof(slid));
+        // src_qp, and wc_flags (with_grh, with_imm) in the high half.
+        detail::put64(wc, detail::kSrcQpFlags,
+                      (flags_rqpn & 0xffffff) | detail::kPoll.grh_flag[flags] | detail::kPoll.imm_flag[x]);
+        detail::put64(wc, detail::kPkeySlid, 0);  // pkey_index, slid, sl, dlid_path_bits
+        wc.slid = c.slid.value();
     }
 
     // A ring for a QP without one (an unknown QPN): every WQE's wr_id is 0.
@@ -264,18 +325,18 @@ private:
             if (q->qpn != qpn) q = find(qpn);
             no_ring none;
             if (kind == detail::kind_req) {
-                if (q->sq != nullptr) {
-                    decode_send(c, qpn, *q->sq, *out);
-                } else if (q->mpsq != nullptr) {
-                    decode_send(c, qpn, *q->mpsq, *out);
+                if (send_queue* sq = ring_of(q->sq)) {
+                    decode_send(c, qpn, *sq, *out);
+                } else if (mp_send_queue* mpsq = ring_of(q->mpsq)) {
+                    decode_send(c, qpn, *mpsq, *out);
                 } else {
                     decode_send(c, qpn, none, *out);
                 }
             } else if (kind == detail::kind_resp) {
-                if (q->rq != nullptr) {
-                    decode_recv(c, x, qpn, *q->rq, *out);
-                } else if (q->srq != nullptr) {
-                    decode_recv(c, x, qpn, *q->srq, *out);
+                if (recv_queue* rq = ring_of(q->rq)) {
+                    decode_recv(c, x, qpn, *rq, *out);
+                } else if (srq_ring* srq = ring_of(q->srq)) {
+                    decode_recv(c, x, qpn, *srq, *out);
                 } else {
                     decode_recv(c, x, qpn, none, *out);
                 }
@@ -299,13 +360,28 @@ private:
     static constexpr std::uint32_t kNoKey = ~kQpnBytes;
     const qp_rings* remember(const qp_rings* q) noexcept {
         last_ = q;
-        sq_ = q->sq;
-        rq_ = q->rq;
+        sq_ = ring_of(q->sq);
+        rq_ = ring_of(q->rq);
         const std::uint32_t key = hw::be32::from(q->qpn & 0xffffff).raw;
-        sq_key_ = q->sq != nullptr ? key : kNoKey;
-        rq_key_ = q->rq != nullptr ? key : kNoKey;
+        sq_key_ = sq_ != nullptr ? key : kNoKey;
+        rq_key_ = rq_ != nullptr ? key : kNoKey;
         qpn_ = q->qpn;
         return q;
+    }
+    // An entry's ring pointer, which detach() may null from another thread meanwhile
+    // (an atomic load: a plain load on x86-64).
+    template <class Ring>
+    static Ring* ring_of(Ring* const& p) noexcept {
+        return std::atomic_ref<Ring*>(const_cast<Ring*&>(p)).load(std::memory_order_relaxed);
+    }
+    // detach() has run since the last poll(): the entries' nulled rings are seen from
+    // here on (acquire), the cache is taken again from them, and the detaches are
+    // acknowledged (release: every use of the old rings came before).
+    [[gnu::noinline]] void let_go() noexcept {
+        const std::uint32_t n = std::atomic_ref<std::uint32_t>(detached_).load(std::memory_order_acquire);
+        remember(last_);
+        seen_ = n;
+        std::atomic_ref<std::uint32_t>(released_).store(n, std::memory_order_release);
     }
 
     // Opcodes 5 and up: REQ_ERR and RESP_ERR (no other opcode is enabled on our CQs);
@@ -318,17 +394,22 @@ private:
         const std::uint32_t status = req || op == hw::cqe_opcode::RESP_ERR
                                          ? status_of(static_cast<hw::cqe_syndrome>(e.syndrome))
                                          : wc_general_err;
-        detail::put64(wc, 8,
-                      (std::uint64_t{req ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv} << 32) | status);
-        detail::put64(wc, 16,
-                      (std::uint64_t{c.byte_cnt.value()} << 32) | ((std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd));
-        detail::put64(wc, 24, std::uint64_t{qpn} << 32);
-        detail::put64(wc, 32, 0);
-        detail::put64(wc, 40, 0);
+        wc.status = status;
+        wc.opcode = req ? send_opcode_of(hw::err_cqe_wqe_opcode(e)) : wc_recv;
+        wc.vendor_err = (std::uint32_t{e.syndrome} << 8) | e.vendor_err_synd;
+        wc.byte_len = c.byte_cnt.value();
+        wc.imm_data = 0;
+        wc.qp_num = qpn;
+        detail::put64(wc, detail::kSrcQpFlags, 0);
+        detail::put64(wc, detail::kPkeySlid, 0);
         if (req) {
-            wc.wr_id = q->sq != nullptr ? q->sq->retire(counter) : q->mpsq != nullptr ? q->mpsq->retire(counter) : 0;
+            send_queue* const sq = ring_of(q->sq);
+            mp_send_queue* const mpsq = ring_of(q->mpsq);
+            wc.wr_id = sq != nullptr ? sq->retire(counter) : mpsq != nullptr ? mpsq->retire(counter) : 0;
         } else {
-            wc.wr_id = q->rq != nullptr ? q->rq->retire(counter) : q->srq != nullptr ? q->srq->retire(counter) : 0;
+            recv_queue* const rq = ring_of(q->rq);
+            srq_ring* const srq = ring_of(q->srq);
+            wc.wr_id = rq != nullptr ? rq->retire(counter) : srq != nullptr ? srq->retire(counter) : 0;
         }
     }
 
@@ -337,6 +418,11 @@ private:
     std::uint32_t mask_ = 0;
     unsigned log_ = 0;
     std::uint32_t ci_ = 0;
+    // detach() counts here (any thread); the poller's seen_ is the count its cache
+    // reflects, and released_ (read by detaching threads) the count it has let go of.
+    std::uint32_t detached_ = 0;
+    std::uint32_t seen_ = 0;
+    mutable std::uint32_t released_ = 0;  // (read by released() with an atomic load)
     const qp_rings* qps_ = nullptr;
     unsigned nqps_ = 0;
     const qp_rings* last_ = &detail::kNoQp;
@@ -345,6 +431,66 @@ private:
     std::uint32_t sq_key_ = kNoKey;
     std::uint32_t rq_key_ = kNoKey;
     std::uint32_t qpn_ = 0;
+    // arm() only.
+    std::byte* uar_ = nullptr;
+    std::uint32_t cqn_ = 0;
+    std::uint32_t arm_sn_ = 0;
+};
+
+// The QPs a CQ serves, kept for the control path (api's cq): the table the poller looks
+// up (capacity fixed at init, never reallocated: the poller holds pointers into it), and
+// the rings of detached QPs, held until the poller has let go of them (then freed at the
+// next attach() or detach(), or with the table).
+class qp_table {
+public:
+    void init(unsigned max_qps) { entries_.reserve(max_qps); }
+
+    // A QP's rings (replacing an entry of the same QPN), while no thread polls `cq`;
+    // false when the table is full.
+    bool attach(completion_queue& cq, const qp_rings& r) {
+        std::lock_guard lock(mu_);
+        reclaim(cq);
+        for (auto& q : entries_) {
+            if (q.qpn == r.qpn) {
+                q = r;
+                cq.attach(entries_.data(), static_cast<unsigned>(entries_.size()));
+                return true;
+            }
+        }
+        if (entries_.size() == entries_.capacity()) return false;
+        entries_.push_back(r);
+        cq.attach(entries_.data(), static_cast<unsigned>(entries_.size()));
+        return true;
+    }
+    // The QP `qpn` leaves `cq`, from any thread, while another may poll it: its entry
+    // loses its rings (completion_queue::detach), and `rings` -- what keeps the memory
+    // its retire() touches alive -- is held until the poller has let go.
+    void detach(completion_queue& cq, std::uint32_t qpn, std::shared_ptr<const void> rings) {
+        std::lock_guard lock(mu_);
+        for (auto& q : entries_) {
+            if (q.qpn == qpn) {
+                const std::uint32_t n = cq.detach(q);
+                if (rings) held_.push_back({n, std::move(rings)});
+            }
+        }
+        reclaim(cq);
+    }
+    std::size_t held() {
+        std::lock_guard lock(mu_);
+        return held_.size();
+    }
+
+private:
+    void reclaim(const completion_queue& cq) {
+        std::erase_if(held_, [&cq](const held_rings& h) { return cq.released(h.detach); });
+    }
+    struct held_rings {
+        std::uint32_t detach;
+        std::shared_ptr<const void> rings;
+    };
+    std::mutex mu_;
+    std::vector<qp_rings> entries_;
+    std::vector<held_rings> held_;
 };
 
 }  // namespace cxv::queues

@@ -47,6 +47,7 @@
 #include "hw/wqe.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
+#include "queues/send_wqe.h"
 #include "queues/types.h"
 
 namespace cxv::queues {
@@ -67,11 +68,7 @@ public:
         // address and atomic segments (the datagram and data segments are added per WQE).
         const std::uint64_t qpn_word = std::uint64_t{hw::be32::from(qpn << 8).raw} << 32;
         for (unsigned op = 0; op < 32; ++op) {
-            const auto o = static_cast<hw::wqe_opcode>(op);
-            const bool atomic = o == hw::wqe_opcode::ATOMIC_CS || o == hw::wqe_opcode::ATOMIC_FA;
-            const bool raddr = atomic || o == hw::wqe_opcode::RDMA_WRITE || o == hw::wqe_opcode::RDMA_WRITE_IMM ||
-                               o == hw::wqe_opcode::RDMA_READ;
-            const std::uint64_t ds = 1 + unsigned{raddr} + unsigned{atomic};
+            const std::uint64_t ds = send_wqe::fixed_ds(static_cast<hw::wqe_opcode>(op), false);
             ctrl0_[op] = qpn_word | (ds << 56) | (std::uint64_t{op} << 24);
         }
     }
@@ -100,12 +97,12 @@ public:
         const unsigned fixed = static_cast<unsigned>(ctrl0 >> 56);  // control, raddr, atomic
         const bool av = ud_ && r.av != nullptr;  // (api/ refuses a UD WR without an address handle)
         std::uint32_t total = 0;
-        unsigned ds = fixed + (av ? 3 : 0);
+        unsigned ds = fixed + (av ? send_wqe::datagram_ds : 0);
         if (r.inline_data) [[unlikely]] {
             for (unsigned i = 0; i < r.num_sge; ++i) total += r.sg[i].length;
-            ds += total != 0 ? (total + sizeof(hw::wqe_inline_seg) + 15) / 16 : 0;
+            ds += send_wqe::inline_ds(total);
         } else {
-            ds += r.num_sge;
+            ds += send_wqe::gather_ds(r.num_sge);
         }
         const unsigned pad = slot_bbs_ - (ds + 3) / 4;
 
@@ -132,22 +129,14 @@ public:
         }
         ctrl0 += (std::uint64_t{ds - fixed} << 56) | index_bits(start + pad);
         std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
-        if (av) [[unlikely]] {
-            std::memcpy(seg, r.av, sizeof(hw::wqe_av));
-            seg += sizeof(hw::wqe_datagram_seg);
-        }
+        if (av) [[unlikely]] seg = send_wqe::put_datagram(seg, *r.av);
+        // (fixed: 1 control only, 2 with the remote address, 3 with the atomic segment too)
         if (fixed != 1) {
-            hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), r.remote_addr, r.rkey);
-            seg += sizeof(hw::wqe_raddr_seg);
-            if (fixed == 3) [[unlikely]] {
-                const bool cs = op == static_cast<unsigned>(hw::wqe_opcode::ATOMIC_CS);
-                hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), cs ? r.swap : r.compare_add,
-                                   cs ? r.compare_add : 0);
-                seg += sizeof(hw::wqe_atomic_seg);
-            }
+            seg = send_wqe::put_raddr(seg, r.remote_addr, r.rkey);
+            if (fixed == 3) [[unlikely]] seg = send_wqe::put_atomic(seg, r.opcode, r.compare_add, r.swap);
         }
         if (r.inline_data) [[unlikely]] {
-            put_inline(seg, r, total);
+            put_inline(seg, r);
         } else {
             auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
             if (r.num_sge == 1) [[likely]] {
@@ -158,10 +147,7 @@ public:
         }
         // The second 8 bytes: signature and DCI stream channel (0), fm_ce_se, immediate.
         const std::uint64_t ctrl1 =
-            (std::uint64_t{r.imm} << 32) |
-            (std::uint64_t{hw::fm_ce_se(r.fence ? hw::fence_mode::small_and_fence : hw::fence_mode::none, r.signaled,
-                                        r.solicited)}
-             << 24);
+            (std::uint64_t{r.imm} << 32) | (std::uint64_t{send_wqe::control(r.fence, r.signaled, r.solicited)} << 24);
         std::memcpy(w, &ctrl0, sizeof ctrl0);
         std::memcpy(w + 8, &ctrl1, sizeof ctrl1);
         wr_ids_[slot] = r.wr_id;
@@ -189,19 +175,15 @@ public:
 
     // Bytes of a request's WQE (control and every segment, inline data padded to 16).
     std::size_t wqe_bytes(const send_request& r) const noexcept {
-        std::size_t n = sizeof(hw::wqe_ctrl_seg) + (ud_ && r.av != nullptr ? sizeof(hw::wqe_datagram_seg) : 0);
-        const hw::wqe_opcode op = r.opcode;
-        if (op == hw::wqe_opcode::RDMA_WRITE || op == hw::wqe_opcode::RDMA_WRITE_IMM || op == hw::wqe_opcode::RDMA_READ) {
-            n += sizeof(hw::wqe_raddr_seg);
-        } else if (op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
-            n += sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg);
-        }
+        unsigned ds = send_wqe::fixed_ds(r.opcode, ud_ && r.av != nullptr);
         if (r.inline_data) {
-            std::size_t total = 0;
+            std::uint32_t total = 0;
             for (unsigned i = 0; i < r.num_sge; ++i) total += r.sg[i].length;
-            return n + (total ? (sizeof(hw::wqe_inline_seg) + total + 15) / 16 * 16 : 0);
+            ds += send_wqe::inline_ds(total);
+        } else {
+            ds += send_wqe::gather_ds(r.num_sge);
         }
-        return n + std::size_t{r.num_sge} * sizeof(hw::wqe_data_seg);
+        return std::size_t{ds} * send_wqe::octoword;
     }
 
     std::uint64_t published() const noexcept { return published_.load(std::memory_order_acquire); }
@@ -271,15 +253,9 @@ private:
         }
     }
 
-    // The gather list's bytes behind an inline header, padded to 16 (`total` bytes).
-    [[gnu::noinline]] static void put_inline(std::byte* seg, const send_request& r, std::uint32_t total) noexcept {
-        if (total == 0) return;
-        hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
-        std::byte* data = seg + sizeof(hw::wqe_inline_seg);
-        for (unsigned i = 0; i < r.num_sge; ++i) {
-            std::memcpy(data, reinterpret_cast<const void*>(r.sg[i].addr), r.sg[i].length);
-            data += r.sg[i].length;
-        }
+    // The gather list's bytes behind an inline header (out of line: rare here).
+    [[gnu::noinline]] static void put_inline(std::byte* seg, const send_request& r) noexcept {
+        send_wqe::put_inline(seg, r.sg, r.num_sge);
     }
 
     std::byte* bbs_;

@@ -23,6 +23,7 @@
 #include "hw/mmio.h"
 #include "hw/wqe.h"
 #include "queues/recv_queue.h"
+#include "queues/send_wqe.h"
 #include "queues/types.h"
 
 namespace cxv::queues {
@@ -108,16 +109,12 @@ public:
                                                    hw::wqe_opcode::SEND, hw::wqe_opcode::SEND_IMM,
                                                    hw::wqe_opcode::RDMA_READ};
         for (unsigned i = 0; i < small_ops; ++i) {
-            const bool raddr = ops[i] == hw::wqe_opcode::RDMA_WRITE || ops[i] == hw::wqe_opcode::RDMA_WRITE_IMM ||
-                               ops[i] == hw::wqe_opcode::RDMA_READ;
-            ctrl_op_[i] = (std::uint64_t{static_cast<std::uint8_t>(ops[i])} << 32) | qpn_shifted_ | (raddr ? 3 : 2);
+            // ds: control, the remote address segment if the opcode has one, one data
+            // segment (3 or 2, odd exactly with the remote address: put_small's test).
+            const unsigned ds = send_wqe::fixed_ds(ops[i], false) + send_wqe::gather_ds(1);
+            ctrl_op_[i] = (std::uint64_t{static_cast<std::uint8_t>(ops[i])} << 32) | qpn_shifted_ | ds;
         }
-        for (unsigned f = 0; f < 8; ++f) {
-            ctrl_fm_[f] = std::uint32_t{hw::fm_ce_se((f & flag_fence) ? hw::fence_mode::small_and_fence
-                                                                      : hw::fence_mode::none,
-                                                     (f & flag_signaled) != 0, (f & flag_solicited) != 0)}
-                          << 24;
-        }
+        for (unsigned f = 0; f < 8; ++f) ctrl_fm_[f] = std::uint32_t{send_wqe::kControl[f]} << 24;
     }
 
     unsigned capacity_bbs() const noexcept { return mask_ + 1; }
@@ -189,7 +186,7 @@ public:
     // end (the general path, reserve(), pads with NOPs then).
     //
     // `op`: op_*. `wr`: an ibv_send_wr-shaped request (sg_list, wr.rdma, imm_data,
-    // wr_id, and send_flags, whose low three bits are flag_*), each field read where it
+    // wr_id, and send_flags, whose low three bits are send_wqe::flag_*), each field read where it
     // is stored and when it is needed (send_flags after the bookkeeping stores, which
     // keeps it out of a register meanwhile). The WQEs put this way are counted in `b`
     // (in registers, not in the ring) until ring(b) or ring_one(b), or adopt(b) before
@@ -197,7 +194,6 @@ public:
     static constexpr unsigned kSmallInline = 64;
     static constexpr unsigned op_rdma_write = 0, op_rdma_write_imm = 1, op_send = 2, op_send_imm = 3,
                               op_rdma_read = 4, small_ops = 5;  // `op`
-    static constexpr unsigned flag_fence = 1, flag_signaled = 2, flag_solicited = 4;  // send_flags
     struct batch {
         std::byte* last = nullptr;  // the last WQE
         unsigned last_bbs = 0;      // its size in BBs
@@ -222,53 +218,16 @@ public:
     // Every segment of a request's WQE after the control segment at `w`; returns the end.
     [[gnu::always_inline]] static std::byte* put_segments(std::byte* w, const send_request& r, bool ud) noexcept {
         std::byte* seg = w + sizeof(hw::wqe_ctrl_seg);
-        if (ud && r.av != nullptr) {  // (api/ refuses a UD WR without an address handle)
-            std::memcpy(seg, r.av, sizeof(hw::wqe_av));
-            seg += sizeof(hw::wqe_datagram_seg);
-        }
+        if (ud && r.av != nullptr) seg = send_wqe::put_datagram(seg, *r.av);  // (api/ refuses a UD WR without one)
         const hw::wqe_opcode op = r.opcode;
-        if (op == hw::wqe_opcode::RDMA_WRITE || op == hw::wqe_opcode::RDMA_WRITE_IMM ||
-            op == hw::wqe_opcode::RDMA_READ || op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
-            seg = put_raddr(seg, r.remote_addr, r.rkey);
-            if (op == hw::wqe_opcode::ATOMIC_CS || op == hw::wqe_opcode::ATOMIC_FA) {
-                const bool cs = op == hw::wqe_opcode::ATOMIC_CS;
-                seg = put_atomic(seg, cs ? r.swap : r.compare_add, cs ? r.compare_add : 0);
-            }
-        }
-        return r.inline_data ? put_inline(seg, r.sg, r.num_sge) : put_gather(seg, r.sg, r.num_sge);
+        if (send_wqe::has_raddr(op)) seg = send_wqe::put_raddr(seg, r.remote_addr, r.rkey);
+        if (send_wqe::has_atomic(op)) seg = send_wqe::put_atomic(seg, op, r.compare_add, r.swap);
+        return r.inline_data ? send_wqe::put_inline(seg, r.sg, r.num_sge) : send_wqe::put_gather(seg, r.sg, r.num_sge);
     }
-    // The control byte of a request: completion, solicited event, fence (a fenced WR
-    // waits for earlier RDMA READs and atomics, as rdma-core's mlx5 asks).
+    // The control byte of a request (send_wqe::control: completion, solicited event,
+    // fence).
     static std::uint8_t control(const send_request& r) noexcept {
-        return hw::fm_ce_se(r.fence ? hw::fence_mode::small_and_fence : hw::fence_mode::none, r.signaled,
-                            r.solicited);
-    }
-
-    // Segment writers; each returns where the next segment goes.
-    static std::byte* put_raddr(std::byte* seg, std::uint64_t raddr, std::uint32_t rkey) noexcept {
-        hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), raddr, rkey);
-        return seg + sizeof(hw::wqe_raddr_seg);
-    }
-    static std::byte* put_atomic(std::byte* seg, std::uint64_t swap_add, std::uint64_t compare) noexcept {
-        hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), swap_add, compare);
-        return seg + sizeof(hw::wqe_atomic_seg);
-    }
-    static std::byte* put_gather(std::byte* seg, const sge* sg, unsigned n) noexcept {
-        auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
-        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
-        return seg + std::size_t{n} * sizeof(hw::wqe_data_seg);
-    }
-    // The gather list's bytes copied into the WQE behind an inline header, padded to 16.
-    static std::byte* put_inline(std::byte* seg, const sge* sg, unsigned n) noexcept {
-        std::uint32_t total = 0;
-        std::byte* data = seg + sizeof(hw::wqe_inline_seg);
-        for (unsigned i = 0; i < n; ++i) {
-            std::memcpy(data + total, reinterpret_cast<const void*>(sg[i].addr), sg[i].length);
-            total += sg[i].length;
-        }
-        if (total == 0) return seg;
-        hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(seg), total);
-        return seg + ((sizeof(hw::wqe_inline_seg) + total + 15) & ~std::size_t{15});
+        return send_wqe::control(r.fence, r.signaled, r.solicited);
     }
 
     // Hands every WQE put since the last ring to the device: the record, then the
@@ -310,6 +269,17 @@ public:
         } else {
             ring_wc(reg, b.last, b.last_bbs);
         }
+    }
+
+    // ring() for the lone one-BB WQE just put, with `copy` (64 bytes) as its BlueFlame
+    // copy instead of the ring's bytes: the write-combining self-test (driver/wc) makes
+    // the two differ to learn which one the device executed. A BlueFlame ring only.
+    void ring_blueflame_copy(const std::byte* copy) noexcept {
+        hw::to_device();
+        dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
+        hw::to_device();
+        blueflame(next_register(), copy, 1);
+        batch_ = 0;
     }
 
     // A send completion for the WQE starting at BB `wqe_counter`: that WQE and every
@@ -362,7 +332,7 @@ private:
         std::memcpy(w, &ctrl0, sizeof(ctrl0));
         std::memcpy(w + 8, &ctrl_fm_[wr.send_flags & 7], 4);
         std::memcpy(w + 12, &wr.imm_data, 4);
-        if constexpr (Raddr) put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
+        if constexpr (Raddr) send_wqe::put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
         if constexpr (Inline) {
             hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(w + data_at), sg.length);
             detail::copy_small(w + data_at + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr),
@@ -444,10 +414,9 @@ private:
     // put_small()'s control words, computed with the QPN at construction (PRM "Control
     // Segment"). Per op_*: the first 8 bytes in host order before the WQE index is
     // added (opmod 0, index 0, opcode | QPN, ds with one data segment), so that one
-    // 8-byte byte swap makes both big-endian words. Per flag_* combination: the
-    // fm_ce_se byte where it sits in the second 8 bytes (signature and DCI stream
-    // channel 0, fm_ce_se, then the immediate); a fenced WR waits for earlier RDMA
-    // READs and atomics, as rdma-core's mlx5 asks.
+    // 8-byte byte swap makes both big-endian words. Per send_wqe::flag_* combination:
+    // send_wqe::kControl's fm_ce_se byte where it sits in the second 8 bytes (signature
+    // and DCI stream channel 0, fm_ce_se, then the immediate).
     std::uint64_t ctrl_op_[small_ops] = {};
     std::uint32_t ctrl_fm_[8] = {};
 };

@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 
 #include "driver/cmd/cmd_queue.h"
+#include "driver/vfio/vfio.h"
+#include "hw/doorbell.h"
+#include "hw/mmio.h"
 #include "hw/ifc.h"
 #include "hw/wqe.h"
 
@@ -176,6 +179,13 @@ status qp::destroy() {
 }
 
 qp::~qp() { (void)destroy(); }
+
+std::byte* qp::bf_register(bool write_combining) const noexcept {
+    const auto& dev = owner().device();
+    const hw::mmio_window* wc = write_combining ? dev.bar0_wc() : nullptr;
+    std::byte* const base = wc != nullptr ? wc->base() : dev.bar0().base();
+    return base + std::size_t{bf_.uar} * hw::uar_page_size + bf_.offset;
+}
 
 status qp::modify(qp_state to, const modify_attr& a) {
     using S = qp_state;

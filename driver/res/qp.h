@@ -95,13 +95,20 @@ public:
     // Send queue: 64-byte basic blocks.
     std::byte* sq() const noexcept { return mem_.ring() + sq_offset_; }
     unsigned sq_wqebb_count() const noexcept { return 1u << log_sq_; }
+    unsigned log_sq_size() const noexcept { return log_sq_; }  // qpc.log_sq_size: log2 of the BBs
     unsigned max_send_wqebbs() const noexcept { return max_send_wqebbs_; }  // per WQE
     // Receive queue (none with an SRQ): WQEs of 1 << rq_wqe_shift() bytes.
     std::byte* rq() const noexcept { return mem_.ring(); }
     unsigned rq_wqe_count() const noexcept { return has_rq_ ? 1u << log_rq_ : 0; }
     unsigned rq_wqe_shift() const noexcept { return rq_shift_; }
+    unsigned log_rq_size() const noexcept { return has_rq_ ? log_rq_ : 0; }  // qpc.log_rq_size (0: no RQ)
     std::byte* doorbell_record() const noexcept { return mem_.doorbell_record(); }
     const hca::bf_reg& bf() const noexcept { return bf_; }
+    // The QP's BlueFlame register in BAR0 (PRM "BlueFlame"): through the write-combining
+    // mapping when `write_combining` is set and the device has one (BlueFlame copies),
+    // else through the uncached mapping (8-byte doorbells, whose store must not wait
+    // in the CPU's write-combining buffers).
+    std::byte* bf_register(bool write_combining) const noexcept;
     const caps& capabilities() const noexcept { return cap_; }  // as granted (rounded up)
     const std::shared_ptr<cq>& send_cq() const noexcept { return scq_; }
     const std::shared_ptr<cq>& recv_cq() const noexcept { return rcq_; }

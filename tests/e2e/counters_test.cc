@@ -39,7 +39,7 @@ struct pair_fixture {
     }
 };
 
-driver::q_counter_values device_set(node& n) {
+cxv::q_counter_values device_set(node& n) {
     auto c = take(n.dev->counters());
     REQUIRE(c.q.has_value());
     return *c.q;

@@ -13,6 +13,11 @@
 #include <set>
 #include <string>
 
+// Below the API: the HCA, the QP's BlueFlame register and the CQ's number.
+#include "driver/hca/hca.h"
+#include "driver/res/cq.h"
+#include "driver/res/qp.h"
+#include "driver/vfio/vfio.h"
 #include "hw/doorbell.h"
 #include "hw/wqe.h"
 #include "tests/e2e/fixture.h"

@@ -225,7 +225,7 @@ TEST_CASE("fast path: no system call and no allocation in post_recv, post_send, 
     REQUIRE(::sigaction(SIGSYS, &sa, nullptr) == 0);
 
     auto n = make_node("0000:c5:00.0", 1024);
-    const driver::qp::caps cap{64, 64, 1, 1, 64};
+    const cxv::qp::caps cap{64, 64, 1, 1, 64};
     for (const auto mode : {doorbell_mode::doorbell, doorbell_mode::blueflame}) {
         auto tx = make_qp(*n, qp_type::rc, cap, nullptr, mode);
         auto rx = make_qp(*n, qp_type::rc, cap, nullptr, mode);

@@ -33,7 +33,7 @@ struct node {
     // First, so that they outlive the device: its event thread reports into them until
     // the device is gone (members are destroyed in reverse order).
     std::mutex mu;
-    std::vector<driver::hca_event> events;
+    std::vector<cxv::event> events;
     std::unique_ptr<cxv::device> dev;
     std::shared_ptr<cxv::pd> pd;
     std::vector<std::byte> mem;
@@ -64,9 +64,9 @@ struct node {
 
 inline std::unique_ptr<node> make_node(const char* bdf, unsigned cq_entries = 256) {
     auto n = std::make_unique<node>();
-    driver::hca::options o;
+    cxv::device::options o;
     node* raw = n.get();
-    o.on_event = [raw](const driver::hca_event& e) {
+    o.on_event = [raw](const cxv::event& e) {
         std::lock_guard lock(raw->mu);
         raw->events.push_back(e);
     };
@@ -82,7 +82,7 @@ inline std::unique_ptr<node> make_node(const char* bdf, unsigned cq_entries = 25
     return n;
 }
 
-inline std::shared_ptr<cxv::qp> make_qp(node& n, qp_type t, driver::qp::caps cap = {},
+inline std::shared_ptr<cxv::qp> make_qp(node& n, qp_type t, cxv::qp::caps cap = {},
                                         std::shared_ptr<cxv::srq> srq = nullptr,
                                         doorbell_mode mode = doorbell_mode::doorbell) {
     cxv::qp::attr a;
@@ -97,8 +97,8 @@ inline std::shared_ptr<cxv::qp> make_qp(node& n, qp_type t, driver::qp::caps cap
 }
 
 // The attributes for connecting to `peer` (on node `pn`), every access right granted.
-inline driver::qp::modify_attr link_to(const cxv::qp& peer, const node& pn) {
-    driver::qp::modify_attr m;
+inline cxv::qp::modify_attr link_to(const cxv::qp& peer, const node& pn) {
+    cxv::qp::modify_attr m;
     m.access = access_local_write | access_remote_write | access_remote_read | access_remote_atomic;
     m.dest_qpn = peer.qpn();
     m.ah.dlid = pn.lid;
@@ -112,7 +112,7 @@ inline driver::qp::modify_attr link_to(const cxv::qp& peer, const node& pn) {
 }
 
 // RST -> INIT -> RTR -> RTS with `m`.
-inline void bring_to_rts(cxv::qp& q, const driver::qp::modify_attr& m) {
+inline void bring_to_rts(cxv::qp& q, const cxv::qp::modify_attr& m) {
     check_ok(q.modify(qp_state::init, m));
     check_ok(q.modify(qp_state::rtr, m));
     check_ok(q.modify(qp_state::rts, m));

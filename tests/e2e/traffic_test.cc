@@ -22,7 +22,7 @@ struct pair_fixture {
     std::unique_ptr<node> b = make_node("0000:c5:00.1");
     std::shared_ptr<cxv::qp> qa, qb;
 
-    explicit pair_fixture(driver::qp::caps cap = {4, 4, 4, 4, 64}, doorbell_mode mode = doorbell_mode::doorbell,
+    explicit pair_fixture(cxv::qp::caps cap = {4, 4, 4, 4, 64}, doorbell_mode mode = doorbell_mode::doorbell,
                           std::uint32_t mtu = 5) {
         qa = make_qp(*a, qp_type::rc, cap, nullptr, mode);
         qb = make_qp(*b, qp_type::rc, cap, nullptr, mode);
@@ -231,7 +231,7 @@ TEST_CASE("unsignaled WRs complete silently; messages larger than the path MTU")
 
 TEST_CASE("loopback on one device, with BlueFlame doorbells, many messages in flight") {
     auto n = make_node("0000:c5:00.0", 1024);
-    const driver::qp::caps cap{256, 256, 1, 1, 64};
+    const cxv::qp::caps cap{256, 256, 1, 1, 64};
     auto q1 = make_qp(*n, qp_type::rc, cap, nullptr, doorbell_mode::blueflame);
     auto q2 = make_qp(*n, qp_type::rc, cap, nullptr, doorbell_mode::blueflame);
     bring_to_rts(*q1, link_to(*q2, *n));

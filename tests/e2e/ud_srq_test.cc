@@ -40,7 +40,7 @@ TEST_CASE("UD: a datagram sent while the port is down completes at the sender an
     auto b = make_node("0000:c5:00.1");
     auto qa = make_qp(*a, qp_type::ud, {16, 16, 1, 1, 0});
     auto qb = make_qp(*b, qp_type::ud, {16, 16, 1, 1, 0});
-    driver::qp::modify_attr m;
+    cxv::qp::modify_attr m;
     m.qkey = kQkey;
     bring_to_rts(*qa, m);
     bring_to_rts(*qb, m);
@@ -52,7 +52,7 @@ TEST_CASE("UD: a datagram sent while the port is down completes at the sender an
     CHECK(::write(fd, "link down", 9) == 9);
     ::close(fd);
     ibv_sge s = sge(*a, 0, 100);
-    driver::qp::path p;
+    cxv::qp::path p;
     p.dlid = b->lid;
     auto ah = make_address_handle(p, false);
     REQUIRE(post_ud(*qa, 2, &s, ah, qb->qpn(), kQkey) == 0);
@@ -67,7 +67,7 @@ TEST_CASE("UD: the GRH area comes first, Q_Keys are checked, datagrams stay with
     auto b = make_node("0000:c5:00.1");
     auto qa = make_qp(*a, qp_type::ud, {16, 16, 1, 1, 0});
     auto qb = make_qp(*b, qp_type::ud, {16, 16, 1, 1, 0});
-    driver::qp::modify_attr m;
+    cxv::qp::modify_attr m;
     m.qkey = kQkey;
     bring_to_rts(*qa, m);
     bring_to_rts(*qb, m);
@@ -78,7 +78,7 @@ TEST_CASE("UD: the GRH area comes first, Q_Keys are checked, datagrams stay with
     REQUIRE(post_recv(*qb, 1, &r, 1) == 0);
     fill(a->at(0), 100, 3);
     ibv_sge s = sge(*a, 0, 100);
-    driver::qp::path p;
+    cxv::qp::path p;
     p.dlid = b->lid;
     auto ah = make_address_handle(p, false);
     REQUIRE(post_ud(*qa, 2, &s, ah, qb->qpn(), kQkey) == 0);
@@ -159,7 +159,7 @@ TEST_CASE("UC: RDMA WRITE and SEND; a receive missing drops the message, not the
 
 TEST_CASE("SRQ: two QPs receive from one SRQ; the limit event fires once armed") {
     auto n = make_node("0000:c5:00.0", 64);
-    driver::srq::attr sa;
+    cxv::srq::attr sa;
     sa.max_wr = 16;
     auto srq = take(cxv::srq::create(n->pd, sa));
     auto s1 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0}, srq);

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <string>
 
+// Below the API: the HCA's BAR mappings.
+#include "driver/hca/hca.h"
+#include "driver/vfio/vfio.h"
 #include "hw/endian.h"
 #include "hw/mmio.h"
 #include "tests/e2e/fixture.h"

@@ -187,7 +187,7 @@ TEST_CASE("cxv's RC QP <-> an RC QP of libmlx5 DevX on another function, both di
     const auto port = take(dev->port(1));
 
     theirs.connect(port.lid, ours->qpn());
-    driver::qp::modify_attr m;
+    cxv::qp::modify_attr m;
     m.access = cxv::access_local_write | cxv::access_remote_write;
     m.dest_qpn = theirs.qpn;
     m.ah.dlid = static_cast<std::uint16_t>(their_lid);
