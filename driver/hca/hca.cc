@@ -11,8 +11,10 @@
 #include <fmt/format.h>
 
 #include "hw/barrier.h"
+#include "hw/cmd_values.h"
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
+#include "hw/init_seg.h"
 #include "hw/opcodes.h"
 #include "hw/registers.h"
 
@@ -23,10 +25,6 @@ using hw::cmd_opcode;
 
 namespace {
 
-constexpr std::size_t kInitializing = ifc::initial_seg::initializing::bit_offset / 32 * 4;      // 0x1fc
-constexpr std::size_t kHealth = ifc::initial_seg::health_buffer::bit_offset / 8;                 // 0x200
-constexpr std::size_t kHealthCounter = ifc::initial_seg::health_counter::bit_offset / 32 * 4;    // 0x1010
-constexpr std::size_t kNicInterface = ifc::initial_seg::nic_interface::bit_offset / 32 * 4;      // 0x14
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kBlock = std::size_t{2} << 20;  // firmware pages come from 2 MiB blocks
 constexpr unsigned kMaxPasPerCommand = 512;
@@ -34,15 +32,10 @@ constexpr unsigned kMaxPasPerCommand = 512;
 // gone wrong, not a reason to exhaust the host.
 constexpr std::uint32_t kMaxFirmwarePages = 1u << 20;
 constexpr unsigned kEqLog = 8;                          // 256 EQEs of 64 bytes
-constexpr std::uint16_t kBootPages = 1, kInitPages = 2;  // QUERY_PAGES op_mod
-constexpr std::uint16_t kGive = 1, kTake = 2;            // MANAGE_PAGES op_mod
-constexpr std::uint16_t kCapGeneralCur = 1, kCapGeneralMax = 0;
-constexpr std::uint32_t kPortActive = 4, kPortDown = 1;  // IBTA PortState
-constexpr std::uint32_t kVportUp = 1;                     // QUERY_VPORT_STATE state
-constexpr std::uint32_t kRoceHeaders = 40 + 8 + 12 + 4 + 28 + 4;  // GRH, UDP, BTH, XRC/atomic ext, ICRC
-constexpr std::uint32_t kNicDisabled = 1;                 // initial_seg nic_interface
-constexpr std::uint16_t kPrepareFastTeardown = 2;         // TEARDOWN_HCA profile
-constexpr std::uint32_t kForceCloseFailed = 1;            // TEARDOWN_HCA state
+namespace seg = hw::init_seg_offset;
+constexpr std::uint16_t cap_op_mod(hw::hca_cap_mode m) { return hw::hca_cap_op_mod(hw::hca_cap_type::GENERAL, m); }
+template <typename E>
+constexpr std::uint16_t op_mod(E v) { return static_cast<std::uint16_t>(v); }
 constexpr std::uint16_t reg(hw::reg_id id) { return static_cast<std::uint16_t>(id); }
 constexpr std::uint16_t reg_op(hw::access_reg_op_mod m) { return static_cast<std::uint16_t>(m); }
 
@@ -74,7 +67,7 @@ status hca::bring_up() {
     const hw::mmio_window& bar = dev_->bar0();
     auto wait_init = [&](const char* when) -> status {
         const auto deadline = std::chrono::steady_clock::now() + opts_.init_timeout;
-        while (bar.read32_be(kInitializing) & 0x80000000u) {
+        while (bar.read32_be(seg::initializing) & hw::init_seg_initializing_bit) {
             if (std::chrono::steady_clock::now() > deadline) {
                 return error{EBUSY, fmt::format("{}: firmware still initializing {} after {} ms", dev_->bdf(),
                                                 when, opts_.init_timeout.count())};
@@ -101,14 +94,14 @@ status hca::bring_up() {
     ifc::set<ifc::set_issi_in::current_issi>(set_issi.data(), 1);
     if (auto r = run(set_issi, 16); !r) return r.error();
 
-    auto pages = [&](std::uint16_t which) -> status {
-        auto qp = run(command<ifc::query_pages_in>(cmd_opcode::QUERY_PAGES, which), 16);
+    auto pages = [&](hw::query_pages_op_mod which) -> status {
+        auto qp = run(command<ifc::query_pages_in>(cmd_opcode::QUERY_PAGES, op_mod(which)), 16);
         if (!qp) return qp.error();
         function_id_ = static_cast<std::uint16_t>(ifc::get<ifc::query_pages_out::function_id>(qp->data()));
         const auto n = static_cast<std::int32_t>(ifc::get<ifc::query_pages_out::num_pages>(qp->data()));
         return give_pages(n);
     };
-    if (auto s = pages(kBootPages); !s) return s;
+    if (auto s = pages(hw::query_pages_op_mod::BOOT_PAGES); !s) return s;
 
     auto endian = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, reg_op(hw::access_reg_op_mod::WRITE), 16);
     ifc::set<ifc::access_register_in::register_id>(endian.data(), reg(hw::reg_id::HOST_ENDIANNESS));
@@ -121,8 +114,8 @@ status hca::bring_up() {
         into.assign(cap, cap + ifc::cmd_hca_cap::size_bytes);
         return ok_status();
     };
-    if (auto s = query_caps(kCapGeneralMax, caps_max_); !s) return s;
-    if (auto s = query_caps(kCapGeneralCur, caps_cur_); !s) return s;
+    if (auto s = query_caps(cap_op_mod(hw::hca_cap_mode::GET_MAX), caps_max_); !s) return s;
+    if (auto s = query_caps(cap_op_mod(hw::hca_cap_mode::GET_CUR), caps_cur_); !s) return s;
     // SET_HCA_CAP: the current capabilities with what this driver needs — no command
     // checksums, 4 KiB UAR pages.
     auto set = command<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
@@ -131,9 +124,9 @@ status hca::bring_up() {
     ifc::set<ifc::cmd_hca_cap::cmdif_checksum>(cap, 0);
     ifc::set<ifc::cmd_hca_cap::log_uar_page_sz>(cap, 0);
     if (auto r = run(set, 16); !r) return r.error();
-    if (auto s = query_caps(kCapGeneralCur, caps_cur_); !s) return s;
+    if (auto s = query_caps(cap_op_mod(hw::hca_cap_mode::GET_CUR), caps_cur_); !s) return s;
 
-    if (auto s = pages(kInitPages); !s) return s;
+    if (auto s = pages(hw::query_pages_op_mod::INIT_PAGES); !s) return s;
     if (auto r = run(command<ifc::init_hca_in>(cmd_opcode::INIT_HCA), 16); !r) return r.error();
     if (ifc::get<ifc::cmd_hca_cap::driver_version>(caps_cur_.data())) {
         auto ver = command<ifc::set_driver_version_in>(cmd_opcode::SET_DRIVER_VERSION);
@@ -186,7 +179,7 @@ status hca::give_pages(std::int32_t n) {
             }
             blocks_.push_back(std::move(b));
         }
-        auto in = command<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kGive, list.size() * 8);
+        auto in = command<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, op_mod(hw::manage_pages_op_mod::ALLOCATION_SUCCESS), list.size() * 8);
         ifc::set<ifc::manage_pages_in::function_id>(in.data(), function_id_);
         ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), static_cast<std::uint32_t>(list.size()));
         for (std::size_t i = 0; i < list.size(); ++i) ifc::set<ifc::manage_pages_in::pas>(in.data(), i, list[i]);
@@ -207,7 +200,7 @@ status hca::take_pages(std::uint32_t n, std::uint32_t* got) {
     std::uint32_t total = 0;
     while (n > 0) {
         const std::uint32_t batch = std::min(n, kMaxPasPerCommand);
-        auto in = command<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kTake);
+        auto in = command<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, op_mod(hw::manage_pages_op_mod::HCA_RETURN_PAGES));
         ifc::set<ifc::manage_pages_in::function_id>(in.data(), function_id_);
         ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), batch);
         auto r = cmd_->exec(in, ifc::manage_pages_out::size_bytes + std::size_t{batch} * 8);
@@ -267,7 +260,7 @@ status hca::create_eqs() {
     if (auto s = create_eq(comp_, dev_->msix_count() > 1 ? 1 : 0, 0); !s) return s;
     cmd_->use_events(true);
     next_health_ = std::chrono::steady_clock::now();
-    last_health_ = dev_->bar0().read32_be(kHealthCounter) & 0xffffff;
+    last_health_ = dev_->bar0().read32_be(seg::health_counter) & hw::health_counter_mask;
     events_ = std::thread([this] { event_loop(); });
     pages_ = std::thread([this] { page_worker(); });
     return ok_status();
@@ -427,7 +420,7 @@ void hca::free_bf(const bf_reg& r) {
 
 // ---- ports ----
 
-bool hca::ethernet() const noexcept { return ifc::get<ifc::cmd_hca_cap::port_type>(caps_cur_.data()) == 1; }
+bool hca::ethernet() const noexcept { return ifc::get<ifc::cmd_hca_cap::port_type>(caps_cur_.data()) == static_cast<std::uint32_t>(hw::port_type::ETHERNET); }
 
 result<std::vector<std::byte>> hca::read_port_reg(unsigned port, hw::reg_id id, std::size_t size) {
     auto in = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, reg_op(hw::access_reg_op_mod::READ), size);
@@ -449,7 +442,7 @@ result<hca::port_info> hca::query_port(unsigned port) {
     auto pmtu = read_port_reg(port, hw::reg_id::PMTU, ifc::pmtu_reg::size_bytes);
     if (!pmtu) return pmtu.error();
     std::uint32_t bytes = ifc::get<ifc::pmtu_reg::oper_mtu>(pmtu->data());
-    if (pi.ethernet) bytes = bytes > kRoceHeaders ? bytes - kRoceHeaders : 0;
+    if (pi.ethernet) bytes = bytes > hw::roce_header_overhead ? bytes - hw::roce_header_overhead : 0;
     for (std::uint32_t m = 1; m <= 5; ++m) {
         if ((128u << m) <= bytes) pi.max_mtu = m;
     }
@@ -477,10 +470,14 @@ result<hca::port_state> hca::query_port_state(unsigned port) {
     ps.oper_up = ifc::get<ifc::paos_reg::oper_status>(paos->data()) == kUp;
     if (ethernet()) {
         // The vNIC vport (op_mod 0) is up when the port carries traffic (Linux's carrier).
-        auto r = cmd_->exec(command<ifc::query_vport_state_in>(cmd_opcode::QUERY_VPORT_STATE),
+        auto r = cmd_->exec(command<ifc::query_vport_state_in>(cmd_opcode::QUERY_VPORT_STATE,
+                                                                  op_mod(hw::vport_state_op_mod::VNIC_VPORT)),
                             ifc::query_vport_state_out::size_bytes);
         if (!r) return r.error();
-        ps.logical = ifc::get<ifc::query_vport_state_out::state>(r->data()) == kVportUp ? kPortActive : kPortDown;
+        ps.logical = ifc::get<ifc::query_vport_state_out::state>(r->data()) ==
+                                 static_cast<std::uint32_t>(hw::vport_state::UP)
+                         ? static_cast<unsigned>(hw::ib_port_state::ACTIVE)
+                         : static_cast<unsigned>(hw::ib_port_state::DOWN);
         return ps;
     }
     auto q = command<ifc::query_hca_vport_context_in>(cmd_opcode::QUERY_HCA_VPORT_CONTEXT);
@@ -541,17 +538,20 @@ void hca::check_health(std::chrono::steady_clock::time_point now) {
     if (dead() || now < next_health_) return;
     next_health_ = now + opts_.health_period;
     const hw::mmio_window& bar = dev_->bar0();
-    const std::byte* health = bar.base() + kHealth;
-    if (bar.read32_be(kHealth + ifc::health_buffer::fw_version::bit_offset / 8) == 0xffffffffu) {
+    const std::byte* health = bar.base() + seg::health_buffer;
+    if (bar.read32_be(seg::health_fw_version) == 0xffffffffu) {
         return fatal("the function does not answer (reads all ones): removed or reset");
     }
-    const auto nic = (bar.read32_be(kNicInterface) >> 8) & 7;
-    if (nic == 1 || nic == 7) return fatal(fmt::format("NIC interface {}", nic == 1 ? "disabled" : "in SW reset"));
+    const auto nic = static_cast<hw::nic_interface>((bar.read32_be(seg::nic_interface) >> hw::nic_interface_shift) &
+                                                    hw::nic_interface_mask);
+    if (nic == hw::nic_interface::DISABLED || nic == hw::nic_interface::SW_RESET) {
+        return fatal(fmt::format("NIC interface {}", nic == hw::nic_interface::DISABLED ? "disabled" : "in SW reset"));
+    }
     if (const auto synd = ifc::get<ifc::health_buffer::synd>(health); synd != 0) {
         return fatal(fmt::format("health syndrome 0x{:x} (ext 0x{:x})", synd,
                                  ifc::get<ifc::health_buffer::ext_synd>(health)));
     }
-    const std::uint32_t counter = bar.read32_be(kHealthCounter) & 0xffffff;
+    const std::uint32_t counter = bar.read32_be(seg::health_counter) & hw::health_counter_mask;
     if (counter == last_health_) {
         if (++health_misses_ >= opts_.health_misses) {
             return fatal(fmt::format("health counter stalled at {} for {} checks", counter, health_misses_));
@@ -573,7 +573,7 @@ void hca::report(hca_event e) {
 }
 
 std::uint32_t hca::fw_version() const noexcept {
-    return dev_->bar0().read32_be(kHealth + ifc::health_buffer::fw_version::bit_offset / 8);
+    return dev_->bar0().read32_be(seg::health_fw_version);
 }
 
 std::string hca::fw_version_string() const {
@@ -648,17 +648,18 @@ status hca::teardown(teardown_mode mode) {
 // disabled. The device stops all DMA; its pages are not handed back one by one.
 status hca::fast_teardown() {
     auto in = command<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA, 0);
-    ifc::set<ifc::teardown_hca_in::profile>(in.data(), kPrepareFastTeardown);
+    ifc::set<ifc::teardown_hca_in::profile>(in.data(), op_mod(hw::teardown_hca_profile::PREPARE_FAST_TEARDOWN));
     auto r = cmd_->exec(in, 16);
     if (!r) return r.error();
-    if (ifc::get<ifc::teardown_hca_out::state>(r->data()) == kForceCloseFailed) {
+    if (ifc::get<ifc::teardown_hca_out::state>(r->data()) == static_cast<std::uint32_t>(hw::teardown_hca_state::FAIL)) {
         return error{EIO, fmt::format("{}: fast teardown refused by the firmware (FORCE_CLOSE_FAILED)", dev_->bdf())};
     }
     const hw::mmio_window& bar = dev_->bar0();
-    const std::uint32_t lo = bar.read32_be(kNicInterface);
-    bar.write32_be(kNicInterface, (lo & 0xfffff000u) | (kNicDisabled << 8));
+    constexpr auto kDisabled = static_cast<std::uint32_t>(hw::nic_interface::DISABLED);
+    const std::uint32_t lo = bar.read32_be(seg::nic_interface);
+    bar.write32_be(seg::nic_interface, (lo & hw::cmdq_addr_l_mask) | (kDisabled << hw::nic_interface_shift));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (((bar.read32_be(kNicInterface) >> 8) & 7) != kNicDisabled) {
+    while (((bar.read32_be(seg::nic_interface) >> hw::nic_interface_shift) & hw::nic_interface_mask) != kDisabled) {
         if (std::chrono::steady_clock::now() > deadline) {
             return error{ETIMEDOUT, fmt::format("{}: NIC interface not disabled 2 s after fast teardown", dev_->bdf())};
         }

@@ -35,6 +35,7 @@
 
 #include "driver/cmd/cmd_queue.h"
 #include "driver/vfio/vfio.h"
+#include "hw/cmd_values.h"
 #include "hw/registers.h"
 #include "base/result.h"
 
@@ -119,8 +120,9 @@ public:
     struct port_state {
         bool admin_up = false;
         bool oper_up = false;   // the physical link
-        unsigned logical = 1;   // IBTA PortState: 1 Down, 2 Init, 3 Armed, 4 Active
-        bool active() const noexcept { return logical == 4; }
+        // IBTA PortState (hw::ib_port_state): 1 Down, 2 Init, 3 Armed, 4 Active.
+        unsigned logical = static_cast<unsigned>(hw::ib_port_state::DOWN);
+        bool active() const noexcept { return logical == static_cast<unsigned>(hw::ib_port_state::ACTIVE); }
     };
     result<port_state> query_port_state(unsigned port);
     // Waits until port `port` is ACTIVE: the state is read again at each PORT_CHANGE event

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/mman.h>
+#include <linux/pci_regs.h>
 #include <linux/vfio.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -320,16 +321,16 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf) {
         }
     }
 
-    // Memory decode and bus mastering on (PCI command register, config offset 4).
+    // Memory decode and bus mastering on (the PCI command register).
     vfio_region_info cfg{};
     cfg.argsz = sizeof cfg;
     cfg.index = VFIO_PCI_CONFIG_REGION_INDEX;
     if (::ioctl(p->fd, VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0) return sys_error(errno, bdf + ": config region info");
     p->config_offset = cfg.offset;
     std::uint16_t cmd = 0;
-    if (::pread(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + 4)) != 2) return sys_error(errno, bdf + ": config read");
-    cmd |= 0x6;
-    if (::pwrite(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + 4)) != 2) return sys_error(errno, bdf + ": config write");
+    if (::pread(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + PCI_COMMAND)) != 2) return sys_error(errno, bdf + ": config read");
+    cmd |= PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER;
+    if (::pwrite(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + PCI_COMMAND)) != 2) return sys_error(errno, bdf + ": config write");
 
     vfio_irq_info irq{};
     irq.argsz = sizeof irq;
