@@ -72,7 +72,8 @@ result<std::unique_ptr<cmd_queue>> cmd_queue::create(vfio::device& dev, const op
                                          "(update the firmware, or this is not an mlx5 function)",
                                          dev.bdf(), rev)};
     }
-    // PRM: cmdq_addr_l_sz bits 7:4 log of the number of entries, 3:0 log of the stride.
+    // PRM §"Initialization Segment": cmdq_addr_l_sz holds log_cmdq_size (bits 7:4, the
+    // number of entries) and log_cmdq_stride (bits 3:0) until the driver writes the address.
     const std::uint32_t geometry = bar.read32_be(seg::cmdq_addr_l_sz);
     const unsigned log_size = (geometry >> hw::log_cmdq_size_shift) & 0xf,
                    log_stride = (geometry >> hw::log_cmdq_stride_shift) & 0xf;
@@ -90,8 +91,8 @@ result<std::unique_ptr<cmd_queue>> cmd_queue::create(vfio::device& dev, const op
     if (!boxes) return boxes.error();
     q->mailboxes_ = std::move(boxes).value();
     for (std::size_t i = o.mailbox_blocks; i-- > 0;) q->free_blocks_.push_back(q->mailboxes_.iova() + i * kBoxSlot);
-    // The queue's address: high dword first, then the low one (which also sets
-    // nic_interface to 0 in bits 10:8).
+    // The queue's address (PRM §"Initialization Segment"): high dword first, then the low
+    // one (which also sets nic_interface to 0 in bits 10:8).
     const std::uint64_t iova = q->page_.iova();
     bar.write32_be(seg::cmdq_addr_h, static_cast<std::uint32_t>(iova >> 32));
     bar.write32_be(seg::cmdq_addr_l_sz, static_cast<std::uint32_t>(iova) & hw::cmdq_addr_l_mask);
@@ -217,8 +218,8 @@ result<std::vector<std::byte>> cmd_queue::exec(std::span<const std::byte> in, st
     ifc::set<entry::output_mailbox_pointer_63_32>(e, static_cast<std::uint32_t>(optr >> 32));
     ifc::set<entry::output_mailbox_pointer_31_9>(e, static_cast<std::uint32_t>(optr) >> 9);
     std::memcpy(ifc::at<entry::command_input_inline_data>(e), in.data(), std::min(kInline, in.size()));
-    // PRM: the entry and its mailboxes are complete before ownership passes to the
-    // device, and ownership before the doorbell rings.
+    // PRM §"Command Interface": the entry and its mailboxes are complete before
+    // ownership passes to the device, and ownership before the doorbell rings.
     hw::to_device();
     ifc::set<entry::ownership>(e, 1);
     hw::to_device();

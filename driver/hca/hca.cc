@@ -58,14 +58,16 @@ status hca::bring_up() {
 
     auto run = [&](std::vector<std::byte> in, std::size_t olen) { return cmd_->exec(in, olen); };
     if (auto r = run(command<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA), 16); !r) return r.error();
-    // ISSI 1 is what this driver speaks (PRM "ISSI"); a device offering only 0 is too old.
+    // ISSI 1 is what this driver speaks (PRM §"ISSI": supported_issi is a bitmask of the
+    // interface step sequence ids); a device offering only 0 is too old.
+    constexpr unsigned kIssi = 1;
     auto issi = run(command<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), ifc::query_issi_out::size_bytes);
     if (!issi) return issi.error();
-    if (!(ifc::get<ifc::query_issi_out::supported_issi_dw0>(issi->data()) & 2)) {
+    if (!(ifc::get<ifc::query_issi_out::supported_issi_dw0>(issi->data()) & (1u << kIssi))) {
         return error{EOPNOTSUPP, fmt::format("{}: firmware does not support ISSI 1", dev_->bdf())};
     }
     auto set_issi = command<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
-    ifc::set<ifc::set_issi_in::current_issi>(set_issi.data(), 1);
+    ifc::set<ifc::set_issi_in::current_issi>(set_issi.data(), kIssi);
     if (auto r = run(set_issi, 16); !r) return r.error();
 
     // QUERY_PAGES then MANAGE_PAGES with what it asked for (PRM §"QUERY_PAGES").
@@ -199,7 +201,7 @@ result<hca::port_info> hca::query_port(unsigned port) {
     if (!pmtu) return pmtu.error();
     std::uint32_t bytes = ifc::get<ifc::pmtu_reg::oper_mtu>(pmtu->data());
     if (pi.ethernet) bytes = bytes > hw::roce_header_overhead ? bytes - hw::roce_header_overhead : 0;
-    for (std::uint32_t m = 1; m <= 5; ++m) {
+    for (std::uint32_t m = hw::mtu_256; m <= hw::mtu_4096; ++m) {
         if ((128u << m) <= bytes) pi.max_mtu = m;
     }
     if (pi.ethernet) return pi;  // RoCE addresses come from the GID table the driver programs
