@@ -201,7 +201,7 @@ result<hca::port_info> hca::query_port(unsigned port) {
     if (!pmtu) return pmtu.error();
     std::uint32_t bytes = ifc::get<ifc::pmtu_reg::oper_mtu>(pmtu->data());
     if (pi.ethernet) bytes = bytes > hw::roce_header_overhead ? bytes - hw::roce_header_overhead : 0;
-    for (std::uint32_t m = hw::mtu_256; m <= hw::mtu_4096; ++m) {
+    for (std::uint32_t m = ifc::qpc_values::mtu_256; m <= ifc::qpc_values::mtu_4096; ++m) {
         if ((128u << m) <= bytes) pi.max_mtu = m;
     }
     if (pi.ethernet) return pi;  // RoCE addresses come from the GID table the driver programs
