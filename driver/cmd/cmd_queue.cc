@@ -11,6 +11,7 @@
 
 #include "hw/barrier.h"
 #include "hw/ifc.h"
+#include "hw/init_seg.h"
 
 namespace cxv::driver {
 
@@ -20,18 +21,15 @@ using box = ifc::cmd_if_box;
 
 namespace {
 
-// Initialization segment offsets (PRM "Initialization Segment").
-constexpr std::size_t kCmdIfRev = ifc::initial_seg::cmd_interface_rev::bit_offset / 32 * 4;      // 0x04
-constexpr std::size_t kCmdqAddrHigh = ifc::initial_seg::cmdq_phy_addr_63_32::bit_offset / 32 * 4;  // 0x10
-constexpr std::size_t kCmdqAddrLow = ifc::initial_seg::cmdq_phy_addr_31_12::bit_offset / 32 * 4;   // 0x14
-constexpr std::size_t kDoorbell = ifc::initial_seg::command_doorbell_vector::bit_offset / 32 * 4;  // 0x18
-static_assert(kCmdIfRev == 0x04 && kCmdqAddrHigh == 0x10 && kCmdqAddrLow == 0x14 && kDoorbell == 0x18);
+namespace seg = hw::init_seg_offset;
 
 constexpr std::size_t kEntry = entry::size_bytes;      // 64
-constexpr std::size_t kInline = 16;                    // bytes of input/output in the entry
-constexpr std::size_t kBoxData = 512;                  // data bytes per mailbox
+// Bytes of input and output that travel in the entry itself, and data bytes per mailbox
+// (PRM §"Command Queue Entry", §"Command Mailbox").
+constexpr std::size_t kInline = entry::command_input_inline_data::bit_width / 8;
+constexpr std::size_t kBoxData = box::mailbox_data::bit_width / 8;
+static_assert(kInline == 16 && entry::command_output_inline_data::bit_width / 8 == kInline && kBoxData == 512);
 constexpr std::size_t kBoxSlot = 1024;                 // mailboxes are 1 KiB aligned
-constexpr std::uint8_t kTypePcie = 0x7;                // cmd_queue_entry.type: PCIe transport
 constexpr std::size_t kOwnerByte = entry::ownership::bit_offset / 8;  // 0x3f
 constexpr std::size_t kTraceDepth = 256;
 
@@ -68,15 +66,17 @@ cmd_queue::~cmd_queue() = default;
 
 result<std::unique_ptr<cmd_queue>> cmd_queue::create(vfio::device& dev, const options& o) {
     const hw::mmio_window& bar = dev.bar0();
-    const std::uint32_t rev = bar.read32_be(kCmdIfRev) >> 16;
-    if (rev != 5) {
+    const std::uint32_t rev = bar.read32_be(seg::cmd_interface_rev) >> hw::cmd_interface_rev_shift;
+    if (rev != hw::cmd_interface_rev_supported) {
         return error{EPROTO, fmt::format("{}: command interface revision {}; cxv speaks revision 5 "
                                          "(update the firmware, or this is not an mlx5 function)",
                                          dev.bdf(), rev)};
     }
-    // PRM: cmdq_addr_l_sz bits 7:4 log of the number of entries, 3:0 log of the stride.
-    const std::uint32_t geometry = bar.read32_be(kCmdqAddrLow);
-    const unsigned log_size = (geometry >> 4) & 0xf, log_stride = geometry & 0xf;
+    // PRM §"Initialization Segment": cmdq_addr_l_sz holds log_cmdq_size (bits 7:4, the
+    // number of entries) and log_cmdq_stride (bits 3:0) until the driver writes the address.
+    const std::uint32_t geometry = bar.read32_be(seg::cmdq_addr_l_sz);
+    const unsigned log_size = (geometry >> hw::log_cmdq_size_shift) & 0xf,
+                   log_stride = (geometry >> hw::log_cmdq_stride_shift) & 0xf;
     if (log_size > 5 || log_stride < 6 || log_size + log_stride > 12) {
         return error{EPROTO, fmt::format("{}: unusable command queue geometry (2^{} entries of 2^{} bytes)",
                                          dev.bdf(), log_size, log_stride)};
@@ -91,11 +91,11 @@ result<std::unique_ptr<cmd_queue>> cmd_queue::create(vfio::device& dev, const op
     if (!boxes) return boxes.error();
     q->mailboxes_ = std::move(boxes).value();
     for (std::size_t i = o.mailbox_blocks; i-- > 0;) q->free_blocks_.push_back(q->mailboxes_.iova() + i * kBoxSlot);
-    // The queue's address: high dword first, then the low one (which also sets
-    // nic_interface to 0 in bits 10:8).
+    // The queue's address (PRM §"Initialization Segment"): high dword first, then the low
+    // one (which also sets nic_interface to 0 in bits 10:8).
     const std::uint64_t iova = q->page_.iova();
-    bar.write32_be(kCmdqAddrHigh, static_cast<std::uint32_t>(iova >> 32));
-    bar.write32_be(kCmdqAddrLow, static_cast<std::uint32_t>(iova) & 0xfffff000u);
+    bar.write32_be(seg::cmdq_addr_h, static_cast<std::uint32_t>(iova >> 32));
+    bar.write32_be(seg::cmdq_addr_l_sz, static_cast<std::uint32_t>(iova) & hw::cmdq_addr_l_mask);
     return q;
 }
 
@@ -209,7 +209,7 @@ result<std::vector<std::byte>> cmd_queue::exec(std::span<const std::byte> in, st
 
     std::byte* e = page_.data() + s * stride_;
     std::memset(e, 0, kEntry);
-    ifc::set<entry::type>(e, kTypePcie);
+    ifc::set<entry::type>(e, hw::cmd_queue_entry_type_pcie);
     ifc::set<entry::input_length>(e, static_cast<std::uint32_t>(in.size()));
     ifc::set<entry::output_length>(e, static_cast<std::uint32_t>(out_len));
     const std::uint64_t iptr = n_in ? b[0] : 0, optr = n_out ? b[n_in] : 0;
@@ -218,12 +218,12 @@ result<std::vector<std::byte>> cmd_queue::exec(std::span<const std::byte> in, st
     ifc::set<entry::output_mailbox_pointer_63_32>(e, static_cast<std::uint32_t>(optr >> 32));
     ifc::set<entry::output_mailbox_pointer_31_9>(e, static_cast<std::uint32_t>(optr) >> 9);
     std::memcpy(ifc::at<entry::command_input_inline_data>(e), in.data(), std::min(kInline, in.size()));
-    // PRM: the entry and its mailboxes are complete before ownership passes to the
-    // device, and ownership before the doorbell rings.
+    // PRM §"Command Interface": the entry and its mailboxes are complete before
+    // ownership passes to the device, and ownership before the doorbell rings.
     hw::to_device();
     ifc::set<entry::ownership>(e, 1);
     hw::to_device();
-    dev_.bar0().write32_be(kDoorbell, 1u << s);
+    dev_.bar0().write32_be(seg::command_doorbell_vector, 1u << s);
 
     const bool done = wait(s, start + opts_.timeout);
     if (!done) {

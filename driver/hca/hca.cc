@@ -1,18 +1,15 @@
 #include "driver/hca/hca.h"
 
-#include <poll.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
-#include "hw/barrier.h"
-#include "hw/doorbell.h"
+#include "hw/cmd_values.h"
 #include "hw/ifc.h"
+#include "hw/init_seg.h"
 #include "hw/opcodes.h"
 #include "hw/registers.h"
 
@@ -23,37 +20,17 @@ using hw::cmd_opcode;
 
 namespace {
 
-constexpr std::size_t kInitializing = ifc::initial_seg::initializing::bit_offset / 32 * 4;      // 0x1fc
-constexpr std::size_t kHealth = ifc::initial_seg::health_buffer::bit_offset / 8;                 // 0x200
-constexpr std::size_t kHealthCounter = ifc::initial_seg::health_counter::bit_offset / 32 * 4;    // 0x1010
-constexpr std::size_t kNicInterface = ifc::initial_seg::nic_interface::bit_offset / 32 * 4;      // 0x14
-constexpr std::size_t kPage = 4096;
-constexpr std::size_t kBlock = std::size_t{2} << 20;  // firmware pages come from 2 MiB blocks
-constexpr unsigned kMaxPasPerCommand = 512;
-// More firmware memory than any ConnectX asks for (4 GiB): a larger request is a reply
-// gone wrong, not a reason to exhaust the host.
-constexpr std::uint32_t kMaxFirmwarePages = 1u << 20;
-constexpr unsigned kEqLog = 8;                          // 256 EQEs of 64 bytes
-constexpr std::uint16_t kBootPages = 1, kInitPages = 2;  // QUERY_PAGES op_mod
-constexpr std::uint16_t kGive = 1, kTake = 2;            // MANAGE_PAGES op_mod
-constexpr std::uint16_t kCapGeneralCur = 1, kCapGeneralMax = 0;
-constexpr std::uint32_t kPortActive = 4, kPortDown = 1;  // IBTA PortState
-constexpr std::uint32_t kVportUp = 1;                     // QUERY_VPORT_STATE state
-constexpr std::uint32_t kRoceHeaders = 40 + 8 + 12 + 4 + 28 + 4;  // GRH, UDP, BTH, XRC/atomic ext, ICRC
-constexpr std::uint32_t kNicDisabled = 1;                 // initial_seg nic_interface
-constexpr std::uint16_t kPrepareFastTeardown = 2;         // TEARDOWN_HCA profile
-constexpr std::uint32_t kForceCloseFailed = 1;            // TEARDOWN_HCA state
+namespace seg = hw::init_seg_offset;
+constexpr std::uint16_t cap_op_mod(hw::hca_cap_mode m) { return hw::hca_cap_op_mod(hw::hca_cap_type::GENERAL, m); }
+template <typename E>
+constexpr std::uint16_t op_mod(E v) { return static_cast<std::uint16_t>(v); }
 constexpr std::uint16_t reg(hw::reg_id id) { return static_cast<std::uint16_t>(id); }
 constexpr std::uint16_t reg_op(hw::access_reg_op_mod m) { return static_cast<std::uint16_t>(m); }
 
 }  // namespace
 
-struct hca::page_block {
-    vfio::dma_buffer mem;
-    std::vector<std::uint64_t> free;  // page IOVAs not given
-};
-
-hca::hca(std::unique_ptr<vfio::device> dev, const options& o) : dev_(std::move(dev)), opts_(o) {
+hca::hca(std::unique_ptr<vfio::device> dev, const options& o)
+    : dev_(std::move(dev)), opts_(o), health_(o.health_period, o.health_misses) {
     link_->owner = this;
 }
 
@@ -70,59 +47,44 @@ hca::~hca() { (void)teardown(teardown_mode::graceful); }
 
 status hca::close(teardown_mode mode) { return teardown(mode); }
 
+// PRM §"Initialization" (the HCA driver start-up sequence), step by step.
 status hca::bring_up() {
-    const hw::mmio_window& bar = dev_->bar0();
-    auto wait_init = [&](const char* when) -> status {
-        const auto deadline = std::chrono::steady_clock::now() + opts_.init_timeout;
-        while (bar.read32_be(kInitializing) & 0x80000000u) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                return error{EBUSY, fmt::format("{}: firmware still initializing {} after {} ms", dev_->bdf(),
-                                                when, opts_.init_timeout.count())};
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        }
-        return ok_status();
-    };
-    if (auto s = wait_init("before the command queue"); !s) return s;
+    if (auto s = wait_initializing("before the command queue"); !s) return s;
     auto q = cmd_queue::create(*dev_, opts_.cmd);
     if (!q) return q.error();
     cmd_ = std::move(q).value();
-    if (auto s = wait_init("after the command queue"); !s) return s;
+    if (auto s = wait_initializing("after the command queue"); !s) return s;
+    pages_ = std::make_unique<page_pool>(*dev_, *cmd_);
 
     auto run = [&](std::vector<std::byte> in, std::size_t olen) { return cmd_->exec(in, olen); };
     if (auto r = run(command<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA), 16); !r) return r.error();
-    // ISSI 1 is what this driver speaks (PRM "ISSI"); a device offering only 0 is too old.
+    // ISSI 1 is what this driver speaks (PRM §"ISSI": supported_issi is a bitmask of the
+    // interface step sequence ids); a device offering only 0 is too old.
+    constexpr unsigned kIssi = 1;
     auto issi = run(command<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), ifc::query_issi_out::size_bytes);
     if (!issi) return issi.error();
-    if (!(ifc::get<ifc::query_issi_out::supported_issi_dw0>(issi->data()) & 2)) {
+    if (!(ifc::get<ifc::query_issi_out::supported_issi_dw0>(issi->data()) & (1u << kIssi))) {
         return error{EOPNOTSUPP, fmt::format("{}: firmware does not support ISSI 1", dev_->bdf())};
     }
     auto set_issi = command<ifc::set_issi_in>(cmd_opcode::SET_ISSI);
-    ifc::set<ifc::set_issi_in::current_issi>(set_issi.data(), 1);
+    ifc::set<ifc::set_issi_in::current_issi>(set_issi.data(), kIssi);
     if (auto r = run(set_issi, 16); !r) return r.error();
 
-    auto pages = [&](std::uint16_t which) -> status {
-        auto qp = run(command<ifc::query_pages_in>(cmd_opcode::QUERY_PAGES, which), 16);
+    // QUERY_PAGES then MANAGE_PAGES with what it asked for (PRM §"QUERY_PAGES").
+    auto pages = [&](hw::query_pages_op_mod which) -> status {
+        auto qp = run(command<ifc::query_pages_in>(cmd_opcode::QUERY_PAGES, op_mod(which)), 16);
         if (!qp) return qp.error();
-        function_id_ = static_cast<std::uint16_t>(ifc::get<ifc::query_pages_out::function_id>(qp->data()));
-        const auto n = static_cast<std::int32_t>(ifc::get<ifc::query_pages_out::num_pages>(qp->data()));
-        return give_pages(n);
+        pages_->set_function_id(static_cast<std::uint16_t>(ifc::get<ifc::query_pages_out::function_id>(qp->data())));
+        return pages_->give(static_cast<std::int32_t>(ifc::get<ifc::query_pages_out::num_pages>(qp->data())));
     };
-    if (auto s = pages(kBootPages); !s) return s;
+    if (auto s = pages(hw::query_pages_op_mod::BOOT_PAGES); !s) return s;
 
     auto endian = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, reg_op(hw::access_reg_op_mod::WRITE), 16);
     ifc::set<ifc::access_register_in::register_id>(endian.data(), reg(hw::reg_id::HOST_ENDIANNESS));
     if (auto r = run(endian, ifc::access_register_out::size_bytes + 16); !r) return r.error();
 
-    auto query_caps = [&](std::uint16_t op_mod, std::vector<std::byte>& into) -> status {
-        auto r = run(command<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, op_mod), ifc::query_hca_cap_out::size_bytes);
-        if (!r) return r.error();
-        const std::byte* cap = ifc::at<ifc::query_hca_cap_out::capability>(r->data());
-        into.assign(cap, cap + ifc::cmd_hca_cap::size_bytes);
-        return ok_status();
-    };
-    if (auto s = query_caps(kCapGeneralMax, caps_max_); !s) return s;
-    if (auto s = query_caps(kCapGeneralCur, caps_cur_); !s) return s;
+    if (auto s = query_caps(cap_op_mod(hw::hca_cap_mode::GET_MAX), caps_max_); !s) return s;
+    if (auto s = query_caps(cap_op_mod(hw::hca_cap_mode::GET_CUR), caps_cur_); !s) return s;
     // SET_HCA_CAP: the current capabilities with what this driver needs — no command
     // checksums, 4 KiB UAR pages.
     auto set = command<ifc::set_hca_cap_in>(cmd_opcode::SET_HCA_CAP, 0);
@@ -131,9 +93,9 @@ status hca::bring_up() {
     ifc::set<ifc::cmd_hca_cap::cmdif_checksum>(cap, 0);
     ifc::set<ifc::cmd_hca_cap::log_uar_page_sz>(cap, 0);
     if (auto r = run(set, 16); !r) return r.error();
-    if (auto s = query_caps(kCapGeneralCur, caps_cur_); !s) return s;
+    if (auto s = query_caps(cap_op_mod(hw::hca_cap_mode::GET_CUR), caps_cur_); !s) return s;
 
-    if (auto s = pages(kInitPages); !s) return s;
+    if (auto s = pages(hw::query_pages_op_mod::INIT_PAGES); !s) return s;
     if (auto r = run(command<ifc::init_hca_in>(cmd_opcode::INIT_HCA), 16); !r) return r.error();
     if (ifc::get<ifc::cmd_hca_cap::driver_version>(caps_cur_.data())) {
         auto ver = command<ifc::set_driver_version_in>(cmd_opcode::SET_DRIVER_VERSION);
@@ -141,293 +103,82 @@ status hca::bring_up() {
         std::memcpy(ifc::at<ifc::set_driver_version_in::driver_version>(ver.data()), v.data(), v.size());
         if (auto r = run(ver, 16); !r) return r.error();
     }
-    auto uar = run(command<ifc::alloc_uar_in>(cmd_opcode::ALLOC_UAR), 16);
-    if (!uar) return uar.error();
-    uar_ = ifc::get<ifc::alloc_uar_out::uar>(uar->data());
-    uar_allocated_ = true;
-    if (auto s = check_uar(uar_); !s) return s;
-    return create_eqs();
-}
-
-// ---- firmware pages ----
-
-status hca::give_pages(std::int32_t n) {
-    if (n < 0) return take_pages(static_cast<std::uint32_t>(-static_cast<std::int64_t>(n)), nullptr);
-    if (static_cast<std::uint32_t>(n) > kMaxFirmwarePages) {
-        return error{EPROTO, fmt::format("{}: the firmware asks for {} pages ({} MiB): not believed", dev_->bdf(), n,
-                                         static_cast<std::uint64_t>(n) * kPage >> 20)};
-    }
-    // MANAGE_PAGES(GIVE) is sent even for 0 pages: the firmware expects the answer.
-    std::uint32_t left = static_cast<std::uint32_t>(n);
-    do {
-        const std::uint32_t batch = std::min(left, kMaxPasPerCommand);
-        std::vector<std::uint64_t> list;
-        {
-            std::lock_guard lock(pages_mu_);
-            for (auto& b : blocks_) {
-                while (list.size() < batch && !b->free.empty()) {
-                    list.push_back(b->free.back());
-                    b->free.pop_back();
-                    given_[list.back()] = b.get();
-                }
-            }
-        }
-        while (list.size() < batch) {
-            auto mem = dev_->alloc_dma(kBlock, kBlock);
-            if (!mem) return mem.error();
-            auto b = std::make_unique<page_block>();
-            b->mem = std::move(mem).value();
-            for (std::size_t off = kBlock; off > 0; off -= kPage) b->free.push_back(b->mem.iova() + off - kPage);
-            std::lock_guard lock(pages_mu_);
-            while (list.size() < batch && !b->free.empty()) {
-                list.push_back(b->free.back());
-                b->free.pop_back();
-                given_[list.back()] = b.get();
-            }
-            blocks_.push_back(std::move(b));
-        }
-        auto in = command<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kGive, list.size() * 8);
-        ifc::set<ifc::manage_pages_in::function_id>(in.data(), function_id_);
-        ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), static_cast<std::uint32_t>(list.size()));
-        for (std::size_t i = 0; i < list.size(); ++i) ifc::set<ifc::manage_pages_in::pas>(in.data(), i, list[i]);
-        if (auto r = cmd_->exec(in, 16); !r) {
-            std::lock_guard lock(pages_mu_);
-            for (auto iova : list) {
-                given_.at(iova)->free.push_back(iova);
-                given_.erase(iova);
-            }
-            return r.error();
-        }
-        left -= batch;
-    } while (left > 0);
-    return ok_status();
-}
-
-status hca::take_pages(std::uint32_t n, std::uint32_t* got) {
-    std::uint32_t total = 0;
-    while (n > 0) {
-        const std::uint32_t batch = std::min(n, kMaxPasPerCommand);
-        auto in = command<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, kTake);
-        ifc::set<ifc::manage_pages_in::function_id>(in.data(), function_id_);
-        ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), batch);
-        auto r = cmd_->exec(in, ifc::manage_pages_out::size_bytes + std::size_t{batch} * 8);
+    auto alloc_uar = [this]() -> result<std::uint32_t> {
+        auto r = cmd_->exec(command<ifc::alloc_uar_in>(cmd_opcode::ALLOC_UAR), 16);
         if (!r) return r.error();
-        const std::uint32_t back = ifc::get<ifc::manage_pages_out::output_num_entries>(r->data());
-        if (back > batch) {
-            return error{EPROTO, fmt::format("{}: MANAGE_PAGES returned {} pages for {}", dev_->bdf(), back, batch)};
+        return static_cast<std::uint32_t>(ifc::get<ifc::alloc_uar_out::uar>(r->data()));
+    };
+    auto uar = alloc_uar();
+    if (!uar) return uar.error();
+    uar_ = uar.value();
+    uar_allocated_ = true;
+    if (auto s = bf_allocator::check_uar(uar_, dev_->bar0().size(), dev_->bdf()); !s) return s;
+    bf_ = std::make_unique<bf_allocator>(alloc_uar, dev_->bar0().size(),
+                                         ifc::get<ifc::cmd_hca_cap::log_bf_reg_size>(caps_cur_.data()), dev_->bdf());
+    return start_events();
+}
+
+status hca::wait_initializing(const char* when) {
+    const hw::mmio_window& bar = dev_->bar0();
+    const auto deadline = std::chrono::steady_clock::now() + opts_.init_timeout;
+    while (bar.read32_be(seg::initializing) & hw::init_seg_initializing_bit) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return error{EBUSY, fmt::format("{}: firmware still initializing {} after {} ms", dev_->bdf(), when,
+                                            opts_.init_timeout.count())};
         }
-        std::lock_guard lock(pages_mu_);
-        for (std::uint32_t i = 0; i < back; ++i) {
-            const std::uint64_t iova = ifc::get<ifc::manage_pages_out::pas>(r->data(), i);
-            auto it = given_.find(iova);
-            if (it == given_.end()) {
-                return error{EPROTO, fmt::format("{}: firmware returned page 0x{:x} it was never given",
-                                                 dev_->bdf(), iova)};
-            }
-            it->second->free.push_back(iova);
-            given_.erase(it);
-        }
-        total += back;
-        if (back < batch) break;  // the firmware has no more to give back
-        n -= batch;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    if (got) *got = total;
     return ok_status();
 }
 
-status hca::reclaim_all_pages() {
-    for (;;) {
-        const std::size_t left = pages_given();
-        if (left == 0) return ok_status();
-        std::uint32_t got = 0;
-        if (auto s = take_pages(static_cast<std::uint32_t>(left), &got); !s) return s;
-        if (got == 0) {
-            return error{EBUSY, fmt::format("{}: firmware keeps {} pages after teardown", dev_->bdf(), left)};
-        }
-    }
-}
-
-std::size_t hca::pages_given() const {
-    std::lock_guard lock(pages_mu_);
-    return given_.size();
-}
-
-// ---- event queues ----
-
-status hca::create_eqs() {
-    std::uint64_t async = 0;
-    for (auto t : {hw::event_type::CMD, hw::event_type::PAGE_REQUEST, hw::event_type::PORT_CHANGE,
-                   hw::event_type::CQ_ERROR, hw::event_type::WQ_CATAS_ERROR, hw::event_type::WQ_INVAL_REQ_ERROR,
-                   hw::event_type::WQ_ACCESS_ERROR, hw::event_type::SRQ_CATAS_ERROR,
-                   hw::event_type::SRQ_RQ_LIMIT, hw::event_type::SRQ_LAST_WQE, hw::event_type::INTERNAL_ERROR}) {
-        async |= std::uint64_t{1} << static_cast<unsigned>(t);
-    }
-    if (auto s = create_eq(async_, 0, async); !s) return s;
-    // Completion events name no type in the mask: a CQ chooses its EQ (cqc.c_eqn).
-    if (auto s = create_eq(comp_, dev_->msix_count() > 1 ? 1 : 0, 0); !s) return s;
-    cmd_->use_events(true);
-    next_health_ = std::chrono::steady_clock::now();
-    last_health_ = dev_->bar0().read32_be(kHealthCounter) & 0xffffff;
-    events_ = std::thread([this] { event_loop(); });
-    pages_ = std::thread([this] { page_worker(); });
-    return ok_status();
-}
-
-status hca::create_eq(event_queue& eq, unsigned vector, std::uint64_t events) {
-    auto fd = dev_->msix_eventfd(vector);
-    if (!fd) return fd.error();
-    eq.fd = fd.value();
-    const std::size_t bytes = (std::size_t{1} << kEqLog) * ifc::eqe::size_bytes;
-    auto buf = dev_->alloc_dma(bytes, bytes);
-    if (!buf) return buf.error();
-    eq.buf = std::move(buf).value();
-    // Every EQE starts owned by the device: owner 1 is "not yet written" on the first pass.
-    for (std::size_t i = 0; i < (std::size_t{1} << kEqLog); ++i) {
-        ifc::set<ifc::eqe::owner>(eq.buf.data() + i * ifc::eqe::size_bytes, 1);
-    }
-    auto in = command<ifc::create_eq_in>(cmd_opcode::CREATE_EQ, 0, 8);
-    std::byte* eqc = ifc::at<ifc::create_eq_in::eq_context_entry>(in.data());
-    ifc::set<ifc::eqc::log_eq_size>(eqc, kEqLog);
-    ifc::set<ifc::eqc::uar_page>(eqc, uar_);
-    ifc::set<ifc::eqc::intr>(eqc, vector);
-    ifc::set<ifc::eqc::log_page_size>(eqc, static_cast<std::uint32_t>(std::countr_zero(bytes)) - 12);
-    ifc::set<ifc::create_eq_in::event_bitmask>(in.data(), 0, events);
-    ifc::set<ifc::create_eq_in::pas>(in.data(), 0, eq.buf.iova());
-    auto r = cmd_->exec(in, 16);
+status hca::query_caps(std::uint16_t op_mod, std::vector<std::byte>& into) {
+    auto r = cmd_->exec(command<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, op_mod),
+                        ifc::query_hca_cap_out::size_bytes);
     if (!r) return r.error();
-    eq.n = static_cast<std::uint8_t>(ifc::get<ifc::create_eq_out::eq_number>(r->data()));
-    eq.created = true;
-    arm_eq(eq);
+    const std::byte* cap = ifc::at<ifc::query_hca_cap_out::capability>(r->data());
+    into.assign(cap, cap + ifc::cmd_hca_cap::size_bytes);
     return ok_status();
 }
 
-void hca::arm_eq(const event_queue& eq) {
-    // UAR + 0x40: EQ number and consumer index, and arm for the next event.
-    hw::to_device();
-    dev_->bar0().write32_be(std::size_t{uar_} * hw::uar_page_size + hw::uar_eq_doorbell_arm,
-                            hw::eq_doorbell_value(eq.n, eq.ci));
-}
-
-bool hca::process_eq(event_queue& eq) {
-    bool any = false;
-    const std::uint32_t mask = (1u << kEqLog) - 1;
-    for (;;) {
-        std::byte* e = eq.buf.data() + (eq.ci & mask) * ifc::eqe::size_bytes;
-        // Valid when the owner bit equals the pass parity (PRM "Event Queue").
-        if (ifc::get<ifc::eqe::owner>(e) != ((eq.ci >> kEqLog) & 1)) break;
-        hw::from_device();
-        handle_eqe(e);
-        ++eq.ci;
-        any = true;
-    }
-    if (any) arm_eq(eq);
-    return any;
-}
-
-void hca::handle_eqe(const std::byte* e) {
-    const auto type = static_cast<hw::event_type>(ifc::get<ifc::eqe::event_type>(e));
-    const std::byte* data = ifc::at<ifc::eqe::event_data>(e);
-    switch (type) {
-    case hw::event_type::COMP:
-        if (opts_.on_completion) opts_.on_completion(ifc::get<ifc::comp_event::cq_number>(data));
-        break;
-    case hw::event_type::CMD:
-        cmd_->complete(ifc::get<ifc::cmd_inter_comp_event::command_completion_vector>(data));
-        break;
-    case hw::event_type::PAGE_REQUEST: {
-        std::lock_guard lock(work_mu_);
-        page_work_.push_back(static_cast<std::int32_t>(ifc::get<ifc::pages_req_event::num_pages>(data)));
-        work_cv_.notify_one();
-        break;
-    }
-    case hw::event_type::PORT_CHANGE: {
-        const auto sub = static_cast<hw::port_change_subtype>(ifc::get<ifc::eqe::event_sub_type>(e));
-        const unsigned port = ifc::get<ifc::port_state_change_event::port_num>(data);
-        hca_event ev{hca_event::port_other, port, 0, std::string(hw::name(sub))};
-        if (sub == hw::port_change_subtype::ACTIVE) ev.what = hca_event::port_up;
-        if (sub == hw::port_change_subtype::DOWN) ev.what = hca_event::port_down;
-        if (sub == hw::port_change_subtype::INITIALIZED) ev.what = hca_event::port_init;
-        report(std::move(ev));
+// The EQs, then the threads that serve them: commands complete by events from here on.
+status hca::start_events() {
+    eqs_ = std::make_unique<event_queues>(*dev_, *cmd_, uar_);
+    if (auto s = eqs_->create(); !s) return s;
+    cmd_->use_events(true);
+    health_.start(dev_->bar0(), std::chrono::steady_clock::now());
+    eq_handlers h;
+    h.completion = opts_.on_completion;
+    h.command = [this](std::uint32_t vector) { cmd_->complete(vector); };
+    h.page_request = [this](std::int32_t n) { pages_->request(n); };
+    h.event = [this](hca_event e) { report(std::move(e)); };
+    h.port_change = [this] {
         {
             std::lock_guard lock(port_mu_);
             ++port_events_;
         }
         port_cv_.notify_all();
-        break;
-    }
-    case hw::event_type::INTERNAL_ERROR:
-        fatal("the device reported an internal error event");
-        break;
-    case hw::event_type::CQ_ERROR:
-        report({hca_event::queue_error, 0, ifc::get<ifc::cq_error::cqn>(data),
-                fmt::format("{} syndrome 0x{:x}", hw::name(type), ifc::get<ifc::cq_error::syndrome>(data))});
-        break;
-    default:
-        // QP/SRQ affiliated events carry the queue number in the same place.
-        report({hca_event::queue_error, 0, ifc::get<ifc::qp_events::qpn_rqn_sqn>(data), std::string(hw::name(type))});
-        break;
-    }
-}
-
-void hca::event_loop() {
-    while (!stop_.load(std::memory_order_acquire)) {
-        pollfd p[2] = {{async_.fd, POLLIN, 0}, {comp_.fd, POLLIN, 0}};
-        const nfds_t n = comp_.fd == async_.fd ? 1 : 2;
-        if (::poll(p, n, 50) > 0) {
-            for (nfds_t i = 0; i < n; ++i) {
-                std::uint64_t count;
-                if (p[i].revents & POLLIN) (void)!::read(p[i].fd, &count, sizeof count);
-            }
-        }
-        process_eq(async_);
-        process_eq(comp_);
-        check_health(std::chrono::steady_clock::now());
-    }
-}
-
-// ---- BlueFlame registers ----
-
-result<hca::bf_reg> hca::alloc_bf() {
-    std::lock_guard lock(bf_mu_);
-    if (bf_free_.empty()) {
-        auto r = cmd_->exec(command<ifc::alloc_uar_in>(cmd_opcode::ALLOC_UAR), 16);
-        if (!r) return r.error();
-        const std::uint32_t uar = ifc::get<ifc::alloc_uar_out::uar>(r->data());
-        bf_uars_.push_back(uar);
-        if (auto s = check_uar(uar); !s) return s.error();
-        // The registers fill the second half of the UAR page (PRM "UAR Page Format"),
-        // 2^log_bf_reg_size bytes each: 64 bytes at least, the half page at most.
-        const unsigned log_size = ifc::get<ifc::cmd_hca_cap::log_bf_reg_size>(caps_cur_.data());
-        if (log_size < 6 || log_size > 11) {
-            return error{EPROTO, fmt::format("{}: BlueFlame registers of 2^{} bytes do not fit a UAR page",
-                                             dev_->bdf(), log_size)};
-        }
-        const std::size_t size = std::size_t{1} << log_size;
-        for (std::size_t off = hw::uar_page_size - size; off >= hw::uar_bf_offset; off -= size) {
-            bf_free_.push_back({uar, off, size});
-        }
-    }
-    const bf_reg r = bf_free_.back();
-    bf_free_.pop_back();
-    return r;
-}
-
-status hca::check_uar(std::uint32_t uar) const {
-    if ((std::uint64_t{uar} + 1) * hw::uar_page_size > dev_->bar0().size()) {
-        return error{EPROTO, fmt::format("{}: the firmware gave UAR {}, beyond BAR0 ({} bytes)", dev_->bdf(), uar,
-                                         dev_->bar0().size())};
-    }
+    };
+    h.fatal = [this](const std::string& why) { fatal(why); };
+    h.tick = [this] {
+        if (dead()) return;
+        if (auto why = health_.check(dev_->bar0(), std::chrono::steady_clock::now())) fatal(*why);
+    };
+    eqs_->start(std::move(h));
+    pages_->start([this](const error& e) {
+        if (!dead()) report({hca_event::fatal, 0, 0, "page request not served: " + e.message});
+    });
     return ok_status();
 }
 
-void hca::free_bf(const bf_reg& r) {
-    std::lock_guard lock(bf_mu_);
-    bf_free_.push_back(r);
-}
+result<hca::bf_reg> hca::alloc_bf() { return bf_->alloc(); }
+
+void hca::free_bf(const bf_reg& r) { bf_->free(r); }
+
+std::size_t hca::pages_given() const { return pages_ ? pages_->given() : 0; }
 
 // ---- ports ----
 
-bool hca::ethernet() const noexcept { return ifc::get<ifc::cmd_hca_cap::port_type>(caps_cur_.data()) == 1; }
+bool hca::ethernet() const noexcept { return ifc::get<ifc::cmd_hca_cap::port_type>(caps_cur_.data()) == static_cast<std::uint32_t>(hw::port_type::ETHERNET); }
 
 result<std::vector<std::byte>> hca::read_port_reg(unsigned port, hw::reg_id id, std::size_t size) {
     auto in = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, reg_op(hw::access_reg_op_mod::READ), size);
@@ -449,8 +200,8 @@ result<hca::port_info> hca::query_port(unsigned port) {
     auto pmtu = read_port_reg(port, hw::reg_id::PMTU, ifc::pmtu_reg::size_bytes);
     if (!pmtu) return pmtu.error();
     std::uint32_t bytes = ifc::get<ifc::pmtu_reg::oper_mtu>(pmtu->data());
-    if (pi.ethernet) bytes = bytes > kRoceHeaders ? bytes - kRoceHeaders : 0;
-    for (std::uint32_t m = 1; m <= 5; ++m) {
+    if (pi.ethernet) bytes = bytes > hw::roce_header_overhead ? bytes - hw::roce_header_overhead : 0;
+    for (std::uint32_t m = ifc::qpc_values::mtu_256; m <= ifc::qpc_values::mtu_4096; ++m) {
         if ((128u << m) <= bytes) pi.max_mtu = m;
     }
     if (pi.ethernet) return pi;  // RoCE addresses come from the GID table the driver programs
@@ -477,10 +228,14 @@ result<hca::port_state> hca::query_port_state(unsigned port) {
     ps.oper_up = ifc::get<ifc::paos_reg::oper_status>(paos->data()) == kUp;
     if (ethernet()) {
         // The vNIC vport (op_mod 0) is up when the port carries traffic (Linux's carrier).
-        auto r = cmd_->exec(command<ifc::query_vport_state_in>(cmd_opcode::QUERY_VPORT_STATE),
+        auto r = cmd_->exec(command<ifc::query_vport_state_in>(cmd_opcode::QUERY_VPORT_STATE,
+                                                                  op_mod(hw::vport_state_op_mod::VNIC_VPORT)),
                             ifc::query_vport_state_out::size_bytes);
         if (!r) return r.error();
-        ps.logical = ifc::get<ifc::query_vport_state_out::state>(r->data()) == kVportUp ? kPortActive : kPortDown;
+        ps.logical = ifc::get<ifc::query_vport_state_out::state>(r->data()) ==
+                                 static_cast<std::uint32_t>(hw::vport_state::UP)
+                         ? static_cast<unsigned>(hw::ib_port_state::ACTIVE)
+                         : static_cast<unsigned>(hw::ib_port_state::DOWN);
         return ps;
     }
     auto q = command<ifc::query_hca_vport_context_in>(cmd_opcode::QUERY_HCA_VPORT_CONTEXT);
@@ -519,48 +274,7 @@ status hca::wait_port_active(unsigned port, std::chrono::milliseconds timeout) {
     }
 }
 
-void hca::page_worker() {
-    for (;;) {
-        std::int32_t n = 0;
-        {
-            std::unique_lock lock(work_mu_);
-            work_cv_.wait(lock, [&] { return stop_.load() || !page_work_.empty(); });
-            if (stop_.load()) return;
-            n = page_work_.front();
-            page_work_.erase(page_work_.begin());
-        }
-        if (auto s = give_pages(n); !s && !dead()) {
-            report({hca_event::fatal, 0, 0, "page request not served: " + s.error().message});
-        }
-    }
-}
-
 // ---- health ----
-
-void hca::check_health(std::chrono::steady_clock::time_point now) {
-    if (dead() || now < next_health_) return;
-    next_health_ = now + opts_.health_period;
-    const hw::mmio_window& bar = dev_->bar0();
-    const std::byte* health = bar.base() + kHealth;
-    if (bar.read32_be(kHealth + ifc::health_buffer::fw_version::bit_offset / 8) == 0xffffffffu) {
-        return fatal("the function does not answer (reads all ones): removed or reset");
-    }
-    const auto nic = (bar.read32_be(kNicInterface) >> 8) & 7;
-    if (nic == 1 || nic == 7) return fatal(fmt::format("NIC interface {}", nic == 1 ? "disabled" : "in SW reset"));
-    if (const auto synd = ifc::get<ifc::health_buffer::synd>(health); synd != 0) {
-        return fatal(fmt::format("health syndrome 0x{:x} (ext 0x{:x})", synd,
-                                 ifc::get<ifc::health_buffer::ext_synd>(health)));
-    }
-    const std::uint32_t counter = bar.read32_be(kHealthCounter) & 0xffffff;
-    if (counter == last_health_) {
-        if (++health_misses_ >= opts_.health_misses) {
-            return fatal(fmt::format("health counter stalled at {} for {} checks", counter, health_misses_));
-        }
-    } else {
-        health_misses_ = 0;
-        last_health_ = counter;
-    }
-}
 
 void hca::fatal(const std::string& why) {
     const std::string msg = fmt::format("{}: device dead: {}", dev_->bdf(), why);
@@ -572,9 +286,7 @@ void hca::report(hca_event e) {
     if (opts_.on_event) opts_.on_event(e);
 }
 
-std::uint32_t hca::fw_version() const noexcept {
-    return dev_->bar0().read32_be(kHealth + ifc::health_buffer::fw_version::bit_offset / 8);
-}
+std::uint32_t hca::fw_version() const noexcept { return health_monitor::fw_version(dev_->bar0()); }
 
 std::string hca::fw_version_string() const {
     const hw::mmio_window& bar = dev_->bar0();
@@ -595,12 +307,9 @@ status hca::teardown(teardown_mode mode) {
         link_->owner = nullptr;
         objects_at_close_ = link_->objects.load();
     }
-    if (events_.joinable() || pages_.joinable()) {
-        stop_.store(true);
-        work_cv_.notify_all();
-        if (pages_.joinable()) pages_.join();
-        if (events_.joinable()) events_.join();
-    }
+    stop_.store(true);
+    if (pages_) pages_->stop();
+    if (eqs_) eqs_->stop();
     if (!cmd_) return ok_status();
     cmd_->use_events(false);  // polling from here on: the EQs go away
     status result = ok_status();
@@ -615,13 +324,9 @@ status hca::teardown(teardown_mode mode) {
         // Objects still alive hold the EQs and the UAR; TEARDOWN_HCA releases them all
         // (as it does for a process that exits without cleaning up).
         if (objects_at_close_ == 0) {
-            for (event_queue* eq : {&comp_, &async_}) {
-                if (!eq->created) continue;
-                auto in = command<ifc::destroy_eq_in>(cmd_opcode::DESTROY_EQ);
-                ifc::set<ifc::destroy_eq_in::eq_number>(in.data(), eq->n);
-                if (auto r = cmd_->exec(in, 16); !r) keep_first(r.error());
-            }
-            std::vector<std::uint32_t> uars = bf_uars_;
+            if (eqs_) keep_first(eqs_->destroy());
+            std::vector<std::uint32_t> uars;
+            if (bf_) uars = bf_->uars();
             if (uar_allocated_) uars.push_back(uar_);
             for (std::uint32_t uar : uars) {
                 auto in = command<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
@@ -632,33 +337,36 @@ status hca::teardown(teardown_mode mode) {
         if (auto r = cmd_->exec(command<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA), 16); !r) {
             keep_first(r.error());
         }
-        keep_first(reclaim_all_pages());
+        if (pages_) keep_first(pages_->reclaim_all());
         if (auto r = cmd_->exec(command<ifc::disable_hca_in>(cmd_opcode::DISABLE_HCA), 16); !r) {
             keep_first(r.error());
         }
     }
     trace_at_close_ = cmd_->trace();
     cmd_.reset();
-    // The DMA memory (queue, mailboxes, EQs, firmware pages) is unmapped as the buffers go.
+    // The DMA memory (queue, mailboxes, EQs, firmware pages) is unmapped as the buffers
+    // go. The page pool, EQs and BlueFlame allocator stay (idle, their threads stopped)
+    // until the HCA goes, so that pages_given() still tells what the firmware kept.
     return result;
 }
 
-// PRM "Fast Teardown": TEARDOWN_HCA(PREPARE_FAST_TEARDOWN), then the driver disables the
+// PRM §"Fast Teardown": TEARDOWN_HCA(PREPARE_FAST_TEARDOWN), then the driver disables the
 // NIC interface in the initialization segment and waits until the device says it is
 // disabled. The device stops all DMA; its pages are not handed back one by one.
 status hca::fast_teardown() {
     auto in = command<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA, 0);
-    ifc::set<ifc::teardown_hca_in::profile>(in.data(), kPrepareFastTeardown);
+    ifc::set<ifc::teardown_hca_in::profile>(in.data(), op_mod(hw::teardown_hca_profile::PREPARE_FAST_TEARDOWN));
     auto r = cmd_->exec(in, 16);
     if (!r) return r.error();
-    if (ifc::get<ifc::teardown_hca_out::state>(r->data()) == kForceCloseFailed) {
+    if (ifc::get<ifc::teardown_hca_out::state>(r->data()) == static_cast<std::uint32_t>(hw::teardown_hca_state::FAIL)) {
         return error{EIO, fmt::format("{}: fast teardown refused by the firmware (FORCE_CLOSE_FAILED)", dev_->bdf())};
     }
     const hw::mmio_window& bar = dev_->bar0();
-    const std::uint32_t lo = bar.read32_be(kNicInterface);
-    bar.write32_be(kNicInterface, (lo & 0xfffff000u) | (kNicDisabled << 8));
+    constexpr auto kDisabled = static_cast<std::uint32_t>(hw::nic_interface::DISABLED);
+    const std::uint32_t lo = bar.read32_be(seg::nic_interface);
+    bar.write32_be(seg::nic_interface, (lo & hw::cmdq_addr_l_mask) | (kDisabled << hw::nic_interface_shift));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (((bar.read32_be(kNicInterface) >> 8) & 7) != kNicDisabled) {
+    while (((bar.read32_be(seg::nic_interface) >> hw::nic_interface_shift) & hw::nic_interface_mask) != kDisabled) {
         if (std::chrono::steady_clock::now() > deadline) {
             return error{ETIMEDOUT, fmt::format("{}: NIC interface not disabled 2 s after fast teardown", dev_->bdf())};
         }
@@ -666,9 +374,7 @@ status hca::fast_teardown() {
     }
     // The device no longer touches its pages: they go back to us without MANAGE_PAGES.
     // The command interface is disabled too; it is the device's again after a reset.
-    std::lock_guard lock(pages_mu_);
-    for (auto& [iova, block] : given_) block->free.push_back(iova);
-    given_.clear();
+    pages_->forget_given();
     return ok_status();
 }
 

@@ -18,6 +18,11 @@
 // PREPARE_FAST_TEARDOWN + NIC interface disable) skips the per-object work. A fatal
 // health state (stalled counter, health syndrome, the function gone) marks the device
 // dead: commands fail with ENODEV and the event is reported, the process goes on.
+//
+// The hca does the bring-up, the teardown and the port queries itself; its parts are
+// their own classes: the firmware page pool and its worker thread (page_pool.h), the EQs
+// and the event thread (eq.h), the BlueFlame register allocator (bf_alloc.h) and the
+// health watch (health.h).
 #pragma once
 
 #include <atomic>
@@ -25,29 +30,25 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "driver/cmd/cmd_queue.h"
+#include "driver/hca/bf_alloc.h"
+#include "driver/hca/eq.h"
+#include "driver/hca/event.h"
+#include "driver/hca/health.h"
+#include "driver/hca/page_pool.h"
 #include "driver/vfio/vfio.h"
+#include "hw/cmd_values.h"
 #include "hw/registers.h"
 #include "base/result.h"
 
 namespace cxv::driver {
-
-// What the application hears about (from the event thread).
-struct hca_event {
-    // port_up: ACTIVE; port_init: InfiniBand Init (link up, not yet configured by the SM).
-    enum kind { port_up, port_down, port_init, port_other, fatal, queue_error } what;
-    unsigned port = 0;
-    std::uint32_t object = 0;  // CQ or QP number for queue errors
-    std::string detail;
-};
 
 class hca;
 
@@ -101,8 +102,8 @@ public:
     std::uint32_t fw_version() const noexcept;  // major.minor packed as the health buffer has it
     std::string fw_version_string() const;
     std::uint32_t uar() const noexcept { return uar_; }
-    std::uint8_t async_eqn() const noexcept { return async_.n; }
-    std::uint8_t comp_eqn() const noexcept { return comp_.n; }
+    std::uint8_t async_eqn() const noexcept { return eqs_ ? eqs_->async_eqn() : 0; }
+    std::uint8_t comp_eqn() const noexcept { return eqs_ ? eqs_->comp_eqn() : 0; }
     bool ethernet() const noexcept;  // the port type (RoCE) rather than InfiniBand
     // Port `port`'s state as the NIC vport context reports it and, for InfiniBand, the
     // HCA vport context (LID, MTU).
@@ -119,8 +120,9 @@ public:
     struct port_state {
         bool admin_up = false;
         bool oper_up = false;   // the physical link
-        unsigned logical = 1;   // IBTA PortState: 1 Down, 2 Init, 3 Armed, 4 Active
-        bool active() const noexcept { return logical == 4; }
+        // IBTA PortState (hw::ib_port_state): 1 Down, 2 Init, 3 Armed, 4 Active.
+        unsigned logical = static_cast<unsigned>(hw::ib_port_state::DOWN);
+        bool active() const noexcept { return logical == static_cast<unsigned>(hw::ib_port_state::ACTIVE); }
     };
     result<port_state> query_port_state(unsigned port);
     // Waits until port `port` is ACTIVE: the state is read again at each PORT_CHANGE event
@@ -128,13 +130,8 @@ public:
     status wait_port_active(unsigned port, std::chrono::milliseconds timeout);
     const std::shared_ptr<hca_link>& link() const noexcept { return link_; }
 
-    // A BlueFlame register (PRM "BlueFlame"): in UAR page `uar`, at `offset` from the
-    // page's start, `size` bytes (two halves a QP alternates between).
-    struct bf_reg {
-        std::uint32_t uar = 0;
-        std::size_t offset = 0;
-        std::size_t size = 0;
-    };
+    // A BlueFlame register (driver/hca/bf_alloc.h).
+    using bf_reg = driver::bf_reg;
     // A register no other QP uses: from a UAR page already in hand, or a new one
     // (ALLOC_UAR). Freed registers are reused; the pages go at teardown.
     result<bf_reg> alloc_bf();
@@ -155,29 +152,11 @@ private:
     // Port register `id` of `port` (ACCESS_REG read; every port register has local_port
     // at the same place): the register's bytes.
     result<std::vector<std::byte>> read_port_reg(unsigned port, hw::reg_id id, std::size_t size);
-    struct page_block;
-    // An event queue the driver consumes: its buffer, consumer index and interrupt.
-    struct event_queue {
-        vfio::dma_buffer buf;
-        std::uint32_t ci = 0;
-        std::uint8_t n = 0;
-        int fd = -1;
-        bool created = false;
-    };
     explicit hca(std::unique_ptr<vfio::device> dev, const options& o);
     status bring_up();
-    status give_pages(std::int32_t n);
-    status check_uar(std::uint32_t uar) const;
-    status take_pages(std::uint32_t n, std::uint32_t* got);
-    status reclaim_all_pages();
-    status create_eq(event_queue& eq, unsigned vector, std::uint64_t events);
-    status create_eqs();
-    void arm_eq(const event_queue& eq);
-    void event_loop();
-    void page_worker();
-    bool process_eq(event_queue& eq);
-    void handle_eqe(const std::byte* e);
-    void check_health(std::chrono::steady_clock::time_point now);
+    status wait_initializing(const char* when);
+    status query_caps(std::uint16_t op_mod, std::vector<std::byte>& into);
+    status start_events();
     void fatal(const std::string& why);
     void report(hca_event e);
     status teardown(teardown_mode mode);
@@ -191,31 +170,17 @@ private:
     options opts_;
     std::unique_ptr<cmd_queue> cmd_;
     std::vector<std::byte> caps_cur_, caps_max_;
-    std::uint16_t function_id_ = 0;
 
-    // Firmware pages: 2 MiB DMA blocks carved into 4 KiB pages.
-    mutable std::mutex pages_mu_;
-    std::vector<std::unique_ptr<page_block>> blocks_;
-    std::map<std::uint64_t, page_block*> given_;  // by IOVA
-
+    std::unique_ptr<page_pool> pages_;   // firmware pages and their worker thread
     std::uint32_t uar_ = 0;
     bool uar_allocated_ = false;
-    event_queue async_, comp_;
-    std::mutex bf_mu_;
-    std::vector<std::uint32_t> bf_uars_;  // UAR pages allocated for BlueFlame registers
-    std::vector<bf_reg> bf_free_;
+    std::unique_ptr<bf_allocator> bf_;   // BlueFlame registers
+    std::unique_ptr<event_queues> eqs_;  // the EQs and the event thread
+    health_monitor health_;              // on the event thread
     std::atomic<bool> stop_{false};
-    std::thread events_;
-    std::thread pages_;
-    std::mutex work_mu_;
-    std::condition_variable work_cv_;
-    std::vector<std::int32_t> page_work_;
     std::mutex port_mu_;
     std::condition_variable port_cv_;
     std::uint64_t port_events_ = 0;  // PORT_CHANGE events seen (wakes wait_port_active)
-    std::uint32_t last_health_ = 0;
-    unsigned health_misses_ = 0;
-    std::chrono::steady_clock::time_point next_health_{};
 };
 
 }  // namespace cxv::driver

@@ -1,7 +1,9 @@
 #include "driver/vfio/vfio.h"
+#include "driver/vfio/iova.h"
 
 #include <fcntl.h>
 #include <linux/mman.h>
+#include <linux/pci_regs.h>
 #include <linux/vfio.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -40,6 +42,11 @@ std::string base_name(const std::string& p) { return p.substr(p.rfind('/') + 1);
 
 error sys_error(int e, std::string what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
 
+// The function's IOMMU group: its name and device node.
+struct iommu_group {
+    std::string name, path;
+};
+
 }  // namespace
 
 // The container's IOMMU domain and its IOVA space. Shared by the device and every
@@ -47,43 +54,9 @@ error sys_error(int e, std::string what) { return error{e, fmt::format("{}: {}",
 struct domain {
     int container = -1;
     iommu_info info;
-    std::mutex mu;
-    std::map<std::uint64_t, std::uint64_t> used;  // iova -> size
+    std::unique_ptr<iova_allocator> iovas;  // over info.ranges, once they are known
     ~domain() {
         if (container >= 0) ::close(container);
-    }
-
-    // First fit in a usable range, aligned.
-    std::optional<std::uint64_t> reserve(std::uint64_t size, std::uint64_t align) {
-        std::lock_guard lock(mu);
-        for (const auto& r : info.ranges) {
-            std::uint64_t at = (std::max<std::uint64_t>(r.first, kPage) + align - 1) & ~(align - 1);
-            for (;;) {
-                if (at + size - 1 > r.last || at + size < at) break;
-                auto next = used.lower_bound(at);
-                bool clash = false;
-                if (next != used.begin()) {
-                    auto prev = std::prev(next);
-                    if (prev->first + prev->second > at) {
-                        at = (prev->first + prev->second + align - 1) & ~(align - 1);
-                        clash = true;
-                    }
-                }
-                if (!clash && next != used.end() && next->first < at + size) {
-                    at = (next->first + next->second + align - 1) & ~(align - 1);
-                    clash = true;
-                }
-                if (!clash) {
-                    used[at] = size;
-                    return at;
-                }
-            }
-        }
-        return std::nullopt;
-    }
-    void release(std::uint64_t iova) {
-        std::lock_guard lock(mu);
-        used.erase(iova);
     }
 };
 
@@ -97,7 +70,7 @@ struct mapping {
         u.iova = iova;
         u.size = size;
         (void)::ioctl(dom->container, VFIO_IOMMU_UNMAP_DMA, &u);
-        dom->release(iova);
+        dom->iovas->release(iova);
         if (owned) ::munmap(owned, size);
     }
 };
@@ -116,6 +89,20 @@ dma_buffer& dma_buffer::operator=(dma_buffer&& o) noexcept {
 dma_buffer::~dma_buffer() = default;
 
 namespace {
+
+// The capability chain VFIO appends to an info structure (struct vfio_info_cap_header:
+// id, version, next offset from the structure's start; 0 ends it): calls
+// `each(id, offset)` for every capability that lies inside the `argsz` bytes returned.
+template <typename F>
+void for_each_cap(const void* info, std::uint32_t first, std::uint32_t argsz, F each) {
+    const auto* base = static_cast<const std::byte*>(info);
+    for (std::uint32_t off = first; off != 0 && off + sizeof(vfio_info_cap_header) <= argsz;) {
+        vfio_info_cap_header h;
+        std::memcpy(&h, base + off, sizeof h);
+        each(h.id, base + off);
+        off = h.next;
+    }
+}
 
 // VFIO_DEVICE_GET_REGION_INFO with its capability chain (sparse mmap areas).
 result<region_info> read_region(int fd, unsigned index, const std::string& bdf) {
@@ -144,23 +131,18 @@ result<region_info> read_region(int fd, unsigned index, const std::string& bdf) 
     r.writable = (ri->flags & VFIO_REGION_INFO_FLAG_WRITE) != 0;
     r.mappable = (ri->flags & VFIO_REGION_INFO_FLAG_MMAP) != 0;
     bool sparse = false;
-    if ((ri->flags & VFIO_REGION_INFO_FLAG_CAPS) && ri->cap_offset != 0) {
-        const auto* base = reinterpret_cast<const std::byte*>(ri);
-        for (std::uint32_t off = ri->cap_offset; off != 0 && off + sizeof(vfio_info_cap_header) <= ri->argsz;) {
-            vfio_info_cap_header h;
-            std::memcpy(&h, base + off, sizeof h);
-            if (h.id == VFIO_REGION_INFO_CAP_SPARSE_MMAP) {
-                vfio_region_info_cap_sparse_mmap sm;
-                std::memcpy(&sm, base + off, sizeof sm);
-                sparse = true;
-                for (std::uint32_t i = 0; i < sm.nr_areas; ++i) {
-                    vfio_region_sparse_mmap_area a;
-                    std::memcpy(&a, base + off + sizeof sm + i * sizeof a, sizeof a);
-                    if (a.size != 0) r.mmap_areas.push_back({a.offset, a.size});
-                }
+    if (ri->flags & VFIO_REGION_INFO_FLAG_CAPS) {
+        for_each_cap(ri, ri->cap_offset, ri->argsz, [&](std::uint16_t id, const std::byte* cap) {
+            if (id != VFIO_REGION_INFO_CAP_SPARSE_MMAP) return;
+            vfio_region_info_cap_sparse_mmap sm;
+            std::memcpy(&sm, cap, sizeof sm);
+            sparse = true;
+            for (std::uint32_t i = 0; i < sm.nr_areas; ++i) {
+                vfio_region_sparse_mmap_area a;
+                std::memcpy(&a, cap + sizeof sm + i * sizeof a, sizeof a);
+                if (a.size != 0) r.mmap_areas.push_back({a.offset, a.size});
             }
-            off = h.next;
-        }
+        });
     }
     if (r.mappable && !sparse) r.mmap_areas.push_back({0, r.size});
     return r;
@@ -184,6 +166,13 @@ struct device::impl {
     bool other_enabled[2] = {false, false};
     std::vector<int> other_fds[2];
     std::uint64_t config_offset = 0;
+
+    // The steps of device::open.
+    status attach(const iommu_group& g, domain& dom);
+    status map_bar0();
+    status enable_device();
+    void read_msix_count();
+
     ~impl() {
         for (int e : eventfds) {
             if (e >= 0) ::close(e);
@@ -208,9 +197,10 @@ const hw::mmio_window* device::bar0_wc() const noexcept { return p_->wc ? &p_->w
 const iommu_info& device::iommu() const noexcept { return p_->dom->info; }
 unsigned device::msix_count() const noexcept { return p_->msix; }
 
-result<std::unique_ptr<device>> device::open(const std::string& bdf) {
-    auto p = std::make_unique<impl>();
-    p->bdf = bdf;
+namespace {
+
+// sysfs: the function exists, is bound to vfio-pci, and sits in an IOMMU group.
+result<iommu_group> find_group(const std::string& bdf) {
     struct ::stat st;
     if (::stat(sysfs(bdf).c_str(), &st) != 0) {
         return error{ENODEV, fmt::format("{}: no such PCI function ({} does not exist)", bdf, sysfs(bdf))};
@@ -228,7 +218,11 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf) {
         return error{ENODEV, fmt::format("{}: no IOMMU group: enable the IOMMU (intel_iommu=on or amd_iommu=on "
                                          "on the kernel command line)", bdf)};
     }
-    const std::string group_path = "/dev/vfio/" + base_name(group_link);
+    return iommu_group{base_name(group_link), "/dev/vfio/" + base_name(group_link)};
+}
+
+// A new container that offers the type1v2 IOMMU.
+result<std::shared_ptr<domain>> open_container(const std::string& bdf) {
     auto dom = std::make_shared<domain>();
     dom->container = ::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
     if (dom->container < 0) {
@@ -238,111 +232,149 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf) {
         ::ioctl(dom->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0) {
         return error{ENOTSUP, fmt::format("{}: the kernel's VFIO lacks the type1v2 IOMMU", bdf)};
     }
-    p->group = ::open(group_path.c_str(), O_RDWR | O_CLOEXEC);
-    if (p->group < 0) {
-        const int e = errno;
-        if (e == EACCES || e == EPERM) {
-            return sys_error(e, fmt::format("{}: {} (run as root or give this user the group's device node)",
-                                            bdf, group_path));
-        }
-        if (e == EBUSY) return sys_error(e, fmt::format("{}: {} is open in another process", bdf, group_path));
-        return sys_error(e, fmt::format("{}: {}", bdf, group_path));
-    }
-    vfio_group_status gs{};
-    gs.argsz = sizeof gs;
-    if (::ioctl(p->group, VFIO_GROUP_GET_STATUS, &gs) != 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_STATUS");
-    if (!(gs.flags & VFIO_GROUP_FLAGS_VIABLE)) {
-        return error{EBUSY, fmt::format("{}: IOMMU group {} is not viable: bind every device in {}/devices to "
-                                        "vfio-pci (or unbind it)",
-                                        bdf, base_name(group_link), "/sys/kernel/iommu_groups/" + base_name(group_link))};
-    }
-    if (::ioctl(p->group, VFIO_GROUP_SET_CONTAINER, &dom->container) != 0) {
-        return sys_error(errno, bdf + ": VFIO_GROUP_SET_CONTAINER");
-    }
-    if (::ioctl(dom->container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) != 0) {
-        return sys_error(errno, bdf + ": VFIO_SET_IOMMU (type1v2)");
-    }
-    p->fd = ::ioctl(p->group, VFIO_GROUP_GET_DEVICE_FD, bdf.c_str());
-    if (p->fd < 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_DEVICE_FD");
+    return dom;
+}
 
-    // IOMMU: page sizes and usable IOVA ranges (legacy x86 ranges without the capability).
+// The IOMMU's page sizes and usable IOVA ranges (legacy x86 ranges when the kernel does
+// not report them), and the IOVA allocator over those ranges.
+status read_iommu_info(domain& dom, const std::string& bdf) {
     std::vector<std::uint64_t> buf(512);
     auto* info = reinterpret_cast<vfio_iommu_type1_info*>(buf.data());
     info->argsz = static_cast<std::uint32_t>(buf.size() * 8);
-    if (::ioctl(dom->container, VFIO_IOMMU_GET_INFO, info) != 0) return sys_error(errno, bdf + ": VFIO_IOMMU_GET_INFO");
-    dom->info.page_sizes = (info->flags & VFIO_IOMMU_INFO_PGSIZES) ? info->iova_pgsizes : kPage;
-    if ((info->flags & VFIO_IOMMU_INFO_CAPS) && info->cap_offset != 0) {
-        const auto* base = reinterpret_cast<const std::byte*>(info);
-        for (std::uint32_t off = info->cap_offset; off != 0 && off + sizeof(vfio_info_cap_header) <= info->argsz;) {
-            vfio_info_cap_header h;
-            std::memcpy(&h, base + off, sizeof h);
-            if (h.id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE) {
-                vfio_iommu_type1_info_cap_iova_range r;
-                std::memcpy(&r, base + off, sizeof r);
-                for (std::uint32_t i = 0; i < r.nr_iovas; ++i) {
-                    vfio_iova_range one;
-                    std::memcpy(&one, base + off + sizeof r + i * sizeof one, sizeof one);
-                    dom->info.ranges.push_back({one.start, one.end});
-                }
+    if (::ioctl(dom.container, VFIO_IOMMU_GET_INFO, info) != 0) return sys_error(errno, bdf + ": VFIO_IOMMU_GET_INFO");
+    dom.info.page_sizes = (info->flags & VFIO_IOMMU_INFO_PGSIZES) ? info->iova_pgsizes : kPage;
+    if (info->flags & VFIO_IOMMU_INFO_CAPS) {
+        for_each_cap(info, info->cap_offset, info->argsz, [&](std::uint16_t id, const std::byte* cap) {
+            if (id != VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE) return;
+            vfio_iommu_type1_info_cap_iova_range r;
+            std::memcpy(&r, cap, sizeof r);
+            for (std::uint32_t i = 0; i < r.nr_iovas; ++i) {
+                vfio_iova_range one;
+                std::memcpy(&one, cap + sizeof r + i * sizeof one, sizeof one);
+                dom.info.ranges.push_back({one.start, one.end});
             }
-            off = h.next;
-        }
+        });
     }
-    if (dom->info.ranges.empty()) dom->info.ranges = {{0x10000, 0xfedfffff}, {0xfef00000, (1ull << 39) - 1}};
+    if (dom.info.ranges.empty()) dom.info.ranges = {{0x10000, 0xfedfffff}, {0xfef00000, (1ull << 39) - 1}};
+    dom.iovas = std::make_unique<iova_allocator>(dom.info.ranges);
+    return ok_status();
+}
 
-    // BAR0: the whole region in one window; where the sparse-mmap capability lists
-    // only some areas, the rest stays reserved and inaccessible.
-    auto bar = read_region(p->fd, VFIO_PCI_BAR0_REGION_INDEX, bdf);
-    if (!bar) return bar.error();
-    if (!bar->mappable || bar->size == 0) return error{ENOTSUP, fmt::format("{}: BAR0 cannot be mapped", bdf)};
-    p->bar = ::mmap(nullptr, bar->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p->bar == MAP_FAILED) {
-        p->bar = nullptr;
+}  // namespace
+
+// The group, viable, joins the container, which gets the type1v2 IOMMU; then the
+// function's device fd.
+status device::impl::attach(const iommu_group& g, domain& dom) {
+    group = ::open(g.path.c_str(), O_RDWR | O_CLOEXEC);
+    if (group < 0) {
+        const int e = errno;
+        if (e == EACCES || e == EPERM) {
+            return sys_error(e, fmt::format("{}: {} (run as root or give this user the group's device node)",
+                                            bdf, g.path));
+        }
+        if (e == EBUSY) return sys_error(e, fmt::format("{}: {} is open in another process", bdf, g.path));
+        return sys_error(e, fmt::format("{}: {}", bdf, g.path));
+    }
+    vfio_group_status gs{};
+    gs.argsz = sizeof gs;
+    if (::ioctl(group, VFIO_GROUP_GET_STATUS, &gs) != 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_STATUS");
+    if (!(gs.flags & VFIO_GROUP_FLAGS_VIABLE)) {
+        return error{EBUSY, fmt::format("{}: IOMMU group {} is not viable: bind every device in {}/devices to "
+                                        "vfio-pci (or unbind it)",
+                                        bdf, g.name, "/sys/kernel/iommu_groups/" + g.name)};
+    }
+    if (::ioctl(group, VFIO_GROUP_SET_CONTAINER, &dom.container) != 0) {
+        return sys_error(errno, bdf + ": VFIO_GROUP_SET_CONTAINER");
+    }
+    if (::ioctl(dom.container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) != 0) {
+        return sys_error(errno, bdf + ": VFIO_SET_IOMMU (type1v2)");
+    }
+    fd = ::ioctl(group, VFIO_GROUP_GET_DEVICE_FD, bdf.c_str());
+    if (fd < 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_DEVICE_FD");
+    return ok_status();
+}
+
+// BAR0: the whole region in one window; where the sparse-mmap capability lists only some
+// areas, the rest stays reserved and inaccessible. Also the same BAR write-combining,
+// where the kernel offers it (best effort: without it BlueFlame falls back to 8-byte
+// doorbells after the write-combining self-test).
+status device::impl::map_bar0() {
+    auto r = read_region(fd, VFIO_PCI_BAR0_REGION_INDEX, bdf);
+    if (!r) return r.error();
+    if (!r->mappable || r->size == 0) return error{ENOTSUP, fmt::format("{}: BAR0 cannot be mapped", bdf)};
+    bar = ::mmap(nullptr, r->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (bar == MAP_FAILED) {
+        bar = nullptr;
         return sys_error(errno, bdf + ": address space for BAR0");
     }
-    p->bar_size = bar->size;
-    for (const auto& a : bar->mmap_areas) {
-        void* at = static_cast<std::byte*>(p->bar) + a.offset;
-        if (::mmap(at, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, p->fd,
-                   static_cast<off_t>(bar->offset + a.offset)) == MAP_FAILED) {
+    bar_size = r->size;
+    for (const auto& a : r->mmap_areas) {
+        void* at = static_cast<std::byte*>(bar) + a.offset;
+        if (::mmap(at, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                   static_cast<off_t>(r->offset + a.offset)) == MAP_FAILED) {
             return sys_error(errno, fmt::format("{}: mmap of BAR0 [0x{:x}, +0x{:x})", bdf, a.offset, a.size));
         }
     }
-    p->window = hw::mmio_window(p->bar, bar->size);
-    // The same BAR write-combining, where the kernel offers it (best effort: without it
-    // BlueFlame falls back to 8-byte doorbells after the write-combining self-test).
-    if (const int wc = ::open((sysfs(bdf) + "/resource0_wc").c_str(), O_RDWR | O_CLOEXEC); wc >= 0) {
-        void* m = ::mmap(nullptr, bar->size, PROT_READ | PROT_WRITE, MAP_SHARED, wc, 0);
-        ::close(wc);
+    window = hw::mmio_window(bar, r->size);
+    if (const int f = ::open((sysfs(bdf) + "/resource0_wc").c_str(), O_RDWR | O_CLOEXEC); f >= 0) {
+        void* m = ::mmap(nullptr, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+        ::close(f);
         if (m != MAP_FAILED) {
-            p->wc = m;
-            p->wc_window = hw::mmio_window(m, bar->size);
+            wc = m;
+            wc_window = hw::mmio_window(m, r->size);
         }
     }
+    return ok_status();
+}
 
-    // Memory decode and bus mastering on (PCI command register, config offset 4).
+// Memory decode and bus mastering on (the PCI command register), through the config
+// region, whose offset is kept for config_read/config_write.
+status device::impl::enable_device() {
     vfio_region_info cfg{};
     cfg.argsz = sizeof cfg;
     cfg.index = VFIO_PCI_CONFIG_REGION_INDEX;
-    if (::ioctl(p->fd, VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0) return sys_error(errno, bdf + ": config region info");
-    p->config_offset = cfg.offset;
+    if (::ioctl(fd, VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0) return sys_error(errno, bdf + ": config region info");
+    config_offset = cfg.offset;
     std::uint16_t cmd = 0;
-    if (::pread(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + 4)) != 2) return sys_error(errno, bdf + ": config read");
-    cmd |= 0x6;
-    if (::pwrite(p->fd, &cmd, 2, static_cast<off_t>(cfg.offset + 4)) != 2) return sys_error(errno, bdf + ": config write");
+    if (::pread(fd, &cmd, 2, static_cast<off_t>(cfg.offset + PCI_COMMAND)) != 2) {
+        return sys_error(errno, bdf + ": config read");
+    }
+    cmd |= PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER;
+    if (::pwrite(fd, &cmd, 2, static_cast<off_t>(cfg.offset + PCI_COMMAND)) != 2) {
+        return sys_error(errno, bdf + ": config write");
+    }
+    return ok_status();
+}
 
+void device::impl::read_msix_count() {
     vfio_irq_info irq{};
     irq.argsz = sizeof irq;
     irq.index = VFIO_PCI_MSIX_IRQ_INDEX;
-    if (::ioctl(p->fd, VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0) p->msix = irq.count;
-    p->eventfds.assign(p->msix, -1);
-    p->dom = std::move(dom);
+    if (::ioctl(fd, VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0) msix = irq.count;
+    eventfds.assign(msix, -1);
+}
+
+// The order the kernel documents (Documentation/driver-api/vfio.rst): the group, a
+// container with an IOMMU, the device; then BAR0, decode and mastering, interrupts.
+result<std::unique_ptr<device>> device::open(const std::string& bdf) {
+    auto p = std::make_unique<impl>();
+    p->bdf = bdf;
+    auto group = find_group(bdf);
+    if (!group) return group.error();
+    auto dom = open_container(bdf);
+    if (!dom) return dom.error();
+    if (auto s = p->attach(*group, **dom); !s) return s.error();
+    if (auto s = read_iommu_info(**dom, bdf); !s) return s.error();
+    if (auto s = p->map_bar0(); !s) return s.error();
+    if (auto s = p->enable_device(); !s) return s.error();
+    p->read_msix_count();
+    p->dom = std::move(dom).value();
     return std::unique_ptr<device>(new device(std::move(p)));
 }
 
 result<dma_buffer> device::map_range(void* vaddr, std::size_t size, std::size_t align, bool writable,
                                      bool owned) {
-    auto iova = p_->dom->reserve(size, align);
+    auto iova = p_->dom->iovas->reserve(size, align);
     if (!iova) return error{ENOSPC, fmt::format("{}: no free IOVA range for {} bytes", p_->bdf, size)};
     vfio_iommu_type1_dma_map m{};
     m.argsz = sizeof m;
@@ -352,7 +384,7 @@ result<dma_buffer> device::map_range(void* vaddr, std::size_t size, std::size_t 
     m.size = size;
     if (::ioctl(p_->dom->container, VFIO_IOMMU_MAP_DMA, &m) != 0) {
         const int e = errno;
-        p_->dom->release(*iova);
+        p_->dom->iovas->release(*iova);
         if (e == ENOMEM) {
             rlimit rl{};
             getrlimit(RLIMIT_MEMLOCK, &rl);

@@ -29,11 +29,26 @@
 
 #include "tests/hw/linux/mlx5_constants.h"
 
+// mlx5_ifc.h for the enumerated command field values (see the last test case), with the
+// kernel types it expects.
+typedef std::uint8_t u8;
+typedef std::uint16_t u16;
+typedef std::uint32_t u32;
+typedef std::uint64_t u64;
+#define BIT(n) (1UL << (n))
+#define BIT_ULL(n) (1ULL << (n))
+#define __packed __attribute__((packed))
+#include "tests/hw/linux/mlx5_ifc.h"
+
+#include <infiniband/verbs.h>
+
 #include <doctest/doctest.h>
 #include <fmt/core.h>
 
+#include "hw/cmd_values.h"
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
+#include "hw/init_seg.h"
 #include "hw/opcodes.h"
 #include "hw/registers.h"
 #include "hw/wqe.h"
@@ -269,4 +284,63 @@ TEST_CASE("hw/ scalar constants match Linux's") {
     }
     fmt::print("linux constants: {} scalar constants compared with Linux 6.1\n", compared);
     CHECK(compared == std::size(kScalars));
+}
+
+// The values of command fields (hw/cmd_values.h) and of the initialization segment
+// (hw/init_seg.h) against the enumerators Linux 6.1 gives them in mlx5_ifc.h and device.h,
+// and the IBTA port states against rdma-core's enum ibv_port_state. Compared by C++ name,
+// so a rename on either side fails the build rather than the test.
+//
+// Checked by hand instead, because Linux keeps them where this test cannot reach: the
+// QUERY_HCA_CAP max/current bit (device.h's enum mlx5_cap_mode, HCA_CAP_OPMOD_GET_MAX 0
+// and HCA_CAP_OPMOD_GET_CUR 1, whose names lack the MLX5_ prefix the copying program
+// looks for) and the nic_interface states (MLX5_NIC_IFC_FULL 0, _DISABLED 1,
+// _NO_DRAM_NIC 2, _SW_RESET 7 in drivers/net/ethernet/mellanox/mlx5/core/mlx5_core.h).
+TEST_CASE("hw/ command field values match Linux's mlx5_ifc.h and device.h") {
+    struct same {
+        std::string_view ours;
+        std::uint64_t value;
+        std::string_view theirs;
+        std::uint64_t linux_value;
+    };
+#define CXV_SAME(ours, theirs) \
+    same { #ours, static_cast<std::uint64_t>(ours), #theirs, static_cast<std::uint64_t>(theirs) }
+    const same values[] = {
+        CXV_SAME(hw::query_pages_op_mod::BOOT_PAGES, MLX5_QUERY_PAGES_IN_OP_MOD_BOOT_PAGES),
+        CXV_SAME(hw::query_pages_op_mod::INIT_PAGES, MLX5_QUERY_PAGES_IN_OP_MOD_INIT_PAGES),
+        CXV_SAME(hw::query_pages_op_mod::REGULAR_PAGES, MLX5_QUERY_PAGES_IN_OP_MOD_REGULAR_PAGES),
+        CXV_SAME(hw::manage_pages_op_mod::ALLOCATION_FAIL, MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_FAIL),
+        CXV_SAME(hw::manage_pages_op_mod::ALLOCATION_SUCCESS, MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_SUCCESS),
+        CXV_SAME(hw::manage_pages_op_mod::HCA_RETURN_PAGES, MLX5_MANAGE_PAGES_IN_OP_MOD_HCA_RETURN_PAGES),
+        CXV_SAME(hw::hca_cap_type::GENERAL, MLX5_CAP_GENERAL),
+        CXV_SAME(hw::teardown_hca_profile::GRACEFUL_CLOSE, MLX5_TEARDOWN_HCA_IN_PROFILE_GRACEFUL_CLOSE),
+        CXV_SAME(hw::teardown_hca_profile::FORCE_CLOSE, MLX5_TEARDOWN_HCA_IN_PROFILE_FORCE_CLOSE),
+        CXV_SAME(hw::teardown_hca_profile::PREPARE_FAST_TEARDOWN,
+                 MLX5_TEARDOWN_HCA_IN_PROFILE_PREPARE_FAST_TEARDOWN),
+        CXV_SAME(hw::teardown_hca_state::SUCCESS, MLX5_TEARDOWN_HCA_OUT_FORCE_STATE_SUCCESS),
+        CXV_SAME(hw::teardown_hca_state::FAIL, MLX5_TEARDOWN_HCA_OUT_FORCE_STATE_FAIL),
+        CXV_SAME(hw::vport_state_op_mod::VNIC_VPORT, MLX5_VPORT_STATE_OP_MOD_VNIC_VPORT),
+        CXV_SAME(hw::vport_state_op_mod::ESW_VPORT, MLX5_VPORT_STATE_OP_MOD_ESW_VPORT),
+        CXV_SAME(hw::vport_state_op_mod::UPLINK, MLX5_VPORT_STATE_OP_MOD_UPLINK),
+        CXV_SAME(hw::vport_state::DOWN, MLX5_QUERY_VPORT_STATE_OUT_STATE_DOWN),
+        CXV_SAME(hw::vport_state::UP, MLX5_QUERY_VPORT_STATE_OUT_STATE_UP),
+        CXV_SAME(hw::port_type::IB, MLX5_CMD_HCA_CAP_PORT_TYPE_IB),
+        CXV_SAME(hw::port_type::ETHERNET, MLX5_CMD_HCA_CAP_PORT_TYPE_ETHERNET),
+        CXV_SAME(hw::nic_interface_shift, MLX5_NIC_IFC_OFFSET),
+        CXV_SAME(hw::ib_port_state::NOP, IBV_PORT_NOP),
+        CXV_SAME(hw::ib_port_state::DOWN, IBV_PORT_DOWN),
+        CXV_SAME(hw::ib_port_state::INIT, IBV_PORT_INIT),
+        CXV_SAME(hw::ib_port_state::ARMED, IBV_PORT_ARMED),
+        CXV_SAME(hw::ib_port_state::ACTIVE, IBV_PORT_ACTIVE),
+    };
+#undef CXV_SAME
+    for (const auto& v : values) {
+        CHECK_MESSAGE(v.value == v.linux_value,
+                      fmt::format("{} = 0x{:x}, {} = 0x{:x}", v.ours, v.value, v.theirs, v.linux_value));
+    }
+    // The initialization segment's dwords at Linux's struct mlx5_init_seg offsets are
+    // asserted in hw/init_seg.h; its health buffer is also where Linux puts it.
+    CHECK(hw::init_seg_offset::health_buffer == 0x200);
+    fmt::print("linux constants: {} command field values compared with Linux 6.1 / rdma-core\n",
+               std::size(values));
 }
