@@ -14,6 +14,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
@@ -30,7 +31,6 @@ using ads = ifc::ads;
 using cap = ifc::cmd_hca_cap;
 using qpc_bytes = std::array<std::byte, qpc::size_bytes>;
 
-constexpr std::uint32_t kMask24 = 0xffffff;
 constexpr std::uint32_t kFirstQpn = 0x100;  // QP0/QP1 and the rest below are reserved
 
 // qpc.st: the transports the model implements (PRM "QP Context").
@@ -104,11 +104,7 @@ constexpr std::array<transition, 9> kTransitions{{
 // qp_state holds the PRM's qpc.state values (SQER 4, SQD 5, ERR 6).
 std::uint32_t prm_state(qp_state s) { return static_cast<std::uint32_t>(s); }
 
-cmd_reply bad_param(cmd_syndrome why = cmd_syndrome::BAD_PARAMETER) {
-    return fail(cmd_status::BAD_PARAM, why);
-}
 cmd_reply bad_index() { return fail(cmd_status::BAD_INDEX, cmd_syndrome::BAD_PARAMETER); }
-bool failed(const cmd_reply& r) { return r.status != cmd_status::OK; }
 
 // Copies fields F... of a context from src to dst.
 template <typename... F>
@@ -315,13 +311,6 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
     return ok();
 }
 
-// Whether bytes [off, off + len) of a UMEM lie inside it (its pages of 4 KiB <<
-// log_page_size, less the page_offset where it starts in the first).
-bool umem_holds(const umem_object& u, std::uint64_t off, std::uint64_t len) {
-    const std::uint64_t total = u.mtt.size() * (std::uint64_t{4096} << u.log_page_size);
-    const std::uint64_t size = total > u.page_offset ? total - u.page_offset : 0;
-    return off <= size && len <= size - off;
-}
 
 }  // namespace
 
@@ -471,10 +460,10 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
 
 cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     const auto it = qps_.find(ifc::get<ifc::destroy_qp_in::qpn>(c.in.data()));
-    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     qp_object& qp = it->second;
     if (qp.uid != ifc::get<ifc::destroy_qp_in::uid>(c.in.data())) {
-        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
     // A QP may be destroyed in any state; it lets go of everything it held.
     const std::byte* q = qp.qpc.data();
@@ -494,7 +483,7 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
 
 cmd_reply firmware::query_qp(cmd_ctx& c) {
     const auto it = qps_.find(ifc::get<ifc::query_qp_in::qpn>(c.in.data()));
-    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     const qp_object& qp = it->second;
     std::byte* q = ifc::at<ifc::query_qp_out::qpc>(c.out.data());
     if (!icm_read(qp.icm, q, qpc::size_bytes)) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
@@ -509,8 +498,8 @@ cmd_reply firmware::query_qp(cmd_ctx& c) {
     const bool rtr_on = qp.state == qp_state::rtr || qp.state == qp_state::rts ||
                         qp.state == qp_state::sqd || qp.state == qp_state::sqer;
     const bool rts_on = rtr_on && qp.state != qp_state::rtr;
-    if (rtr_on && ifc::get<qpc::st>(q) != st_ud) ifc::set<qpc::next_rcv_psn>(q, qp.x.epsn & 0xffffff);
-    if (rts_on) ifc::set<qpc::next_send_psn>(q, qp.x.next_psn & 0xffffff);
+    if (rtr_on && ifc::get<qpc::st>(q) != st_ud) ifc::set<qpc::next_rcv_psn>(q, qp.x.epsn & kMask24);
+    if (rts_on) ifc::set<qpc::next_send_psn>(q, qp.x.next_psn & kMask24);
     ifc::set<ifc::query_qp_out::opt_param_mask>(c.out.data(), 0);
     put_pas<ifc::query_qp_out>(c, qp.pas);
     return ok();
@@ -525,10 +514,10 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
     // Every transition's input starts with the same header: uid and qpn.
     const std::byte* in = c.in.data();
     const auto it = qps_.find(ifc::get<ifc::qp_2rst_in::qpn>(in));
-    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     qp_object& qp = it->second;
     if (qp.uid != ifc::get<ifc::qp_2rst_in::uid>(in)) {
-        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
     if (!t->from_any && qp.state != t->from) return fail(cmd_status::BAD_QP_STATE, cmd_syndrome::BAD_QP_STATE);
 
@@ -563,7 +552,7 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
     const std::uint32_t set_from = ifc::get<qpc::counter_set_id>(qp.qpc.data());
     const std::uint32_t set_to = ifc::get<qpc::counter_set_id>(next.data());
     if (set_to != set_from && !q_counters_.count(set_to)) {
-        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+        return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     }
     ifc::set<qpc::state>(next.data(), prm_state(t->to));
     if (!icm_write(qp.icm, next.data(), next.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);

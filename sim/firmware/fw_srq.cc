@@ -15,6 +15,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
@@ -25,7 +26,6 @@ using hw::cmd_syndrome;
 
 namespace {
 
-constexpr std::uint32_t kMask24 = 0xffffff;
 // ARM_RQ op_mod (PRM): 0 arms an RQ object, 1 an SRQ, 2 an XRQ.
 enum : std::uint16_t { arm_rq = 0, arm_srq = 1 };
 // srqc.state (PRM): 0 good, 1 error.
@@ -33,8 +33,6 @@ enum : std::uint32_t { srq_state_good = 0, srq_state_error = 1 };
 // The largest page that still fits in a 64-bit address (4 KiB << 51).
 constexpr unsigned kMaxLogPageSize = 51;
 
-cmd_reply bad_param(cmd_syndrome why) { return fail(cmd_status::BAD_PARAM, why); }
-cmd_reply bad_resource(cmd_syndrome why) { return fail(cmd_status::BAD_RESOURCE, why); }
 
 }  // namespace
 
