@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "tests/hw/linux/mlx5_constants.h"
+#include "tests/hw/linux_constants.h"
 
 // The kernel types and macros Linux's mlx5_ifc.h expects.
 typedef std::uint8_t u8;
@@ -36,15 +36,7 @@ namespace qv = cxv::hw::ifc::qpc_values;
 
 namespace {
 
-// Every constant the generated header copied from Linux's include/linux/mlx5, by name.
-const std::map<std::string_view, std::uint64_t>& linux_constants() {
-    static const std::map<std::string_view, std::uint64_t> m = {
-#define CXV_LINUX_ENTRY(n) {#n, static_cast<std::uint64_t>(n)},
-        CXV_LINUX_MLX5_CONSTANTS(CXV_LINUX_ENTRY)
-#undef CXV_LINUX_ENTRY
-    };
-    return m;
-}
+using cxv::test::linux_constants;
 
 // Compares one of our values with Linux's value of `linux_name`; counts what it compared.
 void compare(std::string_view ours, std::uint64_t value, const std::string& linux_name, std::size_t& compared) {
