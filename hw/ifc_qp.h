@@ -341,6 +341,12 @@ CXV_IFC_LAYOUT(qp_2rst_out, 0x80)
     F(dbr_addr, 0x140, 64)
 CXV_IFC_LAYOUT(srqc, 0x200)
 
+// srqc.state: an SRQ is good, or in error after a failure the device could not complete
+// (Linux MLX5_SRQC_STATE_*).
+namespace srqc_values {
+inline constexpr std::uint32_t state_good = 0x0, state_error = 0x1;
+}  // namespace srqc_values
+
 // PRM CREATE_SRQ: the context, then the buffer's page list.
 #define CXV_IFC_create_srq_in(F, S, A, T) \
     F(opcode, 0x000, 16)                  \
@@ -390,6 +396,11 @@ CXV_IFC_LAYOUT(query_srq_out, 0x880)
     F(srq_number, 0x048, 24)          \
     F(lwm, 0x070, 16)
 CXV_IFC_LAYOUT(arm_rq_in, 0x80)
+
+// ARM_RQ op_mod: what srq_number names, an SRQ or an XRQ (Linux MLX5_ARM_RQ_IN_OP_MOD_*).
+namespace arm_rq_op_mod {
+inline constexpr std::uint16_t srq = 0x1, xrq = 0x2;
+}  // namespace arm_rq_op_mod
 
 #define CXV_IFC_arm_rq_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(arm_rq_out, 0x80)

@@ -1,8 +1,8 @@
 // hw/ifc_qp.h's QP values against independent descriptions: the QP states and the
 // transitions' opt_param_mask bits against Linux 6.1's include/linux/mlx5/qp.h (copied
 // by tests/hw:linux_mlx5_constants_cxx, see tests/hw/BUILD), the values of QPC fields
-// against Linux's mlx5_ifc.h and qp.h, and the MTU encoding against rdma-core's
-// <infiniband/verbs.h>.
+// and the SRQ's state and ARM_RQ op_mod values against Linux's mlx5_ifc.h and qp.h, and
+// the MTU encoding against rdma-core's <infiniband/verbs.h>.
 //
 // Every entry of CXV_QP_STATES and CXV_QP_OPTPARS is looked up by its Linux name
 // (MLX5_QP_STATE_<name>, MLX5_QP_OPTPAR_<name>); a name Linux lacks fails, so a typo or
@@ -129,4 +129,12 @@ TEST_CASE("QPC field values match Linux's mlx5_ifc.h and qp.h") {
     CHECK(v(qv::ts_format_free_running) == v(MLX5_TIMESTAMP_FORMAT_FREE_RUNNING));
     CHECK(v(qv::ts_format_default) == v(MLX5_TIMESTAMP_FORMAT_DEFAULT));
     CHECK(v(qv::ts_format_real_time) == v(MLX5_TIMESTAMP_FORMAT_REAL_TIME));
+}
+
+TEST_CASE("SRQ values match Linux's mlx5_ifc.h") {
+    namespace sv = cxv::hw::ifc::srqc_values;
+    CHECK(v(sv::state_good) == v(MLX5_SRQC_STATE_GOOD));
+    CHECK(v(sv::state_error) == v(MLX5_SRQC_STATE_ERROR));
+    CHECK(v(ifc::arm_rq_op_mod::srq) == v(MLX5_ARM_RQ_IN_OP_MOD_SRQ));
+    CHECK(v(ifc::arm_rq_op_mod::xrq) == v(MLX5_ARM_RQ_IN_OP_MOD_XRQ));
 }
