@@ -120,28 +120,77 @@ CXV_IFC_LAYOUT(ads, 0x160)
     F(dbr_umem_id, 0x720, 32)
 CXV_IFC_LAYOUT(qpc, 0x740)
 
-// Values of QPC fields (PRM "QP Context").
+// Values of QPC fields (PRM "QP Context"). tests/hw/linux_qp_constants_test.cc compares
+// every one with Linux's name for it.
 namespace qpc_values {
-// qpc.st: service type.
+// qpc.st: service type (Linux MLX5_QPC_ST_*).
 inline constexpr std::uint32_t st_rc = 0x0, st_uc = 0x1, st_ud = 0x2;
-// qpc.state (QUERY_QP).
-inline constexpr std::uint32_t state_rst = 0x0, state_init = 0x1, state_rtr = 0x2, state_rts = 0x3,
-                               state_sqer = 0x4, state_sqd = 0x5, state_err = 0x6;
-// qpc.rq_type: own receive queue, an SRQ, or none (zero length).
+// qpc.rq_type: own receive queue, an SRQ, or none (zero length) (Linux MLX5_NON_ZERO_RQ,
+// MLX5_SRQ_RQ, MLX5_ZERO_LEN_RQ).
 inline constexpr std::uint32_t rq_regular = 0x0, rq_srq = 0x1, rq_zero_len = 0x3;
-// qpc.pm_state: without automatic path migration a QP is MIGRATED.
-inline constexpr std::uint32_t pm_migrated = 0x3;
-// qpc.mtu: 256 (1) .. 4096 (5) bytes.
+// qpc.pm_state, the path migration state (Linux MLX5_QPC_PM_STATE_*). Without automatic
+// path migration a QP is MIGRATED; 2 is reserved.
+inline constexpr std::uint32_t pm_armed = 0x0, pm_rearm = 0x1, pm_reserved = 0x2, pm_migrated = 0x3;
+// qpc.mtu, the path MTU in the InfiniBand encoding (IBTA "MTU"; rdma-core IBV_MTU_*,
+// Linux MLX5_QPC_MTU_*_BYTES): 256 (1) .. 4096 (5) bytes, each twice the one before.
 inline constexpr std::uint32_t mtu_256 = 1, mtu_512 = 2, mtu_1024 = 3, mtu_2048 = 4, mtu_4096 = 5;
+// qpc.atomic_mode: the atomic operations the QP's responder executes, from the
+// InfiniBand ones (IB_SPEC) to extended atomics of up to 256 bytes (Linux
+// MLX5_QPC_ATOMIC_MODE_*).
+inline constexpr std::uint32_t atomic_mode_ib_spec = 0x1, atomic_mode_only_8b = 0x2, atomic_mode_up_to_8b = 0x3,
+                               atomic_mode_up_to_16b = 0x4, atomic_mode_up_to_32b = 0x5,
+                               atomic_mode_up_to_64b = 0x6, atomic_mode_up_to_128b = 0x7,
+                               atomic_mode_up_to_256b = 0x8;
+// qpc.ts_format: the format of the QP's CQE timestamps (Linux MLX5_TIMESTAMP_FORMAT_*).
+// FREE_RUNNING and DEFAULT need no capability; REAL_TIME needs the device's clock.
+inline constexpr std::uint32_t ts_format_free_running = 0x0, ts_format_default = 0x1, ts_format_real_time = 0x2;
 }  // namespace qpc_values
 
-// The transitions' opt_param_mask bits (PRM "QP Optional Parameter Mask").
-namespace qp_opt {
-inline constexpr std::uint32_t alt_addr_path = 1u << 0, rre = 1u << 1, rae = 1u << 2, rwe = 1u << 3,
-                               pkey_index = 1u << 4, q_key = 1u << 5, rnr_timeout = 1u << 6,
-                               pm_state = 1u << 10, lag_tx_aff = 1u << 15, pri_port = 1u << 16,
-                               srqn = 1u << 18, cqn_rcv = 1u << 19;
-}  // namespace qp_opt
+// qpc.state: where a QP is in the state machine (PRM "QP State Transitions"; Linux
+// enum mlx5_qp_state in include/linux/mlx5/qp.h, MLX5_QP_STATE_<name>). Linux's
+// mlx5_ifc.h disagrees on one value (its MLX5_QPC_STATE_SQD is 0x7, where its qp.h has
+// 5); we follow qp.h, as the driver and the model always have.
+#define CXV_QP_STATES(X) \
+    X(RST, 0x0)          \
+    X(INIT, 0x1)         \
+    X(RTR, 0x2)          \
+    X(RTS, 0x3)          \
+    X(SQER, 0x4)         \
+    X(SQD, 0x5)          \
+    X(ERR, 0x6)
+
+enum class qp_state : std::uint32_t {
+#define CXV_ENUM_ENTRY(name, value) name = value,
+    CXV_QP_STATES(CXV_ENUM_ENTRY)
+#undef CXV_ENUM_ENTRY
+};
+
+// The bits of the transitions' opt_param_mask: which optional context fields a
+// transition applies (PRM "QP Optional Parameter Mask"; Linux enum mlx5_qp_optpar,
+// MLX5_QP_OPTPAR_<name>). A namespace around a plain enum, so that the bits combine
+// into a mask as the command's 32-bit field does.
+#define CXV_QP_OPTPARS(X)      \
+    X(ALT_ADDR_PATH, 1u << 0)  \
+    X(RRE, 1u << 1)            \
+    X(RAE, 1u << 2)            \
+    X(RWE, 1u << 3)            \
+    X(PKEY_INDEX, 1u << 4)     \
+    X(Q_KEY, 1u << 5)          \
+    X(RNR_TIMEOUT, 1u << 6)    \
+    X(PM_STATE, 1u << 10)      \
+    X(LAG_TX_AFF, 1u << 15)    \
+    X(PRI_PORT, 1u << 16)      \
+    X(SRQN, 1u << 18)          \
+    X(CQN_RCV, 1u << 19)       \
+    X(COUNTER_SET_ID, 1u << 25)
+
+namespace qp_optpar {
+enum bit : std::uint32_t {
+#define CXV_ENUM_ENTRY(name, value) name = value,
+    CXV_QP_OPTPARS(CXV_ENUM_ENTRY)
+#undef CXV_ENUM_ENTRY
+};
+}  // namespace qp_optpar
 
 // PRM CREATE_QP: the new QP starts in RST. The buffer is given by the page list (pas)
 // after the fixed part, or by a umem when wq_umem_valid is set; ece offers enhanced
@@ -292,6 +341,12 @@ CXV_IFC_LAYOUT(qp_2rst_out, 0x80)
     F(dbr_addr, 0x140, 64)
 CXV_IFC_LAYOUT(srqc, 0x200)
 
+// srqc.state: an SRQ is good, or in error after a failure the device could not complete
+// (Linux MLX5_SRQC_STATE_*).
+namespace srqc_values {
+inline constexpr std::uint32_t state_good = 0x0, state_error = 0x1;
+}  // namespace srqc_values
+
 // PRM CREATE_SRQ: the context, then the buffer's page list.
 #define CXV_IFC_create_srq_in(F, S, A, T) \
     F(opcode, 0x000, 16)                  \
@@ -341,6 +396,11 @@ CXV_IFC_LAYOUT(query_srq_out, 0x880)
     F(srq_number, 0x048, 24)          \
     F(lwm, 0x070, 16)
 CXV_IFC_LAYOUT(arm_rq_in, 0x80)
+
+// ARM_RQ op_mod: what srq_number names, an SRQ or an XRQ (Linux MLX5_ARM_RQ_IN_OP_MOD_*).
+namespace arm_rq_op_mod {
+inline constexpr std::uint16_t srq = 0x1, xrq = 0x2;
+}  // namespace arm_rq_op_mod
 
 #define CXV_IFC_arm_rq_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(arm_rq_out, 0x80)

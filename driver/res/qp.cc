@@ -17,7 +17,7 @@ namespace cxv::driver {
 
 namespace ifc = hw::ifc;
 namespace qv = hw::ifc::qpc_values;
-namespace opt = hw::ifc::qp_opt;
+namespace opt = hw::ifc::qp_optpar;
 using hw::cmd_opcode;
 using qpc = hw::ifc::qpc;
 using ads = hw::ifc::ads;
@@ -241,8 +241,8 @@ status qp::modify(qp_state to, const modify_attr& a) {
             // RST2INIT names the Q counter set (PRM "QP Context" counter_set_id).
             if (op == cmd_opcode::RST2INIT_QP && counter_) ifc::set<qpc::counter_set_id>(ctx, counter_->id());
             if (op == cmd_opcode::INIT2INIT_QP) {
-                mask = opt::pkey_index | opt::pri_port | (rc ? opt::rre | opt::rwe | opt::rae : 0) |
-                       (uc ? opt::rwe : 0) | (ud ? opt::q_key : 0);
+                mask = opt::PKEY_INDEX | opt::PRI_PORT | (rc ? opt::RRE | opt::RWE | opt::RAE : 0) |
+                       (uc ? std::uint32_t{opt::RWE} : 0) | (ud ? std::uint32_t{opt::Q_KEY} : 0);
             }
         } else if (op == cmd_opcode::INIT2RTR_QP && !ud) {
             ifc::set<qpc::mtu>(ctx, a.path_mtu);
@@ -286,8 +286,10 @@ result<qp_state> qp::query() {
     auto r = owner().exec(in, ifc::query_qp_out::size_bytes);
     if (!r) return r.error();
     const std::uint32_t s = ifc::get<qpc::state>(ifc::at<ifc::query_qp_out::qpc>(r->data()));
-    if (s > qv::state_err) return error{EPROTO, fmt::format("{}: QUERY_QP of QP 0x{:x} reports unknown state {}",
-                                                      owner().device().bdf(), qpn_, s)};
+    if (s > static_cast<std::uint32_t>(ifc::qp_state::ERR)) {
+        return error{EPROTO, fmt::format("{}: QUERY_QP of QP 0x{:x} reports unknown state {}", owner().device().bdf(),
+                                         qpn_, s)};
+    }
     state_ = static_cast<qp_state>(s);
     return state_;
 }

@@ -19,6 +19,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
@@ -47,7 +48,7 @@ void firmware::reset_q_counters() {
 }
 
 cmd_reply firmware::alloc_q_counter(cmd_ctx& c) {
-    if (c.op_mod != 0) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
+    if (c.op_mod != 0) return bad_param(cmd_syndrome::BAD_OP_MOD);
     const std::size_t max = ifc::get<cap::max_qp_cnt>(current_caps_.data());
     if (q_counters_.size() - 1 >= max) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
     // The lowest free id: counter_set_id is 8 bits and max_qp_cnt < 256.
@@ -62,11 +63,11 @@ cmd_reply firmware::alloc_q_counter(cmd_ctx& c) {
 }
 
 cmd_reply firmware::dealloc_q_counter(cmd_ctx& c) {
-    if (c.op_mod != 0) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
+    if (c.op_mod != 0) return bad_param(cmd_syndrome::BAD_OP_MOD);
     const auto id = ifc::get<ifc::dealloc_q_counter_in::counter_set_id>(c.in.data());
-    if (id == 0) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);  // the default set stays
+    if (id == 0) return bad_param(cmd_syndrome::BAD_PARAMETER);  // the default set stays
     const auto it = q_counters_.find(id);
-    if (it == q_counters_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == q_counters_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     q_counters_.erase(it);
     return ok();
@@ -76,14 +77,14 @@ cmd_reply firmware::query_q_counter(cmd_ctx& c) {
     using in = ifc::query_q_counter_in;
     using out = ifc::query_q_counter_out;
     const std::byte* i = c.in.data();
-    if (c.op_mod != 0) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
+    if (c.op_mod != 0) return bad_param(cmd_syndrome::BAD_OP_MOD);
     // One function, no e-switch: no other vport to read.
     if (ifc::get<in::other_vport>(i) || ifc::get<in::vport_number>(i) != 0) {
-        return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+        return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     const bool aggregate = ifc::get<in::aggregate>(i) != 0;
     if (aggregate && !ifc::get<cap::q_counter_aggregation>(current_caps_.data())) {
-        return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+        return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     const auto id = ifc::get<in::counter_set_id>(i);
     std::vector<q_counter_object*> sets;
@@ -91,7 +92,7 @@ cmd_reply firmware::query_q_counter(cmd_ctx& c) {
         for (auto& [n, q] : q_counters_) sets.push_back(&q);
     } else {
         const auto it = q_counters_.find(id);
-        if (it == q_counters_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+        if (it == q_counters_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
         sets.push_back(&it->second);
     }
     q_counter_values sum;
@@ -114,13 +115,13 @@ cmd_reply firmware::query_vport_counter(cmd_ctx& c) {
     using in = ifc::query_vport_counter_in;
     using out = ifc::query_vport_counter_out;
     const std::byte* i = c.in.data();
-    if (c.op_mod != kVportCounters) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
+    if (c.op_mod != kVportCounters) return bad_param(cmd_syndrome::BAD_OP_MOD);
     if (ifc::get<in::other_vport>(i) || ifc::get<in::vport_number>(i) != 0) {
-        return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+        return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     const auto port = ifc::get<in::port_num>(i);
     if (port > ifc::get<cap::num_ports>(current_caps_.data())) {
-        return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PORT);
+        return bad_param(cmd_syndrome::BAD_PORT);
     }
     // The function's one vport carries all of the port's traffic: unicast and multicast
     // frames by the port's link layer (the model sends no Ethernet broadcast). The port

@@ -25,6 +25,7 @@
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
@@ -35,7 +36,6 @@ using hw::cmd_syndrome;
 
 namespace {
 
-constexpr std::uint32_t kMask24 = 0xffffff;
 using umem_map = std::map<std::uint32_t, umem_object>;
 
 // PRM cqc.status and cqc.st values.
@@ -58,8 +58,6 @@ constexpr std::uint32_t kSelLogSize = 1u << 0;
 constexpr std::uint32_t kSelPageOffset = 1u << 1;
 constexpr std::uint32_t kSelPageSize = 1u << 2;
 
-cmd_reply bad_param(cmd_syndrome why) { return fail(cmd_status::BAD_PARAM, why); }
-bool failed(const cmd_reply& r) { return r.status != cmd_status::OK; }
 
 // cqe_sz: 0 = 64-byte CQEs; 1 = 128-byte CQEs, whose second half is the 64-byte CQE
 // (the first half holds data scattered to the CQE, or nothing).
@@ -100,12 +98,6 @@ cmd_reply read_pas(std::span<const std::byte> in, std::size_t fixed, const cq_ge
         out.push_back(pa);
     }
     return ok();
-}
-
-// Whether bytes [off, off + len) of a UMEM lie inside its pages.
-bool umem_holds(const umem_object& u, std::uint64_t off, std::uint64_t len) {
-    const std::uint64_t size = std::uint64_t{u.mtt.size()} << (u.log_page_size + 12);
-    return off <= size && len <= size - off && u.page_offset <= size - off - len;
 }
 
 // A UMEM named by a command: it must exist and belong to the command's uid.
@@ -331,10 +323,10 @@ cmd_reply firmware::create_cq(cmd_ctx& c) {
 
 cmd_reply firmware::destroy_cq(cmd_ctx& c) {
     const auto it = cqs_.find(ifc::get<ifc::destroy_cq_in::cqn>(c.in.data()));
-    if (it == cqs_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == cqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     cq_object& cq = it->second;
     if (cq.uid != ifc::get<ifc::destroy_cq_in::uid>(c.in.data())) {
-        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
     // QPs and SRQs that complete to this CQ hold it.
     if (cq.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
@@ -353,7 +345,7 @@ cmd_reply firmware::destroy_cq(cmd_ctx& c) {
 
 cmd_reply firmware::query_cq(cmd_ctx& c) {
     const auto it = cqs_.find(ifc::get<ifc::query_cq_in::cqn>(c.in.data()));
-    if (it == cqs_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == cqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     cq_object& cq = it->second;
     std::byte* out = ifc::at<ifc::query_cq_out::cq_context>(c.out.data());
     if (!icm_read(cq.icm, out, ifc::cqc::size_bytes)) {
@@ -378,10 +370,10 @@ cmd_reply firmware::query_cq(cmd_ctx& c) {
 cmd_reply firmware::modify_cq(cmd_ctx& c) {
     const std::byte* in = c.in.data();
     const auto it = cqs_.find(ifc::get<ifc::modify_cq_in::cqn>(in));
-    if (it == cqs_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == cqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     cq_object& cq = it->second;
     if (cq.uid != ifc::get<ifc::modify_cq_in::uid>(in)) {
-        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
     const std::byte* caps = current_caps_.data();
     using cap = ifc::cmd_hca_cap;

@@ -8,6 +8,7 @@
 #include "hw/barrier.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
@@ -19,9 +20,7 @@ using hw::cmd_syndrome;
 namespace {
 
 constexpr std::size_t kEqe = ifc::eqe::size_bytes;  // 64
-constexpr std::uint32_t kMask24 = 0xffffff;
 
-cmd_reply bad_resource(cmd_syndrome why) { return fail(cmd_status::BAD_RESOURCE, why); }
 
 }  // namespace
 
@@ -101,11 +100,11 @@ cmd_reply firmware::create_eq(cmd_ctx& c) {
         return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
     }
     if (eq.log_eq_size > ifc::get<ifc::cmd_hca_cap::log_max_eq_sz>(caps)) {
-        return fail(cmd_status::BAD_PARAM, cmd_syndrome::LOG_SIZE_TOO_BIG);
+        return bad_param(cmd_syndrome::LOG_SIZE_TOO_BIG);
     }
-    if (eq.page_offset != 0) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
-    if (!uars_.count(eq.uar_page)) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_UAR);
-    if (eq.intr >= msix_.count()) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    if (eq.page_offset != 0) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
+    if (!uars_.count(eq.uar_page)) return bad_param(cmd_syndrome::BAD_UAR);
+    if (eq.intr >= msix_.count()) return bad_param(cmd_syndrome::BAD_PARAMETER);
 
     // The buffer: 64-byte EQEs in pages of 4 KiB << log_page_size.
     const std::uint64_t page = std::uint64_t{4096} << eq.log_page_size;
@@ -116,7 +115,7 @@ cmd_reply firmware::create_eq(cmd_ctx& c) {
     }
     for (std::size_t i = 0; i < npages; ++i) {
         const std::uint64_t pa = ifc::get<ifc::create_eq_in::pas>(c.in.data(), i);
-        if (pa % page) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_ALIGNMENT);
+        if (pa % page) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
         eq.pas.push_back(pa);
     }
 

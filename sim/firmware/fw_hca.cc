@@ -7,6 +7,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
@@ -27,9 +28,6 @@ enum : std::uint16_t { teardown_graceful = 0, teardown_force = 1, teardown_prepa
 
 constexpr std::uint32_t supported_issi_mask = 0x3;  // ISSI 0 and 1
 
-cmd_reply bad_param(cmd_syndrome why = cmd_syndrome::BAD_PARAMETER) {
-    return fail(cmd_status::BAD_PARAM, why);
-}
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include "hw/endian.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 #include "sim/transport/mkey_translate.h"
 
@@ -27,32 +28,17 @@ using hw::cmd_syndrome;
 
 namespace {
 
-constexpr std::uint32_t kMask24 = 0xffffff;
 constexpr std::uint32_t kNoQpn = 0xffffff;   // mkc.qpn of a key bound to no QP
 constexpr unsigned kMinLogPage = 12;         // the device translates no page below 4 KiB
 constexpr std::uint64_t kMttEnables = 0x3;   // MTT entry bits 1:0: wr_en, rd_en
 constexpr std::uint64_t kMttRead = 0x1;
 constexpr std::uint64_t kMttWrite = 0x2;
 
-cmd_reply bad_param(cmd_syndrome why = cmd_syndrome::BAD_PARAMETER) {
-    return fail(cmd_status::BAD_PARAM, why);
-}
-cmd_reply bad_resource(cmd_syndrome why) { return fail(cmd_status::BAD_RESOURCE, why); }
 
 // Pages of 2^log_page bytes that [start, start + len) touches (start + len does not wrap).
 std::uint64_t pages_spanned(std::uint64_t start, std::uint64_t len, unsigned log_page) {
     if (len == 0) return 0;
     return ((start + len - 1) >> log_page) - (start >> log_page) + 1;
-}
-
-// The bytes a UMEM covers: its pages, less the offset into the first; saturates.
-std::uint64_t umem_bytes(const umem_object& u) {
-    const unsigned shift = kMinLogPage + u.log_page_size;
-    const std::uint64_t n = u.mtt.size();
-    if (n > (std::numeric_limits<std::uint64_t>::max() >> shift)) {
-        return std::numeric_limits<std::uint64_t>::max();
-    }
-    return (n << shift) - u.page_offset;
 }
 
 // The lowest free object number at or after `from`, 24 bits and never 0.
@@ -226,7 +212,7 @@ cmd_reply firmware::create_mkey(cmd_ctx& c) {
     // The protection domain: a live PD of the same user.
     const std::uint32_t pd = ifc::get<m::pd>(mkc);
     const auto pd_it = pds_.find(pd);
-    if (pd_it == pds_.end()) return fail(cmd_status::BAD_PARAM, cmd_syndrome::BAD_PD);
+    if (pd_it == pds_.end()) return bad_param(cmd_syndrome::BAD_PD);
     if (pd_it->second.uid != uid) return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
 
     mkey_object mk;

@@ -14,6 +14,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
@@ -30,41 +31,14 @@ using ads = ifc::ads;
 using cap = ifc::cmd_hca_cap;
 using qpc_bytes = std::array<std::byte, qpc::size_bytes>;
 
-constexpr std::uint32_t kMask24 = 0xffffff;
 constexpr std::uint32_t kFirstQpn = 0x100;  // QP0/QP1 and the rest below are reserved
 
-// qpc.st: the transports the model implements (PRM "QP Context").
-enum : std::uint32_t { st_rc = 0x0, st_uc = 0x1, st_ud = 0x2 };
-// qpc.rq_type.
-enum : std::uint32_t { rq_regular = 0x0, rq_srq = 0x1, rq_zero_len = 0x3 };
-// qpc.pm_state.
-enum : std::uint32_t { pm_reserved = 0x2, pm_migrated = 0x3 };
-// qpc.ts_format: free running and the device default need no capability.
-constexpr std::uint32_t kMaxTsFormat = 0x1;
-// qpc.atomic_mode: IB_SPEC (1) .. UP_TO_256B (8).
-constexpr std::uint32_t kMaxAtomicMode = 0x8;
-// qpc.mtu: 256 (1) .. 4096 (5) bytes.
-constexpr std::uint32_t kMaxMtu = 0x5;
+namespace qv = ifc::qpc_values;
+namespace opt = ifc::qp_optpar;
+
 // RoCEv2 headers and trailers a RoCE MTU leaves room for in an Ethernet frame (GRH,
 // UDP, BTH, XRC and atomic extended headers, ICRC).
 constexpr std::uint32_t kRoceOverhead = 40 + 8 + 12 + 4 + 28 + 4;
-
-// opt_param_mask (PRM "QP Optional Parameter Mask").
-enum : std::uint32_t {
-    opt_alt_addr_path = 1u << 0,
-    opt_rre = 1u << 1,
-    opt_rae = 1u << 2,
-    opt_rwe = 1u << 3,
-    opt_pkey_index = 1u << 4,
-    opt_q_key = 1u << 5,
-    opt_rnr_timeout = 1u << 6,
-    opt_pm_state = 1u << 10,
-    opt_lag_tx_aff = 1u << 15,
-    opt_pri_port = 1u << 16,
-    opt_srqn = 1u << 18,
-    opt_cqn_rcv = 1u << 19,
-    opt_counter_set_id = 1u << 25,  // RTS2RTS, with capability rts2rts_qp_counters_set_id
-};
 
 // One transition command: the state it starts from (any, for 2ERR and 2RST), the state
 // it ends in, and the optional parameters it accepts per transport (RC, UC, UD).
@@ -75,40 +49,44 @@ struct transition {
     std::array<std::uint32_t, 3> optional;
 };
 
-constexpr std::uint32_t kRcAccess = opt_rre | opt_rae | opt_rwe;
+constexpr std::uint32_t kRcAccess = opt::RRE | opt::RAE | opt::RWE;
 
 constexpr std::array<transition, 9> kTransitions{{
     {cmd_opcode::RST2INIT_QP, false, qp_state::rst, qp_state::init, {0, 0, 0}},
     {cmd_opcode::INIT2INIT_QP, false, qp_state::init, qp_state::init,
-     {kRcAccess | opt_pkey_index | opt_pri_port | opt_lag_tx_aff,
-      opt_rwe | opt_pkey_index | opt_pri_port | opt_lag_tx_aff,
-      opt_pkey_index | opt_q_key | opt_pri_port}},
+     {kRcAccess | opt::PKEY_INDEX | opt::PRI_PORT | opt::LAG_TX_AFF,
+      opt::RWE | opt::PKEY_INDEX | opt::PRI_PORT | opt::LAG_TX_AFF,
+      opt::PKEY_INDEX | opt::Q_KEY | opt::PRI_PORT}},
     {cmd_opcode::INIT2RTR_QP, false, qp_state::init, qp_state::rtr,
-     {opt_alt_addr_path | kRcAccess | opt_pkey_index | opt_lag_tx_aff,
-      opt_alt_addr_path | opt_rwe | opt_pkey_index | opt_lag_tx_aff, opt_pkey_index | opt_q_key}},
+     {opt::ALT_ADDR_PATH | kRcAccess | opt::PKEY_INDEX | opt::LAG_TX_AFF,
+      opt::ALT_ADDR_PATH | opt::RWE | opt::PKEY_INDEX | opt::LAG_TX_AFF, opt::PKEY_INDEX | opt::Q_KEY}},
     {cmd_opcode::RTR2RTS_QP, false, qp_state::rtr, qp_state::rts,
-     {opt_alt_addr_path | kRcAccess | opt_pm_state | opt_rnr_timeout,
-      opt_alt_addr_path | opt_rwe | opt_pm_state, opt_q_key}},
+     {opt::ALT_ADDR_PATH | kRcAccess | opt::PM_STATE | opt::RNR_TIMEOUT,
+      opt::ALT_ADDR_PATH | opt::RWE | opt::PM_STATE, opt::Q_KEY}},
     {cmd_opcode::RTS2RTS_QP, false, qp_state::rts, qp_state::rts,
-     {kRcAccess | opt_rnr_timeout | opt_pm_state | opt_alt_addr_path | opt_counter_set_id,
-      opt_rwe | opt_pm_state | opt_alt_addr_path | opt_counter_set_id,
-      opt_q_key | opt_srqn | opt_cqn_rcv | opt_counter_set_id}},
+     {kRcAccess | opt::RNR_TIMEOUT | opt::PM_STATE | opt::ALT_ADDR_PATH | opt::COUNTER_SET_ID,
+      opt::RWE | opt::PM_STATE | opt::ALT_ADDR_PATH | opt::COUNTER_SET_ID,
+      opt::Q_KEY | opt::SRQN | opt::CQN_RCV | opt::COUNTER_SET_ID}},
     {cmd_opcode::SQERR2RTS_QP, false, qp_state::sqer, qp_state::rts,
-     {opt_rnr_timeout | kRcAccess, opt_rwe, opt_q_key}},
+     {opt::RNR_TIMEOUT | kRcAccess, opt::RWE, opt::Q_KEY}},
     {cmd_opcode::SQD_RTS_QP, false, qp_state::sqd, qp_state::rts,
-     {opt_rnr_timeout | kRcAccess, opt_rwe, opt_q_key}},
+     {opt::RNR_TIMEOUT | kRcAccess, opt::RWE, opt::Q_KEY}},
     {cmd_opcode::QP_2ERR, true, qp_state::rst, qp_state::err, {0, 0, 0}},
     {cmd_opcode::QP_2RST, true, qp_state::rst, qp_state::rst, {0, 0, 0}},
 }};
 
-// qp_state holds the PRM's qpc.state values (SQER 4, SQD 5, ERR 6).
-std::uint32_t prm_state(qp_state s) { return static_cast<std::uint32_t>(s); }
+// The model's qp_state (objects.h) numbers its states as qpc.state does.
+constexpr std::uint32_t prm_state(qp_state s) { return static_cast<std::uint32_t>(s); }
+constexpr std::uint32_t prm_state(ifc::qp_state s) { return static_cast<std::uint32_t>(s); }
+static_assert(prm_state(qp_state::rst) == prm_state(ifc::qp_state::RST) &&
+              prm_state(qp_state::init) == prm_state(ifc::qp_state::INIT) &&
+              prm_state(qp_state::rtr) == prm_state(ifc::qp_state::RTR) &&
+              prm_state(qp_state::rts) == prm_state(ifc::qp_state::RTS) &&
+              prm_state(qp_state::sqer) == prm_state(ifc::qp_state::SQER) &&
+              prm_state(qp_state::sqd) == prm_state(ifc::qp_state::SQD) &&
+              prm_state(qp_state::err) == prm_state(ifc::qp_state::ERR));
 
-cmd_reply bad_param(cmd_syndrome why = cmd_syndrome::BAD_PARAMETER) {
-    return fail(cmd_status::BAD_PARAM, why);
-}
 cmd_reply bad_index() { return fail(cmd_status::BAD_INDEX, cmd_syndrome::BAD_PARAMETER); }
-bool failed(const cmd_reply& r) { return r.status != cmd_status::OK; }
 
 // Copies fields F... of a context from src to dst.
 template <typename... F>
@@ -163,7 +141,7 @@ qp_limits limits_of(const std::byte* caps, bool roce, std::uint32_t admin_mtu) {
     // The port's MTU (PMTU); on Ethernet the RoCE MTU is the largest that fits a frame.
     std::uint32_t bytes = admin_mtu ? admin_mtu : (roce ? 9216 : 4096);
     if (roce) bytes = bytes > kRoceOverhead ? bytes - kRoceOverhead : 0;
-    for (std::uint32_t m = 1; m <= kMaxMtu; ++m) {
+    for (std::uint32_t m = qv::mtu_256; m <= qv::mtu_4096; ++m) {
         if ((128u << m) <= bytes) l.max_mtu = m;
     }
     return l;
@@ -181,7 +159,7 @@ cmd_reply check_pkey_index(std::uint32_t index, const qp_limits& l) {
 
 cmd_reply check_mtu(std::uint32_t mtu, const qp_limits& l) {
     if (mtu == 0) return bad_param(cmd_syndrome::MISSING_ATTRIBUTE);
-    if (mtu > kMaxMtu) return bad_param();
+    if (mtu > qv::mtu_4096) return bad_param();
     if (mtu > l.max_mtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
     return ok();
 }
@@ -207,7 +185,7 @@ cmd_reply check_path(const std::byte* path, const qp_limits& l) {
 
 cmd_reply check_pm_state(std::uint32_t pm, const qp_limits& l) {
     // Without automatic path migration a QP stays MIGRATED.
-    if (pm == pm_reserved || (!l.apm && pm != pm_migrated)) return bad_param();
+    if (pm == qv::pm_reserved || (!l.apm && pm != qv::pm_migrated)) return bad_param();
     return ok();
 }
 
@@ -217,7 +195,7 @@ cmd_reply check_pm_state(std::uint32_t pm, const qp_limits& l) {
 // only when all were good.
 cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, const std::byte* in,
                            std::byte* next, const qp_limits& l) {
-    const bool rc = st == st_rc, uc = st == st_uc, ud = st == st_ud;
+    const bool rc = st == qv::st_rc, uc = st == qv::st_uc, ud = st == qv::st_ud;
     const std::byte* ipath = ifc::at<qpc::primary_address_path>(in);
     std::byte* npath = ifc::at<qpc::primary_address_path>(next);
     cmd_reply r;
@@ -232,14 +210,14 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
             take<qpc::lag_tx_port_affinity, qpc::counter_set_id>(next, in);
             if (ifc::get<qpc::rlky>(in)) ifc::set<qpc::rlky>(next, 1);
             if (rc) {
-                if (ifc::get<qpc::atomic_mode>(in) > kMaxAtomicMode) return bad_param();
+                if (ifc::get<qpc::atomic_mode>(in) > qv::atomic_mode_up_to_256b) return bad_param();
                 take<qpc::rre, qpc::rwe, qpc::rae, qpc::atomic_mode>(next, in);
             }
             if (uc) take<qpc::rwe>(next, in);
             if (ud) {
                 // A UD QP's MTU bounds its messages; 0 leaves the port's. Linux asks for
                 // 4096 whatever the port's MTU: a larger one is the port's in effect.
-                if (ifc::get<qpc::mtu>(in) > kMaxMtu) return bad_param();
+                if (ifc::get<qpc::mtu>(in) > qv::mtu_4096) return bad_param();
                 take<qpc::q_key, qpc::mtu>(next, in);
             }
             break;
@@ -284,44 +262,37 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
             break;
     }
 
-    if (mask & opt_rre) take<qpc::rre>(next, in);
-    if (mask & opt_rwe) take<qpc::rwe>(next, in);
-    if (mask & opt_rae) {
-        if (ifc::get<qpc::atomic_mode>(in) > kMaxAtomicMode) return bad_param();
+    if (mask & opt::RRE) take<qpc::rre>(next, in);
+    if (mask & opt::RWE) take<qpc::rwe>(next, in);
+    if (mask & opt::RAE) {
+        if (ifc::get<qpc::atomic_mode>(in) > qv::atomic_mode_up_to_256b) return bad_param();
         take<qpc::rae, qpc::atomic_mode>(next, in);
     }
-    if (mask & opt_pkey_index) {
+    if (mask & opt::PKEY_INDEX) {
         if (failed(r = check_pkey_index(ifc::get<ads::pkey_index>(ipath), l))) return r;
         take<ads::pkey_index>(npath, ipath);
     }
-    if (mask & opt_pri_port) {
+    if (mask & opt::PRI_PORT) {
         if (failed(r = check_port(ifc::get<ads::vhca_port_num>(ipath), l))) return r;
         take<ads::vhca_port_num>(npath, ipath);
     }
-    if (mask & opt_q_key) take<qpc::q_key>(next, in);
-    if (mask & opt_rnr_timeout) take<qpc::min_rnr_nak>(next, in);
-    if (mask & opt_pm_state) {
+    if (mask & opt::Q_KEY) take<qpc::q_key>(next, in);
+    if (mask & opt::RNR_TIMEOUT) take<qpc::min_rnr_nak>(next, in);
+    if (mask & opt::PM_STATE) {
         if (failed(r = check_pm_state(ifc::get<qpc::pm_state>(in), l))) return r;
         take<qpc::pm_state>(next, in);
     }
-    if (mask & opt_lag_tx_aff) {
+    if (mask & opt::LAG_TX_AFF) {
         if (ifc::get<qpc::lag_tx_port_affinity>(in) > l.num_ports) return bad_param();
         take<qpc::lag_tx_port_affinity>(next, in);
     }
     // New receive CQ or SRQ: the caller checks the objects they name.
-    if (mask & opt_cqn_rcv) take<qpc::cqn_rcv>(next, in);
-    if (mask & opt_srqn) take<qpc::srqn_rmpn_xrqn>(next, in);
-    if (mask & opt_counter_set_id) take<qpc::counter_set_id>(next, in);
+    if (mask & opt::CQN_RCV) take<qpc::cqn_rcv>(next, in);
+    if (mask & opt::SRQN) take<qpc::srqn_rmpn_xrqn>(next, in);
+    if (mask & opt::COUNTER_SET_ID) take<qpc::counter_set_id>(next, in);
     return ok();
 }
 
-// Whether bytes [off, off + len) of a UMEM lie inside it (its pages of 4 KiB <<
-// log_page_size, less the page_offset where it starts in the first).
-bool umem_holds(const umem_object& u, std::uint64_t off, std::uint64_t len) {
-    const std::uint64_t total = u.mtt.size() * (std::uint64_t{4096} << u.log_page_size);
-    const std::uint64_t size = total > u.page_offset ? total - u.page_offset : 0;
-    return off <= size && len <= size - off;
-}
 
 }  // namespace
 
@@ -339,13 +310,13 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     }
     // The transport, and features the device's capabilities do not offer.
     const auto st = ifc::get<qpc::st>(ctx);
-    const bool st_ok = (st == st_rc && ifc::get<cap::rc>(caps)) || (st == st_uc && ifc::get<cap::uc>(caps)) ||
-                       (st == st_ud && ifc::get<cap::ud>(caps));
+    const bool st_ok = (st == qv::st_rc && ifc::get<cap::rc>(caps)) || (st == qv::st_uc && ifc::get<cap::uc>(caps)) ||
+                       (st == qv::st_ud && ifc::get<cap::ud>(caps));
     if (!st_ok) return bad_param();
     if (auto r = check_pm_state(ifc::get<qpc::pm_state>(ctx), lim); failed(r)) return r;
     const bool unsupported =
         ifc::get<ifc::create_qp_in::input_qpn>(in) != 0 ||  // QP numbers are the device's
-        ifc::get<qpc::ts_format>(ctx) > kMaxTsFormat ||
+        ifc::get<qpc::ts_format>(ctx) > qv::ts_format_default ||  // REAL_TIME needs a capability the model lacks
         ifc::get<qpc::offload_type>(ctx) != 0 || ifc::get<qpc::req_e2e_credit_mode>(ctx) != 0 ||
         (ifc::get<qpc::wq_signature>(ctx) && !ifc::get<cap::wq_signature>(caps)) ||
         (ifc::get<qpc::block_lb_mc>(ctx) && !ifc::get<cap::block_lb_mc>(caps)) ||
@@ -364,17 +335,17 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     const std::uint32_t cqn_rcv = ifc::get<qpc::cqn_rcv>(ctx);
     const std::uint32_t rq_type = ifc::get<qpc::rq_type>(ctx);
     const bool has_sq = ifc::get<qpc::no_sq>(ctx) == 0;
-    const bool has_rq = rq_type == rq_regular;
-    if (rq_type != rq_regular && rq_type != rq_srq && rq_type != rq_zero_len) return bad_param();
-    const std::uint32_t srqn = rq_type == rq_srq ? ifc::get<qpc::srqn_rmpn_xrqn>(ctx) : 0;
+    const bool has_rq = rq_type == qv::rq_regular;
+    if (rq_type != qv::rq_regular && rq_type != qv::rq_srq && rq_type != qv::rq_zero_len) return bad_param();
+    const std::uint32_t srqn = rq_type == qv::rq_srq ? ifc::get<qpc::srqn_rmpn_xrqn>(ctx) : 0;
     cmd_reply r;
     if (failed(r = check_ref(pds_, pd, uid, cmd_syndrome::BAD_PD))) return r;
     if (failed(r = check_ref(uars_, uar, uid, cmd_syndrome::BAD_UAR))) return r;
     if ((has_sq || cqn_snd != 0) && failed(r = check_ref(cqs_, cqn_snd, uid, cmd_syndrome::BAD_CQ))) return r;
-    if ((rq_type != rq_zero_len || cqn_rcv != 0) && failed(r = check_ref(cqs_, cqn_rcv, uid, cmd_syndrome::BAD_CQ))) {
+    if ((rq_type != qv::rq_zero_len || cqn_rcv != 0) && failed(r = check_ref(cqs_, cqn_rcv, uid, cmd_syndrome::BAD_CQ))) {
         return r;
     }
-    if (rq_type == rq_srq && failed(r = check_ref(srqs_, srqn, uid, cmd_syndrome::UNKNOWN_RESOURCE))) return r;
+    if (rq_type == qv::rq_srq && failed(r = check_ref(srqs_, srqn, uid, cmd_syndrome::UNKNOWN_RESOURCE))) return r;
 
     // Work queue geometry: RQ entries of 16 << log_rq_stride bytes, then SQ basic blocks
     // of 64 bytes, in one buffer (PRM "Send and Receive Queue Buffers").
@@ -471,10 +442,10 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
 
 cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     const auto it = qps_.find(ifc::get<ifc::destroy_qp_in::qpn>(c.in.data()));
-    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     qp_object& qp = it->second;
     if (qp.uid != ifc::get<ifc::destroy_qp_in::uid>(c.in.data())) {
-        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
     // A QP may be destroyed in any state; it lets go of everything it held.
     const std::byte* q = qp.qpc.data();
@@ -494,7 +465,7 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
 
 cmd_reply firmware::query_qp(cmd_ctx& c) {
     const auto it = qps_.find(ifc::get<ifc::query_qp_in::qpn>(c.in.data()));
-    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     const qp_object& qp = it->second;
     std::byte* q = ifc::at<ifc::query_qp_out::qpc>(c.out.data());
     if (!icm_read(qp.icm, q, qpc::size_bytes)) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
@@ -509,8 +480,8 @@ cmd_reply firmware::query_qp(cmd_ctx& c) {
     const bool rtr_on = qp.state == qp_state::rtr || qp.state == qp_state::rts ||
                         qp.state == qp_state::sqd || qp.state == qp_state::sqer;
     const bool rts_on = rtr_on && qp.state != qp_state::rtr;
-    if (rtr_on && ifc::get<qpc::st>(q) != st_ud) ifc::set<qpc::next_rcv_psn>(q, qp.x.epsn & 0xffffff);
-    if (rts_on) ifc::set<qpc::next_send_psn>(q, qp.x.next_psn & 0xffffff);
+    if (rtr_on && ifc::get<qpc::st>(q) != qv::st_ud) ifc::set<qpc::next_rcv_psn>(q, qp.x.epsn & kMask24);
+    if (rts_on) ifc::set<qpc::next_send_psn>(q, qp.x.next_psn & kMask24);
     ifc::set<ifc::query_qp_out::opt_param_mask>(c.out.data(), 0);
     put_pas<ifc::query_qp_out>(c, qp.pas);
     return ok();
@@ -525,10 +496,10 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
     // Every transition's input starts with the same header: uid and qpn.
     const std::byte* in = c.in.data();
     const auto it = qps_.find(ifc::get<ifc::qp_2rst_in::qpn>(in));
-    if (it == qps_.end()) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     qp_object& qp = it->second;
     if (qp.uid != ifc::get<ifc::qp_2rst_in::uid>(in)) {
-        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
     if (!t->from_any && qp.state != t->from) return fail(cmd_status::BAD_QP_STATE, cmd_syndrome::BAD_QP_STATE);
 
@@ -543,8 +514,8 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         const qp_limits lim = limits_of(current_caps_.data(), cfg_.port == port_type::ethernet, admin_mtu_);
         mask = ifc::get<ifc::rst2init_qp_in::opt_param_mask>(in);
         std::uint32_t allowed = st < t->optional.size() ? t->optional[st] : 0;
-        if (!lim.apm) allowed &= ~opt_alt_addr_path;
-        if (!ifc::get<cap::rts2rts_qp_counters_set_id>(current_caps_.data())) allowed &= ~opt_counter_set_id;
+        if (!lim.apm) allowed &= ~opt::ALT_ADDR_PATH;
+        if (!ifc::get<cap::rts2rts_qp_counters_set_id>(current_caps_.data())) allowed &= ~opt::COUNTER_SET_ID;
         if (mask & ~allowed) return bad_param();
         const std::byte* ctx = ifc::at<ifc::rst2init_qp_in::qpc>(in);
         if (auto r = apply_transition(c.opcode, st, mask, ctx, next.data(), lim); failed(r)) return r;
@@ -552,28 +523,28 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
     // A new receive CQ or SRQ (UD, RTS2RTS) must exist and be the QP's uid's.
     const std::uint32_t cqn_rcv = ifc::get<qpc::cqn_rcv>(next.data());
     const std::uint32_t srqn = ifc::get<qpc::srqn_rmpn_xrqn>(next.data());
-    if (mask & opt_cqn_rcv) {
+    if (mask & opt::CQN_RCV) {
         if (auto r = check_ref(cqs_, cqn_rcv, qp.uid, cmd_syndrome::BAD_CQ); failed(r)) return r;
     }
-    if (mask & opt_srqn) {
-        if (ifc::get<qpc::rq_type>(qp.qpc.data()) != rq_srq) return bad_param();
+    if (mask & opt::SRQN) {
+        if (ifc::get<qpc::rq_type>(qp.qpc.data()) != qv::rq_srq) return bad_param();
         if (auto r = check_ref(srqs_, srqn, qp.uid, cmd_syndrome::UNKNOWN_RESOURCE); failed(r)) return r;
     }
     // The Q counter set the QP counts to (set 0 is the default and always exists).
     const std::uint32_t set_from = ifc::get<qpc::counter_set_id>(qp.qpc.data());
     const std::uint32_t set_to = ifc::get<qpc::counter_set_id>(next.data());
     if (set_to != set_from && !q_counters_.count(set_to)) {
-        return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+        return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     }
     ifc::set<qpc::state>(next.data(), prm_state(t->to));
     if (!icm_write(qp.icm, next.data(), next.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
 
-    if (mask & opt_cqn_rcv) {
+    if (mask & opt::CQN_RCV) {
         if (qp.cqn_rcv) drop_user(cqs_, qp.cqn_rcv);
         add_user(cqs_, cqn_rcv);
         qp.cqn_rcv = cqn_rcv;
     }
-    if (mask & opt_srqn) {
+    if (mask & opt::SRQN) {
         drop_user(srqs_, qp.srqn);
         add_user(srqs_, srqn);
         qp.srqn = srqn;

@@ -11,6 +11,7 @@
 #include "hw/ifc.h"
 #include "hw/registers.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
@@ -35,7 +36,6 @@ struct firmware::reg_entry {
 
 namespace {
 
-cmd_reply bad_param(cmd_syndrome why) { return fail(cmd_status::BAD_PARAM, why); }
 
 constexpr std::uint32_t u(auto e) { return static_cast<std::uint32_t>(e); }
 

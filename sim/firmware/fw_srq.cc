@@ -15,6 +15,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 
 namespace cxv::sim {
@@ -25,16 +26,9 @@ using hw::cmd_syndrome;
 
 namespace {
 
-constexpr std::uint32_t kMask24 = 0xffffff;
-// ARM_RQ op_mod (PRM): 0 arms an RQ object, 1 an SRQ, 2 an XRQ.
-enum : std::uint16_t { arm_rq = 0, arm_srq = 1 };
-// srqc.state (PRM): 0 good, 1 error.
-enum : std::uint32_t { srq_state_good = 0, srq_state_error = 1 };
+namespace sv = ifc::srqc_values;
 // The largest page that still fits in a 64-bit address (4 KiB << 51).
 constexpr unsigned kMaxLogPageSize = 51;
-
-cmd_reply bad_param(cmd_syndrome why) { return fail(cmd_status::BAD_PARAM, why); }
-cmd_reply bad_resource(cmd_syndrome why) { return fail(cmd_status::BAD_RESOURCE, why); }
 
 }  // namespace
 
@@ -156,7 +150,7 @@ cmd_reply firmware::query_srq(cmd_ctx& c) {
     }
     // The device's state over the context as created: error state, the armed limit (0
     // once the limit event has fired or was never armed) and the WQE counter.
-    ifc::set<ifc::srqc::state>(srqc, srq.error ? srq_state_error : srq_state_good);
+    ifc::set<ifc::srqc::state>(srqc, srq.error ? sv::state_error : sv::state_good);
     ifc::set<ifc::srqc::lwm>(srqc, srq.lwm);
     ifc::set<ifc::srqc::wqe_cnt>(srqc, srq.consumer & 0xffff);
     put_pas<ifc::query_srq_out>(c, srq.pas);
@@ -165,7 +159,7 @@ cmd_reply firmware::query_srq(cmd_ctx& c) {
 
 cmd_reply firmware::arm_rq(cmd_ctx& c) {
     // RQ objects (CREATE_RQ) and XRQs are not modelled; only SRQs can be armed.
-    if (c.op_mod != arm_srq) return bad_param(cmd_syndrome::BAD_OP_MOD);
+    if (c.op_mod != ifc::arm_rq_op_mod::srq) return bad_param(cmd_syndrome::BAD_OP_MOD);
     const auto it = srqs_.find(ifc::get<ifc::arm_rq_in::srq_number>(c.in.data()));
     if (it == srqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     srq_object& srq = it->second;

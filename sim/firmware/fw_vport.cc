@@ -13,6 +13,7 @@
 
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
+#include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
@@ -58,7 +59,6 @@ enum : std::uint16_t {
 // the checks they skip always pass.
 constexpr std::uint16_t kMadIfcOpModBits = 0x3;
 
-cmd_reply bad_param(cmd_syndrome why) { return fail(cmd_status::BAD_PARAM, why); }
 
 // other_vport 1 reaches another function's vport, which only a vport group manager may.
 // port_num: Linux fills it only on dual-port devices, so a single-port device takes 0

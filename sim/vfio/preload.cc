@@ -191,6 +191,21 @@ const char* at_path(int dirfd, const char* path, std::string& storage) {
     return storage.c_str();
 }
 
+// What every open interposer does, whatever its signature: a path to an emulated node
+// (a relative one first made absolute against dirfd when that stands for an emulated
+// directory; the variants without a dirfd pass AT_FDCWD, which leaves the path as it
+// is) opens the model's node. Any other path, or the one a redirect through one of our
+// links replaced it with, goes to the C library's own function through `real`.
+template <typename Real>
+int open_path(int dirfd, const char* path, int flags, Real real) {
+    std::string rel;
+    path = at_path(dirfd, path, rel);
+    lookup l;
+    std::string s;
+    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
+    return real(path);
+}
+
 }  // namespace
 
 extern "C" {
@@ -202,10 +217,7 @@ int open(const char* path, int flags, ...) {
     va_start(ap, flags);
     const mode_t mode = mode_arg(flags, ap);
     va_end(ap);
-    lookup l;
-    std::string s;
-    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
-    return libc().open(path, flags, mode);
+    return open_path(AT_FDCWD, path, flags, [&](const char* p) { return libc().open(p, flags, mode); });
 }
 
 int open64(const char* path, int flags, ...) {
@@ -213,68 +225,39 @@ int open64(const char* path, int flags, ...) {
     va_start(ap, flags);
     const mode_t mode = mode_arg(flags, ap);
     va_end(ap);
-    lookup l;
-    std::string s;
-    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
-    return libc().open64(path, flags, mode);
+    return open_path(AT_FDCWD, path, flags, [&](const char* p) { return libc().open64(p, flags, mode); });
 }
 
 int openat(int dirfd, const char* path, int flags, ...) {
-    std::string rel;
-    path = at_path(dirfd, path, rel);
     va_list ap;
     va_start(ap, flags);
     const mode_t mode = mode_arg(flags, ap);
     va_end(ap);
-    lookup l;
-    std::string s;
-    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
-    return libc().openat(dirfd, path, flags, mode);
+    return open_path(dirfd, path, flags, [&](const char* p) { return libc().openat(dirfd, p, flags, mode); });
 }
 
 int openat64(int dirfd, const char* path, int flags, ...) {
-    std::string rel;
-    path = at_path(dirfd, path, rel);
     va_list ap;
     va_start(ap, flags);
     const mode_t mode = mode_arg(flags, ap);
     va_end(ap);
-    lookup l;
-    std::string s;
-    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
-    return libc().openat64(dirfd, path, flags, mode);
+    return open_path(dirfd, path, flags, [&](const char* p) { return libc().openat64(dirfd, p, flags, mode); });
 }
 
 int __open_2(const char* path, int flags) {
-    lookup l;
-    std::string s;
-    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
-    return libc().open_2(path, flags);
+    return open_path(AT_FDCWD, path, flags, [&](const char* p) { return libc().open_2(p, flags); });
 }
 
 int __open64_2(const char* path, int flags) {
-    lookup l;
-    std::string s;
-    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
-    return libc().open64_2(path, flags);
+    return open_path(AT_FDCWD, path, flags, [&](const char* p) { return libc().open64_2(p, flags); });
 }
 
 int __openat_2(int dirfd, const char* path, int flags) {
-    std::string rel;
-    path = at_path(dirfd, path, rel);
-    lookup l;
-    std::string s;
-    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
-    return libc().openat_2(dirfd, path, flags);
+    return open_path(dirfd, path, flags, [&](const char* p) { return libc().openat_2(dirfd, p, flags); });
 }
 
 int __openat64_2(int dirfd, const char* path, int flags) {
-    std::string rel;
-    path = at_path(dirfd, path, rel);
-    lookup l;
-    std::string s;
-    if (ours(path, !(flags & O_NOFOLLOW), l, s)) return open_ours(l, flags);
-    return libc().openat64_2(dirfd, path, flags);
+    return open_path(dirfd, path, flags, [&](const char* p) { return libc().openat64_2(dirfd, p, flags); });
 }
 
 // Streams opened on a VFIO node: fclose closes their fd inside the C library.

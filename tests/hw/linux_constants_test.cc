@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "tests/hw/linux/mlx5_constants.h"
+#include "tests/hw/linux_constants.h"
 
 // mlx5_ifc.h for the enumerated command field values (see the last test case), with the
 // kernel types it expects.
@@ -57,15 +57,7 @@ namespace hw = cxv::hw;
 
 namespace {
 
-// Every constant the generated header copied from Linux, by name.
-const std::map<std::string_view, std::uint64_t>& linux_constants() {
-    static const std::map<std::string_view, std::uint64_t> m = {
-#define CXV_LINUX_ENTRY(n) {#n, static_cast<std::uint64_t>(n)},
-        CXV_LINUX_MLX5_CONSTANTS(CXV_LINUX_ENTRY)
-#undef CXV_LINUX_ENTRY
-    };
-    return m;
-}
+using cxv::test::linux_constants;
 
 // --- tables ---------------------------------------------------------------------------
 

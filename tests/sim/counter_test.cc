@@ -21,8 +21,8 @@ using ads = ifc::ads;
 
 namespace {
 
-constexpr std::uint32_t kRc = 0, kUd = 2;
-constexpr std::uint32_t kOptCounterSetId = 1u << 25;  // Linux MLX5_QP_OPTPAR_COUNTER_SET_ID
+constexpr std::uint32_t kRc = ifc::qpc_values::st_rc, kUd = ifc::qpc_values::st_ud;
+constexpr std::uint32_t kOptCounterSetId = ifc::qp_optpar::COUNTER_SET_ID;
 constexpr std::size_t kMaxSets = 64;                  // the model's max_qp_cnt
 
 // A 32-bit field of a command output at the offset Linux's mlx5_ifc.h gives it.

@@ -14,7 +14,7 @@ using qpc = ifc::qpc;
 
 namespace {
 
-constexpr std::uint32_t kRc = 0, kUc = 1, kUd = 2;
+constexpr std::uint32_t kRc = ifc::qpc_values::st_rc, kUc = ifc::qpc_values::st_uc, kUd = ifc::qpc_values::st_ud;
 
 // A brought-up device with what a QP binds to: a UAR, a PD, an EQ and a CQ.
 struct env : qp_env {

@@ -22,13 +22,15 @@ using ads = ifc::ads;
 
 namespace {
 
-constexpr std::uint32_t kRc = 0, kUc = 1, kUd = 2;
-// qpc.state values (PRM): SQER is 4, SQD 5.
-constexpr std::uint32_t kRst = 0, kInit = 1, kRtr = 2, kRts = 3, kErr = 6;
-// opt_param_mask bits (PRM; Linux MLX5_QP_OPTPAR_*).
-constexpr std::uint32_t kOptAltPath = 1u << 0, kOptRre = 1u << 1, kOptRwe = 1u << 3, kOptPkey = 1u << 4,
-                        kOptQkey = 1u << 5, kOptRnrTimeout = 1u << 6, kOptPmState = 1u << 10,
-                        kOptPriPort = 1u << 16, kOptSrqn = 1u << 18, kOptCqnRcv = 1u << 19;
+// The service types, qpc.state values and opt_param_mask bits as hw/ names them
+// (tests/hw/linux_qp_constants_test checks them against Linux).
+namespace qv = ifc::qpc_values;
+namespace opt = ifc::qp_optpar;
+constexpr std::uint32_t kRc = qv::st_rc, kUc = qv::st_uc, kUd = qv::st_ud;
+constexpr std::uint32_t value(ifc::qp_state s) { return static_cast<std::uint32_t>(s); }
+constexpr std::uint32_t kRst = value(ifc::qp_state::RST), kInit = value(ifc::qp_state::INIT),
+                        kRtr = value(ifc::qp_state::RTR), kRts = value(ifc::qp_state::RTS),
+                        kErr = value(ifc::qp_state::ERR);
 
 // A brought-up device with a UAR, a PD, an EQ and a CQ for QPs to bind to.
 struct env : qp_env {
@@ -373,7 +375,7 @@ TEST_CASE("optional attributes: taken with their bit, refused where the transiti
     const std::uint32_t rc = e.create_qp(kRc), ud = e.create_qp(kUd);
     // RST2INIT has no optional parameters at all.
     transition_in t0(cmd_opcode::RST2INIT_QP, rc, kRc, false);
-    t0.mask(kOptPkey);
+    t0.mask(opt::PKEY_INDEX);
     check_status(run(e, t0), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     drive(e, rc, kRc, kInit);
     drive(e, ud, kUd, kInit);
@@ -386,7 +388,7 @@ TEST_CASE("optional attributes: taken with their bit, refused where the transiti
     auto c = e.query(rc);
     CHECK(ifc::get<ads::pkey_index>(ifc::at<qpc::primary_address_path>(c.data())) == 3);
     CHECK(ifc::get<qpc::rre>(c.data()) == 1);
-    a.mask(kOptPkey | kOptRre | kOptPriPort);
+    a.mask(opt::PKEY_INDEX | opt::RRE | opt::PRI_PORT);
     ifc::set<ads::vhca_port_num>(a.path(), 1);
     REQUIRE(run(e, a).status == cmd_status::OK);
     c = e.query(rc);
@@ -397,26 +399,26 @@ TEST_CASE("optional attributes: taken with their bit, refused where the transiti
 
     // Per transport: a UD QP has no RDMA access rights; an RC QP no Q_Key.
     transition_in b(cmd_opcode::INIT2INIT_QP, ud, kUd, false);
-    b.mask(kOptRre);
+    b.mask(opt::RRE);
     check_status(run(e, b), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    b.mask(kOptQkey);
+    b.mask(opt::Q_KEY);
     ifc::set<qpc::q_key>(b.ctx(), 0x77);
     REQUIRE(run(e, b).status == cmd_status::OK);
     CHECK(ifc::get<qpc::q_key>(e.query(ud).data()) == 0x77);
 
     // No automatic path migration here: no alternate path, and PM state stays MIGRATED.
     transition_in r(cmd_opcode::INIT2RTR_QP, rc, kRc, false);
-    r.mask(kOptAltPath);
+    r.mask(opt::ALT_ADDR_PATH);
     check_status(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     r.mask(1u << 11);  // no such parameter
     check_status(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    r.mask(kOptRnrTimeout);  // required in INIT2RTR, optional only later
+    r.mask(opt::RNR_TIMEOUT);  // required in INIT2RTR, optional only later
     check_status(run(e, r), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    r.mask(kOptRwe);
+    r.mask(opt::RWE);
     REQUIRE(run(e, r).status == cmd_status::OK);
 
     transition_in s(cmd_opcode::RTR2RTS_QP, rc, kRc, false);
-    s.mask(kOptRnrTimeout | kOptPmState);
+    s.mask(opt::RNR_TIMEOUT | opt::PM_STATE);
     ifc::set<qpc::min_rnr_nak>(s.ctx(), 20);
     ifc::set<qpc::pm_state>(s.ctx(), 0);  // ARMED
     check_status(run(e, s), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
@@ -425,9 +427,9 @@ TEST_CASE("optional attributes: taken with their bit, refused where the transiti
     CHECK(ifc::get<qpc::min_rnr_nak>(e.query(rc).data()) == 20);
 
     transition_in x(cmd_opcode::RTS2RTS_QP, rc, kRc, false);
-    x.mask(kOptQkey);
+    x.mask(opt::Q_KEY);
     check_status(run(e, x), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
-    x.mask(kOptCqnRcv);  // UD only
+    x.mask(opt::CQN_RCV);  // UD only
     check_status(run(e, x), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     CHECK(e.state(rc) == kRts);
 }
@@ -441,7 +443,7 @@ TEST_CASE("UD RTS2RTS moves the receive CQ and the SRQ, and their use counts") {
     drive(e, ud, kUd, kRts);
     drive(e, plain, kUd, kRts);
     transition_in t(cmd_opcode::RTS2RTS_QP, ud, kUd, false);
-    t.mask(kOptCqnRcv | kOptSrqn);
+    t.mask(opt::CQN_RCV | opt::SRQN);
     ifc::set<qpc::cqn_rcv>(t.ctx(), cq3 + 100);
     ifc::set<qpc::srqn_rmpn_xrqn>(t.ctx(), srq2);
     check_status(run(e, t), cmd_status::BAD_PARAM, cmd_syndrome::BAD_CQ);
@@ -460,7 +462,7 @@ TEST_CASE("UD RTS2RTS moves the receive CQ and the SRQ, and their use counts") {
 
     // A QP with its own RQ has no SRQ to move to.
     transition_in p(cmd_opcode::RTS2RTS_QP, plain, kUd, false);
-    p.mask(kOptSrqn);
+    p.mask(opt::SRQN);
     ifc::set<qpc::srqn_rmpn_xrqn>(p.ctx(), srq2);
     check_status(run(e, p), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
 }

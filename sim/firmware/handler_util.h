@@ -1,0 +1,50 @@
+// Small pieces every command handler of the model (sim/firmware/fw_*.cc) uses: the
+// replies for the common failures, the width of object numbers, and whether a range
+// lies inside a UMEM. One definition here, so that a status or a bound means the same
+// in every handler.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "hw/cmd_syndromes.h"
+#include "hw/opcodes.h"
+#include "sim/firmware/firmware.h"
+#include "sim/firmware/objects.h"
+
+namespace cxv::sim {
+
+// Object numbers (QPN, CQN, SRQN, EQN, mkey index, UMEM id) and the counters kept
+// with them (CQ producer and consumer counters, PSNs) are 24 bits wide (PRM "QP
+// Context", "Completion Queue Context", "Memory Key Context").
+inline constexpr std::uint32_t kMask24 = 0xffffff;
+
+// A command whose input names a value the device does not accept (PRM "Command
+// Interface": status BAD_PARAM), with the syndrome saying which check failed.
+inline cmd_reply bad_param(hw::cmd_syndrome why = hw::cmd_syndrome::BAD_PARAMETER) {
+    return fail(hw::cmd_status::BAD_PARAM, why);
+}
+
+// A command that names an object that does not exist or is not the caller's (status
+// BAD_RESOURCE).
+inline cmd_reply bad_resource(hw::cmd_syndrome why) { return fail(hw::cmd_status::BAD_RESOURCE, why); }
+
+inline bool failed(const cmd_reply& r) { return r.status != hw::cmd_status::OK; }
+
+// The bytes a UMEM covers (PRM "User Memory Object"): its num_of_mtt pages of 4 KiB <<
+// log_page_size, less the page_offset where it starts in the first. Saturates instead
+// of wrapping; CREATE_UMEM makes page_offset smaller than one page.
+inline std::uint64_t umem_bytes(const umem_object& u) {
+    const unsigned shift = 12 + u.log_page_size;
+    const std::uint64_t n = u.mtt.size();
+    if (n > (std::numeric_limits<std::uint64_t>::max() >> shift)) return std::numeric_limits<std::uint64_t>::max();
+    return (n << shift) - u.page_offset;
+}
+
+// Whether bytes [off, off + len) of a UMEM lie inside it.
+inline bool umem_holds(const umem_object& u, std::uint64_t off, std::uint64_t len) {
+    const std::uint64_t size = umem_bytes(u);
+    return off <= size && len <= size - off;
+}
+
+}  // namespace cxv::sim
