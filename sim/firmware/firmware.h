@@ -30,8 +30,8 @@
 #include "sim/pci/iommu.h"
 #include "sim/transport/mkey_translate.h"
 #include "sim/pci/msix.h"
-#include "sim/firmware/objects.h"
-#include "sim/firmware/pages.h"
+#include "sim/objects/objects.h"
+#include "sim/objects/pages.h"
 #include "sim/transport/port_stats.h"
 #include "sim/trace.h"
 

@@ -14,7 +14,7 @@
 
 #include "hw/ifc.h"
 #include "sim/transport/fabric.h"
-#include "sim/firmware/pages.h"
+#include "sim/objects/pages.h"
 
 namespace cxv::sim {
 
