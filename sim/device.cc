@@ -129,14 +129,14 @@ bool device::poll_doorbells() {
         // CQ arm doorbell: 64 bits (arm word, cqn); the arm word is never 0 once a CQ
         // has been armed with a sequence number or command, and cqn 0 is never used.
         if (bar_->load64(base + hw::uar_cq_doorbell) != 0) {
-            fw_.cq_doorbell(bar_->exchange64(base + hw::uar_cq_doorbell, 0));
+            fw_.engine().cq_doorbell(bar_->exchange64(base + hw::uar_cq_doorbell, 0));
             any = true;
         }
         // Send doorbells: the first 8 bytes of a control segment at the start of a
         // BlueFlame register half (never 0: QP numbers start at 0x100).
         for (std::size_t off = base + hw::uar_bf_offset; off < base + hw::uar_page_size; off += 0x100) {
             if (bar_->load64(off) != 0) {
-                fw_.sq_doorbell(uar, off, bar_->exchange64(off, 0));
+                fw_.engine().sq_doorbell(uar, off, bar_->exchange64(off, 0));
                 any = true;
             }
         }
@@ -179,7 +179,7 @@ bool device::round(std::chrono::steady_clock::time_point now) {
     }
     worked |= poll_doorbells();
     worked |= receive_packets();
-    worked |= fw_.transport_tick(now);
+    worked |= fw_.engine().tick(now);
     worked |= fw_.port_tick(now);
     return worked;
 }

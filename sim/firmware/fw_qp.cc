@@ -487,7 +487,7 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     if (ifc::get<qpc::dbr_umem_valid>(q)) drop_user(umems_, ifc::get<qpc::dbr_umem_id>(q));
     rebind_q_counter(ifc::get<qpc::counter_set_id>(q), 0);
     icm_free(qp.icm);
-    active_qps_.erase(qp.qpn);
+    engine_.on_qp_destroyed(qp.qpn);
     qps_.erase(it);
     return ok();
 }

@@ -4,12 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "hw/cmd_syndromes.h"
 #include "hw/layout.h"
 #include "sim/firmware/firmware.h"
+#include "sim/objects/tables.h"
 
 namespace cxv::sim {
 
@@ -47,17 +47,6 @@ void put_pas(cmd_ctx& c, const std::vector<std::uint64_t>& pas) {
     for (std::size_t i = 0; i < pas.size() && i < room; ++i) {
         hw::ifc::set<typename Out::pas>(c.out.data(), i, pas[i]);
     }
-}
-
-// Byte `off` of a UMEM, translated by its MTT (pages of 4 KiB << log_page_size, the
-// UMEM starting page_offset bytes into the first); nullopt past the last page.
-inline std::optional<std::uint64_t> umem_iova(const umem_object& u, std::uint64_t off) {
-    const unsigned shift = u.log_page_size + 12;
-    const std::uint64_t pos = u.page_offset + off;
-    const std::uint64_t idx = pos >> shift;
-    if (idx >= u.mtt.size()) return std::nullopt;
-    const std::uint64_t mask = (std::uint64_t{1} << shift) - 1;
-    return (u.mtt[idx] & ~mask) + (pos & mask);
 }
 
 }  // namespace cxv::sim

@@ -21,8 +21,7 @@
 #include "hw/endian.h"
 #include "hw/ifc.h"
 #include "hw/wqe.h"
-#include "sim/firmware/firmware.h"
-#include "sim/firmware/fw_tables.h"
+#include "sim/transport/engine.h"
 
 namespace cxv::sim {
 
@@ -159,7 +158,7 @@ void start_timer(qp_transport& x, const std::byte* q) {
 
 // --- doorbells ---------------------------------------------------------------------------
 
-void firmware::write_bf_sentinel(std::uint32_t uar) {
+void transport_engine::watch_bf_page(std::uint32_t uar) {
     if (!bf_pages_.insert(uar).second) return;
     const std::size_t base = std::size_t{uar} * hw::uar_page_size;
     if (base + hw::uar_page_size > bar_.size()) return;
@@ -168,7 +167,7 @@ void firmware::write_bf_sentinel(std::uint32_t uar) {
     }
 }
 
-void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0) {
+void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0) {
     trace_.update([](counters& t) { ++t.send_doorbells; });
     const auto qpn = static_cast<std::uint32_t>(qword0) >> 8;
     const unsigned ds = static_cast<unsigned>(qword0 & 0x3f);
@@ -190,8 +189,8 @@ void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qwo
     }
     for (std::size_t q = 8; q < kBfHalf; q += 8) bar_.store64(off + q, kBfSentinel);
 
-    const auto it = qps_.find(qpn);
-    if (it == qps_.end() || ifc::get<qpc::uar_page>(it->second.qpc.data()) != uar) {
+    const auto it = t_.qps.find(qpn);
+    if (it == t_.qps.end() || ifc::get<qpc::uar_page>(it->second.qpc.data()) != uar) {
         trace_.update([](counters& t) { ++t.stray_doorbells; });
         return;
     }
@@ -206,7 +205,7 @@ void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qwo
     // Another QP's doorbell to this register half may have been overwritten by this one
     // before the device thread read it (the model sees memory, not write transactions):
     // QPs of the same UAR page whose record shows unexecuted WQEs are taken up too.
-    for (auto& [n2, other] : qps_) {
+    for (auto& [n2, other] : t_.qps) {
         if (n2 == qpn || other.state != qp_state::rts || other.x.rnr_wait ||
             ifc::get<qpc::uar_page>(other.qpc.data()) != uar || ifc::get<qpc::no_sq>(other.qpc.data())) {
             continue;
@@ -221,7 +220,7 @@ void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qwo
 
 // --- executing the send queue --------------------------------------------------------------
 
-void firmware::sq_progress(qp_object& qp) {
+void transport_engine::sq_progress(qp_object& qp) {
     qp_transport& x = qp.x;
     if (qp.state == qp_state::err || qp.state == qp_state::sqer) {
         flush_sq(qp);
@@ -252,7 +251,7 @@ void firmware::sq_progress(qp_object& qp) {
 // Executes the WQE at WQE-BB counter `at`. False (and bbs 0) when it must wait (a fence
 // on earlier reads) or the QP failed; true when the WQE was taken (sq_fetched moves past
 // it), with its size in bbs.
-bool firmware::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) {
+bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) {
     const std::byte* q = qp.qpc.data();
     qp_transport& x = qp.x;
     const auto tp = static_cast<transport>(ifc::get<qpc::st>(q));
@@ -441,7 +440,7 @@ bool firmware::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) 
 }
 
 // Completes, in order, every WQE at the front that has its answer.
-void firmware::complete_front(qp_object& qp) {
+void transport_engine::complete_front(qp_object& qp) {
     qp_transport& x = qp.x;
     const std::uint32_t uidx = ifc::get<qpc::user_index>(qp.qpc.data());
     while (!x.outstanding.empty() && x.outstanding.front().done) {
@@ -450,7 +449,7 @@ void firmware::complete_front(qp_object& qp) {
         qp.sq_consumer += r.bbs;
         if (r.failed) {
             push_cqe(qp.cqn_snd, req_err_cqe(r, qp.qpn), false);
-            count_req_error(qp, r.error);
+            hooks_.count_req_error(qp, r.error);
             const bool connected = ifc::get<qpc::st>(qp.qpc.data()) == static_cast<std::uint32_t>(transport::rc);
             qp_to_error(qp, !connected);
             return;
@@ -462,7 +461,7 @@ void firmware::complete_front(qp_object& qp) {
 
 // --- answers -------------------------------------------------------------------------------
 
-void firmware::on_response(qp_object& qp, packet& p) {
+void transport_engine::on_response(qp_object& qp, packet& p) {
     qp_transport& x = qp.x;
     if (qp.state != qp_state::rts) return;  // answers to a QP that has left RTS are dropped
     const std::byte* q = qp.qpc.data();
@@ -498,7 +497,7 @@ void firmware::on_response(qp_object& qp, packet& p) {
                 break;
             }
             if (limit != kRnrRetryForever) --x.rnr_left;
-            count(qp, &q_counter_values::rnr_nak_retry_err);  // an RNR NAK retried after
+            hooks_.count(qp, &q_counter_values::rnr_nak_retry_err);  // an RNR NAK retried after
             x.rnr_wait = true;
             x.timer = false;
             x.retry_at = clock_type::now() + std::chrono::microseconds(kRnrMicros[p.rnr_timer & 31]);
@@ -524,7 +523,7 @@ void firmware::on_response(qp_object& qp, packet& p) {
     if (qp.state == qp_state::rts && x.kicked) sq_progress(qp);
 }
 
-void firmware::retransmit(qp_object& qp) {
+void transport_engine::retransmit(qp_object& qp) {
     for (const sq_request& r : qp.x.outstanding) {
         if (r.done) continue;
         packet p = r.pkt;
@@ -533,13 +532,13 @@ void firmware::retransmit(qp_object& qp) {
     }
 }
 
-bool firmware::transport_tick(clock_type::time_point now) {
+bool transport_engine::tick(clock_type::time_point now) {
     if (active_qps_.empty()) return false;
     bool any = false;
     const std::vector<std::uint32_t> todo(active_qps_.begin(), active_qps_.end());
     for (const std::uint32_t qpn : todo) {
-        const auto it = qps_.find(qpn);
-        if (it == qps_.end()) {
+        const auto it = t_.qps.find(qpn);
+        if (it == t_.qps.end()) {
             active_qps_.erase(qpn);
             continue;
         }
@@ -577,7 +576,7 @@ bool firmware::transport_tick(clock_type::time_point now) {
                 continue;
             }
             --x.retries_left;
-            count(qp, &q_counter_values::local_ack_timeout_err);  // a timeout retried after
+            hooks_.count(qp, &q_counter_values::local_ack_timeout_err);  // a timeout retried after
             retransmit(qp);
             x.timer = false;
             start_timer(x, q);
