@@ -86,9 +86,22 @@ private:
         return cqs_.push(cqn, cqe, solicited);
     }
 
-    // Requester (xport_send.cc).
+    // Requester (xport_send.cc): the send queue, then one WQE, dispatched by opcode
+    // family to a function that reads its segments and issues its message.
+    struct wqe_exec;
     void sq_progress(qp_object& qp);
     bool execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs);
+    bool exec_send(wqe_exec& e);
+    bool exec_rdma_write(wqe_exec& e);
+    bool exec_rdma_read(wqe_exec& e);
+    bool exec_atomic(wqe_exec& e);
+    void start_message(wqe_exec& e);
+    hw::cqe_syndrome ud_address(wqe_exec& e);
+    void connected_address(wqe_exec& e);
+    hw::cqe_syndrome take_raddr(wqe_exec& e);
+    hw::cqe_syndrome take_data(wqe_exec& e);
+    bool issue(wqe_exec& e);
+    bool finish_wqe(wqe_exec& e, hw::cqe_syndrome why);
     void complete_front(qp_object& qp);
     void on_response(qp_object& qp, packet& p);
     void retransmit(qp_object& qp);

@@ -52,9 +52,6 @@ std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & 0xfff
 bool reads_remote(wqe_opcode op) {
     return op == wqe_opcode::RDMA_READ || op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA;
 }
-bool has_raddr(wqe_opcode op) {
-    return op == wqe_opcode::RDMA_WRITE || op == wqe_opcode::RDMA_WRITE_IMM || reads_remote(op);
-}
 bool is_atomic(wqe_opcode op) { return op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA; }
 
 // The operations each transport carries (IBA Table 3; NOP is local).
@@ -248,28 +245,51 @@ void transport_engine::sq_progress(qp_object& qp) {
     if (x.kicked || x.timer || x.rnr_wait) active_qps_.insert(qp.qpn);
 }
 
+// One WQE as the requester executes it: the ring position, the WQE's bytes, and the
+// request and message it becomes. Each opcode family's function reads the segments it
+// needs from `pos` on.
+struct transport_engine::wqe_exec {
+    wqe_exec(qp_object& o, std::uint32_t& taken, bool ethernet)
+        : qp(o), bbs(taken), q(o.qpc.data()), tp(static_cast<transport>(ifc::get<qpc::st>(q))), eth(ethernet) {}
+
+    qp_object& qp;
+    std::uint32_t& bbs;   // set to the WQE's size once taken
+    const std::byte* q;   // the QP's context
+    transport tp;
+    bool eth;
+    std::array<std::byte, 64 * 16> w{};  // ds is 6 bits: at most 1008 bytes
+    hw::wqe_ctrl_seg ctrl{};
+    std::size_t size = 0;  // ds * 16
+    std::uint32_t nbb = 1;
+    std::size_t pos = sizeof(hw::wqe_ctrl_seg);  // the next segment
+    sq_request r;
+    packet p;
+    hw::wqe_av av{};
+    std::uint32_t mtu = 0;
+    // The data segments: pointers not yet gathered, and the message's length.
+    std::vector<local_sge> sges;
+    bool any_inline = false;
+    std::uint64_t total = 0;
+};
+
 // Executes the WQE at WQE-BB counter `at`. False (and bbs 0) when it must wait (a fence
 // on earlier reads) or the QP failed; true when the WQE was taken (sq_fetched moves past
 // it), with its size in bbs.
 bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) {
-    const std::byte* q = qp.qpc.data();
     qp_transport& x = qp.x;
-    const auto tp = static_cast<transport>(ifc::get<qpc::st>(q));
-    const bool eth = cfg_.port == port_type::ethernet;
-    const std::uint32_t mask = (1u << ifc::get<qpc::log_sq_size>(q)) - 1;
-    const std::uint64_t base = sq_base(q);
-    std::array<std::byte, 64 * 16> w{};  // ds is 6 bits: at most 1008 bytes
-    if (!wq_read(qp, base + std::uint64_t{at & mask} * 64, w.data(), 64)) {
+    wqe_exec e(qp, bbs, cfg_.port == port_type::ethernet);
+    const std::uint32_t mask = (1u << ifc::get<qpc::log_sq_size>(e.q)) - 1;
+    const std::uint64_t base = sq_base(e.q);
+    if (!wq_read(qp, base + std::uint64_t{at & mask} * 64, e.w.data(), 64)) {
         qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
         qp_to_error(qp, false);
         return false;
     }
-    hw::wqe_ctrl_seg ctrl{};
-    std::memcpy(&ctrl, w.data(), sizeof(ctrl));
-    const std::size_t size = std::size_t{hw::ctrl_ds(ctrl)} * 16;
-    const std::uint32_t nbb = std::max<std::uint32_t>(1, static_cast<std::uint32_t>((size + 63) / 64));
-    for (std::uint32_t i = 1; i < nbb; ++i) {
-        if (!wq_read(qp, base + std::uint64_t{(at + i) & mask} * 64, w.data() + 64 * i, 64)) {
+    std::memcpy(&e.ctrl, e.w.data(), sizeof(e.ctrl));
+    e.size = std::size_t{hw::ctrl_ds(e.ctrl)} * 16;
+    e.nbb = std::max<std::uint32_t>(1, static_cast<std::uint32_t>((e.size + 63) / 64));
+    for (std::uint32_t i = 1; i < e.nbb; ++i) {
+        if (!wq_read(qp, base + std::uint64_t{(at + i) & mask} * 64, e.w.data() + 64 * i, 64)) {
             qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
             qp_to_error(qp, false);
             return false;
@@ -277,165 +297,236 @@ bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_
     }
     // The BlueFlame copy of this WQE, when it arrived whole, is what executes.
     if (x.bf_len != 0 && x.bf_index == static_cast<std::uint16_t>(at)) {
-        if (size >= 16 && x.bf_len >= size && std::memcmp(x.bf.data(), w.data(), 8) == 0 &&
-            std::memcmp(x.bf.data() + 16, w.data() + 16, size - 16) == 0) {
-            std::memcpy(w.data() + 8, x.bf.data() + 8, 8);
-            std::memcpy(&ctrl, w.data(), sizeof(ctrl));
+        if (e.size >= 16 && x.bf_len >= e.size && std::memcmp(x.bf.data(), e.w.data(), 8) == 0 &&
+            std::memcmp(x.bf.data() + 16, e.w.data() + 16, e.size - 16) == 0) {
+            std::memcpy(e.w.data() + 8, x.bf.data() + 8, 8);
+            std::memcpy(&e.ctrl, e.w.data(), sizeof(e.ctrl));
             trace_.update([](counters& t) { ++t.bf_copies_used; });
         }
         x.bf_len = 0;
     }
     trace_.update([](counters& t) { ++t.wqes; });
 
-    sq_request r;
-    r.wqe_index = static_cast<std::uint16_t>(at);
-    r.bbs = nbb;
-    r.op = hw::ctrl_opcode(ctrl);
-    r.signaled = hw::ctrl_cq_update_set(ctrl);
-    auto finish = [&](bool failed, cqe_syndrome why) {
-        r.done = true;
-        r.failed = failed;
-        r.error = why;
-        x.outstanding.push_back(std::move(r));
-        bbs = nbb;
-        x.sq_fetched += nbb;
-        complete_front(qp);
-        return true;
-    };
-    auto local_error = [&](cqe_syndrome why) { return finish(true, why); };
+    e.r.wqe_index = static_cast<std::uint16_t>(at);
+    e.r.bbs = e.nbb;
+    e.r.op = hw::ctrl_opcode(e.ctrl);
+    e.r.signaled = hw::ctrl_cq_update_set(e.ctrl);
 
     // PRM "Send WQE": the index must be the WQE's position, the QPN this QP's.
-    if (size == 0 || hw::ctrl_wqe_index(ctrl) != static_cast<std::uint16_t>(at) ||
-        hw::ctrl_qpn(ctrl) != qp.qpn || !allowed(tp, r.op) || hw::ctrl_opmod(ctrl) != 0) {
-        return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+    if (e.size == 0 || hw::ctrl_wqe_index(e.ctrl) != static_cast<std::uint16_t>(at) ||
+        hw::ctrl_qpn(e.ctrl) != qp.qpn || !allowed(e.tp, e.r.op) || hw::ctrl_opmod(e.ctrl) != 0) {
+        return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
     }
     // Fences: wait until earlier RDMA READs and atomics have completed (strong ordering:
     // every earlier WQE).
-    if (const auto fm = hw::ctrl_fence(ctrl); fm != hw::fence_mode::none) {
+    if (const auto fm = hw::ctrl_fence(e.ctrl); fm != hw::fence_mode::none) {
         const bool wait = std::any_of(x.outstanding.begin(), x.outstanding.end(), [&](const sq_request& o) {
             return !o.done && (fm == hw::fence_mode::strong_ordering || reads_remote(o.op));
         });
         if (wait) return false;
     }
-    if (r.op == wqe_opcode::NOP) return finish(false, {});
-
-    packet p;
-    p.tp = tp;
-    p.op = r.op;
-    p.solicited = hw::ctrl_solicited_set(ctrl);
-    p.src_qpn = qp.qpn;
-    if (r.op == wqe_opcode::SEND_IMM || r.op == wqe_opcode::RDMA_WRITE_IMM) {
-        p.has_imm = true;
-        p.imm_raw = ctrl.imm.raw;
+    switch (e.r.op) {
+    case wqe_opcode::NOP: return finish_wqe(e, {});
+    case wqe_opcode::SEND:
+    case wqe_opcode::SEND_IMM: return exec_send(e);
+    case wqe_opcode::RDMA_WRITE:
+    case wqe_opcode::RDMA_WRITE_IMM: return exec_rdma_write(e);
+    case wqe_opcode::RDMA_READ: return exec_rdma_read(e);
+    case wqe_opcode::ATOMIC_CS:
+    case wqe_opcode::ATOMIC_FA: return exec_atomic(e);
+    default: return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);  // refused by allowed() above
     }
-    std::size_t pos = sizeof(ctrl);
-    hw::wqe_av av{};
-    std::uint32_t mtu = 0;
-    if (tp == transport::ud) {
-        if (pos + sizeof(av) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-        std::memcpy(&av, w.data() + pos, sizeof(av));
-        pos += sizeof(av);
-        p.dst_qpn = av.dqp_dct.value() & 0xffffff;
-        // A Q_Key with the high bit set means "the QP's own" (IBA 10.2.5).
-        const std::uint32_t qkey = av.qkey.value();
-        p.qkey = (qkey & 0x80000000u) ? ifc::get<qpc::q_key>(q) : qkey;
-        p.sl = av.stat_rate_sl & 0xf;
-        p.dst_addr = eth ? ipv4_of(av.rgid) : av.rlid.value();
-        p.grh = eth || ((av.grh_gid_fl.value() >> 30) & 1);
-        const unsigned code = ifc::get<qpc::mtu>(q);
-        mtu = 128u << ((code == 0 || code > 5) ? 5 : code);
+}
+
+// SEND and SEND with immediate, on every transport: the data is the payload.
+bool transport_engine::exec_send(wqe_exec& e) {
+    start_message(e);
+    if (e.tp == transport::ud) {
+        if (const auto s = ud_address(e); s != cqe_syndrome{}) return finish_wqe(e, s);
     } else {
-        const std::byte* path = ifc::at<qpc::primary_address_path>(q);
-        p.dst_qpn = ifc::get<qpc::remote_qpn>(q);
-        if (eth) {
-            std::uint8_t gid[16];
-            for (std::size_t i = 0; i < 16; ++i) gid[i] = static_cast<std::uint8_t>(ifc::get<ads::rgid_rip>(path, i));
-            p.dst_addr = ipv4_of(gid);
-        } else {
-            p.dst_addr = ifc::get<ads::rlid>(path);
-        }
-        p.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
-        mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(q), 1, 5);
-        if (has_raddr(r.op)) {
-            if (pos + sizeof(hw::wqe_raddr_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-            hw::wqe_raddr_seg ra{};
-            std::memcpy(&ra, w.data() + pos, sizeof(ra));
-            p.raddr = ra.raddr.value();
-            p.rkey = ra.rkey.value();
-            pos += sizeof(ra);
-        }
-        if (is_atomic(r.op)) {
-            if (pos + sizeof(hw::wqe_atomic_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-            hw::wqe_atomic_seg as{};
-            std::memcpy(&as, w.data() + pos, sizeof(as));
-            p.swap_add = as.swap_add.value();
-            p.compare = as.compare.value();
-            pos += sizeof(as);
-        }
+        connected_address(e);
     }
+    if (const auto s = take_data(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (!e.sges.empty()) {
+        if (const auto s = gather(e.qp.pd, e.sges, e.p.payload); s != cqe_syndrome{}) return finish_wqe(e, s);
+    }
+    if (e.p.grh) build_grh(e.p, e.av, e.eth, cfg_, e.p.payload.size());
+    return issue(e);
+}
 
-    // The data: inline pieces and pointers, in order.
-    std::vector<local_sge> sges;
-    bool any_inline = false;
-    std::uint64_t total = 0;
-    while (pos < size) {
+// RDMA WRITE and WRITE with immediate (RC, UC): a remote address, then the payload.
+bool transport_engine::exec_rdma_write(wqe_exec& e) {
+    start_message(e);
+    connected_address(e);
+    if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (const auto s = take_data(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (!e.sges.empty()) {
+        if (const auto s = gather(e.qp.pd, e.sges, e.p.payload); s != cqe_syndrome{}) return finish_wqe(e, s);
+    }
+    return issue(e);
+}
+
+// RDMA READ (RC): a remote address; the scatter list is where the response goes.
+bool transport_engine::exec_rdma_read(wqe_exec& e) {
+    start_message(e);
+    connected_address(e);
+    if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (const auto s = take_data(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (e.any_inline) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
+    e.r.local = std::move(e.sges);
+    e.p.length = static_cast<std::uint32_t>(e.total);
+    return issue(e);
+}
+
+// Compare-and-swap and fetch-and-add (RC): a remote address, the atomic segment, and an
+// 8-byte scatter list for the original value.
+bool transport_engine::exec_atomic(wqe_exec& e) {
+    start_message(e);
+    connected_address(e);
+    if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (e.pos + sizeof(hw::wqe_atomic_seg) > e.size) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
+    hw::wqe_atomic_seg as{};
+    std::memcpy(&as, e.w.data() + e.pos, sizeof(as));
+    e.p.swap_add = as.swap_add.value();
+    e.p.compare = as.compare.value();
+    e.pos += sizeof(as);
+    if (const auto s = take_data(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (e.any_inline) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
+    if (e.total != 8) return finish_wqe(e, cqe_syndrome::LOCAL_LENGTH_ERR);
+    e.r.local = std::move(e.sges);
+    e.p.length = static_cast<std::uint32_t>(e.total);
+    return issue(e);
+}
+
+// What every message carries from the control segment.
+void transport_engine::start_message(wqe_exec& e) {
+    e.p.tp = e.tp;
+    e.p.op = e.r.op;
+    e.p.solicited = hw::ctrl_solicited_set(e.ctrl);
+    e.p.src_qpn = e.qp.qpn;
+    if (e.r.op == wqe_opcode::SEND_IMM || e.r.op == wqe_opcode::RDMA_WRITE_IMM) {
+        e.p.has_imm = true;
+        e.p.imm_raw = e.ctrl.imm.raw;
+    }
+}
+
+// UD: the address vector segment names the destination (PRM "Send WQE").
+cqe_syndrome transport_engine::ud_address(wqe_exec& e) {
+    if (e.pos + sizeof(e.av) > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
+    std::memcpy(&e.av, e.w.data() + e.pos, sizeof(e.av));
+    e.pos += sizeof(e.av);
+    const hw::wqe_av& av = e.av;
+    e.p.dst_qpn = av.dqp_dct.value() & 0xffffff;
+    // A Q_Key with the high bit set means "the QP's own" (IBA 10.2.5).
+    const std::uint32_t qkey = av.qkey.value();
+    e.p.qkey = (qkey & 0x80000000u) ? ifc::get<qpc::q_key>(e.q) : qkey;
+    e.p.sl = av.stat_rate_sl & 0xf;
+    e.p.dst_addr = e.eth ? ipv4_of(av.rgid) : av.rlid.value();
+    e.p.grh = e.eth || ((av.grh_gid_fl.value() >> 30) & 1);
+    const unsigned code = ifc::get<qpc::mtu>(e.q);
+    e.mtu = 128u << ((code == 0 || code > 5) ? 5 : code);
+    return {};
+}
+
+// RC and UC: the QP's context names the destination (its primary address path).
+void transport_engine::connected_address(wqe_exec& e) {
+    const std::byte* path = ifc::at<qpc::primary_address_path>(e.q);
+    e.p.dst_qpn = ifc::get<qpc::remote_qpn>(e.q);
+    if (e.eth) {
+        std::uint8_t gid[16];
+        for (std::size_t i = 0; i < 16; ++i) gid[i] = static_cast<std::uint8_t>(ifc::get<ads::rgid_rip>(path, i));
+        e.p.dst_addr = ipv4_of(gid);
+    } else {
+        e.p.dst_addr = ifc::get<ads::rlid>(path);
+    }
+    e.p.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
+    e.mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(e.q), 1, 5);
+}
+
+// The remote address segment of a WRITE, READ or atomic.
+cqe_syndrome transport_engine::take_raddr(wqe_exec& e) {
+    if (e.pos + sizeof(hw::wqe_raddr_seg) > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
+    hw::wqe_raddr_seg ra{};
+    std::memcpy(&ra, e.w.data() + e.pos, sizeof(ra));
+    e.p.raddr = ra.raddr.value();
+    e.p.rkey = ra.rkey.value();
+    e.pos += sizeof(ra);
+    return {};
+}
+
+// The data: inline pieces and pointers, in order, to the end of the WQE; inline bytes go
+// straight to the payload, the pointers before them are gathered first. Then the message
+// size limit: the path MTU for UD, 2^log_msg_max for connected QPs.
+cqe_syndrome transport_engine::take_data(wqe_exec& e) {
+    while (e.pos < e.size) {
         hw::be32 bc{};
-        std::memcpy(&bc, w.data() + pos, 4);
+        std::memcpy(&bc, e.w.data() + e.pos, 4);
         if (bc.value() & hw::inline_seg_flag) {
             const std::uint32_t len = bc.value() & ~hw::inline_seg_flag;
-            if (pos + 4 + len > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-            // Inline bytes go straight to the payload; pointers are gathered below.
-            if (!sges.empty()) {
-                if (const auto s = gather(qp.pd, sges, p.payload); s != cqe_syndrome{}) return local_error(s);
-                sges.clear();
+            if (e.pos + 4 + len > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
+            if (!e.sges.empty()) {
+                if (const auto s = gather(e.qp.pd, e.sges, e.p.payload); s != cqe_syndrome{}) return s;
+                e.sges.clear();
             }
-            const auto* src = w.data() + pos + 4;
-            p.payload.insert(p.payload.end(), src, src + len);
-            any_inline = true;
-            total += len;
-            pos += (4 + len + 15) / 16 * 16;
+            const auto* src = e.w.data() + e.pos + 4;
+            e.p.payload.insert(e.p.payload.end(), src, src + len);
+            e.any_inline = true;
+            e.total += len;
+            e.pos += (4 + len + 15) / 16 * 16;
         } else {
-            if (pos + sizeof(hw::wqe_data_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+            if (e.pos + sizeof(hw::wqe_data_seg) > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
             hw::wqe_data_seg d{};
-            std::memcpy(&d, w.data() + pos, sizeof(d));
+            std::memcpy(&d, e.w.data() + e.pos, sizeof(d));
             const std::uint32_t len = d.byte_count.value() == 0 ? 0x80000000u : d.byte_count.value();
-            sges.push_back({d.lkey.value(), d.addr.value(), len});
-            total += len;
-            pos += sizeof(d);
+            e.sges.push_back({d.lkey.value(), d.addr.value(), len});
+            e.total += len;
+            e.pos += sizeof(d);
         }
     }
-    // Message size limits: the path MTU for UD, 2^log_msg_max for connected QPs.
-    if (tp == transport::ud) {
-        if (total > mtu) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
+    if (e.tp == transport::ud) {
+        if (e.total > e.mtu) return cqe_syndrome::LOCAL_LENGTH_ERR;
     } else {
-        const unsigned lmm = ifc::get<qpc::log_msg_max>(q);
-        if (total > (std::uint64_t{1} << (lmm == 0 ? 31 : lmm))) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
+        const unsigned lmm = ifc::get<qpc::log_msg_max>(e.q);
+        if (e.total > (std::uint64_t{1} << (lmm == 0 ? 31 : lmm))) return cqe_syndrome::LOCAL_LENGTH_ERR;
     }
-    if (reads_remote(r.op)) {
-        // The scatter list is where the response goes.
-        if (any_inline) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-        if (is_atomic(r.op) && total != 8) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
-        r.local = std::move(sges);
-        p.length = static_cast<std::uint32_t>(total);
-    } else if (!sges.empty()) {
-        if (const auto s = gather(qp.pd, sges, p.payload); s != cqe_syndrome{}) return local_error(s);
-    }
-    if (p.grh) build_grh(p, av, eth, cfg_, p.payload.size());
+    return {};
+}
 
-    const std::uint64_t wire = reads_remote(r.op) && !is_atomic(r.op) ? p.length : p.payload.size();
-    p.npsn = is_atomic(r.op) ? 1 : static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (wire + mtu - 1) / mtu));
+// Where a message leaves the requester: its PSNs taken, then onto the wire. UC and UD
+// WQEs complete as they are sent; an RC request waits for its answer (on_response) with
+// the ACK timer running.
+bool transport_engine::issue(wqe_exec& e) {
+    qp_transport& x = e.qp.x;
+    packet& p = e.p;
+    const wqe_opcode op = e.r.op;
+    const std::uint64_t wire = reads_remote(op) && !is_atomic(op) ? p.length : p.payload.size();
+    p.npsn = is_atomic(op) ? 1 : static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (wire + e.mtu - 1) / e.mtu));
     p.psn = x.next_psn;
     x.next_psn = psn_add(x.next_psn, p.npsn);
-    if (tp != transport::rc) {
+    if (e.tp != transport::rc) {
         send_packet(std::move(p));
-        return finish(false, {});
+        return finish_wqe(e, {});
     }
-    bbs = nbb;
-    x.sq_fetched += nbb;
-    r.pkt = p;
-    x.outstanding.push_back(std::move(r));
+    e.bbs = e.nbb;
+    x.sq_fetched += e.nbb;
+    e.r.pkt = p;
+    x.outstanding.push_back(std::move(e.r));
     send_packet(std::move(p));
-    if (!x.timer) start_timer(x, q);
+    if (!x.timer) start_timer(x, e.q);
+    return true;
+}
+
+// A WQE that completes at once: NOP and sent UC/UD messages (why 0), or a local error
+// (the WQE completes with `why` and the QP leaves RTS).
+bool transport_engine::finish_wqe(wqe_exec& e, cqe_syndrome why) {
+    qp_transport& x = e.qp.x;
+    e.r.done = true;
+    e.r.failed = why != cqe_syndrome{};
+    e.r.error = why;
+    x.outstanding.push_back(std::move(e.r));
+    e.bbs = e.nbb;
+    x.sq_fetched += e.nbb;
+    complete_front(e.qp);
     return true;
 }
 
