@@ -115,7 +115,7 @@ struct sq_request {
     packet pkt;                     // as sent, kept for retransmission
 };
 
-// The transport engine's state of a QP (sim/xport_*.cc).
+// The transport engine's state of a QP (sim/transport/xport_*.cc).
 struct qp_transport {
     bool kicked = false;            // a doorbell not yet followed to the doorbell record
     std::uint32_t sq_fetched = 0;   // WQE-BBs taken from the ring
