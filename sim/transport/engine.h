@@ -99,7 +99,8 @@ private:
     hw::cqe_syndrome ud_address(wqe_exec& e);
     void connected_address(wqe_exec& e);
     hw::cqe_syndrome take_raddr(wqe_exec& e);
-    hw::cqe_syndrome take_data(wqe_exec& e);
+    hw::cqe_syndrome take_data(wqe_exec& e, bool payload);
+    bool issue_for_response(wqe_exec& e);
     bool issue(wqe_exec& e);
     bool finish_wqe(wqe_exec& e, hw::cqe_syndrome why);
     void complete_front(qp_object& qp);

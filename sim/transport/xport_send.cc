@@ -346,10 +346,7 @@ bool transport_engine::exec_send(wqe_exec& e) {
     } else {
         connected_address(e);
     }
-    if (const auto s = take_data(e); s != cqe_syndrome{}) return finish_wqe(e, s);
-    if (!e.sges.empty()) {
-        if (const auto s = gather(e.qp.pd, e.sges, e.p.payload); s != cqe_syndrome{}) return finish_wqe(e, s);
-    }
+    if (const auto s = take_data(e, true); s != cqe_syndrome{}) return finish_wqe(e, s);
     if (e.p.grh) build_grh(e.p, e.av, e.eth, cfg_, e.p.payload.size());
     return issue(e);
 }
@@ -359,10 +356,7 @@ bool transport_engine::exec_rdma_write(wqe_exec& e) {
     start_message(e);
     connected_address(e);
     if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
-    if (const auto s = take_data(e); s != cqe_syndrome{}) return finish_wqe(e, s);
-    if (!e.sges.empty()) {
-        if (const auto s = gather(e.qp.pd, e.sges, e.p.payload); s != cqe_syndrome{}) return finish_wqe(e, s);
-    }
+    if (const auto s = take_data(e, true); s != cqe_syndrome{}) return finish_wqe(e, s);
     return issue(e);
 }
 
@@ -371,11 +365,8 @@ bool transport_engine::exec_rdma_read(wqe_exec& e) {
     start_message(e);
     connected_address(e);
     if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
-    if (const auto s = take_data(e); s != cqe_syndrome{}) return finish_wqe(e, s);
-    if (e.any_inline) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
-    e.r.local = std::move(e.sges);
-    e.p.length = static_cast<std::uint32_t>(e.total);
-    return issue(e);
+    if (const auto s = take_data(e, false); s != cqe_syndrome{}) return finish_wqe(e, s);
+    return issue_for_response(e);
 }
 
 // Compare-and-swap and fetch-and-add (RC): a remote address, the atomic segment, and an
@@ -390,9 +381,15 @@ bool transport_engine::exec_atomic(wqe_exec& e) {
     e.p.swap_add = as.swap_add.value();
     e.p.compare = as.compare.value();
     e.pos += sizeof(as);
-    if (const auto s = take_data(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (const auto s = take_data(e, false); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (!e.any_inline && e.total != 8) return finish_wqe(e, cqe_syndrome::LOCAL_LENGTH_ERR);
+    return issue_for_response(e);
+}
+
+// READ and atomics: the scatter list is where the response goes, so it may hold no
+// inline data; the request carries only its length.
+bool transport_engine::issue_for_response(wqe_exec& e) {
     if (e.any_inline) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
-    if (e.total != 8) return finish_wqe(e, cqe_syndrome::LOCAL_LENGTH_ERR);
     e.r.local = std::move(e.sges);
     e.p.length = static_cast<std::uint32_t>(e.total);
     return issue(e);
@@ -456,8 +453,10 @@ cqe_syndrome transport_engine::take_raddr(wqe_exec& e) {
 
 // The data: inline pieces and pointers, in order, to the end of the WQE; inline bytes go
 // straight to the payload, the pointers before them are gathered first. Then the message
-// size limit: the path MTU for UD, 2^log_msg_max for connected QPs.
-cqe_syndrome transport_engine::take_data(wqe_exec& e) {
+// size limit: the path MTU for UD, 2^log_msg_max for connected QPs. With `payload` the
+// pointers left are gathered too; without (READ, atomics) they stay in e.sges, the list
+// the response is scattered to.
+cqe_syndrome transport_engine::take_data(wqe_exec& e, bool payload) {
     while (e.pos < e.size) {
         hw::be32 bc{};
         std::memcpy(&bc, e.w.data() + e.pos, 4);
@@ -489,6 +488,7 @@ cqe_syndrome transport_engine::take_data(wqe_exec& e) {
         const unsigned lmm = ifc::get<qpc::log_msg_max>(e.q);
         if (e.total > (std::uint64_t{1} << (lmm == 0 ? 31 : lmm))) return cqe_syndrome::LOCAL_LENGTH_ERR;
     }
+    if (payload && !e.sges.empty()) return gather(e.qp.pd, e.sges, e.p.payload);
     return {};
 }
 
