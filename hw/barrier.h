@@ -16,12 +16,9 @@
 //                  later store (the next doorbell, or another thread's BlueFlame copy).
 //                    dbrec = pi; wc_start(); 64-byte BlueFlame stores; wc_flush()
 //
-// Device (model) side, where the device is software running on another CPU:
-//
-//   device_acquire()  after the device has seen a doorbell or ownership bit, before it
-//                     reads what the host wrote ahead of it.
-//   device_release()  after the device has written an entry's body, before it writes the
-//                     owner bit or ownership change that hands the entry to the host.
+// The device side of these orderings is the device's own business (a card orders its DMA
+// in hardware); the model, which is software on another CPU, keeps its barriers in
+// sim/device_barrier.h.
 //
 // x86-64 is TSO for write-back memory: stores are not reordered with stores, loads not
 // with loads, and uncached MMIO stores stay in order with earlier stores; so to_device()
@@ -57,8 +54,5 @@ inline void wc_start() noexcept { std::atomic_thread_fence(std::memory_order_seq
 inline void wc_flush() noexcept { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 #endif
-
-inline void device_acquire() noexcept { std::atomic_thread_fence(std::memory_order_acquire); }
-inline void device_release() noexcept { std::atomic_thread_fence(std::memory_order_release); }
 
 }  // namespace cxv::hw

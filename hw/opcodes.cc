@@ -50,26 +50,3 @@ std::string_view name(port_change_subtype v) noexcept {
 }
 
 }  // namespace cxv::hw
-
-#include "hw/cmd_syndromes.h"
-
-namespace cxv::hw {
-
-#define CXV_SYNDROME_NAME(name, value, what) \
-    case value:                              \
-        return #name;
-#define CXV_SYNDROME_WHAT(name, value, what) \
-    case value:                              \
-        return what;
-
-std::string_view name(cmd_syndrome v) noexcept {
-    switch (static_cast<std::uint32_t>(v)) { CXV_CMD_SYNDROMES(CXV_SYNDROME_NAME) }
-    return {};
-}
-
-std::string_view describe(cmd_syndrome v) noexcept {
-    switch (static_cast<std::uint32_t>(v)) { CXV_CMD_SYNDROMES(CXV_SYNDROME_WHAT) }
-    return {};
-}
-
-}  // namespace cxv::hw

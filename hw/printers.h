@@ -15,7 +15,6 @@
 
 #include <fmt/format.h>
 
-#include "hw/cmd_syndromes.h"
 #include "hw/cqe.h"
 #include "hw/layout.h"
 #include "hw/opcodes.h"
@@ -128,7 +127,6 @@ CXV_HW_ENUM_FORMATTER(cqe_opcode)
 CXV_HW_ENUM_FORMATTER(cqe_syndrome)
 CXV_HW_ENUM_FORMATTER(event_type)
 CXV_HW_ENUM_FORMATTER(port_change_subtype)
-CXV_HW_ENUM_FORMATTER(cmd_syndrome)
 #undef CXV_HW_ENUM_FORMATTER
 
 #define CXV_HW_STRUCT_FORMATTER(type)                                                      \

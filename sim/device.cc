@@ -4,6 +4,7 @@
 
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
+#include "hw/init_seg.h"
 
 namespace cxv::sim {
 
@@ -11,10 +12,10 @@ namespace ifc = hw::ifc;
 
 namespace {
 
-constexpr std::size_t kInitializing = ifc::initial_seg::initializing::bit_offset / 32 * 4;  // 0x1fc
-constexpr std::size_t kHealth = ifc::initial_seg::health_buffer::bit_offset / 8;             // 0x200
-constexpr std::size_t kHealthCounter = ifc::initial_seg::health_counter::bit_offset / 32 * 4; // 0x1010
-static_assert(kInitializing == 0x1fc && kHealth == 0x200 && kHealthCounter == 0x1010);
+// Initialization segment offsets (PRM "Initialization Segment"): hw/'s, the driver's too.
+constexpr std::size_t kInitializing = hw::init_seg_offset::initializing;
+constexpr std::size_t kHealth = hw::init_seg_offset::health_buffer;
+constexpr std::size_t kHealthCounter = hw::init_seg_offset::health_counter;
 
 }  // namespace
 
@@ -76,7 +77,7 @@ void device::power_on() {
     cmd_.reset();
     fw_.reset();
     // Booting: `initializing` (bit 31 of dword 0x1fc) until boot_time has passed.
-    bar_->store32(kInitializing, 0x80000000u);
+    bar_->store32(kInitializing, hw::init_seg_initializing_bit);
     const auto now = std::chrono::steady_clock::now();
     boot_done_ = now + cfg_.boot_time;
     booting_ = true;
@@ -103,7 +104,7 @@ void device::tick_health(std::chrono::steady_clock::time_point now) {
     if (now < next_health_) return;
     next_health_ = now + cfg_.health_period;
     if (faults_.health_stalled()) return;
-    health_counter_ = (health_counter_ + 1) & 0xffffff;
+    health_counter_ = (health_counter_ + 1) & hw::health_counter_mask;
     // health_syndrome (bits 31:24) stays 0; the counter is the low 24 bits.
     bar_->store32(kHealthCounter, health_counter_);
 }
@@ -129,14 +130,14 @@ bool device::poll_doorbells() {
         // CQ arm doorbell: 64 bits (arm word, cqn); the arm word is never 0 once a CQ
         // has been armed with a sequence number or command, and cqn 0 is never used.
         if (bar_->load64(base + hw::uar_cq_doorbell) != 0) {
-            fw_.cq_doorbell(bar_->exchange64(base + hw::uar_cq_doorbell, 0));
+            fw_.engine().cq_doorbell(bar_->exchange64(base + hw::uar_cq_doorbell, 0));
             any = true;
         }
         // Send doorbells: the first 8 bytes of a control segment at the start of a
         // BlueFlame register half (never 0: QP numbers start at 0x100).
         for (std::size_t off = base + hw::uar_bf_offset; off < base + hw::uar_page_size; off += 0x100) {
             if (bar_->load64(off) != 0) {
-                fw_.sq_doorbell(uar, off, bar_->exchange64(off, 0));
+                fw_.engine().sq_doorbell(uar, off, bar_->exchange64(off, 0));
                 any = true;
             }
         }
@@ -179,7 +180,7 @@ bool device::round(std::chrono::steady_clock::time_point now) {
     }
     worked |= poll_doorbells();
     worked |= receive_packets();
-    worked |= fw_.transport_tick(now);
+    worked |= fw_.engine().tick(now);
     worked |= fw_.port_tick(now);
     return worked;
 }
@@ -219,7 +220,7 @@ std::size_t device::eq_count() {
 }
 
 std::uint32_t device::health_counter() const {
-    return bar_->load32(kHealthCounter) & 0xffffff;
+    return bar_->load32(kHealthCounter) & hw::health_counter_mask;
 }
 
 void device::set_link(bool up) {

@@ -3,7 +3,7 @@
 namespace cxv::sim {
 
 void fault_plan::fail_commands(std::optional<hw::cmd_opcode> opcode, hw::cmd_status status,
-                               hw::cmd_syndrome syndrome, unsigned count) {
+                               sim::cmd_syndrome syndrome, unsigned count) {
     std::lock_guard lock(mu_);
     fail_opcode_ = opcode;
     fail_status_ = status;

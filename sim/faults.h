@@ -6,7 +6,7 @@
 #include <mutex>
 #include <optional>
 
-#include "hw/cmd_syndromes.h"
+#include "sim/syndromes.h"
 #include "hw/opcodes.h"
 
 namespace cxv::sim {
@@ -15,7 +15,7 @@ class fault_plan {
 public:
     // The next `count` commands (of `opcode`, or any) fail with status/syndrome.
     void fail_commands(std::optional<hw::cmd_opcode> opcode, hw::cmd_status status,
-                       hw::cmd_syndrome syndrome, unsigned count = 1);
+                       sim::cmd_syndrome syndrome, unsigned count = 1);
     // The next command with `opcode` (or any) completes after `delay`; with `drop`, its
     // completion is never reported (ownership stays with the device: a timeout).
     void delay_completion(std::optional<hw::cmd_opcode> opcode, std::chrono::milliseconds delay);
@@ -33,7 +33,7 @@ public:
     void clear();
 
     struct command_fault {
-        std::optional<std::pair<hw::cmd_status, hw::cmd_syndrome>> fail;
+        std::optional<std::pair<hw::cmd_status, sim::cmd_syndrome>> fail;
         std::chrono::milliseconds delay{0};
         bool drop = false;
         bool no_event = false;
@@ -51,7 +51,7 @@ private:
     mutable std::mutex mu_;
     std::optional<hw::cmd_opcode> fail_opcode_;
     hw::cmd_status fail_status_{};
-    hw::cmd_syndrome fail_syndrome_{};
+    sim::cmd_syndrome fail_syndrome_{};
     unsigned fail_count_ = 0;
     std::optional<hw::cmd_opcode> delay_opcode_;
     std::chrono::milliseconds delay_{0};

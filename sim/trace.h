@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "hw/cmd_syndromes.h"
+#include "sim/syndromes.h"
 #include "hw/opcodes.h"
 
 namespace cxv::sim {
@@ -21,7 +21,7 @@ struct command_record {
     std::uint16_t op_mod;
     std::uint8_t delivery_status;  // cmd_queue_entry.status
     hw::cmd_status status;
-    hw::cmd_syndrome syndrome;
+    sim::cmd_syndrome syndrome;
     std::chrono::nanoseconds duration;
 };
 

@@ -4,9 +4,10 @@
 #include <array>
 #include <cstring>
 
-#include "hw/barrier.h"
 #include "hw/cmd_layouts.h"
 #include "hw/ifc.h"
+#include "hw/init_seg.h"
+#include "sim/device_barrier.h"
 
 namespace cxv::sim {
 
@@ -14,11 +15,11 @@ namespace ifc = hw::ifc;
 
 namespace {
 
-// Byte offsets in the initialization segment (PRM "Initialization Segment").
-constexpr std::size_t kAddrHi = ifc::initial_seg::cmdq_phy_addr_63_32::bit_offset / 8;
-constexpr std::size_t kAddrLo = ifc::initial_seg::cmdq_phy_addr_31_12::bit_offset / 32 * 4;
-constexpr std::size_t kDoorbell = ifc::initial_seg::command_doorbell_vector::bit_offset / 8;
-static_assert(kAddrHi == 0x10 && kAddrLo == 0x14 && kDoorbell == 0x18);
+// Byte offsets in the initialization segment (PRM "Initialization Segment"): hw/'s,
+// the same ones the driver uses.
+constexpr std::size_t kAddrHi = hw::init_seg_offset::cmdq_addr_h;
+constexpr std::size_t kAddrLo = hw::init_seg_offset::cmdq_addr_l_sz;
+constexpr std::size_t kDoorbell = hw::init_seg_offset::command_doorbell_vector;
 
 constexpr std::size_t kEntry = ifc::cmd_queue_entry::size_bytes;  // 64
 constexpr std::size_t kInline = 16;
@@ -41,7 +42,7 @@ void cmd_engine::reset() {
     delayed_.clear();
     // Read-only fields the driver reads before it writes the address (log size 5,
     // stride 6: 32 entries of 64 bytes).
-    last_addr_dword_ = (log_cmdq_size << 4) | log_cmdq_stride;
+    last_addr_dword_ = (log_cmdq_size << hw::log_cmdq_size_shift) | (log_cmdq_stride << hw::log_cmdq_stride_shift);
     bar_.store32(kAddrHi, 0);
     bar_.store32(kAddrLo, last_addr_dword_);
     bar_.store32(kDoorbell, 0);
@@ -53,9 +54,11 @@ bool cmd_engine::latch_queue_address() {
     // The driver wrote the dword: the address (bits 31:12) and nic_interface (10:8) are
     // its; the log sizes are read-only and come back.
     const std::uint64_t hi = bar_.load32(kAddrHi);
-    cmdq_iova_ = (hi << 32) | (lo & 0xfffff000u);
-    nic_interface_ = static_cast<std::uint8_t>((lo >> 8) & 0x7);
-    last_addr_dword_ = (lo & 0xfffff700u) | (log_cmdq_size << 4) | log_cmdq_stride;
+    cmdq_iova_ = (hi << 32) | (lo & hw::cmdq_addr_l_mask);
+    nic_interface_ = static_cast<std::uint8_t>((lo >> hw::nic_interface_shift) & hw::nic_interface_mask);
+    constexpr std::uint32_t kKeep = hw::cmdq_addr_l_mask | (hw::nic_interface_mask << hw::nic_interface_shift);
+    last_addr_dword_ = (lo & kKeep) | (log_cmdq_size << hw::log_cmdq_size_shift) |
+                       (log_cmdq_stride << hw::log_cmdq_stride_shift);
     bar_.store32(kAddrLo, last_addr_dword_);
     busy_ = dropped_ = 0;
     return true;
@@ -88,7 +91,7 @@ bool cmd_engine::poll() {
         // A doorbell, and no queue latched above: the driver may have written the address
         // and rung since that look (it writes the address before it rings, so once the
         // doorbell is seen the address is too). Latch again before deciding.
-        hw::device_acquire();
+        device_acquire();
         worked |= latch_queue_address();
         if (cmdq_iova_ == 0) {
             // No queue at all: the doorbell has nothing to ring; consume it so that it is
@@ -103,7 +106,7 @@ bool cmd_engine::poll() {
     const std::uint32_t rung = bar_.load32(kDoorbell) ? bar_.exchange32(kDoorbell, 0) : 0;
     if (rung == 0) return worked;
     trace_.update([](counters& c) { ++c.command_doorbells; });
-    hw::device_acquire();
+    device_acquire();
     std::array<std::byte, slots * kEntry> q;
     if (!mmu_.read(cmdq_iova_, q.data(), q.size())) {
         trace_.update([](counters& c) { ++c.iommu_faults; });
@@ -126,7 +129,7 @@ void cmd_engine::complete(unsigned slot, std::uint8_t delivery_status, bool even
     const std::uint64_t entry_iova = cmdq_iova_ + slot * kEntry;
     // The PRM hands the entry back by clearing ownership in its last byte, with the
     // delivery status above it; everything else was written before.
-    hw::device_release();
+    device_release();
     const std::uint8_t status_own = static_cast<std::uint8_t>(delivery_status << 1);
     mmu_.write(entry_iova + kStatusOwn, &status_own, 1);
     busy_ &= ~(1u << slot);
@@ -209,7 +212,7 @@ void cmd_engine::execute(unsigned slot) {
     }
     busy_ |= 1u << slot;
 
-    command_record rec{slot, hw::cmd_opcode{}, 0, 0, hw::cmd_status::OK, hw::cmd_syndrome::OK, {}};
+    command_record rec{slot, hw::cmd_opcode{}, 0, 0, hw::cmd_status::OK, sim::cmd_syndrome::OK, {}};
     auto finish_delivery_error = [&](std::uint8_t status) {
         rec.delivery_status = status;
         rec.duration = std::chrono::steady_clock::now() - start;

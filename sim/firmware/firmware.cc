@@ -15,11 +15,16 @@ namespace cxv::sim {
 namespace ifc = hw::ifc;
 using hw::cmd_opcode;
 using hw::cmd_status;
-using hw::cmd_syndrome;
 
 firmware::firmware(const device_config& cfg, bar0& bar, iommu& mmu, msix_table& msix, trace& tr,
                    fault_plan& faults)
-    : cfg_(cfg), bar_(bar), mmu_(mmu), msix_(msix), trace_(tr), faults_(faults) {
+    : cfg_(cfg),
+      bar_(bar),
+      mmu_(mmu),
+      msix_(msix),
+      trace_(tr),
+      faults_(faults),
+      engine_(cfg, bar, mmu, tr, tables_, *this) {
     reset();
 }
 
@@ -200,8 +205,7 @@ void firmware::release_all_objects() {
     }
     for (auto& [n, o] : eqs_) pages_.free_slot(o.icm);
     qps_.clear();
-    active_qps_.clear();
-    bf_pages_.clear();
+    engine_.reset();
     srqs_.clear();
     cqs_.clear();
     mkeys_.clear();
@@ -260,6 +264,45 @@ bool firmware::icm_store_list(const std::vector<std::uint64_t>& entries,
 void firmware::icm_free_list(std::vector<pages::slot>& slots) {
     for (const auto s : slots) pages_.free_slot(s);
     slots.clear();
+}
+
+// --- the transport engine's side --------------------------------------------------------
+
+std::uint32_t firmware::port_address() const {
+    if (cfg_.port == port_type::ethernet) {
+        return (std::uint32_t{cfg_.ipv4[0]} << 24) | (std::uint32_t{cfg_.ipv4[1]} << 16) |
+               (std::uint32_t{cfg_.ipv4[2]} << 8) | cfg_.ipv4[3];
+    }
+    return cfg_.lid;
+}
+
+void firmware::transmit(packet&& p) {
+    p.src_addr = port_address();
+    trace_.update([](counters& t) { ++t.packets_sent; });
+    const wire_frames frames = wire_frames_of(p, true);  // before p is moved away
+    // A port that is not ACTIVE puts nothing on the wire: RC requests then time out and
+    // are retried, UD and UC messages are lost (fw_port.cc).
+    const bool sent = port_active() &&
+                      fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p));
+    port_stats_.count_tx(frames, sent);
+    if (!sent) {
+        trace_.update([](counters& t) { ++t.packets_dropped; });
+    }
+}
+
+void firmware::deliver(packet&& p) {
+    if (!port_active()) {  // a port that is not ACTIVE receives nothing
+        trace_.update([](counters& t) { ++t.packets_dropped; });
+        return;
+    }
+    port_stats_.count_rx(wire_frames_of(p, false), qps_.count(p.dst_qpn) != 0);
+    engine_.receive(p);
+}
+
+void firmware::async_event(hw::event_type type, std::span<const std::byte> data) { post_event(type, 0, data); }
+
+void firmware::completion_event(std::uint32_t eqn, std::span<const std::byte> data) {
+    post_eqe(eqs_.at(eqn), hw::event_type::COMP, 0, data);
 }
 
 }  // namespace cxv::sim

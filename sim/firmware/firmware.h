@@ -1,10 +1,16 @@
 // The model's firmware: executes commands as the PRM says a ConnectX does, with the PRM's
-// status values and a distinct syndrome per cause (hw/cmd_syndromes.h), and owns the
+// status values and a distinct syndrome per cause (sim/syndromes.h), and owns the
 // HCA state and every object the driver creates.
 //
 // It sees host memory only through the IOMMU, and the driver only through what a card
 // has: the command interface (cmd_engine), doorbells in BAR0 (polled by the device
 // thread), EQEs it writes and MSI-X vectors it signals.
+//
+// The objects live in the object tables (sim/objects/tables.h), which the firmware
+// shares with its transport engine (sim/transport/engine.h): the engine executes the
+// work the driver posts and calls back only through transport_hooks (the port, events,
+// Q counters); the firmware calls the engine at a few named points (a QP created,
+// modified, destroyed; reset).
 #pragma once
 
 #include <array>
@@ -19,7 +25,7 @@
 #include <span>
 #include <vector>
 
-#include "hw/cmd_syndromes.h"
+#include "sim/syndromes.h"
 #include "hw/cqe.h"
 #include "hw/opcodes.h"
 #include "sim/pci/bar.h"
@@ -30,8 +36,11 @@
 #include "sim/pci/iommu.h"
 #include "sim/transport/mkey_translate.h"
 #include "sim/pci/msix.h"
-#include "sim/firmware/objects.h"
-#include "sim/firmware/pages.h"
+#include "sim/objects/objects.h"
+#include "sim/objects/pages.h"
+#include "sim/objects/tables.h"
+#include "sim/transport/engine.h"
+#include "sim/transport/hooks.h"
 #include "sim/transport/port_stats.h"
 #include "sim/trace.h"
 
@@ -40,11 +49,11 @@ namespace cxv::sim {
 // The outcome of one command: written to the output's status and syndrome.
 struct cmd_reply {
     hw::cmd_status status = hw::cmd_status::OK;
-    hw::cmd_syndrome syndrome = hw::cmd_syndrome::OK;
+    sim::cmd_syndrome syndrome = sim::cmd_syndrome::OK;
 };
 
 inline cmd_reply ok() { return {}; }
-inline cmd_reply fail(hw::cmd_status s, hw::cmd_syndrome syn) { return {s, syn}; }
+inline cmd_reply fail(hw::cmd_status s, sim::cmd_syndrome syn) { return {s, syn}; }
 
 // One command as the engine hands it over: the whole input (ilen bytes) and an output
 // buffer of at least the command's output layout size (zeroed); only the first olen
@@ -97,7 +106,7 @@ enum class hca_state : std::uint8_t {
     torn_down,    // after TEARDOWN_HCA, before DISABLE_HCA
 };
 
-class firmware {
+class firmware : private transport_hooks {
 public:
     firmware(const device_config& cfg, bar0& bar, iommu& mmu, msix_table& msix, trace& tr,
              fault_plan& faults);
@@ -112,23 +121,15 @@ public:
     // CREATE_EQ of a command EQ completes without an EQE, as does its DESTROY_EQ).
     void post_command_completion(std::uint32_t slots);
 
-    // Doorbells the device thread found in UAR pages: EQ (0x40 arm, 0x48 no arm) and CQ
-    // arm (0x20, 64 bits: arm word, cqn).
+    // An EQ doorbell the device thread found in a UAR page (0x40 arm, 0x48 no arm).
     void eq_doorbell(std::uint32_t value, bool arm);
-    void cq_doorbell(std::uint64_t value);
     // Every UAR page an EQ, CQ or QP is bound to: the device thread polls their doorbells.
     std::vector<std::uint32_t> watched_uar_pages() const;
 
-    // --- the transport engine (xport_send.cc, xport_recv.cc) ---
-    // A send doorbell the device thread found at byte `off` of UAR page `uar` (a
-    // BlueFlame register half): `qword0` is its first 8 bytes as written (the first 8
-    // bytes of a WQE's control segment); the rest of the half may hold a BlueFlame copy.
-    void sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0);
-    // A packet from the fabric for this port.
+    // The transport engine, for the device thread's send and CQ doorbells and its ticks.
+    transport_engine& engine() noexcept { return engine_; }
+    // A packet from the fabric for this port: counted by the port, then the engine's.
     void deliver(packet&& p);
-    // Timers (RNR waits, ACK timeouts), stalled send queues and receive queues of QPs in
-    // error. True when something happened.
-    bool transport_tick(std::chrono::steady_clock::time_point now);
 
     // A PAGE_REQUEST event for num_pages (negative: pages the firmware can return).
     void request_pages(std::int32_t num_pages);
@@ -244,12 +245,11 @@ private:
     void reset_q_counters();
     // A QP's counter_set_id moves from `from` to `to` (RST2INIT, RTS2RTS, 2RST, destroy).
     void rebind_q_counter(std::uint32_t from, std::uint32_t to);
-    // Counts one event on the set the QP counts to (its qpc.counter_set_id).
-    void count(const qp_object& qp, std::uint32_t q_counter_values::*what);
-    // An error the requester completes a WQE with, or the responder detects (`cqe`: and
-    // writes a receive CQE for): the error CQE counters and the one for its cause.
-    void count_req_error(const qp_object& qp, hw::cqe_syndrome why);
-    void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe);
+    // transport_hooks: counts one event on the set the QP counts to (its
+    // qpc.counter_set_id); an error CQE's counters and the one for its cause.
+    void count(const qp_object& qp, std::uint32_t q_counter_values::*what) override;
+    void count_req_error(const qp_object& qp, hw::cqe_syndrome why) override;
+    void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe) override;
 
     // Firmware memory for an object's context: a slot in the pages the driver gave,
     // written through the IOMMU. When the pool runs low the firmware asks for more with
@@ -293,42 +293,16 @@ private:
     bool port_configured() const noexcept { return port_configured_; }
     void port_enter(port_phase next, std::chrono::steady_clock::time_point now);
 
-    // --- transport engine internals ---
-    // Completion queue entry at the producer index of `cqn` (fw_cq.cc), with the
-    // notification protocol described there. False when the CQ is gone, overran or the
-    // write faulted.
-    bool push_cqe(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited);
-    // Reads/writes of a QP's or SRQ's work queue buffer at a byte offset.
-    bool wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len);
-    bool srq_read(const srq_object& srq, std::uint64_t off, void* dst, std::size_t len);
-    std::optional<std::uint32_t> qp_dbr(const qp_object& qp, bool send);
-    std::optional<std::uint32_t> srq_dbr(const srq_object& srq);
-    // Data through memory keys: every piece translated and checked before any byte moves.
-    hw::cqe_syndrome gather(std::uint32_t pd, const std::vector<local_sge>& sges, std::vector<std::byte>& out);
-    hw::cqe_syndrome scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
-                             std::span<const std::byte> data, std::size_t capacity_needed);
-    bool remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
-                       unsigned access, std::vector<iova_range>& out);
-    // Requester.
-    void sq_progress(qp_object& qp);
-    bool execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs);
-    void send_packet(packet&& p);
-    void complete_front(qp_object& qp);
-    void on_response(qp_object& qp, packet& p);
-    void retransmit(qp_object& qp);
-    // Responder.
-    void on_request(qp_object& qp, packet& p);
-    struct recv_wqe;
-    bool take_recv_wqe(qp_object& qp, recv_wqe& out);
-    void responder_error(qp_object& qp, const recv_wqe* w, hw::cqe_syndrome why);
-    // Errors and flushes.
-    void qp_to_error(qp_object& qp, bool send_queue_only);
-    void flush_sq(qp_object& qp);
-    void flush_rq(qp_object& qp);
-    void on_qp_transition(qp_object& qp, qp_state from);
-    void qp_event(hw::event_type t, std::uint32_t qpn);
+    // --- the transport engine's side (firmware.cc) ---
+    // transport_hooks: the port puts the engine's messages on the fabric (nothing when
+    // not ACTIVE), and events go to the EQs.
+    void transmit(packet&& p) override;
+    void async_event(hw::event_type type, std::span<const std::byte> data) override;
+    void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override;
     std::uint32_t port_address() const;
-    void write_bf_sentinel(std::uint32_t uar);
+    // The engine's entry points the QP commands use (fw_qp.cc).
+    void write_bf_sentinel(std::uint32_t uar) { engine_.watch_bf_page(uar); }
+    void on_qp_transition(qp_object& qp, qp_state from) { engine_.on_qp_transition(qp, from); }
 
     const device_config& cfg_;
     bar0& bar_;
@@ -363,27 +337,29 @@ private:
     std::uint8_t atomic_req_mode_ = 0;           // atomic_caps.atomic_req_8B_endianness_mode
     std::array<std::uint8_t, 64> driver_version_{};
 
-    // Object tables. Object numbers start at 1 (0 is never a valid handle).
-    std::map<std::uint32_t, uar_object> uars_;
+    // The object tables, shared with the transport engine. Object numbers start at 1 (0
+    // is never a valid handle). The command handlers name each table as a member of
+    // their own (uars_, qps_, ...): references into tables_.
+    object_tables tables_;
+    std::map<std::uint32_t, uar_object>& uars_ = tables_.uars;
     std::uint32_t next_uar_ = 0;
-    std::map<std::uint32_t, pd_object> pds_;
+    std::map<std::uint32_t, pd_object>& pds_ = tables_.pds;
     std::uint32_t next_pd_ = 1;
     std::map<std::uint32_t, event_queue> eqs_;
-    std::map<std::uint32_t, mkey_object> mkeys_;  // by mkey_index
+    std::map<std::uint32_t, mkey_object>& mkeys_ = tables_.mkeys;  // by mkey_index
     std::uint32_t next_mkey_ = 0x10;  // below: reserved (fw_mkey.cc)
-    std::map<std::uint32_t, umem_object> umems_;
+    std::map<std::uint32_t, umem_object>& umems_ = tables_.umems;
     std::uint32_t next_umem_ = 1;
-    std::map<std::uint32_t, cq_object> cqs_;
+    std::map<std::uint32_t, cq_object>& cqs_ = tables_.cqs;
     std::uint32_t next_cqn_ = 1;
-    std::map<std::uint32_t, qp_object> qps_;
+    std::map<std::uint32_t, qp_object>& qps_ = tables_.qps;
     std::uint32_t next_qpn_ = 0x100;  // below: reserved for special QPs (QP0/QP1)
-    std::map<std::uint32_t, srq_object> srqs_;
+    std::map<std::uint32_t, srq_object>& srqs_ = tables_.srqs;
     std::uint32_t next_srqn_ = 1;
-    std::map<std::uint32_t, q_counter_object> q_counters_;  // set 0 always present
+    std::map<std::uint32_t, q_counter_object>& q_counters_ = tables_.q_counters;  // set 0 always present
     port_stats vport_cleared_{};  // port_stats_ when QUERY_VPORT_COUNTER last cleared
     std::uint32_t created_by_current_command_ = 0;  // eqn, or 0
-    std::set<std::uint32_t> active_qps_;            // QPs the transport tick must visit
-    std::set<std::uint32_t> bf_pages_;              // UAR pages with BlueFlame sentinels
+    transport_engine engine_;
 };
 
 }  // namespace cxv::sim

@@ -25,7 +25,6 @@ namespace cxv::sim {
 
 namespace ifc = hw::ifc;
 using hw::cmd_status;
-using hw::cmd_syndrome;
 using hw::cqe_syndrome;
 
 namespace {

@@ -1,51 +1,28 @@
-// Completion queues (PRM CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ, "Completion Queue",
-// "CQ Doorbell Record"), and the device side of CQ notification: the arm doorbell in the
-// UAR page, the doorbell record in host memory, and the completion event a CQ raises on
-// its EQ.
-//
-// The notification protocol, as the transport engine must use it when it writes a CQE:
-//   1. room: read the consumer index from the doorbell record (read_dbr); with
-//      (producer - consumer) >= 2^log_cq_size and oi clear the CQ overruns: status
-//      CQ_OVERFLOW, cq.overrun, a CQ_ERROR event (cq_error, syndrome 1) to the EQs that
-//      subscribed to it, and no more CQEs. With oi set the CQE is written regardless.
-//   2. write the CQE at cqe_iova(producer): body first, then (after a device release
-//      barrier) the byte holding op_own, whose owner bit is (producer >> log_cq_size) & 1;
-//      then ++producer, and for a solicited or error CQE set the in-memory
-//      last_solicit_index to producer (see solicited_end()).
-//   3. if cq_event_due(): one COMP EQE (comp_event.cq_number) on the CQ's own EQ, whatever
-//      the EQ's event bitmask (completion events are not subscribed to), and the CQ is
-//      disarmed (take_event) until the driver arms it again.
-// MODIFY_CQ's resize follows the same steps for its RESIZE_CQ CQE.
+// Completion queues (PRM CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ, "Completion
+// Queue"): the commands. What the device does with a CQ afterwards -- CQEs, the arm
+// doorbell, completion events -- is the transport engine's CQ engine
+// (sim/transport/cq_engine.h), whose ring helpers QUERY_CQ and MODIFY_CQ's resize use.
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
-#include "hw/barrier.h"
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
+#include "sim/transport/cq_engine.h"
 
 namespace cxv::sim {
 
 namespace ifc = hw::ifc;
 using hw::cmd_status;
-using hw::cmd_syndrome;
 
 namespace {
 
 using umem_map = std::map<std::uint32_t, umem_object>;
-
-// PRM cqc.status and cqc.st values.
-constexpr std::uint32_t kStatusOk = 0x0;
-constexpr std::uint32_t kStatusOverflow = 0x9;
-constexpr std::uint32_t kStSolicitedArmed = 0x6;
-constexpr std::uint32_t kStArmed = 0x9;
-constexpr std::uint32_t kStFired = 0xa;
-// A CQ never armed since it was created: the context as the driver gave it (st 0).
-constexpr std::uint32_t kStIdle = 0x0;
+using namespace cq_ring;
 
 // MODIFY_CQ op_mod and its field-select bits.
 constexpr std::uint16_t kOpModModify = 0;
@@ -58,31 +35,6 @@ constexpr std::uint32_t kSelLogSize = 1u << 0;
 constexpr std::uint32_t kSelPageOffset = 1u << 1;
 constexpr std::uint32_t kSelPageSize = 1u << 2;
 
-
-// cqe_sz: 0 = 64-byte CQEs; 1 = 128-byte CQEs, whose second half is the 64-byte CQE
-// (the first half holds data scattered to the CQE, or nothing).
-std::size_t cqe_bytes(const std::byte* cqc) { return ifc::get<ifc::cqc::cqe_sz>(cqc) == 0 ? 64 : 128; }
-
-// Where a CQ's ring lies in its pages: 2^log_cq_size CQEs starting page_offset
-// 64ths of a page into the first page of 4 KiB << log_page_size (the quantized
-// page_offset Linux computes with a scale of 64).
-struct cq_geometry {
-    unsigned log_cq_size = 0;
-    unsigned log_page_size = 0;
-    std::uint32_t page_offset = 0;
-    std::size_t cqe = 64;
-
-    static cq_geometry of(const std::byte* cqc) {
-        return {ifc::get<ifc::cqc::log_cq_size>(cqc), ifc::get<ifc::cqc::log_page_size>(cqc),
-                ifc::get<ifc::cqc::page_offset>(cqc), cqe_bytes(cqc)};
-    }
-    std::uint64_t page() const { return std::uint64_t{4096} << log_page_size; }
-    std::uint64_t start() const { return page_offset * (page() / 64); }
-    std::uint64_t bytes() const { return std::uint64_t{cqe} << log_cq_size; }
-    std::size_t npages() const {
-        return static_cast<std::size_t>((start() + bytes() + page() - 1) / page());
-    }
-};
 
 // The page list after a command's fixed part: as long as the ring needs, each entry
 // aligned to the page size.
@@ -108,105 +60,6 @@ cmd_reply find_umem(const umem_map& umems, std::uint32_t id,
     if (it->second.uid != uid) return fail(cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
     out = &it->second;
     return ok();
-}
-
-const umem_object* umem_of(const umem_map& umems, std::uint32_t id) {
-    const auto it = umems.find(id);
-    return it == umems.end() ? nullptr : &it->second;
-}
-
-// The IOVA of CQE slot `index` (counted from creation; the ring index is its low bits).
-std::optional<std::uint64_t> cqe_iova(const cq_object& cq, const umem_object* umem,
-                                      std::uint32_t index) {
-    const cq_geometry g = cq_geometry::of(cq.cqc.data());
-    const std::uint64_t off = std::uint64_t{index & ((1u << g.log_cq_size) - 1)} * g.cqe;
-    if (cq.umem_id != 0) return umem ? umem_iova(*umem, cq.umem_offset + off) : std::nullopt;
-    const std::uint64_t pos = g.start() + off;
-    if (pos / g.page() >= cq.pas.size()) return std::nullopt;
-    return cq.pas[pos / g.page()] + pos % g.page();
-}
-
-// The doorbell record's IOVA: dbr_addr, or with dbr_umem_valid an offset into a UMEM.
-std::optional<std::uint64_t> dbr_iova(const cq_object& cq, const umem_map& umems) {
-    const std::byte* cqc = cq.cqc.data();
-    const std::uint64_t addr = ifc::get<ifc::cqc::dbr_addr>(cqc);
-    if (!ifc::get<ifc::cqc::dbr_umem_valid>(cqc)) return addr;
-    const umem_object* u = umem_of(umems, ifc::get<ifc::cqc::dbr_umem_id>(cqc));
-    return u ? umem_iova(*u, addr) : std::nullopt;
-}
-
-// The driver's doorbell record (PRM "CQ Doorbell Record"): update_ci, the consumer
-// index the driver has reached, and arm_ci, the last arm request. The device reads it
-// when it needs the consumer index; nullopt when the read faults.
-std::optional<hw::cq_doorbell_record> read_dbr(const iommu& mmu, const cq_object& cq,
-                                               const umem_map& umems) {
-    const auto iova = dbr_iova(cq, umems);
-    hw::cq_doorbell_record r{};
-    if (!iova || !mmu.read(*iova, &r, sizeof(r))) return std::nullopt;
-    return r;
-}
-
-// The consumer index the device knows (cqc.consumer_counter of the in-memory context).
-std::uint32_t consumer(const cq_object& cq) {
-    return ifc::get<ifc::cqc::consumer_counter>(cq.cqc.data());
-}
-void set_consumer(cq_object& cq, std::uint32_t ci) {
-    ifc::set<ifc::cqc::consumer_counter>(cq.cqc.data(), ci & kMask24);
-}
-
-// Refreshes the consumer index from the doorbell record; keeps the last known value if
-// the record cannot be read.
-void refresh_consumer(const iommu& mmu, cq_object& cq, const umem_map& umems) {
-    if (const auto r = read_dbr(mmu, cq, umems)) set_consumer(cq, r->update_ci.value());
-}
-
-std::uint32_t outstanding(const cq_object& cq) { return (cq.producer - consumer(cq)) & kMask24; }
-
-// Whether one more CQE may be written: room in the ring, or overrun ignored (oi).
-bool cq_room(const cq_object& cq) {
-    const std::byte* cqc = cq.cqc.data();
-    return outstanding(cq) < (1u << ifc::get<ifc::cqc::log_cq_size>(cqc)) || ifc::get<ifc::cqc::oi>(cqc);
-}
-
-// The in-memory last_solicit_index holds one past the index of the last solicited or
-// error CQE (0: none yet), so that "none" and "index 0" differ; QUERY_CQ reports the
-// index itself.
-std::uint32_t solicited_end(const cq_object& cq) {
-    return ifc::get<ifc::cqc::last_solicit_index>(cq.cqc.data());
-}
-
-// Whether an armed CQ must raise its completion event now: REQ_NOT fires for any CQE at
-// or past the consumer index the driver armed with, REQ_NOT_SOL only for a solicited or
-// error one. Called when the CQ is armed (CQEs may be waiting) and after each CQE.
-bool cq_event_due(const cq_object& cq) {
-    if (!cq.armed) return false;
-    const std::uint32_t pending = outstanding(cq);
-    if (pending == 0) return false;
-    if (!cq.armed_solicited) return true;
-    const std::uint32_t d = (solicited_end(cq) - consumer(cq)) & kMask24;
-    return d != 0 && d <= pending;
-}
-
-// Disarms the CQ for the event it raises and returns the event's payload.
-std::array<std::byte, ifc::comp_event::size_bytes> take_event(cq_object& cq) {
-    cq.armed = cq.armed_solicited = false;
-    ifc::set<ifc::cqc::st>(cq.cqc.data(), kStFired);
-    ifc::set<ifc::cqc::last_notified_index>(cq.cqc.data(), (cq.producer - 1) & kMask24);
-    std::array<std::byte, ifc::comp_event::size_bytes> d{};
-    ifc::set<ifc::comp_event::cq_number>(d.data(), cq.cqn);
-    return d;
-}
-
-// Writes a CQE with nothing but its opcode and owner bit (a RESIZE_CQ CQE): the body,
-// then the byte holding op_own, so the driver never sees the owner bit before the rest.
-// A 128-byte CQE carries the 64-byte CQE in its second half.
-bool write_cqe(const iommu& mmu, std::uint64_t iova, std::size_t size, hw::cqe_opcode op,
-               unsigned owner) {
-    std::array<std::byte, 128> e{};
-    e[size - 1] = static_cast<std::byte>(hw::make_op_own(op, false, static_cast<std::uint8_t>(owner)));
-    if (!mmu.write(iova, e.data(), size - 1)) return false;
-    hw::device_release();
-    return mmu.write(iova + size - 1, e.data() + size - 1, 1);
 }
 
 // Context fields the model checks at create: the CQE size, and features whose
@@ -352,7 +205,7 @@ cmd_reply firmware::query_cq(cmd_ctx& c) {
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     // The context as created or modified, with the device's state over it.
-    refresh_consumer(mmu_, cq, umems_);
+    refresh_consumer(mmu_, cq, tables_);
     const std::byte* dev = cq.cqc.data();
     ifc::set<ifc::cqc::status>(out, cq.overrun ? kStatusOverflow : kStatusOk);
     ifc::set<ifc::cqc::st>(out, ifc::get<ifc::cqc::st>(dev));
@@ -426,7 +279,7 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     if (ifc::get<ifc::modify_cq_in::cq_umem_valid>(in)) return bad_param(cmd_syndrome::BAD_PARAMETER);
     if (cq.overrun) return fail(cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE);
     const cq_geometry old = cq_geometry::of(cq.cqc.data());
-    refresh_consumer(mmu_, cq, umems_);
+    refresh_consumer(mmu_, cq, tables_);
     next = cq.cqc;
     std::byte* n = next.data();
     if (sel & kSelLogSize) ifc::set<ifc::cqc::log_cq_size>(n, ifc::get<ifc::cqc::log_cq_size>(want));
@@ -451,7 +304,7 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     if (!icm_write(cq.icm, n, next.size())) {
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
-    const auto at = cqe_iova(cq, umem_of(umems_, cq.umem_id), cq.producer);
+    const auto at = cqe_iova(cq, tables_.umem(cq.umem_id), cq.producer);
     const unsigned owner = (cq.producer >> old.log_cq_size) & 1;
     if (!at || !write_cqe(mmu_, *at, old.cqe, hw::cqe_opcode::RESIZE_CQ, owner)) {
         trace_.update([](counters& t) { ++t.iommu_faults; });
@@ -468,75 +321,6 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     cq.pas = std::move(pas);
     if (cq_event_due(cq)) post_eqe(eqs_.at(cq.eqn), hw::event_type::COMP, 0, take_event(cq));
     return ok();
-}
-
-// --- CQEs from the transport engine ----------------------------------------------------
-
-bool firmware::push_cqe(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
-    const auto it = cqs_.find(cqn);
-    if (it == cqs_.end()) return false;
-    cq_object& cq = it->second;
-    if (cq.overrun) return false;
-    // Room: the consumer index known so far only grows, so the record is read only when
-    // the ring looks full.
-    if (!cq_room(cq)) refresh_consumer(mmu_, cq, umems_);
-    if (!cq_room(cq)) {
-        // PRM "CQ Error Event": overrun (syndrome 1); the CQ takes no more CQEs.
-        cq.overrun = true;
-        ifc::set<ifc::cqc::status>(cq.cqc.data(), kStatusOverflow);
-        std::array<std::byte, ifc::cq_error::size_bytes> d{};
-        ifc::set<ifc::cq_error::cqn>(d.data(), cq.cqn);
-        ifc::set<ifc::cq_error::syndrome>(d.data(), 1);
-        post_event(hw::event_type::CQ_ERROR, 0, d);
-        return false;
-    }
-    const cq_geometry g = cq_geometry::of(cq.cqc.data());
-    const auto at = cqe_iova(cq, umem_of(umems_, cq.umem_id), cq.producer);
-    if (!at) return false;
-    // A 128-byte CQE carries the 64-byte CQE in its second half.
-    const std::uint64_t iova = *at + (g.cqe - sizeof(hw::cqe64));
-    hw::cqe64 e = cqe;
-    e.op_own = static_cast<std::uint8_t>((e.op_own & ~hw::cqe_owner_mask) |
-                                         ((cq.producer >> g.log_cq_size) & 1));
-    // Body first, then the byte with the owner bit (PRM "Completion Queue").
-    if (!mmu_.write(iova, &e, sizeof(e) - 1)) {
-        trace_.update([](counters& t) { ++t.iommu_faults; });
-        return false;
-    }
-    hw::device_release();
-    if (!mmu_.write(iova + sizeof(e) - 1, &e.op_own, 1)) return false;
-    ++cq.producer;
-    const auto op = hw::cqe_get_opcode(e.op_own);
-    if (solicited || op == hw::cqe_opcode::REQ_ERR || op == hw::cqe_opcode::RESP_ERR) {
-        ifc::set<ifc::cqc::last_solicit_index>(cq.cqc.data(), cq.producer & kMask24);
-    }
-    trace_.update([](counters& t) { ++t.cqes; });
-    if (cq_event_due(cq)) post_eqe(eqs_.at(cq.eqn), hw::event_type::COMP, 0, take_event(cq));
-    return true;
-}
-
-// --- the arm doorbell ----------------------------------------------------------------
-
-// UAR + 0x20, 64 bits: the arm word (sn 29:28, command 26:24, consumer index 23:0) and
-// the CQ number. The driver writes the same arm word to the doorbell record first.
-void firmware::cq_doorbell(std::uint64_t value) {
-    const auto word = static_cast<std::uint32_t>(value >> 32);
-    const auto it = cqs_.find(static_cast<std::uint32_t>(value) & kMask24);
-    if (it == cqs_.end()) return;  // a doorbell for no CQ: ignored, as by a card
-    cq_object& cq = it->second;
-    const std::uint32_t sn = (word >> 28) & 3;
-    const std::uint32_t cmd = word & (7u << 24);
-    if (cmd != hw::cq_db_req_not && cmd != hw::cq_db_req_not_sol) return;  // no such command
-    // The driver advances sn after each completion event; an arm that still carries the
-    // sn of the request that already fired is stale and is dropped.
-    if (ifc::get<ifc::cqc::st>(cq.cqc.data()) == kStFired && sn == cq.arm_sn) return;
-    set_consumer(cq, word);
-    cq.arm_sn = sn;
-    cq.armed = true;
-    cq.armed_solicited = cmd == hw::cq_db_req_not_sol;
-    ifc::set<ifc::cqc::st>(cq.cqc.data(), cq.armed_solicited ? kStSolicitedArmed : kStArmed);
-    // CQEs already past the consumer index: the event fires at once.
-    if (cq_event_due(cq)) post_eqe(eqs_.at(cq.eqn), hw::event_type::COMP, 0, take_event(cq));
 }
 
 }  // namespace cxv::sim

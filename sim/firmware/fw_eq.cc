@@ -5,8 +5,8 @@
 #include <cstring>
 #include <utility>
 
-#include "hw/barrier.h"
 #include "hw/ifc.h"
+#include "sim/device_barrier.h"
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
@@ -15,7 +15,6 @@ namespace cxv::sim {
 
 namespace ifc = hw::ifc;
 using hw::cmd_status;
-using hw::cmd_syndrome;
 
 namespace {
 
@@ -200,7 +199,7 @@ bool firmware::post_eqe(event_queue& eq, hw::event_type type, std::uint8_t sub_t
         trace_.update([](counters& t) { ++t.iommu_faults; });
         return false;
     }
-    hw::device_release();
+    device_release();
     if (!mmu_.write(iova + kEqe - 1, e.data() + kEqe - 1, 1)) return false;
     ++eq.producer;
     trace_.update([](counters& t) { ++t.eqes; });

@@ -13,7 +13,6 @@ namespace cxv::sim {
 
 namespace ifc = hw::ifc;
 using hw::cmd_status;
-using hw::cmd_syndrome;
 
 namespace {
 

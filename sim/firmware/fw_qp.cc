@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "hw/cmd_values.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
@@ -22,7 +23,6 @@ namespace cxv::sim {
 namespace ifc = hw::ifc;
 using hw::cmd_opcode;
 using hw::cmd_status;
-using hw::cmd_syndrome;
 
 namespace {
 
@@ -36,9 +36,6 @@ constexpr std::uint32_t kFirstQpn = 0x100;  // QP0/QP1 and the rest below are re
 namespace qv = ifc::qpc_values;
 namespace opt = ifc::qp_optpar;
 
-// RoCEv2 headers and trailers a RoCE MTU leaves room for in an Ethernet frame (GRH,
-// UDP, BTH, XRC and atomic extended headers, ICRC).
-constexpr std::uint32_t kRoceOverhead = 40 + 8 + 12 + 4 + 28 + 4;
 
 // One transition command: the state it starts from (any, for 2ERR and 2RST), the state
 // it ends in, and the optional parameters it accepts per transport (RC, UC, UD).
@@ -140,7 +137,7 @@ qp_limits limits_of(const std::byte* caps, bool roce, std::uint32_t admin_mtu) {
     l.apm = ifc::get<cap::apm>(caps) != 0;
     // The port's MTU (PMTU); on Ethernet the RoCE MTU is the largest that fits a frame.
     std::uint32_t bytes = admin_mtu ? admin_mtu : (roce ? 9216 : 4096);
-    if (roce) bytes = bytes > kRoceOverhead ? bytes - kRoceOverhead : 0;
+    if (roce) bytes = bytes > hw::roce_header_overhead ? bytes - hw::roce_header_overhead : 0;
     for (std::uint32_t m = qv::mtu_256; m <= qv::mtu_4096; ++m) {
         if ((128u << m) <= bytes) l.max_mtu = m;
     }
@@ -458,7 +455,7 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     if (ifc::get<qpc::dbr_umem_valid>(q)) drop_user(umems_, ifc::get<qpc::dbr_umem_id>(q));
     rebind_q_counter(ifc::get<qpc::counter_set_id>(q), 0);
     icm_free(qp.icm);
-    active_qps_.erase(qp.qpn);
+    engine_.on_qp_destroyed(qp.qpn);
     qps_.erase(it);
     return ok();
 }

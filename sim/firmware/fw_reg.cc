@@ -17,7 +17,6 @@ namespace cxv::sim {
 
 namespace ifc = hw::ifc;
 using hw::cmd_status;
-using hw::cmd_syndrome;
 using hw::reg_id;
 
 struct firmware::reg_access {

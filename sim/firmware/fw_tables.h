@@ -4,12 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <vector>
 
-#include "hw/cmd_syndromes.h"
+#include "sim/syndromes.h"
 #include "hw/layout.h"
 #include "sim/firmware/firmware.h"
+#include "sim/objects/tables.h"
 
 namespace cxv::sim {
 
@@ -17,14 +17,14 @@ namespace cxv::sim {
 // the same uid. A missing PD, UAR, EQ or CQ is a bad parameter with its own syndrome; a
 // missing object without one (SRQ, UMEM) is an unknown resource.
 template <typename Map>
-cmd_reply check_ref(const Map& m, std::uint32_t n, std::uint32_t uid, hw::cmd_syndrome missing) {
+cmd_reply check_ref(const Map& m, std::uint32_t n, std::uint32_t uid, sim::cmd_syndrome missing) {
     const auto it = m.find(n);
     if (it == m.end()) {
-        return fail(missing == hw::cmd_syndrome::UNKNOWN_RESOURCE ? hw::cmd_status::BAD_RESOURCE
+        return fail(missing == sim::cmd_syndrome::UNKNOWN_RESOURCE ? hw::cmd_status::BAD_RESOURCE
                                                                   : hw::cmd_status::BAD_PARAM,
                     missing);
     }
-    if (it->second.uid != uid) return fail(hw::cmd_status::BAD_RESOURCE, hw::cmd_syndrome::FOREIGN_RESOURCE);
+    if (it->second.uid != uid) return fail(hw::cmd_status::BAD_RESOURCE, sim::cmd_syndrome::FOREIGN_RESOURCE);
     return ok();
 }
 
@@ -47,17 +47,6 @@ void put_pas(cmd_ctx& c, const std::vector<std::uint64_t>& pas) {
     for (std::size_t i = 0; i < pas.size() && i < room; ++i) {
         hw::ifc::set<typename Out::pas>(c.out.data(), i, pas[i]);
     }
-}
-
-// Byte `off` of a UMEM, translated by its MTT (pages of 4 KiB << log_page_size, the
-// UMEM starting page_offset bytes into the first); nullopt past the last page.
-inline std::optional<std::uint64_t> umem_iova(const umem_object& u, std::uint64_t off) {
-    const unsigned shift = u.log_page_size + 12;
-    const std::uint64_t pos = u.page_offset + off;
-    const std::uint64_t idx = pos >> shift;
-    if (idx >= u.mtt.size()) return std::nullopt;
-    const std::uint64_t mask = (std::uint64_t{1} << shift) - 1;
-    return (u.mtt[idx] & ~mask) + (pos & mask);
 }
 
 }  // namespace cxv::sim

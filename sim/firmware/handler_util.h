@@ -7,27 +7,22 @@
 #include <cstdint>
 #include <limits>
 
-#include "hw/cmd_syndromes.h"
+#include "sim/syndromes.h"
 #include "hw/opcodes.h"
 #include "sim/firmware/firmware.h"
-#include "sim/firmware/objects.h"
+#include "sim/objects/objects.h"
 
 namespace cxv::sim {
 
-// Object numbers (QPN, CQN, SRQN, EQN, mkey index, UMEM id) and the counters kept
-// with them (CQ producer and consumer counters, PSNs) are 24 bits wide (PRM "QP
-// Context", "Completion Queue Context", "Memory Key Context").
-inline constexpr std::uint32_t kMask24 = 0xffffff;
-
 // A command whose input names a value the device does not accept (PRM "Command
 // Interface": status BAD_PARAM), with the syndrome saying which check failed.
-inline cmd_reply bad_param(hw::cmd_syndrome why = hw::cmd_syndrome::BAD_PARAMETER) {
+inline cmd_reply bad_param(sim::cmd_syndrome why = sim::cmd_syndrome::BAD_PARAMETER) {
     return fail(hw::cmd_status::BAD_PARAM, why);
 }
 
 // A command that names an object that does not exist or is not the caller's (status
 // BAD_RESOURCE).
-inline cmd_reply bad_resource(hw::cmd_syndrome why) { return fail(hw::cmd_status::BAD_RESOURCE, why); }
+inline cmd_reply bad_resource(sim::cmd_syndrome why) { return fail(hw::cmd_status::BAD_RESOURCE, why); }
 
 inline bool failed(const cmd_reply& r) { return r.status != hw::cmd_status::OK; }
 

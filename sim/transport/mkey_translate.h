@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/firmware/objects.h"
+#include "sim/objects/objects.h"
 
 namespace cxv::sim {
 

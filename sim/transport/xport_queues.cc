@@ -12,14 +12,21 @@
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
 #include "hw/wqe.h"
-#include "sim/firmware/firmware.h"
-#include "sim/firmware/fw_tables.h"
-#include "sim/transport/mkey_translate.h"
+#include "sim/transport/engine.h"
 
 namespace cxv::sim {
 
 namespace ifc = hw::ifc;
 using qpc = ifc::qpc;
+
+transport_engine::transport_engine(const device_config& cfg, bar0& bar, iommu& mmu, trace& tr, object_tables& t,
+                                   transport_hooks& hooks)
+    : cfg_(cfg), bar_(bar), mmu_(mmu), trace_(tr), t_(t), hooks_(hooks), cqs_(mmu, tr, t, hooks) {}
+
+void transport_engine::reset() {
+    active_qps_.clear();
+    bf_pages_.clear();
+}
 
 namespace {
 
@@ -47,14 +54,14 @@ bool read_pas(const iommu& mmu, const std::vector<std::uint64_t>& pas, unsigned 
 
 }  // namespace
 
-bool firmware::wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len) {
+bool transport_engine::wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len) {
     const std::byte* q = qp.qpc.data();
     if (qp.umem_id == 0) {
         return read_pas(mmu_, qp.pas, ifc::get<qpc::log_page_size>(q), ifc::get<qpc::page_offset>(q), off,
                         dst, len);
     }
-    const auto u = umems_.find(qp.umem_id);
-    if (u == umems_.end()) return false;
+    const auto u = t_.umems.find(qp.umem_id);
+    if (u == t_.umems.end()) return false;
     auto* out = static_cast<std::byte*>(dst);
     const std::uint64_t page = std::uint64_t{4096} << u->second.log_page_size;
     while (len != 0) {
@@ -71,7 +78,7 @@ bool firmware::wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::s
     return true;
 }
 
-bool firmware::srq_read(const srq_object& srq, std::uint64_t off, void* dst, std::size_t len) {
+bool transport_engine::srq_read(const srq_object& srq, std::uint64_t off, void* dst, std::size_t len) {
     const std::byte* c = srq.srqc.data();
     return read_pas(mmu_, srq.pas, ifc::get<ifc::srqc::log_page_size>(c), ifc::get<ifc::srqc::page_offset>(c),
                     off, dst, len);
@@ -79,12 +86,12 @@ bool firmware::srq_read(const srq_object& srq, std::uint64_t off, void* dst, std
 
 // The doorbell record's counters (16 bits each): the receive counter at +0, the send
 // counter at +4 (PRM "Doorbell Record").
-std::optional<std::uint32_t> firmware::qp_dbr(const qp_object& qp, bool send) {
+std::optional<std::uint32_t> transport_engine::qp_dbr(const qp_object& qp, bool send) {
     const std::byte* q = qp.qpc.data();
     std::uint64_t iova = ifc::get<qpc::dbr_addr>(q) + (send ? 4 : 0);
     if (ifc::get<qpc::dbr_umem_valid>(q)) {
-        const auto u = umems_.find(ifc::get<qpc::dbr_umem_id>(q));
-        if (u == umems_.end()) return std::nullopt;
+        const auto u = t_.umems.find(ifc::get<qpc::dbr_umem_id>(q));
+        if (u == t_.umems.end()) return std::nullopt;
         const auto at = umem_iova(u->second, iova);
         if (!at) return std::nullopt;
         iova = *at;
@@ -94,7 +101,7 @@ std::optional<std::uint32_t> firmware::qp_dbr(const qp_object& qp, bool send) {
     return v.value() & 0xffff;
 }
 
-std::optional<std::uint32_t> firmware::srq_dbr(const srq_object& srq) {
+std::optional<std::uint32_t> transport_engine::srq_dbr(const srq_object& srq) {
     hw::be32 v{};
     if (!mmu_.read(ifc::get<ifc::srqc::dbr_addr>(srq.srqc.data()), &v, sizeof(v))) return std::nullopt;
     return v.value() & 0xffff;
@@ -102,20 +109,20 @@ std::optional<std::uint32_t> firmware::srq_dbr(const srq_object& srq) {
 
 // --- data through memory keys --------------------------------------------------------
 
-bool firmware::remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+bool transport_engine::remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
                              unsigned access, std::vector<iova_range>& out) {
     out.clear();
-    const auto mk = mkeys_.find(rkey >> 8);
-    if (mk == mkeys_.end()) return false;
+    const auto mk = t_.mkeys.find(rkey >> 8);
+    if (mk == t_.mkeys.end()) return false;
     const umem_object* umem = nullptr;
     if (mk->second.umem_id != 0) {
-        const auto u = umems_.find(mk->second.umem_id);
-        if (u != umems_.end()) umem = &u->second;
+        const auto u = t_.umems.find(mk->second.umem_id);
+        if (u != t_.umems.end()) umem = &u->second;
     }
     return translate(mk->second, umem, rkey, pd, va, len, access, out) == translate_status::ok;
 }
 
-hw::cqe_syndrome firmware::gather(std::uint32_t pd, const std::vector<local_sge>& sges,
+hw::cqe_syndrome transport_engine::gather(std::uint32_t pd, const std::vector<local_sge>& sges,
                                   std::vector<std::byte>& out) {
     std::vector<iova_range> ranges;
     for (const local_sge& s : sges) {
@@ -137,7 +144,7 @@ hw::cqe_syndrome firmware::gather(std::uint32_t pd, const std::vector<local_sge>
 
 // Writes `data` into the scatter list from byte `skip` on; the list must hold
 // `capacity_needed` bytes (the GRH area of a UD receive counts even when not written).
-hw::cqe_syndrome firmware::scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
+hw::cqe_syndrome transport_engine::scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
                                    std::span<const std::byte> data, std::size_t capacity_needed) {
     std::uint64_t capacity = 0;
     for (const local_sge& s : sges) capacity += s.len;
@@ -171,10 +178,10 @@ hw::cqe_syndrome firmware::scatter(std::uint32_t pd, const std::vector<local_sge
 
 // --- errors and flushes ----------------------------------------------------------------
 
-void firmware::qp_event(hw::event_type t, std::uint32_t qpn) {
+void transport_engine::qp_event(hw::event_type t, std::uint32_t qpn) {
     std::array<std::byte, ifc::qp_events::size_bytes> d{};
     ifc::set<ifc::qp_events::qpn_rqn_sqn>(d.data(), qpn);
-    post_event(t, 0, d);
+    hooks_.async_event(t, d);
 }
 
 namespace {
@@ -195,13 +202,13 @@ hw::cqe64 flush_cqe(hw::cqe_opcode op, std::uint32_t qpn, std::uint8_t wqe_opcod
 
 // Every send WQE taken and not completed, then every WQE posted up to the doorbell
 // record, completes with WR_FLUSH_ERR, signaled or not (IBA C10-96 ff.).
-void firmware::flush_sq(qp_object& qp) {
+void transport_engine::flush_sq(qp_object& qp) {
     qp_transport& x = qp.x;
     for (const sq_request& r : x.outstanding) {
         push_cqe(qp.cqn_snd, flush_cqe(hw::cqe_opcode::REQ_ERR, qp.qpn, static_cast<std::uint8_t>(r.op),
                                        r.wqe_index, 0),
                  false);
-        count(qp, &q_counter_values::req_cqe_flush_error);
+        hooks_.count(qp, &q_counter_values::req_cqe_flush_error);
         qp.sq_consumer += r.bbs;
     }
     x.outstanding.clear();
@@ -224,7 +231,7 @@ void firmware::flush_sq(qp_object& qp) {
         push_cqe(qp.cqn_snd, flush_cqe(hw::cqe_opcode::REQ_ERR, qp.qpn, static_cast<std::uint8_t>(hw::ctrl_opcode(ctrl)),
                                        static_cast<std::uint16_t>(x.sq_fetched), 0),
                  false);
-        count(qp, &q_counter_values::req_cqe_flush_error);
+        hooks_.count(qp, &q_counter_values::req_cqe_flush_error);
         x.sq_fetched += bbs;
         qp.sq_consumer += bbs;
         budget = budget > bbs ? budget - bbs : 0;
@@ -233,7 +240,7 @@ void firmware::flush_sq(qp_object& qp) {
 
 // Every receive WQE posted to the QP's own RQ completes with WR_FLUSH_ERR; an SRQ's
 // WQEs belong to the SRQ and stay.
-void firmware::flush_rq(qp_object& qp) {
+void transport_engine::flush_rq(qp_object& qp) {
     const std::byte* q = qp.qpc.data();
     if (ifc::get<qpc::rq_type>(q) != kRqRegular) return;
     const auto producer = qp_dbr(qp, false);
@@ -242,14 +249,14 @@ void firmware::flush_rq(qp_object& qp) {
     while (((*producer - qp.rq_consumer) & 0xffff) != 0 && budget-- != 0) {
         push_cqe(qp.cqn_rcv, flush_cqe(hw::cqe_opcode::RESP_ERR, qp.qpn, 0, static_cast<std::uint16_t>(qp.rq_consumer), 0),
                  false);
-        count(qp, &q_counter_values::resp_cqe_flush_error);
+        hooks_.count(qp, &q_counter_values::resp_cqe_flush_error);
         ++qp.rq_consumer;
     }
 }
 
 // A transport error: RC QPs go to ERR (both queues flushed); a send-side error of a UC or
 // UD QP goes to SQE, flushing the send queue only (IBA 10.3.1).
-void firmware::qp_to_error(qp_object& qp, bool send_queue_only) {
+void transport_engine::qp_to_error(qp_object& qp, bool send_queue_only) {
     const qp_state from = qp.state;
     qp.state = send_queue_only ? qp_state::sqer : qp_state::err;
     ifc::set<qpc::state>(qp.qpc.data(), static_cast<std::uint32_t>(qp.state));
@@ -265,7 +272,7 @@ void firmware::qp_to_error(qp_object& qp, bool send_queue_only) {
 }
 
 // After a transition command has changed the QP's state (fw_qp.cc).
-void firmware::on_qp_transition(qp_object& qp, qp_state from) {
+void transport_engine::on_qp_transition(qp_object& qp, qp_state from) {
     qp_transport& x = qp.x;
     const std::byte* q = qp.qpc.data();
     switch (qp.state) {
@@ -292,28 +299,6 @@ void firmware::on_qp_transition(qp_object& qp, qp_state from) {
         return;
     default:
         return;
-    }
-}
-
-std::uint32_t firmware::port_address() const {
-    if (cfg_.port == port_type::ethernet) {
-        return (std::uint32_t{cfg_.ipv4[0]} << 24) | (std::uint32_t{cfg_.ipv4[1]} << 16) |
-               (std::uint32_t{cfg_.ipv4[2]} << 8) | cfg_.ipv4[3];
-    }
-    return cfg_.lid;
-}
-
-void firmware::send_packet(packet&& p) {
-    p.src_addr = port_address();
-    trace_.update([](counters& t) { ++t.packets_sent; });
-    const wire_frames frames = wire_frames_of(p, true);  // before p is moved away
-    // A port that is not ACTIVE puts nothing on the wire: RC requests then time out and
-    // are retried, UD and UC messages are lost (fw_port.cc).
-    const bool sent = port_active() &&
-                      fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p));
-    port_stats_.count_tx(frames, sent);
-    if (!sent) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
     }
 }
 

@@ -13,9 +13,7 @@
 #include "hw/endian.h"
 #include "hw/ifc.h"
 #include "hw/wqe.h"
-#include "sim/firmware/firmware.h"
-#include "sim/firmware/fw_tables.h"
-#include "sim/transport/mkey_translate.h"
+#include "sim/transport/engine.h"
 
 namespace cxv::sim {
 
@@ -24,7 +22,7 @@ using qpc = ifc::qpc;
 using hw::cqe_syndrome;
 using hw::wqe_opcode;
 
-struct firmware::recv_wqe {
+struct transport_engine::recv_wqe {
     std::uint16_t index = 0;  // wqe_counter of its CQE
     bool srq = false;
     std::uint32_t srqn = 0;
@@ -36,7 +34,7 @@ namespace {
 constexpr std::uint32_t kRqRegular = 0x0;
 constexpr std::uint32_t kRqSrq = 0x1;
 
-std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & 0xffffff; }
+std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & kMask24; }
 
 // The scatter list of a receive WQE: data segments up to the first with the invalid
 // L_Key, or the end of the WQE (PRM "Receive WQE").
@@ -66,14 +64,11 @@ bool is_atomic(wqe_opcode op) { return op == wqe_opcode::ATOMIC_CS || op == wqe_
 
 }  // namespace
 
-void firmware::deliver(packet&& p) {
-    const auto it = qps_.find(p.dst_qpn);
-    if (!port_active()) {  // a port that is not ACTIVE receives nothing
-        trace_.update([](counters& t) { ++t.packets_dropped; });
-        return;
-    }
-    port_stats_.count_rx(wire_frames_of(p, false), it != qps_.end());
-    if (it == qps_.end()) {
+// Where a message from the wire enters: a request goes to the responder of the QP it
+// names, an answer (ACK, NAK, read or atomic response) to its requester.
+void transport_engine::receive(packet& p) {
+    const auto it = t_.qps.find(p.dst_qpn);
+    if (it == t_.qps.end()) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }
@@ -84,13 +79,13 @@ void firmware::deliver(packet&& p) {
     }
 }
 
-bool firmware::take_recv_wqe(qp_object& qp, recv_wqe& w) {
+bool transport_engine::take_recv_wqe(qp_object& qp, recv_wqe& w) {
     const std::byte* q = qp.qpc.data();
     const auto rq_type = ifc::get<qpc::rq_type>(q);
     std::array<std::byte, 2048> buf{};
     if (rq_type == kRqSrq) {
-        const auto s = srqs_.find(qp.srqn);
-        if (s == srqs_.end() || s->second.error) return false;
+        const auto s = t_.srqs.find(qp.srqn);
+        if (s == t_.srqs.end() || s->second.error) return false;
         srq_object& srq = s->second;
         const std::byte* c = srq.srqc.data();
         const auto producer = srq_dbr(srq);
@@ -145,8 +140,8 @@ bool firmware::take_recv_wqe(qp_object& qp, recv_wqe& w) {
     return true;
 }
 
-void firmware::responder_error(qp_object& qp, const recv_wqe* w, cqe_syndrome why) {
-    count_resp_error(qp, why, w != nullptr);
+void transport_engine::responder_error(qp_object& qp, const recv_wqe* w, cqe_syndrome why) {
+    hooks_.count_resp_error(qp, why, w != nullptr);
     if (w != nullptr) {
         hw::cqe64 c{};
         auto& e = reinterpret_cast<hw::err_cqe64&>(c);
@@ -160,7 +155,7 @@ void firmware::responder_error(qp_object& qp, const recv_wqe* w, cqe_syndrome wh
     qp_to_error(qp, false);
 }
 
-void firmware::on_request(qp_object& qp, packet& p) {
+void transport_engine::on_request(qp_object& qp, packet& p) {
     const std::byte* q = qp.qpc.data();
     qp_transport& x = qp.x;
     const auto tp = static_cast<transport>(ifc::get<qpc::st>(q));
@@ -178,12 +173,12 @@ void firmware::on_request(qp_object& qp, packet& p) {
         // Behind the expected PSN: a duplicate, answered again without executing it
         // twice (IBA 9.7.5.1.3); ahead of it (requests after an RNR NAK): dropped until
         // the requester resends them in order.
-        const std::uint32_t behind = (x.epsn - p.psn) & 0xffffff;
+        const std::uint32_t behind = (x.epsn - p.psn) & kMask24;
         if (behind >= 0x800000) {
-            count(qp, &q_counter_values::out_of_sequence);
+            hooks_.count(qp, &q_counter_values::out_of_sequence);
             return drop();
         }
-        count(qp, &q_counter_values::duplicate_request);
+        hooks_.count(qp, &q_counter_values::duplicate_request);
         if (is_atomic(p.op)) {
             if (p.psn != x.last_atomic_psn) return drop();
             packet a = answer(p, pkt_kind::atomic_response);
@@ -207,7 +202,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
     };
     const auto no_wqe = [&] {
         // RC: RNR NAK with the QP's min_rnr_timer (IBA 9.7.5.2.8); UC and UD: dropped.
-        count(qp, &q_counter_values::out_of_buffer);
+        hooks_.count(qp, &q_counter_values::out_of_buffer);
         if (tp == transport::rc) return nak(nak_code::rnr);
         drop();
     };
@@ -215,7 +210,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
     // to error, and an affiliated event says why (IBA 9.9.3.1.2-3, 11.6.3.1). UC drops
     // what it cannot execute (IBA 9.9.3.2).
     const auto fail_request = [&](nak_code c, hw::event_type ev) {
-        count_resp_error(qp, c == nak_code::remote_access     ? cqe_syndrome::REMOTE_ACCESS_ERR
+        hooks_.count_resp_error(qp, c == nak_code::remote_access     ? cqe_syndrome::REMOTE_ACCESS_ERR
                              : c == nak_code::invalid_request ? cqe_syndrome::REMOTE_INVAL_REQ_ERR
                                                               : cqe_syndrome::REMOTE_OP_ERR,
                          false);
@@ -231,7 +226,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
         if (p.has_imm) c.imm_inval_pkey.raw = p.imm_raw;
         c.sop_drop_qpn = hw::be32::from(qp.qpn);
         c.wqe_counter = hw::be16::from(w.index);
-        c.srqn_uidx = hw::be32::from(w.srq ? w.srqn : ifc::get<qpc::user_index>(q) & 0xffffff);
+        c.srqn_uidx = hw::be32::from(w.srq ? w.srqn : ifc::get<qpc::user_index>(q) & kMask24);
         if (tp == transport::ud) c.flags_rqpn = hw::be32::from(p.src_qpn | (p.grh ? 1u << 28 : 0));
         if (!eth) c.slid = hw::be16::from(static_cast<std::uint16_t>(p.src_addr));
         push_cqe(qp.cqn_rcv, c, p.solicited);
@@ -288,7 +283,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
             at += r.len;
         }
         if (imm) receive_cqe(hw::cqe_opcode::RESP_WR_IMM, w, static_cast<std::uint32_t>(p.payload.size()));
-        count(qp, &q_counter_values::rx_write_requests);
+        hooks_.count(qp, &q_counter_values::rx_write_requests);
         advance();
         if (tp == transport::rc) send_packet(answer(p, pkt_kind::ack));
         return;
@@ -310,7 +305,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
             }
             at += r.len;
         }
-        count(qp, &q_counter_values::rx_read_requests);
+        hooks_.count(qp, &q_counter_values::rx_read_requests);
         advance();
         return send_packet(std::move(a));
     }
@@ -339,7 +334,7 @@ void firmware::on_request(qp_object& qp, packet& p) {
         }
         x.last_atomic = old;
         x.last_atomic_psn = p.psn;
-        count(qp, &q_counter_values::rx_atomic_requests);
+        hooks_.count(qp, &q_counter_values::rx_atomic_requests);
         packet a = answer(p, pkt_kind::atomic_response);
         a.payload.resize(8);
         std::memcpy(a.payload.data(), &old, 8);

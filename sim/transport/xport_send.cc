@@ -21,8 +21,7 @@
 #include "hw/endian.h"
 #include "hw/ifc.h"
 #include "hw/wqe.h"
-#include "sim/firmware/firmware.h"
-#include "sim/firmware/fw_tables.h"
+#include "sim/transport/engine.h"
 
 namespace cxv::sim {
 
@@ -48,13 +47,10 @@ constexpr std::array<std::uint32_t, 32> kRnrMicros{
     480,    640,   960,   1280,  1920,  2560,  3840,   5120,   7680,   10240,  15360,
     20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
 
-std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & 0xffffff; }
+std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & kMask24; }
 
 bool reads_remote(wqe_opcode op) {
     return op == wqe_opcode::RDMA_READ || op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA;
-}
-bool has_raddr(wqe_opcode op) {
-    return op == wqe_opcode::RDMA_WRITE || op == wqe_opcode::RDMA_WRITE_IMM || reads_remote(op);
 }
 bool is_atomic(wqe_opcode op) { return op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA; }
 
@@ -128,7 +124,7 @@ hw::cqe64 req_cqe(const sq_request& r, std::uint32_t qpn, std::uint32_t uidx) {
     c.wqe_counter = hw::be16::from(r.wqe_index);
     c.sop_drop_qpn = hw::be32::from((std::uint32_t{static_cast<std::uint8_t>(r.op)} << 24) | qpn);
     c.byte_cnt = hw::be32::from(r.byte_cnt);
-    c.srqn_uidx = hw::be32::from(uidx & 0xffffff);
+    c.srqn_uidx = hw::be32::from(uidx & kMask24);
     c.op_own = hw::make_op_own(hw::cqe_opcode::REQ, false, 0);
     return c;
 }
@@ -159,7 +155,7 @@ void start_timer(qp_transport& x, const std::byte* q) {
 
 // --- doorbells ---------------------------------------------------------------------------
 
-void firmware::write_bf_sentinel(std::uint32_t uar) {
+void transport_engine::watch_bf_page(std::uint32_t uar) {
     if (!bf_pages_.insert(uar).second) return;
     const std::size_t base = std::size_t{uar} * hw::uar_page_size;
     if (base + hw::uar_page_size > bar_.size()) return;
@@ -168,7 +164,7 @@ void firmware::write_bf_sentinel(std::uint32_t uar) {
     }
 }
 
-void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0) {
+void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0) {
     trace_.update([](counters& t) { ++t.send_doorbells; });
     const auto qpn = static_cast<std::uint32_t>(qword0) >> 8;
     const unsigned ds = static_cast<unsigned>(qword0 & 0x3f);
@@ -190,8 +186,8 @@ void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qwo
     }
     for (std::size_t q = 8; q < kBfHalf; q += 8) bar_.store64(off + q, kBfSentinel);
 
-    const auto it = qps_.find(qpn);
-    if (it == qps_.end() || ifc::get<qpc::uar_page>(it->second.qpc.data()) != uar) {
+    const auto it = t_.qps.find(qpn);
+    if (it == t_.qps.end() || ifc::get<qpc::uar_page>(it->second.qpc.data()) != uar) {
         trace_.update([](counters& t) { ++t.stray_doorbells; });
         return;
     }
@@ -206,7 +202,7 @@ void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qwo
     // Another QP's doorbell to this register half may have been overwritten by this one
     // before the device thread read it (the model sees memory, not write transactions):
     // QPs of the same UAR page whose record shows unexecuted WQEs are taken up too.
-    for (auto& [n2, other] : qps_) {
+    for (auto& [n2, other] : t_.qps) {
         if (n2 == qpn || other.state != qp_state::rts || other.x.rnr_wait ||
             ifc::get<qpc::uar_page>(other.qpc.data()) != uar || ifc::get<qpc::no_sq>(other.qpc.data())) {
             continue;
@@ -221,7 +217,7 @@ void firmware::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qwo
 
 // --- executing the send queue --------------------------------------------------------------
 
-void firmware::sq_progress(qp_object& qp) {
+void transport_engine::sq_progress(qp_object& qp) {
     qp_transport& x = qp.x;
     if (qp.state == qp_state::err || qp.state == qp_state::sqer) {
         flush_sq(qp);
@@ -249,28 +245,51 @@ void firmware::sq_progress(qp_object& qp) {
     if (x.kicked || x.timer || x.rnr_wait) active_qps_.insert(qp.qpn);
 }
 
+// One WQE as the requester executes it: the ring position, the WQE's bytes, and the
+// request and message it becomes. Each opcode family's function reads the segments it
+// needs from `pos` on.
+struct transport_engine::wqe_exec {
+    wqe_exec(qp_object& o, std::uint32_t& taken, bool ethernet)
+        : qp(o), bbs(taken), q(o.qpc.data()), tp(static_cast<transport>(ifc::get<qpc::st>(q))), eth(ethernet) {}
+
+    qp_object& qp;
+    std::uint32_t& bbs;   // set to the WQE's size once taken
+    const std::byte* q;   // the QP's context
+    transport tp;
+    bool eth;
+    std::array<std::byte, 64 * 16> w{};  // ds is 6 bits: at most 1008 bytes
+    hw::wqe_ctrl_seg ctrl{};
+    std::size_t size = 0;  // ds * 16
+    std::uint32_t nbb = 1;
+    std::size_t pos = sizeof(hw::wqe_ctrl_seg);  // the next segment
+    sq_request r;
+    packet p;
+    hw::wqe_av av{};
+    std::uint32_t mtu = 0;
+    // The data segments: pointers not yet gathered, and the message's length.
+    std::vector<local_sge> sges;
+    bool any_inline = false;
+    std::uint64_t total = 0;
+};
+
 // Executes the WQE at WQE-BB counter `at`. False (and bbs 0) when it must wait (a fence
 // on earlier reads) or the QP failed; true when the WQE was taken (sq_fetched moves past
 // it), with its size in bbs.
-bool firmware::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) {
-    const std::byte* q = qp.qpc.data();
+bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) {
     qp_transport& x = qp.x;
-    const auto tp = static_cast<transport>(ifc::get<qpc::st>(q));
-    const bool eth = cfg_.port == port_type::ethernet;
-    const std::uint32_t mask = (1u << ifc::get<qpc::log_sq_size>(q)) - 1;
-    const std::uint64_t base = sq_base(q);
-    std::array<std::byte, 64 * 16> w{};  // ds is 6 bits: at most 1008 bytes
-    if (!wq_read(qp, base + std::uint64_t{at & mask} * 64, w.data(), 64)) {
+    wqe_exec e(qp, bbs, cfg_.port == port_type::ethernet);
+    const std::uint32_t mask = (1u << ifc::get<qpc::log_sq_size>(e.q)) - 1;
+    const std::uint64_t base = sq_base(e.q);
+    if (!wq_read(qp, base + std::uint64_t{at & mask} * 64, e.w.data(), 64)) {
         qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
         qp_to_error(qp, false);
         return false;
     }
-    hw::wqe_ctrl_seg ctrl{};
-    std::memcpy(&ctrl, w.data(), sizeof(ctrl));
-    const std::size_t size = std::size_t{hw::ctrl_ds(ctrl)} * 16;
-    const std::uint32_t nbb = std::max<std::uint32_t>(1, static_cast<std::uint32_t>((size + 63) / 64));
-    for (std::uint32_t i = 1; i < nbb; ++i) {
-        if (!wq_read(qp, base + std::uint64_t{(at + i) & mask} * 64, w.data() + 64 * i, 64)) {
+    std::memcpy(&e.ctrl, e.w.data(), sizeof(e.ctrl));
+    e.size = std::size_t{hw::ctrl_ds(e.ctrl)} * 16;
+    e.nbb = std::max<std::uint32_t>(1, static_cast<std::uint32_t>((e.size + 63) / 64));
+    for (std::uint32_t i = 1; i < e.nbb; ++i) {
+        if (!wq_read(qp, base + std::uint64_t{(at + i) & mask} * 64, e.w.data() + 64 * i, 64)) {
             qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
             qp_to_error(qp, false);
             return false;
@@ -278,170 +297,241 @@ bool firmware::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) 
     }
     // The BlueFlame copy of this WQE, when it arrived whole, is what executes.
     if (x.bf_len != 0 && x.bf_index == static_cast<std::uint16_t>(at)) {
-        if (size >= 16 && x.bf_len >= size && std::memcmp(x.bf.data(), w.data(), 8) == 0 &&
-            std::memcmp(x.bf.data() + 16, w.data() + 16, size - 16) == 0) {
-            std::memcpy(w.data() + 8, x.bf.data() + 8, 8);
-            std::memcpy(&ctrl, w.data(), sizeof(ctrl));
+        if (e.size >= 16 && x.bf_len >= e.size && std::memcmp(x.bf.data(), e.w.data(), 8) == 0 &&
+            std::memcmp(x.bf.data() + 16, e.w.data() + 16, e.size - 16) == 0) {
+            std::memcpy(e.w.data() + 8, x.bf.data() + 8, 8);
+            std::memcpy(&e.ctrl, e.w.data(), sizeof(e.ctrl));
             trace_.update([](counters& t) { ++t.bf_copies_used; });
         }
         x.bf_len = 0;
     }
     trace_.update([](counters& t) { ++t.wqes; });
 
-    sq_request r;
-    r.wqe_index = static_cast<std::uint16_t>(at);
-    r.bbs = nbb;
-    r.op = hw::ctrl_opcode(ctrl);
-    r.signaled = hw::ctrl_cq_update_set(ctrl);
-    auto finish = [&](bool failed, cqe_syndrome why) {
-        r.done = true;
-        r.failed = failed;
-        r.error = why;
-        x.outstanding.push_back(std::move(r));
-        bbs = nbb;
-        x.sq_fetched += nbb;
-        complete_front(qp);
-        return true;
-    };
-    auto local_error = [&](cqe_syndrome why) { return finish(true, why); };
+    e.r.wqe_index = static_cast<std::uint16_t>(at);
+    e.r.bbs = e.nbb;
+    e.r.op = hw::ctrl_opcode(e.ctrl);
+    e.r.signaled = hw::ctrl_cq_update_set(e.ctrl);
 
     // PRM "Send WQE": the index must be the WQE's position, the QPN this QP's.
-    if (size == 0 || hw::ctrl_wqe_index(ctrl) != static_cast<std::uint16_t>(at) ||
-        hw::ctrl_qpn(ctrl) != qp.qpn || !allowed(tp, r.op) || hw::ctrl_opmod(ctrl) != 0) {
-        return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+    if (e.size == 0 || hw::ctrl_wqe_index(e.ctrl) != static_cast<std::uint16_t>(at) ||
+        hw::ctrl_qpn(e.ctrl) != qp.qpn || !allowed(e.tp, e.r.op) || hw::ctrl_opmod(e.ctrl) != 0) {
+        return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
     }
     // Fences: wait until earlier RDMA READs and atomics have completed (strong ordering:
     // every earlier WQE).
-    if (const auto fm = hw::ctrl_fence(ctrl); fm != hw::fence_mode::none) {
+    if (const auto fm = hw::ctrl_fence(e.ctrl); fm != hw::fence_mode::none) {
         const bool wait = std::any_of(x.outstanding.begin(), x.outstanding.end(), [&](const sq_request& o) {
             return !o.done && (fm == hw::fence_mode::strong_ordering || reads_remote(o.op));
         });
         if (wait) return false;
     }
-    if (r.op == wqe_opcode::NOP) return finish(false, {});
-
-    packet p;
-    p.tp = tp;
-    p.op = r.op;
-    p.solicited = hw::ctrl_solicited_set(ctrl);
-    p.src_qpn = qp.qpn;
-    if (r.op == wqe_opcode::SEND_IMM || r.op == wqe_opcode::RDMA_WRITE_IMM) {
-        p.has_imm = true;
-        p.imm_raw = ctrl.imm.raw;
+    switch (e.r.op) {
+    case wqe_opcode::NOP: return finish_wqe(e, {});
+    case wqe_opcode::SEND:
+    case wqe_opcode::SEND_IMM: return exec_send(e);
+    case wqe_opcode::RDMA_WRITE:
+    case wqe_opcode::RDMA_WRITE_IMM: return exec_rdma_write(e);
+    case wqe_opcode::RDMA_READ: return exec_rdma_read(e);
+    case wqe_opcode::ATOMIC_CS:
+    case wqe_opcode::ATOMIC_FA: return exec_atomic(e);
+    default: return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);  // refused by allowed() above
     }
-    std::size_t pos = sizeof(ctrl);
-    hw::wqe_av av{};
-    std::uint32_t mtu = 0;
-    if (tp == transport::ud) {
-        if (pos + sizeof(av) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-        std::memcpy(&av, w.data() + pos, sizeof(av));
-        pos += sizeof(av);
-        p.dst_qpn = av.dqp_dct.value() & 0xffffff;
-        // A Q_Key with the high bit set means "the QP's own" (IBA 10.2.5).
-        const std::uint32_t qkey = av.qkey.value();
-        p.qkey = (qkey & 0x80000000u) ? ifc::get<qpc::q_key>(q) : qkey;
-        p.sl = av.stat_rate_sl & 0xf;
-        p.dst_addr = eth ? ipv4_of(av.rgid) : av.rlid.value();
-        p.grh = eth || ((av.grh_gid_fl.value() >> 30) & 1);
-        const unsigned code = ifc::get<qpc::mtu>(q);
-        mtu = 128u << ((code == 0 || code > 5) ? 5 : code);
+}
+
+// SEND and SEND with immediate, on every transport: the data is the payload.
+bool transport_engine::exec_send(wqe_exec& e) {
+    start_message(e);
+    if (e.tp == transport::ud) {
+        if (const auto s = ud_address(e); s != cqe_syndrome{}) return finish_wqe(e, s);
     } else {
-        const std::byte* path = ifc::at<qpc::primary_address_path>(q);
-        p.dst_qpn = ifc::get<qpc::remote_qpn>(q);
-        if (eth) {
-            std::uint8_t gid[16];
-            for (std::size_t i = 0; i < 16; ++i) gid[i] = static_cast<std::uint8_t>(ifc::get<ads::rgid_rip>(path, i));
-            p.dst_addr = ipv4_of(gid);
-        } else {
-            p.dst_addr = ifc::get<ads::rlid>(path);
-        }
-        p.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
-        mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(q), 1, 5);
-        if (has_raddr(r.op)) {
-            if (pos + sizeof(hw::wqe_raddr_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-            hw::wqe_raddr_seg ra{};
-            std::memcpy(&ra, w.data() + pos, sizeof(ra));
-            p.raddr = ra.raddr.value();
-            p.rkey = ra.rkey.value();
-            pos += sizeof(ra);
-        }
-        if (is_atomic(r.op)) {
-            if (pos + sizeof(hw::wqe_atomic_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-            hw::wqe_atomic_seg as{};
-            std::memcpy(&as, w.data() + pos, sizeof(as));
-            p.swap_add = as.swap_add.value();
-            p.compare = as.compare.value();
-            pos += sizeof(as);
-        }
+        connected_address(e);
     }
+    if (const auto s = take_data(e, true); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (e.p.grh) build_grh(e.p, e.av, e.eth, cfg_, e.p.payload.size());
+    return issue(e);
+}
 
-    // The data: inline pieces and pointers, in order.
-    std::vector<local_sge> sges;
-    bool any_inline = false;
-    std::uint64_t total = 0;
-    while (pos < size) {
+// RDMA WRITE and WRITE with immediate (RC, UC): a remote address, then the payload.
+bool transport_engine::exec_rdma_write(wqe_exec& e) {
+    start_message(e);
+    connected_address(e);
+    if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (const auto s = take_data(e, true); s != cqe_syndrome{}) return finish_wqe(e, s);
+    return issue(e);
+}
+
+// RDMA READ (RC): a remote address; the scatter list is where the response goes.
+bool transport_engine::exec_rdma_read(wqe_exec& e) {
+    start_message(e);
+    connected_address(e);
+    if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (const auto s = take_data(e, false); s != cqe_syndrome{}) return finish_wqe(e, s);
+    return issue_for_response(e);
+}
+
+// Compare-and-swap and fetch-and-add (RC): a remote address, the atomic segment, and an
+// 8-byte scatter list for the original value.
+bool transport_engine::exec_atomic(wqe_exec& e) {
+    start_message(e);
+    connected_address(e);
+    if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (e.pos + sizeof(hw::wqe_atomic_seg) > e.size) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
+    hw::wqe_atomic_seg as{};
+    std::memcpy(&as, e.w.data() + e.pos, sizeof(as));
+    e.p.swap_add = as.swap_add.value();
+    e.p.compare = as.compare.value();
+    e.pos += sizeof(as);
+    if (const auto s = take_data(e, false); s != cqe_syndrome{}) return finish_wqe(e, s);
+    if (!e.any_inline && e.total != 8) return finish_wqe(e, cqe_syndrome::LOCAL_LENGTH_ERR);
+    return issue_for_response(e);
+}
+
+// READ and atomics: the scatter list is where the response goes, so it may hold no
+// inline data; the request carries only its length.
+bool transport_engine::issue_for_response(wqe_exec& e) {
+    if (e.any_inline) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
+    e.r.local = std::move(e.sges);
+    e.p.length = static_cast<std::uint32_t>(e.total);
+    return issue(e);
+}
+
+// What every message carries from the control segment.
+void transport_engine::start_message(wqe_exec& e) {
+    e.p.tp = e.tp;
+    e.p.op = e.r.op;
+    e.p.solicited = hw::ctrl_solicited_set(e.ctrl);
+    e.p.src_qpn = e.qp.qpn;
+    if (e.r.op == wqe_opcode::SEND_IMM || e.r.op == wqe_opcode::RDMA_WRITE_IMM) {
+        e.p.has_imm = true;
+        e.p.imm_raw = e.ctrl.imm.raw;
+    }
+}
+
+// UD: the address vector segment names the destination (PRM "Send WQE").
+cqe_syndrome transport_engine::ud_address(wqe_exec& e) {
+    if (e.pos + sizeof(e.av) > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
+    std::memcpy(&e.av, e.w.data() + e.pos, sizeof(e.av));
+    e.pos += sizeof(e.av);
+    const hw::wqe_av& av = e.av;
+    e.p.dst_qpn = av.dqp_dct.value() & kMask24;
+    // A Q_Key with the high bit set means "the QP's own" (IBA 10.2.5).
+    const std::uint32_t qkey = av.qkey.value();
+    e.p.qkey = (qkey & 0x80000000u) ? ifc::get<qpc::q_key>(e.q) : qkey;
+    e.p.sl = av.stat_rate_sl & 0xf;
+    e.p.dst_addr = e.eth ? ipv4_of(av.rgid) : av.rlid.value();
+    e.p.grh = e.eth || ((av.grh_gid_fl.value() >> 30) & 1);
+    const unsigned code = ifc::get<qpc::mtu>(e.q);
+    e.mtu = 128u << ((code == 0 || code > 5) ? 5 : code);
+    return {};
+}
+
+// RC and UC: the QP's context names the destination (its primary address path).
+void transport_engine::connected_address(wqe_exec& e) {
+    const std::byte* path = ifc::at<qpc::primary_address_path>(e.q);
+    e.p.dst_qpn = ifc::get<qpc::remote_qpn>(e.q);
+    if (e.eth) {
+        std::uint8_t gid[16];
+        for (std::size_t i = 0; i < 16; ++i) gid[i] = static_cast<std::uint8_t>(ifc::get<ads::rgid_rip>(path, i));
+        e.p.dst_addr = ipv4_of(gid);
+    } else {
+        e.p.dst_addr = ifc::get<ads::rlid>(path);
+    }
+    e.p.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
+    e.mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(e.q), 1, 5);
+}
+
+// The remote address segment of a WRITE, READ or atomic.
+cqe_syndrome transport_engine::take_raddr(wqe_exec& e) {
+    if (e.pos + sizeof(hw::wqe_raddr_seg) > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
+    hw::wqe_raddr_seg ra{};
+    std::memcpy(&ra, e.w.data() + e.pos, sizeof(ra));
+    e.p.raddr = ra.raddr.value();
+    e.p.rkey = ra.rkey.value();
+    e.pos += sizeof(ra);
+    return {};
+}
+
+// The data: inline pieces and pointers, in order, to the end of the WQE; inline bytes go
+// straight to the payload, the pointers before them are gathered first. Then the message
+// size limit: the path MTU for UD, 2^log_msg_max for connected QPs. With `payload` the
+// pointers left are gathered too; without (READ, atomics) they stay in e.sges, the list
+// the response is scattered to.
+cqe_syndrome transport_engine::take_data(wqe_exec& e, bool payload) {
+    while (e.pos < e.size) {
         hw::be32 bc{};
-        std::memcpy(&bc, w.data() + pos, 4);
+        std::memcpy(&bc, e.w.data() + e.pos, 4);
         if (bc.value() & hw::inline_seg_flag) {
             const std::uint32_t len = bc.value() & ~hw::inline_seg_flag;
-            if (pos + 4 + len > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-            // Inline bytes go straight to the payload; pointers are gathered below.
-            if (!sges.empty()) {
-                if (const auto s = gather(qp.pd, sges, p.payload); s != cqe_syndrome{}) return local_error(s);
-                sges.clear();
+            if (e.pos + 4 + len > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
+            if (!e.sges.empty()) {
+                if (const auto s = gather(e.qp.pd, e.sges, e.p.payload); s != cqe_syndrome{}) return s;
+                e.sges.clear();
             }
-            const auto* src = w.data() + pos + 4;
-            p.payload.insert(p.payload.end(), src, src + len);
-            any_inline = true;
-            total += len;
-            pos += (4 + len + 15) / 16 * 16;
+            const auto* src = e.w.data() + e.pos + 4;
+            e.p.payload.insert(e.p.payload.end(), src, src + len);
+            e.any_inline = true;
+            e.total += len;
+            e.pos += (4 + len + 15) / 16 * 16;
         } else {
-            if (pos + sizeof(hw::wqe_data_seg) > size) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
+            if (e.pos + sizeof(hw::wqe_data_seg) > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
             hw::wqe_data_seg d{};
-            std::memcpy(&d, w.data() + pos, sizeof(d));
+            std::memcpy(&d, e.w.data() + e.pos, sizeof(d));
             const std::uint32_t len = d.byte_count.value() == 0 ? 0x80000000u : d.byte_count.value();
-            sges.push_back({d.lkey.value(), d.addr.value(), len});
-            total += len;
-            pos += sizeof(d);
+            e.sges.push_back({d.lkey.value(), d.addr.value(), len});
+            e.total += len;
+            e.pos += sizeof(d);
         }
     }
-    // Message size limits: the path MTU for UD, 2^log_msg_max for connected QPs.
-    if (tp == transport::ud) {
-        if (total > mtu) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
+    if (e.tp == transport::ud) {
+        if (e.total > e.mtu) return cqe_syndrome::LOCAL_LENGTH_ERR;
     } else {
-        const unsigned lmm = ifc::get<qpc::log_msg_max>(q);
-        if (total > (std::uint64_t{1} << (lmm == 0 ? 31 : lmm))) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
+        const unsigned lmm = ifc::get<qpc::log_msg_max>(e.q);
+        if (e.total > (std::uint64_t{1} << (lmm == 0 ? 31 : lmm))) return cqe_syndrome::LOCAL_LENGTH_ERR;
     }
-    if (reads_remote(r.op)) {
-        // The scatter list is where the response goes.
-        if (any_inline) return local_error(cqe_syndrome::LOCAL_QP_OP_ERR);
-        if (is_atomic(r.op) && total != 8) return local_error(cqe_syndrome::LOCAL_LENGTH_ERR);
-        r.local = std::move(sges);
-        p.length = static_cast<std::uint32_t>(total);
-    } else if (!sges.empty()) {
-        if (const auto s = gather(qp.pd, sges, p.payload); s != cqe_syndrome{}) return local_error(s);
-    }
-    if (p.grh) build_grh(p, av, eth, cfg_, p.payload.size());
+    if (payload && !e.sges.empty()) return gather(e.qp.pd, e.sges, e.p.payload);
+    return {};
+}
 
-    const std::uint64_t wire = reads_remote(r.op) && !is_atomic(r.op) ? p.length : p.payload.size();
-    p.npsn = is_atomic(r.op) ? 1 : static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (wire + mtu - 1) / mtu));
+// Where a message leaves the requester: its PSNs taken, then onto the wire. UC and UD
+// WQEs complete as they are sent; an RC request waits for its answer (on_response) with
+// the ACK timer running.
+bool transport_engine::issue(wqe_exec& e) {
+    qp_transport& x = e.qp.x;
+    packet& p = e.p;
+    const wqe_opcode op = e.r.op;
+    const std::uint64_t wire = reads_remote(op) && !is_atomic(op) ? p.length : p.payload.size();
+    p.npsn = is_atomic(op) ? 1 : static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (wire + e.mtu - 1) / e.mtu));
     p.psn = x.next_psn;
     x.next_psn = psn_add(x.next_psn, p.npsn);
-    if (tp != transport::rc) {
+    if (e.tp != transport::rc) {
         send_packet(std::move(p));
-        return finish(false, {});
+        return finish_wqe(e, {});
     }
-    bbs = nbb;
-    x.sq_fetched += nbb;
-    r.pkt = p;
-    x.outstanding.push_back(std::move(r));
+    e.bbs = e.nbb;
+    x.sq_fetched += e.nbb;
+    e.r.pkt = p;
+    x.outstanding.push_back(std::move(e.r));
     send_packet(std::move(p));
-    if (!x.timer) start_timer(x, q);
+    if (!x.timer) start_timer(x, e.q);
+    return true;
+}
+
+// A WQE that completes at once: NOP and sent UC/UD messages (why 0), or a local error
+// (the WQE completes with `why` and the QP leaves RTS).
+bool transport_engine::finish_wqe(wqe_exec& e, cqe_syndrome why) {
+    qp_transport& x = e.qp.x;
+    e.r.done = true;
+    e.r.failed = why != cqe_syndrome{};
+    e.r.error = why;
+    x.outstanding.push_back(std::move(e.r));
+    e.bbs = e.nbb;
+    x.sq_fetched += e.nbb;
+    complete_front(e.qp);
     return true;
 }
 
 // Completes, in order, every WQE at the front that has its answer.
-void firmware::complete_front(qp_object& qp) {
+void transport_engine::complete_front(qp_object& qp) {
     qp_transport& x = qp.x;
     const std::uint32_t uidx = ifc::get<qpc::user_index>(qp.qpc.data());
     while (!x.outstanding.empty() && x.outstanding.front().done) {
@@ -450,7 +540,7 @@ void firmware::complete_front(qp_object& qp) {
         qp.sq_consumer += r.bbs;
         if (r.failed) {
             push_cqe(qp.cqn_snd, req_err_cqe(r, qp.qpn), false);
-            count_req_error(qp, r.error);
+            hooks_.count_req_error(qp, r.error);
             const bool connected = ifc::get<qpc::st>(qp.qpc.data()) == static_cast<std::uint32_t>(transport::rc);
             qp_to_error(qp, !connected);
             return;
@@ -462,7 +552,7 @@ void firmware::complete_front(qp_object& qp) {
 
 // --- answers -------------------------------------------------------------------------------
 
-void firmware::on_response(qp_object& qp, packet& p) {
+void transport_engine::on_response(qp_object& qp, packet& p) {
     qp_transport& x = qp.x;
     if (qp.state != qp_state::rts) return;  // answers to a QP that has left RTS are dropped
     const std::byte* q = qp.qpc.data();
@@ -498,7 +588,7 @@ void firmware::on_response(qp_object& qp, packet& p) {
                 break;
             }
             if (limit != kRnrRetryForever) --x.rnr_left;
-            count(qp, &q_counter_values::rnr_nak_retry_err);  // an RNR NAK retried after
+            hooks_.count(qp, &q_counter_values::rnr_nak_retry_err);  // an RNR NAK retried after
             x.rnr_wait = true;
             x.timer = false;
             x.retry_at = clock_type::now() + std::chrono::microseconds(kRnrMicros[p.rnr_timer & 31]);
@@ -524,7 +614,7 @@ void firmware::on_response(qp_object& qp, packet& p) {
     if (qp.state == qp_state::rts && x.kicked) sq_progress(qp);
 }
 
-void firmware::retransmit(qp_object& qp) {
+void transport_engine::retransmit(qp_object& qp) {
     for (const sq_request& r : qp.x.outstanding) {
         if (r.done) continue;
         packet p = r.pkt;
@@ -533,13 +623,13 @@ void firmware::retransmit(qp_object& qp) {
     }
 }
 
-bool firmware::transport_tick(clock_type::time_point now) {
+bool transport_engine::tick(clock_type::time_point now) {
     if (active_qps_.empty()) return false;
     bool any = false;
     const std::vector<std::uint32_t> todo(active_qps_.begin(), active_qps_.end());
     for (const std::uint32_t qpn : todo) {
-        const auto it = qps_.find(qpn);
-        if (it == qps_.end()) {
+        const auto it = t_.qps.find(qpn);
+        if (it == t_.qps.end()) {
             active_qps_.erase(qpn);
             continue;
         }
@@ -577,7 +667,7 @@ bool firmware::transport_tick(clock_type::time_point now) {
                 continue;
             }
             --x.retries_left;
-            count(qp, &q_counter_values::local_ack_timeout_err);  // a timeout retried after
+            hooks_.count(qp, &q_counter_values::local_ack_timeout_err);  // a timeout retried after
             retransmit(qp);
             x.timer = false;
             start_timer(x, q);

@@ -92,7 +92,7 @@ long host::control(int fd, const void* buf, std::size_t len) {
         if (!parse_status(w[2], st) || !parse_number(w[3], a) || (w.size() == 5 && !parse_number(w[4], count))) {
             return -EINVAL;
         }
-        faults.fail_commands(op, st, static_cast<hw::cmd_syndrome>(a), static_cast<unsigned>(count));
+        faults.fail_commands(op, st, static_cast<sim::cmd_syndrome>(a), static_cast<unsigned>(count));
     } else if (cmd == "delay" && w.size() == 3 && parse_opcode(w[1], op) && parse_number(w[2], a)) {
         faults.delay_completion(op, std::chrono::milliseconds(a));
     } else if (cmd == "drop" && w.size() == 2 && parse_opcode(w[1], op)) {

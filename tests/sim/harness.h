@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "hw/cmd_syndromes.h"
+#include "sim/syndromes.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
 #include "sim/device.h"
@@ -30,7 +30,7 @@ namespace ifc = hw::ifc;
 // `using namespace cxv;` for hw:: and sim::).
 using hw::cmd_opcode;
 using hw::cmd_status;
-using hw::cmd_syndrome;
+using sim::cmd_syndrome;
 
 // A device whose port is Ethernet (RoCE) instead of InfiniBand.
 inline sim::device_config ethernet() {
@@ -66,7 +66,7 @@ struct cmd_result {
     std::uint32_t syndrome = 0;
     std::vector<std::byte> out;       // olen bytes
 
-    hw::cmd_syndrome synd() const { return static_cast<hw::cmd_syndrome>(syndrome); }
+    sim::cmd_syndrome synd() const { return static_cast<sim::cmd_syndrome>(syndrome); }
 };
 
 class harness {

@@ -11,7 +11,7 @@ using qpc = ifc::qpc;
 void check_status(const cmd_result& r, cmd_status st, cmd_syndrome syn, std::source_location where) {
     INFO("checked at ", where.file_name(), ":", where.line());
     CHECK(r.status == st);
-    CHECK_MESSAGE(r.synd() == syn, hw::name(r.synd()));
+    CHECK_MESSAGE(r.synd() == syn, sim::name(r.synd()));
 }
 
 void boot(harness& h) {

@@ -23,7 +23,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "hw/cmd_syndromes.h"
+#include "sim/syndromes.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
 #include "hw/printers.h"
@@ -33,7 +33,7 @@ namespace cxv::test::vfio {
 namespace ifc = hw::ifc;
 using hw::cmd_opcode;
 using hw::cmd_status;
-using hw::cmd_syndrome;
+using sim::cmd_syndrome;
 
 // `cxv-sim run --devices 2`: device i is 0000:c5:00.<i> (the contract's defaults).
 inline constexpr const char* kBdf[] = {"0000:c5:00.0", "0000:c5:00.1"};
@@ -105,7 +105,7 @@ struct result {
 // "OPCODE: err=N (strerror) status=NAME(0x..) syndrome=NAME(0x..)", for failure messages.
 inline std::string describe(cmd_opcode op, const result& r) {
     return fmt::format("{}: err={} ({}) status={} syndrome={} [{}]", op, r.err, std::strerror(r.err), r.status(),
-                       r.syndrome(), hw::describe(r.syndrome()));
+                       r.syndrome(), sim::describe(r.syndrome()));
 }
 
 inline cmd_opcode opcode_of(const std::vector<std::byte>& in) {

@@ -14,9 +14,14 @@
 
 #include "hw/ifc.h"
 #include "sim/transport/fabric.h"
-#include "sim/firmware/pages.h"
+#include "sim/objects/pages.h"
 
 namespace cxv::sim {
+
+// Object numbers (QPN, CQN, SRQN, EQN, mkey index, UMEM id) and the counters kept
+// with them (CQ producer and consumer counters, PSNs) are 24 bits wide (PRM "QP
+// Context", "Completion Queue Context", "Memory Key Context").
+inline constexpr std::uint32_t kMask24 = 0xffffff;
 
 // Counts the objects that refer to this one (a CQ used by QPs, a PD by MKEYs and QPs):
 // an object with users may not be destroyed (RESOURCE_BUSY / RESOURCE_IN_USE).
@@ -115,7 +120,7 @@ struct sq_request {
     packet pkt;                     // as sent, kept for retransmission
 };
 
-// The transport engine's state of a QP (sim/xport_*.cc).
+// The transport engine's state of a QP (sim/transport/xport_*.cc).
 struct qp_transport {
     bool kicked = false;            // a doorbell not yet followed to the doorbell record
     std::uint32_t sq_fetched = 0;   // WQE-BBs taken from the ring

@@ -1,5 +1,6 @@
-// Command syndromes: the 32-bit value firmware returns beside a non-zero command status
-// to say which check failed.
+// Command syndromes of the device model: the 32-bit value its firmware returns beside a
+// non-zero command status to say which check failed. These are the model's own, not
+// part of the hardware interface, so they live in sim/ and not in hw/.
 //
 // The PRM defines the status values (opcodes.h) but not a syndrome table: a card's
 // syndromes are firmware-internal identifiers (public logs show values such as
@@ -13,7 +14,9 @@
 #include <cstdint>
 #include <string_view>
 
-namespace cxv::hw {
+#include <fmt/format.h>
+
+namespace cxv::sim {
 
 // X(NAME, value, what the model checked)
 #define CXV_CMD_SYNDROMES(X)                                                                \
@@ -64,4 +67,14 @@ enum class cmd_syndrome : std::uint32_t {
 std::string_view name(cmd_syndrome v) noexcept;
 std::string_view describe(cmd_syndrome v) noexcept;
 
-}  // namespace cxv::hw
+}  // namespace cxv::sim
+
+// "NAME(0x…)", or "unknown(0x…)" for a value that is not the model's (a card's).
+template <>
+struct fmt::formatter<cxv::sim::cmd_syndrome> : fmt::formatter<std::string_view> {
+    template <typename Ctx>
+    auto format(cxv::sim::cmd_syndrome v, Ctx& ctx) const {
+        const auto n = cxv::sim::name(v);
+        return fmt::format_to(ctx.out(), "{}({:#x})", n.empty() ? "unknown" : n, static_cast<unsigned>(v));
+    }
+};

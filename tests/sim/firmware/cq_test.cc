@@ -175,8 +175,8 @@ TEST_CASE("CREATE_CQ refuses bad sizes, features, UARs, EQs, page lists and door
         auto in = create_cq_in(s);
         tweak(cqc_of(in));
         const auto r = e.h.exec(in, 16);
-        CHECK_MESSAGE(r.status == st, hw::name(syn));
-        CHECK_MESSAGE(r.synd() == syn, hw::name(syn));
+        CHECK_MESSAGE(r.status == st, sim::name(syn));
+        CHECK_MESSAGE(r.synd() == syn, sim::name(syn));
     };
     const auto none = [](std::byte*) {};
     const auto bad = [&](auto&& tweak) {

@@ -4,7 +4,9 @@
 #include <thread>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
+#include "sim/syndromes.h"
 #include "tests/sim/objects.h"
 
 using namespace cxv;
@@ -216,4 +218,12 @@ TEST_CASE("the trace records each command with its outcome") {
     CHECK(c.commands >= 2);
     CHECK(c.commands_failed >= 1);
     CHECK(h.dev().tracer().dump().find("ENABLE_HCA") != std::string::npos);
+}
+
+TEST_CASE("the model's syndromes print with their names; a card's prints as a number") {
+    CHECK(fmt::format("{}", sim::cmd_syndrome::LOG_SIZE_TOO_BIG) == "LOG_SIZE_TOO_BIG(0xc50010)");
+    CHECK(sim::describe(sim::cmd_syndrome::BAD_REGISTER).find("register") != std::string_view::npos);
+    // A card's syndrome is an opaque firmware identifier: printed, never named.
+    CHECK(fmt::format("{}", static_cast<sim::cmd_syndrome>(0x4bb88f)) == "unknown(0x4bb88f)");
+    CHECK(sim::name(static_cast<sim::cmd_syndrome>(0x4bb88f)).empty());
 }

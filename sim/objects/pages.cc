@@ -1,4 +1,4 @@
-#include "sim/firmware/pages.h"
+#include "sim/objects/pages.h"
 
 #include <bit>
 

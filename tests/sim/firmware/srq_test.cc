@@ -48,7 +48,7 @@ std::uint32_t create_srq_qp(H& h, std::uint32_t pd, std::uint32_t cqn, std::uint
                                   .buf = buf.iova(),
                                   .dbr = buf.iova() + 2048}),
                     16);
-    REQUIRE_MESSAGE(r.status == cmd_status::OK, hw::name(r.synd()));
+    REQUIRE_MESSAGE(r.status == cmd_status::OK, sim::name(r.synd()));
     return qpn_of(r);
 }
 

@@ -1,0 +1,45 @@
+// The object tables: every QP, CQ, SRQ, memory key, UMEM, PD, UAR and Q counter set the
+// driver has created on this function, by number. The firmware's command handlers
+// create, change and destroy the entries; the transport engine (sim/transport/) reads
+// them and moves the device-side state they carry (producer and consumer indices, the
+// QP's transport state). Neither side reaches the other through them: they are plain
+// data. EQs are not here: only the firmware writes EQEs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "sim/objects/objects.h"
+
+namespace cxv::sim {
+
+struct object_tables {
+    std::map<std::uint32_t, uar_object> uars;
+    std::map<std::uint32_t, pd_object> pds;
+    std::map<std::uint32_t, mkey_object> mkeys;  // by mkey_index
+    std::map<std::uint32_t, umem_object> umems;
+    std::map<std::uint32_t, cq_object> cqs;
+    std::map<std::uint32_t, qp_object> qps;
+    std::map<std::uint32_t, srq_object> srqs;
+    std::map<std::uint32_t, q_counter_object> q_counters;  // set 0 always present
+
+    // The UMEM numbered `id`, or nullptr.
+    const umem_object* umem(std::uint32_t id) const {
+        const auto it = umems.find(id);
+        return it == umems.end() ? nullptr : &it->second;
+    }
+};
+
+// Byte `off` of a UMEM, translated by its MTT (pages of 4 KiB << log_page_size, the
+// UMEM starting page_offset bytes into the first); nullopt past the last page.
+inline std::optional<std::uint64_t> umem_iova(const umem_object& u, std::uint64_t off) {
+    const unsigned shift = u.log_page_size + 12;
+    const std::uint64_t pos = u.page_offset + off;
+    const std::uint64_t idx = pos >> shift;
+    if (idx >= u.mtt.size()) return std::nullopt;
+    const std::uint64_t mask = (std::uint64_t{1} << shift) - 1;
+    return (u.mtt[idx] & ~mask) + (pos & mask);
+}
+
+}  // namespace cxv::sim

@@ -1,0 +1,132 @@
+// The transport engine: what a ConnectX does with the objects the firmware created once
+// the driver posts work (IBA 9 "Transport Layer"; PRM "Send WQE", "Receive WQE",
+// "Completion Queue"). Three parts:
+//   requester (xport_send.cc)   send doorbells, WQE execution, ACKs and responses,
+//                               retransmission, send completions;
+//   responder (xport_recv.cc)   requests from the wire, receive WQEs from an RQ or SRQ,
+//                               remote memory through R_Keys;
+//   CQ engine (cq_engine.cc)    CQEs, the CQ doorbell record and arm doorbell,
+//                               completion events.
+// It works on the object tables (sim/objects/) and host memory behind the IOMMU, and
+// never calls a command handler. What it needs from the rest of the function -- the
+// wire, events on EQs, Q counters -- it asks through transport_hooks, which the
+// firmware implements.
+//
+// The seam between requester and responder is the packet: a message leaves through
+// transport_hooks::transmit (the requester's requests, the responder's answers) and
+// enters through receive(), whether it came over the fabric from another function or
+// looped back to this one.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "hw/cqe.h"
+#include "hw/opcodes.h"
+#include "sim/device_config.h"
+#include "sim/objects/objects.h"
+#include "sim/objects/tables.h"
+#include "sim/pci/bar.h"
+#include "sim/pci/iommu.h"
+#include "sim/trace.h"
+#include "sim/transport/cq_engine.h"
+#include "sim/transport/fabric.h"
+#include "sim/transport/hooks.h"
+#include "sim/transport/mkey_translate.h"
+
+namespace cxv::sim {
+
+class transport_engine {
+public:
+    transport_engine(const device_config& cfg, bar0& bar, iommu& mmu, trace& tr, object_tables& t,
+                     transport_hooks& hooks);
+    transport_engine(const transport_engine&) = delete;
+    transport_engine& operator=(const transport_engine&) = delete;
+
+    // --- entry points (the device thread and the firmware) ---
+    // A send doorbell the device thread found at byte `off` of UAR page `uar` (a
+    // BlueFlame register half): `qword0` is its first 8 bytes as written (the first 8
+    // bytes of a WQE's control segment); the rest of the half may hold a BlueFlame copy.
+    void sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0);
+    // A CQ arm doorbell (UAR + 0x20, 64 bits: arm word, cqn).
+    void cq_doorbell(std::uint64_t value) { cqs_.doorbell(value); }
+    // A message for one of this function's QPs, from the wire (requests go to the
+    // responder, answers to the requester). Dropped when no such QP exists.
+    void receive(packet& p);
+    // Timers (RNR waits, ACK timeouts), stalled send queues and receive queues of QPs in
+    // error. True when something happened.
+    bool tick(std::chrono::steady_clock::time_point now);
+
+    // The firmware's calls: a QP was created on UAR page `uar` (its BlueFlame registers
+    // get their sentinels), a modify command changed its state (from `from`: taking it
+    // to error flushes it, to reset clears the transport state), it is being destroyed.
+    void watch_bf_page(std::uint32_t uar);
+    void on_qp_transition(qp_object& qp, qp_state from);
+    void on_qp_destroyed(std::uint32_t qpn) { active_qps_.erase(qpn); }
+    // Every object is gone (teardown, reset).
+    void reset();
+
+private:
+    // Work queues and data (xport_queues.cc).
+    bool wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len);
+    bool srq_read(const srq_object& srq, std::uint64_t off, void* dst, std::size_t len);
+    std::optional<std::uint32_t> qp_dbr(const qp_object& qp, bool send);
+    std::optional<std::uint32_t> srq_dbr(const srq_object& srq);
+    // Data through memory keys: every piece translated and checked before any byte moves.
+    hw::cqe_syndrome gather(std::uint32_t pd, const std::vector<local_sge>& sges, std::vector<std::byte>& out);
+    hw::cqe_syndrome scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
+                             std::span<const std::byte> data, std::size_t capacity_needed);
+    bool remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+                       unsigned access, std::vector<iova_range>& out);
+    bool push_cqe(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
+        return cqs_.push(cqn, cqe, solicited);
+    }
+
+    // Requester (xport_send.cc): the send queue, then one WQE, dispatched by opcode
+    // family to a function that reads its segments and issues its message.
+    struct wqe_exec;
+    void sq_progress(qp_object& qp);
+    bool execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs);
+    bool exec_send(wqe_exec& e);
+    bool exec_rdma_write(wqe_exec& e);
+    bool exec_rdma_read(wqe_exec& e);
+    bool exec_atomic(wqe_exec& e);
+    void start_message(wqe_exec& e);
+    hw::cqe_syndrome ud_address(wqe_exec& e);
+    void connected_address(wqe_exec& e);
+    hw::cqe_syndrome take_raddr(wqe_exec& e);
+    hw::cqe_syndrome take_data(wqe_exec& e, bool payload);
+    bool issue_for_response(wqe_exec& e);
+    bool issue(wqe_exec& e);
+    bool finish_wqe(wqe_exec& e, hw::cqe_syndrome why);
+    void complete_front(qp_object& qp);
+    void on_response(qp_object& qp, packet& p);
+    void retransmit(qp_object& qp);
+    // Responder (xport_recv.cc).
+    void on_request(qp_object& qp, packet& p);
+    struct recv_wqe;
+    bool take_recv_wqe(qp_object& qp, recv_wqe& out);
+    void responder_error(qp_object& qp, const recv_wqe* w, hw::cqe_syndrome why);
+    // Errors and flushes (xport_queues.cc).
+    void qp_to_error(qp_object& qp, bool send_queue_only);
+    void flush_sq(qp_object& qp);
+    void flush_rq(qp_object& qp);
+    void qp_event(hw::event_type t, std::uint32_t qpn);
+    void send_packet(packet&& p) { hooks_.transmit(std::move(p)); }
+
+    const device_config& cfg_;
+    bar0& bar_;
+    iommu& mmu_;
+    trace& trace_;
+    object_tables& t_;
+    transport_hooks& hooks_;
+    cq_engine cqs_;
+    std::set<std::uint32_t> active_qps_;  // QPs the tick must visit
+    std::set<std::uint32_t> bf_pages_;    // UAR pages with BlueFlame sentinels
+};
+
+}  // namespace cxv::sim

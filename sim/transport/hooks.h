@@ -1,0 +1,38 @@
+// What the transport engine needs from the rest of the function, and nothing more: the
+// wire (the port the firmware runs), events on EQs (which only the firmware writes),
+// and the Q counters of a QP's counter set. The firmware implements it; a test can
+// implement it to watch the engine alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "hw/cqe.h"
+#include "hw/opcodes.h"
+#include "sim/objects/objects.h"
+#include "sim/transport/fabric.h"
+
+namespace cxv::sim {
+
+class transport_hooks {
+public:
+    // A message leaves the engine (a request, or the answer to one) for the port.
+    virtual void transmit(packet&& p) = 0;
+    // An event (PRM "Events": affiliated QP and SRQ events, CQ errors) with its data, to
+    // every EQ that subscribed to its type.
+    virtual void async_event(hw::event_type type, std::span<const std::byte> data) = 0;
+    // A completion event (comp_event data) on EQ `eqn`, the one the CQ reports to.
+    virtual void completion_event(std::uint32_t eqn, std::span<const std::byte> data) = 0;
+    // One event on the Q counter set the QP counts to (qpc.counter_set_id); an error
+    // the requester completes a WQE with, or the responder detects (`cqe`: and writes a
+    // receive CQE for).
+    virtual void count(const qp_object& qp, std::uint32_t q_counter_values::*what) = 0;
+    virtual void count_req_error(const qp_object& qp, hw::cqe_syndrome why) = 0;
+    virtual void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe) = 0;
+
+protected:
+    ~transport_hooks() = default;
+};
+
+}  // namespace cxv::sim

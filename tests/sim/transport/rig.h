@@ -1,0 +1,214 @@
+// A transport engine on its own, for unit tests: object tables filled by hand (no
+// command interface), host memory behind an IOMMU, and hooks that keep what the engine
+// asks of the rest of the function -- messages on the wire, events, Q counts -- so that
+// a test can look at them and deliver the messages back (a loopback wire).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "hw/cqe.h"
+#include "hw/doorbell.h"
+#include "hw/ifc.h"
+#include "hw/opcodes.h"
+#include "hw/wqe.h"
+#include "sim/device_config.h"
+#include "sim/objects/tables.h"
+#include "sim/pci/bar.h"
+#include "sim/pci/iommu.h"
+#include "sim/trace.h"
+#include "sim/transport/engine.h"
+#include "sim/transport/hooks.h"
+
+namespace cxv::sim::testing {
+
+namespace ifc = hw::ifc;
+
+struct event_seen {
+    hw::event_type type;
+    std::vector<std::byte> data;
+};
+
+class engine_rig : public transport_hooks {
+public:
+    static constexpr std::uint64_t kIova = 0x10000000;  // where host memory is mapped
+    static constexpr std::size_t kMem = 1 << 20;
+    static constexpr std::uint32_t kPd = 1;
+    static constexpr std::uint32_t kMkeyIndex = 0x20;
+    static constexpr std::uint32_t kKey = kMkeyIndex << 8;  // mkey_7_0 = 0
+
+    engine_rig() : bar_(std::move(bar0::create(cfg_.bar0_size)).value()) {
+        mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, kMem));
+        std::memset(mem_, 0, kMem);
+        mmu.map(kIova, mem_, kMem, true, true);
+        engine = std::make_unique<transport_engine>(cfg_, *bar_, mmu, tr, t, *this);
+        add_pa_mkey();
+    }
+    ~engine_rig() { std::free(mem_); }
+    engine_rig(const engine_rig&) = delete;
+    engine_rig& operator=(const engine_rig&) = delete;
+
+    // --- host memory ---
+    // A fresh, zeroed, 4 KiB-aligned piece of host memory: its IOVA.
+    std::uint64_t alloc(std::size_t bytes) {
+        const std::uint64_t at = next_;
+        next_ += (bytes + 4095) / 4096 * 4096;
+        REQUIRE(next_ - kIova <= kMem);
+        return at;
+    }
+    std::byte* host(std::uint64_t iova) { return mem_ + (iova - kIova); }
+    template <typename T>
+    void put(std::uint64_t iova, const T& v) { std::memcpy(host(iova), &v, sizeof(T)); }
+    template <typename T>
+    T get(std::uint64_t iova) {
+        T v{};
+        std::memcpy(&v, host(iova), sizeof(T));
+        return v;
+    }
+
+    // --- objects in the tables ---
+    // A CQ of 2^log_size 64-byte CQEs on EQ `eqn`, its ring and doorbell record in host
+    // memory (consumer index 0).
+    cq_object& add_cq(std::uint32_t cqn, unsigned log_size, std::uint32_t eqn = 7) {
+        cq_object cq;
+        cq.cqn = cqn;
+        cq.eqn = eqn;
+        std::byte* c = cq.cqc.data();
+        ifc::set<ifc::cqc::log_cq_size>(c, log_size);
+        ifc::set<ifc::cqc::dbr_addr>(c, alloc(64));
+        cq.pas.push_back(alloc(std::size_t{64} << log_size));
+        return t.cqs[cqn] = std::move(cq);
+    }
+    // The CQE at ring index i of a CQ.
+    hw::cqe64 cqe(std::uint32_t cqn, std::uint32_t i) {
+        const cq_object& cq = t.cqs.at(cqn);
+        return get<hw::cqe64>(cq.pas[0] + std::uint64_t{i} * 64);
+    }
+
+    // An RC QP in RTS connected to `remote`, with a 16-entry RQ of 16-byte WQEs (one data
+    // segment each) and a 16-entry SQ, in one page; both queues complete to `cqn`.
+    qp_object& add_rc_qp(std::uint32_t qpn, std::uint32_t remote, std::uint32_t cqn) {
+        qp_object qp;
+        qp.qpn = qpn;
+        qp.state = qp_state::rts;
+        qp.pd = kPd;
+        qp.cqn_snd = qp.cqn_rcv = cqn;
+        std::byte* q = qp.qpc.data();
+        ifc::set<ifc::qpc::st>(q, static_cast<std::uint32_t>(transport::rc));
+        ifc::set<ifc::qpc::state>(q, static_cast<std::uint32_t>(qp_state::rts));
+        ifc::set<ifc::qpc::log_sq_size>(q, 4);
+        ifc::set<ifc::qpc::log_rq_size>(q, 4);
+        ifc::set<ifc::qpc::log_rq_stride>(q, 0);
+        ifc::set<ifc::qpc::mtu>(q, 5);
+        ifc::set<ifc::qpc::remote_qpn>(q, remote);
+        ifc::set<ifc::qpc::rre>(q, 1);
+        ifc::set<ifc::qpc::rwe>(q, 1);
+        ifc::set<ifc::qpc::rae>(q, 1);
+        ifc::set<ifc::qpc::uar_page>(q, cfg_.first_uar);
+        ifc::set<ifc::qpc::dbr_addr>(q, alloc(64));
+        qp.pas.push_back(alloc(4096));
+        engine->watch_bf_page(cfg_.first_uar);  // as CREATE_QP does
+        return t.qps[qpn] = std::move(qp);
+    }
+
+    // Posts one receive WQE of `len` bytes at `addr` and updates the doorbell record.
+    void post_recv(std::uint32_t qpn, std::uint64_t addr, std::uint32_t len) {
+        qp_object& qp = t.qps.at(qpn);
+        hw::wqe_data_seg d{};
+        hw::set_data_seg(d, len, kKey, addr);
+        put(qp.pas[0] + std::uint64_t{rq_posted_[qpn] % 16} * 16, d);
+        ++rq_posted_[qpn];
+        put(ifc::get<ifc::qpc::dbr_addr>(qp.qpc.data()), hw::be32::from(rq_posted_[qpn]));
+    }
+
+    // Posts one send WQE (its control segment filled here, then `segs` as given), updates
+    // the doorbell record and rings the doorbell; then runs the wire until it is quiet.
+    template <typename... Segs>
+    void post_send(std::uint32_t qpn, hw::wqe_opcode op, bool signaled, const Segs&... segs) {
+        qp_object& qp = t.qps.at(qpn);
+        const std::uint16_t idx = sq_posted_[qpn]++;
+        const std::uint64_t at = qp.pas[0] + 16 * 16 + std::uint64_t{idx % 16u} * 64;
+        std::size_t pos = sizeof(hw::wqe_ctrl_seg);
+        ((put(at + pos, segs), pos += sizeof(Segs)), ...);
+        const auto ds = static_cast<std::uint8_t>(pos / 16);
+        hw::wqe_ctrl_seg ctrl{};
+        hw::set_ctrl_seg(ctrl, idx, op, 0, qpn, ds, signaled ? hw::ctrl_cq_update : 0);
+        put(at, ctrl);
+        put(ifc::get<ifc::qpc::dbr_addr>(qp.qpc.data()) + 4, hw::be32::from(sq_posted_[qpn]));
+        const std::uint64_t qword0 =
+            (std::uint64_t{ctrl.opmod_idx_opcode.value()} << 32) | ctrl.qpn_ds.value();
+        const std::size_t off = std::size_t{cfg_.first_uar} * hw::uar_page_size + hw::uar_bf_offset;
+        engine->sq_doorbell(cfg_.first_uar, off, qword0);
+        run_wire();
+    }
+
+    // Delivers every message on the wire back to the engine (a loopback) until none is
+    // left; the number delivered.
+    std::size_t run_wire() {
+        std::size_t n = 0;
+        while (!wire.empty()) {
+            packet p = std::move(wire.front());
+            wire.pop_front();
+            engine->receive(p);
+            ++n;
+        }
+        return n;
+    }
+
+    // --- transport_hooks ---
+    void transmit(packet&& p) override { wire.push_back(std::move(p)); }
+    void async_event(hw::event_type type, std::span<const std::byte> data) override {
+        events.push_back({type, {data.begin(), data.end()}});
+    }
+    void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override {
+        completions.push_back({eqn, ifc::get<ifc::comp_event::cq_number>(data.data())});
+    }
+    void count(const qp_object&, std::uint32_t q_counter_values::*what) override { ++(counted.*what); }
+    void count_req_error(const qp_object&, hw::cqe_syndrome why) override { req_errors.push_back(why); }
+    void count_resp_error(const qp_object&, hw::cqe_syndrome why, bool) override { resp_errors.push_back(why); }
+
+    iommu mmu;
+    trace tr;
+    object_tables t;
+    std::unique_ptr<transport_engine> engine;
+    std::deque<packet> wire;
+    std::vector<event_seen> events;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> completions;  // (eqn, cqn)
+    q_counter_values counted;
+    std::vector<hw::cqe_syndrome> req_errors, resp_errors;
+
+private:
+    // A physical-address key of PD kPd over all of memory with every access right.
+    void add_pa_mkey() {
+        mkey_object mk;
+        mk.index = kMkeyIndex;
+        std::byte* c = mk.mkc.data();
+        ifc::set<ifc::mkc::lr>(c, 1);
+        ifc::set<ifc::mkc::lw>(c, 1);
+        ifc::set<ifc::mkc::rr>(c, 1);
+        ifc::set<ifc::mkc::rw>(c, 1);
+        ifc::set<ifc::mkc::a>(c, 1);
+        ifc::set<ifc::mkc::pd>(c, kPd);
+        ifc::set<ifc::mkc::length64>(c, 1);
+        t.mkeys[kMkeyIndex] = std::move(mk);
+    }
+
+    device_config cfg_;
+    std::unique_ptr<bar0> bar_;
+    std::byte* mem_ = nullptr;
+    std::uint64_t next_ = kIova;
+    std::map<std::uint32_t, std::uint32_t> rq_posted_;
+    std::map<std::uint32_t, std::uint16_t> sq_posted_;
+};
+
+}  // namespace cxv::sim::testing
