@@ -8,3 +8,12 @@ DRIVER_VISIBILITY = [
     "//tests:__subpackages__",
     "//tools:__subpackages__",
 ]
+
+def driver_library(name, deps = [], **kwargs):
+    """A driver/ library: visible to the layers above the driver, built on base/, hw/ and fmt."""
+    native.cc_library(
+        name = name,
+        visibility = DRIVER_VISIBILITY,
+        deps = ["//base", "//hw", "@fmt"] + deps,
+        **kwargs
+    )

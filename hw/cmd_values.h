@@ -32,7 +32,10 @@ enum class hca_cap_mode : std::uint16_t {
     GET_CUR = 1,
 };
 enum class hca_cap_type : std::uint16_t {
-    GENERAL = 0,
+    GENERAL = 0x0,
+    ATOMIC = 0x3,
+    ROCE = 0x4,
+    DEV_EVENT = 0x14,
 };
 constexpr std::uint16_t hca_cap_op_mod(hca_cap_type t, hca_cap_mode m) noexcept {
     return static_cast<std::uint16_t>(static_cast<unsigned>(t) << 1 | static_cast<unsigned>(m));

@@ -10,14 +10,8 @@ namespace cxv::sim {
 
 namespace ifc = hw::ifc;
 
-namespace {
-
 // Initialization segment offsets (PRM "Initialization Segment"): hw/'s, the driver's too.
-constexpr std::size_t kInitializing = hw::init_seg_offset::initializing;
-constexpr std::size_t kHealth = hw::init_seg_offset::health_buffer;
-constexpr std::size_t kHealthCounter = hw::init_seg_offset::health_counter;
-
-}  // namespace
+namespace iseg = hw::init_seg_offset;
 
 result<std::unique_ptr<device>> device::create(const device_config& cfg) {
     if (cfg.bar0_size < (std::size_t{cfg.first_uar} + 1) * hw::uar_page_size ||
@@ -77,7 +71,7 @@ void device::power_on() {
     cmd_.reset();
     fw_.reset();
     // Booting: `initializing` (bit 31 of dword 0x1fc) until boot_time has passed.
-    bar_->store32(kInitializing, hw::init_seg_initializing_bit);
+    bar_->store32(iseg::initializing, hw::init_seg_initializing_bit);
     const auto now = std::chrono::steady_clock::now();
     boot_done_ = now + cfg_.boot_time;
     booting_ = true;
@@ -106,7 +100,7 @@ void device::tick_health(std::chrono::steady_clock::time_point now) {
     if (faults_.health_stalled()) return;
     health_counter_ = (health_counter_ + 1) & hw::health_counter_mask;
     // health_syndrome (bits 31:24) stays 0; the counter is the low 24 bits.
-    bar_->store32(kHealthCounter, health_counter_);
+    bar_->store32(iseg::health_counter, health_counter_);
 }
 
 bool device::poll_doorbells() {
@@ -165,7 +159,7 @@ bool device::round(std::chrono::steady_clock::time_point now) {
     std::lock_guard lock(mu_);
     if (booting_) {
         if (now < boot_done_) return false;
-        bar_->store32(kInitializing, 0);
+        bar_->store32(iseg::initializing, 0);
         booting_ = false;
     }
     tick_health(now);
@@ -220,7 +214,7 @@ std::size_t device::eq_count() {
 }
 
 std::uint32_t device::health_counter() const {
-    return bar_->load32(kHealthCounter) & hw::health_counter_mask;
+    return bar_->load32(iseg::health_counter) & hw::health_counter_mask;
 }
 
 void device::set_link(bool up) {

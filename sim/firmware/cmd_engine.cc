@@ -12,14 +12,10 @@
 namespace cxv::sim {
 
 namespace ifc = hw::ifc;
+// Offsets in the initialization segment (PRM "Initialization Segment"), the driver's too.
+namespace iseg = hw::init_seg_offset;
 
 namespace {
-
-// Byte offsets in the initialization segment (PRM "Initialization Segment"): hw/'s,
-// the same ones the driver uses.
-constexpr std::size_t kAddrHi = hw::init_seg_offset::cmdq_addr_h;
-constexpr std::size_t kAddrLo = hw::init_seg_offset::cmdq_addr_l_sz;
-constexpr std::size_t kDoorbell = hw::init_seg_offset::command_doorbell_vector;
 
 constexpr std::size_t kEntry = ifc::cmd_queue_entry::size_bytes;  // 64
 constexpr std::size_t kInline = 16;
@@ -43,23 +39,23 @@ void cmd_engine::reset() {
     // Read-only fields the driver reads before it writes the address (log size 5,
     // stride 6: 32 entries of 64 bytes).
     last_addr_dword_ = (log_cmdq_size << hw::log_cmdq_size_shift) | (log_cmdq_stride << hw::log_cmdq_stride_shift);
-    bar_.store32(kAddrHi, 0);
-    bar_.store32(kAddrLo, last_addr_dword_);
-    bar_.store32(kDoorbell, 0);
+    bar_.store32(iseg::cmdq_addr_h, 0);
+    bar_.store32(iseg::cmdq_addr_l_sz, last_addr_dword_);
+    bar_.store32(iseg::command_doorbell_vector, 0);
 }
 
 bool cmd_engine::latch_queue_address() {
-    const std::uint32_t lo = bar_.load32(kAddrLo);
+    const std::uint32_t lo = bar_.load32(iseg::cmdq_addr_l_sz);
     if (lo == last_addr_dword_) return false;
     // The driver wrote the dword: the address (bits 31:12) and nic_interface (10:8) are
     // its; the log sizes are read-only and come back.
-    const std::uint64_t hi = bar_.load32(kAddrHi);
+    const std::uint64_t hi = bar_.load32(iseg::cmdq_addr_h);
     cmdq_iova_ = (hi << 32) | (lo & hw::cmdq_addr_l_mask);
     nic_interface_ = static_cast<std::uint8_t>((lo >> hw::nic_interface_shift) & hw::nic_interface_mask);
     constexpr std::uint32_t kKeep = hw::cmdq_addr_l_mask | (hw::nic_interface_mask << hw::nic_interface_shift);
     last_addr_dword_ = (lo & kKeep) | (log_cmdq_size << hw::log_cmdq_size_shift) |
                        (log_cmdq_stride << hw::log_cmdq_stride_shift);
-    bar_.store32(kAddrLo, last_addr_dword_);
+    bar_.store32(iseg::cmdq_addr_l_sz, last_addr_dword_);
     busy_ = dropped_ = 0;
     return true;
 }
@@ -87,7 +83,7 @@ bool cmd_engine::poll() {
     }
 
     if (cmdq_iova_ == 0) {
-        if (bar_.load32(kDoorbell) == 0) return worked;
+        if (bar_.load32(iseg::command_doorbell_vector) == 0) return worked;
         // A doorbell, and no queue latched above: the driver may have written the address
         // and rung since that look (it writes the address before it rings, so once the
         // doorbell is seen the address is too). Latch again before deciding.
@@ -96,14 +92,15 @@ bool cmd_engine::poll() {
         if (cmdq_iova_ == 0) {
             // No queue at all: the doorbell has nothing to ring; consume it so that it is
             // not taken for a later one.
-            bar_.exchange32(kDoorbell, 0);
+            bar_.exchange32(iseg::command_doorbell_vector, 0);
             return worked;
         }
     }
 
     // The doorbell first, ownership second: the driver hands a slot over before it
     // rings, so every slot whose doorbell we consume is visibly owned by then.
-    const std::uint32_t rung = bar_.load32(kDoorbell) ? bar_.exchange32(kDoorbell, 0) : 0;
+    const std::uint32_t rung =
+        bar_.load32(iseg::command_doorbell_vector) ? bar_.exchange32(iseg::command_doorbell_vector, 0) : 0;
     if (rung == 0) return worked;
     trace_.update([](counters& c) { ++c.command_doorbells; });
     device_acquire();

@@ -23,8 +23,6 @@
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_status;
 using hw::cqe_syndrome;
 
 namespace {

@@ -16,9 +16,6 @@
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_status;
-
 namespace {
 
 using umem_map = std::map<std::uint32_t, umem_object>;

@@ -13,9 +13,6 @@
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_status;
-
 namespace {
 
 constexpr std::size_t kEqe = ifc::eqe::size_bytes;  // 64

@@ -5,25 +5,22 @@
 #include <cstring>
 #include <vector>
 
+#include "hw/cmd_values.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_status;
-
 namespace {
 
-// QUERY_PAGES op_mod (PRM): which set of pages the driver asks about.
-enum : std::uint16_t { pages_boot = 1, pages_init = 2, pages_regular = 3 };
-// MANAGE_PAGES op_mod.
-enum : std::uint16_t { pages_alloc_fail = 0, pages_alloc_success = 1, pages_return = 2 };
-// QUERY_HCA_CAP op_mod: capability type << 1 | current.
-enum : std::uint16_t { cap_general = 0, cap_atomic = 3, cap_roce = 4, cap_dev_event = 0x14 };
-// TEARDOWN_HCA profiles.
-enum : std::uint16_t { teardown_graceful = 0, teardown_force = 1, teardown_prepare_fast = 2 };
+using hw::hca_cap_type;
+using hw::manage_pages_op_mod;
+using hw::query_pages_op_mod;
+using hw::teardown_hca_profile;
+
+// SET_HCA_CAP's op_mod names the capability type only (bit 0, current/max, is a query's).
+constexpr std::uint16_t set_cap_op_mod(hca_cap_type t) { return hw::hca_cap_op_mod(t, hw::hca_cap_mode::GET_MAX); }
 
 constexpr std::uint32_t supported_issi_mask = 0x3;  // ISSI 0 and 1
 
@@ -71,14 +68,14 @@ cmd_reply firmware::query_pages(cmd_ctx& c) {
         return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
     }
     std::uint32_t n = 0;
-    switch (c.op_mod) {
-        case pages_boot:
+    switch (static_cast<query_pages_op_mod>(c.op_mod)) {
+        case query_pages_op_mod::BOOT_PAGES:
             n = boot_pages_given_ ? 0 : cfg_.boot_pages;
             break;
-        case pages_init:
+        case query_pages_op_mod::INIT_PAGES:
             n = init_pages_given_ ? 0 : cfg_.init_pages;
             break;
-        case pages_regular:
+        case query_pages_op_mod::REGULAR_PAGES:
             n = 0;  // run-time needs arrive as PAGE_REQUEST events
             break;
         default:
@@ -95,12 +92,12 @@ cmd_reply firmware::manage_pages(cmd_ctx& c) {
         return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
     }
     const std::uint32_t n = ifc::get<ifc::manage_pages_in::input_num_entries>(c.in.data());
-    switch (c.op_mod) {
-        case pages_alloc_fail:
+    switch (static_cast<manage_pages_op_mod>(c.op_mod)) {
+        case manage_pages_op_mod::ALLOCATION_FAIL:
             // The driver could not give what was asked: nothing changes.
             pages_requested_ = 0;
             return ok();
-        case pages_alloc_success: {
+        case manage_pages_op_mod::ALLOCATION_SUCCESS: {
             const std::size_t need = ifc::manage_pages_in::size_bytes + std::size_t{n} * 8;
             // The input must hold the entries it announces.
             if (c.in.size() < need) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
@@ -126,7 +123,7 @@ cmd_reply firmware::manage_pages(cmd_ctx& c) {
             pages_requested_ = pages_requested_ > n ? pages_requested_ - n : 0;
             return ok();
         }
-        case pages_return: {
+        case manage_pages_op_mod::HCA_RETURN_PAGES: {
             // Give back up to n pages that hold no object; the reply lists them.
             const std::size_t room = c.olen > ifc::manage_pages_out::size_bytes
                                          ? (c.olen - ifc::manage_pages_out::size_bytes) / 8
@@ -153,24 +150,24 @@ cmd_reply firmware::query_hca_cap(cmd_ctx& c) {
     }
     std::byte* cap = ifc::at<ifc::query_hca_cap_out::capability>(c.out.data());
     const bool current = c.op_mod & 1;
-    switch (c.op_mod >> 1) {
-        case cap_general:
+    switch (static_cast<hca_cap_type>(c.op_mod >> 1)) {
+        case hca_cap_type::GENERAL:
             if (current) {
                 std::memcpy(cap, current_caps_.data(), current_caps_.size());
             } else {
                 fill_general_caps(cap, true);
             }
             return ok();
-        case cap_atomic:
+        case hca_cap_type::ATOMIC:
             // cmd_hca_cap.atomic is set, so drivers query these (Linux mlx5_query_hca_caps
             // fails its bring-up without them).
             fill_atomic_caps(cap, !current);
             return ok();
-        case cap_roce:
+        case hca_cap_type::ROCE:
             if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
             fill_roce_caps(cap);
             return ok();
-        case cap_dev_event:
+        case hca_cap_type::DEV_EVENT:
             // cmd_hca_cap.event_cap is set: the events a DevX user may subscribe to
             // (user_affiliated_events, user_unaffiliated_events). None: the model has no
             // event subscription for users, so the bitmaps are zero.
@@ -183,12 +180,12 @@ cmd_reply firmware::query_hca_cap(cmd_ctx& c) {
 cmd_reply firmware::set_hca_cap(cmd_ctx& c) {
     using cap = ifc::cmd_hca_cap;
     const std::byte* in = ifc::at<ifc::set_hca_cap_in::capability>(c.in.data());
-    if (c.op_mod == (cap_roce << 1)) {
+    if (c.op_mod == set_cap_op_mod(hca_cap_type::ROCE)) {
         // Only sw_r_roce_src_udp_port is settable, and only on a RoCE port.
         if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
         return ok();
     }
-    if (c.op_mod == (cap_atomic << 1)) {
+    if (c.op_mod == set_cap_op_mod(hca_cap_type::ATOMIC)) {
         // Only the requester's 8-byte endianness mode is settable: 0 (big endian) or,
         // as supported_atomic_req_8B_endianness_mode_1 offers, 1 (host endianness).
         const auto mode = ifc::get<ifc::atomic_caps::atomic_req_8B_endianness_mode>(in);
@@ -196,7 +193,7 @@ cmd_reply firmware::set_hca_cap(cmd_ctx& c) {
         atomic_req_mode_ = static_cast<std::uint8_t>(mode);
         return ok();
     }
-    if (c.op_mod != (cap_general << 1)) return bad_param(cmd_syndrome::BAD_OP_MOD);
+    if (c.op_mod != set_cap_op_mod(hca_cap_type::GENERAL)) return bad_param(cmd_syndrome::BAD_OP_MOD);
 
     std::array<std::byte, cap::size_bytes> max{};
     fill_general_caps(max.data(), true);
@@ -234,17 +231,17 @@ cmd_reply firmware::init_hca(cmd_ctx&) {
 
 cmd_reply firmware::teardown_hca(cmd_ctx& c) {
     const auto profile = ifc::get<ifc::teardown_hca_in::profile>(c.in.data());
-    switch (profile) {
-        case teardown_graceful:
-        case teardown_force:
+    switch (static_cast<teardown_hca_profile>(profile)) {
+        case teardown_hca_profile::GRACEFUL_CLOSE:
+        case teardown_hca_profile::FORCE_CLOSE:
             release_all_objects();
             port_stop();
             state_ = hca_state::torn_down;
             return ok();
-        case teardown_prepare_fast:
+        case teardown_hca_profile::PREPARE_FAST_TEARDOWN:
             // The driver completes it by writing nic_interface = DISABLED (device thread).
             fast_teardown_prepared_ = true;
-            ifc::set<ifc::teardown_hca_out::state>(c.out.data(), 0);
+            ifc::set<ifc::teardown_hca_out::state>(c.out.data(), static_cast<std::uint32_t>(hw::teardown_hca_state::SUCCESS));
             return ok();
         default:
             return bad_param(cmd_syndrome::BAD_PARAMETER);

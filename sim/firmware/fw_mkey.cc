@@ -22,9 +22,6 @@
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_status;
-
 namespace {
 
 constexpr std::uint32_t kNoQpn = 0xffffff;   // mkc.qpn of a key bound to no QP

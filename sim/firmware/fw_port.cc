@@ -10,6 +10,7 @@
 // wire (IBA 7.2: a port in Init passes subnet management packets only).
 #include <array>
 
+#include "hw/cmd_values.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
 
@@ -20,8 +21,7 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-// IBTA PortInfo:PortState and PortPhysicalState.
-enum : unsigned { state_down = 1, state_init = 2, state_active = 4 };
+// IBTA PortInfo:PortPhysicalState (PortState is hw::ib_port_state).
 enum : unsigned { phys_polling = 2, phys_disabled = 3, phys_link_up = 5 };
 
 }  // namespace
@@ -112,9 +112,9 @@ unsigned firmware::port_oper_status() const noexcept { return port_up_ ? 1 : 2; 
 
 unsigned firmware::port_logical_state() const noexcept {
     switch (port_phase_) {
-    case port_phase::init: return state_init;
-    case port_phase::active: return state_active;
-    default: return state_down;
+    case port_phase::init: return static_cast<unsigned>(hw::ib_port_state::INIT);
+    case port_phase::active: return static_cast<unsigned>(hw::ib_port_state::ACTIVE);
+    default: return static_cast<unsigned>(hw::ib_port_state::DOWN);
     }
 }
 

@@ -20,10 +20,6 @@
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_opcode;
-using hw::cmd_status;
-
 namespace {
 
 using qpc = ifc::qpc;

@@ -15,8 +15,6 @@
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_status;
 using hw::reg_id;
 
 struct firmware::reg_access {

@@ -20,9 +20,6 @@
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_status;
-
 namespace {
 
 namespace sv = ifc::srqc_values;

@@ -11,20 +11,18 @@
 #include <algorithm>
 #include <cstring>
 
+#include "hw/cmd_values.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
-using hw::cmd_status;
-
 namespace {
 
-// PRM QUERY_VPORT_STATE op_mod (Linux MLX5_VPORT_STATE_OP_MOD_*), state and admin_state.
-enum : std::uint16_t { vport_state_vnic = 0, vport_state_esw = 1, vport_state_uplink = 2 };
-constexpr std::uint32_t kVportUp = 1, kVportDown = 0;
+// QUERY_VPORT_STATE's state (hw/cmd_values.h) and admin_state.
+constexpr auto kVportUp = static_cast<std::uint32_t>(hw::vport_state::UP);
+constexpr auto kVportDown = static_cast<std::uint32_t>(hw::vport_state::DOWN);
 constexpr std::uint32_t kVportAdminAuto = 2;  // follows the uplink: nothing set it otherwise
 // PRM hca_vport_context vport_state_policy: the vport follows the physical port.
 constexpr std::uint32_t kPolicyFollow = 2;
@@ -111,10 +109,10 @@ cmd_reply firmware::query_vport_state(cmd_ctx& c) {
         return r;
     }
     std::uint32_t state = kVportDown;
-    switch (c.op_mod) {
-    case vport_state_vnic: state = port_active() ? kVportUp : kVportDown; break;
-    case vport_state_uplink: state = port_up() ? kVportUp : kVportDown; break;
-    case vport_state_esw:
+    switch (static_cast<hw::vport_state_op_mod>(c.op_mod)) {
+    case hw::vport_state_op_mod::VNIC_VPORT: state = port_active() ? kVportUp : kVportDown; break;
+    case hw::vport_state_op_mod::UPLINK: state = port_up() ? kVportUp : kVportDown; break;
+    case hw::vport_state_op_mod::ESW_VPORT:
     default: return bad_param(cmd_syndrome::BAD_OP_MOD);
     }
     ifc::set<out_t::state>(c.out.data(), state);

@@ -14,6 +14,11 @@
 
 namespace cxv::sim {
 
+// The names every handler uses unqualified.
+namespace ifc = hw::ifc;
+using hw::cmd_opcode;
+using hw::cmd_status;
+
 // A command whose input names a value the device does not accept (PRM "Command
 // Interface": status BAD_PARAM), with the syndrome saying which check failed.
 inline cmd_reply bad_param(sim::cmd_syndrome why = sim::cmd_syndrome::BAD_PARAMETER) {
