@@ -241,7 +241,8 @@ cmd_reply firmware::teardown_hca(cmd_ctx& c) {
         case teardown_hca_profile::PREPARE_FAST_TEARDOWN:
             // The driver completes it by writing nic_interface = DISABLED (device thread).
             fast_teardown_prepared_ = true;
-            ifc::set<ifc::teardown_hca_out::state>(c.out.data(), static_cast<std::uint32_t>(hw::teardown_hca_state::SUCCESS));
+            ifc::set<ifc::teardown_hca_out::state>(c.out.data(),
+                                                   static_cast<std::uint32_t>(hw::teardown_hca_state::SUCCESS));
             return ok();
         default:
             return bad_param(cmd_syndrome::BAD_PARAMETER);
