@@ -70,9 +70,7 @@ TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomi
             REQUIRE(r.sq.put({.opcode = ours, .signaled = true, .imm = 0x5a5a5a5a, .sg = sg, .num_sge = 2,
                               .remote_addr = 0xdead'beef'0000ull, .rkey = 0x77665544}));
             expected e;
-            auto* ra = e.next<mlx5_wqe_raddr_seg>();
-            ra->raddr = htobe64(0xdead'beef'0000ull);
-            ra->rkey = htobe32(0x77665544);
+            e.raddr(0xdead'beef'0000ull, 0x77665544);
             for (int i = 0; i < 2; ++i) mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg[i].length, sg[i].lkey, sg[i].addr);
             e.ctrl(0, static_cast<std::uint8_t>(theirs), MLX5_WQE_CTRL_CQ_UPDATE, 0x5a5a5a5a);
             check_same(r.bbs.data(), e);
@@ -84,12 +82,8 @@ TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomi
         REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::ATOMIC_CS, .signaled = true, .sg = &result, .num_sge = 1,
                           .remote_addr = 0x10000, .rkey = 9, .compare_add = 5, .swap = 6}));
         expected e;
-        auto* ra = e.next<mlx5_wqe_raddr_seg>();
-        ra->raddr = htobe64(0x10000);
-        ra->rkey = htobe32(9);
-        auto* at = e.next<mlx5_wqe_atomic_seg>();
-        at->swap_add = htobe64(6);
-        at->compare = htobe64(5);
+        e.raddr(0x10000, 9);
+        e.atomic(6, 5);
         mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
         e.ctrl(0, MLX5_OPCODE_ATOMIC_CS, MLX5_WQE_CTRL_CQ_UPDATE);
         check_same(r.bbs.data(), e);
@@ -97,11 +91,8 @@ TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomi
         REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::ATOMIC_FA, .signaled = true, .sg = &result, .num_sge = 1,
                           .remote_addr = 0x10008, .rkey = 9, .compare_add = 1000}));
         expected f;
-        ra = f.next<mlx5_wqe_raddr_seg>();
-        ra->raddr = htobe64(0x10008);
-        ra->rkey = htobe32(9);
-        at = f.next<mlx5_wqe_atomic_seg>();
-        at->swap_add = htobe64(1000);
+        f.raddr(0x10008, 9);
+        f.atomic(1000, 0);
         mlx5dv_set_data_seg(f.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
         f.ctrl(1, MLX5_OPCODE_ATOMIC_FA, MLX5_WQE_CTRL_CQ_UPDATE);
         check_same(r.bbs.data() + 64, f);
