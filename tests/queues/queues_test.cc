@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <vector>
@@ -39,6 +40,15 @@ struct sq_rig {
     explicit sq_rig(doorbell_mode mode = doorbell_mode::doorbell, bool ud = false)
         : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), ends.data(), &dbrec, bf.data(), 256, mode, 4) {}
 };
+
+// A CQ on `cqes` as the driver leaves a new one: every entry invalid, its owner bit 1 (the
+// hardware's until the first pass writes it).
+template <std::size_t N>
+completion_queue fresh_cq(std::array<mlx5_cqe64, N>& cqes, hw::cq_doorbell_record& dbrec) {
+    static_assert(std::has_single_bit(N));
+    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    return completion_queue(reinterpret_cast<std::byte*>(cqes.data()), std::countr_zero(N), &dbrec);
+}
 
 }  // namespace
 
@@ -240,11 +250,9 @@ TEST_CASE("SRQ: the free list is followed and refilled in completion order") {
 }
 
 TEST_CASE("poll: owner parity, send/receive/immediate/error CQEs as rdma-core lays them out") {
-    constexpr unsigned kLog = 2;
-    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
-    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    alignas(64) std::array<mlx5_cqe64, 4> cqes{};
     hw::cq_doorbell_record dbrec{};
-    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+    completion_queue cq = fresh_cq(cqes, dbrec);
 
     sq_rig s;
     alignas(64) std::array<std::byte, 4 * 16> rwqes{};
@@ -313,11 +321,9 @@ TEST_CASE("poll: mixed QPs, an SRQ, an unknown QPN, errors and the wrap in one b
     // poll() takes REQ and responder CQEs of the last QP it served in its fast loop and
     // hands anything else (another QP, an SRQ, an error, a batch reaching the wrap) to
     // its general loop; every entry must come out the same either way.
-    constexpr unsigned kLog = 3;
-    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
-    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    alignas(64) std::array<mlx5_cqe64, 8> cqes{};
     hw::cq_doorbell_record dbrec{};
-    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+    completion_queue cq = fresh_cq(cqes, dbrec);
 
     constexpr std::uint32_t kQpnB = 0x000102;
     sq_rig a;
@@ -416,11 +422,9 @@ TEST_CASE("poll: mixed QPs, an SRQ, an unknown QPN, errors and the wrap in one b
 }
 
 TEST_CASE("poll: attach() again drops the rings it cached for a QP") {
-    constexpr unsigned kLog = 2;
-    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
-    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    alignas(64) std::array<mlx5_cqe64, 4> cqes{};
     hw::cq_doorbell_record dbrec{};
-    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+    completion_queue cq = fresh_cq(cqes, dbrec);
     alignas(64) std::array<std::byte, 4 * 16> rwqes{};
     std::array<std::uint64_t, 4> rids{};
     hw::wq_doorbell_record rdb{};
