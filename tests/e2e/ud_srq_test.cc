@@ -135,8 +135,7 @@ TEST_CASE("UC: RDMA WRITE and SEND; a receive missing drops the message, not the
     auto n = make_node("0000:c5:00.0");
     auto q1 = make_qp(*n, qp_type::uc, {16, 16, 1, 1, 0});
     auto q2 = make_qp(*n, qp_type::uc, {16, 16, 1, 1, 0});
-    bring_to_rts(*q1, link_to(*q2, *n));
-    bring_to_rts(*q2, link_to(*q1, *n));
+    connect_qps(*q1, *q2, *n);
     fill(n->at(0), 512, 4);
     ibv_sge s = sge(*n, 0, 512);
     REQUIRE(post_send(*q1, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, n->addr(0x10000), n->mr->rkey()) == 0);
@@ -169,10 +168,8 @@ TEST_CASE("SRQ: two QPs receive from one SRQ; the limit event fires once armed")
     auto s2 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0}, srq);
     auto c1 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
     auto c2 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
-    bring_to_rts(*s1, link_to(*c1, *n));
-    bring_to_rts(*c1, link_to(*s1, *n));
-    bring_to_rts(*s2, link_to(*c2, *n));
-    bring_to_rts(*c2, link_to(*s2, *n));
+    connect_qps(*s1, *c1, *n);
+    connect_qps(*s2, *c2, *n);
     // post_recv on an SRQ-attached QP is refused (ibv_post_recv(3)).
     ibv_sge r = sge(*n, 0x1000, 64);
     CHECK(post_recv(*s1, 0, &r, 1) == EINVAL);
