@@ -190,8 +190,7 @@ TEST_CASE("a port that is down: RC sends retry to RETRY_EXC_ERR and deliver noth
     check_ok(f.a->dev->hca().wait_port_active(1, std::chrono::seconds(5)));
     auto qa = make_qp(*f.a, qp_type::rc, {16, 16, 2, 2, 0});
     auto qb = make_qp(*f.b, qp_type::rc, {16, 16, 2, 2, 0});
-    bring_to_rts(*qa, link_to(*qb, *f.b));
-    bring_to_rts(*qb, link_to(*qa, *f.a));
+    connect_qps(*qa, *f.a, *qb, *f.b);
     ibv_sge r2 = sge(*f.b, 0x200, 64);
     REQUIRE(post_recv(*qb, 11, &r2, 1) == 0);
     REQUIRE(post_send(*qa, 2, IBV_WR_SEND, &s, 1) == 0);
@@ -204,8 +203,7 @@ TEST_CASE("CQ overrun: a CQ error event, and the CQEs already written are kept")
     auto n = make_node("0000:c5:00.0", 4);
     auto q1 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
     auto q2 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
-    bring_to_rts(*q1, link_to(*q2, *n));
-    bring_to_rts(*q2, link_to(*q1, *n));
+    connect_qps(*q1, *q2, *n);
     ibv_sge s = sge(*n, 0, 8);
     for (unsigned i = 0; i < 6; ++i) {
         REQUIRE(post_send(*q1, i, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, n->addr(0x1000), n->mr->rkey()) == 0);
@@ -220,8 +218,7 @@ TEST_CASE("the device acts on a doorbell after the record, and on nothing less")
     auto n = make_node("0000:c5:00.0");
     auto q = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
     auto peer = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
-    bring_to_rts(*q, link_to(*peer, *n));
-    bring_to_rts(*peer, link_to(*q, *n));
+    connect_qps(*q, *peer, *n);
     // A signaled NOP at BB 0, written by hand.
     const auto& o = *q->object();
     auto* ctrl = reinterpret_cast<hw::wqe_ctrl_seg*>(o.sq());

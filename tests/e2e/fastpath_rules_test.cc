@@ -229,8 +229,7 @@ TEST_CASE("fast path: no system call and no allocation in post_recv, post_send, 
     for (const auto mode : {doorbell_mode::doorbell, doorbell_mode::blueflame}) {
         auto tx = make_qp(*n, qp_type::rc, cap, nullptr, mode);
         auto rx = make_qp(*n, qp_type::rc, cap, nullptr, mode);
-        bring_to_rts(*tx, link_to(*rx, *n));
-        bring_to_rts(*rx, link_to(*tx, *n));
+        connect_qps(*tx, *rx, *n);
         check_rules(mode == doorbell_mode::doorbell ? "8-byte doorbells" : "BlueFlame", *n, *tx, *rx);
     }
 
@@ -243,8 +242,7 @@ TEST_CASE("fast path: no system call and no allocation in post_recv, post_send, 
     auto tx = take(cxv::qp::create(*n->dev, a));
     a.multi_producer = false;
     auto rx = take(cxv::qp::create(*n->dev, a));
-    bring_to_rts(*tx, link_to(*rx, *n));
-    bring_to_rts(*rx, link_to(*tx, *n));
+    connect_qps(*tx, *rx, *n);
     check_rules("multi-producer", *n, *tx, *rx);
 }
 

@@ -118,6 +118,16 @@ inline void bring_to_rts(cxv::qp& q, const cxv::qp::modify_attr& m) {
     check_ok(q.modify(qp_state::rts, m));
 }
 
+// `x` (on node `xn`) and `y` (on node `yn`) connected to each other: both brought to RTS
+// with link_to the other, `x` first.
+inline void connect_qps(cxv::qp& x, const node& xn, cxv::qp& y, const node& yn) {
+    bring_to_rts(x, link_to(y, yn));
+    bring_to_rts(y, link_to(x, xn));
+}
+
+// The same for two QPs on one node.
+inline void connect_qps(cxv::qp& x, cxv::qp& y, const node& n) { connect_qps(x, n, y, n); }
+
 // Exactly `n` completions within the deadline (fails the test otherwise).
 inline std::vector<ibv_wc> wait_wc(cxv::cq& cq, std::size_t n,
                                    std::chrono::milliseconds wait = std::chrono::milliseconds(5000)) {

@@ -234,8 +234,7 @@ TEST_CASE("loopback on one device, with BlueFlame doorbells, many messages in fl
     const cxv::qp::caps cap{256, 256, 1, 1, 64};
     auto q1 = make_qp(*n, qp_type::rc, cap, nullptr, doorbell_mode::blueflame);
     auto q2 = make_qp(*n, qp_type::rc, cap, nullptr, doorbell_mode::blueflame);
-    bring_to_rts(*q1, link_to(*q2, *n));
-    bring_to_rts(*q2, link_to(*q1, *n));
+    connect_qps(*q1, *q2, *n);
     constexpr unsigned kCount = 1000;
     unsigned sent = 0, received = 0, send_done = 0;
     std::vector<std::uint32_t> seen;
@@ -324,8 +323,7 @@ TEST_CASE("multi-producer QP: four threads post SENDs at once; every message arr
     a.multi_producer = false;
     auto rx = take(cxv::qp::create(*n->dev, a));
     CHECK(tx->doorbell() == doorbell_mode::doorbell);
-    bring_to_rts(*tx, link_to(*rx, *n));
-    bring_to_rts(*rx, link_to(*tx, *n));
+    connect_qps(*tx, *rx, *n);
     constexpr unsigned kThreads = 4, kPerThread = 200;
     for (unsigned i = 0; i < kThreads * kPerThread; ++i) {
         ibv_sge r = sge(*n, 0x10000 + i * 16, 16);

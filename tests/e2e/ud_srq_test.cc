@@ -33,17 +33,27 @@ int post_ud(cxv::qp& q, std::uint64_t id, ibv_sge* s, api::address_handle& ah, s
     return q.post_send(&wr, &bad);
 }
 
+// Functions 0 and 1, a UD QP on each, both brought to RTS with Q_Key kQkey.
+struct ud_pair {
+    std::unique_ptr<node> a, b;
+    std::shared_ptr<cxv::qp> qa, qb;
+};
+
+ud_pair ud_pair_at_rts() {
+    ud_pair u{make_node("0000:c5:00.0"), make_node("0000:c5:00.1"), nullptr, nullptr};
+    u.qa = make_qp(*u.a, qp_type::ud, {16, 16, 1, 1, 0});
+    u.qb = make_qp(*u.b, qp_type::ud, {16, 16, 1, 1, 0});
+    cxv::qp::modify_attr m;
+    m.qkey = kQkey;
+    bring_to_rts(*u.qa, m);
+    bring_to_rts(*u.qb, m);
+    return u;
+}
+
 }  // namespace
 
 TEST_CASE("UD: a datagram sent while the port is down completes at the sender and never arrives") {
-    auto a = make_node("0000:c5:00.0");
-    auto b = make_node("0000:c5:00.1");
-    auto qa = make_qp(*a, qp_type::ud, {16, 16, 1, 1, 0});
-    auto qb = make_qp(*b, qp_type::ud, {16, 16, 1, 1, 0});
-    cxv::qp::modify_attr m;
-    m.qkey = kQkey;
-    bring_to_rts(*qa, m);
-    bring_to_rts(*qb, m);
+    auto [a, b, qa, qb] = ud_pair_at_rts();
     ibv_sge r = sge(*b, 0x1000, 40 + 256);
     REQUIRE(post_recv(*qb, 1, &r, 1) == 0);
     // The cable of function 0 out (the model's control file).
@@ -63,14 +73,7 @@ TEST_CASE("UD: a datagram sent while the port is down completes at the sender an
 }
 
 TEST_CASE("UD: the GRH area comes first, Q_Keys are checked, datagrams stay within the MTU") {
-    auto a = make_node("0000:c5:00.0");
-    auto b = make_node("0000:c5:00.1");
-    auto qa = make_qp(*a, qp_type::ud, {16, 16, 1, 1, 0});
-    auto qb = make_qp(*b, qp_type::ud, {16, 16, 1, 1, 0});
-    cxv::qp::modify_attr m;
-    m.qkey = kQkey;
-    bring_to_rts(*qa, m);
-    bring_to_rts(*qb, m);
+    auto [a, b, qa, qb] = ud_pair_at_rts();
 
     // Without a GRH: the first 40 bytes of the buffer are left alone, byte_len counts them.
     std::memset(b->at(0x1000), 0xee, 40 + 256);
@@ -132,8 +135,7 @@ TEST_CASE("UC: RDMA WRITE and SEND; a receive missing drops the message, not the
     auto n = make_node("0000:c5:00.0");
     auto q1 = make_qp(*n, qp_type::uc, {16, 16, 1, 1, 0});
     auto q2 = make_qp(*n, qp_type::uc, {16, 16, 1, 1, 0});
-    bring_to_rts(*q1, link_to(*q2, *n));
-    bring_to_rts(*q2, link_to(*q1, *n));
+    connect_qps(*q1, *q2, *n);
     fill(n->at(0), 512, 4);
     ibv_sge s = sge(*n, 0, 512);
     REQUIRE(post_send(*q1, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, n->addr(0x10000), n->mr->rkey()) == 0);
@@ -166,10 +168,8 @@ TEST_CASE("SRQ: two QPs receive from one SRQ; the limit event fires once armed")
     auto s2 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0}, srq);
     auto c1 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
     auto c2 = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
-    bring_to_rts(*s1, link_to(*c1, *n));
-    bring_to_rts(*c1, link_to(*s1, *n));
-    bring_to_rts(*s2, link_to(*c2, *n));
-    bring_to_rts(*c2, link_to(*s2, *n));
+    connect_qps(*s1, *c1, *n);
+    connect_qps(*s2, *c2, *n);
     // post_recv on an SRQ-attached QP is refused (ibv_post_recv(3)).
     ibv_sge r = sge(*n, 0x1000, 64);
     CHECK(post_recv(*s1, 0, &r, 1) == EINVAL);

@@ -48,8 +48,7 @@ TEST_CASE("write-combining self-test and the doorbell mode QPs get from it") {
     const auto want = !wc ? doorbell_mode::doorbell
                           : hw::cpu_has_movdir64b() ? doorbell_mode::movdir64b : doorbell_mode::blueflame;
     CHECK(q1->doorbell() == want);
-    bring_to_rts(*q1, link_to(*q2, *n));
-    bring_to_rts(*q2, link_to(*q1, *n));
+    connect_qps(*q1, *q2, *n);
     for (unsigned i = 0; i < 50; ++i) {
         ibv_sge r = sge(*n, 0x1000, 64);
         REQUIRE(post_recv(*q2, i, &r, 1) == 0);

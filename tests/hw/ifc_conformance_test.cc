@@ -15,15 +15,8 @@
 #include <utility>
 #include <vector>
 
-// The kernel types mlx5_ifc.h expects.
-typedef std::uint8_t u8;
-typedef std::uint16_t u16;
-typedef std::uint32_t u32;
-typedef std::uint64_t u64;
-#define BIT(n) (1UL << (n))
-#define BIT_ULL(n) (1ULL << (n))
-#define __packed __attribute__((packed))
-#include "tests/hw/linux/mlx5_ifc.h"
+// Linux's mlx5_ifc.h, with the kernel types it expects.
+#include "tests/hw/linux_mlx5_ifc.h"
 
 #include <doctest/doctest.h>
 #include <fmt/core.h>

@@ -29,16 +29,8 @@
 
 #include "tests/hw/linux_constants.h"
 
-// mlx5_ifc.h for the enumerated command field values (see the last test case), with the
-// kernel types it expects.
-typedef std::uint8_t u8;
-typedef std::uint16_t u16;
-typedef std::uint32_t u32;
-typedef std::uint64_t u64;
-#define BIT(n) (1UL << (n))
-#define BIT_ULL(n) (1ULL << (n))
-#define __packed __attribute__((packed))
-#include "tests/hw/linux/mlx5_ifc.h"
+// mlx5_ifc.h for the enumerated command field values (see the last test case).
+#include "tests/hw/linux_mlx5_ifc.h"
 
 #include <infiniband/verbs.h>
 

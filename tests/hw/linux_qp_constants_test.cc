@@ -15,15 +15,8 @@
 
 #include "tests/hw/linux_constants.h"
 
-// The kernel types and macros Linux's mlx5_ifc.h expects.
-typedef std::uint8_t u8;
-typedef std::uint16_t u16;
-typedef std::uint32_t u32;
-typedef std::uint64_t u64;
-#define BIT(n) (1UL << (n))
-#define BIT_ULL(n) (1ULL << (n))
-#define __packed __attribute__((packed))
-#include "tests/hw/linux/mlx5_ifc.h"
+// Linux's mlx5_ifc.h, with the kernel types and macros it expects.
+#include "tests/hw/linux_mlx5_ifc.h"
 
 #include <doctest/doctest.h>
 #include <fmt/core.h>
@@ -53,6 +46,14 @@ void compare(std::string_view ours, std::uint64_t value, const std::string& linu
                   fmt::format("{} = 0x{:x}, Linux {} = 0x{:x}", ours, value, linux_name, it->second));
 }
 
+// After a table's entries went through compare(): the table has the `expected` number of
+// entries and Linux had a value for every one.
+void check_all_compared(std::string_view what, std::size_t entries, std::size_t expected, std::size_t compared) {
+    fmt::print("linux qp constants: {} {} compared with Linux 6.1 qp.h\n", compared, what);
+    CHECK(entries == expected);
+    CHECK(compared == entries);
+}
+
 // Compares values of different enum and integer types as numbers.
 template <typename T>
 constexpr std::uint64_t v(T x) {
@@ -69,9 +70,7 @@ TEST_CASE("qp_state matches Linux's MLX5_QP_STATE_*") {
             compared);
     CXV_QP_STATES(CXV_CHECK_STATE)
 #undef CXV_CHECK_STATE
-    fmt::print("linux qp constants: {} QP states compared with Linux 6.1 qp.h\n", compared);
-    CHECK(entries == 7);
-    CHECK(compared == entries);
+    check_all_compared("QP states", entries, 7, compared);
 }
 
 TEST_CASE("qp_optpar matches Linux's MLX5_QP_OPTPAR_*") {
@@ -84,9 +83,7 @@ TEST_CASE("qp_optpar matches Linux's MLX5_QP_OPTPAR_*") {
     compare("qp_optpar::" #name, ifc::qp_optpar::name, "MLX5_QP_OPTPAR_" #name, compared);
     CXV_QP_OPTPARS(CXV_CHECK_OPTPAR)
 #undef CXV_CHECK_OPTPAR
-    fmt::print("linux qp constants: {} opt_param_mask bits compared with Linux 6.1 qp.h\n", compared);
-    CHECK(entries == 13);
-    CHECK(compared == entries);
+    check_all_compared("opt_param_mask bits", entries, 13, compared);
 }
 
 TEST_CASE("QPC field values match Linux's mlx5_ifc.h and qp.h") {

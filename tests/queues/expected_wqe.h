@@ -3,6 +3,7 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <endian.h>
 #include <infiniband/mlx5dv.h>
 
 #include <array>
@@ -23,6 +24,19 @@ struct expected {
         auto* p = reinterpret_cast<T*>(bytes.data() + off);
         off += sizeof(T);
         return p;
+    }
+    // mlx5_wqe_raddr_seg: the remote address and key.
+    void raddr(std::uint64_t addr, std::uint32_t rkey) {
+        auto* ra = next<mlx5_wqe_raddr_seg>();
+        ra->raddr = htobe64(addr);
+        ra->rkey = htobe32(rkey);
+    }
+    // mlx5_wqe_atomic_seg: the swap value (compare-and-swap) or the addend (fetch-and-add),
+    // then the compare value (0 for fetch-and-add).
+    void atomic(std::uint64_t swap_add, std::uint64_t compare) {
+        auto* at = next<mlx5_wqe_atomic_seg>();
+        at->swap_add = htobe64(swap_add);
+        at->compare = htobe64(compare);
     }
     void ctrl(std::uint16_t pi, std::uint8_t opcode, std::uint8_t fm_ce_se, std::uint32_t imm = 0) {
         mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(bytes.data()), pi, opcode, 0, kQpn, fm_ce_se,

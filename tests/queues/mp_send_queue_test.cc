@@ -362,9 +362,7 @@ TEST_CASE("multi-producer send WQEs are byte-exact with mlx5dv.h's, behind the N
                                 std::pair{hw::wqe_opcode::RDMA_WRITE_IMM, MLX5_OPCODE_RDMA_WRITE_IMM},
                                 std::pair{hw::wqe_opcode::RDMA_READ, MLX5_OPCODE_RDMA_READ}}) {
         expected e;
-        auto* ra = e.next<mlx5_wqe_raddr_seg>();
-        ra->raddr = htobe64(0xdead'beef'0000ull);
-        ra->rkey = htobe32(0x77665544);
+        e.raddr(0xdead'beef'0000ull, 0x77665544);
         for (int i = 0; i < 2; ++i) mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg[i].length, sg[i].lkey, sg[i].addr);
         r.post_and_check({.opcode = ours, .signaled = true, .imm = 0x5a5a5a5a, .sg = sg, .num_sge = 2,
                           .remote_addr = 0xdead'beef'0000ull, .rkey = 0x77665544, .wr_id = 9},
@@ -373,12 +371,8 @@ TEST_CASE("multi-producer send WQEs are byte-exact with mlx5dv.h's, behind the N
     const sge result{0x9000, 8, 0x4444};
     {  // ATOMIC_CS: swap, then compare
         expected e;
-        auto* ra = e.next<mlx5_wqe_raddr_seg>();
-        ra->raddr = htobe64(0x10000);
-        ra->rkey = htobe32(9);
-        auto* at = e.next<mlx5_wqe_atomic_seg>();
-        at->swap_add = htobe64(6);
-        at->compare = htobe64(5);
+        e.raddr(0x10000, 9);
+        e.atomic(6, 5);
         mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
         r.post_and_check({.opcode = hw::wqe_opcode::ATOMIC_CS, .signaled = true, .sg = &result, .num_sge = 1,
                           .remote_addr = 0x10000, .rkey = 9, .compare_add = 5, .swap = 6, .wr_id = 10},
@@ -386,10 +380,8 @@ TEST_CASE("multi-producer send WQEs are byte-exact with mlx5dv.h's, behind the N
     }
     {  // ATOMIC_FA: the addend, compare 0
         expected e;
-        auto* ra = e.next<mlx5_wqe_raddr_seg>();
-        ra->raddr = htobe64(0x10008);
-        ra->rkey = htobe32(9);
-        e.next<mlx5_wqe_atomic_seg>()->swap_add = htobe64(1000);
+        e.raddr(0x10008, 9);
+        e.atomic(1000, 0);
         mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
         r.post_and_check({.opcode = hw::wqe_opcode::ATOMIC_FA, .signaled = true, .sg = &result, .num_sge = 1,
                           .remote_addr = 0x10008, .rkey = 9, .compare_add = 1000, .wr_id = 11},

@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <vector>
@@ -40,6 +41,15 @@ struct sq_rig {
         : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), ends.data(), &dbrec, bf.data(), 256, mode, 4) {}
 };
 
+// A CQ on `cqes` as the driver leaves a new one: every entry invalid, its owner bit 1 (the
+// hardware's until the first pass writes it).
+template <std::size_t N>
+completion_queue fresh_cq(std::array<mlx5_cqe64, N>& cqes, hw::cq_doorbell_record& dbrec) {
+    static_assert(std::has_single_bit(N));
+    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    return completion_queue(reinterpret_cast<std::byte*>(cqes.data()), std::countr_zero(N), &dbrec);
+}
+
 }  // namespace
 
 TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomics, inline") {
@@ -70,9 +80,7 @@ TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomi
             REQUIRE(r.sq.put({.opcode = ours, .signaled = true, .imm = 0x5a5a5a5a, .sg = sg, .num_sge = 2,
                               .remote_addr = 0xdead'beef'0000ull, .rkey = 0x77665544}));
             expected e;
-            auto* ra = e.next<mlx5_wqe_raddr_seg>();
-            ra->raddr = htobe64(0xdead'beef'0000ull);
-            ra->rkey = htobe32(0x77665544);
+            e.raddr(0xdead'beef'0000ull, 0x77665544);
             for (int i = 0; i < 2; ++i) mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), sg[i].length, sg[i].lkey, sg[i].addr);
             e.ctrl(0, static_cast<std::uint8_t>(theirs), MLX5_WQE_CTRL_CQ_UPDATE, 0x5a5a5a5a);
             check_same(r.bbs.data(), e);
@@ -84,12 +92,8 @@ TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomi
         REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::ATOMIC_CS, .signaled = true, .sg = &result, .num_sge = 1,
                           .remote_addr = 0x10000, .rkey = 9, .compare_add = 5, .swap = 6}));
         expected e;
-        auto* ra = e.next<mlx5_wqe_raddr_seg>();
-        ra->raddr = htobe64(0x10000);
-        ra->rkey = htobe32(9);
-        auto* at = e.next<mlx5_wqe_atomic_seg>();
-        at->swap_add = htobe64(6);
-        at->compare = htobe64(5);
+        e.raddr(0x10000, 9);
+        e.atomic(6, 5);
         mlx5dv_set_data_seg(e.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
         e.ctrl(0, MLX5_OPCODE_ATOMIC_CS, MLX5_WQE_CTRL_CQ_UPDATE);
         check_same(r.bbs.data(), e);
@@ -97,11 +101,8 @@ TEST_CASE("send WQEs are byte-exact with mlx5dv.h's: SEND, SEND_IMM, RDMA, atomi
         REQUIRE(r.sq.put({.opcode = hw::wqe_opcode::ATOMIC_FA, .signaled = true, .sg = &result, .num_sge = 1,
                           .remote_addr = 0x10008, .rkey = 9, .compare_add = 1000}));
         expected f;
-        ra = f.next<mlx5_wqe_raddr_seg>();
-        ra->raddr = htobe64(0x10008);
-        ra->rkey = htobe32(9);
-        at = f.next<mlx5_wqe_atomic_seg>();
-        at->swap_add = htobe64(1000);
+        f.raddr(0x10008, 9);
+        f.atomic(1000, 0);
         mlx5dv_set_data_seg(f.next<mlx5_wqe_data_seg>(), 8, 0x4444, 0x9000);
         f.ctrl(1, MLX5_OPCODE_ATOMIC_FA, MLX5_WQE_CTRL_CQ_UPDATE);
         check_same(r.bbs.data() + 64, f);
@@ -249,11 +250,9 @@ TEST_CASE("SRQ: the free list is followed and refilled in completion order") {
 }
 
 TEST_CASE("poll: owner parity, send/receive/immediate/error CQEs as rdma-core lays them out") {
-    constexpr unsigned kLog = 2;
-    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
-    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    alignas(64) std::array<mlx5_cqe64, 4> cqes{};
     hw::cq_doorbell_record dbrec{};
-    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+    completion_queue cq = fresh_cq(cqes, dbrec);
 
     sq_rig s;
     alignas(64) std::array<std::byte, 4 * 16> rwqes{};
@@ -322,11 +321,9 @@ TEST_CASE("poll: mixed QPs, an SRQ, an unknown QPN, errors and the wrap in one b
     // poll() takes REQ and responder CQEs of the last QP it served in its fast loop and
     // hands anything else (another QP, an SRQ, an error, a batch reaching the wrap) to
     // its general loop; every entry must come out the same either way.
-    constexpr unsigned kLog = 3;
-    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
-    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    alignas(64) std::array<mlx5_cqe64, 8> cqes{};
     hw::cq_doorbell_record dbrec{};
-    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+    completion_queue cq = fresh_cq(cqes, dbrec);
 
     constexpr std::uint32_t kQpnB = 0x000102;
     sq_rig a;
@@ -425,11 +422,9 @@ TEST_CASE("poll: mixed QPs, an SRQ, an unknown QPN, errors and the wrap in one b
 }
 
 TEST_CASE("poll: attach() again drops the rings it cached for a QP") {
-    constexpr unsigned kLog = 2;
-    alignas(64) std::array<mlx5_cqe64, 1u << kLog> cqes{};
-    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    alignas(64) std::array<mlx5_cqe64, 4> cqes{};
     hw::cq_doorbell_record dbrec{};
-    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), kLog, &dbrec);
+    completion_queue cq = fresh_cq(cqes, dbrec);
     alignas(64) std::array<std::byte, 4 * 16> rwqes{};
     std::array<std::uint64_t, 4> rids{};
     hw::wq_doorbell_record rdb{};

@@ -8,18 +8,7 @@
 #include <span>
 #include <stdexcept>
 
-typedef std::uint8_t u8;
-typedef std::uint16_t u16;
-typedef std::uint32_t u32;
-typedef std::uint64_t u64;
-#ifndef BIT
-#define BIT(n) (1UL << (n))
-#define BIT_ULL(n) (1ULL << (n))
-#endif
-#ifndef __packed
-#define __packed __attribute__((packed))
-#endif
-#include "tests/hw/linux/mlx5_ifc.h"
+#include "tests/hw/linux_mlx5_ifc.h"
 
 namespace cxv::test {
 

@@ -93,16 +93,29 @@ port_view look(H& h) {
     return v;
 }
 
+// The states every query reports, whatever the port type: PAOS admin and oper, the vNIC's
+// and the uplink's vport state, the HCA vport context's port state (its vport_state the
+// same) and physical state.
+struct port_states {
+    unsigned admin, oper;
+    int vnic, uplink;
+    unsigned state, phys;
+};
+
+void check_states(const port_view& v, const port_states& want) {
+    CHECK(v.admin == want.admin);
+    CHECK(v.oper == want.oper);
+    CHECK(v.vnic == want.vnic);
+    CHECK(v.uplink == want.uplink);
+    CHECK(v.state == want.state);
+    CHECK(v.vport_state == want.state);
+    CHECK(v.phys == want.phys);
+}
+
 // The port down, the link not up: what every query says (phys: 2 Polling, 3 Disabled).
 void check_down(H& h, unsigned admin, unsigned phys) {
     const port_view v = look(h);
-    CHECK(v.admin == admin);
-    CHECK(v.oper == 2);
-    CHECK(v.vnic == 0);
-    CHECK(v.uplink == 0);
-    CHECK(v.state == 1);
-    CHECK(v.vport_state == 1);
-    CHECK(v.phys == phys);
+    check_states(v, {.admin = admin, .oper = 2, .vnic = 0, .uplink = 0, .state = 1, .phys = phys});
     if (h.dev().config().port == sim::port_type::infiniband) {
         CHECK(v.mad_state == 1);
         CHECK(v.mad_phys == phys);
@@ -113,13 +126,7 @@ void check_down(H& h, unsigned admin, unsigned phys) {
 // the SM has not configured the port yet (no LID) on a first bring-up.
 void check_init(H& h, bool configured_before) {
     const port_view v = look(h);
-    CHECK(v.admin == 1);
-    CHECK(v.oper == 1);
-    CHECK(v.vnic == 0);
-    CHECK(v.uplink == 1);
-    CHECK(v.state == 2);
-    CHECK(v.vport_state == 2);
-    CHECK(v.phys == 5);
+    check_states(v, {.admin = 1, .oper = 1, .vnic = 0, .uplink = 1, .state = 2, .phys = 5});
     CHECK(v.mad_state == 2);
     CHECK(v.mad_phys == 5);
     const unsigned lid = configured_before ? h.dev().config().lid : 0;
@@ -129,13 +136,7 @@ void check_init(H& h, bool configured_before) {
 
 void check_active(H& h) {
     const port_view v = look(h);
-    CHECK(v.admin == 1);
-    CHECK(v.oper == 1);
-    CHECK(v.vnic == 1);
-    CHECK(v.uplink == 1);
-    CHECK(v.state == 4);
-    CHECK(v.vport_state == 4);
-    CHECK(v.phys == 5);
+    check_states(v, {.admin = 1, .oper = 1, .vnic = 1, .uplink = 1, .state = 4, .phys = 5});
     if (h.dev().config().port == sim::port_type::infiniband) {
         CHECK(v.lid == h.dev().config().lid);
         CHECK(v.sm_lid == 1);

@@ -80,11 +80,7 @@ TEST_CASE("an RDMA READ returns the remote data into the local scatter list") {
     pair_rig r;
     const std::uint64_t remote = r.alloc(4096), local = r.alloc(4096);
     r.fill(remote, 64, 11);
-    hw::wqe_raddr_seg ra{};
-    hw::set_raddr_seg(ra, remote, engine_rig::kKey);
-    hw::wqe_data_seg d{};
-    hw::set_data_seg(d, 64, engine_rig::kKey, local);
-    r.post_send(kA, hw::wqe_opcode::RDMA_READ, true, ra, d);
+    r.post_rdma(kA, hw::wqe_opcode::RDMA_READ, remote, 64, local);
 
     CHECK(std::memcmp(r.host(local), r.host(remote), 64) == 0);
     REQUIRE(r.t.cqs.at(kCqA).producer == 1);
@@ -119,11 +115,7 @@ TEST_CASE("an RDMA WRITE to a QP without remote write access fails both sides") 
     hw::ifc::set<hw::ifc::qpc::rwe>(r.t.qps.at(kB).qpc.data(), 0);
     const std::uint64_t src = r.alloc(4096), remote = r.alloc(4096);
     r.fill(src, 32, 1);
-    hw::wqe_raddr_seg ra{};
-    hw::set_raddr_seg(ra, remote, engine_rig::kKey);
-    hw::wqe_data_seg d{};
-    hw::set_data_seg(d, 32, engine_rig::kKey, src);
-    r.post_send(kA, hw::wqe_opcode::RDMA_WRITE, true, ra, d);
+    r.post_rdma(kA, hw::wqe_opcode::RDMA_WRITE, remote, 32, src);
 
     CHECK(r.host(remote)[0] == std::byte{0});  // nothing written
     // Responder: NAK, an access error event, the QP in error.

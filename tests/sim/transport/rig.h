@@ -152,6 +152,17 @@ public:
         run_wire();
     }
 
+    // Posts a signaled RDMA READ or WRITE (`op`) of `len` bytes between `local` and
+    // `remote`, both under kKey, with post_send.
+    void post_rdma(std::uint32_t qpn, hw::wqe_opcode op, std::uint64_t remote, std::uint32_t len,
+                   std::uint64_t local) {
+        hw::wqe_raddr_seg ra{};
+        hw::set_raddr_seg(ra, remote, kKey);
+        hw::wqe_data_seg d{};
+        hw::set_data_seg(d, len, kKey, local);
+        post_send(qpn, op, true, ra, d);
+    }
+
     // Delivers every message on the wire back to the engine (a loopback) until none is
     // left; the number delivered.
     std::size_t run_wire() {
