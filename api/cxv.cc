@@ -88,24 +88,6 @@ q_counter_values from_driver(const driver::q_counter_values& v) {
     return out;
 }
 
-vport_counters from_driver(const driver::vport_counters& v) {
-    const auto t = [](const driver::traffic& x) { return traffic{x.packets, x.octets}; };
-    vport_counters out;
-    out.received_errors = t(v.received_errors);
-    out.transmit_errors = t(v.transmit_errors);
-    out.received_ib_unicast = t(v.received_ib_unicast);
-    out.transmitted_ib_unicast = t(v.transmitted_ib_unicast);
-    out.received_ib_multicast = t(v.received_ib_multicast);
-    out.transmitted_ib_multicast = t(v.transmitted_ib_multicast);
-    out.received_eth_broadcast = t(v.received_eth_broadcast);
-    out.transmitted_eth_broadcast = t(v.transmitted_eth_broadcast);
-    out.received_eth_unicast = t(v.received_eth_unicast);
-    out.transmitted_eth_unicast = t(v.transmitted_eth_unicast);
-    out.received_eth_multicast = t(v.received_eth_multicast);
-    out.transmitted_eth_multicast = t(v.transmitted_eth_multicast);
-    return out;
-}
-
 event from_driver(const driver::hca_event& e) {
     return event{static_cast<event::kind>(e.what), e.port, e.object, e.detail};
 }
@@ -158,7 +140,7 @@ result<device_counters> device::counters(bool clear) {
     device_counters c;
     auto v = driver::query_vport_counters(*hca_, clear);
     if (!v) return v.error();
-    c.vport = from_driver(*v);
+    c.vport = *v;
     if (counter_) {
         auto q = counter_->query(clear);
         if (!q) return q.error();

@@ -96,19 +96,9 @@ struct event {
     std::string detail;
 };
 
-// One traffic counter: frames and bytes.
-struct traffic {
-    std::uint64_t packets = 0;
-    std::uint64_t octets = 0;
-};
-struct vport_counters {
-    traffic received_errors, transmit_errors;
-    traffic received_ib_unicast, transmitted_ib_unicast;
-    traffic received_ib_multicast, transmitted_ib_multicast;
-    traffic received_eth_broadcast, transmitted_eth_broadcast;
-    traffic received_eth_unicast, transmitted_eth_unicast;
-    traffic received_eth_multicast, transmitted_eth_multicast;
-};
+// The vport's traffic counters (frames and bytes each), as the device reports them.
+using hw::traffic;
+using hw::vport_counters;
 // A Q counter set's values, by their PRM names (hw/ifc_counters.h lists them).
 struct q_counter_values {
 #define CXV_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;

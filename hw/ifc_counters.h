@@ -153,6 +153,22 @@ CXV_IFC_LAYOUT(query_vport_counter_in, 0x100)
     S(transmitted_eth_multicast, 0x600, traffic_counter)
 CXV_IFC_LAYOUT(query_vport_counter_out, 0x1080)
 
+// The traffic counters of query_vport_counter_out, by name, for code that copies them
+// all (the driver's and the API's vport_counters); each is a traffic_counter there.
+#define CXV_IFC_VPORT_TRAFFIC(X)   \
+    X(received_errors)             \
+    X(transmit_errors)             \
+    X(received_ib_unicast)         \
+    X(transmitted_ib_unicast)      \
+    X(received_ib_multicast)       \
+    X(transmitted_ib_multicast)    \
+    X(received_eth_broadcast)      \
+    X(transmitted_eth_broadcast)   \
+    X(received_eth_unicast)        \
+    X(transmitted_eth_unicast)     \
+    X(received_eth_multicast)      \
+    X(transmitted_eth_multicast)
+
 // Every layout in this file, as (C++ name, PRM name) pairs for tests and printers.
 #define CXV_IFC_LAYOUTS_COUNTERS(X)                     \
     X(alloc_q_counter_in, alloc_q_counter_in)           \
@@ -166,3 +182,20 @@ CXV_IFC_LAYOUT(query_vport_counter_out, 0x1080)
     X(query_vport_counter_out, query_vport_counter_out)
 
 }  // namespace cxv::hw::ifc
+
+namespace cxv::hw {
+
+// A traffic_counter decoded, and the vport's set of them as QUERY_VPORT_COUNTER reports
+// it: InfiniBand or Ethernet frames by cast, as the port's link layer carries them (the
+// other link layer's stay 0). The driver returns it and the API hands it on.
+struct traffic {
+    std::uint64_t packets = 0;
+    std::uint64_t octets = 0;
+};
+struct vport_counters {
+#define CXV_TRAFFIC_FIELD(n) traffic n;
+    CXV_IFC_VPORT_TRAFFIC(CXV_TRAFFIC_FIELD)
+#undef CXV_TRAFFIC_FIELD
+};
+
+}  // namespace cxv::hw

@@ -52,18 +52,7 @@ result<vport_counters> query_vport_counters(hca& h, bool clear) {
     const std::byte* o = r->data();
     vport_counters v;
 #define CXV_TRAFFIC(n) v.n = get(ifc::at<out::n>(o));
-    CXV_TRAFFIC(received_errors)
-    CXV_TRAFFIC(transmit_errors)
-    CXV_TRAFFIC(received_ib_unicast)
-    CXV_TRAFFIC(transmitted_ib_unicast)
-    CXV_TRAFFIC(received_ib_multicast)
-    CXV_TRAFFIC(transmitted_ib_multicast)
-    CXV_TRAFFIC(received_eth_broadcast)
-    CXV_TRAFFIC(transmitted_eth_broadcast)
-    CXV_TRAFFIC(received_eth_unicast)
-    CXV_TRAFFIC(transmitted_eth_unicast)
-    CXV_TRAFFIC(received_eth_multicast)
-    CXV_TRAFFIC(transmitted_eth_multicast)
+    CXV_IFC_VPORT_TRAFFIC(CXV_TRAFFIC)
 #undef CXV_TRAFFIC
     return v;
 }

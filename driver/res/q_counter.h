@@ -35,22 +35,9 @@ private:
     std::uint32_t id_ = 0;
 };
 
-// One traffic counter of the vport (PRM "Traffic Counter Layout").
-struct traffic {
-    std::uint64_t packets = 0;
-    std::uint64_t octets = 0;
-};
-
-// QUERY_VPORT_COUNTER of the function's own vport: InfiniBand or Ethernet frames by
-// cast, as the port's link layer carries them (the other link layer's stay 0).
-struct vport_counters {
-    traffic received_errors, transmit_errors;
-    traffic received_ib_unicast, transmitted_ib_unicast;
-    traffic received_ib_multicast, transmitted_ib_multicast;
-    traffic received_eth_broadcast, transmitted_eth_broadcast;
-    traffic received_eth_unicast, transmitted_eth_unicast;
-    traffic received_eth_multicast, transmitted_eth_multicast;
-};
+// QUERY_VPORT_COUNTER of the function's own vport (hw/ifc_counters.h).
+using hw::traffic;
+using hw::vport_counters;
 result<vport_counters> query_vport_counters(hca& h, bool clear = false);
 
 }  // namespace cxv::driver

@@ -55,6 +55,25 @@ bool in_msix_table(const function_state& f, std::uint64_t a) {
     return a >= start && a < start + std::uint64_t{f.spec.model.msix_vectors} * 16;
 }
 
+// vfio_config_do_rw: the whole access must lie inside config space.
+bool inside_config(std::uint64_t pos, std::size_t len) {
+    return pos < config_space::size && len <= config_space::size - pos;
+}
+
+// One load or store of a whole T at `reg` (naturally aligned), to or from the user's bytes.
+template <typename T>
+void single_access(std::byte* reg, std::uint8_t* user, bool write) {
+    auto* p = reinterpret_cast<T*>(reg);
+    T v;
+    if (write) {
+        std::memcpy(&v, user, sizeof v);
+        __atomic_store_n(p, v, __ATOMIC_RELAXED);
+    } else {
+        v = __atomic_load_n(p, __ATOMIC_RELAXED);
+        std::memcpy(user, &v, sizeof v);
+    }
+}
+
 // do_io_rw: naturally aligned 8-, 4-, 2- and 1-byte accesses, each one load or store,
 // so that the device never sees half a doorbell; the MSI-X table is skipped.
 void bar_copy(const function_state& f, std::uint64_t pos, std::size_t n, std::uint8_t* user,
@@ -73,25 +92,9 @@ void bar_copy(const function_state& f, std::uint64_t pos, std::size_t n, std::ui
         if (in_msix_table(f, a)) {
             if (!write) std::memset(u, 0xff, w);
         } else if (w == 8) {
-            auto* p = reinterpret_cast<std::uint64_t*>(bar + a);
-            std::uint64_t v;
-            if (write) {
-                std::memcpy(&v, u, 8);
-                __atomic_store_n(p, v, __ATOMIC_RELAXED);
-            } else {
-                v = __atomic_load_n(p, __ATOMIC_RELAXED);
-                std::memcpy(u, &v, 8);
-            }
+            single_access<std::uint64_t>(bar + a, u, write);
         } else if (w == 4) {
-            auto* p = reinterpret_cast<std::uint32_t*>(bar + a);
-            std::uint32_t v;
-            if (write) {
-                std::memcpy(&v, u, 4);
-                __atomic_store_n(p, v, __ATOMIC_RELAXED);
-            } else {
-                v = __atomic_load_n(p, __ATOMIC_RELAXED);
-                std::memcpy(u, &v, 4);
-            }
+            single_access<std::uint32_t>(bar + a, u, write);
         } else if (write) {
             std::memcpy(bar + a, u, w);
         } else {
@@ -520,19 +523,15 @@ long host::pread(int fd, void* buf, std::size_t len, long long offset) {
     }
     region_access r;
     if (const long e = locate(fd, offset, r); e != 0) return e;
-    function_state& f = *r.fn;
-    const std::uint64_t index = r.index, pos = r.pos;
-    if (index == VFIO_PCI_CONFIG_REGION_INDEX) {
-        // vfio_config_do_rw: the whole access must lie inside config space.
-        if (pos >= config_space::size || len > config_space::size - pos) return -EFAULT;
-        return static_cast<long>(f.model->pci_config().read(pos, buf, len));
+    if (r.index == VFIO_PCI_CONFIG_REGION_INDEX) {
+        if (!inside_config(r.pos, len)) return -EFAULT;
+        return static_cast<long>(r.fn->model->pci_config().read(r.pos, buf, len));
     }
-    if (index == VFIO_PCI_BAR0_REGION_INDEX) {
-        const long n = bar_access_size(f, pos, len);
+    if (r.index == VFIO_PCI_BAR0_REGION_INDEX) {
+        const long n = bar_access_size(*r.fn, r.pos, len);
         if (n <= 0) return n;
         // The MSI-X table is the host's: it reads as all ones through read(2).
-        auto* dst = static_cast<std::uint8_t*>(buf);
-        bar_copy(f, pos, static_cast<std::size_t>(n), dst, false);
+        bar_copy(*r.fn, r.pos, static_cast<std::size_t>(n), static_cast<std::uint8_t*>(buf), false);
         return n;
     }
     return -EINVAL;
@@ -546,7 +545,7 @@ long host::pwrite(int fd, const void* buf, std::size_t len, long long offset) {
     function_state& f = *r.fn;
     const std::uint64_t index = r.index, pos = r.pos;
     if (index == VFIO_PCI_CONFIG_REGION_INDEX) {
-        if (pos >= config_space::size || len > config_space::size - pos) return -EFAULT;
+        if (!inside_config(pos, len)) return -EFAULT;
         const std::size_t n = len;
         const auto* src = static_cast<const std::uint8_t*>(buf);
         // The MSI-X message control word is the host's (vfio virtualizes it): writes to

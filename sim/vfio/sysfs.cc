@@ -199,19 +199,17 @@ void sysfs::fill_stat(const node& n, struct stat& st) const {
     st.st_ino = n.inode;
     st.st_nlink = 1;
     st.st_blksize = 4096;
+    st.st_dev = makedev(0, 22);  // sysfs, unless the node is in devtmpfs
     switch (n.kind) {
     case node_kind::directory:
-        st.st_dev = makedev(0, 22);  // sysfs
         st.st_mode = S_IFDIR | 0755;
         st.st_nlink = 2;
         break;
     case node_kind::file:
-        st.st_dev = makedev(0, 22);
         st.st_mode = S_IFREG | 0444;
         st.st_size = 4096;  // sysfs reports a page for every attribute
         break;
     case node_kind::symlink:
-        st.st_dev = makedev(0, 22);
         st.st_mode = S_IFLNK | 0777;
         st.st_size = static_cast<off_t>(n.text.size());
         break;
@@ -223,18 +221,15 @@ void sysfs::fill_stat(const node& n, struct stat& st) const {
     case node_kind::config:
         // pci-sysfs.c: mode 0644, the size of PCI Express config space (only a process
         // with CAP_SYS_ADMIN may read past the first 64 bytes, though).
-        st.st_dev = makedev(0, 22);
         st.st_mode = S_IFREG | 0644;
         st.st_size = 4096;
         break;
     case node_kind::control:
-        st.st_dev = makedev(0, 22);
         st.st_mode = S_IFREG | 0200;
         st.st_size = 4096;
         break;
     case node_kind::bar_wc:
         // pci-sysfs.c: resource<N>_wc, mode 0600, the BAR's size.
-        st.st_dev = makedev(0, 22);
         st.st_mode = S_IFREG | 0600;
         st.st_size = static_cast<off_t>(bar_sizes_.at(n.function));
         break;

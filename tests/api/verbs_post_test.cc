@@ -30,6 +30,8 @@ struct sq_rig {
     explicit sq_rig(bool ud = false)
         : sq(bbs.data(), 3, 0x99, ud, ids.data(), ends.data(), &dbrec, bf.data(), 256,
              queues::doorbell_mode::doorbell, 2) {}
+    // The ring as an RC QP's send side: 2 SGEs, 64 bytes inline.
+    api::send_side rc() { return {&sq, 2, 64, IBV_QPT_RC}; }
 };
 
 }  // namespace
@@ -95,20 +97,26 @@ TEST_CASE("ibv_post_srq_recv: the same rules on an SRQ") {
     CHECK(dbrec.rcv_counter.value() == 3);
 }
 
+// Links wr[0..N) into one list of one-SGE WRs with ids first, first + 1, ...
+template <std::size_t N>
+void chain(ibv_send_wr (&wr)[N], std::uint64_t first, ibv_sge* sg, ibv_wr_opcode op, unsigned flags) {
+    for (std::size_t i = 0; i < N; ++i) {
+        wr[i].wr_id = first + i;
+        wr[i].sg_list = sg;
+        wr[i].num_sge = 1;
+        wr[i].opcode = op;
+        wr[i].send_flags = flags;
+        wr[i].next = i + 1 < N ? &wr[i + 1] : nullptr;
+    }
+}
+
 TEST_CASE("ibv_post_send: opcodes per transport, inline limits, full ring, one doorbell") {
     sq_rig r;
-    const api::send_side rc{&r.sq, 2, 64, IBV_QPT_RC};
+    const api::send_side rc = r.rc();
     char payload[100] = {};
     ibv_sge sg{reinterpret_cast<std::uintptr_t>(payload), 64, 5};
     ibv_send_wr wr[3] = {};
-    for (int i = 0; i < 3; ++i) {
-        wr[i].wr_id = i;
-        wr[i].sg_list = &sg;
-        wr[i].num_sge = 1;
-        wr[i].opcode = IBV_WR_RDMA_WRITE;
-        wr[i].send_flags = IBV_SEND_SIGNALED;
-        wr[i].next = i < 2 ? &wr[i + 1] : nullptr;
-    }
+    chain(wr, 0, &sg, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED);
     wr[1].opcode = IBV_WR_SEND;
     wr[1].send_flags |= IBV_SEND_INLINE;
     ibv_send_wr* bad = nullptr;
@@ -239,17 +247,11 @@ TEST_CASE("ibv_post_send: the one-pass WQEs are the general path's, byte for byt
 
 TEST_CASE("ibv_post_send: a list mixing one-pass and general WRs; BlueFlame for a lone WQE") {
     sq_rig r;
-    const api::send_side rc{&r.sq, 2, 64, IBV_QPT_RC};
+    const api::send_side rc = r.rc();
     char payload[64] = {};
     ibv_sge sg{reinterpret_cast<std::uintptr_t>(payload), 16, 5};
     ibv_send_wr wr[4] = {};
-    for (int i = 0; i < 4; ++i) {
-        wr[i].wr_id = 10 + i;
-        wr[i].sg_list = &sg;
-        wr[i].num_sge = 1;
-        wr[i].opcode = IBV_WR_SEND;
-        wr[i].next = i < 3 ? &wr[i + 1] : nullptr;
-    }
+    chain(wr, 10, &sg, IBV_WR_SEND, 0);
     wr[1].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;  // the general path from here on
     ibv_send_wr* bad = nullptr;
     REQUIRE(api::post_send(rc, wr, &bad) == 0);
@@ -280,7 +282,7 @@ TEST_CASE("ibv_post_send: a list mixing one-pass and general WRs; BlueFlame for 
 
 TEST_CASE("ibv_post_send: a lone WR on a full ring, across the ring's end, or refused") {
     sq_rig r;  // 8 BBs, WQEs of up to 2 BBs
-    const api::send_side rc{&r.sq, 2, 64, IBV_QPT_RC};
+    const api::send_side rc = r.rc();
     char payload[64] = {};
     ibv_sge sg{reinterpret_cast<std::uintptr_t>(payload), 64, 5};
     ibv_send_wr wr{};
