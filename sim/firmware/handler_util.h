@@ -1,16 +1,16 @@
 // Small pieces every command handler of the model (sim/firmware/fw_*.cc) uses: the
-// replies for the common failures, the width of object numbers, and whether a range
-// lies inside a UMEM. One definition here, so that a status or a bound means the same
-// in every handler.
+// replies for the common failures, whether a range lies inside a UMEM, and the names
+// they use unqualified. One definition here, so that a status or a bound means the same
+// in every handler. (The width of object numbers, kMask24, is sim/objects/objects.h's.)
 #pragma once
 
 #include <cstdint>
 #include <limits>
 
-#include "sim/syndromes.h"
 #include "hw/opcodes.h"
 #include "sim/firmware/firmware.h"
 #include "sim/objects/objects.h"
+#include "sim/syndromes.h"
 
 namespace cxv::sim {
 
