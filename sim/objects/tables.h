@@ -6,6 +6,7 @@
 // data. EQs are not here: only the firmware writes EQEs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -13,6 +14,17 @@
 #include "sim/objects/objects.h"
 
 namespace cxv::sim {
+
+// One entry of a RoCE port's GID table as the driver programs it (PRM "SET_ROCE_ADDRESS",
+// roce_addr_layout): the source address packets from that GID index carry.
+struct roce_address {
+    std::array<std::uint8_t, 16> source_l3_address{};  // the GID: IPv6, or ::ffff:a.b.c.d
+    std::array<std::uint8_t, 6> source_mac{};
+    bool vlan_valid = false;
+    std::uint16_t vlan_id = 0;
+    std::uint8_t roce_l3_type = 0;  // 0 IPv4, 1 IPv6
+    std::uint8_t roce_version = 0;  // 0 RoCE v1, 2 RoCE v2
+};
 
 struct object_tables {
     std::map<std::uint32_t, uar_object> uars;
@@ -23,6 +35,7 @@ struct object_tables {
     std::map<std::uint32_t, qp_object> qps;
     std::map<std::uint32_t, srq_object> srqs;
     std::map<std::uint32_t, q_counter_object> q_counters;  // set 0 always present
+    std::map<std::uint32_t, roce_address> roce_addresses;  // by GID index; absent = empty
 
     // The UMEM numbered `id`, or nullptr.
     const umem_object* umem(std::uint32_t id) const {
