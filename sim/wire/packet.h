@@ -50,7 +50,48 @@ enum header_bits : std::uint16_t {
     is_request = 1 << 11,  // requester to responder (everything but ACKs and responses)
 };
 // 0 for an opcode the model does not know (reserved, RD, CNP, vendor).
-std::uint16_t headers_of(std::uint8_t op);
+constexpr std::uint16_t headers_of(std::uint8_t op) {
+    using namespace opcode;
+    constexpr std::uint16_t req = is_request, pay = has_payload, only = is_first | is_last;
+    const std::uint8_t tp = transport_of(op), o = operation_of(op);
+    if (tp == UD) {
+        if (o == SEND_ONLY) return req | has_deth | pay | only;
+        if (o == SEND_ONLY_WITH_IMMEDIATE) return req | has_deth | has_immdt | pay | only;
+        return 0;
+    }
+    if (tp != RC && tp != UC) return 0;
+    std::uint16_t h = 0;
+    switch (o) {
+    case SEND_FIRST: h = req | pay | is_first; break;
+    case SEND_MIDDLE: h = req | pay | is_middle; break;
+    case SEND_LAST: h = req | pay | is_last; break;
+    case SEND_LAST_WITH_IMMEDIATE: h = req | pay | is_last | has_immdt; break;
+    case SEND_ONLY: h = req | pay | only; break;
+    case SEND_ONLY_WITH_IMMEDIATE: h = req | pay | only | has_immdt; break;
+    case RDMA_WRITE_FIRST: h = req | pay | is_first | has_reth; break;
+    case RDMA_WRITE_MIDDLE: h = req | pay | is_middle; break;
+    case RDMA_WRITE_LAST: h = req | pay | is_last; break;
+    case RDMA_WRITE_LAST_WITH_IMMEDIATE: h = req | pay | is_last | has_immdt; break;
+    case RDMA_WRITE_ONLY: h = req | pay | only | has_reth; break;
+    case RDMA_WRITE_ONLY_WITH_IMMEDIATE: h = req | pay | only | has_reth | has_immdt; break;
+    default: break;
+    }
+    if (h != 0 || tp == UC) return h;
+    switch (o) {  // RC only
+    case RDMA_READ_REQUEST: return req | only | has_reth;
+    case RDMA_READ_RESPONSE_FIRST: return pay | is_first | has_aeth;
+    case RDMA_READ_RESPONSE_MIDDLE: return pay | is_middle;
+    case RDMA_READ_RESPONSE_LAST: return pay | is_last | has_aeth;
+    case RDMA_READ_RESPONSE_ONLY: return pay | only | has_aeth;
+    case ACKNOWLEDGE: return only | has_aeth;
+    case ATOMIC_ACKNOWLEDGE: return only | has_aeth | has_atomicacketh;
+    case COMPARE_SWAP:
+    case FETCH_ADD: return req | only | has_atomiceth;
+    case SEND_LAST_WITH_INVALIDATE: return req | pay | is_last | has_ieth;
+    case SEND_ONLY_WITH_INVALIDATE: return req | pay | only | has_ieth;
+    default: return 0;
+    }
+}
 
 // Bytes of each header on the wire.
 inline constexpr std::size_t bth_bytes = 12, reth_bytes = 16, aeth_bytes = 4, deth_bytes = 8, immdt_bytes = 4,
