@@ -56,9 +56,25 @@ struct device_config {
     std::array<std::uint8_t, 6> mac{0x02, 0xc5, 0x00, 0x00, 0x00, 0x01};
     std::array<std::uint8_t, 4> ipv4{169, 254, 1, 1};
 
-    // The fabric the port is connected to: ports of the same type on the same fabric
-    // reach each other (and themselves) by LID or IPv4 address.
+    // The segment the port is cabled to (sim/link/segment.h). With `fabric_dir` empty,
+    // the in-process segment named `fabric`: the ports of this process with the same
+    // name reach each other. Otherwise the segment of that directory, shared by every
+    // process started with it.
     std::string fabric = "default";
+    std::string fabric_dir;
+    // Every frame the port sends or receives, appended to this pcap file (empty: none).
+    std::string pcap;
+    // Faults on the frames the port sends (sim/link/port.h): each frame is independently
+    // dropped, duplicated, held back behind the next one, or has one bit flipped after
+    // its link header, with these probabilities; and every frame waits `delay` first.
+    struct link_faults {
+        double drop = 0, duplicate = 0, reorder = 0, corrupt = 0;
+        std::chrono::microseconds delay{0};
+        std::uint64_t seed = 1;
+        bool any() const noexcept {
+            return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0 || delay.count() > 0;
+        }
+    } faults;
     // Whether BlueFlame writes arrive as one 64-byte burst (a write-combining mapping on
     // a platform that combines). When false the device sees only the doorbell part of a
     // BlueFlame write, as on a platform without write combining, and drivers that test

@@ -7,9 +7,13 @@
 // environment, its own options, in that order) and hands the complete set to the
 // library through the environment, so that what `list` prints is what `run` presents,
 // and a nested cxv-sim starts from what its parent chose.
+#include <fcntl.h>
 #include <link.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +40,9 @@ void usage(FILE* out) {
                  "  --devices N            emulated functions (default 1)\n"
                  "  --port-type ib|eth     port type of every function (default ib)\n"
                  "  --link-up-ms N         link training time after INIT_HCA or PAOS up (default 300)\n"
+                 "  --fabric DIR           cable the ports to the segment shared by every process\n"
+                 "                         started with DIR (created if missing)\n"
+                 "  --pcap FILE            write every frame the ports send or receive to FILE\n"
                  "  --config FILE          settings file (key = value lines)\n"
                  "  --first-bdf ADDR       PCI address of the first function (default 0000:c5:00.0)\n"
                  "  --first-group N        IOMMU group of the first function (default 120)\n"
@@ -96,6 +103,35 @@ void append_list(const char* var, const std::string& item, char sep) {
     setenv(var, value.c_str(), 1);
 }
 
+std::string absolute(const std::string& path) {
+    if (path.empty() || path[0] == '/') return path;
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) == nullptr) return path;
+    return std::string(cwd) + "/" + path;
+}
+
+// The next place on the fabric of `dir`: a counter in DIR/.fabric-index, taken under a
+// lock so that processes starting together get distinct places. The directory is made
+// if missing.
+cxv::result<unsigned> take_fabric_index(const std::string& dir) {
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        return cxv::error{errno, fmt::format("fabric {}: {}", dir, std::strerror(errno))};
+    }
+    const std::string path = dir + "/.fabric-index";
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return cxv::error{errno, fmt::format("fabric {}: {}: {}", dir, path, std::strerror(errno))};
+    flock(fd, LOCK_EX);
+    char buf[32] = {};
+    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    const unsigned index = n > 0 ? static_cast<unsigned>(std::strtoul(buf, nullptr, 10)) : 0;
+    const std::string next = std::to_string((index + 1) % (cxv::sim::vfio::kMaxFabricIndex + 1)) + "\n";
+    const bool written = ftruncate(fd, 0) == 0 && pwrite(fd, next.data(), next.size(), 0) == static_cast<ssize_t>(next.size());
+    flock(fd, LOCK_UN);
+    close(fd);
+    if (!written) return cxv::error{EIO, fmt::format("fabric {}: cannot update {}", dir, path)};
+    return index;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,6 +181,10 @@ int main(int argc, char** argv) {
             key = "port_type";
         } else if (a == "--link-up-ms") {
             key = "link_up_ms";
+        } else if (a == "--fabric") {
+            key = "fabric_dir";
+        } else if (a == "--pcap") {
+            key = "pcap";
         } else if (a == "--first-bdf") {
             key = "first_bdf";
         } else if (a == "--first-group") {
@@ -169,8 +209,18 @@ int main(int argc, char** argv) {
         if (v == nullptr) return die(fmt::format("{} needs a value", a));
         given.emplace_back(key, v);
     }
-    for (const auto& [k, v] : given) {
+    for (auto& [k, v] : given) {
+        if (k == "fabric_dir" || k == "pcap") v = absolute(v);  // the program may change directory
         if (auto s = opts.set(k, v); !s) return die(s.error().message);
+    }
+    // A shared fabric: this process takes the next place on it, unless one was given.
+    const bool index_given = std::any_of(given.begin(), given.end(), [](const auto& kv) {
+        return kv.first == "fabric_index";
+    }) || std::getenv(environment_name("fabric_index").c_str()) != nullptr;
+    if (verb == "run" && !opts.model.fabric_dir.empty() && !index_given) {
+        auto index = take_fabric_index(opts.model.fabric_dir);
+        if (!index) return die(index.error().message);
+        opts.fabric_index = index.value();
     }
     auto functions = opts.functions();
     if (!functions) return die(functions.error().message);

@@ -46,6 +46,14 @@ status set_uint(const std::string& key, const std::string& value, std::uint64_t 
     return ok_status();
 }
 
+status set_fraction(const std::string& key, const std::string& value, double& field) {
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(v >= 0 && v <= 1)) return bad(key, value, "a fraction in [0, 1]");
+    field = v;
+    return ok_status();
+}
+
 status set_ms(const std::string& key, const std::string& value, std::uint64_t min,
               std::chrono::milliseconds& field) {
     std::uint64_t v = 0;
@@ -183,6 +191,38 @@ const std::map<std::string, setter>& setters() {
              o.model.fabric = v;
              return ok_status();
          }},
+        {"fabric_dir", [](options& o, const std::string&, const std::string& v) -> status {
+             o.model.fabric_dir = v;  // empty: the in-process segment `fabric`
+             return ok_status();
+         }},
+        {"fabric_index", [](options& o, const std::string& k, const std::string& v) {
+             return set_uint(k, v, 0, kMaxFabricIndex, o.fabric_index);
+         }},
+        {"pcap", [](options& o, const std::string&, const std::string& v) -> status {
+             o.model.pcap = v;
+             return ok_status();
+         }},
+        {"link_drop", [](options& o, const std::string& k, const std::string& v) {
+             return set_fraction(k, v, o.model.faults.drop);
+         }},
+        {"link_duplicate", [](options& o, const std::string& k, const std::string& v) {
+             return set_fraction(k, v, o.model.faults.duplicate);
+         }},
+        {"link_reorder", [](options& o, const std::string& k, const std::string& v) {
+             return set_fraction(k, v, o.model.faults.reorder);
+         }},
+        {"link_corrupt", [](options& o, const std::string& k, const std::string& v) {
+             return set_fraction(k, v, o.model.faults.corrupt);
+         }},
+        {"link_delay_us", [](options& o, const std::string& k, const std::string& v) -> status {
+             std::uint64_t us = 0;
+             if (auto s = set_uint(k, v, 0, 10'000'000, us); !s) return s;
+             o.model.faults.delay = std::chrono::microseconds(us);
+             return ok_status();
+         }},
+        {"link_seed", [](options& o, const std::string& k, const std::string& v) {
+             return set_uint(k, v, 0, ~std::uint64_t{0}, o.model.faults.seed);
+         }},
         {"write_combining", [](options& o, const std::string& k, const std::string& v) -> status {
              if (v != "on" && v != "off") return bad(k, v, "on or off");
              o.model.write_combining = v == "on";
@@ -260,6 +300,10 @@ result<std::vector<function_spec>> options::functions() const {
         return error{EINVAL, fmt::format("cxv-sim: {} functions from {} do not fit on bus {:02x}",
                                          devices, first_address.str(), first_address.bus)};
     }
+    if (!model.fabric_dir.empty() && devices > kFunctionsPerProcess) {
+        return error{EINVAL, fmt::format("cxv-sim: at most {} functions per process on a shared fabric ({} asked)",
+                                         kFunctionsPerProcess, devices)};
+    }
     for (unsigned i = 0; i < devices; ++i) {
         function_spec f;
         const unsigned devfn = first_devfn + i;
@@ -269,10 +313,23 @@ result<std::vector<function_spec>> options::functions() const {
         f.iommu_group = first_group + i;
         f.numa_node = numa_node;
         f.model = model;
-        f.model.node_guid += i;
-        f.model.lid = static_cast<std::uint16_t>(f.model.lid + i);
-        f.model.mac[5] = static_cast<std::uint8_t>(f.model.mac[5] + i);
-        f.model.ipv4[3] = static_cast<std::uint8_t>(f.model.ipv4[3] + i);
+        // The n-th function on the fabric: this process's place (fabric_index) times the
+        // functions a process may have, plus i.
+        const unsigned n = fabric_index * kFunctionsPerProcess + i;
+        f.address.bus = static_cast<std::uint8_t>(f.address.bus + fabric_index);
+        f.iommu_group += fabric_index * kFunctionsPerProcess;
+        f.model.node_guid += n;
+        f.model.lid = static_cast<std::uint16_t>((f.model.lid - 1 + n) % 0xbfff + 1);  // unicast LIDs
+        std::uint64_t mac = 0;
+        for (const auto b : f.model.mac) mac = (mac << 8) | b;
+        mac += n;
+        for (std::size_t j = 0; j < 6; ++j) f.model.mac[j] = static_cast<std::uint8_t>(mac >> (8 * (5 - j)));
+        if (fabric_index == 0) {
+            f.model.ipv4[3] = static_cast<std::uint8_t>(f.model.ipv4[3] + i);
+        } else {
+            // Link-local, derived from the MAC as the driver's default is.
+            f.model.ipv4 = {169, 254, static_cast<std::uint8_t>(1 + f.model.mac[4] % 254), f.model.mac[5]};
+        }
         out.push_back(std::move(f));
     }
     return out;
@@ -305,6 +362,15 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
                             m.mac[3], m.mac[4], m.mac[5])},
         {"ipv4", fmt::format("{}.{}.{}.{}", m.ipv4[0], m.ipv4[1], m.ipv4[2], m.ipv4[3])},
         {"fabric", m.fabric},
+        {"fabric_dir", m.fabric_dir},
+        {"fabric_index", std::to_string(fabric_index)},
+        {"pcap", m.pcap},
+        {"link_drop", fmt::format("{}", m.faults.drop)},
+        {"link_duplicate", fmt::format("{}", m.faults.duplicate)},
+        {"link_reorder", fmt::format("{}", m.faults.reorder)},
+        {"link_corrupt", fmt::format("{}", m.faults.corrupt)},
+        {"link_delay_us", std::to_string(m.faults.delay.count())},
+        {"link_seed", std::to_string(m.faults.seed)},
         {"write_combining", m.write_combining ? "on" : "off"},
     };
 }

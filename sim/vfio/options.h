@@ -35,12 +35,20 @@ struct function_spec {
     device_config model;
 };
 
+// Functions one process may present on a shared fabric, and processes on one fabric.
+inline constexpr unsigned kFunctionsPerProcess = 16;
+inline constexpr unsigned kMaxFabricIndex = 255;
+
 struct options {
     unsigned devices = 1;
     pci_address first_address;       // 0000:c5:00.0
     unsigned first_group = 120;      // IOMMU group of the first function
     int numa_node = -1;
     device_config model;             // of the first function; the others differ in GUID/MAC/LID
+    // This process's place among the processes sharing model.fabric_dir (the launcher
+    // takes the next free one): its functions' bus, IOMMU groups, GUIDs, MACs, LIDs
+    // and addresses are offset by it, so that no two processes collide.
+    unsigned fabric_index = 0;
 
     // Applies one "key = value" setting (config file syntax; keys in docs/device-model.md).
     status set(const std::string& key, const std::string& value);

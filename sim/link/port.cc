@@ -1,0 +1,333 @@
+#include "sim/link/port.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "sim/wire/frame.h"
+#include "sim/wire/neighbour.h"
+#include "sim/wire/pcap.h"
+
+namespace cxv::sim::link {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using gid = std::array<std::uint8_t, 16>;
+using mac = std::array<std::uint8_t, 6>;
+
+constexpr mac kNoMac{};
+// Neighbour resolution: asks again every 200 ms, gives up after 5 tries (as Linux's
+// ARP, mcast_solicit 3 + some); holds at most this many packets per address.
+constexpr auto kSolicitEvery = std::chrono::milliseconds(200);
+constexpr unsigned kSolicitTries = 5;
+constexpr std::size_t kHeldPerAddress = 256;
+constexpr auto kCableCheckEvery = std::chrono::milliseconds(20);
+
+// The pcap writers of this process, one per file, shared by the ports that name it.
+std::shared_ptr<wire::pcap_writer> shared_pcap(const std::string& path, bool ethernet) {
+    static std::mutex mu;
+    static std::map<std::string, std::weak_ptr<wire::pcap_writer>>* open = new std::map<std::string, std::weak_ptr<wire::pcap_writer>>();
+    std::lock_guard lock(mu);
+    if (auto w = (*open)[path].lock()) return w;
+    auto w = wire::pcap_writer::open(path, ethernet ? wire::pcap_link::ethernet : wire::pcap_link::infiniband);
+    if (!w) return nullptr;
+    std::shared_ptr<wire::pcap_writer> s = std::move(w).value();
+    (*open)[path] = s;
+    return s;
+}
+
+bool is_zero(const mac& m) { return m == kNoMac; }
+
+// fe80::/64 with an EUI-64 interface id made from a MAC (ff:fe in the middle): the
+// MAC is in the GID itself (RFC 4291 appendix A), as Linux resolves RoCE link-local GIDs.
+bool mac_from_link_local(const gid& g, mac& out) {
+    if (g[0] != 0xfe || (g[1] & 0xc0) != 0x80 || g[11] != 0xff || g[12] != 0xfe) return false;
+    for (std::size_t i = 2; i < 8; ++i) {
+        if (g[i] != 0) return false;
+    }
+    out = {static_cast<std::uint8_t>(g[8] ^ 0x02), g[9], g[10], g[13], g[14], g[15]};
+    return true;
+}
+
+}  // namespace
+
+result<std::unique_ptr<port>> port::create(const device_config& cfg, const object_tables& tables) {
+    station s;
+    s.ethernet = cfg.port == port_type::ethernet;
+    s.mac = cfg.mac;
+    s.lid = cfg.lid;
+    std::unique_ptr<segment_port> seg;
+    if (cfg.fabric_dir.empty()) {
+        seg = attach_in_process(cfg.fabric, s);
+    } else {
+        auto d = attach_directory(cfg.fabric_dir, s);
+        if (!d) return d.error();
+        seg = std::move(d).value();
+    }
+    std::unique_ptr<port> p(new port(cfg, tables, std::move(seg)));
+    if (!cfg.pcap.empty()) {
+        p->pcap_ = shared_pcap(cfg.pcap, s.ethernet);
+        if (!p->pcap_) return error{EIO, "device model: cannot write the pcap file " + cfg.pcap};
+    }
+    if (!cfg.fabric_dir.empty()) p->down_file_ = cfg.fabric_dir + "/down-" + station_name(s);
+    return p;
+}
+
+port::port(const device_config& cfg, const object_tables& tables, std::unique_ptr<segment_port> seg)
+    : cfg_(cfg), tables_(tables), seg_(std::move(seg)), faults_(cfg.faults) {
+    std::uint64_t id = cfg.lid;
+    for (const auto b : cfg.mac) id = (id << 8) | b;
+    rng_.seed(cfg.faults.seed ^ (id * 0x9e3779b97f4a7c15ull));
+    out_.resize(wire::max_frame_bytes);
+}
+
+port::~port() = default;
+
+void port::set_faults(const device_config::link_faults& f) { faults_ = f; }
+
+bool port::cable_in(clock_type::time_point now) {
+    if (down_file_.empty() || now < next_cable_check_) return cable_;
+    next_cable_check_ = now + kCableCheckEvery;
+    struct stat st;
+    cable_ = ::stat(down_file_.c_str(), &st) != 0;
+    return cable_;
+}
+
+// --- out -------------------------------------------------------------------------------
+
+std::size_t port::transmit(wire::packet&& p, clock_type::time_point now) {
+    if (p.net.link == wire::link_kind::ib) return send_packet(p, now);
+    p.net.src_mac = cfg_.mac;
+    if (is_zero(p.net.dst_mac)) {
+        if (mac_from_link_local(p.net.dgid, p.net.dst_mac)) {
+            // resolved from the GID itself
+        } else if (const auto it = neighbours_.find(p.net.dgid); it != neighbours_.end()) {
+            p.net.dst_mac = it->second;
+        } else {
+            waiting& w = unresolved_[p.net.dgid];
+            if (w.packets.size() >= kHeldPerAddress) {
+                w.packets.pop_front();
+                ++counters_.unresolved;
+            }
+            const bool first = w.packets.empty() && w.tries == 0;
+            w.packets.push_back(std::move(p));
+            if (first) {
+                solicit(w.packets.back().net.dgid, now);
+                w.tries = 1;
+                w.next_try = now + kSolicitEvery;
+            }
+            return 0;
+        }
+    }
+    return send_packet(p, now);
+}
+
+std::size_t port::send_packet(wire::packet& p, clock_type::time_point now) {
+    const std::size_t n = wire::encode(p, out_);
+    if (n == 0) {
+        ++counters_.malformed;
+        return 0;
+    }
+    emit(std::span<const std::byte>(out_.data(), n), now);
+    return n;
+}
+
+// The link faults, then the wire.
+void port::emit(std::span<const std::byte> frame, clock_type::time_point now) {
+    if (!faults_.any()) {
+        put_on_segment(frame);
+        return;
+    }
+    if (coin_(rng_) < faults_.drop) {
+        ++counters_.fault_dropped;
+        return;
+    }
+    std::vector<std::byte> f(frame.begin(), frame.end());
+    if (coin_(rng_) < faults_.corrupt) {
+        // One bit after the link header (Ethernet's 14 bytes; the LRH's 8): the IP header,
+        // transport headers or payload, which the ICRC (or VCRC) covers.
+        const std::size_t head = cfg_.port == port_type::ethernet ? 14 : 8;
+        if (f.size() > head) {
+            std::uniform_int_distribution<std::size_t> at(head, f.size() - 1);
+            f[at(rng_)] ^= std::byte{static_cast<std::uint8_t>(1u << (rng_() % 8))};
+            ++counters_.fault_corrupted;
+        }
+    }
+    const int copies = coin_(rng_) < faults_.duplicate ? 2 : 1;
+    if (copies == 2) ++counters_.fault_duplicated;
+    for (int c = 0; c < copies; ++c) {
+        if (faults_.delay.count() > 0) {
+            ++counters_.fault_delayed;
+            delayed_.push_back({now + faults_.delay, f});
+            continue;
+        }
+        if (!has_reordered_ && coin_(rng_) < faults_.reorder) {
+            // Held back: it goes after the next frame.
+            ++counters_.fault_reordered;
+            reordered_ = f;
+            has_reordered_ = true;
+            continue;
+        }
+        put_on_segment(f);
+        if (has_reordered_) {
+            has_reordered_ = false;
+            put_on_segment(reordered_);
+        }
+    }
+}
+
+bool port::put_on_segment(std::span<const std::byte> frame) {
+    if (!cable_) return false;  // a pulled cable carries nothing
+    if (pcap_) pcap_->write(frame);
+    ++counters_.frames_sent;
+    if (!seg_->send(frame)) {
+        ++counters_.no_route;
+        return false;
+    }
+    return true;
+}
+
+gid port::source_ipv4() const {
+    for (const auto& [index, a] : tables_.roce_addresses) {
+        if (wire::is_ipv4_mapped(a.source_l3_address)) return a.source_l3_address;
+    }
+    gid g{};
+    g[10] = g[11] = 0xff;
+    std::copy(cfg_.ipv4.begin(), cfg_.ipv4.end(), g.begin() + 12);
+    return g;
+}
+
+bool port::own_address(const gid& ip) const {
+    if (tables_.roce_addresses.empty()) return ip == source_ipv4();
+    return std::any_of(tables_.roce_addresses.begin(), tables_.roce_addresses.end(),
+                       [&](const auto& e) { return e.second.source_l3_address == ip; });
+}
+
+// ARP for an IPv4 address, neighbour solicitation for an IPv6 one.
+void port::solicit(const gid& target, clock_type::time_point now) {
+    (void)now;
+    std::size_t n = 0;
+    if (wire::is_ipv4_mapped(target)) {
+        n = wire::build_arp_request(out_, cfg_.mac, source_ipv4(), target);
+        ++counters_.arp_sent;
+    } else {
+        gid src{};
+        for (const auto& [index, a] : tables_.roce_addresses) {
+            if (!wire::is_ipv4_mapped(a.source_l3_address)) {
+                src = a.source_l3_address;
+                break;
+            }
+        }
+        n = wire::build_neighbour_solicitation(out_, cfg_.mac, src, target);
+        ++counters_.nd_sent;
+    }
+    if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
+}
+
+void port::learn(const gid& ip, const mac& m, clock_type::time_point now) {
+    if (is_zero(m)) return;
+    neighbours_[ip] = m;
+    const auto it = unresolved_.find(ip);
+    if (it == unresolved_.end()) return;
+    std::deque<wire::packet> ready = std::move(it->second.packets);
+    unresolved_.erase(it);
+    for (auto& p : ready) {
+        p.net.dst_mac = m;
+        send_packet(p, now);
+    }
+}
+
+void port::retry_neighbours(clock_type::time_point now) {
+    for (auto it = unresolved_.begin(); it != unresolved_.end();) {
+        waiting& w = it->second;
+        if (now < w.next_try) {
+            ++it;
+            continue;
+        }
+        if (w.tries >= kSolicitTries) {
+            counters_.unresolved += w.packets.size();
+            it = unresolved_.erase(it);
+            continue;
+        }
+        ++w.tries;
+        w.next_try = now + kSolicitEvery;
+        solicit(it->first, now);
+        ++it;
+    }
+}
+
+// --- in --------------------------------------------------------------------------------
+
+bool port::poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t)>& deliver) {
+    bool any = false;
+    cable_in(now);
+    while (!delayed_.empty() && delayed_.front().due <= now) {
+        put_on_segment(delayed_.front().frame);
+        delayed_.pop_front();
+        any = true;
+    }
+    if (!unresolved_.empty()) retry_neighbours(now);
+    for (unsigned n = 0; n < 256 && seg_->receive(in_); ++n) {
+        any = true;
+        if (!cable_) continue;  // a pulled cable receives nothing
+        ++counters_.frames_received;
+        if (pcap_) pcap_->write(in_);
+        handle_frame(in_, now, deliver);
+    }
+    return any;
+}
+
+void port::handle_frame(std::span<const std::byte> f, clock_type::time_point now,
+                        const std::function<void(wire::packet&, std::size_t)>& deliver) {
+    wire::packet p;
+    if (cfg_.port == port_type::ethernet) {
+        if (auto m = wire::parse_neighbour(f)) {
+            learn(m->sender_ip, m->sender_mac, now);
+            if (!m->request || !own_address(m->target_ip)) return;
+            const std::size_t n = wire::is_ipv4_mapped(m->target_ip)
+                                      ? wire::build_arp_reply(out_, cfg_.mac, m->target_ip, m->sender_mac, m->sender_ip)
+                                      : wire::build_neighbour_advertisement(out_, cfg_.mac, m->target_ip,
+                                                                            m->sender_mac, m->sender_ip);
+            ++(wire::is_ipv4_mapped(m->target_ip) ? counters_.arp_answered : counters_.nd_answered);
+            if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
+            return;
+        }
+        const auto s = wire::decode_roce(f, p);
+        if (s == wire::decode_status::not_roce) {
+            ++counters_.not_for_us;
+            return;
+        }
+        if (s == wire::decode_status::bad_icrc) {
+            ++counters_.bad_crc;
+            return;
+        }
+        if (s != wire::decode_status::ok) {
+            ++counters_.malformed;
+            return;
+        }
+        if (p.net.dst_mac != cfg_.mac) {  // another station's frame (a flooding switch)
+            ++counters_.not_for_us;
+            return;
+        }
+    } else {
+        const auto s = wire::decode_ib(f, p);
+        if (s == wire::decode_status::bad_icrc || s == wire::decode_status::bad_vcrc) {
+            ++counters_.bad_crc;
+            return;
+        }
+        if (s != wire::decode_status::ok) {
+            ++counters_.malformed;
+            return;
+        }
+        if (p.net.dlid != cfg_.lid) {
+            ++counters_.not_for_us;
+            return;
+        }
+    }
+    deliver(p, f.size());
+}
+
+}  // namespace cxv::sim::link

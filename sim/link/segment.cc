@@ -1,0 +1,266 @@
+#include "sim/link/segment.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace cxv::sim::link {
+
+namespace {
+
+// Ethernet: the group bit (I/G, bit 0 of the first byte) marks broadcast and multicast.
+bool ethernet_group(std::span<const std::byte> frame) {
+    return frame.size() >= 6 && (std::to_integer<unsigned>(frame[0]) & 1) != 0;
+}
+
+// InfiniBand: the LRH's DLID (bytes 2-3); from 0xc000 on, multicast and the permissive
+// LID (IBA 7.11 "Local Identifiers").
+constexpr std::uint16_t kFirstMulticastLid = 0xc000;
+std::uint16_t dlid_of(std::span<const std::byte> frame) {
+    if (frame.size() < 4) return 0;
+    return static_cast<std::uint16_t>((std::to_integer<unsigned>(frame[2]) << 8) | std::to_integer<unsigned>(frame[3]));
+}
+
+std::uint64_t mac_key(std::span<const std::byte> frame) {
+    std::uint64_t k = 0;
+    for (std::size_t i = 0; i < 6 && i < frame.size(); ++i) k = (k << 8) | std::to_integer<std::uint64_t>(frame[i]);
+    return k;
+}
+
+std::uint64_t address_key(const station& s) {
+    if (!s.ethernet) return s.lid;
+    std::uint64_t k = 0;
+    for (const auto b : s.mac) k = (k << 8) | b;
+    return k;
+}
+
+// --- in-process segments -----------------------------------------------------------------
+
+class queue {
+public:
+    void push(std::vector<std::byte>&& f) {
+        std::lock_guard lock(mu_);
+        q_.push_back(std::move(f));
+    }
+    bool pop(std::vector<std::byte>& out) {
+        std::lock_guard lock(mu_);
+        if (q_.empty()) return false;
+        out.swap(q_.front());
+        q_.pop_front();
+        return true;
+    }
+
+private:
+    std::mutex mu_;
+    std::deque<std::vector<std::byte>> q_;
+};
+
+class registry {
+public:
+    static registry& instance() {
+        static registry* r = new registry();  // never destroyed: devices may outlive statics
+        return *r;
+    }
+    using key = std::tuple<std::string, bool, std::uint64_t>;
+    void attach(const key& k, std::shared_ptr<queue> q) {
+        std::lock_guard lock(mu_);
+        stations_[k] = std::move(q);
+    }
+    void detach(const key& k, const queue* q) {
+        std::lock_guard lock(mu_);
+        const auto it = stations_.find(k);
+        if (it != stations_.end() && it->second.get() == q) stations_.erase(it);
+    }
+    bool deliver(const key& k, std::span<const std::byte> frame) {
+        std::shared_ptr<queue> q;
+        {
+            std::lock_guard lock(mu_);
+            const auto it = stations_.find(k);
+            if (it == stations_.end()) return false;
+            q = it->second;
+        }
+        q->push(std::vector<std::byte>(frame.begin(), frame.end()));
+        return true;
+    }
+    // Every station of the segment but `self`.
+    bool flood(const std::string& name, bool ethernet, const queue* self, std::span<const std::byte> frame) {
+        std::vector<std::shared_ptr<queue>> to;
+        {
+            std::lock_guard lock(mu_);
+            for (auto it = stations_.lower_bound(key{name, ethernet, 0});
+                 it != stations_.end() && std::get<0>(it->first) == name && std::get<1>(it->first) == ethernet; ++it) {
+                if (it->second.get() != self) to.push_back(it->second);
+            }
+        }
+        for (auto& q : to) q->push(std::vector<std::byte>(frame.begin(), frame.end()));
+        return !to.empty();
+    }
+
+private:
+    std::mutex mu_;
+    std::map<key, std::shared_ptr<queue>> stations_;
+};
+
+class in_process_port final : public segment_port {
+public:
+    in_process_port(const std::string& name, const station& s) : key_{name, s.ethernet, address_key(s)} {
+        registry::instance().attach(key_, q_);
+    }
+    ~in_process_port() override { registry::instance().detach(key_, q_.get()); }
+
+    bool send(std::span<const std::byte> frame) override {
+        auto& r = registry::instance();
+        const auto& [name, ethernet, self] = key_;
+        if (ethernet) {
+            if (ethernet_group(frame)) return r.flood(name, true, q_.get(), frame);
+            return r.deliver(registry::key{name, true, mac_key(frame)}, frame);
+        }
+        const std::uint16_t dlid = dlid_of(frame);
+        if (dlid >= kFirstMulticastLid) return r.flood(name, false, q_.get(), frame);
+        return r.deliver(registry::key{name, false, dlid}, frame);
+    }
+    bool receive(std::vector<std::byte>& frame) override { return q_->pop(frame); }
+
+private:
+    registry::key key_;
+    std::shared_ptr<queue> q_ = std::make_shared<queue>();
+};
+
+// --- directory segments ------------------------------------------------------------------
+
+constexpr int kSocketBuffer = 4 << 20;
+
+bool make_address(const std::string& path, sockaddr_un& a, socklen_t& len) {
+    if (path.size() >= sizeof(a.sun_path)) return false;
+    std::memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+    return true;
+}
+
+class directory_port final : public segment_port {
+public:
+    directory_port(std::string dir, std::string self, int fd, bool ethernet)
+        : dir_(std::move(dir)), self_(std::move(self)), fd_(fd), ethernet_(ethernet) {}
+    ~directory_port() override {
+        ::close(fd_);
+        ::unlink((dir_ + "/" + self_).c_str());
+    }
+
+    bool send(std::span<const std::byte> frame) override {
+        if (ethernet_ ? ethernet_group(frame) : dlid_of(frame) >= kFirstMulticastLid) return flood(frame);
+        station to;
+        to.ethernet = ethernet_;
+        if (ethernet_) {
+            for (std::size_t i = 0; i < 6 && i < frame.size(); ++i) to.mac[i] = std::to_integer<std::uint8_t>(frame[i]);
+        } else {
+            to.lid = dlid_of(frame);
+        }
+        return send_to(station_name(to), frame);
+    }
+
+    bool receive(std::vector<std::byte>& frame) override {
+        if (frame.capacity() < kMaxDatagram) frame.reserve(kMaxDatagram);
+        frame.resize(kMaxDatagram);
+        const ssize_t n = ::recv(fd_, frame.data(), frame.size(), MSG_DONTWAIT);
+        if (n < 0) {
+            frame.clear();
+            return false;
+        }
+        frame.resize(static_cast<std::size_t>(n));
+        return true;
+    }
+
+private:
+    static constexpr std::size_t kMaxDatagram = 16384;
+
+    bool send_to(const std::string& name, std::span<const std::byte> frame) {
+        sockaddr_un a;
+        socklen_t len;
+        if (!make_address(dir_ + "/" + name, a, len)) return false;
+        const ssize_t n = ::sendto(fd_, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                                   reinterpret_cast<const sockaddr*>(&a), len);
+        return n == static_cast<ssize_t>(frame.size());
+    }
+
+    bool flood(std::span<const std::byte> frame) {
+        DIR* d = ::opendir(dir_.c_str());
+        if (d == nullptr) return false;
+        const char* prefix = ethernet_ ? "eth-" : "ib-";
+        bool any = false;
+        while (const dirent* e = ::readdir(d)) {
+            const std::string name = e->d_name;
+            if (name.rfind(prefix, 0) != 0 || name == self_) continue;
+            any |= send_to(name, frame);
+        }
+        ::closedir(d);
+        return any;
+    }
+
+    std::string dir_, self_;
+    int fd_;
+    bool ethernet_;
+};
+
+}  // namespace
+
+std::string station_name(const station& s) {
+    if (!s.ethernet) return fmt::format("ib-{:04x}", s.lid);
+    return fmt::format("eth-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}", s.mac[0], s.mac[1], s.mac[2], s.mac[3], s.mac[4],
+                       s.mac[5]);
+}
+
+std::unique_ptr<segment_port> attach_in_process(const std::string& name, const station& s) {
+    return std::make_unique<in_process_port>(name, s);
+}
+
+result<std::unique_ptr<segment_port>> attach_directory(const std::string& dir, const station& s) {
+    const std::string name = station_name(s);
+    const std::string path = dir + "/" + name;
+    sockaddr_un a;
+    socklen_t len;
+    if (!make_address(path, a, len)) {
+        return error{ENAMETOOLONG, fmt::format("fabric {}: the socket path {} is longer than a UNIX socket allows "
+                                               "({} bytes); use a shorter directory",
+                                               dir, path, sizeof(a.sun_path) - 1)};
+    }
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return error{errno, fmt::format("fabric {}: socket: {}", dir, std::strerror(errno))};
+    const auto fail = [&](int code, const std::string& what) -> error {
+        ::close(fd);
+        return error{code, fmt::format("fabric {}: {}: {}", dir, what, std::strerror(code))};
+    };
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+        if (errno != EADDRINUSE) return fail(errno, "bind " + path);
+        // A socket file is there. If a station answers on it, the address is taken;
+        // if nobody does, its process died and the name is free again.
+        const int probe = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        const bool live = probe >= 0 && ::connect(probe, reinterpret_cast<const sockaddr*>(&a), len) == 0;
+        if (probe >= 0) ::close(probe);
+        if (live) {
+            ::close(fd);
+            return error{EADDRINUSE, fmt::format("fabric {}: another port already has the address of {} (a second "
+                                                 "process with the same MAC or LID?)",
+                                                 dir, name)};
+        }
+        ::unlink(path.c_str());
+        if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) return fail(errno, "bind " + path);
+    }
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof(kSocketBuffer));
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof(kSocketBuffer));
+    return std::unique_ptr<segment_port>(std::make_unique<directory_port>(dir, name, fd, s.ethernet));
+}
+
+}  // namespace cxv::sim::link

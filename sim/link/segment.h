@@ -1,0 +1,64 @@
+// The segment a port is cabled to: an Ethernet segment (RoCE ports) or an InfiniBand
+// subnet (IB ports), as if every port on it hung off one switch. A port hands the
+// segment whole frames -- Ethernet frames without the FCS, or InfiniBand packets from
+// the LRH to the VCRC -- and the segment delivers each to the station with its
+// destination address (the destination MAC; the LRH's DLID), or, for an Ethernet
+// broadcast or multicast frame, to every station but the sender. Nothing else is shared
+// between ports: not memory, not locks, not objects.
+//
+// Two kinds of segment:
+//   in-process   stations of one process, found by the segment's name (the `fabric`
+//                setting): a frame is a buffer moved to the receiver's queue;
+//   directory    stations of every process started with the same directory (the
+//                `fabric_dir` setting): each station is a UNIX datagram socket in the
+//                directory, DIR/eth-<MAC as 12 hex digits> or DIR/ib-<LID as 4 hex
+//                digits>, one datagram per frame. A station that is not there (its
+//                process exited or crashed) receives nothing: a pulled cable. QEMU's
+//                `-netdev dgram` speaks the same: a guest's NIC joins by binding one of
+//                these names and sending to another.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace cxv::sim::link {
+
+// Where a port is on its segment.
+struct station {
+    bool ethernet = true;
+    std::array<std::uint8_t, 6> mac{};  // Ethernet
+    std::uint16_t lid = 0;              // InfiniBand
+};
+
+// The name of a station's socket in a directory segment: "eth-02c500000001", "ib-0001".
+std::string station_name(const station& s);
+
+class segment_port {
+public:
+    virtual ~segment_port() = default;
+    // Puts one frame on the segment. False when it reached no station (no station has
+    // the destination address; on a directory segment also a receiver whose queue is
+    // full, as a switch drops on congestion).
+    virtual bool send(std::span<const std::byte> frame) = 0;
+    // The next frame that arrived for this station, into `frame` (its capacity is
+    // reused); false when none is waiting.
+    virtual bool receive(std::vector<std::byte>& frame) = 0;
+};
+
+// Attaches `s` to the in-process segment `name`. A station already attached with the
+// same address is replaced (its frames are then lost, as with a duplicate address).
+std::unique_ptr<segment_port> attach_in_process(const std::string& name, const station& s);
+
+// Attaches `s` to the segment of directory `dir` (which must exist). Fails when a live
+// station of another port already has the address, or the path is too long for a UNIX
+// socket; a socket left by a process that died is taken over.
+result<std::unique_ptr<segment_port>> attach_directory(const std::string& dir, const station& s);
+
+}  // namespace cxv::sim::link

@@ -1,0 +1,205 @@
+// The segments ports are cabled to: frames reach the station with their destination
+// address, broadcasts every other station, nothing reaches a station that is gone; a
+// directory segment does the same between processes.
+#include "sim/link/segment.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace cxv::sim::link {
+namespace {
+
+station eth(std::uint8_t last) {
+    station s;
+    s.mac = {0x02, 0xc5, 0, 0, 0, last};
+    return s;
+}
+
+station ib(std::uint16_t lid) {
+    station s;
+    s.ethernet = false;
+    s.lid = lid;
+    return s;
+}
+
+// An Ethernet frame to `dst` carrying `tag` (not a real protocol: the segment looks at
+// the destination address only).
+std::vector<std::byte> frame_to(const station& dst, std::uint8_t tag) {
+    std::vector<std::byte> f(60);
+    for (std::size_t i = 0; i < 6; ++i) f[i] = std::byte{dst.mac[i]};
+    f[59] = std::byte{tag};
+    return f;
+}
+
+std::vector<std::byte> broadcast(std::uint8_t tag) {
+    station b;
+    b.mac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    return frame_to(b, tag);
+}
+
+std::vector<std::byte> ib_frame(std::uint16_t dlid, std::uint8_t tag) {
+    std::vector<std::byte> f(32);
+    f[2] = std::byte{static_cast<std::uint8_t>(dlid >> 8)};
+    f[3] = std::byte{static_cast<std::uint8_t>(dlid)};
+    f[31] = std::byte{tag};
+    return f;
+}
+
+// Waits up to a second for a frame (datagram sockets deliver at once, but the test
+// must not depend on it).
+bool wait_receive(segment_port& p, std::vector<std::byte>& f) {
+    for (int i = 0; i < 1000; ++i) {
+        if (p.receive(f)) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+}
+
+// Under /tmp: a UNIX socket path has at most 107 bytes, and Bazel's TEST_TMPDIR is
+// longer than that allows.
+std::string temp_dir(const std::string& name) {
+    std::string templ = "/tmp/cxv-" + name + "-XXXXXX";
+    REQUIRE(::mkdtemp(templ.data()) != nullptr);
+    return templ;
+}
+
+TEST_CASE("station names are the socket names QEMU's dgram netdev is pointed at") {
+    CHECK(station_name(eth(0x01)) == "eth-02c500000001");
+    CHECK(station_name(ib(0x1a)) == "ib-001a");
+}
+
+TEST_CASE("in-process: unicast to the destination MAC, broadcast to every other station, none to a missing one") {
+    auto a = attach_in_process("seg-test-1", eth(1));
+    auto b = attach_in_process("seg-test-1", eth(2));
+    auto c = attach_in_process("seg-test-1", eth(3));
+    auto other = attach_in_process("seg-test-other", eth(2));  // same MAC, another segment
+    std::vector<std::byte> f;
+    REQUIRE(a->send(frame_to(eth(2), 7)));
+    REQUIRE(b->receive(f));
+    CHECK(f[59] == std::byte{7});
+    CHECK_FALSE(c->receive(f));
+    CHECK_FALSE(other->receive(f));
+    CHECK_FALSE(a->send(frame_to(eth(9), 8)));  // nobody has it
+    REQUIRE(a->send(broadcast(9)));
+    CHECK(b->receive(f));
+    CHECK(c->receive(f));
+    CHECK_FALSE(a->receive(f));  // not back to the sender
+    b.reset();                    // unplugged
+    CHECK_FALSE(a->send(frame_to(eth(2), 10)));
+}
+
+TEST_CASE("in-process: InfiniBand routes by DLID") {
+    auto a = attach_in_process("seg-test-ib", ib(1));
+    auto b = attach_in_process("seg-test-ib", ib(2));
+    std::vector<std::byte> f;
+    REQUIRE(a->send(ib_frame(2, 5)));
+    REQUIRE(b->receive(f));
+    CHECK(f[31] == std::byte{5});
+    CHECK_FALSE(a->send(ib_frame(3, 5)));
+    CHECK(b->send(ib_frame(1, 6)));  // and back
+    CHECK(a->receive(f));
+}
+
+TEST_CASE("directory: unicast, broadcast and a station that is gone") {
+    const std::string dir = temp_dir("segment");
+    auto a = attach_directory(dir, eth(1));
+    auto b = attach_directory(dir, eth(2));
+    auto c = attach_directory(dir, eth(3));
+    REQUIRE(a);
+    REQUIRE(b);
+    REQUIRE(c);
+    CHECK(std::filesystem::exists(dir + "/eth-02c500000002"));
+    std::vector<std::byte> f;
+    REQUIRE(a.value()->send(frame_to(eth(2), 1)));
+    REQUIRE(wait_receive(*b.value(), f));
+    CHECK(f.size() == 60);
+    CHECK(f[59] == std::byte{1});
+    CHECK_FALSE(c.value()->receive(f));
+    REQUIRE(a.value()->send(broadcast(2)));
+    CHECK(wait_receive(*b.value(), f));
+    CHECK(wait_receive(*c.value(), f));
+    CHECK_FALSE(a.value()->receive(f));
+    b.value().reset();  // its process exited: the socket is gone
+    CHECK_FALSE(std::filesystem::exists(dir + "/eth-02c500000002"));
+    CHECK_FALSE(a.value()->send(frame_to(eth(2), 3)));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("directory: a live address is refused, a dead one's socket is taken over") {
+    const std::string dir = temp_dir("segment-dup");
+    auto a = attach_directory(dir, eth(1));
+    REQUIRE(a);
+    auto again = attach_directory(dir, eth(1));
+    REQUIRE_FALSE(again);
+    CHECK(again.error().code == EADDRINUSE);
+    // A socket file whose process died (bound, then closed without unlinking).
+    const std::string stale = dir + "/eth-02c500000005";
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", stale.c_str());
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    ::close(fd);
+    REQUIRE(std::filesystem::exists(stale));
+    auto taken = attach_directory(dir, eth(5));
+    REQUIRE(taken);
+    std::vector<std::byte> f;
+    REQUIRE(a.value()->send(frame_to(eth(5), 4)));
+    CHECK(wait_receive(*taken.value(), f));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("directory: a path too long for a UNIX socket is a clear error") {
+    const std::string dir = temp_dir(std::string(100, 'x'));
+    auto a = attach_directory(dir, eth(1));
+    REQUIRE_FALSE(a);
+    CHECK(a.error().code == ENAMETOOLONG);
+    CHECK(a.error().message.find("shorter directory") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("directory: frames cross between processes") {
+    const std::string dir = temp_dir("segment-fork");
+    auto a = attach_directory(dir, eth(1));
+    REQUIRE(a);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        // The other process: echo one frame back with its tag incremented.
+        auto b = attach_directory(dir, eth(2));
+        if (!b) ::_exit(10);
+        std::vector<std::byte> f;
+        if (!wait_receive(*b.value(), f)) ::_exit(11);
+        auto back = frame_to(eth(1), static_cast<std::uint8_t>(std::to_integer<unsigned>(f[59]) + 1));
+        ::_exit(b.value()->send(back) ? 0 : 12);
+    }
+    // The child's station appears when it has attached.
+    bool sent = false;
+    for (int i = 0; i < 2000 && !sent; ++i) {
+        sent = a.value()->send(frame_to(eth(2), 41));
+        if (!sent) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(sent);
+    std::vector<std::byte> f;
+    CHECK(wait_receive(*a.value(), f));
+    CHECK(f[59] == std::byte{42});
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cxv::sim::link
