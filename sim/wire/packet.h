@@ -162,6 +162,10 @@ struct route {
     std::uint16_t slid = 0, dlid = 0;
     std::uint8_t sl = 0, vl = 0;
     bool grh = false;
+    // RoCEv2 over IPv4: the IPv4 Identification field (RFC 791). A sender picks it (Linux
+    // from a per-destination counter); it is kept on decode so that a frame re-encodes to
+    // the same bytes. DF is always set, so it never identifies fragments.
+    std::uint16_t ip_id = 0;
 };
 
 // Whether a GID is an IPv4-mapped IPv6 address (::ffff:a.b.c.d), which RoCEv2 carries in an

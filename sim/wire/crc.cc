@@ -1,0 +1,159 @@
+#include "sim/wire/crc.h"
+
+#include <bit>
+#include <cstring>
+
+#include "sim/wire/packet.h"
+
+namespace cxv::sim::wire {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the sliced CRCs load words little-endian");
+
+// Tables for a reflected CRC, N bytes at a time ("slicing-by-N"): t[0] is the classic byte
+// table; t[s][b] is the register after b followed by s zero bytes, so the N bytes of a word
+// are looked up independently and their contributions XORed together.
+template <typename T, T Poly, int N>
+struct slice_tables {
+    T t[N][256];
+    constexpr slice_tables() : t{} {
+        for (unsigned b = 0; b < 256; ++b) {
+            T c = static_cast<T>(b);
+            for (int k = 0; k < 8; ++k) c = (c & 1) ? static_cast<T>((c >> 1) ^ Poly) : static_cast<T>(c >> 1);
+            t[0][b] = c;
+        }
+        for (int s = 1; s < N; ++s) {
+            for (unsigned b = 0; b < 256; ++b) t[s][b] = static_cast<T>((t[s - 1][b] >> 8) ^ t[0][t[s - 1][b] & 0xff]);
+        }
+    }
+};
+
+constexpr slice_tables<std::uint32_t, 0xedb88320u, 16> crc32_tables;  // 0x04C11DB7 reflected
+constexpr slice_tables<std::uint16_t, 0xd008u, 8> vcrc_tables;         // 0x100B reflected
+
+std::uint64_t load64(const std::byte* p) noexcept {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+
+template <typename T, const auto& Tab>
+T byte_step(T c, std::byte b) noexcept {
+    return static_cast<T>((c >> 8) ^ Tab.t[0][(c ^ static_cast<std::uint8_t>(b)) & 0xff]);
+}
+
+// The register state after the 8 bytes of ones that stand for the LRH (IBA 7.8.1; RoCEv2
+// has no LRH and keeps the ones). Linux rxe starts its ICRC from the same constant.
+constexpr std::uint32_t after_masked_lrh() {
+    std::uint32_t c = ~0u;
+    for (int i = 0; i < 8; ++i) c = (c >> 8) ^ crc32_tables.t[0][(c ^ 0xffu) & 0xff];
+    return c;
+}
+static_assert(after_masked_lrh() == 0xdebb20e3u);
+
+}  // namespace
+
+std::uint32_t crc32_update(std::uint32_t c, std::span<const std::byte> bytes) noexcept {
+    const auto& t = crc32_tables.t;
+    const std::byte* p = bytes.data();
+    std::size_t n = bytes.size();
+    while (n >= 16) {
+        const std::uint64_t a = load64(p) ^ c, b = load64(p + 8);
+        c = t[15][a & 0xff] ^ t[14][(a >> 8) & 0xff] ^ t[13][(a >> 16) & 0xff] ^ t[12][(a >> 24) & 0xff] ^
+            t[11][(a >> 32) & 0xff] ^ t[10][(a >> 40) & 0xff] ^ t[9][(a >> 48) & 0xff] ^ t[8][a >> 56] ^
+            t[7][b & 0xff] ^ t[6][(b >> 8) & 0xff] ^ t[5][(b >> 16) & 0xff] ^ t[4][(b >> 24) & 0xff] ^
+            t[3][(b >> 32) & 0xff] ^ t[2][(b >> 40) & 0xff] ^ t[1][(b >> 48) & 0xff] ^ t[0][b >> 56];
+        p += 16;
+        n -= 16;
+    }
+    while (n-- > 0) c = byte_step<std::uint32_t, crc32_tables>(c, *p++);
+    return c;
+}
+
+std::uint16_t vcrc(std::span<const std::byte> bytes) noexcept {
+    const auto& t = vcrc_tables.t;
+    const std::byte* p = bytes.data();
+    std::size_t n = bytes.size();
+    std::uint16_t c = 0xffff;
+    while (n >= 8) {
+        const std::uint64_t a = load64(p) ^ c;
+        c = t[7][a & 0xff] ^ t[6][(a >> 8) & 0xff] ^ t[5][(a >> 16) & 0xff] ^ t[4][(a >> 24) & 0xff] ^
+            t[3][(a >> 32) & 0xff] ^ t[2][(a >> 40) & 0xff] ^ t[1][(a >> 48) & 0xff] ^ t[0][a >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0) c = byte_step<std::uint16_t, vcrc_tables>(c, *p++);
+    return static_cast<std::uint16_t>(~c);
+}
+
+std::uint32_t icrc_roce(std::span<const std::byte> ip_to_pad, bool ipv6) noexcept {
+    // The headers with variant fields go through a masked copy (IP + UDP + BTH: 60 bytes at
+    // most); the rest is summed in place.
+    const std::size_t ip = ipv6 ? 40 : 20, masked = ip + 8 + bth_bytes;
+    std::byte h[40 + 8 + bth_bytes];
+    std::memcpy(h, ip_to_pad.data(), masked);
+    constexpr std::byte ones{0xff};
+    if (ipv6) {  // RFC 8200 "IPv6 Header Format": version 4 bits, traffic class 8, flow label 20
+        h[0] |= std::byte{0x0f};
+        h[1] = h[2] = h[3] = ones;
+        h[7] = ones;  // hop limit
+    } else {          // RFC 791 "Internet Header Format"
+        h[1] = ones;  // type of service (DSCP, ECN)
+        h[8] = ones;  // time to live
+        h[10] = h[11] = ones;  // header checksum
+    }
+    h[ip + 6] = h[ip + 7] = ones;  // UDP checksum
+    h[ip + 8 + 4] = ones;          // BTH: FECN, BECN, resv6
+    std::uint32_t c = crc32_update(after_masked_lrh(), {h, masked});
+    c = crc32_update(c, ip_to_pad.subspan(masked));
+    return ~c;
+}
+
+std::uint32_t icrc_ib(std::span<const std::byte> lrh_to_pad) noexcept {
+    constexpr std::byte ones{0xff};
+    const bool grh = (static_cast<std::uint8_t>(lrh_to_pad[1]) & 0x3) == 0x3;  // LRH LNH: IBA global
+    const std::size_t masked = lrh_bytes + (grh ? grh_bytes : 0) + bth_bytes;
+    std::byte h[lrh_bytes + grh_bytes + bth_bytes];
+    std::memcpy(h, lrh_to_pad.data(), masked);
+    std::size_t bth = lrh_bytes;
+    if (grh) {
+        for (std::size_t i = 0; i < lrh_bytes; ++i) h[i] = ones;
+        h[8] |= std::byte{0x0f};  // GRH: IPVer 4 bits, TClass 8, FlowLabel 20
+        h[9] = h[10] = h[11] = ones;
+        h[15] = ones;  // HopLmt
+        bth += grh_bytes;
+    } else {
+        h[0] |= std::byte{0xf0};  // LRH VL
+    }
+    h[bth + 4] = ones;
+    std::uint32_t c = crc32_update(~0u, {h, masked});
+    c = crc32_update(c, lrh_to_pad.subspan(masked));
+    return ~c;
+}
+
+std::uint16_t ones_complement_sum(std::span<const std::byte> bytes, std::uint16_t sum) noexcept {
+    // Summed as little-endian 32-bit words into 64 bits and byte-swapped at the end: the
+    // one's complement sum does not depend on the byte order (RFC 1071 2.(B)).
+    const std::byte* p = bytes.data();
+    std::size_t n = bytes.size();
+    std::uint64_t acc = 0;
+    while (n >= 8) {
+        const std::uint64_t v = load64(p);
+        acc += (v & 0xffffffffu) + (v >> 32);
+        p += 8;
+        n -= 8;
+    }
+    if (n > 0) {
+        std::byte tail[8]{};
+        std::memcpy(tail, p, n);
+        const std::uint64_t v = load64(tail);
+        acc += (v & 0xffffffffu) + (v >> 32);
+    }
+    while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+    const std::uint32_t be = __builtin_bswap16(static_cast<std::uint16_t>(acc));
+    std::uint32_t s = be + sum;
+    s = (s & 0xffff) + (s >> 16);
+    return static_cast<std::uint16_t>(s);
+}
+
+}  // namespace cxv::sim::wire

@@ -1,0 +1,64 @@
+// Classic pcap files (the libpcap format, documented in pcap-savefile(5) and the IETF
+// draft "PCAP Capture File Format"): the model's ports record what they send and receive
+// for Wireshark, and tests read them back.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace cxv::sim::wire {
+
+// LINKTYPE_ values (tcpdump.org "Link-layer header types"): RoCEv2 frames are Ethernet;
+// InfiniBand packets start with their LRH, which Wireshark decodes as LINKTYPE_INFINIBAND.
+enum class pcap_link : std::uint32_t { ethernet = 1, infiniband = 247 };
+
+// Microsecond timestamps, little-endian. Safe to call from several threads of a process
+// (a mutex: this is not the fast path). Each record goes to the file in one write(2) with
+// no user-space buffer, so a process killed between records leaves a file that reads to
+// its last record.
+class pcap_writer {
+public:
+    static result<std::unique_ptr<pcap_writer>> open(const std::string& path, pcap_link link,
+                                                     std::uint32_t snaplen = 65535);
+    ~pcap_writer();
+    pcap_writer(const pcap_writer&) = delete;
+    pcap_writer& operator=(const pcap_writer&) = delete;
+
+    // Appends one frame (cut to snaplen; the record keeps its original length). False when
+    // the write failed or the file is closed.
+    bool write(std::span<const std::byte> frame,
+               std::chrono::system_clock::time_point when = std::chrono::system_clock::now()) noexcept;
+    void close() noexcept;
+
+private:
+    pcap_writer(int fd, std::uint32_t snaplen) : fd_(fd), snaplen_(snaplen) {}
+    std::mutex mutex_;
+    int fd_;
+    std::uint32_t snaplen_;
+};
+
+struct pcap_record {
+    std::uint32_t ts_sec = 0;
+    std::uint32_t ts_frac = 0;  // microseconds, or nanoseconds in a nanosecond file
+    std::uint32_t orig_len = 0;
+    std::vector<std::byte> data;
+};
+struct pcap_file {
+    std::uint32_t link_type = 0;
+    std::uint32_t snaplen = 0;
+    bool nanoseconds = false;
+    std::vector<pcap_record> records;
+};
+// Reads a classic pcap file of either byte order, micro- or nanosecond. A truncated last
+// record (a writer killed mid-write) ends the list without an error.
+result<pcap_file> read_pcap(const std::string& path);
+
+}  // namespace cxv::sim::wire
