@@ -41,17 +41,6 @@ std::shared_ptr<wire::pcap_writer> shared_pcap(const std::string& path, bool eth
 
 bool is_zero(const mac& m) { return m == kNoMac; }
 
-// fe80::/64 with an EUI-64 interface id made from a MAC (ff:fe in the middle): the
-// MAC is in the GID itself (RFC 4291 appendix A), as Linux resolves RoCE link-local GIDs.
-bool mac_from_link_local(const gid& g, mac& out) {
-    if (g[0] != 0xfe || (g[1] & 0xc0) != 0x80 || g[11] != 0xff || g[12] != 0xfe) return false;
-    for (std::size_t i = 2; i < 8; ++i) {
-        if (g[i] != 0) return false;
-    }
-    out = {static_cast<std::uint8_t>(g[8] ^ 0x02), g[9], g[10], g[13], g[14], g[15]};
-    return true;
-}
-
 }  // namespace
 
 result<std::unique_ptr<port>> port::create(const device_config& cfg, const object_tables& tables) {
@@ -102,7 +91,7 @@ std::size_t port::transmit(wire::packet&& p, clock_type::time_point now) {
     if (p.net.link == wire::link_kind::ib) return send_packet(p, now);
     p.net.src_mac = cfg_.mac;
     if (is_zero(p.net.dst_mac)) {
-        if (mac_from_link_local(p.net.dgid, p.net.dst_mac)) {
+        if (wire::mac_of_link_local_gid(p.net.dgid, p.net.dst_mac)) {
             // resolved from the GID itself
         } else if (const auto it = neighbours_.find(p.net.dgid); it != neighbours_.end()) {
             p.net.dst_mac = it->second;
@@ -211,17 +200,23 @@ void port::solicit(const gid& target, clock_type::time_point now) {
     (void)now;
     std::size_t n = 0;
     if (wire::is_ipv4_mapped(target)) {
-        n = wire::build_arp_request(out_, cfg_.mac, source_ipv4(), target);
+        wire::arp_message m;
+        m.oper = wire::arp_request;
+        m.sha = cfg_.mac;
+        const gid me = source_ipv4();
+        std::copy(me.begin() + 12, me.end(), m.spa.begin());
+        std::copy(target.begin() + 12, target.end(), m.tpa.begin());
+        n = wire::build_arp(m, wire::broadcast_mac, out_);
         ++counters_.arp_sent;
     } else {
-        gid src{};
+        gid src = wire::link_local_gid(cfg_.mac);
         for (const auto& [index, a] : tables_.roce_addresses) {
             if (!wire::is_ipv4_mapped(a.source_l3_address)) {
                 src = a.source_l3_address;
                 break;
             }
         }
-        n = wire::build_neighbour_solicitation(out_, cfg_.mac, src, target);
+        n = wire::build_neighbour_solicitation(cfg_.mac, src, target, out_);
         ++counters_.nd_sent;
     }
     if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
@@ -280,27 +275,49 @@ bool port::poll(clock_type::time_point now, const std::function<void(wire::packe
     return any;
 }
 
+// ARP and neighbour discovery: learn the sender, answer for our own addresses. True
+// when the frame was one of them.
+bool port::handle_neighbour(std::span<const std::byte> f, clock_type::time_point now) {
+    wire::arp_message arp;
+    if (wire::parse_arp(f, arp)) {
+        const gid sender = wire::ipv4_mapped_gid(arp.spa);
+        learn(sender, arp.sha, now);
+        if (arp.oper == wire::arp_request && own_address(wire::ipv4_mapped_gid(arp.tpa))) {
+            const std::size_t n = wire::build_arp(wire::arp_reply_to(arp, cfg_.mac), arp.sha, out_);
+            ++counters_.arp_answered;
+            if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
+        }
+        return true;
+    }
+    wire::nd_message nd;
+    if (wire::parse_nd(f, nd)) {
+        if (nd.type == wire::icmpv6_neighbor_advertisement) {
+            if (nd.has_lladdr) learn(nd.target, nd.lladdr, now);
+            return true;
+        }
+        gid unspecified{};
+        if (nd.has_lladdr && nd.src != unspecified) learn(nd.src, nd.lladdr, now);
+        if (own_address(nd.target)) {
+            const std::size_t n = wire::build_neighbour_advertisement(cfg_.mac, nd.target, nd.eth_src, nd.src, true, out_);
+            ++counters_.nd_answered;
+            if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
+        }
+        return true;
+    }
+    return false;
+}
+
 void port::handle_frame(std::span<const std::byte> f, clock_type::time_point now,
                         const std::function<void(wire::packet&, std::size_t)>& deliver) {
     wire::packet p;
     if (cfg_.port == port_type::ethernet) {
-        if (auto m = wire::parse_neighbour(f)) {
-            learn(m->sender_ip, m->sender_mac, now);
-            if (!m->request || !own_address(m->target_ip)) return;
-            const std::size_t n = wire::is_ipv4_mapped(m->target_ip)
-                                      ? wire::build_arp_reply(out_, cfg_.mac, m->target_ip, m->sender_mac, m->sender_ip)
-                                      : wire::build_neighbour_advertisement(out_, cfg_.mac, m->target_ip,
-                                                                            m->sender_mac, m->sender_ip);
-            ++(wire::is_ipv4_mapped(m->target_ip) ? counters_.arp_answered : counters_.nd_answered);
-            if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
-            return;
-        }
+        if (handle_neighbour(f, now)) return;
         const auto s = wire::decode_roce(f, p);
         if (s == wire::decode_status::not_roce) {
             ++counters_.not_for_us;
             return;
         }
-        if (s == wire::decode_status::bad_icrc) {
+        if (s == wire::decode_status::bad_icrc || s == wire::decode_status::bad_checksum) {
             ++counters_.bad_crc;
             return;
         }

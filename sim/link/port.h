@@ -44,7 +44,7 @@ namespace cxv::sim::link {
 // What the port saw, beyond the traffic counters the firmware keeps.
 struct port_counters {
     std::uint64_t frames_sent = 0, frames_received = 0;
-    std::uint64_t bad_crc = 0;           // RoCE/IB packets with a bad ICRC or VCRC: dropped
+    std::uint64_t bad_crc = 0;           // damaged: a bad ICRC, VCRC, IPv4 or UDP checksum: dropped
     std::uint64_t malformed = 0;         // frames that are not a packet the port can parse
     std::uint64_t not_for_us = 0;        // another station's unicast, foreign protocols
     std::uint64_t no_route = 0;          // sent to an address no station has
@@ -100,6 +100,7 @@ private:
     void solicit(const gid& target, clock_type::time_point now);
     void handle_frame(std::span<const std::byte> f, clock_type::time_point now,
                       const std::function<void(wire::packet&, std::size_t)>& deliver);
+    bool handle_neighbour(std::span<const std::byte> f, clock_type::time_point now);
     void learn(const gid& ip, const std::array<std::uint8_t, 6>& mac, clock_type::time_point now);
     bool own_address(const gid& ip) const;
     gid source_ipv4() const;

@@ -1,0 +1,238 @@
+// A function's port between engine packets and the segment: neighbours resolved with
+// ARP and IPv6 neighbour discovery (answered only for the function's own addresses),
+// frames with a bad ICRC dropped and counted, the link faults, the pcap.
+#include "sim/link/port.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "sim/wire/frame.h"
+#include "sim/wire/neighbour.h"
+#include "sim/wire/pcap.h"
+
+namespace cxv::sim::link {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using gid = std::array<std::uint8_t, 16>;
+
+// Two functions on one in-process segment, with RoCE GID tables as a driver programs
+// them: index 0 the link-local GID of the MAC, index 1 the IPv4-mapped address.
+struct pair {
+    device_config ca, cb;
+    object_tables ta, tb;
+    std::unique_ptr<port> a, b;
+    std::vector<wire::packet> got_a, got_b;
+
+    explicit pair(const std::string& segment, port_type type = port_type::ethernet,
+                  device_config::link_faults faults = {}) {
+        for (auto* c : {&ca, &cb}) {
+            c->port = type;
+            c->fabric = segment;
+            c->faults = faults;
+        }
+        cb.mac[5] = 2;
+        cb.lid = 2;
+        program(ta, ca, 1);
+        program(tb, cb, 2);
+        a = std::move(port::create(ca, ta)).value();
+        b = std::move(port::create(cb, tb)).value();
+    }
+    static void program(object_tables& t, const device_config& c, std::uint8_t host) {
+        t.roce_addresses[0].source_l3_address = wire::link_local_gid(c.mac);
+        t.roce_addresses[1].source_l3_address = wire::ipv4_mapped_gid({169, 254, 9, host});
+    }
+    // Both ports poll until nothing happens for a few rounds (at most a second).
+    void settle() {
+        const auto end = clock_type::now() + std::chrono::seconds(1);
+        unsigned quiet = 0;
+        while (quiet < 3 && clock_type::now() < end) {
+            const auto now = clock_type::now();
+            bool any = a->poll(now, [&](wire::packet& p, std::size_t) { got_a.push_back(p); });
+            any |= b->poll(now, [&](wire::packet& p, std::size_t) { got_b.push_back(p); });
+            quiet = any ? 0 : quiet + 1;
+        }
+    }
+};
+
+wire::packet send_only(const gid& dgid, std::uint32_t psn, std::size_t bytes = 100) {
+    wire::packet p;
+    p.net.link = wire::is_ipv4_mapped(dgid) ? wire::link_kind::roce_v4 : wire::link_kind::roce_v6;
+    p.net.dgid = dgid;
+    p.net.sgid = wire::ipv4_mapped_gid({169, 254, 9, 1});
+    if (p.net.link == wire::link_kind::roce_v6) p.net.sgid = wire::link_local_gid({0x02, 0xc5, 0, 0, 0, 1});
+    p.bth.opcode = wire::opcode::RC | wire::opcode::SEND_ONLY;
+    p.bth.dest_qp = 0x123;
+    p.bth.psn = psn;
+    p.payload.assign(bytes, std::byte{0x5a});
+    return p;
+}
+
+TEST_CASE("an IPv4 destination is resolved with ARP, answered by the port that has the address") {
+    pair x("port-test-arp");
+    const auto now = clock_type::now();
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 1), now) == 0);  // held for ARP
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 2), now) == 0);
+    x.settle();
+    CHECK(x.a->counters().arp_sent == 1);
+    CHECK(x.b->counters().arp_answered == 1);
+    REQUIRE(x.got_b.size() == 2);
+    CHECK(x.got_b[0].bth.psn == 1);  // held packets go in order
+    CHECK(x.got_b[1].bth.psn == 2);
+    CHECK(x.got_b[0].net.dst_mac == x.cb.mac);
+    CHECK(x.got_b[0].net.src_mac == x.ca.mac);
+    CHECK(x.got_b[0].payload.size() == 100);
+    // Learned: the next one goes at once; b learned a from its request too.
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 3), clock_type::now()) > 0);
+    CHECK(x.b->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 1}), 4), clock_type::now()) > 0);
+    x.settle();
+    CHECK(x.got_b.size() == 3);
+    CHECK(x.got_a.size() == 1);
+    CHECK(x.a->counters().arp_sent == 1);
+    CHECK(x.b->counters().arp_sent == 0);
+}
+
+TEST_CASE("nobody answers for an address nobody has: the packets are dropped after the retries") {
+    pair x("port-test-noarp");
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 77}), 1), clock_type::now()) == 0);
+    const auto end = clock_type::now() + std::chrono::seconds(3);
+    while (x.a->counters().unresolved == 0 && clock_type::now() < end) x.settle();
+    CHECK(x.a->counters().unresolved == 1);
+    CHECK(x.a->counters().arp_sent == 5);
+    CHECK(x.b->counters().arp_answered == 0);
+    CHECK(x.got_b.empty());
+}
+
+TEST_CASE("a link-local GID carries its MAC; another IPv6 address is resolved with neighbour discovery") {
+    pair x("port-test-nd");
+    CHECK(x.a->transmit(send_only(wire::link_local_gid(x.cb.mac), 1), clock_type::now()) > 0);
+    x.settle();
+    CHECK(x.got_b.size() == 1);
+    CHECK(x.a->counters().nd_sent == 0);
+    // b also has fe80::1 (not EUI-64): a must ask for it.
+    gid other{0xfe, 0x80};
+    other[15] = 1;
+    x.tb.roce_addresses[2].source_l3_address = other;
+    CHECK(x.a->transmit(send_only(other, 2), clock_type::now()) == 0);
+    x.settle();
+    CHECK(x.a->counters().nd_sent == 1);
+    CHECK(x.b->counters().nd_answered == 1);
+    REQUIRE(x.got_b.size() == 2);
+    CHECK(x.got_b[1].net.dgid == other);
+}
+
+TEST_CASE("a corrupted frame fails its ICRC: dropped and counted, never delivered") {
+    device_config::link_faults f;
+    f.corrupt = 1.0;
+    pair x("port-test-corrupt", port_type::ethernet, f);
+    for (std::uint32_t i = 0; i < 20; ++i) x.a->transmit(send_only(wire::link_local_gid(x.cb.mac), i), clock_type::now());
+    x.settle();
+    CHECK(x.a->counters().fault_corrupted == 20);
+    CHECK(x.got_b.empty());
+    // Every corrupted bit is in the part the ICRC covers, or makes it no RoCE frame.
+    CHECK(x.b->counters().bad_crc + x.b->counters().not_for_us + x.b->counters().malformed == 20);
+    INFO("bad_crc " << x.b->counters().bad_crc << " not_for_us " << x.b->counters().not_for_us << " malformed " << x.b->counters().malformed);
+    CHECK(x.b->counters().bad_crc > 10);
+}
+
+TEST_CASE("drop, duplicate, reorder and delay") {
+    const gid to = wire::link_local_gid({0x02, 0xc5, 0, 0, 0, 2});
+    SUBCASE("drop everything") {
+        device_config::link_faults f;
+        f.drop = 1.0;
+        pair x("port-test-drop", port_type::ethernet, f);
+        x.a->transmit(send_only(to, 1), clock_type::now());
+        x.settle();
+        CHECK(x.got_b.empty());
+        CHECK(x.a->counters().fault_dropped == 1);
+    }
+    SUBCASE("duplicate everything") {
+        device_config::link_faults f;
+        f.duplicate = 1.0;
+        pair x("port-test-dup", port_type::ethernet, f);
+        x.a->transmit(send_only(to, 1), clock_type::now());
+        x.settle();
+        REQUIRE(x.got_b.size() == 2);
+        CHECK(x.got_b[0].bth.psn == x.got_b[1].bth.psn);
+    }
+    SUBCASE("reorder: a held frame goes after the next") {
+        device_config::link_faults f;
+        f.reorder = 0.5;
+        f.seed = 3;
+        pair x("port-test-reorder", port_type::ethernet, f);
+        for (std::uint32_t i = 0; i < 100; ++i) x.a->transmit(send_only(to, i), clock_type::now());
+        x.a->set_faults({});
+        x.a->transmit(send_only(to, 100), clock_type::now());  // releases a held one, if any
+        x.settle();
+        REQUIRE(x.got_b.size() == 101);
+        unsigned swapped = 0;
+        for (std::size_t i = 1; i < x.got_b.size(); ++i) swapped += x.got_b[i].bth.psn < x.got_b[i - 1].bth.psn;
+        CHECK(swapped > 10);
+        CHECK(swapped == x.a->counters().fault_reordered);
+    }
+    SUBCASE("delay") {
+        device_config::link_faults f;
+        f.delay = std::chrono::milliseconds(50);
+        pair x("port-test-delay", port_type::ethernet, f);
+        const auto t0 = clock_type::now();
+        x.a->transmit(send_only(to, 1), t0);
+        x.b->poll(clock_type::now(), [&](wire::packet& p, std::size_t) { x.got_b.push_back(p); });
+        CHECK(x.got_b.empty());
+        while (x.got_b.empty() && clock_type::now() < t0 + std::chrono::seconds(2)) x.settle();
+        CHECK(x.got_b.size() == 1);
+        CHECK(clock_type::now() - t0 >= std::chrono::milliseconds(50));
+    }
+}
+
+TEST_CASE("InfiniBand: LRH-routed by LID, the VCRC and ICRC checked") {
+    pair x("port-test-ib", port_type::infiniband);
+    wire::packet p;
+    p.net.link = wire::link_kind::ib;
+    p.net.slid = 1;
+    p.net.dlid = 2;
+    p.bth.opcode = wire::opcode::UD | wire::opcode::SEND_ONLY;
+    p.deth.q_key = 0x11;
+    p.deth.src_qp = 0x44;
+    p.payload.assign(33, std::byte{1});
+    CHECK(x.a->transmit(std::move(p), clock_type::now()) > 0);
+    x.settle();
+    REQUIRE(x.got_b.size() == 1);
+    CHECK(x.got_b[0].deth.src_qp == 0x44);
+    CHECK(x.got_b[0].payload.size() == 33);
+}
+
+TEST_CASE("the pcap holds every frame sent and received, ARP included") {
+    std::string path = "/tmp/cxv-port-test-" + std::to_string(::getpid()) + ".pcap";
+    {
+        pair x("port-test-pcap");
+        x.ca.pcap = path;  // only a's port writes
+        auto a = std::move(port::create(x.ca, x.ta)).value();
+        a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 1), clock_type::now());
+        const auto end = clock_type::now() + std::chrono::seconds(1);
+        while (x.got_b.empty() && clock_type::now() < end) {
+            const auto now = clock_type::now();
+            a->poll(now, [](wire::packet&, std::size_t) {});
+            x.b->poll(now, [&](wire::packet& q, std::size_t) { x.got_b.push_back(q); });
+        }
+        CHECK(x.got_b.size() == 1);
+    }
+    auto f = wire::read_pcap(path);
+    REQUIRE(f);
+    CHECK(f->link_type == 1);
+    // ARP request out, ARP reply in, the RoCE frame out.
+    REQUIRE(f->records.size() == 3);
+    wire::arp_message m;
+    CHECK(wire::parse_arp(f->records[0].data, m));
+    CHECK(wire::parse_arp(f->records[1].data, m));
+    wire::packet p;
+    CHECK(wire::decode_roce(f->records[2].data, p) == wire::decode_status::ok);
+    std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace cxv::sim::link
