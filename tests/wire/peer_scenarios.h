@@ -56,7 +56,7 @@ int traffic_server(side& s, const args& a) {
     std::memcpy(s.at(kAtomicAt + 8), &cmp0, 8);
     publish(a.oob + "/ready", "ready");
     std::this_thread::sleep_for(100ms);
-    constexpr unsigned kRc = kSends + 3;  // the SENDs, a SEND with immediate, a WRITE with immediate, "done"
+    constexpr unsigned kRc = kSends + 4;  // the SENDs, two with immediate, a WRITE with immediate, "done"
     for (unsigned k = 0; k < kRc; ++k) s.recv(s.rc(), k, kRcRecv + k * 0x4000, 0x4000);
 
     std::vector<ibv_wc> rc, uc, ud;
@@ -76,10 +76,13 @@ int traffic_server(side& s, const args& a) {
                     rc[kSends].imm_data == be(kImmSend) && rc[kSends].byte_len == 2000 &&
                     same(s.at(kRcRecv + kSends * 0x4000), 2000, 40),
                 "server: RC SEND with immediate");
-    expect_true(rc[kSends + 1].opcode == IBV_WC_RECV_RDMA_WITH_IMM && rc[kSends + 1].imm_data == be(kImmWrite) &&
-                    rc[kSends + 1].byte_len == 5000,
+    expect_true(rc[kSends + 1].opcode == IBV_WC_RECV && rc[kSends + 1].imm_data == be(kImmSend + 1) &&
+                    rc[kSends + 1].byte_len == 16 && same(s.at(kRcRecv + (kSends + 1) * 0x4000), 16, 41),
+                "server: a one-packet RC SEND with immediate");
+    expect_true(rc[kSends + 2].opcode == IBV_WC_RECV_RDMA_WITH_IMM && rc[kSends + 2].imm_data == be(kImmWrite) &&
+                    rc[kSends + 2].byte_len == 5000,
                 "server: RC WRITE with immediate completion");
-    expect_true(rc[kSends + 2].byte_len == 8, "server: the last RC receive is 'done'");
+    expect_true(rc[kSends + 3].byte_len == 8, "server: the last RC receive is 'done'");
     expect_true(same(s.at(kWriteAt), 10000, 50), "server: RDMA WRITE data");
     expect_true(same(s.at(kWriteImmAt), 5000, 51), "server: RDMA WRITE with immediate data");
     expect_true(word(s, kAtomicAt) == add0 + 23, "server: FetchAdd result");
@@ -100,15 +103,38 @@ int traffic_server(side& s, const args& a) {
     return 0;
 }
 
+// What the client posted, one line per WR, for the capture test to compare with what
+// tshark decodes: kind, destination QP, remote address, R_Key, length, and for atomics
+// the swap/add and compare operands.
+struct post_log {
+    std::FILE* f;
+    explicit post_log(const std::string& path) : f(std::fopen(path.c_str(), "w")) {
+        if (f == nullptr) fail("cannot write %s", path.c_str());
+    }
+    ~post_log() { std::fclose(f); }
+    void add(const char* kind, std::uint32_t qpn, const ibv_send_wr& wr, std::uint64_t len) {
+        const bool atomic = wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+        const std::uint64_t va = atomic ? wr.wr.atomic.remote_addr : wr.wr.rdma.remote_addr;
+        const std::uint32_t rkey = atomic ? wr.wr.atomic.rkey : wr.wr.rdma.rkey;
+        std::fprintf(f, "%s %x %llx %x %llu %llx %llx\n", kind, qpn, static_cast<unsigned long long>(va), rkey,
+                     static_cast<unsigned long long>(len),
+                     static_cast<unsigned long long>(atomic ? (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? wr.wr.atomic.swap : wr.wr.atomic.compare_add) : 0),
+                     static_cast<unsigned long long>(wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? wr.wr.atomic.compare_add : 0));
+        std::fflush(f);
+    }
+};
+
 int traffic_client(side& s, const args& a) {
     s.recv(s.ud(), 410, kUdRecv, 4096 + 40);
     await_file(a.oob + "/ready");
     const endpoint& p = s.peer();
+    post_log log(a.oob + "/posted");
     for (unsigned k = 0; k < kSends; ++k) {
         fill(s.at(kSource + k * 0x4000), kSendSizes[k], k);
         ibv_sge g = s.sge(kSource + k * 0x4000, kSendSizes[k]);
         ibv_send_wr wr = wr_of(k, IBV_WR_SEND, &g, kSendSizes[k] ? 1 : 0);
         s.send(s.rc(), wr);
+        log.add("SEND", p.rc, wr, kSendSizes[k]);
         s.expect(IBV_WC_SEND, k);
     }
     fill(s.at(kSource), 2000, 40);
@@ -116,7 +142,15 @@ int traffic_client(side& s, const args& a) {
     ibv_send_wr wr = wr_of(100, IBV_WR_SEND_WITH_IMM, &g, 1);
     wr.imm_data = be(kImmSend);
     s.send(s.rc(), wr);
+    log.add("SEND_IMM", p.rc, wr, 2000);
     s.expect(IBV_WC_SEND, 100);
+    fill(s.at(kSource), 16, 41);
+    g = s.sge(kSource, 16);
+    wr = wr_of(101, IBV_WR_SEND_WITH_IMM, &g, 1);
+    wr.imm_data = be(kImmSend + 1);
+    s.send(s.rc(), wr);
+    log.add("SEND_IMM", p.rc, wr, 16);
+    s.expect(IBV_WC_SEND, 101);
 
     fill(s.at(kSource), 10000, 50);
     g = s.sge(kSource, 10000);
@@ -124,6 +158,7 @@ int traffic_client(side& s, const args& a) {
     wr.wr.rdma.remote_addr = p.addr + kWriteAt;
     wr.wr.rdma.rkey = p.rkey;
     s.send(s.rc(), wr);
+    log.add("WRITE", p.rc, wr, 10000);
     s.expect(IBV_WC_RDMA_WRITE, 200);
 
     fill(s.at(kSource + 0x10000), 5000, 51);
@@ -133,6 +168,7 @@ int traffic_client(side& s, const args& a) {
     wr.wr.rdma.remote_addr = p.addr + kWriteImmAt;
     wr.wr.rdma.rkey = p.rkey;
     s.send(s.rc(), wr);
+    log.add("WRITE_IMM", p.rc, wr, 5000);
     s.expect(IBV_WC_RDMA_WRITE, 201);
 
     g = s.sge(kReadInto, 9000);
@@ -140,8 +176,17 @@ int traffic_client(side& s, const args& a) {
     wr.wr.rdma.remote_addr = p.addr + kReadAt;
     wr.wr.rdma.rkey = p.rkey;
     s.send(s.rc(), wr);
+    log.add("READ", p.rc, wr, 9000);
     const ibv_wc rd = s.expect(IBV_WC_RDMA_READ, 202);
     expect_true(rd.byte_len == 9000 && same(s.at(kReadInto), 9000, 77), "client: RDMA READ data");
+    g = s.sge(kReadInto + 0x4000, 100);
+    wr = wr_of(205, IBV_WR_RDMA_READ, &g, 1);
+    wr.wr.rdma.remote_addr = p.addr + kReadAt + 8;
+    wr.wr.rdma.rkey = p.rkey;
+    s.send(s.rc(), wr);
+    log.add("READ", p.rc, wr, 100);
+    s.expect(IBV_WC_RDMA_READ, 205);
+    expect_true(std::memcmp(s.at(kReadInto + 0x4000), s.at(kReadInto + 8), 100) == 0, "client: one-packet READ data");
 
     g = s.sge(kAtomicInto, 8);
     wr = wr_of(203, IBV_WR_ATOMIC_FETCH_AND_ADD, &g, 1);
@@ -149,6 +194,7 @@ int traffic_client(side& s, const args& a) {
     wr.wr.atomic.rkey = p.rkey;
     wr.wr.atomic.compare_add = 23;
     s.send(s.rc(), wr);
+    log.add("FETCH_ADD", p.rc, wr, 8);
     s.expect(IBV_WC_FETCH_ADD, 203);
     expect_true(word(s, kAtomicInto) == 1000, "client: FetchAdd original value");
 
@@ -159,6 +205,7 @@ int traffic_client(side& s, const args& a) {
     wr.wr.atomic.compare_add = 5;
     wr.wr.atomic.swap = 99;
     s.send(s.rc(), wr);
+    log.add("CMP_SWAP", p.rc, wr, 8);
     s.expect(IBV_WC_COMP_SWAP, 204);
     expect_true(word(s, kAtomicInto + 8) == 5, "client: CmpSwap original value");
 
@@ -166,6 +213,7 @@ int traffic_client(side& s, const args& a) {
     g = s.sge(kSource, 2000);
     wr = wr_of(300, IBV_WR_SEND, &g, 1);
     s.send(s.uc(), wr);
+    log.add("UC_SEND", p.uc, wr, 2000);
     s.expect(IBV_WC_SEND, 300);
     fill(s.at(kSource + 0x10000), 3000, 61);
     g = s.sge(kSource + 0x10000, 3000);
@@ -174,12 +222,14 @@ int traffic_client(side& s, const args& a) {
     wr.wr.rdma.remote_addr = p.addr + kUcWriteAt;
     wr.wr.rdma.rkey = p.rkey;
     s.send(s.uc(), wr);
+    log.add("UC_WRITE_IMM", p.uc, wr, 3000);
     s.expect(IBV_WC_RDMA_WRITE, 301);
 
     fill(s.at(kSource), 1000, 70);
     g = s.sge(kSource, 1000);
     wr = s.ud_wr(400, &g);
     s.send(s.ud(), wr);
+    log.add("UD_SEND", p.ud, wr, 1000);
     s.expect(IBV_WC_SEND, 400);
 
     // A WRITE with a wrong R_Key, on a QP pair of its own: the responder NAKs it.
@@ -188,12 +238,14 @@ int traffic_client(side& s, const args& a) {
     wr.wr.rdma.remote_addr = p.addr + kWriteAt;
     wr.wr.rdma.rkey = p.rkey ^ 0x100;
     s.send(s.rc_bad(), wr);
+    log.add("BAD_WRITE", p.rc_bad, wr, 64);
     s.expect(IBV_WC_RDMA_WRITE, 500, IBV_WC_REM_ACCESS_ERR);
 
     fill(s.at(kSource), 8, 99);
     g = s.sge(kSource, 8);
     wr = wr_of(600, IBV_WR_SEND, &g, 1);
     s.send(s.rc(), wr);
+    log.add("SEND", p.rc, wr, 8);
     s.expect(IBV_WC_SEND, 600);
 
     const ibv_wc back = s.expect(IBV_WC_RECV, 410);

@@ -10,7 +10,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -110,8 +112,9 @@ std::string bdf_at(const std::string& sim, const std::string& fabric, unsigned i
 struct run_options {
     std::string port_type = "eth";
     std::string test = "traffic";
-    std::vector<std::string> sim_args;   // for both processes
-    std::vector<std::string> peer_args;  // for both peers
+    std::vector<std::string> sim_args;         // for both processes
+    std::vector<std::string> client_sim_args;  // for the client's only
+    std::vector<std::string> peer_args;        // for both peers
     std::chrono::seconds limit{90};
 };
 
@@ -120,15 +123,15 @@ struct outcome {
     std::string server_log, client_log;
 };
 
-outcome run_pair(const run_options& o) {
+outcome run_pair(const run_options& o, const scratch& s) {
     const std::string sim = env("CXV_SIM"), peer = env("CXV_WIRE_PEER");
-    scratch s;
     const std::string fabric = s.dir + "/fabric";
     std::filesystem::create_directories(fabric);
     auto start = [&](const char* role, unsigned index) {
         std::vector<std::string> argv = {sim, "run", "--fabric", fabric, "--port-type", o.port_type,
                                          "--set", "fabric_index=" + std::to_string(index), "--link-up-ms", "20"};
         argv.insert(argv.end(), o.sim_args.begin(), o.sim_args.end());
+        if (std::string(role) == "client") argv.insert(argv.end(), o.client_sim_args.begin(), o.client_sim_args.end());
         argv.insert(argv.end(), {"--", peer, "--role", role, "--oob", s.dir + "/oob", "--test", o.test, "--device",
                                  bdf_at(sim, fabric, index)});
         argv.insert(argv.end(), o.peer_args.begin(), o.peer_args.end());
@@ -143,6 +146,11 @@ outcome run_pair(const run_options& o) {
     out.server_log = slurp(server->log);
     out.client_log = slurp(client->log);
     return out;
+}
+
+outcome run_pair(const run_options& o) {
+    scratch s;
+    return run_pair(o, s);
 }
 
 void check_both_passed(const outcome& r) {
@@ -189,6 +197,151 @@ TEST_CASE("a peer that is gone: retries, then IBV_WC_RETRY_EXC_ERR, never a hang
     o.peer_args = {"--timeout", "8", "--retry", "3"};
     o.limit = std::chrono::seconds(60);
     check_both_passed(run_pair(o));
+}
+
+}  // namespace
+
+// --- the capture, decoded by Wireshark ----------------------------------------------------
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& cmd) {
+    std::vector<std::string> out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) {
+        std::string l(buf);
+        while (!l.empty() && l.back() == '\n') l.pop_back();
+        out.push_back(l);
+    }
+    ::pclose(p);
+    return out;
+}
+
+std::vector<std::string> split(const std::string& l, char sep) {
+    std::vector<std::string> f;
+    std::string cur;
+    for (char c : l) {
+        if (c == sep) {
+            f.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    f.push_back(cur);
+    return f;
+}
+
+std::uint64_t num(const std::string& v) { return v.empty() ? ~std::uint64_t{0} : std::stoull(v, nullptr, 0); }
+
+// One decoded packet: the fields below, in this order.
+constexpr const char* kFields[] = {"infiniband.bth.opcode",    "infiniband.bth.destqp",  "infiniband.bth.psn",
+                                   "infiniband.reth.va",       "infiniband.reth.r_key",  "infiniband.reth.dmalen",
+                                   "infiniband.aeth.syndrome", "infiniband.atomiceth.swapdt",
+                                   "infiniband.atomiceth.cmpdt"};
+struct decoded {
+    std::uint64_t opcode, destqp, psn, va, rkey, dmalen, syndrome, swap, cmp;
+};
+
+std::vector<decoded> decode_capture(const std::string& pcap) {
+    std::string cmd = "tshark -r " + pcap + " -Y infiniband -T fields -E separator=/t -E occurrence=f";
+    for (const char* f : kFields) cmd += std::string(" -e ") + f;
+    std::vector<decoded> out;
+    for (const auto& l : lines_of(cmd + " 2>/dev/null")) {
+        const auto f = split(l, '\t');
+        REQUIRE(f.size() == std::size(kFields));
+        out.push_back({num(f[0]), num(f[1]), num(f[2]), num(f[3]), num(f[4]), num(f[5]), num(f[6]), num(f[7]),
+                       num(f[8])});
+    }
+    return out;
+}
+
+void check_capture(const std::string& port_type) {
+    if (::system("tshark --version >/dev/null 2>&1") != 0) {
+        MESSAGE("tshark is not installed (tools/setup installs it): the capture is not decoded");
+        return;
+    }
+    scratch s;
+    run_options o;
+    o.port_type = port_type;
+    o.client_sim_args = {"--pcap", s.dir + "/client.pcap"};
+    check_both_passed(run_pair(o, s));
+    const std::string pcap = s.dir + "/client.pcap";
+    REQUIRE(std::filesystem::exists(pcap));
+
+    // Nothing Wireshark could not decode or flags as an error.
+    const auto bad = lines_of("tshark -r " + pcap + " -Y '_ws.malformed || _ws.expert.severity >= error' 2>&1");
+    INFO("tshark's complaints:\n" << [&] { std::string t; for (auto& l : bad) t += l + "\n"; return t; }());
+    CHECK(bad.empty());
+    const auto all = lines_of("tshark -r " + pcap + " 2>/dev/null");
+    const auto pk = decode_capture(pcap);
+    if (port_type == "ib") {
+        CHECK(pk.size() == all.size());  // every frame an InfiniBand packet
+    } else {
+        CHECK(all.size() >= pk.size());  // the rest: ARP
+        CHECK(lines_of("tshark -r " + pcap + " -Y 'not infiniband and not arp' 2>/dev/null").empty());
+    }
+
+    // Every opcode family, each place in a message, ACK and NAK.
+    std::set<std::uint64_t> ops;
+    for (const auto& p : pk) ops.insert(p.opcode);
+    for (const std::uint64_t want : {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0c, 0x0d, 0x0e,
+                                     0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x20, 0x22, 0x26, 0x27, 0x29, 0x64}) {
+        CHECK_MESSAGE(ops.count(want) == 1, "opcode 0x", std::hex, want, " missing from the capture");
+    }
+    const auto has_syndrome = [&](auto pred) {
+        return std::any_of(pk.begin(), pk.end(), [&](const decoded& p) { return p.syndrome != ~std::uint64_t{0} && pred(p.syndrome); });
+    };
+    CHECK_MESSAGE(has_syndrome([](std::uint64_t v) { return (v & 0x60) == 0x00; }), "no ACK");
+    CHECK_MESSAGE(has_syndrome([](std::uint64_t v) { return (v & 0x60) == 0x20; }), "no RNR NAK");
+    CHECK_MESSAGE(has_syndrome([](std::uint64_t v) { return v == 0x62; }), "no remote access error NAK");
+
+    // Each posted WRITE, READ and atomic is on the wire with its address, key, length and
+    // operands, to the QP it was posted for.
+    std::ifstream log(s.dir + "/oob/posted");
+    std::string line;
+    unsigned checked = 0;
+    std::set<std::uint64_t> peer_qps;
+    while (std::getline(log, line)) {
+        std::istringstream in(line);
+        std::string kind;
+        std::uint64_t qpn, va, rkey, len, swap, cmp;
+        in >> kind >> std::hex >> qpn >> va >> rkey >> std::dec >> len >> std::hex >> swap >> cmp;
+        peer_qps.insert(qpn);
+        const bool rdma = kind.find("WRITE") != std::string::npos || kind == "READ";
+        const bool atomic = kind == "FETCH_ADD" || kind == "CMP_SWAP";
+        if (!rdma && !atomic) continue;
+        const bool found = std::any_of(pk.begin(), pk.end(), [&](const decoded& p) {
+            if (p.destqp != qpn || p.va != va || p.rkey != rkey) return false;
+            if (atomic) return p.swap == swap && (kind != "CMP_SWAP" || p.cmp == cmp);
+            return p.dmalen == len;
+        });
+        CHECK_MESSAGE(found, "not on the wire as posted: ", line);
+        ++checked;
+    }
+    CHECK(checked == 10);
+    // The PSNs of the main RC connection: one per request packet or READ response
+    // packet, no gap (an RNR NAK makes the requester go back and send some again).
+    std::set<std::uint64_t> psns;
+    std::uint64_t rc_qp = ~std::uint64_t{0};
+    for (const auto& p : pk) {
+        const bool request = p.opcode <= 0x0c || p.opcode == 0x13 || p.opcode == 0x14;
+        const bool response = (p.opcode >= 0x0d && p.opcode <= 0x10) || p.opcode == 0x12;
+        if (request && peer_qps.count(p.destqp) && rc_qp == ~std::uint64_t{0}) rc_qp = p.destqp;
+        if ((request && p.destqp == rc_qp) || response) psns.insert(p.psn);
+    }
+    REQUIRE(!psns.empty());
+    CHECK(*psns.rbegin() - *psns.begin() + 1 == psns.size());
+}
+
+TEST_CASE("a RoCEv2 capture of every operation decodes in tshark with the fields that were posted") {
+    check_capture("eth");
+}
+
+TEST_CASE("an InfiniBand capture of every operation decodes in tshark with the fields that were posted") {
+    check_capture("ib");
 }
 
 }  // namespace
