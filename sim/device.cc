@@ -147,7 +147,7 @@ bool device::receive_packets() {
         if (arrived_.empty()) break;
         any = true;
         while (!arrived_.empty()) {
-            packet p = std::move(arrived_.front());
+            wire::packet p = std::move(arrived_.front());
             arrived_.pop_front();
             fw_.deliver(std::move(p));
         }

@@ -93,7 +93,7 @@ private:
     std::uint32_t health_counter_ = 0;
     std::uint8_t last_nic_interface_ = 0;
     std::shared_ptr<inbox> inbox_ = std::make_shared<inbox>();
-    std::deque<packet> arrived_;
+    std::deque<wire::packet> arrived_;
     std::vector<std::uint32_t> watched_;  // UAR pages with doorbells to poll
     bool watched_stale_ = true;           // objects changed: recompute watched_
     std::atomic<bool> stop_{false};

@@ -276,26 +276,25 @@ std::uint32_t firmware::port_address() const {
     return cfg_.lid;
 }
 
-void firmware::transmit(packet&& p) {
-    p.src_addr = port_address();
+void firmware::transmit(wire::packet&& p) {
     trace_.update([](counters& t) { ++t.packets_sent; });
-    const wire_frames frames = wire_frames_of(p, true);  // before p is moved away
+    const wire_frames frames = wire_frames_of(p);  // before p is moved away
     // A port that is not ACTIVE puts nothing on the wire: RC requests then time out and
     // are retried, UD and UC messages are lost (fw_port.cc).
-    const bool sent = port_active() &&
-                      fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet, p.dst_addr, std::move(p));
+    const bool sent = port_active() && fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet,
+                                                                 fabric_destination(p.net), std::move(p));
     port_stats_.count_tx(frames, sent);
     if (!sent) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
     }
 }
 
-void firmware::deliver(packet&& p) {
+void firmware::deliver(wire::packet&& p) {
     if (!port_active()) {  // a port that is not ACTIVE receives nothing
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }
-    port_stats_.count_rx(wire_frames_of(p, false), qps_.count(p.dst_qpn) != 0);
+    port_stats_.count_rx(wire_frames_of(p), qps_.count(p.bth.dest_qp) != 0);
     engine_.receive(p);
 }
 

@@ -129,7 +129,7 @@ public:
     // The transport engine, for the device thread's send and CQ doorbells and its ticks.
     transport_engine& engine() noexcept { return engine_; }
     // A packet from the fabric for this port: counted by the port, then the engine's.
-    void deliver(packet&& p);
+    void deliver(wire::packet&& p);
 
     // A PAGE_REQUEST event for num_pages (negative: pages the firmware can return).
     void request_pages(std::int32_t num_pages);
@@ -194,9 +194,9 @@ private:
     cmd_reply reg_ppcnt(reg_access& r);
     cmd_reply reg_pcam(reg_access& r);
     cmd_reply reg_mcam(reg_access& r);
-    // The wire packets and bytes of a message this port sends (tx) or receives, for
+    // The bytes on the wire of a packet this port sends or receives, for
     // the port counters (port_stats_).
-    wire_frames wire_frames_of(const packet& p, bool tx) const;
+    wire_frames wire_frames_of(const wire::packet& p) const;
 
     // fw_caps.cc
     void fill_general_caps(std::byte* cap, bool max) const;
@@ -296,7 +296,7 @@ private:
     // --- the transport engine's side (firmware.cc) ---
     // transport_hooks: the port puts the engine's messages on the fabric (nothing when
     // not ACTIVE), and events go to the EQs.
-    void transmit(packet&& p) override;
+    void transmit(wire::packet&& p) override;
     void async_event(hw::event_type type, std::span<const std::byte> data) override;
     void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override;
     std::uint32_t port_address() const;

@@ -48,8 +48,8 @@ constexpr std::uint32_t data_rate_100g = 1000;
 constexpr std::uint32_t proto_ib = 1u << 0, proto_eth = 1u << 2;
 constexpr unsigned port_lanes = 4;  // PMLP width: a 4-lane port on module 0
 
-// Headers every wire packet carries, the payload aside (transport extension headers
-// such as RETH or AETH are not counted). RoCE v2: Ethernet 14, IPv4 20, UDP 8, BTH 12,
+// Headers every wire packet carries, the payload and the extended transport headers
+// aside. RoCE v2: Ethernet 14, IPv4 20, UDP 8, BTH 12,
 // ICRC 4, FCS 4. InfiniBand: LRH 8, BTH 12, ICRC 4, VCRC 2, and a GRH of 40 when present.
 constexpr std::uint64_t roce_v2_packet_overhead = 14 + 20 + 8 + 12 + 4 + 4;
 constexpr std::uint64_t ib_packet_overhead = 8 + 12 + 4 + 2;
@@ -374,24 +374,23 @@ cmd_reply firmware::reg_mcam(reg_access& r) {
     return ok();
 }
 
-wire_frames firmware::wire_frames_of(const packet& p, bool tx) const {
+wire_frames firmware::wire_frames_of(const wire::packet& p) const {
     wire_frames f;
-    // A message of npsn PSNs is npsn packets, except a READ request (one packet; its
-    // PSNs number the response) and the response, which the model carries as one
-    // message: as many packets as the QP's path MTU cuts the data into.
-    f.packets = p.npsn;
-    if (p.kind == pkt_kind::request && p.op == hw::wqe_opcode::RDMA_READ) f.packets = 1;
-    if (p.kind == pkt_kind::read_response) {
-        const auto qp = qps_.find(tx ? p.src_qpn : p.dst_qpn);
-        const std::uint32_t mtu =
-            qp == qps_.end() ? 4096 : 128u << std::clamp<unsigned>(ifc::get<ifc::qpc::mtu>(qp->second.qpc.data()), 1, 5);
-        f.packets = std::max<std::uint64_t>(1, (p.payload.size() + mtu - 1) / mtu);
-    }
+    f.packets = 1;
+    const std::uint16_t h = wire::headers_of(p.bth.opcode);
+    std::uint64_t ext = 0;
+    if (h & wire::has_reth) ext += wire::reth_bytes;
+    if (h & wire::has_aeth) ext += wire::aeth_bytes;
+    if (h & wire::has_deth) ext += wire::deth_bytes;
+    if (h & (wire::has_immdt | wire::has_ieth)) ext += wire::immdt_bytes;
+    if (h & wire::has_atomiceth) ext += wire::atomiceth_bytes;
+    if (h & wire::has_atomicacketh) ext += wire::atomicacketh_bytes;
     const bool eth = cfg_.port == port_type::ethernet;
-    const std::uint64_t overhead = eth ? roce_v2_packet_overhead : ib_packet_overhead + (p.grh ? ib_grh_bytes : 0);
-    f.bytes = p.payload.size() + f.packets * overhead;
+    const std::uint64_t overhead = eth ? roce_v2_packet_overhead : ib_packet_overhead + (p.net.grh ? ib_grh_bytes : 0);
+    f.bytes = p.payload.size() + p.bth.pad + ext + overhead;
     // 224.0.0.0/4 on Ethernet; multicast LIDs 0xc000-0xfffe on InfiniBand.
-    f.multicast = eth ? (p.dst_addr >> 28) == 0xe : (p.dst_addr >= 0xc000 && p.dst_addr < 0xffff);
+    const std::uint32_t dst = fabric_destination(p.net);
+    f.multicast = eth ? (dst >> 28) == 0xe : (dst >= 0xc000 && dst < 0xffff);
     return f;
 }
 

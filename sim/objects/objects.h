@@ -12,9 +12,11 @@
 #include <deque>
 #include <vector>
 
+#include "hw/cqe.h"
 #include "hw/ifc.h"
-#include "sim/transport/fabric.h"
+#include "hw/opcodes.h"
 #include "sim/objects/pages.h"
+#include "sim/wire/packet.h"
 
 namespace cxv::sim {
 
@@ -77,9 +79,8 @@ struct cq_object : referenced {
 
 // The Q counters (hw/ifc_counters.h's list; sim/firmware/fw_counters.cc says where each moves).
 // Some stay 0: the model has no DC transport, memory windows, adaptive retransmission or
-// congestion control, and its responder drops a request ahead of the expected PSN rather
-// than NAK it, so no requester ever sees a sequence-error NAK (packet_seq_err) or an
-// implied NAK.
+// congestion control, and its requester does not act on implied NAKs (it waits for the
+// ACK timeout instead).
 // One Q counter set (ALLOC_Q_COUNTER; set 0 is the device's default). The values are
 // the model's own state, not kept in firmware pages; 32 bits each, wrapping as the
 // PRM's fields do.
@@ -106,7 +107,7 @@ struct local_sge {
 };
 
 // A send WQE the requester has taken from the ring and not yet completed: an RC request
-// waits for its ACK or response; UC and UD WQEs complete as they are sent.
+// waits for its ACKs or responses; UC and UD WQEs complete as they are sent.
 struct sq_request {
     std::uint16_t wqe_index = 0;
     std::uint32_t bbs = 1;          // WQE-BBs it takes in the ring
@@ -117,7 +118,30 @@ struct sq_request {
     hw::cqe_syndrome error = hw::cqe_syndrome::WR_FLUSH_ERR;
     std::uint32_t byte_cnt = 0;     // READ and atomics: bytes returned
     std::vector<local_sge> local;   // READ and atomics: where the response goes
-    packet pkt;                     // as sent, kept for retransmission
+    // The message, kept so that any of its packets can be sent again (IBA 9.7.5.1.3):
+    // `msg` holds the route, the BTH fields every packet shares, the extended headers
+    // and the whole gathered payload; segmenting it at `mtu` gives packet k of `npsn`.
+    wire::packet msg;
+    std::uint32_t psn = 0;          // first PSN (24 bits)
+    std::uint32_t npsn = 1;         // PSNs it takes (a READ: its response packets)
+    std::uint32_t mtu = 4096;
+    std::uint32_t resp_got = 0;     // READ: response packets scattered, in order
+    std::uint32_t rerequested = 0xffffffff;  // READ: resp_got when last asked again
+};
+
+// A receive WQE the responder has taken for a message in progress.
+struct recv_slot {
+    std::uint16_t index = 0;  // wqe_counter of its CQE
+    bool srq = false;
+    std::uint32_t srqn = 0;
+    std::vector<local_sge> sges;
+};
+
+// The responder's saved result of an atomic (IBA 9.7.5.1.3: a duplicate atomic is
+// answered from this, never executed again).
+struct atomic_result {
+    std::uint32_t psn = 0;
+    std::uint64_t orig = 0;
 };
 
 // The transport engine's state of a QP (sim/transport/xport_*.cc).
@@ -126,8 +150,8 @@ struct qp_transport {
     std::uint32_t sq_fetched = 0;   // WQE-BBs taken from the ring
     std::deque<sq_request> outstanding;
     std::uint32_t next_psn = 0;     // requester: PSN of the next new message
-    std::uint32_t epsn = 0;         // responder: next expected PSN
-    bool rnr_wait = false;          // RNR NAKed: resend from the oldest at retry_at
+    bool rnr_wait = false;          // RNR NAKed: resend from rnr_psn at retry_at
+    std::uint32_t rnr_psn = 0;
     bool timer = false;             // an ACK timeout runs (until retry_at)
     std::chrono::steady_clock::time_point retry_at{};
     unsigned retries_left = 0, rnr_left = 0;
@@ -136,8 +160,19 @@ struct qp_transport {
     std::uint32_t bf_len = 0;
     std::uint16_t bf_index = 0;
     std::uint32_t rq_flushed = 0;   // receive WQEs flushed while in error
-    std::uint64_t last_atomic = 0;  // responder: result of the last atomic, for a replay
-    std::uint32_t last_atomic_psn = 0xffffffff;
+    // Responder (IBA 9.7.4 "Responder Side"): the expected PSN, the count of completed
+    // messages the AETH carries, whether a sequence-error NAK was sent for the current
+    // gap, and the message in progress (a SEND into `wqe`, a WRITE to `write_va`).
+    std::uint32_t epsn = 0;
+    std::uint32_t msn = 0;
+    bool nak_sent = false;
+    std::uint8_t in_msg = 0;        // operation of the message in progress (0: none)
+    bool have_wqe = false;
+    recv_slot wqe;
+    std::uint64_t msg_bytes = 0;    // bytes of the message in progress so far
+    std::uint64_t write_va = 0;
+    std::uint32_t write_rkey = 0, write_len = 0;
+    std::deque<atomic_result> atomics;  // the last few, oldest first
 };
 
 struct qp_object {

@@ -12,12 +12,14 @@
 // wire, events on EQs, Q counters -- it asks through transport_hooks, which the
 // firmware implements.
 //
-// The seam between requester and responder is the packet: a message leaves through
-// transport_hooks::transmit (the requester's requests, the responder's answers) and
+// The seam between requester and responder is the InfiniBand transport packet
+// (sim/wire/packet.h): the requester cuts each message into path-MTU packets, and every
+// packet leaves through transport_hooks::transmit (requests, ACKs, NAKs, responses) and
 // enters through receive(), whether it came over the fabric from another function or
 // looped back to this one.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +39,7 @@
 #include "sim/transport/fabric.h"
 #include "sim/transport/hooks.h"
 #include "sim/transport/mkey_translate.h"
+#include "sim/wire/packet.h"
 
 namespace cxv::sim {
 
@@ -56,7 +59,7 @@ public:
     void cq_doorbell(std::uint64_t value) { cqs_.doorbell(value); }
     // A message for one of this function's QPs, from the wire (requests go to the
     // responder, answers to the requester). Dropped when no such QP exists.
-    void receive(packet& p);
+    void receive(wire::packet& p);
     // Timers (RNR waits, ACK timeouts), stalled send queues and receive queues of QPs in
     // error. True when something happened.
     bool tick(std::chrono::steady_clock::time_point now);
@@ -96,6 +99,9 @@ private:
     bool exec_rdma_read(wqe_exec& e);
     bool exec_atomic(wqe_exec& e);
     void start_message(wqe_exec& e);
+    std::array<std::uint8_t, 16> source_gid(unsigned index) const;
+    std::array<std::uint8_t, 16> port_gid() const;
+    void fill_route(wire::route& n, const std::uint8_t* dgid, unsigned sgid_index, bool grh) const;
     hw::cqe_syndrome ud_address(wqe_exec& e);
     void connected_address(wqe_exec& e);
     hw::cqe_syndrome take_raddr(wqe_exec& e);
@@ -103,20 +109,39 @@ private:
     bool issue_for_response(wqe_exec& e);
     bool issue(wqe_exec& e);
     bool finish_wqe(wqe_exec& e, hw::cqe_syndrome why);
+    // Answers (xport_ack.cc): ACKs, NAKs and responses, go-back-N, timers, completions.
     void complete_front(qp_object& qp);
-    void on_response(qp_object& qp, packet& p);
-    void retransmit(qp_object& qp);
-    // Responder (xport_recv.cc).
-    void on_request(qp_object& qp, packet& p);
-    struct recv_wqe;
-    bool take_recv_wqe(qp_object& qp, recv_wqe& out);
-    void responder_error(qp_object& qp, const recv_wqe* w, hw::cqe_syndrome why);
+    void arm_ack_timer(qp_object& qp);
+    void on_response(qp_object& qp, wire::packet& p);
+    bool ack_through(qp_object& qp, std::uint32_t psn);
+    void on_nak(qp_object& qp, const wire::packet& p);
+    void on_read_response(qp_object& qp, wire::packet& p);
+    void on_atomic_ack(qp_object& qp, wire::packet& p);
+    void progress(qp_object& qp, bool nak);
+    void retransmit_from(qp_object& qp, std::uint32_t psn);
+    // Responder (xport_recv.cc, xport_respond.cc).
+    void on_request(qp_object& qp, wire::packet& p);
+    void on_ud_request(qp_object& qp, wire::packet& p);
+    void recv_send(qp_object& qp, wire::packet& p);
+    void recv_write(qp_object& qp, wire::packet& p);
+    void recv_read(qp_object& qp, wire::packet& p);
+    void recv_atomic(qp_object& qp, wire::packet& p);
+    void on_duplicate(qp_object& qp, wire::packet& p);
+    bool read_responses(qp_object& qp, const wire::packet& req);
+    wire::packet answer(const qp_object& qp, const wire::packet& req, std::uint8_t op, std::uint32_t psn) const;
+    void ack(qp_object& qp, const wire::packet& req, std::uint32_t psn);
+    void nak(qp_object& qp, const wire::packet& req, std::uint8_t syndrome);
+    void no_wqe(qp_object& qp, const wire::packet& req);
+    void fail_request(qp_object& qp, const wire::packet& req, std::uint8_t syndrome, hw::event_type ev);
+    void receive_cqe(qp_object& qp, const wire::packet& p, hw::cqe_opcode op, const recv_slot& w, std::uint32_t bytes);
+    bool take_recv_wqe(qp_object& qp, recv_slot& out);
+    void responder_error(qp_object& qp, const recv_slot* w, hw::cqe_syndrome why);
     // Errors and flushes (xport_queues.cc).
     void qp_to_error(qp_object& qp, bool send_queue_only);
     void flush_sq(qp_object& qp);
     void flush_rq(qp_object& qp);
     void qp_event(hw::event_type t, std::uint32_t qpn);
-    void send_packet(packet&& p) { hooks_.transmit(std::move(p)); }
+    void send_packet(wire::packet&& p) { hooks_.transmit(std::move(p)); }
 
     const device_config& cfg_;
     bar0& bar_;

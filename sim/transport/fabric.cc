@@ -18,7 +18,7 @@ void fabric::detach(const std::string& net, bool ethernet, std::uint32_t addr, c
     if (it != ports_.end() && it->second.get() == box) ports_.erase(it);
 }
 
-bool fabric::deliver(const std::string& net, bool ethernet, std::uint32_t addr, packet&& p) {
+bool fabric::deliver(const std::string& net, bool ethernet, std::uint32_t addr, wire::packet&& p) {
     std::shared_ptr<inbox> box;
     {
         std::lock_guard lock(mu_);

@@ -11,14 +11,15 @@
 #include "hw/cqe.h"
 #include "hw/opcodes.h"
 #include "sim/objects/objects.h"
-#include "sim/transport/fabric.h"
+#include "sim/wire/packet.h"
 
 namespace cxv::sim {
 
 class transport_hooks {
 public:
-    // A message leaves the engine (a request, or the answer to one) for the port.
-    virtual void transmit(packet&& p) = 0;
+    // A packet leaves the engine (a request, or the answer to one) for the port, which
+    // adds the link's framing.
+    virtual void transmit(wire::packet&& p) = 0;
     // An event (PRM "Events": affiliated QP and SRQ events, CQ errors) with its data, to
     // every EQ that subscribed to its type.
     virtual void async_event(hw::event_type type, std::span<const std::byte> data) = 0;

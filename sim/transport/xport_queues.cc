@@ -262,6 +262,14 @@ void transport_engine::qp_to_error(qp_object& qp, bool send_queue_only) {
     ifc::set<qpc::state>(qp.qpc.data(), static_cast<std::uint32_t>(qp.state));
     flush_sq(qp);
     if (!send_queue_only) {
+        // A receive WQE a message in progress had taken is flushed first.
+        if (qp.x.have_wqe) {
+            const recv_slot& w = qp.x.wqe;
+            push_cqe(qp.cqn_rcv, flush_cqe(hw::cqe_opcode::RESP_ERR, qp.qpn, 0, w.index, w.srq ? w.srqn : 0), false);
+            hooks_.count(qp, &q_counter_values::resp_cqe_flush_error);
+            qp.x.have_wqe = false;
+        }
+        qp.x.in_msg = 0;
         flush_rq(qp);
         // IBA 11.6.3.2: a QP on an SRQ reports the last WQE it will take.
         if (ifc::get<qpc::rq_type>(qp.qpc.data()) == kRqSrq && from != qp_state::err) {

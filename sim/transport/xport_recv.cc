@@ -14,6 +14,7 @@
 #include "hw/ifc.h"
 #include "hw/wqe.h"
 #include "sim/transport/engine.h"
+#include "sim/transport/segment.h"
 
 namespace cxv::sim {
 
@@ -22,19 +23,10 @@ using qpc = ifc::qpc;
 using hw::cqe_syndrome;
 using hw::wqe_opcode;
 
-struct transport_engine::recv_wqe {
-    std::uint16_t index = 0;  // wqe_counter of its CQE
-    bool srq = false;
-    std::uint32_t srqn = 0;
-    std::vector<local_sge> sges;
-};
-
 namespace {
 
 constexpr std::uint32_t kRqRegular = 0x0;
 constexpr std::uint32_t kRqSrq = 0x1;
-
-std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & kMask24; }
 
 // The scatter list of a receive WQE: data segments up to the first with the invalid
 // L_Key, or the end of the WQE (PRM "Receive WQE").
@@ -48,38 +40,26 @@ void parse_scatter(const std::byte* at, std::size_t bytes, std::vector<local_sge
     }
 }
 
-packet answer(const packet& req, pkt_kind kind) {
-    packet a;
-    a.kind = kind;
-    a.tp = req.tp;
-    a.dst_addr = req.src_addr;
-    a.dst_qpn = req.src_qpn;
-    a.src_qpn = req.dst_qpn;
-    a.psn = req.psn;
-    a.op = req.op;
-    return a;
-}
-
-bool is_atomic(wqe_opcode op) { return op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA; }
-
 }  // namespace
 
-// Where a message from the wire enters: a request goes to the responder of the QP it
-// names, an answer (ACK, NAK, read or atomic response) to its requester.
-void transport_engine::receive(packet& p) {
-    const auto it = t_.qps.find(p.dst_qpn);
-    if (it == t_.qps.end()) {
+// Where a packet from the wire enters: a request goes to the responder of the QP it
+// names, an answer (ACK, NAK, read response, Atomic ACK) to its requester.
+void transport_engine::receive(wire::packet& p) {
+    trace_.update([](counters& t) { ++t.packets_received; });
+    const auto it = t_.qps.find(p.bth.dest_qp);
+    const std::uint16_t h = wire::headers_of(p.bth.opcode);
+    if (it == t_.qps.end() || h == 0) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }
-    if (p.kind == pkt_kind::request) {
+    if (h & wire::is_request) {
         on_request(it->second, p);
     } else {
         on_response(it->second, p);
     }
 }
 
-bool transport_engine::take_recv_wqe(qp_object& qp, recv_wqe& w) {
+bool transport_engine::take_recv_wqe(qp_object& qp, recv_slot& w) {
     const std::byte* q = qp.qpc.data();
     const auto rq_type = ifc::get<qpc::rq_type>(q);
     std::array<std::byte, 2048> buf{};
@@ -140,7 +120,7 @@ bool transport_engine::take_recv_wqe(qp_object& qp, recv_wqe& w) {
     return true;
 }
 
-void transport_engine::responder_error(qp_object& qp, const recv_wqe* w, cqe_syndrome why) {
+void transport_engine::responder_error(qp_object& qp, const recv_slot* w, cqe_syndrome why) {
     hooks_.count_resp_error(qp, why, w != nullptr);
     if (w != nullptr) {
         hw::cqe64 c{};
@@ -155,195 +135,265 @@ void transport_engine::responder_error(qp_object& qp, const recv_wqe* w, cqe_syn
     qp_to_error(qp, false);
 }
 
-void transport_engine::on_request(qp_object& qp, packet& p) {
+namespace {
+
+namespace op = wire::opcode;
+constexpr std::uint8_t kSendMsg = 1, kWriteMsg = 2;  // qp_transport::in_msg
+
+// The message family of a request operation: SEND, RDMA WRITE, or 0 (READ, atomics).
+std::uint8_t family(std::uint8_t o) {
+    if (o <= op::SEND_ONLY_WITH_IMMEDIATE) return kSendMsg;
+    if (o >= op::RDMA_WRITE_FIRST && o <= op::RDMA_WRITE_ONLY_WITH_IMMEDIATE) return kWriteMsg;
+    return 0;
+}
+
+}  // namespace
+
+void transport_engine::no_wqe(qp_object& qp, const wire::packet& req) {
+    // RC: RNR NAK with the QP's min_rnr_timer (IBA 9.7.5.2.8), the packet's PSN not
+    // taken; later packets are dropped until it comes again. UC and UD: dropped.
+    hooks_.count(qp, &q_counter_values::out_of_buffer);
+    if (static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) {
+        trace_.update([](counters& t) { ++t.packets_dropped; });
+        return;
+    }
+    qp.x.nak_sent = true;
+    nak(qp, req, static_cast<std::uint8_t>(wire::aeth_syndrome::RNR_NAK | ifc::get<qpc::min_rnr_nak>(qp.qpc.data())));
+}
+
+void transport_engine::receive_cqe(qp_object& qp, const wire::packet& p, hw::cqe_opcode cop, const recv_slot& w,
+                                   std::uint32_t bytes) {
+    const std::byte* q = qp.qpc.data();
+    hw::cqe64 c{};
+    c.op_own = hw::make_op_own(cop, p.bth.se, 0);
+    c.byte_cnt = hw::be32::from(bytes);
+    if (wire::headers_of(p.bth.opcode) & wire::has_immdt) std::memcpy(&c.imm_inval_pkey, p.immdt.data(), 4);
+    c.sop_drop_qpn = hw::be32::from(qp.qpn);
+    c.wqe_counter = hw::be16::from(w.index);
+    c.srqn_uidx = hw::be32::from(w.srq ? w.srqn : ifc::get<qpc::user_index>(q) & kMask24);
+    if (static_cast<transport>(ifc::get<qpc::st>(q)) == transport::ud) {
+        c.flags_rqpn = hw::be32::from((p.deth.src_qp & kMask24) | (p.grh_present ? 1u << 28 : 0));
+    }
+    if (cfg_.port != port_type::ethernet) c.slid = hw::be16::from(p.net.slid);
+    push_cqe(qp.cqn_rcv, c, p.bth.se);
+}
+
+// A request packet (IBA 9.6 "Packet Transport Header Validation", 9.7.4 "Responder
+// Side", 9.8.3 "UC Responder"): checked against the QP, its PSN against the expected PSN,
+// its opcode against the message in progress, its size against the path MTU; then
+// carried out.
+void transport_engine::on_request(qp_object& qp, wire::packet& p) {
     const std::byte* q = qp.qpc.data();
     qp_transport& x = qp.x;
     const auto tp = static_cast<transport>(ifc::get<qpc::st>(q));
-    const bool eth = cfg_.port == port_type::ethernet;
     const auto drop = [&] { trace_.update([](counters& t) { ++t.packets_dropped; }); };
     // The responder works from RTR on and not in error (IBA 10.3.1); a packet for another
-    // transport, from another QP than the connected one, or with the wrong Q_Key is
-    // silently dropped (IBA 9.6, 10.2.5).
+    // transport is silently dropped (IBA 9.6.1.2).
     const bool receiving = qp.state == qp_state::rtr || qp.state == qp_state::rts ||
                            qp.state == qp_state::sqd || qp.state == qp_state::sqer;
-    if (tp != p.tp || !receiving) return drop();
-    if (tp != transport::ud && p.src_qpn != ifc::get<qpc::remote_qpn>(q)) return drop();
-    if (tp == transport::ud && p.qkey != ifc::get<qpc::q_key>(q)) return drop();
-    if (tp == transport::rc && p.psn != x.epsn) {
-        // Behind the expected PSN: a duplicate, answered again without executing it
-        // twice (IBA 9.7.5.1.3); ahead of it (requests after an RNR NAK): dropped until
-        // the requester resends them in order.
-        const std::uint32_t behind = (x.epsn - p.psn) & kMask24;
-        if (behind >= 0x800000) {
+    if (op::transport_of(p.bth.opcode) != opcode_transport(tp) || !receiving) return drop();
+    if (tp == transport::ud) return on_ud_request(qp, p);
+    const std::uint16_t h = wire::headers_of(p.bth.opcode);
+    const std::uint8_t o = op::operation_of(p.bth.opcode);
+    const std::uint8_t fam = family(o);
+    const bool rc = tp == transport::rc;
+
+    if (rc) {
+        const std::int32_t d = psn_diff(p.bth.psn, x.epsn);
+        if (d > 0) {
+            // Ahead: a packet was lost. One PSN sequence error NAK with the expected PSN,
+            // then silence until that PSN comes (IBA 9.7.5.2.2).
             hooks_.count(qp, &q_counter_values::out_of_sequence);
+            if (!x.nak_sent) {
+                x.nak_sent = true;
+                wire::packet a = answer(qp, p, op::ACKNOWLEDGE, x.epsn);
+                a.aeth.syndrome = wire::aeth_syndrome::NAK_PSN_SEQUENCE_ERROR;
+                trace_.update([](counters& t) { ++t.naks_sent; });
+                send_packet(std::move(a));
+            }
             return drop();
         }
-        hooks_.count(qp, &q_counter_values::duplicate_request);
-        if (is_atomic(p.op)) {
-            if (p.psn != x.last_atomic_psn) return drop();
-            packet a = answer(p, pkt_kind::atomic_response);
-            a.payload.resize(8);
-            std::memcpy(a.payload.data(), &x.last_atomic, 8);
-            return send_packet(std::move(a));
+        if (d < 0) return on_duplicate(qp, p);
+    } else {
+        // UC (IBA 9.8.3): a PSN gap ends the message in progress, which never completes;
+        // the responder takes up again at the next First or Only.
+        if (p.bth.psn != x.epsn) {
+            if (x.in_msg != 0) hooks_.count(qp, &q_counter_values::out_of_sequence);
+            x.in_msg = 0;
         }
-        if (p.op != wqe_opcode::RDMA_READ) return send_packet(answer(p, pkt_kind::ack));
+        x.epsn = psn_add(p.bth.psn, 1);
+        if ((h & wire::is_first) && x.in_msg != 0) x.in_msg = 0;  // a new message ends the old
     }
-    if (tp == transport::uc) x.epsn = p.psn;  // UC resynchronizes on every message
-
-    const auto nak = [&](nak_code c) {
-        if (tp != transport::rc) return;
-        packet a = answer(p, pkt_kind::nak);
-        a.nak = c;
-        a.rnr_timer = static_cast<std::uint8_t>(ifc::get<qpc::min_rnr_nak>(q));
-        send_packet(std::move(a));
-    };
-    const auto advance = [&] {
-        if (tp != transport::ud && p.psn == x.epsn) x.epsn = psn_add(p.psn, p.npsn);
-    };
-    const auto no_wqe = [&] {
-        // RC: RNR NAK with the QP's min_rnr_timer (IBA 9.7.5.2.8); UC and UD: dropped.
-        hooks_.count(qp, &q_counter_values::out_of_buffer);
-        if (tp == transport::rc) return nak(nak_code::rnr);
-        drop();
-    };
-    // A remote access or invalid request error with no WQE to report it: NAK, the QP goes
-    // to error, and an affiliated event says why (IBA 9.9.3.1.2-3, 11.6.3.1). UC drops
-    // what it cannot execute (IBA 9.9.3.2).
-    const auto fail_request = [&](nak_code c, hw::event_type ev) {
-        hooks_.count_resp_error(qp, c == nak_code::remote_access     ? cqe_syndrome::REMOTE_ACCESS_ERR
-                             : c == nak_code::invalid_request ? cqe_syndrome::REMOTE_INVAL_REQ_ERR
-                                                              : cqe_syndrome::REMOTE_OP_ERR,
-                         false);
-        if (tp != transport::rc) return drop();
-        nak(c);
-        qp_event(ev, qp.qpn);
-        qp_to_error(qp, false);
-    };
-    const auto receive_cqe = [&](hw::cqe_opcode op, const recv_wqe& w, std::uint32_t bytes) {
-        hw::cqe64 c{};
-        c.op_own = hw::make_op_own(op, p.solicited, 0);
-        c.byte_cnt = hw::be32::from(bytes);
-        if (p.has_imm) c.imm_inval_pkey.raw = p.imm_raw;
-        c.sop_drop_qpn = hw::be32::from(qp.qpn);
-        c.wqe_counter = hw::be16::from(w.index);
-        c.srqn_uidx = hw::be32::from(w.srq ? w.srqn : ifc::get<qpc::user_index>(q) & kMask24);
-        if (tp == transport::ud) c.flags_rqpn = hw::be32::from(p.src_qpn | (p.grh ? 1u << 28 : 0));
-        if (!eth) c.slid = hw::be16::from(static_cast<std::uint16_t>(p.src_addr));
-        push_cqe(qp.cqn_rcv, c, p.solicited);
-    };
-
-    switch (p.op) {
-    case wqe_opcode::SEND:
-    case wqe_opcode::SEND_IMM: {
-        recv_wqe w;
-        if (!take_recv_wqe(qp, w)) return no_wqe();
-        // UD: the first 40 bytes of the buffer are the GRH's, written only when one came.
-        std::vector<std::byte> with_grh;
-        std::span<const std::byte> data = p.payload;
-        std::size_t skip = 0, need = p.payload.size();
-        if (tp == transport::ud) {
-            need += p.grh_bytes.size();
-            if (p.grh) {
-                with_grh.assign(p.grh_bytes.begin(), p.grh_bytes.end());
-                with_grh.insert(with_grh.end(), p.payload.begin(), p.payload.end());
-                data = with_grh;
-            } else {
-                skip = p.grh_bytes.size();
-            }
+    // The opcode sequence (IBA 9.7.5.2.3, 9.8.3): a Middle or Last continues the message
+    // in progress, a First or Only starts one only when none is.
+    const bool starts = (h & wire::is_first) != 0;
+    bool bad = starts ? x.in_msg != 0 : (fam == 0 || x.in_msg != fam);
+    // Sizes: First and Middle carry exactly the path MTU, a Last 1 to MTU bytes, an Only
+    // at most the MTU (IBA 9.7.5.2.3 "Length errors").
+    const std::uint32_t mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(q), 1, 5);
+    const std::size_t len = p.payload.size();
+    if (fam != 0) {
+        const bool first = (h & wire::is_first) != 0, last = (h & wire::is_last) != 0;
+        if (first && last) {
+            bad |= len > mtu;
+        } else if (last) {
+            bad |= len == 0 || len > mtu;
+        } else {
+            bad |= len != mtu;
         }
-        if (const auto s = scatter(qp.pd, w.sges, skip, data, need); s != cqe_syndrome{}) {
-            responder_error(qp, &w, s);
-            return nak(s == cqe_syndrome::LOCAL_LENGTH_ERR ? nak_code::invalid_request : nak_code::remote_operation);
-        }
-        receive_cqe(p.has_imm ? hw::cqe_opcode::RESP_SEND_IMM : hw::cqe_opcode::RESP_SEND, w,
-                    static_cast<std::uint32_t>(need));
-        advance();
-        if (tp == transport::rc) send_packet(answer(p, pkt_kind::ack));
-        return;
     }
-    case wqe_opcode::RDMA_WRITE:
-    case wqe_opcode::RDMA_WRITE_IMM: {
-        std::vector<iova_range> ranges;
-        // A zero-length write checks no R_Key (IBA 9.4.4 o9-xx).
+    if (bad) {
+        if (!rc) {
+            x.in_msg = 0;
+            return drop();
+        }
+        return fail_request(qp, p, wire::aeth_syndrome::NAK_INVALID_REQUEST, hw::event_type::WQ_INVAL_REQ_ERROR);
+    }
+    x.nak_sent = false;
+    switch (o) {
+    case op::RDMA_READ_REQUEST: return recv_read(qp, p);
+    case op::COMPARE_SWAP:
+    case op::FETCH_ADD: return recv_atomic(qp, p);
+    default: break;
+    }
+    if (fam == kSendMsg) return recv_send(qp, p);
+    if (fam == kWriteMsg) return recv_write(qp, p);
+    if (!rc) return drop();
+    fail_request(qp, p, wire::aeth_syndrome::NAK_INVALID_REQUEST, hw::event_type::WQ_INVAL_REQ_ERROR);
+}
+
+// A packet of a SEND: the receive WQE is taken at the First (or Only) and filled packet by
+// packet; the receive CQE goes out at the Last.
+void transport_engine::recv_send(qp_object& qp, wire::packet& p) {
+    qp_transport& x = qp.x;
+    const std::uint16_t h = wire::headers_of(p.bth.opcode);
+    const bool rc = static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) == transport::rc;
+    if (h & wire::is_first) {
+        // UC keeps the WQE of a message it dropped for the next one.
+        if (!x.have_wqe) {
+            recv_slot w;
+            if (!take_recv_wqe(qp, w)) return no_wqe(qp, p);
+            x.wqe = std::move(w);
+            x.have_wqe = true;
+        }
+        x.msg_bytes = 0;
+        x.in_msg = kSendMsg;
+    }
+    const std::size_t len = p.payload.size();
+    if (const auto s = scatter(qp.pd, x.wqe.sges, x.msg_bytes, p.payload, x.msg_bytes + len); s != cqe_syndrome{}) {
+        const recv_slot w = std::move(x.wqe);
+        x.have_wqe = false;
+        x.in_msg = 0;
+        if (!rc) return responder_error(qp, &w, s);
+        responder_error(qp, &w, s);
+        return nak(qp, p,
+                   s == cqe_syndrome::LOCAL_LENGTH_ERR ? wire::aeth_syndrome::NAK_INVALID_REQUEST
+                                                       : wire::aeth_syndrome::NAK_REMOTE_OPERATIONAL_ERROR);
+    }
+    x.msg_bytes += len;
+    if (rc) x.epsn = psn_add(p.bth.psn, 1);
+    if (h & wire::is_last) {
+        receive_cqe(qp, p, (h & wire::has_immdt) ? hw::cqe_opcode::RESP_SEND_IMM : hw::cqe_opcode::RESP_SEND, x.wqe,
+                    static_cast<std::uint32_t>(x.msg_bytes));
+        x.have_wqe = false;
+        x.in_msg = 0;
+        x.msn = psn_add(x.msn, 1);
+    }
+    if (rc && p.bth.ack_req) ack(qp, p, p.bth.psn);
+}
+
+// A packet of an RDMA WRITE: the R_Key is checked for the whole length at the First (or
+// Only), each packet's data goes to its place; WRITE with immediate takes a receive WQE
+// at the Last (or Only) and completes it.
+void transport_engine::recv_write(qp_object& qp, wire::packet& p) {
+    qp_transport& x = qp.x;
+    const std::byte* q = qp.qpc.data();
+    const std::uint16_t h = wire::headers_of(p.bth.opcode);
+    const bool rc = static_cast<transport>(ifc::get<qpc::st>(q)) == transport::rc;
+    std::vector<iova_range> ranges;
+    if (h & wire::is_first) {
+        // A zero-length write checks no R_Key (IBA 9.4.4).
         if (!ifc::get<qpc::rwe>(q) ||
-            (!p.payload.empty() &&
-             !remote_access(qp.pd, p.rkey, p.raddr, p.payload.size(), access_remote_write, ranges))) {
-            return fail_request(nak_code::remote_access, hw::event_type::WQ_ACCESS_ERROR);
+            (p.reth.dma_length != 0 &&
+             !remote_access(qp.pd, p.reth.r_key, p.reth.va, p.reth.dma_length, access_remote_write, ranges))) {
+            x.in_msg = 0;
+            return fail_request(qp, p, wire::aeth_syndrome::NAK_REMOTE_ACCESS_ERROR, hw::event_type::WQ_ACCESS_ERROR);
         }
-        recv_wqe w;
-        const bool imm = p.op == wqe_opcode::RDMA_WRITE_IMM;
-        if (imm && !take_recv_wqe(qp, w)) return no_wqe();
-        std::size_t at = 0;
-        for (const iova_range& r : ranges) {
-            if (!mmu_.write(r.iova, p.payload.data() + at, r.len)) {
-                trace_.update([](counters& t) { ++t.iommu_faults; });
-                responder_error(qp, imm ? &w : nullptr, cqe_syndrome::LOCAL_PROT_ERR);
-                return nak(nak_code::remote_operation);
-            }
-            at += r.len;
+        x.write_va = p.reth.va;
+        x.write_rkey = p.reth.r_key;
+        x.write_len = p.reth.dma_length;
+        x.msg_bytes = 0;
+        x.in_msg = kWriteMsg;
+    }
+    const std::size_t len = p.payload.size();
+    const bool last = (h & wire::is_last) != 0;
+    // The packets must add up to the length the RETH announced (IBA 9.7.5.2.3).
+    if (x.msg_bytes + len > x.write_len || (last && x.msg_bytes + len != x.write_len)) {
+        x.in_msg = 0;
+        if (!rc) return trace_.update([](counters& t) { ++t.packets_dropped; });
+        return fail_request(qp, p, wire::aeth_syndrome::NAK_INVALID_REQUEST, hw::event_type::WQ_INVAL_REQ_ERROR);
+    }
+    const bool imm = (h & wire::has_immdt) != 0;
+    if (imm && !x.have_wqe) {
+        recv_slot w;
+        if (!take_recv_wqe(qp, w)) return no_wqe(qp, p);
+        x.wqe = std::move(w);
+        x.have_wqe = true;
+    }
+    ranges.clear();
+    if (len != 0 && !remote_access(qp.pd, x.write_rkey, x.write_va + x.msg_bytes, len, access_remote_write, ranges)) {
+        x.in_msg = 0;
+        return fail_request(qp, p, wire::aeth_syndrome::NAK_REMOTE_ACCESS_ERROR, hw::event_type::WQ_ACCESS_ERROR);
+    }
+    std::size_t at = 0;
+    for (const iova_range& r : ranges) {
+        if (!mmu_.write(r.iova, p.payload.data() + at, r.len)) {
+            trace_.update([](counters& t) { ++t.iommu_faults; });
+            x.in_msg = 0;
+            const recv_slot w = std::move(x.wqe);
+            const bool had = std::exchange(x.have_wqe, false);
+            responder_error(qp, had ? &w : nullptr, cqe_syndrome::LOCAL_PROT_ERR);
+            if (rc) nak(qp, p, wire::aeth_syndrome::NAK_REMOTE_OPERATIONAL_ERROR);
+            return;
         }
-        if (imm) receive_cqe(hw::cqe_opcode::RESP_WR_IMM, w, static_cast<std::uint32_t>(p.payload.size()));
+        at += r.len;
+    }
+    x.msg_bytes += len;
+    if (rc) x.epsn = psn_add(p.bth.psn, 1);
+    if (last) {
+        if (imm) receive_cqe(qp, p, hw::cqe_opcode::RESP_WR_IMM, x.wqe, static_cast<std::uint32_t>(x.msg_bytes));
+        if (imm) x.have_wqe = false;
+        x.in_msg = 0;
+        x.msn = psn_add(x.msn, 1);
         hooks_.count(qp, &q_counter_values::rx_write_requests);
-        advance();
-        if (tp == transport::rc) send_packet(answer(p, pkt_kind::ack));
+    }
+    if (rc && p.bth.ack_req) ack(qp, p, p.bth.psn);
+}
+
+// UD (IBA 9.8.4 "UD"): one packet is one message; the Q_Key must be the QP's, and the
+// first 40 bytes of the buffer get the GRH (or the IP header) when one came.
+void transport_engine::on_ud_request(qp_object& qp, wire::packet& p) {
+    if (p.deth.q_key != ifc::get<qpc::q_key>(qp.qpc.data())) {
+        trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }
-    case wqe_opcode::RDMA_READ: {
-        if (tp != transport::rc) return drop();
-        std::vector<iova_range> ranges;
-        if (!ifc::get<qpc::rre>(q) ||
-            (p.length != 0 && !remote_access(qp.pd, p.rkey, p.raddr, p.length, access_remote_read, ranges))) {
-            return fail_request(nak_code::remote_access, hw::event_type::WQ_ACCESS_ERROR);
-        }
-        packet a = answer(p, pkt_kind::read_response);
-        a.payload.resize(p.length);
-        std::size_t at = 0;
-        for (const iova_range& r : ranges) {
-            if (!mmu_.read(r.iova, a.payload.data() + at, r.len)) {
-                trace_.update([](counters& t) { ++t.iommu_faults; });
-                return fail_request(nak_code::remote_operation, hw::event_type::WQ_CATAS_ERROR);
-            }
-            at += r.len;
-        }
-        hooks_.count(qp, &q_counter_values::rx_read_requests);
-        advance();
-        return send_packet(std::move(a));
+    recv_slot w;
+    if (!take_recv_wqe(qp, w)) return no_wqe(qp, p);
+    std::vector<std::byte> with_grh;
+    std::span<const std::byte> data = p.payload;
+    std::size_t skip = 0;
+    const std::size_t need = p.payload.size() + p.grh_raw.size();
+    if (p.grh_present) {
+        with_grh.assign(p.grh_raw.begin(), p.grh_raw.end());
+        with_grh.insert(with_grh.end(), p.payload.begin(), p.payload.end());
+        data = with_grh;
+    } else {
+        skip = p.grh_raw.size();
     }
-    case wqe_opcode::ATOMIC_CS:
-    case wqe_opcode::ATOMIC_FA: {
-        if (tp != transport::rc) return drop();
-        if (p.raddr % 8 != 0 || p.length != 8) {
-            return fail_request(nak_code::invalid_request, hw::event_type::WQ_INVAL_REQ_ERROR);
-        }
-        std::vector<iova_range> ranges;
-        if (!ifc::get<qpc::rae>(q) || !remote_access(qp.pd, p.rkey, p.raddr, 8, access_remote_atomic, ranges) ||
-            ranges.size() != 1) {
-            return fail_request(nak_code::remote_access, hw::event_type::WQ_ACCESS_ERROR);
-        }
-        // The target is read and written by this device thread only: atomic with respect
-        // to every other atomic of this device, as on a card (not to the CPU).
-        std::uint64_t old = 0;
-        if (!mmu_.read(ranges[0].iova, &old, 8)) {
-            return fail_request(nak_code::remote_operation, hw::event_type::WQ_CATAS_ERROR);
-        }
-        const std::uint64_t next = p.op == wqe_opcode::ATOMIC_FA ? old + p.swap_add
-                                   : old == p.compare        ? p.swap_add
-                                                             : old;
-        if (next != old && !mmu_.write(ranges[0].iova, &next, 8)) {
-            return fail_request(nak_code::remote_operation, hw::event_type::WQ_CATAS_ERROR);
-        }
-        x.last_atomic = old;
-        x.last_atomic_psn = p.psn;
-        hooks_.count(qp, &q_counter_values::rx_atomic_requests);
-        packet a = answer(p, pkt_kind::atomic_response);
-        a.payload.resize(8);
-        std::memcpy(a.payload.data(), &old, 8);
-        advance();
-        return send_packet(std::move(a));
-    }
-    default:
-        return fail_request(nak_code::invalid_request, hw::event_type::WQ_INVAL_REQ_ERROR);
-    }
+    if (const auto s = scatter(qp.pd, w.sges, skip, data, need); s != cqe_syndrome{}) return responder_error(qp, &w, s);
+    const bool imm = (wire::headers_of(p.bth.opcode) & wire::has_immdt) != 0;
+    receive_cqe(qp, p, imm ? hw::cqe_opcode::RESP_SEND_IMM : hw::cqe_opcode::RESP_SEND, w,
+                static_cast<std::uint32_t>(need));
 }
 
 }  // namespace cxv::sim

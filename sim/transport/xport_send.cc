@@ -22,6 +22,7 @@
 #include "hw/ifc.h"
 #include "hw/wqe.h"
 #include "sim/transport/engine.h"
+#include "sim/transport/segment.h"
 
 namespace cxv::sim {
 
@@ -38,21 +39,9 @@ constexpr std::uint64_t kBfSentinel = 0x5a17ee15deadbf00ull;
 constexpr std::size_t kBfArea = hw::uar_bf_offset;   // BlueFlame registers: 0x800..0xfff
 constexpr std::size_t kBfHalf = 0x100;              // a register half (log_bf_reg_size 9)
 constexpr std::uint32_t kRqRegular = 0x0;
-constexpr unsigned kRnrRetryForever = 7;
-
-// IBA Table 45, "Encoding for RNR NAK Timer Field", in microseconds (code 0 is the
-// longest).
-constexpr std::array<std::uint32_t, 32> kRnrMicros{
-    655360, 10,    20,    30,    40,    60,    80,     120,    160,    240,    320,
-    480,    640,   960,   1280,  1920,  2560,  3840,   5120,   7680,   10240,  15360,
-    20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
-
-std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & kMask24; }
-
 bool reads_remote(wqe_opcode op) {
     return op == wqe_opcode::RDMA_READ || op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA;
 }
-bool is_atomic(wqe_opcode op) { return op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA; }
 
 // The operations each transport carries (IBA Table 3; NOP is local).
 bool allowed(transport tp, wqe_opcode op) {
@@ -67,15 +56,6 @@ bool allowed(transport tp, wqe_opcode op) {
     case wqe_opcode::ATOMIC_FA: return tp == transport::rc;
     default: return false;
     }
-}
-
-std::uint32_t ipv4_of(const std::uint8_t* gid) {
-    return (std::uint32_t{gid[12]} << 24) | (std::uint32_t{gid[13]} << 16) | (std::uint32_t{gid[14]} << 8) | gid[15];
-}
-
-// 4.096 us * 2^t (IBA 9.7.6.1.3 "Local ACK Timeout"); 0 is infinite.
-clock_type::duration ack_timeout(unsigned t) {
-    return std::chrono::nanoseconds(t == 0 ? 0 : std::uint64_t{4096} << std::min(t, 31u));
 }
 
 std::uint16_t ip_checksum(const std::byte* h, std::size_t n) {
@@ -94,8 +74,9 @@ void put_be(std::byte* at, T v) {
 
 // What a UD receiver finds in the first 40 bytes of its buffer: the GRH (InfiniBand), or
 // for RoCE v2 over IPv4 the IPv4 header in the last 20 bytes (IBA A16/A17).
-void build_grh(packet& p, const hw::wqe_av& av, bool eth, const device_config& cfg, std::size_t len) {
-    std::byte* g = p.grh_bytes.data();
+void build_grh(wire::packet& p, const hw::wqe_av& av, bool eth, const device_config& cfg, std::size_t len) {
+    std::byte* g = p.grh_raw.data();
+    p.grh_present = true;
     const std::uint32_t headers = 12 + 8 + 4;  // BTH, DETH, ICRC
     if (eth) {
         std::byte* ip = g + 20;
@@ -119,36 +100,9 @@ void build_grh(packet& p, const hw::wqe_av& av, bool eth, const device_config& c
     std::memcpy(g + 24, av.rgid, 16);
 }
 
-hw::cqe64 req_cqe(const sq_request& r, std::uint32_t qpn, std::uint32_t uidx) {
-    hw::cqe64 c{};
-    c.wqe_counter = hw::be16::from(r.wqe_index);
-    c.sop_drop_qpn = hw::be32::from((std::uint32_t{static_cast<std::uint8_t>(r.op)} << 24) | qpn);
-    c.byte_cnt = hw::be32::from(r.byte_cnt);
-    c.srqn_uidx = hw::be32::from(uidx & kMask24);
-    c.op_own = hw::make_op_own(hw::cqe_opcode::REQ, false, 0);
-    return c;
-}
-
-hw::cqe64 req_err_cqe(const sq_request& r, std::uint32_t qpn) {
-    hw::cqe64 c{};
-    auto& e = reinterpret_cast<hw::err_cqe64&>(c);
-    e.syndrome = static_cast<std::uint8_t>(r.error);
-    e.s_wqe_opcode_qpn = hw::be32::from((std::uint32_t{static_cast<std::uint8_t>(r.op)} << 24) | qpn);
-    e.wqe_counter = hw::be16::from(r.wqe_index);
-    e.op_own = hw::make_op_own(hw::cqe_opcode::REQ_ERR, false, 0);
-    return c;
-}
-
 std::uint64_t sq_base(const std::byte* q) {
     if (ifc::get<qpc::rq_type>(q) != kRqRegular) return 0;
     return (std::uint64_t{16} << ifc::get<qpc::log_rq_stride>(q)) << ifc::get<qpc::log_rq_size>(q);
-}
-
-void start_timer(qp_transport& x, const std::byte* q) {
-    const auto t = ack_timeout(ifc::get<ads::ack_timeout>(ifc::at<qpc::primary_address_path>(q)));
-    if (t.count() == 0 || x.outstanding.empty() || x.rnr_wait) return;
-    x.timer = true;
-    x.retry_at = clock_type::now() + t;
 }
 
 }  // namespace
@@ -263,7 +217,7 @@ struct transport_engine::wqe_exec {
     std::uint32_t nbb = 1;
     std::size_t pos = sizeof(hw::wqe_ctrl_seg);  // the next segment
     sq_request r;
-    packet p;
+    wire::packet& m = r.msg;  // the message: route, headers, payload
     hw::wqe_av av{};
     std::uint32_t mtu = 0;
     // The data segments: pointers not yet gathered, and the message's length.
@@ -347,7 +301,9 @@ bool transport_engine::exec_send(wqe_exec& e) {
         connected_address(e);
     }
     if (const auto s = take_data(e, true); s != cqe_syndrome{}) return finish_wqe(e, s);
-    if (e.p.grh) build_grh(e.p, e.av, e.eth, cfg_, e.p.payload.size());
+    if (e.tp == transport::ud && (e.eth || ((e.av.grh_gid_fl.value() >> 30) & 1))) {
+        build_grh(e.m, e.av, e.eth, cfg_, e.m.payload.size());
+    }
     return issue(e);
 }
 
@@ -357,6 +313,7 @@ bool transport_engine::exec_rdma_write(wqe_exec& e) {
     connected_address(e);
     if (const auto s = take_raddr(e); s != cqe_syndrome{}) return finish_wqe(e, s);
     if (const auto s = take_data(e, true); s != cqe_syndrome{}) return finish_wqe(e, s);
+    e.m.reth.dma_length = static_cast<std::uint32_t>(e.m.payload.size());
     return issue(e);
 }
 
@@ -378,8 +335,10 @@ bool transport_engine::exec_atomic(wqe_exec& e) {
     if (e.pos + sizeof(hw::wqe_atomic_seg) > e.size) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
     hw::wqe_atomic_seg as{};
     std::memcpy(&as, e.w.data() + e.pos, sizeof(as));
-    e.p.swap_add = as.swap_add.value();
-    e.p.compare = as.compare.value();
+    e.m.atomic.va = e.m.reth.va;
+    e.m.atomic.r_key = e.m.reth.r_key;
+    e.m.atomic.swap_add = as.swap_add.value();
+    e.m.atomic.compare = as.compare.value();
     e.pos += sizeof(as);
     if (const auto s = take_data(e, false); s != cqe_syndrome{}) return finish_wqe(e, s);
     if (!e.any_inline && e.total != 8) return finish_wqe(e, cqe_syndrome::LOCAL_LENGTH_ERR);
@@ -391,20 +350,58 @@ bool transport_engine::exec_atomic(wqe_exec& e) {
 bool transport_engine::issue_for_response(wqe_exec& e) {
     if (e.any_inline) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
     e.r.local = std::move(e.sges);
-    e.p.length = static_cast<std::uint32_t>(e.total);
+    e.m.reth.dma_length = static_cast<std::uint32_t>(e.total);
     return issue(e);
 }
 
 // What every message carries from the control segment.
 void transport_engine::start_message(wqe_exec& e) {
-    e.p.tp = e.tp;
-    e.p.op = e.r.op;
-    e.p.solicited = hw::ctrl_solicited_set(e.ctrl);
-    e.p.src_qpn = e.qp.qpn;
+    e.m.bth.opcode = opcode_transport(e.tp);
+    e.m.bth.se = hw::ctrl_solicited_set(e.ctrl);
     if (e.r.op == wqe_opcode::SEND_IMM || e.r.op == wqe_opcode::RDMA_WRITE_IMM) {
-        e.p.has_imm = true;
-        e.p.imm_raw = e.ctrl.imm.raw;
+        std::memcpy(e.m.immdt.data(), &e.ctrl.imm, 4);  // already in network order
     }
+}
+
+// The source GID of GID index `index` (PRM "SET_ROCE_ADDRESS"); before the driver set
+// one, the port's default: its IPv4 address as an IPv4-mapped GID.
+std::array<std::uint8_t, 16> transport_engine::source_gid(unsigned index) const {
+    if (const auto it = t_.roce_addresses.find(index); it != t_.roce_addresses.end()) {
+        return it->second.source_l3_address;
+    }
+    std::array<std::uint8_t, 16> g{};
+    g[10] = g[11] = 0xff;
+    for (std::size_t i = 0; i < 4; ++i) g[12 + i] = cfg_.ipv4[i];
+    return g;
+}
+
+// GID 0 of an InfiniBand port: the link-local prefix and the port GUID (IBA 4.1.1).
+std::array<std::uint8_t, 16> transport_engine::port_gid() const {
+    std::array<std::uint8_t, 16> g{};
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    const std::uint64_t guid = cfg_.node_guid + 1;
+    for (std::size_t i = 0; i < 8; ++i) g[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+    return g;
+}
+
+// The network part of a packet: RoCEv2 over IPv4 when the destination GID is
+// IPv4-mapped, over IPv6 otherwise; on InfiniBand the LRH, and a GRH when asked for.
+// A destination MAC of zero is resolved by the port.
+void transport_engine::fill_route(wire::route& n, const std::uint8_t* dgid, unsigned sgid_index, bool grh) const {
+    std::copy(dgid, dgid + 16, n.dgid.begin());
+    if (cfg_.port == port_type::ethernet) {
+        n.link = wire::is_ipv4_mapped(n.dgid) ? wire::link_kind::roce_v4 : wire::link_kind::roce_v6;
+        n.sgid = source_gid(sgid_index);
+        n.src_mac = cfg_.mac;
+        n.grh = true;
+        if (n.hop_limit == 0) n.hop_limit = 64;
+        return;
+    }
+    n.link = wire::link_kind::ib;
+    n.slid = cfg_.lid;
+    n.grh = grh;
+    if (grh) n.sgid = port_gid();
 }
 
 // UD: the address vector segment names the destination (PRM "Send WQE").
@@ -413,13 +410,19 @@ cqe_syndrome transport_engine::ud_address(wqe_exec& e) {
     std::memcpy(&e.av, e.w.data() + e.pos, sizeof(e.av));
     e.pos += sizeof(e.av);
     const hw::wqe_av& av = e.av;
-    e.p.dst_qpn = av.dqp_dct.value() & kMask24;
+    e.m.bth.dest_qp = av.dqp_dct.value() & kMask24;
     // A Q_Key with the high bit set means "the QP's own" (IBA 10.2.5).
     const std::uint32_t qkey = av.qkey.value();
-    e.p.qkey = (qkey & 0x80000000u) ? ifc::get<qpc::q_key>(e.q) : qkey;
-    e.p.sl = av.stat_rate_sl & 0xf;
-    e.p.dst_addr = e.eth ? ipv4_of(av.rgid) : av.rlid.value();
-    e.p.grh = e.eth || ((av.grh_gid_fl.value() >> 30) & 1);
+    e.m.deth.q_key = (qkey & 0x80000000u) ? ifc::get<qpc::q_key>(e.q) : qkey;
+    e.m.deth.src_qp = e.qp.qpn;
+    wire::route& n = e.m.net;
+    n.sl = av.stat_rate_sl & 0xf;
+    n.dlid = av.rlid.value();
+    n.traffic_class = av.tclass;
+    n.hop_limit = av.hop_limit;
+    n.flow_label = av.grh_gid_fl.value() & 0xfffff;
+    std::copy(av.rmac, av.rmac + 6, n.dst_mac.begin());
+    fill_route(n, av.rgid, (av.grh_gid_fl.value() >> 20) & 0xff, (av.grh_gid_fl.value() >> 30) & 1);
     const unsigned code = ifc::get<qpc::mtu>(e.q);
     e.mtu = 128u << ((code == 0 || code > 5) ? 5 : code);
     return {};
@@ -428,15 +431,19 @@ cqe_syndrome transport_engine::ud_address(wqe_exec& e) {
 // RC and UC: the QP's context names the destination (its primary address path).
 void transport_engine::connected_address(wqe_exec& e) {
     const std::byte* path = ifc::at<qpc::primary_address_path>(e.q);
-    e.p.dst_qpn = ifc::get<qpc::remote_qpn>(e.q);
-    if (e.eth) {
-        std::uint8_t gid[16];
-        for (std::size_t i = 0; i < 16; ++i) gid[i] = static_cast<std::uint8_t>(ifc::get<ads::rgid_rip>(path, i));
-        e.p.dst_addr = ipv4_of(gid);
-    } else {
-        e.p.dst_addr = ifc::get<ads::rlid>(path);
-    }
-    e.p.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
+    e.m.bth.dest_qp = ifc::get<qpc::remote_qpn>(e.q);
+    std::uint8_t gid[16];
+    for (std::size_t i = 0; i < 16; ++i) gid[i] = static_cast<std::uint8_t>(ifc::get<ads::rgid_rip>(path, i));
+    wire::route& n = e.m.net;
+    n.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
+    n.dlid = static_cast<std::uint16_t>(ifc::get<ads::rlid>(path));
+    n.traffic_class = static_cast<std::uint8_t>(ifc::get<ads::tclass>(path));
+    n.hop_limit = static_cast<std::uint8_t>(ifc::get<ads::hop_limit>(path));
+    n.flow_label = ifc::get<ads::flow_label>(path);
+    const std::uint32_t hi = ifc::get<ads::rmac_47_32>(path), lo = ifc::get<ads::rmac_31_0>(path);
+    n.dst_mac = {static_cast<std::uint8_t>(hi >> 8), static_cast<std::uint8_t>(hi), static_cast<std::uint8_t>(lo >> 24),
+                 static_cast<std::uint8_t>(lo >> 16), static_cast<std::uint8_t>(lo >> 8), static_cast<std::uint8_t>(lo)};
+    fill_route(n, gid, ifc::get<ads::src_addr_index>(path), ifc::get<ads::grh>(path) != 0);
     e.mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(e.q), 1, 5);
 }
 
@@ -445,8 +452,8 @@ cqe_syndrome transport_engine::take_raddr(wqe_exec& e) {
     if (e.pos + sizeof(hw::wqe_raddr_seg) > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
     hw::wqe_raddr_seg ra{};
     std::memcpy(&ra, e.w.data() + e.pos, sizeof(ra));
-    e.p.raddr = ra.raddr.value();
-    e.p.rkey = ra.rkey.value();
+    e.m.reth.va = ra.raddr.value();
+    e.m.reth.r_key = ra.rkey.value();
     e.pos += sizeof(ra);
     return {};
 }
@@ -464,11 +471,11 @@ cqe_syndrome transport_engine::take_data(wqe_exec& e, bool payload) {
             const std::uint32_t len = bc.value() & ~hw::inline_seg_flag;
             if (e.pos + 4 + len > e.size) return cqe_syndrome::LOCAL_QP_OP_ERR;
             if (!e.sges.empty()) {
-                if (const auto s = gather(e.qp.pd, e.sges, e.p.payload); s != cqe_syndrome{}) return s;
+                if (const auto s = gather(e.qp.pd, e.sges, e.m.payload); s != cqe_syndrome{}) return s;
                 e.sges.clear();
             }
             const auto* src = e.w.data() + e.pos + 4;
-            e.p.payload.insert(e.p.payload.end(), src, src + len);
+            e.m.payload.insert(e.m.payload.end(), src, src + len);
             e.any_inline = true;
             e.total += len;
             e.pos += (4 + len + 15) / 16 * 16;
@@ -488,31 +495,30 @@ cqe_syndrome transport_engine::take_data(wqe_exec& e, bool payload) {
         const unsigned lmm = ifc::get<qpc::log_msg_max>(e.q);
         if (e.total > (std::uint64_t{1} << (lmm == 0 ? 31 : lmm))) return cqe_syndrome::LOCAL_LENGTH_ERR;
     }
-    if (payload && !e.sges.empty()) return gather(e.qp.pd, e.sges, e.p.payload);
+    if (payload && !e.sges.empty()) return gather(e.qp.pd, e.sges, e.m.payload);
     return {};
 }
 
-// Where a message leaves the requester: its PSNs taken, then onto the wire. UC and UD
-// WQEs complete as they are sent; an RC request waits for its answer (on_response) with
-// the ACK timer running.
+// Where a message leaves the requester: its PSNs taken, its packets onto the wire (a
+// READ: one request for all its response packets). UC and UD WQEs complete as they are
+// sent; an RC request is kept, whole, until its answer (on_response), with the ACK timer
+// running.
 bool transport_engine::issue(wqe_exec& e) {
     qp_transport& x = e.qp.x;
-    packet& p = e.p;
-    const wqe_opcode op = e.r.op;
-    const std::uint64_t wire = reads_remote(op) && !is_atomic(op) ? p.length : p.payload.size();
-    p.npsn = is_atomic(op) ? 1 : static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (wire + e.mtu - 1) / e.mtu));
-    p.psn = x.next_psn;
-    x.next_psn = psn_add(x.next_psn, p.npsn);
-    if (e.tp != transport::rc) {
-        send_packet(std::move(p));
-        return finish_wqe(e, {});
-    }
+    sq_request& r = e.r;
+    const wqe_opcode op = r.op;
+    r.mtu = e.mtu;
+    const std::uint64_t bytes = op == wqe_opcode::RDMA_READ ? r.msg.reth.dma_length : r.msg.payload.size();
+    r.npsn = reads_remote(op) && op != wqe_opcode::RDMA_READ ? 1 : packets_for(bytes, e.mtu);
+    r.psn = x.next_psn;
+    x.next_psn = psn_add(x.next_psn, r.npsn);
+    const std::uint32_t n = op == wqe_opcode::RDMA_READ ? 1 : r.npsn;
+    for (std::uint32_t k = 0; k < n; ++k) send_packet(segment(r, k));
+    if (e.tp != transport::rc) return finish_wqe(e, {});
     e.bbs = e.nbb;
     x.sq_fetched += e.nbb;
-    e.r.pkt = p;
     x.outstanding.push_back(std::move(e.r));
-    send_packet(std::move(p));
-    if (!x.timer) start_timer(x, e.q);
+    if (!x.timer) arm_ack_timer(e.qp);
     return true;
 }
 
@@ -523,163 +529,12 @@ bool transport_engine::finish_wqe(wqe_exec& e, cqe_syndrome why) {
     e.r.done = true;
     e.r.failed = why != cqe_syndrome{};
     e.r.error = why;
+    e.r.msg.payload.clear();
     x.outstanding.push_back(std::move(e.r));
     e.bbs = e.nbb;
     x.sq_fetched += e.nbb;
     complete_front(e.qp);
     return true;
-}
-
-// Completes, in order, every WQE at the front that has its answer.
-void transport_engine::complete_front(qp_object& qp) {
-    qp_transport& x = qp.x;
-    const std::uint32_t uidx = ifc::get<qpc::user_index>(qp.qpc.data());
-    while (!x.outstanding.empty() && x.outstanding.front().done) {
-        sq_request r = std::move(x.outstanding.front());
-        x.outstanding.pop_front();
-        qp.sq_consumer += r.bbs;
-        if (r.failed) {
-            push_cqe(qp.cqn_snd, req_err_cqe(r, qp.qpn), false);
-            hooks_.count_req_error(qp, r.error);
-            const bool connected = ifc::get<qpc::st>(qp.qpc.data()) == static_cast<std::uint32_t>(transport::rc);
-            qp_to_error(qp, !connected);
-            return;
-        }
-        if (r.signaled) push_cqe(qp.cqn_snd, req_cqe(r, qp.qpn, uidx), false);
-    }
-    if (x.outstanding.empty()) x.timer = false;
-}
-
-// --- answers -------------------------------------------------------------------------------
-
-void transport_engine::on_response(qp_object& qp, packet& p) {
-    qp_transport& x = qp.x;
-    if (qp.state != qp_state::rts) return;  // answers to a QP that has left RTS are dropped
-    const std::byte* q = qp.qpc.data();
-    const auto it = std::find_if(x.outstanding.begin(), x.outstanding.end(),
-                                 [&](const sq_request& r) { return !r.done && r.pkt.psn == p.psn; });
-    if (it == x.outstanding.end()) return;  // a duplicate, or for a request already answered
-    // An answer to a later request acknowledges earlier SENDs and WRITEs (IBA 9.7.5.1.1).
-    for (auto e = x.outstanding.begin(); e != it; ++e) {
-        if (!reads_remote(e->op)) e->done = true;
-    }
-    sq_request& r = *it;
-    switch (p.kind) {
-    case pkt_kind::ack:
-        if (!reads_remote(r.op)) r.done = true;
-        break;
-    case pkt_kind::read_response:
-    case pkt_kind::atomic_response:
-        if (const auto s = scatter(qp.pd, r.local, 0, p.payload, p.payload.size()); s != cqe_syndrome{}) {
-            r.failed = true;
-            r.error = s;
-        }
-        r.byte_cnt = static_cast<std::uint32_t>(p.payload.size());
-        r.done = true;
-        break;
-    case pkt_kind::nak:
-        if (p.nak == nak_code::rnr) {
-            trace_.update([](counters& t) { ++t.rnr_naks; });
-            const unsigned limit = ifc::get<qpc::rnr_retry>(q);
-            if (limit != kRnrRetryForever && x.rnr_left == 0) {
-                r.failed = true;
-                r.error = cqe_syndrome::RNR_RETRY_EXC_ERR;
-                r.done = true;
-                break;
-            }
-            if (limit != kRnrRetryForever) --x.rnr_left;
-            hooks_.count(qp, &q_counter_values::rnr_nak_retry_err);  // an RNR NAK retried after
-            x.rnr_wait = true;
-            x.timer = false;
-            x.retry_at = clock_type::now() + std::chrono::microseconds(kRnrMicros[p.rnr_timer & 31]);
-            active_qps_.insert(qp.qpn);
-            complete_front(qp);
-            return;
-        }
-        r.failed = true;
-        r.error = p.nak == nak_code::invalid_request   ? cqe_syndrome::REMOTE_INVAL_REQ_ERR
-                  : p.nak == nak_code::remote_access ? cqe_syndrome::REMOTE_ACCESS_ERR
-                                                     : cqe_syndrome::REMOTE_OP_ERR;
-        r.done = true;
-        break;
-    default:
-        return;
-    }
-    // Progress: the retry budgets start again.
-    x.retries_left = ifc::get<qpc::retry_count>(q);
-    if (p.kind != pkt_kind::nak) x.rnr_left = ifc::get<qpc::rnr_retry>(q);
-    x.timer = false;
-    complete_front(qp);
-    if (qp.state == qp_state::rts) start_timer(x, q);
-    if (qp.state == qp_state::rts && x.kicked) sq_progress(qp);
-}
-
-void transport_engine::retransmit(qp_object& qp) {
-    for (const sq_request& r : qp.x.outstanding) {
-        if (r.done) continue;
-        packet p = r.pkt;
-        trace_.update([](counters& t) { ++t.retransmits; });
-        send_packet(std::move(p));
-    }
-}
-
-bool transport_engine::tick(clock_type::time_point now) {
-    if (active_qps_.empty()) return false;
-    bool any = false;
-    const std::vector<std::uint32_t> todo(active_qps_.begin(), active_qps_.end());
-    for (const std::uint32_t qpn : todo) {
-        const auto it = t_.qps.find(qpn);
-        if (it == t_.qps.end()) {
-            active_qps_.erase(qpn);
-            continue;
-        }
-        qp_object& qp = it->second;
-        qp_transport& x = qp.x;
-        if (qp.state == qp_state::err) {
-            // Receives posted to a QP in error are flushed as the record shows them.
-            const auto before = qp.rq_consumer;
-            flush_rq(qp);
-            any |= before != qp.rq_consumer;
-            continue;
-        }
-        if (qp.state != qp_state::rts) {
-            if (!x.kicked) active_qps_.erase(qpn);
-            continue;
-        }
-        const std::byte* q = qp.qpc.data();
-        if (x.rnr_wait && now >= x.retry_at) {
-            x.rnr_wait = false;
-            retransmit(qp);
-            start_timer(x, q);
-            any = true;
-        }
-        if (x.timer && now >= x.retry_at) {
-            any = true;
-            if (x.retries_left == 0) {
-                const auto first = std::find_if(x.outstanding.begin(), x.outstanding.end(),
-                                                [](const sq_request& r) { return !r.done; });
-                if (first != x.outstanding.end()) {
-                    first->done = first->failed = true;
-                    first->error = cqe_syndrome::TRANSPORT_RETRY_EXC_ERR;
-                }
-                x.timer = false;
-                complete_front(qp);
-                continue;
-            }
-            --x.retries_left;
-            hooks_.count(qp, &q_counter_values::local_ack_timeout_err);  // a timeout retried after
-            retransmit(qp);
-            x.timer = false;
-            start_timer(x, q);
-        }
-        if (x.kicked) {
-            const auto fetched = x.sq_fetched;
-            sq_progress(qp);
-            any |= fetched != x.sq_fetched;
-        }
-        if (qp.state == qp_state::rts && !x.kicked && !x.timer && !x.rnr_wait) active_qps_.erase(qpn);
-    }
-    return any;
 }
 
 }  // namespace cxv::sim

@@ -168,7 +168,7 @@ public:
     std::size_t run_wire() {
         std::size_t n = 0;
         while (!wire.empty()) {
-            packet p = std::move(wire.front());
+            wire::packet p = std::move(wire.front());
             wire.pop_front();
             engine->receive(p);
             ++n;
@@ -177,7 +177,10 @@ public:
     }
 
     // --- transport_hooks ---
-    void transmit(packet&& p) override { wire.push_back(std::move(p)); }
+    void transmit(wire::packet&& p) override {
+        sent.push_back(p);
+        wire.push_back(std::move(p));
+    }
     void async_event(hw::event_type type, std::span<const std::byte> data) override {
         events.push_back({type, {data.begin(), data.end()}});
     }
@@ -192,7 +195,8 @@ public:
     trace tr;
     object_tables t;
     std::unique_ptr<transport_engine> engine;
-    std::deque<packet> wire;
+    std::deque<wire::packet> wire;
+    std::vector<wire::packet> sent;  // every packet the engine transmitted, in order
     std::vector<event_seen> events;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> completions;  // (eqn, cqn)
     q_counter_values counted;
