@@ -28,7 +28,10 @@ result<std::unique_ptr<device>> device::create(const device_config& cfg) {
     auto bar = bar0::create(cfg.bar0_size);
     if (!bar) return bar.error();
     std::unique_ptr<device> d(new device(cfg, std::move(bar).value()));
-    fabric::instance().attach(cfg.fabric, cfg.port == port_type::ethernet, d->fw_port_address(), d->inbox_);
+    auto port = link::port::create(d->cfg_, d->fw_.tables());
+    if (!port) return port.error();
+    d->port_ = std::move(port).value();
+    d->fw_.attach_port(d->port_.get());
     d->thread_ = std::thread([p = d.get()] { p->run(); });
     return d;
 }
@@ -44,17 +47,9 @@ device::device(const device_config& cfg, std::unique_ptr<bar0> bar)
 }
 
 device::~device() {
-    fabric::instance().detach(cfg_.fabric, cfg_.port == port_type::ethernet, fw_port_address(), inbox_.get());
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
-}
-
-std::uint32_t device::fw_port_address() const {
-    if (cfg_.port == port_type::ethernet) {
-        return (std::uint32_t{cfg_.ipv4[0]} << 24) | (std::uint32_t{cfg_.ipv4[1]} << 16) |
-               (std::uint32_t{cfg_.ipv4[2]} << 8) | cfg_.ipv4[3];
-    }
-    return cfg_.lid;
+    fw_.attach_port(nullptr);
 }
 
 void device::power_on() {
@@ -85,7 +80,6 @@ void device::reset() {
     pci_.reset();
     msix_.clear();
     power_on();
-    arrived_.clear();
     watched_stale_ = true;
 }
 
@@ -139,18 +133,19 @@ bool device::poll_doorbells() {
     return any;
 }
 
-bool device::receive_packets() {
+bool device::receive_packets(std::chrono::steady_clock::time_point now) {
+    if (!port_) return false;
+    // The cable: set_link's, and on a directory fabric the file that pulls it from outside.
+    const bool cable = cable_set_ && port_->cable_in(now);
+    if (cable != cable_seen_) {
+        cable_seen_ = cable;
+        fw_.port_set_cable(cable);
+    }
+    // Loopback answers come back through the same port: poll until it stays quiet.
     bool any = false;
-    // Loopback answers land in the same inbox: take until it stays empty.
     for (unsigned pass = 0; pass < 64; ++pass) {
-        inbox_->take(arrived_);
-        if (arrived_.empty()) break;
+        if (!port_->poll(now, [this](wire::packet& p, std::size_t) { fw_.deliver(std::move(p)); })) break;
         any = true;
-        while (!arrived_.empty()) {
-            wire::packet p = std::move(arrived_.front());
-            arrived_.pop_front();
-            fw_.deliver(std::move(p));
-        }
     }
     return any;
 }
@@ -173,7 +168,7 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         worked = true;
     }
     worked |= poll_doorbells();
-    worked |= receive_packets();
+    worked |= receive_packets(now);
     worked |= fw_.engine().tick(now);
     worked |= fw_.port_tick(now);
     return worked;
@@ -219,7 +214,19 @@ std::uint32_t device::health_counter() const {
 
 void device::set_link(bool up) {
     std::lock_guard lock(mu_);
-    fw_.port_set_cable(up);
+    cable_set_ = up;
+    cable_seen_ = up && (!port_ || port_->cable_in(std::chrono::steady_clock::now()));
+    fw_.port_set_cable(cable_seen_);
+}
+
+void device::set_link_faults(const device_config::link_faults& f) {
+    std::lock_guard lock(mu_);
+    if (port_) port_->set_faults(f);
+}
+
+link::port_counters device::link_counters() {
+    std::lock_guard lock(mu_);
+    return port_ ? port_->counters() : link::port_counters{};
 }
 
 void device::request_pages(std::int32_t num_pages) {

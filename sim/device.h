@@ -4,8 +4,8 @@
 // The device thread polls what a card would be told through: the initialization
 // segment (command queue address, nic_interface), the command doorbell and ownership
 // bits, and the doorbells of UAR pages (EQ, CQ arm, and send doorbells in BlueFlame
-// registers); it takes packets from its port's inbox on the fabric and runs the
-// transport engine's timers. It backs off when idle (spin, then yield,
+// registers); it takes the frames that reached its port on the wire (sim/link/port.h)
+// and runs the transport engine's timers. It backs off when idle (spin, then yield,
 // then sleeps growing to 1 ms) so that two models and two application threads can share
 // a 2-core machine, and returns to spinning as soon as anything happens.
 #pragma once
@@ -24,7 +24,6 @@
 #include "sim/firmware/cmd_engine.h"
 #include "sim/pci/config_space.h"
 #include "sim/device_config.h"
-#include "sim/transport/fabric.h"
 #include "sim/faults.h"
 #include "sim/firmware/firmware.h"
 #include "sim/pci/iommu.h"
@@ -62,6 +61,11 @@ public:
     // The cable, as if pulled (the link goes down at once) or plugged in (the link
     // trains for link_up_time); PORT_CHANGE events as the port's state changes.
     void set_link(bool up);
+    // The faults on the frames this function's port sends, from now on (the `link_*`
+    // settings set them at creation).
+    void set_link_faults(const device_config::link_faults& f);
+    // What the port saw on the wire (frames, damaged ones, ARP, faults applied).
+    link::port_counters link_counters();
     // A PAGE_REQUEST event asking for `num_pages` more (negative: offering that many
     // back), as firmware sends when its memory needs change at run time.
     void request_pages(std::int32_t num_pages);
@@ -72,8 +76,7 @@ private:
     void run();
     bool round(std::chrono::steady_clock::time_point now);
     bool poll_doorbells();
-    std::uint32_t fw_port_address() const;
-    bool receive_packets();
+    bool receive_packets(std::chrono::steady_clock::time_point now);
     void tick_health(std::chrono::steady_clock::time_point now);
 
     device_config cfg_;
@@ -92,8 +95,9 @@ private:
     std::chrono::steady_clock::time_point next_health_;
     std::uint32_t health_counter_ = 0;
     std::uint8_t last_nic_interface_ = 0;
-    std::shared_ptr<inbox> inbox_ = std::make_shared<inbox>();
-    std::deque<wire::packet> arrived_;
+    std::unique_ptr<link::port> port_;
+    bool cable_set_ = true;   // set_link's cable
+    bool cable_seen_ = true;  // what the firmware was last told: set_link's and the wire's
     std::vector<std::uint32_t> watched_;  // UAR pages with doorbells to poll
     bool watched_stale_ = true;           // objects changed: recompute watched_
     std::atomic<bool> stop_{false};

@@ -268,21 +268,13 @@ void firmware::icm_free_list(std::vector<pages::slot>& slots) {
 
 // --- the transport engine's side --------------------------------------------------------
 
-std::uint32_t firmware::port_address() const {
-    if (cfg_.port == port_type::ethernet) {
-        return (std::uint32_t{cfg_.ipv4[0]} << 24) | (std::uint32_t{cfg_.ipv4[1]} << 16) |
-               (std::uint32_t{cfg_.ipv4[2]} << 8) | cfg_.ipv4[3];
-    }
-    return cfg_.lid;
-}
-
 void firmware::transmit(wire::packet&& p) {
     trace_.update([](counters& t) { ++t.packets_sent; });
     const wire_frames frames = wire_frames_of(p);  // before p is moved away
     // A port that is not ACTIVE puts nothing on the wire: RC requests then time out and
     // are retried, UD and UC messages are lost (fw_port.cc).
-    const bool sent = port_active() && fabric::instance().deliver(cfg_.fabric, cfg_.port == port_type::ethernet,
-                                                                 fabric_destination(p.net), std::move(p));
+    const bool sent = port_active() && port_ != nullptr &&
+                      port_->transmit(std::move(p), std::chrono::steady_clock::now()) != link::port::sent::discarded;
     port_stats_.count_tx(frames, sent);
     if (!sent) {
         trace_.update([](counters& t) { ++t.packets_dropped; });

@@ -30,7 +30,6 @@
 #include "hw/opcodes.h"
 #include "sim/pci/bar.h"
 #include "sim/device_config.h"
-#include "sim/transport/fabric.h"
 #include "sim/faults.h"
 #include "sim/firmware/fw_reg.h"
 #include "sim/pci/iommu.h"
@@ -41,6 +40,7 @@
 #include "sim/objects/tables.h"
 #include "sim/transport/engine.h"
 #include "sim/transport/hooks.h"
+#include "sim/link/port.h"
 #include "sim/transport/port_stats.h"
 #include "sim/trace.h"
 
@@ -128,8 +128,12 @@ public:
 
     // The transport engine, for the device thread's send and CQ doorbells and its ticks.
     transport_engine& engine() noexcept { return engine_; }
-    // A packet from the fabric for this port: counted by the port, then the engine's.
+    // A packet from the wire for this port: counted by the port, then the engine's.
     void deliver(wire::packet&& p);
+    // The port on the wire the engine's packets leave through (sim/link/port.h), owned
+    // by the device; and the object tables, whose RoCE address table it answers for.
+    void attach_port(link::port* p) noexcept { port_ = p; }
+    const object_tables& tables() const noexcept { return tables_; }
 
     // A PAGE_REQUEST event for num_pages (negative: pages the firmware can return).
     void request_pages(std::int32_t num_pages);
@@ -299,7 +303,6 @@ private:
     void transmit(wire::packet&& p) override;
     void async_event(hw::event_type type, std::span<const std::byte> data) override;
     void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override;
-    std::uint32_t port_address() const;
     // The engine's entry points the QP commands use (fw_qp.cc).
     void write_bf_sentinel(std::uint32_t uar) { engine_.watch_bf_page(uar); }
     void on_qp_transition(qp_object& qp, qp_state from) { engine_.on_qp_transition(qp, from); }
@@ -341,6 +344,7 @@ private:
     // is never a valid handle). The command handlers name each table as a member of
     // their own (uars_, qps_, ...): references into tables_.
     object_tables tables_;
+    link::port* port_ = nullptr;
     std::map<std::uint32_t, uar_object>& uars_ = tables_.uars;
     std::uint32_t next_uar_ = 0;
     std::map<std::uint32_t, pd_object>& pds_ = tables_.pds;

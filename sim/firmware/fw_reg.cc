@@ -388,9 +388,11 @@ wire_frames firmware::wire_frames_of(const wire::packet& p) const {
     const bool eth = cfg_.port == port_type::ethernet;
     const std::uint64_t overhead = eth ? roce_v2_packet_overhead : ib_packet_overhead + (p.net.grh ? ib_grh_bytes : 0);
     f.bytes = p.payload.size() + p.bth.pad + ext + overhead;
-    // 224.0.0.0/4 on Ethernet; multicast LIDs 0xc000-0xfffe on InfiniBand.
-    const std::uint32_t dst = fabric_destination(p.net);
-    f.multicast = eth ? (dst >> 28) == 0xe : (dst >= 0xc000 && dst < 0xffff);
+    // IPv4 224.0.0.0/4 or IPv6 ff00::/8 on Ethernet; multicast LIDs 0xc000-0xfffe on
+    // InfiniBand.
+    const bool v4 = wire::is_ipv4_mapped(p.net.dgid);
+    f.multicast = eth ? (v4 ? (p.net.dgid[12] >> 4) == 0xe : p.net.dgid[0] == 0xff)
+                      : (p.net.dlid >= 0xc000 && p.net.dlid < 0xffff);
     return f;
 }
 

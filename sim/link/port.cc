@@ -87,7 +87,8 @@ bool port::cable_in(clock_type::time_point now) {
 
 // --- out -------------------------------------------------------------------------------
 
-std::size_t port::transmit(wire::packet&& p, clock_type::time_point now) {
+port::sent port::transmit(wire::packet&& p, clock_type::time_point now) {
+    if (!cable_) return sent::discarded;
     if (p.net.link == wire::link_kind::ib) return send_packet(p, now);
     p.net.src_mac = cfg_.mac;
     if (is_zero(p.net.dst_mac)) {
@@ -108,20 +109,20 @@ std::size_t port::transmit(wire::packet&& p, clock_type::time_point now) {
                 w.tries = 1;
                 w.next_try = now + kSolicitEvery;
             }
-            return 0;
+            return sent::held;
         }
     }
     return send_packet(p, now);
 }
 
-std::size_t port::send_packet(wire::packet& p, clock_type::time_point now) {
+port::sent port::send_packet(wire::packet& p, clock_type::time_point now) {
     const std::size_t n = wire::encode(p, out_);
     if (n == 0) {
         ++counters_.malformed;
-        return 0;
+        return sent::discarded;
     }
     emit(std::span<const std::byte>(out_.data(), n), now);
-    return n;
+    return sent::wire;
 }
 
 // The link faults, then the wire.

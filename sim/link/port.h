@@ -65,10 +65,11 @@ public:
     port(const port&) = delete;
     port& operator=(const port&) = delete;
 
-    // A packet from the engine. The bytes put on the wire (0 when it was not sent: no
-    // station has the destination, the frame could not be built); a packet waiting for
-    // its neighbour counts as sent when it goes.
-    std::size_t transmit(wire::packet&& p, clock_type::time_point now);
+    // A packet from the engine: put on the wire (whether or not a station has its
+    // destination: the wire cannot tell), held until its neighbour answers, or
+    // discarded (the frame could not be built, or the cable is out).
+    enum class sent { wire, held, discarded };
+    sent transmit(wire::packet&& p, clock_type::time_point now);
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
     bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver);
@@ -94,7 +95,7 @@ private:
     };
     using gid = std::array<std::uint8_t, 16>;
 
-    std::size_t send_packet(wire::packet& p, clock_type::time_point now);
+    sent send_packet(wire::packet& p, clock_type::time_point now);
     void emit(std::span<const std::byte> frame, clock_type::time_point now);
     bool put_on_segment(std::span<const std::byte> frame);
     void solicit(const gid& target, clock_type::time_point now);

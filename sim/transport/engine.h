@@ -36,7 +36,7 @@
 #include "sim/pci/iommu.h"
 #include "sim/trace.h"
 #include "sim/transport/cq_engine.h"
-#include "sim/transport/fabric.h"
+#include "sim/transport/transport_type.h"
 #include "sim/transport/hooks.h"
 #include "sim/transport/mkey_translate.h"
 #include "sim/wire/packet.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "sim/objects/objects.h"
-#include "sim/transport/fabric.h"
+#include "sim/transport/transport_type.h"
 #include "sim/wire/packet.h"
 
 namespace cxv::sim {

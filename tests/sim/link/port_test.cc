@@ -76,8 +76,8 @@ wire::packet send_only(const gid& dgid, std::uint32_t psn, std::size_t bytes = 1
 TEST_CASE("an IPv4 destination is resolved with ARP, answered by the port that has the address") {
     pair x("port-test-arp");
     const auto now = clock_type::now();
-    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 1), now) == 0);  // held for ARP
-    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 2), now) == 0);
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 1), now) == port::sent::held);  // for ARP
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 2), now) == port::sent::held);
     x.settle();
     CHECK(x.a->counters().arp_sent == 1);
     CHECK(x.b->counters().arp_answered == 1);
@@ -88,8 +88,8 @@ TEST_CASE("an IPv4 destination is resolved with ARP, answered by the port that h
     CHECK(x.got_b[0].net.src_mac == x.ca.mac);
     CHECK(x.got_b[0].payload.size() == 100);
     // Learned: the next one goes at once; b learned a from its request too.
-    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 3), clock_type::now()) > 0);
-    CHECK(x.b->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 1}), 4), clock_type::now()) > 0);
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 2}), 3), clock_type::now()) == port::sent::wire);
+    CHECK(x.b->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 1}), 4), clock_type::now()) == port::sent::wire);
     x.settle();
     CHECK(x.got_b.size() == 3);
     CHECK(x.got_a.size() == 1);
@@ -99,7 +99,7 @@ TEST_CASE("an IPv4 destination is resolved with ARP, answered by the port that h
 
 TEST_CASE("nobody answers for an address nobody has: the packets are dropped after the retries") {
     pair x("port-test-noarp");
-    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 77}), 1), clock_type::now()) == 0);
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 77}), 1), clock_type::now()) == port::sent::held);
     const auto end = clock_type::now() + std::chrono::seconds(3);
     while (x.a->counters().unresolved == 0 && clock_type::now() < end) x.settle();
     CHECK(x.a->counters().unresolved == 1);
@@ -110,7 +110,7 @@ TEST_CASE("nobody answers for an address nobody has: the packets are dropped aft
 
 TEST_CASE("a link-local GID carries its MAC; another IPv6 address is resolved with neighbour discovery") {
     pair x("port-test-nd");
-    CHECK(x.a->transmit(send_only(wire::link_local_gid(x.cb.mac), 1), clock_type::now()) > 0);
+    CHECK(x.a->transmit(send_only(wire::link_local_gid(x.cb.mac), 1), clock_type::now()) == port::sent::wire);
     x.settle();
     CHECK(x.got_b.size() == 1);
     CHECK(x.a->counters().nd_sent == 0);
@@ -118,7 +118,7 @@ TEST_CASE("a link-local GID carries its MAC; another IPv6 address is resolved wi
     gid other{0xfe, 0x80};
     other[15] = 1;
     x.tb.roce_addresses[2].source_l3_address = other;
-    CHECK(x.a->transmit(send_only(other, 2), clock_type::now()) == 0);
+    CHECK(x.a->transmit(send_only(other, 2), clock_type::now()) == port::sent::held);
     x.settle();
     CHECK(x.a->counters().nd_sent == 1);
     CHECK(x.b->counters().nd_answered == 1);
@@ -199,7 +199,7 @@ TEST_CASE("InfiniBand: LRH-routed by LID, the VCRC and ICRC checked") {
     p.deth.q_key = 0x11;
     p.deth.src_qp = 0x44;
     p.payload.assign(33, std::byte{1});
-    CHECK(x.a->transmit(std::move(p), clock_type::now()) > 0);
+    CHECK(x.a->transmit(std::move(p), clock_type::now()) == port::sent::wire);
     x.settle();
     REQUIRE(x.got_b.size() == 1);
     CHECK(x.got_b[0].deth.src_qp == 0x44);
