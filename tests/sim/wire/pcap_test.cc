@@ -68,20 +68,20 @@ TEST_CASE("frames written by four threads all read back whole, with their timest
 
 TEST_CASE("each record reaches the file as written; a file cut mid-record reads to its last whole record") {
     const std::string path = temp_path("pcap_cut");
-    auto w = pcap_writer::open(path, pcap_link::infiniband, 100);
+    auto w = pcap_writer::open(path, pcap_link::infiniband_erf, 100);
     REQUIRE(w.ok());
     std::vector<std::byte> big(150, std::byte{0x5a});
     REQUIRE((*w)->write(big));
     REQUIRE((*w)->write(std::vector<std::byte>(40, std::byte{1})));
     // Still open: what a killed process would leave.
     const auto size = std::filesystem::file_size(path);
-    CHECK(size == 24 + 16 + 100 + 16 + 40);
+    CHECK(size == 24 + 16 + 100 + 16 + 16 + 40);
     auto f = read_pcap(path);
     REQUIRE(f.ok());
-    CHECK(f->link_type == 247);
+    CHECK(f->link_type == 197);
     CHECK(f->snaplen == 100);
     REQUIRE(f->records.size() == 2);
-    CHECK(f->records[0].data.size() == 100);  // cut to snaplen
+    CHECK(f->records[0].data.size() == 100 - 16);  // cut to snaplen, with the ERF header
     CHECK(f->records[0].orig_len == 150);
     std::filesystem::resize_file(path, size - 1);
     f = read_pcap(path);

@@ -41,11 +41,14 @@ inline packet random_packet(std::mt19937_64& rng, link_kind link, std::uint8_t o
     n.link = link;
     for (auto& b : n.src_mac) b = static_cast<std::uint8_t>(r(8));
     for (auto& b : n.dst_mac) b = static_cast<std::uint8_t>(r(8));
-    for (auto& b : n.sgid) b = static_cast<std::uint8_t>(r(8));
-    for (auto& b : n.dgid) b = static_cast<std::uint8_t>(r(8));
-    if (link == link_kind::roce_v4) {  // IPv4-mapped GIDs
-        for (int i = 0; i < 10; ++i) n.sgid[i] = n.dgid[i] = 0;
-        n.sgid[10] = n.sgid[11] = n.dgid[10] = n.dgid[11] = 0xff;
+    // Addresses are link-local only: fe80::/64 with a random interface id, or IPv4-mapped
+    // 169.254.0.0/16.
+    for (auto* g : {&n.sgid, &n.dgid}) {
+        *g = {0xfe, 0x80};
+        for (std::size_t i = 8; i < 16; ++i) (*g)[i] = static_cast<std::uint8_t>(r(8));
+        if (link == link_kind::roce_v4) {
+            *g = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, (*g)[14], (*g)[15]};
+        }
     }
     n.traffic_class = static_cast<std::uint8_t>(r(8));
     n.flow_label = link == link_kind::roce_v4 ? 0 : static_cast<std::uint32_t>(r(20));
