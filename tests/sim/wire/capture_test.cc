@@ -160,6 +160,48 @@ TEST_CASE("a flipped bit in a captured frame is caught: bad_icrc in what the ICR
     }
 }
 
+TEST_CASE("two packets from a real InfiniBand link decode with tshark's fields and re-encode byte for byte") {
+    // Fields as tshark prints them for frames 11 and 5 of Wireshark's infiniband.pcap.
+    const auto ack = test::from_hex(test::ib_ack);
+    packet p;
+    REQUIRE(decode_ib(ack, p) == decode_status::ok);
+    CHECK(p.net.link == link_kind::ib);
+    CHECK(p.net.dlid == 4);
+    CHECK(p.net.slid == 1);
+    CHECK(p.net.sl == 0);
+    CHECK(p.net.vl == 0);
+    CHECK(!p.net.grh);
+    CHECK(!p.grh_present);
+    CHECK(p.bth.opcode == (opcode::RC | opcode::ACKNOWLEDGE));
+    CHECK(p.bth.mig_req);
+    CHECK(p.bth.dest_qp == 0x870408);
+    CHECK(p.bth.psn == 0xd40a55);
+    CHECK(p.aeth.syndrome == 0x1f);
+    CHECK(p.aeth.msn == 1);
+    std::vector<std::byte> out(max_frame_bytes);
+    REQUIRE(encode(p, out) == ack.size());
+    CHECK(std::memcmp(out.data(), ack.data(), ack.size()) == 0);
+
+    const auto ud = test::from_hex(test::ib_ud_grh);
+    REQUIRE(decode_ib(ud, p) == decode_status::ok);
+    CHECK(p.net.dlid == 0xc000);
+    CHECK(p.net.slid == 4);
+    CHECK(p.net.grh);
+    CHECK(p.grh_present);
+    CHECK(p.net.hop_limit == 0);
+    CHECK(p.net.sgid == gid_bytes{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x02, 0xc9, 0x02, 0x00, 0x24, 0xf6, 0x36});
+    CHECK(p.net.dgid == gid_bytes{0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff});
+    CHECK(std::memcmp(p.grh_raw.data(), ud.data() + 8, 40) == 0);
+    CHECK(p.bth.opcode == (opcode::UD | opcode::SEND_ONLY));
+    CHECK(p.bth.dest_qp == 0xffffff);
+    CHECK(p.bth.psn == 8367);
+    CHECK(p.deth.q_key == 0xb1b);
+    CHECK(p.deth.src_qp == 0x405);
+    CHECK(p.payload.size() == 132 - 48 - 12 - 8 - 4);
+    REQUIRE(encode(p, out) == ud.size());
+    CHECK(std::memcmp(out.data(), ud.data(), ud.size()) == 0);
+}
+
 TEST_CASE("the capture's ARP request and reply parse, our reply to the request equals rxe's, and they are not RoCE") {
     const auto recs = records();
     arp_message req, rep;

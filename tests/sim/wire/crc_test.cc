@@ -45,16 +45,8 @@ std::vector<std::byte> random_bytes(std::mt19937_64& rng, std::size_t n) {
     return v;
 }
 
-// Two packets from the Wireshark wiki's sample capture "infiniband.pcap" (an Endace DAG card
-// on a real InfiniBand link, 2008), LRH through VCRC: frame 11, an RC Acknowledge without
-// GRH, and frame 5, a UD SEND Only with a GRH (an IPoIB ARP request).
-const char* const ib_ack = "00020004000700011140ffff0087040800d40a551f000001a80355503081";
-const char* const ib_ud_grh =
-    "0003c000002100046000000000541b00fe800000000000000002c9020024f636"
-    "ff12401bffff000000000000ffffffff6440ffff00ffffff000020af00000b1b"
-    "0000040508060000002008001404000180000405fe800000000000000002c902"
-    "0024f6360a00012200000000000000000000000000000000000000000a00003a"
-    "bd6bd6a88883";
+using test::ib_ack;
+using test::ib_ud_grh;
 
 std::uint32_t le32(const std::byte* p) {
     std::uint32_t v = 0;

@@ -23,6 +23,18 @@ inline std::vector<std::byte> from_hex(std::string_view s) {
     return out;
 }
 
+// Two packets from the Wireshark wiki's sample capture "infiniband.pcap" (an Endace DAG card
+// on a real InfiniBand link, 2008), LRH through VCRC: frame 11, an RC Acknowledge without
+// GRH, and frame 5, a UD SEND Only with a GRH (an IPoIB ARP request, whose payload is
+// opaque bytes here).
+inline const char* const ib_ack = "00020004000700011140ffff0087040800d40a551f000001a80355503081";
+inline const char* const ib_ud_grh =
+    "0003c000002100046000000000541b00fe800000000000000002c9020024f636"
+    "ff12401bffff000000000000ffffffff6440ffff00ffffff000020af00000b1b"
+    "0000040508060000002008001404000180000405fe800000000000000002c902"
+    "0024f6360a00012200000000000000000000000000000000000000000a00003a"
+    "bd6bd6a88883";
+
 // Every opcode the model knows (headers_of != 0).
 inline std::vector<std::uint8_t> known_opcodes() {
     std::vector<std::uint8_t> ops;
