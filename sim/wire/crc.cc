@@ -105,7 +105,12 @@ CXV_CLMUL std::uint32_t crc32_clmul(std::uint32_t c, const std::byte* p,
 }
 #undef CXV_CLMUL
 
-const bool have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+// Decided once, at static initialization (before it, a caller gets the tables: correct too).
+bool detect_clmul() noexcept {
+    __builtin_cpu_init();  // may run before libgcc's own constructor has
+    return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+}
+const bool have_clmul = detect_clmul();
 #endif
 
 }  // namespace

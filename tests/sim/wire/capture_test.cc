@@ -115,7 +115,7 @@ TEST_CASE("every RoCEv2 frame of the rxe capture decodes with tshark's fields an
         // The payload: what is left between the headers and the ICRC.
         const std::size_t headers = 14 + 20 + 8 + bth_bytes + extended_header_bytes(h);
         CHECK(p.payload.size() == f.size() - headers - icrc_bytes);
-        CHECK(std::memcmp(p.payload.data(), f.data() + headers, p.payload.size()) == 0);
+        CHECK((p.payload.empty() || std::memcmp(p.payload.data(), f.data() + headers, p.payload.size()) == 0));
         // The UD receive buffer's 40 bytes: 20 zero, then the IPv4 header.
         CHECK(p.grh_present);
         CHECK(std::all_of(p.grh_raw.begin(), p.grh_raw.begin() + 20, [](std::byte b) { return b == std::byte{0}; }));
