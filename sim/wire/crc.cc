@@ -33,7 +33,7 @@ struct slice_tables {
 };
 
 constexpr slice_tables<std::uint32_t, 0xedb88320u, 16> crc32_tables;  // 0x04C11DB7 reflected
-constexpr slice_tables<std::uint16_t, 0xd008u, 8> vcrc_tables;         // 0x100B reflected
+constexpr slice_tables<std::uint16_t, 0xd008u, 16> vcrc_tables;        // 0x100B reflected
 
 std::uint64_t load64(const std::byte* p) noexcept {
     std::uint64_t v;
@@ -151,12 +151,14 @@ std::uint16_t vcrc(std::span<const std::byte> bytes) noexcept {
     const std::byte* p = bytes.data();
     std::size_t n = bytes.size();
     std::uint16_t c = 0xffff;
-    while (n >= 8) {
-        const std::uint64_t a = load64(p) ^ c;
-        c = t[7][a & 0xff] ^ t[6][(a >> 8) & 0xff] ^ t[5][(a >> 16) & 0xff] ^ t[4][(a >> 24) & 0xff] ^
-            t[3][(a >> 32) & 0xff] ^ t[2][(a >> 40) & 0xff] ^ t[1][(a >> 48) & 0xff] ^ t[0][a >> 56];
-        p += 8;
-        n -= 8;
+    while (n >= 16) {
+        const std::uint64_t a = load64(p) ^ c, b = load64(p + 8);
+        c = t[15][a & 0xff] ^ t[14][(a >> 8) & 0xff] ^ t[13][(a >> 16) & 0xff] ^ t[12][(a >> 24) & 0xff] ^
+            t[11][(a >> 32) & 0xff] ^ t[10][(a >> 40) & 0xff] ^ t[9][(a >> 48) & 0xff] ^ t[8][a >> 56] ^
+            t[7][b & 0xff] ^ t[6][(b >> 8) & 0xff] ^ t[5][(b >> 16) & 0xff] ^ t[4][(b >> 24) & 0xff] ^
+            t[3][(b >> 32) & 0xff] ^ t[2][(b >> 40) & 0xff] ^ t[1][(b >> 48) & 0xff] ^ t[0][b >> 56];
+        p += 16;
+        n -= 16;
     }
     while (n-- > 0) c = byte_step<std::uint16_t, vcrc_tables>(c, *p++);
     return static_cast<std::uint16_t>(~c);
