@@ -24,7 +24,7 @@
 
 namespace cxv::sim::wire {
 
-inline constexpr std::uint16_t roce_v2_udp_port = 4791;  // IANA "roce"; annex A17.4.3
+inline constexpr std::uint16_t roce_v2_udp_port = 4791;  // IANA "roce"
 inline constexpr std::uint16_t ethertype_ipv4 = 0x0800, ethertype_arp = 0x0806, ethertype_ipv6 = 0x86dd;
 inline constexpr std::uint8_t ip_protocol_udp = 17;
 inline constexpr std::uint8_t grh_next_header_bth = 0x1b;  // IBA 8.3.1: the GRH's NxtHdr for IBA transport
@@ -32,7 +32,7 @@ inline constexpr std::uint8_t lnh_iba_local = 0x2, lnh_iba_global = 0x3;  // IBA
 inline constexpr std::size_t ethernet_header_bytes = 14, ipv4_header_bytes = 20, ipv6_header_bytes = 40,
                              udp_header_bytes = 8, ethernet_min_frame_bytes = 60;  // without the FCS
 
-// The largest path MTU (IBA 7.7.8: 4096 bytes of payload) and the largest frame: the
+// The largest path MTU (4096 bytes of payload, IBA "Packet Length") and the largest frame: the
 // longest network headers (Ethernet + IPv6 + UDP: 62 bytes, more than LRH + GRH) and
 // transport headers (BTH + AtomicETH: 40 bytes) with a full MTU and the ICRC.
 inline constexpr std::size_t max_mtu = 4096;
@@ -51,7 +51,8 @@ constexpr std::size_t extended_header_bytes(std::uint16_t h) {
            ((h & has_ieth) ? ieth_bytes : 0);
 }
 
-// The BTH PadCnt for a payload: bytes that round it up to a multiple of 4 (IBA 9.2.3).
+// The BTH PadCnt for a payload: bytes that round it up to a multiple of 4 (IBA 9.2 "Base
+// Transport Header").
 constexpr std::uint8_t pad_of(std::size_t payload_bytes) { return static_cast<std::uint8_t>((4 - payload_bytes % 4) % 4); }
 
 // Writes the whole frame for p.net.link into out and returns its length; 0 when out is too
@@ -75,8 +76,9 @@ const char* to_string(decode_status s) noexcept;
 // SL, VL and whether a GRH came), the BTH (PadCnt as received), the extended headers the
 // opcode has (the others are reset), the payload without pad, grh_raw and grh_present. A
 // RoCE packet always has its IP header, so net.grh and grh_present are set; grh_raw holds
-// the IPv4 header in its last 20 bytes (the first 20 zero) or the IPv6 header (IBA 11.4.1.1
-// via annex A17.4.5.1). Trailing Ethernet padding is ignored. p is unspecified unless ok.
+// the IPv4 header in its last 20 bytes (the first 20 zero, as rxe leaves them) or the
+// IPv6 header (the GRH's place in a UD receive buffer, IBA 11.4.1.1). Trailing Ethernet
+// padding is ignored. p is unspecified unless ok.
 decode_status decode_roce(std::span<const std::byte> frame, packet& p);
 decode_status decode_ib(std::span<const std::byte> frame, packet& p);
 

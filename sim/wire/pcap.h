@@ -16,9 +16,11 @@
 
 namespace cxv::sim::wire {
 
-// LINKTYPE_ values (tcpdump.org "Link-layer header types"): RoCEv2 frames are Ethernet;
-// InfiniBand packets start with their LRH, which Wireshark decodes as LINKTYPE_INFINIBAND.
-enum class pcap_link : std::uint32_t { ethernet = 1, infiniband = 247 };
+// LINKTYPE_ values (tcpdump.org "Link-layer header types"). RoCEv2 frames are Ethernet.
+// InfiniBand packets (LRH first) go in Endace ERF records of type INFINIBAND (21) in a
+// LINKTYPE_ERF file, as the DAG cards that capture InfiniBand links write them: Wireshark
+// (4.0) decodes those, but not LINKTYPE_INFINIBAND (247), which it reports as unsupported.
+enum class pcap_link : std::uint32_t { ethernet = 1, infiniband_erf = 197 };
 
 // Microsecond timestamps, little-endian. Safe to call from several threads of a process
 // (a mutex: this is not the fast path). Each record goes to the file in one write(2) with
@@ -32,16 +34,18 @@ public:
     pcap_writer(const pcap_writer&) = delete;
     pcap_writer& operator=(const pcap_writer&) = delete;
 
-    // Appends one frame (cut to snaplen; the record keeps its original length). False when
-    // the write failed or the file is closed.
+    // Appends one frame (cut to snaplen; the record keeps its original length), in an ERF
+    // INFINIBAND record for pcap_link::infiniband_erf. False when the write failed or the
+    // file is closed.
     bool write(std::span<const std::byte> frame,
                std::chrono::system_clock::time_point when = std::chrono::system_clock::now()) noexcept;
     void close() noexcept;
 
 private:
-    pcap_writer(int fd, std::uint32_t snaplen) : fd_(fd), snaplen_(snaplen) {}
+    pcap_writer(int fd, pcap_link link, std::uint32_t snaplen) : fd_(fd), link_(link), snaplen_(snaplen) {}
     std::mutex mutex_;
     int fd_;
+    pcap_link link_;
     std::uint32_t snaplen_;
 };
 
@@ -49,7 +53,7 @@ struct pcap_record {
     std::uint32_t ts_sec = 0;
     std::uint32_t ts_frac = 0;  // microseconds, or nanoseconds in a nanosecond file
     std::uint32_t orig_len = 0;
-    std::vector<std::byte> data;
+    std::vector<std::byte> data;  // in an ERF file, the InfiniBand packet without its ERF header
 };
 struct pcap_file {
     std::uint32_t link_type = 0;
@@ -58,7 +62,8 @@ struct pcap_file {
     std::vector<pcap_record> records;
 };
 // Reads a classic pcap file of either byte order, micro- or nanosecond. A truncated last
-// record (a writer killed mid-write) ends the list without an error.
+// record (a writer killed mid-write) ends the list without an error. In a LINKTYPE_ERF file
+// the ERF header of each INFINIBAND record is taken off (other ERF records are skipped).
 result<pcap_file> read_pcap(const std::string& path);
 
 }  // namespace cxv::sim::wire
