@@ -32,7 +32,7 @@ std::shared_ptr<wire::pcap_writer> shared_pcap(const std::string& path, bool eth
     static std::map<std::string, std::weak_ptr<wire::pcap_writer>>* open = new std::map<std::string, std::weak_ptr<wire::pcap_writer>>();
     std::lock_guard lock(mu);
     if (auto w = (*open)[path].lock()) return w;
-    auto w = wire::pcap_writer::open(path, ethernet ? wire::pcap_link::ethernet : wire::pcap_link::infiniband);
+    auto w = wire::pcap_writer::open(path, ethernet ? wire::pcap_link::ethernet : wire::pcap_link::infiniband_erf);
     if (!w) return nullptr;
     std::shared_ptr<wire::pcap_writer> s = std::move(w).value();
     (*open)[path] = s;
