@@ -197,7 +197,7 @@ public:
         if (!ah_) {
             cxv::qp::path p;
             p.dlid = peer_.lid;
-            p.grh = ethernet_;
+            p.grh = true;  // a GRH on InfiniBand too: the receiver gets it in front of the data
             p.dgid = peer_.gid;
             p.sgid_index = static_cast<std::uint8_t>(a_.gid_index);
             ah_ = std::make_unique<cxv::api::address_handle>(cxv::make_address_handle(p, ethernet_));

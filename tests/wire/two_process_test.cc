@@ -21,6 +21,8 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/sim/wire/tshark_command.h"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -246,7 +248,7 @@ struct decoded {
 };
 
 std::vector<decoded> decode_capture(const std::string& pcap) {
-    std::string cmd = "tshark -r " + pcap + " -Y infiniband -T fields -E separator=/t -E occurrence=f";
+    std::string cmd = std::string(cxv::test::tshark_command) + "-r " + pcap + " -Y infiniband -T fields -E separator=/t -E occurrence=f";
     for (const char* f : kFields) cmd += std::string(" -e ") + f;
     std::vector<decoded> out;
     for (const auto& l : lines_of(cmd + " 2>/dev/null")) {
@@ -272,16 +274,16 @@ void check_capture(const std::string& port_type) {
     REQUIRE(std::filesystem::exists(pcap));
 
     // Nothing Wireshark could not decode or flags as an error.
-    const auto bad = lines_of("tshark -r " + pcap + " -Y '_ws.malformed || _ws.expert.severity >= error' 2>&1");
+    const auto bad = lines_of(std::string(cxv::test::tshark_command) + "-r " + pcap + " -Y '_ws.malformed || _ws.expert.severity >= error' 2>/dev/null");
     INFO("tshark's complaints:\n" << [&] { std::string t; for (auto& l : bad) t += l + "\n"; return t; }());
     CHECK(bad.empty());
-    const auto all = lines_of("tshark -r " + pcap + " 2>/dev/null");
+    const auto all = lines_of(std::string(cxv::test::tshark_command) + "-r " + pcap + " 2>/dev/null");
     const auto pk = decode_capture(pcap);
     if (port_type == "ib") {
         CHECK(pk.size() == all.size());  // every frame an InfiniBand packet
     } else {
         CHECK(all.size() >= pk.size());  // the rest: ARP
-        CHECK(lines_of("tshark -r " + pcap + " -Y 'not infiniband and not arp' 2>/dev/null").empty());
+        CHECK(lines_of(std::string(cxv::test::tshark_command) + "-r " + pcap + " -Y 'not infiniband and not arp' 2>/dev/null").empty());
     }
 
     // Every opcode family, each place in a message, ACK and NAK.

@@ -7,6 +7,8 @@
 // Needs tshark (Debian: DEBIAN_FRONTEND=noninteractive apt-get install -y tshark); without
 // it the test passes with a message. Tagged "tshark" in BUILD so that CI can select it.
 #include <doctest/doctest.h>
+
+#include "tests/sim/wire/tshark_command.h"
 #include <unistd.h>
 
 #include <cstdio>
@@ -87,16 +89,7 @@ std::string run(const std::string& cmd) {
     return out;
 }
 
-// Checksum validation on, so that a wrong checksum is an error. Wireshark's heuristic
-// dissectors of InfiniBand payloads (RPC-over-RDMA, Mellanox EoIB, Ethernet over IB, SMC-R,
-// SMB Direct, NVMe-oF, LNet, iSER, FCoIB, SDP) claim SEND payloads by a guess and report
-// "Malformed" when the random bytes here are not their protocol: off.
-const char* const tshark =
-    "tshark -o ip.check_checksum:TRUE -o udp.check_checksum:TRUE"
-    " --disable-heuristic rpcrdma_infiniband --disable-heuristic mellanox_eoib"
-    " --disable-heuristic eth_over_ib --disable-heuristic smcr_infiniband"
-    " --disable-heuristic smb_direct_infiniband --disable-heuristic nvme_rdma --disable-heuristic lnet_ib"
-    " --disable-heuristic iser_infiniband --disable-heuristic fc_infiniband --disable-heuristic sdp_infiniband ";
+const char* const tshark = cxv::test::tshark_command;
 
 // What tshark should print for the packet p encoded as a frame of n bytes.
 expectation expect(const packet& p, std::size_t n) {
