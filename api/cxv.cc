@@ -113,6 +113,7 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const optio
     auto events = std::make_shared<detail::cq_events>();
     driver::hca::options opts;
     opts.port_timeout = o.port_timeout;
+    opts.ipv4 = o.ipv4;
     if (o.on_event) opts.on_event = [user = o.on_event](const driver::hca_event& e) { user(from_driver(e)); };
     opts.on_completion = [events, user = o.on_completion](std::uint32_t cqn) {
         events->signal(cqn);
@@ -167,7 +168,23 @@ result<port_info> device::port(unsigned n) {
     out.lid = p->lid;
     out.max_mtu = p->max_mtu;
     std::memcpy(out.gid, p->gid, sizeof(out.gid));
+    out.gids = p->gids;
     return out;
+}
+
+result<std::array<std::uint8_t, 16>> device::gid(unsigned index, unsigned n) {
+    auto p = hca_->query_port(n);
+    if (!p) return p.error();
+    if (index >= p->gids.size()) {
+        return error{EINVAL, "cxv::device::gid: port " + std::to_string(n) + " has no GID at index " +
+                                 std::to_string(index) + " (" + std::to_string(p->gids.size()) + " populated)"};
+    }
+    return p->gids[index];
+}
+
+std::optional<std::array<std::uint8_t, 4>> device::ipv4() const {
+    if (hca_->roce_gids().empty()) return std::nullopt;
+    return hca_->ipv4();
 }
 
 std::byte* device::bf_base() noexcept {

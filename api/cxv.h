@@ -85,6 +85,12 @@ struct port_info {
     std::uint16_t lid = 0;
     std::uint32_t max_mtu = 0;  // 1 = 256 .. 5 = 4096
     std::uint8_t gid[16] = {};  // GID index 0
+    // The GID table's populated entries from index 0 on. InfiniBand: GID 0, the
+    // link-local prefix fe80::/64 and the port GUID. RoCE: what the device programmed at
+    // open (device::gid()): 0 the IPv6 link-local address of the port's MAC, 1 the
+    // IPv4-mapped address of the function's IPv4 address (device::ipv4()). A RoCE QP's
+    // qp::path::sgid_index names one of them.
+    std::vector<std::array<std::uint8_t, 16>> gids;
 };
 
 // An asynchronous event of the device (device::options::on_event, on its event thread).
@@ -177,6 +183,10 @@ public:
         // After bring-up, open() waits this long for port 1 to be ACTIVE and fails with
         // ETIMEDOUT if it is not (a cable out, no subnet manager). 0: do not wait.
         std::chrono::milliseconds port_timeout{15'000};
+        // RoCE ports: the function's IPv4 address, programmed as GID index 1 (::ffff:
+        // a.b.c.d). Unset: the link-local 169.254.(1 + mac[4] % 254).mac[5] of the port's
+        // MAC (RFC 3927). Ignored on InfiniBand ports.
+        std::optional<std::array<std::uint8_t, 4>> ipv4;
     };
     // Opens the function through VFIO and brings the HCA up.
     static result<std::unique_ptr<device>> open(const std::string& bdf, const options& o);
@@ -187,6 +197,13 @@ public:
 
     result<std::shared_ptr<pd>> alloc_pd();
     result<port_info> port(unsigned n = 1);
+    // GID `index` of port `n` (ibv_query_gid(3)), read from the device: on RoCE the
+    // entries of port_info::gids that open() programmed, on InfiniBand GID 0. EINVAL for
+    // an index that holds no GID.
+    result<std::array<std::uint8_t, 16>> gid(unsigned index, unsigned n = 1);
+    // RoCE: the IPv4 address GID 1 carries (options::ipv4 or the link-local default);
+    // nullopt on InfiniBand.
+    std::optional<std::array<std::uint8_t, 4>> ipv4() const;
     // The HCA underneath (driver/hca/hca.h), for code that looks below the API.
     driver::hca& hca() noexcept { return *hca_; }
     // The device's counters (two firmware commands; not for the fast path). With clear,

@@ -272,6 +272,14 @@ int cxv_query_port(ibv_context* ctx, uint8_t port_num, ibv_port_attr* attr) {
     return succeed();
 }
 
+int cxv_query_gid(ibv_context* ctx, uint8_t port_num, int index, ibv_gid* gid) {
+    if (index < 0) return fail(EINVAL, "cxv_query_gid: negative index");
+    auto g = dev_of(ctx)->dev->gid(static_cast<unsigned>(index), port_num);
+    if (!g) return fail(g.error());
+    std::memcpy(gid->raw, g->data(), sizeof(gid->raw));
+    return succeed();
+}
+
 // --- PD, MR, AH --------------------------------------------------------------------------
 
 ibv_pd* cxv_alloc_pd(ibv_context* ctx) {

@@ -71,6 +71,12 @@ const char *cxv_last_error(void);
  * (IBV_PORT_ACTIVE or IBV_PORT_DOWN), max_mtu and active_mtu, lid, link_layer. */
 int cxv_query_port(struct ibv_context *ctx, uint8_t port_num, struct ibv_port_attr *attr);
 
+/* ibv_query_gid(3): GID `index` of port `port_num`. RoCE: 0 is the IPv6 link-local
+ * address of the port's MAC, 1 the IPv4-mapped address of the function's IPv4 address,
+ * both programmed at cxv_open_device; InfiniBand: 0 is the subnet prefix and port GUID.
+ * EINVAL for an index that holds no GID. */
+int cxv_query_gid(struct ibv_context *ctx, uint8_t port_num, int index, union ibv_gid *gid);
+
 /* ---- Protection domains, memory regions, address handles ------------------------- */
 
 struct ibv_pd *cxv_alloc_pd(struct ibv_context *ctx);

@@ -81,6 +81,18 @@ enum class ib_port_state : std::uint8_t {
     ACTIVE = 4,
 };
 
+// roce_addr_layout.roce_version and roce_l3_type (PRM "SET_ROCE_ADDRESS", Linux
+// MLX5_ROCE_VERSION_* and MLX5_ROCE_L3_TYPE_*): RoCE v1 (a GRH over Ethernet) or v2
+// (UDP/IP), and whether a v2 packet is IPv4 or IPv6.
+enum class roce_version : std::uint8_t {
+    V1 = 0,
+    V2 = 2,
+};
+enum class roce_l3_type : std::uint8_t {
+    IPV4 = 0,
+    IPV6 = 1,
+};
+
 // What a RoCEv2 packet adds to its payload inside an Ethernet frame, at most: the IPv6
 // header (40 bytes, the GRH's place), UDP (8), BTH (12), XRCETH (4), AtomicETH (28, the
 // largest extended transport header) and ICRC (4). A port's RoCE MTU is the largest IB

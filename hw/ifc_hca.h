@@ -519,6 +519,49 @@ CXV_IFC_LAYOUT(query_hca_vport_pkey_in, 0x80)
     T(pkey, 0x080, pkey_entry, 0)
 CXV_IFC_LAYOUT(query_hca_vport_pkey_out, 0x80)
 
+// --- RoCE addresses ---------------------------------------------------------------------
+
+// PRM Table: RoCE Address Layout: one entry of an Ethernet port's GID table, the source
+// addresses packets sent from that GID index carry: source_l3_address is the GID (an
+// IPv6 address, or ::ffff:a.b.c.d for IPv4), roce_l3_type and roce_version
+// (hw::roce_l3_type, hw::roce_version) say how the packet is built.
+#define CXV_IFC_roce_addr_layout(F, S, A, T) \
+    A(source_l3_address, 0x000, 8, 16)       \
+    F(vlan_valid, 0x083, 1)                  \
+    F(vlan_id, 0x084, 12)                    \
+    F(source_mac_47_32, 0x090, 16)           \
+    F(source_mac_31_0, 0x0a0, 32)            \
+    F(roce_l3_type, 0x0d4, 4)                \
+    F(roce_version, 0x0d8, 8)
+CXV_IFC_LAYOUT(roce_addr_layout, 0x100)
+
+// PRM SET_ROCE_ADDRESS: writes entry roce_address_index of port vhca_port_num's GID
+// table (roce_cap.roce_address_table_size entries); an all-zero address empties it.
+#define CXV_IFC_set_roce_address_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                        \
+    F(op_mod, 0x030, 16)                        \
+    F(roce_address_index, 0x040, 16)            \
+    F(vhca_port_num, 0x05c, 4)                  \
+    S(roce_address, 0x080, roce_addr_layout)
+CXV_IFC_LAYOUT(set_roce_address_in, 0x180)
+
+#define CXV_IFC_set_roce_address_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(set_roce_address_out, 0x80)
+
+// PRM QUERY_ROCE_ADDRESS: reads entry roce_address_index back (all zero when empty).
+#define CXV_IFC_query_roce_address_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                          \
+    F(op_mod, 0x030, 16)                          \
+    F(roce_address_index, 0x040, 16)              \
+    F(vhca_port_num, 0x05c, 4)
+CXV_IFC_LAYOUT(query_roce_address_in, 0x80)
+
+#define CXV_IFC_query_roce_address_out(F, S, A, T) \
+    F(status, 0x000, 8)                            \
+    F(syndrome, 0x020, 32)                         \
+    S(roce_address, 0x080, roce_addr_layout)
+CXV_IFC_LAYOUT(query_roce_address_out, 0x180)
+
 // --- NIC vport -------------------------------------------------------------------------
 
 // PRM QUERY_VPORT_STATE: the vport's logical link (state: 0 down, 1 up) and what its
@@ -660,6 +703,11 @@ CXV_IFC_LAYOUT(modify_nic_vport_context_out, 0x80)
     X(pkey_entry, pkey)                                             \
     X(query_hca_vport_pkey_in, query_hca_vport_pkey_in)             \
     X(query_hca_vport_pkey_out, query_hca_vport_pkey_out)           \
+    X(roce_addr_layout, roce_addr_layout)                           \
+    X(set_roce_address_in, set_roce_address_in)                     \
+    X(set_roce_address_out, set_roce_address_out)                   \
+    X(query_roce_address_in, query_roce_address_in)                 \
+    X(query_roce_address_out, query_roce_address_out)               \
     X(query_vport_state_in, query_vport_state_in)                   \
     X(query_vport_state_out, query_vport_state_out)                 \
     X(mac_address_layout, mac_address_layout)                       \

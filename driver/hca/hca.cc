@@ -115,7 +115,10 @@ status hca::bring_up() {
     if (auto s = bf_allocator::check_uar(uar_, dev_->bar0().size(), dev_->bdf()); !s) return s;
     bf_ = std::make_unique<bf_allocator>(alloc_uar, dev_->bar0().size(),
                                          ifc::get<ifc::cmd_hca_cap::log_bf_reg_size>(caps_cur_.data()), dev_->bdf());
-    return start_events();
+    if (auto s = start_events(); !s) return s;
+    // A RoCE port's GID table is empty until the driver fills it (roce.cc).
+    if (ethernet()) return program_roce_gids();
+    return ok_status();
 }
 
 status hca::wait_initializing(const char* when) {
@@ -204,7 +207,13 @@ result<hca::port_info> hca::query_port(unsigned port) {
     for (std::uint32_t m = ifc::qpc_values::mtu_256; m <= ifc::qpc_values::mtu_4096; ++m) {
         if ((128u << m) <= bytes) pi.max_mtu = m;
     }
-    if (pi.ethernet) return pi;  // RoCE addresses come from the GID table the driver programs
+    if (pi.ethernet) {  // RoCE addresses come from the GID table the driver programmed
+        auto g = read_roce_gids(port);
+        if (!g) return g.error();
+        pi.gids = std::move(g).value();
+        if (!pi.gids.empty()) std::memcpy(pi.gid, pi.gids[0].data(), 16);
+        return pi;
+    }
     auto q = command<ifc::query_hca_vport_context_in>(cmd_opcode::QUERY_HCA_VPORT_CONTEXT);
     ifc::set<ifc::query_hca_vport_context_in::port_num>(q.data(), port);
     auto out = cmd_->exec(q, ifc::query_hca_vport_context_out::size_bytes);
@@ -216,6 +225,8 @@ result<hca::port_info> hca::query_port(unsigned port) {
     auto gout = cmd_->exec(g, ifc::query_hca_vport_gid_out::size_bytes + 16);
     if (!gout) return gout.error();
     std::memcpy(pi.gid, gout->data() + ifc::query_hca_vport_gid_out::size_bytes, 16);
+    pi.gids.emplace_back();
+    std::memcpy(pi.gids.back().data(), pi.gid, 16);
     return pi;
 }
 

@@ -25,6 +25,7 @@
 // health watch (health.h).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -79,6 +80,11 @@ public:
         // After bring-up, create() waits this long for port 1 to be ACTIVE and fails with
         // ETIMEDOUT if it is not (a cable out, no subnet manager). 0: do not wait.
         std::chrono::milliseconds port_timeout{15'000};
+        // Ethernet (RoCE) ports: the function's IPv4 address, which the driver programs
+        // as GID index 1 (::ffff:a.b.c.d). Unset: a link-local address derived from the
+        // port's MAC, 169.254.(1 + mac[4] % 254).mac[5] (RFC 3927's 169.254.1.0 -
+        // 169.254.254.255). Ignored on InfiniBand.
+        std::optional<std::array<std::uint8_t, 4>> ipv4;
     };
 
     static result<std::unique_ptr<hca>> create(std::unique_ptr<vfio::device> dev, const options& o);
@@ -113,6 +119,10 @@ public:
         std::uint16_t lid = 0;
         std::uint32_t max_mtu = 0;  // qpc.mtu encoding (1 = 256 .. 5 = 4096)
         std::uint8_t gid[16] = {};  // GID index 0
+        // The GID table's populated entries from index 0 on: InfiniBand GID 0 (the subnet
+        // prefix and port GUID); RoCE the addresses the driver programmed (roce_gids()),
+        // as QUERY_ROCE_ADDRESS reads them back.
+        std::vector<std::array<std::uint8_t, 16>> gids;
     };
     result<port_info> query_port(unsigned port);
     // Port `port`'s state: PAOS (admin, operational) and the logical state (InfiniBand:
@@ -129,6 +139,24 @@ public:
     // and every 100 ms. ETIMEDOUT, naming the state last seen, after `timeout`.
     status wait_port_active(unsigned port, std::chrono::milliseconds timeout);
     const std::shared_ptr<hca_link>& link() const noexcept { return link_; }
+
+    // RoCE (Ethernet ports; empty on InfiniBand), driver/hca/roce.cc. At bring-up the
+    // driver programs port 1's GID table as Linux does for a netdev's addresses, RoCE v2
+    // entries only (the version the device offers):
+    //   index 0: fe80::/64 with the modified EUI-64 interface id of the port's MAC
+    //            (RFC 4291 appendix A), roce_l3_type IPv6;
+    //   index 1: ::ffff:a.b.c.d of the function's IPv4 address (options::ipv4, else the
+    //            link-local default), roce_l3_type IPv4;
+    // each with the MAC as source_mac. A RoCE QP names one by sgid_index.
+    using gid = std::array<std::uint8_t, 16>;
+    const std::vector<gid>& roce_gids() const noexcept { return roce_gids_; }
+    const std::array<std::uint8_t, 4>& ipv4() const noexcept { return ipv4_; }
+    const std::array<std::uint8_t, 6>& mac() const noexcept { return mac_; }
+    // The default IPv4 address of a port with MAC `mac`, and the GIDs for a MAC and an
+    // IPv4 address (pure functions, for tests and tools).
+    static std::array<std::uint8_t, 4> link_local_ipv4(const std::array<std::uint8_t, 6>& mac) noexcept;
+    static gid link_local_gid(const std::array<std::uint8_t, 6>& mac) noexcept;
+    static gid ipv4_mapped_gid(const std::array<std::uint8_t, 4>& ip) noexcept;
 
     // A BlueFlame register (driver/hca/bf_alloc.h).
     using bf_reg = driver::bf_reg;
@@ -157,6 +185,9 @@ private:
     status wait_initializing(const char* when);
     status query_caps(std::uint16_t op_mod, std::vector<std::byte>& into);
     status start_events();
+    // RoCE: the port's MAC (QUERY_NIC_VPORT_CONTEXT), then SET_ROCE_ADDRESS for each GID.
+    status program_roce_gids();
+    result<std::vector<gid>> read_roce_gids(unsigned port);
     void fatal(const std::string& why);
     void report(hca_event e);
     status teardown(teardown_mode mode);
@@ -170,6 +201,9 @@ private:
     options opts_;
     std::unique_ptr<cmd_queue> cmd_;
     std::vector<std::byte> caps_cur_, caps_max_;
+    std::array<std::uint8_t, 6> mac_{};
+    std::array<std::uint8_t, 4> ipv4_{};
+    std::vector<gid> roce_gids_;
 
     std::unique_ptr<page_pool> pages_;   // firmware pages and their worker thread
     std::uint32_t uar_ = 0;

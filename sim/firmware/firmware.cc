@@ -82,6 +82,8 @@ firmware::handler firmware::lookup(cmd_opcode op) const noexcept {
         case cmd_opcode::QUERY_NIC_VPORT_CONTEXT: return &firmware::query_nic_vport_context;
         case cmd_opcode::MODIFY_NIC_VPORT_CONTEXT: return &firmware::modify_nic_vport_context;
         case cmd_opcode::MAD_IFC: return &firmware::mad_ifc;
+        case cmd_opcode::SET_ROCE_ADDRESS: return &firmware::set_roce_address;
+        case cmd_opcode::QUERY_ROCE_ADDRESS: return &firmware::query_roce_address;
         case cmd_opcode::ALLOC_Q_COUNTER: return &firmware::alloc_q_counter;
         case cmd_opcode::DEALLOC_Q_COUNTER: return &firmware::dealloc_q_counter;
         case cmd_opcode::QUERY_Q_COUNTER: return &firmware::query_q_counter;
@@ -217,6 +219,7 @@ void firmware::release_all_objects() {
     next_qpn_ = 0x100;
     next_uar_ = cfg_.first_uar;
     nic_vport_ = {};  // the vport context goes back to its defaults with the objects
+    roce_addresses_.clear();  // the GID table is the driver's to program again
     reset_q_counters();
 }
 

@@ -162,6 +162,10 @@ public:
     // Device reset (FLR / VFIO_DEVICE_RESET): everything back to power-on.
     void reset();
 
+    // The GID table's size: cmd_hca_cap.gid_table_size's encoding (8 << n entries) and
+    // the entries it means, which roce_cap.roce_address_table_size reports too.
+    static constexpr unsigned gid_table_size_code = 2;
+    static constexpr std::uint32_t gid_table_entries = 8u << gid_table_size_code;
     hca_state state() const noexcept { return state_; }
     std::size_t pages_owned() const noexcept { return pages_.owned(); }
     std::size_t eq_count() const noexcept { return eqs_.size(); }
@@ -240,6 +244,10 @@ private:
     cmd_reply query_nic_vport_context(cmd_ctx& c);
     cmd_reply modify_nic_vport_context(cmd_ctx& c);
     cmd_reply mad_ifc(cmd_ctx& c);
+
+    // fw_roce.cc: the RoCE address (GID) table of an Ethernet port.
+    cmd_reply set_roce_address(cmd_ctx& c);
+    cmd_reply query_roce_address(cmd_ctx& c);
 
     // fw_counters.cc
     cmd_reply alloc_q_counter(cmd_ctx& c);
@@ -361,6 +369,8 @@ private:
     std::map<std::uint32_t, srq_object>& srqs_ = tables_.srqs;
     std::uint32_t next_srqn_ = 1;
     std::map<std::uint32_t, q_counter_object>& q_counters_ = tables_.q_counters;  // set 0 always present
+    // The RoCE GID table by index (fw_roce.cc); empty on InfiniBand and after teardown.
+    std::map<std::uint32_t, roce_address>& roce_addresses_ = tables_.roce_addresses;
     port_stats vport_cleared_{};  // port_stats_ when QUERY_VPORT_COUNTER last cleared
     std::uint32_t created_by_current_command_ = 0;  // eqn, or 0
     transport_engine engine_;

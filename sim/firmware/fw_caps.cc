@@ -3,6 +3,7 @@
 // real host pages. docs/device-model.md lists every value and why.
 #include <cstring>
 
+#include "hw/cmd_values.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
 
@@ -70,7 +71,7 @@ void firmware::fill_general_caps(std::byte* p, bool max) const {
     ifc::set<cap::num_ports>(p, 1);
     ifc::set<cap::num_vhca_ports>(p, 1);
     ifc::set<cap::pkey_table_size>(p, 0);  // 128 entries
-    ifc::set<cap::gid_table_size>(p, 2);   // 32 entries
+    ifc::set<cap::gid_table_size>(p, gid_table_size_code);  // 32 entries
     ifc::set<cap::ports_check>(p, 1);
     // Doorbells: 4 KiB UARs over the 32 MiB BAR, BlueFlame registers of 512 bytes.
     ifc::set<cap::uar_4k>(p, 1);
@@ -113,11 +114,14 @@ void firmware::fill_roce_caps(std::byte* p) const {
     ifc::set<roce::sw_r_roce_src_udp_port>(p, 1);
     ifc::set<roce::fl_rc_qp_when_roce_enabled>(p, 1);
     ifc::set<roce::l3_type>(p, 0x7);         // GRH, IPv4, IPv6
-    ifc::set<roce::roce_version>(p, 0x2);    // RoCEv2
+    // A bit per version (Linux MLX5_ROCE_VERSION_*_CAP = 1 << version): RoCE v2 only,
+    // the one the transport engine builds.
+    ifc::set<roce::roce_version>(p, 1u << static_cast<unsigned>(hw::roce_version::V2));
     ifc::set<roce::r_roce_dest_udp_port>(p, 4791);
     ifc::set<roce::r_roce_max_src_udp_port>(p, 0xffff);
     ifc::set<roce::r_roce_min_src_udp_port>(p, 0xc000);
-    ifc::set<roce::roce_address_table_size>(p, 32);
+    // One RoCE address per GID table entry (SET_ROCE_ADDRESS, fw_roce.cc).
+    ifc::set<roce::roce_address_table_size>(p, gid_table_entries);
 }
 
 }  // namespace cxv::sim

@@ -6,7 +6,8 @@
 // Every answer follows the port's state at that moment (fw_port.cc). Once the subnet
 // manager has configured the port: LID from the configuration, SM at LID 1; before, LID
 // and SM LID 0. Always: LMC 0, GID prefix fe80::/64, M_Key 0 (no protection), P_Key
-// table holding only the default full-member key. The function is not a vport group
+// table holding only the default full-member key. An Ethernet port's GIDs are the RoCE
+// addresses the driver programmed (fw_roce.cc). The function is not a vport group
 // manager, so it may name no vport but its own (other_vport 0).
 #include <algorithm>
 #include <cstring>
@@ -168,21 +169,25 @@ cmd_reply firmware::query_hca_vport_gid(cmd_ctx& c) {
     if (!all && index >= len) return fail(cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
     const std::uint32_t first = all ? 0 : index, count = all ? len : 1;
     ifc::set<out_t::gids_num>(c.out.data(), count);
-    // Only GID 0 is populated. InfiniBand: the link-local prefix and the port GUID.
-    // Ethernet (RoCEv2): the IPv4-mapped IPv6 address ::ffff:a.b.c.d.
+    // InfiniBand: only GID 0 is populated, the link-local prefix and the port GUID.
+    // Ethernet: the RoCE address table as SET_ROCE_ADDRESS programmed it (empty entries
+    // read as zeros). Linux's mlx5_ib does not ask a RoCE port (its GIDs come from
+    // ib_core's cache, which it writes with SET_ROCE_ADDRESS), so a card's answer there
+    // is not something a driver relies on; the model's at least never contradicts the
+    // table the port sends from.
     std::array<std::byte, 16> gid0{};
-    if (cfg_.port == port_type::infiniband) {
-        put64(gid0.data(), kGidPrefix);
-        put64(gid0.data() + 8, cfg_.node_guid + 1);
-    } else {
-        gid0[10] = gid0[11] = std::byte{0xff};
-        for (std::size_t i = 0; i < 4; ++i) gid0[12 + i] = std::byte{cfg_.ipv4[i]};
-    }
+    put64(gid0.data(), kGidPrefix);
+    put64(gid0.data() + 8, cfg_.node_guid + 1);
+    const bool ib = cfg_.port == port_type::infiniband;
     // Entries that do not fit the output the driver gave are left out.
     const std::size_t room = (c.out.size() - out_t::size_bytes) / 16;
     for (std::uint32_t i = 0; i < count && i < room; ++i) {
-        if (first + i != 0) continue;  // the output is zeroed
-        std::memcpy(ifc::at<out_t::gid>(c.out.data(), i), gid0.data(), gid0.size());
+        std::byte* dst = ifc::at<out_t::gid>(c.out.data(), i);  // the output is zeroed
+        if (ib) {
+            if (first + i == 0) std::memcpy(dst, gid0.data(), gid0.size());
+        } else if (const auto it = roce_addresses_.find(first + i); it != roce_addresses_.end()) {
+            std::memcpy(dst, it->second.source_l3_address.data(), 16);
+        }
     }
     return ok();
 }

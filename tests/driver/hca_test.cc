@@ -60,6 +60,9 @@ TEST_CASE("bring-up in PRM order, then a clean teardown that reclaims every page
     CHECK(std::find(order.begin() + static_cast<std::ptrdiff_t>(expected.size()), order.end(), O::CREATE_EQ) !=
           order.end());
     CHECK(order.back() == O::QUERY_HCA_VPORT_CONTEXT);
+    // An InfiniBand port: no RoCE address is programmed.
+    CHECK(std::count(order.begin(), order.end(), O::SET_ROCE_ADDRESS) == 0);
+    CHECK(hca.roce_gids().empty());
     auto port = hca.query_port_state(1);
     REQUIRE(port.ok());
     CHECK(port->active());

@@ -121,6 +121,17 @@ int print_info(const std::string& bdf) {
         using p = ifc::hca_vport_context;
         fmt::print("  port {}: {}, LID {}, port GUID {:016x}\n", port, port_state_name(ifc::get<p::port_state>(v)),
                    ifc::get<p::lid>(v), ifc::get<p::port_guid>(v));
+        // The GIDs: InfiniBand GID 0; RoCE those the driver programmed at bring-up.
+        if (auto pi = hca.query_port(port)) {
+            for (std::size_t i = 0; i < pi->gids.size(); ++i) {
+                const auto& g = pi->gids[i];
+                std::string text;
+                for (std::size_t k = 0; k < g.size(); k += 2) {
+                    text += fmt::format("{}{:02x}{:02x}", k ? ":" : "", g[k], g[k + 1]);
+                }
+                fmt::print("    GID {}: {}\n", i, text);
+            }
+        }
     }
     print_counters(hca);
     const auto given = hca.pages_given();
