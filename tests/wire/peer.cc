@@ -133,7 +133,7 @@ public:
         const auto port = take(dev_->port(1), "query the port");
         ethernet_ = port.ethernet;
         me_.lid = port.lid;
-        std::memcpy(me_.gid.data(), port.gid, 16);
+        me_.gid = take(dev_->gid(a.gid_index), "query the GID");
         pd_ = take(dev_->alloc_pd(), "alloc_pd");
         mem_.assign(std::size_t{4} << 20, std::byte{0});
         mr_ = take(cxv::mr::create(pd_, mem_.data(), mem_.size(),
@@ -258,7 +258,7 @@ private:
         m.ah.dgid = peer_.gid;
         m.ah.sgid_index = static_cast<std::uint8_t>(a_.gid_index);
         m.path_mtu = a_.mtu;
-        m.min_rnr_timer = 1;
+        m.min_rnr_timer = 18;  // 5.12 ms: a few RNR NAKs while the server is late, not thousands
         m.timeout = static_cast<std::uint8_t>(a_.timeout);
         m.retry_cnt = static_cast<std::uint8_t>(a_.retry);
         m.rnr_retry = 7;
