@@ -140,6 +140,11 @@ for d in /sys/class/net/*; do
     "$OOB_MAC") oob=${d##*/} ;;
     esac
 done
+# No duplicate address detection: the IPv6 link-local address (the source of GID 0's
+# RoCEv2 packets) is then usable at once rather than "tentative" for a second or two,
+# during which a QP cannot reach RTR with GID 0.
+echo 0 > /proc/sys/net/ipv6/conf/default/accept_dad
+echo 0 > /proc/sys/net/ipv6/conf/"$nic"/accept_dad
 ip link set lo up
 ip link set "$nic" up
 ip addr add "$GUEST_IP" dev "$nic"
