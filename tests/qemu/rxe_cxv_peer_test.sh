@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# cxv against Linux's Soft-RoCE: an `ibv_rc_pingpong` server in a QEMU guest whose e1000
-# is cabled to the model's RoCE port on a fabric directory, and rxe_peer (the same
-# client on cxv's API) on that port; the out-of-band exchange goes through a TCP port
+# cxv against Linux's Soft-RoCE: `ibv_rc_pingpong` then `ibv_ud_pingpong` servers in a
+# QEMU guest whose e1000 is cabled to the model's RoCE port on a fabric directory, and
+# rxe_peer (the same clients on cxv's API) on that port; the out-of-band exchange goes through a TCP port
 # forwarded from the host's loopback into the guest. Needs `cxv-sim run --fabric DIR`;
 # until the model has it the test reports itself skipped. The capture of the guest's
 # NIC is kept as rxe-cxv.pcap in the test's outputs.
@@ -54,7 +54,9 @@ done
 start=$(date +%s)
 "$launcher" run --name G --mac 52:54:00:00:00:01 --ip 169.254.1.1/16 \
     --fabric "$fabric" --peer-mac "$cxv_mac" --pcap "$out/rxe-cxv.pcap" --forward "$port:18515" \
-    --work "$work" --timeout 150 -- "ibv_rc_pingpong -d rxe0 -g $gidx -n $iters" >"$work/G.out" 2>&1 &
+    --work "$work" --timeout 150 -- \
+    "ibv_rc_pingpong -d rxe0 -g $gidx -n $iters && ibv_ud_pingpong -d rxe0 -g $gidx -s 512 -n $iters" \
+    >"$work/G.out" 2>&1 &
 gpid=$!
 # The peer connects once the guest's server is about to listen (it retries until then).
 while ! grep -q 'guest: command starts' "$work/G.console" 2>/dev/null; do
@@ -66,6 +68,14 @@ peer_args=(0000:c5:00.0 "127.0.0.1:$port" -n "$iters" -g "$gidx" -t "${CXV_RXE_P
 [ -n "${CXV_RXE_PEER_GID:-}" ] && peer_args+=(--gid "$CXV_RXE_PEER_GID")
 timeout 120 "$sim" run --fabric "$fabric" --port-type eth -- "$peer" "${peer_args[@]}" >"$work/peer.out" 2>&1
 rc_peer=$?
+# The UD server listens once the RC run is over: rxe_peer reconnects until it does.
+if ((rc_peer == 0)); then
+    timeout 120 "$sim" run --fabric "$fabric" --port-type eth -- "$peer" "${peer_args[@]}" --ud -s 512 \
+        >>"$work/peer.out" 2>&1
+    rc_peer=$?
+fi
+# A failed peer leaves the guest's server waiting: end it now rather than at its limit.
+((rc_peer == 0)) || kill "$gpid" 2>/dev/null
 wait "$gpid"
 rc_guest=$?
 gpid=
@@ -74,7 +84,10 @@ cat "$work/G.out"
 echo "guest and cxv: exit $rc_guest and $rc_peer after $(($(date +%s) - start)) s"
 ((rc_guest == skip_status)) && skip "$(sed -n 's/^SKIPPED: //p' "$work/G.out" | head -1)"
 ((rc_peer == 0)) || fail "rxe_peer (cxv) exited $rc_peer"
-((rc_guest == 0)) || fail "the guest's ibv_rc_pingpong exited $rc_guest"
-grep -q "^$iters iters in " "$work/peer.out" || fail "rxe_peer did not report $iters iterations"
-grep -q "^\[G\] $iters iters in " "$work/G.out" || fail "the guest did not report $iters iterations"
+((rc_guest == 0)) || fail "the guest's pingpong servers exited $rc_guest"
+# Each side reports its RC and its UD run.
+n=$(grep -c "^$iters iters in " "$work/peer.out")
+((n == 2)) || fail "rxe_peer reported $n of its 2 runs of $iters iterations"
+n=$(grep -c "^\[G\] $iters iters in " "$work/G.out")
+((n == 2)) || fail "the guest reported $n of its 2 runs of $iters iterations"
 echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"

@@ -1,5 +1,6 @@
-// The client half of ibv_rc_pingpong (rdma-core's libibverbs/examples) written on cxv's
-// C++ API: a host-side peer for an `ibv_rc_pingpong -d rxe0 -g G` server in a QEMU guest
+// The client half of ibv_rc_pingpong and, with --ud, of ibv_ud_pingpong (rdma-core's
+// libibverbs/examples) written on cxv's C++ API: a host-side peer for an
+// `ibv_rc_pingpong -d rxe0 -g G` (or ibv_ud_pingpong) server in a QEMU guest
 // running Linux's Soft-RoCE (tests/qemu/rxe_guest.sh), the guest's NIC cabled to a RoCE
 // port of the model's fabric. The out-of-band exchange goes over TCP to the server's port,
 // forwarded to the host's loopback (rxe_guest.sh --forward), the ping-pongs over RoCEv2.
@@ -12,6 +13,9 @@
 //               IPv4-mapped ::ffff:169.254.x.y of our port)
 //     -m MTU    path MTU in bytes, 256..4096 (the server's -m; default 1024)
 //     -t SECS   give up after this long without progress (default 30)
+//     --ud      ibv_ud_pingpong's client: UD sends to the server's QPN with Q_Key
+//               0x11111111, receive buffers of SIZE + 40 (the GRH space); SIZE must fit
+//               the path MTU (the server's -s, e.g. 512)
 //
 // The exchange, as rc_pingpong's client does it: connect, send our
 // "LID:QPN:PSN:GID" (%04x:%06x:%06x:%s, the GID as 32 hex digits of its bytes in order)
@@ -64,7 +68,13 @@ struct options {
     std::string gid;  // empty: the port's GID 0
     unsigned mtu = 1024;
     unsigned timeout_s = 30;
+    bool ud = false;
 };
+
+// ibv_ud_pingpong's Q_Key, and the GRH space at the start of every UD receive buffer
+// (IBA "Datagram" receive: the first 40 bytes hold the GRH, on RoCEv2 the IP header).
+constexpr std::uint32_t ud_qkey = 0x11111111;
+constexpr unsigned grh_bytes = 40;
 
 // ibv_mtu's numbering (1 = 256 .. 5 = 4096), which qp::modify_attr::path_mtu takes.
 unsigned mtu_enum(unsigned bytes) {
@@ -75,19 +85,22 @@ unsigned mtu_enum(unsigned bytes) {
 
 options parse(int argc, char** argv) {
     options o;
-    static const option longs[] = {{"gid", required_argument, nullptr, 'G'}, {nullptr, 0, nullptr, 0}};
+    static const option longs[] = {
+        {"gid", required_argument, nullptr, 'G'}, {"ud", no_argument, nullptr, 'U'}, {nullptr, 0, nullptr, 0}};
     for (int c; (c = getopt_long(argc, argv, "s:n:g:m:t:", longs, nullptr)) != -1;) {
         switch (c) {
         case 's': o.size = static_cast<unsigned>(std::stoul(optarg)); break;
         case 'n': o.iters = static_cast<unsigned>(std::stoul(optarg)); break;
         case 'g': o.gid_index = static_cast<unsigned>(std::stoul(optarg)); break;
         case 'G': o.gid = optarg; break;
+        case 'U': o.ud = true; break;
         case 'm': o.mtu = static_cast<unsigned>(std::stoul(optarg)); break;
         case 't': o.timeout_s = static_cast<unsigned>(std::stoul(optarg)); break;
         default: std::exit(2);
         }
     }
-    if (argc - optind != 2) die("usage: rxe_peer BDF HOST:PORT [-s size] [-n iters] [-g index] [--gid GID] [-m mtu]");
+    if (argc - optind != 2)
+        die("usage: rxe_peer BDF HOST:PORT [-s size] [-n iters] [-g index] [--gid GID] [-m mtu] [-t secs] [--ud]");
     o.bdf = argv[optind];
     const std::string hp = argv[optind + 1];
     const auto colon = hp.rfind(':');
@@ -215,24 +228,27 @@ int main(int argc, char** argv) {
     if (!o.gid.empty() && inet_pton(AF_INET6, o.gid.c_str(), my_gid) != 1) die("--gid: not an IPv6 address: " + o.gid);
 
     auto pd = must(dev->alloc_pd(), "alloc_pd");
-    // One buffer for what we send, one per receive WQE slot.
-    std::vector<std::uint8_t> send_buf(o.size, 0x7b), recv_buf(o.size, 0);
+    // One buffer for what we send, one all receive WQEs share (one message is in flight
+    // towards us at a time); a UD receive also takes the GRH space.
+    const unsigned recv_len = o.size + (o.ud ? grh_bytes : 0);
+    std::vector<std::uint8_t> send_buf(o.size, 0x7b), recv_buf(recv_len, 0);
     auto smr = must(cxv::mr::create(pd, send_buf.data(), send_buf.size(), cxv::access_local_write), "reg_mr");
     auto rmr = must(cxv::mr::create(pd, recv_buf.data(), recv_buf.size(), cxv::access_local_write), "reg_mr");
     auto cq = must(cxv::cq::create(*dev, o.rx_depth + 1), "create_cq");
     cxv::qp::attr qa;
-    qa.type = cxv::qp_type::rc;
+    qa.type = o.ud ? cxv::qp_type::ud : cxv::qp_type::rc;
     qa.domain = pd;
     qa.send_cq = qa.recv_cq = cq;
     qa.cap = {1, o.rx_depth, 1, 1, 0};
     auto qp = must(cxv::qp::create(*dev, qa), "create_qp");
 
     cxv::qp::modify_attr m;
+    if (o.ud) m.qkey = ud_qkey;
     must(qp->modify(cxv::qp_state::init, m), "INIT");
 
     // rc_pingpong's work request ids: a receive, a send.
     constexpr std::uint64_t recv_wrid = 1, send_wrid = 2;
-    ibv_sge rsge{reinterpret_cast<std::uint64_t>(recv_buf.data()), o.size, rmr->lkey()};
+    ibv_sge rsge{reinterpret_cast<std::uint64_t>(recv_buf.data()), recv_len, rmr->lkey()};
     auto post_recvs = [&](unsigned n) {
         unsigned i = 0;
         for (; i < n; ++i) {
@@ -258,26 +274,36 @@ int main(int argc, char** argv) {
     std::printf("  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", peer.lid, peer.qpn, peer.psn,
                 gid_text(peer.gid.data()).c_str());
 
-    // As rc_pingpong connects: RoCE addresses by GID (a GRH, IBA "Global Route Header";
-    // on RoCEv2 the IP header), one hop.
-    m.path_mtu = mtu_enum(o.mtu);
-    m.dest_qpn = peer.qpn;
-    m.rq_psn = peer.psn;
-    m.max_dest_rd_atomic = 1;
-    m.min_rnr_timer = 12;
-    m.ah.dlid = static_cast<std::uint16_t>(peer.lid);
-    m.ah.grh = true;
-    m.ah.dgid = peer.gid;
-    m.ah.sgid_index = static_cast<std::uint8_t>(o.gid_index);
-    m.ah.hop_limit = 1;
-    must(qp->modify(cxv::qp_state::rtr, m), "RTR");
-    // rc_pingpong asks for 14 (67 ms); a guest under TCG can be slower than 7 of those.
-    m.timeout = 18;
-    m.retry_cnt = 7;
-    m.rnr_retry = 7;
-    m.sq_psn = mine.psn;
-    m.max_rd_atomic = 1;
-    must(qp->modify(cxv::qp_state::rts, m), "RTS");
+    // As the pingpong tools address the server: RoCE by GID (a GRH, IBA "Global Route
+    // Header"; on RoCEv2 the IP header), one hop. RC puts it in the QP at RTR, UD in an
+    // address handle each send names.
+    cxv::qp::path to;
+    to.dlid = static_cast<std::uint16_t>(peer.lid);
+    to.grh = true;
+    to.dgid = peer.gid;
+    to.sgid_index = static_cast<std::uint8_t>(o.gid_index);
+    to.hop_limit = 1;
+    auto ah = cxv::make_address_handle(to, port.ethernet);
+    if (o.ud) {
+        must(qp->modify(cxv::qp_state::rtr, m), "RTR");
+        m.sq_psn = mine.psn;
+        must(qp->modify(cxv::qp_state::rts, m), "RTS");
+    } else {
+        m.path_mtu = mtu_enum(o.mtu);
+        m.dest_qpn = peer.qpn;
+        m.rq_psn = peer.psn;
+        m.max_dest_rd_atomic = 1;
+        m.min_rnr_timer = 12;
+        m.ah = to;
+        must(qp->modify(cxv::qp_state::rtr, m), "RTR");
+        // rc_pingpong asks for 14 (67 ms); a guest under TCG can be slower than 7 of those.
+        m.timeout = 18;
+        m.retry_cnt = 7;
+        m.rnr_retry = 7;
+        m.sq_psn = mine.psn;
+        m.max_rd_atomic = 1;
+        must(qp->modify(cxv::qp_state::rts, m), "RTS");
+    }
 
     ibv_sge ssge{reinterpret_cast<std::uint64_t>(send_buf.data()), o.size, smr->lkey()};
     auto post_send = [&] {
@@ -287,6 +313,11 @@ int main(int argc, char** argv) {
         wr.sg_list = &ssge;
         wr.num_sge = 1;
         wr.send_flags = IBV_SEND_SIGNALED;
+        if (o.ud) {
+            wr.wr.ud.ah = &ah.base;
+            wr.wr.ud.remote_qpn = peer.qpn;
+            wr.wr.ud.remote_qkey = ud_qkey;
+        }
         ibv_send_wr* bad = nullptr;
         if (int e = qp->post_send(&wr, &bad)) die(std::string("post_send: ") + std::strerror(e));
     };
@@ -318,8 +349,9 @@ int main(int argc, char** argv) {
             if (wc[i].wr_id == send_wrid) {
                 ++scnt;
             } else if (wc[i].wr_id == recv_wrid) {
-                if (wc[i].byte_len != o.size) die("received " + std::to_string(wc[i].byte_len) + " bytes, not -s");
-                for (unsigned b = 0; b < o.size; ++b) bad_payloads += recv_buf[b] != 0x7b;
+                if (wc[i].byte_len != recv_len)
+                    die("received " + std::to_string(wc[i].byte_len) + " bytes, not " + std::to_string(recv_len));
+                for (unsigned b = recv_len - o.size; b < recv_len; ++b) bad_payloads += recv_buf[b] != 0x7b;
                 std::memset(recv_buf.data(), 0, recv_buf.size());
                 if (--routs <= 1) routs += post_recvs(o.rx_depth - routs);
                 ++rcnt;
