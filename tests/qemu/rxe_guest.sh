@@ -33,7 +33,8 @@
 #   listening). Exit status: the command's; 77 when the guest cannot run here (the reason
 #   is printed).
 #
-# Sourcing the script defines the functions without running anything.
+# Sourcing the script defines the functions without running anything; rxe_guest_run sets
+# EXIT/INT/TERM traps while its guest runs, so call it in a subshell.
 set -uo pipefail
 
 rxe_guest_cache=${CXV_QEMU_CACHE:-/var/cache/cxv/qemu}
