@@ -52,7 +52,7 @@ done
 [ -n "$port" ] || skip "no free loopback port for the out-of-band forward"
 
 start=$(date +%s)
-"$launcher" run --name G --mac 52:54:00:00:00:01 --ip 169.254.1.1/16 \
+"$launcher" run --name G --mac 52:54:00:00:00:01 --ip 169.254.100.1/16 \
     --fabric "$fabric" --peer-mac "$cxv_mac" --pcap "$out/rxe-cxv.pcap" --forward "$port:18515" \
     --work "$work" --timeout 150 -- \
     "ibv_rc_pingpong -d rxe0 -g $gidx -n $iters && ibv_ud_pingpong -d rxe0 -g $gidx -s 512 -n $iters" \

@@ -9,8 +9,8 @@
 //     -s SIZE   message size (the server's -s; default 4096)
 //     -n ITERS  exchanges (the server's -n; default 1000)
 //     -g INDEX  our GID index (default 0: fe80::EUI-64 of the port's MAC)
-//     --gid GID the GID we announce (default: the port's GID 0; with -g 1, the
-//               IPv4-mapped ::ffff:169.254.x.y of our port)
+//     --gid GID the GID we announce (default: the device's GID of index -g; the
+//               device programmed it at open)
 //     -m MTU    path MTU in bytes, 256..4096 (the server's -m; default 1024)
 //     -t SECS   give up after this long without progress (default 30)
 //     --ud      ibv_ud_pingpong's client: UD sends to the server's QPN with Q_Key
@@ -224,7 +224,8 @@ int main(int argc, char** argv) {
     const cxv::port_info port = must(dev->port(1), "query_port");
     if (!port.ethernet) die("port 1 is not RoCE (cxv-sim run --port-type eth)");
     std::uint8_t my_gid[16];
-    std::memcpy(my_gid, port.gid, 16);
+    const auto programmed = must(dev->gid(o.gid_index), "query the GID");
+    std::memcpy(my_gid, programmed.data(), 16);
     if (!o.gid.empty() && inet_pton(AF_INET6, o.gid.c_str(), my_gid) != 1) die("--gid: not an IPv6 address: " + o.gid);
 
     auto pd = must(dev->alloc_pd(), "alloc_pd");
