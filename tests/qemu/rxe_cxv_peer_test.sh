@@ -66,11 +66,11 @@ while ! grep -q 'guest: command starts' "$work/G.console" 2>/dev/null; do
 done
 peer_args=(0000:c5:00.0 "127.0.0.1:$port" -n "$iters" -g "$gidx" -t "${CXV_RXE_PEER_TIMEOUT:-60}")
 [ -n "${CXV_RXE_PEER_GID:-}" ] && peer_args+=(--gid "$CXV_RXE_PEER_GID")
-timeout 120 "$sim" run --fabric "$fabric" --port-type eth -- "$peer" "${peer_args[@]}" >"$work/peer.out" 2>&1
+timeout 120 "$sim" run --fabric "$fabric" --set fabric_index=0 --port-type eth -- "$peer" "${peer_args[@]}" >"$work/peer.out" 2>&1
 rc_peer=$?
 # The UD server listens once the RC run is over: rxe_peer reconnects until it does.
 if ((rc_peer == 0)); then
-    timeout 120 "$sim" run --fabric "$fabric" --port-type eth -- "$peer" "${peer_args[@]}" --ud -s 512 \
+    timeout 120 "$sim" run --fabric "$fabric" --set fabric_index=0 --port-type eth -- "$peer" "${peer_args[@]}" --ud -s 512 \
         >>"$work/peer.out" 2>&1
     rc_peer=$?
 fi
