@@ -143,10 +143,12 @@ bool device::receive_packets(std::chrono::steady_clock::time_point now) {
     }
     // Loopback answers come back through the same port: poll until it stays quiet.
     bool any = false;
+    const std::uint64_t damaged = port_->counters().bad_crc;
     for (unsigned pass = 0; pass < 64; ++pass) {
         if (!port_->poll(now, [this](wire::packet& p, std::size_t) { fw_.deliver(std::move(p)); })) break;
         any = true;
     }
+    fw_.count_rx_errors(port_->counters().bad_crc - damaged);
     return any;
 }
 

@@ -133,6 +133,8 @@ public:
     // The port on the wire the engine's packets leave through (sim/link/port.h), owned
     // by the device; and the object tables, whose RoCE address table it answers for.
     void attach_port(link::port* p) noexcept { port_ = p; }
+    // Frames that arrived damaged (a bad ICRC, VCRC or checksum): the port dropped them.
+    void count_rx_errors(std::uint64_t n) noexcept { port_stats_.rx_errors += n; }
     const object_tables& tables() const noexcept { return tables_; }
 
     // A PAGE_REQUEST event for num_pages (negative: pages the firmware can return).

@@ -266,6 +266,7 @@ bool port::poll(clock_type::time_point now, const std::function<void(wire::packe
         any = true;
     }
     if (!unresolved_.empty()) retry_neighbours(now);
+    any |= seg_->flush();
     for (unsigned n = 0; n < 256 && seg_->receive(in_); ++n) {
         any = true;
         if (!cable_) continue;  // a pulled cable receives nothing

@@ -140,6 +140,11 @@ private:
 // --- directory segments ------------------------------------------------------------------
 
 constexpr int kSocketBuffer = 4 << 20;
+// Frames a port holds for receivers whose queues are full (Linux queues only
+// net.unix.max_dgram_qlen datagrams per socket, 10 by default): a switch's buffer, which
+// makes the link lossless under bursts as PFC Ethernet and IB's credits do. Beyond it,
+// frames are dropped.
+constexpr std::size_t kBacklogFrames = 8192;
 
 bool make_address(const std::string& path, sockaddr_un& a, socklen_t& len) {
     if (path.size() >= sizeof(a.sun_path)) return false;
@@ -168,7 +173,25 @@ public:
         } else {
             to.lid = dlid_of(frame);
         }
-        return send_to(station_name(to), frame);
+        std::string name = station_name(to);
+        if (backlog_.empty()) {
+            const result r = send_to(name, frame);
+            if (r != result::full) return r == result::sent;
+        }
+        if (backlog_.size() >= kBacklogFrames) return false;
+        backlog_.push_back({std::move(name), std::vector<std::byte>(frame.begin(), frame.end())});
+        return true;
+    }
+
+    bool flush() override {
+        bool any = false;
+        while (!backlog_.empty()) {
+            const result r = send_to(backlog_.front().to, backlog_.front().frame);
+            if (r == result::full) break;
+            backlog_.pop_front();
+            any = true;
+        }
+        return any || !backlog_.empty();
     }
 
     bool receive(std::vector<std::byte>& frame) override {
@@ -186,13 +209,15 @@ public:
 private:
     static constexpr std::size_t kMaxDatagram = 16384;
 
-    bool send_to(const std::string& name, std::span<const std::byte> frame) {
+    enum class result { sent, full, lost };
+    result send_to(const std::string& name, std::span<const std::byte> frame) {
         sockaddr_un a;
         socklen_t len;
-        if (!make_address(dir_ + "/" + name, a, len)) return false;
+        if (!make_address(dir_ + "/" + name, a, len)) return result::lost;
         const ssize_t n = ::sendto(fd_, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
                                    reinterpret_cast<const sockaddr*>(&a), len);
-        return n == static_cast<ssize_t>(frame.size());
+        if (n == static_cast<ssize_t>(frame.size())) return result::sent;
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? result::full : result::lost;
     }
 
     bool flood(std::span<const std::byte> frame) {
@@ -203,15 +228,20 @@ private:
         while (const dirent* e = ::readdir(d)) {
             const std::string name = e->d_name;
             if (name.rfind(prefix, 0) != 0 || name == self_) continue;
-            any |= send_to(name, frame);
+            any |= send_to(name, frame) == result::sent;  // broadcasts are not held
         }
         ::closedir(d);
         return any;
     }
 
+    struct held {
+        std::string to;
+        std::vector<std::byte> frame;
+    };
     std::string dir_, self_;
     int fd_;
     bool ethernet_;
+    std::deque<held> backlog_;
 };
 
 }  // namespace

@@ -44,12 +44,16 @@ class segment_port {
 public:
     virtual ~segment_port() = default;
     // Puts one frame on the segment. False when it reached no station (no station has
-    // the destination address; on a directory segment also a receiver whose queue is
-    // full, as a switch drops on congestion).
+    // the destination address). On a directory segment a frame for a receiver whose
+    // queue is full waits in the sender's backlog (flush) as in a switch's buffer, and
+    // is lost only when that is full too.
     virtual bool send(std::span<const std::byte> frame) = 0;
     // The next frame that arrived for this station, into `frame` (its capacity is
     // reused); false when none is waiting.
     virtual bool receive(std::vector<std::byte>& frame) = 0;
+    // Sends what a full receiver made wait (directory segments). True while anything
+    // moved or still waits.
+    virtual bool flush() { return false; }
 };
 
 // Attaches `s` to the in-process segment `name`. A station already attached with the

@@ -41,7 +41,8 @@ void usage(FILE* out) {
                  "  --port-type ib|eth     port type of every function (default ib)\n"
                  "  --link-up-ms N         link training time after INIT_HCA or PAOS up (default 300)\n"
                  "  --fabric DIR           cable the ports to the segment shared by every process\n"
-                 "                         started with DIR (created if missing)\n"
+                 "                         started with DIR (created if missing); DIR/link.conf,\n"
+                 "                         if present, sets link_* faults for the whole fabric\n"
                  "  --pcap FILE            write every frame the ports send or receive to FILE\n"
                  "  --config FILE          settings file (key = value lines)\n"
                  "  --first-bdf ADDR       PCI address of the first function (default 0000:c5:00.0)\n"
@@ -212,6 +213,15 @@ int main(int argc, char** argv) {
     for (auto& [k, v] : given) {
         if (k == "fabric_dir" || k == "pcap") v = absolute(v);  // the program may change directory
         if (auto s = opts.set(k, v); !s) return die(s.error().message);
+    }
+    // A shared fabric's own link faults (DIR/link.conf, link_* settings), for every process
+    // on it; this process's options still win.
+    if (const std::string conf = opts.model.fabric_dir + "/link.conf";
+        !opts.model.fabric_dir.empty() && access(conf.c_str(), R_OK) == 0) {
+        if (auto s = opts.load_file(conf, "link_"); !s) return die(s.error().message);
+        for (const auto& [k, v] : given) {
+            if (auto s = opts.set(k, v); !s) return die(s.error().message);
+        }
     }
     // A shared fabric: this process takes the next place on it, unless one was given.
     const bool index_given = std::any_of(given.begin(), given.end(), [](const auto& kv) {

@@ -256,7 +256,7 @@ status options::set(const std::string& key, const std::string& value) {
     return it->second(*this, key, trim(value));
 }
 
-status options::load_file(const std::string& path) {
+status options::load_file(const std::string& path, const std::string& only_prefix) {
     std::ifstream in(path);
     if (!in) return error{ENOENT, fmt::format("cxv-sim: cannot read config file {}", path)};
     std::string line;
@@ -268,7 +268,11 @@ status options::load_file(const std::string& path) {
         if (eq == std::string::npos) {
             return error{EINVAL, fmt::format("cxv-sim: {}:{}: expected key = value", path, n)};
         }
-        if (auto s = set(trim(line.substr(0, eq)), line.substr(eq + 1)); !s) {
+        const std::string key = trim(line.substr(0, eq));
+        if (key.rfind(only_prefix, 0) != 0) {
+            return error{EINVAL, fmt::format("cxv-sim: {}:{}: only {}* settings here", path, n, only_prefix)};
+        }
+        if (auto s = set(key, line.substr(eq + 1)); !s) {
             return error{EINVAL, fmt::format("{}:{}: {}", path, n, s.error().message)};
         }
     }

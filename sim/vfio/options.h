@@ -52,8 +52,9 @@ struct options {
 
     // Applies one "key = value" setting (config file syntax; keys in docs/device-model.md).
     status set(const std::string& key, const std::string& value);
-    // Reads a config file: one setting per line, '#' starts a comment.
-    status load_file(const std::string& path);
+    // Reads a config file: one setting per line, '#' starts a comment; with
+    // `only_prefix`, keys must start with it.
+    status load_file(const std::string& path, const std::string& only_prefix = "");
     // Applies CXV_SIM_CONFIG, then every other CXV_SIM_* variable.
     status load_environment();
     // Every CXV_SIM_* setting variable (not CXV_SIM_CONFIG).

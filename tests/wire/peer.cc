@@ -38,7 +38,13 @@ namespace {
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
+// The client's "done" marker: the server stays on the wire until it appears, so that
+// the client's last retransmissions still find a responder.
+std::string g_done_marker;
+void publish(const std::string& path, const std::string& text);
+
 [[noreturn]] void fail(const char* fmt, ...) {
+    if (!g_done_marker.empty()) publish(g_done_marker, "failed");
     std::va_list ap;
     va_start(ap, fmt);
     std::fprintf(stderr, "cxv_wire_peer: ");
@@ -63,7 +69,7 @@ struct args {
     unsigned count = 200;
     unsigned gid_index = 0;
     unsigned mtu = 3;  // 1024
-    unsigned timeout = 10;  // ACK timeout: 4.096 us << 10 = 4 ms
+    unsigned timeout = 16;  // ACK timeout: 4.096 us << 16 = 268 ms (a loaded CI machine stalls processes for tens of ms)
     unsigned retry = 7;
 };
 
@@ -129,6 +135,13 @@ class side {
 public:
     explicit side(const args& a) : a_(a) {
         cxv::device::options o;
+        // Port changes (a pulled cable) are logged for the test to find.
+        o.on_event = [](const cxv::event& e) {
+            const char* what = e.what == cxv::event::port_up     ? "port_up"
+                               : e.what == cxv::event::port_down ? "port_down"
+                                                                 : "other";
+            std::fprintf(stderr, "cxv_wire_peer: event %s: %s\n", what, e.detail.c_str());
+        };
         dev_ = take(cxv::device::open(a.device, o), "open the device");
         const auto port = take(dev_->port(1), "query the port");
         ethernet_ = port.ethernet;
@@ -229,6 +242,17 @@ public:
         return wc;
     }
 
+    // What the device counted: the test reads it from the log.
+    void print_counters(const char* role) {
+        const auto c = take(dev_->counters(), "read the counters");
+        const auto q = c.q.value_or(cxv::q_counter_values{});
+        std::fprintf(stderr,
+                     "cxv_wire_peer: %s counters: local_ack_timeout_err %u packet_seq_err %u out_of_sequence %u "
+                     "duplicate_request %u rx_errors %llu\n",
+                     role, q.local_ack_timeout_err, q.packet_seq_err, q.out_of_sequence, q.duplicate_request,
+                     static_cast<unsigned long long>(c.vport.received_errors.packets));
+    }
+
     cxv::qp& rc() { return *rc_; }
     cxv::qp& uc() { return *uc_; }
     cxv::qp& ud() { return *ud_; }
@@ -309,6 +333,7 @@ int main(int argc, char** argv) {
         fail("usage: cxv_wire_peer --role server|client --oob DIR --device BDF [--test traffic|stream|gone] "
              "[--count N] [--gid-index N] [--mtu 1..5] [--timeout T] [--retry N]");
     }
+    if (a.role == "client") g_done_marker = a.oob + "/client-done";
     side s(a);
     s.meet();
     int rc = 1;
@@ -316,6 +341,12 @@ int main(int argc, char** argv) {
     else if (a.test == "stream") rc = run_stream(s, a);
     else if (a.test == "gone") rc = run_gone(s, a);
     else fail("unknown test %s", a.test.c_str());
+    s.print_counters(a.role.c_str());
+    if (a.role == "client") {
+        publish(g_done_marker, "done");
+    } else {
+        await_file(a.oob + "/client-done", 120s);
+    }
     std::fprintf(stderr, "cxv_wire_peer: %s %s: %s\n", a.role.c_str(), a.test.c_str(), rc == 0 ? "passed" : "FAILED");
     return rc;
 }

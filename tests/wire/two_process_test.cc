@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <fstream>
 #include <sstream>
@@ -118,6 +119,8 @@ struct run_options {
     std::vector<std::string> client_sim_args;  // for the client's only
     std::vector<std::string> peer_args;        // for both peers
     std::chrono::seconds limit{90};
+    // Runs while both processes do (fabric directory, out-of-band directory).
+    std::function<void(const std::string&, const std::string&)> during;
 };
 
 struct outcome {
@@ -141,6 +144,7 @@ outcome run_pair(const run_options& o, const scratch& s) {
     };
     auto server = start("server", 0);
     auto client = start("client", 1);
+    if (o.during) o.during(fabric, s.dir + "/oob");
     const auto deadline = std::chrono::steady_clock::now() + o.limit;
     outcome out;
     out.client = client->wait(deadline);
@@ -191,6 +195,29 @@ TEST_CASE("RC delivers every message exactly once and in order through each link
         o.peer_args = {"--count", "300"};
         check_both_passed(run_pair(o));
     }
+}
+
+TEST_CASE("a cable pulled for 100 ms: PORT_CHANGE down and up, and RC carries on, exactly once and in order") {
+    run_options o;
+    o.test = "stream";
+    o.peer_args = {"--count", "400", "--timeout", "14"};  // 67 ms ACK timeout, 7 retries: outlasts the pull
+    o.during = [](const std::string& fabric, const std::string& oob) {
+        // Once the stream runs, the server's cable is pulled from outside its process.
+        const auto end = std::chrono::steady_clock::now() + 30s;
+        while (!std::filesystem::exists(oob + "/ready") && std::chrono::steady_clock::now() < end) {
+            std::this_thread::sleep_for(2ms);
+        }
+        std::this_thread::sleep_for(20ms);
+        const std::string down = fabric + "/down-eth-02c500000001";
+        std::ofstream(down).put('\n');
+        std::this_thread::sleep_for(100ms);
+        std::filesystem::remove(down);
+    };
+    const outcome r = run_pair(o);
+    check_both_passed(r);
+    INFO("server log:\n" << r.server_log);
+    CHECK(r.server_log.find("event port_down") != std::string::npos);
+    CHECK(r.server_log.find("event port_up") != std::string::npos);
 }
 
 TEST_CASE("a peer that is gone: retries, then IBV_WC_RETRY_EXC_ERR, never a hang") {

@@ -136,6 +136,28 @@ TEST_CASE("directory: unicast, broadcast and a station that is gone") {
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("directory: a burst beyond the receiver's queue waits in the sender's backlog, in order, lossless") {
+    const std::string dir = temp_dir("segment-burst");
+    auto a = attach_directory(dir, eth(1));
+    auto b = attach_directory(dir, eth(2));
+    REQUIRE(a);
+    REQUIRE(b);
+    for (unsigned i = 0; i < 200; ++i) REQUIRE(a.value()->send(frame_to(eth(2), static_cast<std::uint8_t>(i))));
+    std::vector<std::byte> f;
+    unsigned got = 0;
+    for (int round = 0; round < 2000 && got < 200; ++round) {
+        a.value()->flush();
+        while (b.value()->receive(f)) {
+            CHECK(f[59] == std::byte{static_cast<std::uint8_t>(got)});
+            ++got;
+        }
+        if (got < 200) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    CHECK(got == 200);
+    CHECK_FALSE(a.value()->flush());  // nothing left waiting
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("directory: a live address is refused, a dead one's socket is taken over") {
     const std::string dir = temp_dir("segment-dup");
     auto a = attach_directory(dir, eth(1));
