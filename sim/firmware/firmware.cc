@@ -268,14 +268,6 @@ void firmware::icm_free_list(std::vector<pages::slot>& slots) {
 
 // --- the transport engine's side --------------------------------------------------------
 
-std::uint32_t firmware::port_address() const {
-    if (cfg_.port == port_type::ethernet) {
-        return (std::uint32_t{cfg_.ipv4[0]} << 24) | (std::uint32_t{cfg_.ipv4[1]} << 16) |
-               (std::uint32_t{cfg_.ipv4[2]} << 8) | cfg_.ipv4[3];
-    }
-    return cfg_.lid;
-}
-
 void firmware::transmit(wire::packet&& p) {
     trace_.update([](counters& t) { ++t.packets_sent; });
     const wire_frames frames = wire_frames_of(p);  // before p is moved away

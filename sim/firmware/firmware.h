@@ -299,7 +299,6 @@ private:
     void transmit(wire::packet&& p) override;
     void async_event(hw::event_type type, std::span<const std::byte> data) override;
     void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override;
-    std::uint32_t port_address() const;
     // The engine's entry points the QP commands use (fw_qp.cc).
     void write_bf_sentinel(std::uint32_t uar) { engine_.watch_bf_page(uar); }
     void on_qp_transition(qp_object& qp, qp_state from) { engine_.on_qp_transition(qp, from); }

@@ -330,5 +330,112 @@ TEST_CASE("UC: a message that lost its middle packet never completes; the next o
     CHECK(r.cqes(kCqA) == 2);  // UC requests complete as they are sent
 }
 
+
+TEST_CASE("a READ response lost in the middle: the requester asks again from it, address and length moved on") {
+    pair_rig r(kMtu256);
+    const std::uint64_t remote = r.alloc(4096), local = r.alloc(4096);
+    r.fill(remote, 1000, 8);
+    r.auto_run = false;
+    r.post_rdma(kA, hw::wqe_opcode::RDMA_READ, remote, 1000, local);
+    bool dropped = false;
+    r.run_lossy([&](const wire::packet& p) {
+        if (p.bth.dest_qp == kA && p.bth.psn == 1 && !dropped) return dropped = true;
+        return false;
+    });
+    const auto req = r.to(kB);
+    REQUIRE(req.size() == 2);
+    CHECK(oper(req[1]) == op::RDMA_READ_REQUEST);
+    CHECK(req[1].bth.psn == 1);
+    CHECK(req[1].reth.va == remote + 256);
+    CHECK(req[1].reth.dma_length == 1000 - 256);
+    CHECK(r.counted.duplicate_request == 1);  // the responder saw PSN 1 behind its expected PSN
+    const auto ans = r.to(kA);
+    REQUIRE(ans.size() == 4 + 3);
+    CHECK(oper(ans[4]) == op::RDMA_READ_RESPONSE_FIRST);  // the answer to the new request
+    CHECK(ans[4].bth.psn == 1);
+    CHECK(std::memcmp(r.host(local), r.host(remote), 1000) == 0);
+    REQUIRE(r.cqes(kCqA) == 1);
+    CHECK(opcode(r.cqe(kCqA, 0)) == hw::cqe_opcode::REQ);
+    CHECK(r.cqe(kCqA, 0).byte_cnt.value() == 1000);
+}
+
+TEST_CASE("PSNs wrap at 2^24 within a message") {
+    pair_rig r(kMtu256);
+    r.t.qps.at(kA).x.next_psn = 0xfffffe;
+    r.t.qps.at(kB).x.epsn = 0xfffffe;
+    const std::uint64_t src = r.alloc(4096), dst = r.alloc(4096);
+    r.fill(src, 1000, 2);
+    r.post_recv(kB, dst, 1024);
+    r.send(kA, src, 1000);
+    const auto req = r.to(kB);
+    REQUIRE(req.size() == 4);
+    const std::uint32_t psns[] = {0xfffffe, 0xffffff, 0, 1};
+    for (std::size_t i = 0; i < 4; ++i) CHECK(req[i].bth.psn == psns[i]);
+    CHECK(std::memcmp(r.host(dst), r.host(src), 1000) == 0);
+    CHECK(r.cqes(kCqA) == 1);
+    CHECK(r.t.qps.at(kB).x.epsn == 2);
+}
+
+TEST_CASE("the responder refuses a Middle without a First and a First shorter than the MTU: NAK Invalid Request") {
+    for (const bool short_first : {false, true}) {
+        CAPTURE(short_first);
+        pair_rig r(kMtu256);
+        const std::uint64_t dst = r.alloc(4096);
+        r.post_recv(kB, dst, 1024);
+        wire::packet p;
+        p.bth.opcode = op::RC | (short_first ? op::SEND_FIRST : op::SEND_MIDDLE);
+        p.bth.dest_qp = kB;
+        p.bth.psn = 0;
+        p.payload.resize(short_first ? 100 : 256);
+        r.engine->receive(p);
+        const auto ans = r.to(kA);
+        REQUIRE(ans.size() == 1);
+        CHECK(ans[0].aeth.syndrome == syn::NAK_INVALID_REQUEST);
+        CHECK(ans[0].bth.psn == 0);
+        CHECK(r.t.qps.at(kB).state == qp_state::err);
+        REQUIRE(!r.events.empty());
+        CHECK(r.events[0].type == hw::event_type::WQ_INVAL_REQ_ERROR);
+    }
+}
+
+TEST_CASE("RoCE: RC packets go over IPv4 to the path's GID, from the port's address or SET_ROCE_ADDRESS's") {
+    device_config cfg;
+    cfg.port = port_type::ethernet;
+    for (const bool programmed : {false, true}) {
+        CAPTURE(programmed);
+        engine_rig r(cfg);
+        r.add_cq(kCqA, 4);
+        r.add_cq(kCqB, 4);
+        r.add_rc_qp(kA, kB, kCqA);
+        r.add_rc_qp(kB, kA, kCqB);
+        std::byte* path = hw::ifc::at<hw::ifc::qpc::primary_address_path>(r.t.qps.at(kA).qpc.data());
+        const std::uint8_t dgid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 7, 9};
+        for (std::size_t i = 0; i < 16; ++i) hw::ifc::set<hw::ifc::ads::rgid_rip>(path, i, dgid[i]);
+        hw::ifc::set<hw::ifc::ads::src_addr_index>(path, 3);
+        hw::ifc::set<hw::ifc::ads::hop_limit>(path, 5);
+        hw::ifc::set<hw::ifc::ads::tclass>(path, 0x68);
+        if (programmed) {
+            roce_address a;
+            a.source_l3_address = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 3, 3};
+            r.t.roce_addresses[3] = a;
+        }
+        r.auto_run = false;
+        const std::uint64_t src = r.alloc(4096);
+        hw::wqe_data_seg d{};
+        hw::set_data_seg(d, 10, engine_rig::kKey, src);
+        r.post_send(kA, hw::wqe_opcode::SEND, true, d);
+        REQUIRE(r.sent.size() == 1);
+        const wire::route& n = r.sent[0].net;
+        CHECK(n.link == wire::link_kind::roce_v4);
+        CHECK(n.dgid == std::array<std::uint8_t, 16>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 7, 9});
+        CHECK(n.sgid[15] == (programmed ? 3 : cfg.ipv4[3]));
+        CHECK(n.sgid[14] == (programmed ? 3 : cfg.ipv4[2]));
+        CHECK(n.hop_limit == 5);
+        CHECK(n.traffic_class == 0x68);
+        CHECK(n.src_mac == cfg.mac);
+        CHECK(fabric_destination(n) == ((169u << 24) | (254u << 16) | (7u << 8) | 9u));
+    }
+}
+
 }  // namespace
 }  // namespace cxv::sim::testing

@@ -47,7 +47,7 @@ public:
     static constexpr std::uint32_t kMkeyIndex = 0x20;
     static constexpr std::uint32_t kKey = kMkeyIndex << 8;  // mkey_7_0 = 0
 
-    engine_rig() : bar_(std::move(bar0::create(cfg_.bar0_size)).value()) {
+    explicit engine_rig(const device_config& cfg = {}) : cfg_(cfg), bar_(std::move(bar0::create(cfg_.bar0_size)).value()) {
         mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, kMem));
         std::memset(mem_, 0, kMem);
         mmu.map(kIova, mem_, kMem, true, true);
