@@ -437,5 +437,49 @@ TEST_CASE("RoCE: RC packets go over IPv4 to the path's GID, from the port's addr
     }
 }
 
+TEST_CASE("UD: one SEND Only with a DETH (the QP's Q_Key when the AV's high bit is set); a wrong Q_Key is dropped") {
+    engine_rig r;
+    r.add_cq(kCqA, 4);
+    r.add_cq(kCqB, 4);
+    r.add_rc_qp(kA, 0, kCqA, transport::ud);
+    r.add_rc_qp(kB, 0, kCqB, transport::ud);
+    hw::ifc::set<hw::ifc::qpc::q_key>(r.t.qps.at(kA).qpc.data(), 0x1234);
+    hw::ifc::set<hw::ifc::qpc::q_key>(r.t.qps.at(kB).qpc.data(), 0x1234);
+    const std::uint64_t src = r.alloc(4096), dst = r.alloc(4096);
+    for (std::size_t i = 0; i < 100; ++i) r.host(src)[i] = std::byte(i);
+    r.post_recv(kB, dst, 1024);
+    hw::wqe_av av{};
+    av.qkey = hw::be32::from(0x80000000u);  // the QP's own
+    av.dqp_dct = hw::be32::from(kB);
+    av.rlid = hw::be16::from(1);
+    hw::wqe_data_seg d{};
+    hw::set_data_seg(d, 100, engine_rig::kKey, src);
+    r.auto_run = false;
+    r.post_send(kA, hw::wqe_opcode::SEND, true, av, d);
+    REQUIRE(r.sent.size() == 1);
+    wire::packet p = r.sent[0];
+    CHECK(p.bth.opcode == (op::UD | op::SEND_ONLY));
+    CHECK(p.deth.q_key == 0x1234);
+    CHECK(p.deth.src_qp == kA);
+    CHECK(p.bth.dest_qp == kB);
+    CHECK(p.net.dlid == 1);
+    CHECK(!p.net.grh);
+    CHECK(r.t.cqs.at(kCqA).producer == 1);  // UD completes as sent
+
+    wire::packet wrong = p;
+    wrong.deth.q_key = 0x9999;
+    r.engine->receive(wrong);
+    CHECK(r.t.cqs.at(kCqB).producer == 0);
+    CHECK(r.t.qps.at(kB).rq_consumer == 0);
+    r.run_wire();
+    REQUIRE(r.t.cqs.at(kCqB).producer == 1);
+    const hw::cqe64 c = r.cqe(kCqB, 0);
+    CHECK(opcode(c) == hw::cqe_opcode::RESP_SEND);
+    CHECK(c.byte_cnt.value() == 40 + 100);  // the GRH area counts, unwritten without a GRH
+    CHECK((c.flags_rqpn.value() & 0xffffff) == kA);
+    CHECK((c.flags_rqpn.value() & (1u << 28)) == 0);
+    CHECK(std::memcmp(r.host(dst + 40), r.host(src), 100) == 0);
+}
+
 }  // namespace
 }  // namespace cxv::sim::testing

@@ -152,11 +152,12 @@ public:
     template <typename... Segs>
     void post_send(std::uint32_t qpn, hw::wqe_opcode op, bool signaled, const Segs&... segs) {
         qp_object& qp = t.qps.at(qpn);
-        const std::uint16_t idx = sq_posted_[qpn]++;
+        const std::uint16_t idx = sq_posted_[qpn];
         const std::uint64_t at = qp.pas[0] + 16 * 16 + std::uint64_t{idx % 16u} * 64;
         std::size_t pos = sizeof(hw::wqe_ctrl_seg);
         ((put(at + pos, segs), pos += sizeof(Segs)), ...);
-        const auto ds = static_cast<std::uint8_t>(pos / 16);
+        const auto ds = static_cast<std::uint8_t>((pos + 15) / 16);
+        sq_posted_[qpn] = static_cast<std::uint16_t>(idx + (pos + 63) / 64);  // WQE-BBs taken (not wrapped)
         hw::wqe_ctrl_seg ctrl{};
         hw::set_ctrl_seg(ctrl, idx, op, 0, qpn, ds, signaled ? hw::ctrl_cq_update : 0);
         put(at, ctrl);
