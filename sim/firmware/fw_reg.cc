@@ -12,6 +12,7 @@
 #include "hw/registers.h"
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
+#include "sim/wire/frame.h"
 
 namespace cxv::sim {
 
@@ -48,8 +49,9 @@ constexpr std::uint32_t data_rate_100g = 1000;
 constexpr std::uint32_t proto_ib = 1u << 0, proto_eth = 1u << 2;
 constexpr unsigned port_lanes = 4;  // PMLP width: a 4-lane port on module 0
 
-// Headers every wire packet carries, the payload and the extended transport headers
-// aside. RoCE v2: Ethernet 14, IPv4 20, UDP 8, BTH 12,
+// Headers every wire packet carries, the payload aside (transport extension headers
+// such as RETH or AETH, and the pad, are not counted: the port layer will count frames
+// as encoded). RoCE v2: Ethernet 14, IPv4 20, UDP 8, BTH 12,
 // ICRC 4, FCS 4. InfiniBand: LRH 8, BTH 12, ICRC 4, VCRC 2, and a GRH of 40 when present.
 constexpr std::uint64_t roce_v2_packet_overhead = 14 + 20 + 8 + 12 + 4 + 4;
 constexpr std::uint64_t ib_packet_overhead = 8 + 12 + 4 + 2;
@@ -377,17 +379,13 @@ cmd_reply firmware::reg_mcam(reg_access& r) {
 wire_frames firmware::wire_frames_of(const wire::packet& p) const {
     wire_frames f;
     f.packets = 1;
-    const std::uint16_t h = wire::headers_of(p.bth.opcode);
-    std::uint64_t ext = 0;
-    if (h & wire::has_reth) ext += wire::reth_bytes;
-    if (h & wire::has_aeth) ext += wire::aeth_bytes;
-    if (h & wire::has_deth) ext += wire::deth_bytes;
-    if (h & (wire::has_immdt | wire::has_ieth)) ext += wire::immdt_bytes;
-    if (h & wire::has_atomiceth) ext += wire::atomiceth_bytes;
-    if (h & wire::has_atomicacketh) ext += wire::atomicacketh_bytes;
     const bool eth = cfg_.port == port_type::ethernet;
-    const std::uint64_t overhead = eth ? roce_v2_packet_overhead : ib_packet_overhead + (p.net.grh ? ib_grh_bytes : 0);
-    f.bytes = p.payload.size() + p.bth.pad + ext + overhead;
+    const std::uint64_t overhead = eth ? roce_v2_packet_overhead + (p.net.link == wire::link_kind::roce_v6 ? 20 : 0)
+                                       : ib_packet_overhead + (p.net.grh ? ib_grh_bytes : 0);
+    // What the frame holds: the link and network headers, BTH, ICRC (and FCS or VCRC),
+    // the extended headers of its opcode, the payload and its pad.
+    f.bytes = overhead + wire::extended_header_bytes(wire::headers_of(p.bth.opcode)) + p.payload.size() +
+              wire::pad_of(p.payload.size());
     // IPv4 224.0.0.0/4 or IPv6 ff00::/8 on Ethernet; multicast LIDs 0xc000-0xfffe on
     // InfiniBand.
     const bool v4 = wire::is_ipv4_mapped(p.net.dgid);

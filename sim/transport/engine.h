@@ -1,10 +1,13 @@
 // The transport engine: what a ConnectX does with the objects the firmware created once
 // the driver posts work (IBA 9 "Transport Layer"; PRM "Send WQE", "Receive WQE",
 // "Completion Queue"). Three parts:
-//   requester (xport_send.cc)   send doorbells, WQE execution, ACKs and responses,
-//                               retransmission, send completions;
-//   responder (xport_recv.cc)   requests from the wire, receive WQEs from an RQ or SRQ,
-//                               remote memory through R_Keys;
+//   requester (xport_send.cc)   send doorbells, WQE execution, messages cut into
+//             (xport_segment.cc) path-MTU packets;
+//             (xport_ack.cc)    ACKs, NAKs and responses, go-back-N retransmission,
+//                               timers, send completions;
+//   responder (xport_recv.cc)   request packets from the wire: PSN and opcode sequence,
+//                               receive WQEs from an RQ or SRQ, SEND and WRITE data;
+//             (xport_respond.cc) ACKs, NAKs, READ responses, atomics, duplicates;
 //   CQ engine (cq_engine.cc)    CQEs, the CQ doorbell record and arm doorbell,
 //                               completion events.
 // It works on the object tables (sim/objects/) and host memory behind the IOMMU, and

@@ -1,6 +1,6 @@
 // What the port's MAC and PHY have seen: the frames the transport engine put on the
-// wire and the frames the fabric delivered, counted as a card's port counts them (a
-// message of n PSNs is n packets on the wire; bytes include the headers). Read by the
+// wire and the frames the fabric delivered, counted as a card's port counts them (one
+// frame per transport packet; bytes include the link, network and base transport headers). Read by the
 // port counter registers (PPCNT) and QUERY_VPORT_COUNTER; cleared at power-on.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 namespace cxv::sim {
 
-// One message as the wire carries it: its packets and their bytes, headers included.
+// What the wire carries of one transport packet: its frames and their bytes, headers included.
 struct wire_frames {
     std::uint64_t packets = 0;
     std::uint64_t bytes = 0;

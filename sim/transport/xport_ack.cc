@@ -219,14 +219,15 @@ void transport_engine::on_read_response(qp_object& qp, wire::packet& p) {
         }
         return;
     }
-    // The packet's place must be the one its PSN gives, and its size the MTU but for
-    // the last (IBA 9.7.5.1.3); one that is not is dropped and asked for again.
+    // The packet's size must be the MTU but for the last, which alone is a Last or Only,
+    // and the first a First or Only (after a request asked again from the middle, its
+    // answer starts with a First too); one that is not is dropped.
     const std::uint32_t total = r.msg.reth.dma_length;
     const std::uint64_t off = std::uint64_t{r.resp_got} * r.mtu;
     const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(r.mtu, total - std::min<std::uint64_t>(off, total)));
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
     const bool first = r.resp_got == 0, last = r.resp_got + 1 == r.npsn;
-    if (p.payload.size() != want || ((h & wire::is_first) != 0) != first || ((h & wire::is_last) != 0) != last) {
+    if (p.payload.size() != want || (first && (h & wire::is_first) == 0) || ((h & wire::is_last) != 0) != last) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }

@@ -47,7 +47,7 @@ public:
     static constexpr std::uint32_t kMkeyIndex = 0x20;
     static constexpr std::uint32_t kKey = kMkeyIndex << 8;  // mkey_7_0 = 0
 
-    engine_rig() : bar_(std::move(bar0::create(cfg_.bar0_size)).value()) {
+    explicit engine_rig(const device_config& cfg = {}) : cfg_(cfg), bar_(std::move(bar0::create(cfg_.bar0_size)).value()) {
         mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, kMem));
         std::memset(mem_, 0, kMem);
         mmu.map(kIova, mem_, kMem, true, true);
@@ -77,8 +77,8 @@ public:
     }
 
     // --- objects in the tables ---
-    // A CQ of 2^log_size 64-byte CQEs on EQ `eqn`, its ring and doorbell record in host
-    // memory (consumer index 0).
+    // A CQ of 2^log_size 64-byte CQEs on EQ `eqn`, its ring (contiguous, one page address
+    // per 4 KiB) and doorbell record in host memory (consumer index 0).
     cq_object& add_cq(std::uint32_t cqn, unsigned log_size, std::uint32_t eqn = 7) {
         cq_object cq;
         cq.cqn = cqn;
@@ -86,7 +86,8 @@ public:
         std::byte* c = cq.cqc.data();
         ifc::set<ifc::cqc::log_cq_size>(c, log_size);
         ifc::set<ifc::cqc::dbr_addr>(c, alloc(64));
-        cq.pas.push_back(alloc(std::size_t{64} << log_size));
+        const std::uint64_t ring = alloc(std::size_t{64} << log_size);
+        for (std::size_t off = 0; off < (std::size_t{64} << log_size); off += 4096) cq.pas.push_back(ring + off);
         return t.cqs[cqn] = std::move(cq);
     }
     // The CQE at ring index i of a CQ.
@@ -97,14 +98,15 @@ public:
 
     // An RC QP in RTS connected to `remote`, with a 16-entry RQ of 16-byte WQEs (one data
     // segment each) and a 16-entry SQ, in one page; both queues complete to `cqn`.
-    qp_object& add_rc_qp(std::uint32_t qpn, std::uint32_t remote, std::uint32_t cqn) {
+    qp_object& add_rc_qp(std::uint32_t qpn, std::uint32_t remote, std::uint32_t cqn,
+                         transport tp = transport::rc) {
         qp_object qp;
         qp.qpn = qpn;
         qp.state = qp_state::rts;
         qp.pd = kPd;
         qp.cqn_snd = qp.cqn_rcv = cqn;
         std::byte* q = qp.qpc.data();
-        ifc::set<ifc::qpc::st>(q, static_cast<std::uint32_t>(transport::rc));
+        ifc::set<ifc::qpc::st>(q, static_cast<std::uint32_t>(tp));
         ifc::set<ifc::qpc::state>(q, static_cast<std::uint32_t>(qp_state::rts));
         ifc::set<ifc::qpc::log_sq_size>(q, 4);
         ifc::set<ifc::qpc::log_rq_size>(q, 4);
@@ -119,6 +121,20 @@ public:
         qp.pas.push_back(alloc(4096));
         engine->watch_bf_page(cfg_.first_uar);  // as CREATE_QP does
         return t.qps[qpn] = std::move(qp);
+    }
+
+    // The path MTU (qpc.mtu code: 1 = 256 ... 5 = 4096), the ACK timeout (4.096 us *
+    // 2^t) and the retry budgets of a QP, as INIT2RTR/RTR2RTS set them.
+    void set_path(std::uint32_t qpn, unsigned mtu_code, unsigned ack_timeout = 0, unsigned retry = 7,
+                  unsigned rnr_retry = 7) {
+        qp_object& qp = t.qps.at(qpn);
+        std::byte* q = qp.qpc.data();
+        ifc::set<ifc::qpc::mtu>(q, mtu_code);
+        ifc::set<ifc::ads::ack_timeout>(ifc::at<ifc::qpc::primary_address_path>(q), ack_timeout);
+        ifc::set<ifc::qpc::retry_count>(q, retry);
+        ifc::set<ifc::qpc::rnr_retry>(q, rnr_retry);
+        qp.x.retries_left = retry;
+        qp.x.rnr_left = rnr_retry;
     }
 
     // Posts one receive WQE of `len` bytes at `addr` and updates the doorbell record.
@@ -136,11 +152,12 @@ public:
     template <typename... Segs>
     void post_send(std::uint32_t qpn, hw::wqe_opcode op, bool signaled, const Segs&... segs) {
         qp_object& qp = t.qps.at(qpn);
-        const std::uint16_t idx = sq_posted_[qpn]++;
+        const std::uint16_t idx = sq_posted_[qpn];
         const std::uint64_t at = qp.pas[0] + 16 * 16 + std::uint64_t{idx % 16u} * 64;
         std::size_t pos = sizeof(hw::wqe_ctrl_seg);
         ((put(at + pos, segs), pos += sizeof(Segs)), ...);
-        const auto ds = static_cast<std::uint8_t>(pos / 16);
+        const auto ds = static_cast<std::uint8_t>((pos + 15) / 16);
+        sq_posted_[qpn] = static_cast<std::uint16_t>(idx + (pos + 63) / 64);  // WQE-BBs taken (not wrapped)
         hw::wqe_ctrl_seg ctrl{};
         hw::set_ctrl_seg(ctrl, idx, op, 0, qpn, ds, signaled ? hw::ctrl_cq_update : 0);
         put(at, ctrl);
@@ -149,7 +166,7 @@ public:
             (std::uint64_t{ctrl.opmod_idx_opcode.value()} << 32) | ctrl.qpn_ds.value();
         const std::size_t off = std::size_t{cfg_.first_uar} * hw::uar_page_size + hw::uar_bf_offset;
         engine->sq_doorbell(cfg_.first_uar, off, qword0);
-        run_wire();
+        if (auto_run) run_wire();
     }
 
     // Posts a signaled RDMA READ or WRITE (`op`) of `len` bytes between `local` and
@@ -197,6 +214,7 @@ public:
     std::unique_ptr<transport_engine> engine;
     std::deque<wire::packet> wire;
     std::vector<wire::packet> sent;  // every packet the engine transmitted, in order
+    bool auto_run = true;            // post_send runs the wire until it is quiet
     std::vector<event_seen> events;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> completions;  // (eqn, cqn)
     q_counter_values counted;
