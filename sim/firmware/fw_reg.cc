@@ -49,9 +49,8 @@ constexpr std::uint32_t data_rate_100g = 1000;
 constexpr std::uint32_t proto_ib = 1u << 0, proto_eth = 1u << 2;
 constexpr unsigned port_lanes = 4;  // PMLP width: a 4-lane port on module 0
 
-// Headers every wire packet carries, the payload aside (transport extension headers
-// such as RETH or AETH, and the pad, are not counted: the port layer will count frames
-// as encoded). RoCE v2: Ethernet 14, IPv4 20, UDP 8, BTH 12,
+// Headers every wire packet carries, besides its extended headers, payload and pad
+// (wire_frames_of adds those): RoCE v2: Ethernet 14, IPv4 20 (IPv6 40), UDP 8, BTH 12,
 // ICRC 4, FCS 4. InfiniBand: LRH 8, BTH 12, ICRC 4, VCRC 2, and a GRH of 40 when present.
 constexpr std::uint64_t roce_v2_packet_overhead = 14 + 20 + 8 + 12 + 4 + 4;
 constexpr std::uint64_t ib_packet_overhead = 8 + 12 + 4 + 2;

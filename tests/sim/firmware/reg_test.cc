@@ -527,7 +527,8 @@ TEST_CASE("PPCNT counts the port's wire packets and bytes per group; clr clears 
     constexpr std::uint64_t packets = 3 + 3 + 2;
     REQUIRE(settle(h, packets));
     // InfiniBand: LRH 8, BTH 12, ICRC 4, VCRC 2 per packet (the model's header count).
-    constexpr std::uint64_t bytes = 2 * 300 + packets * 26;
+    // Each write's first (or only) packet carries a RETH (16), each ACK an AETH (4).
+    constexpr std::uint64_t bytes = 2 * 300 + packets * 26 + 3 * (16 + 4);
     CHECK(lb.mem->data()[299] == std::byte{299 & 0xff});  // the data went where it was sent
 
     ieee = counter_set(ppcnt(h, 0x0));
@@ -595,7 +596,7 @@ TEST_CASE("PPCNT counts the port's wire packets and bytes per group; clr clears 
     std::this_thread::sleep_for(20ms);
     ieee = counter_set(ppcnt(h, 0x0));
     CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_frames_transmitted_ok) == 2);
-    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_transmitted_ok) == 100 + 2 * 26);
+    CHECK(LINUX_COUNTER(eth_802_3_cntrs_grp_data_layout, ieee, a_octets_transmitted_ok) == 100 + 2 * 26 + 16 + 4);
     rfc = counter_set(ppcnt(h, 0x1));
     CHECK(LINUX_COUNTER(eth_2863_cntrs_grp_data_layout, rfc, if_in_ucast_pkts) == 2);
 
