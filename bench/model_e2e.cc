@@ -9,6 +9,11 @@
 //   pingpong_64_lo the same in loopback on one function.
 //
 // Run: cxv-sim run --devices 2 -- bazel-bin/bench/model_e2e [--short] [--json FILE]
+//
+// Across two processes on one fabric (each under `cxv-sim run --fabric DIR`, InfiniBand):
+//   model_e2e --peer server|client --oob DIR --device BDF [--short]
+// the client prints xproc_rate_64 (64-byte SENDs, up to 128 in flight, to the other
+// process) and xproc_pingpong_64 (one way). They find each other through files in --oob.
 #include <infiniband/verbs.h>
 
 #include <algorithm>
@@ -16,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/cxv.h"
@@ -179,22 +185,141 @@ double pingpong(node& a, node& b, unsigned iters, unsigned rounds) {
     return results[results.size() / 2];
 }
 
+// --- two processes ---------------------------------------------------------------------
+
+void publish(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+        std::fprintf(f, "%s\n", text.c_str());
+        std::fclose(f);
+    }
+    std::rename(tmp.c_str(), path.c_str());
+}
+
+std::string await_file(const std::string& path) {
+    const auto end = clock_type::now() + std::chrono::seconds(30);
+    while (clock_type::now() < end) {
+        if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+            char line[128] = {};
+            const bool got = std::fgets(line, sizeof line, f) != nullptr;
+            std::fclose(f);
+            if (got) return line;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::fprintf(stderr, "model_e2e: no %s\n", path.c_str());
+    std::exit(1);
+}
+
+// Waits for `n` receive completions on `q`, reposting receives as they are used.
+void take_receives(node& n, cxv::qp& q, unsigned count, unsigned& used) {
+    unsigned got_recv = 0;
+    while (got_recv < count) {
+        ibv_wc wc[32];
+        const int got = n.cq->poll(32, wc);
+        for (int i = 0; i < got; ++i) {
+            check(wc[i]);
+            if (wc[i].opcode == IBV_WC_RECV && wc[i].qp_num == q.qpn()) {
+                ++got_recv;
+                if (++used % 128 == 0) post_recvs(q, n, 128);
+            }
+        }
+    }
+}
+
+int cross_process(const std::string& role, const std::string& oob, const std::string& bdf, bool shortrun) {
+    auto n = open_node(bdf.c_str());
+    auto q = make_qp(*n);
+    publish(oob + "/" + role, std::to_string(q->qpn()) + " " + std::to_string(n->lid));
+    unsigned peer_qpn = 0, peer_lid = 0;
+    if (std::sscanf(await_file(oob + "/" + (role == "server" ? "client" : "server")).c_str(), "%u %u", &peer_qpn,
+                    &peer_lid) != 2) {
+        return 1;
+    }
+    cxv::qp::modify_attr m;
+    m.dest_qpn = peer_qpn;
+    m.ah.dlid = static_cast<std::uint16_t>(peer_lid);
+    m.min_rnr_timer = 1;
+    m.timeout = 16;
+    for (auto st : {cxv::qp_state::init, cxv::qp_state::rtr, cxv::qp_state::rts}) {
+        if (auto r = q->modify(st, m); !r) {
+            std::fprintf(stderr, "model_e2e: %s\n", r.error().message.c_str());
+            return 1;
+        }
+    }
+    post_recvs(*q, *n, 512);
+    unsigned used = 0;
+    const unsigned iters = shortrun ? 500 : 5000, rounds = shortrun ? 3 : 7;
+    const unsigned messages = shortrun ? 20000 : 200000;
+    publish(oob + "/" + role + "-ready", "ready");
+    await_file(oob + "/" + (role == "server" ? "client" : "server") + "-ready");
+    if (role == "server") {
+        // Echo every ping, then count the stream.
+        for (unsigned i = 0; i < iters * rounds; ++i) {
+            take_receives(*n, *q, 1, used);
+            if (send64(*q, *n, (i % 64) == 63) != 0) return 1;
+        }
+        take_receives(*n, *q, messages, used);
+        publish(oob + "/server-done", "done");
+        return 0;
+    }
+    std::vector<double> results;
+    for (unsigned r = 0; r < rounds; ++r) {
+        const auto t0 = clock_type::now();
+        for (unsigned i = 0; i < iters; ++i) {
+            if (send64(*q, *n, (i % 64) == 63) != 0) return 1;
+            take_receives(*n, *q, 1, used);
+        }
+        results.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / 2 / iters);
+    }
+    std::sort(results.begin(), results.end());
+    // The stream: up to 128 in flight (a CQE every 16), the server reposting receives.
+    unsigned sent = 0, done = 0;
+    const auto t0 = clock_type::now();
+    while (done < messages) {
+        while (sent < messages && sent - done < 128) {
+            if (send64(*q, *n, (sent % 16) == 15 || sent + 1 == messages) != 0) break;
+            ++sent;
+        }
+        ibv_wc wc[32];
+        const int got = n->cq->poll(32, wc);
+        for (int i = 0; i < got; ++i) {
+            check(wc[i]);
+            if (wc[i].opcode == IBV_WC_SEND) done = std::min(sent, (done / 16 + 1) * 16);
+        }
+    }
+    await_file(oob + "/server-done");
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    std::printf("%-18s %10.0f msg/s  (%.0f ns per message)\n", "xproc_rate_64", messages / s, 1e9 * s / messages);
+    std::printf("%-18s %10.2f us one way (two processes)\n", "xproc_pingpong_64", results[results.size() / 2]);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     bool shortrun = false;
-    std::string json;
+    std::string json, peer, oob, bdf;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--short") {
             shortrun = true;
         } else if (a == "--json" && i + 1 < argc) {
             json = argv[++i];
+        } else if (a == "--peer" && i + 1 < argc) {
+            peer = argv[++i];
+        } else if (a == "--oob" && i + 1 < argc) {
+            oob = argv[++i];
+        } else if (a == "--device" && i + 1 < argc) {
+            bdf = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: model_e2e [--short] [--json FILE]\n");
+            std::fprintf(stderr,
+                         "usage: model_e2e [--short] [--json FILE]\n"
+                         "       model_e2e --peer server|client --oob DIR --device BDF [--short]\n");
             return 2;
         }
     }
+    if (!peer.empty()) return cross_process(peer, oob, bdf, shortrun);
     auto a = open_node("0000:c5:00.0");
     auto b = open_node("0000:c5:00.1");
     const unsigned messages = shortrun ? 20000 : 500000;

@@ -34,6 +34,14 @@ ibv_send_wr wr_of(std::uint64_t id, ibv_wr_opcode op, ibv_sge* s, int n) {
     return wr;
 }
 
+// An RDMA WRITE or READ (or with immediate) to the peer's address `raddr`.
+ibv_send_wr rdma_wr(std::uint64_t id, ibv_wr_opcode op, ibv_sge* s, std::uint64_t raddr, std::uint32_t rkey) {
+    ibv_send_wr wr = wr_of(id, op, s, 1);
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+    return wr;
+}
+
 std::uint64_t word(side& s, std::size_t off) {
     std::uint64_t v;
     std::memcpy(&v, s.at(off), 8);
@@ -154,35 +162,27 @@ int traffic_client(side& s, const args& a) {
 
     fill(s.at(kSource), 10000, 50);
     g = s.sge(kSource, 10000);
-    wr = wr_of(200, IBV_WR_RDMA_WRITE, &g, 1);
-    wr.wr.rdma.remote_addr = p.addr + kWriteAt;
-    wr.wr.rdma.rkey = p.rkey;
+    wr = rdma_wr(200, IBV_WR_RDMA_WRITE, &g, p.addr + kWriteAt, p.rkey);
     s.send(s.rc(), wr);
     log.add("WRITE", p.rc, wr, 10000);
     s.expect(IBV_WC_RDMA_WRITE, 200);
 
     fill(s.at(kSource + 0x10000), 5000, 51);
     g = s.sge(kSource + 0x10000, 5000);
-    wr = wr_of(201, IBV_WR_RDMA_WRITE_WITH_IMM, &g, 1);
+    wr = rdma_wr(201, IBV_WR_RDMA_WRITE_WITH_IMM, &g, p.addr + kWriteImmAt, p.rkey);
     wr.imm_data = be(kImmWrite);
-    wr.wr.rdma.remote_addr = p.addr + kWriteImmAt;
-    wr.wr.rdma.rkey = p.rkey;
     s.send(s.rc(), wr);
     log.add("WRITE_IMM", p.rc, wr, 5000);
     s.expect(IBV_WC_RDMA_WRITE, 201);
 
     g = s.sge(kReadInto, 9000);
-    wr = wr_of(202, IBV_WR_RDMA_READ, &g, 1);
-    wr.wr.rdma.remote_addr = p.addr + kReadAt;
-    wr.wr.rdma.rkey = p.rkey;
+    wr = rdma_wr(202, IBV_WR_RDMA_READ, &g, p.addr + kReadAt, p.rkey);
     s.send(s.rc(), wr);
     log.add("READ", p.rc, wr, 9000);
     const ibv_wc rd = s.expect(IBV_WC_RDMA_READ, 202);
     expect_true(rd.byte_len == 9000 && same(s.at(kReadInto), 9000, 77), "client: RDMA READ data");
     g = s.sge(kReadInto + 0x4000, 100);
-    wr = wr_of(205, IBV_WR_RDMA_READ, &g, 1);
-    wr.wr.rdma.remote_addr = p.addr + kReadAt + 8;
-    wr.wr.rdma.rkey = p.rkey;
+    wr = rdma_wr(205, IBV_WR_RDMA_READ, &g, p.addr + kReadAt + 8, p.rkey);
     s.send(s.rc(), wr);
     log.add("READ", p.rc, wr, 100);
     s.expect(IBV_WC_RDMA_READ, 205);
@@ -217,10 +217,8 @@ int traffic_client(side& s, const args& a) {
     s.expect(IBV_WC_SEND, 300);
     fill(s.at(kSource + 0x10000), 3000, 61);
     g = s.sge(kSource + 0x10000, 3000);
-    wr = wr_of(301, IBV_WR_RDMA_WRITE_WITH_IMM, &g, 1);
+    wr = rdma_wr(301, IBV_WR_RDMA_WRITE_WITH_IMM, &g, p.addr + kUcWriteAt, p.rkey);
     wr.imm_data = be(kImmUc);
-    wr.wr.rdma.remote_addr = p.addr + kUcWriteAt;
-    wr.wr.rdma.rkey = p.rkey;
     s.send(s.uc(), wr);
     log.add("UC_WRITE_IMM", p.uc, wr, 3000);
     s.expect(IBV_WC_RDMA_WRITE, 301);
@@ -234,9 +232,7 @@ int traffic_client(side& s, const args& a) {
 
     // A WRITE with a wrong R_Key, on a QP pair of its own: the responder NAKs it.
     g = s.sge(kSource, 64);
-    wr = wr_of(500, IBV_WR_RDMA_WRITE, &g, 1);
-    wr.wr.rdma.remote_addr = p.addr + kWriteAt;
-    wr.wr.rdma.rkey = p.rkey ^ 0x100;
+    wr = rdma_wr(500, IBV_WR_RDMA_WRITE, &g, p.addr + kWriteAt, p.rkey ^ 0x100);
     s.send(s.rc_bad(), wr);
     log.add("BAD_WRITE", p.rc_bad, wr, 64);
     s.expect(IBV_WC_RDMA_WRITE, 500, IBV_WC_REM_ACCESS_ERR);
