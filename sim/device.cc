@@ -147,6 +147,8 @@ bool device::receive_packets(std::chrono::steady_clock::time_point now) {
     for (unsigned pass = 0; pass < 64; ++pass) {
         if (!port_->poll(now, [this](wire::packet& p, std::size_t) { fw_.deliver(std::move(p)); })) break;
         any = true;
+        // The batch is done: the ACKs the responders coalesced go out (IBA 9.7.5.1.1).
+        fw_.engine().end_of_batch();
     }
     fw_.count_rx_errors(port_->counters().bad_crc - damaged);
     return any;

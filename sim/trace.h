@@ -44,6 +44,7 @@ struct counters {
     std::uint64_t packets_dropped = 0;   // no port, no QP, wrong state, Q_Key, PSN
     std::uint64_t rnr_naks = 0;          // received
     std::uint64_t naks_sent = 0;         // PSN sequence error and error NAKs
+    std::uint64_t acks_coalesced = 0;    // ACKs owed that a later one replaced (not sent)
     std::uint64_t duplicates = 0;        // requests seen again by the responder
     std::uint64_t retransmits = 0;       // packets sent again
     std::uint64_t cqes = 0;

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <span>
 #include <vector>
@@ -66,13 +67,20 @@ public:
     // Timers (RNR waits, ACK timeouts), stalled send queues and receive queues of QPs in
     // error. True when something happened.
     bool tick(std::chrono::steady_clock::time_point now);
+    // The device took a batch of packets from the wire and delivered them: every ACK the
+    // responder still owes goes out now (coalescing never holds one past the batch).
+    // True when one went.
+    bool end_of_batch();
 
     // The firmware's calls: a QP was created on UAR page `uar` (its BlueFlame registers
     // get their sentinels), a modify command changed its state (from `from`: taking it
     // to error flushes it, to reset clears the transport state), it is being destroyed.
     void watch_bf_page(std::uint32_t uar);
     void on_qp_transition(qp_object& qp, qp_state from);
-    void on_qp_destroyed(std::uint32_t qpn) { active_qps_.erase(qpn); }
+    void on_qp_destroyed(std::uint32_t qpn) {
+        active_qps_.erase(qpn);
+        owed_acks_.erase(qpn);
+    }
     // Every object is gone (teardown, reset).
     void reset();
 
@@ -122,6 +130,7 @@ private:
     void on_atomic_ack(qp_object& qp, wire::packet& p);
     void progress(qp_object& qp, bool nak);
     void retransmit_from(qp_object& qp, std::uint32_t psn);
+    void implied_nak(qp_object& qp, std::uint32_t psn);
     // Responder (xport_recv.cc, xport_respond.cc).
     void on_request(qp_object& qp, wire::packet& p);
     void on_ud_request(qp_object& qp, wire::packet& p);
@@ -133,6 +142,8 @@ private:
     bool read_responses(qp_object& qp, const wire::packet& req);
     wire::packet answer(const qp_object& qp, const wire::packet& req, std::uint8_t op, std::uint32_t psn) const;
     void ack(qp_object& qp, const wire::packet& req, std::uint32_t psn);
+    void respond(qp_object& qp, wire::packet&& a);
+    void send_owed_ack(std::uint32_t qpn);
     void nak(qp_object& qp, const wire::packet& req, std::uint8_t syndrome);
     void no_wqe(qp_object& qp, const wire::packet& req);
     void fail_request(qp_object& qp, const wire::packet& req, std::uint8_t syndrome, hw::event_type ev);
@@ -155,6 +166,10 @@ private:
     cq_engine cqs_;
     std::set<std::uint32_t> active_qps_;  // QPs the tick must visit
     std::set<std::uint32_t> bf_pages_;    // UAR pages with BlueFlame sentinels
+    // The ACK each RC responder owes (IBA 9.7.5.1.1 "coalesced"): for the last request
+    // packet carried out that asked for one, with the MSN after it; a later one replaces
+    // it, anything else the responder sends goes after it.
+    std::map<std::uint32_t, wire::packet> owed_acks_;
 };
 
 }  // namespace cxv::sim

@@ -104,6 +104,7 @@ void transport_engine::on_response(qp_object& qp, wire::packet& p) {
     switch (op::operation_of(p.bth.opcode)) {
     case op::ACKNOWLEDGE:
         if (syn::kind(p.aeth.syndrome) != syn::ACK) return on_nak(qp, p);
+        implied_nak(qp, p.bth.psn);
         if (ack_through(qp, p.bth.psn)) progress(qp, false);
         return;
     case op::RDMA_READ_RESPONSE_FIRST:
@@ -132,6 +133,22 @@ bool transport_engine::ack_through(qp_object& qp, std::uint32_t psn) {
         }
     }
     return moved;
+}
+
+// An answer with PSN `psn` beyond a READ whose responses have not all come implies they
+// were lost: the responder answers in PSN order, so they will not come now (IBA 9.7.5.1.1
+// "implied NAK", 9.7.5.1.3). The READ is asked again at once from its first missing
+// response, once per gap, as a gap among the responses does; no waiting for the ACK
+// timeout.
+void transport_engine::implied_nak(qp_object& qp, std::uint32_t psn) {
+    for (sq_request& r : qp.x.outstanding) {
+        if (psn_diff(r.psn, psn) >= 0) break;
+        if (r.done || !is_read(r) || psn_diff(psn, last_psn(r)) <= 0 || r.rerequested == r.resp_got) continue;
+        r.rerequested = r.resp_got;
+        hooks_.count(qp, &q_counter_values::implied_nak_seq_err);
+        trace_.update([](counters& t) { ++t.retransmits; });
+        send_packet(segment(r, r.resp_got));
+    }
 }
 
 // Progress: the retry budgets start again, the ACK timer restarts, completions go out,
@@ -231,6 +248,7 @@ void transport_engine::on_read_response(qp_object& qp, wire::packet& p) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }
+    implied_nak(qp, psn);
     ack_through(qp, psn_add(r.psn, -1));  // a response answers every request before the READ
     if (!p.payload.empty()) {
         if (const auto s = scatter(qp.pd, r.local, off, p.payload, total); s != cqe_syndrome{}) {
@@ -256,6 +274,7 @@ void transport_engine::on_atomic_ack(qp_object& qp, wire::packet& p) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }
+    implied_nak(qp, p.bth.psn);
     ack_through(qp, psn_add(p.bth.psn, -1));
     std::array<std::byte, 8> orig{};
     std::memcpy(orig.data(), &p.atomic_ack, 8);
@@ -295,8 +314,9 @@ void transport_engine::retransmit_from(qp_object& qp, std::uint32_t psn) {
 }
 
 bool transport_engine::tick(clock_type::time_point now) {
-    if (active_qps_.empty()) return false;
-    bool any = false;
+    // An ACK owed by a receive() no end_of_batch() followed is not held longer.
+    bool any = end_of_batch();
+    if (active_qps_.empty()) return any;
     const std::vector<std::uint32_t> todo(active_qps_.begin(), active_qps_.end());
     for (const std::uint32_t qpn : todo) {
         const auto it = t_.qps.find(qpn);

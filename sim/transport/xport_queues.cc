@@ -26,6 +26,7 @@ transport_engine::transport_engine(const device_config& cfg, bar0& bar, iommu& m
 void transport_engine::reset() {
     active_qps_.clear();
     bf_pages_.clear();
+    owed_acks_.clear();
 }
 
 namespace {
@@ -287,6 +288,7 @@ void transport_engine::on_qp_transition(qp_object& qp, qp_state from) {
     case qp_state::rst:
         x = qp_transport{};
         active_qps_.erase(qp.qpn);
+        owed_acks_.erase(qp.qpn);
         return;
     case qp_state::err:
         if (from != qp_state::err) {

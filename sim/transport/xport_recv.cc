@@ -209,7 +209,7 @@ void transport_engine::on_request(qp_object& qp, wire::packet& p) {
                 wire::packet a = answer(qp, p, op::ACKNOWLEDGE, x.epsn);
                 a.aeth.syndrome = wire::aeth_syndrome::NAK_PSN_SEQUENCE_ERROR;
                 trace_.update([](counters& t) { ++t.naks_sent; });
-                send_packet(std::move(a));
+                respond(qp, std::move(a));
             }
             return drop();
         }

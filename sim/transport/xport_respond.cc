@@ -37,8 +37,43 @@ wire::packet transport_engine::answer(const qp_object& qp, const wire::packet& r
     return a;
 }
 
+// Coalesced acknowledge messages (IBA 9.7.5.1.1): the ACK a request asks for is owed, not
+// sent; a later request's ACK (a higher PSN, the MSN after it) replaces it, and it goes
+// out at the end of the batch of packets the device took from the wire, or before
+// anything else the responder sends, so that the requester sees ACKs, NAKs and
+// responses in PSN order.
 void transport_engine::ack(qp_object& qp, const wire::packet& req, std::uint32_t psn) {
-    send_packet(answer(qp, req, op::ACKNOWLEDGE, psn));
+    const auto [it, fresh] = owed_acks_.insert_or_assign(qp.qpn, answer(qp, req, op::ACKNOWLEDGE, psn));
+    if (!fresh) trace_.update([](counters& t) { ++t.acks_coalesced; });
+}
+
+void transport_engine::send_owed_ack(std::uint32_t qpn) {
+    const auto it = owed_acks_.find(qpn);
+    if (it == owed_acks_.end()) return;
+    wire::packet a = std::move(it->second);
+    owed_acks_.erase(it);
+    send_packet(std::move(a));
+}
+
+// Every answer but an ACK: after the ACK owed for the requests before it.
+void transport_engine::respond(qp_object& qp, wire::packet&& a) {
+    send_owed_ack(qp.qpn);
+    send_packet(std::move(a));
+}
+
+bool transport_engine::end_of_batch() {
+    if (owed_acks_.empty()) return false;
+    while (!owed_acks_.empty()) {
+        const std::uint32_t qpn = owed_acks_.begin()->first;
+        const auto q = t_.qps.find(qpn);
+        // A QP that went to error or reset since owes nothing (IBA 10.3.1: no answers).
+        if (q == t_.qps.end() || q->second.state == qp_state::err || q->second.state == qp_state::rst) {
+            owed_acks_.erase(qpn);
+            continue;
+        }
+        send_owed_ack(qpn);
+    }
+    return true;
 }
 
 void transport_engine::nak(qp_object& qp, const wire::packet& req, std::uint8_t syndrome) {
@@ -46,7 +81,7 @@ void transport_engine::nak(qp_object& qp, const wire::packet& req, std::uint8_t 
     wire::packet a = answer(qp, req, op::ACKNOWLEDGE, req.bth.psn);
     a.aeth.syndrome = syndrome;
     trace_.update([](counters& t) { ++t.naks_sent; });
-    send_packet(std::move(a));
+    respond(qp, std::move(a));
 }
 
 // A remote access or invalid request error with no WQE to report it: NAK, the QP goes to
@@ -96,7 +131,7 @@ bool transport_engine::read_responses(qp_object& qp, const wire::packet& req) {
         a.payload.assign(data.begin() + static_cast<std::ptrdiff_t>(off),
                          data.begin() + static_cast<std::ptrdiff_t>(off + bytes));
         a.bth.pad = pad_of(bytes);
-        send_packet(std::move(a));
+        respond(qp, std::move(a));
     }
     return true;
 }
@@ -148,7 +183,7 @@ void transport_engine::recv_atomic(qp_object& qp, wire::packet& p) {
     x.epsn = psn_add(p.bth.psn, 1);
     wire::packet r = answer(qp, p, op::ATOMIC_ACKNOWLEDGE, p.bth.psn);
     r.atomic_ack = old;
-    send_packet(std::move(r));
+    respond(qp, std::move(r));
 }
 
 // A request behind the expected PSN: the requester did not see the answer (or sent it
@@ -171,10 +206,11 @@ void transport_engine::on_duplicate(qp_object& qp, wire::packet& p) {
         }
         wire::packet r = answer(qp, p, op::ATOMIC_ACKNOWLEDGE, p.bth.psn);
         r.atomic_ack = it->orig;
-        return send_packet(std::move(r));
+        return respond(qp, std::move(r));
     }
     default:
-        // SEND, WRITE: acknowledge everything up to the expected PSN again.
+        // SEND, WRITE: acknowledge everything up to the expected PSN again (owed, as any
+        // ACK: it may coalesce with the ACK of a request in the same batch).
         if (p.bth.ack_req) ack(qp, p, psn_add(x.epsn, -1));
         return;
     }

@@ -75,7 +75,10 @@ TEST_CASE("10 % loss, duplication and reordering: every message once, in order, 
             }
             ++posted;
         }
-        if (r.wire.empty()) {
+        if (r.wire.empty() && r.engine->end_of_batch()) {
+            // Each packet is a batch of its own here; the ACKs owed go out when the wire
+            // is quiet, so several coalesce (IBA 9.7.5.1.1).
+        } else if (r.wire.empty()) {
             r.engine->tick(std::chrono::steady_clock::now() + std::chrono::seconds(1));
             ++ticks;
         } else {
