@@ -79,8 +79,7 @@ struct cq_object : referenced {
 
 // The Q counters (hw/ifc_counters.h's list; sim/firmware/fw_counters.cc says where each moves).
 // Some stay 0: the model has no DC transport, memory windows, adaptive retransmission or
-// congestion control, and its requester does not act on implied NAKs (it waits for the
-// ACK timeout instead).
+// congestion control.
 // One Q counter set (ALLOC_Q_COUNTER; set 0 is the device's default). The values are
 // the model's own state, not kept in firmware pages; 32 bits each, wrapping as the
 // PRM's fields do.
