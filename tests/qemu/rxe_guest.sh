@@ -45,6 +45,9 @@ rxe_guest_modules=(crypto/crc32_generic drivers/net/ethernet/intel/e1000/e1000
     drivers/infiniband/core/ib_core drivers/infiniband/core/ib_uverbs
     net/ipv4/udp_tunnel net/ipv6/ip6_udp_tunnel drivers/infiniband/sw/rxe/rdma_rxe)
 rxe_guest_programs=(ibv_rc_pingpong ibv_ud_pingpong ibv_devinfo ibv_devices rdma)
+# perftest's latency tools, copied when installed (tools/setup installs perftest); a
+# command that needs them checks for them in the guest.
+rxe_guest_optional_programs=(ib_write_lat ib_read_lat ib_atomic_lat)
 rxe_guest_provider=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 rxe_guest_exit_skip=77
 
@@ -97,14 +100,18 @@ rxe_guest_initrd() {
     done
     # The programs and the provider at their own paths, with every library ldd lists and
     # the loader; libibverbs finds the provider through rxe.driver.
-    for p in "${rxe_guest_programs[@]}"; do
+    local -a programs=("${rxe_guest_programs[@]}")
+    for p in "${rxe_guest_optional_programs[@]}"; do
+        command -v "$p" >/dev/null && programs+=("$p")
+    done
+    for p in "${programs[@]}"; do
         p=$(readlink -f "$(command -v "$p")")
         rxe_guest_copy "$root" "$p" || return 1
         ln -sf "$p" "$root/bin/${p##*/}"
     done
     rxe_guest_copy "$root" "$rxe_guest_provider" || return 1
     rxe_guest_copy "$root" /etc/libibverbs.d/rxe.driver || return 1
-    for lib in $( (for p in "${rxe_guest_programs[@]}"; do ldd "$(command -v "$p")"; done
+    for lib in $( (for p in "${programs[@]}"; do ldd "$(command -v "$p")"; done
                    ldd "$rxe_guest_provider") | awk '/=> \// {print $3} /^\t\// {print $1}' | sort -u); do
         rxe_guest_copy "$root" "$lib" || return 1
     done
