@@ -23,6 +23,10 @@
 #       --forward HOST:GUEST    forward 127.0.0.1:HOST to the guest's TCP port GUEST, over
 #                               a second NIC on a closed link-local user-mode network
 #                               (repeatable); the guest is 169.254.77.15 there
+#       --guest-forward GUEST:HOST
+#                               the other way on that network: a guest's connection to
+#                               169.254.77.100:GUEST reaches 127.0.0.1:HOST (QEMU's guestfwd,
+#                               a bash /dev/tcp relay per connection; repeatable)
 #       --initrd FILE           from `initrd` (built in the work directory if absent)
 #       --work DIR              logs and the per-guest initramfs (default: a temp dir)
 #       --name NAME             prefix of the printed guest lines (default guest)
@@ -189,7 +193,7 @@ rxe_guest_mac_hex() { echo "$1" | tr -d ':' | tr 'A-F' 'a-f'; }
 rxe_guest_run() {
     local mac=52:54:00:00:00:01 ip=169.254.1.1/16 local_path= remote_path= fabric= peer_mac=
     local pcap= initrd= work= name=guest limit=120 cmd
-    local -a forwards=()
+    local -a forwards=() guest_forwards=()
     while (($#)); do
         case $1 in
         --mac) mac=$2; shift 2 ;;
@@ -200,6 +204,7 @@ rxe_guest_run() {
         --peer-mac) peer_mac=$2; shift 2 ;;
         --pcap) pcap=$2; shift 2 ;;
         --forward) forwards+=("$2"); shift 2 ;;
+        --guest-forward) guest_forwards+=("$2"); shift 2 ;;
         --initrd) initrd=$2; shift 2 ;;
         --work) work=$2; shift 2 ;;
         --name) name=$2; shift 2 ;;
@@ -236,7 +241,7 @@ rxe_guest_run() {
     {
         echo "GUEST_MAC=$mac"
         echo "GUEST_IP=$ip"
-        ((${#forwards[@]})) && echo "OOB_MAC=$oob_mac" || echo "OOB_MAC=none"
+        ((${#forwards[@]} + ${#guest_forwards[@]})) && echo "OOB_MAC=$oob_mac" || echo "OOB_MAC=none"
     } >"$conf/etc/guest.conf"
     printf '%s\n' "$cmd" >"$conf/cmd.sh"
     (cd "$conf" && find . | cpio -o -H newc --quiet) >"$work/$name.initrd" &&
@@ -248,11 +253,16 @@ rxe_guest_run() {
         -netdev "dgram,id=n0,local.type=unix,local.path=$local_path,remote.type=unix,remote.path=$remote_path"
         -device "e1000,netdev=n0,mac=$mac")
     [ -n "$pcap" ] && args+=(-object "filter-dump,id=f0,netdev=n0,file=$pcap")
-    if ((${#forwards[@]})); then
+    if ((${#forwards[@]} + ${#guest_forwards[@]})); then
         # Link-local and closed (restrict=on): never QEMU's default user network, whose
         # addresses are a private range; no IPv6 (its default prefix is site-local).
         local f user="user,id=oob,net=169.254.77.0/24,host=169.254.77.2,dhcpstart=169.254.77.16,restrict=on,ipv6=off"
         for f in "${forwards[@]}"; do user+=",hostfwd=tcp:127.0.0.1:${f%%:*}-169.254.77.15:${f##*:}"; done
+        # restrict=on leaves explicit forwards working. Each connection runs the relay:
+        # the guest's bytes to the host port and back.
+        for f in "${guest_forwards[@]}"; do
+            user+=",guestfwd=tcp:169.254.77.100:${f%%:*}-cmd:bash -c 'exec 2>/dev/null 3<>/dev/tcp/127.0.0.1/${f##*:} && { cat <&3 & exec cat >&3; }'"
+        done
         args+=(-netdev "$user" -device "e1000,netdev=oob,mac=$oob_mac")
     fi
     rm -f "$local_path"
