@@ -12,7 +12,8 @@
 # by 200. The capture of the guest's NIC is kept as rxe-perftest.pcap in the outputs.
 #
 #   rxe_cxv_perftest_test.sh LAUNCHER CXV_SIM RXE_PERF_PEER
-# Environment (defaults in brackets): CXV_RXE_GID_INDEX [0], CXV_RXE_ITERS [200].
+# Environment (defaults in brackets): CXV_RXE_GID_INDEX [0], CXV_RXE_ITERS [200],
+# CXV_RXE_GUEST_CLIENTS [1].
 set -uo pipefail
 
 skip() {
@@ -67,10 +68,8 @@ opts="-d rxe0 -x $gidx -n $iters -u 18"
 # A guest client must not connect before rxe_perf_peer listens (the relay would fail and
 # perftest wait for ever): before each client the guest waits on port 18517 for the
 # host's word, answering "ready" to it.
-# The guest's clients run only with CXV_RXE_GUEST_CLIENTS=1: each works alone, but after
-# the three servers the guest's first client has been seen to read 16 bytes that are not
-# rxe_perf_peer's version text through the guestfwd relay (not understood yet).
-guest_clients=${CXV_RXE_GUEST_CLIENTS:-0}
+# CXV_RXE_GUEST_CLIENTS=0 leaves the guest's clients (the second half) out.
+guest_clients=${CXV_RXE_GUEST_CLIENTS:-1}
 guest_cmd="ib_write_lat $opts && ib_read_lat $opts && ib_atomic_lat $opts"
 if ((guest_clients)); then
     guest_cmd+=$(cat <<EOF

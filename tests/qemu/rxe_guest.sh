@@ -260,8 +260,12 @@ rxe_guest_run() {
         for f in "${forwards[@]}"; do user+=",hostfwd=tcp:127.0.0.1:${f%%:*}-169.254.77.15:${f##*:}"; done
         # restrict=on leaves explicit forwards working. Each connection runs the relay:
         # the guest's bytes to the host port and back.
+        # A clean environment: nothing the caller exports (BASH_ENV, say) may write into
+        # the connection before the peer does.
+        local bash_path env_path
+        bash_path=$(command -v bash) env_path=$(command -v env)
         for f in "${guest_forwards[@]}"; do
-            user+=",guestfwd=tcp:169.254.77.100:${f%%:*}-cmd:bash -c 'exec 2>/dev/null 3<>/dev/tcp/127.0.0.1/${f##*:} && { cat <&3 & exec cat >&3; }'"
+            user+=",guestfwd=tcp:169.254.77.100:${f%%:*}-cmd:$env_path -i $bash_path --norc --noprofile -c 'exec 2>/dev/null 3<>/dev/tcp/127.0.0.1/${f##*:} && { cat <&3 & exec cat >&3; }'"
         done
         args+=(-netdev "$user" -device "e1000,netdev=oob,mac=$oob_mac")
     fi
