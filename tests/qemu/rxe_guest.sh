@@ -32,7 +32,8 @@
 #       --name NAME             prefix of the printed guest lines (default guest)
 #       --timeout SECONDS       whole run, boot included (default 120)
 #   The command runs under busybox sh in the guest, after rxe0 is up, with
-#   ibv_rc_pingpong, ibv_ud_pingpong, ibv_devinfo, ibv_devices, rdma, ip and
+#   ibv_rc_pingpong, ibv_ud_pingpong, ibv_devinfo, ibv_devices, rdma, ip, perftest's
+#   ib_write_lat, ib_read_lat and ib_atomic_lat (when installed) and
 #   `retry-connect CMD...` (reruns a pingpong client while its server is not yet
 #   listening). Exit status: the command's; 77 when the guest cannot run here (the reason
 #   is printed).
