@@ -23,12 +23,17 @@
 #       --forward HOST:GUEST    forward 127.0.0.1:HOST to the guest's TCP port GUEST, over
 #                               a second NIC on a closed link-local user-mode network
 #                               (repeatable); the guest is 169.254.77.15 there
+#       --guest-forward GUEST:HOST
+#                               the other way on that network: a guest's connection to
+#                               169.254.77.100:GUEST reaches 127.0.0.1:HOST (QEMU's guestfwd,
+#                               a bash /dev/tcp relay per connection; repeatable)
 #       --initrd FILE           from `initrd` (built in the work directory if absent)
 #       --work DIR              logs and the per-guest initramfs (default: a temp dir)
 #       --name NAME             prefix of the printed guest lines (default guest)
 #       --timeout SECONDS       whole run, boot included (default 120)
 #   The command runs under busybox sh in the guest, after rxe0 is up, with
-#   ibv_rc_pingpong, ibv_ud_pingpong, ibv_devinfo, ibv_devices, rdma, ip and
+#   ibv_rc_pingpong, ibv_ud_pingpong, ibv_devinfo, ibv_devices, rdma, ip, perftest's
+#   ib_write_lat, ib_read_lat and ib_atomic_lat (when installed) and
 #   `retry-connect CMD...` (reruns a pingpong client while its server is not yet
 #   listening). Exit status: the command's; 77 when the guest cannot run here (the reason
 #   is printed).
@@ -45,6 +50,9 @@ rxe_guest_modules=(crypto/crc32_generic drivers/net/ethernet/intel/e1000/e1000
     drivers/infiniband/core/ib_core drivers/infiniband/core/ib_uverbs
     net/ipv4/udp_tunnel net/ipv6/ip6_udp_tunnel drivers/infiniband/sw/rxe/rdma_rxe)
 rxe_guest_programs=(ibv_rc_pingpong ibv_ud_pingpong ibv_devinfo ibv_devices rdma)
+# perftest's latency tools, copied when installed (tools/setup installs perftest); a
+# command that needs them checks for them in the guest.
+rxe_guest_optional_programs=(ib_write_lat ib_read_lat ib_atomic_lat)
 rxe_guest_provider=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 rxe_guest_exit_skip=77
 
@@ -97,14 +105,18 @@ rxe_guest_initrd() {
     done
     # The programs and the provider at their own paths, with every library ldd lists and
     # the loader; libibverbs finds the provider through rxe.driver.
-    for p in "${rxe_guest_programs[@]}"; do
+    local -a programs=("${rxe_guest_programs[@]}")
+    for p in "${rxe_guest_optional_programs[@]}"; do
+        command -v "$p" >/dev/null && programs+=("$p")
+    done
+    for p in "${programs[@]}"; do
         p=$(readlink -f "$(command -v "$p")")
         rxe_guest_copy "$root" "$p" || return 1
         ln -sf "$p" "$root/bin/${p##*/}"
     done
     rxe_guest_copy "$root" "$rxe_guest_provider" || return 1
     rxe_guest_copy "$root" /etc/libibverbs.d/rxe.driver || return 1
-    for lib in $( (for p in "${rxe_guest_programs[@]}"; do ldd "$(command -v "$p")"; done
+    for lib in $( (for p in "${programs[@]}"; do ldd "$(command -v "$p")"; done
                    ldd "$rxe_guest_provider") | awk '/=> \// {print $3} /^\t\// {print $1}' | sort -u); do
         rxe_guest_copy "$root" "$lib" || return 1
     done
@@ -182,7 +194,7 @@ rxe_guest_mac_hex() { echo "$1" | tr -d ':' | tr 'A-F' 'a-f'; }
 rxe_guest_run() {
     local mac=52:54:00:00:00:01 ip=169.254.1.1/16 local_path= remote_path= fabric= peer_mac=
     local pcap= initrd= work= name=guest limit=120 cmd
-    local -a forwards=()
+    local -a forwards=() guest_forwards=()
     while (($#)); do
         case $1 in
         --mac) mac=$2; shift 2 ;;
@@ -193,6 +205,7 @@ rxe_guest_run() {
         --peer-mac) peer_mac=$2; shift 2 ;;
         --pcap) pcap=$2; shift 2 ;;
         --forward) forwards+=("$2"); shift 2 ;;
+        --guest-forward) guest_forwards+=("$2"); shift 2 ;;
         --initrd) initrd=$2; shift 2 ;;
         --work) work=$2; shift 2 ;;
         --name) name=$2; shift 2 ;;
@@ -229,7 +242,7 @@ rxe_guest_run() {
     {
         echo "GUEST_MAC=$mac"
         echo "GUEST_IP=$ip"
-        ((${#forwards[@]})) && echo "OOB_MAC=$oob_mac" || echo "OOB_MAC=none"
+        ((${#forwards[@]} + ${#guest_forwards[@]})) && echo "OOB_MAC=$oob_mac" || echo "OOB_MAC=none"
     } >"$conf/etc/guest.conf"
     printf '%s\n' "$cmd" >"$conf/cmd.sh"
     (cd "$conf" && find . | cpio -o -H newc --quiet) >"$work/$name.initrd" &&
@@ -241,11 +254,20 @@ rxe_guest_run() {
         -netdev "dgram,id=n0,local.type=unix,local.path=$local_path,remote.type=unix,remote.path=$remote_path"
         -device "e1000,netdev=n0,mac=$mac")
     [ -n "$pcap" ] && args+=(-object "filter-dump,id=f0,netdev=n0,file=$pcap")
-    if ((${#forwards[@]})); then
+    if ((${#forwards[@]} + ${#guest_forwards[@]})); then
         # Link-local and closed (restrict=on): never QEMU's default user network, whose
         # addresses are a private range; no IPv6 (its default prefix is site-local).
         local f user="user,id=oob,net=169.254.77.0/24,host=169.254.77.2,dhcpstart=169.254.77.16,restrict=on,ipv6=off"
         for f in "${forwards[@]}"; do user+=",hostfwd=tcp:127.0.0.1:${f%%:*}-169.254.77.15:${f##*:}"; done
+        # restrict=on leaves explicit forwards working. Each connection runs the relay:
+        # the guest's bytes to the host port and back.
+        # A clean environment: nothing the caller exports (BASH_ENV, say) may write into
+        # the connection before the peer does.
+        local bash_path env_path
+        bash_path=$(command -v bash) env_path=$(command -v env)
+        for f in "${guest_forwards[@]}"; do
+            user+=",guestfwd=tcp:169.254.77.100:${f%%:*}-cmd:$env_path -i $bash_path --norc --noprofile -c 'exec 2>/dev/null 3<>/dev/tcp/127.0.0.1/${f##*:} && { cat <&3 & exec cat >&3; }'"
+        done
         args+=(-netdev "$user" -device "e1000,netdev=oob,mac=$oob_mac")
     fi
     rm -f "$local_path"
