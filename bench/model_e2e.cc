@@ -290,6 +290,10 @@ int cross_process(const std::string& role, const std::string& oob, const std::st
     }
     await_file(oob + "/server-done");
     const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (const auto c = n->dev->counters(); c && c->q) {
+        std::fprintf(stderr, "model_e2e: ack timeouts %u, sequence NAKs %u, RNR NAKs %u\n", c->q->local_ack_timeout_err,
+                     c->q->packet_seq_err, c->q->rnr_nak_retry_err);
+    }
     std::printf("%-18s %10.0f msg/s  (%.0f ns per message)\n", "xproc_rate_64", messages / s, 1e9 * s / messages);
     std::printf("%-18s %10.2f us one way (two processes)\n", "xproc_pingpong_64", results[results.size() / 2]);
     return 0;

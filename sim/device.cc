@@ -191,8 +191,14 @@ void device::run() {
         } else if (idle < 256) {
             std::this_thread::yield();
         } else {
-            const auto us = std::min<unsigned>(1000, 1u << std::min<unsigned>((idle - 256) / 64, 10));
-            std::this_thread::sleep_for(std::chrono::microseconds(us));
+            const auto us = std::chrono::microseconds(std::min<unsigned>(1000, 1u << std::min<unsigned>((idle - 256) / 64, 10)));
+            // A frame from another process ends the sleep at once (doorbells, being memory
+            // writes, are seen at the next round).
+            if (port_) {
+                port_->wait(us);
+            } else {
+                std::this_thread::sleep_for(us);
+            }
         }
     }
 }

@@ -73,6 +73,9 @@ public:
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
     bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver);
+    // An idle device thread's sleep: at most `most`, less when a frame arrives from
+    // another process (a directory segment's socket wakes it).
+    void wait(std::chrono::microseconds most) { seg_->wait(most); }
     // The faults on what this port sends, changed while it runs (tests).
     void set_faults(const device_config::link_faults& f);
     // A directory segment's cable: false while the file DIR/down-<station> exists (so a

@@ -1,6 +1,7 @@
 #include "sim/link/segment.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -11,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -194,15 +196,18 @@ public:
         return any || !backlog_.empty();
     }
 
+    void wait(std::chrono::microseconds most) override {
+        pollfd p{fd_, POLLIN, 0};
+        const timespec t{static_cast<time_t>(most.count() / 1000000), static_cast<long>(most.count() % 1000000) * 1000};
+        ::ppoll(&p, 1, &t, nullptr);
+    }
+
     bool receive(std::vector<std::byte>& frame) override {
-        if (frame.capacity() < kMaxDatagram) frame.reserve(kMaxDatagram);
-        frame.resize(kMaxDatagram);
-        const ssize_t n = ::recv(fd_, frame.data(), frame.size(), MSG_DONTWAIT);
-        if (n < 0) {
-            frame.clear();
-            return false;
-        }
-        frame.resize(static_cast<std::size_t>(n));
+        // Into a buffer of our own, so that an idle poll (nothing waiting) touches no
+        // memory: resizing `frame` to the largest datagram would zero it each time.
+        const ssize_t n = ::recv(fd_, buf_.get(), kMaxDatagram, MSG_DONTWAIT);
+        if (n < 0) return false;
+        frame.assign(buf_.get(), buf_.get() + n);
         return true;
     }
 
@@ -242,9 +247,12 @@ private:
     int fd_;
     bool ethernet_;
     std::deque<held> backlog_;
+    std::unique_ptr<std::byte[]> buf_ = std::make_unique<std::byte[]>(kMaxDatagram);
 };
 
 }  // namespace
+
+void segment_port::wait(std::chrono::microseconds most) { std::this_thread::sleep_for(most); }
 
 std::string station_name(const station& s) {
     if (!s.ethernet) return fmt::format("ib-{:04x}", s.lid);

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -54,6 +55,9 @@ public:
     // Sends what a full receiver made wait (directory segments). True while anything
     // moved or still waits.
     virtual bool flush() { return false; }
+    // Waits until a frame may have arrived, or `most` has passed: an idle device thread
+    // sleeps here, so that a frame from another process wakes it at once.
+    virtual void wait(std::chrono::microseconds most);
 };
 
 // Attaches `s` to the in-process segment `name`. A station already attached with the
