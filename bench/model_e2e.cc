@@ -187,6 +187,8 @@ double pingpong(node& a, node& b, unsigned iters, unsigned rounds) {
 
 // --- two processes ---------------------------------------------------------------------
 
+bool g_yield_when_idle = std::thread::hardware_concurrency() < 4;
+
 void publish(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp";
     if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
@@ -217,6 +219,9 @@ void take_receives(node& n, cxv::qp& q, unsigned count, unsigned& used) {
     while (got_recv < count) {
         ibv_wc wc[32];
         const int got = n.cq->poll(32, wc);
+        // Two processes, each with an application and a device thread: on a machine with
+        // fewer cores than that, a spinning poller starves the device threads.
+        if (got == 0 && g_yield_when_idle) std::this_thread::yield();
         for (int i = 0; i < got; ++i) {
             check(wc[i]);
             if (wc[i].opcode == IBV_WC_RECV && wc[i].qp_num == q.qpn()) {
@@ -283,6 +288,7 @@ int cross_process(const std::string& role, const std::string& oob, const std::st
         }
         ibv_wc wc[32];
         const int got = n->cq->poll(32, wc);
+        if (got == 0 && g_yield_when_idle) std::this_thread::yield();
         for (int i = 0; i < got; ++i) {
             check(wc[i]);
             if (wc[i].opcode == IBV_WC_SEND) done = std::min(sent, (done / 16 + 1) * 16);

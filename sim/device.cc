@@ -188,7 +188,7 @@ void device::run() {
         ++idle;
         if (idle < 64) {
             continue;
-        } else if (idle < 256) {
+        } else if (idle < 256 || fw_.engine().busy()) {
             std::this_thread::yield();
         } else {
             const auto us = std::chrono::microseconds(std::min<unsigned>(1000, 1u << std::min<unsigned>((idle - 256) / 64, 10)));

@@ -83,6 +83,10 @@ public:
     }
     // Every object is gone (teardown, reset).
     void reset();
+    // Whether some QP has work in flight (requests awaiting answers, timers, a send
+    // queue not yet drained): the device thread then keeps polling rather than sleeping,
+    // since the doorbells that follow are memory writes nothing can wake it for.
+    bool busy() const noexcept { return !active_qps_.empty(); }
 
 private:
     // Work queues and data (xport_queues.cc).
