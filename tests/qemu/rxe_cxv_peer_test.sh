@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # cxv against Linux's Soft-RoCE: `ibv_rc_pingpong` then `ibv_ud_pingpong` servers in a
 # QEMU guest whose e1000 is cabled to the model's RoCE port on a fabric directory, and
-# rxe_peer (the same clients on cxv's API) on that port; the out-of-band exchange goes through a TCP port
-# forwarded from the host's loopback into the guest. Needs `cxv-sim run --fabric DIR`;
-# until the model has it the test reports itself skipped. The capture of the guest's
-# NIC is kept as rxe-cxv.pcap in the test's outputs.
+# rxe_peer (the same clients on cxv's API) on that port; the out-of-band exchange goes
+# through a TCP port forwarded from the host's loopback into the guest. The capture of
+# the guest's NIC is kept as rxe-cxv.pcap in the test's outputs.
 #
 #   rxe_cxv_peer_test.sh LAUNCHER CXV_SIM RXE_PEER
 # Environment (defaults in brackets): CXV_RXE_GID_INDEX [0: fe80::EUI-64, which needs the
-# model to answer IPv6 neighbour solicitations; 1: ::ffff:169.254.x.y, which needs ARP
-# and CXV_RXE_PEER_GID, the model port's IPv4-mapped GID], CXV_RXE_ITERS [100],
+# model to answer IPv6 neighbour solicitations; 1: ::ffff:169.254.x.y, which needs ARP],
+# CXV_RXE_PEER_GID [the GID rxe_peer announces: the device's of that index], CXV_RXE_ITERS [100],
 # CXV_RXE_PEER_TIMEOUT [60 s without progress].
 set -uo pipefail
 
@@ -27,7 +26,6 @@ fail() {
 launcher=$(realpath "${1:?usage: $0 rxe_guest.sh cxv-sim rxe_peer}")
 sim=$(realpath "${2:?}")
 peer=$(realpath "${3:?}")
-"$sim" run --help 2>&1 | grep -q -- '--fabric' || skip "cxv-sim has no --fabric yet"
 gidx=${CXV_RXE_GID_INDEX:-0}
 iters=${CXV_RXE_ITERS:-100}
 cxv_mac=02:c5:00:00:00:01  # the model's default (sim/device_config.h)
