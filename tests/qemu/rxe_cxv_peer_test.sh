@@ -12,16 +12,8 @@
 # CXV_RXE_PEER_TIMEOUT [60 s without progress].
 set -uo pipefail
 
-skip() {
-    echo "SKIPPED: $*"
-    echo "[doctest] test cases: 1 | 0 passed | 0 failed | 1 skipped"
-    exit 0
-}
-fail() {
-    echo "FAILED: $*"
-    echo "[doctest] test cases: 1 | 0 passed | 1 failed | 0 skipped"
-    exit 1
-}
+# skip, fail: test_result.sh, next to the launcher (the first argument).
+. "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/test_result.sh"
 
 launcher=$(realpath "${1:?usage: $0 rxe_guest.sh cxv-sim rxe_peer}")
 sim=$(realpath "${2:?}")

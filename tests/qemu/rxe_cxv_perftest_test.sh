@@ -16,21 +16,12 @@
 # CXV_RXE_GUEST_CLIENTS [1].
 set -uo pipefail
 
-skip() {
-    echo "SKIPPED: $*"
-    echo "[doctest] test cases: 1 | 0 passed | 0 failed | 1 skipped"
-    exit 0
-}
-fail() {
-    echo "FAILED: $*"
-    echo "[doctest] test cases: 1 | 0 passed | 1 failed | 0 skipped"
-    exit 1
-}
+# skip, fail: test_result.sh, next to the launcher (the first argument).
+. "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/test_result.sh"
 
 launcher=$(realpath "${1:?usage: $0 rxe_guest.sh cxv-sim rxe_perf_peer}")
 sim=$(realpath "${2:?}")
 peer=$(realpath "${3:?}")
-"$sim" run --help 2>&1 | grep -q -- '--fabric' || skip "cxv-sim has no --fabric"
 for p in ib_write_lat ib_read_lat ib_atomic_lat; do
     command -v $p >/dev/null || skip "$p is not installed (tools/setup installs perftest)"
 done

@@ -41,25 +41,14 @@
 #include <vector>
 
 #include "api/cxv.h"
+#include "tests/program_util.h"
 
 namespace {
 
 using clk = std::chrono::steady_clock;
 
-[[noreturn]] void die(const std::string& what) {
-    std::fprintf(stderr, "rxe_peer: %s\n", what.c_str());
-    std::exit(1);
-}
-
-template <typename T>
-T must(cxv::result<T> r, const char* what) {
-    if (!r) die(std::string(what) + ": " + r.error().message);
-    return std::move(r).value();
-}
-
-void must(const cxv::status& s, const char* what) {
-    if (!s) die(std::string(what) + ": " + s.error().message);
-}
+using cxv::test::die;
+using cxv::test::must;
 
 struct options {
     std::string bdf, host, port;
@@ -218,6 +207,7 @@ std::string gid_text(const std::uint8_t* gid) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    cxv::test::program_name = "rxe_peer";
     const options o = parse(argc, argv);
 
     auto dev = must(cxv::device::open(o.bdf), "open");

@@ -51,25 +51,14 @@
 #include <thread>
 
 #include "api/cxv.h"
+#include "tests/program_util.h"
 
 namespace {
 
 using clk = std::chrono::steady_clock;
 
-[[noreturn]] void die(const std::string& what) {
-    std::fprintf(stderr, "rxe_perf_peer: %s\n", what.c_str());
-    std::exit(1);
-}
-
-template <typename T>
-T must(cxv::result<T> r, const char* what) {
-    if (!r) die(std::string(what) + ": " + r.error().message);
-    return std::move(r).value();
-}
-
-void must(const cxv::status& s, const char* what) {
-    if (!s) die(std::string(what) + ": " + s.error().message);
-}
+using cxv::test::die;
+using cxv::test::must;
 
 enum class test { write, read, atomic };
 
@@ -267,6 +256,7 @@ constexpr std::size_t half = 4096;  // perftest's cycle buffer: one page
 }  // namespace
 
 int main(int argc, char** argv) {
+    cxv::test::program_name = "rxe_perf_peer";
     const options o = parse(argc, argv);
     setvbuf(stdout, nullptr, _IOLBF, 0);
 
