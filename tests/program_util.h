@@ -3,6 +3,11 @@
 // and exit status 1.
 #pragma once
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,6 +33,28 @@ T must(result<T> r, const char* what) {
 
 inline void must(const status& s, const char* what) {
     if (!s) die(std::string(what) + ": " + s.error().message);
+}
+
+// Bounds every receive on `fd` to `seconds` (SO_RCVTIMEO): a peer that never answers must
+// not hang a test.
+inline void bound_receives(int fd, unsigned seconds) {
+    const timeval tv{static_cast<time_t>(seconds), 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+// A TCP connection to the first of `addresses` that accepts one, its receives bounded
+// to `seconds`; -1 when none does.
+inline int connect_first(const addrinfo* addresses, unsigned seconds) {
+    for (const addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd < 0) continue;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+            bound_receives(fd, seconds);
+            return fd;
+        }
+        ::close(fd);
+    }
+    return -1;
 }
 
 }  // namespace cxv::test

@@ -12,8 +12,9 @@
 # CXV_RXE_PEER_TIMEOUT [60 s without progress].
 set -uo pipefail
 
-# skip, fail: test_result.sh, next to the launcher (the first argument).
-. "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/test_result.sh"
+# skip, fail, guest_test_dirs, free_ports: guest_test_lib.sh, next to the launcher (the
+# first argument).
+. "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/guest_test_lib.sh"
 
 launcher=$(realpath "${1:?usage: $0 rxe_guest.sh cxv-sim rxe_peer}")
 sim=$(realpath "${2:?}")
@@ -22,24 +23,9 @@ gidx=${CXV_RXE_GID_INDEX:-0}
 iters=${CXV_RXE_ITERS:-100}
 cxv_mac=02:c5:00:00:00:01  # the model's default (sim/device_config.h)
 skip_status=77
-out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
-work=${TEST_TMPDIR:-$(mktemp -d)}/rxe-cxv
-rm -rf "$work"
-mkdir -p "$work" "$out"
-fabric=$(mktemp -d /tmp/cxv-fabric.XXXXXX)  # short: socket paths have at most 107 bytes
-gpid=
-cleanup() {
-    [ -n "$gpid" ] && kill "$gpid" 2>/dev/null && wait "$gpid" 2>/dev/null
-    rm -rf "$fabric"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-port=
-for p in $(shuf -i 20000-60000 -n 20); do
-    grep -q "$(printf ':%04X ' "$p")" /proc/net/tcp /proc/net/tcp6 2>/dev/null || { port=$p; break; }
-done
-[ -n "$port" ] || skip "no free loopback port for the out-of-band forward"
+guest_test_dirs rxe-cxv
+free_ports 1
+port=${ports[0]}
 
 start=$(date +%s)
 "$launcher" run --name G --mac 52:54:00:00:00:01 --ip 169.254.100.1/16 \

@@ -16,8 +16,9 @@
 # CXV_RXE_GUEST_CLIENTS [1].
 set -uo pipefail
 
-# skip, fail: test_result.sh, next to the launcher (the first argument).
-. "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/test_result.sh"
+# skip, fail, guest_test_dirs, free_ports: guest_test_lib.sh, next to the launcher (the
+# first argument).
+. "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/guest_test_lib.sh"
 
 launcher=$(realpath "${1:?usage: $0 rxe_guest.sh cxv-sim rxe_perf_peer}")
 sim=$(realpath "${2:?}")
@@ -30,27 +31,10 @@ gidx=${CXV_RXE_GID_INDEX:-0}
 iters=${CXV_RXE_ITERS:-200}
 cxv_mac=02:c5:00:00:00:01  # the model's default (sim/device_config.h)
 skip_status=77
-out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
-work=${TEST_TMPDIR:-$(mktemp -d)}/rxe-perftest
-rm -rf "$work"
-mkdir -p "$work" "$out"
-fabric=$(mktemp -d /tmp/cxv-fabric.XXXXXX)  # short: socket paths have at most 107 bytes
-gpid=
-cleanup() {
-    [ -n "$gpid" ] && kill "$gpid" 2>/dev/null && wait "$gpid" 2>/dev/null
-    rm -rf "$fabric"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
+guest_test_dirs rxe-perftest
 # Three free loopback ports: the guest's servers forwarded here, our servers for its
 # clients, the guest's gate (see below).
-ports=()
-for p in $(shuf -i 20000-60000 -n 40); do
-    grep -q "$(printf ':%04X ' "$p")" /proc/net/tcp /proc/net/tcp6 2>/dev/null || ports+=("$p")
-    ((${#ports[@]} == 3)) && break
-done
-((${#ports[@]} == 3)) || skip "no free loopback ports for the out-of-band exchanges"
+free_ports 3
 to_guest=${ports[0]} to_host=${ports[1]} to_gate=${ports[2]}
 
 # perftest options: the device, the GID, the iterations, an ACK timeout long enough for

@@ -163,19 +163,7 @@ endpoint exchange(const options& o, const endpoint& mine, const std::uint8_t (&m
     const auto end = clk::now() + std::chrono::seconds(o.timeout_s);
     char reply[sizeof msg];
     for (;;) {
-        int fd = -1;
-        for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
-            fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-            if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-                ::close(fd);
-                fd = -1;
-            }
-        }
-        if (fd >= 0) {
-            // Bounded: a server that never answers must not hang us.
-            const timeval tv{static_cast<time_t>(o.timeout_s), 0};
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        }
+        const int fd = cxv::test::connect_first(res, o.timeout_s);
         if (fd >= 0 && write_all(fd, msg, sizeof msg)) {
             if (read_all(fd, reply, sizeof reply)) {
                 if (!write_all(fd, "done", sizeof "done")) die("cannot send \"done\" to the server");

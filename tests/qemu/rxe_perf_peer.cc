@@ -133,10 +133,7 @@ struct oob {
     }
 };
 
-void set_timeout(int fd, unsigned s) {
-    const timeval tv{static_cast<time_t>(s), 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-}
+using cxv::test::bound_receives;
 
 // The client connects until the guest's server listens; a forwarded port that accepts
 // and closes at once (nobody listening in the guest yet) is retried. The first 16 bytes
@@ -150,16 +147,8 @@ oob connect_client(const options& o, const char (&version)[16], char (&their_ver
         die(o.host + ":" + o.port + ": " + gai_strerror(e));
     const auto end = clk::now() + std::chrono::seconds(o.timeout_s);
     for (;;) {
-        int fd = -1;
-        for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
-            fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-            if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-                ::close(fd);
-                fd = -1;
-            }
-        }
+        const int fd = cxv::test::connect_first(res, o.timeout_s);
         if (fd >= 0) {
-            set_timeout(fd, o.timeout_s);
             if (::write(fd, version, sizeof version) == sizeof version) {
                 std::size_t got = 0;
                 ssize_t r = 1;
@@ -199,11 +188,11 @@ oob accept_server(const options& o, const char (&version)[16], char (&their_vers
     freeaddrinfo(res);
     std::printf("listening on %s:%s\n", o.host.c_str(), o.port.c_str());
     std::fflush(stdout);
-    set_timeout(ls, o.timeout_s);  // bounds accept too
+    bound_receives(ls, o.timeout_s);  // bounds accept too
     const int fd = ::accept(ls, nullptr, nullptr);
     if (fd < 0) die("no perftest client connected within " + std::to_string(o.timeout_s) + " s");
     ::close(ls);
-    set_timeout(fd, o.timeout_s);
+    bound_receives(fd, o.timeout_s);
     oob c{fd, false};
     c.recv(their_version, sizeof their_version);
     c.send(version, sizeof version);

@@ -12,8 +12,9 @@
 #   rxe_pingpong_test.sh LAUNCHER   (tests/qemu/rxe_guest.sh)
 set -uo pipefail
 
-# skip, fail: test_result.sh, next to the launcher (the first argument).
-. "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/test_result.sh"
+# skip, fail, guest_test_dirs, free_ports: guest_test_lib.sh, next to the launcher (the
+# first argument).
+. "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/guest_test_lib.sh"
 
 launcher=$(realpath "${1:?usage: $0 rxe_guest.sh}")
 skip_status=77

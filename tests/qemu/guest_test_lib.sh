@@ -1,0 +1,41 @@
+# Sourced by the guest tests (tests/qemu/*_test.sh): reporting in doctest's words, so that
+# tools/test counts the one test case (and tells a skip from a pass), and the set-up the
+# tests with a guest on a fabric share.
+skip() {
+    echo "SKIPPED: $*"
+    echo "[doctest] test cases: 1 | 0 passed | 0 failed | 1 skipped"
+    exit 0
+}
+fail() {
+    echo "FAILED: $*"
+    echo "[doctest] test cases: 1 | 0 passed | 1 failed | 0 skipped"
+    exit 1
+}
+
+# guest_test_dirs NAME: $out (kept with the test's outputs), $work (fresh scratch) and
+# $fabric (a fabric directory under /tmp: UNIX socket paths have at most 107 bytes). On
+# exit the guest whose pid is in $gpid is ended and $fabric removed.
+guest_test_dirs() {
+    out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
+    work=${TEST_TMPDIR:-$(mktemp -d)}/$1
+    rm -rf "$work"
+    mkdir -p "$work" "$out"
+    fabric=$(mktemp -d /tmp/cxv-fabric.XXXXXX)
+    gpid=
+    trap guest_test_cleanup EXIT
+    trap 'exit 1' INT TERM HUP
+}
+guest_test_cleanup() {
+    [ -n "$gpid" ] && kill "$gpid" 2>/dev/null && wait "$gpid" 2>/dev/null
+    rm -rf "$fabric"
+}
+
+# free_ports N: sets ports=(...) to N loopback TCP ports nothing listens on, or skips.
+free_ports() {
+    ports=()
+    for p in $(shuf -i 20000-60000 -n 40); do
+        grep -q "$(printf ':%04X ' "$p")" /proc/net/tcp /proc/net/tcp6 2>/dev/null || ports+=("$p")
+        ((${#ports[@]} == $1)) && return 0
+    done
+    skip "no $1 free loopback ports for the out-of-band exchanges"
+}
