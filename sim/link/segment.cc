@@ -1,8 +1,8 @@
 #include "sim/link/segment.h"
 
 #include <dirent.h>
-#include <poll.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -68,13 +68,10 @@ private:
     std::deque<std::vector<std::byte>> q_;
 };
 
-class registry {
+// One in-process segment: its stations by (Ethernet?, MAC or LID).
+class segment {
 public:
-    static registry& instance() {
-        static registry* r = new registry();  // never destroyed: devices may outlive statics
-        return *r;
-    }
-    using key = std::tuple<std::string, bool, std::uint64_t>;
+    using key = std::pair<bool, std::uint64_t>;
     void attach(const key& k, std::shared_ptr<queue> q) {
         std::lock_guard lock(mu_);
         stations_[k] = std::move(q);
@@ -95,13 +92,13 @@ public:
         q->push(std::vector<std::byte>(frame.begin(), frame.end()));
         return true;
     }
-    // Every station of the segment but `self`.
-    bool flood(const std::string& name, bool ethernet, const queue* self, std::span<const std::byte> frame) {
+    // Every station of the segment's link type but `self`.
+    bool flood(bool ethernet, const queue* self, std::span<const std::byte> frame) {
         std::vector<std::shared_ptr<queue>> to;
         {
             std::lock_guard lock(mu_);
-            for (auto it = stations_.lower_bound(key{name, ethernet, 0});
-                 it != stations_.end() && std::get<0>(it->first) == name && std::get<1>(it->first) == ethernet; ++it) {
+            for (auto it = stations_.lower_bound(key{ethernet, 0}); it != stations_.end() && it->first.first == ethernet;
+                 ++it) {
                 if (it->second.get() != self) to.push_back(it->second);
             }
         }
@@ -114,28 +111,39 @@ private:
     std::map<key, std::shared_ptr<queue>> stations_;
 };
 
+// The in-process segments, by name. A port looks its segment up once, when it attaches.
+std::shared_ptr<segment> segment_named(const std::string& name) {
+    static std::mutex mu;
+    static auto* segments = new std::map<std::string, std::shared_ptr<segment>>();  // never destroyed
+    std::lock_guard lock(mu);
+    auto& s = (*segments)[name];
+    if (!s) s = std::make_shared<segment>();
+    return s;
+}
+
 class in_process_port final : public segment_port {
 public:
-    in_process_port(const std::string& name, const station& s) : key_{name, s.ethernet, address_key(s)} {
-        registry::instance().attach(key_, q_);
+    in_process_port(const std::string& name, const station& s)
+        : segment_(segment_named(name)), ethernet_(s.ethernet), self_{s.ethernet, address_key(s)} {
+        segment_->attach(self_, q_);
     }
-    ~in_process_port() override { registry::instance().detach(key_, q_.get()); }
+    ~in_process_port() override { segment_->detach(self_, q_.get()); }
 
     bool send(std::span<const std::byte> frame) override {
-        auto& r = registry::instance();
-        const auto& [name, ethernet, self] = key_;
-        if (ethernet) {
-            if (ethernet_group(frame)) return r.flood(name, true, q_.get(), frame);
-            return r.deliver(registry::key{name, true, mac_key(frame)}, frame);
+        if (ethernet_) {
+            if (ethernet_group(frame)) return segment_->flood(true, q_.get(), frame);
+            return segment_->deliver({true, mac_key(frame)}, frame);
         }
         const std::uint16_t dlid = dlid_of(frame);
-        if (dlid >= kFirstMulticastLid) return r.flood(name, false, q_.get(), frame);
-        return r.deliver(registry::key{name, false, dlid}, frame);
+        if (dlid >= kFirstMulticastLid) return segment_->flood(false, q_.get(), frame);
+        return segment_->deliver({false, dlid}, frame);
     }
     bool receive(std::vector<std::byte>& frame) override { return q_->pop(frame); }
 
 private:
-    registry::key key_;
+    std::shared_ptr<segment> segment_;
+    bool ethernet_;
+    segment::key self_;
     std::shared_ptr<queue> q_ = std::make_shared<queue>();
 };
 
