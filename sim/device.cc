@@ -32,7 +32,13 @@ result<std::unique_ptr<device>> device::create(const device_config& cfg) {
     if (!port) return port.error();
     d->port_ = std::move(port).value();
     d->fw_.attach_port(d->port_.get());
-    d->thread_ = std::thread([p = d.get()] { p->run(); });
+    if (cfg.own_thread) {
+        d->own_thread_ = std::make_unique<model_thread>();
+        d->thread_ = d->own_thread_.get();
+    } else {
+        d->thread_ = &model_thread::shared();
+    }
+    d->thread_->serve(d.get());
     return d;
 }
 
@@ -47,10 +53,11 @@ device::device(const device_config& cfg, std::unique_ptr<bar0> bar)
 }
 
 device::~device() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
+    if (thread_ != nullptr) thread_->drop(this);
     fw_.attach_port(nullptr);
 }
+
+int device::wake_fd() const { return port_ ? port_->wake_fd() : -1; }
 
 void device::power_on() {
     bar_->zero();
@@ -176,31 +183,6 @@ bool device::round(std::chrono::steady_clock::time_point now) {
     worked |= fw_.engine().tick(now);
     worked |= fw_.port_tick(now);
     return worked;
-}
-
-void device::run() {
-    unsigned idle = 0;
-    while (!stop_.load(std::memory_order_relaxed)) {
-        if (round(std::chrono::steady_clock::now())) {
-            idle = 0;
-            continue;
-        }
-        ++idle;
-        if (idle < 64) {
-            continue;
-        } else if (idle < 256 || fw_.engine().busy()) {
-            std::this_thread::yield();
-        } else {
-            const auto us = std::chrono::microseconds(std::min<unsigned>(1000, 1u << std::min<unsigned>((idle - 256) / 64, 10)));
-            // A frame from another process ends the sleep at once (doorbells, being memory
-            // writes, are seen at the next round).
-            if (port_) {
-                port_->wait(us);
-            } else {
-                std::this_thread::sleep_for(us);
-            }
-        }
-    }
 }
 
 hca_state device::state() {

@@ -1,13 +1,11 @@
 // An emulated ConnectX function: BAR0, config space, MSI-X vectors, the IOMMU table, the
-// firmware, and the device thread that makes it act.
+// firmware, and the rounds a model thread (model_thread.h) runs to make it act.
 //
-// The device thread polls what a card would be told through: the initialization
+// A round polls what a card would be told through: the initialization
 // segment (command queue address, nic_interface), the command doorbell and ownership
 // bits, and the doorbells of UAR pages (EQ, CQ arm, and send doorbells in BlueFlame
 // registers); it takes the frames that reached its port on the wire (sim/link/port.h)
-// and runs the transport engine's timers. It backs off when idle (spin, then yield,
-// then sleeps growing to 1 ms) so that two models and two application threads can share
-// a 2-core machine, and returns to spinning as soon as anything happens.
+// and runs the transport engine's timers, in rounds, one function after the other.
 #pragma once
 
 #include <atomic>
@@ -28,6 +26,7 @@
 #include "sim/firmware/firmware.h"
 #include "sim/pci/iommu.h"
 #include "sim/pci/msix.h"
+#include "sim/model_thread.h"
 #include "sim/trace.h"
 
 namespace cxv::sim {
@@ -52,7 +51,7 @@ public:
     // belong to the IOMMU (the container), not the device, and stay.
     void reset();
 
-    // Snapshots for tests and tools (taken between device-thread rounds).
+    // Snapshots for tests and tools (taken between rounds).
     hca_state state();
     std::size_t pages_owned();
     std::size_t eq_count();
@@ -71,10 +70,16 @@ public:
     void request_pages(std::int32_t num_pages);
 
 private:
+    friend class model_thread;
     explicit device(const device_config& cfg, std::unique_ptr<bar0> bar);
     void power_on();
-    void run();
+    // One round (the model thread's call): true when something happened.
     bool round(std::chrono::steady_clock::time_point now);
+    // Whether the transport has work in flight: the model thread then keeps polling
+    // rather than sleeping (the doorbells that follow are memory writes).
+    bool busy() { return fw_.engine().busy(); }
+    // A descriptor that becomes readable when a frame reaches the port (-1: none).
+    int wake_fd() const;
     bool poll_doorbells();
     bool receive_packets(std::chrono::steady_clock::time_point now);
     void tick_health(std::chrono::steady_clock::time_point now);
@@ -89,7 +94,7 @@ private:
     firmware fw_;
     cmd_engine cmd_;
 
-    std::mutex mu_;  // held by the device thread for each round, and by snapshots
+    std::mutex mu_;  // held by the model thread for each round, and by snapshots
     std::chrono::steady_clock::time_point boot_done_;
     bool booting_ = true;
     std::chrono::steady_clock::time_point next_health_;
@@ -100,8 +105,8 @@ private:
     bool cable_seen_ = true;  // what the firmware was last told: set_link's and the wire's
     std::vector<std::uint32_t> watched_;  // UAR pages with doorbells to poll
     bool watched_stale_ = true;           // objects changed: recompute watched_
-    std::atomic<bool> stop_{false};
-    std::thread thread_;
+    std::unique_ptr<model_thread> own_thread_;  // model_thread=own
+    model_thread* thread_ = nullptr;            // the thread that runs the rounds
 };
 
 }  // namespace cxv::sim

@@ -80,6 +80,9 @@ struct device_config {
     // BlueFlame write, as on a platform without write combining, and drivers that test
     // for it (Linux's mlx5 write-combining self-test) must fall back.
     bool write_combining = true;
+    // Whether the function's rounds run on a model thread of its own rather than on the
+    // process's shared one (sim/model_thread.h).
+    bool own_thread = false;
 };
 
 }  // namespace cxv::sim

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/spin_lock.h"
 #include "sim/syndromes.h"
 #include "hw/opcodes.h"
 
@@ -68,7 +69,7 @@ public:
     void set_live(std::FILE* out, std::string prefix);
 
 private:
-    mutable std::mutex mu_;
+    mutable spin_lock mu_;  // updated on every packet
     counters counters_;
     std::array<command_record, depth> ring_{};
     std::size_t next_ = 0, size_ = 0;

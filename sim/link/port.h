@@ -76,6 +76,8 @@ public:
     // An idle device thread's sleep: at most `most`, less when a frame arrives from
     // another process (a directory segment's socket wakes it).
     void wait(std::chrono::microseconds most) { seg_->wait(most); }
+    // A descriptor readable when a frame arrives (a socket of a directory fabric), or -1.
+    int wake_fd() const { return seg_->wake_fd(); }
     // The faults on what this port sends, changed while it runs (tests).
     void set_faults(const device_config::link_faults& f);
     // A directory segment's cable: false while the file DIR/down-<station> exists (so a

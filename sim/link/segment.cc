@@ -51,21 +51,33 @@ std::uint64_t address_key(const station& s) {
 
 class queue {
 public:
-    void push(std::vector<std::byte>&& f) {
+    // The frame's bytes go into a buffer a receiver gave back, so that a steady stream
+    // allocates nothing.
+    void push(std::span<const std::byte> f) {
         std::lock_guard lock(mu_);
-        q_.push_back(std::move(f));
+        std::vector<std::byte> b;
+        if (!spare_.empty()) {
+            b = std::move(spare_.back());
+            spare_.pop_back();
+        }
+        b.assign(f.begin(), f.end());
+        q_.push_back(std::move(b));
     }
+    // The next frame into `out`, whose old buffer is kept for a later push.
     bool pop(std::vector<std::byte>& out) {
         std::lock_guard lock(mu_);
         if (q_.empty()) return false;
         out.swap(q_.front());
+        if (spare_.size() < kSpares && q_.front().capacity() != 0) spare_.push_back(std::move(q_.front()));
         q_.pop_front();
         return true;
     }
 
 private:
+    static constexpr std::size_t kSpares = 64;
     std::mutex mu_;
     std::deque<std::vector<std::byte>> q_;
+    std::vector<std::vector<std::byte>> spare_;
 };
 
 // One in-process segment: its stations by (Ethernet?, MAC or LID).
@@ -82,14 +94,10 @@ public:
         if (it != stations_.end() && it->second.get() == q) stations_.erase(it);
     }
     bool deliver(const key& k, std::span<const std::byte> frame) {
-        std::shared_ptr<queue> q;
-        {
-            std::lock_guard lock(mu_);
-            const auto it = stations_.find(k);
-            if (it == stations_.end()) return false;
-            q = it->second;
-        }
-        q->push(std::vector<std::byte>(frame.begin(), frame.end()));
+        std::lock_guard lock(mu_);  // then the queue's: the only order the two are taken in
+        const auto it = stations_.find(k);
+        if (it == stations_.end()) return false;
+        it->second->push(frame);
         return true;
     }
     // Every station of the segment's link type but `self`.
@@ -102,7 +110,7 @@ public:
                 if (it->second.get() != self) to.push_back(it->second);
             }
         }
-        for (auto& q : to) q->push(std::vector<std::byte>(frame.begin(), frame.end()));
+        for (auto& q : to) q->push(frame);
         return !to.empty();
     }
 
@@ -204,6 +212,7 @@ public:
         return any || !backlog_.empty();
     }
 
+    int wake_fd() const override { return fd_; }
     void wait(std::chrono::microseconds most) override {
         pollfd p{fd_, POLLIN, 0};
         const timespec t{static_cast<time_t>(most.count() / 1000000), static_cast<long>(most.count() % 1000000) * 1000};

@@ -58,6 +58,8 @@ public:
     // Waits until a frame may have arrived, or `most` has passed: an idle device thread
     // sleeps here, so that a frame from another process wakes it at once.
     virtual void wait(std::chrono::microseconds most);
+    // What wait() waits on, for a thread that waits on several ports at once (-1: none).
+    virtual int wake_fd() const { return -1; }
 };
 
 // Attaches `s` to the in-process segment `name`. A station already attached with the

@@ -16,6 +16,7 @@
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
 #include "sim/objects/pages.h"
+#include "sim/objects/ring_deque.h"
 #include "sim/wire/packet.h"
 
 namespace cxv::sim {
@@ -147,7 +148,7 @@ struct atomic_result {
 struct qp_transport {
     bool kicked = false;            // a doorbell not yet followed to the doorbell record
     std::uint32_t sq_fetched = 0;   // WQE-BBs taken from the ring
-    std::deque<sq_request> outstanding;
+    ring_deque<sq_request> outstanding;
     std::uint32_t next_psn = 0;     // requester: PSN of the next new message
     bool rnr_wait = false;          // RNR NAKed: resend from rnr_psn at retry_at
     std::uint32_t rnr_psn = 0;

@@ -47,6 +47,50 @@
 
 namespace cxv::sim {
 
+// A short list of QP numbers without repeats (the QPs with work in flight; the QPs that
+// owe an ACK): a few at a time, so a vector searched from the front, which allocates
+// nothing once it has grown.
+template <typename V>
+class qpn_list {
+public:
+    bool empty() const noexcept { return items_.empty(); }
+    V* find(std::uint32_t qpn) {
+        for (auto& [q, v] : items_) {
+            if (q == qpn) return &v;
+        }
+        return nullptr;
+    }
+    // The entry of `qpn`, added (value-initialized) when missing; `fresh` says which.
+    V& get(std::uint32_t qpn, bool& fresh) {
+        fresh = false;
+        if (V* v = find(qpn)) return *v;
+        fresh = true;
+        items_.emplace_back(qpn, V{});
+        return items_.back().second;
+    }
+    void insert(std::uint32_t qpn) {
+        bool fresh = false;
+        get(qpn, fresh);
+    }
+    void erase(std::uint32_t qpn) {
+        for (std::size_t i = 0; i < items_.size(); ++i) {
+            if (items_[i].first != qpn) continue;
+            items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
+            return;
+        }
+    }
+    void clear() noexcept { items_.clear(); }
+    std::uint32_t first_qpn() const { return items_.front().first; }
+    // The QP numbers, oldest first, into `out` (which keeps its capacity).
+    void qpns(std::vector<std::uint32_t>& out) const {
+        out.clear();
+        for (const auto& [q, v] : items_) out.push_back(q);
+    }
+
+private:
+    std::vector<std::pair<std::uint32_t, V>> items_;
+};
+
 class transport_engine {
 public:
     transport_engine(const device_config& cfg, bar0& bar, iommu& mmu, trace& tr, object_tables& t,
@@ -168,12 +212,14 @@ private:
     object_tables& t_;
     transport_hooks& hooks_;
     cq_engine cqs_;
-    std::set<std::uint32_t> active_qps_;  // QPs the tick must visit
+    struct none {};
+    qpn_list<none> active_qps_;           // QPs the tick must visit
+    std::vector<std::uint32_t> todo_;     // the tick's copy of them
     std::set<std::uint32_t> bf_pages_;    // UAR pages with BlueFlame sentinels
     // The ACK each RC responder owes (IBA 9.7.5.1.1 "coalesced"): for the last request
     // packet carried out that asked for one, with the MSN after it; a later one replaces
     // it, anything else the responder sends goes after it.
-    std::map<std::uint32_t, wire::packet> owed_acks_;
+    qpn_list<wire::packet> owed_acks_;
 };
 
 }  // namespace cxv::sim

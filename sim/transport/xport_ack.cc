@@ -82,7 +82,8 @@ void transport_engine::complete_front(qp_object& qp) {
     qp_transport& x = qp.x;
     const std::uint32_t uidx = ifc::get<qpc::user_index>(qp.qpc.data());
     while (!x.outstanding.empty() && x.outstanding.front().done) {
-        sq_request r = std::move(x.outstanding.front());
+        // Still valid once popped: it stays in its slot until a later push_back.
+        const sq_request& r = x.outstanding.front();
         x.outstanding.pop_front();
         qp.sq_consumer += r.bbs;
         if (r.failed) {
@@ -317,8 +318,8 @@ bool transport_engine::tick(clock_type::time_point now) {
     // An ACK owed by a receive() no end_of_batch() followed is not held longer.
     bool any = end_of_batch();
     if (active_qps_.empty()) return any;
-    const std::vector<std::uint32_t> todo(active_qps_.begin(), active_qps_.end());
-    for (const std::uint32_t qpn : todo) {
+    active_qps_.qpns(todo_);
+    for (const std::uint32_t qpn : todo_) {
         const auto it = t_.qps.find(qpn);
         if (it == t_.qps.end()) {
             active_qps_.erase(qpn);

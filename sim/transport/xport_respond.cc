@@ -43,15 +43,16 @@ wire::packet transport_engine::answer(const qp_object& qp, const wire::packet& r
 // anything else the responder sends, so that the requester sees ACKs, NAKs and
 // responses in PSN order.
 void transport_engine::ack(qp_object& qp, const wire::packet& req, std::uint32_t psn) {
-    const auto [it, fresh] = owed_acks_.insert_or_assign(qp.qpn, answer(qp, req, op::ACKNOWLEDGE, psn));
+    bool fresh = false;
+    owed_acks_.get(qp.qpn, fresh) = answer(qp, req, op::ACKNOWLEDGE, psn);
     if (!fresh) trace_.update([](counters& t) { ++t.acks_coalesced; });
 }
 
 void transport_engine::send_owed_ack(std::uint32_t qpn) {
-    const auto it = owed_acks_.find(qpn);
-    if (it == owed_acks_.end()) return;
-    wire::packet a = std::move(it->second);
-    owed_acks_.erase(it);
+    wire::packet* owed = owed_acks_.find(qpn);
+    if (owed == nullptr) return;
+    wire::packet a = std::move(*owed);
+    owed_acks_.erase(qpn);
     send_packet(std::move(a));
 }
 
@@ -64,7 +65,7 @@ void transport_engine::respond(qp_object& qp, wire::packet&& a) {
 bool transport_engine::end_of_batch() {
     if (owed_acks_.empty()) return false;
     while (!owed_acks_.empty()) {
-        const std::uint32_t qpn = owed_acks_.begin()->first;
+        const std::uint32_t qpn = owed_acks_.first_qpn();
         const auto q = t_.qps.find(qpn);
         // A QP that went to error or reset since owes nothing (IBA 10.3.1: no answers).
         if (q == t_.qps.end() || q->second.state == qp_state::err || q->second.state == qp_state::rst) {

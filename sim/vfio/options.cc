@@ -228,6 +228,11 @@ const std::map<std::string, setter>& setters() {
              o.model.write_combining = v == "on";
              return ok_status();
          }},
+        {"model_thread", [](options& o, const std::string& k, const std::string& v) -> status {
+             if (v != "shared" && v != "own") return bad(k, v, "shared or own");
+             o.model.own_thread = v == "own";
+             return ok_status();
+         }},
     };
     return table;
 }
@@ -376,6 +381,7 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
         {"link_delay_us", std::to_string(m.faults.delay.count())},
         {"link_seed", std::to_string(m.faults.seed)},
         {"write_combining", m.write_combining ? "on" : "off"},
+        {"model_thread", m.own_thread ? "own" : "shared"},
     };
 }
 
