@@ -60,9 +60,13 @@ void transport_engine::receive(wire::packet& p) {
 }
 
 bool transport_engine::take_recv_wqe(qp_object& qp, recv_slot& w) {
+    // `w` may be a slot used before: its scatter list keeps its capacity.
+    w.sges.clear();
+    w.srq = false;
+    w.srqn = 0;
     const std::byte* q = qp.qpc.data();
     const auto rq_type = ifc::get<qpc::rq_type>(q);
-    std::array<std::byte, 2048> buf{};
+    std::array<std::byte, 2048> buf;  // only the stride read is used
     if (rq_type == kRqSrq) {
         const auto s = t_.srqs.find(qp.srqn);
         if (s == t_.srqs.end() || s->second.error) return false;
@@ -271,9 +275,7 @@ void transport_engine::recv_send(qp_object& qp, wire::packet& p) {
     if (h & wire::is_first) {
         // UC keeps the WQE of a message it dropped for the next one.
         if (!x.have_wqe) {
-            recv_slot w;
-            if (!take_recv_wqe(qp, w)) return no_wqe(qp, p);
-            x.wqe = std::move(w);
+            if (!take_recv_wqe(qp, x.wqe)) return no_wqe(qp, p);
             x.have_wqe = true;
         }
         x.msg_bytes = 0;
@@ -377,7 +379,7 @@ void transport_engine::on_ud_request(qp_object& qp, wire::packet& p) {
         trace_.update([](counters& t) { ++t.packets_dropped; });
         return;
     }
-    recv_slot w;
+    recv_slot& w = qp.x.wqe;  // UD has no message in progress: the slot is free
     if (!take_recv_wqe(qp, w)) return no_wqe(qp, p);
     std::vector<std::byte> with_grh;
     std::span<const std::byte> data = p.payload;
