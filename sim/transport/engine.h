@@ -215,6 +215,7 @@ private:
     struct none {};
     qpn_list<none> active_qps_;           // QPs the tick must visit
     std::vector<std::uint32_t> todo_;     // the tick's copy of them
+    std::vector<local_sge> wqe_sges_;     // the data segments of the WQE being executed
     std::set<std::uint32_t> bf_pages_;    // UAR pages with BlueFlame sentinels
     // The ACK each RC responder owes (IBA 9.7.5.1.1 "coalesced"): for the last request
     // packet carried out that asked for one, with the MSN after it; a later one replaces

@@ -125,7 +125,7 @@ void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint
     // The BlueFlame copy, if the whole burst is there: the WQE's ds octowords in whole
     // 64-byte blocks, every 8 bytes of them written.
     const std::size_t n = (ds * 16 + 63) / 64 * 64;
-    std::array<std::byte, kBfHalf> copy{};
+    std::array<std::byte, kBfHalf> copy;  // its first n bytes, when complete
     bool complete = false;
     if (cfg_.write_combining && ds != 0 && n <= kBfHalf) {
         for (unsigned tries = 0; tries < 64 && !complete; ++tries) {
@@ -203,15 +203,18 @@ void transport_engine::sq_progress(qp_object& qp) {
 // request and message it becomes. Each opcode family's function reads the segments it
 // needs from `pos` on.
 struct transport_engine::wqe_exec {
-    wqe_exec(qp_object& o, std::uint32_t& taken, bool ethernet)
-        : qp(o), bbs(taken), q(o.qpc.data()), tp(static_cast<transport>(ifc::get<qpc::st>(q))), eth(ethernet) {}
+    wqe_exec(qp_object& o, std::uint32_t& taken, bool ethernet, std::vector<local_sge>& scratch)
+        : qp(o), bbs(taken), q(o.qpc.data()), tp(static_cast<transport>(ifc::get<qpc::st>(q))), eth(ethernet),
+          sges(scratch) {
+        sges.clear();
+    }
 
     qp_object& qp;
     std::uint32_t& bbs;   // set to the WQE's size once taken
     const std::byte* q;   // the QP's context
     transport tp;
     bool eth;
-    std::array<std::byte, 64 * 16> w{};  // ds is 6 bits: at most 1008 bytes
+    std::array<std::byte, 64 * 16> w;  // ds is 6 bits: at most 1008 bytes (only those read are used)
     hw::wqe_ctrl_seg ctrl{};
     std::size_t size = 0;  // ds * 16
     std::uint32_t nbb = 1;
@@ -220,8 +223,9 @@ struct transport_engine::wqe_exec {
     wire::packet& m = r.msg;  // the message: route, headers, payload
     hw::wqe_av av{};
     std::uint32_t mtu = 0;
-    // The data segments: pointers not yet gathered, and the message's length.
-    std::vector<local_sge> sges;
+    // The data segments: pointers not yet gathered (the engine's list, reused), and the
+    // message's length.
+    std::vector<local_sge>& sges;
     bool any_inline = false;
     std::uint64_t total = 0;
 };
@@ -231,7 +235,7 @@ struct transport_engine::wqe_exec {
 // it), with its size in bbs.
 bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) {
     qp_transport& x = qp.x;
-    wqe_exec e(qp, bbs, cfg_.port == port_type::ethernet);
+    wqe_exec e(qp, bbs, cfg_.port == port_type::ethernet, wqe_sges_);
     const std::uint32_t mask = (1u << ifc::get<qpc::log_sq_size>(e.q)) - 1;
     const std::uint64_t base = sq_base(e.q);
     if (!wq_read(qp, base + std::uint64_t{at & mask} * 64, e.w.data(), 64)) {
@@ -349,7 +353,7 @@ bool transport_engine::exec_atomic(wqe_exec& e) {
 // inline data; the request carries only its length.
 bool transport_engine::issue_for_response(wqe_exec& e) {
     if (e.any_inline) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
-    e.r.local = std::move(e.sges);
+    e.r.local.assign(e.sges.begin(), e.sges.end());
     e.m.reth.dma_length = static_cast<std::uint32_t>(e.total);
     return issue(e);
 }
