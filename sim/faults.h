@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 
+#include "sim/spin_lock.h"
 #include "sim/syndromes.h"
 #include "hw/opcodes.h"
 
@@ -48,7 +49,7 @@ private:
     static bool matches(const std::optional<hw::cmd_opcode>& want, hw::cmd_opcode op) {
         return !want || *want == op;
     }
-    mutable std::mutex mu_;
+    mutable spin_lock mu_;  // read on every round
     std::optional<hw::cmd_opcode> fail_opcode_;
     hw::cmd_status fail_status_{};
     sim::cmd_syndrome fail_syndrome_{};
