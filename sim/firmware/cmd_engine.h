@@ -4,7 +4,7 @@
 //
 // Doorbell detection. The command doorbell (init segment 0x18) is a write-only register
 // on a card; here it is shared memory, and a later store can overwrite an earlier one
-// before the device thread reads it. The engine consumes the doorbell word (exchanges it
+// before the model thread reads it. The engine consumes the doorbell word (exchanges it
 // with 0), then reads the ownership bits, and executes every slot the driver has handed
 // over: whichever slot's store survived, each owned slot had its own doorbell or will
 // have one. A slot that is owned but never rung is not executed while no doorbell comes,
@@ -37,7 +37,7 @@ public:
 
     cmd_engine(bar0& bar, iommu& mmu, firmware& fw, trace& tr, fault_plan& faults);
 
-    // One round of the device thread: latch a new queue address, consume doorbells,
+    // One round of the model thread: latch a new queue address, consume doorbells,
     // execute rung commands, finish delayed ones. True when anything happened.
     bool poll();
     // Power-on state: no queue address, no pending slots; writes the read-only fields

@@ -113,7 +113,7 @@ public:
     firmware(const firmware&) = delete;
     firmware& operator=(const firmware&) = delete;
 
-    // Executes one command. Thread: the device thread only.
+    // Executes one command. Thread: the model thread only.
     cmd_reply execute(cmd_ctx& c);
 
     // The engine's completion hook: a CMD EQE for the slots in `slots` on each EQ that
@@ -121,12 +121,12 @@ public:
     // CREATE_EQ of a command EQ completes without an EQE, as does its DESTROY_EQ).
     void post_command_completion(std::uint32_t slots);
 
-    // An EQ doorbell the device thread found in a UAR page (0x40 arm, 0x48 no arm).
+    // An EQ doorbell the model thread found in a UAR page (0x40 arm, 0x48 no arm).
     void eq_doorbell(std::uint32_t value, bool arm);
-    // Every UAR page an EQ, CQ or QP is bound to: the device thread polls their doorbells.
+    // Every UAR page an EQ, CQ or QP is bound to: the model thread polls their doorbells.
     std::vector<std::uint32_t> watched_uar_pages() const;
 
-    // The transport engine, for the device thread's send and CQ doorbells and its ticks.
+    // The transport engine, for the model thread's send and CQ doorbells and its ticks.
     transport_engine& engine() noexcept { return engine_; }
     // A packet from the wire for this port: counted by the port, then the engine's.
     void deliver(wire::packet&& p);
@@ -152,7 +152,7 @@ public:
     // The cable, as if plugged in or pulled (device::set_link).
     void port_set_cable(bool in);
     // Link training and the subnet manager's sweep: the step due by `now`. True when the
-    // port changed state. Thread: the device thread.
+    // port changed state. Thread: the model thread.
     bool port_tick(std::chrono::steady_clock::time_point now);
     // Frames the port sent and received (the transport engine counts them).
     const port_stats& port_counters() const noexcept { return port_stats_; }

@@ -239,7 +239,7 @@ cmd_reply firmware::teardown_hca(cmd_ctx& c) {
             state_ = hca_state::torn_down;
             return ok();
         case teardown_hca_profile::PREPARE_FAST_TEARDOWN:
-            // The driver completes it by writing nic_interface = DISABLED (device thread).
+            // The driver completes it by writing nic_interface = DISABLED (model thread).
             fast_teardown_prepared_ = true;
             ifc::set<ifc::teardown_hca_out::state>(c.out.data(),
                                                    static_cast<std::uint32_t>(hw::teardown_hca_state::SUCCESS));

@@ -13,7 +13,7 @@
 //         whose ICRC (and VCRC) checks is decoded and handed to the engine; a damaged one
 //         is dropped and counted, as a card drops it.
 //
-// Device thread only (the pcap writer is shared by the process's ports and locks).
+// Model thread only (the pcap writer is shared by the process's ports and locks).
 #pragma once
 
 #include <array>
@@ -73,7 +73,7 @@ public:
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
     bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver);
-    // An idle device thread's sleep: at most `most`, less when a frame arrives from
+    // An idle model thread's sleep: at most `most`, less when a frame arrives from
     // another process (a directory segment's socket wakes it).
     void wait(std::chrono::microseconds most) { seg_->wait(most); }
     // A descriptor readable when a frame arrives (a socket of a directory fabric), or -1.

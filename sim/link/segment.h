@@ -55,7 +55,7 @@ public:
     // Sends what a full receiver made wait (directory segments). True while anything
     // moved or still waits.
     virtual bool flush() { return false; }
-    // Waits until a frame may have arrived, or `most` has passed: an idle device thread
+    // Waits until a frame may have arrived, or `most` has passed: an idle model thread
     // sleeps here, so that a frame from another process wakes it at once.
     virtual void wait(std::chrono::microseconds most);
     // What wait() waits on, for a thread that waits on several ports at once (-1: none).

@@ -98,8 +98,8 @@ public:
     transport_engine(const transport_engine&) = delete;
     transport_engine& operator=(const transport_engine&) = delete;
 
-    // --- entry points (the device thread and the firmware) ---
-    // A send doorbell the device thread found at byte `off` of UAR page `uar` (a
+    // --- entry points (the model thread and the firmware) ---
+    // A send doorbell the model thread found at byte `off` of UAR page `uar` (a
     // BlueFlame register half): `qword0` is its first 8 bytes as written (the first 8
     // bytes of a WQE's control segment); the rest of the half may hold a BlueFlame copy.
     void sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0);
@@ -128,7 +128,7 @@ public:
     // Every object is gone (teardown, reset).
     void reset();
     // Whether some QP has work in flight (requests awaiting answers, timers, a send
-    // queue not yet drained): the device thread then keeps polling rather than sleeping,
+    // queue not yet drained): the model thread then keeps polling rather than sleeping,
     // since the doorbells that follow are memory writes nothing can wake it for.
     bool busy() const noexcept { return !active_qps_.empty(); }
 

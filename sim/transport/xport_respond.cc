@@ -163,7 +163,7 @@ void transport_engine::recv_atomic(qp_object& qp, wire::packet& p) {
         ranges.size() != 1) {
         return fail_request(qp, p, syn::NAK_REMOTE_ACCESS_ERROR, hw::event_type::WQ_ACCESS_ERROR);
     }
-    // The target is read and written by this device thread only: atomic with respect to
+    // The target is read and written by this model thread only: atomic with respect to
     // every other atomic of this device, as on a card (not to the CPU).
     std::uint64_t old = 0;
     if (!mmu_.read(ranges[0].iova, &old, 8)) {

@@ -154,7 +154,7 @@ void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint
     qp.x.kicked = true;
     sq_progress(qp);
     // Another QP's doorbell to this register half may have been overwritten by this one
-    // before the device thread read it (the model sees memory, not write transactions):
+    // before the model thread read it (the model sees memory, not write transactions):
     // QPs of the same UAR page whose record shows unexecuted WQEs are taken up too.
     for (auto& [n2, other] : t_.qps) {
         if (n2 == qpn || other.state != qp_state::rts || other.x.rnr_wait ||
