@@ -184,18 +184,26 @@ public:
 
     bool send(std::span<const std::byte> frame) override {
         if (ethernet_ ? ethernet_group(frame) : dlid_of(frame) >= kFirstMulticastLid) return flood(frame);
-        station to;
-        to.ethernet = ethernet_;
-        if (ethernet_) {
-            for (std::size_t i = 0; i < 6 && i < frame.size(); ++i) to.mac[i] = std::to_integer<std::uint8_t>(frame[i]);
-        } else {
-            to.lid = dlid_of(frame);
+        // The socket address of the last destination is kept: a stream goes to one.
+        const std::uint64_t key = ethernet_ ? mac_key(frame) : dlid_of(frame);
+        if (!last_.valid || last_.key != key) {
+            station to;
+            to.ethernet = ethernet_;
+            if (ethernet_) {
+                for (std::size_t i = 0; i < 6 && i < frame.size(); ++i) to.mac[i] = std::to_integer<std::uint8_t>(frame[i]);
+            } else {
+                to.lid = dlid_of(frame);
+            }
+            last_.name = station_name(to);
+            last_.key = key;
+            last_.valid = make_address(dir_ + "/" + last_.name, last_.addr, last_.len);
+            if (!last_.valid) return false;
         }
-        std::string name = station_name(to);
         if (backlog_.empty()) {
-            const result r = send_to(name, frame);
+            const result r = send_to(last_.addr, last_.len, frame);
             if (r != result::full) return r == result::sent;
         }
+        std::string name = last_.name;
         if (backlog_.size() >= kBacklogFrames) return false;
         backlog_.push_back({std::move(name), std::vector<std::byte>(frame.begin(), frame.end())});
         return true;
@@ -236,6 +244,9 @@ private:
         sockaddr_un a;
         socklen_t len;
         if (!make_address(dir_ + "/" + name, a, len)) return result::lost;
+        return send_to(a, len, frame);
+    }
+    result send_to(const sockaddr_un& a, socklen_t len, std::span<const std::byte> frame) {
         const ssize_t n = ::sendto(fd_, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
                                    reinterpret_cast<const sockaddr*>(&a), len);
         if (n == static_cast<ssize_t>(frame.size())) return result::sent;
@@ -264,6 +275,13 @@ private:
     int fd_;
     bool ethernet_;
     std::deque<held> backlog_;
+    struct {
+        bool valid = false;
+        std::uint64_t key = 0;
+        std::string name;
+        sockaddr_un addr;
+        socklen_t len = 0;
+    } last_;  // the last unicast destination
     std::unique_ptr<std::byte[]> buf_ = std::make_unique<std::byte[]>(kMaxDatagram);
 };
 
