@@ -99,21 +99,49 @@ std::uint64_t iommu::mapped_bytes() const {
 
 // --- device accesses -------------------------------------------------------------------
 
-std::size_t iommu::find(std::uint64_t iova) const noexcept {
-    const std::size_t n = maps_.size();
-    std::atomic<std::uint32_t>& hint = hints_[hint_slot(iova)];
-    const std::uint32_t guess = hint.load(std::memory_order_relaxed);
-    if (guess < n && maps_[guess].iova <= iova && iova < maps_[guess].end) return guess;
+inline std::size_t iommu::find(std::uint64_t iova) const noexcept {
+    std::atomic<std::uint32_t>* set = &hints_[hint_set(iova) * kHintWays];
+    if (const std::uint32_t i = set[0].load(std::memory_order_relaxed); holds(i, iova)) return i;
+    if (const std::uint32_t i = set[1].load(std::memory_order_relaxed); holds(i, iova)) return i;
+    return find_slow(iova, set);
+}
+
+// Bisection; the mapping found becomes the set's first way, the first way its second.
+std::size_t iommu::find_slow(std::uint64_t iova, std::atomic<std::uint32_t>* set) const noexcept {
     const auto it = first_above(maps_, iova);
-    if (it == maps_.begin() || std::prev(it)->end <= iova) return n;
+    if (it == maps_.begin() || std::prev(it)->end <= iova) return maps_.size();
     const auto at = static_cast<std::uint32_t>(it - maps_.begin() - 1);
-    hint.store(at, std::memory_order_relaxed);
+    set[1].store(set[0].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    set[0].store(at, std::memory_order_relaxed);
     return at;
 }
 
-// The common case is one range inside one mapping: found, checked and copied at once.
-// A range across mappings (adjacent in IOVA) goes through copy_pieces.
+// The common case, kept short: no fault injected, the mapping where a hint says, the
+// whole range inside it. Everything else (and a hint that misses) goes to copy_slow.
 bool iommu::copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept {
+    if (injected_count_.load(std::memory_order_acquire) == 0) {
+        reader r(lock_);
+        const std::atomic<std::uint32_t>* set = &hints_[hint_set(iova) * kHintWays];
+        for (std::size_t way = 0; way < kHintWays; ++way) {
+            const std::uint32_t i = set[way].load(std::memory_order_relaxed);
+            if (!holds(i, iova)) continue;
+            const entry& e = maps_[i];
+            if (!(write ? e.writable : e.readable) || len > e.end - iova) break;
+            std::byte* host = e.vaddr + (iova - e.iova);
+            if (write) {
+                std::memcpy(host, buf, len);
+            } else {
+                std::memcpy(buf, host, len);
+            }
+            return true;
+        }
+    }
+    return copy_slow(iova, buf, len, write);
+}
+
+// One range inside one mapping is found, checked and copied at once; a range across
+// mappings (adjacent in IOVA) goes through copy_pieces.
+bool iommu::copy_slow(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept {
     if (len == 0) return true;
     if (injected_count_.load(std::memory_order_acquire) != 0 && take_injected(iova, len, write)) return false;
     {

@@ -113,26 +113,33 @@ private:
         const table_lock& l_;
     };
 
-    // Buffers tend to start on aligned IOVAs, so the page number is hashed (Fibonacci
-    // hashing) rather than cut to its low bits.
-    static constexpr unsigned kLogHints = 6;
-    static constexpr std::size_t kHints = std::size_t{1} << kLogHints;
-    static std::size_t hint_slot(std::uint64_t iova) noexcept {
-        return static_cast<std::size_t>(((iova / page_size) * 0x9e3779b97f4a7c15ull) >> (64 - kLogHints));
+    // The hints: sets of two, chosen by the IOVA page. Buffers tend to start on aligned
+    // IOVAs, so the page number is hashed (Fibonacci hashing) rather than cut to its
+    // low bits; two ways, so that two pages in use at once that share a set do not
+    // evict each other on every access.
+    static constexpr unsigned kLogHintSets = 7;
+    static constexpr std::size_t kHintWays = 2;
+    static std::size_t hint_set(std::uint64_t iova) noexcept {
+        return static_cast<std::size_t>(((iova / page_size) * 0x9e3779b97f4a7c15ull) >> (64 - kLogHintSets));
+    }
+    bool holds(std::uint32_t i, std::uint64_t iova) const noexcept {
+        return i < maps_.size() && maps_[i].iova <= iova && iova < maps_[i].end;
     }
 
     bool copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept;
+    bool copy_slow(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept;
     bool copy_pieces(std::size_t first, std::uint64_t iova, std::byte* buf, std::size_t len,
                      bool write) const noexcept;
     std::size_t find(std::uint64_t iova) const noexcept;  // index into maps_, or maps_.size()
+    std::size_t find_slow(std::uint64_t iova, std::atomic<std::uint32_t>* set) const noexcept;
     bool take_injected(std::uint64_t iova, std::size_t len, bool write) const;
     void record_fault(std::uint64_t iova, std::size_t len, bool write) const noexcept;
 
     table_lock lock_;
     std::vector<entry> maps_;  // sorted by IOVA, disjoint; changed only under lock_.lock()
-    // Where an access to an IOVA page last found its mapping: an index into maps_, only
-    // ever a guess (find checks it against the table it holds the lock of).
-    mutable std::array<std::atomic<std::uint32_t>, kHints> hints_{};
+    // Where accesses to an IOVA page found their mapping: indexes into maps_, only ever
+    // guesses (find checks them against the table it holds the lock of).
+    mutable std::array<std::atomic<std::uint32_t>, (std::size_t{1} << kLogHintSets) * kHintWays> hints_{};
     mutable std::atomic<std::size_t> injected_count_{0};  // injected_.size(), read without fault_mu_
     mutable std::mutex fault_mu_;
     mutable std::vector<iommu_fault> faults_;
