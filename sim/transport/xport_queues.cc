@@ -191,10 +191,13 @@ hw::cqe_syndrome transport_engine::scatter(std::uint32_t pd, const std::vector<l
         const std::size_t from = std::max(pos, skip);
         const std::size_t to = std::min<std::size_t>(pos + s.len, end);
         if (from < to) {
-            if (!remote_access(pd, s.lkey, s.addr + (from - pos), to - from, access_local_write, ranges)) {
+            // The first piece is translated into `all` itself (a receive has one, mostly).
+            const bool first = all.empty();
+            if (!remote_access(pd, s.lkey, s.addr + (from - pos), to - from, access_local_write,
+                               first ? all : ranges)) {
                 return hw::cqe_syndrome::LOCAL_PROT_ERR;
             }
-            all.append(ranges);
+            if (!first) all.append(ranges);
         }
         pos += s.len;
     }
