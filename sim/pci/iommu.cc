@@ -2,8 +2,40 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace cxv::sim {
+
+// --- the table's lock ------------------------------------------------------------------
+
+void iommu::table_lock::lock() {
+    writers_.lock();
+    // From here on new readers step back; wait for those already copying.
+    state_.fetch_or(kWriter, std::memory_order_acquire);
+    while (state_.load(std::memory_order_acquire) != kWriter) std::this_thread::yield();
+}
+
+void iommu::table_lock::unlock() {
+    state_.fetch_and(~kWriter, std::memory_order_release);
+    writers_.unlock();
+}
+
+void iommu::table_lock::wait_writer() const noexcept {
+    while (state_.load(std::memory_order_relaxed) & kWriter) std::this_thread::yield();
+}
+
+// --- MAP_DMA, UNMAP_DMA ----------------------------------------------------------------
+
+namespace {
+
+// The first entry that starts above `iova`.
+template <class Entries>
+auto first_above(Entries& maps, std::uint64_t iova) {
+    return std::upper_bound(maps.begin(), maps.end(), iova,
+                            [](std::uint64_t a, const auto& e) { return a < e.iova; });
+}
+
+}  // namespace
 
 map_error iommu::map(std::uint64_t iova, void* vaddr, std::uint64_t size, bool readable,
                      bool writable) {
@@ -12,120 +44,174 @@ map_error iommu::map(std::uint64_t iova, void* vaddr, std::uint64_t size, bool r
         iova + size < iova || iova + size > iova_limit || (!readable && !writable)) {
         return map_error::invalid;
     }
-    std::unique_lock lock(mu_);
-    auto next = maps_.lower_bound(iova);
-    if (next != maps_.end() && next->first < iova + size) return map_error::exists;
-    if (next != maps_.begin()) {
-        auto prev = std::prev(next);
-        if (prev->first + prev->second.size > iova) return map_error::exists;
-    }
-    maps_.emplace(iova, mapping{size, static_cast<std::byte*>(vaddr), readable, writable});
+    std::lock_guard lock(lock_);
+    const auto next = first_above(maps_, iova);
+    if (next != maps_.end() && next->iova < iova + size) return map_error::exists;
+    if (next != maps_.begin() && std::prev(next)->end > iova) return map_error::exists;
+    maps_.insert(next, entry{iova, iova + size, static_cast<std::byte*>(vaddr), readable, writable});
     return map_error::none;
 }
 
 std::optional<std::uint64_t> iommu::unmap(std::uint64_t iova, std::uint64_t size) {
     if (size == 0 || iova % page_size || size % page_size || iova + size < iova) return std::nullopt;
-    std::unique_lock lock(mu_);
+    std::lock_guard lock(lock_);
     const std::uint64_t end = iova + size;
     // A mapping that straddles either end of the range cannot be split; then nothing
     // is unmapped at all (type1 v2 checks both ends before it changes anything).
     auto straddles = [&](std::uint64_t at) {
-        auto it = maps_.upper_bound(at);
-        if (it == maps_.begin()) return false;
-        --it;
-        return it->first < at && it->first + it->second.size > at;
+        const auto it = first_above(maps_, at);
+        return it != maps_.begin() && std::prev(it)->iova < at && std::prev(it)->end > at;
     };
     if (straddles(iova) || straddles(end)) return std::nullopt;
+    const auto from = std::lower_bound(maps_.begin(), maps_.end(), iova,
+                                       [](const entry& e, std::uint64_t a) { return e.iova < a; });
+    const auto to = std::find_if(from, maps_.end(), [&](const entry& e) { return e.iova >= end; });
     std::uint64_t unmapped = 0;
-    for (auto it = maps_.lower_bound(iova); it != maps_.end() && it->first < end;) {
-        unmapped += it->second.size;
-        it = maps_.erase(it);
-    }
+    for (auto it = from; it != to; ++it) unmapped += it->end - it->iova;
+    maps_.erase(from, to);
     return unmapped;
 }
 
 std::vector<iommu_mapping> iommu::mappings() const {
-    std::shared_lock lock(mu_);
+    reader r(lock_);
     std::vector<iommu_mapping> out;
     out.reserve(maps_.size());
-    for (const auto& [iova, m] : maps_) out.push_back({iova, m.vaddr, m.size, m.readable, m.writable});
+    for (const entry& e : maps_) out.push_back({e.iova, e.vaddr, e.end - e.iova, e.readable, e.writable});
     return out;
 }
 
 void iommu::clear() {
-    std::unique_lock lock(mu_);
+    std::lock_guard lock(lock_);
     maps_.clear();
 }
 
-bool iommu::copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const {
-    if (len == 0) return true;
-    {
-        std::lock_guard lock(fault_mu_);
-        for (auto it = injected_.begin(); it != injected_.end(); ++it) {
-            if (iova < it->first + it->second && it->first < iova + len) {
-                injected_.erase(it);
-                faults_.push_back({iova, len, write});
-                return false;
-            }
-        }
-    }
-    std::shared_lock lock(mu_);
-    // Walks the range piece by piece; the first pass only checks, so that a faulting
-    // access changes nothing, the second copies.
-    auto walk = [&](bool do_copy) {
-        std::size_t done = 0;
-        while (done < len) {
-            const std::uint64_t a = iova + done;
-            auto it = maps_.upper_bound(a);
-            if (it == maps_.begin()) return false;
-            --it;
-            const auto& m = it->second;
-            if (a >= it->first + m.size || (write ? !m.writable : !m.readable)) return false;
-            const std::size_t n = std::min<std::uint64_t>(len - done, it->first + m.size - a);
-            if (do_copy) {
-                std::byte* host = m.vaddr + (a - it->first);
-                if (write) {
-                    std::memcpy(host, buf + done, n);
-                } else {
-                    std::memcpy(buf + done, host, n);
-                }
-            }
-            done += n;
-        }
-        return true;
-    };
-    if (!walk(false)) {
-        lock.unlock();
-        record_fault(iova, len, write);
-        return false;
-    }
-    walk(true);
-    return true;
-}
-
-bool iommu::read(std::uint64_t iova, void* dst, std::size_t len) const {
-    return copy(iova, static_cast<std::byte*>(dst), len, false);
-}
-
-bool iommu::write(std::uint64_t iova, const void* src, std::size_t len) const {
-    return copy(iova, const_cast<std::byte*>(static_cast<const std::byte*>(src)), len, true);
-}
-
-void iommu::record_fault(std::uint64_t iova, std::size_t len, bool write) const {
-    std::lock_guard lock(fault_mu_);
-    if (faults_.size() < 4096) faults_.push_back({iova, len, write});
-}
-
 std::size_t iommu::mapping_count() const {
-    std::shared_lock lock(mu_);
+    reader r(lock_);
     return maps_.size();
 }
 
 std::uint64_t iommu::mapped_bytes() const {
-    std::shared_lock lock(mu_);
+    reader r(lock_);
     std::uint64_t n = 0;
-    for (const auto& [iova, m] : maps_) n += m.size;
+    for (const entry& e : maps_) n += e.end - e.iova;
     return n;
+}
+
+// --- device accesses -------------------------------------------------------------------
+
+inline std::size_t iommu::find(std::uint64_t iova) const noexcept {
+    std::atomic<std::uint32_t>* set = &hints_[hint_set(iova) * kHintWays];
+    if (const std::uint32_t i = set[0].load(std::memory_order_relaxed); holds(i, iova)) return i;
+    if (const std::uint32_t i = set[1].load(std::memory_order_relaxed); holds(i, iova)) return i;
+    return find_slow(iova, set);
+}
+
+// Bisection; the mapping found becomes the set's first way, the first way its second.
+std::size_t iommu::find_slow(std::uint64_t iova, std::atomic<std::uint32_t>* set) const noexcept {
+    const auto it = first_above(maps_, iova);
+    if (it == maps_.begin() || std::prev(it)->end <= iova) return maps_.size();
+    const auto at = static_cast<std::uint32_t>(it - maps_.begin() - 1);
+    set[1].store(set[0].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    set[0].store(at, std::memory_order_relaxed);
+    return at;
+}
+
+// The common case, kept short: no fault injected, the mapping where a hint says, the
+// whole range inside it. Everything else (and a hint that misses) goes to copy_slow.
+bool iommu::copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept {
+    if (injected_count_.load(std::memory_order_acquire) == 0) {
+        reader r(lock_);
+        const std::atomic<std::uint32_t>* set = &hints_[hint_set(iova) * kHintWays];
+        for (std::size_t way = 0; way < kHintWays; ++way) {
+            const std::uint32_t i = set[way].load(std::memory_order_relaxed);
+            if (!holds(i, iova)) continue;
+            const entry& e = maps_[i];
+            if (!(write ? e.writable : e.readable) || len > e.end - iova) break;
+            std::byte* host = e.vaddr + (iova - e.iova);
+            if (write) {
+                std::memcpy(host, buf, len);
+            } else {
+                std::memcpy(buf, host, len);
+            }
+            return true;
+        }
+    }
+    return copy_slow(iova, buf, len, write);
+}
+
+// One range inside one mapping is found, checked and copied at once; a range across
+// mappings (adjacent in IOVA) goes through copy_pieces.
+bool iommu::copy_slow(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept {
+    if (len == 0) return true;
+    if (injected_count_.load(std::memory_order_acquire) != 0 && take_injected(iova, len, write)) return false;
+    {
+        reader r(lock_);
+        const std::size_t i = find(iova);
+        if (i != maps_.size() && (write ? maps_[i].writable : maps_[i].readable)) {
+            const entry& e = maps_[i];
+            if (len <= e.end - iova) {
+                std::byte* host = e.vaddr + (iova - e.iova);
+                if (write) {
+                    std::memcpy(host, buf, len);
+                } else {
+                    std::memcpy(buf, host, len);
+                }
+                return true;
+            }
+            if (copy_pieces(i, iova, buf, len, write)) return true;
+        }
+    }
+    record_fault(iova, len, write);
+    return false;
+}
+
+// A range that starts in maps_[first] and runs past its end: the first pass only checks
+// that the following mappings continue it without a gap and allow the access, so that
+// a faulting access changes nothing; the second copies.
+bool iommu::copy_pieces(std::size_t first, std::uint64_t iova, std::byte* buf, std::size_t len,
+                        bool write) const noexcept {
+    std::uint64_t covered = maps_[first].end - iova;
+    std::size_t last = first;
+    while (covered < len) {
+        if (++last == maps_.size()) return false;
+        const entry& e = maps_[last];
+        if (e.iova != maps_[last - 1].end || !(write ? e.writable : e.readable)) return false;
+        covered += e.end - e.iova;
+    }
+    std::size_t done = 0;
+    for (std::size_t j = first; j <= last; ++j) {
+        const entry& e = maps_[j];
+        const std::uint64_t a = iova + done;
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(len - done, e.end - a));
+        std::byte* host = e.vaddr + (a - e.iova);
+        if (write) {
+            std::memcpy(host, buf + done, n);
+        } else {
+            std::memcpy(buf + done, host, n);
+        }
+        done += n;
+    }
+    return true;
+}
+
+// --- faults ----------------------------------------------------------------------------
+
+bool iommu::take_injected(std::uint64_t iova, std::size_t len, bool write) const {
+    std::lock_guard lock(fault_mu_);
+    for (auto it = injected_.begin(); it != injected_.end(); ++it) {
+        if (iova < it->first + it->second && it->first < iova + len) {
+            injected_.erase(it);
+            injected_count_.store(injected_.size(), std::memory_order_relaxed);
+            faults_.push_back({iova, len, write});
+            return true;
+        }
+    }
+    return false;
+}
+
+void iommu::record_fault(std::uint64_t iova, std::size_t len, bool write) const noexcept {
+    std::lock_guard lock(fault_mu_);
+    if (faults_.size() < 4096) faults_.push_back({iova, len, write});
 }
 
 std::vector<iommu_fault> iommu::faults() const {
@@ -141,6 +227,7 @@ std::size_t iommu::fault_count() const {
 void iommu::inject_fault(std::uint64_t iova, std::uint64_t len) {
     std::lock_guard lock(fault_mu_);
     injected_.push_back({iova, len});
+    injected_count_.store(injected_.size(), std::memory_order_release);
 }
 
 }  // namespace cxv::sim

@@ -3,16 +3,22 @@
 //
 // A device access outside the table is an IOMMU fault: it is refused (nothing is read
 // or written), recorded, and reported to the caller, which turns it into the error a
-// card would report (a failed command, an error CQE, a catastrophic event). Translations
-// are looked up on every access and never cached, so an UNMAP takes effect at once.
+// card would report (a failed command, an error CQE, a catastrophic event).
+//
+// An UNMAP takes effect at once: a device access holds the table's reader side for the
+// whole of its copy, and map, unmap and clear change the table only once no access is in
+// progress, so no access touches memory after the UNMAP that removed it has returned.
+// The table is a sorted array searched by bisection; a few slots remember where recent
+// accesses found their mapping (by IOVA page), and every use of one is checked against
+// the current table, so no translation outlives its mapping.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <vector>
 
 namespace cxv::sim {
@@ -38,13 +44,17 @@ public:
     static constexpr std::uint64_t page_size = 4096;
     static constexpr std::uint64_t iova_limit = std::uint64_t{1} << 48;  // usable IOVA bits
 
+    iommu() = default;
+    iommu(const iommu&) = delete;
+    iommu& operator=(const iommu&) = delete;
+
     // VFIO_IOMMU_MAP_DMA: iova, vaddr and size must be page aligned, size non-zero, the
     // range must not overlap an existing mapping.
     map_error map(std::uint64_t iova, void* vaddr, std::uint64_t size, bool readable,
                   bool writable);
     // VFIO_IOMMU_UNMAP_DMA: unmaps every mapping entirely inside [iova, iova+size); a
     // range that splits a mapping is refused (type1 v2 semantics). Returns the bytes
-    // unmapped, or nullopt for EINVAL.
+    // unmapped, or nullopt for EINVAL. Once it returns, no device access uses them.
     std::optional<std::uint64_t> unmap(std::uint64_t iova, std::uint64_t size);
     void clear();
     // The current table, by IOVA (for a second IOMMU domain that must mirror this one).
@@ -52,8 +62,12 @@ public:
 
     // Device-side access: copy between host memory and the device. False (and a recorded
     // fault) when any byte of the range is unmapped or lacks the permission.
-    bool read(std::uint64_t iova, void* dst, std::size_t len) const;
-    bool write(std::uint64_t iova, const void* src, std::size_t len) const;
+    bool read(std::uint64_t iova, void* dst, std::size_t len) const noexcept {
+        return copy(iova, static_cast<std::byte*>(dst), len, false);
+    }
+    bool write(std::uint64_t iova, const void* src, std::size_t len) const noexcept {
+        return copy(iova, const_cast<std::byte*>(static_cast<const std::byte*>(src)), len, true);
+    }
 
     std::size_t mapping_count() const;
     std::uint64_t mapped_bytes() const;
@@ -63,16 +77,70 @@ public:
     void inject_fault(std::uint64_t iova, std::uint64_t len);
 
 private:
-    struct mapping {
-        std::uint64_t size;
+    struct entry {
+        std::uint64_t iova, end;  // [iova, end)
         std::byte* vaddr;
         bool readable, writable;
     };
-    bool copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const;
-    void record_fault(std::uint64_t iova, std::size_t len, bool write) const;
 
-    mutable std::shared_mutex mu_;
-    std::map<std::uint64_t, mapping> maps_;  // by start IOVA
+    // Readers (device accesses) and one writer at a time (map, unmap, clear): the state
+    // counts the readers in progress, with a bit for a writer that holds or awaits the
+    // table. A reader that finds the bit steps back and waits, so a writer waits only
+    // for the accesses already under way.
+    class table_lock {
+    public:
+        void lock_shared() const noexcept {
+            while (state_.fetch_add(1, std::memory_order_acquire) & kWriter) {
+                state_.fetch_sub(1, std::memory_order_relaxed);
+                wait_writer();
+            }
+        }
+        void unlock_shared() const noexcept { state_.fetch_sub(1, std::memory_order_release); }
+        void lock();
+        void unlock();
+
+    private:
+        static constexpr std::uint32_t kWriter = 1u << 31;
+        void wait_writer() const noexcept;
+        mutable std::atomic<std::uint32_t> state_{0};
+        std::mutex writers_;
+    };
+    struct reader {
+        explicit reader(const table_lock& l) noexcept : l_(l) { l_.lock_shared(); }
+        ~reader() { l_.unlock_shared(); }
+        reader(const reader&) = delete;
+        reader& operator=(const reader&) = delete;
+        const table_lock& l_;
+    };
+
+    // The hints: sets of two, chosen by the IOVA page. Buffers tend to start on aligned
+    // IOVAs, so the page number is hashed (Fibonacci hashing) rather than cut to its
+    // low bits; two ways, so that two pages in use at once that share a set do not
+    // evict each other on every access.
+    static constexpr unsigned kLogHintSets = 7;
+    static constexpr std::size_t kHintWays = 2;
+    static std::size_t hint_set(std::uint64_t iova) noexcept {
+        return static_cast<std::size_t>(((iova / page_size) * 0x9e3779b97f4a7c15ull) >> (64 - kLogHintSets));
+    }
+    bool holds(std::uint32_t i, std::uint64_t iova) const noexcept {
+        return i < maps_.size() && maps_[i].iova <= iova && iova < maps_[i].end;
+    }
+
+    bool copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept;
+    bool copy_slow(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept;
+    bool copy_pieces(std::size_t first, std::uint64_t iova, std::byte* buf, std::size_t len,
+                     bool write) const noexcept;
+    std::size_t find(std::uint64_t iova) const noexcept;  // index into maps_, or maps_.size()
+    std::size_t find_slow(std::uint64_t iova, std::atomic<std::uint32_t>* set) const noexcept;
+    bool take_injected(std::uint64_t iova, std::size_t len, bool write) const;
+    void record_fault(std::uint64_t iova, std::size_t len, bool write) const noexcept;
+
+    table_lock lock_;
+    std::vector<entry> maps_;  // sorted by IOVA, disjoint; changed only under lock_.lock()
+    // Where accesses to an IOVA page found their mapping: indexes into maps_, only ever
+    // guesses (find checks them against the table it holds the lock of).
+    mutable std::array<std::atomic<std::uint32_t>, (std::size_t{1} << kLogHintSets) * kHintWays> hints_{};
+    mutable std::atomic<std::size_t> injected_count_{0};  // injected_.size(), read without fault_mu_
     mutable std::mutex fault_mu_;
     mutable std::vector<iommu_fault> faults_;
     mutable std::vector<std::pair<std::uint64_t, std::uint64_t>> injected_;

@@ -143,6 +143,8 @@ private:
     hw::cqe_syndrome scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
                              std::span<const std::byte> data, std::size_t capacity_needed);
     bool remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+                       unsigned access, iova_list& out);
+    bool remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
                        unsigned access, std::vector<iova_range>& out);
     bool push_cqe(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
         return cqs_.push(cqn, cqe, solicited);

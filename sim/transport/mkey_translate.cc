@@ -18,11 +18,11 @@ constexpr unsigned kMinLogPage = 12;         // the device translates no page be
 constexpr std::uint64_t kMttRead = 0x1;      // MTT entry bit 0: rd_en
 constexpr std::uint64_t kMttWrite = 0x2;     // MTT entry bit 1: wr_en
 
-}  // namespace
-
-translate_status translate(const mkey_object& mk, const umem_object* umem, std::uint32_t key,
-                           std::uint32_t pd, std::uint64_t va, std::uint64_t len,
-                           unsigned access, std::vector<iova_range>& out) {
+// One body for both kinds of output list.
+template <class Ranges>
+translate_status translate_into(const mkey_object& mk, const umem_object* umem, std::uint32_t key,
+                                std::uint32_t pd, std::uint64_t va, std::uint64_t len,
+                                unsigned access, Ranges& out) {
     using m = ifc::mkc;
     out.clear();
     const std::byte* c = mk.mkc.data();
@@ -97,6 +97,20 @@ translate_status translate(const mkey_object& mk, const umem_object* umem, std::
         len -= chunk;
     }
     return translate_status::ok;
+}
+
+}  // namespace
+
+translate_status translate(const mkey_object& mk, const umem_object* umem, std::uint32_t key,
+                           std::uint32_t pd, std::uint64_t va, std::uint64_t len,
+                           unsigned access, iova_list& out) {
+    return translate_into(mk, umem, key, pd, va, len, access, out);
+}
+
+translate_status translate(const mkey_object& mk, const umem_object* umem, std::uint32_t key,
+                           std::uint32_t pd, std::uint64_t va, std::uint64_t len,
+                           unsigned access, std::vector<iova_range>& out) {
+    return translate_into(mk, umem, key, pd, va, len, access, out);
 }
 
 }  // namespace cxv::sim

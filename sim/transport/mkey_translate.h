@@ -7,6 +7,8 @@
 // atomic target.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -43,10 +45,56 @@ struct iova_range {
     bool operator==(const iova_range&) const = default;
 };
 
+// The IOVA ranges of accesses, in order: the first few held in place (an access within
+// a page or two is the common case), more on the heap, whose room is kept across clear()
+// for a list that is reused.
+class iova_list {
+public:
+    static constexpr std::size_t inline_capacity = 8;
+
+    iova_list() = default;
+    iova_list(const iova_list&) = delete;
+    iova_list& operator=(const iova_list&) = delete;
+
+    void clear() noexcept {
+        size_ = 0;
+        heap_.clear();
+    }
+    void push_back(const iova_range& r) {
+        if (heap_.empty() && size_ < inline_capacity) {
+            inline_[size_++] = r;
+            return;
+        }
+        if (heap_.empty()) heap_.assign(inline_.begin(), inline_.begin() + size_);
+        heap_.push_back(r);
+        ++size_;
+    }
+    void append(const iova_list& o) {
+        for (const iova_range& r : o) push_back(r);
+    }
+    bool empty() const noexcept { return size_ == 0; }
+    std::size_t size() const noexcept { return size_; }
+    iova_range& back() noexcept { return data()[size_ - 1]; }
+    const iova_range& operator[](std::size_t i) const noexcept { return data()[i]; }
+    const iova_range* begin() const noexcept { return data(); }
+    const iova_range* end() const noexcept { return data() + size_; }
+
+private:
+    iova_range* data() noexcept { return heap_.empty() ? inline_.data() : heap_.data(); }
+    const iova_range* data() const noexcept { return heap_.empty() ? inline_.data() : heap_.data(); }
+
+    std::size_t size_ = 0;
+    std::array<iova_range, inline_capacity> inline_{};
+    std::vector<iova_range> heap_;  // all of them, once there are more than inline_capacity
+};
+
 // Translates [va, va + len) through `mk` for an access by a queue of protection domain
 // `pd`. `umem` is the UMEM the mkey's translations come from (mk.umem_id != 0), else
 // ignored. On ok, `out` holds the IOVA ranges in address order, adjacent pages merged;
 // a zero-length access yields none. On any other status `out` is empty.
+translate_status translate(const mkey_object& mk, const umem_object* umem, std::uint32_t key,
+                           std::uint32_t pd, std::uint64_t va, std::uint64_t len,
+                           unsigned access, iova_list& out);
 translate_status translate(const mkey_object& mk, const umem_object* umem, std::uint32_t key,
                            std::uint32_t pd, std::uint64_t va, std::uint64_t len,
                            unsigned access, std::vector<iova_range>& out);

@@ -36,19 +36,27 @@ constexpr std::uint32_t kRqSrq = 0x1;
 
 // Reads [off, off + len) of a buffer described by a page list whose pages are
 // 4 KiB << log_page_size and which starts page_offset 64ths of a page into the first.
+// Pages that follow each other in IOVA too are read in one access.
 bool read_pas(const iommu& mmu, const std::vector<std::uint64_t>& pas, unsigned log_page_size,
               std::uint32_t page_offset, std::uint64_t off, void* dst, std::size_t len) {
     const std::uint64_t page = std::uint64_t{4096} << log_page_size;
-    std::uint64_t pos = page / 64 * page_offset + off;
+    const std::uint64_t pos = page / 64 * page_offset + off;
+    std::uint64_t idx = pos / page;
+    std::uint64_t in_page = pos % page;
     auto* out = static_cast<std::byte*>(dst);
     while (len != 0) {
-        const std::uint64_t idx = pos / page;
         if (idx >= pas.size()) return false;
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(len, page - pos % page));
-        if (!mmu.read(pas[idx] + pos % page, out, n)) return false;
+        const std::uint64_t iova = pas[idx] + in_page;
+        std::uint64_t n = std::min<std::uint64_t>(len, page - in_page);
+        while (n < len && idx + 1 < pas.size() && pas[idx + 1] == pas[idx] + page) {
+            ++idx;
+            n = std::min<std::uint64_t>(len, n + page);
+        }
+        if (!mmu.read(iova, out, static_cast<std::size_t>(n))) return false;
         out += n;
-        pos += n;
-        len -= n;
+        len -= static_cast<std::size_t>(n);
+        ++idx;
+        in_page = 0;
     }
     return true;
 }
@@ -63,18 +71,24 @@ bool transport_engine::wq_read(const qp_object& qp, std::uint64_t off, void* dst
     }
     const auto u = t_.umems.find(qp.umem_id);
     if (u == t_.umems.end()) return false;
+    const umem_object& um = u->second;
     auto* out = static_cast<std::byte*>(dst);
-    const std::uint64_t page = std::uint64_t{4096} << u->second.log_page_size;
+    const std::uint64_t page = std::uint64_t{4096} << um.log_page_size;
+    std::uint64_t pos = qp.umem_offset + off;
     while (len != 0) {
-        const std::uint64_t pos = qp.umem_offset + off;
-        const auto iova = umem_iova(u->second, pos);
+        const auto iova = umem_iova(um, pos);
         if (!iova) return false;
-        const std::size_t n = static_cast<std::size_t>(
-            std::min<std::uint64_t>(len, page - (u->second.page_offset + pos) % page));
-        if (!mmu_.read(*iova, out, n)) return false;
+        // To the end of this page, and on through pages that follow it in IOVA.
+        std::uint64_t n = std::min<std::uint64_t>(len, page - (um.page_offset + pos) % page);
+        while (n < len) {
+            const auto next = umem_iova(um, pos + n);
+            if (!next || *next != *iova + n) break;
+            n = std::min<std::uint64_t>(len, n + page);
+        }
+        if (!mmu_.read(*iova, out, static_cast<std::size_t>(n))) return false;
         out += n;
-        off += n;
-        len -= n;
+        pos += n;
+        len -= static_cast<std::size_t>(n);
     }
     return true;
 }
@@ -110,34 +124,52 @@ std::optional<std::uint32_t> transport_engine::srq_dbr(const srq_object& srq) {
 
 // --- data through memory keys --------------------------------------------------------
 
-bool transport_engine::remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
-                             unsigned access, std::vector<iova_range>& out) {
+namespace {
+
+// The mkey the key names (key >> 8) and the UMEM its translations come from, then the
+// translation with every check (mkey_translate.h).
+template <class Ranges>
+bool through_key(const object_tables& t, std::uint32_t pd, std::uint32_t key, std::uint64_t va,
+                 std::uint64_t len, unsigned access, Ranges& out) {
     out.clear();
-    const auto mk = t_.mkeys.find(rkey >> 8);
-    if (mk == t_.mkeys.end()) return false;
+    const auto mk = t.mkeys.find(key >> 8);
+    if (mk == t.mkeys.end()) return false;
     const umem_object* umem = nullptr;
     if (mk->second.umem_id != 0) {
-        const auto u = t_.umems.find(mk->second.umem_id);
-        if (u != t_.umems.end()) umem = &u->second;
+        const auto u = t.umems.find(mk->second.umem_id);
+        if (u != t.umems.end()) umem = &u->second;
     }
-    return translate(mk->second, umem, rkey, pd, va, len, access, out) == translate_status::ok;
+    return translate(mk->second, umem, key, pd, va, len, access, out) == translate_status::ok;
+}
+
+}  // namespace
+
+bool transport_engine::remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+                                     unsigned access, iova_list& out) {
+    return through_key(t_, pd, rkey, va, len, access, out);
+}
+
+bool transport_engine::remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+                                     unsigned access, std::vector<iova_range>& out) {
+    return through_key(t_, pd, rkey, va, len, access, out);
 }
 
 hw::cqe_syndrome transport_engine::gather(std::uint32_t pd, const std::vector<local_sge>& sges,
-                                  std::vector<std::byte>& out) {
-    std::vector<iova_range> ranges;
+                                          std::vector<std::byte>& out) {
+    iova_list ranges;
     for (const local_sge& s : sges) {
         if (s.len == 0) continue;
         if (!remote_access(pd, s.lkey, s.addr, s.len, access_local_read, ranges)) {
             return hw::cqe_syndrome::LOCAL_PROT_ERR;
         }
+        std::size_t at = out.size();
+        out.resize(at + s.len);  // the ranges of an SGE add up to its length
         for (const iova_range& r : ranges) {
-            const std::size_t at = out.size();
-            out.resize(at + r.len);
             if (!mmu_.read(r.iova, out.data() + at, r.len)) {
                 trace_.update([](counters& t) { ++t.iommu_faults; });
                 return hw::cqe_syndrome::LOCAL_PROT_ERR;
             }
+            at += r.len;
         }
     }
     return hw::cqe_syndrome{};
@@ -146,12 +178,12 @@ hw::cqe_syndrome transport_engine::gather(std::uint32_t pd, const std::vector<lo
 // Writes `data` into the scatter list from byte `skip` on; the list must hold
 // `capacity_needed` bytes (the GRH area of a UD receive counts even when not written).
 hw::cqe_syndrome transport_engine::scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
-                                   std::span<const std::byte> data, std::size_t capacity_needed) {
+                                           std::span<const std::byte> data, std::size_t capacity_needed) {
     std::uint64_t capacity = 0;
     for (const local_sge& s : sges) capacity += s.len;
     if (capacity < capacity_needed || capacity < skip + data.size()) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
     // Translate every piece first: nothing is written unless all of it may be.
-    std::vector<iova_range> all, ranges;
+    iova_list all, ranges;
     std::size_t pos = 0;
     const std::size_t end = skip + data.size();
     for (const local_sge& s : sges) {
@@ -159,10 +191,13 @@ hw::cqe_syndrome transport_engine::scatter(std::uint32_t pd, const std::vector<l
         const std::size_t from = std::max(pos, skip);
         const std::size_t to = std::min<std::size_t>(pos + s.len, end);
         if (from < to) {
-            if (!remote_access(pd, s.lkey, s.addr + (from - pos), to - from, access_local_write, ranges)) {
+            // The first piece is translated into `all` itself (a receive has one, mostly).
+            const bool first = all.empty();
+            if (!remote_access(pd, s.lkey, s.addr + (from - pos), to - from, access_local_write,
+                               first ? all : ranges)) {
                 return hw::cqe_syndrome::LOCAL_PROT_ERR;
             }
-            all.insert(all.end(), ranges.begin(), ranges.end());
+            if (!first) all.append(ranges);
         }
         pos += s.len;
     }

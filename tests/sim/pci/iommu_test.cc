@@ -1,4 +1,5 @@
 // The model's IOMMU: VFIO type1 map/unmap rules, and device accesses that fault.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -92,4 +93,74 @@ TEST_CASE("read-only mappings refuse device writes") {
     CHECK_FALSE(m.write(0x8000, &v, sizeof(v)));
     int r = 0;
     CHECK(m.read(0x8000, &r, sizeof(r)));
+}
+
+TEST_CASE("an access right after UNMAP faults although the same translation was just used") {
+    iommu m;
+    pages mem(3);
+    REQUIRE(m.map(0x10000, mem.p, 4096, true, true) == map_error::none);
+    REQUIRE(m.map(0x20000, mem.p + 4096, 2 * 4096, true, true) == map_error::none);
+    std::uint32_t v = 0;
+    for (int i = 0; i < 3; ++i) CHECK(m.read(0x10040, &v, sizeof(v)));  // the translation is warm
+    REQUIRE(m.unmap(0x10000, 4096).value() == 4096);
+    // The mapping that remains now sits where the unmapped one was in the table.
+    CHECK_FALSE(m.read(0x10040, &v, sizeof(v)));
+    CHECK_FALSE(m.write(0x10040, &v, sizeof(v)));
+    REQUIRE(m.fault_count() == 2);
+    CHECK(m.faults()[0].iova == 0x10040);
+    CHECK_FALSE(m.faults()[0].write);
+    CHECK(m.faults()[1].write);
+    CHECK(m.read(0x20040, &v, sizeof(v)));
+    // The same IOVA mapped again to other memory: the access goes to the new memory.
+    REQUIRE(m.map(0x10000, mem.p + 2 * 4096, 4096, true, true) == map_error::none);
+    const std::uint32_t w = 0x5a5a5a5a;
+    CHECK(m.write(0x10040, &w, sizeof(w)));
+    CHECK(std::memcmp(mem.p + 2 * 4096 + 0x40, &w, sizeof(w)) == 0);
+    CHECK(std::memcmp(mem.p + 0x40, &w, sizeof(w)) != 0);
+    // And after CLEAR nothing is reachable.
+    m.clear();
+    CHECK_FALSE(m.read(0x20040, &v, sizeof(v)));
+    CHECK(m.fault_count() == 3);
+}
+
+TEST_CASE("an access across adjacent mappings is one access; a gap or a read-only part refuses all of it") {
+    iommu m;
+    pages mem(4);
+    // IOVA 0x30000-0x32000 in two mappings whose memory is not adjacent; 0x32000 unmapped;
+    // 0x33000 read-only.
+    REQUIRE(m.map(0x30000, mem.p + 2 * 4096, 4096, true, true) == map_error::none);
+    REQUIRE(m.map(0x31000, mem.p, 4096, true, true) == map_error::none);
+    REQUIRE(m.map(0x33000, mem.p + 3 * 4096, 4096, true, false) == map_error::none);
+    std::vector<unsigned char> data(64);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i + 1);
+    CHECK(m.write(0x30fe0, data.data(), data.size()));
+    CHECK(std::memcmp(mem.p + 2 * 4096 + 0xfe0, data.data(), 32) == 0);
+    CHECK(std::memcmp(mem.p, data.data() + 32, 32) == 0);
+    std::vector<unsigned char> back(64);
+    CHECK(m.read(0x30fe0, back.data(), back.size()));
+    CHECK(back == data);
+    CHECK(m.fault_count() == 0);
+    // Into the gap: nothing written, not even the mapped first part.
+    std::memset(mem.p, 0, mem.size);
+    CHECK_FALSE(m.write(0x31fe0, data.data(), data.size()));
+    CHECK(mem.p[0xfe0] == std::byte{0});
+    // Into the read-only mapping from the one before it (gap first, then adjacent).
+    REQUIRE(m.map(0x32000, mem.p + 1 * 4096, 4096, true, true) == map_error::none);
+    CHECK_FALSE(m.write(0x32fe0, data.data(), data.size()));
+    CHECK(mem.p[4096 + 0xfe0] == std::byte{0});
+    CHECK(m.read(0x32fe0, back.data(), back.size()));
+    CHECK(m.fault_count() == 2);
+}
+
+TEST_CASE("an injected fault refuses the next access to its range, once") {
+    iommu m;
+    pages mem(2);
+    REQUIRE(m.map(0x50000, mem.p, 2 * 4096, true, true) == map_error::none);
+    std::uint64_t v = 0;
+    m.inject_fault(0x51000, 4096);
+    CHECK(m.read(0x50000, &v, sizeof(v)));  // another range
+    CHECK_FALSE(m.read(0x50ffc, &v, sizeof(v)));  // overlaps it
+    CHECK(m.read(0x50ffc, &v, sizeof(v)));
+    REQUIRE(m.fault_count() == 1);
+    CHECK(m.faults()[0].iova == 0x50ffc);
 }
