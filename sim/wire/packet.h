@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/wire/payload.h"
+
 namespace cxv::sim::wire {
 
 // BTH OpCode (IBA Table 35 "OpCode Field"): the transport in bits 7:5, the operation in
@@ -186,7 +188,7 @@ struct packet {
     std::array<std::byte, 4> immdt{};  // ImmDt / IETH, bytes as on the wire
     wire::atomiceth atomic;
     std::uint64_t atomic_ack = 0;      // AtomicAckETH: the original remote data
-    std::vector<std::byte> payload;    // without the pad
+    payload_buffer payload;            // without the pad (vector-like, 256 bytes inline)
     // Set when decoded: the 40 bytes a UD receive buffer gets in front of the data (IBA
     // 11.4.1.1: the GRH; RoCEv2 over IPv4 puts the IPv4 header in the last 20 of them,
     // over IPv6 the IPv6 header in all 40), and whether a GRH/IP header was present.
