@@ -146,8 +146,8 @@ alignas(16) constexpr std::uint8_t shift_table[48] = {
     0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
     0,    1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,   12,   13,   14,   15,
     0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
-CXV_CLMUL std::uint32_t crc_clmul(const clmul_constants& k, std::uint32_t c, const std::byte* p, std::size_t n,
-                                  const header_mask& m) noexcept {
+template <const clmul_constants& k>
+CXV_CLMUL std::uint32_t crc_clmul(std::uint32_t c, const std::byte* p, std::size_t n, const header_mask& m) noexcept {
     const __m128i fold512 = _mm_set_epi64x(static_cast<long long>(k.fold512_hi), static_cast<long long>(k.fold512_lo));
     const __m128i fold128 = _mm_set_epi64x(static_cast<long long>(k.fold128_hi), static_cast<long long>(k.fold128_lo));
     const __m128i fold64 = _mm_set_epi64x(0, static_cast<long long>(k.fold64));
@@ -211,12 +211,11 @@ bool use_clmul = have_clmul;
 
 // The raw register of a CRC over n bytes with the first 64 masked by m: the folding loop
 // from 16 bytes on, the tables under 16 bytes and without PCLMULQDQ.
-std::uint32_t crc_update(const tables16& t, const clmul_constants& k,
-                         std::uint32_t c, const std::byte* p, std::size_t n, const header_mask& m) noexcept {
+template <const clmul_constants& k>
+inline std::uint32_t crc_update(const tables16& t, std::uint32_t c, const std::byte* p, std::size_t n,
+                                const header_mask& m) noexcept {
 #if defined(__x86_64__)
-    if (n >= 16 && use_clmul) return crc_clmul(k, c, p, n, m);
-#else
-    (void)k;
+    if (n >= 16 && use_clmul) [[likely]] return crc_clmul<k>(c, p, n, m);
 #endif
     return sliced_masked(t, c, p, n, m);
 }
@@ -241,21 +240,21 @@ void use_clmul_for_test(bool on) noexcept {
 }  // namespace detail
 
 std::uint32_t crc32_update(std::uint32_t c, std::span<const std::byte> bytes) noexcept {
-    return crc_update(crc32_tables.t, crc32_k, c, bytes.data(), bytes.size(), no_mask);
+    return crc_update<crc32_k>(crc32_tables.t, c, bytes.data(), bytes.size(), no_mask);
 }
 
 std::uint16_t vcrc(std::span<const std::byte> bytes) noexcept {
-    return static_cast<std::uint16_t>(~crc_update(vcrc_tables.t, vcrc_k, 0xffff, bytes.data(), bytes.size(), no_mask));
+    return static_cast<std::uint16_t>(~crc_update<vcrc_k>(vcrc_tables.t, 0xffff, bytes.data(), bytes.size(), no_mask));
 }
 
 std::uint32_t icrc_roce(std::span<const std::byte> ip_to_pad, bool ipv6) noexcept {
-    return ~crc_update(crc32_tables.t, crc32_k, after_masked_lrh(), ip_to_pad.data(), ip_to_pad.size(),
+    return ~crc_update<crc32_k>(crc32_tables.t, after_masked_lrh(), ip_to_pad.data(), ip_to_pad.size(),
                        ipv6 ? roce_v6_mask : roce_v4_mask);
 }
 
 std::uint32_t icrc_ib(std::span<const std::byte> lrh_to_pad) noexcept {
     const bool grh = (static_cast<std::uint8_t>(lrh_to_pad[1]) & 0x3) == 0x3;  // LRH LNH: IBA global
-    return ~crc_update(crc32_tables.t, crc32_k, ~0u, lrh_to_pad.data(), lrh_to_pad.size(),
+    return ~crc_update<crc32_k>(crc32_tables.t, ~0u, lrh_to_pad.data(), lrh_to_pad.size(),
                        grh ? ib_global_mask : ib_local_mask);
 }
 

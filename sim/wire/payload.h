@@ -14,6 +14,7 @@
 #include <iterator>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 namespace cxv::sim::wire {
 
@@ -112,8 +113,8 @@ private:
     bool on_heap() const noexcept { return data_ != inline_; }
     template <typename It>
     static void copy_in(std::byte* to, It first, It last, std::size_t n) {
-        if constexpr (std::contiguous_iterator<It>) {
-            if (n != 0) std::memcpy(to, std::to_address(first), n);
+        if constexpr (std::contiguous_iterator<It> && std::is_same_v<std::iter_value_t<It>, std::byte>) {
+            if (n != 0) std::memmove(to, std::to_address(first), n);
         } else {
             std::copy(first, last, to);
         }
