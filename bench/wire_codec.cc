@@ -2,12 +2,13 @@
 // Only with 64 bytes of payload (the model_e2e send_rate_64 message), then the same for a
 // 4 KiB payload, repeated `iters` times each (a second argument: that payload size only). Prints ns per call (median of 9 runs); for
 // instructions per frame run it under callgrind and divide the inclusive cost of encode,
-// decode_ib and vcrc by their calls:
+// decode_ib and vcrc by their calls (--tables first: the CRCs without PCLMULQDQ):
 //   valgrind --tool=callgrind bazel-bin/bench/wire_codec 100000 64
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "sim/wire/crc.h"
@@ -61,6 +62,11 @@ void run(std::size_t payload, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "--tables") == 0) {  // the fallback without PCLMULQDQ
+        w::detail::use_clmul_for_test(false);
+        --argc;
+        ++argv;
+    }
     const int iters = argc > 1 ? std::atoi(argv[1]) : 100000;
     if (argc > 2) {  // one payload size only (for callgrind)
         run(static_cast<std::size_t>(std::atoi(argv[2])), iters / 9 + 1);

@@ -106,7 +106,11 @@ std::uint32_t sliced_masked(const tables16& t, std::uint32_t c,
     if (&m != &no_mask) {
         std::byte h[64];
         const std::size_t k = std::min<std::size_t>(n, 64);
-        for (std::size_t i = 0; i < k; ++i) h[i] = p[i] | std::byte{m[i]};
+        std::memcpy(h, p, k);
+        for (std::size_t i = 0; i < 64; i += 8) {  // whole words: bytes past k are not summed
+            const std::uint64_t v = load64(h + i) | load64(reinterpret_cast<const std::byte*>(m.data()) + i);
+            std::memcpy(h + i, &v, 8);
+        }
         c = sliced16(t, c, h, k);
         p += k;
         n -= k;
