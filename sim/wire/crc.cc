@@ -104,10 +104,10 @@ constexpr header_mask ib_global_mask = make_mask({0, 1, 2, 3, 4, 5, 6, 7, 9, 10,
 std::uint32_t sliced_masked(const tables16& t, std::uint32_t c,
                             const std::byte* p, std::size_t n, const header_mask& m) noexcept {
     if (&m != &no_mask) {
-        std::byte h[64];
+        std::byte h[64]{};
         const std::size_t k = std::min<std::size_t>(n, 64);
         std::memcpy(h, p, k);
-        for (std::size_t i = 0; i < 64; i += 8) {  // whole words: bytes past k are not summed
+        for (std::size_t i = 0; i < 64; i += 8) {  // whole words; bytes past k are not summed
             const std::uint64_t v = load64(h + i) | load64(reinterpret_cast<const std::byte*>(m.data()) + i);
             std::memcpy(h + i, &v, 8);
         }

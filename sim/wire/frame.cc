@@ -80,7 +80,8 @@ std::size_t transport_bytes(const packet& p, opcode_info o) noexcept {
 }
 
 // IBA 9.2 "Base Transport Header" through the pad, in the order of IBA Table 38 "Header
-// Formats". `out` holds transport_bytes(p).
+// Formats". `out` holds transport_bytes(p) and the ICRC after them (the pad is stored as a
+// word of zeros that runs into the ICRC's place).
 void encode_transport(const packet& p, std::uint16_t h, std::byte* out) noexcept {
     const std::uint32_t pad = pad_of(p.payload.size());
     const bth& b = p.bth;
