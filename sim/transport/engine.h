@@ -139,7 +139,7 @@ private:
     std::optional<std::uint32_t> qp_dbr(const qp_object& qp, bool send);
     std::optional<std::uint32_t> srq_dbr(const srq_object& srq);
     // Data through memory keys: every piece translated and checked before any byte moves.
-    hw::cqe_syndrome gather(std::uint32_t pd, const std::vector<local_sge>& sges, std::vector<std::byte>& out);
+    hw::cqe_syndrome gather(std::uint32_t pd, const std::vector<local_sge>& sges, wire::payload_buffer& out);
     hw::cqe_syndrome scatter(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t skip,
                              std::span<const std::byte> data, std::size_t capacity_needed);
     bool remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,

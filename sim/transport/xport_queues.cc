@@ -155,7 +155,7 @@ bool transport_engine::remote_access(std::uint32_t pd, std::uint32_t rkey, std::
 }
 
 hw::cqe_syndrome transport_engine::gather(std::uint32_t pd, const std::vector<local_sge>& sges,
-                                          std::vector<std::byte>& out) {
+                                          wire::payload_buffer& out) {
     iova_list ranges;
     for (const local_sge& s : sges) {
         if (s.len == 0) continue;

@@ -5,9 +5,10 @@
 // and ICMPv6 (RFC 1071).
 //
 // Every function is noexcept and allocation free: the ICRC runs on every packet the model
-// sends or receives. CRC-32 folds 64 bytes at a time with PCLMULQDQ where the CPU has it
-// (x86-64 since 2010) and uses 16-byte slicing tables otherwise and for tails; the VCRC
-// uses the tables (tests/sim/wire:wire_bench measures both against zlib).
+// sends or receives. Both CRCs fold 64 bytes at a time with PCLMULQDQ where the CPU has it
+// (x86-64 since 2010) and use 16-byte slicing tables otherwise and for tails under 16
+// bytes; the ICRC masks its variant fields as it loads them, without a masked copy
+// (tests/sim/wire:wire_bench measures them against zlib, bench:wire_codec per frame).
 #pragma once
 
 #include <cstddef>
@@ -49,5 +50,12 @@ std::uint16_t vcrc(std::span<const std::byte> lrh_to_icrc) noexcept;
 // last byte padded with a zero), added to `sum`. Sum a message in pieces of even length
 // (but the last), then store ~sum (0xffff for a UDP checksum that comes out 0).
 std::uint16_t ones_complement_sum(std::span<const std::byte> bytes, std::uint16_t sum = 0) noexcept;
+
+namespace detail {
+// For tests: whether the CPU has PCLMULQDQ, and a switch between it and the tables (not
+// thread-safe; the default is PCLMULQDQ where the CPU has it).
+bool clmul_available() noexcept;
+void use_clmul_for_test(bool on) noexcept;
+}  // namespace detail
 
 }  // namespace cxv::sim::wire

@@ -1,6 +1,8 @@
 #include "sim/wire/frame.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstring>
 
 #include "sim/wire/crc.h"
@@ -8,35 +10,45 @@
 namespace cxv::sim::wire {
 namespace {
 
-// Big-endian field access; the wire is big-endian except the ICRC and VCRC.
+static_assert(std::endian::native == std::endian::little, "the ICRC and VCRC are stored as native words");
+
+// Big-endian field access; the wire is big-endian except the ICRC and VCRC. Whole words
+// are byte-swapped and stored at once.
 void put8(std::byte* p, std::uint32_t v) noexcept { p[0] = static_cast<std::byte>(v); }
 void put16(std::byte* p, std::uint32_t v) noexcept {
-    p[0] = static_cast<std::byte>(v >> 8);
-    p[1] = static_cast<std::byte>(v);
-}
-void put24(std::byte* p, std::uint32_t v) noexcept {
-    p[0] = static_cast<std::byte>(v >> 16);
-    put16(p + 1, v);
+    const std::uint16_t be = __builtin_bswap16(static_cast<std::uint16_t>(v));
+    std::memcpy(p, &be, 2);
 }
 void put32(std::byte* p, std::uint32_t v) noexcept {
-    put16(p, v >> 16);
-    put16(p + 2, v);
+    const std::uint32_t be = __builtin_bswap32(v);
+    std::memcpy(p, &be, 4);
 }
 void put64(std::byte* p, std::uint64_t v) noexcept {
-    put32(p, static_cast<std::uint32_t>(v >> 32));
-    put32(p + 4, static_cast<std::uint32_t>(v));
+    const std::uint64_t be = __builtin_bswap64(v);
+    std::memcpy(p, &be, 8);
 }
-void put_le32(std::byte* p, std::uint32_t v) noexcept {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
+void put_le32(std::byte* p, std::uint32_t v) noexcept { std::memcpy(p, &v, 4); }
 std::uint8_t get8(const std::byte* p) noexcept { return static_cast<std::uint8_t>(p[0]); }
-std::uint16_t get16(const std::byte* p) noexcept { return static_cast<std::uint16_t>(get8(p) << 8 | get8(p + 1)); }
+std::uint16_t get16(const std::byte* p) noexcept {
+    std::uint16_t v;
+    std::memcpy(&v, p, 2);
+    return __builtin_bswap16(v);
+}
+std::uint32_t get32(const std::byte* p) noexcept {
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
+}
 std::uint32_t get24(const std::byte* p) noexcept { return std::uint32_t{get8(p)} << 16 | get16(p + 1); }
-std::uint32_t get32(const std::byte* p) noexcept { return std::uint32_t{get16(p)} << 16 | get16(p + 2); }
-std::uint64_t get64(const std::byte* p) noexcept { return std::uint64_t{get32(p)} << 32 | get32(p + 4); }
+std::uint64_t get64(const std::byte* p) noexcept {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
 std::uint32_t get_le32(const std::byte* p) noexcept {
-    return std::uint32_t{get8(p)} | std::uint32_t{get8(p + 1)} << 8 | std::uint32_t{get8(p + 2)} << 16 |
-           std::uint32_t{get8(p + 3)} << 24;
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
 }
 template <std::size_t N>
 void put_bytes(std::byte* p, const std::array<std::uint8_t, N>& a) noexcept {
@@ -47,31 +59,40 @@ void get_bytes(std::array<std::uint8_t, N>& a, const std::byte* p) noexcept {
     std::memcpy(a.data(), p, N);
 }
 
+// headers_of and the bytes of the extended headers, per opcode, looked up once per packet.
+struct opcode_info {
+    std::uint16_t headers;
+    std::uint8_t extended_bytes;
+};
+constexpr std::array<opcode_info, 256> opcode_table = [] {
+    std::array<opcode_info, 256> t{};
+    for (unsigned op = 0; op < 256; ++op) {
+        const std::uint16_t h = headers_of(static_cast<std::uint8_t>(op));
+        t[op] = {h, static_cast<std::uint8_t>(extended_header_bytes(h))};
+    }
+    return t;
+}();
+
 // BTH .. pad for a packet; 0 when it cannot be encoded.
-std::size_t transport_bytes(const packet& p) noexcept {
-    const std::uint16_t h = headers_of(p.bth.opcode);
-    if (h == 0 || (!(h & has_payload) && !p.payload.empty())) return 0;
-    return bth_bytes + extended_header_bytes(h) + p.payload.size() + pad_of(p.payload.size());
+std::size_t transport_bytes(const packet& p, opcode_info o) noexcept {
+    if (o.headers == 0 || (!(o.headers & has_payload) && !p.payload.empty())) return 0;
+    return bth_bytes + o.extended_bytes + p.payload.size() + pad_of(p.payload.size());
 }
 
 // IBA 9.2 "Base Transport Header" through the pad, in the order of IBA Table 38 "Header
-// Formats". `out` holds transport_bytes(p).
-void encode_transport(const packet& p, std::byte* out) noexcept {
-    const std::uint16_t h = headers_of(p.bth.opcode);
-    const std::uint8_t pad = pad_of(p.payload.size());
+// Formats". `out` holds transport_bytes(p) and the ICRC after them (the pad is stored as a
+// word of zeros that runs into the ICRC's place).
+void encode_transport(const packet& p, std::uint16_t h, std::byte* out) noexcept {
+    const std::uint32_t pad = pad_of(p.payload.size());
     const bth& b = p.bth;
-    put8(out, b.opcode);
-    put8(out + 1, (b.se ? 0x80u : 0) | (b.mig_req ? 0x40u : 0) | std::uint32_t{pad} << 4 | (b.tver & 0xfu));
-    put16(out + 2, b.pkey);
-    put8(out + 4, (b.fecn ? 0x80u : 0) | (b.becn ? 0x40u : 0));
-    put24(out + 5, b.dest_qp);
-    put8(out + 8, b.ack_req ? 0x80u : 0);
-    put24(out + 9, b.psn);
+    put32(out, std::uint32_t{b.opcode} << 24 | (b.se ? 0x80u << 16 : 0) | (b.mig_req ? 0x40u << 16 : 0) |
+                   pad << 20 | (b.tver & 0xfu) << 16 | b.pkey);
+    put32(out + 4, (b.fecn ? 0x80u << 24 : 0) | (b.becn ? 0x40u << 24 : 0) | (b.dest_qp & 0xffffffu));
+    put32(out + 8, (b.ack_req ? 0x80u << 24 : 0) | (b.psn & 0xffffffu));
     std::byte* q = out + bth_bytes;
     if (h & has_deth) {  // IBA 9.3.2 "Datagram Extended Transport Header"
         put32(q, p.deth.q_key);
-        put8(q + 4, 0);
-        put24(q + 5, p.deth.src_qp);
+        put32(q + 4, p.deth.src_qp & 0xffffffu);  // a reserved byte, SrcQP
         q += deth_bytes;
     }
     if (h & has_reth) {  // IBA 9.3.3 "RDMA Extended Transport Header"
@@ -88,8 +109,7 @@ void encode_transport(const packet& p, std::byte* out) noexcept {
         q += atomiceth_bytes;
     }
     if (h & has_aeth) {  // IBA 9.3.5 "ACK Extended Transport Header"
-        put8(q, p.aeth.syndrome);
-        put24(q + 1, p.aeth.msn);
+        put32(q, std::uint32_t{p.aeth.syndrome} << 24 | (p.aeth.msn & 0xffffffu));
         q += aeth_bytes;
     }
     if (h & has_atomicacketh) {  // IBA 9.3.6 "Atomic Acknowledge Extended Transport Header"
@@ -101,29 +121,30 @@ void encode_transport(const packet& p, std::byte* out) noexcept {
         q += 4;
     }
     if (!p.payload.empty()) std::memcpy(q, p.payload.data(), p.payload.size());
-    std::memset(q + p.payload.size(), 0, pad);
+    put_le32(q + p.payload.size(), 0);  // the pad (3 bytes at most); the ICRC overwrites the rest
 }
 
 decode_status decode_transport(std::span<const std::byte> t, packet& p) {
     if (t.size() < bth_bytes || t.size() % 4 != 0) return decode_status::malformed;
     const std::byte* in = t.data();
     bth& b = p.bth;
-    b.opcode = get8(in);
-    const std::uint16_t h = headers_of(b.opcode);
+    const std::uint32_t w0 = get32(in), w1 = get32(in + 4), w2 = get32(in + 8);
+    b.opcode = static_cast<std::uint8_t>(w0 >> 24);
+    const opcode_info o = opcode_table[b.opcode];
+    const std::uint16_t h = o.headers;
     if (h == 0) return decode_status::malformed;
-    const std::uint8_t b1 = get8(in + 1);
-    b.se = b1 & 0x80;
-    b.mig_req = b1 & 0x40;
-    b.pad = (b1 >> 4) & 0x3;
-    b.tver = b1 & 0xf;
-    b.pkey = get16(in + 2);
-    b.fecn = get8(in + 4) & 0x80;
-    b.becn = get8(in + 4) & 0x40;
-    b.dest_qp = get24(in + 5);
-    b.ack_req = get8(in + 8) & 0x80;
-    b.psn = get24(in + 9);
+    b.se = w0 & 0x800000;
+    b.mig_req = w0 & 0x400000;
+    b.pad = (w0 >> 20) & 0x3;
+    b.tver = (w0 >> 16) & 0xf;
+    b.pkey = static_cast<std::uint16_t>(w0);
+    b.fecn = w1 & 0x80000000u;
+    b.becn = w1 & 0x40000000u;
+    b.dest_qp = w1 & 0xffffff;
+    b.ack_req = w2 & 0x80000000u;
+    b.psn = w2 & 0xffffff;
     if (b.tver != 0) return decode_status::malformed;  // IBA 9.2: TVer 0 is the only version
-    const std::size_t headers = bth_bytes + extended_header_bytes(h);
+    const std::size_t headers = bth_bytes + o.extended_bytes;
     if (t.size() < headers || t.size() - headers < b.pad) return decode_status::malformed;
     const std::size_t payload = t.size() - headers - b.pad;
     if (!(h & has_payload) && (payload != 0 || b.pad != 0)) return decode_status::malformed;
@@ -187,7 +208,7 @@ std::uint16_t pseudo_header_sum(const std::byte* ip, bool ipv6, std::uint32_t ud
     return ones_complement_sum({ph, n});
 }
 
-std::size_t encode_roce(const packet& p, std::span<std::byte> out, std::size_t t) noexcept {
+std::size_t encode_roce(const packet& p, std::uint16_t h, std::span<std::byte> out, std::size_t t) noexcept {
     const bool v6 = p.net.link == link_kind::roce_v6;
     const std::size_t ip_bytes = v6 ? ipv6_header_bytes : ipv4_header_bytes;
     const std::size_t udp_len = udp_header_bytes + t + icrc_bytes;
@@ -224,7 +245,7 @@ std::size_t encode_roce(const packet& p, std::span<std::byte> out, std::size_t t
     put16(udp + 2, roce_v2_udp_port);
     put16(udp + 4, static_cast<std::uint32_t>(udp_len));
     put16(udp + 6, 0);
-    encode_transport(p, udp + udp_header_bytes);
+    encode_transport(p, h, udp + udp_header_bytes);
     std::byte* icrc = udp + udp_header_bytes + t;
     put_le32(icrc, icrc_roce({ip, ip_bytes + udp_header_bytes + t}, v6));
     if (v6) {  // the ICRC masks the UDP checksum, so it may come last
@@ -237,16 +258,15 @@ std::size_t encode_roce(const packet& p, std::span<std::byte> out, std::size_t t
     return frame;
 }
 
-std::size_t encode_ib(const packet& p, std::span<std::byte> out, std::size_t t) noexcept {
+std::size_t encode_ib(const packet& p, std::uint16_t h, std::span<std::byte> out, std::size_t t) noexcept {
     const std::size_t grh = p.net.grh ? grh_bytes : 0;
     const std::size_t len = lrh_bytes + grh + t + icrc_bytes + vcrc_bytes;
     if (out.size() < len) return 0;
     std::byte* l = out.data();  // IBA 7.7 "Local Route Header"
-    put8(l, (p.net.vl & 0xfu) << 4);  // VL, LVer 0
-    put8(l + 1, (p.net.sl & 0xfu) << 4 | (grh ? lnh_iba_global : lnh_iba_local));
-    put16(l + 2, p.net.dlid);
-    put16(l + 4, static_cast<std::uint32_t>((len - vcrc_bytes) / 4));  // PktLen: LRH .. ICRC in words
-    put16(l + 6, p.net.slid);
+    // VL, LVer 0, SL, LNH, DLID; PktLen (LRH .. ICRC in words), SLID.
+    put32(l, (p.net.vl & 0xfu) << 28 | (p.net.sl & 0xfu) << 20 | (grh ? lnh_iba_global : lnh_iba_local) << 16 |
+                 p.net.dlid);
+    put32(l + 4, static_cast<std::uint32_t>((len - vcrc_bytes) / 4) << 16 | p.net.slid);
     if (grh) {  // IBA 8.3 "Global Route Header"
         std::byte* g = l + lrh_bytes;
         put32(g, 6u << 28 | std::uint32_t{p.net.traffic_class} << 20 | (p.net.flow_label & 0xfffffu));
@@ -256,7 +276,7 @@ std::size_t encode_ib(const packet& p, std::span<std::byte> out, std::size_t t) 
         put_bytes(g + 8, p.net.sgid);
         put_bytes(g + 24, p.net.dgid);
     }
-    encode_transport(p, l + lrh_bytes + grh);
+    encode_transport(p, h, l + lrh_bytes + grh);
     std::byte* icrc = l + lrh_bytes + grh + t;
     put_le32(icrc, icrc_ib({l, lrh_bytes + grh + t}));
     const std::uint16_t v = vcrc({l, lrh_bytes + grh + t + icrc_bytes});
@@ -268,9 +288,10 @@ std::size_t encode_ib(const packet& p, std::span<std::byte> out, std::size_t t) 
 }  // namespace
 
 std::size_t encode(const packet& p, std::span<std::byte> out) noexcept {
-    const std::size_t t = transport_bytes(p);
+    const opcode_info o = opcode_table[p.bth.opcode];
+    const std::size_t t = transport_bytes(p, o);
     if (t == 0) return 0;
-    return p.net.link == link_kind::ib ? encode_ib(p, out, t) : encode_roce(p, out, t);
+    return p.net.link == link_kind::ib ? encode_ib(p, o.headers, out, t) : encode_roce(p, o.headers, out, t);
 }
 
 const char* to_string(decode_status s) noexcept {

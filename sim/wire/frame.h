@@ -13,7 +13,8 @@
 // InfiniBand (IBA 7.7 "Local Route Header", 8.3 "Global Route Header"): LRH / GRH when
 // route.grh / BTH .. pad / ICRC / VCRC.
 //
-// encode() and decode_*() never allocate, except decode's assignment of the payload vector.
+// encode() and decode_*() never allocate, but for a decoded payload longer than the
+// packet's inline payload_buffer (256 bytes) that does not fit the buffer it already has.
 #pragma once
 
 #include <cstddef>

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/wire/payload.h"
+
 namespace cxv::sim::wire {
 
 // BTH OpCode (IBA Table 35 "OpCode Field"): the transport in bits 7:5, the operation in
@@ -49,8 +51,8 @@ enum header_bits : std::uint16_t {
     is_last = 1 << 10,     // Last and Only are both "last"; Only is first and last
     is_request = 1 << 11,  // requester to responder (everything but ACKs and responses)
 };
-// 0 for an opcode the model does not know (reserved, RD, CNP, vendor).
-constexpr std::uint16_t headers_of(std::uint8_t op) {
+namespace detail {
+constexpr std::uint16_t headers_by_switch(std::uint8_t op) {
     using namespace opcode;
     constexpr std::uint16_t req = is_request, pay = has_payload, only = is_first | is_last;
     const std::uint8_t tp = transport_of(op), o = operation_of(op);
@@ -92,6 +94,15 @@ constexpr std::uint16_t headers_of(std::uint8_t op) {
     default: return 0;
     }
 }
+inline constexpr std::array<std::uint16_t, 256> header_table = [] {
+    std::array<std::uint16_t, 256> t{};
+    for (unsigned op = 0; op < 256; ++op) t[op] = headers_by_switch(static_cast<std::uint8_t>(op));
+    return t;
+}();
+}  // namespace detail
+// 0 for an opcode the model does not know (reserved, RD, CNP, vendor). A table lookup: the
+// engine asks for every packet.
+constexpr std::uint16_t headers_of(std::uint8_t op) { return detail::header_table[op]; }
 
 // Bytes of each header on the wire.
 inline constexpr std::size_t bth_bytes = 12, reth_bytes = 16, aeth_bytes = 4, deth_bytes = 8, immdt_bytes = 4,
@@ -186,7 +197,7 @@ struct packet {
     std::array<std::byte, 4> immdt{};  // ImmDt / IETH, bytes as on the wire
     wire::atomiceth atomic;
     std::uint64_t atomic_ack = 0;      // AtomicAckETH: the original remote data
-    std::vector<std::byte> payload;    // without the pad
+    payload_buffer payload;            // without the pad (vector-like, 256 bytes inline)
     // Set when decoded: the 40 bytes a UD receive buffer gets in front of the data (IBA
     // 11.4.1.1: the GRH; RoCEv2 over IPv4 puts the IPv4 header in the last 20 of them,
     // over IPv6 the IPv6 header in all 40), and whether a GRH/IP header was present.
