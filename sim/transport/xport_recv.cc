@@ -312,7 +312,7 @@ void transport_engine::recv_write(qp_object& qp, wire::packet& p) {
     const std::byte* q = qp.qpc.data();
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
     const bool rc = static_cast<transport>(ifc::get<qpc::st>(q)) == transport::rc;
-    std::vector<iova_range> ranges;
+    iova_list ranges;
     if (h & wire::is_first) {
         // A zero-length write checks no R_Key (IBA 9.4.4).
         if (!ifc::get<qpc::rwe>(q) ||

@@ -110,7 +110,7 @@ void transport_engine::fail_request(qp_object& qp, const wire::packet& req, std:
 bool transport_engine::read_responses(qp_object& qp, const wire::packet& req) {
     const std::uint32_t mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(qp.qpc.data()), 1, 5);
     const std::uint32_t len = req.reth.dma_length;
-    std::vector<iova_range> ranges;
+    iova_list ranges;
     if (len != 0 && !remote_access(qp.pd, req.reth.r_key, req.reth.va, len, access_remote_read, ranges)) return false;
     std::vector<std::byte> data(len);
     std::size_t at = 0;
@@ -139,7 +139,7 @@ bool transport_engine::read_responses(qp_object& qp, const wire::packet& req) {
 
 void transport_engine::recv_read(qp_object& qp, wire::packet& p) {
     qp_transport& x = qp.x;
-    std::vector<iova_range> ranges;
+    iova_list ranges;
     const std::uint32_t len = p.reth.dma_length;
     if (!ifc::get<qpc::rre>(qp.qpc.data()) ||
         (len != 0 && !remote_access(qp.pd, p.reth.r_key, p.reth.va, len, access_remote_read, ranges))) {
@@ -158,7 +158,7 @@ void transport_engine::recv_atomic(qp_object& qp, wire::packet& p) {
     qp_transport& x = qp.x;
     const wire::atomiceth& a = p.atomic;
     if (a.va % 8 != 0) return fail_request(qp, p, syn::NAK_INVALID_REQUEST, hw::event_type::WQ_INVAL_REQ_ERROR);
-    std::vector<iova_range> ranges;
+    iova_list ranges;
     if (!ifc::get<qpc::rae>(qp.qpc.data()) || !remote_access(qp.pd, a.r_key, a.va, 8, access_remote_atomic, ranges) ||
         ranges.size() != 1) {
         return fail_request(qp, p, syn::NAK_REMOTE_ACCESS_ERROR, hw::event_type::WQ_ACCESS_ERROR);
