@@ -27,6 +27,7 @@
 #include "sim/pci/iommu.h"
 #include "sim/pci/msix.h"
 #include "sim/model_thread.h"
+#include "sim/spin_lock.h"
 #include "sim/trace.h"
 
 namespace cxv::sim {

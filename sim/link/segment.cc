@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -16,6 +17,8 @@
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "sim/spin_lock.h"
 
 namespace cxv::sim::link {
 
@@ -62,20 +65,25 @@ public:
         }
         b.assign(f.begin(), f.end());
         q_.push_back(std::move(b));
+        count_.store(q_.size(), std::memory_order_release);
     }
     // The next frame into `out`, whose old buffer is kept for a later push.
     bool pop(std::vector<std::byte>& out) {
+        // Polled on every round: an empty queue is seen without the lock.
+        if (count_.load(std::memory_order_acquire) == 0) return false;
         std::lock_guard lock(mu_);
         if (q_.empty()) return false;
         out.swap(q_.front());
         if (spare_.size() < kSpares && q_.front().capacity() != 0) spare_.push_back(std::move(q_.front()));
         q_.pop_front();
+        count_.store(q_.size(), std::memory_order_release);
         return true;
     }
 
 private:
     static constexpr std::size_t kSpares = 64;
-    std::mutex mu_;
+    spin_lock mu_;  // held for a copy of one frame
+    std::atomic<std::size_t> count_{0};
     std::deque<std::vector<std::byte>> q_;
     std::vector<std::vector<std::byte>> spare_;
 };
@@ -87,18 +95,21 @@ public:
     void attach(const key& k, std::shared_ptr<queue> q) {
         std::lock_guard lock(mu_);
         stations_[k] = std::move(q);
+        generation_.fetch_add(1, std::memory_order_release);
     }
     void detach(const key& k, const queue* q) {
         std::lock_guard lock(mu_);
         const auto it = stations_.find(k);
         if (it != stations_.end() && it->second.get() == q) stations_.erase(it);
+        generation_.fetch_add(1, std::memory_order_release);
     }
-    bool deliver(const key& k, std::span<const std::byte> frame) {
-        std::lock_guard lock(mu_);  // then the queue's: the only order the two are taken in
+    // Changes whenever a station attaches or detaches (a sender's cached lookup is then stale).
+    std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
+    // The queue of the station with address `k` (null: none).
+    std::shared_ptr<queue> find(const key& k) {
+        std::lock_guard lock(mu_);
         const auto it = stations_.find(k);
-        if (it == stations_.end()) return false;
-        it->second->push(frame);
-        return true;
+        return it == stations_.end() ? nullptr : it->second;
     }
     // Every station of the segment's link type but `self`.
     bool flood(bool ethernet, const queue* self, std::span<const std::byte> frame) {
@@ -117,6 +128,7 @@ public:
 private:
     std::mutex mu_;
     std::map<key, std::shared_ptr<queue>> stations_;
+    std::atomic<std::uint64_t> generation_{0};
 };
 
 // The in-process segments, by name. A port looks its segment up once, when it attaches.
@@ -138,13 +150,25 @@ public:
     ~in_process_port() override { segment_->detach(self_, q_.get()); }
 
     bool send(std::span<const std::byte> frame) override {
+        segment::key to;
         if (ethernet_) {
             if (ethernet_group(frame)) return segment_->flood(true, q_.get(), frame);
-            return segment_->deliver({true, mac_key(frame)}, frame);
+            to = {true, mac_key(frame)};
+        } else {
+            const std::uint16_t dlid = dlid_of(frame);
+            if (dlid >= kFirstMulticastLid) return segment_->flood(false, q_.get(), frame);
+            to = {false, dlid};
         }
-        const std::uint16_t dlid = dlid_of(frame);
-        if (dlid >= kFirstMulticastLid) return segment_->flood(false, q_.get(), frame);
-        return segment_->deliver({false, dlid}, frame);
+        // The last destination's queue is kept while no station attaches or detaches.
+        const std::uint64_t gen = segment_->generation();
+        if (!last_ || last_key_ != to || last_gen_ != gen) {
+            last_ = segment_->find(to);
+            last_key_ = to;
+            last_gen_ = gen;
+        }
+        if (!last_) return false;
+        last_->push(frame);
+        return true;
     }
     bool receive(std::vector<std::byte>& frame) override { return q_->pop(frame); }
 
@@ -153,6 +177,9 @@ private:
     bool ethernet_;
     segment::key self_;
     std::shared_ptr<queue> q_ = std::make_shared<queue>();
+    std::shared_ptr<queue> last_;  // the queue of last_key_, as of generation last_gen_
+    segment::key last_key_{};
+    std::uint64_t last_gen_ = 0;
 };
 
 // --- directory segments ------------------------------------------------------------------
