@@ -1,6 +1,7 @@
 // The wire codec's cost per frame: encode, decode_ib and the VCRC of an InfiniBand RC SEND
 // Only with 64 bytes of payload (the model_e2e send_rate_64 message), then the same for a
-// 4 KiB payload, repeated `iters` times each (a second argument: that payload size only). Prints ns per call (median of 9 runs); for
+// 4 KiB payload, repeated `iters` times each (a second argument: that payload size only),
+// then the CRCs on 4 KiB beside zlib's CRC-32. Prints ns per call (median of 9 runs); for
 // instructions per frame run it under callgrind and divide the inclusive cost of encode,
 // decode_ib and vcrc by their calls (--tables first: the CRCs without PCLMULQDQ):
 //   valgrind --tool=callgrind bazel-bin/bench/wire_codec 100000 64
@@ -9,7 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <vector>
+
+#include <zlib.h>
 
 #include "sim/wire/crc.h"
 #include "sim/wire/frame.h"
@@ -59,6 +63,45 @@ void run(std::size_t payload, int iters) {
                 payload, len, enc, dec, v);
 }
 
+// The CRCs and codec on 4 KiB against zlib's CRC-32 (the reference), per link kind.
+void crc_table() {
+    std::mt19937_64 rng(1);
+    std::vector<std::byte> buf(4096);
+    for (auto& b : buf) b = static_cast<std::byte>(rng());
+    const int n = 20000;
+    auto row = [](const char* what, double ns, std::size_t bytes) {
+        std::printf("%-34s %9.1f ns  %6.2f GB/s\n", what, ns, static_cast<double>(bytes) / ns);
+    };
+    row("crc32 4096 B (ours)", median_ns(n, [&] { sink = w::crc32(buf); }), buf.size());
+    row("crc32 4096 B (zlib)", median_ns(n, [&] {
+            sink = ::crc32(0, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(buf.size()));
+        }), buf.size());
+    row("crc32 64 B (ours)", median_ns(n * 10, [&] { sink = w::crc32(std::span(buf).first(64)); }), 64);
+    row("crc32 64 B (zlib)", median_ns(n * 10, [&] {
+            sink = ::crc32(0, reinterpret_cast<const Bytef*>(buf.data()), 64);
+        }), 64);
+    row("vcrc 4096 B (ours)", median_ns(n, [&] { sink = w::vcrc(buf); }), buf.size());
+    row("ones_complement_sum 4096 B", median_ns(n, [&] { sink = w::ones_complement_sum(buf); }), buf.size());
+    w::packet p;
+    p.bth.opcode = w::opcode::RC | w::opcode::SEND_ONLY;
+    p.payload.assign(buf.begin(), buf.end());
+    std::vector<std::byte> frame(w::max_frame_bytes);
+    for (const w::link_kind link : {w::link_kind::roce_v4, w::link_kind::roce_v6, w::link_kind::ib}) {
+        p.net.link = link;
+        const char* name = link == w::link_kind::roce_v4 ? "IPv4" : link == w::link_kind::roce_v6 ? "IPv6" : "IB";
+        char what[64];
+        std::snprintf(what, sizeof what, "encode 4 KiB SEND %s", name);
+        std::size_t len = 0;
+        row(what, median_ns(n, [&] { len = w::encode(p, frame); }), p.payload.size());
+        const std::span<const std::byte> f(frame.data(), len);
+        w::packet q;
+        std::snprintf(what, sizeof what, "decode 4 KiB SEND %s", name);
+        row(what, median_ns(n, [&] {
+                sink = static_cast<std::uint64_t>(link == w::link_kind::ib ? w::decode_ib(f, q) : w::decode_roce(f, q));
+            }), p.payload.size());
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,5 +117,6 @@ int main(int argc, char** argv) {
     }
     run(64, iters / 9 + 1);
     run(4096, iters / 90 + 1);
+    crc_table();
     return 0;
 }

@@ -99,6 +99,19 @@ std::uint64_t iommu::mapped_bytes() const {
 
 // --- device accesses -------------------------------------------------------------------
 
+namespace {
+
+// A device write moves `buf` to host memory, a read host memory to `buf`.
+inline void move_bytes(std::byte* host, std::byte* buf, std::size_t len, bool write) noexcept {
+    if (write) {
+        std::memcpy(host, buf, len);
+    } else {
+        std::memcpy(buf, host, len);
+    }
+}
+
+}  // namespace
+
 inline std::size_t iommu::find(std::uint64_t iova) const noexcept {
     std::atomic<std::uint32_t>* set = &hints_[hint_set(iova) * kHintWays];
     if (const std::uint32_t i = set[0].load(std::memory_order_relaxed); holds(i, iova)) return i;
@@ -127,12 +140,7 @@ bool iommu::copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write
             if (!holds(i, iova)) continue;
             const entry& e = maps_[i];
             if (!(write ? e.writable : e.readable) || len > e.end - iova) break;
-            std::byte* host = e.vaddr + (iova - e.iova);
-            if (write) {
-                std::memcpy(host, buf, len);
-            } else {
-                std::memcpy(buf, host, len);
-            }
+            move_bytes(e.vaddr + (iova - e.iova), buf, len, write);
             return true;
         }
     }
@@ -150,12 +158,7 @@ bool iommu::copy_slow(std::uint64_t iova, std::byte* buf, std::size_t len, bool 
         if (i != maps_.size() && (write ? maps_[i].writable : maps_[i].readable)) {
             const entry& e = maps_[i];
             if (len <= e.end - iova) {
-                std::byte* host = e.vaddr + (iova - e.iova);
-                if (write) {
-                    std::memcpy(host, buf, len);
-                } else {
-                    std::memcpy(buf, host, len);
-                }
+                move_bytes(e.vaddr + (iova - e.iova), buf, len, write);
                 return true;
             }
             if (copy_pieces(i, iova, buf, len, write)) return true;
@@ -183,12 +186,7 @@ bool iommu::copy_pieces(std::size_t first, std::uint64_t iova, std::byte* buf, s
         const entry& e = maps_[j];
         const std::uint64_t a = iova + done;
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(len - done, e.end - a));
-        std::byte* host = e.vaddr + (a - e.iova);
-        if (write) {
-            std::memcpy(host, buf + done, n);
-        } else {
-            std::memcpy(buf + done, host, n);
-        }
+        move_bytes(e.vaddr + (a - e.iova), buf + done, n, write);
         done += n;
     }
     return true;
