@@ -4,12 +4,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -258,31 +255,16 @@ public:
     }
 
     bool receive(std::vector<std::byte>& frame) override {
-        // Every datagram waiting (up to kBatch) comes in with one system call, into
-        // buffers of our own, so that an idle poll (nothing waiting) touches no memory:
-        // resizing `frame` to the largest datagram would zero it each time.
-        if (next_ == got_) {
-            next_ = got_ = 0;
-            for (std::size_t i = 0; i < kBatch; ++i) {
-                iov_[i] = {buf_.get() + i * kMaxDatagram, kMaxDatagram};
-                msgs_[i] = {};
-                msgs_[i].msg_hdr.msg_iov = &iov_[i];
-                msgs_[i].msg_hdr.msg_iovlen = 1;
-            }
-            const int n = ::recvmmsg(fd_, msgs_.data(), kBatch, MSG_DONTWAIT, nullptr);
-            if (n <= 0) return false;
-            got_ = static_cast<std::size_t>(n);
-        }
-        const std::byte* at = buf_.get() + next_ * kMaxDatagram;
-        frame.assign(at, at + std::min<std::size_t>(msgs_[next_].msg_len, kMaxDatagram));
-        ++next_;
+        // Into a buffer of our own, so that an idle poll (nothing waiting) touches no
+        // memory: resizing `frame` to the largest datagram would zero it each time.
+        const ssize_t n = ::recv(fd_, buf_.get(), kMaxDatagram, MSG_DONTWAIT);
+        if (n < 0) return false;
+        frame.assign(buf_.get(), buf_.get() + n);
         return true;
     }
 
 private:
     static constexpr std::size_t kMaxDatagram = 16384;
-    // Linux queues at most net.unix.max_dgram_qlen (10 by default) per socket.
-    static constexpr std::size_t kBatch = 16;
 
     enum class result { sent, full, lost };
     result send_to(const std::string& name, std::span<const std::byte> frame) {
@@ -327,10 +309,7 @@ private:
         sockaddr_un addr;
         socklen_t len = 0;
     } last_;  // the last unicast destination
-    std::unique_ptr<std::byte[]> buf_ = std::make_unique<std::byte[]>(kMaxDatagram * kBatch);
-    std::array<iovec, kBatch> iov_{};
-    std::array<mmsghdr, kBatch> msgs_{};
-    std::size_t next_ = 0, got_ = 0;  // the datagrams of the last recvmmsg taken, and received
+    std::unique_ptr<std::byte[]> buf_ = std::make_unique<std::byte[]>(kMaxDatagram);
 };
 
 }  // namespace
