@@ -27,15 +27,13 @@ void model_thread::serve(device* d) {
     callers_.fetch_sub(1);
     devices_.push_back(d);
     if (running_) return;
-    // A thread that stopped serving (its last function dropped) may still be on its way out.
-    if (thread_.joinable()) {
-        lock.unlock();
-        thread_.join();
-        lock.lock();
-        if (running_) return;
-    }
+    // A thread that stopped serving (its last function dropped) has left its loop but may
+    // still be on its way out: it is joined here, after the new one started.
+    std::thread old = std::move(thread_);
     running_ = true;
     thread_ = std::thread([this] { run(); });
+    lock.unlock();
+    if (old.joinable()) old.join();
 }
 
 void model_thread::drop(device* d) {
