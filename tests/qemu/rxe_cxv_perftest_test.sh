@@ -129,6 +129,9 @@ n=$(grep -c '^data checked: ok$' "$work/peer.out")
 n=$(grep -c 'Latency Test' "$work/G.out")
 ((n == runs)) || fail "the guest started $n of its $runs perftest runs"
 results=$((guest_clients ? 4 : 1))
-n=$(grep -cE "^\[G\] +[0-9]+ +$iters +[0-9.]+ " "$work/G.out")
+# perftest prints "inf" for the times when it cannot calibrate the guest's CPU clock
+# ("Correlation coefficient r^2 ... < 0.9", on a loaded host); the row still says that the
+# run completed its iterations, and the data were checked above.
+n=$(grep -cE "^\[G\] +[0-9]+ +$iters +([0-9.]+|inf) " "$work/G.out")
 ((n == results)) || fail "the guest reported $n of its $results latency results"
 echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"
