@@ -48,21 +48,21 @@ struct node {
     std::uint16_t lid = 0;
 };
 
-std::unique_ptr<node> open_node(const char* bdf) {
+std::unique_ptr<node> open_node(const char* bdf, int cqes = 4096) {
     auto n = std::make_unique<node>();
     n->dev = must(cxv::device::open(bdf));
     n->pd = must(n->dev->alloc_pd());
     n->mr = must(cxv::mr::create(n->pd, n->buf.data(), n->buf.size(), cxv::access_local_write));
-    n->cq = must(cxv::cq::create(*n->dev, 4096));
+    n->cq = must(cxv::cq::create(*n->dev, cqes));
     n->lid = must(n->dev->port(1)).lid;
     return n;
 }
 
-std::shared_ptr<cxv::qp> make_qp(node& n) {
+std::shared_ptr<cxv::qp> make_qp(node& n, std::uint32_t recv_wrs = 512) {
     cxv::qp::attr a;
     a.domain = n.pd;
     a.send_cq = a.recv_cq = n.cq;
-    a.cap = {512, 512, 1, 1, 64};
+    a.cap = {512, recv_wrs, 1, 1, 64};
     a.doorbell = cxv::doorbell_mode::blueflame;
     return must(cxv::qp::create(*n.dev, a));
 }
@@ -188,6 +188,7 @@ double pingpong(node& a, node& b, unsigned iters, unsigned rounds) {
 // --- two processes ---------------------------------------------------------------------
 
 bool g_yield_when_idle = std::thread::hardware_concurrency() < 4;
+constexpr std::uint32_t kCrossProcessReceives = 8192;
 
 void publish(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp";
@@ -233,8 +234,11 @@ void take_receives(node& n, cxv::qp& q, unsigned count, unsigned& used) {
 }
 
 int cross_process(const std::string& role, const std::string& oob, const std::string& bdf, bool shortrun) {
-    auto n = open_node(bdf.c_str());
-    auto q = make_qp(*n);
+    // Room for every receive to complete unpolled, and the sends.
+    auto n = open_node(bdf.c_str(), static_cast<int>(2 * kCrossProcessReceives));
+    // Receives for ~32 ms of the stream: the receiving application may wait that long for
+    // a core on a 2-core machine, and an empty RQ means RNR NAKs and go-back-N.
+    auto q = make_qp(*n, kCrossProcessReceives);
     publish(oob + "/" + role, std::to_string(q->qpn()) + " " + std::to_string(n->lid));
     unsigned peer_qpn = 0, peer_lid = 0;
     if (std::sscanf(await_file(oob + "/" + (role == "server" ? "client" : "server")).c_str(), "%u %u", &peer_qpn,
@@ -252,7 +256,7 @@ int cross_process(const std::string& role, const std::string& oob, const std::st
             return 1;
         }
     }
-    post_recvs(*q, *n, 512);
+    post_recvs(*q, *n, kCrossProcessReceives);
     unsigned used = 0;
     const unsigned iters = shortrun ? 500 : 5000, rounds = shortrun ? 3 : 7;
     const unsigned messages = shortrun ? 20000 : 200000;
