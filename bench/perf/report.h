@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cxv::perf {
@@ -37,6 +38,10 @@ struct run_config {
     bool report_gbits = false;
     int gid_index = -1;         // -1: none (InfiniBand LIDs)
     bool server = false;        // this side is the server
+    // Added with the report library (perftest prints them for these tests only):
+    unsigned out_reads = 0;     // read/atomic tests: "Outstand reads" (perftest's -o)
+    std::string atomic_type;    // atomic tests: "FETCH_AND_ADD" or "CMP_AND_SWAP"
+    bool relaxed_ordering = false;  // "PCIe relax order": memory keys with relaxed ordering
 };
 
 // One size of a latency test. samples[i] is iteration i's time in TSC ticks, warm-up
@@ -65,7 +70,10 @@ struct latency_figures {
     std::uint64_t iterations = 0;
     double min = 0, max = 0, typical = 0, avg = 0, stdev = 0;  // typical: the median
     double p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0;
+    bool round_trip_halved = false;  // added: the samples were halved round trips
     // Log-bucketed histogram: bucket k counts samples in [lower[k], lower[k+1]) µs.
+    // bucket_lower_us has one element more than bucket_count (the last upper edge);
+    // 8 buckets per power of two, only the non-empty range (see stats.h).
     std::vector<double> bucket_lower_us;
     std::vector<std::uint64_t> bucket_count;
 };
@@ -87,7 +95,14 @@ public:
     // perftest's header block (the dashes, "Send Latency Test", the device, the
     // connection type, the TX/RX depths, the MTU, the local/remote address lines
     // go to print_addresses) and the table's column line. Call once before any row.
+    //
+    // As perftest, the address lines come between the header block and the column line:
+    // the column line (with its dashes) is printed by print_columns(), or by the first
+    // add() if print_columns() was not called, so header, addresses, columns, rows come
+    // out in perftest's order whatever the caller does in between.
     void print_header(std::FILE* out) const;
+    // Added: the dashes and the column line, once (later calls print nothing).
+    void print_columns(std::FILE* out);
     // One address line, as perftest prints "local address: LID 0x01 QPN 0x0011 PSN ..."
     void print_address(std::FILE* out, const char* side, unsigned lid, unsigned qpn, unsigned psn,
                        std::uint64_t rkey, std::uint64_t vaddr, const std::string& gid) const;
@@ -109,16 +124,27 @@ public:
 
     const std::vector<latency_figures>& latency() const { return latency_; }
     const std::vector<bandwidth_figures>& bandwidth() const { return bandwidth_; }
+    const run_config& config() const { return config_; }
 
 private:
     run_config config_;
     std::vector<latency_figures> latency_;
     std::vector<bandwidth_figures> bandwidth_;
+    // Per latency size, the points of its CDF (µs, fraction) for write_plot.
+    std::vector<std::vector<std::pair<double, double>>> cdf_;
+    bool columns_printed_ = false;
 };
+
+// A GID as perftest prints it on its "GID:" line (16 bytes, each as two decimal digits,
+// colon-separated), for print_address's gid argument.
+std::string perftest_gid(const std::uint8_t (&raw)[16]);
 
 // The TSC: read, and its frequency calibrated once against CLOCK_MONOTONIC_RAW
 // (about 50 ms), or taken from the kernel's tsc_khz where available.
 std::uint64_t tsc_now();
 double tsc_calibrate();
+// Added: how tsc_calibrate() got its figure ("sysfs tsc_freq_khz" or
+// "CLOCK_MONOTONIC_RAW over 50 ms"); calibrates first if it has not run yet.
+const char* tsc_calibration_source();
 
 }  // namespace cxv::perf

@@ -1,0 +1,57 @@
+// A small JSON writer for cxv-perf's result file (RFC 8259): objects, arrays, escaped
+// strings, numbers in their shortest round-trip form (non-finite ones as null).
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cxv::perf {
+
+// s as a JSON string literal, quotes included: '"' and '\\' escaped, control characters
+// as \n, \t, ... or \u00XX; other bytes (UTF-8 included) as they are.
+std::string json_string(std::string_view s);
+
+class json_writer {
+public:
+    void begin_object() { open('{'); }
+    void end_object() { close('}'); }
+    void begin_array() { open('['); }
+    void end_array() { close(']'); }
+    // The next value is this member of the enclosing object.
+    void key(std::string_view k);
+
+    void value(std::string_view s) { scalar(json_string(s)); }
+    void value(const char* s) { value(std::string_view(s)); }
+    void value(const std::string& s) { value(std::string_view(s)); }
+    void value(bool b) { scalar(b ? "true" : "false"); }
+    void value(double d);
+    template <std::integral T>
+    void value(T v) {
+        scalar(std::to_string(v));
+    }
+    void null() { scalar("null"); }
+
+    template <class T>
+    void member(std::string_view k, const T& v) {
+        key(k);
+        value(v);
+    }
+
+    // The document so far (complete once every object and array is closed).
+    const std::string& str() const { return out_; }
+
+private:
+    void separate();
+    void scalar(std::string_view text);
+    void open(char c);
+    void close(char c);
+
+    std::string out_;
+    std::vector<bool> empty_;  // per open container: nothing written in it yet
+    bool after_key_ = false;
+};
+
+}  // namespace cxv::perf

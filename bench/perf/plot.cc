@@ -1,0 +1,196 @@
+// report::write_plot: the latency CDF and histogram of every size, drawn by gnuplot.
+//
+// The data and the script go to a fresh directory under /tmp; gnuplot runs there
+// (fork + execv, no shell) with its standard output redirected to the plot file, so
+// no path of the caller's ever appears inside the script (nothing to quote).
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "bench/perf/report.h"
+#include "bench/perf/stats.h"
+
+namespace cxv::perf {
+namespace {
+
+constexpr int kGnuplotTimeoutSeconds = 60;
+
+bool ends_with(const std::string& s, const char* suffix) {
+    const std::size_t n = std::strlen(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// The first executable "gnuplot" on PATH, or "".
+std::string find_gnuplot() {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/bin:/bin";
+    std::size_t start = 0;
+    while (start <= dirs.size()) {
+        std::size_t end = dirs.find(':', start);
+        if (end == std::string::npos) end = dirs.size();
+        std::string dir = dirs.substr(start, end - start);
+        if (dir.empty()) dir = ".";
+        const std::string candidate = dir + "/gnuplot";
+        struct stat st {};
+        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+        start = end + 1;
+    }
+    return {};
+}
+
+// Only letters, digits and a few harmless characters of a caller's string reach the
+// script (in a title).
+std::string plain(const std::string& s) {
+    std::string out;
+    for (char c : s)
+        if (std::isalnum(static_cast<unsigned char>(c)) || std::strchr(" _-.:+/", c)) out += c;
+    return out;
+}
+
+std::string read_small_file(const std::string& path, std::size_t limit) {
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > limit) text.resize(limit);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+}
+
+// Runs gnuplot SCRIPT in DIR, its stdout to OUT_FD, its stderr to DIR/stderr.txt. Bounded
+// in time; returns "" on success, else what went wrong.
+std::string run_gnuplot(const std::string& gnuplot, const std::string& dir, int out_fd) {
+    const std::string err_path = dir + "/stderr.txt";
+    const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (err_fd < 0) return err_path + ": " + std::strerror(errno);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        const int e = errno;
+        ::close(err_fd);
+        return std::string("fork: ") + std::strerror(e);
+    }
+    if (pid == 0) {
+        // Only async-signal-safe calls between fork and exec.
+        if (::chdir(dir.c_str()) != 0 || ::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0)
+            ::_exit(126);
+        char* const argv[] = {const_cast<char*>("gnuplot"), const_cast<char*>("plot.gp"), nullptr};
+        ::execv(gnuplot.c_str(), argv);
+        ::_exit(127);
+    }
+    ::close(err_fd);
+    int status = 0;
+    timespec start{};
+    ::clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        const pid_t r = ::waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) return std::string("waitpid: ") + std::strerror(errno);
+        timespec now{};
+        ::clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > kGnuplotTimeoutSeconds) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            return gnuplot + " did not finish in " + std::to_string(kGnuplotTimeoutSeconds) + " s (killed)";
+        }
+        const timespec pause{0, 5'000'000};
+        ::nanosleep(&pause, nullptr);
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+    std::string what = gnuplot + (WIFEXITED(status) ? " exited with status " + std::to_string(WEXITSTATUS(status))
+                                                    : " was killed by signal " + std::to_string(WTERMSIG(status)));
+    const std::string err = read_small_file(err_path, 2000);
+    if (!err.empty()) what += ": " + err;
+    return what;
+}
+
+}  // namespace
+
+bool report::write_plot(const std::string& path, std::string* error) const {
+    const auto fail = [&](std::string why) {
+        if (error) *error = "plot " + path + ": " + std::move(why);
+        return false;
+    };
+    if (latency_.empty()) return fail("no latency data to plot");
+    const bool svg = ends_with(path, ".svg");
+    if (!svg && !ends_with(path, ".png")) return fail("the file name must end in .svg or .png");
+    const std::string gnuplot = find_gnuplot();
+    if (gnuplot.empty())
+        return fail("gnuplot not found on PATH (Debian: apt-get install gnuplot-nox; tools/setup installs it)");
+
+    char tmpl[] = "/tmp/cxv-plot-XXXXXX";
+    if (!::mkdtemp(tmpl)) return fail(std::string("mkdtemp: ") + std::strerror(errno));
+    const std::string dir = tmpl;
+    struct remove_dir {
+        std::string d;
+        ~remove_dir() {
+            std::error_code ec;
+            std::filesystem::remove_all(d, ec);
+        }
+    } cleanup{dir};
+
+    // Data: one CDF file and one histogram file per size. The histogram is drawn as
+    // steps: each bucket's (lower edge, count), then the last upper edge.
+    for (std::size_t i = 0; i < latency_.size(); ++i) {
+        std::ofstream cdf(dir + "/cdf_" + std::to_string(i) + ".dat");
+        cdf.precision(17);
+        for (const auto& [x, y] : cdf_[i]) cdf << x << ' ' << y << '\n';
+        std::ofstream hist(dir + "/hist_" + std::to_string(i) + ".dat");
+        hist.precision(17);
+        const latency_figures& f = latency_[i];
+        for (std::size_t k = 0; k < f.bucket_count.size(); ++k) hist << f.bucket_lower_us[k] << ' ' << f.bucket_count[k] << '\n';
+        if (!f.bucket_count.empty()) hist << f.bucket_lower_us.back() << ' ' << f.bucket_count.back() << '\n';
+        if (!cdf || !hist) return fail("cannot write the data files in " + dir);
+    }
+
+    std::ostringstream gp;
+    gp << (svg ? "set terminal svg size 1200,500 dynamic background rgb 'white'\n"
+               : "set terminal pngcairo size 1200,500\n");
+    gp << "set output\n";  // standard output: the plot file
+    gp << "set multiplot layout 1,2 title '" << plain(config_.test) << ' ' << plain(config_.connection) << " on "
+       << plain(config_.device) << (config_.model ? " (model)" : "") << "'\n";
+    gp << "set grid\nset logscale x\nset xlabel 'latency [usec]" << (latency_[0].round_trip_halved ? ", half round trip" : "")
+       << "'\n";
+    // A latency of 0 cannot go on a log axis: the lowest bucket's edge 0 is moved up.
+    gp << "set key bottom right\nset ylabel 'fraction of samples <= x'\nset yrange [0:1]\n";
+    const auto plot_all = [&](const char* stem, const char* style) {
+        gp << "plot ";
+        for (std::size_t i = 0; i < latency_.size(); ++i) {
+            if (i) gp << ", ";
+            gp << '\'' << stem << i << ".dat' using ($1 > 0 ? $1 : 1e-3):2 with " << style << " lw 1.5 title '"
+               << latency_[i].bytes << " B'";
+        }
+        gp << '\n';
+    };
+    plot_all("cdf_", "lines");
+    gp << "set key top right\nset ylabel 'samples per bucket (" << kBucketsPerOctave << " per power of two)'\nset autoscale y\n";
+    gp << "set yrange [0:*]\n";
+    plot_all("hist_", "steps");
+    gp << "unset multiplot\n";
+    {
+        std::ofstream script(dir + "/plot.gp");
+        script << gp.str();
+        if (!script) return fail("cannot write " + dir + "/plot.gp");
+    }
+
+    const int out_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0) return fail(std::strerror(errno));
+    const std::string why = run_gnuplot(gnuplot, dir, out_fd);
+    ::close(out_fd);
+    if (!why.empty()) return fail(why);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || st.st_size == 0) return fail(gnuplot + " wrote nothing");
+    return true;
+}
+
+}  // namespace cxv::perf
