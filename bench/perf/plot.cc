@@ -13,6 +13,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -139,30 +140,38 @@ bool report::write_plot(const std::string& path, std::string* error) const {
         }
     } cleanup{dir};
 
-    // Data: one CDF file and one histogram file per size. The histogram is drawn as
-    // steps: each bucket's (lower edge, count), then the last upper edge.
+    // Data: one CDF file and one histogram file per size.
+    //  - The CDF is drawn on a "nines" axis, -log10(1 - F), so that the tail is as
+    //    readable as the body: 1 is the 90th percentile, 2 the 99th, 3 the 99.9th. F is
+    //    taken at the middle of each sample's step ((i + 0.5) / n), which keeps the
+    //    slowest sample finite (at log10(2n)).
+    //  - The histogram is an outline of steps: (first lower edge, 0), then each bucket's
+    //    (lower edge, count), then (last upper edge, last count) and down to 0.
     for (std::size_t i = 0; i < latency_.size(); ++i) {
+        const latency_figures& f = latency_[i];
         std::ofstream cdf(dir + "/cdf_" + std::to_string(i) + ".dat");
         cdf.precision(17);
-        for (const auto& [x, y] : cdf_[i]) cdf << x << ' ' << y << '\n';
+        const double half = 0.5 / static_cast<double>(f.iterations ? f.iterations : 1);
+        for (const auto& [x, y] : cdf_[i]) cdf << x << ' ' << -std::log10(1 - (y - half)) << '\n';
         std::ofstream hist(dir + "/hist_" + std::to_string(i) + ".dat");
         hist.precision(17);
-        const latency_figures& f = latency_[i];
+        if (!f.bucket_count.empty()) hist << f.bucket_lower_us[0] << " 0\n";
         for (std::size_t k = 0; k < f.bucket_count.size(); ++k) hist << f.bucket_lower_us[k] << ' ' << f.bucket_count[k] << '\n';
-        if (!f.bucket_count.empty()) hist << f.bucket_lower_us.back() << ' ' << f.bucket_count.back() << '\n';
+        if (!f.bucket_count.empty()) hist << f.bucket_lower_us.back() << " 0\n";
         if (!cdf || !hist) return fail("cannot write the data files in " + dir);
     }
 
     std::ostringstream gp;
     gp << (svg ? "set terminal svg size 1200,500 dynamic background rgb 'white'\n"
                : "set terminal pngcairo size 1200,500\n");
-    gp << "set output\n";  // standard output: the plot file
+    gp << "set termoption noenhanced\nset output\n";  // standard output: the plot file
     gp << "set multiplot layout 1,2 title '" << plain(config_.test) << ' ' << plain(config_.connection) << " on "
        << plain(config_.device) << (config_.model ? " (model)" : "") << "'\n";
     gp << "set grid\nset logscale x\nset xlabel 'latency [usec]" << (latency_[0].round_trip_halved ? ", half round trip" : "")
        << "'\n";
     // A latency of 0 cannot go on a log axis: the lowest bucket's edge 0 is moved up.
-    gp << "set key bottom right\nset ylabel 'fraction of samples <= x'\nset yrange [0:1]\n";
+    gp << "set key bottom right\nset ylabel 'percentile (CDF, log scale of 1 - F)'\nset yrange [0:*]\n"
+          "set ytics ('0' 0, '50%%' log10(2), '90%%' 1, '99%%' 2, '99.9%%' 3, '99.99%%' 4, '99.999%%' 5, '99.9999%%' 6)\n";
     const auto plot_all = [&](const char* stem, const char* style) {
         gp << "plot ";
         for (std::size_t i = 0; i < latency_.size(); ++i) {
@@ -173,8 +182,8 @@ bool report::write_plot(const std::string& path, std::string* error) const {
         gp << '\n';
     };
     plot_all("cdf_", "lines");
-    gp << "set key top right\nset ylabel 'samples per bucket (" << kBucketsPerOctave << " per power of two)'\nset autoscale y\n";
-    gp << "set yrange [0:*]\n";
+    gp << "set key top right\nset ylabel 'samples per bucket (" << kBucketsPerOctave << " per power of two)'\n";
+    gp << "set yrange [0:*]\nset ytics autofreq\n";
     plot_all("hist_", "steps");
     gp << "unset multiplot\n";
     {
@@ -187,9 +196,14 @@ bool report::write_plot(const std::string& path, std::string* error) const {
     if (out_fd < 0) return fail(std::strerror(errno));
     const std::string why = run_gnuplot(gnuplot, dir, out_fd);
     ::close(out_fd);
-    if (!why.empty()) return fail(why);
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || st.st_size == 0) return fail(gnuplot + " wrote nothing");
+    const std::string problem = !why.empty() ? why
+                                : ::stat(path.c_str(), &st) != 0 || st.st_size == 0 ? gnuplot + " wrote nothing"
+                                                                                      : "";
+    if (!problem.empty()) {
+        ::unlink(path.c_str());  // no half-written plot left behind
+        return fail(problem);
+    }
     return true;
 }
 
