@@ -1,8 +1,10 @@
 // cxv-perf's cost per iteration: one tsc_now() and one sample stored in a preallocated
 // array, what a latency loop adds to every iteration it measures (target: < 20 ns).
 //
-//   overhead                 ns per iteration (median of 9 runs of 10^6) and, when
-//                            valgrind is installed, instructions per iteration (callgrind)
+//   overhead                 ns per iteration (median of 9 runs of 10^6, and the fastest
+//                            of 20000 batches of 1000) of tsc_now() and of tsc.h's inline
+//                            reads and, when valgrind is installed, instructions per
+//                            iteration of tsc_now() (callgrind)
 //   overhead --no-callgrind  ns only
 //   overhead --loop N        run the loop N times (what callgrind counts)
 #include <fcntl.h>
@@ -20,12 +22,47 @@
 #include <vector>
 
 #include "bench/perf/report.h"
+#include "bench/perf/tsc.h"
 
 namespace {
 
 // The measured loop; never inlined, so that callgrind can count exactly it.
 [[gnu::noinline]] void cxv_bench_loop(std::uint64_t* samples, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) samples[i] = cxv::perf::tsc_now();
+}
+// The same with the inline reads of tsc.h (no call), ordered and bare.
+[[gnu::noinline]] void loop_inline_ordered(std::uint64_t* samples, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) samples[i] = cxv::perf::tsc_ordered();
+}
+[[gnu::noinline]] void loop_inline_unordered(std::uint64_t* samples, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) samples[i] = cxv::perf::tsc_unordered();
+}
+
+struct timing {
+    double median_ns, fastest_batch_ns;
+};
+
+double now_ns();
+
+// ns per iteration: the median of 9 runs of 10^6, and the fastest of 20000 batches of
+// 1000 (~25 µs each). On a shared machine other processes' time lands in every long run;
+// the fastest short batch is the loop's own cost.
+timing measure(void (*loop)(std::uint64_t*, std::size_t), std::vector<std::uint64_t>& samples) {
+    loop(samples.data(), samples.size());  // warm up: pages touched, caches, frequency
+    std::vector<double> ns;
+    for (int r = 0; r < 9; ++r) {
+        const double t0 = now_ns();
+        loop(samples.data(), samples.size());
+        ns.push_back((now_ns() - t0) / static_cast<double>(samples.size()));
+    }
+    std::sort(ns.begin(), ns.end());
+    double best = 1e300;
+    for (int b = 0; b < 20000; ++b) {
+        const double t0 = now_ns();
+        loop(samples.data(), 1000);
+        best = std::min(best, (now_ns() - t0) / 1000);
+    }
+    return {ns[4], best};
 }
 
 double now_ns() {
@@ -87,21 +124,22 @@ int main(int argc, char** argv) {
         }
     }
 
-    constexpr std::size_t kIters = 1'000'000;
-    std::vector<std::uint64_t> samples(kIters);
-    cxv_bench_loop(samples.data(), kIters);  // warm up: pages touched, caches, frequency
-    std::vector<double> ns;
-    for (int r = 0; r < 9; ++r) {
-        const double t0 = now_ns();
-        cxv_bench_loop(samples.data(), kIters);
-        ns.push_back((now_ns() - t0) / kIters);
-    }
-    std::sort(ns.begin(), ns.end());
+    std::vector<std::uint64_t> samples(1'000'000);
     const double hz = cxv::perf::tsc_calibrate();
-    const double ticks = static_cast<double>(samples.back() - samples.front()) / (kIters - 1);
-    std::printf("tsc_now() + store: %.2f ns/iteration (median of 9 x %zu; min %.2f, max %.2f); "
-                "%.1f TSC ticks between consecutive stamps at %.4f GHz (%s)\n",
-                ns[4], kIters, ns.front(), ns.back(), ticks, hz / 1e9, cxv::perf::tsc_calibration_source());
+    std::printf("TSC at %.4f GHz (%s)\n", hz / 1e9, cxv::perf::tsc_calibration_source());
+    const struct {
+        const char* name;
+        void (*loop)(std::uint64_t*, std::size_t);
+    } variants[] = {{"tsc_now() (LFENCE; RDTSC, a call)", cxv_bench_loop},
+                    {"tsc_ordered() (LFENCE; RDTSC, inline)", loop_inline_ordered},
+                    {"tsc_unordered() (RDTSC, inline)", loop_inline_unordered}};
+    timing first{};
+    for (const auto& v : variants) {
+        const timing t = measure(v.loop, samples);
+        if (v.loop == cxv_bench_loop) first = t;
+        std::printf("%-40s + store: %6.2f ns/iteration median, %6.2f fastest batch\n", v.name, t.median_ns,
+                    t.fastest_batch_ns);
+    }
     if (callgrind) {
         const double a = callgrind_instructions(argv[0], 1000), b = callgrind_instructions(argv[0], 11000);
         if (a < 0 || b < 0)
@@ -109,6 +147,7 @@ int main(int argc, char** argv) {
         else
             std::printf("tsc_now() + store: %.2f instructions/iteration (callgrind)\n", (b - a) / 10000);
     }
-    std::printf("target: < 20 ns/iteration: %s\n", ns[4] < 20 ? "met" : "NOT met");
+    std::printf("target for tsc_now() + store: < 20 ns/iteration: %s (median), %s (fastest batch)\n",
+                first.median_ns < 20 ? "met" : "NOT met", first.fastest_batch_ns < 20 ? "met" : "NOT met");
     return 0;
 }

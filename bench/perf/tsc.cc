@@ -1,20 +1,4 @@
-// The time stamp counter, cxv-perf's clock.
-//
-// tsc_now() reads it as LFENCE; RDTSC (x86 intrinsics). RDTSC alone is not ordered with
-// the instructions before it: the CPU may execute it before earlier loads have completed
-// (Intel SDM vol. 2B, RDTSC: software that needs RDTSC to run only after all previous
-// instructions have executed and all previous loads are globally visible executes LFENCE
-// immediately before it; AMD APM vol. 3: LFENCE is dispatch-serializing, as Linux
-// configures AMD CPUs since 2018). A latency loop stamps right after its poll loop saw a
-// completion; without the fence the stamp could be read, speculatively, before the load
-// that saw the CQE, and the sample would be short. No LFENCE after RDTSC: what follows a
-// stamp in a loop is the next post, whose stores (WQE, doorbell record, doorbell) reach
-// memory only after the RDTSC has retired (x86 never makes a store visible before the
-// instructions ahead of it retire), so they cannot move ahead of it, and a second fence
-// would cost another ~10 ns on every iteration (measured on AMD EPYC: RDTSC alone
-// ~13 ns, LFENCE; RDTSC ~24 ns, LFENCE; RDTSC; LFENCE ~33 ns; bench/perf:overhead).
-// perftest reads a bare RDTSC (its get_cycles()). The TSC must be invariant
-// (constant_tsc and nonstop_tsc in /proc/cpuinfo).
+// The TSC's frequency (how tsc_now() reads it: see tsc.h).
 //
 // tsc_calibrate() takes the frequency from /sys/devices/system/cpu/cpu0/tsc_freq_khz
 // when the kernel exposes it (some distribution kernels do; mainline Linux does not),
@@ -29,26 +13,11 @@
 #include <fstream>
 
 #include "bench/perf/report.h"
-
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
+#include "bench/perf/tsc.h"
 
 namespace cxv::perf {
 
-#if defined(__x86_64__)
-std::uint64_t tsc_now() {
-    _mm_lfence();
-    return __rdtsc();
-}
-#else
-// Elsewhere: CLOCK_MONOTONIC_RAW in nanoseconds, a "TSC" of 1 GHz.
-std::uint64_t tsc_now() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-#endif
+std::uint64_t tsc_now() { return tsc_ordered(); }
 
 namespace {
 

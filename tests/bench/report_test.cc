@@ -376,7 +376,8 @@ TEST_CASE("the JSON file: valid, every figure, the histogram, the whole configur
     CHECK(config->get("gid_index")->number == 3);
     for (const char* key : {"test", "connection", "device", "firmware", "link_layer", "cpu", "tsc_hz", "cxv_version",
                             "model", "port", "mtu", "qps", "tx_depth", "rx_depth", "inline_size", "post_list",
-                            "cq_moderation", "events", "bidirectional", "report_gbits", "gid_index", "server"}) {
+                            "cq_moderation", "events", "bidirectional", "report_gbits", "gid_index", "server",
+                            "out_reads", "atomic_type", "relaxed_ordering"}) {
         INFO(key);
         CHECK(config->get(key));
     }
