@@ -182,6 +182,13 @@ void report::print_columns(std::FILE* out) {
     std::fputs(bw ? (config_.report_gbits ? kBandwidthColumnsGb : kBandwidthColumnsMB) : kLatencyColumns, out);
 }
 
+void report::print_waiting_for_client(std::FILE* out) const {
+    std::fputs("\n************************************\n"
+               "* Waiting for client to connect... *\n"
+               "************************************\n",
+               out);
+}
+
 void report::print_address(std::FILE* out, const char* side, unsigned lid, unsigned qpn, unsigned psn,
                            std::uint64_t rkey, std::uint64_t vaddr, const std::string& gid) const {
     const std::string_view verb = split_test(config_.test).first;

@@ -64,7 +64,9 @@ struct bandwidth_sample_set {
     std::uint64_t min_ticks_per_iteration = 0;
 };
 
-// Figures derived from a latency_sample_set, in microseconds.
+// Figures derived from a latency_sample_set, in microseconds. Every sample counts (perftest
+// drops the two slowest) and percentiles are nearest-rank: report.cc lists where these
+// figures differ from perftest's on purpose.
 struct latency_figures {
     std::size_t bytes = 0;
     std::uint64_t iterations = 0;
@@ -103,6 +105,9 @@ public:
     void print_header(std::FILE* out) const;
     // Added: the dashes and the column line, once (later calls print nothing).
     void print_columns(std::FILE* out);
+    // Added: perftest's banner on a server before the client has connected (printed
+    // before the header block).
+    void print_waiting_for_client(std::FILE* out) const;
     // One address line, as perftest prints "local address: LID 0x01 QPN 0x0011 PSN ..."
     void print_address(std::FILE* out, const char* side, unsigned lid, unsigned qpn, unsigned psn,
                        std::uint64_t rkey, std::uint64_t vaddr, const std::string& gid) const;

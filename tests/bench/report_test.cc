@@ -225,6 +225,16 @@ TEST_CASE("the header block of a send_lat client, as perftest prints it") {
     CHECK(rd.text().find(" GID index") == std::string::npos);
 }
 
+TEST_CASE("the server's banner, as perftest prints it") {
+    report r(client_send_lat());
+    capture out;
+    r.print_waiting_for_client(out.file());
+    CHECK(out.text() == "\n************************************\n* Waiting for client to connect... *\n"
+                        "************************************\n");
+    const auto bin = binary_strings("/usr/bin/ib_send_lat");
+    if (!bin.empty()) CHECK(in_binary(bin, "* Waiting for client to connect... *\n"));
+}
+
 TEST_CASE("address lines, as perftest prints them") {
     const std::uint8_t raw[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 192, 168, 1, 7};
     const std::string gid = perftest_gid(raw);
