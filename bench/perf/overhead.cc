@@ -86,8 +86,14 @@ double callgrind_instructions(const char* self, std::size_t n) {
             ::dup2(null, STDOUT_FILENO);
             ::dup2(null, STDERR_FILENO);
         }
-        const char* argv[] = {"valgrind", "--tool=callgrind", "--toggle-collect=*cxv_bench_loop*", out_arg.c_str(),
-                              self, "--loop", n_arg.c_str(), nullptr};
+        const char* argv[] = {"valgrind",
+                              "--tool=callgrind",
+                              "--toggle-collect=*cxv_bench_loop*",
+                              out_arg.c_str(),
+                              self,
+                              "--loop",
+                              n_arg.c_str(),
+                              nullptr};
         ::execvp("valgrind", const_cast<char* const*>(argv));
         ::_exit(127);
     }
@@ -100,7 +106,8 @@ double callgrind_instructions(const char* self, std::size_t n) {
     std::string line;
     double total = -1;
     while (std::getline(in, line))
-        if (line.rfind("summary:", 0) == 0 || line.rfind("totals:", 0) == 0) total = std::strtod(line.c_str() + line.find(':') + 1, nullptr);
+        if (line.rfind("summary:", 0) == 0 || line.rfind("totals:", 0) == 0)
+            total = std::strtod(line.c_str() + line.find(':') + 1, nullptr);
     ::unlink(out);
     return total;
 }

@@ -156,7 +156,8 @@ bool report::write_plot(const std::string& path, std::string* error) const {
         std::ofstream hist(dir + "/hist_" + std::to_string(i) + ".dat");
         hist.precision(17);
         if (!f.bucket_count.empty()) hist << f.bucket_lower_us[0] << " 0\n";
-        for (std::size_t k = 0; k < f.bucket_count.size(); ++k) hist << f.bucket_lower_us[k] << ' ' << f.bucket_count[k] << '\n';
+        for (std::size_t k = 0; k < f.bucket_count.size(); ++k)
+            hist << f.bucket_lower_us[k] << ' ' << f.bucket_count[k] << '\n';
         if (!f.bucket_count.empty()) hist << f.bucket_lower_us.back() << " 0\n";
         if (!cdf || !hist) return fail("cannot write the data files in " + dir);
     }
@@ -167,8 +168,8 @@ bool report::write_plot(const std::string& path, std::string* error) const {
     gp << "set termoption noenhanced\nset output\n";  // standard output: the plot file
     gp << "set multiplot layout 1,2 title '" << plain(config_.test) << ' ' << plain(config_.connection) << " on "
        << plain(config_.device) << (config_.model ? " (model)" : "") << "'\n";
-    gp << "set grid\nset logscale x\nset xlabel 'latency [usec]" << (latency_[0].round_trip_halved ? ", half round trip" : "")
-       << "'\n";
+    gp << "set grid\nset logscale x\nset xlabel 'latency [usec]"
+       << (latency_[0].round_trip_halved ? ", half round trip" : "") << "'\n";
     // A latency of 0 cannot go on a log axis: the lowest bucket's edge 0 is moved up.
     gp << "set key bottom right\nset ylabel 'percentile (CDF, log scale of 1 - F)'\nset yrange [0:*]\n"
           "set ytics ('0' 0, '50%%' log10(2), '90%%' 1, '99%%' 2, '99.9%%' 3, '99.99%%' 4, '99.999%%' 5, '99.9999%%' 6)\n";
@@ -197,9 +198,9 @@ bool report::write_plot(const std::string& path, std::string* error) const {
     const std::string why = run_gnuplot(gnuplot, dir, out_fd);
     ::close(out_fd);
     struct stat st {};
-    const std::string problem = !why.empty() ? why
+    const std::string problem = !why.empty()                                        ? why
                                 : ::stat(path.c_str(), &st) != 0 || st.st_size == 0 ? gnuplot + " wrote nothing"
-                                                                                      : "";
+                                                                                    : "";
     if (!problem.empty()) {
         ::unlink(path.c_str());  // no half-written plot left behind
         return fail(problem);

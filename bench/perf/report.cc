@@ -26,17 +26,21 @@ namespace cxv::perf {
 namespace {
 
 // perftest's output formats (what a script parsing perftest's output expects).
-constexpr const char* kDashes = "---------------------------------------------------------------------------------------\n";
+constexpr const char* kDashes =
+    "---------------------------------------------------------------------------------------\n";
 constexpr const char* kLatencyColumns =
     " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   "
     "99% percentile[usec]   99.9% percentile[usec] \n";
-constexpr const char* kBandwidthColumnsMB = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n";
-constexpr const char* kBandwidthColumnsGb = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n";
+constexpr const char* kBandwidthColumnsMB =
+    " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n";
+constexpr const char* kBandwidthColumnsGb =
+    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n";
 constexpr const char* kLatencyRow =
     " %-7zu %" PRIu64 "          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n";
 constexpr const char* kBandwidthRow = " %-7zu    %-10" PRIu64 "       %-7.2f            %-7.2f\t\t   %-7.6f\n";
 // perftest's row when reporting Gb/s below 0.1 Gb/s (more decimals).
-constexpr const char* kBandwidthRowSmall = " %-7zu    %" PRIu64 "           %-7.6f            %-7.6f            %-7.6f\n";
+constexpr const char* kBandwidthRowSmall =
+    " %-7zu    %" PRIu64 "           %-7.6f            %-7.6f            %-7.6f\n";
 // Ours: the percentiles perftest lacks, on a line of its own that a perftest parser skips
 // ('#' as in its column line).
 constexpr const char* kPercentileRow =
@@ -183,10 +187,11 @@ void report::print_columns(std::FILE* out) {
 }
 
 void report::print_waiting_for_client(std::FILE* out) const {
-    std::fputs("\n************************************\n"
-               "* Waiting for client to connect... *\n"
-               "************************************\n",
-               out);
+    std::fputs(
+        "\n************************************\n"
+        "* Waiting for client to connect... *\n"
+        "************************************\n",
+        out);
 }
 
 void report::print_address(std::FILE* out, const char* side, unsigned lid, unsigned qpn, unsigned psn,
@@ -194,8 +199,7 @@ void report::print_address(std::FILE* out, const char* side, unsigned lid, unsig
     const std::string_view verb = split_test(config_.test).first;
     std::fprintf(out, " %s address: LID %#04x QPN %#06x PSN %#06x", side, lid, qpn, psn);
     if (verb == "read") std::fprintf(out, " OUT %#04x", config_.out_reads);
-    if (verb == "read" || verb == "write")
-        std::fprintf(out, " RKey %#08" PRIx64 " VAddr %#016" PRIx64, rkey, vaddr);
+    if (verb == "read" || verb == "write") std::fprintf(out, " RKey %#08" PRIx64 " VAddr %#016" PRIx64, rkey, vaddr);
     std::fputc('\n', out);
     if (config_.gid_index >= 0 && !gid.empty()) std::fprintf(out, " GID: %s\n", gid.c_str());
 }

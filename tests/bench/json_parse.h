@@ -94,30 +94,51 @@ private:
             if (i_ >= s_.size()) return fail("bad escape");
             const char e = s_[i_++];
             switch (e) {
-                case '"': *out += '"'; break;
-                case '\\': *out += '\\'; break;
-                case '/': *out += '/'; break;
-                case 'b': *out += '\b'; break;
-                case 'f': *out += '\f'; break;
-                case 'n': *out += '\n'; break;
-                case 'r': *out += '\r'; break;
-                case 't': *out += '\t'; break;
+                case '"':
+                    *out += '"';
+                    break;
+                case '\\':
+                    *out += '\\';
+                    break;
+                case '/':
+                    *out += '/';
+                    break;
+                case 'b':
+                    *out += '\b';
+                    break;
+                case 'f':
+                    *out += '\f';
+                    break;
+                case 'n':
+                    *out += '\n';
+                    break;
+                case 'r':
+                    *out += '\r';
+                    break;
+                case 't':
+                    *out += '\t';
+                    break;
                 case 'u': {
                     if (i_ + 4 > s_.size()) return fail("bad \\u escape");
                     unsigned cp = 0;
                     for (int k = 0; k < 4; ++k) {
                         const char h = s_[i_++];
                         cp <<= 4;
-                        if (digit(h)) cp |= static_cast<unsigned>(h - '0');
-                        else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-                        else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-                        else return fail("bad \\u escape");
+                        if (digit(h))
+                            cp |= static_cast<unsigned>(h - '0');
+                        else if (h >= 'a' && h <= 'f')
+                            cp |= static_cast<unsigned>(h - 'a' + 10);
+                        else if (h >= 'A' && h <= 'F')
+                            cp |= static_cast<unsigned>(h - 'A' + 10);
+                        else
+                            return fail("bad \\u escape");
                     }
                     if (cp >= 0x80) return fail("\\u escape above ASCII (not needed here)");
                     *out += static_cast<char>(cp);
                     break;
                 }
-                default: return fail("bad escape");
+                default:
+                    return fail("bad escape");
             }
         }
     }
@@ -141,7 +162,10 @@ private:
                 if (v->object.count(key)) return fail("duplicate key");
                 if (!value(&v->object[key], depth + 1)) return false;
                 ws();
-                if (i_ < s_.size() && s_[i_] == ',') { ++i_; continue; }
+                if (i_ < s_.size() && s_[i_] == ',') {
+                    ++i_;
+                    continue;
+                }
                 if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
                 return fail("expected ',' or '}'");
             }
@@ -156,7 +180,10 @@ private:
                 v->array.emplace_back();
                 if (!value(&v->array.back(), depth + 1)) return false;
                 ws();
-                if (i_ < s_.size() && s_[i_] == ',') { ++i_; continue; }
+                if (i_ < s_.size() && s_[i_] == ',') {
+                    ++i_;
+                    continue;
+                }
                 if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
                 return fail("expected ',' or ']'");
             }

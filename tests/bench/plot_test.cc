@@ -47,7 +47,8 @@ report two_sizes() {
         latency_sample_set s;
         s.bytes = bytes;
         s.round_trip_halved = true;
-        for (std::uint64_t i = 0; i < 20000; ++i) s.samples.push_back(4000 + bytes + (i * i) % 997 + (i % 1000 == 0 ? 90000 : 0));
+        for (std::uint64_t i = 0; i < 20000; ++i)
+            s.samples.push_back(4000 + bytes + (i * i) % 997 + (i % 1000 == 0 ? 90000 : 0));
         s.samples.push_back(0);
         r.add(null, s);
     }

@@ -96,7 +96,8 @@ const char* const kLatColumns =
     "percentile[usec]   99.9% percentile[usec] ";
 const char* const kBwColumns = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
 const char* const kBwColumnsG = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
-const char* const kLatRow = " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f";
+const char* const kLatRow =
+    " %-7lu %lu          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f";
 const char* const kBwRow = " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t   %-7.6lf";
 
 run_config client_send_lat() {
@@ -168,9 +169,12 @@ TEST_CASE("the header block of a send_lat client, as perftest prints it") {
     const std::vector<line> expected = {
         {kDashes, kDashes},
         {nullptr, "                    Send Latency Test\n"},
-        {" Dual-port       : %s\t\tDevice         : %s\n", format(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", "0000:03:00.0")},
-        {" Number of qps   : %d\t\tTransport type : %s\n", format(" Number of qps   : %d\t\tTransport type : %s\n", 1, "IB")},
-        {" Connection type : %s\t\tUsing SRQ      : %s\n", format(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF")},
+        {" Dual-port       : %s\t\tDevice         : %s\n",
+         format(" Dual-port       : %s\t\tDevice         : %s\n", "OFF", "0000:03:00.0")},
+        {" Number of qps   : %d\t\tTransport type : %s\n",
+         format(" Number of qps   : %d\t\tTransport type : %s\n", 1, "IB")},
+        {" Connection type : %s\t\tUsing SRQ      : %s\n",
+         format(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF")},
         {" PCIe relax order: %s\n", format(" PCIe relax order: %s\n", "OFF")},
         {" ibv_wr* API     : %s\n", format(" ibv_wr* API     : %s\n", "ON")},
         {" TX depth        : %d\n", format(" TX depth        : %d\n", 1)},
@@ -229,8 +233,9 @@ TEST_CASE("the server's banner, as perftest prints it") {
     report r(client_send_lat());
     capture out;
     r.print_waiting_for_client(out.file());
-    CHECK(out.text() == "\n************************************\n* Waiting for client to connect... *\n"
-                        "************************************\n");
+    CHECK(out.text() ==
+          "\n************************************\n* Waiting for client to connect... *\n"
+          "************************************\n");
     const auto bin = binary_strings("/usr/bin/ib_send_lat");
     if (!bin.empty()) CHECK(in_binary(bin, "* Waiting for client to connect... *\n"));
 }
@@ -269,8 +274,8 @@ TEST_CASE("latency rows: perftest's format, parsed back into the figures, then t
         const latency_figures& f = r.latency()[i];
         const std::string& row = l[2 + 2 * i];
         // The row perftest's own format prints for these figures.
-        CHECK(row == format(kLatRow, static_cast<unsigned long>(f.bytes), static_cast<unsigned long>(f.iterations), f.min,
-                            f.max, f.typical, f.avg, f.stdev, f.p99, f.p999));
+        CHECK(row == format(kLatRow, static_cast<unsigned long>(f.bytes), static_cast<unsigned long>(f.iterations),
+                            f.min, f.max, f.typical, f.avg, f.stdev, f.p99, f.p999));
         unsigned long bytes = 0, iters = 0;
         double v[7];
         REQUIRE(std::sscanf(row.c_str(), "%lu %lu %lf %lf %lf %lf %lf %lf %lf", &bytes, &iters, &v[0], &v[1], &v[2],
@@ -278,7 +283,8 @@ TEST_CASE("latency rows: perftest's format, parsed back into the figures, then t
         CHECK(bytes == f.bytes);
         CHECK(iters == 1000);
         const double want[7] = {f.min, f.max, f.typical, f.avg, f.stdev, f.p99, f.p999};
-        for (int k = 0; k < 7; ++k) CHECK(v[k] == doctest::Approx(want[k]).epsilon(0).scale(0).epsilon(0.00501 / std::max(want[k], 1e-9)));
+        for (int k = 0; k < 7; ++k)
+            CHECK(v[k] == doctest::Approx(want[k]).epsilon(0).scale(0).epsilon(0.00501 / std::max(want[k], 1e-9)));
         // Samples (1000*(bytes+1) + 3k) ticks at 2 GHz, halved: min = 250*(bytes+1) ns.
         CHECK(f.min == doctest::Approx(0.25 * static_cast<double>(bytes + 1)));
         CHECK(f.max == doctest::Approx(0.25 * static_cast<double>(bytes + 1) + 999 * 3 / 4e3));
@@ -286,7 +292,8 @@ TEST_CASE("latency rows: perftest's format, parsed back into the figures, then t
         const std::string& pct = l[3 + 2 * i];
         unsigned long pbytes = 0;
         double p[6];
-        REQUIRE(std::sscanf(pct.c_str(), " # cxv percentiles[usec] %lu bytes: p50=%lf p90=%lf p99=%lf p99.9=%lf p99.99=%lf max=%lf",
+        REQUIRE(std::sscanf(pct.c_str(),
+                            " # cxv percentiles[usec] %lu bytes: p50=%lf p90=%lf p99=%lf p99.9=%lf p99.99=%lf max=%lf",
                             &pbytes, &p[0], &p[1], &p[2], &p[3], &p[4], &p[5]) == 7);
         CHECK(pbytes == f.bytes);
         const double pw[6] = {f.p50, f.p90, f.p99, f.p999, f.p9999, f.max};
@@ -384,10 +391,11 @@ TEST_CASE("the JSON file: valid, every figure, the histogram, the whole configur
     CHECK(config->get("tsc_hz")->number == 2e9);
     CHECK(config->get("model")->boolean);
     CHECK(config->get("gid_index")->number == 3);
-    for (const char* key : {"test", "connection", "device", "firmware", "link_layer", "cpu", "tsc_hz", "cxv_version",
-                            "model", "port", "mtu", "qps", "tx_depth", "rx_depth", "inline_size", "post_list",
-                            "cq_moderation", "events", "bidirectional", "report_gbits", "gid_index", "server",
-                            "out_reads", "atomic_type", "relaxed_ordering"}) {
+    for (const char* key : {"test",      "connection",    "device",      "firmware",      "link_layer",
+                            "cpu",       "tsc_hz",        "cxv_version", "model",         "port",
+                            "mtu",       "qps",           "tx_depth",    "rx_depth",      "inline_size",
+                            "post_list", "cq_moderation", "events",      "bidirectional", "report_gbits",
+                            "gid_index", "server",        "out_reads",   "atomic_type",   "relaxed_ordering"}) {
         INFO(key);
         CHECK(config->get(key));
     }
@@ -402,9 +410,9 @@ TEST_CASE("the JSON file: valid, every figure, the histogram, the whole configur
         CHECK(j.get("iterations")->number == f.iterations);
         CHECK(j.get("round_trip_halved")->boolean == f.round_trip_halved);
         const std::pair<const char*, double> figures[] = {
-            {"t_min_us", f.min}, {"t_max_us", f.max}, {"t_typical_us", f.typical}, {"t_avg_us", f.avg},
-            {"t_stdev_us", f.stdev}, {"p50_us", f.p50}, {"p90_us", f.p90}, {"p99_us", f.p99},
-            {"p99_9_us", f.p999}, {"p99_99_us", f.p9999}};
+            {"t_min_us", f.min},     {"t_max_us", f.max},   {"t_typical_us", f.typical}, {"t_avg_us", f.avg},
+            {"t_stdev_us", f.stdev}, {"p50_us", f.p50},     {"p90_us", f.p90},           {"p99_us", f.p99},
+            {"p99_9_us", f.p999},    {"p99_99_us", f.p9999}};
         for (const auto& [key, value] : figures) {
             INFO(key);
             REQUIRE(j.get(key));

@@ -111,9 +111,8 @@ TEST_CASE("histogram: counts sum to the samples, each sample in its bucket, only
         CHECK(h.count.back() > 0);
         // Brute force: count the samples inside each bucket's edges.
         for (std::size_t k = 0; k < h.count.size(); ++k) {
-            const auto inside = std::count_if(v.begin(), v.end(), [&](double x) {
-                return x >= h.lower_us[k] && x < h.lower_us[k + 1];
-            });
+            const auto inside = std::count_if(v.begin(), v.end(),
+                                              [&](double x) { return x >= h.lower_us[k] && x < h.lower_us[k + 1]; });
             CHECK(static_cast<std::uint64_t>(inside) == h.count[k]);
         }
     }
