@@ -109,7 +109,7 @@ std::vector<double> sorted_us(const latency_sample_set& s, double tsc_hz) {
 
 latency_figures compute_latency(const latency_sample_set& s, double tsc_hz) {
     latency_figures f = figures_from_sorted(s.bytes, sorted_us(s, tsc_hz), s.round_trip_halved);
-    f.iterations = s.samples.size();
+    f.iterations = s.iterations ? s.iterations : s.samples.size();
     return f;
 }
 
@@ -207,7 +207,7 @@ void report::print_address(std::FILE* out, const char* side, unsigned lid, unsig
 void report::add(std::FILE* out, const latency_sample_set& s) {
     const std::vector<double> us = sorted_us(s, config_.tsc_hz);
     latency_figures f = figures_from_sorted(s.bytes, us, s.round_trip_halved);
-    f.iterations = s.samples.size();
+    f.iterations = s.iterations ? s.iterations : s.samples.size();
     cdf_.push_back(cdf_points(us, 2000));
     print_columns(out);
     std::fprintf(out, kLatencyRow, f.bytes, f.iterations, f.min, f.max, f.typical, f.avg, f.stdev, f.p99, f.p999);

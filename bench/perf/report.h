@@ -51,6 +51,10 @@ struct latency_sample_set {
     std::size_t bytes = 0;
     std::vector<std::uint64_t> samples;
     bool round_trip_halved = false;
+    // Added: the "#iterations" column; 0 means samples.size(). perftest prints the
+    // iterations it ran (-n), one more than the samples of a ping-pong (the differences
+    // of consecutive stamps).
+    std::uint64_t iterations = 0;
 };
 
 // One size of a bandwidth test: iterations completed, the time they took (TSC ticks,

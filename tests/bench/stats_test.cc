@@ -145,6 +145,8 @@ TEST_CASE("compute_latency: ticks to µs, halved round trips, every figure") {
 
     s.round_trip_halved = false;
     CHECK(compute_latency(s, 1e9).min == doctest::Approx(1.0));
+    s.iterations = 1001;  // as perftest: the iterations run, one more than the samples
+    CHECK(compute_latency(s, 1e9).iterations == 1001);
     CHECK(compute_latency(s, 2e9).min == doctest::Approx(0.5));
 }
 
