@@ -39,6 +39,7 @@ struct counters {
     std::uint64_t send_doorbells = 0;
     std::uint64_t stray_doorbells = 0;   // for no QP, or on a UAR page not the QP's
     std::uint64_t bf_copies_used = 0;    // WQEs executed from their BlueFlame copy
+    std::uint64_t bf_copies_torn = 0;    // copies carrying an earlier WQE's control bytes (ring used)
     std::uint64_t wqes = 0;
     std::uint64_t packets_sent = 0;
     std::uint64_t packets_received = 0;

@@ -155,6 +155,11 @@ private:
     struct wqe_exec;
     void sq_progress(qp_object& qp);
     bool execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs);
+    bool stale_bf_control(const qp_object& qp, std::uint64_t base, std::uint32_t mask, std::uint32_t at,
+                          const std::byte* copy8);
+    // How far back (in WQE-BBs) a BlueFlame copy's control bytes are looked for among the
+    // ring's WQEs posted before it: see stale_bf_control().
+    static constexpr std::uint32_t kBfStaleWindow = 64;
     bool exec_send(wqe_exec& e);
     bool exec_rdma_write(wqe_exec& e);
     bool exec_rdma_read(wqe_exec& e);

@@ -230,6 +230,35 @@ struct transport_engine::wqe_exec {
     std::uint64_t total = 0;
 };
 
+// A BlueFlame copy whose control flags, signature or immediate (bytes 8-15 of the control
+// segment) differ from the ring's: a card executes the copy as written, but the model sees
+// the register as memory, not as write bursts. When the driver writes a register half
+// twice before the model thread reads it, the burst it missed is still in the half's later
+// bytes, and the new burst's first 8 bytes may be read before the rest of it is written:
+// the copy then names this WQE but carries an earlier WQE's bytes 8-15 (a lost CQ_UPDATE,
+// a wrong immediate). Such a copy is told by those bytes equalling the ring's control
+// segment of one of the WQEs posted just before (the bursts that can still be in the
+// half); the ring's then execute, as a card does when it fetches a WQE from memory. A
+// driver whose copy deliberately differs from its ring (the write-combining self-test's
+// CQ_UPDATE) matches none of them.
+bool transport_engine::stale_bf_control(const qp_object& qp, std::uint64_t base, std::uint32_t mask,
+                                        std::uint32_t at, const std::byte* copy8) {
+    const std::uint32_t window = std::min<std::uint32_t>(mask + 1, kBfStaleWindow);
+    for (std::uint32_t back = 1; back < window; ++back) {
+        const std::uint32_t bb = at - back;
+        std::array<std::byte, 16> c;
+        if (!wq_read(qp, base + std::uint64_t{bb & mask} * 64, c.data(), c.size())) return true;
+        hw::wqe_ctrl_seg ctrl;
+        std::memcpy(&ctrl, c.data(), sizeof(ctrl));
+        // A control segment of this QP at its own position, with the copy's bytes 8-15.
+        if (hw::ctrl_wqe_index(ctrl) == static_cast<std::uint16_t>(bb) && hw::ctrl_qpn(ctrl) == qp.qpn &&
+            std::memcmp(c.data() + 8, copy8, 8) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 // Executes the WQE at WQE-BB counter `at`. False (and bbs 0) when it must wait (a fence
 // on earlier reads) or the QP failed; true when the WQE was taken (sq_fetched moves past
 // it), with its size in bbs.
@@ -257,9 +286,15 @@ bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_
     if (x.bf_len != 0 && x.bf_index == static_cast<std::uint16_t>(at)) {
         if (e.size >= 16 && x.bf_len >= e.size && std::memcmp(x.bf.data(), e.w.data(), 8) == 0 &&
             std::memcmp(x.bf.data() + 16, e.w.data() + 16, e.size - 16) == 0) {
-            std::memcpy(e.w.data() + 8, x.bf.data() + 8, 8);
-            std::memcpy(&e.ctrl, e.w.data(), sizeof(e.ctrl));
-            trace_.update([](counters& t) { ++t.bf_copies_used; });
+            if (std::memcmp(x.bf.data() + 8, e.w.data() + 8, 8) == 0) {
+                trace_.update([](counters& t) { ++t.bf_copies_used; });
+            } else if (stale_bf_control(qp, base, mask, at, x.bf.data() + 8)) {
+                trace_.update([](counters& t) { ++t.bf_copies_torn; });
+            } else {
+                std::memcpy(e.w.data() + 8, x.bf.data() + 8, 8);
+                std::memcpy(&e.ctrl, e.w.data(), sizeof(e.ctrl));
+                trace_.update([](counters& t) { ++t.bf_copies_used; });
+            }
         }
         x.bf_len = 0;
     }

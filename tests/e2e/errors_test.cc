@@ -246,3 +246,47 @@ TEST_CASE("the device acts on a doorbell after the record, and on nothing less")
     CHECK(wc.status == IBV_WC_SUCCESS);
     CHECK(wc.qp_num == o.qpn());
 }
+
+// The model sees a BlueFlame register as memory: when the driver writes a half twice before
+// the device reads it, the later bytes of the burst it missed can be read with the next
+// burst's first 8. Such a copy carries an earlier WQE's control bytes (here: no CQ_UPDATE)
+// and must not execute; the ring's WQE does, and its completion comes.
+TEST_CASE("a BlueFlame copy carrying an earlier WQE's control bytes: the ring's WQE executes") {
+    auto n = make_node("0000:c5:00.0");
+    auto q = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
+    auto peer = make_qp(*n, qp_type::rc, {16, 16, 1, 1, 0});
+    connect_qps(*q, *peer, *n);
+    const auto& o = *q->object();
+    auto* bb = reinterpret_cast<hw::wqe_ctrl_seg*>(o.sq());
+    // NOP 0 unsignaled, NOP 1 signaled, in the ring.
+    hw::set_ctrl_seg(bb[0], 0, hw::wqe_opcode::NOP, 0, o.qpn(), 1, hw::fm_ce_se(hw::fence_mode::none, false, false));
+    auto* ctrl1 = reinterpret_cast<hw::wqe_ctrl_seg*>(o.sq() + hw::send_wqe_bb);
+    hw::set_ctrl_seg(*ctrl1, 1, hw::wqe_opcode::NOP, 0, o.qpn(), 1, hw::fm_ce_se(hw::fence_mode::none, true, false));
+    auto* dbr = reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record());
+    std::byte* reg = n->dev->hca().device().bar0().base() + std::size_t{o.bf().uar} * hw::uar_page_size + o.bf().offset;
+    const std::size_t other = o.bf().size / 2;
+    const auto store = [&](std::size_t at, const void* from) {
+        std::uint64_t v;
+        std::memcpy(&v, from, 8);
+        *reinterpret_cast<volatile std::uint64_t*>(reg + at) = v;
+    };
+    // The burst of NOP 0 in half 0, all but its first 8 bytes (those the next burst
+    // overwrote before the device looked): the device sees no doorbell there.
+    alignas(64) std::byte burst0[hw::send_wqe_bb] = {};
+    std::memcpy(burst0, &bb[0], sizeof(hw::wqe_ctrl_seg));
+    for (std::size_t q8 = 8; q8 < sizeof(burst0); q8 += 8) store(q8, burst0 + q8);
+    // NOP 0 rung with an 8-byte doorbell on the other half: it executes (no completion).
+    dbr->snd_counter = hw::be32::from(1);
+    store(other, &bb[0]);
+    expect_no_wc(*n->cq, std::chrono::milliseconds(50));
+    // NOP 1's first 8 bytes in half 0: a whole-looking copy with NOP 0's flags.
+    dbr->snd_counter = hw::be32::from(2);
+    store(0, ctrl1);
+    ibv_wc wc;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int got = 0;
+    while (got == 0 && std::chrono::steady_clock::now() < end) got = n->cq->poll(1, &wc);
+    REQUIRE(got == 1);
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.qp_num == o.qpn());
+}
