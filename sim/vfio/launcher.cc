@@ -111,13 +111,18 @@ std::string absolute(const std::string& path) {
     return std::string(cwd) + "/" + path;
 }
 
-// The next place on the fabric of `dir`: a counter in DIR/.fabric-index, taken under a
-// lock so that processes starting together get distinct places. The directory is made
-// if missing.
-cxv::result<unsigned> take_fabric_index(const std::string& dir) {
+// The fabric's directory, made if missing (by every process that starts on it: several
+// may start together, each with its place given).
+cxv::status make_fabric_dir(const std::string& dir) {
     if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
         return cxv::error{errno, fmt::format("fabric {}: {}", dir, std::strerror(errno))};
     }
+    return cxv::ok_status();
+}
+
+// The next place on the fabric of `dir`: a counter in DIR/.fabric-index, taken under a
+// lock so that processes starting together get distinct places.
+cxv::result<unsigned> take_fabric_index(const std::string& dir) {
     const std::string path = dir + "/.fabric-index";
     const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return cxv::error{errno, fmt::format("fabric {}: {}: {}", dir, path, std::strerror(errno))};
@@ -227,6 +232,9 @@ int main(int argc, char** argv) {
     const bool index_given = std::any_of(given.begin(), given.end(), [](const auto& kv) {
         return kv.first == "fabric_index";
     }) || std::getenv(environment_name("fabric_index").c_str()) != nullptr;
+    if (verb == "run" && !opts.model.fabric_dir.empty()) {
+        if (auto made = make_fabric_dir(opts.model.fabric_dir); !made) return die(made.error().message);
+    }
     if (verb == "run" && !opts.model.fabric_dir.empty() && !index_given) {
         auto index = take_fabric_index(opts.model.fabric_dir);
         if (!index) return die(index.error().message);

@@ -73,6 +73,14 @@ expect_eq "leak report, clean" \
     "cxv-sim: at exit: 0 container, 0 group and 0 device fds open, 0 DMA mappings (0 bytes), 0 BAR mappings: clean" \
     "$(CXV_SIM_LEAK_REPORT=1 "$sim" run -- bash -c 'exec 3</dev/vfio/vfio; exec 3<&-; exit 0' 2>&1 | grep 'at exit')"
 
+# --fabric DIR is made if missing, also when the place on it is given.
+fabric_tmp=$(mktemp -d /tmp/cxv-launcher.XXXXXX)
+expect_eq "fabric dir made, index given" "yes" \
+    "$("$sim" run --fabric "$fabric_tmp/f" --set fabric_index=3 -- sh -c 'test -d "$0" && echo yes' "$fabric_tmp/f")"
+expect_eq "fabric dir made, index taken" "yes" \
+    "$("$sim" run --fabric "$fabric_tmp/g" -- sh -c 'test -d "$0" && echo yes' "$fabric_tmp/g")"
+rm -rf "$fabric_tmp"
+
 # Usage errors exit 2.
 for args in "--bogus" "bogus-subcommand" "run --bogus -- true" "list --devices" "list --port-type token-ring" \
             "list --devices abc" "list --first-bdf nonsense"; do
