@@ -151,6 +151,10 @@ struct ibv_qp *cxv_create_qp_ex(struct ibv_pd *pd, struct ibv_qp_init_attr *attr
 int cxv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 /* The QP's state as the device has it now (it may have moved to ERR on its own). */
 int cxv_query_qp_state(struct ibv_qp *qp, enum ibv_qp_state *state);
+/* ibv_query_qp(3): the state as the device has it now, the capabilities granted at
+ * creation and the attributes set so far with cxv_modify_qp (whatever `attr_mask` asks
+ * for; init_attr gets the creation attributes). */
+int cxv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr);
 int cxv_destroy_qp(struct ibv_qp *qp);
 
 int cxv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
@@ -279,6 +283,13 @@ int cxv_rdma_get_recv_comp(struct ibv_qp *qp, struct ibv_wc *wc);
 
 #ifdef __cplusplus
 }
+
+namespace cxv {
+class device;
+/* The cxv::device (api/cxv.h) under a context of cxv_open_device, for what the C API
+ * does not say (capabilities, firmware commands). */
+device& verbs_device(struct ibv_context *ctx);
+}  // namespace cxv
 #endif
 
 #endif /* CXV_API_CXV_VERBS_H */
