@@ -17,6 +17,7 @@
 #include <string>
 
 #include "api/cxv.h"
+#include "api/verbs_async.h"
 #include "driver/res/cq.h"
 #include "driver/res/pd_mr.h"
 #include "driver/res/qp.h"
@@ -38,6 +39,7 @@ struct c_device : verbs_context {
     std::unique_ptr<cxv::device> dev;
     bool ethernet = false;
     std::atomic<unsigned> objects{0};  // PDs, MRs, AHs, CQs, SRQs, QPs alive
+    std::shared_ptr<api::verbs_async> async;  // shared with the driver's event callback
 };
 struct c_pd : ibv_pd {
     std::shared_ptr<cxv::pd> pd;
@@ -228,11 +230,16 @@ extern "C" {
 
 const char* cxv_last_error(void) { return last_error.c_str(); }
 
+int cxv_get_async_event(ibv_context* ctx, ibv_async_event* event) { return dev_of(ctx)->async->get(event); }
+
 // --- device ------------------------------------------------------------------------------
 
 ibv_context* cxv_open_device(const char* bdf) {
     if (bdf == nullptr) return fail_null<ibv_context>(EINVAL, "cxv_open_device: no PCI address");
-    auto d = cxv::device::open(bdf);
+    auto async = std::make_shared<api::verbs_async>();
+    cxv::device::options o;
+    o.on_event = [async](const cxv::event& e) { async->push(e); };
+    auto d = cxv::device::open(bdf, o);
     if (!d) return fail_null<ibv_context>(d.error());
     auto port = (*d)->port(1);
     if (!port) return fail_null<ibv_context>(port.error());
@@ -254,7 +261,9 @@ ibv_context* cxv_open_device(const char* bdf) {
     ctx.ops.poll_cq = op_poll_cq;
     ctx.ops.req_notify_cq = op_req_notify_cq;
     ctx.cmd_fd = -1;
-    ctx.async_fd = -1;
+    ctx.async_fd = async->fd();
+    c->async = std::move(async);
+    c->async->start();
     ctx.num_comp_vectors = 1;
     pthread_mutex_init(&ctx.mutex, nullptr);
     succeed();
@@ -385,6 +394,7 @@ ibv_cq* cxv_create_cq(ibv_context* ctx, int cqe, void* cq_context) {
     out->handle = q.value()->object()->cqn();
     out->cqe = static_cast<int>(q.value()->object()->entries());
     out->cq = std::move(q).value();
+    dev_of(ctx)->async->add(out->handle, static_cast<ibv_cq*>(out));
     return adopt(out);
 }
 
@@ -392,6 +402,7 @@ int cxv_destroy_cq(ibv_cq* cq) {
     c_cq* q = cq_of(cq);
     if (q->cq.use_count() > 1) return fail(EBUSY, "cxv_destroy_cq: a QP still completes to the CQ");
     if (auto s = q->cq->object()->destroy(); !s) return fail(s.error());
+    dev_of(cq->context)->async->remove_cq(cq->handle);
     return forget(q);
 }
 
@@ -426,6 +437,7 @@ ibv_srq* cxv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     attr->attr.max_wr = s.value()->object()->wqe_count() - 1;
     attr->attr.max_sge = s.value()->object()->max_sge();
     out->srq = std::move(s).value();
+    dev_of(pd->context)->async->add(out->handle, static_cast<ibv_srq*>(out));
     return adopt(out);
 }
 
@@ -441,6 +453,7 @@ int cxv_destroy_srq(ibv_srq* srq) {
     c_srq* s = srq_of(srq);
     if (s->srq.use_count() > 1) return fail(EBUSY, "cxv_destroy_srq: a QP still takes its receives from the SRQ");
     if (auto st = s->srq->object()->destroy(); !st) return fail(st.error());
+    dev_of(srq->context)->async->remove_srq(srq->handle);
     return forget(s);
 }
 
@@ -502,6 +515,7 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     attr->cap.max_recv_sge = attr->srq != nullptr ? 0 : granted.max_recv_sge;
     attr->cap.max_inline_data = granted.max_inline_data;
     out->qp = std::move(q).value();
+    dev_of(pd->context)->async->add(out->qp_num, static_cast<ibv_qp*>(out));
     return adopt(out);
 }
 
@@ -586,6 +600,7 @@ int cxv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
 int cxv_destroy_qp(ibv_qp* qp) {
     c_qp* q = qp_of(qp);
     if (auto s = q->qp->object()->destroy(); !s) return fail(s.error());
+    dev_of(qp->context)->async->remove_qp(qp->qp_num);
     return forget(q);
 }
 
@@ -596,5 +611,7 @@ int cxv_rdma_get_send_comp(ibv_qp* qp, ibv_wc* wc) { return get_comp(qp->send_cq
 int cxv_rdma_get_recv_comp(ibv_qp* qp, ibv_wc* wc) { return get_comp(qp->recv_cq, wc); }
 
 }  // extern "C"
+
+
 
 cxv::device& cxv::verbs_device(ibv_context* ctx) { return *dev_of(ctx)->dev; }

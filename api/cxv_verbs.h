@@ -64,6 +64,12 @@ struct ibv_context *cxv_open_device(const char *bdf);
  * SRQ, MR or AH made on it is alive. */
 int cxv_close_device(struct ibv_context *ctx);
 
+/* ibv_get_async_event(3): the next asynchronous event of the context (port active or
+ * in error, a CQ, QP or SRQ error, an SRQ's limit reached, ...), waiting for one unless
+ * ctx->async_fd (readable while one waits) is O_NONBLOCK: 0, or -1 with errno (EAGAIN).
+ * Events of a queue already destroyed are dropped. */
+int cxv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event);
+
 /* The last failing control call's message on this thread ("" when none failed). */
 const char *cxv_last_error(void);
 

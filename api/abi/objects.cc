@@ -246,7 +246,11 @@ CXV_ABI_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8
     return fail_errno(EOPNOTSUPP);
 }
 
-// --- async events: not delivered yet (cxv_open_device wires no handler) ----------------------
+// --- asynchronous events ------------------------------------------------------------------
 
-CXV_ABI_EXPORT int ibv_get_async_event(ibv_context*, ibv_async_event*) { return fail_errno(EOPNOTSUPP), -1; }
+CXV_ABI_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+    return cxv_get_async_event(context, event);
+}
+// Destroying a queue does not wait for its events' acknowledgement (its later events are
+// dropped instead), so there is nothing to count.
 CXV_ABI_EXPORT void ibv_ack_async_event(ibv_async_event*) {}

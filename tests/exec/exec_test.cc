@@ -64,6 +64,17 @@ TEST_CASE("ibv_devices lists the model's functions as mlx5_N with their node GUI
     }
 }
 
+TEST_CASE("the program's ibv_* imports bind to cxv's library with rdma-core's symbol versions") {
+    const ran r = under_sim({}, {}, {"/usr/bin/env", "LD_DEBUG=bindings", "/usr/bin/ibv_devinfo"});
+    INFO(r.output);
+    CHECK(r.status == 0);
+    for (const char* import : {"`ibv_get_device_list' [IBVERBS_1.1]", "`ibv_open_device' [IBVERBS_1.1]",
+                               "`ibv_query_gid_type' [IBVERBS_PRIVATE_34]", "`ibv_read_sysfs_file' [IBVERBS_1.0]"}) {
+        CHECK_MESSAGE(has(r.output, std::string("api/abi/libibverbs.so.1 [0]: normal symbol ") + import), import);
+    }
+    CHECK(!has(r.output, "linux-gnu/libibverbs.so.1"));  // rdma-core's library is never loaded
+}
+
 TEST_CASE("ibv_devinfo -v shows what a ConnectX of the model's kind shows") {
     SUBCASE("ConnectX-6, InfiniBand") {
         const ran r = under_sim({"--port-type", "ib", "--set", "node_guid=0x0002c90300abcd10", "--set",
@@ -130,4 +141,14 @@ TEST_CASE("verbs cxv does not offer fail with the errno libibverbs documents") {
     }
     CHECK(has(r.output, "ibv_create_cq succeeded -\n"));
     CHECK(has(r.output, "ibv_close_device succeeded -\n"));
+}
+
+TEST_CASE("asynchronous events: an SRQ below its limit gives IBV_EVENT_SRQ_LIMIT_REACHED on async_fd") {
+    for (const char* port_type : {"ib", "eth"}) {
+        CAPTURE(port_type);
+        const ran r = under_sim({"--port-type", port_type}, {}, {env_path("CXV_ASYNC_EVENTS")});
+        INFO(r.output);
+        CHECK(r.status == 0);
+        CHECK(has(r.output, "event SRQ_LIMIT_REACHED srq-matches\n"));
+    }
 }
