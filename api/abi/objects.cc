@@ -89,9 +89,9 @@ CXV_ABI_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
     return ch;
 }
 
-// EBUSY while a CQ uses the channel.
+// EBUSY (returned, as an errno value) while a CQ uses the channel.
 CXV_ABI_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
-    if (channel->refcnt != 0) return fail_errno(EBUSY), -1;
+    if (channel->refcnt != 0) return fail_errno(EBUSY);
     ::close(channel->fd);
     delete channel;
     return 0;

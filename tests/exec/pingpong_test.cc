@@ -4,7 +4,7 @@
 // on InfiniBand they address each other by LID, on RoCE by the GID index given with -g.
 #include <chrono>
 #include <filesystem>
-#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,11 +57,26 @@ pair_result run_pair(const std::string& port_type, const std::string& tool, cons
 
 // "B bytes in S seconds = R Mbit/sec" and "N iters in S seconds = U usec/iter" with the
 // counts the tool prints for `iters` round trips of `size` bytes.
+// (Read word by word: std::regex does not build warning-free under the sanitizers.)
+bool has_line(const std::string& log, unsigned long count, const char* what, const char* unit) {
+    std::istringstream lines(log);
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream w(line);
+        unsigned long n = 0;
+        double seconds = -1, rate = -1;
+        std::string word, in, secs, eq, u;
+        if ((w >> n >> word >> in >> seconds >> secs >> eq >> rate >> u) && n == count && word == what &&
+            in == "in" && secs == "seconds" && eq == "=" && u == unit && seconds >= 0 && rate >= 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void check_report(const std::string& log, unsigned long size, unsigned long iters) {
-    const std::regex bytes(std::to_string(size * iters * 2) + R"( bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec)");
-    const std::regex its(std::to_string(iters) + R"( iters in [0-9.]+ seconds = [0-9.]+ usec/iter)");
-    CHECK(std::regex_search(log, bytes));
-    CHECK(std::regex_search(log, its));
+    CHECK(has_line(log, size * iters * 2, "bytes", "Mbit/sec"));
+    CHECK(has_line(log, iters, "iters", "usec/iter"));
 }
 
 void check_pair(const std::string& port_type, const std::string& tool, std::vector<std::string> args,
