@@ -449,6 +449,16 @@ int cxv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
     return succeed();
 }
 
+int cxv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    const auto& object = srq_of(srq)->srq->object();
+    auto st = object->query();
+    if (!st) return fail(st.error());
+    attr->max_wr = object->wqe_count() - 1;  // as cxv_create_srq granted it
+    attr->max_sge = object->max_sge();
+    attr->srq_limit = st->lwm;
+    return succeed();
+}
+
 int cxv_destroy_srq(ibv_srq* srq) {
     c_srq* s = srq_of(srq);
     if (s->srq.use_count() > 1) return fail(EBUSY, "cxv_destroy_srq: a QP still takes its receives from the SRQ");

@@ -164,7 +164,7 @@ CXV_ABI_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_a
 CXV_ABI_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* srq_attr, int srq_attr_mask) {
     return cxv_modify_srq(srq, srq_attr, srq_attr_mask);
 }
-CXV_ABI_EXPORT int ibv_query_srq(ibv_srq*, ibv_srq_attr*) { return fail_errno(EOPNOTSUPP); }
+CXV_ABI_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* srq_attr) { return cxv_query_srq(srq, srq_attr); }
 CXV_ABI_EXPORT int ibv_destroy_srq(ibv_srq* srq) { return cxv_destroy_srq(srq); }
 
 // --- QP ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 /* Asynchronous events through cxv exec, in a program built against rdma-core: an SRQ
  * whose limit is armed gets IBV_EVENT_SRQ_LIMIT_REACHED from ibv_get_async_event(3) once
  * fewer receives than the limit are left, after sends between two RC QPs of one device.
- * Prints "event SRQ_LIMIT_REACHED srq-matches" and exits 0, or says what failed (exit 1). */
+ * Prints what ibv_query_srq says before and after and "event SRQ_LIMIT_REACHED
+ * srq-matches", and exits 0, or says what failed (exit 1). */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -79,6 +80,9 @@ int main(void) {
     }
     struct ibv_srq_attr limit = {.srq_limit = 4};
     if (ibv_modify_srq(srq, &limit, IBV_SRQ_LIMIT)) FAIL("ibv_modify_srq");
+    struct ibv_srq_attr q;
+    if (ibv_query_srq(srq, &q)) FAIL("ibv_query_srq");
+    printf("srq max_wr>=16 %d max_sge %u limit %u\n", q.max_wr >= 16, q.max_sge, q.srq_limit);
 
     struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
                                   .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1}};
@@ -117,6 +121,9 @@ int main(void) {
     printf("event %s %s\n", ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED ? "SRQ_LIMIT_REACHED" : ibv_event_type_str(ev.event_type),
            ev.element.srq == srq ? "srq-matches" : "srq-differs");
     ibv_ack_async_event(&ev);
+    /* The limit fired, so it is disarmed (ibv_modify_srq(3): the limit event is armed once). */
+    if (ibv_query_srq(srq, &q)) FAIL("ibv_query_srq");
+    printf("srq limit after the event %u\n", q.srq_limit);
 
     ibv_destroy_qp(receiver);
     ibv_destroy_qp(sender);

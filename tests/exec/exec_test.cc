@@ -149,6 +149,8 @@ TEST_CASE("asynchronous events: an SRQ below its limit gives IBV_EVENT_SRQ_LIMIT
         const ran r = under_sim({"--port-type", port_type}, {}, {env_path("CXV_ASYNC_EVENTS")});
         INFO(r.output);
         CHECK(r.status == 0);
+        CHECK(has(r.output, "srq max_wr>=16 1 max_sge 1 limit 4\n"));  // ibv_query_srq, armed
         CHECK(has(r.output, "event SRQ_LIMIT_REACHED srq-matches\n"));
+        CHECK(has(r.output, "srq limit after the event 0\n"));
     }
 }
