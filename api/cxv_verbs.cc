@@ -17,6 +17,7 @@
 #include <string>
 
 #include "api/cxv.h"
+#include "api/verbs_async.h"
 #include "driver/res/cq.h"
 #include "driver/res/pd_mr.h"
 #include "driver/res/qp.h"
@@ -29,11 +30,16 @@ using namespace cxv;
 thread_local std::string last_error;
 
 // The handles: each libibverbs struct as the base of what cxv keeps with it.
-struct c_device : ibv_context {
+// The context handed out is the `context` member of a struct verbs_context, as a
+// provider's is: <infiniband/verbs.h>'s inline extended calls find that struct in front
+// of the ibv_context (verbs_get_ctx()) once abi_compat holds the extended marker, and its
+// ops that are NULL make them fail with EOPNOTSUPP as the man pages say.
+struct c_device : verbs_context {
     ibv_device info{};
     std::unique_ptr<cxv::device> dev;
     bool ethernet = false;
     std::atomic<unsigned> objects{0};  // PDs, MRs, AHs, CQs, SRQs, QPs alive
+    std::shared_ptr<api::verbs_async> async;  // shared with the driver's event callback
 };
 struct c_pd : ibv_pd {
     std::shared_ptr<cxv::pd> pd;
@@ -54,9 +60,13 @@ struct c_srq : ibv_srq {
 struct c_qp : ibv_qp {
     std::shared_ptr<cxv::qp> qp;
     cxv::qp::modify_attr attrs;  // what the caller has set so far
+    bool sig_all = false;
 };
 
-c_device* dev_of(ibv_context* c) { return static_cast<c_device*>(c); }
+c_device* dev_of(ibv_context* c) {
+    return static_cast<c_device*>(
+        reinterpret_cast<verbs_context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context)));
+}
 c_pd* pd_of(ibv_pd* p) { return static_cast<c_pd*>(p); }
 c_cq* cq_of(ibv_cq* c) { return static_cast<c_cq*>(c); }
 c_srq* srq_of(ibv_srq* s) { return static_cast<c_srq*>(s); }
@@ -220,11 +230,16 @@ extern "C" {
 
 const char* cxv_last_error(void) { return last_error.c_str(); }
 
+int cxv_get_async_event(ibv_context* ctx, ibv_async_event* event) { return dev_of(ctx)->async->get(event); }
+
 // --- device ------------------------------------------------------------------------------
 
 ibv_context* cxv_open_device(const char* bdf) {
     if (bdf == nullptr) return fail_null<ibv_context>(EINVAL, "cxv_open_device: no PCI address");
-    auto d = cxv::device::open(bdf);
+    auto async = std::make_shared<api::verbs_async>();
+    cxv::device::options o;
+    o.on_event = [async](const cxv::event& e) { async->push(e); };
+    auto d = cxv::device::open(bdf, o);
     if (!d) return fail_null<ibv_context>(d.error());
     auto port = (*d)->port(1);
     if (!port) return fail_null<ibv_context>(port.error());
@@ -232,22 +247,27 @@ ibv_context* cxv_open_device(const char* bdf) {
     if (c == nullptr) return fail_null<ibv_context>(ENOMEM, "cxv_open_device: out of memory");
     c->dev = std::move(d).value();
     c->ethernet = port->ethernet;
-    c->device = &c->info;
+    ibv_context& ctx = c->context;
+    c->sz = sizeof(verbs_context);
+    ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    ctx.device = &c->info;
     c->info.node_type = IBV_NODE_CA;
     c->info.transport_type = IBV_TRANSPORT_IB;
     std::snprintf(c->info.name, sizeof(c->info.name), "cxv_%s", bdf);
     std::snprintf(c->info.dev_name, sizeof(c->info.dev_name), "%s", bdf);
-    c->ops.post_send = op_post_send;
-    c->ops.post_recv = op_post_recv;
-    c->ops.post_srq_recv = op_post_srq_recv;
-    c->ops.poll_cq = op_poll_cq;
-    c->ops.req_notify_cq = op_req_notify_cq;
-    c->cmd_fd = -1;
-    c->async_fd = -1;
-    c->num_comp_vectors = 1;
-    pthread_mutex_init(&c->mutex, nullptr);
+    ctx.ops.post_send = op_post_send;
+    ctx.ops.post_recv = op_post_recv;
+    ctx.ops.post_srq_recv = op_post_srq_recv;
+    ctx.ops.poll_cq = op_poll_cq;
+    ctx.ops.req_notify_cq = op_req_notify_cq;
+    ctx.cmd_fd = -1;
+    ctx.async_fd = async->fd();
+    c->async = std::move(async);
+    c->async->start();
+    ctx.num_comp_vectors = 1;
+    pthread_mutex_init(&ctx.mutex, nullptr);
     succeed();
-    return c;
+    return &ctx;
 }
 
 int cxv_close_device(ibv_context* ctx) {
@@ -255,7 +275,7 @@ int cxv_close_device(ibv_context* ctx) {
     if (const unsigned n = c->objects.load(); n != 0) {
         return fail(EBUSY, "cxv_close_device: " + std::to_string(n) + " objects of the device are still alive");
     }
-    pthread_mutex_destroy(&c->mutex);
+    pthread_mutex_destroy(&c->context.mutex);
     delete c;  // the HCA is torn down with cxv::device
     return succeed();
 }
@@ -374,6 +394,7 @@ ibv_cq* cxv_create_cq(ibv_context* ctx, int cqe, void* cq_context) {
     out->handle = q.value()->object()->cqn();
     out->cqe = static_cast<int>(q.value()->object()->entries());
     out->cq = std::move(q).value();
+    dev_of(ctx)->async->add(out->handle, static_cast<ibv_cq*>(out));
     return adopt(out);
 }
 
@@ -381,6 +402,7 @@ int cxv_destroy_cq(ibv_cq* cq) {
     c_cq* q = cq_of(cq);
     if (q->cq.use_count() > 1) return fail(EBUSY, "cxv_destroy_cq: a QP still completes to the CQ");
     if (auto s = q->cq->object()->destroy(); !s) return fail(s.error());
+    dev_of(cq->context)->async->remove_cq(cq->handle);
     return forget(q);
 }
 
@@ -415,6 +437,7 @@ ibv_srq* cxv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     attr->attr.max_wr = s.value()->object()->wqe_count() - 1;
     attr->attr.max_sge = s.value()->object()->max_sge();
     out->srq = std::move(s).value();
+    dev_of(pd->context)->async->add(out->handle, static_cast<ibv_srq*>(out));
     return adopt(out);
 }
 
@@ -426,10 +449,21 @@ int cxv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
     return succeed();
 }
 
+int cxv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    const auto& object = srq_of(srq)->srq->object();
+    auto st = object->query();
+    if (!st) return fail(st.error());
+    attr->max_wr = object->wqe_count() - 1;  // as cxv_create_srq granted it
+    attr->max_sge = object->max_sge();
+    attr->srq_limit = st->lwm;
+    return succeed();
+}
+
 int cxv_destroy_srq(ibv_srq* srq) {
     c_srq* s = srq_of(srq);
     if (s->srq.use_count() > 1) return fail(EBUSY, "cxv_destroy_srq: a QP still takes its receives from the SRQ");
     if (auto st = s->srq->object()->destroy(); !st) return fail(st.error());
+    dev_of(srq->context)->async->remove_srq(srq->handle);
     return forget(s);
 }
 
@@ -483,6 +517,7 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     out->qp_num = out->handle = q.value()->qpn();
     out->state = IBV_QPS_RESET;
     out->qp_type = attr->qp_type;
+    out->sig_all = attr->sq_sig_all != 0;
     const auto& granted = q.value()->object()->capabilities();
     attr->cap.max_send_wr = granted.max_send_wr;
     attr->cap.max_recv_wr = attr->srq != nullptr ? 0 : granted.max_recv_wr;
@@ -490,6 +525,7 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     attr->cap.max_recv_sge = attr->srq != nullptr ? 0 : granted.max_recv_sge;
     attr->cap.max_inline_data = granted.max_inline_data;
     out->qp = std::move(q).value();
+    dev_of(pd->context)->async->add(out->qp_num, static_cast<ibv_qp*>(out));
     return adopt(out);
 }
 
@@ -521,9 +557,60 @@ int cxv_query_qp_state(ibv_qp* qp, ibv_qp_state* state) {
     return succeed();
 }
 
+int cxv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+    (void)attr_mask;  // everything known is filled in, as providers do
+    if (attr == nullptr || init_attr == nullptr) return fail(EINVAL, "cxv_query_qp: no attributes");
+    c_qp* q = qp_of(qp);
+    ibv_qp_state state;
+    if (const int r = cxv_query_qp_state(qp, &state); r != 0) return r;
+    std::memset(attr, 0, sizeof(*attr));
+    std::memset(init_attr, 0, sizeof(*init_attr));
+    const cxv::qp::modify_attr& m = q->attrs;
+    attr->qp_state = attr->cur_qp_state = state;
+    attr->path_mtu = static_cast<ibv_mtu>(m.path_mtu);
+    attr->path_mig_state = IBV_MIG_MIGRATED;
+    attr->qkey = m.qkey;
+    attr->rq_psn = m.rq_psn;
+    attr->sq_psn = m.sq_psn;
+    attr->dest_qp_num = m.dest_qpn;
+    attr->qp_access_flags = static_cast<unsigned>(m.access);
+    attr->ah_attr.dlid = m.ah.dlid;
+    attr->ah_attr.sl = m.ah.sl;
+    attr->ah_attr.is_global = m.ah.grh ? 1 : 0;
+    attr->ah_attr.port_num = m.port;
+    std::memcpy(attr->ah_attr.grh.dgid.raw, m.ah.dgid.data(), 16);
+    attr->ah_attr.grh.sgid_index = m.ah.sgid_index;
+    attr->ah_attr.grh.hop_limit = m.ah.hop_limit;
+    attr->ah_attr.grh.traffic_class = m.ah.traffic_class;
+    attr->ah_attr.grh.flow_label = m.ah.flow_label;
+    attr->pkey_index = m.pkey_index;
+    attr->port_num = m.port;
+    attr->max_rd_atomic = static_cast<uint8_t>(m.max_rd_atomic);
+    attr->max_dest_rd_atomic = static_cast<uint8_t>(m.max_dest_rd_atomic);
+    attr->min_rnr_timer = static_cast<uint8_t>(m.min_rnr_timer);
+    attr->timeout = static_cast<uint8_t>(m.timeout);
+    attr->retry_cnt = static_cast<uint8_t>(m.retry_cnt);
+    attr->rnr_retry = static_cast<uint8_t>(m.rnr_retry);
+    const auto& granted = q->qp->object()->capabilities();
+    attr->cap.max_send_wr = granted.max_send_wr;
+    attr->cap.max_recv_wr = qp->srq != nullptr ? 0 : granted.max_recv_wr;
+    attr->cap.max_send_sge = granted.max_send_sge;
+    attr->cap.max_recv_sge = qp->srq != nullptr ? 0 : granted.max_recv_sge;
+    attr->cap.max_inline_data = granted.max_inline_data;
+    init_attr->qp_context = qp->qp_context;
+    init_attr->send_cq = qp->send_cq;
+    init_attr->recv_cq = qp->recv_cq;
+    init_attr->srq = qp->srq;
+    init_attr->cap = attr->cap;
+    init_attr->qp_type = qp->qp_type;
+    init_attr->sq_sig_all = q->sig_all ? 1 : 0;
+    return succeed();
+}
+
 int cxv_destroy_qp(ibv_qp* qp) {
     c_qp* q = qp_of(qp);
     if (auto s = q->qp->object()->destroy(); !s) return fail(s.error());
+    dev_of(qp->context)->async->remove_qp(qp->qp_num);
     return forget(q);
 }
 
@@ -534,3 +621,7 @@ int cxv_rdma_get_send_comp(ibv_qp* qp, ibv_wc* wc) { return get_comp(qp->send_cq
 int cxv_rdma_get_recv_comp(ibv_qp* qp, ibv_wc* wc) { return get_comp(qp->recv_cq, wc); }
 
 }  // extern "C"
+
+
+
+cxv::device& cxv::verbs_device(ibv_context* ctx) { return *dev_of(ctx)->dev; }

@@ -64,6 +64,12 @@ struct ibv_context *cxv_open_device(const char *bdf);
  * SRQ, MR or AH made on it is alive. */
 int cxv_close_device(struct ibv_context *ctx);
 
+/* ibv_get_async_event(3): the next asynchronous event of the context (port active or
+ * in error, a CQ, QP or SRQ error, an SRQ's limit reached, ...), waiting for one unless
+ * ctx->async_fd (readable while one waits) is O_NONBLOCK: 0, or -1 with errno (EAGAIN).
+ * Events of a queue already destroyed are dropped. */
+int cxv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event);
+
 /* The last failing control call's message on this thread ("" when none failed). */
 const char *cxv_last_error(void);
 
@@ -121,6 +127,9 @@ int cxv_get_cq_event(struct ibv_cq *cq, int timeout_ms);
 struct ibv_srq *cxv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
 /* IBV_SRQ_LIMIT only (the limit event, armed once); IBV_SRQ_MAX_WR: EINVAL (no resize). */
 int cxv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask);
+/* ibv_query_srq(3): max_wr and max_sge as granted, srq_limit as the device has it now
+ * (QUERY_SRQ's lwm: 0 once the limit event has fired). */
+int cxv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 /* EBUSY while a QP takes its receives from it. */
 int cxv_destroy_srq(struct ibv_srq *srq);
 int cxv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
@@ -151,6 +160,10 @@ struct ibv_qp *cxv_create_qp_ex(struct ibv_pd *pd, struct ibv_qp_init_attr *attr
 int cxv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 /* The QP's state as the device has it now (it may have moved to ERR on its own). */
 int cxv_query_qp_state(struct ibv_qp *qp, enum ibv_qp_state *state);
+/* ibv_query_qp(3): the state as the device has it now, the capabilities granted at
+ * creation and the attributes set so far with cxv_modify_qp (whatever `attr_mask` asks
+ * for; init_attr gets the creation attributes). */
+int cxv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr);
 int cxv_destroy_qp(struct ibv_qp *qp);
 
 int cxv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
@@ -279,6 +292,13 @@ int cxv_rdma_get_recv_comp(struct ibv_qp *qp, struct ibv_wc *wc);
 
 #ifdef __cplusplus
 }
+
+namespace cxv {
+class device;
+/* The cxv::device (api/cxv.h) under a context of cxv_open_device, for what the C API
+ * does not say (capabilities, firmware commands). */
+device& verbs_device(struct ibv_context *ctx);
+}  // namespace cxv
 #endif
 
 #endif /* CXV_API_CXV_VERBS_H */

@@ -2,12 +2,14 @@
 // bring-up of a function (cxv info <bdf>).
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include "hw/pci_ids.h"
 #include "hw/selfcheck.h"
+#include "tools/cxv/exec.h"
 #include "tools/cxv/info.h"
 #include "tools/cxv/list.h"
 
@@ -36,6 +38,8 @@ int print_selfcheck() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // cxv exec takes the rest of the command line as the program's: parsed by hand.
+    if (argc >= 2 && std::string(argv[1]) == "exec") return cxv::tool::exec_program(argc, argv);
     CLI::App app{"cxv: a user-space ConnectX (mlx5) driver over VFIO"};
     app.set_version_flag("--version", fmt::format("cxv {}", kVersion));
     app.require_subcommand(0, 1);
@@ -47,6 +51,8 @@ int main(int argc, char** argv) {
     bool json = false;
     auto* list = app.add_subcommand("list", "find every mlx5 function (libpci): driver, IOMMU group, NUMA node");
     list->add_flag("--json", json, "one JSON array");
+    app.add_subcommand("exec", "cxv exec [--device BDF] -- PROGRAM [ARGS]: run an unmodified libibverbs "
+                               "program on cxv (its own libibverbs.so.1 first on LD_LIBRARY_PATH)");
     CLI11_PARSE(app, argc, argv);
 
     if (*info) return cxv::tool::print_info(bdf);

@@ -1,0 +1,238 @@
+// The device list and contexts: the functions bound to vfio-pci with vendor 0x15b3, as
+// cxv list finds them (libpci), named mlx5_0, mlx5_1, ... in PCI address order; or only
+// the function CXV_DEVICE names (cxv exec --device). A context is cxv_open_device()'s.
+//
+// Why not a provider for rdma-core's libibverbs: rdma-core lists devices from the
+// kernel's uverbs class in sysfs (/sys/class/infiniband_verbs), which a function bound
+// to vfio-pci does not have, so its provider would never be asked; cxv answers the
+// libibverbs ABI itself instead.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <endian.h>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "api/abi/abi.h"
+#include "api/cxv.h"
+#include "api/cxv_verbs.h"
+#include "driver/hca/hca.h"
+#include "driver/pci/pci.h"
+#include "hw/ifc.h"
+#include "hw/opcodes.h"
+#include "hw/pci_ids.h"
+
+namespace cxv::abi {
+
+namespace {
+
+namespace ifc = hw::ifc;
+
+std::mutex list_mu;
+// Entries live as long as the process, as rdma-core's devices do: a program may keep a
+// struct ibv_device pointer after ibv_free_device_list() while a context uses it.
+std::vector<std::unique_ptr<device_entry>> entries;
+bool listed = false;
+
+std::unique_ptr<device_entry> make_entry(const std::string& bdf, unsigned index) {
+    auto e = std::make_unique<device_entry>();
+    std::snprintf(e->bdf, sizeof(e->bdf), "%s", bdf.c_str());
+    e->index = index;
+    e->dev.node_type = IBV_NODE_CA;
+    e->dev.transport_type = IBV_TRANSPORT_IB;
+    std::snprintf(e->dev.name, sizeof(e->dev.name), "mlx5_%u", index);
+    std::snprintf(e->dev.dev_name, sizeof(e->dev.dev_name), "uverbs%u", index);
+    std::snprintf(e->dev.dev_path, sizeof(e->dev.dev_path), "/sys/bus/pci/devices/%s", e->bdf);
+    std::snprintf(e->dev.ibdev_path, sizeof(e->dev.ibdev_path), "/sys/bus/pci/devices/%s", e->bdf);
+    return e;
+}
+
+// The list, found once. 0 or an errno value.
+int discover_locked() {
+    if (listed) return 0;
+    std::vector<std::string> bdfs;
+    if (const char* only = std::getenv("CXV_DEVICE"); only != nullptr && *only != '\0') {
+        bdfs.emplace_back(only);
+    } else {
+        auto found = driver::pci::discover();
+        if (!found) {
+            std::fprintf(stderr, "cxv libibverbs: %s\n", found.error().message.c_str());
+            return found.error().code ? found.error().code : EIO;
+        }
+        for (const auto& f : *found) {
+            if (f.vendor == hw::mellanox_vendor_id && f.usable()) bdfs.push_back(f.bdf);
+        }
+        std::sort(bdfs.begin(), bdfs.end());
+    }
+    for (unsigned i = 0; i < bdfs.size(); ++i) entries.push_back(make_entry(bdfs[i], i));
+    listed = true;
+    return 0;
+}
+
+}  // namespace
+
+device_entry* entry_of(ibv_device* d) { return reinterpret_cast<device_entry*>(d); }
+device_entry* entry_of(ibv_context* ctx) { return entry_of(ctx->device); }
+static_assert(offsetof(device_entry, dev) == 0);
+
+int read_ids(ibv_context* ctx, device_entry& e) {
+    driver::hca& hca = verbs_device(ctx).hca();
+    std::vector<std::byte> in;
+    result<std::vector<std::byte>> out = error{EIO, ""};
+    if (hca.ethernet()) {
+        // PRM QUERY_NIC_VPORT_CONTEXT: the node and system image GUIDs of an Ethernet port.
+        in.resize(ifc::query_nic_vport_context_in::size_bytes);
+        ifc::set<ifc::query_nic_vport_context_in::opcode>(
+            in.data(), static_cast<std::uint32_t>(hw::cmd_opcode::QUERY_NIC_VPORT_CONTEXT));
+        out = hca.exec(in, ifc::query_nic_vport_context_out::size_bytes);
+        if (!out) return out.error().code ? out.error().code : EIO;
+        const std::byte* v = ifc::at<ifc::query_nic_vport_context_out::nic_vport_context>(out->data());
+        e.node_guid = ifc::get<ifc::nic_vport_context::node_guid>(v);
+        e.sys_image_guid = ifc::get<ifc::nic_vport_context::system_image_guid>(v);
+    } else {
+        // PRM QUERY_HCA_VPORT_CONTEXT of port 1: the InfiniBand node's GUIDs.
+        in.resize(ifc::query_hca_vport_context_in::size_bytes);
+        ifc::set<ifc::query_hca_vport_context_in::opcode>(
+            in.data(), static_cast<std::uint32_t>(hw::cmd_opcode::QUERY_HCA_VPORT_CONTEXT));
+        ifc::set<ifc::query_hca_vport_context_in::port_num>(in.data(), 1);
+        out = hca.exec(in, ifc::query_hca_vport_context_out::size_bytes);
+        if (!out) return out.error().code ? out.error().code : EIO;
+        const std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(out->data());
+        e.node_guid = ifc::get<ifc::hca_vport_context::node_guid>(v);
+        e.sys_image_guid = ifc::get<ifc::hca_vport_context::system_image_guid>(v);
+    }
+    e.ids_known = true;
+    return 0;
+}
+
+}  // namespace cxv::abi
+
+using namespace cxv::abi;
+
+namespace {
+bool fork_protection = false;  // ibv_fork_init() was called
+}
+
+// ibv_get_device_list(3): NULL-terminated, *num_devices entries; NULL with errno set
+// when the PCI bus cannot be read.
+CXV_ABI_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
+    std::lock_guard lock(list_mu);
+    if (const int e = discover_locked(); e != 0) {
+        errno = e;
+        return nullptr;
+    }
+    auto** list = static_cast<ibv_device**>(std::calloc(entries.size() + 1, sizeof(ibv_device*)));
+    if (list == nullptr) return fail_null<ibv_device*>(ENOMEM);
+    for (std::size_t i = 0; i < entries.size(); ++i) list[i] = &entries[i]->dev;
+    if (num_devices != nullptr) *num_devices = static_cast<int>(entries.size());
+    return list;
+}
+
+CXV_ABI_EXPORT void ibv_free_device_list(ibv_device** list) { std::free(list); }
+
+CXV_ABI_EXPORT const char* ibv_get_device_name(ibv_device* device) { return device->name; }
+
+CXV_ABI_EXPORT int ibv_get_device_index(ibv_device* device) { return static_cast<int>(entry_of(device)->index); }
+
+// The node GUID in network order. The firmware holds it, so a function not open in this
+// process is brought up for the query and closed again (slow on a card: seconds).
+CXV_ABI_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
+    device_entry& e = *entry_of(device);
+    if (!e.ids_known) {
+        ibv_context* ctx = cxv_open_device(e.bdf);
+        if (ctx == nullptr) {
+            std::fprintf(stderr, "cxv libibverbs: %s: %s\n", e.bdf, cxv_last_error());
+            return 0;
+        }
+        const int r = read_ids(ctx, e);
+        cxv_close_device(ctx);
+        if (r != 0) {
+            errno = r;
+            return 0;
+        }
+    }
+    return htobe64(e.node_guid);
+}
+
+// ibv_open_device(3): the function brought up through VFIO (cxv_open_device); NULL with
+// errno set (and cxv's reason on stderr) when it cannot be, e.g. when another process
+// has it open.
+CXV_ABI_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+    device_entry& e = *entry_of(device);
+    ibv_context* ctx = cxv_open_device(e.bdf);
+    if (ctx == nullptr) {
+        const int saved = errno;
+        std::fprintf(stderr, "cxv libibverbs: %s: %s\n", e.bdf, cxv_last_error());
+        errno = saved;
+        return nullptr;
+    }
+    ctx->device = device;
+    install_context_ops(ctx);
+    if (!e.ids_known) {
+        if (const int r = read_ids(ctx, e); r != 0) {
+            cxv_close_device(ctx);
+            return fail_null<ibv_context>(r);
+        }
+    }
+    return ctx;
+}
+
+// ibv_close_device(3): 0, or -1 with errno EBUSY while objects of the context live.
+CXV_ABI_EXPORT int ibv_close_device(ibv_context* context) {
+    if (const int r = cxv_close_device(context); r != 0) {
+        errno = r;
+        return -1;
+    }
+    return 0;
+}
+
+CXV_ABI_EXPORT ibv_context* ibv_import_device(int) { return fail_null<ibv_context>(EOPNOTSUPP); }
+
+// --- sysfs helpers: a VFIO function has no RDMA sysfs; plain file reads as rdma-core's --
+
+CXV_ABI_EXPORT const char* ibv_get_sysfs_path(void) { return "/sys"; }
+
+CXV_ABI_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
+    char path[512];
+    std::snprintf(path, sizeof(path), "%s/%s", dir, file);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    const ssize_t n = ::read(fd, buf, size);
+    ::close(fd);
+    if (n <= 0) return -1;
+    std::size_t len = static_cast<std::size_t>(n);
+    if (len == size) --len;
+    if (len > 0 && buf[len - 1] == '\n') --len;
+    buf[len] = '\0';
+    return static_cast<int>(len);
+}
+
+// --- fork: with ibv_fork_init(), registered memory is MADV_DONTFORK (ibv_fork_init(3)) --
+
+CXV_ABI_EXPORT int ibv_fork_init(void) {
+    fork_protection = true;
+    return 0;
+}
+CXV_ABI_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) {
+    return fork_protection ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
+}
+
+namespace {
+int advise(void* base, size_t size, int advice) {
+    if (!fork_protection) return 0;
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto start = reinterpret_cast<std::uintptr_t>(base) & ~(page - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(base) + size + page - 1) & ~(page - 1);
+    return ::madvise(reinterpret_cast<void*>(start), end - start, advice) == 0 ? 0 : errno;
+}
+}  // namespace
+
+CXV_ABI_EXPORT int ibv_dontfork_range(void* base, size_t size) { return advise(base, size, MADV_DONTFORK); }
+CXV_ABI_EXPORT int ibv_dofork_range(void* base, size_t size) { return advise(base, size, MADV_DOFORK); }

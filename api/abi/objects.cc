@@ -1,0 +1,256 @@
+// PDs, MRs, completion channels and CQs, SRQs, QPs and AHs: cxv's C API under rdma-core's
+// names, with libibverbs' return conventions (ibv_*(3): a pointer or NULL with errno
+// set; an int that is 0 or an errno value). Posting and polling never come here: the
+// programs inline them through context->ops, which point at cxv's fast path.
+#include <arpa/inet.h>
+#include <endian.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "api/abi/abi.h"
+#include "api/cxv_verbs.h"
+
+using namespace cxv::abi;
+
+// Marks registered memory MADV_DONTFORK after ibv_fork_init() (devices.cc).
+extern "C" int ibv_dontfork_range(void* base, size_t size);
+extern "C" int ibv_dofork_range(void* base, size_t size);
+
+// --- PD and MR ---------------------------------------------------------------------------
+
+CXV_ABI_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) { return cxv_alloc_pd(context); }
+CXV_ABI_EXPORT int ibv_dealloc_pd(ibv_pd* pd) { return cxv_dealloc_pd(pd); }
+
+#undef ibv_reg_mr
+CXV_ABI_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+    if (const int r = ibv_dontfork_range(addr, length); r != 0) return fail_null<ibv_mr>(r);
+    ibv_mr* mr = cxv_reg_mr(pd, addr, length, access);
+    if (mr == nullptr) {
+        const int saved = errno;
+        ibv_dofork_range(addr, length);
+        errno = saved;
+    }
+    return mr;
+}
+
+// An I/O virtual address other than the buffer's own is not offered (EOPNOTSUPP);
+// access flags in IBV_ACCESS_OPTIONAL_RANGE are hints and are dropped.
+CXV_ABI_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                        unsigned int access) {
+    if (iova != reinterpret_cast<std::uintptr_t>(addr)) return fail_null<ibv_mr>(EOPNOTSUPP);
+    return ibv_reg_mr(pd, addr, length, static_cast<int>(access & ~IBV_ACCESS_OPTIONAL_RANGE));
+}
+#undef ibv_reg_mr_iova
+CXV_ABI_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+    return ibv_reg_mr_iova2(pd, addr, length, iova, static_cast<unsigned>(access));
+}
+
+CXV_ABI_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
+    void* addr = mr->addr;
+    const size_t length = mr->length;
+    if (const int r = cxv_dereg_mr(mr); r != 0) return r;
+    ibv_dofork_range(addr, length);
+    return 0;
+}
+
+CXV_ABI_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) { return fail_errno(EOPNOTSUPP); }
+CXV_ABI_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
+    return fail_null<ibv_mr>(EOPNOTSUPP);
+}
+CXV_ABI_EXPORT ibv_pd* ibv_import_pd(ibv_context*, uint32_t) { return fail_null<ibv_pd>(EOPNOTSUPP); }
+CXV_ABI_EXPORT void ibv_unimport_pd(ibv_pd*) {}
+CXV_ABI_EXPORT ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) { return fail_null<ibv_mr>(EOPNOTSUPP); }
+CXV_ABI_EXPORT void ibv_unimport_mr(ibv_mr*) {}
+CXV_ABI_EXPORT ibv_dm* ibv_import_dm(ibv_context*, uint32_t) { return fail_null<ibv_dm>(EOPNOTSUPP); }
+CXV_ABI_EXPORT void ibv_unimport_dm(ibv_dm*) {}
+
+// --- completion channels and CQs -----------------------------------------------------------
+//
+// A channel's fd is an epoll instance holding the event fd of each CQ made with it: it
+// is readable (poll/epoll/select) when one of them has an event, and
+// ibv_get_cq_event() takes one event of one CQ.
+
+CXV_ABI_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+    auto* ch = new (std::nothrow) ibv_comp_channel{};
+    if (ch == nullptr) return fail_null<ibv_comp_channel>(ENOMEM);
+    ch->context = context;
+    ch->fd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (ch->fd < 0) {
+        const int saved = errno;
+        delete ch;
+        return fail_null<ibv_comp_channel>(saved);
+    }
+    return ch;
+}
+
+// EBUSY (returned, as an errno value) while a CQ uses the channel.
+CXV_ABI_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+    if (channel->refcnt != 0) return fail_errno(EBUSY);
+    ::close(channel->fd);
+    delete channel;
+    return 0;
+}
+
+CXV_ABI_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                                     int comp_vector) {
+    if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) return fail_null<ibv_cq>(EINVAL);
+    ibv_cq* cq = cxv_create_cq(context, cqe, cq_context);
+    if (cq == nullptr) return nullptr;
+    cq->channel = channel;
+    if (channel != nullptr) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.ptr = cq;
+        if (::epoll_ctl(channel->fd, EPOLL_CTL_ADD, cxv_cq_event_fd(cq), &ev) != 0) {
+            const int saved = errno;
+            cxv_destroy_cq(cq);
+            return fail_null<ibv_cq>(saved);
+        }
+        ++channel->refcnt;
+    }
+    return cq;
+}
+
+CXV_ABI_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
+    ibv_comp_channel* ch = cq->channel;
+    const int fd = cxv_cq_event_fd(cq);
+    if (const int r = cxv_destroy_cq(cq); r != 0) return r;
+    if (ch != nullptr) {
+        ::epoll_ctl(ch->fd, EPOLL_CTL_DEL, fd, nullptr);  // already gone with the fd's close
+        --ch->refcnt;
+    }
+    return 0;
+}
+
+// ibv_get_cq_event(3): waits (or, on a channel fd set O_NONBLOCK, fails with EAGAIN) for
+// an event of one of the channel's CQs, and takes it.
+CXV_ABI_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+    const int flags = ::fcntl(channel->fd, F_GETFL);
+    const bool nonblocking = flags >= 0 && (flags & O_NONBLOCK) != 0;
+    for (;;) {
+        epoll_event ev{};
+        const int n = ::epoll_wait(channel->fd, &ev, 1, nonblocking ? 0 : -1);
+        if (n < 0 && errno == EINTR && !nonblocking) continue;
+        if (n < 0) return -1;
+        if (n == 0) return fail_errno(EAGAIN), -1;
+        auto* got = static_cast<ibv_cq*>(ev.data.ptr);
+        if (cxv_get_cq_event(got, 0) != 0) continue;  // another thread took it
+        *cq = got;
+        *cq_context = got->cq_context;
+        return 0;
+    }
+}
+
+CXV_ABI_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+    pthread_mutex_lock(&cq->mutex);
+    cq->comp_events_completed += nevents;
+    pthread_cond_broadcast(&cq->cond);
+    pthread_mutex_unlock(&cq->mutex);
+}
+
+CXV_ABI_EXPORT int ibv_resize_cq(ibv_cq*, int) { return fail_errno(EOPNOTSUPP); }
+
+// --- SRQ ---------------------------------------------------------------------------------
+
+CXV_ABI_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr) {
+    return cxv_create_srq(pd, srq_init_attr);
+}
+CXV_ABI_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* srq_attr, int srq_attr_mask) {
+    return cxv_modify_srq(srq, srq_attr, srq_attr_mask);
+}
+CXV_ABI_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* srq_attr) { return cxv_query_srq(srq, srq_attr); }
+CXV_ABI_EXPORT int ibv_destroy_srq(ibv_srq* srq) { return cxv_destroy_srq(srq); }
+
+// --- QP ----------------------------------------------------------------------------------
+
+// RC, UC and UD; other types (XRC, raw packet, DC): NULL with EOPNOTSUPP.
+CXV_ABI_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+    return cxv_create_qp(pd, qp_init_attr);
+}
+CXV_ABI_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+    return cxv_modify_qp(qp, attr, attr_mask);
+}
+CXV_ABI_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+    return cxv_query_qp(qp, attr, attr_mask, init_attr);
+}
+CXV_ABI_EXPORT int ibv_destroy_qp(ibv_qp* qp) { return cxv_destroy_qp(qp); }
+
+// cxv's QPs have no extended (ibv_wr_*) posting interface: NULL, as for a QP created
+// without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
+CXV_ABI_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) { return fail_null<ibv_qp_ex>(EOPNOTSUPP); }
+CXV_ABI_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) { return 0; }
+CXV_ABI_EXPORT int ibv_query_ece(ibv_qp*, ibv_ece*) { return fail_errno(EOPNOTSUPP); }
+CXV_ABI_EXPORT int ibv_set_ece(ibv_qp*, ibv_ece*) { return fail_errno(EOPNOTSUPP); }
+CXV_ABI_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return fail_errno(EOPNOTSUPP); }
+CXV_ABI_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return fail_errno(EOPNOTSUPP); }
+
+// --- AH ----------------------------------------------------------------------------------
+
+CXV_ABI_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) { return cxv_create_ah(pd, attr); }
+CXV_ABI_EXPORT int ibv_destroy_ah(ibv_ah* ah) { return cxv_destroy_ah(ah); }
+
+// ibv_init_ah_from_wc(3): the path back to a UD message's sender. With a GRH (IBTA 8.3)
+// the source GID comes from it; on RoCE v2 over IPv4 the 40 bytes hold 20 zero bytes and
+// the IPv4 header, whose addresses are taken as IPv4-mapped GIDs.
+CXV_ABI_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
+                                       ibv_ah_attr* ah_attr) {
+    std::memset(ah_attr, 0, sizeof(*ah_attr));
+    ah_attr->dlid = wc->slid;
+    ah_attr->sl = wc->sl;
+    ah_attr->src_path_bits = wc->dlid_path_bits;
+    ah_attr->port_num = port_num;
+    if ((wc->wc_flags & IBV_WC_GRH) == 0) return 0;
+    ibv_gid sgid{}, dgid{};
+    const auto* raw = reinterpret_cast<const std::uint8_t*>(grh);
+    bool zero20 = true;
+    for (int i = 0; i < 20; ++i) zero20 = zero20 && raw[i] == 0;
+    if (zero20 && (raw[20] >> 4) == 4) {  // an IPv4 header: version 4
+        sgid.raw[10] = sgid.raw[11] = dgid.raw[10] = dgid.raw[11] = 0xff;
+        std::memcpy(&sgid.raw[12], raw + 20 + 12, 4);  // source address
+        std::memcpy(&dgid.raw[12], raw + 20 + 16, 4);  // destination address
+        ah_attr->grh.traffic_class = raw[21];
+    } else {
+        sgid = grh->sgid;
+        dgid = grh->dgid;
+        const std::uint32_t vtf = be32toh(grh->version_tclass_flow);
+        ah_attr->grh.flow_label = vtf & 0xfffff;
+        ah_attr->grh.traffic_class = static_cast<std::uint8_t>(vtf >> 20);
+    }
+    ah_attr->is_global = 1;
+    ah_attr->grh.dgid = sgid;
+    ah_attr->grh.hop_limit = 0xff;
+    // The local GID the message came to is the one to send back from.
+    for (int i = 0;; ++i) {
+        ibv_gid g;
+        if (ibv_query_gid(context, port_num, i, &g) != 0) return fail_errno(ENOENT), -1;
+        if (std::memcmp(g.raw, dgid.raw, 16) == 0) {
+            ah_attr->grh.sgid_index = static_cast<std::uint8_t>(i);
+            return 0;
+        }
+    }
+}
+
+CXV_ABI_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+    ibv_ah_attr attr;
+    if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr) != 0) return nullptr;
+    return cxv_create_ah(pd, &attr);
+}
+
+CXV_ABI_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t[6], uint16_t*) {
+    return fail_errno(EOPNOTSUPP);
+}
+
+// --- asynchronous events ------------------------------------------------------------------
+
+CXV_ABI_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+    return cxv_get_async_event(context, event);
+}
+// Destroying a queue does not wait for its events' acknowledgement (its later events are
+// dropped instead), so there is nothing to count.
+CXV_ABI_EXPORT void ibv_ack_async_event(ibv_async_event*) {}

@@ -1,0 +1,124 @@
+#include "api/verbs_async.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string_view>
+
+namespace cxv::api {
+
+verbs_async::verbs_async() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE)) {}
+
+verbs_async::~verbs_async() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void verbs_async::start() {
+    std::lock_guard lock(mu_);
+    started_ = true;
+}
+
+void verbs_async::add(std::uint32_t cqn, ibv_cq* cq) {
+    std::lock_guard lock(mu_);
+    cqs_[cqn] = cq;
+}
+void verbs_async::add(std::uint32_t qpn, ibv_qp* qp) {
+    std::lock_guard lock(mu_);
+    qps_[qpn] = qp;
+}
+void verbs_async::add(std::uint32_t srqn, ibv_srq* srq) {
+    std::lock_guard lock(mu_);
+    srqs_[srqn] = srq;
+}
+void verbs_async::remove_cq(std::uint32_t cqn) {
+    std::lock_guard lock(mu_);
+    cqs_.erase(cqn);
+}
+void verbs_async::remove_qp(std::uint32_t qpn) {
+    std::lock_guard lock(mu_);
+    qps_.erase(qpn);
+}
+void verbs_async::remove_srq(std::uint32_t srqn) {
+    std::lock_guard lock(mu_);
+    srqs_.erase(srqn);
+}
+
+void verbs_async::push(const cxv::event& e) {
+    ibv_async_event out{};
+    std::lock_guard lock(mu_);
+    if (!started_ || fd_ < 0) return;
+    // The affiliated events' PRM event types (the driver names them in `detail`) and the
+    // ibv_event_type each is (ibv_get_async_event(3)).
+    struct affiliated {
+        std::string_view prm;
+        ibv_event_type type;
+        enum { cq, qp, srq } on;
+    };
+    static constexpr affiliated table[] = {
+        {"CQ_ERROR", IBV_EVENT_CQ_ERR, affiliated::cq},
+        {"WQ_CATAS_ERROR", IBV_EVENT_QP_FATAL, affiliated::qp},
+        {"WQ_INVAL_REQ_ERROR", IBV_EVENT_QP_REQ_ERR, affiliated::qp},
+        {"WQ_ACCESS_ERROR", IBV_EVENT_QP_ACCESS_ERR, affiliated::qp},
+        {"COMM_EST", IBV_EVENT_COMM_EST, affiliated::qp},
+        {"SQ_DRAINED", IBV_EVENT_SQ_DRAINED, affiliated::qp},
+        {"SRQ_LAST_WQE", IBV_EVENT_QP_LAST_WQE_REACHED, affiliated::qp},
+        {"SRQ_CATAS_ERROR", IBV_EVENT_SRQ_ERR, affiliated::srq},
+        {"SRQ_RQ_LIMIT", IBV_EVENT_SRQ_LIMIT_REACHED, affiliated::srq},
+    };
+    switch (e.what) {
+    case cxv::event::port_up:
+        out.event_type = IBV_EVENT_PORT_ACTIVE;
+        out.element.port_num = static_cast<int>(e.port);
+        break;
+    case cxv::event::port_down:
+        out.event_type = IBV_EVENT_PORT_ERR;
+        out.element.port_num = static_cast<int>(e.port);
+        break;
+    case cxv::event::fatal: out.event_type = IBV_EVENT_DEVICE_FATAL; break;
+    case cxv::event::queue_error: {
+        const affiliated* a = nullptr;
+        for (const auto& row : table) {
+            if (std::string_view(e.detail).substr(0, row.prm.size()) == row.prm) a = &row;
+        }
+        if (a == nullptr) return;
+        out.event_type = a->type;
+        if (a->on == affiliated::cq) {
+            const auto it = cqs_.find(e.object);
+            if (it == cqs_.end()) return;
+            out.element.cq = it->second;
+        } else if (a->on == affiliated::qp) {
+            const auto it = qps_.find(e.object);
+            if (it == qps_.end()) return;
+            out.element.qp = it->second;
+        } else {
+            const auto it = srqs_.find(e.object);
+            if (it == srqs_.end()) return;
+            out.element.srq = it->second;
+        }
+        break;
+    }
+    default: return;  // InfiniBand Init and other port changes: no verbs event
+    }
+    pending_.push_back(out);
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(fd_, &one, sizeof one);
+}
+
+int verbs_async::get(ibv_async_event* out) {
+    if (fd_ < 0) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    std::uint64_t n = 0;
+    for (;;) {
+        if (::read(fd_, &n, sizeof n) == sizeof n) break;
+        if (errno != EINTR) return -1;  // EAGAIN on an O_NONBLOCK fd
+    }
+    std::lock_guard lock(mu_);
+    *out = pending_.front();
+    pending_.pop_front();
+    return 0;
+}
+
+}  // namespace cxv::api

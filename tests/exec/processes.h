@@ -1,0 +1,146 @@
+// Processes for the cxv exec tests: children started with fork/exec, their output in a
+// file, every wait bounded and a child still running at the end killed by its PID.
+#pragma once
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace cxv::test {
+
+inline std::string env_path(const char* name) {
+    const char* v = std::getenv(name);
+    REQUIRE_MESSAGE(v != nullptr, name, " is not set (run under bazel test)");
+    return std::filesystem::absolute(v).string();
+}
+
+inline std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+// A fresh directory under /tmp (UNIX socket paths stay short), removed at the end.
+struct scratch {
+    std::string dir;
+    scratch() {
+        std::string t = "/tmp/cxv-exec-XXXXXX";
+        REQUIRE(::mkdtemp(t.data()) != nullptr);
+        dir = t;
+    }
+    ~scratch() { std::filesystem::remove_all(dir); }
+};
+
+struct child {
+    pid_t pid = -1;
+    std::string log;
+    child(const std::vector<std::string>& argv, std::string log_path) : log(std::move(log_path)) {
+        pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            ::dup2(fd, 1);
+            ::dup2(fd, 2);
+            std::vector<char*> v;
+            for (const auto& a : argv) v.push_back(const_cast<char*>(a.c_str()));
+            v.push_back(nullptr);
+            ::execv(v[0], v.data());
+            ::_exit(127);
+        }
+    }
+    bool running() {
+        if (pid <= 0) return false;
+        int st = 0;
+        if (::waitpid(pid, &st, WNOHANG) != pid) return true;
+        pid = -1;
+        status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return false;
+    }
+    // The exit status (128 + signal for a signal), or -1 after killing it when it ran
+    // past `deadline`.
+    int wait(std::chrono::steady_clock::time_point deadline) {
+        while (running()) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                kill_now();
+                return -1;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        return status;
+    }
+    void kill_now() {
+        if (pid <= 0) return;
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        pid = -1;
+        status = -1;
+    }
+    ~child() { kill_now(); }
+    int status = -1;
+};
+
+struct ran {
+    int status = -1;
+    std::string output;
+};
+
+// Runs `argv` to its end (killed after `limit`), its stdout and stderr together.
+inline ran run(const std::vector<std::string>& argv, const std::string& log,
+               std::chrono::seconds limit = std::chrono::seconds(60)) {
+    child c(argv, log);
+    ran r;
+    r.status = c.wait(std::chrono::steady_clock::now() + limit);
+    r.output = slurp(log);
+    return r;
+}
+
+// A TCP port on 127.0.0.1 nobody uses now (bound to port 0 and read back).
+inline unsigned free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+// Whether some socket listens on TCP `port` (/proc/net/tcp and tcp6, state 0A), without
+// connecting to it (the pingpong servers take the first connection as their peer's).
+inline bool listening(unsigned port) {
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        std::ifstream f(table);
+        std::string line;
+        std::getline(f, line);  // header
+        while (std::getline(f, line)) {
+            std::istringstream s(line);
+            std::string slot, local, remote, state;
+            s >> slot >> local >> remote >> state;
+            const auto colon = local.rfind(':');
+            if (colon == std::string::npos) continue;
+            if (std::stoul(local.substr(colon + 1), nullptr, 16) == port && state == "0A") return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace cxv::test

@@ -1,0 +1,103 @@
+// cxv exec: an unmodified, dynamically linked libibverbs program on cxv. The dynamic
+// loader finds cxv's libibverbs.so.1 (api/abi) before rdma-core's because its directory
+// comes first on LD_LIBRARY_PATH; LD_PRELOAD is left as it is (cxv-sim run presents its
+// functions through it).
+#include "tools/cxv/exec.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace cxv::tool {
+
+namespace {
+
+constexpr const char* kLibrary = "libibverbs.so.1";
+
+bool has_library(const std::string& dir) {
+    struct stat st{};
+    return !dir.empty() && ::stat((dir + "/" + kLibrary).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string self_path() {
+    char exe[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return {};
+    exe[n] = '\0';
+    return exe;
+}
+
+// Where the library is: $CXV_LIBDIR; else, for cxv at PREFIX/bin/cxv, PREFIX/lib/cxv
+// (the install layout) or the cxv binary's own directory; else the Bazel runfiles of
+// cxv (cxv.runfiles/cxv/api/abi). Empty when none has it.
+std::string library_dir() {
+    if (const char* d = std::getenv("CXV_LIBDIR"); d != nullptr && *d != '\0') return has_library(d) ? d : "";
+    const std::string exe = self_path();
+    if (exe.empty()) return {};
+    const std::string bin = exe.substr(0, exe.rfind('/'));
+    std::vector<std::string> candidates = {bin + "/../lib/cxv", bin};
+    if (const char* r = std::getenv("RUNFILES_DIR"); r != nullptr && *r != '\0') {
+        candidates.push_back(std::string(r) + "/cxv/api/abi");
+    }
+    candidates.push_back(exe + ".runfiles/cxv/api/abi");
+    for (const auto& c : candidates) {
+        if (!has_library(c)) continue;
+        char real[PATH_MAX];
+        return ::realpath(c.c_str(), real) != nullptr ? std::string(real) : c;
+    }
+    return {};
+}
+
+int usage() {
+    std::fprintf(stderr, "usage: cxv exec [--device BDF] [--] PROGRAM [ARGS...]\n");
+    return 2;
+}
+
+}  // namespace
+
+int exec_program(int argc, char** argv) {
+    // argv[0] "cxv", argv[1] "exec".
+    int i = 2;
+    std::string device;
+    for (; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--") {
+            ++i;
+            break;
+        }
+        if (a == "--device" && i + 1 < argc) {
+            device = argv[++i];
+        } else if (a.rfind("--device=", 0) == 0) {
+            device = a.substr(9);
+        } else if (a == "-h" || a == "--help") {
+            usage();
+            return 0;
+        } else if (!a.empty() && a[0] == '-') {
+            return usage();
+        } else {
+            break;
+        }
+    }
+    if (i >= argc) return usage();
+    const std::string dir = library_dir();
+    if (dir.empty()) {
+        std::fprintf(stderr, "cxv exec: cannot find cxv's %s (set CXV_LIBDIR to its directory)\n", kLibrary);
+        return 2;
+    }
+    const char* old = std::getenv("LD_LIBRARY_PATH");
+    const std::string path = old != nullptr && *old != '\0' ? dir + ":" + old : dir;
+    ::setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+    if (!device.empty()) ::setenv("CXV_DEVICE", device.c_str(), 1);
+    ::execvp(argv[i], argv + i);
+    std::fprintf(stderr, "cxv exec: %s: %s\n", argv[i], std::strerror(errno));
+    return 127;
+}
+
+}  // namespace cxv::tool

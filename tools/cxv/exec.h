@@ -1,0 +1,9 @@
+#pragma once
+
+namespace cxv::tool {
+
+// cxv exec [--device BDF] [--] PROGRAM [ARGS...]: runs PROGRAM with cxv's libibverbs.so.1
+// first on LD_LIBRARY_PATH (and CXV_DEVICE=BDF with --device). Returns only on failure.
+int exec_program(int argc, char** argv);
+
+}  // namespace cxv::tool
