@@ -1,0 +1,46 @@
+// Spinning on a CQ or on memory with bounds: what a loop does while nothing arrives.
+#pragma once
+
+#include <endian.h>
+
+#include <cstdint>
+#include <thread>
+
+#include "bench/perf/loops.h"
+
+namespace cxv::perf {
+
+// Empty-poll bookkeeping: a stamp at the first empty poll after progress (no TSC read on
+// the busy path), a stall once nothing arrived for stall_ticks, a yield every 64 empty
+// polls where cores are scarce, and (servers) a look at the stop message every 4096.
+struct idle_watch {
+    loop_context& c;
+    bool watch_stop = false;
+    unsigned empty = 0;
+    std::uint64_t since = 0;
+    bool stopped = false;
+
+    void progress() noexcept { empty = 0; }
+    // False when the loop must give up: stalled, or the client's stop arrived.
+    bool idle() noexcept {
+        if (empty++ == 0) {
+            since = tsc_now();
+            return true;
+        }
+        if ((empty & 63) == 0) {
+            if (c.idle_yield) std::this_thread::yield();
+            if ((empty & 1023) == 0 && tsc_now() - since > c.stall_ticks) return false;
+            if (watch_stop && (empty & 4095) == 0 && c.oob->readable()) {
+                stopped = true;
+                return false;
+            }
+        }
+        return true;
+    }
+};
+
+// The fetched value of an 8-byte atomic: devices keep atomic targets in their own byte
+// order (a card big-endian, the model the host's), so both readings are compared.
+inline bool fetched_is(std::uint64_t raw, std::uint64_t want) noexcept { return raw == want || be64toh(raw) == want; }
+
+}  // namespace cxv::perf
