@@ -2,6 +2,8 @@
 // completion asked for every -Q; the QPs served round robin.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 #include "bench/perf/loops.h"
@@ -236,15 +238,28 @@ void prepare_size(side& s, std::size_t size) {
 void verify_after(loop_context& c, side& s, std::size_t size, std::uint64_t per_qp) {
     const options& o = *c.o;
     if (!o.verify || o.latency || o.op != operation::write || per_qp == 0) return;
-    for (unsigned q = 0; q < o.qps; ++q) {
-        for (std::uint64_t k = 0; k < s.slots && k < per_qp; ++k) {
-            // The last iteration that wrote slot k.
-            const std::uint64_t last = (per_qp - 1) - ((per_qp - 1 - k) % s.slots);
-            const std::byte* p = s.recv_area(q, k);
-            if (const std::size_t i = check_pattern(p, size, last); i != size) {
-                c.verified.note(last, i, pattern(last, i), static_cast<unsigned>(p[i]));
+    // RC: the client's completions mean every WRITE is in place. UC has no ACK: the last
+    // ones may still be on their way, so they get a moment (bounded) to land.
+    const std::uint64_t give_up = tsc_now() + static_cast<std::uint64_t>(c.tsc_hz * (o.conn == transport::uc ? 2 : 0));
+    for (;;) {
+        verify_result found;
+        for (unsigned q = 0; q < o.qps; ++q) {
+            for (std::uint64_t k = 0; k < s.slots && k < per_qp; ++k) {
+                // The last iteration that wrote slot k.
+                const std::uint64_t last = (per_qp - 1) - ((per_qp - 1 - k) % s.slots);
+                const std::byte* p = s.recv_area(q, k);
+                std::atomic_thread_fence(std::memory_order_acquire);
+                if (const std::size_t i = check_pattern(p, size, last); i != size) {
+                    found.note(last, i, pattern(last, i), static_cast<unsigned>(p[i]));
+                }
             }
         }
+        if (found.bad == 0 || tsc_now() >= give_up) {
+            if (found.bad != 0 && c.verified.bad == 0) c.verified = found;
+            else c.verified.bad += found.bad;
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
 }
 

@@ -149,7 +149,7 @@ result<options> parse_options(int argc, char** argv) {
     optind = 2;
     for (;;) {
         int index = 0;
-        const int c = getopt_long(argc, argv, "+d:i:s:an:D:c:q:t:r:I:l:Q:eFp:Rbx:m:h", kLong, &index);
+        const int c = getopt_long(argc, argv, "+:d:i:s:an:D:c:q:t:r:I:l:Q:eFp:Rbx:m:h", kLong, &index);
         if (c == -1) break;
         const char* arg = optarg;
         const std::string shown = argv[optind - 1];
