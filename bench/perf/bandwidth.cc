@@ -135,7 +135,7 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
         ibv_wc wc[16];
         const int got = s.scq->poll(16, wc);
         if (got == 0) {
-            if (!w.idle()) [[unlikely]] return error{ETIMEDOUT, "no completion for a long time: the peer stopped answering"};
+            if (!idle_on(w, *s.scq)) [[unlikely]] return error{ETIMEDOUT, "no completion for a long time: the peer stopped answering"};
             continue;
         }
         w.progress();
@@ -145,10 +145,15 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
             const unsigned q = static_cast<unsigned>(wc[i].wr_id >> 48);
             const std::uint64_t it = wc[i].wr_id & kIterationMask;
             if (check) check_results(c, s, q, done[q], it + 1, size);
-            total_done += it + 1 - done[q];
+            const std::uint64_t covered = it + 1 - done[q];
+            total_done += covered;
             done[q] = it + 1;
             if (done[q] == limit) ++finished_qps;
-            if (nstamps < stamps.size()) stamps[nstamps++] = now;
+            // Each completion: its time, and the iterations it completed.
+            if (nstamps + 2 <= stamps.size()) {
+                stamps[nstamps++] = now;
+                stamps[nstamps++] = covered;
+            }
         }
         if (c.progress != nullptr) c.progress->store(total_done, std::memory_order_relaxed);
     }
@@ -157,13 +162,23 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
     out.bytes = size;
     out.iterations = total_done;
     out.ticks = t1 - t0;
-    // The peak: the fastest window of about a queue's depth of completions.
-    const std::size_t window = std::max<std::size_t>(1, o.tx_depth / o.cq_mod);
+    // The peak: the fastest window of about a queue's depth of iterations, between two
+    // completions (the iterations of the later ones over the time between them).
     out.min_ticks_per_iteration = 0;
-    if (nstamps > window) {
-        std::uint64_t best = ~std::uint64_t{0};
-        for (std::size_t i = 0; i + window < nstamps; ++i) best = std::min(best, stamps[i + window] - stamps[i]);
-        out.min_ticks_per_iteration = best / (window * o.cq_mod);
+    const std::size_t n = nstamps / 2;
+    const std::uint64_t want = std::max<std::uint64_t>(o.tx_depth, o.cq_mod);
+    std::uint64_t covered = 0;
+    std::size_t first = 0;
+    for (std::size_t last = 1; last < n; ++last) {
+        covered += stamps[2 * last + 1];
+        while (first + 1 < last && covered - stamps[2 * (first + 1) + 1] >= want) {
+            ++first;
+            covered -= stamps[2 * first + 1];
+        }
+        if (covered >= want) {
+            const std::uint64_t per = (stamps[2 * last] - stamps[2 * first]) / covered;
+            if (out.min_ticks_per_iteration == 0 || per < out.min_ticks_per_iteration) out.min_ticks_per_iteration = per;
+        }
     }
     // Never slower than the average (the window may span a pause).
     if (total_done != 0) {
@@ -185,7 +200,7 @@ status bandwidth_server(loop_context& c, side& s, std::size_t size, std::uint64_
         ibv_wc wc[16];
         const int got = s.rcq->poll(16, wc);
         if (got == 0) {
-            if (!w.idle()) {
+            if (!idle_on(w, *s.rcq)) {
                 if (w.stopped || lossy) return ok_status();  // the caller settles the count
                 return error{ETIMEDOUT, "no message for a long time: the client stopped sending"};
             }

@@ -37,7 +37,7 @@ status take_one(idle_watch& w, cxv::cq& cq, ibv_wc& wc, const char* what) {
             if (wc.status != IBV_WC_SUCCESS) [[unlikely]] return completion_error(wc, what);
             return ok_status();
         }
-        if (!w.idle()) [[unlikely]] return w.stopped ? status(error{EINTR, "stopped"}) : status(stalled(what));
+        if (!idle_on(w, cq)) [[unlikely]] return w.stopped ? status(error{EINTR, "stopped"}) : status(stalled(what));
     }
 }
 

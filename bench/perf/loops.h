@@ -62,6 +62,8 @@ struct loop_context {
 status latency_client(loop_context& c, side& s, std::size_t size, std::uint64_t warmup,
                       std::vector<std::uint64_t>& samples, std::uint64_t& measured);
 status latency_server(loop_context& c, side& s, std::size_t size, std::uint64_t warmup);
+// `stamps`: room for two words per completion (its TSC stamp, the iterations it
+// completed), for the peak.
 status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<std::uint64_t>& stamps,
                         bandwidth_sample_set& out, std::uint64_t& per_qp);
 // The server of send_bw takes messages until `expected` arrived, or (watch_stop) the

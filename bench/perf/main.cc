@@ -293,7 +293,7 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
             lat.samples.resize(measured);
             per_qp = warmup + measured;
         } else {
-            const std::size_t n = o.duration ? (std::size_t{1} << 20) : o.iters * o.qps / o.cq_mod + o.qps + 16;
+            const std::size_t n = 2 * (o.duration ? (std::size_t{1} << 20) : o.iters * o.qps / o.cq_mod + o.qps + 16);
             std::vector<std::uint64_t> stamps(n, 0);
             if (auto r = bandwidth_client(c, *s, size, stamps, bw, per_qp); !r) return r;
         }

@@ -101,7 +101,7 @@ void print_usage(std::FILE* out) {
                  "  -I, --inline_size=BYTES largest message sent inline\n"
                  "  -l, --post_list=N       WRs per post (bandwidth tests)\n"
                  "  -Q, --cq-mod=N          a completion every N sends (bandwidth tests, default 100)\n"
-                 "  -e, --events            sleep on CQ events instead of polling\n"
+                 "  -e, --events            sleep on CQ events instead of polling (not write_lat)\n"
                  "  -F, --CPU-freq          no warning about the CPU frequency governor\n"
                  "  -p, --port=PORT         TCP port of the out-of-band exchange (default 18515)\n"
                  "  -R, --rdma_cm           connect with rdma_cm (not supported yet)\n"
@@ -262,7 +262,6 @@ result<options> parse_options(int argc, char** argv) {
         if (tx_given && o.tx_depth != 1) return bad("-t applies to bandwidth tests only (latency keeps one in flight)");
     }
     if (o.events && o.op == operation::write && o.latency) return bad("-e does not apply to write_lat (it polls memory)");
-    if (o.events) return bad("-e (CQ events) is not supported yet");
     if (o.cpu_util && o.duration == 0) return bad("--cpu_util needs -D (as perftest)");
     if (o.duration != 0 && o.all_sizes) return bad("-D and -a cannot be combined");
     if (o.duration != 0 && iters_given) return bad("-D and -n cannot be combined");

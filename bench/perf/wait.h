@@ -3,6 +3,7 @@
 
 #include <endian.h>
 
+#include <chrono>
 #include <cstdint>
 #include <thread>
 
@@ -38,6 +39,22 @@ struct idle_watch {
         return true;
     }
 };
+
+// Between empty polls of `cq`: the idle_watch's, or with -e a sleep on the CQ's
+// completion event (armed first: a completion that came before the arm raises it at once),
+// waking every 100 ms for the stall bound and the stop message.
+inline bool idle_on(idle_watch& w, cxv::cq& cq) noexcept {
+    if (!w.c.o->events) return w.idle();
+    if (w.empty++ == 0) w.since = tsc_now();
+    cq.request_notify(false);
+    if (cq.wait_event(std::chrono::milliseconds(100))) return true;
+    if (tsc_now() - w.since > w.c.stall_ticks) return false;
+    if (w.watch_stop && w.c.oob->readable()) {
+        w.stopped = true;
+        return false;
+    }
+    return true;
+}
 
 // The fetched value of an 8-byte atomic: devices keep atomic targets in their own byte
 // order (a card big-endian, the model the host's), so both readings are compared.

@@ -129,15 +129,17 @@ struct outcome {
 
 // cxv-perf ARGS as server (fabric place 0) and ARGS + 127.0.0.1 as client (place 1).
 outcome run_pair(const std::vector<std::string>& args, const std::vector<std::string>& client_extra = {},
-                 std::chrono::seconds limit = 60s) {
+                 const std::vector<std::string>& client_sim = {}, std::chrono::seconds limit = 60s) {
     const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
     scratch s;
     const std::string fabric = s.dir + "/fabric";
     const std::string port = std::to_string(free_port());
     auto start = [&](unsigned index, bool client) {
         std::vector<std::string> argv = {sim, "run", "--fabric", fabric, "--port-type", "ib", "--set",
-                                         "fabric_index=" + std::to_string(index), "--link-up-ms", "20", "--",
-                                         perf};
+                                         "fabric_index=" + std::to_string(index), "--link-up-ms", "20"};
+        if (client) argv.insert(argv.end(), client_sim.begin(), client_sim.end());
+        argv.push_back("--");
+        argv.push_back(perf);
         argv.insert(argv.end(), args.begin(), args.end());
         argv.insert(argv.end(), {"-d", bdf_at(sim, fabric, index), "-p", port});
         if (client) {
@@ -303,6 +305,28 @@ TEST_CASE("--json writes its file; -D runs for its duration") {
     CHECK(d.client_err.find("iterations") != std::string::npos);  // the progress line
 }
 
+TEST_CASE("--verify finds what did not arrive intact: UC WRITEs lost on the wire") {
+    // The client's link drops a fifth of its frames: UC has no retransmission, so some
+    // WRITEs never land and the server's target keeps older iterations' bytes.
+    const std::vector<std::string> faults = {"--set", "link_drop=0.2", "--set", "link_seed=3"};
+    const outcome bad = run_pair({"write_bw", "-c", "UC", "-n", "200", "-s", "256", "--verify"}, {}, faults);
+    INFO("server stderr: " << bad.server_err << "\nclient stderr: " << bad.client_err);
+    CHECK(bad.server == 1);
+    CHECK(bad.client == 1);
+    CHECK(bad.server_err.find("--verify: ") != std::string::npos);
+    CHECK(bad.server_err.find("with wrong data") != std::string::npos);
+    CHECK(bad.client_err.find("the server: --verify: ") != std::string::npos);
+    // The same run without --verify reports its figures and passes.
+    const outcome plain = run_pair({"write_bw", "-c", "UC", "-n", "200", "-s", "256"}, {}, faults);
+    check_passed(plain);
+}
+
+TEST_CASE("-e: completions by event") {
+    const outcome o = run_pair({"send_lat", "-e", "-n", "100", "-s", "64", "--verify"});
+    check_passed(o);
+    check_latency_rows(o.client_out, {64}, 100);
+}
+
 TEST_CASE("--loopback: both sides in one process") {
     const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
     scratch s;
@@ -340,7 +364,7 @@ TEST_CASE("bad options: one clear line and exit 1") {
         {{"send_lat", "-q", "2"}, "bandwidth tests only"},
         {{"send_bw", "-R"}, "not supported yet"},
         {{"send_bw", "-b"}, "not supported yet"},
-        {{"send_lat", "-e"}, "not supported yet"},
+        {{"write_lat", "-e"}, "does not apply to write_lat"},
         {{"send_lat", "--cpu_util"}, "needs -D"},
         {{"send_lat", "-m", "1000"}, "bad -m"},
         {{"send_lat", "host1", "host2"}, "unexpected argument"},
