@@ -56,14 +56,14 @@ void shape(side& s, unsigned q, std::uint64_t it, std::uint64_t limit, std::size
         if (o.verify) fill_pattern(s.send_area(q, slot), size, it);
         break;
     case operation::read:
-        sge.addr = reinterpret_cast<std::uint64_t>(s.recv_area(q, slot));
+        sge.addr = reinterpret_cast<std::uint64_t>(s.send_area(q, slot));
         wr.opcode = IBV_WR_RDMA_READ;
         wr.wr.rdma.remote_addr = s.remote_addr(q, slot);
         wr.wr.rdma.rkey = s.remote[q].rkey;
-        if (o.verify) fill_pattern(s.recv_area(q, slot), size, slot + 1);  // stale data must not pass
+        if (o.verify) fill_pattern(s.send_area(q, slot), size, slot + 1);  // stale data must not pass
         break;
     case operation::atomic:
-        sge.addr = reinterpret_cast<std::uint64_t>(s.recv_area(q, slot));
+        sge.addr = reinterpret_cast<std::uint64_t>(s.send_area(q, slot));
         sge.length = 8;
         wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
         wr.wr.atomic.remote_addr = s.remote_addr(q, 0);
@@ -77,7 +77,7 @@ void shape(side& s, unsigned q, std::uint64_t it, std::uint64_t limit, std::size
 void check_results(loop_context& c, side& s, unsigned q, std::uint64_t from, std::uint64_t to, std::size_t size) {
     for (std::uint64_t it = from; it < to; ++it) {
         const std::size_t slot = it % s.slots;
-        const std::byte* p = s.recv_area(q, slot);
+        const std::byte* p = s.send_area(q, slot);
         if (s.o->op == operation::read) {
             if (const std::size_t i = check_pattern(p, size, slot); i != size) {
                 c.verified.note(it, i, pattern(slot, i), static_cast<unsigned>(p[i]));

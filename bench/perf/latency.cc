@@ -93,14 +93,14 @@ struct send_wr {
             break;
         case operation::read:
             wr.opcode = IBV_WR_RDMA_READ;
-            sge.addr = reinterpret_cast<std::uint64_t>(s.recv_area(0, 0));
+            sge.addr = reinterpret_cast<std::uint64_t>(s.send_area(0, 0));
             wr.wr.rdma.remote_addr = s.remote_addr(0, 0);
             wr.wr.rdma.rkey = s.remote[0].rkey;
             wr.send_flags = IBV_SEND_SIGNALED;
             break;
         case operation::atomic:
             wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-            sge.addr = reinterpret_cast<std::uint64_t>(s.recv_area(0, 0));
+            sge.addr = reinterpret_cast<std::uint64_t>(s.send_area(0, 0));
             sge.length = 8;
             wr.wr.atomic.remote_addr = s.remote_addr(0, 0);
             wr.wr.atomic.rkey = s.remote[0].rkey;
@@ -182,13 +182,13 @@ status latency_client(loop_context& c, side& s, std::size_t size, std::uint64_t 
             if (auto r = ping(w, s, m, sig, size, k); !r) return r;
             if (auto r = pong(w, c, s, size, k); !r) return r;
         } else {
-            if (o.verify) fill_pattern(s.recv_area(0, 0), size, 1);  // stale data must not pass
+            if (o.verify) fill_pattern(s.send_area(0, 0), size, 1);  // stale data must not pass
             ibv_send_wr* bad = nullptr;
             if (const int rc = s.qps[0]->post_send(&m.wr, &bad); rc != 0) [[unlikely]] return post_failed(rc);
             ibv_wc wc;
             if (auto r = take_one(w, *s.scq, wc, o.op == operation::read ? "an RDMA READ" : "an atomic"); !r) return r;
             if (o.verify) {
-                const std::byte* p = s.recv_area(0, 0);
+                const std::byte* p = s.send_area(0, 0);
                 if (o.op == operation::read) {
                     if (const std::size_t i = check_pattern(p, size, 0); i != size) {
                         c.verified.note(k, i, pattern(0, i), static_cast<unsigned>(p[i]));

@@ -8,6 +8,7 @@
 // QPs' addresses, and then run size after size, with a barrier around each.
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "bench/perf/loops.h"
@@ -52,6 +54,7 @@ wire_params params_of(const options& o) {
     p.rx_depth = o.rx_depth;
     p.verify = o.verify;
     p.mtu = o.mtu;
+    p.bidirectional = o.bidirectional;
     return p;
 }
 
@@ -74,6 +77,7 @@ std::string differences(const wire_params& mine, const wire_params& theirs) {
     cmp("-r", mine.rx_depth, theirs.rx_depth);
     cmp("--verify", mine.verify, theirs.verify);
     cmp("-m", mine.mtu, theirs.mtu);
+    cmp("-b", mine.bidirectional, theirs.bidirectional);
     return d;
 }
 
@@ -153,8 +157,14 @@ double process_cpu_seconds() {
     return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
 }
 
-status send_sync(channel& ch, sync_kind kind, std::uint64_t value, bool ok = true, const std::string& message = "") {
+status send_sync(channel& ch, sync_kind kind, std::uint64_t value, bool ok = true, const std::string& message = "",
+                 const bandwidth_sample_set* own = nullptr) {
     wire_sync m;
+    if (own != nullptr) {
+        m.iterations = own->iterations;
+        m.ticks = own->ticks;
+        m.min_ticks = own->min_ticks_per_iteration;
+    }
     m.kind = kind;
     m.ok = ok;
     m.value = value;
@@ -169,6 +179,52 @@ result<wire_sync> recv_sync(channel& ch, sync_kind kind, std::chrono::millisecon
     if (m.kind == sync_error) return error{EPROTO, std::string("the peer failed: ") + m.message};
     if (m.kind != kind) return error{EPROTO, "the peer is out of step (message " + std::to_string(m.kind) + ")"};
     return m;
+}
+
+// -b with SEND: this side's receives, on a thread of their own while the main one sends.
+class receiver {
+public:
+    receiver(const loop_context& c, side& s, std::size_t size) : ctx_(c) {
+        ctx_.oob = nullptr;
+        ctx_.progress = nullptr;
+        ctx_.peer_done = &peer_done_;
+        ctx_.verified = {};
+        count_.assign(c.o->qps, 0);
+        thread_ = std::thread([this, &s, size] {
+            status_ = bandwidth_server(ctx_, s, size, ctx_.o->iters * ctx_.o->qps, false, count_, received_);
+        });
+    }
+    // Once the peer has finished sending: what arrived, and what --verify found.
+    status finish(verify_result& into) {
+        peer_done_ = true;
+        thread_.join();
+        if (into.bad == 0) into = ctx_.verified;
+        else into.bad += ctx_.verified.bad;
+        return status_;
+    }
+    ~receiver() {
+        peer_done_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+
+private:
+    loop_context ctx_;
+    std::atomic<bool> peer_done_{false};
+    std::vector<std::uint64_t> count_;
+    std::uint64_t received_ = 0;
+    status status_ = ok_status();
+    std::thread thread_;
+};
+
+// Both directions of a -b run as one: the iterations of both, over the longer time.
+bandwidth_sample_set combined(const bandwidth_sample_set& a, const wire_sync& peer) {
+    bandwidth_sample_set b = a;
+    b.iterations += peer.iterations;
+    b.ticks = std::max(a.ticks, peer.ticks);
+    if (a.min_ticks_per_iteration != 0 && peer.min_ticks != 0) {
+        b.min_ticks_per_iteration = a.min_ticks_per_iteration * peer.min_ticks / (a.min_ticks_per_iteration + peer.min_ticks);
+    }
+    return b;
 }
 
 // One side of a run, from the parameter exchange to the table. Returns the exit status.
@@ -245,6 +301,26 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
             prepare_size(*s, size);
             if (auto r = send_sync(ch, sync_ready, size); !r) return r;
             std::uint64_t received = 0, per_qp = 0;
+            if (o.bidirectional) {
+                // Both send: the client prepared its side too before either starts.
+                if (auto r = recv_sync(ch, sync_ready, kPeerTimeout); !r) return r.error();
+                std::optional<receiver> rx;
+                if (o.op == operation::send) rx.emplace(c, *s, size);
+                std::vector<std::uint64_t> stamps(2 * (o.iters * o.qps / o.cq_mod + o.qps + 16), 0);
+                bandwidth_sample_set own;
+                std::uint64_t own_per_qp = 0;
+                if (auto r = bandwidth_client(c, *s, size, stamps, own, own_per_qp); !r) return r;
+                auto stop = recv_sync(ch, sync_stop, kPeerTimeout);
+                if (!stop) return stop.error();
+                per_qp = stop->value;
+                if (rx) {
+                    if (auto r = rx->finish(c.verified); !r) return r;
+                }
+                verify_after(c, *s, size, per_qp);
+                const bool good = c.verified.bad == 0;
+                if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe(), &own); !r) return r;
+                continue;
+            }
             std::vector<std::uint64_t> count(o.qps, 0);
             status st = ok_status();
             if (o.latency) {
@@ -274,8 +350,14 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
             if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe()); !r) return r;
             continue;
         }
+        if (o.bidirectional) prepare_size(*s, size);  // the server's WRITEs, READs and atomics land here
         auto ready = recv_sync(ch, sync_ready, kPeerTimeout);
         if (!ready) return ready.error();
+        std::optional<receiver> rx;
+        if (o.bidirectional) {
+            if (auto r = send_sync(ch, sync_ready, size); !r) return r;
+            if (o.op == operation::send) rx.emplace(c, *s, size);
+        }
         auto progress = std::make_unique<progress_line>(o.duration != 0 && !quiet, o.duration);
         c.progress = &progress->count;
         const double cpu0 = process_cpu_seconds();
@@ -305,6 +387,14 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
         auto done = recv_sync(ch, sync_done, kPeerTimeout);
         if (!done) return done.error();
         if (!done->ok) return error{EIO, std::string("the server: ") + done->message};
+        if (o.bidirectional) {
+            // The server's direction: its messages all arrived, its WRITEs are in place.
+            if (rx) {
+                if (auto r = rx->finish(c.verified); !r) return r;
+            }
+            verify_after(c, *s, size, o.iters);
+            bw = combined(bw, done.value());
+        }
         if (!quiet) {
             if (o.latency) {
                 rep.add(stdout, lat);

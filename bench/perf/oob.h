@@ -61,7 +61,7 @@ struct wire_params {
     char magic[8] = {'c', 'x', 'v', 'p', 'e', 'r', 'f', '1'};
     std::uint32_t op = 0, latency = 0, conn = 0, all_sizes = 0;
     std::uint64_t size = 0, max_size = 0, iters = 0;
-    std::uint32_t duration = 0, qps = 0, tx_depth = 0, rx_depth = 0, verify = 0, mtu = 0;
+    std::uint32_t duration = 0, qps = 0, tx_depth = 0, rx_depth = 0, verify = 0, mtu = 0, bidirectional = 0;
 };
 
 // One QP's address as the peer needs it (perftest's "remote address" line).
@@ -77,6 +77,8 @@ struct wire_sync {
     std::uint32_t kind = 0;  // what the sender reached (below)
     std::uint32_t ok = 1;
     std::uint64_t value = 0;
+    // -b: the sender's own direction (bandwidth_sample_set's iterations, ticks, peak).
+    std::uint64_t iterations = 0, ticks = 0, min_ticks = 0;
     char message[112] = {};
 };
 enum sync_kind : std::uint32_t { sync_params = 1, sync_ready, sync_done, sync_stop, sync_error };

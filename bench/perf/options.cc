@@ -105,7 +105,7 @@ void print_usage(std::FILE* out) {
                  "  -F, --CPU-freq          no warning about the CPU frequency governor\n"
                  "  -p, --port=PORT         TCP port of the out-of-band exchange (default 18515)\n"
                  "  -R, --rdma_cm           connect with rdma_cm (not supported yet)\n"
-                 "  -b, --bidirectional     both directions at once (not supported yet)\n"
+                 "  -b, --bidirectional     both directions at once (bandwidth tests)\n"
                  "  -x, --gid-index=N       GID index (default: IB no GRH, RoCE 0)\n"
                  "  -m, --mtu=BYTES         path MTU 256 .. 4096 (default the port's)\n"
                  "      --report_gbits      bandwidth in Gbit/s\n"
@@ -217,7 +217,7 @@ result<options> parse_options(int argc, char** argv) {
             o.tcp_port = static_cast<unsigned>(v);
             break;
         case 'R': return bad("-R (rdma_cm connection management) is not supported yet");
-        case 'b': return bad("-b (bidirectional) is not supported yet");
+        case 'b': o.bidirectional = true; break;
         case 'x':
             if (!number(arg, 0, 255, v)) return bad("bad -x (GID index 0 .. 255): " + std::string(arg));
             o.gid_index = static_cast<int>(v);
@@ -261,6 +261,8 @@ result<options> parse_options(int argc, char** argv) {
         if (cq_mod_given) return bad("-Q applies to bandwidth tests only");
         if (tx_given && o.tx_depth != 1) return bad("-t applies to bandwidth tests only (latency keeps one in flight)");
     }
+    if (o.bidirectional && o.latency) return bad("-b applies to bandwidth tests only");
+    if (o.bidirectional && o.duration != 0) return bad("-b with -D is not supported yet");
     if (o.events && o.op == operation::write && o.latency) return bad("-e does not apply to write_lat (it polls memory)");
     if (o.cpu_util && o.duration == 0) return bad("--cpu_util needs -D (as perftest)");
     if (o.duration != 0 && o.all_sizes) return bad("-D and -a cannot be combined");

@@ -35,7 +35,8 @@ constexpr std::size_t kGrh = 40;  // a UD receive's GRH in front of the data (IB
 constexpr std::uint32_t kQkey = 0x11111111;
 
 // One side: per QP a send area and a receive area of `slots` message slots each. The
-// peer's WRITEs, READs and atomics target the receive area.
+// peer's WRITEs, READs and atomics target the receive area; this side's READ and atomic
+// results land in its send area (so that with -b the two never share bytes).
 struct side {
     const options* o = nullptr;
     std::shared_ptr<function> fn;

@@ -30,6 +30,11 @@ struct idle_watch {
         }
         if ((empty & 63) == 0) {
             if (c.idle_yield) std::this_thread::yield();
+            if (c.peer_done != nullptr && c.peer_done->load(std::memory_order_relaxed) &&
+                tsc_now() - since > static_cast<std::uint64_t>(c.tsc_hz / 2)) {
+                stopped = true;
+                return false;
+            }
             if ((empty & 1023) == 0 && tsc_now() - since > c.stall_ticks) return false;
             if (watch_stop && (empty & 4095) == 0 && c.oob->readable()) {
                 stopped = true;
@@ -49,6 +54,11 @@ inline bool idle_on(idle_watch& w, cxv::cq& cq) noexcept {
     cq.request_notify(false);
     if (cq.wait_event(std::chrono::milliseconds(100))) return true;
     if (tsc_now() - w.since > w.c.stall_ticks) return false;
+    if (w.c.peer_done != nullptr && w.c.peer_done->load(std::memory_order_relaxed) &&
+        tsc_now() - w.since > static_cast<std::uint64_t>(w.c.tsc_hz / 2)) {
+        w.stopped = true;
+        return false;
+    }
     if (w.watch_stop && w.c.oob->readable()) {
         w.stopped = true;
         return false;

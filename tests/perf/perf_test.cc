@@ -321,6 +321,17 @@ TEST_CASE("--verify finds what did not arrive intact: UC WRITEs lost on the wire
     check_passed(plain);
 }
 
+TEST_CASE("-b: both directions at once, --verify on both sides") {
+    for (const char* test : {"send_bw", "write_bw", "read_bw", "atomic_bw"}) {
+        const std::string t = test;
+        CAPTURE(t);
+        const std::string size = t == "atomic_bw" ? "8" : "512";
+        const outcome o = run_pair({t, "-b", "-n", "200", "-s", size, "-t", "32", "-Q", "4", "--verify"});
+        check_passed(o);
+        check_bandwidth_rows(o.client_out, {std::stod(size)}, 400);  // both directions' iterations
+    }
+}
+
 TEST_CASE("-e: completions by event") {
     const outcome o = run_pair({"send_lat", "-e", "-n", "100", "-s", "64", "--verify"});
     check_passed(o);
@@ -363,7 +374,8 @@ TEST_CASE("bad options: one clear line and exit 1") {
         {{"atomic_bw", "-s", "64"}, "8-byte"},
         {{"send_lat", "-q", "2"}, "bandwidth tests only"},
         {{"send_bw", "-R"}, "not supported yet"},
-        {{"send_bw", "-b"}, "not supported yet"},
+        {{"send_bw", "-b", "-D", "2"}, "not supported yet"},
+        {{"send_lat", "-b"}, "bandwidth tests only"},
         {{"write_lat", "-e"}, "does not apply to write_lat"},
         {{"send_lat", "--cpu_util"}, "needs -D"},
         {{"send_lat", "-m", "1000"}, "bad -m"},
