@@ -202,6 +202,7 @@ public:
         else into.bad += ctx_.verified.bad;
         return status_;
     }
+    std::uint64_t received() const { return received_; }
     ~receiver() {
         peer_done_ = true;
         if (thread_.joinable()) thread_.join();
@@ -318,6 +319,7 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
                 }
                 verify_after(c, *s, size, per_qp);
                 const bool good = c.verified.bad == 0;
+                if (rx) received = rx->received();
                 if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe(), &own); !r) return r;
                 continue;
             }
@@ -387,12 +389,14 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
         auto done = recv_sync(ch, sync_done, kPeerTimeout);
         if (!done) return done.error();
         if (!done->ok) return error{EIO, std::string("the server: ") + done->message};
+        std::uint64_t own_iterations = bw.iterations;
         if (o.bidirectional) {
             // The server's direction: its messages all arrived, its WRITEs are in place.
             if (rx) {
                 if (auto r = rx->finish(c.verified); !r) return r;
             }
             verify_after(c, *s, size, o.iters);
+            own_iterations = bw.iterations;
             bw = combined(bw, done.value());
         }
         if (!quiet) {
@@ -400,9 +404,9 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
                 rep.add(stdout, lat);
             } else {
                 rep.add(stdout, bw);
-                if (o.op == operation::send && o.conn != transport::rc && done->value < bw.iterations) {
+                if (o.op == operation::send && o.conn != transport::rc && done->value < own_iterations) {
                     std::printf(" (the server received %llu of %llu messages)\n",
-                                static_cast<unsigned long long>(done->value), static_cast<unsigned long long>(bw.iterations));
+                                static_cast<unsigned long long>(done->value), static_cast<unsigned long long>(own_iterations));
                 }
             }
             if (o.cpu_util) std::printf(" CPU Util[%%]: %.2f\n", wall > 0 ? 100.0 * cpu / wall : 0.0);

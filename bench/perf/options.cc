@@ -56,6 +56,7 @@ const option kLong[] = {
     {"bidirectional", no_argument, nullptr, 'b'},
     {"gid-index", required_argument, nullptr, 'x'},
     {"mtu", required_argument, nullptr, 'm'},
+    {"qp-timeout", required_argument, nullptr, 'u'},
     {"help", no_argument, nullptr, 'h'},
     {"report_gbits", no_argument, nullptr, opt_report_gbits},
     {"cpu_util", no_argument, nullptr, opt_cpu_util},
@@ -108,6 +109,7 @@ void print_usage(std::FILE* out) {
                  "  -b, --bidirectional     both directions at once (bandwidth tests)\n"
                  "  -x, --gid-index=N       GID index (default: IB no GRH, RoCE 0)\n"
                  "  -m, --mtu=BYTES         path MTU 256 .. 4096 (default the port's)\n"
+                 "  -u, --qp-timeout=N      ACK timeout 4.096 us * 2^N (default 14; on the model 18)\n"
                  "      --report_gbits      bandwidth in Gbit/s\n"
                  "      --cpu_util          CPU utilisation (with -D)\n"
                  "cxv-perf's own:\n"
@@ -149,7 +151,7 @@ result<options> parse_options(int argc, char** argv) {
     optind = 2;
     for (;;) {
         int index = 0;
-        const int c = getopt_long(argc, argv, "+:d:i:s:an:D:c:q:t:r:I:l:Q:eFp:Rbx:m:h", kLong, &index);
+        const int c = getopt_long(argc, argv, "+:d:i:s:an:D:c:q:t:r:I:l:Q:eFp:Rbx:m:u:h", kLong, &index);
         if (c == -1) break;
         const char* arg = optarg;
         const std::string shown = argv[optind - 1];
@@ -225,6 +227,10 @@ result<options> parse_options(int argc, char** argv) {
         case 'm':
             if (!number(arg, 256, 4096, v) || (v & (v - 1)) != 0) return bad("bad -m (256, 512, 1024, 2048 or 4096): " + std::string(arg));
             o.mtu = static_cast<unsigned>(v);
+            break;
+        case 'u':
+            if (!number(arg, 1, 31, v)) return bad("bad -u (QP timeout 1 .. 31): " + std::string(arg));
+            o.qp_timeout = static_cast<int>(v);
             break;
         case 'h': o.help = true; return o;
         case opt_report_gbits: o.report_gbits = true; break;

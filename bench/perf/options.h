@@ -40,6 +40,7 @@ struct options {
     bool bidirectional = false;        // -b
     int gid_index = -1;                // -x (-1: InfiniBand LIDs, GID 0 on RoCE)
     unsigned mtu = 0;                  // -m bytes (0: the port's)
+    int qp_timeout = -1;               // -u: ACK timeout 4.096 us << u (-1: 14, on the model 18)
     bool cpu_util = false;             // --cpu_util
     std::string json, plot;            // --json FILE, --plot FILE
     bool verify = false;               // --verify

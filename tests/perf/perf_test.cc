@@ -379,6 +379,7 @@ TEST_CASE("bad options: one clear line and exit 1") {
         {{"write_lat", "-e"}, "does not apply to write_lat"},
         {{"send_lat", "--cpu_util"}, "needs -D"},
         {{"send_lat", "-m", "1000"}, "bad -m"},
+        {{"send_lat", "-u", "40"}, "bad -u"},
         {{"send_lat", "host1", "host2"}, "unexpected argument"},
     };
     for (const auto& [args, says] : cases) {
