@@ -77,8 +77,9 @@ bool on_model() {
 unsigned slots_of(const options& o) {
     // Without --verify every message uses one buffer, as perftest; with it each message
     // in flight has its own, so that what arrives can be checked against its iteration.
+    // (SEND: each receive too.)
     if (!o.verify || o.latency) return 1;
-    return std::max(o.tx_depth, o.rx_depth);
+    return o.op == operation::send ? std::max(o.tx_depth, o.rx_depth) : o.tx_depth;
 }
 
 std::size_t message_limit(const options& o) {
@@ -105,8 +106,9 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
     if (sizes.empty()) return error{EINVAL, "no message size fits the memory budget"};
     s->max_msg = *std::max_element(sizes.begin(), sizes.end());
     if (s->max_msg > message_limit(o)) {
-        return error{EINVAL, "-s " + std::to_string(s->max_msg) + " does not fit the memory budget with these options (at most " +
-                                 std::to_string(message_limit(o)) + ")"};
+        return error{EINVAL, "-s " + std::to_string(s->max_msg) + " does not fit the memory budget (48 MiB a side) with these options: " +
+                                 (o.verify ? "--verify keeps a buffer per message in flight; " : "") + "at most " +
+                                 std::to_string(message_limit(o)) + " bytes (or lower -q, -t, -r)"};
     }
     s->stride = round_up(s->max_msg + (o.conn == transport::ud ? kGrh : 0), 64);
     s->mem_len = round_up(2 * o.qps * s->area(), 4096);

@@ -129,13 +129,14 @@ struct outcome {
 
 // cxv-perf ARGS as server (fabric place 0) and ARGS + 127.0.0.1 as client (place 1).
 outcome run_pair(const std::vector<std::string>& args, const std::vector<std::string>& client_extra = {},
-                 const std::vector<std::string>& client_sim = {}, std::chrono::seconds limit = 60s) {
+                 const std::vector<std::string>& client_sim = {}, const std::string& port_type = "ib",
+                 std::chrono::seconds limit = 60s) {
     const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
     scratch s;
     const std::string fabric = s.dir + "/fabric";
     const std::string port = std::to_string(free_port());
     auto start = [&](unsigned index, bool client) {
-        std::vector<std::string> argv = {sim, "run", "--fabric", fabric, "--port-type", "ib", "--set",
+        std::vector<std::string> argv = {sim, "run", "--fabric", fabric, "--port-type", port_type, "--set",
                                          "fabric_index=" + std::to_string(index), "--link-up-ms", "20"};
         if (client) argv.insert(argv.end(), client_sim.begin(), client_sim.end());
         argv.push_back("--");
@@ -329,6 +330,18 @@ TEST_CASE("-b: both directions at once, --verify on both sides") {
         const outcome o = run_pair({t, "-b", "-n", "200", "-s", size, "-t", "32", "-Q", "4", "--verify"});
         check_passed(o);
         check_bandwidth_rows(o.client_out, {std::stod(size)}, 400);  // both directions' iterations
+    }
+}
+
+TEST_CASE("RoCE: the QPs addressed by GID (RoCEv2 frames between the processes)") {
+    for (const char* gid : {"0", "1"}) {
+        CAPTURE(std::string(gid));
+        const outcome o = run_pair({"write_lat", "-n", "100", "-s", "64", "-x", gid, "--verify"}, {}, {}, "eth");
+        check_passed(o);
+        check_latency_rows(o.client_out, {64}, 100);
+        const outcome b = run_pair({"send_bw", "-n", "200", "-s", "1024", "-x", gid, "--verify"}, {}, {}, "eth");
+        check_passed(b);
+        check_bandwidth_rows(b.client_out, {1024}, 200);
     }
 }
 
