@@ -96,10 +96,13 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
                         bandwidth_sample_set& out, std::uint64_t& per_qp) {
     const options& o = *c.o;
     const unsigned nq = o.qps;
-    // Everything the loop touches, made before it starts.
-    std::vector<std::uint64_t> posted(nq, 0), done(nq, 0);
-    std::vector<ibv_send_wr> wrs(o.post_list);
-    std::vector<ibv_sge> sges(o.post_list);
+    // Everything the loop touches was made with the side.
+    std::vector<std::uint64_t>& posted = s.posted;
+    std::vector<std::uint64_t>& done = s.done;
+    std::vector<ibv_send_wr>& wrs = s.wrs;
+    std::vector<ibv_sge>& sges = s.sges;
+    std::fill(posted.begin(), posted.end(), 0);
+    std::fill(done.begin(), done.end(), 0);
     std::uint64_t limit = o.duration ? ~std::uint64_t{0} >> 16 : o.iters;
     const bool check = o.verify && (o.op == operation::read || o.op == operation::atomic);
     idle_watch w{c};

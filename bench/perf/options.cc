@@ -145,7 +145,6 @@ result<options> parse_options(int argc, char** argv) {
     if (o.op == operation::atomic) o.size = 8;
 
     bool size_given = false, iters_given = false, tx_given = false, post_list_given = false, cq_mod_given = false;
-    bool rx_given = false;
     std::uint64_t v = 0;
     opterr = 0;
     optind = 2;
@@ -196,7 +195,6 @@ result<options> parse_options(int argc, char** argv) {
         case 'r':
             if (!number(arg, 1, 8192, v)) return bad("bad -r (1 .. 8192): " + std::string(arg));
             o.rx_depth = static_cast<unsigned>(v);
-            rx_given = true;
             break;
         case 'I':
             if (!number(arg, 0, 512, v)) return bad("bad -I (0 .. 512 bytes): " + std::string(arg));
@@ -251,7 +249,6 @@ result<options> parse_options(int argc, char** argv) {
     if (optind < argc) return bad("unexpected argument '" + std::string(argv[optind]) + "'");
 
     // What the test and transport allow (perftest refuses the same).
-    const char* conn = transport_name(o.conn);
     if (o.conn == transport::ud && o.op != operation::send) return bad(o.test + " does not run over UD (send only)");
     if (o.conn == transport::uc && (o.op == operation::read || o.op == operation::atomic)) {
         return bad(o.test + " does not run over UC (send and write only)");
@@ -284,8 +281,6 @@ result<options> parse_options(int argc, char** argv) {
         return bad("--plot FILE ends with .svg or .png");
     }
     if (o.all_sizes && o.max_size < 2) return bad("--max_size must be at least 2");
-    (void)rx_given;
-    (void)conn;
     return o;
 }
 

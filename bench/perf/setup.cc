@@ -167,6 +167,10 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
         s->local.push_back(w);
     }
     s->inline_max = want_inline;
+    s->posted.assign(o.qps, 0);
+    s->done.assign(o.qps, 0);
+    s->wrs.assign(o.post_list, ibv_send_wr{});
+    s->sges.assign(o.post_list, ibv_sge{});
     return s;
 }
 

@@ -53,6 +53,11 @@ struct side {
     std::vector<wire_qp> local, remote;
     std::vector<cxv::api::address_handle> ahs;  // UD: one per QP, to the peer's
     std::string local_gid, remote_gid;          // printed
+    // The bandwidth loop's state, made here so that the loop allocates nothing: per QP
+    // the iterations posted and completed, and a post list of WRs with their SGEs.
+    std::vector<std::uint64_t> posted, done;
+    std::vector<ibv_send_wr> wrs;
+    std::vector<ibv_sge> sges;
 
     side() = default;
     side(const side&) = delete;
