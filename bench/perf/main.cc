@@ -420,8 +420,9 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
     }
     if (c.verified.bad != 0) return error{EIO, c.verified.describe()};
     std::string why;
-    if (!o.json.empty() && !rep.write_json(o.json, &why)) return error{EIO, "--json " + o.json + ": " + why};
-    if (!o.plot.empty() && !server && !rep.write_plot(o.plot, &why)) return error{EIO, "--plot " + o.plot + ": " + why};
+    // (--loopback: the client's side writes them; the server's is quiet.)
+    if (!quiet && !o.json.empty() && !rep.write_json(o.json, &why)) return error{EIO, "--json " + o.json + ": " + why};
+    if (!quiet && !o.plot.empty() && !server && !rep.write_plot(o.plot, &why)) return error{EIO, "--plot " + o.plot + ": " + why};
     return ok_status();
 }
 
