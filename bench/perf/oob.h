@@ -1,0 +1,86 @@
+// The out-of-band exchange between cxv-perf's server and client: a TCP connection (-p,
+// default 18515, as perftest) or, with --loopback, a socketpair between two threads. It
+// carries the run's parameters, each side's QP addresses and the barriers between sizes;
+// never anything inside a timed loop. Every wait is bounded.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "base/result.h"
+
+namespace cxv::perf {
+
+class channel {
+public:
+    channel() = default;
+    explicit channel(int fd) : fd_(fd) {}
+    channel(channel&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    channel& operator=(channel&& o) noexcept {
+        std::swap(fd_, o.fd_);
+        return *this;
+    }
+    ~channel();
+
+    // Client: connects to host:port, retrying a refused connection for `retry_for` (the
+    // server may still be opening its device); the error names HOST:PORT and the reason.
+    static result<channel> connect(const std::string& host, unsigned port, std::chrono::milliseconds retry_for);
+    // Two connected ends (--loopback).
+    static std::pair<channel, channel> pair();
+
+    // Exactly `n` bytes, within `timeout`.
+    status send(const void* p, std::size_t n);
+    status recv(void* p, std::size_t n, std::chrono::milliseconds timeout);
+    // Whether a message is waiting (no wait; for a server polling between empty polls).
+    bool readable();
+    int fd() const { return fd_; }
+
+private:
+    int fd_ = -1;
+};
+
+// Server: a listening socket, made before the device opens so a client finds it early.
+class listener {
+public:
+    static result<listener> create(unsigned port);
+    result<channel> accept(std::chrono::milliseconds timeout);
+    listener(listener&& o) noexcept : fd_(std::exchange(o.fd_, -1)), port_(o.port_) {}
+    ~listener();
+
+private:
+    listener() = default;
+    int fd_ = -1;
+    unsigned port_ = 0;
+};
+
+// What both sides must agree on (the client sends its own; the server compares).
+struct wire_params {
+    char magic[8] = {'c', 'x', 'v', 'p', 'e', 'r', 'f', '1'};
+    std::uint32_t op = 0, latency = 0, conn = 0, all_sizes = 0;
+    std::uint64_t size = 0, max_size = 0, iters = 0;
+    std::uint32_t duration = 0, qps = 0, tx_depth = 0, rx_depth = 0, verify = 0, mtu = 0, bidirectional = 0;
+};
+
+// One QP's address as the peer needs it (perftest's "remote address" line).
+struct wire_qp {
+    std::uint32_t qpn = 0, psn = 0, lid = 0, rkey = 0;
+    std::uint64_t vaddr = 0;  // the QP's receive area (the target of WRITE, READ, atomics)
+    std::uint64_t length = 0;
+    std::uint8_t gid[16] = {};
+};
+
+// A barrier message: its kind and one value (a count, a status).
+struct wire_sync {
+    std::uint32_t kind = 0;  // what the sender reached (below)
+    std::uint32_t ok = 1;
+    std::uint64_t value = 0;
+    // -b: the sender's own direction (bandwidth_sample_set's iterations, ticks, peak).
+    std::uint64_t iterations = 0, ticks = 0, min_ticks = 0;
+    char message[112] = {};
+};
+enum sync_kind : std::uint32_t { sync_params = 1, sync_ready, sync_done, sync_stop, sync_error };
+
+}  // namespace cxv::perf

@@ -1,0 +1,424 @@
+// cxv-perf end to end on the model: server and client as two processes, each under its
+// own `cxv-sim run --fabric DIR` (InfiniBand), every test with every transport it has,
+// --verify on; the tables' rows checked for sane figures; bad options, an absent server
+// and parameters that differ each give one clear line and a non-zero exit.
+// Processes are started here and always reaped or killed by PID; every wait is bounded.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    REQUIRE_MESSAGE(v != nullptr, name, " is not set (run under bazel test)");
+    return std::filesystem::absolute(v).string();
+}
+
+struct scratch {
+    std::string dir;
+    scratch() {
+        std::string t = "/tmp/cxv-perf-XXXXXX";
+        REQUIRE(::mkdtemp(t.data()) != nullptr);
+        dir = t;
+        std::filesystem::create_directories(dir + "/fabric");
+    }
+    ~scratch() { std::filesystem::remove_all(dir); }
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+// A free TCP port on 127.0.0.1 (bound to port 0 and read back).
+unsigned free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+// A child process with its stdout and stderr in files, killed by PID if still running.
+struct child {
+    pid_t pid = -1;
+    std::string out, err;
+    child(const std::vector<std::string>& argv, const std::string& base) : out(base + ".out"), err(base + ".err") {
+        pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::dup2(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+            ::dup2(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+            std::vector<char*> v;
+            for (const auto& a : argv) v.push_back(const_cast<char*>(a.c_str()));
+            v.push_back(nullptr);
+            ::execv(v[0], v.data());
+            ::_exit(127);
+        }
+    }
+    // The exit status, or -1 after killing it at `deadline`.
+    int wait(clock_type::time_point deadline) {
+        while (pid > 0) {
+            int st = 0;
+            if (::waitpid(pid, &st, WNOHANG) == pid) {
+                pid = -1;
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            }
+            if (clock_type::now() > deadline) {
+                ::kill(pid, SIGKILL);
+                ::waitpid(pid, &st, 0);
+                pid = -1;
+                return -1;
+            }
+            std::this_thread::sleep_for(5ms);
+        }
+        return -1;
+    }
+    ~child() {
+        if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+        }
+    }
+};
+
+std::string bdf_at(const std::string& sim, const std::string& fabric, unsigned index) {
+    const std::string cmd = sim + " list --fabric " + fabric + " --set fabric_index=" + std::to_string(index);
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char line[64] = {};
+    const bool got = std::fgets(line, sizeof line, p) != nullptr;
+    ::pclose(p);
+    REQUIRE(got);
+    std::string s(line);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+struct outcome {
+    int server = -1, client = -1;
+    std::string server_out, server_err, client_out, client_err;
+};
+
+// cxv-perf ARGS as server (fabric place 0) and ARGS + 127.0.0.1 as client (place 1).
+outcome run_pair(const std::vector<std::string>& args, const std::vector<std::string>& client_extra = {},
+                 const std::vector<std::string>& client_sim = {}, const std::string& port_type = "ib",
+                 std::chrono::seconds limit = 60s) {
+    const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
+    scratch s;
+    const std::string fabric = s.dir + "/fabric";
+    const std::string port = std::to_string(free_port());
+    auto start = [&](unsigned index, bool client) {
+        std::vector<std::string> argv = {sim, "run", "--fabric", fabric, "--port-type", port_type, "--set",
+                                         "fabric_index=" + std::to_string(index), "--link-up-ms", "20"};
+        if (client) argv.insert(argv.end(), client_sim.begin(), client_sim.end());
+        argv.push_back("--");
+        argv.push_back(perf);
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.insert(argv.end(), {"-d", bdf_at(sim, fabric, index), "-p", port});
+        if (client) {
+            argv.insert(argv.end(), client_extra.begin(), client_extra.end());
+            argv.push_back("127.0.0.1");
+        }
+        return std::make_unique<child>(argv, s.dir + (client ? "/client" : "/server"));
+    };
+    auto server = start(0, false);
+    auto client = start(1, true);
+    const auto deadline = clock_type::now() + limit;
+    outcome o;
+    o.client = client->wait(deadline);
+    o.server = server->wait(deadline);
+    o.server_out = slurp(server->out);
+    o.server_err = slurp(server->err);
+    o.client_out = slurp(client->out);
+    o.client_err = slurp(client->err);
+    return o;
+}
+
+std::vector<std::string> split_ws(const std::string& line) {
+    std::istringstream in(line);
+    std::vector<std::string> f;
+    std::string w;
+    while (in >> w) f.push_back(w);
+    return f;
+}
+
+bool is_number(const std::string& w) {
+    char* end = nullptr;
+    std::strtod(w.c_str(), &end);
+    return !w.empty() && *end == '\0';
+}
+
+// The table's rows: lines of exactly `columns` numbers.
+std::vector<std::vector<double>> rows_of(const std::string& out, std::size_t columns) {
+    std::vector<std::vector<double>> rows;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto f = split_ws(line);
+        if (f.size() != columns) continue;
+        bool all = true;
+        for (const auto& w : f) all = all && is_number(w);
+        if (!all) continue;
+        std::vector<double> r;
+        for (const auto& w : f) r.push_back(std::strtod(w.c_str(), nullptr));
+        rows.push_back(r);
+    }
+    return rows;
+}
+
+void check_latency_rows(const std::string& out, const std::vector<double>& sizes, double iterations) {
+    INFO("client output:\n" << out);
+    CHECK(out.find("#bytes") != std::string::npos);
+    CHECK(out.find("t_typical[usec]") != std::string::npos);
+    const auto rows = rows_of(out, 9);  // #bytes #iterations min max typical avg stdev 99% 99.9%
+    REQUIRE(rows.size() == sizes.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& r = rows[i];
+        CHECK(r[0] == sizes[i]);
+        CHECK(r[1] == iterations);
+        CHECK(r[2] > 0);
+        CHECK(r[2] <= r[4]);  // min <= typical
+        CHECK(r[4] <= r[3]);  // typical <= max
+        CHECK(r[2] <= r[5]);  // min <= avg <= max
+        CHECK(r[5] <= r[3]);
+        CHECK(r[6] >= 0);
+        CHECK(r[7] <= r[3]);  // 99 % <= max
+    }
+}
+
+void check_bandwidth_rows(const std::string& out, const std::vector<double>& sizes, double iterations) {
+    INFO("client output:\n" << out);
+    CHECK(out.find("BW average[MB/sec]") != std::string::npos);
+    const auto rows = rows_of(out, 5);  // #bytes #iterations peak average MsgRate
+    REQUIRE(rows.size() == sizes.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& r = rows[i];
+        CHECK(r[0] == sizes[i]);
+        CHECK(r[1] == iterations);
+        CHECK(r[4] > 0);              // the message rate (MB/s may round to 0.00 for 2 bytes)
+        CHECK(r[3] >= 0);
+        CHECK(r[2] >= r[3] * 0.999);  // peak >= average
+        // MB/s = bytes * Mpps * 10^6 / 2^20, to the table's rounding
+        const double mb = r[0] * r[4] * 1e6 / 1048576.0;
+        CHECK(std::abs(r[3] - mb) <= 0.02 * mb + 0.01);
+    }
+}
+
+void check_passed(const outcome& o) {
+    INFO("server stdout:\n" << o.server_out << "\nserver stderr:\n" << o.server_err);
+    INFO("client stdout:\n" << o.client_out << "\nclient stderr:\n" << o.client_err);
+    REQUIRE(o.client == 0);
+    REQUIRE(o.server == 0);
+    CHECK(o.client_out.find("the model's, not a card's") != std::string::npos);
+}
+
+struct combination {
+    const char* test;
+    const char* conn;
+};
+constexpr combination kAll[] = {
+    {"send_lat", "RC"},  {"send_lat", "UC"}, {"send_lat", "UD"}, {"write_lat", "RC"}, {"write_lat", "UC"},
+    {"read_lat", "RC"},  {"atomic_lat", "RC"}, {"send_bw", "RC"}, {"send_bw", "UC"},   {"send_bw", "UD"},
+    {"write_bw", "RC"}, {"write_bw", "UC"},  {"read_bw", "RC"},   {"atomic_bw", "RC"},
+};
+
+TEST_CASE("every test over every transport it has, two processes, --verify") {
+    for (const auto& c : kAll) {
+        const std::string test = c.test;
+        const bool latency = test.ends_with("_lat");
+        const bool atomic = test.starts_with("atomic");
+        std::vector<std::string> sizes = atomic ? std::vector<std::string>{"8"} : std::vector<std::string>{"64", "4096"};
+        for (const auto& size : sizes) {
+            CAPTURE(test);
+            const std::string conn = c.conn;
+            CAPTURE(conn);
+            CAPTURE(size);
+            const outcome o = run_pair({test, "-c", c.conn, "-n", "200", "-s", size, "--verify"});
+            check_passed(o);
+            if (latency) {
+                check_latency_rows(o.client_out, {std::stod(size)}, 200);
+            } else {
+                // UC and UD may lose messages the server had no receive for: counted by the
+                // sender all the same, as perftest.
+                check_bandwidth_rows(o.client_out, {std::stod(size)}, 200);
+            }
+        }
+    }
+}
+
+TEST_CASE("-a sweeps the sizes up to --max_size, with several QPs, post lists and CQ moderation") {
+    SUBCASE("send_lat") {
+        const outcome o = run_pair({"send_lat", "-a", "--max_size", "1024", "-n", "100", "--verify"});
+        check_passed(o);
+        check_latency_rows(o.client_out, {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, 100);
+    }
+    SUBCASE("write_bw") {
+        const outcome o = run_pair({"write_bw", "-a", "--max_size", "1024", "-n", "100", "-q", "2", "-l", "4", "-Q", "8",
+                                    "-t", "32", "--verify"});
+        check_passed(o);
+        check_bandwidth_rows(o.client_out, {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}, 200);
+    }
+}
+
+TEST_CASE("--json writes its file; -D runs for its duration") {
+    scratch s;
+    const std::string json = s.dir + "/run.json";
+    const outcome o = run_pair({"read_lat", "-s", "256", "-n", "100"}, {"--json", json});
+    check_passed(o);
+    CHECK(std::filesystem::exists(json));
+    CHECK(std::filesystem::file_size(json) > 0);
+
+    const auto t0 = clock_type::now();
+    const outcome d = run_pair({"write_bw", "-s", "1024", "-D", "2", "--verify"});
+    check_passed(d);
+    CHECK(clock_type::now() - t0 >= 2s);
+    const auto rows = rows_of(d.client_out, 5);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0][1] > 0);
+    CHECK(d.client_err.find("iterations") != std::string::npos);  // the progress line
+}
+
+TEST_CASE("--verify finds what did not arrive intact: UC WRITEs lost on the wire") {
+    // The client's link drops a fifth of its frames: UC has no retransmission, so some
+    // WRITEs never land and the server's target keeps older iterations' bytes.
+    const std::vector<std::string> faults = {"--set", "link_drop=0.2", "--set", "link_seed=3"};
+    const outcome bad = run_pair({"write_bw", "-c", "UC", "-n", "200", "-s", "256", "--verify"}, {}, faults);
+    INFO("server stderr: " << bad.server_err << "\nclient stderr: " << bad.client_err);
+    CHECK(bad.server == 1);
+    CHECK(bad.client == 1);
+    CHECK(bad.server_err.find("--verify: ") != std::string::npos);
+    CHECK(bad.server_err.find("with wrong data") != std::string::npos);
+    CHECK(bad.client_err.find("the server: --verify: ") != std::string::npos);
+    // The same run without --verify reports its figures and passes.
+    const outcome plain = run_pair({"write_bw", "-c", "UC", "-n", "200", "-s", "256"}, {}, faults);
+    check_passed(plain);
+}
+
+TEST_CASE("-b: both directions at once, --verify on both sides") {
+    for (const char* test : {"send_bw", "write_bw", "read_bw", "atomic_bw"}) {
+        const std::string t = test;
+        CAPTURE(t);
+        const std::string size = t == "atomic_bw" ? "8" : "512";
+        const outcome o = run_pair({t, "-b", "-n", "200", "-s", size, "-t", "32", "-Q", "4", "--verify"});
+        check_passed(o);
+        check_bandwidth_rows(o.client_out, {std::stod(size)}, 400);  // both directions' iterations
+    }
+}
+
+TEST_CASE("RoCE: the QPs addressed by GID (RoCEv2 frames between the processes)") {
+    for (const char* gid : {"0", "1"}) {
+        CAPTURE(std::string(gid));
+        const outcome o = run_pair({"write_lat", "-n", "100", "-s", "64", "-x", gid, "--verify"}, {}, {}, "eth");
+        check_passed(o);
+        check_latency_rows(o.client_out, {64}, 100);
+        const outcome b = run_pair({"send_bw", "-n", "200", "-s", "1024", "-x", gid, "--verify"}, {}, {}, "eth");
+        check_passed(b);
+        check_bandwidth_rows(b.client_out, {1024}, 200);
+    }
+}
+
+TEST_CASE("-e: completions by event") {
+    const outcome o = run_pair({"send_lat", "-e", "-n", "100", "-s", "64", "--verify"});
+    check_passed(o);
+    check_latency_rows(o.client_out, {64}, 100);
+}
+
+TEST_CASE("--loopback: both sides in one process") {
+    const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
+    scratch s;
+    child c({sim, "run", "--port-type", "ib", "--", perf, "send_bw", "--loopback", "-n", "300", "-s", "512", "--verify"},
+            s.dir + "/loop");
+    const int rc = c.wait(clock_type::now() + 60s);
+    const std::string out = slurp(c.out);
+    INFO(out << slurp(c.err));
+    REQUIRE(rc == 0);
+    check_bandwidth_rows(out, {512}, 300);
+}
+
+// One clear line on stderr, and exit status 1.
+void check_refused(const std::string& err, int rc, const std::string& says) {
+    INFO("stderr: " << err);
+    CHECK(rc == 1);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK(err.starts_with("cxv-perf: "));
+    CHECK(err.find(says) != std::string::npos);
+}
+
+TEST_CASE("bad options: one clear line and exit 1") {
+    const std::string perf = env("CXV_PERF");
+    scratch s;
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"send_lat", "--bogus"}, "unknown option --bogus"},
+        {{"fetch_lat"}, "unknown test 'fetch_lat'"},
+        {{"write_lat", "-c", "UD"}, "does not run over UD"},
+        {{"read_bw", "-c", "UC"}, "does not run over UC"},
+        {{"atomic_lat", "-c", "UD"}, "does not run over UD"},
+        {{"send_lat", "-c", "XRC"}, "unsupported connection type 'XRC'"},
+        {{"send_lat", "-s", "0"}, "bad -s"},
+        {{"send_lat", "-n"}, "needs a value"},
+        {{"atomic_bw", "-s", "64"}, "8-byte"},
+        {{"send_lat", "-q", "2"}, "bandwidth tests only"},
+        {{"send_bw", "-R"}, "not supported yet"},
+        {{"send_bw", "-b", "-D", "2"}, "not supported yet"},
+        {{"send_lat", "-b"}, "bandwidth tests only"},
+        {{"write_lat", "-e"}, "does not apply to write_lat"},
+        {{"send_lat", "--cpu_util"}, "needs -D"},
+        {{"send_lat", "-m", "1000"}, "bad -m"},
+        {{"send_lat", "-u", "40"}, "bad -u"},
+        {{"send_lat", "host1", "host2"}, "unexpected argument"},
+    };
+    for (const auto& [args, says] : cases) {
+        std::vector<std::string> argv = {perf};
+        argv.insert(argv.end(), args.begin(), args.end());
+        child c(argv, s.dir + "/bad");
+        const int rc = c.wait(clock_type::now() + 10s);
+        CAPTURE(args[0]);
+        CAPTURE(args.size() > 1 ? args[1] : "");
+        check_refused(slurp(c.err), rc, says);
+    }
+}
+
+TEST_CASE("an absent server: one clear line and exit 1") {
+    const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
+    scratch s;
+    const std::string port = std::to_string(free_port());
+    child c({sim, "run", "--port-type", "ib", "--", perf, "send_lat", "-p", port, "127.0.0.1"}, s.dir + "/absent");
+    const int rc = c.wait(clock_type::now() + 30s);
+    check_refused(slurp(c.err), rc, "cannot connect to 127.0.0.1:" + port + ": Connection refused");
+}
+
+TEST_CASE("parameters that differ: the server refuses, both say why") {
+    const outcome o = run_pair({"send_lat", "-n", "100"}, {"-s", "128"});
+    check_refused(o.server_err, o.server, "-s 2 here, 128 on the client");
+    check_refused(o.client_err, o.client, "the server refused the parameters");
+}
+
+}  // namespace
