@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "bench/perf/loops.h"
+#include "bench/perf/tsc.h"
 #include "bench/perf/wait.h"
 
 namespace cxv::perf {
@@ -111,7 +112,7 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
     bool stopping = false;
     const std::uint64_t t0 = tsc_now();
     while (finished_qps < nq) {
-        if (c.end_tick != 0 && !stopping && tsc_now() >= c.end_tick) {
+        if (c.end_tick != 0 && !stopping && tsc_unordered() >= c.end_tick) {
             // -D: every QP goes on to the same count, at a signalled WR.
             stopping = true;
             std::uint64_t most = *std::max_element(posted.begin(), posted.end());
@@ -142,7 +143,7 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
             continue;
         }
         w.progress();
-        const std::uint64_t now = tsc_now();
+        const std::uint64_t now = tsc_unordered();
         for (int i = 0; i < got; ++i) {
             if (wc[i].status != IBV_WC_SUCCESS) [[unlikely]] return completion_error(wc[i]);
             const unsigned q = static_cast<unsigned>(wc[i].wr_id >> 48);

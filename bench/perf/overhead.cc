@@ -1,10 +1,11 @@
-// cxv-perf's cost per iteration: one tsc_now() and one sample stored in a preallocated
-// array, what a latency loop adds to every iteration it measures (target: < 20 ns).
+// cxv-perf's cost per iteration: what a latency loop (latency.cc) adds to every iteration
+// it measures: one inline TSC read, the sample (the difference from the previous stamp)
+// stored in a preallocated array, and the progress count (target: < 20 ns).
 //
 //   overhead                 ns per iteration (median of 9 runs of 10^6, and the fastest
-//                            of 20000 batches of 1000) of tsc_now() and of tsc.h's inline
-//                            reads and, when valgrind is installed, instructions per
-//                            iteration of tsc_now() (callgrind)
+//                            of 20000 batches of 1000) of that loop and of the other TSC
+//                            reads for comparison and, when valgrind is installed,
+//                            instructions per iteration of the loop (callgrind)
 //   overhead --no-callgrind  ns only
 //   overhead --loop N        run the loop N times (what callgrind counts)
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -26,8 +28,21 @@
 
 namespace {
 
-// The measured loop; never inlined, so that callgrind can count exactly it.
+std::atomic<std::uint64_t> progress{0};
+
+// The measured loop, the latency loop's bookkeeping as it is; never inlined, so that
+// callgrind can count exactly it.
 [[gnu::noinline]] void cxv_bench_loop(std::uint64_t* samples, std::size_t n) {
+    std::uint64_t prev = cxv::perf::tsc_unordered();
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint64_t now = cxv::perf::tsc_unordered();
+        samples[i] = now - prev;
+        prev = now;
+        progress.store(i + 1, std::memory_order_relaxed);
+    }
+}
+// The out-of-line ordered read, for comparison.
+[[gnu::noinline]] void loop_call_ordered(std::uint64_t* samples, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) samples[i] = cxv::perf::tsc_now();
 }
 // The same with the inline reads of tsc.h (no call), ordered and bare.
@@ -121,7 +136,7 @@ int main(int argc, char** argv) {
             const std::size_t n = std::strtoull(argv[i + 1], nullptr, 0);
             std::vector<std::uint64_t> samples(n);
             cxv_bench_loop(samples.data(), n);
-            return samples.empty() || samples.back() >= samples.front() ? 0 : 1;
+            return progress.load() == n ? 0 : 1;
         }
         if (!std::strcmp(argv[i], "--no-callgrind")) {
             callgrind = false;
@@ -137,7 +152,8 @@ int main(int argc, char** argv) {
     const struct {
         const char* name;
         void (*loop)(std::uint64_t*, std::size_t);
-    } variants[] = {{"tsc_now() (LFENCE; RDTSC, a call)", cxv_bench_loop},
+    } variants[] = {{"latency loop (RDTSC, delta, progress)", cxv_bench_loop},
+                    {"tsc_now() (LFENCE; RDTSC, a call)", loop_call_ordered},
                     {"tsc_ordered() (LFENCE; RDTSC, inline)", loop_inline_ordered},
                     {"tsc_unordered() (RDTSC, inline)", loop_inline_unordered}};
     timing first{};
@@ -152,9 +168,9 @@ int main(int argc, char** argv) {
         if (a < 0 || b < 0)
             std::printf("instructions: valgrind (callgrind) not available or failed\n");
         else
-            std::printf("tsc_now() + store: %.2f instructions/iteration (callgrind)\n", (b - a) / 10000);
+            std::printf("latency loop: %.2f instructions/iteration (callgrind)\n", (b - a) / 10000);
     }
-    std::printf("target for tsc_now() + store: < 20 ns/iteration: %s (median), %s (fastest batch)\n",
+    std::printf("target for the latency loop's own work: < 20 ns/iteration: %s (median), %s (fastest batch)\n",
                 first.median_ns < 20 ? "met" : "NOT met", first.fastest_batch_ns < 20 ? "met" : "NOT met");
     return 0;
 }
