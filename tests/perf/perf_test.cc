@@ -23,6 +23,8 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/bench/json_parse.h"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -291,10 +293,44 @@ TEST_CASE("-a sweeps the sizes up to --max_size, with several QPs, post lists an
 TEST_CASE("--json writes its file; -D runs for its duration") {
     scratch s;
     const std::string json = s.dir + "/run.json";
-    const outcome o = run_pair({"read_lat", "-s", "256", "-n", "100"}, {"--json", json});
+    const std::string svg = s.dir + "/run.svg";
+    const outcome o = run_pair({"read_lat", "-s", "256", "-n", "100"}, {"--json", json, "--plot", svg});
     check_passed(o);
-    CHECK(std::filesystem::exists(json));
-    CHECK(std::filesystem::file_size(json) > 0);
+    // The JSON: the run's configuration and every figure of the size, as the table says.
+    std::ifstream in(json);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    cxv::test::json_value doc;
+    cxv::test::json_parser parser(text);
+    REQUIRE_MESSAGE(parser.parse(&doc), parser.error());
+    const auto* config = doc.get("config");
+    REQUIRE(config != nullptr);
+    REQUIRE(config->get("test") != nullptr);
+    CHECK(config->get("test")->string == "read_lat");
+    CHECK(config->get("connection")->string == "RC");
+    CHECK(config->get("model")->boolean);
+    CHECK(config->get("tsc_hz")->number > 1e8);
+    CHECK(!config->get("device")->string.empty());
+    CHECK(!config->get("firmware")->string.empty());
+    CHECK(!config->get("cxv_version")->string.empty());
+    const auto* lat = doc.get("latency");
+    REQUIRE(lat != nullptr);
+    REQUIRE(lat->array.size() == 1);
+    const auto& row = lat->array[0];
+    CHECK(row.get("bytes")->number == 256);
+    CHECK(row.get("t_min_us")->number > 0);
+    CHECK(row.get("t_min_us")->number <= row.get("t_typical_us")->number);
+    CHECK(row.get("t_typical_us")->number <= row.get("t_max_us")->number);
+    CHECK(row.get("p99_us")->number <= row.get("t_max_us")->number);
+    double counted = 0;
+    for (const auto& b : row.get("histogram")->get("buckets")->array) counted += b.get("count")->number;
+    CHECK(counted == row.get("iterations")->number);  // a sample per measured iteration
+    // The plot, drawn by gnuplot where it is installed (tools/setup installs it).
+    if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        std::ifstream p(svg);
+        const std::string plot((std::istreambuf_iterator<char>(p)), std::istreambuf_iterator<char>());
+        CHECK(plot.find("<svg") != std::string::npos);
+        CHECK(plot.find("<path") != std::string::npos);
+    }
 
     const auto t0 = clock_type::now();
     const outcome d = run_pair({"write_bw", "-s", "1024", "-D", "2", "--verify"});
