@@ -160,7 +160,7 @@ void report::print_header(std::FILE* out) const {
     std::fprintf(out, " Number of qps   : %u\t\tTransport type : %s\n", config_.qps, "IB");
     std::fprintf(out, " Connection type : %s\t\tUsing SRQ      : %s\n", config_.connection.c_str(), "OFF");
     std::fprintf(out, " PCIe relax order: %s\n", config_.relaxed_ordering ? "ON" : "OFF");
-    std::fprintf(out, " ibv_wr* API     : %s\n", "ON");
+    std::fprintf(out, " ibv_wr* API     : %s\n", "OFF");  // cxv posts ibv_send_wr lists on its own fast path
     if (!config_.server || config_.bidirectional) std::fprintf(out, " TX depth        : %u\n", config_.tx_depth);
     if (config_.post_list > 1) std::fprintf(out, " Post List       : %u\n", config_.post_list);
     if (verb == "send" && (config_.server || config_.bidirectional))

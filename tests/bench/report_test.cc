@@ -176,7 +176,7 @@ TEST_CASE("the header block of a send_lat client, as perftest prints it") {
         {" Connection type : %s\t\tUsing SRQ      : %s\n",
          format(" Connection type : %s\t\tUsing SRQ      : %s\n", "RC", "OFF")},
         {" PCIe relax order: %s\n", format(" PCIe relax order: %s\n", "OFF")},
-        {" ibv_wr* API     : %s\n", format(" ibv_wr* API     : %s\n", "ON")},
+        {" ibv_wr* API     : %s\n", format(" ibv_wr* API     : %s\n", "OFF")},
         {" TX depth        : %d\n", format(" TX depth        : %d\n", 1)},
         {" Mtu             : %lu[B]\n", format(" Mtu             : %lu[B]\n", 1024ul)},
         {" Link type       : %s\n", format(" Link type       : %s\n", "Ethernet")},
