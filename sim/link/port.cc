@@ -94,6 +94,8 @@ port::sent port::transmit(wire::packet&& p, clock_type::time_point now) {
     if (is_zero(p.net.dst_mac)) {
         if (wire::mac_of_link_local_gid(p.net.dgid, p.net.dst_mac)) {
             // resolved from the GID itself
+        } else if (own_address(p.net.dgid)) {
+            p.net.dst_mac = cfg_.mac;  // one of this port's own addresses: looped back
         } else if (const auto it = neighbours_.find(p.net.dgid); it != neighbours_.end()) {
             p.net.dst_mac = it->second;
         } else {

@@ -97,6 +97,17 @@ TEST_CASE("an IPv4 destination is resolved with ARP, answered by the port that h
     CHECK(x.b->counters().arp_sent == 0);
 }
 
+TEST_CASE("a port's own IPv4 address needs no ARP: the packet comes back to the port") {
+    pair x("port-test-self");
+    CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 1}), 7), clock_type::now()) == port::sent::wire);
+    x.settle();
+    CHECK(x.a->counters().arp_sent == 0);
+    REQUIRE(x.got_a.size() == 1);
+    CHECK(x.got_a[0].bth.psn == 7);
+    CHECK(x.got_a[0].net.dst_mac == x.ca.mac);
+    CHECK(x.got_b.empty());
+}
+
 TEST_CASE("nobody answers for an address nobody has: the packets are dropped after the retries") {
     pair x("port-test-noarp");
     CHECK(x.a->transmit(send_only(wire::ipv4_mapped_gid({169, 254, 9, 77}), 1), clock_type::now()) == port::sent::held);
