@@ -465,6 +465,8 @@ const char* wc_status_str(int status) noexcept {
     case IBV_WC_FATAL_ERR: return "fatal error";
     case IBV_WC_RESP_TIMEOUT_ERR: return "response timeout error";
     case IBV_WC_GENERAL_ERR: return "general error";
+    case IBV_WC_TM_ERR: return "TM error";
+    case IBV_WC_TM_RNDV_INCOMPLETE: return "TM software rendezvous";
     default: return "unknown";
     }
 }

@@ -9,22 +9,17 @@
 // thread makes while it measures. The loop polls without sleeping, yielding or reading a
 // clock (a clock read may be a system call where the vDSO cannot serve it).
 #include <doctest/doctest.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
-#include <cstddef>
 #include <cstdlib>
-#include <new>
 #include <thread>
 
 #include "tests/e2e/fixture.h"
+#include "tests/fastpath_guard.h"
 
 #if defined(CXV_SANITIZED)
 // The sanitizers' runtimes make system calls of their own on whatever thread runs (UBSan
@@ -39,39 +34,6 @@ using namespace cxv;
 using namespace cxv::test;
 
 namespace {
-
-std::atomic<int> g_syscalls{0};
-std::atomic<long> g_first_syscall{-1};
-thread_local bool t_counting = false;
-std::atomic<int> g_allocations{0};
-
-void on_sigsys(int, siginfo_t* si, void*) {
-    long expected = -1;
-    g_first_syscall.compare_exchange_strong(expected, si->si_syscall);
-    g_syscalls.fetch_add(1);
-}
-
-// This thread, and no other: a system call outside the allow list raises SIGSYS.
-bool forbid_syscalls() {
-    sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit, 7, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit_group, 6, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex, 5, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_munmap, 4, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 3, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigprocmask, 2, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigreturn, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    const sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
-    return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-           ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
-}
 
 // What the measured loop did, for the checks after it.
 struct outcome {
@@ -154,9 +116,7 @@ outcome run(node& n, cxv::qp& tx, cxv::qp& rx, bool filter) {
 
 void check_rules(const char* what, node& n, cxv::qp& tx, cxv::qp& rx) {
     CAPTURE(what);
-    g_syscalls = 0;
-    g_first_syscall = -1;
-    g_allocations = 0;
+    reset_guard_counts();
     // Once without the filter: the same loop works, so what the filtered run finds is the
     // filter's doing.
     outcome plain;
@@ -178,26 +138,9 @@ void check_rules(const char* what, node& n, cxv::qp& tx, cxv::qp& rx) {
 
 }  // namespace
 
-// Allocations through operator new on a measuring thread are counted (and served).
-void* operator new(std::size_t n) {
-    if (t_counting) g_allocations.fetch_add(1);
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return ::operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-
 TEST_CASE("the checker itself: a system call and an allocation on the filtered thread are seen") {
-    struct sigaction sa{};
-    sa.sa_sigaction = on_sigsys;
-    sa.sa_flags = SA_SIGINFO;
-    REQUIRE(::sigaction(SIGSYS, &sa, nullptr) == 0);
-    g_syscalls = 0;
-    g_first_syscall = -1;
-    g_allocations = 0;
+    REQUIRE(install_sigsys_handler());
+    reset_guard_counts();
     bool filtered = false;
     std::thread([&] {
         void* volatile warm = std::malloc(64);
@@ -219,10 +162,7 @@ TEST_CASE("the checker itself: a system call and an allocation on the filtered t
 }
 
 TEST_CASE("fast path: no system call and no allocation in post_recv, post_send, poll_cq and CQ arm") {
-    struct sigaction sa{};
-    sa.sa_sigaction = on_sigsys;
-    sa.sa_flags = SA_SIGINFO;
-    REQUIRE(::sigaction(SIGSYS, &sa, nullptr) == 0);
+    REQUIRE(install_sigsys_handler());
 
     auto n = make_node("0000:c5:00.0", 1024);
     const cxv::qp::caps cap{64, 64, 1, 1, 64};

@@ -5,18 +5,12 @@
 // and counts operator new, then runs its loop of each test shape. The loops
 // poll without yielding here (idle_yield off) and read the TSC, not a clock.
 #include <doctest/doctest.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +18,7 @@
 #include "bench/perf/loops.h"
 #include "bench/perf/options.h"
 #include "bench/perf/setup.h"
+#include "tests/fastpath_guard.h"
 
 #if defined(CXV_SANITIZED)
 // The sanitizer runtimes make system calls of their own on any thread and own operator
@@ -31,44 +26,10 @@
 TEST_CASE("cxv-perf's loops: no system call and no allocation" * doctest::skip()) {}
 #else
 
-// alloc_counter.cc: operator new counts on threads that set t_counting.
-extern thread_local bool t_counting;
-extern std::atomic<int> g_allocations;
-
 namespace {
 
 using namespace cxv::perf;
-
-std::atomic<int> g_syscalls{0};
-std::atomic<long> g_first_syscall{-1};
-
-void on_sigsys(int, siginfo_t* si, void*) {
-    long expected = -1;
-    g_first_syscall.compare_exchange_strong(expected, si->si_syscall);
-    g_syscalls.fetch_add(1);
-}
-
-// This thread, and no other: a system call outside the allow list raises SIGSYS.
-bool forbid_syscalls() {
-    sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit, 7, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_exit_group, 6, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex, 5, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_munmap, 4, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 3, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigprocmask, 2, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigreturn, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    const sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
-    return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-           ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
-}
+using namespace cxv::test;
 
 options parse(std::vector<std::string> args) {
     args.insert(args.begin(), "cxv-perf");
@@ -117,9 +78,7 @@ void measure(const std::shared_ptr<function>& fn, const std::vector<std::string>
     bool filtered = false, ran = false;
     std::string failure, server_failure;
 
-    g_syscalls = 0;
-    g_first_syscall = -1;
-    g_allocations = 0;
+    reset_guard_counts();
     bool server_filtered = false;
     std::thread server([&] {
         cxv::status r = cxv::ok_status();
@@ -173,10 +132,7 @@ void measure(const std::shared_ptr<function>& fn, const std::vector<std::string>
 }  // namespace
 
 TEST_CASE("cxv-perf's loops: no system call and no allocation while they measure") {
-    struct sigaction sa{};
-    sa.sa_sigaction = on_sigsys;
-    sa.sa_flags = SA_SIGINFO;
-    REQUIRE(::sigaction(SIGSYS, &sa, nullptr) == 0);
+    REQUIRE(install_sigsys_handler());
     auto fn = open_function("0000:c5:00.0", 1);
     REQUIRE_MESSAGE(fn.ok(), (fn.ok() ? "" : fn.error().message));
     for (const auto& args : std::vector<std::vector<std::string>>{
@@ -196,13 +152,8 @@ TEST_CASE("cxv-perf's loops: no system call and no allocation while they measure
 }
 
 TEST_CASE("the checker itself: a system call and an allocation on the filtered thread are seen") {
-    struct sigaction sa{};
-    sa.sa_sigaction = on_sigsys;
-    sa.sa_flags = SA_SIGINFO;
-    REQUIRE(::sigaction(SIGSYS, &sa, nullptr) == 0);
-    g_syscalls = 0;
-    g_first_syscall = -1;
-    g_allocations = 0;
+    REQUIRE(install_sigsys_handler());
+    reset_guard_counts();
     bool filtered = false;
     std::thread([&] {
         void* volatile warm = std::malloc(64);
