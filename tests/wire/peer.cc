@@ -71,6 +71,8 @@ struct args {
     unsigned mtu = 3;  // 1024
     unsigned timeout = 16;  // ACK timeout: 4.096 us << 16 = 268 ms (a loaded CI machine stalls processes for tens of ms)
     unsigned retry = 7;
+    unsigned pause_at = 0;  // stream client: after this many sends, wait for OOB/pulled
+    std::string hold;       // stream server: with every message in, wait for OOB/<hold>
 };
 
 // What one side tells the other.
@@ -328,11 +330,13 @@ int main(int argc, char** argv) {
         else if (k == "--mtu") a.mtu = static_cast<unsigned>(std::stoul(v));
         else if (k == "--timeout") a.timeout = static_cast<unsigned>(std::stoul(v));
         else if (k == "--retry") a.retry = static_cast<unsigned>(std::stoul(v));
+        else if (k == "--pause-at") a.pause_at = static_cast<unsigned>(std::stoul(v));
+        else if (k == "--hold") a.hold = v;
         else fail("unknown option %s", k.c_str());
     }
     if ((a.role != "server" && a.role != "client") || a.oob.empty() || a.device.empty()) {
         fail("usage: cxv_wire_peer --role server|client --oob DIR --device BDF [--test traffic|stream|gone] "
-             "[--count N] [--gid-index N] [--mtu 1..5] [--timeout T] [--retry N]");
+             "[--count N] [--gid-index N] [--mtu 1..5] [--timeout T] [--retry N] [--pause-at N] [--hold NAME]");
     }
     if (a.role == "client") g_done_marker = a.oob + "/client-done";
     side s(a);

@@ -286,6 +286,7 @@ int stream_server(side& s, const args& a) {
         post();
     }
     publish(a.oob + "/received", std::to_string(got));
+    if (!a.hold.empty()) await_file(a.oob + "/" + a.hold, 60s);
     return 0;
 }
 
@@ -296,6 +297,7 @@ int stream_client(side& s, const args& a) {
     const auto end = clock_type::now() + 120s;
     while (done < n) {
         while (posted < n && posted - done < kWindow) {
+            if (a.pause_at != 0 && posted == a.pause_at) await_file(a.oob + "/pulled", 60s);
             const std::uint32_t size = kStreamSizes[posted % std::size(kStreamSizes)];
             std::byte* at = s.at(kSource + (posted % kWindow) * kSlot);
             std::memcpy(at, &posted, 4);

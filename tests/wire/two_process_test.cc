@@ -200,7 +200,10 @@ TEST_CASE("RC delivers every message exactly once and in order through each link
 TEST_CASE("a cable pulled for 100 ms: PORT_CHANGE down and up, and RC carries on, exactly once and in order") {
     run_options o;
     o.test = "stream";
-    o.peer_args = {"--count", "400", "--timeout", "14"};  // 67 ms ACK timeout, 7 retries: outlasts the pull
+    // 67 ms ACK timeout, 7 retries: outlasts the pull. The client sends 200 messages, then
+    // waits until the cable is out to send the rest; the server, with all of them in,
+    // stays until its port has come back.
+    o.peer_args = {"--count", "400", "--timeout", "14", "--pause-at", "200", "--hold", "restored"};
     o.during = [](const std::string& fabric, const std::string& oob) {
         // Once the stream runs, the server's cable is pulled from outside its process.
         const auto end = std::chrono::steady_clock::now() + 30s;
@@ -210,8 +213,12 @@ TEST_CASE("a cable pulled for 100 ms: PORT_CHANGE down and up, and RC carries on
         std::this_thread::sleep_for(20ms);
         const std::string down = fabric + "/down-eth-02c500000001";
         std::ofstream(down).put('\n');
-        std::this_thread::sleep_for(100ms);
+        std::this_thread::sleep_for(40ms);  // the port looks at the cable every 20 ms
+        std::ofstream(oob + "/pulled") << "pulled\n";
+        std::this_thread::sleep_for(60ms);
         std::filesystem::remove(down);
+        std::this_thread::sleep_for(1s);  // link training (300 ms), then PORT_CHANGE up
+        std::ofstream(oob + "/restored") << "restored\n";
     };
     const outcome r = run_pair(o);
     check_both_passed(r);
