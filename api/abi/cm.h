@@ -14,6 +14,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -30,6 +31,10 @@ constexpr unsigned kUdConnectPrivate = 180, kUdAcceptPrivate = 136;
 
 // IBTA 12.6.7 REJ reasons as rdma_cm's REJECTED status: no listener, and the consumer's.
 constexpr int kRejectNoListener = 8, kRejectConsumer = 28;
+
+// How long an active side waits for the REP (or REJ) once its REQ is sent: then
+// UNREACHABLE with -ETIMEDOUT, as rdma_cm reports a REQ whose retries ran out.
+constexpr std::chrono::seconds kReplyTimeout{10};
 
 enum class msg_type : std::uint8_t { req = 1, rep, rej, rtu, dreq };
 
@@ -62,6 +67,7 @@ struct cm_id {
     cm_id* listener = nullptr;       // for an incoming connection
     wire_msg peer{};                 // the peer's REQ (passive) or REP (active), host order
     std::uint32_t psn = 0;
+    std::chrono::steady_clock::time_point reply_deadline{};  // while connecting
     std::uint8_t ack_timeout = 16;   // 4.096 us * 2^16 = 268 ms (RDMA_OPTION_ID_ACK_TIMEOUT)
     bool owns_cqs = false;
     // rdma_create_ep on a passive endpoint: what rdma_get_request creates the QP with.

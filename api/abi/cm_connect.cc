@@ -203,6 +203,7 @@ CXV_CM_EXPORT int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
             return fail(saved);
         }
         c->st = state::connecting;
+        c->reply_deadline = std::chrono::steady_clock::now() + kReplyTimeout;
         watch(c);
     }
     lock.unlock();

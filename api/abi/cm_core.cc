@@ -429,22 +429,46 @@ void on_message(cm_id* id, wire_msg& m) {
     }
 }
 
+// The REQs whose REP did not come in time.
+void expire_requests() {
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<cm_id*> late;
+    for (cm_id* id : g_watched) {
+        if (id->st == state::connecting && now >= id->reply_deadline) late.push_back(id);
+    }
+    for (cm_id* id : late) {
+        id->st = state::rejected;
+        move_qp(id, IBV_QPS_ERR);
+        queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+        forget(id);
+    }
+}
+
 void run_worker() {
     std::vector<pollfd> fds;
     std::vector<cm_id*> who;
+    int timeout = -1;
     for (;;) {
         {
             std::lock_guard lock(mu);
             fds.assign(1, pollfd{g_wake, POLLIN, 0});
             who.assign(1, nullptr);
+            timeout = -1;
+            const auto now = std::chrono::steady_clock::now();
             for (cm_id* id : g_watched) {
+                if (id->st == state::connecting) {
+                    const auto left = std::chrono::ceil<std::chrono::milliseconds>(id->reply_deadline - now).count();
+                    const int ms = static_cast<int>(std::max<long long>(0, left));
+                    timeout = timeout < 0 ? ms : std::min(timeout, ms);
+                }
                 if (id->sock < 0) continue;
                 fds.push_back(pollfd{id->sock, POLLIN, 0});
                 who.push_back(id);
             }
         }
-        if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+        if (::poll(fds.data(), fds.size(), timeout) < 0) continue;
         std::lock_guard lock(mu);
+        expire_requests();
         if ((fds[0].revents & POLLIN) != 0) {
             std::uint64_t v;
             [[maybe_unused]] auto n = ::read(g_wake, &v, sizeof v);

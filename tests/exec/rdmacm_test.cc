@@ -3,6 +3,11 @@
 // `cxv-sim run --fabric DIR --set fabric_index=N`, on cxv's librdmacm.so.1 and
 // libibverbs.so.1. The connection manager talks over TCP on 127.0.0.1; every message of
 // the tools crosses the model's wire.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -160,6 +165,48 @@ TEST_CASE("rping client to a port nobody listens on: REJECTED, not a hang") {
     CHECK(contains(r.output, "cma event RDMA_CM_EVENT_REJECTED, error 8"));
 }
 
+// A TCP listener that takes connections and never answers: the REQ gets no reply.
+struct silent_listener {
+    int fd = -1;
+    unsigned port = 0;
+    silent_listener() {
+        fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        REQUIRE(fd >= 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        REQUIRE(::listen(fd, 4) == 0);
+        socklen_t len = sizeof a;
+        REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+        port = ntohs(a.sin_port);
+    }
+    ~silent_listener() { ::close(fd); }
+};
+
+TEST_CASE("a peer that never answers the REQ: UNREACHABLE with ETIMEDOUT after the reply timeout") {
+    scratch s;
+    silent_listener quiet;
+    SUBCASE("rping (the event-channel API)") {
+        const auto start = std::chrono::steady_clock::now();
+        const ran r = run(under_sim(s.dir + "/fabric", "ib", 0,
+                                    with_port({"/usr/bin/rping", "-c", "-a", "127.0.0.1", "-C", "3"}, quiet.port)),
+                          s.dir + "/client.log", 60s);
+        INFO(r.output);
+        CHECK(r.status == 255);
+        CHECK(std::chrono::steady_clock::now() - start < 40s);
+        CHECK(contains(r.output, "cma event RDMA_CM_EVENT_UNREACHABLE, error -110"));
+    }
+    SUBCASE("rdma_client (the synchronous API)") {
+        const ran r = run(under_sim(s.dir + "/fabric", "ib", 0,
+                                    with_port({"/usr/bin/rdma_client", "-s", "127.0.0.1"}, quiet.port)),
+                          s.dir + "/client.log", 60s);
+        INFO(r.output);
+        CHECK(r.status == 255);
+        CHECK(contains(r.output, "rdma_connect: Connection timed out"));
+    }
+}
+
 TEST_CASE("the rping server killed mid-transfer: the client sees DISCONNECTED and ends") {
     const unsigned port = free_port();
     const pair_result r =
@@ -190,6 +237,18 @@ TEST_CASE("ucmatose: connect, sends both ways, disconnect") {
             CHECK(r.client == 0);
             CHECK(contains(r.server_log, "data transfers complete"));
             CHECK(contains(r.client_log, "data transfers complete"));
+            CHECK(contains(r.client_log, "return status 0"));
+        }
+        SUBCASE("four connections, 50 messages each way") {
+            const unsigned port = free_port();
+            const pair_result r =
+                run_pair(type, port, with_port({"/usr/bin/ucmatose", "-c", "4", "-C", "50"}, port),
+                         with_port({"/usr/bin/ucmatose", "-s", "127.0.0.1", "-c", "4", "-C", "50"}, port));
+            INFO("server log:\n" << r.server_log);
+            INFO("client log:\n" << r.client_log);
+            CHECK(r.server == 0);
+            CHECK(r.client == 0);
+            CHECK(contains(r.server_log, "data transfers complete"));
             CHECK(contains(r.client_log, "return status 0"));
         }
         SUBCASE("migrating ids to a new event channel (-m)") {
