@@ -92,13 +92,16 @@ extern std::mutex mu;
 ibv_context* device(int* err);
 ibv_pd* default_pd(ibv_context* ctx);
 
-channel* new_channel();
-void delete_channel(channel* ch);
+channel* new_channel();              // mu held
+void delete_channel(channel* ch);    // mu held
 // Queues an event for `id` on `ch` (the id's own channel when null). Called with mu held.
 void queue_event(cm_id* id, rdma_cm_event_type type, int status, const wire_msg* msg = nullptr,
                  cm_id* listen_id = nullptr, channel* ch = nullptr);
 // Takes the next event of `ch`: blocking unless its fd is O_NONBLOCK. 0 or -1 and errno.
 int take_event(channel* ch, cm_event** out);
+// The channel fd's count, kept equal to the queue's length (mu held).
+void add_count(channel* ch);
+void drop_count(channel* ch);
 
 // The sockets the worker thread watches: adds or wakes it after a change (mu held).
 void watch(cm_id* id);

@@ -68,6 +68,7 @@ int take_device(cm_id* c) {
 // --- event channels and events ------------------------------------------------------------
 
 CXV_CM_EXPORT rdma_event_channel* rdma_create_event_channel() {
+    std::lock_guard lock(mu);
     channel* ch = new_channel();
     return ch != nullptr ? &ch->ch : nullptr;
 }
@@ -121,6 +122,7 @@ CXV_CM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, v
     auto* c = new (std::nothrow) cm_id;
     if (c == nullptr) return fail(ENOMEM);
     if (channel == nullptr) {
+        std::lock_guard lock(mu);
         cxv::cm::channel* own = new_channel();
         if (own == nullptr) {
             delete c;
@@ -153,6 +155,7 @@ CXV_CM_EXPORT int rdma_destroy_id(rdma_cm_id* id) {
         if ((*it)->ev.id == id && (*it)->ev.event != RDMA_CM_EVENT_CONNECT_REQUEST) {
             delete *it;
             it = ch->queue.erase(it);
+            drop_count(ch);
         } else {
             ++it;
         }
@@ -176,9 +179,9 @@ CXV_CM_EXPORT int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
     for (auto it = from->queue.begin(); it != from->queue.end();) {
         if ((*it)->ev.id == id) {
             to->queue.push_back(*it);
-            const std::uint64_t one = 1;
-            [[maybe_unused]] auto n = ::write(to->ch.fd, &one, sizeof one);
+            add_count(to);
             it = from->queue.erase(it);
+            drop_count(from);
         } else {
             ++it;
         }

@@ -25,8 +25,13 @@ namespace {
 
 ibv_context* g_ctx = nullptr;
 ibv_pd* g_pd = nullptr;
-std::vector<cm_id*> g_watched;
-std::vector<int> g_to_close;
+// Never destroyed: the worker thread runs on while the process's exit handlers run.
+struct lists {
+    std::vector<cm_id*> watched;
+    std::vector<channel*> channels;  // the live ones
+    std::vector<int> to_close;
+};
+lists& g_lists = *new lists;
 int g_wake = -1;
 bool g_worker_started = false;
 
@@ -72,10 +77,12 @@ channel* new_channel() {
         errno = saved;
         return nullptr;
     }
+    g_lists.channels.push_back(ch);
     return ch;
 }
 
 void delete_channel(channel* ch) {
+    g_lists.channels.erase(std::remove(g_lists.channels.begin(), g_lists.channels.end(), ch), g_lists.channels.end());
     for (cm_event* e : ch->queue) delete e;
     ::close(ch->ch.fd);
     delete ch;
@@ -112,58 +119,77 @@ void queue_event(cm_id* id, rdma_cm_event_type type, int status, const wire_msg*
     }
     if (ch == nullptr) ch = reinterpret_cast<channel*>(id->id.channel);
     ch->queue.push_back(e);
+    add_count(ch);
+}
+
+// The channel's count equals its queue's length: both change together under mu, so the
+// fd is readable exactly while an event waits, and a read with mu held never blocks.
+int take_event(channel* ch, cm_event** out) {
+    for (;;) {
+        int fd = -1;
+        {
+            std::unique_lock lock(mu);
+            if (std::find(g_lists.channels.begin(), g_lists.channels.end(), ch) == g_lists.channels.end()) {
+                // The channel was destroyed while this thread waited on it (rping's event
+                // thread at exit). librdmacm's waiter stays blocked in read(2) on the
+                // closed file until the process ends; so does this one.
+                lock.unlock();
+                for (;;) ::pause();
+            }
+            if (!ch->queue.empty()) {
+                *out = ch->queue.front();
+                ch->queue.pop_front();
+                drop_count(ch);
+                return 0;
+            }
+            fd = ch->ch.fd;
+        }
+        const int flags = ::fcntl(fd, F_GETFL);
+        if (flags < 0) return -1;
+        if ((flags & O_NONBLOCK) != 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        pollfd p{fd, POLLIN, 0};
+        // Bounded, so that a destroyed channel is seen even if its fd is never ready.
+        if (::poll(&p, 1, 1000) < 0 && errno != EINTR) return -1;
+    }
+}
+
+void drop_count(channel* ch) {
+    std::uint64_t v = 0;
+    [[maybe_unused]] auto n = ::read(ch->ch.fd, &v, sizeof v);
+}
+
+void add_count(channel* ch) {
     const std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(ch->ch.fd, &one, sizeof one);
 }
 
-int take_event(channel* ch, cm_event** out) {
-    const int flags = ::fcntl(ch->ch.fd, F_GETFL);
-    const bool nonblocking = flags >= 0 && (flags & O_NONBLOCK) != 0;
-    for (;;) {
-        std::uint64_t v = 0;
-        // A count with no event behind it is left by rdma_migrate_id and
-        // rdma_destroy_id (they move or drop queued events): read past it.
-        if (::read(ch->ch.fd, &v, sizeof v) < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        std::lock_guard lock(mu);
-        if (!ch->queue.empty()) {
-            *out = ch->queue.front();
-            ch->queue.pop_front();
-            return 0;
-        }
-        if (nonblocking) {
-            errno = EAGAIN;
-            return -1;
-        }
-    }
-}
-
 void watch(cm_id* id) {
-    if (std::find(g_watched.begin(), g_watched.end(), id) == g_watched.end()) g_watched.push_back(id);
+    if (std::find(g_lists.watched.begin(), g_lists.watched.end(), id) == g_lists.watched.end()) g_lists.watched.push_back(id);
     start_worker();
     wake();
 }
 
 void forget(cm_id* id) {
-    g_watched.erase(std::remove(g_watched.begin(), g_watched.end(), id), g_watched.end());
+    g_lists.watched.erase(std::remove(g_lists.watched.begin(), g_lists.watched.end(), id), g_lists.watched.end());
     if (id->sock >= 0) {
         ::shutdown(id->sock, SHUT_RDWR);
-        g_to_close.push_back(id->sock);  // closed by the worker after its poll returns
+        g_lists.to_close.push_back(id->sock);  // closed by the worker after its poll returns
         id->sock = -1;
         if (g_worker_started) {
             wake();
         } else {
-            ::close(g_to_close.back());
-            g_to_close.pop_back();
+            ::close(g_lists.to_close.back());
+            g_lists.to_close.pop_back();
         }
     }
 }
 
 void drop_incoming(cm_id* l) {
     std::vector<cm_id*> gone;
-    for (cm_id* id : g_watched) {
+    for (cm_id* id : g_lists.watched) {
         if (id->st == state::incoming && id->listener == l) gone.push_back(id);
     }
     for (cm_id* id : gone) {
@@ -172,7 +198,7 @@ void drop_incoming(cm_id* l) {
     }
 }
 
-bool alive(cm_id* id) { return std::find(g_watched.begin(), g_watched.end(), id) != g_watched.end(); }
+bool alive(cm_id* id) { return std::find(g_lists.watched.begin(), g_lists.watched.end(), id) != g_lists.watched.end(); }
 
 // --- messages and QP steps -----------------------------------------------------------------
 
@@ -323,7 +349,7 @@ void on_accept(cm_id* l) {
     c->st = state::incoming;
     c->sock = fd;
     c->listener = l;
-    g_watched.push_back(c);
+    g_lists.watched.push_back(c);
 }
 
 void peer_gone(cm_id* id) {
@@ -433,7 +459,7 @@ void on_message(cm_id* id, wire_msg& m) {
 void expire_requests() {
     const auto now = std::chrono::steady_clock::now();
     std::vector<cm_id*> late;
-    for (cm_id* id : g_watched) {
+    for (cm_id* id : g_lists.watched) {
         if (id->st == state::connecting && now >= id->reply_deadline) late.push_back(id);
     }
     for (cm_id* id : late) {
@@ -455,7 +481,7 @@ void run_worker() {
             who.assign(1, nullptr);
             timeout = -1;
             const auto now = std::chrono::steady_clock::now();
-            for (cm_id* id : g_watched) {
+            for (cm_id* id : g_lists.watched) {
                 if (id->st == state::connecting) {
                     const auto left = std::chrono::ceil<std::chrono::milliseconds>(id->reply_deadline - now).count();
                     const int ms = static_cast<int>(std::max<long long>(0, left));
@@ -494,8 +520,8 @@ void run_worker() {
             }
             on_message(id, m);
         }
-        for (int fd : g_to_close) ::close(fd);
-        g_to_close.clear();
+        for (int fd : g_lists.to_close) ::close(fd);
+        g_lists.to_close.clear();
     }
 }
 
