@@ -118,7 +118,9 @@ ibv_ah_attr peer_ah(cm_id* id);
 int qp_attrs(cm_id* id, ibv_qp_state to, ibv_qp_attr& a, int& mask);
 int move_qp(cm_id* id, ibv_qp_state to);
 
-// Sends the RTU and reports ESTABLISHED (active side, once the QP is ready).
-int finish_active(cm_id* id);
+// Sends the RTU (active side, once the QP is ready) and, when `report`, queues
+// ESTABLISHED. After a CONNECT_RESPONSE the program's rdma_establish sends it and no
+// event follows, as with rdma_cm, whose ESTABLISHED comes only for its own QPs.
+int finish_active(cm_id* id, bool report);
 
 }  // namespace cxv::cm

@@ -212,11 +212,10 @@ CXV_CM_EXPORT int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
 
 CXV_CM_EXPORT int rdma_establish(rdma_cm_id* id) {
     cm_id* c = of(id);
-    std::unique_lock lock(mu);
+    std::lock_guard lock(mu);
     if (c->st != state::connect_response) return fail(EINVAL);
-    if (finish_active(c) != 0) return -1;
-    lock.unlock();
-    return complete(c);
+    if (finish_active(c, false) != 0) return fail(ECONNRESET);
+    return 0;
 }
 
 CXV_CM_EXPORT int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {

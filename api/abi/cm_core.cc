@@ -323,13 +323,13 @@ int move_qp(cm_id* id, ibv_qp_state to) {
     return 0;
 }
 
-int finish_active(cm_id* id) {
+int finish_active(cm_id* id, bool report) {
     wire_msg rtu{};
     fill_local(id, rtu);
     rtu.type = msg_type::rtu;
     if (send_msg(id->sock, rtu) != 0) return -1;
     id->st = state::established;
-    queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, &id->peer);
+    if (report) queue_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, &id->peer);
     return 0;
 }
 
@@ -433,7 +433,7 @@ void on_message(cm_id* id, wire_msg& m) {
             forget(id);
             return;
         }
-        if (finish_active(id) != 0) peer_gone(id);
+        if (finish_active(id, true) != 0) peer_gone(id);
         return;
     case msg_type::rej:
         if (id->st != state::connecting) return;

@@ -125,6 +125,23 @@ TEST_CASE("rdma_client to a port nobody listens on: ECONNREFUSED at once") {
     CHECK(contains(r.output, "rdma_client: end -1"));
 }
 
+TEST_CASE("the tools load cxv's librdmacm and libibverbs, never rdma-core's (LD_DEBUG=libs)") {
+    scratch s;
+    const unsigned port = free_port();
+    const ran r = run(under_sim(s.dir + "/fabric", "ib", 0,
+                                with_port({"/usr/bin/env", "LD_DEBUG=libs", "/usr/bin/rdma_client", "-s", "127.0.0.1"},
+                                          port)),
+                      s.dir + "/client.log", 30s);
+    INFO(r.output.substr(0, 6000));
+    CHECK(contains(r.output, "api/abi/librdmacm.so.1"));
+    CHECK(contains(r.output, "api/abi/libibverbs.so.1"));
+    for (const char* theirs : {"x86_64-linux-gnu/librdmacm.so", "x86_64-linux-gnu/libibverbs.so"}) {
+        CAPTURE(theirs);
+        CHECK(!contains(r.output, std::string("calling init: /usr/lib/") + theirs));
+        CHECK(!contains(r.output, std::string("calling init: /lib/") + theirs));
+    }
+}
+
 TEST_CASE("rdma_xserver and rdma_xclient in XRC mode: refused cleanly") {
     scratch s;
     const unsigned port = free_port();
@@ -151,6 +168,34 @@ TEST_CASE("rping -v -C 1000: the event-channel API, RDMA read and write") {
         CHECK(contains(r.client_log, "ping data: rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ"));
         CHECK(contains(r.server_log, "server ping data: rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ"));
         CHECK(!contains(r.client_log, "rdma-ping-1000: "));
+    }
+}
+
+TEST_CASE("rping variants: the program's own QP (-q) over IPv6, names, large buffers validated") {
+    SUBCASE("-q: rdma_init_qp_attr, CONNECT_RESPONSE and rdma_establish, on RoCE over ::1") {
+        const unsigned port = free_port();
+        const pair_result r =
+            run_pair("eth", port, with_port({"/usr/bin/rping", "-s", "-q", "-a", "::1", "-V", "-C", "200"}, port),
+                     with_port({"/usr/bin/rping", "-c", "-q", "-a", "::1", "-V", "-v", "-C", "200"}, port));
+        INFO("server log:\n" << r.server_log.substr(0, 4000));
+        INFO("client log:\n" << r.client_log.substr(0, 4000));
+        CHECK(r.server == 0);
+        CHECK(r.client == 0);
+        CHECK(ping_lines(r.client_log) == 200);
+        CHECK(!contains(r.client_log, "data mismatch"));
+    }
+    SUBCASE("the peer by name (localhost), a bound source (-I), 60000-byte pings validated (-V)") {
+        const unsigned port = free_port();
+        const pair_result r = run_pair(
+            "ib", port, with_port({"/usr/bin/rping", "-s", "-a", "127.0.0.1", "-V", "-S", "60000", "-C", "50"}, port),
+            with_port({"/usr/bin/rping", "-c", "-I", "127.0.0.1", "-a", "localhost", "-V", "-S", "60000", "-C", "50"},
+                      port));
+        INFO("server log:\n" << r.server_log.substr(0, 4000));
+        INFO("client log:\n" << r.client_log.substr(0, 4000));
+        CHECK(r.server == 0);
+        CHECK(r.client == 0);
+        CHECK(!contains(r.client_log, "data mismatch"));
+        CHECK(!contains(r.client_log, "failed"));
     }
 }
 
