@@ -99,6 +99,10 @@ void queue_event(cm_id* id, rdma_cm_event_type type, int status, const wire_msg*
                  cm_id* listen_id = nullptr, channel* ch = nullptr);
 // Takes the next event of `ch`: blocking unless its fd is O_NONBLOCK. 0 or -1 and errno.
 int take_event(channel* ch, cm_event** out);
+// For a synchronous id (ucma_complete's part): waits for the id's next event and keeps
+// it in id->event, acknowledging the one before; 0, or -1 with errno: ECONNREFUSED for
+// REJECTED, else the event's status.
+int wait_sync(cm_id* c);
 // The channel fd's count, kept equal to the queue's length (mu held).
 void add_count(channel* ch);
 void drop_count(channel* ch);

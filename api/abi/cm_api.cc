@@ -37,23 +37,6 @@ socklen_t addr_len(const sockaddr* a) {
     return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
 
-// ucma_complete's part for synchronous ids: waits for the id's next event and keeps it
-// in id->event (acknowledged by the next call or rdma_destroy_id); a REJECTED event is
-// ECONNREFUSED, another with a status is that status.
-int complete(cm_id* c) {
-    if (!c->sync) return 0;
-    if (c->id.event != nullptr) {
-        rdma_ack_cm_event(c->id.event);
-        c->id.event = nullptr;
-    }
-    cm_event* e = nullptr;
-    if (take_event(reinterpret_cast<channel*>(c->id.channel), &e) != 0) return -1;
-    c->id.event = &e->ev;
-    if (e->ev.status == 0) return 0;
-    if (e->ev.event == RDMA_CM_EVENT_REJECTED) return fail(ECONNREFUSED);
-    return fail(e->ev.status < 0 ? -e->ev.status : e->ev.status);
-}
-
 int take_device(cm_id* c) {
     if (c->id.verbs != nullptr) return 0;
     int err = 0;
@@ -238,7 +221,7 @@ CXV_CM_EXPORT int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr
         std::lock_guard lock(mu);
         queue_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     }
-    return complete(c);
+    return wait_sync(c);
 }
 
 CXV_CM_EXPORT int rdma_resolve_route(rdma_cm_id* id, int) {
@@ -248,7 +231,7 @@ CXV_CM_EXPORT int rdma_resolve_route(rdma_cm_id* id, int) {
         std::lock_guard lock(mu);
         queue_event(c, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
     }
-    return complete(c);
+    return wait_sync(c);
 }
 
 CXV_CM_EXPORT int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {

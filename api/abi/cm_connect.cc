@@ -25,20 +25,6 @@ int fail(int code) {
 
 cm_id* of(rdma_cm_id* id) { return reinterpret_cast<cm_id*>(id); }
 
-int complete(cm_id* c) {
-    if (!c->sync) return 0;
-    if (c->id.event != nullptr) {
-        rdma_ack_cm_event(c->id.event);
-        c->id.event = nullptr;
-    }
-    rdma_cm_event* e = nullptr;
-    if (rdma_get_cm_event(c->id.channel, &e) != 0) return -1;
-    c->id.event = e;
-    if (e->status == 0) return 0;
-    if (e->event == RDMA_CM_EVENT_REJECTED) return fail(ECONNREFUSED);
-    return fail(e->status < 0 ? -e->status : e->status);
-}
-
 // The CQs rdma_create_qp makes when the attributes name none, each with a completion
 // channel of its own (rdma_get_send_comp/rdma_get_recv_comp wait on those).
 int make_cqs(cm_id* c, ibv_qp_init_attr* attr) {
@@ -70,7 +56,14 @@ void drop_cqs(cm_id* c) {
 // (ETIMEDOUT after 3 s).
 int tcp_connect(cm_id* c) {
     sockaddr* dst = &c->id.route.addr.dst_addr;
-    const int fd = ::socket(dst->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    // An id bound with rdma_bind_addr connects from its bound socket.
+    int fd = c->sock;
+    c->sock = -1;
+    if (fd >= 0) {
+        ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    } else {
+        fd = ::socket(dst->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    }
     if (fd < 0) return errno;
     const socklen_t len = dst->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     int err = 0;
@@ -166,7 +159,7 @@ CXV_CM_EXPORT int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* q
 
 CXV_CM_EXPORT int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
     cm_id* c = of(id);
-    if (c->id.verbs == nullptr || c->st == state::listening || c->sock >= 0) return fail(EINVAL);
+    if (c->id.verbs == nullptr || (c->st != state::idle && c->st != state::bound)) return fail(EINVAL);
     const bool ud = c->id.qp_type == IBV_QPT_UD;
     wire_msg m{};
     if (param != nullptr) {
@@ -207,7 +200,7 @@ CXV_CM_EXPORT int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
         watch(c);
     }
     lock.unlock();
-    return complete(c);
+    return wait_sync(c);
 }
 
 CXV_CM_EXPORT int rdma_establish(rdma_cm_id* id) {
@@ -252,7 +245,7 @@ CXV_CM_EXPORT int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
     c->st = ud ? state::established : state::accepted;
     watch(c);
     lock.unlock();
-    return ud ? 0 : complete(c);
+    return ud ? 0 : wait_sync(c);
 }
 
 CXV_CM_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
@@ -289,7 +282,7 @@ CXV_CM_EXPORT int rdma_disconnect(rdma_cm_id* id) {
     c->st = state::disconnected;
     queue_event(c, RDMA_CM_EVENT_DISCONNECTED, 0);
     lock.unlock();
-    return complete(c);
+    return wait_sync(c);
 }
 
 // --- the synchronous endpoint calls ----------------------------------------------------

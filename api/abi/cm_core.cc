@@ -156,6 +156,22 @@ int take_event(channel* ch, cm_event** out) {
     }
 }
 
+int wait_sync(cm_id* c) {
+    if (!c->sync) return 0;
+    if (c->id.event != nullptr) {
+        delete reinterpret_cast<cm_event*>(c->id.event);
+        c->id.event = nullptr;
+    }
+    cm_event* e = nullptr;
+    if (take_event(reinterpret_cast<channel*>(c->id.channel), &e) != 0) return -1;
+    c->id.event = &e->ev;
+    if (e->ev.status == 0) return 0;
+    errno = e->ev.event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED
+            : e->ev.status < 0                   ? -e->ev.status
+                                                 : e->ev.status;
+    return -1;
+}
+
 void drop_count(channel* ch) {
     std::uint64_t v = 0;
     [[maybe_unused]] auto n = ::read(ch->ch.fd, &v, sizeof v);

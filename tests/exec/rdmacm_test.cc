@@ -142,6 +142,18 @@ TEST_CASE("the tools load cxv's librdmacm and libibverbs, never rdma-core's (LD_
     }
 }
 
+TEST_CASE("event-channel calls the tools do not reach (tests/exec/cm_calls.c)") {
+    scratch s;
+    for (const char* type : {"ib", "eth"}) {
+        CAPTURE(type);
+        const ran r = run(under_sim(s.dir + "/fabric", type, 0, {env_path("CXV_CM_CALLS"), std::to_string(free_port())}),
+                          s.dir + "/calls.log", 60s);
+        INFO(r.output);
+        CHECK(r.status == 0);
+        CHECK(contains(r.output, "cm_calls: ok"));
+    }
+}
+
 TEST_CASE("rdma_xserver and rdma_xclient in XRC mode: refused cleanly") {
     scratch s;
     const unsigned port = free_port();
