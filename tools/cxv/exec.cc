@@ -1,6 +1,6 @@
-// cxv exec: an unmodified, dynamically linked libibverbs program on cxv. The dynamic
-// loader finds cxv's libibverbs.so.1 (api/abi) before rdma-core's because its directory
-// comes first on LD_LIBRARY_PATH; LD_PRELOAD is left as it is (cxv-sim run presents its
+// cxv exec: an unmodified, dynamically linked libibverbs or librdmacm program on cxv.
+// The dynamic loader finds cxv's libibverbs.so.1 and librdmacm.so.1 (api/abi, one
+// directory) before rdma-core's because that directory comes first on LD_LIBRARY_PATH; LD_PRELOAD is left as it is (cxv-sim run presents its
 // functions through it).
 #include "tools/cxv/exec.h"
 

@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
     bool json = false;
     auto* list = app.add_subcommand("list", "find every mlx5 function (libpci): driver, IOMMU group, NUMA node");
     list->add_flag("--json", json, "one JSON array");
-    app.add_subcommand("exec", "cxv exec [--device BDF] -- PROGRAM [ARGS]: run an unmodified libibverbs "
-                               "program on cxv (its own libibverbs.so.1 first on LD_LIBRARY_PATH)");
+    app.add_subcommand("exec", "cxv exec [--device BDF] -- PROGRAM [ARGS]: run an unmodified libibverbs or "
+                               "librdmacm program on cxv (its own libibverbs.so.1 and librdmacm.so.1 "
+                               "first on LD_LIBRARY_PATH)");
     CLI11_PARSE(app, argc, argv);
 
     if (*info) return cxv::tool::print_info(bdf);

@@ -1,0 +1,130 @@
+// cxv's librdmacm.so.1: what its parts share. A connection manager over a TCP side
+// channel between the two ends' IP addresses (no kernel RDMA CM): the TCP connection
+// carries the connect request, the reply or reject, the ready-to-use and the disconnect,
+// each as one `wire_msg`. QPs, CQs and PDs are made with cxv's libibverbs.so.1 (linked,
+// not rdma-core's), so the handles the programs see are that library's.
+//
+// Address-to-function rule: every IP address (the tests use 127.0.0.1) maps to the first
+// function cxv's libibverbs lists (CXV_DEVICE chooses it), port 1. The port's LID, GID 0,
+// link layer and active MTU travel in the messages, and each end builds its QP's address
+// vector from the other's: by LID on InfiniBand, by GID index 0 (the link-local GID) on
+// RoCE.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#define CXV_CM_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace cxv::cm {
+
+// The private data limits of rdma_accept(3), rdma_connect(3) and rdma_reject(3)
+// (IBTA 12.6 REQ/REP/REJ less the CM's own 36-byte header for connect).
+constexpr unsigned kConnectPrivate = 56, kAcceptPrivate = 196, kRejectPrivate = 148;
+constexpr unsigned kUdConnectPrivate = 180, kUdAcceptPrivate = 136;
+
+// IBTA 12.6.7 REJ reasons as rdma_cm's REJECTED status: no listener, and the consumer's.
+constexpr int kRejectNoListener = 8, kRejectConsumer = 28;
+
+// How long an active side waits for the REP (or REJ) once its REQ is sent: then
+// UNREACHABLE with -ETIMEDOUT, as rdma_cm reports a REQ whose retries ran out.
+constexpr std::chrono::seconds kReplyTimeout{10};
+
+enum class msg_type : std::uint8_t { req = 1, rep, rej, rtu, dreq };
+
+// One message on the side channel; integers in network order.
+struct wire_msg {
+    std::uint32_t magic;
+    msg_type type;
+    std::uint8_t private_data_len;
+    std::uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count, srq;
+    std::uint8_t link_layer, mtu, reason;
+    std::uint16_t lid;
+    std::uint32_t qpn, psn, qkey;
+    std::uint8_t gid[16];
+    std::uint8_t private_data[kAcceptPrivate];
+};
+constexpr std::uint32_t kMagic = 0x63787663;  // "cxvc"
+
+struct channel;
+
+enum class state { idle, bound, listening, incoming, req_received, connecting, connect_response, accepted,
+                   established, disconnected, rejected };
+
+// An rdma_cm_id and what the manager keeps about it (the handle first, so it converts
+// back).
+struct cm_id {
+    rdma_cm_id id{};
+    state st = state::idle;
+    int sock = -1;                   // the listener or the connection
+    bool sync = false;               // made with no channel: a channel of its own
+    cm_id* listener = nullptr;       // for an incoming connection
+    wire_msg peer{};                 // the peer's REQ (passive) or REP (active), host order
+    std::uint32_t psn = 0;
+    std::chrono::steady_clock::time_point reply_deadline{};  // while connecting
+    std::uint8_t ack_timeout = 16;   // 4.096 us * 2^16 = 268 ms (RDMA_OPTION_ID_ACK_TIMEOUT)
+    bool owns_cqs = false;
+    // rdma_create_ep on a passive endpoint: what rdma_get_request creates the QP with.
+    std::optional<ibv_qp_init_attr> pending_qp_attr;
+    ibv_pd* pending_pd = nullptr;
+};
+
+struct cm_event {
+    rdma_cm_event ev{};
+    std::uint8_t private_data[kAcceptPrivate] = {};
+};
+
+struct channel {
+    rdma_event_channel ch{};  // ch.fd: an eventfd (semaphore) counting queued events
+    std::deque<cm_event*> queue;
+};
+
+// The one lock of the manager: ids, channels, and the worker's view of the sockets.
+extern std::mutex mu;
+
+// The function (see above) and its default PD, opened once.
+ibv_context* device(int* err);
+ibv_pd* default_pd(ibv_context* ctx);
+
+channel* new_channel();              // mu held
+void delete_channel(channel* ch);    // mu held
+// Queues an event for `id` on `ch` (the id's own channel when null). Called with mu held.
+void queue_event(cm_id* id, rdma_cm_event_type type, int status, const wire_msg* msg = nullptr,
+                 cm_id* listen_id = nullptr, channel* ch = nullptr);
+// Takes the next event of `ch`: blocking unless its fd is O_NONBLOCK. 0 or -1 and errno.
+int take_event(channel* ch, cm_event** out);
+// For a synchronous id (ucma_complete's part): waits for the id's next event and keeps
+// it in id->event, acknowledging the one before; 0, or -1 with errno: ECONNREFUSED for
+// REJECTED, else the event's status.
+int wait_sync(cm_id* c);
+// The channel fd's count, kept equal to the queue's length (mu held).
+void add_count(channel* ch);
+void drop_count(channel* ch);
+
+// The sockets the worker thread watches: adds or wakes it after a change (mu held).
+void watch(cm_id* id);
+void forget(cm_id* id);  // stops watching and closes the id's socket (mu held)
+bool alive(cm_id* id);
+void drop_incoming(cm_id* listener);  // connections not yet requested (mu held)
+
+// Fills `m`'s address fields (QPN, LID, GID 0, MTU, link layer) from `id`'s port.
+int fill_local(cm_id* id, wire_msg& m);
+int send_msg(int fd, const wire_msg& host_order);
+void to_host(wire_msg& m);
+ibv_ah_attr peer_ah(cm_id* id);
+// The QP's steps of rdma_init_qp_attr(3), from the peer's message.
+int qp_attrs(cm_id* id, ibv_qp_state to, ibv_qp_attr& a, int& mask);
+int move_qp(cm_id* id, ibv_qp_state to);
+
+// Sends the RTU (active side, once the QP is ready) and, when `report`, queues
+// ESTABLISHED. After a CONNECT_RESPONSE the program's rdma_establish sends it and no
+// event follows, as with rdma_cm, whose ESTABLISHED comes only for its own QPs.
+int finish_active(cm_id* id, bool report);
+
+}  // namespace cxv::cm
