@@ -14,7 +14,9 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -63,6 +65,10 @@ struct cm_id {
     rdma_cm_id id{};
     state st = state::idle;
     int sock = -1;                   // the listener or the connection
+    // The message being read from `sock`: the worker takes what has come and never waits
+    // for the rest, so a peer that stops half-way holds up nobody but itself.
+    std::array<std::byte, sizeof(wire_msg)> rx{};
+    std::size_t rx_len = 0;
     bool sync = false;               // made with no channel: a channel of its own
     cm_id* listener = nullptr;       // for an incoming connection
     wire_msg peer{};                 // the peer's REQ (passive) or REP (active), host order

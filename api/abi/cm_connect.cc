@@ -90,6 +90,7 @@ int tcp_connect(cm_id* c) {
     socklen_t sl = sizeof c->id.route.addr.src_storage;
     ::getsockname(fd, &c->id.route.addr.src_addr, &sl);
     c->sock = fd;
+    c->rx_len = 0;
     return 0;
 }
 

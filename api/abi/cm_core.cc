@@ -522,13 +522,18 @@ void run_worker() {
                 on_accept(id);
                 continue;
             }
-            wire_msg m{};
-            const ssize_t r = ::recv(id->sock, &m, sizeof m, MSG_WAITALL);
+            // What has come of the message, without waiting for the rest (mu is held).
+            const ssize_t r = ::recv(id->sock, id->rx.data() + id->rx_len, id->rx.size() - id->rx_len, MSG_DONTWAIT);
             if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-            if (r != static_cast<ssize_t>(sizeof m)) {
+            if (r <= 0) {
                 peer_gone(id);
                 continue;
             }
+            id->rx_len += static_cast<std::size_t>(r);
+            if (id->rx_len < id->rx.size()) continue;
+            id->rx_len = 0;
+            wire_msg m{};
+            std::memcpy(&m, id->rx.data(), sizeof m);
             to_host(m);
             if (m.magic != kMagic) {
                 peer_gone(id);

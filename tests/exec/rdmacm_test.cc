@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -44,7 +45,8 @@ std::vector<std::string> under_sim(const std::string& fabric, const std::string&
 // the client started.
 pair_result run_pair(const std::string& port_type, unsigned port, const std::vector<std::string>& server_tool,
                      const std::vector<std::string>& client_tool,
-                     std::chrono::milliseconds kill_server_after = 0ms) {
+                     std::chrono::milliseconds kill_server_after = 0ms,
+                     const std::function<void()>& before_client = {}) {
     scratch s;
     const std::string fabric = s.dir + "/fabric";
     std::filesystem::create_directories(fabric);
@@ -55,6 +57,7 @@ pair_result run_pair(const std::string& port_type, unsigned port, const std::vec
     }
     pair_result r;
     if (listening(port)) {
+        if (before_client) before_client();
         const auto start = std::chrono::steady_clock::now();
         child client(under_sim(fabric, port_type, 1, client_tool), s.dir + "/client.log");
         if (kill_server_after > 0ms) {
@@ -109,6 +112,31 @@ TEST_CASE("rdma_server and rdma_client: the synchronous endpoint API") {
         CHECK(contains(r.server_log, "rdma_server: end 0"));
         CHECK(contains(r.client_log, "rdma_client: end 0"));
     }
+}
+
+TEST_CASE("a connection that sends half a message and stalls holds up nobody else") {
+    const unsigned port = free_port();
+    int stalled = -1;
+    const pair_result r = run_pair("ib", port, with_port({"/usr/bin/rdma_server", "-s", "127.0.0.1"}, port),
+                                   with_port({"/usr/bin/rdma_client", "-s", "127.0.0.1"}, port), 0ms, [&] {
+                                       // Not a connection manager: 10 bytes of a message, then nothing.
+                                       stalled = ::socket(AF_INET, SOCK_STREAM, 0);
+                                       sockaddr_in a{};
+                                       a.sin_family = AF_INET;
+                                       a.sin_port = htons(static_cast<std::uint16_t>(port));
+                                       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                                       REQUIRE(::connect(stalled, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+                                       const char half[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+                                       REQUIRE(::send(stalled, half, sizeof half, 0) == 10);
+                                       std::this_thread::sleep_for(100ms);
+                                   });
+    if (stalled >= 0) ::close(stalled);
+    INFO("server log:\n" << r.server_log);
+    INFO("client log:\n" << r.client_log);
+    CHECK(r.client == 0);
+    CHECK(r.server == 0);
+    CHECK(contains(r.client_log, "rdma_client: end 0"));
+    CHECK(r.client_time < 30s);
 }
 
 TEST_CASE("rdma_client to a port nobody listens on: ECONNREFUSED at once") {
