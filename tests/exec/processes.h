@@ -47,16 +47,19 @@ struct scratch {
     ~scratch() { std::filesystem::remove_all(dir); }
 };
 
+// A child process: its stdout and stderr in `log` (its stderr in `err` instead when one
+// is given), killed by its PID if still running when the object goes.
 struct child {
     pid_t pid = -1;
-    std::string log;
-    child(const std::vector<std::string>& argv, std::string log_path) : log(std::move(log_path)) {
+    std::string log, err;
+    child(const std::vector<std::string>& argv, std::string log_path, std::string err_path = {})
+        : log(std::move(log_path)), err(err_path.empty() ? log : std::move(err_path)) {
         pid = ::fork();
         REQUIRE(pid >= 0);
         if (pid == 0) {
             const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
             ::dup2(fd, 1);
-            ::dup2(fd, 2);
+            ::dup2(err == log ? fd : ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
             std::vector<char*> v;
             for (const auto& a : argv) v.push_back(const_cast<char*>(a.c_str()));
             v.push_back(nullptr);

@@ -24,92 +24,13 @@
 #include <doctest/doctest.h>
 
 #include "tests/bench/json_parse.h"
+#include "tests/exec/processes.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
-
-std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    REQUIRE_MESSAGE(v != nullptr, name, " is not set (run under bazel test)");
-    return std::filesystem::absolute(v).string();
-}
-
-struct scratch {
-    std::string dir;
-    scratch() {
-        std::string t = "/tmp/cxv-perf-XXXXXX";
-        REQUIRE(::mkdtemp(t.data()) != nullptr);
-        dir = t;
-        std::filesystem::create_directories(dir + "/fabric");
-    }
-    ~scratch() { std::filesystem::remove_all(dir); }
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-// A free TCP port on 127.0.0.1 (bound to port 0 and read back).
-unsigned free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
-
-// A child process with its stdout and stderr in files, killed by PID if still running.
-struct child {
-    pid_t pid = -1;
-    std::string out, err;
-    child(const std::vector<std::string>& argv, const std::string& base) : out(base + ".out"), err(base + ".err") {
-        pid = ::fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            ::dup2(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
-            ::dup2(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
-            std::vector<char*> v;
-            for (const auto& a : argv) v.push_back(const_cast<char*>(a.c_str()));
-            v.push_back(nullptr);
-            ::execv(v[0], v.data());
-            ::_exit(127);
-        }
-    }
-    // The exit status, or -1 after killing it at `deadline`.
-    int wait(clock_type::time_point deadline) {
-        while (pid > 0) {
-            int st = 0;
-            if (::waitpid(pid, &st, WNOHANG) == pid) {
-                pid = -1;
-                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            }
-            if (clock_type::now() > deadline) {
-                ::kill(pid, SIGKILL);
-                ::waitpid(pid, &st, 0);
-                pid = -1;
-                return -1;
-            }
-            std::this_thread::sleep_for(5ms);
-        }
-        return -1;
-    }
-    ~child() {
-        if (pid > 0) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, nullptr, 0);
-        }
-    }
-};
+using namespace cxv::test;
 
 std::string bdf_at(const std::string& sim, const std::string& fabric, unsigned index) {
     const std::string cmd = sim + " list --fabric " + fabric + " --set fabric_index=" + std::to_string(index);
@@ -133,9 +54,10 @@ struct outcome {
 outcome run_pair(const std::vector<std::string>& args, const std::vector<std::string>& client_extra = {},
                  const std::vector<std::string>& client_sim = {}, const std::string& port_type = "ib",
                  std::chrono::seconds limit = 60s) {
-    const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
+    const std::string sim = env_path("CXV_SIM"), perf = env_path("CXV_PERF");
     scratch s;
     const std::string fabric = s.dir + "/fabric";
+    std::filesystem::create_directories(fabric);
     const std::string port = std::to_string(free_port());
     auto start = [&](unsigned index, bool client) {
         std::vector<std::string> argv = {sim, "run", "--fabric", fabric, "--port-type", port_type, "--set",
@@ -149,7 +71,8 @@ outcome run_pair(const std::vector<std::string>& args, const std::vector<std::st
             argv.insert(argv.end(), client_extra.begin(), client_extra.end());
             argv.push_back("127.0.0.1");
         }
-        return std::make_unique<child>(argv, s.dir + (client ? "/client" : "/server"));
+        const std::string base = s.dir + (client ? "/client" : "/server");
+        return std::make_unique<child>(argv, base + ".out", base + ".err");
     };
     auto server = start(0, false);
     auto client = start(1, true);
@@ -157,9 +80,9 @@ outcome run_pair(const std::vector<std::string>& args, const std::vector<std::st
     outcome o;
     o.client = client->wait(deadline);
     o.server = server->wait(deadline);
-    o.server_out = slurp(server->out);
+    o.server_out = slurp(server->log);
     o.server_err = slurp(server->err);
-    o.client_out = slurp(client->out);
+    o.client_out = slurp(client->log);
     o.client_err = slurp(client->err);
     return o;
 }
@@ -388,12 +311,12 @@ TEST_CASE("-e: completions by event") {
 }
 
 TEST_CASE("--loopback: both sides in one process") {
-    const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
+    const std::string sim = env_path("CXV_SIM"), perf = env_path("CXV_PERF");
     scratch s;
     child c({sim, "run", "--port-type", "ib", "--", perf, "send_bw", "--loopback", "-n", "300", "-s", "512", "--verify"},
-            s.dir + "/loop");
+            s.dir + "/loop.out", s.dir + "/loop.err");
     const int rc = c.wait(clock_type::now() + 60s);
-    const std::string out = slurp(c.out);
+    const std::string out = slurp(c.log);
     INFO(out << slurp(c.err));
     REQUIRE(rc == 0);
     check_bandwidth_rows(out, {512}, 300);
@@ -409,7 +332,7 @@ void check_refused(const std::string& err, int rc, const std::string& says) {
 }
 
 TEST_CASE("bad options: one clear line and exit 1") {
-    const std::string perf = env("CXV_PERF");
+    const std::string perf = env_path("CXV_PERF");
     scratch s;
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"send_lat", "--bogus"}, "unknown option --bogus"},
@@ -434,7 +357,7 @@ TEST_CASE("bad options: one clear line and exit 1") {
     for (const auto& [args, says] : cases) {
         std::vector<std::string> argv = {perf};
         argv.insert(argv.end(), args.begin(), args.end());
-        child c(argv, s.dir + "/bad");
+        child c(argv, s.dir + "/bad.out", s.dir + "/bad.err");
         const int rc = c.wait(clock_type::now() + 10s);
         CAPTURE(args[0]);
         CAPTURE(args.size() > 1 ? args[1] : "");
@@ -443,10 +366,11 @@ TEST_CASE("bad options: one clear line and exit 1") {
 }
 
 TEST_CASE("an absent server: one clear line and exit 1") {
-    const std::string sim = env("CXV_SIM"), perf = env("CXV_PERF");
+    const std::string sim = env_path("CXV_SIM"), perf = env_path("CXV_PERF");
     scratch s;
     const std::string port = std::to_string(free_port());
-    child c({sim, "run", "--port-type", "ib", "--", perf, "send_lat", "-p", port, "127.0.0.1"}, s.dir + "/absent");
+    child c({sim, "run", "--port-type", "ib", "--", perf, "send_lat", "-p", port, "127.0.0.1"}, s.dir + "/absent.out",
+            s.dir + "/absent.err");
     const int rc = c.wait(clock_type::now() + 30s);
     check_refused(slurp(c.err), rc, "cannot connect to 127.0.0.1:" + port + ": Connection refused");
 }
