@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -372,6 +373,45 @@ int main(void) {
     r = ibv_wr_complete(x);
     c = r == 0 ? expect(cqx, 2, 40, d) : NULL;
     CHECK("send after abort", c && c->byte_len == 5 && memcmp(b_buf, "after", 5) == 0, "complete %d", r);
+
+    /* All or nothing when the send queue fills up: unsignaled RDMA WRITEs (whose slots
+     * only a later signaled completion would free), each of its own 8-byte value, in
+     * batches of three until ibv_wr_complete says ENOMEM; none of the refused batch
+     * reaches the peer, though part of it would have fitted. */
+    static uint64_t big[8192];
+    struct ibv_mr *cmr = ibv_reg_mr(pd, big, sizeof big, access);
+    struct ibv_qp *qc = make_qp(pd, cq, IBV_QPT_RC, rc_ops), *qd = make_qp(pd, cq, IBV_QPT_RC, rc_ops);
+    if (!cmr || !qc || !qd) DIE("the second RC pair");
+    connect_rc(qc, qd->qp_num);
+    connect_rc(qd, qc->qp_num);
+    struct ibv_qp_ex *cx = ibv_qp_to_qp_ex(qc);
+    unsigned g = 0;
+    int rr = 0;
+    while (g + 3 <= 8192) {
+        ibv_wr_start(cx);
+        cx->wr_flags = 0;
+        for (unsigned i = 0; i < 3; ++i) {
+            const uint64_t v = g + i + 1;
+            cx->wr_id = v;
+            ibv_wr_rdma_write(cx, cmr->rkey, (uintptr_t)&big[g + i]);
+            ibv_wr_set_inline_data(cx, (void *)&v, 8);
+        }
+        rr = ibv_wr_complete(cx);
+        if (rr != 0) break;
+        g += 3;
+    }
+    volatile uint64_t *vbig = big;
+    for (long spins = 0; g > 0 && vbig[g - 1] != g && spins < 200000000; ++spins) {
+    }
+    usleep(200000);  /* time for anything of the refused batch to land, were it posted */
+    CHECK("wr batch on a full send queue", rr == ENOMEM && g >= 3 && g < 8192 && vbig[g - 1] == g &&
+                                               vbig[g] == 0 && vbig[g + 1] == 0 && vbig[g + 2] == 0,
+          "complete %d after %u WRs, last %llu, next %llu", rr, g, g ? (unsigned long long)vbig[g - 1] : 0ull,
+          g < 8192 ? (unsigned long long)vbig[g] : 0ull);
+    CHECK("full send queue: no completion", poll_ex(cqx, d, 1) == 0, "wr_id %llu", (unsigned long long)d[0].wr_id);
+    ibv_destroy_qp(qc);
+    ibv_destroy_qp(qd);
+    ibv_dereg_mr(cmr);
 
     /* --- UD: ibv_wr_set_ud_addr; the receiver's completion names the sender ------------- */
     struct ibv_qp *ua = make_qp(pd, cq, IBV_QPT_UD, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM);

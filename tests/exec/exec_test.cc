@@ -167,7 +167,8 @@ TEST_CASE("extended CQs and the ibv_wr_* send interface (tests/exec/ex_verbs.c)"
                  "cq_ex recv_rdma_with_imm", "cq_ex channel event", "ibv_poll_cq on the cq_ex", "wr_send sge list",
                  "wr_send_imm inline", "wr_rdma_write", "wr_rdma_read", "wr_atomic_cmp_swp", "wr_atomic_fetch_add",
                  "wr batch of four", "wr_abort posts nothing", "wr batch with too many sge",
-                 "wr batch beyond the queue", "send after abort", "wr_set_ud_addr", "send_ops bind_mw refused",
+                 "wr batch beyond the queue", "send after abort", "wr batch on a full send queue",
+                 "full send queue: no completion", "wr_set_ud_addr", "send_ops bind_mw refused",
                  "send_ops rdma_write on UD refused", "qp_to_qp_ex of a plain QP", "destroy cq_ex",
                  "destroy channel after its cq_ex"}) {
             CHECK_MESSAGE(has(r.output, std::string("ok ") + check + "\n"), check);
