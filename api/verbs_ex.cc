@@ -43,9 +43,9 @@ using namespace cxv::api::handles;
 
 // --- extended CQ -----------------------------------------------------------------------
 
-c_cq* ex(ibv_cq_ex* c) { return cq_of(c); }
+c_cq* ex(ibv_cq_ex* c) noexcept { return cq_of(c); }
 
-int cq_next_poll(ibv_cq_ex* c) {
+int cq_next_poll(ibv_cq_ex* c) noexcept {
     c_cq* q = ex(c);
     if (q->cq->poll(1, &q->polled) == 0) return ENOENT;
     c->status = q->polled.status;
@@ -54,30 +54,30 @@ int cq_next_poll(ibv_cq_ex* c) {
 }
 // ibv_start_poll(3): attr->comp_mask must be 0; ENOENT when the CQ is empty (and then
 // ibv_end_poll is not to be called).
-int cq_start_poll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
+int cq_start_poll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) noexcept {
     if (attr != nullptr && attr->comp_mask != 0) return EINVAL;
     return cq_next_poll(c);
 }
-void cq_end_poll(ibv_cq_ex*) {}  // nothing held between start and end: no lock to drop
+void cq_end_poll(ibv_cq_ex*) noexcept {}  // nothing held between start and end: no lock to drop
 
-ibv_wc_opcode read_opcode(ibv_cq_ex* c) { return ex(c)->polled.opcode; }
-uint32_t read_vendor_err(ibv_cq_ex* c) { return ex(c)->polled.vendor_err; }
-uint32_t read_byte_len(ibv_cq_ex* c) { return ex(c)->polled.byte_len; }
-__be32 read_imm_data(ibv_cq_ex* c) { return ex(c)->polled.imm_data; }
-uint32_t read_qp_num(ibv_cq_ex* c) { return ex(c)->polled.qp_num; }
-uint32_t read_src_qp(ibv_cq_ex* c) { return ex(c)->polled.src_qp; }
-unsigned int read_wc_flags(ibv_cq_ex* c) { return ex(c)->polled.wc_flags; }
-uint32_t read_slid(ibv_cq_ex* c) { return ex(c)->polled.slid; }
-uint8_t read_sl(ibv_cq_ex* c) { return ex(c)->polled.sl; }
-uint8_t read_dlid_path_bits(ibv_cq_ex* c) { return ex(c)->polled.dlid_path_bits; }
+ibv_wc_opcode read_opcode(ibv_cq_ex* c) noexcept { return ex(c)->polled.opcode; }
+uint32_t read_vendor_err(ibv_cq_ex* c) noexcept { return ex(c)->polled.vendor_err; }
+uint32_t read_byte_len(ibv_cq_ex* c) noexcept { return ex(c)->polled.byte_len; }
+__be32 read_imm_data(ibv_cq_ex* c) noexcept { return ex(c)->polled.imm_data; }
+uint32_t read_qp_num(ibv_cq_ex* c) noexcept { return ex(c)->polled.qp_num; }
+uint32_t read_src_qp(ibv_cq_ex* c) noexcept { return ex(c)->polled.src_qp; }
+unsigned int read_wc_flags(ibv_cq_ex* c) noexcept { return ex(c)->polled.wc_flags; }
+uint32_t read_slid(ibv_cq_ex* c) noexcept { return ex(c)->polled.slid; }
+uint8_t read_sl(ibv_cq_ex* c) noexcept { return ex(c)->polled.sl; }
+uint8_t read_dlid_path_bits(ibv_cq_ex* c) noexcept { return ex(c)->polled.dlid_path_bits; }
 
 // --- extended send: the batch's builders and setters ------------------------------------
 
-wr_batch& batch_of(ibv_qp_ex* q) { return *qp_of(q)->batch; }
+wr_batch& batch_of(ibv_qp_ex* q) noexcept { return *qp_of(q)->batch; }
 
 // A new WR of `op` at the end of the batch (NULL, the batch's error set, when the QP was
 // not created with the opcode, no batch is open, or the batch is full).
-ibv_send_wr* begin(ibv_qp_ex* q, ibv_wr_opcode op, std::uint64_t with) {
+ibv_send_wr* begin(ibv_qp_ex* q, ibv_wr_opcode op, std::uint64_t with) noexcept {
     wr_batch& b = batch_of(q);
     b.cur = nullptr;
     int e = 0;
@@ -101,44 +101,44 @@ ibv_send_wr* begin(ibv_qp_ex* q, ibv_wr_opcode op, std::uint64_t with) {
     return &w;
 }
 
-void set_rdma(ibv_send_wr* w, uint32_t rkey, uint64_t remote_addr) {
+void set_rdma(ibv_send_wr* w, uint32_t rkey, uint64_t remote_addr) noexcept {
     if (w == nullptr) return;
     w->wr.rdma.rkey = rkey;
     w->wr.rdma.remote_addr = remote_addr;
 }
 
-void wr_rdma_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+void wr_rdma_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) noexcept {
     set_rdma(begin(q, IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE), rkey, addr);
 }
-void wr_rdma_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
+void wr_rdma_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) noexcept {
     ibv_send_wr* w = begin(q, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM);
     set_rdma(w, rkey, addr);
     if (w != nullptr) w->imm_data = imm;
 }
-void wr_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+void wr_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) noexcept {
     set_rdma(begin(q, IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ), rkey, addr);
 }
-void wr_send(ibv_qp_ex* q) { begin(q, IBV_WR_SEND, IBV_QP_EX_WITH_SEND); }
-void wr_send_imm(ibv_qp_ex* q, __be32 imm) {
+void wr_send(ibv_qp_ex* q) noexcept { begin(q, IBV_WR_SEND, IBV_QP_EX_WITH_SEND); }
+void wr_send_imm(ibv_qp_ex* q, __be32 imm) noexcept {
     if (ibv_send_wr* w = begin(q, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM)) w->imm_data = imm;
 }
-void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
+void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) noexcept {
     if (ibv_send_wr* w = begin(q, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)) {
         w->wr.atomic = {addr, compare, swap, rkey};
     }
 }
-void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
+void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) noexcept {
     if (ibv_send_wr* w = begin(q, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)) {
         w->wr.atomic = {addr, add, 0, rkey};
     }
 }
 
 // The setters fill the last WR built; a refused builder leaves nothing to fill.
-void refuse(wr_batch& b, int e) {
+void refuse(wr_batch& b, int e) noexcept {
     if (b.err == 0) b.err = e;
 }
 
-void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) noexcept {
     wr_batch& b = batch_of(q);
     if (b.cur == nullptr || b.type != IBV_QPT_UD) return;  // ignored on connected QPs
     b.cur->wr.ud.ah = ah;
@@ -146,21 +146,21 @@ void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remo
     b.cur->wr.ud.remote_qkey = remote_qkey;
 }
 
-void wr_set_sge_list(ibv_qp_ex* q, size_t num_sge, const ibv_sge* sg_list) {
+void wr_set_sge_list(ibv_qp_ex* q, size_t num_sge, const ibv_sge* sg_list) noexcept {
     wr_batch& b = batch_of(q);
     if (b.cur == nullptr) return;
     if (num_sge > b.max_sge) return refuse(b, EINVAL);
-    std::memcpy(b.cur->sg_list, sg_list, num_sge * sizeof(ibv_sge));
+    if (num_sge != 0) std::memcpy(b.cur->sg_list, sg_list, num_sge * sizeof(ibv_sge));
     b.cur->num_sge = static_cast<int>(num_sge);
     b.cur->send_flags &= ~static_cast<unsigned>(IBV_SEND_INLINE);
 }
-void wr_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
+void wr_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) noexcept {
     const ibv_sge s{addr, length, lkey};
     wr_set_sge_list(q, 1, &s);
 }
 
 // Inline data is copied into the batch's storage now, gathered into one entry.
-void wr_set_inline_data_list(ibv_qp_ex* q, size_t num_buf, const ibv_data_buf* bufs) {
+void wr_set_inline_data_list(ibv_qp_ex* q, size_t num_buf, const ibv_data_buf* bufs) noexcept {
     wr_batch& b = batch_of(q);
     if (b.cur == nullptr) return;
     std::size_t total = 0;
@@ -177,19 +177,19 @@ void wr_set_inline_data_list(ibv_qp_ex* q, size_t num_buf, const ibv_data_buf* b
     b.cur->num_sge = total == 0 ? 0 : 1;
     b.cur->send_flags |= IBV_SEND_INLINE;
 }
-void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
+void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) noexcept {
     const ibv_data_buf d{addr, length};
     wr_set_inline_data_list(q, 1, &d);
 }
 
-void wr_start(ibv_qp_ex* q) {
+void wr_start(ibv_qp_ex* q) noexcept {
     wr_batch& b = batch_of(q);
     b.open = true;
     b.n = 0;
     b.cur = nullptr;
     b.err = 0;
 }
-void wr_abort(ibv_qp_ex* q) {
+void wr_abort(ibv_qp_ex* q) noexcept {
     wr_batch& b = batch_of(q);
     b.open = false;
     b.n = 0;
@@ -198,7 +198,7 @@ void wr_abort(ibv_qp_ex* q) {
 }
 
 // Basic blocks of the WQE post_send builds for `w` (queues/send_wqe.h's segments).
-unsigned wqe_bbs(const ibv_send_wr& w, ibv_qp_type type) {
+unsigned wqe_bbs(const ibv_send_wr& w, ibv_qp_type type) noexcept {
     hw::wqe_opcode op{};
     if (!api::wqe_opcode_of(w.opcode, type, op)) return 1;
     unsigned ds = queues::send_wqe::fixed_ds(op, type == IBV_QPT_UD);
@@ -212,7 +212,7 @@ unsigned wqe_bbs(const ibv_send_wr& w, ibv_qp_type type) {
 
 // ibv_wr_complete(3): posts the batch, all of it or (returning the error) none of it:
 // an error of a builder or setter, or ENOMEM when the send queue has no room for it all.
-int wr_complete(ibv_qp_ex* q) {
+int wr_complete(ibv_qp_ex* q) noexcept {
     wr_batch& b = batch_of(q);
     const unsigned n = b.n;
     const int err = b.open ? b.err : EINVAL;
