@@ -377,6 +377,16 @@ public:
     int post_send(std::span<ibv_send_wr> wrs, ibv_send_wr** bad_wr) noexcept;
     int post_recv(std::span<ibv_recv_wr> wrs, ibv_recv_wr** bad_wr) noexcept;
 
+    // Whether send WQEs of `bbs` basic blocks in all, put one after the other, fit in the
+    // send ring now, with room for the NOPs that pad the ring's end (a WQE does not cross
+    // it): what an all-or-nothing batch (ibv_wr_complete(3)) checks before it posts.
+    // A multi-producer ring is shared with other threads: always true (its post says).
+    bool send_fits(unsigned bbs) const noexcept {
+        if (send_.sq == nullptr || mp_send_.sq != nullptr) return true;
+        const unsigned pad = send_.sq->max_wqe_bbs() - 1;
+        return bbs <= send_.sq->free_bbs() && pad <= send_.sq->free_bbs() - bbs;
+    }
+
     std::uint32_t qpn() const noexcept { return qpn_; }
     const std::shared_ptr<driver::qp>& object() const noexcept { return qp_; }
     // QUERY_Q_COUNTER of the QP's own set (attr::own_counters; ENOENT without one: its

@@ -18,6 +18,7 @@
 
 #include "api/cxv.h"
 #include "api/verbs_async.h"
+#include "api/verbs_handles.h"
 #include "driver/res/cq.h"
 #include "driver/res/pd_mr.h"
 #include "driver/res/qp.h"
@@ -29,56 +30,13 @@ using namespace cxv;
 
 thread_local std::string last_error;
 
-// The handles: each libibverbs struct as the base of what cxv keeps with it.
-// The context handed out is the `context` member of a struct verbs_context, as a
-// provider's is: <infiniband/verbs.h>'s inline extended calls find that struct in front
-// of the ibv_context (verbs_get_ctx()) once abi_compat holds the extended marker, and its
-// ops that are NULL make them fail with EOPNOTSUPP as the man pages say.
-struct c_device : verbs_context {
-    ibv_device info{};
-    std::unique_ptr<cxv::device> dev;
-    bool ethernet = false;
-    std::atomic<unsigned> objects{0};  // PDs, MRs, AHs, CQs, SRQs, QPs alive
-    std::shared_ptr<api::verbs_async> async;  // shared with the driver's event callback
-};
-struct c_pd : ibv_pd {
-    std::shared_ptr<cxv::pd> pd;
-    std::atomic<unsigned> ahs{0};  // AHs hold no reference of their own
-};
-struct c_mr : ibv_mr {
-    std::shared_ptr<cxv::mr> mr;
-};
-// A UD send WR's wr.ud.ah is read as an api::address_handle (its ibv_ah first).
-using c_ah = api::address_handle;
+using namespace cxv::api::handles;
+using cxv::api::handles::fail;
+using c_ah = api::address_handle;  // a UD send WR's wr.ud.ah is read as one (its ibv_ah first)
 static_assert(offsetof(api::address_handle, base) == 0);
-struct c_cq : ibv_cq {
-    std::shared_ptr<cxv::cq> cq;
-};
-struct c_srq : ibv_srq {
-    std::shared_ptr<cxv::srq> srq;
-};
-struct c_qp : ibv_qp {
-    std::shared_ptr<cxv::qp> qp;
-    cxv::qp::modify_attr attrs;  // what the caller has set so far
-    bool sig_all = false;
-};
-
-c_device* dev_of(ibv_context* c) {
-    return static_cast<c_device*>(
-        reinterpret_cast<verbs_context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context)));
-}
-c_pd* pd_of(ibv_pd* p) { return static_cast<c_pd*>(p); }
-c_cq* cq_of(ibv_cq* c) { return static_cast<c_cq*>(c); }
-c_srq* srq_of(ibv_srq* s) { return static_cast<c_srq*>(s); }
-c_qp* qp_of(ibv_qp* q) { return static_cast<c_qp*>(q); }
 
 // A failed control call: errno and the message for cxv_last_error(); returns the errno
 // value (the ibv_* convention for int results).
-int fail(int code, std::string message) {
-    last_error = std::move(message);
-    errno = code;
-    return code;
-}
 int fail(const cxv::error& e) { return fail(e.code ? e.code : EIO, e.message); }
 template <typename T>
 T* fail_null(int code, std::string message) {
@@ -95,27 +53,40 @@ int succeed() {
     return 0;
 }
 
-// A handle made: counted by its device (which will not close under it), with its
-// mutex and condition variable set up where its struct has them.
+// The libibverbs struct of a handle: a QP's is the ibv_qp at the start of its ibv_qp_ex.
 template <typename T>
-T* adopt(T* h) {
-    if constexpr (requires { h->cond; }) {
-        pthread_mutex_init(&h->mutex, nullptr);
-        pthread_cond_init(&h->cond, nullptr);
+auto& base_of(T* h) {
+    if constexpr (requires { h->qp_base; }) {
+        return h->qp_base;
+    } else {
+        return *h;
     }
-    ++dev_of(h->context)->objects;
+}
+
+// A handle made: counted by its device (which will not close under it), with its
+// mutex and condition variable set up where its struct has them. (Not merged across
+// handle types, which g++'s identical code folding would do and then misjudge bounds.)
+template <typename T>
+[[gnu::noipa]] T* adopt(T* h) {
+    auto& b = base_of(h);
+    if constexpr (requires { b.cond; }) {
+        pthread_mutex_init(&b.mutex, nullptr);
+        pthread_cond_init(&b.cond, nullptr);
+    }
+    ++dev_of(b.context)->objects;
     succeed();
     return h;
 }
 
 // A handle whose object the device no longer has: undone as adopt() did it, and freed.
 template <typename T>
-int forget(T* h) {
-    if constexpr (requires { h->cond; }) {
-        pthread_mutex_destroy(&h->mutex);
-        pthread_cond_destroy(&h->cond);
+[[gnu::noipa]] int forget(T* h) {
+    auto& b = base_of(h);
+    if constexpr (requires { b.cond; }) {
+        pthread_mutex_destroy(&b.mutex);
+        pthread_cond_destroy(&b.cond);
     }
-    --dev_of(h->context)->objects;
+    --dev_of(b.context)->objects;
     delete h;
     return succeed();
 }
@@ -225,6 +196,12 @@ int get_comp(ibv_cq* c, ibv_wc* wc) {
 }
 
 }  // namespace
+
+int cxv::api::handles::fail(int code, std::string message) {
+    last_error = std::move(message);
+    errno = code;
+    return code;
+}
 
 extern "C" {
 
@@ -394,8 +371,8 @@ ibv_cq* cxv_create_cq(ibv_context* ctx, int cqe, void* cq_context) {
     out->handle = q.value()->object()->cqn();
     out->cqe = static_cast<int>(q.value()->object()->entries());
     out->cq = std::move(q).value();
-    dev_of(ctx)->async->add(out->handle, static_cast<ibv_cq*>(out));
-    return adopt(out);
+    dev_of(ctx)->async->add(out->handle, cq_base(out));
+    return cq_base(adopt(out));
 }
 
 int cxv_destroy_cq(ibv_cq* cq) {
@@ -508,15 +485,16 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     if (!q) return fail_null<ibv_qp>(q.error());
     auto* out = new (std::nothrow) c_qp();
     if (out == nullptr) return fail_null<ibv_qp>(ENOMEM, "out of memory");
-    out->context = pd->context;
-    out->qp_context = attr->qp_context;
-    out->pd = pd;
-    out->send_cq = attr->send_cq;
-    out->recv_cq = attr->recv_cq;
-    out->srq = attr->srq;
-    out->qp_num = out->handle = q.value()->qpn();
-    out->state = IBV_QPS_RESET;
-    out->qp_type = attr->qp_type;
+    ibv_qp& b = out->qp_base;
+    b.context = pd->context;
+    b.qp_context = attr->qp_context;
+    b.pd = pd;
+    b.send_cq = attr->send_cq;
+    b.recv_cq = attr->recv_cq;
+    b.srq = attr->srq;
+    b.qp_num = b.handle = q.value()->qpn();
+    b.state = IBV_QPS_RESET;
+    b.qp_type = attr->qp_type;
     out->sig_all = attr->sq_sig_all != 0;
     const auto& granted = q.value()->object()->capabilities();
     attr->cap.max_send_wr = granted.max_send_wr;
@@ -525,8 +503,8 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     attr->cap.max_recv_sge = attr->srq != nullptr ? 0 : granted.max_recv_sge;
     attr->cap.max_inline_data = granted.max_inline_data;
     out->qp = std::move(q).value();
-    dev_of(pd->context)->async->add(out->qp_num, static_cast<ibv_qp*>(out));
-    return adopt(out);
+    dev_of(pd->context)->async->add(b.qp_num, &b);
+    return &adopt(out)->qp_base;
 }
 
 int cxv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {

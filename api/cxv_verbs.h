@@ -120,6 +120,15 @@ int cxv_cq_event_fd(struct ibv_cq *cq);
  * takes it: 0, or ETIMEDOUT. */
 int cxv_get_cq_event(struct ibv_cq *cq, int timeout_ms);
 
+/* ibv_create_cq_ex(3): a CQ whose ibv_start_poll / ibv_next_poll / ibv_end_poll take
+ * one completion at a time from the same poller as ibv_poll_cq (ENOENT when empty), read
+ * with the ibv_wc_read_* accessors of the wc_flags asked for (IBV_WC_STANDARD_FLAGS;
+ * timestamps, CVLAN, flow tag, tag matching: EOPNOTSUPP). comp_mask: flags
+ * (IBV_CREATE_CQ_ATTR_SINGLE_THREADED only) and no parent domain. attr->channel is not
+ * used here (libibverbs.so.1 wires it as for ibv_create_cq). ibv_cq_ex_to_cq() of it is
+ * an ibv_cq for every call that takes one, cxv_destroy_cq included. */
+struct ibv_cq_ex *cxv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr);
+
 /* ---- Shared receive queues ------------------------------------------------------ */
 
 /* attr->attr.max_wr and max_sge in, the granted values out; a srq_limit other than 0
@@ -165,6 +174,16 @@ int cxv_query_qp_state(struct ibv_qp *qp, enum ibv_qp_state *state);
  * for; init_attr gets the creation attributes). */
 int cxv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr);
 int cxv_destroy_qp(struct ibv_qp *qp);
+
+/* ibv_create_qp_ex(3): IBV_QP_INIT_ATTR_PD, with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS the
+ * ibv_wr_* interface (ibv_wr_post(3)) for the opcodes the transport has (RDMA write
+ * with and without immediate, send with and without immediate, and on RC RDMA read and
+ * the two atomics; others: EOPNOTSUPP). A batch holds up to max_send_wr WRs, in storage
+ * allocated here; ibv_wr_complete posts all of it or, returning the error, none. */
+struct ibv_qp *cxv_create_qp_init_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+/* ibv_qp_to_qp_ex(3): the QP's ibv_qp_ex, NULL (errno EOPNOTSUPP) for a QP created
+ * without send ops flags. */
+struct ibv_qp_ex *cxv_qp_to_qp_ex(struct ibv_qp *qp);
 
 int cxv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 /* EINVAL (the first WR in *bad_wr) on a QP whose receives come from an SRQ. */

@@ -30,6 +30,9 @@ device_entry* entry_of(ibv_context* ctx);
 // Reads the node and system image GUIDs of an open context into its entry.
 int read_ids(ibv_context* ctx, device_entry& e);
 
+// verbs_context's create_cq_ex (objects.cc).
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
+
 // Fills the extended ops this library answers into the verbs_context in front of `ctx`.
 void install_context_ops(ibv_context* ctx);
 

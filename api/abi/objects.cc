@@ -97,23 +97,46 @@ CXV_ABI_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     return 0;
 }
 
+namespace cxv::abi {
+
+// Puts a new CQ's event fd in its completion channel (or destroys the CQ: errno set).
+bool join_channel(ibv_cq* cq, ibv_comp_channel* channel) {
+    cq->channel = channel;
+    if (channel == nullptr) return true;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = cq;
+    if (::epoll_ctl(channel->fd, EPOLL_CTL_ADD, cxv_cq_event_fd(cq), &ev) != 0) {
+        const int saved = errno;
+        cxv_destroy_cq(cq);
+        errno = saved;
+        return false;
+    }
+    ++channel->refcnt;
+    return true;
+}
+
+// verbs_context's create_cq_ex, which <infiniband/verbs.h>'s inline ibv_create_cq_ex()
+// calls: cxv_create_cq_ex with the completion channel as ibv_create_cq has it.
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+    if (attr == nullptr) return fail_null<ibv_cq_ex>(EINVAL);
+    if (attr->comp_vector >= static_cast<std::uint32_t>(context->num_comp_vectors)) {
+        return fail_null<ibv_cq_ex>(EINVAL);
+    }
+    ibv_cq_ex* cq = cxv_create_cq_ex(context, attr);
+    if (cq == nullptr) return nullptr;
+    if (!join_channel(ibv_cq_ex_to_cq(cq), attr->channel)) return nullptr;
+    return cq;
+}
+
+}  // namespace cxv::abi
+
 CXV_ABI_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                                      int comp_vector) {
     if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) return fail_null<ibv_cq>(EINVAL);
     ibv_cq* cq = cxv_create_cq(context, cqe, cq_context);
     if (cq == nullptr) return nullptr;
-    cq->channel = channel;
-    if (channel != nullptr) {
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.ptr = cq;
-        if (::epoll_ctl(channel->fd, EPOLL_CTL_ADD, cxv_cq_event_fd(cq), &ev) != 0) {
-            const int saved = errno;
-            cxv_destroy_cq(cq);
-            return fail_null<ibv_cq>(saved);
-        }
-        ++channel->refcnt;
-    }
+    if (!join_channel(cq, channel)) return nullptr;
     return cq;
 }
 
@@ -181,9 +204,10 @@ CXV_ABI_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ib
 }
 CXV_ABI_EXPORT int ibv_destroy_qp(ibv_qp* qp) { return cxv_destroy_qp(qp); }
 
-// cxv's QPs have no extended (ibv_wr_*) posting interface: NULL, as for a QP created
-// without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
-CXV_ABI_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) { return fail_null<ibv_qp_ex>(EOPNOTSUPP); }
+// The ibv_wr_* interface of a QP made by ibv_create_qp_ex() with
+// IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (the context's create_qp_ex, cxv_create_qp_init_ex);
+// NULL (errno EOPNOTSUPP) for any other QP.
+CXV_ABI_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) { return cxv_qp_to_qp_ex(qp); }
 CXV_ABI_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) { return 0; }
 CXV_ABI_EXPORT int ibv_query_ece(ibv_qp*, ibv_ece*) { return fail_errno(EOPNOTSUPP); }
 CXV_ABI_EXPORT int ibv_set_ece(ibv_qp*, ibv_ece*) { return fail_errno(EOPNOTSUPP); }

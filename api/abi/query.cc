@@ -160,7 +160,7 @@ int vctx_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* inpu
     std::memset(&a, 0, sizeof(a));
     fill_device_attr(ctx, a.orig_attr);
     // No ODP, TSO, RSS, tag matching, packet pacing, CQ moderation or device memory; no
-    // completion timestamps (ibv_create_cq_ex is not offered).
+    // completion timestamps (ibv_create_cq_ex refuses them).
     a.max_wq_type_rq = 0;
     std::memcpy(attr, &a, std::min(size, sizeof(a)));
     return 0;
@@ -173,6 +173,8 @@ void install_context_ops(ibv_context* ctx) {
     if (v == nullptr) return;
     v->query_port = vctx_query_port;
     v->query_device_ex = vctx_query_device_ex;
+    v->create_cq_ex = create_cq_ex;
+    v->create_qp_ex = cxv_create_qp_init_ex;
 }
 
 }  // namespace cxv::abi

@@ -135,7 +135,7 @@ TEST_CASE("verbs cxv does not offer fail with the errno libibverbs documents") {
     INFO(r.output);
     REQUIRE(r.status == 0);
     const std::string refused = std::string(" failed ") + std::strerror(EOPNOTSUPP) + "\n";
-    for (const char* call : {"ibv_open_xrcd", "ibv_alloc_mw", "ibv_create_cq_ex", "ibv_create_qp_xrc",
+    for (const char* call : {"ibv_open_xrcd", "ibv_alloc_mw", "ibv_create_cq_ex_timestamp", "ibv_create_qp_xrc",
                              "ibv_resize_cq", "ibv_attach_mcast"}) {
         CHECK_MESSAGE(has(r.output, call + refused), call);
     }
@@ -152,5 +152,27 @@ TEST_CASE("asynchronous events: an SRQ below its limit gives IBV_EVENT_SRQ_LIMIT
         CHECK(has(r.output, "srq max_wr>=16 1 max_sge 1 limit 4\n"));  // ibv_query_srq, armed
         CHECK(has(r.output, "event SRQ_LIMIT_REACHED srq-matches\n"));
         CHECK(has(r.output, "srq limit after the event 0\n"));
+    }
+}
+
+TEST_CASE("extended CQs and the ibv_wr_* send interface (tests/exec/ex_verbs.c)") {
+    for (const char* port_type : {"ib", "eth"}) {
+        CAPTURE(port_type);
+        const ran r = under_sim({"--port-type", port_type}, {}, {env_path("CXV_EX_VERBS")});
+        INFO(r.output);
+        CHECK(r.status == 0);
+        CHECK(!has(r.output, "FAIL "));
+        for (const char* check : {
+                 "cq_ex timestamps refused", "cq_ex empty ENOENT", "cq_ex send", "cq_ex write_imm", "cq_ex recv",
+                 "cq_ex recv_rdma_with_imm", "cq_ex channel event", "ibv_poll_cq on the cq_ex", "wr_send sge list",
+                 "wr_send_imm inline", "wr_rdma_write", "wr_rdma_read", "wr_atomic_cmp_swp", "wr_atomic_fetch_add",
+                 "wr batch of four", "wr_abort posts nothing", "wr batch with too many sge",
+                 "wr batch beyond the queue", "send after abort", "wr batch on a full send queue",
+                 "full send queue: no completion", "wr_set_ud_addr", "send_ops bind_mw refused",
+                 "send_ops rdma_write on UD refused", "qp_to_qp_ex of a plain QP", "destroy cq_ex",
+                 "destroy channel after its cq_ex"}) {
+            CHECK_MESSAGE(has(r.output, std::string("ok ") + check + "\n"), check);
+        }
+        CHECK(has(r.output, "\n0 failed\n"));
     }
 }

@@ -106,6 +106,14 @@ TEST_CASE("ibv_rc_pingpong on InfiniBand") {
     SUBCASE("polling") { check_pair("ib", "ibv_rc_pingpong", {}, 4096, 100); }
     SUBCASE("completion events (-e)") { check_pair("ib", "ibv_rc_pingpong", {"-e"}, 4096, 1000); }
     SUBCASE("10000 iterations with events") { check_pair("ib", "ibv_rc_pingpong", {"-e"}, 4096, 10000); }
+    // --new_send: ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, and each send
+    // through ibv_wr_start / ibv_wr_send / ibv_wr_set_sge / ibv_wr_complete.
+    SUBCASE("new send API (--new_send), polling") {
+        check_pair("ib", "ibv_rc_pingpong", {"--new_send", "-c"}, 4096, 100);
+    }
+    SUBCASE("new send API (--new_send) with events") {
+        check_pair("ib", "ibv_rc_pingpong", {"--new_send", "-e", "-c"}, 4096, 1000);
+    }
 }
 
 TEST_CASE("ibv_uc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong on InfiniBand") {
@@ -117,6 +125,7 @@ TEST_CASE("ibv_uc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong on InfiniBand") {
 TEST_CASE("the pingpongs on RoCE v2, addressed by GID index") {
     SUBCASE("RC, IPv4-mapped GID, polling") { check_pair("eth", "ibv_rc_pingpong", {"-g", "1"}, 4096, 100); }
     SUBCASE("RC, IPv4-mapped GID") { check_pair("eth", "ibv_rc_pingpong", {"-e", "-g", "1"}, 4096, 1000); }
+    SUBCASE("RC, new send API") { check_pair("eth", "ibv_rc_pingpong", {"-N", "-e", "-g", "1"}, 4096, 1000); }
     SUBCASE("UC, link-local GID") { check_pair("eth", "ibv_uc_pingpong", {"-e", "-g", "0"}, 4096, 1000); }
     SUBCASE("UD") { check_pair("eth", "ibv_ud_pingpong", {"-e", "-g", "0"}, 1024, 1000); }
     SUBCASE("SRQ") { check_pair("eth", "ibv_srq_pingpong", {"-e", "-g", "1"}, 4096, 1000); }

@@ -1,0 +1,91 @@
+// The C API's handles (cxv_verbs.cc, verbs_ex.cc): each libibverbs struct as the base of
+// what cxv keeps with it, so a handle converts back with one cast. Private to api/.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "api/cxv.h"
+#include "api/verbs_async.h"
+
+namespace cxv::api::handles {
+
+// The context handed out is the `context` member of a struct verbs_context, as a
+// provider's is: <infiniband/verbs.h>'s inline extended calls find that struct in front
+// of the ibv_context (verbs_get_ctx()) once abi_compat holds the extended marker, and its
+// ops that are NULL make them fail with EOPNOTSUPP as the man pages say.
+struct c_device : verbs_context {
+    ibv_device info{};
+    std::unique_ptr<cxv::device> dev;
+    bool ethernet = false;
+    std::atomic<unsigned> objects{0};  // PDs, MRs, AHs, CQs, SRQs, QPs alive
+    std::shared_ptr<api::verbs_async> async;  // shared with the driver's event callback
+};
+struct c_pd : ibv_pd {
+    std::shared_ptr<cxv::pd> pd;
+    std::atomic<unsigned> ahs{0};  // AHs hold no reference of their own
+};
+struct c_mr : ibv_mr {
+    std::shared_ptr<cxv::mr> mr;
+};
+
+// Every CQ is an ibv_cq_ex, whose first members are ibv_cq's (ibv_cq_ex_to_cq() is a
+// cast): the extended poll functions are set on those made by cxv_create_cq_ex, and
+// `polled` holds the completion they read.
+struct c_cq : ibv_cq_ex {
+    std::shared_ptr<cxv::cq> cq;
+    ibv_wc polled{};
+    std::uint64_t wc_flags = 0;  // IBV_WC_EX_WITH_* asked for
+};
+static_assert(offsetof(ibv_cq_ex, context) == offsetof(ibv_cq, context) &&
+              offsetof(ibv_cq_ex, channel) == offsetof(ibv_cq, channel) &&
+              offsetof(ibv_cq_ex, cq_context) == offsetof(ibv_cq, cq_context) &&
+              offsetof(ibv_cq_ex, handle) == offsetof(ibv_cq, handle) &&
+              offsetof(ibv_cq_ex, cqe) == offsetof(ibv_cq, cqe) &&
+              offsetof(ibv_cq_ex, mutex) == offsetof(ibv_cq, mutex) &&
+              offsetof(ibv_cq_ex, cond) == offsetof(ibv_cq, cond) &&
+              offsetof(ibv_cq_ex, comp_events_completed) == offsetof(ibv_cq, comp_events_completed) &&
+              offsetof(ibv_cq_ex, async_events_completed) == offsetof(ibv_cq, async_events_completed) &&
+              sizeof(ibv_cq) <= offsetof(ibv_cq_ex, comp_mask));
+
+struct c_srq : ibv_srq {
+    std::shared_ptr<cxv::srq> srq;
+};
+
+// The WRs of an ibv_wr_* batch (verbs_ex.cc).
+struct wr_batch;
+struct wr_batch_free {
+    void operator()(wr_batch* b) const noexcept;
+};
+
+// Every QP is an ibv_qp_ex (whose qp_base is the ibv_qp the caller holds); the ibv_wr_*
+// functions and `batch` are set on those made with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
+struct c_qp : ibv_qp_ex {
+    std::shared_ptr<cxv::qp> qp;
+    cxv::qp::modify_attr attrs;  // what the caller has set so far
+    bool sig_all = false;
+    std::unique_ptr<wr_batch, wr_batch_free> batch;
+};
+static_assert(offsetof(ibv_qp_ex, qp_base) == 0);
+
+inline c_device* dev_of(ibv_context* c) {
+    return static_cast<c_device*>(
+        reinterpret_cast<verbs_context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context)));
+}
+inline c_pd* pd_of(ibv_pd* p) { return static_cast<c_pd*>(p); }
+inline c_cq* cq_of(ibv_cq* c) { return static_cast<c_cq*>(reinterpret_cast<ibv_cq_ex*>(c)); }
+inline c_cq* cq_of(ibv_cq_ex* c) { return static_cast<c_cq*>(c); }
+inline ibv_cq* cq_base(c_cq* c) { return reinterpret_cast<ibv_cq*>(static_cast<ibv_cq_ex*>(c)); }
+inline c_srq* srq_of(ibv_srq* s) { return static_cast<c_srq*>(s); }
+inline c_qp* qp_of(ibv_qp* q) { return static_cast<c_qp*>(reinterpret_cast<ibv_qp_ex*>(q)); }
+inline c_qp* qp_of(ibv_qp_ex* q) { return static_cast<c_qp*>(q); }
+
+// A failed control call: errno and the message for cxv_last_error(); returns the errno
+// value (cxv_verbs.cc).
+int fail(int code, std::string message);
+
+}  // namespace cxv::api::handles
