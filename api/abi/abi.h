@@ -33,6 +33,14 @@ int read_ids(ibv_context* ctx, device_entry& e);
 // verbs_context's create_cq_ex (objects.cc).
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 
+// verbs_context's create_qp_ex (objects.cc): cxv_create_qp_init_ex with the inline room
+// rdma-core's provider would give.
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+
+// The inline room rdma-core's mlx5 provider gives a send queue with these attributes
+// (objects.cc): what programs written on it may post inline without asking for it.
+unsigned provider_inline_room(ibv_qp_type type, unsigned max_send_sge, unsigned max_inline_data);
+
 // Fills the extended ops this library answers into the verbs_context in front of `ctx`.
 void install_context_ops(ibv_context* ctx);
 

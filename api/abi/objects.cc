@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -129,6 +130,32 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     return cq;
 }
 
+// rdma-core's mlx5 provider sizes a send WQE for the largest segment set the QP type
+// could need, whatever the program asks: for RC and UC a memory-window bind (control,
+// UMR control, mkey context and 64 bytes of KLMs: 192 bytes), for UD the control and
+// datagram segments (64), plus the gather list or the inline data asked for, rounded up
+// to 64-byte blocks; what the block leaves after that overhead and the 4-byte inline
+// header is the max_inline_data it reports (60 bytes for one SGE). Programs written on it
+// post small inline sends without asking (rdma_xclient: 16 bytes, max_inline_data 0), so
+// this library asks cxv for as much.
+unsigned provider_inline_room(ibv_qp_type type, unsigned max_send_sge, unsigned max_inline_data) {
+    const unsigned overhead = type == IBV_QPT_UD ? 64 : 192;
+    const unsigned gather = overhead + max_send_sge * 16;
+    const unsigned inl = max_inline_data == 0 ? 0 : overhead + (4 + max_inline_data + 15) / 16 * 16;
+    const unsigned wqe = (std::max(gather, inl) + 63) / 64 * 64;
+    return wqe > overhead + 4 ? std::max(max_inline_data, wqe - overhead - 4) : max_inline_data;
+}
+
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+    const bool sized = attr != nullptr &&
+                       (attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC || attr->qp_type == IBV_QPT_UD);
+    if (sized) {
+        attr->cap.max_inline_data =
+            provider_inline_room(attr->qp_type, attr->cap.max_send_sge, attr->cap.max_inline_data);
+    }
+    return cxv_create_qp_init_ex(context, attr);
+}
+
 }  // namespace cxv::abi
 
 CXV_ABI_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
@@ -194,6 +221,13 @@ CXV_ABI_EXPORT int ibv_destroy_srq(ibv_srq* srq) { return cxv_destroy_srq(srq); 
 
 // RC, UC and UD; other types (XRC, raw packet, DC): NULL with EOPNOTSUPP.
 CXV_ABI_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+    if (qp_init_attr != nullptr) {
+        const ibv_qp_type t = qp_init_attr->qp_type;
+        if (t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD) {
+            qp_init_attr->cap.max_inline_data = cxv::abi::provider_inline_room(t, qp_init_attr->cap.max_send_sge,
+                                                                               qp_init_attr->cap.max_inline_data);
+        }
+    }
     return cxv_create_qp(pd, qp_init_attr);
 }
 CXV_ABI_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {

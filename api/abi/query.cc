@@ -174,7 +174,7 @@ void install_context_ops(ibv_context* ctx) {
     v->query_port = vctx_query_port;
     v->query_device_ex = vctx_query_device_ex;
     v->create_cq_ex = create_cq_ex;
-    v->create_qp_ex = cxv_create_qp_init_ex;
+    v->create_qp_ex = create_qp_ex;
 }
 
 }  // namespace cxv::abi

@@ -192,6 +192,21 @@ TEST_CASE("rdma_xserver and rdma_xclient in XRC mode: refused cleanly") {
     CHECK(contains(r.output, "rdma_create_ep: Operation not supported"));
 }
 
+TEST_CASE("rdma_xserver and rdma_xclient in RC mode (their default): an inline SEND the QP did not ask room for") {
+    for (const char* type : {"ib", "eth"}) {
+        CAPTURE(type);
+        const unsigned port = free_port();
+        const pair_result r = run_pair(type, port, with_port({"/usr/bin/rdma_xserver"}, port),
+                                       with_port({"/usr/bin/rdma_xclient", "-s", "127.0.0.1"}, port));
+        INFO("server log:\n" << r.server_log);
+        INFO("client log:\n" << r.client_log);
+        CHECK(r.server == 0);
+        CHECK(r.client == 0);
+        CHECK(contains(r.server_log, "rdma_xserver: end 0"));
+        CHECK(contains(r.client_log, "rdma_xclient: end 0"));
+    }
+}
+
 TEST_CASE("rping -v -C 1000: the event-channel API, RDMA read and write") {
     for (const char* type : {"ib", "eth"}) {
         CAPTURE(type);
