@@ -113,6 +113,20 @@ inline ran run(const std::vector<std::string>& argv, const std::string& log,
     return r;
 }
 
+// What `cxv-sim list` says the process at place `index` of the fabric in `fabric` presents.
+inline std::string bdf_at(const std::string& sim, const std::string& fabric, unsigned index) {
+    const std::string cmd = sim + " list --fabric " + fabric + " --set fabric_index=" + std::to_string(index);
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char line[64] = {};
+    const bool got = std::fgets(line, sizeof line, p) != nullptr;
+    ::pclose(p);
+    REQUIRE(got);
+    std::string s(line);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
 // A TCP port on 127.0.0.1 nobody uses now (bound to port 0 and read back).
 inline unsigned free_port() {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -32,19 +32,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using namespace cxv::test;
 
-std::string bdf_at(const std::string& sim, const std::string& fabric, unsigned index) {
-    const std::string cmd = sim + " list --fabric " + fabric + " --set fabric_index=" + std::to_string(index);
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    char line[64] = {};
-    const bool got = std::fgets(line, sizeof line, p) != nullptr;
-    ::pclose(p);
-    REQUIRE(got);
-    std::string s(line);
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
-
 struct outcome {
     int server = -1, client = -1;
     std::string server_out, server_err, client_out, client_err;

@@ -22,6 +22,7 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/exec/processes.h"
 #include "tests/sim/wire/tshark_command.h"
 
 namespace {
@@ -98,20 +99,6 @@ struct child {
     }
 };
 
-// What `cxv-sim list` says the process at fabric place `index` presents.
-std::string bdf_at(const std::string& sim, const std::string& fabric, unsigned index) {
-    const std::string cmd = sim + " list --fabric " + fabric + " --set fabric_index=" + std::to_string(index);
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    char line[64] = {};
-    const bool got = std::fgets(line, sizeof line, p) != nullptr;
-    ::pclose(p);
-    REQUIRE(got);
-    std::string s(line);
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
-
 struct run_options {
     std::string port_type = "eth";
     std::string test = "traffic";
@@ -138,7 +125,7 @@ outcome run_pair(const run_options& o, const scratch& s) {
         argv.insert(argv.end(), o.sim_args.begin(), o.sim_args.end());
         if (std::string(role) == "client") argv.insert(argv.end(), o.client_sim_args.begin(), o.client_sim_args.end());
         argv.insert(argv.end(), {"--", peer, "--role", role, "--oob", s.dir + "/oob", "--test", o.test, "--device",
-                                 bdf_at(sim, fabric, index)});
+                                 cxv::test::bdf_at(sim, fabric, index)});
         argv.insert(argv.end(), o.peer_args.begin(), o.peer_args.end());
         return std::make_unique<child>(argv, s.dir + "/" + role + ".log");
     };
