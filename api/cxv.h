@@ -379,7 +379,9 @@ public:
 
     // Whether send WQEs of `bbs` basic blocks in all, put one after the other, fit in the
     // send ring now, with room for the NOPs that pad the ring's end (a WQE does not cross
-    // it): what an all-or-nothing batch (ibv_wr_complete(3)) checks before it posts.
+    // it): what an all-or-nothing batch (ibv_wr_complete(3)) checks before it posts. Not
+    // exact: a WQE the one-pass path does not take reserves room for the largest WQE the
+    // QP may post, so a nearly full ring can still refuse such a batch part-way.
     // A multi-producer ring is shared with other threads: always true (its post says).
     bool send_fits(unsigned bbs) const noexcept {
         if (send_.sq == nullptr || mp_send_.sq != nullptr) return true;

@@ -378,8 +378,12 @@ ibv_cq* cxv_create_cq(ibv_context* ctx, int cqe, void* cq_context) {
 int cxv_destroy_cq(ibv_cq* cq) {
     c_cq* q = cq_of(cq);
     if (q->cq.use_count() > 1) return fail(EBUSY, "cxv_destroy_cq: a QP still completes to the CQ");
-    if (auto s = q->cq->object()->destroy(); !s) return fail(s.error());
+    // No event names the CQ once it is going (its queued ones are dropped); back if it stays.
     dev_of(cq->context)->async->remove_cq(cq->handle);
+    if (auto s = q->cq->object()->destroy(); !s) {
+        dev_of(cq->context)->async->add(cq->handle, cq);
+        return fail(s.error());
+    }
     return forget(q);
 }
 
@@ -439,8 +443,11 @@ int cxv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 int cxv_destroy_srq(ibv_srq* srq) {
     c_srq* s = srq_of(srq);
     if (s->srq.use_count() > 1) return fail(EBUSY, "cxv_destroy_srq: a QP still takes its receives from the SRQ");
-    if (auto st = s->srq->object()->destroy(); !st) return fail(st.error());
     dev_of(srq->context)->async->remove_srq(srq->handle);
+    if (auto st = s->srq->object()->destroy(); !st) {
+        dev_of(srq->context)->async->add(srq->handle, srq);
+        return fail(st.error());
+    }
     return forget(s);
 }
 
@@ -587,8 +594,11 @@ int cxv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
 
 int cxv_destroy_qp(ibv_qp* qp) {
     c_qp* q = qp_of(qp);
-    if (auto s = q->qp->object()->destroy(); !s) return fail(s.error());
     dev_of(qp->context)->async->remove_qp(qp->qp_num);
+    if (auto s = q->qp->object()->destroy(); !s) {
+        dev_of(qp->context)->async->add(qp->qp_num, qp);
+        return fail(s.error());
+    }
     return forget(q);
 }
 

@@ -31,17 +31,30 @@ void verbs_async::add(std::uint32_t srqn, ibv_srq* srq) {
     std::lock_guard lock(mu_);
     srqs_[srqn] = srq;
 }
+// An object going away: no event names it from now on, and those queued but not yet
+// taken are dropped, as the kernel's uverbs drops an object's undelivered events when it
+// is destroyed (their count stays on the eventfd: get() passes over it).
 void verbs_async::remove_cq(std::uint32_t cqn) {
     std::lock_guard lock(mu_);
+    if (const auto it = cqs_.find(cqn); it != cqs_.end()) drop_pending(it->second);
     cqs_.erase(cqn);
 }
 void verbs_async::remove_qp(std::uint32_t qpn) {
     std::lock_guard lock(mu_);
+    if (const auto it = qps_.find(qpn); it != qps_.end()) drop_pending(it->second);
     qps_.erase(qpn);
 }
 void verbs_async::remove_srq(std::uint32_t srqn) {
     std::lock_guard lock(mu_);
+    if (const auto it = srqs_.find(srqn); it != srqs_.end()) drop_pending(it->second);
     srqs_.erase(srqn);
+}
+
+void verbs_async::drop_pending(const void* object) {
+    std::erase_if(pending_, [object](const ibv_async_event& e) {
+        // element is a union: a port event's port number is never an object's address.
+        return static_cast<const void*>(e.element.qp) == object;
+    });
 }
 
 void verbs_async::push(const cxv::event& e) {
@@ -110,15 +123,18 @@ int verbs_async::get(ibv_async_event* out) {
         errno = EOPNOTSUPP;
         return -1;
     }
-    std::uint64_t n = 0;
     for (;;) {
-        if (::read(fd_, &n, sizeof n) == sizeof n) break;
-        if (errno != EINTR) return -1;  // EAGAIN on an O_NONBLOCK fd
+        std::uint64_t n = 0;
+        if (::read(fd_, &n, sizeof n) != sizeof n) {
+            if (errno == EINTR) continue;
+            return -1;  // EAGAIN on an O_NONBLOCK fd
+        }
+        std::lock_guard lock(mu_);
+        if (pending_.empty()) continue;  // the event of a destroyed object: dropped
+        *out = pending_.front();
+        pending_.pop_front();
+        return 0;
     }
-    std::lock_guard lock(mu_);
-    *out = pending_.front();
-    pending_.pop_front();
-    return 0;
 }
 
 }  // namespace cxv::api

@@ -43,6 +43,7 @@ public:
 
 private:
     std::mutex mu_;
+    void drop_pending(const void* object);  // mu_ held
     std::deque<ibv_async_event> pending_;
     std::map<std::uint32_t, ibv_cq*> cqs_;
     std::map<std::uint32_t, ibv_qp*> qps_;

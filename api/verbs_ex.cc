@@ -219,10 +219,18 @@ int wr_complete(ibv_qp_ex* q) noexcept {
     wr_abort(q);
     if (err != 0) return err;
     if (n == 0) return 0;
+    // What post_send would refuse part-way is checked first, so that it posts all of the
+    // batch: a UD WR without its address, inline data on an opcode that has none, the
+    // ring's room (cxv::qp::send_fits says where that check is not exact).
     unsigned bbs = 0;
     for (unsigned i = 0; i < n; ++i) {
+        const ibv_send_wr& w = b.wrs[i];
+        hw::wqe_opcode op{};
+        if (!api::wqe_opcode_of(w.opcode, b.type, op)) return EINVAL;
+        if (b.type == IBV_QPT_UD && w.wr.ud.ah == nullptr) return EINVAL;
+        if ((w.send_flags & IBV_SEND_INLINE) != 0 && !queues::send_wqe::allows_inline(op)) return EINVAL;
         b.wrs[i].next = i + 1 < n ? &b.wrs[i + 1] : nullptr;
-        bbs += wqe_bbs(b.wrs[i], b.type);
+        bbs += wqe_bbs(w, b.type);
     }
     cxv::qp& qp = *qp_of(q)->qp;
     if (!qp.send_fits(bbs)) return ENOMEM;

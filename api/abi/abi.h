@@ -37,7 +37,8 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 // rdma-core's provider would give.
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 
-// The inline room rdma-core's mlx5 provider gives a send queue with these attributes
+// The inline room rdma-core's mlx5 provider gives a send queue with these attributes (RC,
+// UC, UD; other types: max_inline_data as asked)
 // (objects.cc): what programs written on it may post inline without asking for it.
 unsigned provider_inline_room(ibv_qp_type type, unsigned max_send_sge, unsigned max_inline_data);
 

@@ -75,7 +75,7 @@ struct cm_id {
     std::uint32_t psn = 0;
     std::chrono::steady_clock::time_point reply_deadline{};  // while connecting
     std::uint8_t ack_timeout = 16;   // 4.096 us * 2^16 = 268 ms (RDMA_OPTION_ID_ACK_TIMEOUT)
-    bool owns_cqs = false;
+    bool owns_send_cq = false, owns_recv_cq = false;  // made by rdma_create_qp, with their channels
     // rdma_create_ep on a passive endpoint: what rdma_get_request creates the QP with.
     std::optional<ibv_qp_init_attr> pending_qp_attr;
     ibv_pd* pending_pd = nullptr;

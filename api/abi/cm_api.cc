@@ -159,6 +159,7 @@ CXV_CM_EXPORT int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
     } else {
         to = reinterpret_cast<cxv::cm::channel*>(channel);
     }
+    if (to == from) return 0;  // already there
     for (auto it = from->queue.begin(); it != from->queue.end();) {
         if ((*it)->ev.id == id) {
             to->queue.push_back(*it);

@@ -27,29 +27,44 @@ cm_id* of(rdma_cm_id* id) { return reinterpret_cast<cm_id*>(id); }
 
 // The CQs rdma_create_qp makes when the attributes name none, each with a completion
 // channel of its own (rdma_get_send_comp/rdma_get_recv_comp wait on those).
+// The CQs the caller did not give (each with a completion channel of its own, what
+// rdma_get_send_comp/rdma_get_recv_comp wait on); a CQ the caller gave is kept.
 int make_cqs(cm_id* c, ibv_qp_init_attr* attr) {
     ibv_context* ctx = c->id.verbs;
-    c->id.recv_cq_channel = ibv_create_comp_channel(ctx);
-    c->id.send_cq_channel = ibv_create_comp_channel(ctx);
-    if (c->id.recv_cq_channel == nullptr || c->id.send_cq_channel == nullptr) return -1;
-    const int rn = static_cast<int>(std::max(1u, attr->cap.max_recv_wr));
-    const int sn = static_cast<int>(std::max(1u, attr->cap.max_send_wr));
-    c->id.recv_cq = ibv_create_cq(ctx, rn, c, c->id.recv_cq_channel, 0);
-    c->id.send_cq = ibv_create_cq(ctx, sn, c, c->id.send_cq_channel, 0);
-    if (c->id.recv_cq == nullptr || c->id.send_cq == nullptr) return -1;
-    c->owns_cqs = true;
+    if (attr->recv_cq == nullptr) {
+        c->owns_recv_cq = true;
+        c->id.recv_cq_channel = ibv_create_comp_channel(ctx);
+        if (c->id.recv_cq_channel == nullptr) return -1;
+        c->id.recv_cq = ibv_create_cq(ctx, static_cast<int>(std::max(1u, attr->cap.max_recv_wr)), c,
+                                      c->id.recv_cq_channel, 0);
+        if (c->id.recv_cq == nullptr) return -1;
+    }
+    if (attr->send_cq == nullptr) {
+        c->owns_send_cq = true;
+        c->id.send_cq_channel = ibv_create_comp_channel(ctx);
+        if (c->id.send_cq_channel == nullptr) return -1;
+        c->id.send_cq = ibv_create_cq(ctx, static_cast<int>(std::max(1u, attr->cap.max_send_wr)), c,
+                                      c->id.send_cq_channel, 0);
+        if (c->id.send_cq == nullptr) return -1;
+    }
     return 0;
 }
 
 void drop_cqs(cm_id* c) {
-    if (!c->owns_cqs) return;
-    if (c->id.recv_cq != nullptr) ibv_destroy_cq(c->id.recv_cq);
-    if (c->id.send_cq != nullptr) ibv_destroy_cq(c->id.send_cq);
-    if (c->id.recv_cq_channel != nullptr) ibv_destroy_comp_channel(c->id.recv_cq_channel);
-    if (c->id.send_cq_channel != nullptr) ibv_destroy_comp_channel(c->id.send_cq_channel);
-    c->id.recv_cq = c->id.send_cq = nullptr;
-    c->id.recv_cq_channel = c->id.send_cq_channel = nullptr;
-    c->owns_cqs = false;
+    if (c->owns_recv_cq) {
+        if (c->id.recv_cq != nullptr) ibv_destroy_cq(c->id.recv_cq);
+        if (c->id.recv_cq_channel != nullptr) ibv_destroy_comp_channel(c->id.recv_cq_channel);
+        c->id.recv_cq = nullptr;
+        c->id.recv_cq_channel = nullptr;
+        c->owns_recv_cq = false;
+    }
+    if (c->owns_send_cq) {
+        if (c->id.send_cq != nullptr) ibv_destroy_cq(c->id.send_cq);
+        if (c->id.send_cq_channel != nullptr) ibv_destroy_comp_channel(c->id.send_cq_channel);
+        c->id.send_cq = nullptr;
+        c->id.send_cq_channel = nullptr;
+        c->owns_send_cq = false;
+    }
 }
 
 // Connects the id's socket to its destination, bounded: 0, or the errno of the failure
@@ -110,8 +125,8 @@ CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a
             drop_cqs(c);
             return fail(saved);
         }
-        attr->send_cq = c->id.send_cq;
-        attr->recv_cq = c->id.recv_cq;
+        if (attr->send_cq == nullptr) attr->send_cq = c->id.send_cq;
+        if (attr->recv_cq == nullptr) attr->recv_cq = c->id.recv_cq;
     }
     ibv_qp* qp = ibv_create_qp(pd, attr);
     if (qp == nullptr) {

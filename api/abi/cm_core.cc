@@ -44,7 +44,12 @@ void start_worker();
 
 }  // namespace
 
+// The function and its default PD are opened once, by whichever thread asks first (a
+// lock of their own: callers may or may not hold mu).
+std::mutex g_device_mu;
+
 ibv_context* device(int* err) {
+    std::lock_guard lock(g_device_mu);
     if (g_ctx != nullptr) return g_ctx;
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
@@ -60,6 +65,7 @@ ibv_context* device(int* err) {
 }
 
 ibv_pd* default_pd(ibv_context* ctx) {
+    std::lock_guard lock(g_device_mu);
     if (g_pd == nullptr) g_pd = ibv_alloc_pd(ctx);
     return g_pd;
 }
@@ -535,7 +541,9 @@ void run_worker() {
             wire_msg m{};
             std::memcpy(&m, id->rx.data(), sizeof m);
             to_host(m);
-            if (m.magic != kMagic) {
+            // Every field is checked before use: a message that is not ours, or claims more
+            // private data than a message holds, ends the connection.
+            if (m.magic != kMagic || m.private_data_len > sizeof m.private_data) {
                 peer_gone(id);
                 continue;
             }

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "api/abi/abi.h"
@@ -90,9 +91,15 @@ CXV_ABI_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
     return ch;
 }
 
+namespace cxv::abi {
+std::mutex g_channel_mu;  // the completion channels' CQ counts (refcnt)
+}  // namespace cxv::abi
+
 // EBUSY (returned, as an errno value) while a CQ uses the channel.
 CXV_ABI_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+    std::unique_lock lock(cxv::abi::g_channel_mu);
     if (channel->refcnt != 0) return fail_errno(EBUSY);
+    lock.unlock();
     ::close(channel->fd);
     delete channel;
     return 0;
@@ -113,6 +120,7 @@ bool join_channel(ibv_cq* cq, ibv_comp_channel* channel) {
         errno = saved;
         return false;
     }
+    std::lock_guard lock(g_channel_mu);
     ++channel->refcnt;
     return true;
 }
@@ -139,6 +147,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
 // post small inline sends without asking (rdma_xclient: 16 bytes, max_inline_data 0), so
 // this library asks cxv for as much.
 unsigned provider_inline_room(ibv_qp_type type, unsigned max_send_sge, unsigned max_inline_data) {
+    if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) return max_inline_data;
     const unsigned overhead = type == IBV_QPT_UD ? 64 : 192;
     const unsigned gather = overhead + max_send_sge * 16;
     const unsigned inl = max_inline_data == 0 ? 0 : overhead + (4 + max_inline_data + 15) / 16 * 16;
@@ -147,9 +156,7 @@ unsigned provider_inline_room(ibv_qp_type type, unsigned max_send_sge, unsigned 
 }
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-    const bool sized = attr != nullptr &&
-                       (attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC || attr->qp_type == IBV_QPT_UD);
-    if (sized) {
+    if (attr != nullptr) {
         attr->cap.max_inline_data =
             provider_inline_room(attr->qp_type, attr->cap.max_send_sge, attr->cap.max_inline_data);
     }
@@ -170,9 +177,20 @@ CXV_ABI_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_con
 CXV_ABI_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     ibv_comp_channel* ch = cq->channel;
     const int fd = cxv_cq_event_fd(cq);
-    if (const int r = cxv_destroy_cq(cq); r != 0) return r;
+    // Off the channel while the fd is still this CQ's (once closed, its number may be a
+    // new CQ's); back on it if the CQ cannot go.
+    if (ch != nullptr) ::epoll_ctl(ch->fd, EPOLL_CTL_DEL, fd, nullptr);
+    if (const int r = cxv_destroy_cq(cq); r != 0) {
+        if (ch != nullptr) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.ptr = cq;
+            ::epoll_ctl(ch->fd, EPOLL_CTL_ADD, fd, &ev);
+        }
+        return r;
+    }
     if (ch != nullptr) {
-        ::epoll_ctl(ch->fd, EPOLL_CTL_DEL, fd, nullptr);  // already gone with the fd's close
+        std::lock_guard lock(cxv::abi::g_channel_mu);
         --ch->refcnt;
     }
     return 0;
@@ -197,12 +215,10 @@ CXV_ABI_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void
     }
 }
 
-CXV_ABI_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
-    pthread_mutex_lock(&cq->mutex);
-    cq->comp_events_completed += nevents;
-    pthread_cond_broadcast(&cq->cond);
-    pthread_mutex_unlock(&cq->mutex);
-}
+// The events are counted (comp_events_completed) as ibv_get_cq_event takes them
+// (cxv_get_cq_event); an event holds nothing that must be given back, and ibv_destroy_cq
+// has nothing to wait for: acknowledging is a no-op.
+CXV_ABI_EXPORT void ibv_ack_cq_events(ibv_cq*, unsigned int) {}
 
 CXV_ABI_EXPORT int ibv_resize_cq(ibv_cq*, int) { return fail_errno(EOPNOTSUPP); }
 
@@ -222,11 +238,8 @@ CXV_ABI_EXPORT int ibv_destroy_srq(ibv_srq* srq) { return cxv_destroy_srq(srq); 
 // RC, UC and UD; other types (XRC, raw packet, DC): NULL with EOPNOTSUPP.
 CXV_ABI_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
     if (qp_init_attr != nullptr) {
-        const ibv_qp_type t = qp_init_attr->qp_type;
-        if (t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD) {
-            qp_init_attr->cap.max_inline_data = cxv::abi::provider_inline_room(t, qp_init_attr->cap.max_send_sge,
-                                                                               qp_init_attr->cap.max_inline_data);
-        }
+        qp_init_attr->cap.max_inline_data = cxv::abi::provider_inline_room(
+            qp_init_attr->qp_type, qp_init_attr->cap.max_send_sge, qp_init_attr->cap.max_inline_data);
     }
     return cxv_create_qp(pd, qp_init_attr);
 }
