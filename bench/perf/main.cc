@@ -352,7 +352,9 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
             if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe()); !r) return r;
             continue;
         }
-        if (o.bidirectional) prepare_size(*s, size);  // the server's WRITEs, READs and atomics land here
+        // The server's WRITEs, READs and atomics land here (-b); write_lat's client waits for
+        // the server's WRITE to turn its last byte, so that byte must not match beforehand.
+        if (o.bidirectional || (o.latency && o.op == operation::write)) prepare_size(*s, size);
         auto ready = recv_sync(ch, sync_ready, kPeerTimeout);
         if (!ready) return ready.error();
         std::optional<receiver> rx;

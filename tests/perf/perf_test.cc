@@ -329,6 +329,17 @@ TEST_CASE("post lists with the default -Q complete (they stalled at the first un
     check_bandwidth_rows(out, {64}, 256);
 }
 
+TEST_CASE("write_lat: the client waits for the server's WRITE even when its pattern's last byte is zero") {
+    // -s 74: iteration 0's last byte is 0x00, as the client's fresh receive area once was,
+    // so the client ran one message ahead (and --verify saw the wrong data).
+    const outcome o = run_pair({"write_lat", "-n", "100", "-s", "74", "--verify"}, {}, {}, "ib", 25s);
+    check_passed(o);
+    check_latency_rows(o.client_out, {74}, 100);
+    std::string out;
+    REQUIRE(run_loopback({"write_lat", "-n", "100", "-s", "74", "--verify"}, out, 25s) == 0);
+    check_latency_rows(out, {74}, 100);
+}
+
 // One clear line on stderr, and exit status 1.
 void check_refused(const std::string& err, int rc, const std::string& says) {
     INFO("stderr: " << err);
