@@ -35,6 +35,13 @@ constexpr auto kPeerTimeout = 60s;       // a barrier or a parameter exchange
 constexpr auto kAcceptTimeout = 120s;    // the server waiting for its client
 constexpr std::size_t kDurationSamples = std::size_t{1} << 22;  // -D latency: at most this many
 
+// The bandwidth loop's stamps: two words per signalled WR (-D: 2^20 of them), at most
+// 2^22 (64 MiB; the peak is then sought among the first completions only).
+std::size_t stamp_words(const options& o) {
+    const std::uint64_t signalled = o.duration ? std::uint64_t{1} << 20 : o.iters * o.qps / o.cq_mod + o.qps + 16;
+    return 2 * static_cast<std::size_t>(std::min<std::uint64_t>(signalled, std::uint64_t{1} << 22));
+}
+
 std::mutex g_setup;  // --loopback on one function: one side's control commands at a time
 
 error failed(const std::string& what, const error& e) { return error{e.code, what + ": " + e.message}; }
@@ -307,7 +314,7 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
                 if (auto r = recv_sync(ch, sync_ready, kPeerTimeout); !r) return r.error();
                 std::optional<receiver> rx;
                 if (o.op == operation::send) rx.emplace(c, *s, size);
-                std::vector<std::uint64_t> stamps(2 * (o.iters * o.qps / o.cq_mod + o.qps + 16), 0);
+                std::vector<std::uint64_t> stamps(stamp_words(o), 0);
                 bandwidth_sample_set own;
                 std::uint64_t own_per_qp = 0;
                 if (auto r = bandwidth_client(c, *s, size, stamps, own, own_per_qp); !r) return r;
@@ -379,8 +386,7 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
             lat.samples.resize(measured);
             per_qp = warmup + measured;
         } else {
-            const std::size_t n = 2 * (o.duration ? (std::size_t{1} << 20) : o.iters * o.qps / o.cq_mod + o.qps + 16);
-            std::vector<std::uint64_t> stamps(n, 0);
+            std::vector<std::uint64_t> stamps(stamp_words(o), 0);
             if (auto r = bandwidth_client(c, *s, size, stamps, bw, per_qp); !r) return r;
         }
         const double cpu = process_cpu_seconds() - cpu0;

@@ -372,6 +372,7 @@ TEST_CASE("bad options: one clear line and exit 1") {
         {{"send_lat", "-u", "40"}, "bad -u"},
         {{"send_lat", "host1", "host2"}, "unexpected argument"},
         {{"write_bw", "-l", "3", "-Q", "5", "-t", "6"}, "would stall"},
+        {{"send_lat", "-n", "100000001"}, "bad -n (5 .. 100000000)"},
     };
     for (const auto& [args, says] : cases) {
         std::vector<std::string> argv = {perf};
