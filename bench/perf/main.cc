@@ -119,6 +119,8 @@ run_config config_of(const options& o, const function& fn, bool server, double h
     r.inline_size = o.inline_size < 0 ? 0 : static_cast<unsigned>(o.inline_size);
     r.post_list = o.post_list;
     r.cq_moderation = o.latency ? 0 : o.cq_mod;
+    r.out_reads = kOutstandingReads;
+    if (o.op == operation::atomic) r.atomic_type = "FETCH_AND_ADD";  // the loops' only atomic
     r.events = o.events;
     r.bidirectional = o.bidirectional;
     r.report_gbits = o.report_gbits;
