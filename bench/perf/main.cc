@@ -464,7 +464,12 @@ int run(int argc, char** argv) {
         auto [server_end, client_end] = channel::pair();
         std::string server_error;
         std::thread server([&, fn = a.value()] {
-            if (auto r = run_side(o, fn, server_end, true, true, hz); !r) server_error = r.error().message;
+            // Every failure reaches the client (the channel stays open: it would wait for
+            // its barrier's time out); a second sync_error after one run_side sent is unread.
+            if (auto r = run_side(o, fn, server_end, true, true, hz); !r) {
+                server_error = r.error().message;
+                (void)send_sync(server_end, sync_error, 0, false, r.error().message);
+            }
         });
         auto r = run_side(o, b.value(), client_end, false, false, hz);
         if (!r) (void)send_sync(client_end, sync_error, 0, false, r.error().message);
@@ -484,7 +489,10 @@ int run(int argc, char** argv) {
         std::fflush(stdout);
         auto ch = l->accept(kAcceptTimeout);
         if (!ch) return fail(ch.error().message);
-        if (auto r = run_side(o, fn.value(), ch.value(), true, false, hz); !r) return fail(r.error().message);
+        if (auto r = run_side(o, fn.value(), ch.value(), true, false, hz); !r) {
+            (void)send_sync(ch.value(), sync_error, 0, false, r.error().message);  // the client says why
+            return fail(r.error().message);
+        }
         return 0;
     }
     auto fn = open_function(o.devices.empty() ? "" : o.devices[0], o.ib_port);
