@@ -221,7 +221,7 @@ status bandwidth_server(loop_context& c, side& s, std::size_t size, std::uint64_
                 const std::byte* p = s.recv_area(q, slot) + grh;
                 if (it == ~std::uint64_t{0} || wc[i].byte_len != size + grh) {
                     c.verified.note(count[q], 0, static_cast<unsigned>(size + grh), wc[i].byte_len);
-                } else if (o.conn == transport::rc && it != count[q]) {
+                } else if (o.conn == transport::rc && it != static_cast<std::uint32_t>(count[q])) {
                     c.verified.note(count[q], 0, static_cast<unsigned>(count[q]), static_cast<unsigned>(it));
                 } else if (const std::size_t b = check_pattern(p, size, it); b != size) {
                     c.verified.note(it, b, pattern(it, b), static_cast<unsigned>(p[b]));

@@ -79,10 +79,19 @@ if [ -z "$cxv_perf" ]; then
 fi
 [ -x "$cxv_perf" ] || { echo "compare: cannot find cxv-perf (--cxv-perf PATH)" >&2; exit 1; }
 work=$(mktemp -d /tmp/cxv-compare.XXXXXX)
+# The servers still running: each a `timeout` that leads its own process group (timeout(1)
+# makes one unless --foreground), so its group holds the server and what it started.
 pids=()
+stop_server() {  # PID: the group killed, the wrapper reaped, its PID forgotten
+    kill -9 -- "-$1" 2>/dev/null || kill -9 "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    local keep=() p
+    for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+    pids=("${keep[@]}")
+}
 cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+    local p
+    for p in "${pids[@]}"; do stop_server "$p"; done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -126,8 +135,7 @@ run_pair() {
         if timeout 120 "${client[@]}" >"$work/$name.out" 2>&1; then ok=0; break; fi
         kill -0 "$spid" 2>/dev/null || break
     done
-    kill -9 "$spid" 2>/dev/null
-    wait "$spid" 2>/dev/null
+    stop_server "$spid"
     if ((ok)); then
         echo "compare: $name failed:" >&2
         tail -5 "$work/$name.out" "$work/$name.server" >&2

@@ -35,6 +35,13 @@ constexpr auto kPeerTimeout = 60s;       // a barrier or a parameter exchange
 constexpr auto kAcceptTimeout = 120s;    // the server waiting for its client
 constexpr std::size_t kDurationSamples = std::size_t{1} << 22;  // -D latency: at most this many
 
+// The bandwidth loop's stamps: two words per signalled WR (-D: 2^20 of them), at most
+// 2^22 (64 MiB; the peak is then sought among the first completions only).
+std::size_t stamp_words(const options& o) {
+    const std::uint64_t signalled = o.duration ? std::uint64_t{1} << 20 : o.iters * o.qps / o.cq_mod + o.qps + 16;
+    return 2 * static_cast<std::size_t>(std::min<std::uint64_t>(signalled, std::uint64_t{1} << 22));
+}
+
 std::mutex g_setup;  // --loopback on one function: one side's control commands at a time
 
 error failed(const std::string& what, const error& e) { return error{e.code, what + ": " + e.message}; }
@@ -112,6 +119,8 @@ run_config config_of(const options& o, const function& fn, bool server, double h
     r.inline_size = o.inline_size < 0 ? 0 : static_cast<unsigned>(o.inline_size);
     r.post_list = o.post_list;
     r.cq_moderation = o.latency ? 0 : o.cq_mod;
+    r.out_reads = kOutstandingReads;
+    if (o.op == operation::atomic) r.atomic_type = "FETCH_AND_ADD";  // the loops' only atomic
     r.events = o.events;
     r.bidirectional = o.bidirectional;
     r.report_gbits = o.report_gbits;
@@ -307,7 +316,7 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
                 if (auto r = recv_sync(ch, sync_ready, kPeerTimeout); !r) return r.error();
                 std::optional<receiver> rx;
                 if (o.op == operation::send) rx.emplace(c, *s, size);
-                std::vector<std::uint64_t> stamps(2 * (o.iters * o.qps / o.cq_mod + o.qps + 16), 0);
+                std::vector<std::uint64_t> stamps(stamp_words(o), 0);
                 bandwidth_sample_set own;
                 std::uint64_t own_per_qp = 0;
                 if (auto r = bandwidth_client(c, *s, size, stamps, own, own_per_qp); !r) return r;
@@ -352,7 +361,9 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
             if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe()); !r) return r;
             continue;
         }
-        if (o.bidirectional) prepare_size(*s, size);  // the server's WRITEs, READs and atomics land here
+        // The server's WRITEs, READs and atomics land here (-b); write_lat's client waits for
+        // the server's WRITE to turn its last byte, so that byte must not match beforehand.
+        if (o.bidirectional || (o.latency && o.op == operation::write)) prepare_size(*s, size);
         auto ready = recv_sync(ch, sync_ready, kPeerTimeout);
         if (!ready) return ready.error();
         std::optional<receiver> rx;
@@ -377,8 +388,7 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
             lat.samples.resize(measured);
             per_qp = warmup + measured;
         } else {
-            const std::size_t n = 2 * (o.duration ? (std::size_t{1} << 20) : o.iters * o.qps / o.cq_mod + o.qps + 16);
-            std::vector<std::uint64_t> stamps(n, 0);
+            std::vector<std::uint64_t> stamps(stamp_words(o), 0);
             if (auto r = bandwidth_client(c, *s, size, stamps, bw, per_qp); !r) return r;
         }
         const double cpu = process_cpu_seconds() - cpu0;
@@ -454,7 +464,12 @@ int run(int argc, char** argv) {
         auto [server_end, client_end] = channel::pair();
         std::string server_error;
         std::thread server([&, fn = a.value()] {
-            if (auto r = run_side(o, fn, server_end, true, true, hz); !r) server_error = r.error().message;
+            // Every failure reaches the client (the channel stays open: it would wait for
+            // its barrier's time out); a second sync_error after one run_side sent is unread.
+            if (auto r = run_side(o, fn, server_end, true, true, hz); !r) {
+                server_error = r.error().message;
+                (void)send_sync(server_end, sync_error, 0, false, r.error().message);
+            }
         });
         auto r = run_side(o, b.value(), client_end, false, false, hz);
         if (!r) (void)send_sync(client_end, sync_error, 0, false, r.error().message);
@@ -474,7 +489,10 @@ int run(int argc, char** argv) {
         std::fflush(stdout);
         auto ch = l->accept(kAcceptTimeout);
         if (!ch) return fail(ch.error().message);
-        if (auto r = run_side(o, fn.value(), ch.value(), true, false, hz); !r) return fail(r.error().message);
+        if (auto r = run_side(o, fn.value(), ch.value(), true, false, hz); !r) {
+            (void)send_sync(ch.value(), sync_error, 0, false, r.error().message);  // the client says why
+            return fail(r.error().message);
+        }
         return 0;
     }
     auto fn = open_function(o.devices.empty() ? "" : o.devices[0], o.ib_port);

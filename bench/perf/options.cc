@@ -93,14 +93,14 @@ void print_usage(std::FILE* out) {
                  "  -i, --ib-port=PORT      port of the function (default 1)\n"
                  "  -s, --size=BYTES        message size (default 2; bandwidth 65536; atomic 8)\n"
                  "  -a, --all               sizes 2 .. 2^23 (up to --max_size)\n"
-                 "  -n, --iters=N           iterations (default 1000; bandwidth 5000)\n"
+                 "  -n, --iters=N           iterations, at most 100000000 (default 1000; bandwidth 5000)\n"
                  "  -D, --duration=SECONDS  run for this long instead of -n iterations\n"
                  "  -c, --connection=RC|UC|UD  transport (default RC)\n"
                  "  -q, --qp=N              QPs (bandwidth tests)\n"
                  "  -t, --tx-depth=N        send queue depth (default 1; bandwidth 128)\n"
                  "  -r, --rx-depth=N        receive queue depth (default 512)\n"
                  "  -I, --inline_size=BYTES largest message sent inline\n"
-                 "  -l, --post_list=N       WRs per post (bandwidth tests)\n"
+                 "  -l, --post_list=N       WRs per post (bandwidth tests; -Q defaults to N)\n"
                  "  -Q, --cq-mod=N          a completion every N sends (bandwidth tests, default 100)\n"
                  "  -e, --events            sleep on CQ events instead of polling (not write_lat)\n"
                  "  -F, --CPU-freq          no warning about the CPU frequency governor\n"
@@ -167,7 +167,8 @@ result<options> parse_options(int argc, char** argv) {
             break;
         case 'a': o.all_sizes = true; break;
         case 'n':
-            if (!number(arg, 5, std::uint64_t{1} << 40, v)) return bad("bad -n (at least 5): " + std::string(arg));
+            // At most 10^8: latency tests keep a sample per iteration (8 bytes each).
+            if (!number(arg, 5, 100'000'000, v)) return bad("bad -n (5 .. 100000000): " + std::string(arg));
             o.iters = v;
             iters_given = true;
             break;
@@ -271,7 +272,16 @@ result<options> parse_options(int argc, char** argv) {
     if (o.duration != 0 && o.all_sizes) return bad("-D and -a cannot be combined");
     if (o.duration != 0 && iters_given) return bad("-D and -n cannot be combined");
     if (o.post_list > o.tx_depth) return bad("-l must not exceed -t");
-    if (o.cq_mod > o.tx_depth) o.cq_mod = o.tx_depth;  // perftest does the same
+    if (o.post_list > 1 && !cq_mod_given) o.cq_mod = o.post_list;  // as perftest: a completion per post
+    if (o.cq_mod > o.tx_depth) o.cq_mod = o.tx_depth;                // perftest does the same
+    // The loop posts a list while it fits in -t beside what is outstanding, and waits for
+    // the next signalled WR: that WR must be posted by then. It is when every list ends on
+    // one (-Q divides -l), or when -Q fits in the room a full queue leaves (-t - -l + 1).
+    if (!o.latency && o.post_list % o.cq_mod != 0 && o.cq_mod > o.tx_depth - o.post_list + 1) {
+        return bad("-Q " + std::to_string(o.cq_mod) + " with -l " + std::to_string(o.post_list) + " and -t " +
+                   std::to_string(o.tx_depth) + " would stall: -Q must divide -l or be at most -t - -l + 1 (" +
+                   std::to_string(o.tx_depth - o.post_list + 1) + ")");
+    }
     if (o.conn == transport::ud && !size_given && !o.latency) o.size = 4096;  // one MTU, as perftest's UD default
     if (o.conn == transport::ud && o.size > 4096 && !o.all_sizes) return bad("UD messages fit one MTU (at most 4096 bytes)");
     if (o.loopback && !o.server.empty()) return bad("--loopback takes no SERVER");

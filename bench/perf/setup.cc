@@ -191,7 +191,7 @@ status connect_side(side& s) {
         m.rq_psn = r.psn;
         m.sq_psn = s.local[q].psn;
         m.qkey = kQkey;
-        m.max_rd_atomic = m.max_dest_rd_atomic = 16;
+        m.max_rd_atomic = m.max_dest_rd_atomic = kOutstandingReads;
         m.min_rnr_timer = 1;  // 0.01 ms: a receiver that is late costs little
         // perftest's 14 (67 ms); on the model 18 (1.07 s): its processes may wait long for
         // a core on a loaded host, and a burst the fabric's sockets drop costs a timeout.

@@ -33,6 +33,8 @@ bool on_model();
 
 constexpr std::size_t kGrh = 40;  // a UD receive's GRH in front of the data (IBTA 11.4.1.2)
 constexpr std::uint32_t kQkey = 0x11111111;
+// RDMA READs and atomics a QP keeps outstanding, as initiator and as target (perftest's -o).
+constexpr unsigned kOutstandingReads = 16;
 
 // One side: per QP a send area and a receive area of `slots` message slots each. The
 // peer's WRITEs, READs and atomics target the receive area; this side's READ and atomic

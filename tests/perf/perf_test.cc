@@ -309,6 +309,37 @@ TEST_CASE("--loopback: both sides in one process") {
     check_bandwidth_rows(out, {512}, 300);
 }
 
+// cxv-perf ARGS --loopback under one `cxv-sim run`: its exit status and stdout.
+int run_loopback(const std::vector<std::string>& args, std::string& out, std::chrono::seconds limit = 60s) {
+    const std::string sim = env_path("CXV_SIM"), perf = env_path("CXV_PERF");
+    scratch s;
+    std::vector<std::string> argv = {sim, "run", "--port-type", "ib", "--", perf, "--loopback"};
+    argv.insert(argv.begin() + 6, args.begin(), args.end());
+    child c(argv, s.dir + "/loop.out", s.dir + "/loop.err");
+    const int rc = c.wait(clock_type::now() + limit);
+    out = slurp(c.log);
+    INFO(out << slurp(c.err));
+    return rc;
+}
+
+TEST_CASE("post lists with the default -Q complete (they stalled at the first unsignalled list)") {
+    // -l 64 with -t 128 and the default -Q 100 once stopped with 192 posted and 100 done.
+    std::string out;
+    REQUIRE(run_loopback({"write_bw", "-l", "64", "-n", "256", "-s", "64", "--verify"}, out, 25s) == 0);
+    check_bandwidth_rows(out, {64}, 256);
+}
+
+TEST_CASE("write_lat: the client waits for the server's WRITE even when its pattern's last byte is zero") {
+    // -s 74: iteration 0's last byte is 0x00, as the client's fresh receive area once was,
+    // so the client ran one message ahead (and --verify saw the wrong data).
+    const outcome o = run_pair({"write_lat", "-n", "100", "-s", "74", "--verify"}, {}, {}, "ib", 25s);
+    check_passed(o);
+    check_latency_rows(o.client_out, {74}, 100);
+    std::string out;
+    REQUIRE(run_loopback({"write_lat", "-n", "100", "-s", "74", "--verify"}, out, 25s) == 0);
+    check_latency_rows(out, {74}, 100);
+}
+
 // One clear line on stderr, and exit status 1.
 void check_refused(const std::string& err, int rc, const std::string& says) {
     INFO("stderr: " << err);
@@ -340,6 +371,8 @@ TEST_CASE("bad options: one clear line and exit 1") {
         {{"send_lat", "-m", "1000"}, "bad -m"},
         {{"send_lat", "-u", "40"}, "bad -u"},
         {{"send_lat", "host1", "host2"}, "unexpected argument"},
+        {{"write_bw", "-l", "3", "-Q", "5", "-t", "6"}, "would stall"},
+        {{"send_lat", "-n", "100000001"}, "bad -n (5 .. 100000000)"},
     };
     for (const auto& [args, says] : cases) {
         std::vector<std::string> argv = {perf};
