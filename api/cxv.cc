@@ -406,7 +406,7 @@ qp::~qp() {
 // caller's WR for *bad_wr.
 int qp::post_send_other(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
     if (!signal_all_) return post_send_ring(wr, bad_wr);
-    constexpr int chunk = 16;
+    constexpr int chunk = kSignalAllChunk;
     ibv_send_wr copy[chunk];
     ibv_send_wr* from[chunk];
     while (wr != nullptr) {

@@ -377,16 +377,13 @@ public:
     int post_send(std::span<ibv_send_wr> wrs, ibv_send_wr** bad_wr) noexcept;
     int post_recv(std::span<ibv_recv_wr> wrs, ibv_recv_wr** bad_wr) noexcept;
 
-    // Whether send WQEs of `bbs` basic blocks in all, put one after the other, fit in the
-    // send ring now, with room for the NOPs that pad the ring's end (a WQE does not cross
-    // it): what an all-or-nothing batch (ibv_wr_complete(3)) checks before it posts. Not
-    // exact: a WQE the one-pass path does not take reserves room for the largest WQE the
-    // QP may post, so a nearly full ring can still refuse such a batch part-way.
-    // A multi-producer ring is shared with other threads: always true (its post says).
-    bool send_fits(unsigned bbs) const noexcept {
+    // Whether post_send would find room for every WR of the valid list `wr` now (the
+    // send ring's own tests, run ahead: api::send_fits): what an all-or-nothing batch
+    // (ibv_wr_complete(3)) checks before it posts. A multi-producer ring is shared with
+    // other threads: always true (its post says).
+    bool send_fits(const ibv_send_wr* wr) const noexcept {
         if (send_.sq == nullptr || mp_send_.sq != nullptr) return true;
-        const unsigned pad = send_.sq->max_wqe_bbs() - 1;
-        return bbs <= send_.sq->free_bbs() && pad <= send_.sq->free_bbs() - bbs;
+        return api::send_fits(send_, wr, signal_all_ ? kSignalAllChunk : 0);
     }
 
     std::uint32_t qpn() const noexcept { return qpn_; }
@@ -412,6 +409,7 @@ private:
     // signal_all (the one test post_send makes for both).
     bool other_send_ = false;
     bool signal_all_ = false;
+    static constexpr unsigned kSignalAllChunk = 16;  // post_send_other's WRs per list
     bool own_counters_ = false;
     int post_send_other(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept;
     int post_send_ring(ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {

@@ -197,19 +197,6 @@ void wr_abort(ibv_qp_ex* q) noexcept {
     b.err = 0;
 }
 
-// Basic blocks of the WQE post_send builds for `w` (queues/send_wqe.h's segments).
-unsigned wqe_bbs(const ibv_send_wr& w, ibv_qp_type type) noexcept {
-    hw::wqe_opcode op{};
-    if (!api::wqe_opcode_of(w.opcode, type, op)) return 1;
-    unsigned ds = queues::send_wqe::fixed_ds(op, type == IBV_QPT_UD);
-    if ((w.send_flags & IBV_SEND_INLINE) != 0 && w.num_sge > 0) {
-        ds += queues::send_wqe::inline_ds(w.sg_list[0].length);
-    } else {
-        ds += queues::send_wqe::gather_ds(static_cast<unsigned>(w.num_sge));
-    }
-    return (ds + 3) / 4;
-}
-
 // ibv_wr_complete(3): posts the batch, all of it or (returning the error) none of it:
 // an error of a builder or setter, or ENOMEM when the send queue has no room for it all.
 int wr_complete(ibv_qp_ex* q) noexcept {
@@ -221,8 +208,7 @@ int wr_complete(ibv_qp_ex* q) noexcept {
     if (n == 0) return 0;
     // What post_send would refuse part-way is checked first, so that it posts all of the
     // batch: a UD WR without its address, inline data on an opcode that has none, the
-    // ring's room (cxv::qp::send_fits says where that check is not exact).
-    unsigned bbs = 0;
+    // ring's room for every WQE.
     for (unsigned i = 0; i < n; ++i) {
         const ibv_send_wr& w = b.wrs[i];
         hw::wqe_opcode op{};
@@ -230,10 +216,9 @@ int wr_complete(ibv_qp_ex* q) noexcept {
         if (b.type == IBV_QPT_UD && w.wr.ud.ah == nullptr) return EINVAL;
         if ((w.send_flags & IBV_SEND_INLINE) != 0 && !queues::send_wqe::allows_inline(op)) return EINVAL;
         b.wrs[i].next = i + 1 < n ? &b.wrs[i + 1] : nullptr;
-        bbs += wqe_bbs(w, b.type);
     }
     cxv::qp& qp = *qp_of(q)->qp;
-    if (!qp.send_fits(bbs)) return ENOMEM;
+    if (!qp.send_fits(&b.wrs[0])) return ENOMEM;
     ibv_send_wr* bad = nullptr;
     return qp.post_send(&b.wrs[0], &bad);
 }

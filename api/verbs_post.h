@@ -261,6 +261,58 @@ namespace detail {
     return detail::post_send_list(q.sq, q.max_sge, q.max_inline, q.type, wr, bad_wr);
 }
 
+// The basic blocks of the WQE post_send builds for a valid `wr` (queues/send_wqe.h's
+// segments: control, datagram on UD, remote address and atomic where the opcode has
+// them, then the gather list or the inline data).
+inline unsigned send_wqe_bbs(const ibv_send_wr& wr, ibv_qp_type type) noexcept {
+    hw::wqe_opcode op{};
+    if (!wqe_opcode_of(wr.opcode, type, op)) return 1;
+    unsigned ds = queues::send_wqe::fixed_ds(op, type == IBV_QPT_UD);
+    if ((wr.send_flags & IBV_SEND_INLINE) != 0) {
+        std::uint64_t total = 0;
+        for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+        ds += queues::send_wqe::inline_ds(static_cast<unsigned>(total));
+    } else {
+        ds += queues::send_wqe::gather_ds(static_cast<unsigned>(wr.num_sge));
+    }
+    return (ds + 3) / 4;
+}
+
+// Whether post_send would find room in the ring for every WR of the valid list `wr`, a
+// list of `chunk` WRs at a time when each is posted as a list of its own (0: one list):
+// what an all-or-nothing batch (ibv_wr_complete(3)) asks before it posts. The same tests
+// as the posting paths, run ahead without writing: the one-pass path's exact room (no
+// crossing of the ring's end) while it takes the WRs, then, from the first it does not
+// take, the general path's reservation of the largest WQE with NOPs to the ring's end.
+inline bool send_fits(const send_side& q, const ibv_send_wr* wr, unsigned chunk) noexcept {
+    const queues::send_queue& sq = *q.sq;
+    const std::uint32_t mask = sq.capacity_bbs() - 1, limit = sq.limit();
+    const unsigned max_bbs = sq.max_wqe_bbs();
+    std::uint32_t pi = sq.producer();
+    bool fast = true;
+    for (unsigned i = 0; wr != nullptr; wr = wr->next, ++i) {
+        if (chunk != 0 && i % chunk == 0) fast = true;  // each chunk starts on the one-pass path
+        const unsigned nbb = send_wqe_bbs(*wr, q.type);
+        if (fast && wr->num_sge == 1) {
+            // put_fast's shape test (room aside).
+            const auto code = static_cast<unsigned>(wr->opcode);
+            const bool shape = (wr->send_flags & IBV_SEND_INLINE) != 0
+                                   ? code < q.fast_inline_ops && wr->sg_list[0].length - 1 < q.fast_inline
+                                   : code < q.fast_ops;
+            if (shape && limit - pi >= nbb && (pi & mask) + nbb - 1 <= mask) {
+                pi += nbb;
+                continue;
+            }
+        }
+        fast = false;
+        const unsigned to_end = mask + 1 - (pi & mask);
+        if (limit - pi < max_bbs + (to_end < max_bbs ? to_end : 0)) return false;
+        if (to_end < max_bbs) pi += to_end;
+        pi += nbb;
+    }
+    return true;
+}
+
 // The send side of a multi-producer QP: any number of threads may call post_send_mp
 // at once (each WR is published on its own; see queues/mp_send_queue.h). The same
 // checks and errors as post_send; 8-byte doorbells only.

@@ -120,6 +120,8 @@ public:
     unsigned capacity_bbs() const noexcept { return mask_ + 1; }
     unsigned max_wqe_bbs() const noexcept { return max_bbs_; }
     unsigned free_bbs() const noexcept { return limit_ - pi_; }
+    std::uint32_t producer() const noexcept { return pi_; }  // the next WQE's BB counter
+    std::uint32_t limit() const noexcept { return limit_; }  // the counter pi may reach
     doorbell_mode mode() const noexcept { return mode_; }
 
     // Where the next WQE goes: its first byte, its ring slot and its BB counter.

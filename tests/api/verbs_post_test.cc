@@ -4,6 +4,7 @@
 // values as ibv_post_recv(3) / ibv_post_send(3) name them.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -344,4 +345,71 @@ TEST_CASE("ibv_post_send: a lone WR on a full ring, across the ring's end, or re
     CHECK(api::post_send(api::send_side{&e.sq, 2, 32, IBV_QPT_RC}, &wr, &bad) == EINVAL);
     CHECK(bad == &wr);
     CHECK(e.dbrec.snd_counter.value() == 0);
+}
+
+// send_fits() says, before anything is written, whether post_send would take a whole
+// list: the one-pass path's exact room while it takes the WRs, the general path's from
+// the first it does not. Random fill levels, retirements and lists of every shape (one-pass
+// and general, 1 and 2 BBs), posted as one list and as chunks of 3.
+TEST_CASE("send_fits predicts post_send taking a whole list, on every ring state tried") {
+    alignas(8) static std::byte data[256] = {};
+    std::uint32_t seed = 2024;
+    const auto next = [&seed](unsigned n) {
+        seed = seed * 1664525u + 1013904223u;
+        return (seed >> 8) % n;
+    };
+    unsigned yes = 0, no = 0;
+    for (unsigned trial = 0; trial < 3000; ++trial) {
+        const unsigned chunk = trial % 2 == 0 ? 0 : 3;
+        sq_rig r;  // 8 BBs, WQEs of up to 2
+        const api::send_side rc = r.rc();
+        ibv_sge one{reinterpret_cast<std::uint64_t>(data), 8, 0x10};
+        // Fill with k one-BB SENDs (one pass, exact room), then perhaps retire them all.
+        const unsigned k = next(9);
+        for (unsigned i = 0; i < k; ++i) {
+            ibv_send_wr w{};
+            w.opcode = IBV_WR_SEND;
+            w.sg_list = &one;
+            w.num_sge = 1;
+            ibv_send_wr* bad = nullptr;
+            REQUIRE(api::post_send(rc, &w, &bad) == 0);
+        }
+        if (k > 0 && next(2) == 0) r.sq.retire(k - 1);
+        // A list of n WRs of random shapes.
+        const unsigned n = 1 + next(6);
+        ibv_send_wr wrs[6]{};
+        ibv_sge sg[6][2];
+        for (unsigned i = 0; i < n; ++i) {
+            ibv_send_wr& w = wrs[i];
+            w.sg_list = sg[i];
+            sg[i][0] = {reinterpret_cast<std::uint64_t>(data), 8, 0x10};
+            sg[i][1] = {reinterpret_cast<std::uint64_t>(data + 64), 8, 0x10};
+            w.wr.rdma = {0x1000, 0x20};
+            switch (next(6)) {
+            case 0: w.opcode = IBV_WR_SEND; w.num_sge = 1; break;                          // one pass, 1 BB
+            case 1: w.opcode = IBV_WR_RDMA_WRITE; w.num_sge = 2; break;                    // general, 1 BB
+            case 2: w.opcode = IBV_WR_RDMA_READ; w.num_sge = 1; break;                     // one pass
+            case 3: w.opcode = IBV_WR_SEND; w.num_sge = 1; w.send_flags = IBV_SEND_INLINE;
+                    sg[i][0].length = 60; break;                                           // one pass, 2 BBs
+            case 4: w.opcode = IBV_WR_RDMA_WRITE; w.num_sge = 2; w.send_flags = IBV_SEND_INLINE;
+                    sg[i][1].length = 40; break;                                           // general, 2 BBs
+            default: w.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD; w.num_sge = 1;
+                     w.wr.atomic = {0x1000, 1, 0, 0x20}; break;                             // general
+            }
+            w.next = i + 1 < n ? &wrs[i + 1] : nullptr;
+        }
+        const bool predicted = api::send_fits(rc, wrs, chunk);
+        bool all = true;
+        for (unsigned from = 0; from < n && all; from += chunk == 0 ? n : chunk) {
+            const unsigned to = chunk == 0 ? n : std::min(n, from + chunk);
+            wrs[to - 1].next = nullptr;
+            ibv_send_wr* bad = nullptr;
+            all = api::post_send(rc, &wrs[from], &bad) == 0;
+        }
+        CAPTURE(trial);
+        CHECK(predicted == all);
+        (predicted ? yes : no) += predicted == all;
+    }
+    CHECK(yes > 200);  // both answers were exercised
+    CHECK(no > 200);
 }
