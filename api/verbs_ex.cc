@@ -182,20 +182,16 @@ void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) noexcept {
     wr_set_inline_data_list(q, 1, &d);
 }
 
-void wr_start(ibv_qp_ex* q) noexcept {
+// An empty batch, open (ibv_wr_start) or closed (ibv_wr_abort, and after ibv_wr_complete).
+void reset_batch(ibv_qp_ex* q, bool open) noexcept {
     wr_batch& b = batch_of(q);
-    b.open = true;
+    b.open = open;
     b.n = 0;
     b.cur = nullptr;
     b.err = 0;
 }
-void wr_abort(ibv_qp_ex* q) noexcept {
-    wr_batch& b = batch_of(q);
-    b.open = false;
-    b.n = 0;
-    b.cur = nullptr;
-    b.err = 0;
-}
+void wr_start(ibv_qp_ex* q) noexcept { reset_batch(q, true); }
+void wr_abort(ibv_qp_ex* q) noexcept { reset_batch(q, false); }
 
 // ibv_wr_complete(3): posts the batch, all of it or (returning the error) none of it:
 // an error of a builder or setter, or ENOMEM when the send queue has no room for it all.
