@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "api/abi/cm.h"
 
@@ -134,6 +136,9 @@ CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a
         drop_cqs(c);
         return fail(saved);
     }
+    // The worker moves an id's QP to the error state when the peer goes (under mu): the
+    // QP is published, moved and withdrawn under mu too.
+    std::unique_lock lock(mu);
     c->id.qp = qp;
     c->id.pd = pd;
     c->id.send_cq = attr->send_cq;
@@ -145,8 +150,9 @@ CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a
     if (r == 0 && c->id.qp_type == IBV_QPT_UD) r = move_qp(c, IBV_QPS_RTR) == 0 ? move_qp(c, IBV_QPS_RTS) : -1;
     if (r != 0) {
         const int saved = errno;
-        ibv_destroy_qp(qp);
         c->id.qp = nullptr;
+        lock.unlock();
+        ibv_destroy_qp(qp);
         drop_cqs(c);
         return fail(saved);
     }
@@ -155,8 +161,12 @@ CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a
 
 CXV_CM_EXPORT void rdma_destroy_qp(rdma_cm_id* id) {
     cm_id* c = of(id);
-    if (c->id.qp != nullptr) ibv_destroy_qp(c->id.qp);
-    c->id.qp = nullptr;
+    ibv_qp* qp = nullptr;
+    {
+        std::lock_guard lock(mu);  // the worker is not moving it (peer_gone) meanwhile
+        qp = std::exchange(c->id.qp, nullptr);
+    }
+    if (qp != nullptr) ibv_destroy_qp(qp);
     drop_cqs(c);
 }
 

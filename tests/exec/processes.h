@@ -3,8 +3,11 @@
 #pragma once
 
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -159,5 +163,41 @@ inline bool listening(unsigned port) {
     }
     return false;
 }
+
+// The calling thread in a network namespace of its own, with its loopback up, for the
+// life of the object; the children it starts meanwhile share it. For tools whose TCP
+// port is fixed (udaddy's 7174): another test, or another run of this one, cannot hold
+// that port here. active() is false where the namespace could not be made (no
+// CAP_SYS_ADMIN); the caller then runs in the machine's namespace.
+class private_network {
+public:
+    private_network() {
+        home_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (home_ < 0) return;
+        if (::unshare(CLONE_NEWNET) != 0) {
+            ::close(home_);
+            home_ = -1;
+            return;
+        }
+        const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ifreq r{};
+        std::strcpy(r.ifr_name, "lo");
+        active_ = s >= 0 && ::ioctl(s, SIOCGIFFLAGS, &r) == 0 && ((r.ifr_flags |= IFF_UP), true) &&
+                  ::ioctl(s, SIOCSIFFLAGS, &r) == 0;
+        if (s >= 0) ::close(s);
+    }
+    ~private_network() {
+        if (home_ < 0) return;
+        REQUIRE(::setns(home_, CLONE_NEWNET) == 0);
+        ::close(home_);
+    }
+    private_network(const private_network&) = delete;
+    private_network& operator=(const private_network&) = delete;
+    bool active() const { return active_; }
+
+private:
+    int home_ = -1;
+    bool active_ = false;
+};
 
 }  // namespace cxv::test

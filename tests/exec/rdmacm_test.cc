@@ -41,11 +41,11 @@ std::vector<std::string> under_sim(const std::string& fabric, const std::string&
 }
 
 // Runs `server` (fabric place 0) until it listens on TCP `port`, then `client` (place
-// 1); `kill_server_after`, when not zero, kills the server by its PID that long after
-// the client started.
+// 1); `kill_server_when`, when not empty, kills the server by its PID once the client's
+// log holds that text (the transfer is under way however slow the machine), or the
+// client has ended.
 pair_result run_pair(const std::string& port_type, unsigned port, const std::vector<std::string>& server_tool,
-                     const std::vector<std::string>& client_tool,
-                     std::chrono::milliseconds kill_server_after = 0ms,
+                     const std::vector<std::string>& client_tool, const std::string& kill_server_when = {},
                      const std::function<void()>& before_client = {}) {
     scratch s;
     const std::string fabric = s.dir + "/fabric";
@@ -60,8 +60,11 @@ pair_result run_pair(const std::string& port_type, unsigned port, const std::vec
         if (before_client) before_client();
         const auto start = std::chrono::steady_clock::now();
         child client(under_sim(fabric, port_type, 1, client_tool), s.dir + "/client.log");
-        if (kill_server_after > 0ms) {
-            std::this_thread::sleep_for(kill_server_after);
+        if (!kill_server_when.empty()) {
+            while (client.running() && std::chrono::steady_clock::now() < deadline &&
+                   slurp(client.log).find(kill_server_when) == std::string::npos) {
+                std::this_thread::sleep_for(20ms);
+            }
             server.kill_now();  // cxv-sim run execs the tool: this PID is rping's
         }
         r.client = client.wait(deadline);
@@ -118,7 +121,7 @@ TEST_CASE("a connection that sends half a message and stalls holds up nobody els
     const unsigned port = free_port();
     int stalled = -1;
     const pair_result r = run_pair("ib", port, with_port({"/usr/bin/rdma_server", "-s", "127.0.0.1"}, port),
-                                   with_port({"/usr/bin/rdma_client", "-s", "127.0.0.1"}, port), 0ms, [&] {
+                                   with_port({"/usr/bin/rdma_client", "-s", "127.0.0.1"}, port), {}, [&] {
                                        // Not a connection manager: 10 bytes of a message, then nothing.
                                        stalled = ::socket(AF_INET, SOCK_STREAM, 0);
                                        sockaddr_in a{};
@@ -311,7 +314,8 @@ TEST_CASE("the rping server killed mid-transfer: the client sees DISCONNECTED an
     const unsigned port = free_port();
     const pair_result r =
         run_pair("ib", port, with_port({"/usr/bin/rping", "-s", "-a", "127.0.0.1", "-C", "100000000"}, port),
-                 with_port({"/usr/bin/rping", "-c", "-a", "127.0.0.1", "-v", "-C", "100000000"}, port), 1500ms);
+                 with_port({"/usr/bin/rping", "-c", "-a", "127.0.0.1", "-v", "-C", "100000000"}, port),
+                 "rdma-ping-100: ");
     INFO("client log tail:\n" << r.client_log.substr(r.client_log.size() > 2000 ? r.client_log.size() - 2000 : 0));
     CHECK(r.server == -1);  // killed by run_pair, not ended by itself
     CHECK(r.client != -1);  // ended by itself
@@ -375,10 +379,12 @@ TEST_CASE("ucmatose client to a port nobody listens on: REJECTED with status 8")
     CHECK(contains(r.output, "event: RDMA_CM_EVENT_REJECTED, error: 8"));
 }
 
-// udaddy has no port option: it uses rdma_cm's port 7174.
+// udaddy has no port option: it uses rdma_cm's port 7174, in a network namespace of the
+// test's own where it can make one.
 TEST_CASE("udaddy: UD QPs, address handles from the ESTABLISHED event and from completions") {
     constexpr unsigned kUdaddyPort = 7174;
-    if (listening(kUdaddyPort)) {
+    const private_network net;
+    if (!net.active() && listening(kUdaddyPort)) {
         MESSAGE("port 7174 is in use here: udaddy not run");
         return;
     }
