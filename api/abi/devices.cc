@@ -16,8 +16,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <endian.h>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "api/abi/abi.h"
@@ -225,13 +228,70 @@ CXV_ABI_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) {
 }
 
 namespace {
+
+// How many registrations hold each page, as a step function: a key starts a run of
+// pages that many ranges hold, up to the next key (rdma-core counts the same way, so
+// that ibv_dontfork_range and ibv_dofork_range nest). A page is advised MADV_DONTFORK
+// when its count leaves 0 and MADV_DOFORK when it comes back to 0: deregistering one MR
+// leaves the pages another MR shares protected.
+std::mutex fork_mu;
+std::map<std::uintptr_t, unsigned> fork_holds;
+
+// A run boundary at `a` (its count carried from the run it splits).
+std::map<std::uintptr_t, unsigned>::iterator boundary_at(std::uintptr_t a) {
+    auto it = fork_holds.upper_bound(a);
+    const unsigned count = it == fork_holds.begin() ? 0 : std::prev(it)->second;
+    return fork_holds.try_emplace(a, count).first;
+}
+
+// Runs in [first, last] that repeat the count before them (or hold 0 at the start) go.
+void merge_runs(std::uintptr_t first, std::uintptr_t last) {
+    auto it = fork_holds.lower_bound(first);
+    if (it != fork_holds.begin()) --it;
+    while (it != fork_holds.end() && it->first <= last) {
+        const bool repeats = it == fork_holds.begin() ? it->second == 0 : std::prev(it)->second == it->second;
+        it = repeats ? fork_holds.erase(it) : std::next(it);
+    }
+}
+
+int madvise_runs(const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& runs, int advice) {
+    int err = 0;
+    for (const auto& [from, to] : runs) {
+        if (::madvise(reinterpret_cast<void*>(from), to - from, advice) != 0 && err == 0) err = errno;
+    }
+    return err;
+}
+
 int advise(void* base, size_t size, int advice) {
     if (!fork_protection) return 0;
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto start = reinterpret_cast<std::uintptr_t>(base) & ~(page - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(base) + size + page - 1) & ~(page - 1);
-    return ::madvise(reinterpret_cast<void*>(start), end - start, advice) == 0 ? 0 : errno;
+    if (start >= end) return 0;
+    const bool hold = advice == MADV_DONTFORK;
+    std::lock_guard lock(fork_mu);
+    boundary_at(start);
+    const auto stop = boundary_at(end);
+    // The runs whose count crosses 0 (a release of pages nobody holds changes nothing).
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> edges;
+    for (auto it = fork_holds.find(start); it != stop; ++it) {
+        const std::uintptr_t to = std::next(it)->first;
+        if (hold) {
+            if (it->second++ == 0) edges.emplace_back(it->first, to);
+        } else if (it->second > 0 && --it->second == 0) {
+            edges.emplace_back(it->first, to);
+        }
+    }
+    int err = madvise_runs(edges, advice);
+    if (err != 0 && hold) {
+        // Not protected after all: the counts and the advice go back as they were.
+        madvise_runs(edges, MADV_DOFORK);
+        for (auto it = fork_holds.find(start); it != fork_holds.end() && it->first < end; ++it) --it->second;
+    }
+    merge_runs(start, end);
+    return err;
 }
+
 }  // namespace
 
 CXV_ABI_EXPORT int ibv_dontfork_range(void* base, size_t size) { return advise(base, size, MADV_DONTFORK); }

@@ -155,6 +155,18 @@ TEST_CASE("asynchronous events: an SRQ below its limit gives IBV_EVENT_SRQ_LIMIT
     }
 }
 
+TEST_CASE("ibv_fork_init: registered pages stay out of a child while any MR holds them (tests/exec/fork_ranges.c)") {
+    const ran r = under_sim({}, {}, {env_path("CXV_FORK_RANGES")});
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(!has(r.output, "FAIL "));
+    for (const char* check : {"nothing registered", "three overlapping MRs", "the shared page stays after one MR goes",
+                              "the same range registered twice, one gone", "a forked child faults on a registered page",
+                              "all MRs gone", "dontfork twice, dofork once", "dofork as often as dontfork"}) {
+        CHECK_MESSAGE(has(r.output, std::string("ok ") + check + "\n"), check);
+    }
+}
+
 TEST_CASE("extended CQs and the ibv_wr_* send interface (tests/exec/ex_verbs.c)") {
     for (const char* port_type : {"ib", "eth"}) {
         CAPTURE(port_type);
