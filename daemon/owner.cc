@@ -34,12 +34,13 @@ mapping::~mapping() {
     addr = nullptr;
 }
 
-bool owned::holds(std::uint64_t iova, std::uint64_t len) const {
-    if (len == 0 || iova + len < iova) return false;
+const std::uint64_t* owned::holder(std::uint64_t iova, std::uint64_t len) const {
+    if (len == 0 || iova + len < iova) return nullptr;
     auto it = maps.upper_bound(iova);
-    if (it == maps.begin()) return false;
+    if (it == maps.begin()) return nullptr;
     --it;
-    return iova >= it->first && iova + len <= it->first + it->second.length;
+    if (iova >= it->first && iova + len <= it->first + it->second.length) return &it->first;
+    return nullptr;
 }
 
 namespace {
@@ -95,17 +96,22 @@ result<command_effect> check_create_cq(std::span<const std::byte> in, const owne
     if ((in.size() - ifc::create_cq_in::size_bytes) % 8 || listed < pages) {
         return error{EBADMSG, fmt::format("CREATE_CQ: {} pages listed, the ring needs {}", listed, pages)};
     }
+    command_effect e;
     for (std::size_t i = 0; i < listed; ++i) {
         const std::uint64_t pa = ifc::get<ifc::create_cq_in::pas>(p, i);
-        if (pa % page || !o.holds(pa, page)) {
+        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
+        if (m == nullptr) {
             return perm(fmt::format("CREATE_CQ: page {} at IOVA 0x{:x} is not in the client's memory", i, pa));
         }
+        e.maps.insert(*m);
     }
     const std::uint64_t dbr = ifc::get<ifc::cqc::dbr_addr>(cqc);
-    if (dbr % 8 || !o.holds(dbr, 8)) {
+    const std::uint64_t* m = dbr % 8 ? nullptr : o.holder(dbr, 8);
+    if (m == nullptr) {
         return perm(fmt::format("CREATE_CQ: doorbell record at IOVA 0x{:x} is not in the client's memory", dbr));
     }
-    command_effect e;
+    e.maps.insert(*m);
+    e.uar = uar;
     e.what = command_effect::kind::create;
     e.obj = command_effect::object::cq;
     e.min_out = ifc::create_cq_out::size_bytes;
@@ -145,19 +151,21 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
         return error{EBADMSG, fmt::format("CREATE_MKEY: {} translations declared, {} listed", mtts, listed)};
     }
     const std::uint64_t page = std::uint64_t{1} << shift;
+    command_effect e;
     for (std::uint64_t i = 0; i < mtts; ++i) {
         const std::uint64_t hi = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i);
         const std::uint64_t lo = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i + 1);
         const std::uint64_t pa = ((hi << 32) | lo) & ~std::uint64_t{0xfff};
-        if (pa % page || !o.holds(pa, page)) {
+        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
+        if (m == nullptr) {
             return perm(fmt::format("CREATE_MKEY: translation {} to IOVA 0x{:x} is not in the client's memory", i, pa));
         }
+        e.maps.insert(*m);
     }
     const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
     if (len + (start & (page - 1)) > mtts * page) {
         return perm(fmt::format("CREATE_MKEY: {} bytes from 0x{:x} reach past its {} translations", len, start, mtts));
     }
-    command_effect e;
     e.what = command_effect::kind::create;
     e.obj = command_effect::object::mkey;
     e.pd = pd;
@@ -179,7 +187,10 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
     case cmd_opcode::ALLOC_PD:
         if (auto s = long_enough<ifc::alloc_pd_in>(in, "ALLOC_PD"); !s) return s.error();
         if (o.pds.size() >= q.pds) return error{EDQUOT, fmt::format("ALLOC_PD: the client has {} PDs, its quota", q.pds)};
-        r = command_effect{command_effect::kind::create, command_effect::object::pd, 0, 0, ifc::alloc_pd_out::size_bytes};
+        r = command_effect{};
+        r->what = command_effect::kind::create;
+        r->obj = command_effect::object::pd;
+        r->min_out = ifc::alloc_pd_out::size_bytes;
         break;
     case cmd_opcode::DEALLOC_PD: {
         if (auto s = long_enough<ifc::dealloc_pd_in>(in, "DEALLOC_PD"); !s) return s.error();
@@ -234,18 +245,45 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
     return r;
 }
 
+namespace {
+
+void use(owned& o, const std::set<std::uint64_t>& maps, int delta) {
+    for (const auto iova : maps) {
+        if (auto it = o.maps.find(iova); it != o.maps.end()) it->second.users += static_cast<unsigned>(delta);
+    }
+}
+
+}  // namespace
+
 void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
     using obj = command_effect::object;
     if (e.what == command_effect::kind::create) {
         // Every create output holds the new number at 0x48 (PRM: pd, cqn, mkey_index).
         const std::uint32_t id = ifc::get<ifc::create_cq_out::cqn>(out.data());
         if (e.obj == obj::pd) o.pds.insert(id);
-        if (e.obj == obj::cq) o.cqs.insert(id);
-        if (e.obj == obj::mkey) o.mkeys.emplace(id, e.pd);
+        if (e.obj == obj::cq) {
+            o.cqs.insert(id);
+            o.cq_uar[id] = e.uar;
+            o.cq_maps[id] = e.maps;
+        }
+        if (e.obj == obj::mkey) {
+            o.mkeys.emplace(id, e.pd);
+            o.mkey_maps[id] = e.maps;
+        }
+        use(o, e.maps, 1);
     } else if (e.what == command_effect::kind::destroy) {
         if (e.obj == obj::pd) o.pds.erase(e.id);
-        if (e.obj == obj::cq) o.cqs.erase(e.id);
-        if (e.obj == obj::mkey) o.mkeys.erase(e.id);
+        if (e.obj == obj::cq) {
+            o.cqs.erase(e.id);
+            o.cq_uar.erase(e.id);
+            use(o, o.cq_maps[e.id], -1);
+            o.cq_maps.erase(e.id);
+        }
+        if (e.obj == obj::mkey) {
+            o.mkeys.erase(e.id);
+            use(o, o.mkey_maps[e.id], -1);
+            o.mkey_maps.erase(e.id);
+        }
     }
 }
 

@@ -29,6 +29,7 @@ struct mapping {
     void* addr = nullptr;  // the daemon's MAP_SHARED view
     std::uint64_t length = 0;
     driver::vfio::dma_buffer dma;
+    unsigned users = 0;  // the client's objects whose memory is here (unmap waits for 0)
     mapping() = default;
     mapping(mapping&&) noexcept;
     mapping& operator=(mapping&&) noexcept;
@@ -39,9 +40,14 @@ struct owned {
     std::map<std::uint64_t, mapping> maps;  // by IOVA
     std::set<std::uint32_t> uars, pds, cqs, qps, srqs;
     std::map<std::uint32_t, std::uint32_t> mkeys;  // mkey index → PD
+    std::map<std::uint32_t, std::uint32_t> cq_uar;  // CQ → its UAR
+    // The mappings (by IOVA) each CQ and mkey uses: unmapping memory an object still
+    // uses would let the IOVA be reused for another client while the device writes it.
+    std::map<std::uint32_t, std::set<std::uint64_t>> cq_maps, mkey_maps;
     std::uint64_t pinned = 0;
-    // Whether [iova, iova + len) lies inside one of the client's mappings.
-    bool holds(std::uint64_t iova, std::uint64_t len) const;
+    // The mapping that holds all of [iova, iova + len), if one does.
+    const std::uint64_t* holder(std::uint64_t iova, std::uint64_t len) const;
+    bool holds(std::uint64_t iova, std::uint64_t len) const { return holder(iova, len) != nullptr; }
     bool empty() const { return maps.empty() && uars.empty() && pds.empty() && cqs.empty() && mkeys.empty(); }
 };
 
@@ -52,6 +58,8 @@ struct command_effect {
     std::uint32_t id = 0;   // destroy: the object
     std::uint32_t pd = 0;   // create mkey: its PD
     std::size_t min_out = 16;  // bytes of output the daemon needs to read the new id
+    std::uint32_t uar = 0;     // create CQ: its UAR
+    std::set<std::uint64_t> maps;  // create: the mappings the object uses
 };
 
 struct device_facts {

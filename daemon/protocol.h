@@ -53,6 +53,7 @@ struct header {
     std::uint32_t seq = 0;
     std::uint32_t length = 0;  // of the body
 };
+static_assert(sizeof(header) == header_bytes, "the header is sent as it lies in memory");
 
 // ---- request bodies -------------------------------------------------------------------
 
