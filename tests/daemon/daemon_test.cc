@@ -315,3 +315,55 @@ TEST_CASE("a uid not on the allow-list is refused with a reply saying so; one on
     test_client c(rig.sock);  // root still served
     CHECK(c.status().refused >= 1);
 }
+
+TEST_CASE("a client that does not read its replies is dropped when its socket is full; others are served") {
+    daemon_rig rig;
+    test_client slow(rig.sock), other(rig.sock);
+    // STATUS after STATUS, never reading: the daemon's replies fill the slow client's
+    // socket, and the daemon, which never blocks on a send, drops it.
+    bool dropped = false;
+    std::uint32_t seq = slow.c.next_seq();
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (!dropped && std::chrono::steady_clock::now() < end) {
+        const auto msg = d::encode(d::msg_type::status, seq, {});
+        auto s = d::send_message(slow.c.fd(), msg, {}, MSG_DONTWAIT);
+        if (s) {
+            ++seq;
+        } else if (s.error().code == EAGAIN) {
+            std::this_thread::sleep_for(1ms);
+        } else {
+            dropped = true;  // EPIPE / ECONNRESET: the daemon closed it
+        }
+        if (seq % 64 == 0) dropped = dropped || rig.log().find("its socket is full") != std::string::npos;
+    }
+    CHECK(dropped);
+    CHECK(rig.log().find("its socket is full") != std::string::npos);
+    const auto s = wait_status(other, [](const d::status_reply& x) { return x.clients.size() == 1; }, 1000ms);
+    CHECK(s.clients.size() == 1);
+}
+
+TEST_CASE("cxv status prints the daemon's functions and clients as a table") {
+    daemon_rig rig;
+    test_client c(rig.sock);
+    shared_memory m(8192);
+    const auto iova = c.map(m);
+    (void)c.cq(iova, iova + 4096, c.alloc_uar());
+    const std::string out = rig.dir.dir + "/status.out";
+    ::setenv("CXV_DAEMON", rig.sock.c_str(), 1);
+    auto r = run({env_path("CXV_TOOL"), "status"}, out, 30s);
+    ::unsetenv("CXV_DAEMON");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    // Two clients: this process and cxv status itself.
+    CHECK(r.output.find("cxvd at " + rig.sock + ": 1 function(s), 2 client(s) now") != std::string::npos);
+    CHECK(r.output.find("0000:c5:00.0") != std::string::npos);
+    CHECK(r.output.find("Active") != std::string::npos);
+    // This process's row: pid, uid, 1 CQ, 1 UAR, 1 mapping of 8 KiB.
+    CHECK(r.output.find(std::to_string(::getpid()) + " ") != std::string::npos);
+    CHECK(r.output.find("8.0 KiB") != std::string::npos);
+    CHECK(r.output.find(" cxv ") != std::string::npos);
+    // --socket beats the environment; a socket nobody serves is a clear error.
+    auto none = run({env_path("CXV_TOOL"), "status", "--socket", rig.dir.dir + "/nobody.sock"}, out, 30s);
+    CHECK(none.status == 1);
+    CHECK(none.output.find("cannot reach cxvd") != std::string::npos);
+}
