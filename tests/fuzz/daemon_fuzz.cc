@@ -1,5 +1,6 @@
-// Fuzz target: cxvd's request parser and session order (daemon/protocol.h), and the
-// reply parsers a client runs on what a daemon sends. No input may crash them or read
+// Fuzz target: cxvd's request parser and session order (daemon/protocol.h), the checks
+// a forwarded PRM command passes (daemon/owner.h, against a client that owns a little of
+// everything), and the reply parsers a client runs on what a daemon sends. No input may crash them or read
 // out of bounds (run under ASan); a request that parses must encode again to the same
 // bytes. The first input byte picks the fds that come with the message (none, a memfd,
 // a socket, or two). libFuzzer entry point; daemon_fuzz_regress_main.cc drives it in CI.
@@ -14,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "daemon/owner.h"
 #include "daemon/protocol.h"
 
 namespace d = cxv::daemon;
@@ -34,6 +36,20 @@ struct fds {
     }
 };
 
+// A client with one 1 MiB mapping at IOVA 1 MiB, UAR 5, PD 3, CQ 7 and mkey 9.
+const d::owned& some_client() {
+    static d::owned* o = [] {
+        auto* x = new d::owned;
+        x->maps[1 << 20].length = 1 << 20;
+        x->uars = {5};
+        x->pds = {3};
+        x->cqs = {7};
+        x->mkeys = {{9, 3}};
+        return x;
+    }();
+    return *o;
+}
+
 std::vector<std::byte> reencode(const d::request& r) {
     switch (r.type) {
     case d::msg_type::hello: return d::encode(r.type, r.hdr.seq, d::body(r.hello));
@@ -48,6 +64,9 @@ std::vector<std::byte> reencode(const d::request& r) {
 }
 
 }  // namespace
+
+// Commands the checks let through, for the CI driver to see that its inputs reach them.
+long daemon_fuzz_commands_allowed = 0;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static fds f;
@@ -70,6 +89,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             fail("a parsed request does not encode to its own bytes");
         }
         (void)session.accept(r);
+        if (r.type == d::msg_type::command) {
+            const auto e = d::check_command(r.command.in, r.command.out_len, some_client(), d::device_facts{8},
+                                            d::quotas{});
+            if (!e && (e.error().code <= 0 || e.error().message.empty())) fail("a command refused without errno or text");
+            if (e && e->min_out > r.command.out_len) fail("a command allowed with too short an output");
+            daemon_fuzz_commands_allowed += e.ok();
+        }
     } else {
         const auto& e = s.error();
         if (e.code <= 0 || e.message.empty()) fail("a refusal without errno or text");
