@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
     unsigned port_timeout_ms = 15'000;
     app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
     app.add_option("--socket", o.socket_path, "the UNIX socket to serve on")->capture_default_str();
+    app.add_option("--socket-group", o.socket_gid, "the socket's group (gid), whose members may connect (mode 0660)");
     app.add_option("--allow-uid", o.allow_uids, "a uid allowed besides root (repeatable)");
     app.add_option("--allow-gid", o.allow_gids, "a group whose members are allowed (repeatable)");
     app.add_option("--quota-qps", o.limits.qps, "QPs per client")->capture_default_str();

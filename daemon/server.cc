@@ -114,6 +114,10 @@ result<std::unique_ptr<server>> server::create(server_options o, std::vector<std
     if (::bind(s->listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
         return error{errno, fmt::format("bind {}: {}", path, std::strerror(errno))};
     }
+    if (s->opts_.socket_gid >= 0 && ::chown(path.c_str(), static_cast<uid_t>(-1),
+                                            static_cast<gid_t>(s->opts_.socket_gid)) != 0) {
+        return error{errno, fmt::format("chown {} to group {}: {}", path, s->opts_.socket_gid, std::strerror(errno))};
+    }
     if (::chmod(path.c_str(), s->opts_.socket_mode) != 0 || ::listen(s->listen_.get(), 64) != 0) {
         return error{errno, fmt::format("chmod/listen {}: {}", path, std::strerror(errno))};
     }

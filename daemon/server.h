@@ -27,6 +27,7 @@ void log(level l, const std::string& text);
 struct server_options {
     std::string socket_path = "/run/cxv/cxvd.sock";
     unsigned socket_mode = 0660;
+    long socket_gid = -1;           // the socket's group (chown), -1: the daemon's
     std::vector<uid_t> allow_uids;  // root and the daemon's own uid are always allowed
     std::vector<gid_t> allow_gids;  // a client's primary or supplementary group
     quotas limits;
