@@ -173,6 +173,104 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
     return e;
 }
 
+// The QP context fields that name things outside the QP: the client's own, or refused.
+// rlky (the reserved lkey: IOVA access without a key) and counter sets (the daemon's)
+// never through the daemon.
+status check_qpc(const std::byte* qpc, const owned& o, const char* name, bool create) {
+    namespace qp = ifc::qpc_values;
+    if (ifc::get<ifc::qpc::rlky>(qpc)) return perm(fmt::format("{}: the reserved lkey (rlky) is not for clients", name));
+    if (ifc::get<ifc::qpc::counter_set_id>(qpc)) return perm(fmt::format("{}: Q counter sets are the daemon's", name));
+    if (ifc::get<ifc::qpc::dbr_umem_valid>(qpc)) return inval(fmt::format("{}: UMEM doorbell records", name));
+    const std::uint32_t pd = ifc::get<ifc::qpc::pd>(qpc);
+    if ((create || pd != 0) && !o.pds.contains(pd)) return perm(fmt::format("{}: PD 0x{:x} is not the client's", name, pd));
+    const std::uint32_t uar = ifc::get<ifc::qpc::uar_page>(qpc);
+    if ((create || uar != 0) && !o.uars.contains(uar)) return perm(fmt::format("{}: UAR {} is not the client's", name, uar));
+    for (const std::uint32_t cqn : {ifc::get<ifc::qpc::cqn_snd>(qpc), ifc::get<ifc::qpc::cqn_rcv>(qpc)}) {
+        if ((create || cqn != 0) && !o.cqs.contains(cqn)) {
+            return perm(fmt::format("{}: CQ 0x{:x} is not the client's", name, cqn));
+        }
+    }
+    const std::uint32_t rq = ifc::get<ifc::qpc::rq_type>(qpc);
+    if (create && rq != qp::rq_regular && rq != qp::rq_zero_len) {
+        return perm(fmt::format("{}: SRQs are not offered through the daemon yet", name));
+    }
+    if (ifc::get<ifc::qpc::srqn_rmpn_xrqn>(qpc) != 0 || ifc::get<ifc::qpc::xrcd>(qpc) != 0) {
+        return perm(fmt::format("{}: SRQ and XRC domains are not offered through the daemon yet", name));
+    }
+    return ok_status();
+}
+
+result<command_effect> check_create_qp(std::span<const std::byte> in, const owned& o, const quotas& q) {
+    namespace qp = ifc::qpc_values;
+    if (auto s = long_enough<ifc::create_qp_in>(in, "CREATE_QP"); !s) return s.error();
+    if (o.qps.size() >= q.qps) return error{EDQUOT, fmt::format("CREATE_QP: the client has {} QPs, its quota", q.qps)};
+    const std::byte* p = in.data();
+    const std::byte* qpc = ifc::at<ifc::create_qp_in::qpc>(p);
+    if (ifc::get<ifc::create_qp_in::wq_umem_valid>(p)) return inval("CREATE_QP: UMEM work queues");
+    if (ifc::get<ifc::create_qp_in::input_qpn>(p)) return perm("CREATE_QP: a QP number of the client's choosing");
+    const std::uint32_t st = ifc::get<ifc::qpc::st>(qpc);
+    if (st != qp::st_rc && st != qp::st_uc && st != qp::st_ud) {
+        return perm(fmt::format("CREATE_QP: service type {} (RC, UC and UD only)", st));
+    }
+    if (auto s = check_qpc(qpc, o, "CREATE_QP", true); !s) return s.error();
+    // PRM "Work Queue Buffer": the RQ first (2^log_rq_size strides of 16 << log_rq_stride
+    // bytes), then the SQ (2^log_sq_size 64-byte WQEBBs), on pages of 4 KiB << log_page_size.
+    const unsigned page_shift = kMinPageShift + ifc::get<ifc::qpc::log_page_size>(qpc);
+    if (page_shift > kMaxPageShift || ifc::get<ifc::qpc::page_offset>(qpc) != 0) {
+        return inval("CREATE_QP: page size or page offset out of range");
+    }
+    const std::uint64_t rq = ifc::get<ifc::qpc::rq_type>(qpc) == qp::rq_regular
+                                 ? (std::uint64_t{16} << ifc::get<ifc::qpc::log_rq_stride>(qpc))
+                                       << ifc::get<ifc::qpc::log_rq_size>(qpc)
+                                 : 0;
+    const std::uint64_t sq = ifc::get<ifc::qpc::no_sq>(qpc) ? 0 : std::uint64_t{64} << ifc::get<ifc::qpc::log_sq_size>(qpc);
+    const std::uint64_t page = std::uint64_t{1} << page_shift;
+    const std::uint64_t pages = std::max<std::uint64_t>(1, (rq + sq + page - 1) / page);
+    const std::size_t listed = (in.size() - ifc::create_qp_in::size_bytes) / 8;
+    if ((in.size() - ifc::create_qp_in::size_bytes) % 8 || listed < pages) {
+        return error{EBADMSG, fmt::format("CREATE_QP: {} pages listed, the work queues need {}", listed, pages)};
+    }
+    command_effect e;
+    for (std::size_t i = 0; i < listed; ++i) {
+        const std::uint64_t pa = ifc::get<ifc::create_qp_in::pas>(p, i);
+        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
+        if (m == nullptr) return perm(fmt::format("CREATE_QP: page {} at IOVA 0x{:x} is not in the client's memory", i, pa));
+        e.maps.insert(*m);
+    }
+    const std::uint64_t dbr = ifc::get<ifc::qpc::dbr_addr>(qpc);
+    const std::uint64_t* m = dbr % 8 ? nullptr : o.holder(dbr, 8);
+    if (m == nullptr) {
+        return perm(fmt::format("CREATE_QP: doorbell record at IOVA 0x{:x} is not in the client's memory", dbr));
+    }
+    e.maps.insert(*m);
+    e.what = command_effect::kind::create;
+    e.obj = command_effect::object::qp;
+    e.pd = ifc::get<ifc::qpc::pd>(qpc);
+    e.uar = ifc::get<ifc::qpc::uar_page>(qpc);
+    e.cqs = {ifc::get<ifc::qpc::cqn_snd>(qpc), ifc::get<ifc::qpc::cqn_rcv>(qpc)};
+    e.min_out = ifc::create_qp_out::size_bytes;
+    return e;
+}
+
+// A transition with a QP context (PRM "QP State Machine"): the client's QP, and the
+// context names only the client's things.
+template <typename In>
+result<command_effect> check_modify_qp(std::span<const std::byte> in, const owned& o, const char* name) {
+    if (auto s = long_enough<In>(in, name); !s) return s.error();
+    const std::uint32_t qpn = ifc::get<typename In::qpn>(in.data());
+    if (!o.qps.contains(qpn)) return perm(fmt::format("{}: QP 0x{:x} is not the client's", name, qpn));
+    if (auto s = check_qpc(ifc::at<typename In::qpc>(in.data()), o, name, false); !s) return s.error();
+    return command_effect{};
+}
+
+template <typename In>
+result<command_effect> check_qp_number(std::span<const std::byte> in, const owned& o, const char* name) {
+    if (in.size() < In::size_bytes) return error{EBADMSG, fmt::format("{}: input shorter than its layout", name)};
+    const std::uint32_t qpn = ifc::get<typename In::qpn>(in.data());
+    if (!o.qps.contains(qpn)) return perm(fmt::format("{}: QP 0x{:x} is not the client's", name, qpn));
+    return command_effect{};
+}
+
 }  // namespace
 
 result<command_effect> check_command(std::span<const std::byte> in, std::uint32_t out_len, const owned& o,
@@ -199,6 +297,9 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
         for (const auto& [k, kpd] : o.mkeys) {
             if (kpd == pd) return error{EBUSY, fmt::format("DEALLOC_PD: PD 0x{:x} still has memory key 0x{:x}", pd, k)};
         }
+        for (const auto& [qpn, u] : o.qp_info) {
+            if (u.pd == pd) return error{EBUSY, fmt::format("DEALLOC_PD: PD 0x{:x} still has QP 0x{:x}", pd, qpn)};
+        }
         destroy.obj = command_effect::object::pd;
         destroy.id = pd;
         r = destroy;
@@ -218,6 +319,9 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
         const std::uint32_t cqn = ifc::get<ifc::destroy_cq_in::cqn>(in.data());
         if (!o.cqs.contains(cqn)) return perm(fmt::format("{}: CQ 0x{:x} is not the client's", name, cqn));
         if (op == cmd_opcode::DESTROY_CQ) {
+            for (const auto& [qpn, u] : o.qp_info) {
+                if (u.cqs.contains(cqn)) return error{EBUSY, fmt::format("DESTROY_CQ: QP 0x{:x} still uses CQ 0x{:x}", qpn, cqn)};
+            }
             destroy.obj = command_effect::object::cq;
             destroy.id = cqn;
             r = destroy;
@@ -227,6 +331,28 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
     case cmd_opcode::CREATE_MKEY:
         r = check_create_mkey(in, o, q);
         break;
+    case cmd_opcode::CREATE_QP:
+        r = check_create_qp(in, o, q);
+        break;
+    case cmd_opcode::RST2INIT_QP: r = check_modify_qp<ifc::rst2init_qp_in>(in, o, "RST2INIT_QP"); break;
+    case cmd_opcode::INIT2INIT_QP: r = check_modify_qp<ifc::init2init_qp_in>(in, o, "INIT2INIT_QP"); break;
+    case cmd_opcode::INIT2RTR_QP: r = check_modify_qp<ifc::init2rtr_qp_in>(in, o, "INIT2RTR_QP"); break;
+    case cmd_opcode::RTR2RTS_QP: r = check_modify_qp<ifc::rtr2rts_qp_in>(in, o, "RTR2RTS_QP"); break;
+    case cmd_opcode::RTS2RTS_QP: r = check_modify_qp<ifc::rts2rts_qp_in>(in, o, "RTS2RTS_QP"); break;
+    case cmd_opcode::SQERR2RTS_QP: r = check_modify_qp<ifc::sqerr2rts_qp_in>(in, o, "SQERR2RTS_QP"); break;
+    case cmd_opcode::SQD_RTS_QP: r = check_modify_qp<ifc::sqd2rts_qp_in>(in, o, "SQD_RTS_QP"); break;
+    case cmd_opcode::QP_2ERR: r = check_qp_number<ifc::qp_2err_in>(in, o, "2ERR_QP"); break;
+    case cmd_opcode::QP_2RST: r = check_qp_number<ifc::qp_2rst_in>(in, o, "2RST_QP"); break;
+    case cmd_opcode::QUERY_QP: r = check_qp_number<ifc::query_qp_in>(in, o, "QUERY_QP"); break;
+    case cmd_opcode::DESTROY_QP: {
+        r = check_qp_number<ifc::destroy_qp_in>(in, o, "DESTROY_QP");
+        if (r) {
+            destroy.obj = command_effect::object::qp;
+            destroy.id = ifc::get<ifc::destroy_qp_in::qpn>(in.data());
+            r = destroy;
+        }
+        break;
+    }
     case cmd_opcode::DESTROY_MKEY: {
         if (auto s = long_enough<ifc::destroy_mkey_in>(in, "DESTROY_MKEY"); !s) return s.error();
         const std::uint32_t idx = ifc::get<ifc::destroy_mkey_in::mkey_index>(in.data());
@@ -270,6 +396,10 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
             o.mkeys.emplace(id, e.pd);
             o.mkey_maps[id] = e.maps;
         }
+        if (e.obj == obj::qp) {
+            o.qps.insert(id);
+            o.qp_info[id] = owned::qp_uses{e.pd, e.uar, e.cqs, e.maps};
+        }
         use(o, e.maps, 1);
     } else if (e.what == command_effect::kind::destroy) {
         if (e.obj == obj::pd) o.pds.erase(e.id);
@@ -284,12 +414,22 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
             use(o, o.mkey_maps[e.id], -1);
             o.mkey_maps.erase(e.id);
         }
+        if (e.obj == obj::qp) {
+            o.qps.erase(e.id);
+            use(o, o.qp_info[e.id].maps, -1);
+            o.qp_info.erase(e.id);
+        }
     }
 }
 
 std::vector<std::vector<std::byte>> teardown_commands(const owned& o) {
     using driver::command;
     std::vector<std::vector<std::byte>> cmds;
+    for (const auto qpn : o.qps) {
+        auto in = command<ifc::destroy_qp_in>(cmd_opcode::DESTROY_QP);
+        ifc::set<ifc::destroy_qp_in::qpn>(in.data(), qpn);
+        cmds.push_back(std::move(in));
+    }
     for (const auto cqn : o.cqs) {
         auto in = command<ifc::destroy_cq_in>(cmd_opcode::DESTROY_CQ);
         ifc::set<ifc::destroy_cq_in::cqn>(in.data(), cqn);

@@ -41,6 +41,12 @@ struct owned {
     std::set<std::uint32_t> uars, pds, cqs, qps, srqs;
     std::map<std::uint32_t, std::uint32_t> mkeys;  // mkey index → PD
     std::map<std::uint32_t, std::uint32_t> cq_uar;  // CQ → its UAR
+    struct qp_uses {
+        std::uint32_t pd = 0, uar = 0;
+        std::set<std::uint32_t> cqs;
+        std::set<std::uint64_t> maps;
+    };
+    std::map<std::uint32_t, qp_uses> qp_info;  // what each QP holds on to
     // The mappings (by IOVA) each CQ and mkey uses: unmapping memory an object still
     // uses would let the IOVA be reused for another client while the device writes it.
     std::map<std::uint32_t, std::set<std::uint64_t>> cq_maps, mkey_maps;
@@ -48,17 +54,20 @@ struct owned {
     // The mapping that holds all of [iova, iova + len), if one does.
     const std::uint64_t* holder(std::uint64_t iova, std::uint64_t len) const;
     bool holds(std::uint64_t iova, std::uint64_t len) const { return holder(iova, len) != nullptr; }
-    bool empty() const { return maps.empty() && uars.empty() && pds.empty() && cqs.empty() && mkeys.empty(); }
+    bool empty() const {
+        return maps.empty() && uars.empty() && pds.empty() && cqs.empty() && mkeys.empty() && qps.empty();
+    }
 };
 
 // What a command will do once the firmware has run it.
 struct command_effect {
     enum class kind { none, create, destroy } what = kind::none;
-    enum class object { none, pd, cq, mkey } obj = object::none;
+    enum class object { none, pd, cq, mkey, qp } obj = object::none;
     std::uint32_t id = 0;   // destroy: the object
     std::uint32_t pd = 0;   // create mkey: its PD
     std::size_t min_out = 16;  // bytes of output the daemon needs to read the new id
-    std::uint32_t uar = 0;     // create CQ: its UAR
+    std::uint32_t uar = 0;     // create CQ, QP: its UAR
+    std::set<std::uint32_t> cqs;  // create QP: its CQs
     std::set<std::uint64_t> maps;  // create: the mappings the object uses
 };
 
@@ -66,7 +75,7 @@ struct device_facts {
     std::uint32_t comp_eqn = 0;  // the only EQ a client's CQ may report to
 };
 
-// Checks a command's input against the allow-list and the client's objects and quotas.
+// Checks a command's input against the allow-list (PD, CQ, MKEY and QP commands) and the client's objects and quotas.
 // EPERM for an opcode not allowed or an object, UAR, EQ or address not the client's;
 // EINVAL for fields this slice does not allow (UMEM, PA-mode keys, ...); EDQUOT over a
 // quota; EBADMSG for an input shorter than its layout.

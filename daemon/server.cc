@@ -435,6 +435,9 @@ result<server::answer> server::on_dealloc_uar(peer& p, const request& r) {
     for (const auto& [cq, u] : o.cq_uar) {
         if (u == uar) return error{EBUSY, fmt::format("DEALLOC_UAR: CQ 0x{:x} still uses UAR {}", cq, uar)};
     }
+    for (const auto& [qpn, u] : o.qp_info) {
+        if (u.uar == uar) return error{EBUSY, fmt::format("DEALLOC_UAR: QP 0x{:x} still uses UAR {}", qpn, uar)};
+    }
     auto in = driver::command<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
     ifc::set<ifc::dealloc_uar_in::uar>(in.data(), uar);
     auto out = devices_[*d]->hca->exec(in, ifc::dealloc_uar_out::size_bytes);

@@ -164,6 +164,42 @@ TEST_CASE("PDs and memory keys: only MTT keys on the client's own PD and memory;
     CHECK(a.status().clients.size() == 2);
 }
 
+TEST_CASE("QPs: made on the client's own PD, CQ, UAR and memory, moved and queried by it alone") {
+    daemon_rig rig({"--quota-qps", "1"});
+    test_client a(rig.sock), b(rig.sock);
+    shared_memory ma(4 * 4096), mb(2 * 4096);
+    const auto ia = a.map(ma), ib = b.map(mb);
+    const auto ua = a.alloc_uar(), ub = b.alloc_uar();
+    const auto pa = a.alloc_pd(), pb = b.alloc_pd();
+    const auto ca = a.cq(ia, ia + 4096, ua), cb = b.cq(ib, ib + 4096, ub);
+    const std::uint64_t wq = ia + 2 * 4096, dbr = ia + 3 * 4096;
+    CHECK(a.create_qp(pb, ca, ua, wq, dbr).err == EPERM);         // another's PD
+    CHECK(a.create_qp(pa, cb, ua, wq, dbr).err == EPERM);         // another's CQ
+    CHECK(a.create_qp(pa, ca, ub, wq, dbr).err == EPERM);         // another's UAR
+    CHECK(a.create_qp(pa, ca, ua, ib, dbr).err == EPERM);         // another's memory
+    CHECK(a.create_qp(pa, ca, ua, wq, ib + 64).err == EPERM);     // another's doorbell record
+    auto rl = a.create_qp(pa, ca, ua, wq, dbr, true);             // the reserved lkey
+    CHECK(rl.err == EPERM);
+    CHECK(rl.text.find("rlky") != std::string::npos);
+    const auto qpn = a.qp(pa, ca, ua, wq, dbr);
+    CHECK(a.create_qp(pa, ca, ua, wq, dbr).err == EDQUOT);
+    CHECK(b.rst2init(qpn) == EPERM);
+    CHECK(b.query_qp(qpn) == EPERM);
+    CHECK(b.destroy_qp(qpn) == EPERM);
+    CHECK(a.rst2init(qpn, 1) == EPERM);  // a Q counter set: the daemon's
+    CHECK(a.rst2init(qpn) == 0);
+    CHECK(a.query_qp(qpn) == 0);
+    CHECK(a.destroy_cq(ca) == EBUSY);  // the QP holds its CQ, PD, UAR and memory
+    CHECK(a.dealloc_pd(pa) == EBUSY);
+    CHECK(a.call(d::msg_type::dealloc_uar, d::body(d::dealloc_uar_req{0, ua})).err == EBUSY);
+    CHECK(a.unmap(ia) == EBUSY);
+    CHECK(find_client(a.status(), ::getpid()) != nullptr);
+    CHECK(a.destroy_qp(qpn) == 0);
+    CHECK(a.query_qp(qpn) == EPERM);
+    CHECK(a.destroy_cq(ca) == 0);
+    CHECK(a.dealloc_pd(pa) == 0);
+}
+
 TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within a second; another's stay") {
     daemon_rig rig;
     test_client keeper(rig.sock);
@@ -186,6 +222,10 @@ TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within 
         (void)v.cq(iova + 8192, iova + 4096 + 64, uar);
         const auto pd = v.alloc_pd();
         if (v.create_mkey(pd, iova, 4).err != 0) ::_exit(3);
+        shared_memory w(2 * 4096);
+        const auto wiova = v.map(w);
+        const auto cqn = v.cq(wiova, wiova + 4096 + 128, uar);
+        if (v.rst2init(v.qp(pd, cqn, uar, iova + 3 * 4096, wiova + 4096)) != 0) ::_exit(4);
         (void)!::write(ready[1], "r", 1);
         for (;;) ::pause();
     }
@@ -198,11 +238,13 @@ TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within 
     auto s = keeper.status();
     const auto* v = find_client(s, victim);
     REQUIRE(v != nullptr);
-    CHECK(v->cqs == 2);
+    CHECK(v->cqs == 3);
     CHECK(v->pds == 1);
     CHECK(v->mkeys == 1);
+    CHECK(v->qps == 1);
     CHECK(v->uars == 1);
-    CHECK(v->pinned == 4 * 4096);
+    CHECK(v->maps == 2);
+    CHECK(v->pinned == 6 * 4096);
 
     REQUIRE(::kill(victim, SIGKILL) == 0);
     REQUIRE(::waitpid(victim, nullptr, 0) == victim);
@@ -215,7 +257,7 @@ TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within 
     CHECK(k->cqs == 1);
     CHECK(k->uars == 1);
     CHECK(keeper.query_cq(cq_kept) == 0);  // undisturbed
-    CHECK(rig.log().find("gone (its socket closed): 4 objects destroyed, 1 UARs returned, 16384 bytes unmapped") !=
+    CHECK(rig.log().find("gone (its socket closed): 6 objects destroyed, 1 UARs returned, 24576 bytes unmapped") !=
           std::string::npos);
     CHECK(rig.fd_count() == fds_before);
 }

@@ -194,6 +194,49 @@ struct test_client {
         }
         return command(in, ifc::create_mkey_out::size_bytes);
     }
+    // CREATE_QP (RC): a 1 KiB SQ and a 256-byte RQ on the page at `wq`, doorbell record
+    // at `dbr`; `rlky` asks for the reserved lkey.
+    d::client::answer create_qp(std::uint32_t pd, std::uint32_t cqn, std::uint32_t uar, std::uint64_t wq,
+                                std::uint64_t dbr, bool rlky = false) {
+        auto in = cxv::driver::command<ifc::create_qp_in>(cmd_opcode::CREATE_QP, 0, 8);
+        std::byte* qpc = ifc::at<ifc::create_qp_in::qpc>(in.data());
+        ifc::set<ifc::qpc::st>(qpc, ifc::qpc_values::st_rc);
+        ifc::set<ifc::qpc::pm_state>(qpc, ifc::qpc_values::pm_migrated);
+        ifc::set<ifc::qpc::pd>(qpc, pd);
+        ifc::set<ifc::qpc::uar_page>(qpc, uar);
+        ifc::set<ifc::qpc::log_sq_size>(qpc, 4);
+        ifc::set<ifc::qpc::rq_type>(qpc, ifc::qpc_values::rq_regular);
+        ifc::set<ifc::qpc::log_rq_size>(qpc, 4);
+        ifc::set<ifc::qpc::log_rq_stride>(qpc, 0);
+        ifc::set<ifc::qpc::cqn_snd>(qpc, cqn);
+        ifc::set<ifc::qpc::cqn_rcv>(qpc, cqn);
+        ifc::set<ifc::qpc::dbr_addr>(qpc, dbr);
+        ifc::set<ifc::qpc::rlky>(qpc, rlky ? 1 : 0);
+        ifc::set<ifc::create_qp_in::pas>(in.data(), 0, wq);
+        return command(in, ifc::create_qp_out::size_bytes);
+    }
+    std::uint32_t qp(std::uint32_t pd, std::uint32_t cqn, std::uint32_t uar, std::uint64_t wq, std::uint64_t dbr) {
+        auto a = create_qp(pd, cqn, uar, wq, dbr);
+        REQUIRE_MESSAGE(a.err == 0, a.text);
+        return ifc::get<ifc::create_qp_out::qpn>(a.payload.data());
+    }
+    // RST2INIT_QP on port 1, P_Key index 0; `counter` asks for a Q counter set.
+    int rst2init(std::uint32_t qpn, unsigned counter = 0) {
+        auto in = cxv::driver::command<ifc::rst2init_qp_in>(cmd_opcode::RST2INIT_QP);
+        ifc::set<ifc::rst2init_qp_in::qpn>(in.data(), qpn);
+        std::byte* qpc = ifc::at<ifc::rst2init_qp_in::qpc>(in.data());
+        ifc::set<ifc::ads::vhca_port_num>(ifc::at<ifc::qpc::primary_address_path>(qpc), 1);
+        ifc::set<ifc::qpc::counter_set_id>(qpc, counter);
+        return command(in, ifc::rst2init_qp_out::size_bytes).err;
+    }
+    int query_qp(std::uint32_t qpn) {
+        auto in = cxv::driver::command<ifc::query_qp_in>(cmd_opcode::QUERY_QP);
+        ifc::set<ifc::query_qp_in::qpn>(in.data(), qpn);
+        return command(in, ifc::query_qp_out::size_bytes).err;
+    }
+    int destroy_qp(std::uint32_t qpn) {
+        return by_number<ifc::destroy_qp_in, ifc::destroy_qp_in::qpn>(cmd_opcode::DESTROY_QP, qpn);
+    }
     d::status_reply status() {
         auto a = call(d::msg_type::status, {});
         REQUIRE_MESSAGE(a.err == 0, a.text);

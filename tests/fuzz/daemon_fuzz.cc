@@ -36,7 +36,7 @@ struct fds {
     }
 };
 
-// A client with one 1 MiB mapping at IOVA 1 MiB, UAR 5, PD 3, CQ 7 and mkey 9.
+// A client with one 1 MiB mapping at IOVA 1 MiB, UAR 5, PD 3, CQ 7, mkey 9 and QP 7.
 const d::owned& some_client() {
     static d::owned* o = [] {
         auto* x = new d::owned;
@@ -45,6 +45,8 @@ const d::owned& some_client() {
         x->pds = {3};
         x->cqs = {7};
         x->mkeys = {{9, 3}};
+        x->qps = {7};
+        x->qp_info[7] = d::owned::qp_uses{3, 5, {7}, {1 << 20}};
         return x;
     }();
     return *o;
