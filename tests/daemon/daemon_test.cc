@@ -78,6 +78,30 @@ TEST_CASE("HELLO names the function; STATUS lists it and this client; SIGTERM st
     CHECK(!std::filesystem::exists(rig.sock));
 }
 
+TEST_CASE("every vfio-pci function by default, or those --device names; requests name the function") {
+    SUBCASE("default: all of them") {
+        daemon_rig rig({}, {"--devices", "2"});
+        test_client c(rig.sock);
+        REQUIRE(c.hello.devices.size() == 2);
+        CHECK(c.hello.devices[0].bdf == "0000:c5:00.0");
+        CHECK(c.hello.devices[1].bdf == "0000:c5:00.1");
+        shared_memory m(4096);
+        const int fd[] = {m.fd};
+        auto on1 = c.call(d::msg_type::map_memory, d::body(d::map_memory_req{1, true, 0, 4096}), fd);
+        CHECK(on1.err == 0);
+        auto on2 = c.call(d::msg_type::map_memory, d::body(d::map_memory_req{2, true, 0, 4096}), fd);
+        CHECK(on2.err == ENODEV);
+        CHECK(c.call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{1})).err == 0);
+        CHECK(find_client(c.status(), ::getpid())->uars == 1);
+    }
+    SUBCASE("--device picks one") {
+        daemon_rig rig({"--device", "0000:c5:00.1"}, {"--devices", "2"});
+        test_client c(rig.sock);
+        REQUIRE(c.hello.devices.size() == 1);
+        CHECK(c.hello.devices[0].bdf == "0000:c5:00.1");
+    }
+}
+
 TEST_CASE("MAP_MEMORY: a sealed memfd is mapped and counted; unsealed memory and the pinned quota are refused") {
     daemon_rig rig({"--quota-pinned-bytes", std::to_string(1 << 20)});
     test_client c(rig.sock);

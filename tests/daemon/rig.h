@@ -35,10 +35,11 @@ struct daemon_rig {
     std::string sock;
     std::unique_ptr<child> proc;
 
-    explicit daemon_rig(const std::vector<std::string>& args = {}) {
+    explicit daemon_rig(const std::vector<std::string>& args = {}, const std::vector<std::string>& sim_args = {}) {
         sock = dir.dir + "/cxvd.sock";
-        std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--port-type", "eth", "--link-up-ms", "20",
-                                         "--", env_path("CXVD"), "--socket", sock};
+        std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--port-type", "eth", "--link-up-ms", "20"};
+        argv.insert(argv.end(), sim_args.begin(), sim_args.end());
+        argv.insert(argv.end(), {"--", env_path("CXVD"), "--socket", sock});
         argv.insert(argv.end(), args.begin(), args.end());
         proc = std::make_unique<child>(argv, dir.dir + "/cxvd.log");
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
