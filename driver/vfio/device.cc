@@ -192,6 +192,7 @@ struct device::impl {
 device::device(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 device::~device() = default;
 const std::string& device::bdf() const noexcept { return p_->bdf; }
+int device::fd() const noexcept { return p_->fd; }
 const hw::mmio_window& device::bar0() const noexcept { return p_->window; }
 const hw::mmio_window* device::bar0_wc() const noexcept { return p_->wc ? &p_->wc_window : nullptr; }
 const iommu_info& device::iommu() const noexcept { return p_->dom->info; }

@@ -88,6 +88,9 @@ public:
     device& operator=(const device&) = delete;
 
     const std::string& bdf() const noexcept;
+    // The device fd, for a daemon to pass to a client (SCM_RIGHTS) that maps a UAR page
+    // of BAR0 from it; the device object keeps owning it.
+    int fd() const noexcept;
     const hw::mmio_window& bar0() const noexcept;
     // BAR0 mapped write-combining through sysfs `resource0_wc` (root; a prefetchable
     // BAR), for BlueFlame: VFIO maps BARs uncached. Null when there is none or it cannot

@@ -12,6 +12,7 @@
 #include "tools/cxv/exec.h"
 #include "tools/cxv/info.h"
 #include "tools/cxv/list.h"
+#include "tools/cxv/status.h"
 
 namespace {
 
@@ -54,10 +55,15 @@ int main(int argc, char** argv) {
     app.add_subcommand("exec", "cxv exec [--device BDF] -- PROGRAM [ARGS]: run an unmodified libibverbs or "
                                "librdmacm program on cxv (its own libibverbs.so.1 and librdmacm.so.1 "
                                "first on LD_LIBRARY_PATH)");
+    std::string daemon_socket;
+    auto* status = app.add_subcommand("status", "what a running cxvd serves: functions, firmware, ports, clients "
+                                                "(its socket: --socket, else CXV_DAEMON, else /run/cxv/cxvd.sock)");
+    status->add_option("--socket", daemon_socket, "the daemon's UNIX socket");
     CLI11_PARSE(app, argc, argv);
 
     if (*info) return cxv::tool::print_info(bdf);
     if (*list) return cxv::tool::print_list(json);
+    if (*status) return cxv::tool::print_status(daemon_socket);
     if (*devices) return print_devices();
     if (*selfcheck) return print_selfcheck();
     // No subcommand: the summary the README's main job shows until the driver exists.

@@ -1,0 +1,69 @@
+#include "daemon/client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace cxv::daemon {
+
+std::string client::default_path() {
+    const char* e = std::getenv("CXV_DAEMON");
+    return e != nullptr && *e != '\0' ? e : "/run/cxv/cxvd.sock";
+}
+
+result<client> client::connect(const std::string& path) {
+    sockaddr_un a{};
+    if (path.size() >= sizeof a.sun_path) return error{ENAMETOOLONG, fmt::format("socket path {} is too long", path)};
+    unique_fd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!s) return error{errno, fmt::format("socket: {}", std::strerror(errno))};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        const int e = errno;
+        return error{e, fmt::format("cannot reach cxvd at {}: {} (is it running? set CXV_DAEMON or --socket)", path,
+                                    std::strerror(e))};
+    }
+    return client(std::move(s));
+}
+
+result<client::answer> client::call(msg_type type, std::span<const std::byte> body, std::span<const int> fds,
+                                    std::chrono::milliseconds timeout) {
+    const auto msg = encode(type, ++seq_, body);
+    return call_raw(msg, fds, timeout);
+}
+
+result<client::answer> client::call_raw(std::span<const std::byte> msg, std::span<const int> fds,
+                                        std::chrono::milliseconds timeout) {
+    // A refused peer is told so and closed at once: its reply may already be queued even
+    // when the send fails, so the reply is looked for either way.
+    const auto sent = send_message(sock_.get(), msg, fds);
+    pollfd p{sock_.get(), POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (n == 0) return error{ETIMEDOUT, fmt::format("cxvd did not answer within {} ms", timeout.count())};
+    if (n < 0) return error{errno, fmt::format("poll: {}", std::strerror(errno))};
+    auto r = receive(sock_.get(), MSG_DONTWAIT);
+    if (!r) return sent ? r.error() : sent.error();
+    reply rep;
+    if (auto s = parse_reply(r->bytes, rep); !s) return s.error();
+    answer a;
+    a.err = rep.err;
+    a.text = std::move(rep.text);
+    a.payload = std::move(rep.payload);
+    a.fds = std::move(r->fds);
+    return a;
+}
+
+result<hello_reply> client::hello() {
+    auto a = call(msg_type::hello, body(hello_req{}));
+    if (!a) return a.error();
+    if (a->err != 0) return error{a->err, a->text};
+    return parse_hello_reply(a->payload);
+}
+
+}  // namespace cxv::daemon

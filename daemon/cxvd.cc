@@ -1,0 +1,107 @@
+// cxvd: the cxv driver daemon. Brings up the functions it is given (or every mlx5
+// function bound to vfio-pci) and serves client processes on a UNIX socket until SIGTERM
+// or SIGINT. Logs to stderr with sd-daemon(3) priority prefixes. docs/daemon.md.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "daemon/server.h"
+#include "driver/hca/hca.h"
+#include "driver/pci/pci.h"
+#include "driver/vfio/vfio.h"
+
+namespace {
+
+cxv::daemon::server* g_server = nullptr;
+
+void on_signal(int) {
+    if (g_server != nullptr) g_server->stop();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using cxv::daemon::level;
+    using cxv::daemon::log;
+    CLI::App app{"cxvd: the cxv driver daemon: owns ConnectX functions and serves client processes"};
+    std::vector<std::string> bdfs;
+    cxv::daemon::server_options o;
+    unsigned port_timeout_ms = 15'000;
+    app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
+    app.add_option("--socket", o.socket_path, "the UNIX socket to serve on")->capture_default_str();
+    app.add_option("--socket-group", o.socket_gid, "the socket's group (gid), whose members may connect (mode 0660)");
+    app.add_option("--allow-uid", o.allow_uids, "a uid allowed besides root (repeatable)");
+    app.add_option("--allow-gid", o.allow_gids, "a group whose members are allowed (repeatable)");
+    app.add_option("--quota-qps", o.limits.qps, "QPs per client")->capture_default_str();
+    app.add_option("--quota-cqs", o.limits.cqs, "CQs per client")->capture_default_str();
+    app.add_option("--quota-mrs", o.limits.mrs, "memory keys per client")->capture_default_str();
+    app.add_option("--quota-pds", o.limits.pds, "PDs per client")->capture_default_str();
+    app.add_option("--quota-uars", o.limits.uars, "UAR pages per client")->capture_default_str();
+    app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a client may map")
+        ->capture_default_str();
+    app.add_option("--port-timeout-ms", port_timeout_ms, "wait this long for port 1 to be ACTIVE at bring-up")
+        ->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+
+    if (bdfs.empty()) {
+        auto found = cxv::driver::pci::discover();
+        if (!found) {
+            log(level::err, found.error().message);
+            return EXIT_FAILURE;
+        }
+        for (const auto& f : *found) {
+            if (f.usable()) bdfs.push_back(f.bdf);
+        }
+        if (bdfs.empty()) {
+            log(level::err, "no mlx5 function is bound to vfio-pci (see `cxv list`); give --device BDF");
+            return EXIT_FAILURE;
+        }
+    }
+    std::vector<std::unique_ptr<cxv::driver::hca>> hcas;
+    for (const auto& bdf : bdfs) {
+        auto dev = cxv::driver::vfio::device::open(bdf);
+        if (!dev) {
+            log(level::err, fmt::format("{}: {}", bdf, dev.error().message));
+            return EXIT_FAILURE;
+        }
+        cxv::driver::hca::options ho;
+        ho.port_timeout = std::chrono::milliseconds(port_timeout_ms);
+        ho.on_event = [bdf](const cxv::driver::hca_event& e) {
+            static const char* const kinds[] = {"port up", "port down", "port init", "port change", "fatal",
+                                                "queue error"};
+            const bool bad = e.what == cxv::driver::hca_event::fatal || e.what == cxv::driver::hca_event::queue_error;
+            log(bad ? level::err : level::info,
+                fmt::format("{}: {} (port {}, object 0x{:x}) {}", bdf, kinds[e.what], e.port, e.object, e.detail));
+        };
+        auto h = cxv::driver::hca::create(std::move(dev).value(), ho);
+        if (!h) {
+            log(level::err, fmt::format("{}: bring-up failed: {}", bdf, h.error().message));
+            return EXIT_FAILURE;
+        }
+        log(level::info, fmt::format("{}: up, firmware {}", bdf, (*h)->fw_version_string()));
+        hcas.push_back(std::move(h).value());
+    }
+    auto s = cxv::daemon::server::create(o, std::move(hcas));
+    if (!s) {
+        log(level::err, s.error().message);
+        return EXIT_FAILURE;
+    }
+    g_server = s->get();
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    ::sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    (*s)->run();
+    g_server = nullptr;
+    s->reset();  // every client's objects destroyed, then the functions torn down
+    log(level::info, "stopped");
+    return EXIT_SUCCESS;
+}

@@ -1,0 +1,451 @@
+#include "daemon/owner.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "driver/cmd/cmd_queue.h"
+#include "hw/ifc.h"
+#include "hw/opcodes.h"
+
+namespace cxv::daemon {
+
+namespace ifc = hw::ifc;
+using hw::cmd_opcode;
+
+mapping::mapping(mapping&& o) noexcept : addr(o.addr), length(o.length), dma(std::move(o.dma)) {
+    o.addr = nullptr;
+    o.length = 0;
+}
+
+mapping& mapping::operator=(mapping&& o) noexcept {
+    if (this != &o) {
+        this->~mapping();
+        new (this) mapping(std::move(o));
+    }
+    return *this;
+}
+
+mapping::~mapping() {
+    dma = driver::vfio::dma_buffer{};  // out of the IOMMU before the memory goes
+    if (addr != nullptr) ::munmap(addr, length);
+    addr = nullptr;
+}
+
+const std::uint64_t* owned::holder(std::uint64_t iova, std::uint64_t len) const {
+    if (len == 0 || iova + len < iova) return nullptr;
+    auto it = maps.upper_bound(iova);
+    if (it == maps.begin()) return nullptr;
+    --it;
+    if (iova >= it->first && iova + len <= it->first + it->second.length) return &it->first;
+    return nullptr;
+}
+
+namespace {
+
+constexpr std::uint32_t kMttMode = 1;       // mkc access_mode: MTT (PRM "Memory Key")
+constexpr std::uint32_t kNoQpn = 0xffffff;  // mkc.qpn: not bound to a QP
+constexpr unsigned kMinPageShift = 12, kMaxPageShift = 30;
+
+error perm(std::string what) { return error{EPERM, std::move(what)}; }
+error inval(std::string what) { return error{EINVAL, std::move(what)}; }
+
+template <typename In>
+status long_enough(std::span<const std::byte> in, const char* name) {
+    if (in.size() < In::size_bytes) {
+        return error{EBADMSG, fmt::format("{}: input of {} bytes (its layout has {})", name, in.size(), In::size_bytes)};
+    }
+    // PRM: uid names a DevX user context; only the kernel may set it, and here only the
+    // daemon would. A client's command leaves it 0.
+    if (ifc::get<typename In::uid>(in.data()) != 0) return perm(fmt::format("{}: uid must be 0", name));
+    return ok_status();
+}
+
+result<command_effect> check_create_cq(std::span<const std::byte> in, const owned& o, const device_facts& dev,
+                                       const quotas& q) {
+    if (auto s = long_enough<ifc::create_cq_in>(in, "CREATE_CQ"); !s) return s.error();
+    if (o.cqs.size() >= q.cqs) {
+        return error{EDQUOT, fmt::format("CREATE_CQ: the client has {} CQs, its quota", q.cqs)};
+    }
+    const std::byte* p = in.data();
+    const std::byte* cqc = ifc::at<ifc::create_cq_in::cq_context>(p);
+    if (ifc::get<ifc::create_cq_in::cq_umem_valid>(p) || ifc::get<ifc::cqc::dbr_umem_valid>(cqc) ||
+        ifc::get<ifc::cqc::apu_cq>(cqc)) {
+        return inval("CREATE_CQ: UMEM and APU CQs are not offered through the daemon (map memory instead)");
+    }
+    const std::uint32_t uar = ifc::get<ifc::cqc::uar_page>(cqc);
+    if (!o.uars.contains(uar)) return perm(fmt::format("CREATE_CQ: UAR {} is not the client's", uar));
+    const std::uint32_t eqn = ifc::get<ifc::cqc::c_eqn_or_apu_element>(cqc);
+    if (eqn != dev.comp_eqn) {
+        return perm(fmt::format("CREATE_CQ: EQ {} (a client's CQs report to the completion EQ {})", eqn, dev.comp_eqn));
+    }
+    const unsigned cqe_sz = ifc::get<ifc::cqc::cqe_sz>(cqc);
+    const unsigned log_size = ifc::get<ifc::cqc::log_cq_size>(cqc);
+    const unsigned page_shift = kMinPageShift + ifc::get<ifc::cqc::log_page_size>(cqc);
+    if (cqe_sz > 1 || log_size > 24 || page_shift > kMaxPageShift || ifc::get<ifc::cqc::page_offset>(cqc) != 0) {
+        return inval("CREATE_CQ: CQE size, CQ size, page size or page offset out of range");
+    }
+    // PRM "Completion Queue": the ring is 2^log_cq_size CQEs of 64 << cqe_sz bytes,
+    // described by pas[] pages of 2^(12 + log_page_size) bytes.
+    const std::uint64_t page = std::uint64_t{1} << page_shift;
+    const std::uint64_t ring = (std::uint64_t{64} << cqe_sz) << log_size;
+    const std::uint64_t pages = (ring + page - 1) / page;
+    const std::size_t listed = (in.size() - ifc::create_cq_in::size_bytes) / 8;
+    if ((in.size() - ifc::create_cq_in::size_bytes) % 8 || listed < pages) {
+        return error{EBADMSG, fmt::format("CREATE_CQ: {} pages listed, the ring needs {}", listed, pages)};
+    }
+    command_effect e;
+    for (std::size_t i = 0; i < listed; ++i) {
+        const std::uint64_t pa = ifc::get<ifc::create_cq_in::pas>(p, i);
+        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
+        if (m == nullptr) {
+            return perm(fmt::format("CREATE_CQ: page {} at IOVA 0x{:x} is not in the client's memory", i, pa));
+        }
+        e.maps.insert(*m);
+    }
+    const std::uint64_t dbr = ifc::get<ifc::cqc::dbr_addr>(cqc);
+    const std::uint64_t* m = dbr % 8 ? nullptr : o.holder(dbr, 8);
+    if (m == nullptr) {
+        return perm(fmt::format("CREATE_CQ: doorbell record at IOVA 0x{:x} is not in the client's memory", dbr));
+    }
+    e.maps.insert(*m);
+    e.uar = uar;
+    e.what = command_effect::kind::create;
+    e.obj = command_effect::object::cq;
+    e.min_out = ifc::create_cq_out::size_bytes;
+    return e;
+}
+
+result<command_effect> check_create_mkey(std::span<const std::byte> in, const owned& o, const quotas& q) {
+    if (auto s = long_enough<ifc::create_mkey_in>(in, "CREATE_MKEY"); !s) return s.error();
+    if (o.mkeys.size() >= q.mrs) {
+        return error{EDQUOT, fmt::format("CREATE_MKEY: the client has {} memory keys, its quota", q.mrs)};
+    }
+    const std::byte* p = in.data();
+    const std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(p);
+    if (ifc::get<ifc::create_mkey_in::mkey_umem_valid>(p) || ifc::get<ifc::create_mkey_in::pg_access>(p)) {
+        return inval("CREATE_MKEY: UMEM keys are not offered through the daemon (map memory instead)");
+    }
+    // Only MTT keys: a PA-mode key (access_mode 0) would reach any IOVA of the function,
+    // another client's memory included; KLM and UMR keys indirect through other keys.
+    if (ifc::get<ifc::mkc::access_mode_1_0>(mkc) != kMttMode || ifc::get<ifc::mkc::access_mode_4_2>(mkc) != 0 ||
+        ifc::get<ifc::mkc::umr_en>(mkc) || ifc::get<ifc::mkc::bsf_en>(mkc) || ifc::get<ifc::mkc::length64>(mkc) ||
+        ifc::get<ifc::mkc::free>(mkc)) {
+        return perm("CREATE_MKEY: only MTT keys (no PA, KLM, UMR, BSF or 2^64-byte keys) through the daemon");
+    }
+    if (ifc::get<ifc::mkc::qpn>(mkc) != kNoQpn) return perm("CREATE_MKEY: a key bound to a QP");
+    const std::uint32_t pd = ifc::get<ifc::mkc::pd>(mkc);
+    if (!o.pds.contains(pd)) return perm(fmt::format("CREATE_MKEY: PD 0x{:x} is not the client's", pd));
+    const unsigned shift = ifc::get<ifc::mkc::log_page_size>(mkc);
+    if (shift < kMinPageShift || shift > kMaxPageShift) return inval("CREATE_MKEY: page size out of range");
+    const std::uint64_t octwords = ifc::get<ifc::create_mkey_in::translations_octword_actual_size>(p);
+    if (octwords != ifc::get<ifc::mkc::translations_octword_size>(mkc)) {
+        return inval("CREATE_MKEY: translations_octword_size and _actual_size differ");
+    }
+    // PRM "MTT": 8-byte entries, two per 16-byte octword; the low bits are flags.
+    const std::uint64_t mtts = octwords * 2;
+    const std::size_t listed = (in.size() - ifc::create_mkey_in::size_bytes) / 8;
+    if (mtts == 0 || listed < mtts) {
+        return error{EBADMSG, fmt::format("CREATE_MKEY: {} translations declared, {} listed", mtts, listed)};
+    }
+    const std::uint64_t page = std::uint64_t{1} << shift;
+    command_effect e;
+    for (std::uint64_t i = 0; i < mtts; ++i) {
+        const std::uint64_t hi = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i);
+        const std::uint64_t lo = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i + 1);
+        const std::uint64_t pa = ((hi << 32) | lo) & ~std::uint64_t{0xfff};
+        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
+        if (m == nullptr) {
+            return perm(fmt::format("CREATE_MKEY: translation {} to IOVA 0x{:x} is not in the client's memory", i, pa));
+        }
+        e.maps.insert(*m);
+    }
+    const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
+    if (len + (start & (page - 1)) > mtts * page) {
+        return perm(fmt::format("CREATE_MKEY: {} bytes from 0x{:x} reach past its {} translations", len, start, mtts));
+    }
+    e.what = command_effect::kind::create;
+    e.obj = command_effect::object::mkey;
+    e.pd = pd;
+    e.min_out = ifc::create_mkey_out::size_bytes;
+    return e;
+}
+
+// The QP context fields that name things outside the QP: the client's own, or refused.
+// rlky (the reserved lkey: IOVA access without a key) and counter sets (the daemon's)
+// never through the daemon.
+status check_qpc(const std::byte* qpc, const owned& o, const char* name, bool create) {
+    namespace qp = ifc::qpc_values;
+    if (ifc::get<ifc::qpc::rlky>(qpc)) return perm(fmt::format("{}: the reserved lkey (rlky) is not for clients", name));
+    if (ifc::get<ifc::qpc::counter_set_id>(qpc)) return perm(fmt::format("{}: Q counter sets are the daemon's", name));
+    if (ifc::get<ifc::qpc::dbr_umem_valid>(qpc)) return inval(fmt::format("{}: UMEM doorbell records", name));
+    const std::uint32_t pd = ifc::get<ifc::qpc::pd>(qpc);
+    if ((create || pd != 0) && !o.pds.contains(pd)) return perm(fmt::format("{}: PD 0x{:x} is not the client's", name, pd));
+    const std::uint32_t uar = ifc::get<ifc::qpc::uar_page>(qpc);
+    if ((create || uar != 0) && !o.uars.contains(uar)) return perm(fmt::format("{}: UAR {} is not the client's", name, uar));
+    for (const std::uint32_t cqn : {ifc::get<ifc::qpc::cqn_snd>(qpc), ifc::get<ifc::qpc::cqn_rcv>(qpc)}) {
+        if ((create || cqn != 0) && !o.cqs.contains(cqn)) {
+            return perm(fmt::format("{}: CQ 0x{:x} is not the client's", name, cqn));
+        }
+    }
+    const std::uint32_t rq = ifc::get<ifc::qpc::rq_type>(qpc);
+    if (create && rq != qp::rq_regular && rq != qp::rq_zero_len) {
+        return perm(fmt::format("{}: SRQs are not offered through the daemon yet", name));
+    }
+    if (ifc::get<ifc::qpc::srqn_rmpn_xrqn>(qpc) != 0 || ifc::get<ifc::qpc::xrcd>(qpc) != 0) {
+        return perm(fmt::format("{}: SRQ and XRC domains are not offered through the daemon yet", name));
+    }
+    return ok_status();
+}
+
+result<command_effect> check_create_qp(std::span<const std::byte> in, const owned& o, const quotas& q) {
+    namespace qp = ifc::qpc_values;
+    if (auto s = long_enough<ifc::create_qp_in>(in, "CREATE_QP"); !s) return s.error();
+    if (o.qps.size() >= q.qps) return error{EDQUOT, fmt::format("CREATE_QP: the client has {} QPs, its quota", q.qps)};
+    const std::byte* p = in.data();
+    const std::byte* qpc = ifc::at<ifc::create_qp_in::qpc>(p);
+    if (ifc::get<ifc::create_qp_in::wq_umem_valid>(p)) return inval("CREATE_QP: UMEM work queues");
+    if (ifc::get<ifc::create_qp_in::input_qpn>(p)) return perm("CREATE_QP: a QP number of the client's choosing");
+    const std::uint32_t st = ifc::get<ifc::qpc::st>(qpc);
+    if (st != qp::st_rc && st != qp::st_uc && st != qp::st_ud) {
+        return perm(fmt::format("CREATE_QP: service type {} (RC, UC and UD only)", st));
+    }
+    if (auto s = check_qpc(qpc, o, "CREATE_QP", true); !s) return s.error();
+    // PRM "Work Queue Buffer": the RQ first (2^log_rq_size strides of 16 << log_rq_stride
+    // bytes), then the SQ (2^log_sq_size 64-byte WQEBBs), on pages of 4 KiB << log_page_size.
+    const unsigned page_shift = kMinPageShift + ifc::get<ifc::qpc::log_page_size>(qpc);
+    if (page_shift > kMaxPageShift || ifc::get<ifc::qpc::page_offset>(qpc) != 0) {
+        return inval("CREATE_QP: page size or page offset out of range");
+    }
+    const std::uint64_t rq = ifc::get<ifc::qpc::rq_type>(qpc) == qp::rq_regular
+                                 ? (std::uint64_t{16} << ifc::get<ifc::qpc::log_rq_stride>(qpc))
+                                       << ifc::get<ifc::qpc::log_rq_size>(qpc)
+                                 : 0;
+    const std::uint64_t sq = ifc::get<ifc::qpc::no_sq>(qpc) ? 0 : std::uint64_t{64} << ifc::get<ifc::qpc::log_sq_size>(qpc);
+    const std::uint64_t page = std::uint64_t{1} << page_shift;
+    const std::uint64_t pages = std::max<std::uint64_t>(1, (rq + sq + page - 1) / page);
+    const std::size_t listed = (in.size() - ifc::create_qp_in::size_bytes) / 8;
+    if ((in.size() - ifc::create_qp_in::size_bytes) % 8 || listed < pages) {
+        return error{EBADMSG, fmt::format("CREATE_QP: {} pages listed, the work queues need {}", listed, pages)};
+    }
+    command_effect e;
+    for (std::size_t i = 0; i < listed; ++i) {
+        const std::uint64_t pa = ifc::get<ifc::create_qp_in::pas>(p, i);
+        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
+        if (m == nullptr) return perm(fmt::format("CREATE_QP: page {} at IOVA 0x{:x} is not in the client's memory", i, pa));
+        e.maps.insert(*m);
+    }
+    const std::uint64_t dbr = ifc::get<ifc::qpc::dbr_addr>(qpc);
+    const std::uint64_t* m = dbr % 8 ? nullptr : o.holder(dbr, 8);
+    if (m == nullptr) {
+        return perm(fmt::format("CREATE_QP: doorbell record at IOVA 0x{:x} is not in the client's memory", dbr));
+    }
+    e.maps.insert(*m);
+    e.what = command_effect::kind::create;
+    e.obj = command_effect::object::qp;
+    e.pd = ifc::get<ifc::qpc::pd>(qpc);
+    e.uar = ifc::get<ifc::qpc::uar_page>(qpc);
+    e.cqs = {ifc::get<ifc::qpc::cqn_snd>(qpc), ifc::get<ifc::qpc::cqn_rcv>(qpc)};
+    e.min_out = ifc::create_qp_out::size_bytes;
+    return e;
+}
+
+// A transition with a QP context (PRM "QP State Machine"): the client's QP, and the
+// context names only the client's things.
+template <typename In>
+result<command_effect> check_modify_qp(std::span<const std::byte> in, const owned& o, const char* name) {
+    if (auto s = long_enough<In>(in, name); !s) return s.error();
+    const std::uint32_t qpn = ifc::get<typename In::qpn>(in.data());
+    if (!o.qps.contains(qpn)) return perm(fmt::format("{}: QP 0x{:x} is not the client's", name, qpn));
+    if (auto s = check_qpc(ifc::at<typename In::qpc>(in.data()), o, name, false); !s) return s.error();
+    return command_effect{};
+}
+
+template <typename In>
+result<command_effect> check_qp_number(std::span<const std::byte> in, const owned& o, const char* name) {
+    if (in.size() < In::size_bytes) return error{EBADMSG, fmt::format("{}: input shorter than its layout", name)};
+    const std::uint32_t qpn = ifc::get<typename In::qpn>(in.data());
+    if (!o.qps.contains(qpn)) return perm(fmt::format("{}: QP 0x{:x} is not the client's", name, qpn));
+    return command_effect{};
+}
+
+}  // namespace
+
+result<command_effect> check_command(std::span<const std::byte> in, std::uint32_t out_len, const owned& o,
+                                     const device_facts& dev, const quotas& q) {
+    if (in.size() < 8) return error{EBADMSG, "a command shorter than its opcode and op_mod"};
+    const auto op = static_cast<cmd_opcode>(ifc::get<ifc::cmd_in::opcode>(in.data()));
+    const std::string name(hw::name(op));
+    result<command_effect> r = command_effect{};
+    command_effect destroy;
+    destroy.what = command_effect::kind::destroy;
+    switch (op) {
+    case cmd_opcode::ALLOC_PD:
+        if (auto s = long_enough<ifc::alloc_pd_in>(in, "ALLOC_PD"); !s) return s.error();
+        if (o.pds.size() >= q.pds) return error{EDQUOT, fmt::format("ALLOC_PD: the client has {} PDs, its quota", q.pds)};
+        r = command_effect{};
+        r->what = command_effect::kind::create;
+        r->obj = command_effect::object::pd;
+        r->min_out = ifc::alloc_pd_out::size_bytes;
+        break;
+    case cmd_opcode::DEALLOC_PD: {
+        if (auto s = long_enough<ifc::dealloc_pd_in>(in, "DEALLOC_PD"); !s) return s.error();
+        const std::uint32_t pd = ifc::get<ifc::dealloc_pd_in::pd>(in.data());
+        if (!o.pds.contains(pd)) return perm(fmt::format("DEALLOC_PD: PD 0x{:x} is not the client's", pd));
+        for (const auto& [k, kpd] : o.mkeys) {
+            if (kpd == pd) return error{EBUSY, fmt::format("DEALLOC_PD: PD 0x{:x} still has memory key 0x{:x}", pd, k)};
+        }
+        for (const auto& [qpn, u] : o.qp_info) {
+            if (u.pd == pd) return error{EBUSY, fmt::format("DEALLOC_PD: PD 0x{:x} still has QP 0x{:x}", pd, qpn)};
+        }
+        destroy.obj = command_effect::object::pd;
+        destroy.id = pd;
+        r = destroy;
+        break;
+    }
+    case cmd_opcode::CREATE_CQ:
+        r = check_create_cq(in, o, dev, q);
+        break;
+    case cmd_opcode::DESTROY_CQ:
+    case cmd_opcode::QUERY_CQ: {
+        if (op == cmd_opcode::DESTROY_CQ) {
+            if (auto s = long_enough<ifc::destroy_cq_in>(in, "DESTROY_CQ"); !s) return s.error();
+        } else if (in.size() < ifc::query_cq_in::size_bytes) {
+            return error{EBADMSG, "QUERY_CQ: input shorter than its layout"};
+        }
+        // destroy_cq_in and query_cq_in both hold cqn at 0x48.
+        const std::uint32_t cqn = ifc::get<ifc::destroy_cq_in::cqn>(in.data());
+        if (!o.cqs.contains(cqn)) return perm(fmt::format("{}: CQ 0x{:x} is not the client's", name, cqn));
+        if (op == cmd_opcode::DESTROY_CQ) {
+            for (const auto& [qpn, u] : o.qp_info) {
+                if (u.cqs.contains(cqn)) return error{EBUSY, fmt::format("DESTROY_CQ: QP 0x{:x} still uses CQ 0x{:x}", qpn, cqn)};
+            }
+            destroy.obj = command_effect::object::cq;
+            destroy.id = cqn;
+            r = destroy;
+        }
+        break;
+    }
+    case cmd_opcode::CREATE_MKEY:
+        r = check_create_mkey(in, o, q);
+        break;
+    case cmd_opcode::CREATE_QP:
+        r = check_create_qp(in, o, q);
+        break;
+    case cmd_opcode::RST2INIT_QP: r = check_modify_qp<ifc::rst2init_qp_in>(in, o, "RST2INIT_QP"); break;
+    case cmd_opcode::INIT2INIT_QP: r = check_modify_qp<ifc::init2init_qp_in>(in, o, "INIT2INIT_QP"); break;
+    case cmd_opcode::INIT2RTR_QP: r = check_modify_qp<ifc::init2rtr_qp_in>(in, o, "INIT2RTR_QP"); break;
+    case cmd_opcode::RTR2RTS_QP: r = check_modify_qp<ifc::rtr2rts_qp_in>(in, o, "RTR2RTS_QP"); break;
+    case cmd_opcode::RTS2RTS_QP: r = check_modify_qp<ifc::rts2rts_qp_in>(in, o, "RTS2RTS_QP"); break;
+    case cmd_opcode::SQERR2RTS_QP: r = check_modify_qp<ifc::sqerr2rts_qp_in>(in, o, "SQERR2RTS_QP"); break;
+    case cmd_opcode::SQD_RTS_QP: r = check_modify_qp<ifc::sqd2rts_qp_in>(in, o, "SQD_RTS_QP"); break;
+    case cmd_opcode::QP_2ERR: r = check_qp_number<ifc::qp_2err_in>(in, o, "2ERR_QP"); break;
+    case cmd_opcode::QP_2RST: r = check_qp_number<ifc::qp_2rst_in>(in, o, "2RST_QP"); break;
+    case cmd_opcode::QUERY_QP: r = check_qp_number<ifc::query_qp_in>(in, o, "QUERY_QP"); break;
+    case cmd_opcode::DESTROY_QP: {
+        r = check_qp_number<ifc::destroy_qp_in>(in, o, "DESTROY_QP");
+        if (r) {
+            destroy.obj = command_effect::object::qp;
+            destroy.id = ifc::get<ifc::destroy_qp_in::qpn>(in.data());
+            r = destroy;
+        }
+        break;
+    }
+    case cmd_opcode::DESTROY_MKEY: {
+        if (auto s = long_enough<ifc::destroy_mkey_in>(in, "DESTROY_MKEY"); !s) return s.error();
+        const std::uint32_t idx = ifc::get<ifc::destroy_mkey_in::mkey_index>(in.data());
+        if (!o.mkeys.contains(idx)) return perm(fmt::format("DESTROY_MKEY: key index 0x{:x} is not the client's", idx));
+        destroy.obj = command_effect::object::mkey;
+        destroy.id = idx;
+        r = destroy;
+        break;
+    }
+    default:
+        return perm(fmt::format("{} (0x{:x}) is not on the daemon's allow-list", name, static_cast<unsigned>(op)));
+    }
+    if (r && out_len < r->min_out) {
+        return inval(fmt::format("{}: output of {} bytes (its layout has {})", name, out_len, r->min_out));
+    }
+    return r;
+}
+
+namespace {
+
+void use(owned& o, const std::set<std::uint64_t>& maps, int delta) {
+    for (const auto iova : maps) {
+        if (auto it = o.maps.find(iova); it != o.maps.end()) it->second.users += static_cast<unsigned>(delta);
+    }
+}
+
+}  // namespace
+
+void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
+    using obj = command_effect::object;
+    if (e.what == command_effect::kind::create) {
+        // Every create output holds the new number at 0x48 (PRM: pd, cqn, mkey_index).
+        const std::uint32_t id = ifc::get<ifc::create_cq_out::cqn>(out.data());
+        if (e.obj == obj::pd) o.pds.insert(id);
+        if (e.obj == obj::cq) {
+            o.cqs.insert(id);
+            o.cq_uar[id] = e.uar;
+            o.cq_maps[id] = e.maps;
+        }
+        if (e.obj == obj::mkey) {
+            o.mkeys.emplace(id, e.pd);
+            o.mkey_maps[id] = e.maps;
+        }
+        if (e.obj == obj::qp) {
+            o.qps.insert(id);
+            o.qp_info[id] = owned::qp_uses{e.pd, e.uar, e.cqs, e.maps};
+        }
+        use(o, e.maps, 1);
+    } else if (e.what == command_effect::kind::destroy) {
+        if (e.obj == obj::pd) o.pds.erase(e.id);
+        if (e.obj == obj::cq) {
+            o.cqs.erase(e.id);
+            o.cq_uar.erase(e.id);
+            use(o, o.cq_maps[e.id], -1);
+            o.cq_maps.erase(e.id);
+        }
+        if (e.obj == obj::mkey) {
+            o.mkeys.erase(e.id);
+            use(o, o.mkey_maps[e.id], -1);
+            o.mkey_maps.erase(e.id);
+        }
+        if (e.obj == obj::qp) {
+            o.qps.erase(e.id);
+            use(o, o.qp_info[e.id].maps, -1);
+            o.qp_info.erase(e.id);
+        }
+    }
+}
+
+std::vector<std::vector<std::byte>> teardown_commands(const owned& o) {
+    using driver::command;
+    std::vector<std::vector<std::byte>> cmds;
+    for (const auto qpn : o.qps) {
+        auto in = command<ifc::destroy_qp_in>(cmd_opcode::DESTROY_QP);
+        ifc::set<ifc::destroy_qp_in::qpn>(in.data(), qpn);
+        cmds.push_back(std::move(in));
+    }
+    for (const auto cqn : o.cqs) {
+        auto in = command<ifc::destroy_cq_in>(cmd_opcode::DESTROY_CQ);
+        ifc::set<ifc::destroy_cq_in::cqn>(in.data(), cqn);
+        cmds.push_back(std::move(in));
+    }
+    for (const auto& [idx, pd] : o.mkeys) {
+        auto in = command<ifc::destroy_mkey_in>(cmd_opcode::DESTROY_MKEY);
+        ifc::set<ifc::destroy_mkey_in::mkey_index>(in.data(), idx);
+        cmds.push_back(std::move(in));
+    }
+    for (const auto pd : o.pds) {
+        auto in = command<ifc::dealloc_pd_in>(cmd_opcode::DEALLOC_PD);
+        ifc::set<ifc::dealloc_pd_in::pd>(in.data(), pd);
+        cmds.push_back(std::move(in));
+    }
+    return cmds;
+}
+
+}  // namespace cxv::daemon

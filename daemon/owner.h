@@ -1,0 +1,92 @@
+// What one client owns on one function, and the checks a forwarded PRM command passes
+// before the daemon runs it: the kernel's DevX does the same bookkeeping (every object
+// number, UAR index and address in a command must be the caller's). Nothing here talks
+// to the device; server.cc runs the commands.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "base/result.h"
+#include "driver/vfio/vfio.h"
+
+namespace cxv::daemon {
+
+struct quotas {
+    std::uint32_t qps = 1024;
+    std::uint32_t cqs = 1024;
+    std::uint32_t mrs = 4096;  // mkeys
+    std::uint32_t pds = 256;
+    std::uint32_t uars = 64;
+    std::uint64_t pinned_bytes = std::uint64_t{1} << 30;
+};
+
+// Client memory the daemon mapped from the client's fd and into the IOMMU.
+struct mapping {
+    void* addr = nullptr;  // the daemon's MAP_SHARED view
+    std::uint64_t length = 0;
+    driver::vfio::dma_buffer dma;
+    unsigned users = 0;  // the client's objects whose memory is here (unmap waits for 0)
+    mapping() = default;
+    mapping(mapping&&) noexcept;
+    mapping& operator=(mapping&&) noexcept;
+    ~mapping();  // DMA unmap, then munmap
+};
+
+struct owned {
+    std::map<std::uint64_t, mapping> maps;  // by IOVA
+    std::set<std::uint32_t> uars, pds, cqs, qps, srqs;
+    std::map<std::uint32_t, std::uint32_t> mkeys;  // mkey index → PD
+    std::map<std::uint32_t, std::uint32_t> cq_uar;  // CQ → its UAR
+    struct qp_uses {
+        std::uint32_t pd = 0, uar = 0;
+        std::set<std::uint32_t> cqs;
+        std::set<std::uint64_t> maps;
+    };
+    std::map<std::uint32_t, qp_uses> qp_info;  // what each QP holds on to
+    // The mappings (by IOVA) each CQ and mkey uses: unmapping memory an object still
+    // uses would let the IOVA be reused for another client while the device writes it.
+    std::map<std::uint32_t, std::set<std::uint64_t>> cq_maps, mkey_maps;
+    std::uint64_t pinned = 0;
+    // The mapping that holds all of [iova, iova + len), if one does.
+    const std::uint64_t* holder(std::uint64_t iova, std::uint64_t len) const;
+    bool holds(std::uint64_t iova, std::uint64_t len) const { return holder(iova, len) != nullptr; }
+    bool empty() const {
+        return maps.empty() && uars.empty() && pds.empty() && cqs.empty() && mkeys.empty() && qps.empty();
+    }
+};
+
+// What a command will do once the firmware has run it.
+struct command_effect {
+    enum class kind { none, create, destroy } what = kind::none;
+    enum class object { none, pd, cq, mkey, qp } obj = object::none;
+    std::uint32_t id = 0;   // destroy: the object
+    std::uint32_t pd = 0;   // create mkey: its PD
+    std::size_t min_out = 16;  // bytes of output the daemon needs to read the new id
+    std::uint32_t uar = 0;     // create CQ, QP: its UAR
+    std::set<std::uint32_t> cqs;  // create QP: its CQs
+    std::set<std::uint64_t> maps;  // create: the mappings the object uses
+};
+
+struct device_facts {
+    std::uint32_t comp_eqn = 0;  // the only EQ a client's CQ may report to
+};
+
+// Checks a command's input against the allow-list (PD, CQ, MKEY and QP commands) and the client's objects and quotas.
+// EPERM for an opcode not allowed or an object, UAR, EQ or address not the client's;
+// EINVAL for fields this slice does not allow (UMEM, PA-mode keys, ...); EDQUOT over a
+// quota; EBADMSG for an input shorter than its layout.
+result<command_effect> check_command(std::span<const std::byte> in, std::uint32_t out_len, const owned& o,
+                                     const device_facts& dev, const quotas& q);
+
+// Records a command's effect once it succeeded (the new object's number from `out`).
+void apply(const command_effect& e, std::span<const std::byte> out, owned& o);
+
+// The destroy commands for everything a client still owns, in dependency order (QPs,
+// SRQs, CQs, mkeys, PDs); UARs and memory are the caller's to release after.
+std::vector<std::vector<std::byte>> teardown_commands(const owned& o);
+
+}  // namespace cxv::daemon

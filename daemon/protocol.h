@@ -1,0 +1,264 @@
+// The cxvd protocol: versioned messages over a SOCK_SEQPACKET UNIX socket, one message
+// per packet (unix(7): SOCK_SEQPACKET keeps record boundaries, so a message is never
+// split or merged), file descriptors beside it as SCM_RIGHTS (unix(7), cmsg(3)).
+//
+// Every message starts with a 16-byte header in host byte order (client and daemon are on
+// one host): magic "CXVD", version, type, sequence, and the body's length. A request's
+// reply has the type | reply_bit and the request's sequence; its body starts with an errno
+// (0 = success) and a short text, then the typed payload. Every field of a request is
+// checked here before anything uses it; the daemon then checks what it means (ownership,
+// quotas).
+//
+// This is the control path only: a client's fast path (posting, doorbells, polling) never
+// goes through the daemon.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace cxv::daemon {
+
+constexpr std::uint32_t protocol_magic = 0x44565843;  // "CXVD" in memory order
+constexpr std::uint16_t protocol_version = 1;
+constexpr std::size_t header_bytes = 16;
+constexpr std::size_t max_message_bytes = 64 * 1024;
+constexpr std::size_t max_text_bytes = 256;
+constexpr std::size_t max_fds = 2;  // per message; more is refused
+// A forwarded PRM command's input: the fixed part and its trailing page lists.
+constexpr std::size_t max_command_in_bytes = 32 * 1024;
+constexpr std::size_t max_command_out_bytes = 32 * 1024;
+constexpr std::uint16_t reply_bit = 0x8000;
+
+enum class msg_type : std::uint16_t {
+    hello = 1,         // versions; reply: devices and the caps a client needs
+    status = 2,        // reply: devices and every client
+    map_memory = 3,    // fd (memfd / hugetlbfs, sealed against shrinking); reply: IOVA
+    unmap_memory = 4,  // by IOVA
+    alloc_uar = 5,     // reply: UAR index, device fd, BAR0 offset of the page
+    dealloc_uar = 6,   // by index
+    command = 7,       // a PRM command mailbox, run if allowed
+};
+bool known_type(std::uint16_t t) noexcept;
+const char* type_name(std::uint16_t t) noexcept;
+
+struct header {
+    std::uint32_t magic = protocol_magic;
+    std::uint16_t version = protocol_version;
+    std::uint16_t type = 0;
+    std::uint32_t seq = 0;
+    std::uint32_t length = 0;  // of the body
+};
+static_assert(sizeof(header) == header_bytes, "the header is sent as it lies in memory");
+
+// ---- request bodies -------------------------------------------------------------------
+
+struct hello_req {
+    std::uint16_t min_version = protocol_version, max_version = protocol_version;
+};
+struct map_memory_req {
+    std::uint16_t device = 0;
+    bool device_writes = true;
+    std::uint64_t offset = 0;  // in the fd, page-aligned
+    std::uint64_t length = 0;  // page multiple, > 0
+};
+struct unmap_memory_req {
+    std::uint16_t device = 0;
+    std::uint64_t iova = 0;
+};
+struct alloc_uar_req {
+    std::uint16_t device = 0;
+};
+struct dealloc_uar_req {
+    std::uint16_t device = 0;
+    std::uint32_t uar = 0;
+};
+struct command_req {
+    std::uint16_t device = 0;
+    std::uint32_t out_len = 0;
+    std::vector<std::byte> in;  // opcode first, as cmd_queue::exec takes it
+};
+
+// A request as parsed: the header, the body of its type, and the fd it carried (owned by
+// the caller; -1 when none).
+struct request {
+    header hdr;
+    msg_type type = msg_type::hello;
+    hello_req hello;
+    map_memory_req map;
+    unmap_memory_req unmap;
+    alloc_uar_req alloc_uar;
+    dealloc_uar_req dealloc_uar;
+    command_req command;
+    int fd = -1;
+};
+
+// Parses and checks one request: header (magic, version, known type, length = bytes
+// after the header), the body's exact size and every field's range, the fds (count for
+// the type; map_memory's must be a regular file or memfd, fstat(2)). On error the code is
+// the errno to reply with (EPROTO, EBADMSG, EMSGSIZE, EINVAL, EBADF) and `out.hdr` holds
+// what of the header could be read, so the reply can name the sequence.
+status parse_request(std::span<const std::byte> msg, std::span<const int> fds, request& out);
+
+// The order of a connection's requests: HELLO first and once, then sequence numbers
+// one above the last request's (the first HELLO's is the client's choice). A request out
+// of order is refused (EPROTO) and does not move the sequence on.
+class session {
+public:
+    status accept(const request& r);
+    bool greeted() const noexcept { return greeted_; }
+
+private:
+    bool greeted_ = false;
+    std::uint32_t last_seq_ = 0;
+};
+
+// ---- replies --------------------------------------------------------------------------
+
+struct reply {
+    header hdr;
+    int err = 0;
+    std::string text;
+    std::vector<std::byte> payload;
+};
+status parse_reply(std::span<const std::byte> msg, reply& out);
+
+// ---- encoding -------------------------------------------------------------------------
+
+// A little writer and reader for bodies: fixed-width integers in host order, strings and
+// blobs as a 16-bit length and the bytes. The reader fails (ok() false) instead of
+// reading past the end.
+class writer {
+public:
+    template <typename T>
+    writer& put(T v) {
+        const auto* p = reinterpret_cast<const std::byte*>(&v);
+        bytes.insert(bytes.end(), p, p + sizeof v);
+        return *this;
+    }
+    writer& str(std::string_view s);
+    writer& blob(std::span<const std::byte> b);
+    std::vector<std::byte> bytes;
+};
+
+class reader {
+public:
+    explicit reader(std::span<const std::byte> b) : b_(b) {}
+    template <typename T>
+    T get() {
+        T v{};
+        if (b_.size() - pos_ < sizeof v || !ok_) {
+            ok_ = false;
+            return v;
+        }
+        __builtin_memcpy(&v, b_.data() + pos_, sizeof v);
+        pos_ += sizeof v;
+        return v;
+    }
+    std::string str();
+    std::vector<std::byte> blob();
+    std::span<const std::byte> rest() const { return b_.subspan(pos_); }
+    bool ok() const { return ok_; }
+    bool at_end() const { return ok_ && pos_ == b_.size(); }
+
+private:
+    std::span<const std::byte> b_;
+    std::size_t pos_ = 0;
+    bool ok_ = true;
+};
+
+std::vector<std::byte> encode(msg_type type, std::uint32_t seq, std::span<const std::byte> body);
+std::vector<std::byte> encode_reply(std::uint16_t type, std::uint32_t seq, int err, std::string_view text,
+                                    std::span<const std::byte> payload = {});
+
+// Request bodies, for clients.
+std::vector<std::byte> body(const hello_req& r);
+std::vector<std::byte> body(const map_memory_req& r);
+std::vector<std::byte> body(const unmap_memory_req& r);
+std::vector<std::byte> body(const alloc_uar_req& r);
+std::vector<std::byte> body(const dealloc_uar_req& r);
+std::vector<std::byte> body(const command_req& r);
+
+// ---- reply payloads -------------------------------------------------------------------
+
+struct device_info {
+    std::string bdf;
+    std::string firmware;
+    bool port_up = false;
+    bool ethernet = false;
+    std::uint8_t port_logical = 0;  // IBTA PortState
+    std::uint32_t comp_eqn = 0;     // the EQ a client's CQs report to
+    std::vector<std::byte> caps;    // cmd_hca_cap as the daemon set it
+};
+struct hello_reply {
+    std::uint16_t version = protocol_version;
+    std::vector<device_info> devices;
+};
+struct client_info {
+    std::int32_t pid = 0;
+    std::uint32_t uid = 0, gid = 0;
+    std::string comm;
+    std::uint32_t pds = 0, cqs = 0, mkeys = 0, qps = 0, srqs = 0, uars = 0, maps = 0;
+    std::uint64_t pinned = 0;
+};
+struct status_reply {
+    std::vector<device_info> devices;  // caps left empty
+    std::vector<client_info> clients;
+    std::uint64_t commands = 0, refused = 0, clients_served = 0;
+};
+struct map_memory_reply {
+    std::uint64_t iova = 0;
+};
+struct alloc_uar_reply {
+    std::uint32_t uar = 0;
+    std::uint64_t mmap_offset = 0;  // in the device fd passed beside the reply
+    std::uint64_t mmap_length = 0;
+};
+
+std::vector<std::byte> payload(const hello_reply& r);
+std::vector<std::byte> payload(const status_reply& r);
+std::vector<std::byte> payload(const map_memory_reply& r);
+std::vector<std::byte> payload(const alloc_uar_reply& r);
+result<hello_reply> parse_hello_reply(std::span<const std::byte> p);
+result<status_reply> parse_status_reply(std::span<const std::byte> p);
+result<map_memory_reply> parse_map_memory_reply(std::span<const std::byte> p);
+result<alloc_uar_reply> parse_alloc_uar_reply(std::span<const std::byte> p);
+
+// ---- the socket -----------------------------------------------------------------------
+
+// An owned file descriptor.
+class unique_fd {
+public:
+    unique_fd() = default;
+    explicit unique_fd(int fd) : fd_(fd) {}
+    unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
+    unique_fd& operator=(unique_fd&& o) noexcept;
+    ~unique_fd();
+    int get() const noexcept { return fd_; }
+    int release() noexcept {
+        const int f = fd_;
+        fd_ = -1;
+        return f;
+    }
+    explicit operator bool() const noexcept { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+// One message received: its bytes and the fds beside it (close-on-exec). Errors: EMSGSIZE
+// (longer than max_message_bytes; truncated), EBADMSG (fds cut off: more than max_fds),
+// ECONNRESET for an orderly close (0 bytes), or the recvmsg errno.
+struct received {
+    std::vector<std::byte> bytes;
+    std::vector<unique_fd> fds;
+};
+result<received> receive(int sock, int flags = 0);
+// Sends one message with `fds` beside it (MSG_NOSIGNAL | `flags`).
+status send_message(int sock, std::span<const std::byte> msg, std::span<const int> fds = {}, int flags = 0);
+
+}  // namespace cxv::daemon

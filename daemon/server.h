@@ -1,0 +1,85 @@
+// cxvd's server: the functions it brought up, the listening socket and its clients, in
+// one thread that poll(2)s them all (control operations are not a fast path). A client
+// is served one message at a time, every reply sent without blocking: a client whose
+// socket is full is dropped, so a slow client cannot hold up the others. A client that
+// goes (its socket closes: exit, crash, SIGKILL) has everything it owned destroyed at
+// once, in dependency order.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "daemon/owner.h"
+#include "daemon/protocol.h"
+#include "driver/hca/hca.h"
+
+namespace cxv::daemon {
+
+// sd-daemon(3) priorities, as journald reads them from a line's "<N>" prefix.
+enum class level { err = 3, warning = 4, info = 6 };
+void log(level l, const std::string& text);
+
+struct server_options {
+    std::string socket_path = "/run/cxv/cxvd.sock";
+    unsigned socket_mode = 0660;
+    long socket_gid = -1;           // the socket's group (chown), -1: the daemon's
+    std::vector<uid_t> allow_uids;  // root and the daemon's own uid are always allowed
+    std::vector<gid_t> allow_gids;  // a client's primary or supplementary group
+    quotas limits;
+};
+
+class server {
+public:
+    // Creates the socket's directory, binds (replacing a stale socket, refusing when a
+    // daemon answers there) with `socket_mode`, and listens.
+    static result<std::unique_ptr<server>> create(server_options o,
+                                                  std::vector<std::unique_ptr<driver::hca>> devices);
+    ~server();  // every client's objects destroyed, the socket unlinked
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    // Serves until stop().
+    void run();
+    // Async-signal-safe: wakes run() and makes it return.
+    void stop() noexcept;
+
+private:
+    struct peer;
+    struct device_state;
+    server(server_options o, std::vector<std::unique_ptr<driver::hca>> devices);
+    void accept_clients();
+    void serve(peer& p);
+    // Replies without blocking; false (and the peer marked for dropping) when it could not.
+    bool send(peer& p, std::span<const std::byte> msg, std::span<const int> fds = {});
+    bool refuse(peer& p, std::uint16_t type, std::uint32_t seq, const error& e);
+    void drop(peer& p, const std::string& why);
+    bool allowed(const peer& p) const;
+    void handle(peer& p, request& r);
+    std::vector<device_info> devices_info(bool with_caps);
+
+    // The request handlers: a payload, fds to pass beside it, or an error to reply with.
+    struct answer {
+        std::vector<std::byte> payload;
+        std::vector<int> fds;
+    };
+    result<answer> on_status();
+    result<answer> on_map(peer& p, const request& r);
+    result<answer> on_unmap(peer& p, const request& r);
+    result<answer> on_alloc_uar(peer& p, const request& r);
+    result<answer> on_dealloc_uar(peer& p, const request& r);
+    result<answer> on_command(peer& p, const request& r);
+    result<std::uint16_t> device_index(std::uint16_t d) const;
+
+    server_options opts_;
+    std::vector<std::unique_ptr<device_state>> devices_;
+    unique_fd listen_, wake_;
+    std::vector<std::unique_ptr<peer>> peers_;
+    std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
+};
+
+}  // namespace cxv::daemon

@@ -1,0 +1,205 @@
+// The daemon's protocol on its own: messages round-trip, every malformed header and body
+// is refused with the errno the reply will carry, fds are counted and typed, sessions
+// keep their order, and messages with fds cross a real SOCK_SEQPACKET pair.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "daemon/protocol.h"
+
+namespace d = cxv::daemon;
+
+namespace {
+
+int memfd(std::size_t size) {
+    const int fd = ::memfd_create("protocol-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
+    return fd;
+}
+
+int parse_err(std::span<const std::byte> msg, std::span<const int> fds = {}) {
+    d::request r;
+    const auto s = d::parse_request(msg, fds, r);
+    return s ? 0 : s.error().code;
+}
+
+}  // namespace
+
+TEST_CASE("requests round-trip through encode and parse") {
+    d::request r;
+    auto m = d::encode(d::msg_type::hello, 7, d::body(d::hello_req{}));
+    REQUIRE(d::parse_request(m, {}, r));
+    CHECK(r.type == d::msg_type::hello);
+    CHECK(r.hdr.seq == 7);
+
+    d::command_req c;
+    c.device = 1;
+    c.out_len = 16;
+    c.in.assign(16, std::byte{0x11});
+    m = d::encode(d::msg_type::command, 8, d::body(c));
+    REQUIRE(d::parse_request(m, {}, r));
+    CHECK(r.command.device == 1);
+    CHECK(r.command.out_len == 16);
+    CHECK(r.command.in == c.in);
+
+    const int fd = memfd(8192);
+    d::map_memory_req mm{.device = 0, .device_writes = true, .offset = 4096, .length = 4096};
+    m = d::encode(d::msg_type::map_memory, 9, d::body(mm));
+    const int fds[] = {fd};
+    REQUIRE(d::parse_request(m, fds, r));
+    CHECK(r.map.offset == 4096);
+    CHECK(r.map.length == 4096);
+    CHECK(r.fd == fd);
+    ::close(fd);
+}
+
+TEST_CASE("malformed headers are refused with the errno their reply carries") {
+    auto m = d::encode(d::msg_type::status, 1, {});
+    CHECK(parse_err(std::span(m).first(10)) == EBADMSG);  // truncated header
+    auto bad_magic = m;
+    bad_magic[0] ^= std::byte{1};
+    CHECK(parse_err(bad_magic) == EPROTO);
+    auto bad_version = m;
+    bad_version[4] = std::byte{9};
+    CHECK(parse_err(bad_version) == EPROTONOSUPPORT);
+    auto longer = m;
+    longer.push_back(std::byte{0});  // length field says 0, one byte follows
+    CHECK(parse_err(longer) == EBADMSG);
+    auto unknown = d::encode(static_cast<d::msg_type>(99), 1, {});
+    CHECK(parse_err(unknown) == EOPNOTSUPP);
+    auto reply = d::encode_reply(2, 1, 0, "");
+    CHECK(parse_err(reply) == EPROTO);
+    std::vector<std::byte> huge(d::max_message_bytes + 1);
+    CHECK(parse_err(huge) == EMSGSIZE);
+}
+
+TEST_CASE("bodies are checked field by field") {
+    CHECK(parse_err(d::encode(d::msg_type::status, 1, std::vector<std::byte>(3))) == EBADMSG);
+    CHECK(parse_err(d::encode(d::msg_type::hello, 1, d::body(d::hello_req{2, 3}))) == EPROTONOSUPPORT);
+    CHECK(parse_err(d::encode(d::msg_type::hello, 1, d::body(d::hello_req{3, 1}))) == EINVAL);
+    CHECK(parse_err(d::encode(d::msg_type::dealloc_uar, 1, d::body(d::dealloc_uar_req{0, 1u << 24}))) == EINVAL);
+    d::command_req c;
+    c.out_len = 16;
+    c.in.assign(6, std::byte{0});  // shorter than opcode + op_mod
+    CHECK(parse_err(d::encode(d::msg_type::command, 1, d::body(c))) == EBADMSG);
+    c.in.assign(10, std::byte{0});  // not whole dwords
+    CHECK(parse_err(d::encode(d::msg_type::command, 1, d::body(c))) == EINVAL);
+    c.in.assign(16, std::byte{0});
+    c.out_len = 1u << 30;
+    CHECK(parse_err(d::encode(d::msg_type::command, 1, d::body(c))) == EINVAL);
+}
+
+TEST_CASE("file descriptors: counted per type and checked with fstat") {
+    const int fd = memfd(4096);
+    const int one[] = {fd};
+    d::map_memory_req mm{.device = 0, .device_writes = true, .offset = 0, .length = 4096};
+    const auto m = d::encode(d::msg_type::map_memory, 1, d::body(mm));
+    CHECK(parse_err(m) == EBADF);  // no fd
+    const int two[] = {fd, fd};
+    CHECK(parse_err(m, two) == EBADF);  // two
+    CHECK(parse_err(d::encode(d::msg_type::status, 1, {}), one) == EBADF);  // an fd where none goes
+    int sp[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
+    const int sock[] = {sp[0]};
+    CHECK(parse_err(m, sock) == EBADF);  // not a file
+    mm.length = 8192;  // beyond the file
+    CHECK(parse_err(d::encode(d::msg_type::map_memory, 1, d::body(mm)), one) == EINVAL);
+    mm.length = 100;  // not a page multiple
+    CHECK(parse_err(d::encode(d::msg_type::map_memory, 1, d::body(mm)), one) == EINVAL);
+    CHECK(parse_err(m, one) == 0);
+    ::close(sp[0]);
+    ::close(sp[1]);
+    ::close(fd);
+}
+
+TEST_CASE("a session takes HELLO first and once, then sequence numbers in order") {
+    d::session s;
+    d::request r;
+    REQUIRE(d::parse_request(d::encode(d::msg_type::status, 5, {}), {}, r));
+    CHECK(s.accept(r).error().code == EPROTO);  // before HELLO
+    REQUIRE(d::parse_request(d::encode(d::msg_type::hello, 5, d::body(d::hello_req{})), {}, r));
+    CHECK(s.accept(r));
+    CHECK(s.accept(r).error().code == EPROTO);  // twice
+    REQUIRE(d::parse_request(d::encode(d::msg_type::status, 7, {}), {}, r));
+    CHECK(s.accept(r).error().code == EPROTO);  // skips 6
+    REQUIRE(d::parse_request(d::encode(d::msg_type::status, 6, {}), {}, r));
+    CHECK(s.accept(r));
+    CHECK(s.accept(r).error().code == EPROTO);  // replayed
+}
+
+TEST_CASE("replies and their payloads round-trip; truncated payloads are refused") {
+    d::status_reply st;
+    st.devices.push_back({.bdf = "0000:01:00.0", .firmware = "16.35.1012", .port_up = true, .ethernet = true,
+                          .port_logical = 4, .comp_eqn = 8, .caps = {}});
+    st.clients.push_back({.pid = 42, .uid = 1000, .gid = 100, .comm = "trader", .pds = 1, .cqs = 2, .mkeys = 3,
+                          .qps = 0, .srqs = 0, .uars = 1, .maps = 2, .pinned = 1 << 20});
+    const auto p = d::payload(st);
+    const auto m = d::encode_reply(static_cast<std::uint16_t>(d::msg_type::status), 3, 0, "ok", p);
+    d::reply rep;
+    REQUIRE(d::parse_reply(m, rep));
+    CHECK(rep.hdr.seq == 3);
+    CHECK(rep.text == "ok");
+    auto back = d::parse_status_reply(rep.payload);
+    REQUIRE(back);
+    CHECK(back->devices.at(0).bdf == "0000:01:00.0");
+    CHECK(back->clients.at(0).comm == "trader");
+    CHECK(back->clients.at(0).pinned == 1 << 20);
+    CHECK(!d::parse_status_reply(std::span(p).first(p.size() - 1)));
+    CHECK(!d::parse_alloc_uar_reply(std::vector<std::byte>(5)));
+}
+
+TEST_CASE("messages and fds cross a SOCK_SEQPACKET pair; too many fds are refused") {
+    int sp[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) == 0);
+    const int fd = memfd(4096);
+    const auto m = d::encode(d::msg_type::status, 1, {});
+    const int one[] = {fd};
+    REQUIRE(d::send_message(sp[0], m, one));
+    auto r = d::receive(sp[1]);
+    REQUIRE(r);
+    CHECK(r->bytes == m);
+    REQUIRE(r->fds.size() == 1);
+    CHECK(r->fds[0].get() != fd);
+    // Three fds with one message: the sender refuses; sent raw, the receiver closes
+    // what came and refuses the message (MSG_CTRUNC).
+    const int three[] = {fd, fd, fd};
+    CHECK(!d::send_message(sp[0], m, three));
+    {
+        iovec iov{const_cast<std::byte*>(m.data()), m.size()};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof three)] = {};
+        msghdr h{};
+        h.msg_iov = &iov;
+        h.msg_iovlen = 1;
+        h.msg_control = control;
+        h.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&h);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof three);
+        std::memcpy(CMSG_DATA(c), three, sizeof three);
+        REQUIRE(::sendmsg(sp[0], &h, 0) == static_cast<ssize_t>(m.size()));
+        auto x = d::receive(sp[1]);
+        REQUIRE(!x);
+        CHECK(x.error().code == EBADMSG);
+    }
+    // A message bigger than the limit is cut short and refused.
+    std::vector<std::byte> big(d::max_message_bytes + 100);
+    REQUIRE(d::send_message(sp[0], big));
+    auto t = d::receive(sp[1]);
+    REQUIRE(!t);
+    CHECK(t.error().code == EMSGSIZE);
+    ::close(sp[0]);
+    auto e = d::receive(sp[1]);
+    REQUIRE(!e);
+    CHECK(e.error().code == ECONNRESET);
+    ::close(sp[1]);
+    ::close(fd);
+}
