@@ -5,7 +5,8 @@
 //   cxv-perf write_bw --loopback -d BDF [-d BDF2]   both sides in this process
 //
 // The two sides meet over TCP (-p, 18515), agree on the run's parameters, exchange their
-// QPs' addresses, and then run size after size, with a barrier around each.
+// QPs' addresses (-R: connect them with the connection manager's protocol, cm_connect.h),
+// and then run size after size, with a barrier around each.
 #include <time.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/perf/cm_connect.h"
 #include "bench/perf/loops.h"
 #include "bench/perf/oob.h"
 #include "bench/perf/options.h"
@@ -124,6 +126,7 @@ run_config config_of(const options& o, const function& fn, bool server, double h
     r.events = o.events;
     r.bidirectional = o.bidirectional;
     r.report_gbits = o.report_gbits;
+    r.rdma_cm = o.rdma_cm;
     r.gid_index = o.gid_index;
     r.server = server;
     return r;
@@ -238,7 +241,25 @@ bandwidth_sample_set combined(const bandwidth_sample_set& a, const wire_sync& pe
 }
 
 // One side of a run, from the parameter exchange to the table. Returns the exit status.
-status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, bool server, bool quiet, double hz) {
+// With -R, `ch` is empty: the connection manager's first connection becomes it (the
+// server accepts on `cm_listener`).
+status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, bool server, bool quiet, double hz,
+                listener* cm_listener = nullptr) {
+    std::unique_ptr<side> s;
+    std::vector<channel> cm_links;  // -R: every QP's connection, kept open to the end
+    if (o.rdma_cm) {
+        {
+            std::lock_guard lock(g_setup);
+            auto made = make_side(o, fn, server);
+            if (!made) return made.error();
+            s = std::move(made).value();
+        }
+        auto links = server ? cm_accept(*s, *cm_listener, kAcceptTimeout, kPeerTimeout)
+                            : cm_connect(*s, o.server, o.tcp_port, 3s);
+        if (!links) return links.error();
+        cm_links = std::move(links).value();
+        ch = std::move(cm_links.front());
+    }
     // The parameters: the client's must be the server's.
     const wire_params mine = params_of(o);
     if (server) {
@@ -254,25 +275,26 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
         if (auto r = recv_sync(ch, sync_params, kPeerTimeout); !r) return r.error();
     }
 
-    std::unique_ptr<side> s;
-    {
-        std::lock_guard lock(g_setup);
-        auto made = make_side(o, fn, server);
-        if (!made) return made.error();
-        s = std::move(made).value();
-    }
-    s->remote.resize(o.qps);
-    const std::size_t bytes = sizeof(wire_qp) * o.qps;
-    if (server) {
-        if (auto r = ch.recv(s->remote.data(), bytes, kPeerTimeout); !r) return failed("the client's QPs", r.error());
-        if (auto r = ch.send(s->local.data(), bytes); !r) return r;
-    } else {
-        if (auto r = ch.send(s->local.data(), bytes); !r) return r;
-        if (auto r = ch.recv(s->remote.data(), bytes, kPeerTimeout); !r) return failed("the server's QPs", r.error());
-    }
-    {
-        std::lock_guard lock(g_setup);
-        if (auto r = connect_side(*s); !r) return r;
+    if (!o.rdma_cm) {
+        {
+            std::lock_guard lock(g_setup);
+            auto made = make_side(o, fn, server);
+            if (!made) return made.error();
+            s = std::move(made).value();
+        }
+        s->remote.resize(o.qps);
+        const std::size_t bytes = sizeof(wire_qp) * o.qps;
+        if (server) {
+            if (auto r = ch.recv(s->remote.data(), bytes, kPeerTimeout); !r) return failed("the client's QPs", r.error());
+            if (auto r = ch.send(s->local.data(), bytes); !r) return r;
+        } else {
+            if (auto r = ch.send(s->local.data(), bytes); !r) return r;
+            if (auto r = ch.recv(s->remote.data(), bytes, kPeerTimeout); !r) return failed("the server's QPs", r.error());
+        }
+        {
+            std::lock_guard lock(g_setup);
+            if (auto r = connect_side(*s); !r) return r;
+        }
     }
     if (o.op == operation::send) {
         for (unsigned q = 0; q < o.qps; ++q) {
@@ -487,6 +509,14 @@ int run(int argc, char** argv) {
         std::printf("cxv-perf: %s server on %s, waiting for a client on port %u\n", o.test.c_str(), fn.value()->bdf.c_str(),
                     o.tcp_port);
         std::fflush(stdout);
+        if (o.rdma_cm) {
+            channel ch;
+            if (auto r = run_side(o, fn.value(), ch, true, false, hz, &l.value()); !r) {
+                (void)send_sync(ch, sync_error, 0, false, r.error().message);
+                return fail(r.error().message);
+            }
+            return 0;
+        }
         auto ch = l->accept(kAcceptTimeout);
         if (!ch) return fail(ch.error().message);
         if (auto r = run_side(o, fn.value(), ch.value(), true, false, hz); !r) {
@@ -497,6 +527,14 @@ int run(int argc, char** argv) {
     }
     auto fn = open_function(o.devices.empty() ? "" : o.devices[0], o.ib_port);
     if (!fn) return fail(fn.error().message);
+    if (o.rdma_cm) {
+        channel ch;
+        if (auto r = run_side(o, fn.value(), ch, false, false, hz); !r) {
+            (void)send_sync(ch, sync_error, 0, false, r.error().message);
+            return fail(r.error().message);
+        }
+        return 0;
+    }
     auto ch = channel::connect(o.server, o.tcp_port, 3s);
     if (!ch) return fail(ch.error().message);
     if (auto r = run_side(o, fn.value(), ch.value(), false, false, hz); !r) {

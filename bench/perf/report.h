@@ -36,6 +36,7 @@ struct run_config {
     bool events = false;
     bool bidirectional = false;
     bool report_gbits = false;
+    bool rdma_cm = false;       // -R: the QPs connected by the connection manager
     int gid_index = -1;         // -1: none (InfiniBand LIDs)
     bool server = false;        // this side is the server
     // Added with the report library (perftest prints them for these tests only):

@@ -174,41 +174,47 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
     return s;
 }
 
-status connect_side(side& s) {
+status connect_qp(side& s, unsigned q) {
     const options& o = *s.o;
     const bool ethernet = s.fn->port.ethernet;
     const bool grh = ethernet || o.gid_index >= 0;
-    s.remote_gid = gid_text(s.remote.at(0).gid);
-    s.ahs.reserve(o.qps);
-    for (unsigned q = 0; q < o.qps; ++q) {
-        const wire_qp& r = s.remote.at(q);
-        cxv::qp::modify_attr m;
-        m.port = static_cast<std::uint8_t>(o.ib_port);
-        m.access = cxv::access_local_write | cxv::access_remote_write | cxv::access_remote_read |
-                   cxv::access_remote_atomic;
-        m.path_mtu = o.mtu != 0 ? mtu_code(o.mtu) : s.fn->port.max_mtu;
-        m.dest_qpn = r.qpn;
-        m.rq_psn = r.psn;
-        m.sq_psn = s.local[q].psn;
-        m.qkey = kQkey;
-        m.max_rd_atomic = m.max_dest_rd_atomic = kOutstandingReads;
-        m.min_rnr_timer = 1;  // 0.01 ms: a receiver that is late costs little
-        // perftest's 14 (67 ms); on the model 18 (1.07 s): its processes may wait long for
-        // a core on a loaded host, and a burst the fabric's sockets drop costs a timeout.
-        m.timeout = static_cast<std::uint8_t>(o.qp_timeout >= 0 ? o.qp_timeout : on_model() ? 18 : 14);
-        m.ah.dlid = static_cast<std::uint16_t>(r.lid);
-        m.ah.grh = grh;
-        std::memcpy(m.ah.dgid.data(), r.gid, 16);
-        m.ah.sgid_index = static_cast<std::uint8_t>(o.gid_index < 0 ? 0 : o.gid_index);
-        auto& qp = *s.qps[q];
-        for (auto st : {cxv::qp_state::init, cxv::qp_state::rtr, cxv::qp_state::rts}) {
-            if (auto r2 = qp.modify(st, m); !r2) return error{r2.error().code, "connect QP: " + r2.error().message};
-        }
-        if (o.conn == transport::ud) {
-            cxv::qp::path p = m.ah;
-            p.grh = true;  // the receiver finds a GRH in front of the data either way
-            s.ahs.push_back(cxv::make_address_handle(p, ethernet));
-        }
+    if (q == 0) {
+        s.remote_gid = gid_text(s.remote.at(0).gid);
+        s.ahs.reserve(o.qps);
+    }
+    const wire_qp& r = s.remote.at(q);
+    cxv::qp::modify_attr m;
+    m.port = static_cast<std::uint8_t>(o.ib_port);
+    m.access = cxv::access_local_write | cxv::access_remote_write | cxv::access_remote_read | cxv::access_remote_atomic;
+    m.path_mtu = o.mtu != 0 ? mtu_code(o.mtu) : s.fn->port.max_mtu;
+    m.dest_qpn = r.qpn;
+    m.rq_psn = r.psn;
+    m.sq_psn = s.local[q].psn;
+    m.qkey = kQkey;
+    m.max_rd_atomic = m.max_dest_rd_atomic = kOutstandingReads;
+    m.min_rnr_timer = 1;  // 0.01 ms: a receiver that is late costs little
+    // perftest's 14 (67 ms); on the model 18 (1.07 s): its processes may wait long for
+    // a core on a loaded host, and a burst the fabric's sockets drop costs a timeout.
+    m.timeout = static_cast<std::uint8_t>(o.qp_timeout >= 0 ? o.qp_timeout : on_model() ? 18 : 14);
+    m.ah.dlid = static_cast<std::uint16_t>(r.lid);
+    m.ah.grh = grh;
+    std::memcpy(m.ah.dgid.data(), r.gid, 16);
+    m.ah.sgid_index = static_cast<std::uint8_t>(o.gid_index < 0 ? 0 : o.gid_index);
+    auto& qp = *s.qps[q];
+    for (auto st : {cxv::qp_state::init, cxv::qp_state::rtr, cxv::qp_state::rts}) {
+        if (auto r2 = qp.modify(st, m); !r2) return error{r2.error().code, "connect QP: " + r2.error().message};
+    }
+    if (o.conn == transport::ud) {
+        cxv::qp::path p = m.ah;
+        p.grh = true;  // the receiver finds a GRH in front of the data either way
+        s.ahs.push_back(cxv::make_address_handle(p, ethernet));
+    }
+    return ok_status();
+}
+
+status connect_side(side& s) {
+    for (unsigned q = 0; q < s.o->qps; ++q) {
+        if (auto r = connect_qp(s, q); !r) return r;
     }
     return ok_status();
 }

@@ -76,6 +76,9 @@ struct side {
 result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<function> fn, bool server);
 // `remote` filled: the QPs to RTS (UD: their address handles made).
 status connect_side(side& s);
+// The same for QP q alone, once remote[q] is known (-R: as its connection's handshake
+// reaches that step). QPs are connected in order, 0 first.
+status connect_qp(side& s, unsigned q);
 // Posts a receive into slot `slot` of QP q's receive area (wr_id q << 32 | slot).
 int post_receive(side& s, unsigned q, std::size_t slot);
 
