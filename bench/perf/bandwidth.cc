@@ -200,7 +200,7 @@ status bandwidth_server(loop_context& c, side& s, std::size_t size, std::uint64_
     // UC and UD lose what finds no receive: after the client's stop, a pause ends the run.
     const bool lossy = o.conn != transport::rc && !watch_stop;
     idle_watch w{c, watch_stop};
-    while (received < expected) {
+    while (received < expected && (c.expected == nullptr || received < c.expected->load(std::memory_order_acquire))) {
         ibv_wc wc[16];
         const int got = s.rcq->poll(16, wc);
         if (got == 0) {

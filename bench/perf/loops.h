@@ -56,6 +56,9 @@ struct loop_context {
     // -b: the receiving thread's stop (UC, UD: the peer finished sending; a pause then
     // ends the wait for messages that were lost).
     const std::atomic<bool>* peer_done = nullptr;
+    // -b -D: what the receiving thread expects in all, known once the peer stops sending
+    // (until then the largest count).
+    const std::atomic<std::uint64_t>* expected = nullptr;
     verify_result verified;
 };
 

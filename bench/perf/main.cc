@@ -170,12 +170,13 @@ double process_cpu_seconds() {
 }
 
 status send_sync(channel& ch, sync_kind kind, std::uint64_t value, bool ok = true, const std::string& message = "",
-                 const bandwidth_sample_set* own = nullptr) {
+                 const bandwidth_sample_set* own = nullptr, std::uint64_t own_per_qp = 0) {
     wire_sync m;
     if (own != nullptr) {
         m.iterations = own->iterations;
         m.ticks = own->ticks;
         m.min_ticks = own->min_ticks_per_iteration;
+        m.per_qp = own_per_qp;
     }
     m.kind = kind;
     m.ok = ok;
@@ -200,14 +201,19 @@ public:
         ctx_.oob = nullptr;
         ctx_.progress = nullptr;
         ctx_.peer_done = &peer_done_;
+        ctx_.expected = &expected_;
         ctx_.verified = {};
         count_.assign(c.o->qps, 0);
+        // -D: the peer's count comes with its stop; until then, everything.
+        expected_ = ctx_.o->duration ? ~std::uint64_t{0} : ctx_.o->iters * ctx_.o->qps;
         thread_ = std::thread([this, &s, size] {
-            status_ = bandwidth_server(ctx_, s, size, ctx_.o->iters * ctx_.o->qps, false, count_, received_);
+            status_ = bandwidth_server(ctx_, s, size, ~std::uint64_t{0}, false, count_, received_);
         });
     }
-    // Once the peer has finished sending: what arrived, and what --verify found.
-    status finish(verify_result& into) {
+    // Once the peer has finished sending `peer_per_qp` per QP: what arrived, and what
+    // --verify found.
+    status finish(verify_result& into, std::uint64_t peer_per_qp) {
+        expected_.store(peer_per_qp * ctx_.o->qps, std::memory_order_release);
         peer_done_ = true;
         thread_.join();
         if (into.bad == 0) into = ctx_.verified;
@@ -223,6 +229,7 @@ public:
 private:
     loop_context ctx_;
     std::atomic<bool> peer_done_{false};
+    std::atomic<std::uint64_t> expected_{0};
     std::vector<std::uint64_t> count_;
     std::uint64_t received_ = 0;
     status status_ = ok_status();
@@ -341,17 +348,20 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
                 std::vector<std::uint64_t> stamps(stamp_words(o), 0);
                 bandwidth_sample_set own;
                 std::uint64_t own_per_qp = 0;
+                c.end_tick = o.duration ? tsc_now() + static_cast<std::uint64_t>(hz * o.duration) : 0;
                 if (auto r = bandwidth_client(c, *s, size, stamps, own, own_per_qp); !r) return r;
-                auto stop = recv_sync(ch, sync_stop, kPeerTimeout);
+                auto stop = recv_sync(ch, sync_stop, std::chrono::seconds(o.duration) + kPeerTimeout);
                 if (!stop) return stop.error();
                 per_qp = stop->value;
                 if (rx) {
-                    if (auto r = rx->finish(c.verified); !r) return r;
+                    if (auto r = rx->finish(c.verified, per_qp); !r) return r;
                 }
                 verify_after(c, *s, size, per_qp);
                 const bool good = c.verified.bad == 0;
                 if (rx) received = rx->received();
-                if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe(), &own); !r) return r;
+                if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe(), &own, own_per_qp); !r) {
+                    return r;
+                }
                 continue;
             }
             std::vector<std::uint64_t> count(o.qps, 0);
@@ -425,9 +435,9 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
         if (o.bidirectional) {
             // The server's direction: its messages all arrived, its WRITEs are in place.
             if (rx) {
-                if (auto r = rx->finish(c.verified); !r) return r;
+                if (auto r = rx->finish(c.verified, done->per_qp); !r) return r;
             }
-            verify_after(c, *s, size, o.iters);
+            verify_after(c, *s, size, done->per_qp);
             own_iterations = bw.iterations;
             bw = combined(bw, done.value());
         }

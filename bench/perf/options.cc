@@ -266,7 +266,6 @@ result<options> parse_options(int argc, char** argv) {
         if (tx_given && o.tx_depth != 1) return bad("-t applies to bandwidth tests only (latency keeps one in flight)");
     }
     if (o.bidirectional && o.latency) return bad("-b applies to bandwidth tests only");
-    if (o.bidirectional && o.duration != 0) return bad("-b with -D is not supported yet");
     if (o.events && o.op == operation::write && o.latency) return bad("-e does not apply to write_lat (it polls memory)");
     if (o.cpu_util && o.duration == 0) return bad("--cpu_util needs -D (as perftest)");
     if (o.duration != 0 && o.all_sizes) return bad("-D and -a cannot be combined");

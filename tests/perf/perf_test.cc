@@ -161,6 +161,24 @@ TEST_CASE("-b: both directions at once, --verify on both sides") {
     }
 }
 
+TEST_CASE("-b -D: both directions for a duration, --verify on both sides") {
+    for (const char* test : {"send_bw", "write_bw", "read_bw"}) {
+        const std::string t = test;
+        CAPTURE(t);
+        const auto t0 = clock_type::now();
+        const outcome o = run_pair({t, "-b", "-D", "2", "-s", "512", "-t", "32", "-Q", "4", "--verify"}, {}, {}, "ib", 90s);
+        check_passed(o);
+        CHECK(clock_type::now() - t0 >= 2s);
+        const auto rows = rows_of(o.client_out, 5);
+        INFO("client output:\n" << o.client_out);
+        REQUIRE(rows.size() == 1);
+        CHECK(rows[0][0] == 512);
+        CHECK(rows[0][1] > 0);
+        CHECK(rows[0][2] >= rows[0][3] * 0.999);  // peak >= average
+        CHECK(o.client_out.find("Bidirectional") != std::string::npos);
+    }
+}
+
 TEST_CASE("RoCE: the QPs addressed by GID (RoCEv2 frames between the processes)") {
     for (const char* gid : {"0", "1"}) {
         CAPTURE(std::string(gid));
