@@ -241,7 +241,7 @@ bandwidth_sample_set combined(const bandwidth_sample_set& a, const wire_sync& pe
     bandwidth_sample_set b = a;
     b.iterations += peer.iterations;
     b.ticks = std::max(a.ticks, peer.ticks);
-    if (a.min_ticks_per_iteration != 0 && peer.min_ticks != 0) {
+    if (a.min_ticks_per_iteration > 0 && peer.min_ticks > 0) {
         b.min_ticks_per_iteration = a.min_ticks_per_iteration * peer.min_ticks / (a.min_ticks_per_iteration + peer.min_ticks);
     }
     return b;

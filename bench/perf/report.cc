@@ -123,9 +123,9 @@ bandwidth_figures compute_bandwidth(const bandwidth_sample_set& s, double tsc_hz
     f.avg_mb_s = bytes / seconds / kMB;
     f.avg_gbit_s = bytes / seconds / kGbBytes;
     f.msg_rate_mpps = static_cast<double>(s.iterations) / seconds / 1e6;
-    if (s.min_ticks_per_iteration) {
+    if (s.min_ticks_per_iteration > 0) {
         // One message in the shortest interval per iteration (perftest's "opt_delta").
-        const double best = static_cast<double>(s.min_ticks_per_iteration) / tsc_hz;
+        const double best = s.min_ticks_per_iteration / tsc_hz;
         f.peak_mb_s = static_cast<double>(s.bytes) / best / kMB;
         f.peak_gbit_s = static_cast<double>(s.bytes) / best / kGbBytes;
     } else {

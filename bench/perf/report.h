@@ -66,7 +66,7 @@ struct bandwidth_sample_set {
     std::size_t bytes = 0;
     std::uint64_t iterations = 0;
     std::uint64_t ticks = 0;
-    std::uint64_t min_ticks_per_iteration = 0;
+    double min_ticks_per_iteration = 0;  // a quotient of ticks over iterations, not rounded
 };
 
 // Figures derived from a latency_sample_set, in microseconds. Every sample counts (perftest

@@ -82,11 +82,21 @@ unsigned slots_of(const options& o) {
     return o.op == operation::send ? std::max(o.tx_depth, o.rx_depth) : o.tx_depth;
 }
 
+std::size_t slot_stride(const options& o, std::size_t size) {
+    // Each slot starts on a 64-byte boundary (a cache line; a UD receive has its GRH first).
+    return round_up(size + (o.conn == transport::ud ? kGrh : 0), 64);
+}
+
+bool message_fits(const options& o, std::size_t size) {
+    const std::size_t slots = std::size_t{2} * o.qps * slots_of(o);
+    return slot_stride(o, size) <= kMemoryBudget / slots;
+}
+
 std::size_t message_limit(const options& o) {
-    const std::size_t per_slot = kMemoryBudget / (2 * o.qps * slots_of(o)) - (o.conn == transport::ud ? kGrh : 0);
+    const std::size_t top = o.conn == transport::ud ? 4096 : std::size_t{1} << 23;
+    if (!message_fits(o, 2)) return 0;
     std::size_t limit = 2;
-    while (limit * 2 <= per_slot && limit * 2 <= (std::size_t{1} << 23)) limit *= 2;
-    if (o.conn == transport::ud) limit = std::min<std::size_t>(limit, 4096);
+    while (limit * 2 <= top && message_fits(o, limit * 2)) limit *= 2;
     return limit;
 }
 
@@ -105,12 +115,12 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
     const auto sizes = sizes_of(o, message_limit(o));
     if (sizes.empty()) return error{EINVAL, "no message size fits the memory budget"};
     s->max_msg = *std::max_element(sizes.begin(), sizes.end());
-    if (s->max_msg > message_limit(o)) {
+    if (!message_fits(o, s->max_msg)) {
         return error{EINVAL, "-s " + std::to_string(s->max_msg) + " does not fit the memory budget (48 MiB a side) with these options: " +
                                  (o.verify ? "--verify keeps a buffer per message in flight; " : "") + "at most " +
                                  std::to_string(message_limit(o)) + " bytes (or lower -q, -t, -r)"};
     }
-    s->stride = round_up(s->max_msg + (o.conn == transport::ud ? kGrh : 0), 64);
+    s->stride = slot_stride(o, s->max_msg);
     s->mem_len = round_up(2 * o.qps * s->area(), 4096);
     void* m = ::mmap(nullptr, s->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (m == MAP_FAILED) return error{errno, "cannot allocate " + std::to_string(s->mem_len) + " bytes"};
@@ -169,8 +179,8 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
     s->inline_max = want_inline;
     s->posted.assign(o.qps, 0);
     s->done.assign(o.qps, 0);
-    s->wrs.assign(o.post_list, ibv_send_wr{});
-    s->sges.assign(o.post_list, ibv_sge{});
+    s->wrs.assign(std::size_t{o.qps} * o.post_list, ibv_send_wr{});
+    s->sges.assign(std::size_t{o.qps} * o.post_list, ibv_sge{});
     return s;
 }
 

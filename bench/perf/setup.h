@@ -56,7 +56,8 @@ struct side {
     std::vector<cxv::api::address_handle> ahs;  // UD: one per QP, to the peer's
     std::string local_gid, remote_gid;          // printed
     // The bandwidth loop's state, made here so that the loop allocates nothing: per QP
-    // the iterations posted and completed, and a post list of WRs with their SGEs.
+    // the iterations posted and completed, and a post list of WRs with their SGEs (QP q's
+    // at [q * -l, (q + 1) * -l)), their fixed fields set once a size.
     std::vector<std::uint64_t> posted, done;
     std::vector<ibv_send_wr> wrs;
     std::vector<ibv_sge> sges;
@@ -82,7 +83,11 @@ status connect_qp(side& s, unsigned q);
 // Posts a receive into slot `slot` of QP q's receive area (wr_id q << 32 | slot).
 int post_receive(side& s, unsigned q, std::size_t slot);
 
-// The largest message the memory budget leaves for these options.
+// The bytes of a message slot for `size` (64-byte aligned, a UD GRH included), whether
+// a run's slots of that size fit the memory budget, and the largest power of two that
+// does (0: none).
+std::size_t slot_stride(const options& o, std::size_t size);
+bool message_fits(const options& o, std::size_t size);
 std::size_t message_limit(const options& o);
 unsigned slots_of(const options& o);
 
