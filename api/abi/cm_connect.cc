@@ -164,14 +164,7 @@ CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a
 CXV_CM_EXPORT int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
     if (attr == nullptr) return fail(EINVAL);
     if ((attr->comp_mask & ~static_cast<std::uint32_t>(IBV_QP_INIT_ATTR_PD)) != 0) return fail(EOPNOTSUPP);
-    ibv_qp_init_attr a{};
-    a.qp_context = attr->qp_context;
-    a.send_cq = attr->send_cq;
-    a.recv_cq = attr->recv_cq;
-    a.srq = attr->srq;
-    a.cap = attr->cap;
-    a.qp_type = attr->qp_type;
-    a.sq_sig_all = attr->sq_sig_all;
+    ibv_qp_init_attr a{attr->qp_context, attr->send_cq, attr->recv_cq, attr->srq, attr->cap, attr->qp_type, attr->sq_sig_all};
     ibv_pd* pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) != 0 ? attr->pd : nullptr;
     if (rdma_create_qp(id, pd, &a) != 0) return -1;
     attr->cap = a.cap;
