@@ -10,6 +10,10 @@ if [ ! -x /usr/bin/ib_send_lat ]; then
     echo "perftest is not installed (tools/setup installs it): nothing to run" >&2
     exit 1
 fi
+# Under --config=san cxv's libraries bring ASan into perftest's processes, whose leak
+# check then reports the buffers Debian's perftest never frees before it exits: not
+# ours to find here (cxv-perf's are checked by perf_test and rdma_cm_test).
+[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 abs() { (cd "$(dirname "$1")" && echo "$(pwd)/$(basename "$1")"); }
 stubs=$(dirname "$(abs "$stub")")
 out=$(mktemp /tmp/cxv-pt-model.XXXXXX)
@@ -25,7 +29,9 @@ rows=0
 while IFS='|' read -r _ test bytes pt cx ratio _; do
     [[ "$bytes" =~ ^\ *[0-9]+\ *$ ]] || continue
     rows=$((rows + 1))
-    p=$(echo "$pt" | awk '{print $1}') c=$(echo "$cx" | awk '{print $1}')
+    # The figure in parentheses: the 99th percentile, or the message rate (MB/s of 8-byte
+    # messages may round to 0.00 on the model).
+    p=$(echo "$pt" | tr -d '()' | awk '{print $2}') c=$(echo "$cx" | tr -d '()' | awk '{print $2}')
     if ! awk -v a="$p" -v b="$c" 'BEGIN { exit !(a + 0 > 0 && b + 0 > 0) }'; then
         echo "FAIL: row$test|$bytes: perftest '$pt', cxv-perf '$cx'" >&2
         failures=$((failures + 1))
