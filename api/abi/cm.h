@@ -22,37 +22,12 @@
 #include <mutex>
 #include <optional>
 
+#include "api/abi/cm_wire.h"
+
 #define CXV_CM_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace cxv::cm {
 
-// The private data limits of rdma_accept(3), rdma_connect(3) and rdma_reject(3)
-// (IBTA 12.6 REQ/REP/REJ less the CM's own 36-byte header for connect).
-constexpr unsigned kConnectPrivate = 56, kAcceptPrivate = 196, kRejectPrivate = 148;
-constexpr unsigned kUdConnectPrivate = 180, kUdAcceptPrivate = 136;
-
-// IBTA 12.6.7 REJ reasons as rdma_cm's REJECTED status: no listener, and the consumer's.
-constexpr int kRejectNoListener = 8, kRejectConsumer = 28;
-
-// How long an active side waits for the REP (or REJ) once its REQ is sent: then
-// UNREACHABLE with -ETIMEDOUT, as rdma_cm reports a REQ whose retries ran out.
-constexpr std::chrono::seconds kReplyTimeout{10};
-
-enum class msg_type : std::uint8_t { req = 1, rep, rej, rtu, dreq };
-
-// One message on the side channel; integers in network order.
-struct wire_msg {
-    std::uint32_t magic;
-    msg_type type;
-    std::uint8_t private_data_len;
-    std::uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count, srq;
-    std::uint8_t link_layer, mtu, reason;
-    std::uint16_t lid;
-    std::uint32_t qpn, psn, qkey;
-    std::uint8_t gid[16];
-    std::uint8_t private_data[kAcceptPrivate];
-};
-constexpr std::uint32_t kMagic = 0x63787663;  // "cxvc"
 
 struct channel;
 
@@ -121,8 +96,6 @@ void drop_incoming(cm_id* listener);  // connections not yet requested (mu held)
 
 // Fills `m`'s address fields (QPN, LID, GID 0, MTU, link layer) from `id`'s port.
 int fill_local(cm_id* id, wire_msg& m);
-int send_msg(int fd, const wire_msg& host_order);
-void to_host(wire_msg& m);
 ibv_ah_attr peer_ah(cm_id* id);
 // The QP's steps of rdma_init_qp_attr(3), from the peer's message.
 int qp_attrs(cm_id* id, ibv_qp_state to, ibv_qp_attr& a, int& mask);

@@ -159,6 +159,20 @@ CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a
     return 0;
 }
 
+// rdma_create_qp_ex(3): the extended attributes as far as cxv's libibverbs makes QPs
+// (a PD, the basic attributes); anything more (XRC, TSO, send ops flags, ...) is refused.
+CXV_CM_EXPORT int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
+    if (attr == nullptr) return fail(EINVAL);
+    if ((attr->comp_mask & ~static_cast<std::uint32_t>(IBV_QP_INIT_ATTR_PD)) != 0) return fail(EOPNOTSUPP);
+    ibv_qp_init_attr a{attr->qp_context, attr->send_cq, attr->recv_cq, attr->srq, attr->cap, attr->qp_type, attr->sq_sig_all};
+    ibv_pd* pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) != 0 ? attr->pd : nullptr;
+    if (rdma_create_qp(id, pd, &a) != 0) return -1;
+    attr->cap = a.cap;
+    attr->send_cq = a.send_cq;
+    attr->recv_cq = a.recv_cq;
+    return 0;
+}
+
 CXV_CM_EXPORT void rdma_destroy_qp(rdma_cm_id* id) {
     cm_id* c = of(id);
     ibv_qp* qp = nullptr;

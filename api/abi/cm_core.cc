@@ -1,7 +1,6 @@
 // cxv's librdmacm.so.1, the machinery: the function and its PD, event channels, the
 // side-channel messages, the QP steps, and the worker thread that reads every socket
 // and turns what arrives into events (rdma_cm(7)).
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -238,32 +237,6 @@ int fill_local(cm_id* id, wire_msg& m) {
     m.psn = id->psn;
     m.qkey = RDMA_UDP_QKEY;
     return 0;
-}
-
-int send_msg(int fd, const wire_msg& h) {
-    wire_msg n = h;
-    n.magic = htonl(h.magic);
-    n.lid = htons(h.lid);
-    n.qpn = htonl(h.qpn);
-    n.psn = htonl(h.psn);
-    n.qkey = htonl(h.qkey);
-    const auto* p = reinterpret_cast<const char*>(&n);
-    std::size_t done = 0;
-    while (done < sizeof n) {
-        const ssize_t w = ::send(fd, p + done, sizeof n - done, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        done += static_cast<std::size_t>(w);
-    }
-    return 0;
-}
-
-void to_host(wire_msg& m) {
-    m.magic = ntohl(m.magic);
-    m.lid = ntohs(m.lid);
-    m.qpn = ntohl(m.qpn);
-    m.psn = ntohl(m.psn);
-    m.qkey = ntohl(m.qkey);
 }
 
 ibv_ah_attr peer_ah(cm_id* id) {
@@ -543,7 +516,7 @@ void run_worker() {
             to_host(m);
             // Every field is checked before use: a message that is not ours, or claims more
             // private data than a message holds, ends the connection.
-            if (m.magic != kMagic || m.private_data_len > sizeof m.private_data) {
+            if (!well_formed(m)) {
                 peer_gone(id);
                 continue;
             }

@@ -16,61 +16,78 @@ namespace {
 
 constexpr std::uint64_t kIterationMask = (std::uint64_t{1} << 48) - 1;
 
-error completion_error(const ibv_wc& wc) {
-    return error{EIO, std::string("a work request completed with ") + cxv::wc_status_str(wc.status) + " (status " +
-                          std::to_string(wc.status) + ", vendor syndrome " + std::to_string(wc.vendor_err) + ")"};
+// Before a size's timed loop: every field of QP q's post list that is the same for
+// every iteration (opcode, SGE length and key, the peer's QPN, AH or rkey, inline).
+void shape_fixed(side& s, unsigned q, std::size_t size) {
+    const options& o = *s.o;
+    for (unsigned j = 0; j < o.post_list; ++j) {
+        ibv_send_wr& wr = s.wrs[q * o.post_list + j];
+        ibv_sge& sge = s.sges[q * o.post_list + j];
+        wr = ibv_send_wr{};
+        sge = ibv_sge{};
+        sge.length = static_cast<std::uint32_t>(size);
+        sge.lkey = s.mr->lkey();
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        const unsigned inl = size <= s.inline_max ? IBV_SEND_INLINE : 0;
+        switch (o.op) {
+        case operation::send:
+            // --verify: the iteration in the immediate data (UC and UD may lose messages).
+            wr.opcode = o.verify ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+            if (o.conn == transport::ud) {
+                wr.wr.ud.ah = &s.ahs[q].base;
+                wr.wr.ud.remote_qpn = s.remote[q].qpn;
+                wr.wr.ud.remote_qkey = kQkey;
+            }
+            wr.send_flags = inl;
+            break;
+        case operation::write:
+            wr.opcode = IBV_WR_RDMA_WRITE;
+            wr.wr.rdma.rkey = s.remote[q].rkey;
+            wr.send_flags = inl;
+            break;
+        case operation::read:
+            wr.opcode = IBV_WR_RDMA_READ;
+            wr.wr.rdma.rkey = s.remote[q].rkey;
+            break;
+        case operation::atomic:
+            sge.length = 8;
+            wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+            wr.wr.atomic.remote_addr = s.remote_addr(q, 0);
+            wr.wr.atomic.rkey = s.remote[q].rkey;
+            wr.wr.atomic.compare_add = 1;
+            break;
+        }
+    }
 }
 
-// The WR of iteration `it` on QP q, ready to post.
-void shape(side& s, unsigned q, std::uint64_t it, std::uint64_t limit, std::size_t size, ibv_send_wr& wr,
-           ibv_sge& sge) {
+// In the loop: what iteration `it` changes in a WR shape_fixed built (its id, slot,
+// signalling and, with --verify, its payload).
+inline void shape(side& s, unsigned q, std::uint64_t it, std::uint64_t limit, std::size_t size, ibv_send_wr& wr,
+                  ibv_sge& sge) noexcept {
     const options& o = *s.o;
     const std::size_t slot = it % s.slots;
-    sge.length = static_cast<std::uint32_t>(size);
-    sge.lkey = s.mr->lkey();
+    std::byte* local = s.send_area(q, slot);
+    sge.addr = reinterpret_cast<std::uint64_t>(local);
     wr.wr_id = (std::uint64_t{q} << 48) | it;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
     wr.next = nullptr;
     const bool last = it + 1 == limit;
-    wr.send_flags = ((it + 1) % o.cq_mod == 0 || last) ? IBV_SEND_SIGNALED : 0;
+    const unsigned signalled = ((it + 1) % o.cq_mod == 0 || last) ? IBV_SEND_SIGNALED : 0;
+    wr.send_flags = (wr.send_flags & IBV_SEND_INLINE) | signalled;
     switch (o.op) {
     case operation::send:
-        sge.addr = reinterpret_cast<std::uint64_t>(s.send_area(q, slot));
-        // --verify: the iteration in the immediate data (UC and UD may lose messages).
-        wr.opcode = o.verify ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
         wr.imm_data = static_cast<std::uint32_t>(it);
-        if (o.conn == transport::ud) {
-            wr.wr.ud.ah = &s.ahs[q].base;
-            wr.wr.ud.remote_qpn = s.remote[q].qpn;
-            wr.wr.ud.remote_qkey = kQkey;
-        }
-        if (size <= s.inline_max) wr.send_flags |= IBV_SEND_INLINE;
-        if (o.verify) fill_pattern(s.send_area(q, slot), size, it);
+        if (o.verify) fill_pattern(local, size, it);
         break;
     case operation::write:
-        sge.addr = reinterpret_cast<std::uint64_t>(s.send_area(q, slot));
-        wr.opcode = IBV_WR_RDMA_WRITE;
         wr.wr.rdma.remote_addr = s.remote_addr(q, slot);
-        wr.wr.rdma.rkey = s.remote[q].rkey;
-        if (size <= s.inline_max) wr.send_flags |= IBV_SEND_INLINE;
-        if (o.verify) fill_pattern(s.send_area(q, slot), size, it);
+        if (o.verify) fill_pattern(local, size, it);
         break;
     case operation::read:
-        sge.addr = reinterpret_cast<std::uint64_t>(s.send_area(q, slot));
-        wr.opcode = IBV_WR_RDMA_READ;
         wr.wr.rdma.remote_addr = s.remote_addr(q, slot);
-        wr.wr.rdma.rkey = s.remote[q].rkey;
-        if (o.verify) fill_pattern(s.send_area(q, slot), size, slot + 1);  // stale data must not pass
+        if (o.verify) fill_pattern(local, size, slot + 1);  // stale data must not pass
         break;
-    case operation::atomic:
-        sge.addr = reinterpret_cast<std::uint64_t>(s.send_area(q, slot));
-        sge.length = 8;
-        wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-        wr.wr.atomic.remote_addr = s.remote_addr(q, 0);
-        wr.wr.atomic.rkey = s.remote[q].rkey;
-        wr.wr.atomic.compare_add = 1;
-        break;
+    case operation::atomic: break;
     }
 }
 
@@ -93,6 +110,37 @@ void check_results(loop_context& c, side& s, unsigned q, std::uint64_t from, std
 
 }  // namespace
 
+error completion_error(const ibv_wc& wc, const char* what) {
+    return error{EIO, std::string(what) + " completed with " + cxv::wc_status_str(wc.status) + " (status " +
+                          std::to_string(wc.status) + ", vendor syndrome " + std::to_string(wc.vendor_err) + ")"};
+}
+
+double peak_ticks_per_iteration(const std::uint64_t* stamps, std::size_t n, std::uint64_t want, std::uint64_t ticks,
+                                std::uint64_t iterations) noexcept {
+    double best = 0;
+    std::uint64_t covered = 0;
+    std::size_t first = 0;
+    for (std::size_t last = 1; last < n; ++last) {
+        covered += stamps[2 * last + 1];
+        while (first + 1 < last && covered - stamps[2 * (first + 1) + 1] >= want) {
+            ++first;
+            covered -= stamps[2 * first + 1];
+        }
+        if (covered >= want) {
+            // The exact quotient: a window of a few fast iterations lasts only tens of ticks,
+            // and whole ticks would round its peak by several percent.
+            const double per = static_cast<double>(stamps[2 * last] - stamps[2 * first]) / static_cast<double>(covered);
+            if (best == 0 || per < best) best = per;
+        }
+    }
+    // Never slower than the average (the window may span a pause).
+    if (iterations != 0) {
+        const double avg = static_cast<double>(ticks) / static_cast<double>(iterations);
+        if (best == 0 || best > avg) best = avg;
+    }
+    return best;
+}
+
 status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<std::uint64_t>& stamps,
                         bandwidth_sample_set& out, std::uint64_t& per_qp) {
     const options& o = *c.o;
@@ -104,6 +152,7 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
     std::vector<ibv_sge>& sges = s.sges;
     std::fill(posted.begin(), posted.end(), 0);
     std::fill(done.begin(), done.end(), 0);
+    for (unsigned q = 0; q < nq; ++q) shape_fixed(s, q, size);
     std::uint64_t limit = o.duration ? ~std::uint64_t{0} >> 16 : o.iters;
     const bool check = o.verify && (o.op == operation::read || o.op == operation::atomic);
     idle_watch w{c};
@@ -125,12 +174,14 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
         for (unsigned q = 0; q < nq; ++q) {
             while (posted[q] < limit && posted[q] - done[q] + o.post_list <= o.tx_depth) {
                 const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(o.post_list, limit - posted[q]));
+                ibv_send_wr* list = &wrs[q * o.post_list];
+                ibv_sge* list_sges = &sges[q * o.post_list];
                 for (unsigned j = 0; j < n; ++j) {
-                    shape(s, q, posted[q] + j, limit, size, wrs[j], sges[j]);
-                    if (j > 0) wrs[j - 1].next = &wrs[j];
+                    shape(s, q, posted[q] + j, limit, size, list[j], list_sges[j]);
+                    if (j > 0) list[j - 1].next = &list[j];
                 }
                 ibv_send_wr* bad = nullptr;
-                if (const int rc = s.qps[q]->post_send(&wrs[0], &bad); rc != 0) [[unlikely]] {
+                if (const int rc = s.qps[q]->post_send(list, &bad); rc != 0) [[unlikely]] {
                     return error{rc, std::string("post_send failed: ") + std::strerror(rc)};
                 }
                 posted[q] += n;
@@ -166,29 +217,8 @@ status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<
     out.bytes = size;
     out.iterations = total_done;
     out.ticks = t1 - t0;
-    // The peak: the fastest window of about a queue's depth of iterations, between two
-    // completions (the iterations of the later ones over the time between them).
-    out.min_ticks_per_iteration = 0;
-    const std::size_t n = nstamps / 2;
-    const std::uint64_t want = std::max<std::uint64_t>(o.tx_depth, o.cq_mod);
-    std::uint64_t covered = 0;
-    std::size_t first = 0;
-    for (std::size_t last = 1; last < n; ++last) {
-        covered += stamps[2 * last + 1];
-        while (first + 1 < last && covered - stamps[2 * (first + 1) + 1] >= want) {
-            ++first;
-            covered -= stamps[2 * first + 1];
-        }
-        if (covered >= want) {
-            const std::uint64_t per = (stamps[2 * last] - stamps[2 * first]) / covered;
-            if (out.min_ticks_per_iteration == 0 || per < out.min_ticks_per_iteration) out.min_ticks_per_iteration = per;
-        }
-    }
-    // Never slower than the average (the window may span a pause).
-    if (total_done != 0) {
-        const std::uint64_t avg = out.ticks / total_done;
-        if (out.min_ticks_per_iteration == 0 || out.min_ticks_per_iteration > avg) out.min_ticks_per_iteration = avg;
-    }
+    out.min_ticks_per_iteration = peak_ticks_per_iteration(stamps.data(), nstamps / 2,
+                                                           std::max<std::uint64_t>(o.tx_depth, o.cq_mod), out.ticks, total_done);
     return ok_status();
 }
 
@@ -200,7 +230,7 @@ status bandwidth_server(loop_context& c, side& s, std::size_t size, std::uint64_
     // UC and UD lose what finds no receive: after the client's stop, a pause ends the run.
     const bool lossy = o.conn != transport::rc && !watch_stop;
     idle_watch w{c, watch_stop};
-    while (received < expected) {
+    while (received < expected && (c.expected == nullptr || received < c.expected->load(std::memory_order_acquire))) {
         ibv_wc wc[16];
         const int got = s.rcq->poll(16, wc);
         if (got == 0) {

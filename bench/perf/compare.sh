@@ -12,6 +12,11 @@
 #     --cxv-client BDF     the function its client uses (both on a card bound to vfio-pci)
 #     --model              cxv-perf on the model instead: each side under
 #                          `cxv-sim run --fabric DIR` (--cxv-sim PATH, default PATH)
+#     --perftest-on-model  perftest on the model too, under `cxv exec` (cxv's libibverbs
+#                          and librdmacm; --cxv PATH, default PATH; the stand-ins of
+#                          bench/perf/stubs for rdma-core's libmlx5/libefa, --stubs DIR,
+#                          default next to this script): no kernel RDMA device needed.
+#                          Implies --model.
 #     --tests "T ..."      default "send_lat write_lat read_lat send_bw write_bw read_bw"
 #     --sizes "S ..."      default "2 64 4096 65536"
 #     --iters N            default 1000
@@ -25,13 +30,14 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 ib_dev="" ib_port=1 gid_index="" cxv_perf="" cxv_server="" cxv_client="" model=0 cxv_sim=""
+on_model=0 cxv="" stubs=""
 tests="send_lat write_lat read_lat send_bw write_bw read_bw"
 sizes="2 64 4096 65536"
 iters=1000
 out=""
 
 usage() {
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while (($#)); do
@@ -43,6 +49,9 @@ while (($#)); do
         --cxv-server) cxv_server=${2:?}; shift 2 ;;
         --cxv-client) cxv_client=${2:?}; shift 2 ;;
         --model) model=1; shift ;;
+        --perftest-on-model) on_model=1; model=1; shift ;;
+        --cxv) cxv=${2:?}; shift 2 ;;
+        --stubs) stubs=${2:?}; shift 2 ;;
         --cxv-sim) cxv_sim=${2:?}; shift 2 ;;
         --tests) tests=${2:?}; shift 2 ;;
         --sizes) sizes=${2:?}; shift 2 ;;
@@ -60,13 +69,22 @@ for t in $tests; do
 done
 [[ "$iters" =~ ^[0-9]+$ ]] || { echo "compare: --iters takes a number" >&2; exit 2; }
 
-# The kernel's RDMA devices: without one perftest cannot run, and there is no comparison.
-if [ -z "$ib_dev" ]; then
+# The kernel's RDMA devices: without one perftest cannot run, and there is no comparison
+# (unless perftest runs on the model too).
+if ((on_model)); then
+    ib_dev="the model, cxv exec"
+    [ -n "$cxv" ] || cxv=$(command -v cxv || true)
+    [ -x "$cxv" ] || { echo "compare: --perftest-on-model needs cxv (--cxv PATH)" >&2; exit 1; }
+    [ -n "$stubs" ] || stubs="$here/stubs"
+    [ -e "$stubs/libmlx5.so.1" ] && [ -e "$stubs/libefa.so.1" ] ||
+        { echo "compare: --perftest-on-model needs bench/perf/stubs' libraries (--stubs DIR)" >&2; exit 1; }
+    stubs=$(cd "$stubs" && pwd)
+elif [ -z "$ib_dev" ]; then
     for d in /sys/class/infiniband/*; do
         [ -e "$d" ] && { ib_dev=$(basename "$d"); break; }
     done
 fi
-if [ -z "$ib_dev" ] || [ ! -e "/sys/class/infiniband/$ib_dev" ]; then
+if ((!on_model)) && { [ -z "$ib_dev" ] || [ ! -e "/sys/class/infiniband/$ib_dev" ]; }; then
     echo "compare: no kernel RDMA device on this host (/sys/class/infiniband${ib_dev:+/$ib_dev} is missing):" \
          "perftest has nothing to run on, so there is nothing to compare. Run it where a card has its kernel" \
          "driver, or add Linux's Soft-RoCE: rdma link add rxe0 type rxe netdev IFACE" >&2
@@ -116,14 +134,15 @@ free_port() {
     echo 18515
 }
 
-# run_pair NAME SERVER-COMMAND... -- CLIENT-COMMAND...: the server in the background, the
+# run_pair NAME SERVER-COMMAND... :: CLIENT-COMMAND...: the server in the background, the
 # client (retried while the server is not listening yet), both bounded in time; the
 # client's output in $work/NAME.out.
 run_pair() {
     local name=$1
     shift
     local server=() client=()
-    while [ "$1" != "--" ]; do server+=("$1"); shift; done
+    # (Not "--": the commands under cxv-sim run and cxv exec hold that.)
+    while [ "$1" != "::" ]; do server+=("$1"); shift; done
     shift
     client=("$@")
     timeout 120 "${server[@]}" >"$work/$name.server" 2>&1 &
@@ -138,7 +157,7 @@ run_pair() {
     stop_server "$spid"
     if ((ok)); then
         echo "compare: $name failed:" >&2
-        tail -5 "$work/$name.out" "$work/$name.server" >&2
+        tail -n 5 "$work/$name.out" "$work/$name.server" >&2
     fi
     return $ok
 }
@@ -163,10 +182,22 @@ for t in $tests; do
     kind=${t##*_}
     for s in $sizes; do
         port=$(free_port)
-        pt=(ib_"$t" -d "$ib_dev" -i "$ib_port" -s "$s" -n "$iters" -p "$port" -F)
-        [ -n "$gid_index" ] && pt+=(-x "$gid_index")
         perftest_fig="" cxv_fig=""
-        if run_pair "perftest-$t-$s" "${pt[@]}" -- "${pt[@]}" 127.0.0.1; then
+        if ((on_model)); then
+            # Each side its own function on the model's fabric; cxv exec binds the first.
+            pt=(ib_"$t" -i "$ib_port" -s "$s" -n "$iters" -p "$port" -F)
+            [ -n "$gid_index" ] && pt+=(-x "$gid_index")
+            ps=(env LD_LIBRARY_PATH="$stubs" "$cxv_sim" run --fabric "$work/fabric" --set fabric_index=0 --
+                "$cxv" exec -- "${pt[@]}")
+            pc=(env LD_LIBRARY_PATH="$stubs" "$cxv_sim" run --fabric "$work/fabric" --set fabric_index=1 --
+                "$cxv" exec -- "${pt[@]}" 127.0.0.1)
+        else
+            pt=(ib_"$t" -d "$ib_dev" -i "$ib_port" -s "$s" -n "$iters" -p "$port" -F)
+            [ -n "$gid_index" ] && pt+=(-x "$gid_index")
+            ps=("${pt[@]}")
+            pc=("${pt[@]}" 127.0.0.1)
+        fi
+        if run_pair "perftest-$t-$s" "${ps[@]}" :: "${pc[@]}"; then
             perftest_fig=$(figures "$work/perftest-$t-$s.out" "$t" "$s")
         else
             status=1
@@ -178,7 +209,7 @@ for t in $tests; do
             cs=("$cxv_sim" run --fabric "$work/fabric" --set fabric_index=0 -- "${cs[@]}")
             cc=("$cxv_sim" run --fabric "$work/fabric" --set fabric_index=1 -- "${cc[@]}")
         fi
-        if run_pair "cxv-$t-$s" "${cs[@]}" -- "${cc[@]}" 127.0.0.1; then
+        if run_pair "cxv-$t-$s" "${cs[@]}" :: "${cc[@]}" 127.0.0.1; then
             cxv_fig=$(figures "$work/cxv-$t-$s.out" "$t" "$s")
         else
             status=1
@@ -196,7 +227,11 @@ for t in $tests; do
         echo "| $t ($unit) | $s | $pcell | $ccell | $ratio |" >>"$table"
     done
 done
-((model)) && echo "cxv-perf's figures are the software model's, not a card's." >>"$table"
+if ((on_model)); then
+    echo "Both harnesses' figures are the software model's, not a card's (perftest under cxv exec)." >>"$table"
+elif ((model)); then
+    echo "cxv-perf's figures are the software model's, not a card's." >>"$table"
+fi
 cat "$table"
 [ -n "$out" ] && cp "$table" "$out"
 exit $status

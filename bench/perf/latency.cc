@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "bench/perf/iteration_clock.h"
 #include "bench/perf/loops.h"
 #include "bench/perf/tsc.h"
 #include "bench/perf/wait.h"
@@ -20,11 +21,6 @@ struct send_signals {
     unsigned count = 0;
     bool pending = false;
 };
-
-error completion_error(const ibv_wc& wc, const char* what) {
-    return error{EIO, std::string(what) + " completed with " + cxv::wc_status_str(wc.status) + " (status " +
-                          std::to_string(wc.status) + ", vendor syndrome " + std::to_string(wc.vendor_err) + ")"};
-}
 
 error stalled(const char* what) {
     return error{ETIMEDOUT, std::string("no ") + what + " for a long time: the peer stopped answering"};
@@ -67,9 +63,11 @@ inline std::uint8_t polled(const std::byte* p) noexcept {
     return std::atomic_ref<const std::uint8_t>(*reinterpret_cast<const std::uint8_t*>(p)).load(std::memory_order_acquire);
 }
 
+// The size's WR, built once: a ping changes only its send flags.
 struct send_wr {
     ibv_sge sge{};
     ibv_send_wr wr{};
+    unsigned flags = 0;  // every send's (inline); the loop adds IBV_SEND_SIGNALED
     send_wr(side& s, std::size_t size) {
         const options& o = *s.o;
         sge = {reinterpret_cast<std::uint64_t>(s.send_area(0, 0)), static_cast<std::uint32_t>(size), s.mr->lkey()};
@@ -109,6 +107,7 @@ struct send_wr {
             wr.send_flags = IBV_SEND_SIGNALED;
             break;
         }
+        flags = wr.send_flags;
     }
 };
 
@@ -121,12 +120,10 @@ status ping(idle_watch& w, side& s, send_wr& m, send_signals& sig, std::size_t s
     } else if (s.o->op == operation::write) {
         *reinterpret_cast<std::uint8_t*>(s.send_area(0, 0) + size - 1) = pattern(k, size - 1);
     }
-    unsigned flags = m.wr.send_flags;
-    if (auto r = signal_next(w, s, sig, flags); !r) return r;
-    ibv_send_wr wr = m.wr;
-    wr.send_flags = flags;
+    m.wr.send_flags = m.flags;
+    if (auto r = signal_next(w, s, sig, m.wr.send_flags); !r) return r;
     ibv_send_wr* bad = nullptr;
-    if (const int rc = s.qps[0]->post_send(&wr, &bad); rc != 0) [[unlikely]] return post_failed(rc);
+    if (const int rc = s.qps[0]->post_send(&m.wr, &bad); rc != 0) [[unlikely]] return post_failed(rc);
     return ok_status();
 }
 
@@ -179,9 +176,9 @@ status latency_client(loop_context& c, side& s, std::size_t size, std::uint64_t 
     // One stamp per iteration, as perftest takes: an iteration's sample runs from the
     // previous iteration's stamp to its own, so the harness's own work (the stamp, the
     // stored sample, the progress count) is in it once (tsc.h: why the bare RDTSC).
-    std::uint64_t prev = tsc_unordered();
+    iteration_clock clock;
     for (; k < total; ++k) {
-        if (c.end_tick != 0 && k >= warmup && prev >= c.end_tick) break;
+        if (c.end_tick != 0 && k >= warmup && clock.prev >= c.end_tick) break;
         if (o.op == operation::send || o.op == operation::write) {
             if (auto r = ping(w, s, m, sig, size, k); !r) return r;
             if (auto r = pong(w, c, s, size, k); !r) return r;
@@ -204,10 +201,7 @@ status latency_client(loop_context& c, side& s, std::size_t size, std::uint64_t 
                 }
             }
         }
-        const std::uint64_t now = tsc_unordered();
-        if (k >= warmup) samples[k - warmup] = now - prev;
-        prev = now;
-        if (c.progress != nullptr) c.progress->store(k + 1, std::memory_order_relaxed);
+        clock.tick(k, warmup, samples.data(), c.progress);
     }
     measured = k - warmup;
     return drain_signals(w, s, sig);

@@ -56,6 +56,9 @@ struct loop_context {
     // -b: the receiving thread's stop (UC, UD: the peer finished sending; a pause then
     // ends the wait for messages that were lost).
     const std::atomic<bool>* peer_done = nullptr;
+    // -b -D: what the receiving thread expects in all, known once the peer stops sending
+    // (until then the largest count).
+    const std::atomic<std::uint64_t>* expected = nullptr;
     verify_result verified;
 };
 
@@ -69,6 +72,12 @@ status latency_server(loop_context& c, side& s, std::size_t size, std::uint64_t 
 // completed), for the peak.
 status bandwidth_client(loop_context& c, side& s, std::size_t size, std::vector<std::uint64_t>& stamps,
                         bandwidth_sample_set& out, std::uint64_t& per_qp);
+// The peak of a bandwidth run, in ticks per iteration (perftest's "BW peak"): the fastest
+// window of at least `want` iterations between two completions, never slower than the
+// whole run's `ticks` over `iterations`. `stamps`: n pairs (a completion's TSC stamp, the
+// iterations it completed). 0 when there is nothing to go by.
+double peak_ticks_per_iteration(const std::uint64_t* stamps, std::size_t n, std::uint64_t want, std::uint64_t ticks,
+                                std::uint64_t iterations) noexcept;
 // The server of send_bw takes messages until `expected` arrived, or (watch_stop) the
 // client's stop is waiting; count (per QP) and received (all) go on across calls.
 status bandwidth_server(loop_context& c, side& s, std::size_t size, std::uint64_t expected, bool watch_stop,
@@ -80,6 +89,9 @@ void prepare_size(side& s, std::size_t size);
 // After a size, on the server: a WRITE bandwidth run's target holds each slot's last
 // iteration. `per_qp`: iterations per QP.
 void verify_after(loop_context& c, side& s, std::size_t size, std::uint64_t per_qp);
+
+// A completion in error, as the run's failure (cold: off the loops' path).
+[[gnu::cold, gnu::noinline]] error completion_error(const ibv_wc& wc, const char* what = "a work request");
 
 // The warm-up iterations of a latency size, excluded from its samples.
 inline std::uint64_t warmup_of(const options& o) { return o.duration ? 100 : std::min<std::uint64_t>(o.iters / 10 + 1, 1000); }

@@ -5,7 +5,8 @@
 //   cxv-perf write_bw --loopback -d BDF [-d BDF2]   both sides in this process
 //
 // The two sides meet over TCP (-p, 18515), agree on the run's parameters, exchange their
-// QPs' addresses, and then run size after size, with a barrier around each.
+// QPs' addresses (-R: connect them with the connection manager's protocol, cm_connect.h),
+// and then run size after size, with a barrier around each.
 #include <time.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/perf/cm_connect.h"
 #include "bench/perf/loops.h"
 #include "bench/perf/oob.h"
 #include "bench/perf/options.h"
@@ -124,6 +126,7 @@ run_config config_of(const options& o, const function& fn, bool server, double h
     r.events = o.events;
     r.bidirectional = o.bidirectional;
     r.report_gbits = o.report_gbits;
+    r.rdma_cm = o.rdma_cm;
     r.gid_index = o.gid_index;
     r.server = server;
     return r;
@@ -167,12 +170,13 @@ double process_cpu_seconds() {
 }
 
 status send_sync(channel& ch, sync_kind kind, std::uint64_t value, bool ok = true, const std::string& message = "",
-                 const bandwidth_sample_set* own = nullptr) {
+                 const bandwidth_sample_set* own = nullptr, std::uint64_t own_per_qp = 0) {
     wire_sync m;
     if (own != nullptr) {
         m.iterations = own->iterations;
         m.ticks = own->ticks;
         m.min_ticks = own->min_ticks_per_iteration;
+        m.per_qp = own_per_qp;
     }
     m.kind = kind;
     m.ok = ok;
@@ -197,14 +201,19 @@ public:
         ctx_.oob = nullptr;
         ctx_.progress = nullptr;
         ctx_.peer_done = &peer_done_;
+        ctx_.expected = &expected_;
         ctx_.verified = {};
         count_.assign(c.o->qps, 0);
+        // -D: the peer's count comes with its stop; until then, everything.
+        expected_ = ctx_.o->duration ? ~std::uint64_t{0} : ctx_.o->iters * ctx_.o->qps;
         thread_ = std::thread([this, &s, size] {
-            status_ = bandwidth_server(ctx_, s, size, ctx_.o->iters * ctx_.o->qps, false, count_, received_);
+            status_ = bandwidth_server(ctx_, s, size, ~std::uint64_t{0}, false, count_, received_);
         });
     }
-    // Once the peer has finished sending: what arrived, and what --verify found.
-    status finish(verify_result& into) {
+    // Once the peer has finished sending `peer_per_qp` per QP: what arrived, and what
+    // --verify found.
+    status finish(verify_result& into, std::uint64_t peer_per_qp) {
+        expected_.store(peer_per_qp * ctx_.o->qps, std::memory_order_release);
         peer_done_ = true;
         thread_.join();
         if (into.bad == 0) into = ctx_.verified;
@@ -220,6 +229,7 @@ public:
 private:
     loop_context ctx_;
     std::atomic<bool> peer_done_{false};
+    std::atomic<std::uint64_t> expected_{0};
     std::vector<std::uint64_t> count_;
     std::uint64_t received_ = 0;
     status status_ = ok_status();
@@ -231,14 +241,32 @@ bandwidth_sample_set combined(const bandwidth_sample_set& a, const wire_sync& pe
     bandwidth_sample_set b = a;
     b.iterations += peer.iterations;
     b.ticks = std::max(a.ticks, peer.ticks);
-    if (a.min_ticks_per_iteration != 0 && peer.min_ticks != 0) {
+    if (a.min_ticks_per_iteration > 0 && peer.min_ticks > 0) {
         b.min_ticks_per_iteration = a.min_ticks_per_iteration * peer.min_ticks / (a.min_ticks_per_iteration + peer.min_ticks);
     }
     return b;
 }
 
 // One side of a run, from the parameter exchange to the table. Returns the exit status.
-status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, bool server, bool quiet, double hz) {
+// With -R, `ch` is empty: the connection manager's first connection becomes it (the
+// server accepts on `cm_listener`).
+status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, bool server, bool quiet, double hz,
+                listener* cm_listener = nullptr) {
+    std::unique_ptr<side> s;
+    std::vector<channel> cm_links;  // -R: every QP's connection, kept open to the end
+    if (o.rdma_cm) {
+        {
+            std::lock_guard lock(g_setup);
+            auto made = make_side(o, fn, server);
+            if (!made) return made.error();
+            s = std::move(made).value();
+        }
+        auto links = server ? cm_accept(*s, *cm_listener, kAcceptTimeout, kPeerTimeout)
+                            : cm_connect(*s, o.server, o.tcp_port, 3s);
+        if (!links) return links.error();
+        cm_links = std::move(links).value();
+        ch = std::move(cm_links.front());
+    }
     // The parameters: the client's must be the server's.
     const wire_params mine = params_of(o);
     if (server) {
@@ -254,25 +282,26 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
         if (auto r = recv_sync(ch, sync_params, kPeerTimeout); !r) return r.error();
     }
 
-    std::unique_ptr<side> s;
-    {
-        std::lock_guard lock(g_setup);
-        auto made = make_side(o, fn, server);
-        if (!made) return made.error();
-        s = std::move(made).value();
-    }
-    s->remote.resize(o.qps);
-    const std::size_t bytes = sizeof(wire_qp) * o.qps;
-    if (server) {
-        if (auto r = ch.recv(s->remote.data(), bytes, kPeerTimeout); !r) return failed("the client's QPs", r.error());
-        if (auto r = ch.send(s->local.data(), bytes); !r) return r;
-    } else {
-        if (auto r = ch.send(s->local.data(), bytes); !r) return r;
-        if (auto r = ch.recv(s->remote.data(), bytes, kPeerTimeout); !r) return failed("the server's QPs", r.error());
-    }
-    {
-        std::lock_guard lock(g_setup);
-        if (auto r = connect_side(*s); !r) return r;
+    if (!o.rdma_cm) {
+        {
+            std::lock_guard lock(g_setup);
+            auto made = make_side(o, fn, server);
+            if (!made) return made.error();
+            s = std::move(made).value();
+        }
+        s->remote.resize(o.qps);
+        const std::size_t bytes = sizeof(wire_qp) * o.qps;
+        if (server) {
+            if (auto r = ch.recv(s->remote.data(), bytes, kPeerTimeout); !r) return failed("the client's QPs", r.error());
+            if (auto r = ch.send(s->local.data(), bytes); !r) return r;
+        } else {
+            if (auto r = ch.send(s->local.data(), bytes); !r) return r;
+            if (auto r = ch.recv(s->remote.data(), bytes, kPeerTimeout); !r) return failed("the server's QPs", r.error());
+        }
+        {
+            std::lock_guard lock(g_setup);
+            if (auto r = connect_side(*s); !r) return r;
+        }
     }
     if (o.op == operation::send) {
         for (unsigned q = 0; q < o.qps; ++q) {
@@ -319,17 +348,20 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
                 std::vector<std::uint64_t> stamps(stamp_words(o), 0);
                 bandwidth_sample_set own;
                 std::uint64_t own_per_qp = 0;
+                c.end_tick = o.duration ? tsc_now() + static_cast<std::uint64_t>(hz * o.duration) : 0;
                 if (auto r = bandwidth_client(c, *s, size, stamps, own, own_per_qp); !r) return r;
-                auto stop = recv_sync(ch, sync_stop, kPeerTimeout);
+                auto stop = recv_sync(ch, sync_stop, std::chrono::seconds(o.duration) + kPeerTimeout);
                 if (!stop) return stop.error();
                 per_qp = stop->value;
                 if (rx) {
-                    if (auto r = rx->finish(c.verified); !r) return r;
+                    if (auto r = rx->finish(c.verified, per_qp); !r) return r;
                 }
                 verify_after(c, *s, size, per_qp);
                 const bool good = c.verified.bad == 0;
                 if (rx) received = rx->received();
-                if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe(), &own); !r) return r;
+                if (auto r = send_sync(ch, sync_done, received, good, good ? "" : c.verified.describe(), &own, own_per_qp); !r) {
+                    return r;
+                }
                 continue;
             }
             std::vector<std::uint64_t> count(o.qps, 0);
@@ -403,9 +435,9 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
         if (o.bidirectional) {
             // The server's direction: its messages all arrived, its WRITEs are in place.
             if (rx) {
-                if (auto r = rx->finish(c.verified); !r) return r;
+                if (auto r = rx->finish(c.verified, done->per_qp); !r) return r;
             }
-            verify_after(c, *s, size, o.iters);
+            verify_after(c, *s, size, done->per_qp);
             own_iterations = bw.iterations;
             bw = combined(bw, done.value());
         }
@@ -487,6 +519,14 @@ int run(int argc, char** argv) {
         std::printf("cxv-perf: %s server on %s, waiting for a client on port %u\n", o.test.c_str(), fn.value()->bdf.c_str(),
                     o.tcp_port);
         std::fflush(stdout);
+        if (o.rdma_cm) {
+            channel ch;
+            if (auto r = run_side(o, fn.value(), ch, true, false, hz, &l.value()); !r) {
+                (void)send_sync(ch, sync_error, 0, false, r.error().message);
+                return fail(r.error().message);
+            }
+            return 0;
+        }
         auto ch = l->accept(kAcceptTimeout);
         if (!ch) return fail(ch.error().message);
         if (auto r = run_side(o, fn.value(), ch.value(), true, false, hz); !r) {
@@ -497,6 +537,14 @@ int run(int argc, char** argv) {
     }
     auto fn = open_function(o.devices.empty() ? "" : o.devices[0], o.ib_port);
     if (!fn) return fail(fn.error().message);
+    if (o.rdma_cm) {
+        channel ch;
+        if (auto r = run_side(o, fn.value(), ch, false, false, hz); !r) {
+            (void)send_sync(ch, sync_error, 0, false, r.error().message);
+            return fail(r.error().message);
+        }
+        return 0;
+    }
     auto ch = channel::connect(o.server, o.tcp_port, 3s);
     if (!ch) return fail(ch.error().message);
     if (auto r = run_side(o, fn.value(), ch.value(), false, false, hz); !r) {

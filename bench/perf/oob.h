@@ -78,7 +78,9 @@ struct wire_sync {
     std::uint32_t ok = 1;
     std::uint64_t value = 0;
     // -b: the sender's own direction (bandwidth_sample_set's iterations, ticks, peak).
-    std::uint64_t iterations = 0, ticks = 0, min_ticks = 0;
+    std::uint64_t iterations = 0, ticks = 0;
+    double min_ticks = 0;  // ticks per iteration at the peak
+    std::uint64_t per_qp = 0;  // -b: the sender's iterations per QP (-D: what the peer expects)
     char message[112] = {};
 };
 enum sync_kind : std::uint32_t { sync_params = 1, sync_ready, sync_done, sync_stop, sync_error };

@@ -105,7 +105,7 @@ void print_usage(std::FILE* out) {
                  "  -e, --events            sleep on CQ events instead of polling (not write_lat)\n"
                  "  -F, --CPU-freq          no warning about the CPU frequency governor\n"
                  "  -p, --port=PORT         TCP port of the out-of-band exchange (default 18515)\n"
-                 "  -R, --rdma_cm           connect with rdma_cm (not supported yet)\n"
+                 "  -R, --rdma_cm           connect the QPs with rdma_cm (cxv's CM protocol, on -p)\n"
                  "  -b, --bidirectional     both directions at once (bandwidth tests)\n"
                  "  -x, --gid-index=N       GID index (default: IB no GRH, RoCE 0)\n"
                  "  -m, --mtu=BYTES         path MTU 256 .. 4096 (default the port's)\n"
@@ -217,7 +217,7 @@ result<options> parse_options(int argc, char** argv) {
             if (!number(arg, 1, 65535, v)) return bad("bad -p (TCP port 1 .. 65535): " + std::string(arg));
             o.tcp_port = static_cast<unsigned>(v);
             break;
-        case 'R': return bad("-R (rdma_cm connection management) is not supported yet");
+        case 'R': o.rdma_cm = true; break;
         case 'b': o.bidirectional = true; break;
         case 'x':
             if (!number(arg, 0, 255, v)) return bad("bad -x (GID index 0 .. 255): " + std::string(arg));
@@ -266,7 +266,6 @@ result<options> parse_options(int argc, char** argv) {
         if (tx_given && o.tx_depth != 1) return bad("-t applies to bandwidth tests only (latency keeps one in flight)");
     }
     if (o.bidirectional && o.latency) return bad("-b applies to bandwidth tests only");
-    if (o.bidirectional && o.duration != 0) return bad("-b with -D is not supported yet");
     if (o.events && o.op == operation::write && o.latency) return bad("-e does not apply to write_lat (it polls memory)");
     if (o.cpu_util && o.duration == 0) return bad("--cpu_util needs -D (as perftest)");
     if (o.duration != 0 && o.all_sizes) return bad("-D and -a cannot be combined");
@@ -285,6 +284,7 @@ result<options> parse_options(int argc, char** argv) {
     if (o.conn == transport::ud && !size_given && !o.latency) o.size = 4096;  // one MTU, as perftest's UD default
     if (o.conn == transport::ud && o.size > 4096 && !o.all_sizes) return bad("UD messages fit one MTU (at most 4096 bytes)");
     if (o.loopback && !o.server.empty()) return bad("--loopback takes no SERVER");
+    if (o.loopback && o.rdma_cm) return bad("-R connects a server and a client: not with --loopback");
     if (o.devices.size() > (o.loopback ? 2u : 1u)) return bad("-d given too often");
     if (!o.plot.empty() && !o.latency) return bad("--plot draws latency tests only");
     if (!o.plot.empty() && !o.plot.ends_with(".svg") && !o.plot.ends_with(".png")) {

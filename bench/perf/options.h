@@ -37,6 +37,7 @@ struct options {
     bool no_cpufreq_warning = false;   // -F
     unsigned tcp_port = 18515;         // -p
     bool report_gbits = false;         // --report_gbits
+    bool rdma_cm = false;              // -R: QPs connected by the connection manager
     bool bidirectional = false;        // -b
     int gid_index = -1;                // -x (-1: InfiniBand LIDs, GID 0 on RoCE)
     unsigned mtu = 0;                  // -m bytes (0: the port's)

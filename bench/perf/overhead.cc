@@ -23,23 +23,22 @@
 #include <string>
 #include <vector>
 
+#include "bench/perf/iteration_clock.h"
 #include "bench/perf/report.h"
 #include "bench/perf/tsc.h"
 
 namespace {
 
 std::atomic<std::uint64_t> progress{0};
+// The warm-up count, read at run time as the latency loop's is (so its compare stays).
+std::uint64_t warmup = 0;
 
-// The measured loop, the latency loop's bookkeeping as it is; never inlined, so that
-// callgrind can count exactly it.
+// The measured loop: the latency loops' own per-iteration code (iteration_clock.h, the
+// same inline function they call), with nothing else in the iteration; never inlined, so
+// that callgrind can count exactly it.
 [[gnu::noinline]] void cxv_bench_loop(std::uint64_t* samples, std::size_t n) {
-    std::uint64_t prev = cxv::perf::tsc_unordered();
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::uint64_t now = cxv::perf::tsc_unordered();
-        samples[i] = now - prev;
-        prev = now;
-        progress.store(i + 1, std::memory_order_relaxed);
-    }
+    cxv::perf::iteration_clock clock;
+    for (std::size_t i = 0; i < n; ++i) clock.tick(i, warmup, samples, &progress);
 }
 // The out-of-line ordered read, for comparison.
 [[gnu::noinline]] void loop_call_ordered(std::uint64_t* samples, std::size_t n) {

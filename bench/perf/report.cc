@@ -123,9 +123,9 @@ bandwidth_figures compute_bandwidth(const bandwidth_sample_set& s, double tsc_hz
     f.avg_mb_s = bytes / seconds / kMB;
     f.avg_gbit_s = bytes / seconds / kGbBytes;
     f.msg_rate_mpps = static_cast<double>(s.iterations) / seconds / 1e6;
-    if (s.min_ticks_per_iteration) {
+    if (s.min_ticks_per_iteration > 0) {
         // One message in the shortest interval per iteration (perftest's "opt_delta").
-        const double best = static_cast<double>(s.min_ticks_per_iteration) / tsc_hz;
+        const double best = s.min_ticks_per_iteration / tsc_hz;
         f.peak_mb_s = static_cast<double>(s.bytes) / best / kMB;
         f.peak_gbit_s = static_cast<double>(s.bytes) / best / kGbBytes;
     } else {
@@ -173,8 +173,8 @@ void report::print_header(std::FILE* out) const {
         std::fprintf(out, " Max inline data : %u[B]\n", config_.inline_size);
     else
         std::fprintf(out, " Outstand reads  : %u\n", config_.out_reads);
-    std::fprintf(out, " rdma_cm QPs\t : %s\n", "OFF");
-    std::fprintf(out, " Data ex. method : %s\n", "Ethernet");
+    std::fprintf(out, " rdma_cm QPs\t : %s\n", config_.rdma_cm ? "ON" : "OFF");
+    std::fprintf(out, " Data ex. method : %s\n", config_.rdma_cm ? "rdma_cm" : "Ethernet");
     std::fputs(kDashes, out);
 }
 
@@ -256,6 +256,7 @@ bool report::write_json(const std::string& path, std::string* error) const {
     j.member("cq_moderation", c.cq_moderation);
     j.member("events", c.events);
     j.member("bidirectional", c.bidirectional);
+    j.member("rdma_cm", c.rdma_cm);
     j.member("report_gbits", c.report_gbits);
     j.member("gid_index", c.gid_index);
     j.member("server", c.server);

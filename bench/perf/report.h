@@ -36,6 +36,7 @@ struct run_config {
     bool events = false;
     bool bidirectional = false;
     bool report_gbits = false;
+    bool rdma_cm = false;       // -R: the QPs connected by the connection manager
     int gid_index = -1;         // -1: none (InfiniBand LIDs)
     bool server = false;        // this side is the server
     // Added with the report library (perftest prints them for these tests only):
@@ -65,7 +66,7 @@ struct bandwidth_sample_set {
     std::size_t bytes = 0;
     std::uint64_t iterations = 0;
     std::uint64_t ticks = 0;
-    std::uint64_t min_ticks_per_iteration = 0;
+    double min_ticks_per_iteration = 0;  // a quotient of ticks over iterations, not rounded
 };
 
 // Figures derived from a latency_sample_set, in microseconds. Every sample counts (perftest

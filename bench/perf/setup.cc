@@ -82,11 +82,21 @@ unsigned slots_of(const options& o) {
     return o.op == operation::send ? std::max(o.tx_depth, o.rx_depth) : o.tx_depth;
 }
 
+std::size_t slot_stride(const options& o, std::size_t size) {
+    // Each slot starts on a 64-byte boundary (a cache line; a UD receive has its GRH first).
+    return round_up(size + (o.conn == transport::ud ? kGrh : 0), 64);
+}
+
+bool message_fits(const options& o, std::size_t size) {
+    const std::size_t slots = std::size_t{2} * o.qps * slots_of(o);
+    return slot_stride(o, size) <= kMemoryBudget / slots;
+}
+
 std::size_t message_limit(const options& o) {
-    const std::size_t per_slot = kMemoryBudget / (2 * o.qps * slots_of(o)) - (o.conn == transport::ud ? kGrh : 0);
+    const std::size_t top = o.conn == transport::ud ? 4096 : std::size_t{1} << 23;
+    if (!message_fits(o, 2)) return 0;
     std::size_t limit = 2;
-    while (limit * 2 <= per_slot && limit * 2 <= (std::size_t{1} << 23)) limit *= 2;
-    if (o.conn == transport::ud) limit = std::min<std::size_t>(limit, 4096);
+    while (limit * 2 <= top && message_fits(o, limit * 2)) limit *= 2;
     return limit;
 }
 
@@ -105,12 +115,12 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
     const auto sizes = sizes_of(o, message_limit(o));
     if (sizes.empty()) return error{EINVAL, "no message size fits the memory budget"};
     s->max_msg = *std::max_element(sizes.begin(), sizes.end());
-    if (s->max_msg > message_limit(o)) {
+    if (!message_fits(o, s->max_msg)) {
         return error{EINVAL, "-s " + std::to_string(s->max_msg) + " does not fit the memory budget (48 MiB a side) with these options: " +
                                  (o.verify ? "--verify keeps a buffer per message in flight; " : "") + "at most " +
                                  std::to_string(message_limit(o)) + " bytes (or lower -q, -t, -r)"};
     }
-    s->stride = round_up(s->max_msg + (o.conn == transport::ud ? kGrh : 0), 64);
+    s->stride = slot_stride(o, s->max_msg);
     s->mem_len = round_up(2 * o.qps * s->area(), 4096);
     void* m = ::mmap(nullptr, s->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (m == MAP_FAILED) return error{errno, "cannot allocate " + std::to_string(s->mem_len) + " bytes"};
@@ -169,46 +179,52 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
     s->inline_max = want_inline;
     s->posted.assign(o.qps, 0);
     s->done.assign(o.qps, 0);
-    s->wrs.assign(o.post_list, ibv_send_wr{});
-    s->sges.assign(o.post_list, ibv_sge{});
+    s->wrs.assign(std::size_t{o.qps} * o.post_list, ibv_send_wr{});
+    s->sges.assign(std::size_t{o.qps} * o.post_list, ibv_sge{});
     return s;
 }
 
-status connect_side(side& s) {
+status connect_qp(side& s, unsigned q) {
     const options& o = *s.o;
     const bool ethernet = s.fn->port.ethernet;
     const bool grh = ethernet || o.gid_index >= 0;
-    s.remote_gid = gid_text(s.remote.at(0).gid);
-    s.ahs.reserve(o.qps);
-    for (unsigned q = 0; q < o.qps; ++q) {
-        const wire_qp& r = s.remote.at(q);
-        cxv::qp::modify_attr m;
-        m.port = static_cast<std::uint8_t>(o.ib_port);
-        m.access = cxv::access_local_write | cxv::access_remote_write | cxv::access_remote_read |
-                   cxv::access_remote_atomic;
-        m.path_mtu = o.mtu != 0 ? mtu_code(o.mtu) : s.fn->port.max_mtu;
-        m.dest_qpn = r.qpn;
-        m.rq_psn = r.psn;
-        m.sq_psn = s.local[q].psn;
-        m.qkey = kQkey;
-        m.max_rd_atomic = m.max_dest_rd_atomic = kOutstandingReads;
-        m.min_rnr_timer = 1;  // 0.01 ms: a receiver that is late costs little
-        // perftest's 14 (67 ms); on the model 18 (1.07 s): its processes may wait long for
-        // a core on a loaded host, and a burst the fabric's sockets drop costs a timeout.
-        m.timeout = static_cast<std::uint8_t>(o.qp_timeout >= 0 ? o.qp_timeout : on_model() ? 18 : 14);
-        m.ah.dlid = static_cast<std::uint16_t>(r.lid);
-        m.ah.grh = grh;
-        std::memcpy(m.ah.dgid.data(), r.gid, 16);
-        m.ah.sgid_index = static_cast<std::uint8_t>(o.gid_index < 0 ? 0 : o.gid_index);
-        auto& qp = *s.qps[q];
-        for (auto st : {cxv::qp_state::init, cxv::qp_state::rtr, cxv::qp_state::rts}) {
-            if (auto r2 = qp.modify(st, m); !r2) return error{r2.error().code, "connect QP: " + r2.error().message};
-        }
-        if (o.conn == transport::ud) {
-            cxv::qp::path p = m.ah;
-            p.grh = true;  // the receiver finds a GRH in front of the data either way
-            s.ahs.push_back(cxv::make_address_handle(p, ethernet));
-        }
+    if (q == 0) {
+        s.remote_gid = gid_text(s.remote.at(0).gid);
+        s.ahs.reserve(o.qps);
+    }
+    const wire_qp& r = s.remote.at(q);
+    cxv::qp::modify_attr m;
+    m.port = static_cast<std::uint8_t>(o.ib_port);
+    m.access = cxv::access_local_write | cxv::access_remote_write | cxv::access_remote_read | cxv::access_remote_atomic;
+    m.path_mtu = o.mtu != 0 ? mtu_code(o.mtu) : s.fn->port.max_mtu;
+    m.dest_qpn = r.qpn;
+    m.rq_psn = r.psn;
+    m.sq_psn = s.local[q].psn;
+    m.qkey = kQkey;
+    m.max_rd_atomic = m.max_dest_rd_atomic = kOutstandingReads;
+    m.min_rnr_timer = 1;  // 0.01 ms: a receiver that is late costs little
+    // perftest's 14 (67 ms); on the model 18 (1.07 s): its processes may wait long for
+    // a core on a loaded host, and a burst the fabric's sockets drop costs a timeout.
+    m.timeout = static_cast<std::uint8_t>(o.qp_timeout >= 0 ? o.qp_timeout : on_model() ? 18 : 14);
+    m.ah.dlid = static_cast<std::uint16_t>(r.lid);
+    m.ah.grh = grh;
+    std::memcpy(m.ah.dgid.data(), r.gid, 16);
+    m.ah.sgid_index = static_cast<std::uint8_t>(o.gid_index < 0 ? 0 : o.gid_index);
+    auto& qp = *s.qps[q];
+    for (auto st : {cxv::qp_state::init, cxv::qp_state::rtr, cxv::qp_state::rts}) {
+        if (auto r2 = qp.modify(st, m); !r2) return error{r2.error().code, "connect QP: " + r2.error().message};
+    }
+    if (o.conn == transport::ud) {
+        cxv::qp::path p = m.ah;
+        p.grh = true;  // the receiver finds a GRH in front of the data either way
+        s.ahs.push_back(cxv::make_address_handle(p, ethernet));
+    }
+    return ok_status();
+}
+
+status connect_side(side& s) {
+    for (unsigned q = 0; q < s.o->qps; ++q) {
+        if (auto r = connect_qp(s, q); !r) return r;
     }
     return ok_status();
 }

@@ -56,7 +56,8 @@ struct side {
     std::vector<cxv::api::address_handle> ahs;  // UD: one per QP, to the peer's
     std::string local_gid, remote_gid;          // printed
     // The bandwidth loop's state, made here so that the loop allocates nothing: per QP
-    // the iterations posted and completed, and a post list of WRs with their SGEs.
+    // the iterations posted and completed, and a post list of WRs with their SGEs (QP q's
+    // at [q * -l, (q + 1) * -l)), their fixed fields set once a size.
     std::vector<std::uint64_t> posted, done;
     std::vector<ibv_send_wr> wrs;
     std::vector<ibv_sge> sges;
@@ -76,10 +77,17 @@ struct side {
 result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<function> fn, bool server);
 // `remote` filled: the QPs to RTS (UD: their address handles made).
 status connect_side(side& s);
+// The same for QP q alone, once remote[q] is known (-R: as its connection's handshake
+// reaches that step). QPs are connected in order, 0 first.
+status connect_qp(side& s, unsigned q);
 // Posts a receive into slot `slot` of QP q's receive area (wr_id q << 32 | slot).
 int post_receive(side& s, unsigned q, std::size_t slot);
 
-// The largest message the memory budget leaves for these options.
+// The bytes of a message slot for `size` (64-byte aligned, a UD GRH included), whether
+// a run's slots of that size fit the memory budget, and the largest power of two that
+// does (0: none).
+std::size_t slot_stride(const options& o, std::size_t size);
+bool message_fits(const options& o, std::size_t size);
 std::size_t message_limit(const options& o);
 unsigned slots_of(const options& o);
 

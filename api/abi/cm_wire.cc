@@ -1,0 +1,63 @@
+#include "api/abi/cm_wire.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace cxv::cm {
+
+int send_msg(int fd, const wire_msg& h) {
+    wire_msg n = h;
+    n.magic = htonl(h.magic);
+    n.lid = htons(h.lid);
+    n.qpn = htonl(h.qpn);
+    n.psn = htonl(h.psn);
+    n.qkey = htonl(h.qkey);
+    const auto* p = reinterpret_cast<const char*>(&n);
+    std::size_t done = 0;
+    while (done < sizeof n) {
+        const ssize_t w = ::send(fd, p + done, sizeof n - done, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        done += static_cast<std::size_t>(w);
+    }
+    return 0;
+}
+
+void to_host(wire_msg& m) {
+    m.magic = ntohl(m.magic);
+    m.lid = ntohs(m.lid);
+    m.qpn = ntohl(m.qpn);
+    m.psn = ntohl(m.psn);
+    m.qkey = ntohl(m.qkey);
+}
+
+bool well_formed(const wire_msg& m) { return m.magic == kMagic && m.private_data_len <= sizeof m.private_data; }
+
+int recv_msg(int fd, wire_msg& m, std::chrono::milliseconds timeout) {
+    using clock = std::chrono::steady_clock;
+    const auto end = clock::now() + timeout;
+    auto* p = reinterpret_cast<char*>(&m);
+    std::size_t got = 0;
+    while (got < sizeof m) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock::now()).count();
+        pollfd q{fd, POLLIN, 0};
+        const int r = ::poll(&q, 1, left < 0 ? 0 : static_cast<int>(left));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) return errno = ETIMEDOUT, -1;
+        const ssize_t n = ::recv(fd, p + got, sizeof m - got, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n < 0) return -1;
+        if (n == 0) return errno = ECONNRESET, -1;
+        got += static_cast<std::size_t>(n);
+    }
+    to_host(m);
+    if (!well_formed(m)) return errno = EPROTO, -1;
+    return 0;
+}
+
+}  // namespace cxv::cm

@@ -1,0 +1,56 @@
+// The connection manager's side-channel protocol, shared by cxv's librdmacm.so.1 (cm.h)
+// and cxv-perf's -R: one TCP connection per connection (rdma_cm_id), carrying the
+// connect request, the reply or reject, the ready-to-use and the disconnect, each as one
+// `wire_msg` (the roles of IBTA 12.6's REQ, REP, REJ, RTU and DREQ). Plain data and
+// sockets only: no verbs here.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace cxv::cm {
+
+// The private data limits of rdma_accept(3), rdma_connect(3) and rdma_reject(3)
+// (IBTA 12.6 REQ/REP/REJ less the CM's own 36-byte header for connect).
+constexpr unsigned kConnectPrivate = 56, kAcceptPrivate = 196, kRejectPrivate = 148;
+constexpr unsigned kUdConnectPrivate = 180, kUdAcceptPrivate = 136;
+
+// IBTA 12.6.7 REJ reasons as rdma_cm's REJECTED status: no listener, and the consumer's.
+constexpr int kRejectNoListener = 8, kRejectConsumer = 28;
+
+// How long an active side waits for the REP (or REJ) once its REQ is sent: then
+// UNREACHABLE with -ETIMEDOUT, as rdma_cm reports a REQ whose retries ran out.
+constexpr std::chrono::seconds kReplyTimeout{10};
+
+enum class msg_type : std::uint8_t { req = 1, rep, rej, rtu, dreq };
+
+// One message on the side channel; integers in network order on the wire, host order in
+// the programs (send_msg and to_host convert).
+struct wire_msg {
+    std::uint32_t magic;
+    msg_type type;
+    std::uint8_t private_data_len;
+    std::uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count, srq;
+    std::uint8_t link_layer, mtu, reason;  // mtu: enum ibv_mtu; link_layer: IBV_LINK_LAYER_*
+    std::uint16_t lid;
+    std::uint32_t qpn, psn, qkey;
+    std::uint8_t gid[16];
+    std::uint8_t private_data[kAcceptPrivate];
+};
+static_assert(sizeof(wire_msg) == 240, "the message's size is part of the protocol");
+constexpr std::uint32_t kMagic = 0x63787663;  // "cxvc"
+
+// Sends `host_order` whole (network order on the wire): 0, or -1 and errno.
+int send_msg(int fd, const wire_msg& host_order);
+// Converts a received message's integers to host order.
+void to_host(wire_msg& m);
+// Whether a received message (host order) is one of ours and within its bounds: a
+// message that is not ends the connection.
+bool well_formed(const wire_msg& m);
+// Receives one whole message into `m` (host order) within `timeout`: 0, or -1 and errno
+// (ETIMEDOUT, ECONNRESET when the peer closed, EPROTO for a message not ours). For a
+// program of its own (cxv-perf); librdmacm's worker reads without waiting instead.
+int recv_msg(int fd, wire_msg& m, std::chrono::milliseconds timeout);
+
+}  // namespace cxv::cm
