@@ -83,7 +83,12 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     }
     const unsigned wqebbs = static_cast<unsigned>((wqe + hw::send_wqe_bb - 1) / hw::send_wqe_bb);
     if (c.max_send_wr == 0) return error{EINVAL, "qp::create: max_send_wr is 0"};
-    const unsigned log_sq = log2_ceil(c.max_send_wr * wqebbs);
+    // The ring holds max_send_wr of the largest WQEs and the NOPs that may pad one WQE
+    // to the ring's end (send_queue::reserve: a WQE never wraps): a window of
+    // outstanding WQEs spans at most one end, so wqebbs - 1 more BBs are always enough.
+    // Without them a ring of one 2-BB WR could never take a second WQE placed at its
+    // last BB (perftest's latency tests use one WR).
+    const unsigned log_sq = log2_ceil(c.max_send_wr * wqebbs + wqebbs - 1);
     if (log_sq > log_max) {
         return error{EINVAL, fmt::format("qp::create: {} send WRs of {} basic blocks exceed the device's {} per queue",
                                          c.max_send_wr, wqebbs, 1u << log_max)};
@@ -121,7 +126,7 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     q->sq_offset_ = rq_bytes;  // the SQ follows the RQ in one buffer (PRM "Work Queue Buffer")
     // What the QP can really take, as verbs reports it back.
     const std::size_t room = std::size_t{wqebbs} * hw::send_wqe_bb - overhead;
-    q->cap_.max_send_wr = (1u << log_sq) / wqebbs;
+    q->cap_.max_send_wr = ((1u << log_sq) - (wqebbs - 1)) / wqebbs;
     q->cap_.max_send_sge = static_cast<unsigned>(room / sizeof(hw::wqe_data_seg));
     q->cap_.max_inline_data = c.max_inline_data ? static_cast<unsigned>(room - sizeof(hw::wqe_inline_seg)) : 0;
     q->cap_.max_recv_wr = has_rq ? 1u << log_rq : 0;

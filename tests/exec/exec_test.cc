@@ -155,6 +155,21 @@ TEST_CASE("asynchronous events: an SRQ below its limit gives IBV_EVENT_SRQ_LIMIT
     }
 }
 
+TEST_CASE("a send queue of one WR of two-BB WQEs takes one WR after another (tests/exec/small_sq.c)") {
+    for (const char* port_type : {"ib", "eth"}) {
+        CAPTURE(port_type);
+        const ran r = under_sim({"--port-type", port_type}, {}, {env_path("CXV_SMALL_SQ")});
+        INFO(r.output);
+        CHECK(r.status == 0);
+        CHECK(!has(r.output, "FAIL "));
+        for (const char* check : {"max_send_wr at least 1", "fetch and add, one WR at a time",
+                                  "compare and swap, one WR at a time", "RDMA READ of five SGEs, one WR at a time",
+                                  "RDMA WRITE of five SGEs, one WR at a time", "the atomics added up"}) {
+            CHECK_MESSAGE(has(r.output, std::string("ok ") + check + "\n"), check);
+        }
+    }
+}
+
 TEST_CASE("ibv_fork_init: registered pages stay out of a child while any MR holds them (tests/exec/fork_ranges.c)") {
     const ran r = under_sim({}, {}, {env_path("CXV_FORK_RANGES")});
     INFO(r.output);
