@@ -290,6 +290,7 @@ void transport_engine::flush_rq(qp_object& qp) {
         hooks_.count(qp, &q_counter_values::resp_cqe_flush_error);
         ++qp.rq_consumer;
     }
+    qp.rq_posted = qp.rq_consumer;  // what is left unflushed is read from the record again
 }
 
 // A transport error: RC QPs go to ERR (both queues flushed); a send-side error of a UC or
