@@ -45,6 +45,7 @@ void fault_plan::stall_health(bool stalled) {
 void fault_plan::raise_health_syndrome(std::uint8_t synd, std::uint16_t ext_synd) {
     std::lock_guard lock(mu_);
     health_syndrome_ = std::pair{synd, ext_synd};
+    health_syndrome_raised_.store(true, std::memory_order_release);
 }
 
 void fault_plan::clear() {
@@ -56,6 +57,7 @@ void fault_plan::clear() {
     garble_seed_.reset();
     health_stalled_ = false;
     health_syndrome_.reset();
+    health_syndrome_raised_.store(false, std::memory_order_release);
 }
 
 fault_plan::command_fault fault_plan::take(hw::cmd_opcode op) {
@@ -90,6 +92,7 @@ bool fault_plan::health_stalled() const {
 }
 
 std::optional<std::pair<std::uint8_t, std::uint16_t>> fault_plan::health_syndrome() const {
+    if (!health_syndrome_raised_.load(std::memory_order_acquire)) return std::nullopt;
     std::lock_guard lock(mu_);
     return health_syndrome_;
 }

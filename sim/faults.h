@@ -1,6 +1,7 @@
 // Fault injection: what tests ask the model to get wrong, as a card might.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -65,6 +66,8 @@ private:
     std::optional<std::uint32_t> garble_seed_;
     bool health_stalled_ = false;
     std::optional<std::pair<std::uint8_t, std::uint16_t>> health_syndrome_;
+    // Whether health_syndrome_ holds one: every round asks, almost always for nothing.
+    std::atomic<bool> health_syndrome_raised_{false};
 };
 
 }  // namespace cxv::sim

@@ -63,7 +63,8 @@ bool cmd_engine::latch_queue_address() {
 bool cmd_engine::poll() {
     bool worked = latch_queue_address();
 
-    const auto now = std::chrono::steady_clock::now();
+    // The clock only when a delayed completion waits (this runs on every round).
+    const auto now = delayed_.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
     for (auto it = delayed_.begin(); it != delayed_.end();) {
         if (it->due > now) {
             ++it;

@@ -550,6 +550,7 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         // Reset: the device forgets its progress through both work queues.
         qp.sq_consumer = 0;
         qp.rq_consumer = 0;
+        qp.rq_posted = 0;
     }
     on_qp_transition(qp, from);
     return ok();

@@ -4,6 +4,7 @@
 // output carries the register in both directions: Linux's mlx5_core_access_reg() copies
 // register_data back after a write as after a read. Also the port's wire accounting
 // that the counter registers (PPCNT) report.
+#include <array>
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -375,21 +376,32 @@ cmd_reply firmware::reg_mcam(reg_access& r) {
     return ok();
 }
 
+namespace {
+// Bytes of the extended headers each opcode carries, looked up once per packet.
+constexpr std::array<std::uint8_t, 256> extended_bytes_table = [] {
+    std::array<std::uint8_t, 256> t{};
+    for (unsigned op = 0; op < 256; ++op) {
+        t[op] = static_cast<std::uint8_t>(wire::extended_header_bytes(wire::headers_of(static_cast<std::uint8_t>(op))));
+    }
+    return t;
+}();
+}  // namespace
+
 wire_frames firmware::wire_frames_of(const wire::packet& p) const {
     wire_frames f;
     f.packets = 1;
-    const bool eth = cfg_.port == port_type::ethernet;
-    const std::uint64_t overhead = eth ? roce_v2_packet_overhead + (p.net.link == wire::link_kind::roce_v6 ? 20 : 0)
-                                       : ib_packet_overhead + (p.net.grh ? ib_grh_bytes : 0);
+    const std::size_t payload = p.payload.size();
     // What the frame holds: the link and network headers, BTH, ICRC (and FCS or VCRC),
     // the extended headers of its opcode, the payload and its pad.
-    f.bytes = overhead + wire::extended_header_bytes(wire::headers_of(p.bth.opcode)) + p.payload.size() +
-              wire::pad_of(p.payload.size());
-    // IPv4 224.0.0.0/4 or IPv6 ff00::/8 on Ethernet; multicast LIDs 0xc000-0xfffe on
-    // InfiniBand.
-    const bool v4 = wire::is_ipv4_mapped(p.net.dgid);
-    f.multicast = eth ? (v4 ? (p.net.dgid[12] >> 4) == 0xe : p.net.dgid[0] == 0xff)
-                      : (p.net.dlid >= 0xc000 && p.net.dlid < 0xffff);
+    f.bytes = extended_bytes_table[p.bth.opcode] + payload + wire::pad_of(payload);
+    if (cfg_.port == port_type::ethernet) {
+        f.bytes += roce_v2_packet_overhead + (p.net.link == wire::link_kind::roce_v6 ? 20 : 0);
+        // IPv4 224.0.0.0/4 or IPv6 ff00::/8.
+        f.multicast = wire::is_ipv4_mapped(p.net.dgid) ? (p.net.dgid[12] >> 4) == 0xe : p.net.dgid[0] == 0xff;
+    } else {
+        f.bytes += ib_packet_overhead + (p.net.grh ? ib_grh_bytes : 0);
+        f.multicast = p.net.dlid >= 0xc000 && p.net.dlid < 0xffff;  // multicast LIDs 0xc000-0xfffe
+    }
     return f;
 }
 

@@ -188,6 +188,10 @@ struct qp_object {
     // Device-side progress (the transport engine's).
     std::uint32_t sq_consumer = 0;   // send WQE-BBs consumed
     std::uint32_t rq_consumer = 0;   // receive WQEs consumed
+    // The receive counter last read from the doorbell record: receive WQEs up to it are
+    // known posted (the driver only moves it forward), so the record is read again only
+    // when they are used up.
+    std::uint32_t rq_posted = 0;
     qp_transport x;
     pages::slot icm{};
 };

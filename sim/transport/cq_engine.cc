@@ -28,9 +28,12 @@ std::optional<std::uint64_t> cqe_iova(const cq_object& cq, const umem_object* um
     const cq_geometry g = cq_geometry::of(cq.cqc.data());
     const std::uint64_t off = std::uint64_t{index & ((1u << g.log_cq_size) - 1)} * g.cqe;
     if (cq.umem_id != 0) return umem ? umem_iova(*umem, cq.umem_offset + off) : std::nullopt;
-    const std::uint64_t pos = g.start() + off;
-    if (pos / g.page() >= cq.pas.size()) return std::nullopt;
-    return cq.pas[pos / g.page()] + pos % g.page();
+    // Shifts, not divisions (a page is 4 KiB << log_page_size): this runs for every CQE.
+    const unsigned shift = 12 + g.log_page_size;
+    if (shift >= 48) return std::nullopt;  // beyond any IOVA (iommu::iova_limit)
+    const std::uint64_t pos = (std::uint64_t{g.page_offset} << (shift - 6)) + off;
+    if ((pos >> shift) >= cq.pas.size()) return std::nullopt;
+    return cq.pas[pos >> shift] + (pos & ((std::uint64_t{1} << shift) - 1));
 }
 
 std::optional<hw::cq_doorbell_record> read_dbr(const iommu& mmu, const cq_object& cq,

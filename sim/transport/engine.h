@@ -196,6 +196,8 @@ private:
     void on_duplicate(qp_object& qp, wire::packet& p);
     bool read_responses(qp_object& qp, const wire::packet& req);
     wire::packet answer(const qp_object& qp, const wire::packet& req, std::uint8_t op, std::uint32_t psn) const;
+    void address_answer(wire::packet& a, const qp_object& qp, const wire::packet& req, std::uint8_t op,
+                        std::uint32_t psn) const;
     void ack(qp_object& qp, const wire::packet& req, std::uint32_t psn);
     void respond(qp_object& qp, wire::packet&& a);
     void send_owed_ack(std::uint32_t qpn);

@@ -39,10 +39,12 @@ constexpr std::uint32_t kRqSrq = 0x1;
 // Pages that follow each other in IOVA too are read in one access.
 bool read_pas(const iommu& mmu, const std::vector<std::uint64_t>& pas, unsigned log_page_size,
               std::uint32_t page_offset, std::uint64_t off, void* dst, std::size_t len) {
-    const std::uint64_t page = std::uint64_t{4096} << log_page_size;
-    const std::uint64_t pos = page / 64 * page_offset + off;
-    std::uint64_t idx = pos / page;
-    std::uint64_t in_page = pos % page;
+    const unsigned page_shift = 12 + log_page_size;  // shifts, not divisions: read on every WQE
+    if (page_shift >= 48) return false;              // beyond any IOVA (iommu::iova_limit)
+    const std::uint64_t page = std::uint64_t{1} << page_shift;
+    const std::uint64_t pos = (std::uint64_t{page_offset} << (page_shift - 6)) + off;
+    std::uint64_t idx = pos >> page_shift;
+    std::uint64_t in_page = pos & (page - 1);
     auto* out = static_cast<std::byte*>(dst);
     while (len != 0) {
         if (idx >= pas.size()) return false;
@@ -288,6 +290,7 @@ void transport_engine::flush_rq(qp_object& qp) {
         hooks_.count(qp, &q_counter_values::resp_cqe_flush_error);
         ++qp.rq_consumer;
     }
+    qp.rq_posted = qp.rq_consumer;  // what is left unflushed is read from the record again
 }
 
 // A transport error: RC QPs go to ERR (both queues flushed); a send-side error of a UC or

@@ -104,13 +104,17 @@ bool transport_engine::take_recv_wqe(qp_object& qp, recv_slot& w) {
         return true;
     }
     if (rq_type != kRqRegular) return false;  // a zero-length RQ has no receive WQEs
-    const auto producer = qp_dbr(qp, false);
-    if (!producer) {
-        qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
-        qp_to_error(qp, false);
-        return false;
+    if (((qp.rq_posted - qp.rq_consumer) & 0xffff) == 0) {
+        // Every receive known posted is used: the doorbell record may say more.
+        const auto producer = qp_dbr(qp, false);
+        if (!producer) {
+            qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
+            qp_to_error(qp, false);
+            return false;
+        }
+        qp.rq_posted = *producer;
+        if (((*producer - qp.rq_consumer) & 0xffff) == 0) return false;
     }
-    if (((*producer - qp.rq_consumer) & 0xffff) == 0) return false;
     const std::size_t stride = std::size_t{16} << ifc::get<qpc::log_rq_stride>(q);
     const std::uint32_t size = 1u << ifc::get<qpc::log_rq_size>(q);
     if (stride > buf.size() || !wq_read(qp, std::uint64_t{qp.rq_consumer & (size - 1)} * stride, buf.data(), stride)) {

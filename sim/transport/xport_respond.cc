@@ -23,6 +23,13 @@ using hw::cqe_syndrome;
 wire::packet transport_engine::answer(const qp_object& qp, const wire::packet& req, std::uint8_t o,
                                       std::uint32_t psn) const {
     wire::packet a;
+    address_answer(a, qp, req, o, psn);
+    return a;
+}
+
+// Every field answer() takes from the request and the QP; the rest stays as `a` has it.
+void transport_engine::address_answer(wire::packet& a, const qp_object& qp, const wire::packet& req, std::uint8_t o,
+                                      std::uint32_t psn) const {
     a.net = req.net;
     std::swap(a.net.sgid, a.net.dgid);
     std::swap(a.net.slid, a.net.dlid);
@@ -34,7 +41,6 @@ wire::packet transport_engine::answer(const qp_object& qp, const wire::packet& r
     a.bth.psn = psn & kMask24;
     a.aeth.syndrome = syn::ACK_NO_CREDIT_LIMIT;  // no end-to-end credits, as rxe and cards
     a.aeth.msn = qp.x.msn;
-    return a;
 }
 
 // Coalesced acknowledge messages (IBA 9.7.5.1.1): the ACK a request asks for is owed, not
@@ -44,8 +50,15 @@ wire::packet transport_engine::answer(const qp_object& qp, const wire::packet& r
 // responses in PSN order.
 void transport_engine::ack(qp_object& qp, const wire::packet& req, std::uint32_t psn) {
     bool fresh = false;
-    owed_acks_.get(qp.qpn, fresh) = answer(qp, req, op::ACKNOWLEDGE, psn);
-    if (!fresh) trace_.update([](counters& t) { ++t.acks_coalesced; });
+    wire::packet& owed = owed_acks_.get(qp.qpn, fresh);
+    if (fresh) {
+        owed = answer(qp, req, op::ACKNOWLEDGE, psn);
+        return;
+    }
+    // The owed ACK is replaced by this one: the slot holds what answer() made (only ack()
+    // fills it), so the fields it takes from the request and the QP are all that differ.
+    address_answer(owed, qp, req, op::ACKNOWLEDGE, psn);
+    trace_.update([](counters& t) { ++t.acks_coalesced; });
 }
 
 void transport_engine::send_owed_ack(std::uint32_t qpn) {

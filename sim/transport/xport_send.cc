@@ -275,12 +275,16 @@ bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_
     std::memcpy(&e.ctrl, e.w.data(), sizeof(e.ctrl));
     e.size = std::size_t{hw::ctrl_ds(e.ctrl)} * 16;
     e.nbb = std::max<std::uint32_t>(1, static_cast<std::uint32_t>((e.size + 63) / 64));
-    for (std::uint32_t i = 1; i < e.nbb; ++i) {
-        if (!wq_read(qp, base + std::uint64_t{(at + i) & mask} * 64, e.w.data() + 64 * i, 64)) {
+    // The other basic blocks: in one read up to the end of the ring, the rest from its start.
+    for (std::uint32_t i = 1; i < e.nbb;) {
+        const std::uint32_t slot = (at + i) & mask;
+        const std::uint32_t n = std::min(e.nbb - i, mask + 1 - slot);
+        if (!wq_read(qp, base + std::uint64_t{slot} * 64, e.w.data() + 64 * i, std::size_t{n} * 64)) {
             qp_event(hw::event_type::WQ_CATAS_ERROR, qp.qpn);
             qp_to_error(qp, false);
             return false;
         }
+        i += n;
     }
     // The BlueFlame copy of this WQE, when it arrived whole, is what executes.
     if (x.bf_len != 0 && x.bf_index == static_cast<std::uint16_t>(at)) {
@@ -472,7 +476,7 @@ void transport_engine::connected_address(wqe_exec& e) {
     const std::byte* path = ifc::at<qpc::primary_address_path>(e.q);
     e.m.bth.dest_qp = ifc::get<qpc::remote_qpn>(e.q);
     std::uint8_t gid[16];
-    for (std::size_t i = 0; i < 16; ++i) gid[i] = static_cast<std::uint8_t>(ifc::get<ads::rgid_rip>(path, i));
+    std::memcpy(gid, ifc::at<ads::rgid_rip>(path), sizeof gid);  // 16 bytes, as on the wire
     wire::route& n = e.m.net;
     n.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
     n.dlid = static_cast<std::uint16_t>(ifc::get<ads::rlid>(path));
