@@ -382,7 +382,19 @@ result<q_counter_values> qp::counters(bool clear) {
 }
 
 status qp::modify(qp_state to, const modify_attr& a) {
-    return qp_->modify(static_cast<driver::qp_state>(to), to_driver(a));
+    auto s = qp_->modify(static_cast<driver::qp_state>(to), to_driver(a));
+    if (s && to == qp_state::reset) {
+        // 2RST_QP sets the device's WQE counters back to 0 (PRM "QP State Transitions"):
+        // the rings start again at 0 and so does the doorbell record, or the device
+        // would take the record's old counters for WQEs posted anew.
+        rings_->sq.reset();
+        if (rings_->mpsq) rings_->mpsq->reset();
+        if (!rings_->rq.srq()) rings_->rq.reset();
+        auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(qp_->doorbell_record());
+        dbrec->rcv_counter = hw::be32{0};
+        dbrec->snd_counter = hw::be32{0};
+    }
+    return s;
 }
 
 result<qp_state> qp::query() {

@@ -12,9 +12,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "api/cxv.h"
 #include "api/verbs_async.h"
@@ -211,18 +214,62 @@ int cxv_get_async_event(ibv_context* ctx, ibv_async_event* event) { return dev_o
 
 // --- device ------------------------------------------------------------------------------
 
+namespace {
+
+// A function opened once per process and shared by its contexts, as rdma-core lets a
+// process open a device as often as it likes (librdmacm opens one beside the program's):
+// VFIO lets one process hold the group, so a second cxv::device::open would be EBUSY.
+// The device's events go to every context's queue; a queue takes the events of its own
+// QPs, CQs and SRQs and the device-wide ones (verbs_async).
+struct shared_function {
+    std::mutex mu;
+    std::vector<std::weak_ptr<api::verbs_async>> listeners;
+    void push(const cxv::event& e) {
+        std::lock_guard lock(mu);
+        for (const auto& l : listeners) {
+            if (auto a = l.lock()) a->push(e);
+        }
+    }
+};
+struct open_function {
+    std::weak_ptr<cxv::device> dev;
+    std::shared_ptr<shared_function> events;
+};
+std::mutex open_mu;  // opens and closes; a last close tears the function down under it
+std::map<std::string, open_function> opened;
+
+}  // namespace
+
 ibv_context* cxv_open_device(const char* bdf) {
     if (bdf == nullptr) return fail_null<ibv_context>(EINVAL, "cxv_open_device: no PCI address");
     auto async = std::make_shared<api::verbs_async>();
-    cxv::device::options o;
-    o.on_event = [async](const cxv::event& e) { async->push(e); };
-    auto d = cxv::device::open(bdf, o);
-    if (!d) return fail_null<ibv_context>(d.error());
-    auto port = (*d)->port(1);
+    std::lock_guard lock(open_mu);
+    open_function& f = opened[bdf];
+    std::shared_ptr<cxv::device> dev = f.dev.lock();
+    if (!dev) {
+        auto events = std::make_shared<shared_function>();
+        cxv::device::options o;
+        o.on_event = [events](const cxv::event& e) { events->push(e); };
+        auto d = cxv::device::open(bdf, o);
+        if (!d) {
+            opened.erase(bdf);
+            return fail_null<ibv_context>(d.error());
+        }
+        dev = std::shared_ptr<cxv::device>(std::move(d).value());
+        f.dev = dev;
+        f.events = std::move(events);
+    }
+    {
+        std::lock_guard l(f.events->mu);
+        std::erase_if(f.events->listeners, [](const auto& w) { return w.expired(); });
+        f.events->listeners.push_back(async);
+    }
+    // (Still under the lock: a failure below drops `dev`, maybe the last reference.)
+    auto port = dev->port(1);
     if (!port) return fail_null<ibv_context>(port.error());
     auto* c = new (std::nothrow) c_device();
     if (c == nullptr) return fail_null<ibv_context>(ENOMEM, "cxv_open_device: out of memory");
-    c->dev = std::move(d).value();
+    c->dev = std::move(dev);
     c->ethernet = port->ethernet;
     ibv_context& ctx = c->context;
     c->sz = sizeof(verbs_context);
@@ -253,7 +300,10 @@ int cxv_close_device(ibv_context* ctx) {
         return fail(EBUSY, "cxv_close_device: " + std::to_string(n) + " objects of the device are still alive");
     }
     pthread_mutex_destroy(&c->context.mutex);
-    delete c;  // the HCA is torn down with cxv::device
+    // The last context of the function tears the HCA down with cxv::device, under the
+    // lock, so that an open meanwhile does not find the group still held.
+    std::lock_guard lock(open_mu);
+    delete c;
     return succeed();
 }
 

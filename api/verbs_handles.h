@@ -20,7 +20,8 @@ namespace cxv::api::handles {
 // ops that are NULL make them fail with EOPNOTSUPP as the man pages say.
 struct c_device : verbs_context {
     ibv_device info{};
-    std::unique_ptr<cxv::device> dev;
+    // Shared by every context of the function in this process (cxv_open_device).
+    std::shared_ptr<cxv::device> dev;
     bool ethernet = false;
     std::atomic<unsigned> objects{0};  // PDs, MRs, AHs, CQs, SRQs, QPs alive
     std::shared_ptr<api::verbs_async> async;  // shared with the driver's event callback

@@ -73,6 +73,15 @@ public:
         }
     }
 
+    // All outstanding WQEs given up (a QP reset, with no producer posting): the ring is
+    // empty again, its counters at 0 as the device's are.
+    void reset() noexcept {
+        for (std::size_t i = 0; i <= bb_mask_; ++i) done_[i].store(kNoMark, std::memory_order_relaxed);
+        reserved_.store(0, std::memory_order_relaxed);
+        published_.store(0, std::memory_order_relaxed);
+        retired_.store(0, std::memory_order_release);
+    }
+
     unsigned slot_bbs() const noexcept { return slot_bbs_; }
     std::size_t slots() const noexcept { return (bb_mask_ + 1) / slot_bbs_; }
 

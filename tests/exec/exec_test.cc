@@ -170,6 +170,22 @@ TEST_CASE("a send queue of one WR of two-BB WQEs takes one WR after another (tes
     }
 }
 
+TEST_CASE("two contexts of one function in one process (tests/exec/two_contexts.c)") {
+    for (const char* port_type : {"ib", "eth"}) {
+        CAPTURE(port_type);
+        const ran r = under_sim({"--port-type", port_type}, {}, {env_path("CXV_TWO_CONTEXTS")});
+        INFO(r.output);
+        CHECK(r.status == 0);
+        CHECK(!has(r.output, "FAIL "));
+        for (const char* check : {"two contexts of one function", "sends from the first context's QP to the second's",
+                                  "and back", "a bad rkey fails the WR", "the responder's event on its own context",
+                                  "not on the other context", "the first context closes",
+                                  "the second context, its QP reset and connected again, works on with a third", "a new open after the last close"}) {
+            CHECK_MESSAGE(has(r.output, std::string("ok ") + check + "\n"), check);
+        }
+    }
+}
+
 TEST_CASE("ibv_fork_init: registered pages stay out of a child while any MR holds them (tests/exec/fork_ranges.c)") {
     const ran r = under_sim({}, {}, {env_path("CXV_FORK_RANGES")});
     INFO(r.output);
