@@ -38,12 +38,14 @@ int main(int argc, char** argv) {
     app.add_option("--socket-group", o.socket_gid, "the socket's group (gid), whose members may connect (mode 0660)");
     app.add_option("--allow-uid", o.allow_uids, "a uid allowed besides root (repeatable)");
     app.add_option("--allow-gid", o.allow_gids, "a group whose members are allowed (repeatable)");
-    app.add_option("--quota-qps", o.limits.qps, "QPs per client")->capture_default_str();
-    app.add_option("--quota-cqs", o.limits.cqs, "CQs per client")->capture_default_str();
-    app.add_option("--quota-mrs", o.limits.mrs, "memory keys per client")->capture_default_str();
-    app.add_option("--quota-pds", o.limits.pds, "PDs per client")->capture_default_str();
-    app.add_option("--quota-uars", o.limits.uars, "UAR pages per client")->capture_default_str();
-    app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a client may map")
+    app.add_option("--quota-qps", o.limits.qps, "QPs per uid (over all its connections)")->capture_default_str();
+    app.add_option("--quota-cqs", o.limits.cqs, "CQs per uid")->capture_default_str();
+    app.add_option("--quota-mrs", o.limits.mrs, "memory keys per uid")->capture_default_str();
+    app.add_option("--quota-pds", o.limits.pds, "PDs per uid")->capture_default_str();
+    app.add_option("--quota-uars", o.limits.uars, "UAR pages per uid")->capture_default_str();
+    app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a uid may map")
+        ->capture_default_str();
+    app.add_option("--max-clients-per-uid", o.max_clients_per_uid, "connections of one uid at a time")
         ->capture_default_str();
     app.add_option("--port-timeout-ms", port_timeout_ms, "wait this long for port 1 to be ACTIVE at bring-up")
         ->capture_default_str();

@@ -340,17 +340,42 @@ TEST_CASE("malformed, oversized, truncated, wrong-version and out-of-order reque
     expect(d::encode(d::msg_type::status, 2, {}), 0);
     shared_memory m(4096);
     const int fd[] = {m.fd};
+    // A refusal of a request in sequence moves the sequence on, as the client's did.
     expect(d::encode(d::msg_type::status, 3, {}), EBADF, fd);  // an fd where none goes
-    expect(d::encode(d::msg_type::map_memory, 3, d::body(d::map_memory_req{0, true, 0, 8192})), EINVAL, fd);
-    expect(d::encode(d::msg_type::map_memory, 3, d::body(d::map_memory_req{7, true, 0, 4096})), ENODEV, fd);
+    expect(d::encode(d::msg_type::map_memory, 4, d::body(d::map_memory_req{0, true, 0, 8192})), EINVAL, fd);
+    expect(d::encode(d::msg_type::map_memory, 5, d::body(d::map_memory_req{7, true, 0, 4096})), ENODEV, fd);
     d::command_req short_cmd;
     short_cmd.out_len = 16;
     short_cmd.in = cxv::driver::command<ifc::alloc_pd_in>(cmd_opcode::CREATE_CQ);  // shorter than create_cq_in
-    expect(d::encode(d::msg_type::command, 4, d::body(short_cmd)), EBADMSG);
-    expect(d::encode(d::msg_type::status, 5, {}), 0);
+    expect(d::encode(d::msg_type::command, 6, d::body(short_cmd)), EBADMSG);
+    auto cut = d::encode(d::msg_type::status, 7, {});
+    cut.push_back(std::byte{0});  // a body where STATUS has none: the header says 0 bytes
+    expect(cut, EBADMSG);
+    expect(d::encode(d::msg_type::status, 7, {}), EPROTO);  // 7 was taken by the refused one
+    expect(d::encode(d::msg_type::status, 8, {}), 0);
     // Another connection is served all along.
     test_client other(rig.sock);
     CHECK(other.status().clients.size() == 2);
+}
+
+TEST_CASE("a refused request does not desynchronise the client; a late reply is not taken for the next") {
+    daemon_rig rig;
+    test_client c(rig.sock);
+    shared_memory m(4096);
+    // Refused by the parser (8 KiB of a 4 KiB file), after client::call counted it.
+    auto a = c.call(d::msg_type::map_memory, d::body(d::map_memory_req{0, true, 0, 8192}), std::vector<int>{m.fd});
+    CHECK(a.err == EINVAL);
+    auto b = c.call(d::msg_type::unmap_memory, std::vector<std::byte>(3));  // a body of the wrong size
+    CHECK(b.err == EBADMSG);
+    CHECK(c.status().clients.size() == 1);  // EPROTO here before the fix
+    // A request that times out (0 ms): its reply (ALLOC_UAR's, with the device fd) comes
+    // late and must not be read as the answer to the STATUS after it.
+    auto late = c.c.call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{0}), {}, std::chrono::milliseconds(0));
+    REQUIRE(!late);
+    CHECK(late.error().code == ETIMEDOUT);
+    const auto s = c.status();
+    CHECK(s.clients.size() == 1);
+    CHECK(find_client(s, ::getpid())->uars == 1);
 }
 
 TEST_CASE("a uid not on the allow-list is refused with a reply saying so; one on it is served") {
