@@ -433,6 +433,16 @@ result<alloc_uar_reply> parse_alloc_uar_reply(std::span<const std::byte> p) {
     return finish(r, a, "ALLOC_UAR");
 }
 
+std::string printable(std::string_view s) {
+    std::string out;
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
+        else out += ch;
+    }
+    return out;
+}
+
 // ---- the socket -----------------------------------------------------------------------
 
 unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {

@@ -242,6 +242,10 @@ result<status_reply> parse_status_reply(std::span<const std::byte> p);
 result<map_memory_reply> parse_map_memory_reply(std::span<const std::byte> p);
 result<alloc_uar_reply> parse_alloc_uar_reply(std::span<const std::byte> p);
 
+// A comm or any text from the other side, with bytes below 0x20, 0x7f and above as
+// \xNN, for logs and tables (a process names itself: prctl(2) PR_SET_NAME).
+std::string printable(std::string_view s);
+
 // ---- the socket -----------------------------------------------------------------------
 
 // An owned file descriptor.

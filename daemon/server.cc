@@ -27,16 +27,6 @@ namespace cxv::daemon {
 namespace ifc = hw::ifc;
 using hw::cmd_opcode;
 
-std::string printable(std::string_view s) {
-    std::string out;
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
-        else out += ch;
-    }
-    return out;
-}
-
 void log(level l, const std::string& text) {
     const std::string line = fmt::format("<{}>cxvd: {}\n", static_cast<int>(l), text);
     (void)!::write(2, line.data(), line.size());
@@ -615,11 +605,11 @@ void server::drop(peer& p, const std::string& why) {
         bytes += o.pinned - std::min(o.pinned, kept);
         o = owned{};  // DMA unmapped, then munmapped
     }
-    p.sock = unique_fd{};
     log(failed ? level::warning : level::info,
         fmt::format("client pid {} ({}) gone ({}): {} objects destroyed, {} UARs returned, {} bytes unmapped{}",
                     p.pid, p.comm, why, objects - std::min(objects, failed), uars, bytes,
                     failed ? fmt::format(", {} commands failed", failed) : std::string()));
+    p.sock = unique_fd{};  // after the log line, so a client that sees the close finds it there
 }
 
 }  // namespace cxv::daemon

@@ -37,9 +37,6 @@ struct server_options {
     unsigned max_clients_per_uid = 64;  // connections of one uid at a time
 };
 
-// A comm or any text from a client, with bytes below 0x20, 0x7f and above as \xNN, for
-// logs and tables (a process names itself: prctl(2) PR_SET_NAME).
-std::string printable(std::string_view s);
 
 class server {
 public:
