@@ -52,12 +52,15 @@ int main(int argc, char** argv) {
                 for (auto& x : c.in) x = static_cast<std::byte>(rng() % 3 ? 0 : rng());
                 // Mostly the opcodes the daemon allows (PRM: ALLOC_PD 0x800, DEALLOC_PD 0x801,
                 // CREATE/DESTROY/QUERY_CQ 0x400-0x402, CREATE/DESTROY_MKEY 0x200/0x202, the QP
-                // commands 0x500-0x50e), with the numbers the fuzzed client owns in the
-                // places they go.
+                // commands 0x500-0x50e: RTS2RTS 0x505, SQERR2RTS 0x506, 2RST 0x50a and SQD_RTS
+                // 0x50c among them), with the numbers the fuzzed client owns in the places
+                // they go.
                 static const std::uint16_t ops[] = {0x800, 0x801, 0x400, 0x401, 0x402, 0x200, 0x202, 0x500,
-                                                    0x501, 0x502, 0x503, 0x504, 0x507, 0x50b, 0x50e, 0x600};
+                                                    0x501, 0x502, 0x503, 0x504, 0x505, 0x506, 0x507, 0x50a,
+                                                    0x50b, 0x50c, 0x50e, 0x600};
+                constexpr std::size_t kOps = sizeof ops / sizeof ops[0];
                 if (c.in.size() >= 0x110 + 64 && rng() % 4 != 0) {
-                    const std::uint16_t op = ops[rng() % 16];
+                    const std::uint16_t op = ops[rng() % kOps];
                     c.in[0] = static_cast<std::byte>(op >> 8);
                     c.in[1] = static_cast<std::byte>(op);
                     c.in[2] = c.in[3] = std::byte{0};
