@@ -219,3 +219,17 @@ TEST_CASE("STATUS with more clients than one message holds lists what fits and c
     }
     REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
 }
+
+TEST_CASE("--socket-group and --allow-gid take a group name, as the unit file passes them") {
+    const group* g = ::getgrgid(65534);
+    if (g == nullptr || ::getuid() != 0) {
+        MESSAGE("no group 65534 or not root: skipped");
+        return;
+    }
+    const std::string name = g->gr_name;
+    daemon_rig rig({"--socket-group", name, "--allow-gid", name});
+    struct stat st {};
+    REQUIRE(::stat(rig.sock.c_str(), &st) == 0);
+    CHECK(st.st_gid == 65534);
+    CHECK((st.st_mode & 0777) == 0660);
+}
