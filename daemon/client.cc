@@ -40,23 +40,41 @@ result<client::answer> client::call(msg_type type, std::span<const std::byte> bo
 
 result<client::answer> client::call_raw(std::span<const std::byte> msg, std::span<const int> fds,
                                         std::chrono::milliseconds timeout) {
+    // The reply to this request carries its sequence. One with another sequence is the
+    // late answer to an earlier request that timed out: dropped (its fds closed with it),
+    // or every later answer would be taken for the one after. A reply of type 0 with
+    // sequence 0 is the daemon's answer to a message it could not read at all (too long,
+    // too many fds, no fds left): it is this request's. A message too short to hold a
+    // header takes whatever comes.
+    bool match = msg.size() >= header_bytes;
+    header want{};
+    if (match) std::memcpy(&want, msg.data(), header_bytes);
     // A refused peer is told so and closed at once: its reply may already be queued even
     // when the send fails, so the reply is looked for either way.
     const auto sent = send_message(sock_.get(), msg, fds);
-    pollfd p{sock_.get(), POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
-    if (n == 0) return error{ETIMEDOUT, fmt::format("cxvd did not answer within {} ms", timeout.count())};
-    if (n < 0) return error{errno, fmt::format("poll: {}", std::strerror(errno))};
-    auto r = receive(sock_.get(), MSG_DONTWAIT);
-    if (!r) return sent ? r.error() : sent.error();
-    reply rep;
-    if (auto s = parse_reply(r->bytes, rep); !s) return s.error();
-    answer a;
-    a.err = rep.err;
-    a.text = std::move(rep.text);
-    a.payload = std::move(rep.payload);
-    a.fds = std::move(r->fds);
-    return a;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+        pollfd p{sock_.get(), POLLIN, 0};
+        const int n = left.count() <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(left.count()));
+        if (n == 0) return error{ETIMEDOUT, fmt::format("cxvd did not answer within {} ms", timeout.count())};
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return error{errno, fmt::format("poll: {}", std::strerror(errno))};
+        }
+        auto r = receive(sock_.get(), MSG_DONTWAIT);
+        if (!r) return sent ? r.error() : sent.error();
+        reply rep;
+        if (auto s = parse_reply(r->bytes, rep); !s) return s.error();
+        const bool unreadable = rep.hdr.type == reply_bit && rep.hdr.seq == 0;
+        if (match && rep.hdr.seq != want.seq && !unreadable) continue;  // r's fds close here
+        answer a;
+        a.err = rep.err;
+        a.text = std::move(rep.text);
+        a.payload = std::move(rep.payload);
+        a.fds = std::move(r->fds);
+        return a;
+    }
 }
 
 result<hello_reply> client::hello() {

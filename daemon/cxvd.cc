@@ -1,8 +1,10 @@
 // cxvd: the cxv driver daemon. Brings up the functions it is given (or every mlx5
 // function bound to vfio-pci) and serves client processes on a UNIX socket until SIGTERM
 // or SIGINT. Logs to stderr with sd-daemon(3) priority prefixes. docs/daemon.md.
+#include <grp.h>
 #include <signal.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -24,6 +26,21 @@ void on_signal(int) {
     if (g_server != nullptr) g_server->stop();
 }
 
+// A group as a number or a name (getgrnam(3)), so a unit file can say --socket-group cxv.
+bool to_gid(const std::string& s, gid_t& out) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long v = std::strtoul(s.c_str(), &end, 10);
+    if (!s.empty() && *end == '\0' && errno == 0 && v <= 0xfffffffful) {
+        out = static_cast<gid_t>(v);
+        return true;
+    }
+    const group* g = ::getgrnam(s.c_str());
+    if (g == nullptr) return false;
+    out = g->gr_gid;
+    return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -35,19 +52,40 @@ int main(int argc, char** argv) {
     unsigned port_timeout_ms = 15'000;
     app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
     app.add_option("--socket", o.socket_path, "the UNIX socket to serve on")->capture_default_str();
-    app.add_option("--socket-group", o.socket_gid, "the socket's group (gid), whose members may connect (mode 0660)");
+    std::string socket_group;
+    std::vector<std::string> allow_groups;
+    app.add_option("--socket-group", socket_group,
+                   "the socket's group (gid or name), whose members may connect (mode 0660)");
     app.add_option("--allow-uid", o.allow_uids, "a uid allowed besides root (repeatable)");
-    app.add_option("--allow-gid", o.allow_gids, "a group whose members are allowed (repeatable)");
-    app.add_option("--quota-qps", o.limits.qps, "QPs per client")->capture_default_str();
-    app.add_option("--quota-cqs", o.limits.cqs, "CQs per client")->capture_default_str();
-    app.add_option("--quota-mrs", o.limits.mrs, "memory keys per client")->capture_default_str();
-    app.add_option("--quota-pds", o.limits.pds, "PDs per client")->capture_default_str();
-    app.add_option("--quota-uars", o.limits.uars, "UAR pages per client")->capture_default_str();
-    app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a client may map")
+    app.add_option("--allow-gid", allow_groups, "a group (gid or name) whose members are allowed (repeatable)");
+    app.add_option("--quota-qps", o.limits.qps, "QPs per uid (over all its connections)")->capture_default_str();
+    app.add_option("--quota-cqs", o.limits.cqs, "CQs per uid")->capture_default_str();
+    app.add_option("--quota-mrs", o.limits.mrs, "memory keys per uid")->capture_default_str();
+    app.add_option("--quota-pds", o.limits.pds, "PDs per uid")->capture_default_str();
+    app.add_option("--quota-uars", o.limits.uars, "UAR pages per uid")->capture_default_str();
+    app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a uid may map")
+        ->capture_default_str();
+    app.add_option("--max-clients-per-uid", o.max_clients_per_uid, "connections of one uid at a time")
         ->capture_default_str();
     app.add_option("--port-timeout-ms", port_timeout_ms, "wait this long for port 1 to be ACTIVE at bring-up")
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
+    if (!socket_group.empty()) {
+        gid_t g = 0;
+        if (!to_gid(socket_group, g)) {
+            log(level::err, fmt::format("--socket-group {}: no such group", socket_group));
+            return EXIT_FAILURE;
+        }
+        o.socket_gid = static_cast<long>(g);
+    }
+    for (const auto& name : allow_groups) {
+        gid_t g = 0;
+        if (!to_gid(name, g)) {
+            log(level::err, fmt::format("--allow-gid {}: no such group", name));
+            return EXIT_FAILURE;
+        }
+        o.allow_gids.push_back(g);
+    }
 
     if (bdfs.empty()) {
         auto found = cxv::driver::pci::discover();

@@ -15,7 +15,8 @@ namespace cxv::daemon {
 namespace ifc = hw::ifc;
 using hw::cmd_opcode;
 
-mapping::mapping(mapping&& o) noexcept : addr(o.addr), length(o.length), dma(std::move(o.dma)) {
+mapping::mapping(mapping&& o) noexcept
+    : addr(o.addr), length(o.length), device_writes(o.device_writes), dma(std::move(o.dma)), users(o.users) {
     o.addr = nullptr;
     o.length = 0;
 }
@@ -43,11 +44,18 @@ const std::uint64_t* owned::holder(std::uint64_t iova, std::uint64_t len) const 
     return nullptr;
 }
 
+const std::uint64_t* owned::writable_holder(std::uint64_t iova, std::uint64_t len) const {
+    const std::uint64_t* m = holder(iova, len);
+    return m != nullptr && maps.at(*m).device_writes ? m : nullptr;
+}
+
 namespace {
 
 constexpr std::uint32_t kMttMode = 1;       // mkc access_mode: MTT (PRM "Memory Key")
 constexpr std::uint32_t kNoQpn = 0xffffff;  // mkc.qpn: not bound to a QP
 constexpr unsigned kMinPageShift = 12, kMaxPageShift = 30;
+// The quotas passed in are what is left to the uid after its other connections.
+constexpr const char* kPerUid = "; quotas count every connection of the uid";
 
 error perm(std::string what) { return error{EPERM, std::move(what)}; }
 error inval(std::string what) { return error{EINVAL, std::move(what)}; }
@@ -67,7 +75,8 @@ result<command_effect> check_create_cq(std::span<const std::byte> in, const owne
                                        const quotas& q) {
     if (auto s = long_enough<ifc::create_cq_in>(in, "CREATE_CQ"); !s) return s.error();
     if (o.cqs.size() >= q.cqs) {
-        return error{EDQUOT, fmt::format("CREATE_CQ: the client has {} CQs, its quota", q.cqs)};
+        return error{EDQUOT, fmt::format("CREATE_CQ: the quota of CQs is reached ({} on this connection{})", o.cqs.size(),
+                                         kPerUid)};
     }
     const std::byte* p = in.data();
     const std::byte* cqc = ifc::at<ifc::create_cq_in::cq_context>(p);
@@ -98,17 +107,20 @@ result<command_effect> check_create_cq(std::span<const std::byte> in, const owne
     }
     command_effect e;
     for (std::size_t i = 0; i < listed; ++i) {
+        // The device writes CQEs: the page must be in memory mapped device-writable.
         const std::uint64_t pa = ifc::get<ifc::create_cq_in::pas>(p, i);
-        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
+        const std::uint64_t* m = pa % page ? nullptr : o.writable_holder(pa, page);
         if (m == nullptr) {
-            return perm(fmt::format("CREATE_CQ: page {} at IOVA 0x{:x} is not in the client's memory", i, pa));
+            return perm(fmt::format("CREATE_CQ: page {} at IOVA 0x{:x} is not in the client's memory mapped "
+                                    "device-writable", i, pa));
         }
         e.maps.insert(*m);
     }
     const std::uint64_t dbr = ifc::get<ifc::cqc::dbr_addr>(cqc);
-    const std::uint64_t* m = dbr % 8 ? nullptr : o.holder(dbr, 8);
+    const std::uint64_t* m = dbr % 8 ? nullptr : o.writable_holder(dbr, 8);
     if (m == nullptr) {
-        return perm(fmt::format("CREATE_CQ: doorbell record at IOVA 0x{:x} is not in the client's memory", dbr));
+        return perm(fmt::format("CREATE_CQ: doorbell record at IOVA 0x{:x} is not in the client's memory mapped "
+                                "device-writable", dbr));
     }
     e.maps.insert(*m);
     e.uar = uar;
@@ -121,7 +133,8 @@ result<command_effect> check_create_cq(std::span<const std::byte> in, const owne
 result<command_effect> check_create_mkey(std::span<const std::byte> in, const owned& o, const quotas& q) {
     if (auto s = long_enough<ifc::create_mkey_in>(in, "CREATE_MKEY"); !s) return s.error();
     if (o.mkeys.size() >= q.mrs) {
-        return error{EDQUOT, fmt::format("CREATE_MKEY: the client has {} memory keys, its quota", q.mrs)};
+        return error{EDQUOT, fmt::format("CREATE_MKEY: the quota of memory keys is reached ({} on this connection{})", o.mkeys.size(),
+                                         kPerUid)};
     }
     const std::byte* p = in.data();
     const std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(p);
@@ -151,19 +164,27 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
         return error{EBADMSG, fmt::format("CREATE_MKEY: {} translations declared, {} listed", mtts, listed)};
     }
     const std::uint64_t page = std::uint64_t{1} << shift;
+    // A key the device writes through (local or remote write, atomics) needs memory
+    // mapped device-writable.
+    const bool writes = ifc::get<ifc::mkc::lw>(mkc) || ifc::get<ifc::mkc::rw>(mkc) || ifc::get<ifc::mkc::a>(mkc);
     command_effect e;
     for (std::uint64_t i = 0; i < mtts; ++i) {
         const std::uint64_t hi = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i);
         const std::uint64_t lo = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i + 1);
-        const std::uint64_t pa = ((hi << 32) | lo) & ~std::uint64_t{0xfff};
-        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
+        // PRM "MTT": bits 1:0 are the entry's read/write enables; every other bit is the
+        // address, which must be aligned to the key's page size (so bits 11:2 are 0 too).
+        const std::uint64_t addr = ((hi << 32) | lo) & ~std::uint64_t{3};
+        const std::uint64_t* m = addr % page ? nullptr : writes ? o.writable_holder(addr, page) : o.holder(addr, page);
         if (m == nullptr) {
-            return perm(fmt::format("CREATE_MKEY: translation {} to IOVA 0x{:x} is not in the client's memory", i, pa));
+            return perm(fmt::format("CREATE_MKEY: translation {} to IOVA 0x{:x} is not a page of the client's "
+                                    "memory{}", i, addr, writes ? " mapped device-writable" : ""));
         }
         e.maps.insert(*m);
     }
     const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
-    if (len + (start & (page - 1)) > mtts * page) {
+    // mtts * page < 2^64 (2^33 entries of at most 2^30 bytes) and the offset is below
+    // one page, so the room is computed without overflow; len + offset could wrap.
+    if (len > mtts * page - (start & (page - 1))) {
         return perm(fmt::format("CREATE_MKEY: {} bytes from 0x{:x} reach past its {} translations", len, start, mtts));
     }
     e.what = command_effect::kind::create;
@@ -176,18 +197,53 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
 // The QP context fields that name things outside the QP: the client's own, or refused.
 // rlky (the reserved lkey: IOVA access without a key) and counter sets (the daemon's)
 // never through the daemon.
-status check_qpc(const std::byte* qpc, const owned& o, const char* name, bool create) {
+// `qp` is the QP a transition moves (nullptr for CREATE_QP), `mask` its opt_param_mask.
+status check_qpc(const std::byte* qpc, const owned& o, const char* name, const owned::qp_uses* qp_now,
+                 std::uint32_t mask) {
     namespace qp = ifc::qpc_values;
+    namespace opt = ifc::qp_optpar;
+    const bool create = qp_now == nullptr;
     if (ifc::get<ifc::qpc::rlky>(qpc)) return perm(fmt::format("{}: the reserved lkey (rlky) is not for clients", name));
-    if (ifc::get<ifc::qpc::counter_set_id>(qpc)) return perm(fmt::format("{}: Q counter sets are the daemon's", name));
+    if (ifc::get<ifc::qpc::counter_set_id>(qpc) || (mask & opt::COUNTER_SET_ID)) {
+        return perm(fmt::format("{}: Q counter sets are the daemon's", name));
+    }
     if (ifc::get<ifc::qpc::dbr_umem_valid>(qpc)) return inval(fmt::format("{}: UMEM doorbell records", name));
-    const std::uint32_t pd = ifc::get<ifc::qpc::pd>(qpc);
-    if ((create || pd != 0) && !o.pds.contains(pd)) return perm(fmt::format("{}: PD 0x{:x} is not the client's", name, pd));
-    const std::uint32_t uar = ifc::get<ifc::qpc::uar_page>(qpc);
-    if ((create || uar != 0) && !o.uars.contains(uar)) return perm(fmt::format("{}: UAR {} is not the client's", name, uar));
-    for (const std::uint32_t cqn : {ifc::get<ifc::qpc::cqn_snd>(qpc), ifc::get<ifc::qpc::cqn_rcv>(qpc)}) {
-        if ((create || cqn != 0) && !o.cqs.contains(cqn)) {
-            return perm(fmt::format("{}: CQ 0x{:x} is not the client's", name, cqn));
+    // Fields a client's QP has no use for, each a way around the books: deth_sqpn sends
+    // as another QP number (GSI's job, PRM "QP Context"), CORE-Direct (cd_*) lets one QP
+    // drive another's queues, a Q_Key with the MSB set is privileged (IBTA 10.2.4: only
+    // a privileged consumer may use one), and ULP offload modes are the kernel's.
+    if (ifc::get<ifc::qpc::deth_sqpn>(qpc) != 0) return perm(fmt::format("{}: deth_sqpn is not for clients", name));
+    if (ifc::get<ifc::qpc::cd_master>(qpc) || ifc::get<ifc::qpc::cd_slave_send>(qpc) ||
+        ifc::get<ifc::qpc::cd_slave_receive>(qpc)) {
+        return perm(fmt::format("{}: CORE-Direct (cd_master, cd_slave_*) is not for clients", name));
+    }
+    if (ifc::get<ifc::qpc::q_key>(qpc) & 0x80000000u) {
+        return perm(fmt::format("{}: a privileged Q_Key (MSB set) is not for clients", name));
+    }
+    if (ifc::get<ifc::qpc::ulp_stateless_offload_mode>(qpc) != 0) {
+        return perm(fmt::format("{}: ulp_stateless_offload_mode is not for clients", name));
+    }
+    if (mask & opt::SRQN) return perm(fmt::format("{}: SRQs are not offered through the daemon yet", name));
+    // CREATE_QP sets PD, UAR and CQs: each the client's. The transitions do not change
+    // PD, UAR or send CQ (PRM "QP State Machine"): a value there other than 0 or the one
+    // recorded is refused rather than trusted to be ignored. The receive CQ changes with
+    // CQN_RCV: then it must be the client's, 0 included.
+    const std::uint32_t pd = ifc::get<ifc::qpc::pd>(qpc), uar = ifc::get<ifc::qpc::uar_page>(qpc);
+    const std::uint32_t snd = ifc::get<ifc::qpc::cqn_snd>(qpc), rcv = ifc::get<ifc::qpc::cqn_rcv>(qpc);
+    if (create) {
+        if (!o.pds.contains(pd)) return perm(fmt::format("{}: PD 0x{:x} is not the client's", name, pd));
+        if (!o.uars.contains(uar)) return perm(fmt::format("{}: UAR {} is not the client's", name, uar));
+        for (const std::uint32_t cqn : {snd, rcv}) {
+            if (!o.cqs.contains(cqn)) return perm(fmt::format("{}: CQ 0x{:x} is not the client's", name, cqn));
+        }
+    } else {
+        if (pd != 0 && pd != qp_now->pd) return perm(fmt::format("{}: PD 0x{:x} is not the QP's", name, pd));
+        if (uar != 0 && uar != qp_now->uar) return perm(fmt::format("{}: UAR {} is not the QP's", name, uar));
+        if (snd != 0 && snd != qp_now->cqn_snd) return perm(fmt::format("{}: send CQ 0x{:x} is not the QP's", name, snd));
+        if (mask & opt::CQN_RCV) {
+            if (!o.cqs.contains(rcv)) return perm(fmt::format("{}: CQ 0x{:x} is not the client's", name, rcv));
+        } else if (rcv != 0 && rcv != qp_now->cqn_rcv) {
+            return perm(fmt::format("{}: receive CQ 0x{:x} is not the QP's (CQN_RCV not set)", name, rcv));
         }
     }
     const std::uint32_t rq = ifc::get<ifc::qpc::rq_type>(qpc);
@@ -203,7 +259,8 @@ status check_qpc(const std::byte* qpc, const owned& o, const char* name, bool cr
 result<command_effect> check_create_qp(std::span<const std::byte> in, const owned& o, const quotas& q) {
     namespace qp = ifc::qpc_values;
     if (auto s = long_enough<ifc::create_qp_in>(in, "CREATE_QP"); !s) return s.error();
-    if (o.qps.size() >= q.qps) return error{EDQUOT, fmt::format("CREATE_QP: the client has {} QPs, its quota", q.qps)};
+    if (o.qps.size() >= q.qps) return error{EDQUOT, fmt::format("CREATE_QP: the quota of QPs is reached ({} on this connection{})", o.qps.size(),
+                                         kPerUid)};
     const std::byte* p = in.data();
     const std::byte* qpc = ifc::at<ifc::create_qp_in::qpc>(p);
     if (ifc::get<ifc::create_qp_in::wq_umem_valid>(p)) return inval("CREATE_QP: UMEM work queues");
@@ -212,7 +269,9 @@ result<command_effect> check_create_qp(std::span<const std::byte> in, const owne
     if (st != qp::st_rc && st != qp::st_uc && st != qp::st_ud) {
         return perm(fmt::format("CREATE_QP: service type {} (RC, UC and UD only)", st));
     }
-    if (auto s = check_qpc(qpc, o, "CREATE_QP", true); !s) return s.error();
+    if (auto s = check_qpc(qpc, o, "CREATE_QP", nullptr, ifc::get<ifc::create_qp_in::opt_param_mask>(p)); !s) {
+        return s.error();
+    }
     // PRM "Work Queue Buffer": the RQ first (2^log_rq_size strides of 16 << log_rq_stride
     // bytes), then the SQ (2^log_sq_size 64-byte WQEBBs), on pages of 4 KiB << log_page_size.
     const unsigned page_shift = kMinPageShift + ifc::get<ifc::qpc::log_page_size>(qpc);
@@ -231,23 +290,34 @@ result<command_effect> check_create_qp(std::span<const std::byte> in, const owne
         return error{EBADMSG, fmt::format("CREATE_QP: {} pages listed, the work queues need {}", listed, pages)};
     }
     command_effect e;
+    // The RQ (the first pages: PRM "Work Queue Buffer") and the doorbell record must be in
+    // memory mapped device-writable, as the kernel registers a user QP's buffer and
+    // doorbell page with write access; the SQ pages the device only reads.
+    const std::uint64_t rq_pages = (rq + page - 1) / page;
     for (std::size_t i = 0; i < listed; ++i) {
         const std::uint64_t pa = ifc::get<ifc::create_qp_in::pas>(p, i);
-        const std::uint64_t* m = pa % page ? nullptr : o.holder(pa, page);
-        if (m == nullptr) return perm(fmt::format("CREATE_QP: page {} at IOVA 0x{:x} is not in the client's memory", i, pa));
+        const bool w = i < rq_pages;
+        const std::uint64_t* m = pa % page ? nullptr : w ? o.writable_holder(pa, page) : o.holder(pa, page);
+        if (m == nullptr) {
+            return perm(fmt::format("CREATE_QP: page {} at IOVA 0x{:x} is not in the client's memory{}", i, pa,
+                                    w ? " mapped device-writable" : ""));
+        }
         e.maps.insert(*m);
     }
     const std::uint64_t dbr = ifc::get<ifc::qpc::dbr_addr>(qpc);
-    const std::uint64_t* m = dbr % 8 ? nullptr : o.holder(dbr, 8);
+    const std::uint64_t* m = dbr % 8 ? nullptr : o.writable_holder(dbr, 8);
     if (m == nullptr) {
-        return perm(fmt::format("CREATE_QP: doorbell record at IOVA 0x{:x} is not in the client's memory", dbr));
+        return perm(fmt::format("CREATE_QP: doorbell record at IOVA 0x{:x} is not in the client's memory mapped "
+                                "device-writable", dbr));
     }
     e.maps.insert(*m);
     e.what = command_effect::kind::create;
     e.obj = command_effect::object::qp;
     e.pd = ifc::get<ifc::qpc::pd>(qpc);
     e.uar = ifc::get<ifc::qpc::uar_page>(qpc);
-    e.cqs = {ifc::get<ifc::qpc::cqn_snd>(qpc), ifc::get<ifc::qpc::cqn_rcv>(qpc)};
+    e.cqn_snd = ifc::get<ifc::qpc::cqn_snd>(qpc);
+    e.cqn_rcv = ifc::get<ifc::qpc::cqn_rcv>(qpc);
+    e.cqs = {e.cqn_snd, e.cqn_rcv};
     e.min_out = ifc::create_qp_out::size_bytes;
     return e;
 }
@@ -258,14 +328,32 @@ template <typename In>
 result<command_effect> check_modify_qp(std::span<const std::byte> in, const owned& o, const char* name) {
     if (auto s = long_enough<In>(in, name); !s) return s.error();
     const std::uint32_t qpn = ifc::get<typename In::qpn>(in.data());
-    if (!o.qps.contains(qpn)) return perm(fmt::format("{}: QP 0x{:x} is not the client's", name, qpn));
-    if (auto s = check_qpc(ifc::at<typename In::qpc>(in.data()), o, name, false); !s) return s.error();
-    return command_effect{};
+    const auto it = o.qp_info.find(qpn);
+    if (!o.qps.contains(qpn) || it == o.qp_info.end()) {
+        return perm(fmt::format("{}: QP 0x{:x} is not the client's", name, qpn));
+    }
+    const std::byte* qpc = ifc::at<typename In::qpc>(in.data());
+    const std::uint32_t mask = ifc::get<typename In::opt_param_mask>(in.data());
+    if (auto s = check_qpc(qpc, o, name, &it->second, mask); !s) return s.error();
+    command_effect e;
+    if (mask & ifc::qp_optpar::CQN_RCV) {
+        // The QP's receive CQ changes: the books follow, so that the new CQ cannot be
+        // destroyed under the QP and the old one can be.
+        e.what = command_effect::kind::modify;
+        e.obj = command_effect::object::qp;
+        e.id = qpn;
+        e.new_cqn_rcv = true;
+        e.cqn_rcv = ifc::get<ifc::qpc::cqn_rcv>(qpc);
+    }
+    return e;
 }
 
 template <typename In>
 result<command_effect> check_qp_number(std::span<const std::byte> in, const owned& o, const char* name) {
     if (in.size() < In::size_bytes) return error{EBADMSG, fmt::format("{}: input shorter than its layout", name)};
+    // uid at 0x10 as in every QP command (Linux's query_qp_in has it too; our layout of
+    // QUERY_QP leaves it out): 0, as for every other forwarded command.
+    if (ifc::get<ifc::destroy_qp_in::uid>(in.data()) != 0) return perm(fmt::format("{}: uid must be 0", name));
     const std::uint32_t qpn = ifc::get<typename In::qpn>(in.data());
     if (!o.qps.contains(qpn)) return perm(fmt::format("{}: QP 0x{:x} is not the client's", name, qpn));
     return command_effect{};
@@ -284,7 +372,8 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
     switch (op) {
     case cmd_opcode::ALLOC_PD:
         if (auto s = long_enough<ifc::alloc_pd_in>(in, "ALLOC_PD"); !s) return s.error();
-        if (o.pds.size() >= q.pds) return error{EDQUOT, fmt::format("ALLOC_PD: the client has {} PDs, its quota", q.pds)};
+        if (o.pds.size() >= q.pds) return error{EDQUOT, fmt::format("ALLOC_PD: the quota of PDs is reached ({} on this connection{})", o.pds.size(),
+                                         kPerUid)};
         r = command_effect{};
         r->what = command_effect::kind::create;
         r->obj = command_effect::object::pd;
@@ -398,9 +487,16 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
         }
         if (e.obj == obj::qp) {
             o.qps.insert(id);
-            o.qp_info[id] = owned::qp_uses{e.pd, e.uar, e.cqs, e.maps};
+            o.qp_info[id] = owned::qp_uses{e.pd, e.uar, e.cqs, e.maps, e.cqn_snd, e.cqn_rcv};
         }
         use(o, e.maps, 1);
+    } else if (e.what == command_effect::kind::modify) {
+        if (e.obj == obj::qp && e.new_cqn_rcv) {
+            if (auto it = o.qp_info.find(e.id); it != o.qp_info.end()) {
+                it->second.cqn_rcv = e.cqn_rcv;
+                it->second.cqs = {it->second.cqn_snd, e.cqn_rcv};
+            }
+        }
     } else if (e.what == command_effect::kind::destroy) {
         if (e.obj == obj::pd) o.pds.erase(e.id);
         if (e.obj == obj::cq) {
@@ -422,30 +518,46 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
     }
 }
 
-std::vector<std::vector<std::byte>> teardown_commands(const owned& o) {
+std::vector<teardown_step> teardown_commands(const owned& o) {
     using driver::command;
-    std::vector<std::vector<std::byte>> cmds;
+    using obj = command_effect::object;
+    std::vector<teardown_step> steps;
+    auto maps_of = [](const auto& m, std::uint32_t id) {
+        const auto it = m.find(id);
+        return it == m.end() ? std::set<std::uint64_t>{} : it->second;
+    };
     for (const auto qpn : o.qps) {
         auto in = command<ifc::destroy_qp_in>(cmd_opcode::DESTROY_QP);
         ifc::set<ifc::destroy_qp_in::qpn>(in.data(), qpn);
-        cmds.push_back(std::move(in));
+        const auto it = o.qp_info.find(qpn);
+        steps.push_back({std::move(in), obj::qp, qpn, it == o.qp_info.end() ? std::set<std::uint64_t>{} : it->second.maps});
     }
     for (const auto cqn : o.cqs) {
         auto in = command<ifc::destroy_cq_in>(cmd_opcode::DESTROY_CQ);
         ifc::set<ifc::destroy_cq_in::cqn>(in.data(), cqn);
-        cmds.push_back(std::move(in));
+        steps.push_back({std::move(in), obj::cq, cqn, maps_of(o.cq_maps, cqn)});
     }
     for (const auto& [idx, pd] : o.mkeys) {
         auto in = command<ifc::destroy_mkey_in>(cmd_opcode::DESTROY_MKEY);
         ifc::set<ifc::destroy_mkey_in::mkey_index>(in.data(), idx);
-        cmds.push_back(std::move(in));
+        steps.push_back({std::move(in), obj::mkey, idx, maps_of(o.mkey_maps, idx)});
     }
     for (const auto pd : o.pds) {
         auto in = command<ifc::dealloc_pd_in>(cmd_opcode::DEALLOC_PD);
         ifc::set<ifc::dealloc_pd_in::pd>(in.data(), pd);
-        cmds.push_back(std::move(in));
+        steps.push_back({std::move(in), obj::pd, pd, {}});
     }
-    return cmds;
+    return steps;
+}
+
+std::vector<std::vector<std::byte>> qp_reset_commands(std::uint32_t qpn) {
+    // PRM "QP State Machine": 2RST from any state returns the QP to RST (its queues
+    // flushed, nothing in flight); 2ERR when even that failed. DESTROY_QP is retried after.
+    auto rst = driver::command<ifc::qp_2rst_in>(cmd_opcode::QP_2RST);
+    ifc::set<ifc::qp_2rst_in::qpn>(rst.data(), qpn);
+    auto err = driver::command<ifc::qp_2err_in>(cmd_opcode::QP_2ERR);
+    ifc::set<ifc::qp_2err_in::qpn>(err.data(), qpn);
+    return {std::move(rst), std::move(err)};
 }
 
 }  // namespace cxv::daemon

@@ -28,6 +28,7 @@ struct quotas {
 struct mapping {
     void* addr = nullptr;  // the daemon's MAP_SHARED view
     std::uint64_t length = 0;
+    bool device_writes = false;  // mapped writable for the device (MAP_MEMORY's flag)
     driver::vfio::dma_buffer dma;
     unsigned users = 0;  // the client's objects whose memory is here (unmap waits for 0)
     mapping() = default;
@@ -45,6 +46,7 @@ struct owned {
         std::uint32_t pd = 0, uar = 0;
         std::set<std::uint32_t> cqs;
         std::set<std::uint64_t> maps;
+        std::uint32_t cqn_snd = 0, cqn_rcv = 0;  // the CQs by role (cqs is their set)
     };
     std::map<std::uint32_t, qp_uses> qp_info;  // what each QP holds on to
     // The mappings (by IOVA) each CQ and mkey uses: unmapping memory an object still
@@ -54,6 +56,8 @@ struct owned {
     // The mapping that holds all of [iova, iova + len), if one does.
     const std::uint64_t* holder(std::uint64_t iova, std::uint64_t len) const;
     bool holds(std::uint64_t iova, std::uint64_t len) const { return holder(iova, len) != nullptr; }
+    // The same, for memory the device writes: only a mapping made with device_writes.
+    const std::uint64_t* writable_holder(std::uint64_t iova, std::uint64_t len) const;
     bool empty() const {
         return maps.empty() && uars.empty() && pds.empty() && cqs.empty() && mkeys.empty() && qps.empty();
     }
@@ -61,13 +65,15 @@ struct owned {
 
 // What a command will do once the firmware has run it.
 struct command_effect {
-    enum class kind { none, create, destroy } what = kind::none;
+    enum class kind { none, create, destroy, modify } what = kind::none;
     enum class object { none, pd, cq, mkey, qp } obj = object::none;
-    std::uint32_t id = 0;   // destroy: the object
+    std::uint32_t id = 0;   // destroy, modify: the object
     std::uint32_t pd = 0;   // create mkey: its PD
     std::size_t min_out = 16;  // bytes of output the daemon needs to read the new id
     std::uint32_t uar = 0;     // create CQ, QP: its UAR
     std::set<std::uint32_t> cqs;  // create QP: its CQs
+    std::uint32_t cqn_snd = 0, cqn_rcv = 0;  // create QP: its CQs by role; modify QP: the new receive CQ
+    bool new_cqn_rcv = false;                // modify QP: the transition moves the receive CQ (CQN_RCV)
     std::set<std::uint64_t> maps;  // create: the mappings the object uses
 };
 
@@ -86,7 +92,17 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
 void apply(const command_effect& e, std::span<const std::byte> out, owned& o);
 
 // The destroy commands for everything a client still owns, in dependency order (QPs,
-// SRQs, CQs, mkeys, PDs); UARs and memory are the caller's to release after.
-std::vector<std::vector<std::byte>> teardown_commands(const owned& o);
+// SRQs, CQs, mkeys, PDs), each with the object and the mappings it uses (kept, not
+// unmapped, when its destroy fails: the device may still write there); UARs and memory
+// are the caller's to release after.
+struct teardown_step {
+    std::vector<std::byte> in;
+    command_effect::object obj = command_effect::object::none;
+    std::uint32_t id = 0;
+    std::set<std::uint64_t> maps;
+};
+std::vector<teardown_step> teardown_commands(const owned& o);
+// The commands that move a QP out of the way when DESTROY_QP failed: 2RST, then 2ERR.
+std::vector<std::vector<std::byte>> qp_reset_commands(std::uint32_t qpn);
 
 }  // namespace cxv::daemon

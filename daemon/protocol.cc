@@ -1,5 +1,6 @@
 #include "daemon/protocol.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -150,8 +151,14 @@ std::vector<std::byte> encode_reply(std::uint16_t type, std::uint32_t seq, int e
 // ---- requests -------------------------------------------------------------------------
 
 status parse_request(std::span<const std::byte> msg, std::span<const int> fds, request& out) {
-    if (auto s = check_header(msg, out.hdr); !s) return s;
     out.fd = -1;
+    out.header_ok = false;
+    if (auto s = check_header(msg, out.hdr); !s) {
+        // A body of the wrong length still came with a readable sequence.
+        out.header_ok = s.error().code == EBADMSG && msg.size() >= header_bytes;
+        return s;
+    }
+    out.header_ok = true;
     if (out.hdr.type & reply_bit) return bad(EPROTO, fmt::format("a reply ({}) sent to the daemon", out.hdr.type));
     if (!known_type(out.hdr.type)) return bad(EOPNOTSUPP, fmt::format("unknown request type {}", out.hdr.type));
     out.type = static_cast<msg_type>(out.hdr.type);
@@ -269,6 +276,24 @@ status session::accept(const request& r) {
     return ok_status();
 }
 
+void session::skip(const request& r) {
+    if (greeted_ && r.header_ok && r.hdr.seq == last_seq_ + 1) last_seq_ = r.hdr.seq;
+}
+
+status check_map_fd(int fd, std::uint64_t offset, std::uint64_t length) {
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        return bad(EPERM, "MAP_MEMORY: the memfd must be sealed against shrinking (F_ADD_SEALS F_SEAL_SHRINK)");
+    }
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) return bad(EBADF, fmt::format("MAP_MEMORY: fstat: {}", std::strerror(errno)));
+    if (static_cast<std::uint64_t>(st.st_size) < offset + length) {
+        return bad(EINVAL, fmt::format("MAP_MEMORY: [{}, {}) is beyond the file's {} bytes", offset, offset + length,
+                                       st.st_size));
+    }
+    return ok_status();
+}
+
 std::vector<std::byte> body(const hello_req& r) {
     return writer{}.put(r.min_version).put(r.max_version).bytes;
 }
@@ -346,7 +371,7 @@ result<hello_reply> parse_hello_reply(std::span<const std::byte> p) {
 
 std::vector<std::byte> payload(const status_reply& r) {
     writer w;
-    w.put(r.commands).put(r.refused).put(r.clients_served);
+    w.put(r.commands).put(r.refused).put(r.clients_served).put(r.clients_total);
     w.put(static_cast<std::uint16_t>(r.devices.size()));
     for (const auto& d : r.devices) put_device(w, d);
     w.put(static_cast<std::uint16_t>(r.clients.size()));
@@ -363,6 +388,7 @@ result<status_reply> parse_status_reply(std::span<const std::byte> p) {
     s.commands = r.get<std::uint64_t>();
     s.refused = r.get<std::uint64_t>();
     s.clients_served = r.get<std::uint64_t>();
+    s.clients_total = r.get<std::uint32_t>();
     const auto nd = r.get<std::uint16_t>();
     for (unsigned i = 0; i < nd && r.ok(); ++i) s.devices.push_back(get_device(r));
     const auto nc = r.get<std::uint16_t>();
@@ -405,6 +431,16 @@ result<alloc_uar_reply> parse_alloc_uar_reply(std::span<const std::byte> p) {
     a.mmap_offset = r.get<std::uint64_t>();
     a.mmap_length = r.get<std::uint64_t>();
     return finish(r, a, "ALLOC_UAR");
+}
+
+std::string printable(std::string_view s) {
+    std::string out;
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
+        else out += ch;
+    }
+    return out;
 }
 
 // ---- the socket -----------------------------------------------------------------------

@@ -95,6 +95,9 @@ struct request {
     dealloc_uar_req dealloc_uar;
     command_req command;
     int fd = -1;
+    // The header's magic and version were right, so hdr.seq is the client's: the session
+    // moves past it even when the rest is refused (session::skip).
+    bool header_ok = false;
 };
 
 // Parses and checks one request: header (magic, version, known type, length = bytes
@@ -104,12 +107,21 @@ struct request {
 // what of the header could be read, so the reply can name the sequence.
 status parse_request(std::span<const std::byte> msg, std::span<const int> fds, request& out);
 
+// MAP_MEMORY's fd at the point of mapping: sealed against shrinking (F_GET_SEALS,
+// memfd_create(2)) first, then at least offset + length long (fstat(2)). In that order:
+// once sealed the size can only grow, so a size read after the seal holds at mmap time.
+// EPERM without the seal, EINVAL when too short.
+status check_map_fd(int fd, std::uint64_t offset, std::uint64_t length);
+
 // The order of a connection's requests: HELLO first and once, then sequence numbers
 // one above the last request's (the first HELLO's is the client's choice). A request out
 // of order is refused (EPROTO) and does not move the sequence on.
 class session {
 public:
     status accept(const request& r);
+    // A request refused before accept() (its body or fds): when its header was readable
+    // and its sequence the expected one, the sequence moves on as the client's did.
+    void skip(const request& r);
     bool greeted() const noexcept { return greeted_; }
 
 private:
@@ -209,6 +221,8 @@ struct status_reply {
     std::vector<device_info> devices;  // caps left empty
     std::vector<client_info> clients;
     std::uint64_t commands = 0, refused = 0, clients_served = 0;
+    // Clients connected now; `clients` lists as many as fit one message.
+    std::uint32_t clients_total = 0;
 };
 struct map_memory_reply {
     std::uint64_t iova = 0;
@@ -227,6 +241,10 @@ result<hello_reply> parse_hello_reply(std::span<const std::byte> p);
 result<status_reply> parse_status_reply(std::span<const std::byte> p);
 result<map_memory_reply> parse_map_memory_reply(std::span<const std::byte> p);
 result<alloc_uar_reply> parse_alloc_uar_reply(std::span<const std::byte> p);
+
+// A comm or any text from the other side, with bytes below 0x20, 0x7f and above as
+// \xNN, for logs and tables (a process names itself: prctl(2) PR_SET_NAME).
+std::string printable(std::string_view s);
 
 // ---- the socket -----------------------------------------------------------------------
 

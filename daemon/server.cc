@@ -15,7 +15,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -48,7 +47,9 @@ struct server::peer {
     session order;
     std::vector<owned> dev;  // per device
     bool gone = false;
-    bool refused = false;  // not allowed: its first request is answered EACCES, then it goes
+    bool refused = false;  // not allowed: its first request is answered with this, then it goes
+    int refusal = EACCES;
+    std::string refusal_text;
 };
 
 namespace {
@@ -59,21 +60,23 @@ std::string read_comm(pid_t pid) {
     std::ifstream f(fmt::format("/proc/{}/comm", pid));
     std::string s;
     std::getline(f, s);
-    return s;
+    return printable(s);
 }
 
-// Supplementary groups from /proc/PID/status ("Groups:"), read at connect time.
-std::vector<gid_t> read_groups(pid_t pid) {
-    std::ifstream f(fmt::format("/proc/{}/status", pid));
-    std::string line;
-    std::vector<gid_t> g;
-    while (std::getline(f, line)) {
-        if (line.rfind("Groups:", 0) != 0) continue;
-        std::istringstream s(line.substr(7));
-        unsigned long v;
-        while (s >> v) g.push_back(static_cast<gid_t>(v));
+// The peer's supplementary groups as the kernel took them at connect (SO_PEERGROUPS,
+// socket(7), Linux 4.13): no /proc lookup by a pid that may have been reused since.
+std::vector<gid_t> peer_groups(int sock) {
+    std::vector<gid_t> g(64);
+    for (int tries = 0; tries < 4; ++tries) {
+        socklen_t len = static_cast<socklen_t>(g.size() * sizeof(gid_t));
+        if (::getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g.data(), &len) == 0) {
+            g.resize(len / sizeof(gid_t));
+            return g;
+        }
+        if (errno != ERANGE) break;
+        g.resize(len / sizeof(gid_t) + 1);  // the kernel said how much it needs
     }
-    return g;
+    return {};
 }
 
 }  // namespace
@@ -123,6 +126,8 @@ result<std::unique_ptr<server>> server::create(server_options o, std::vector<std
     }
     s->wake_ = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!s->wake_) return error{errno, fmt::format("eventfd: {}", std::strerror(errno))};
+    s->spare_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!s->spare_) return error{errno, fmt::format("open /dev/null: {}", std::strerror(errno))};
     log(level::info, fmt::format("serving {} function(s) on {} (mode {:o})", s->devices_.size(), path,
                                  s->opts_.socket_mode));
     return s;
@@ -146,9 +151,16 @@ void server::run() {
     for (;;) {
         fds.clear();
         fds.push_back({wake_.get(), POLLIN, 0});
-        fds.push_back({listen_.get(), POLLIN, 0});
+        int timeout = -1;
+        short listen_events = POLLIN;
+        if (const auto now = std::chrono::steady_clock::now(); now < listen_paused_until_) {
+            listen_events = 0;
+            timeout = static_cast<int>(
+                std::chrono::ceil<std::chrono::milliseconds>(listen_paused_until_ - now).count());
+        }
+        fds.push_back({listen_.get(), listen_events, 0});
         for (const auto& p : peers_) fds.push_back({p->sock.get(), POLLIN, 0});
-        const int n = ::poll(fds.data(), fds.size(), -1);
+        const int n = ::poll(fds.data(), fds.size(), timeout);
         if (n < 0) {
             if (errno == EINTR) continue;
             log(level::err, fmt::format("poll: {}", std::strerror(errno)));
@@ -175,6 +187,12 @@ void server::accept_clients() {
     for (;;) {
         unique_fd s(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (!s) {
+            if (errno == EMFILE || errno == ENFILE) {
+                if (shed_one()) continue;
+                // Not even the spare fd: the listener is left out of poll for a moment.
+                listen_paused_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+                return;
+            }
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 log(level::warning, fmt::format("accept: {}", std::strerror(errno)));
             }
@@ -191,15 +209,27 @@ void server::accept_clients() {
         p->pid = c.pid;
         p->uid = c.uid;
         p->gid = c.gid;
-        p->groups = read_groups(c.pid);
+        p->groups = peer_groups(p->sock.get());
         p->comm = read_comm(c.pid);
         p->dev.resize(devices_.size());
-        if (!allowed(*p)) {
+        const bool ok = allowed(*p);
+        const std::size_t others = ok ? connections_of(p->uid) : 0;
+        if (!ok || others >= opts_.max_clients_per_uid) {
             // Answered at its first request and closed then: closing a UNIX socket with
             // the peer's message unread resets the connection, and the reply would be
             // lost. At most kMaxRefused wait; the oldest goes first.
-            log(level::warning, fmt::format("refused pid {} uid {} ({}): not on the allow-list", p->pid, p->uid,
-                                            p->comm));
+            if (!ok) {
+                p->refusal = EACCES;
+                p->refusal_text = fmt::format("uid {} (gid {}) is not allowed to use this cxvd: ask its "
+                                              "administrator for --allow-uid or --allow-gid",
+                                              p->uid, p->gid);
+            } else {
+                p->refusal = EUSERS;
+                p->refusal_text = fmt::format("uid {} has {} connections to this cxvd, its limit "
+                                              "(--max-clients-per-uid)", p->uid, others);
+            }
+            log(level::warning, fmt::format("refused pid {} uid {} ({}): {}", p->pid, p->uid, p->comm,
+                                            ok ? "too many connections of its uid" : "not on the allow-list"));
             p->refused = true;
             std::size_t waiting = 0;
             for (auto& q : peers_) waiting += q->refused && !q->gone;
@@ -218,6 +248,60 @@ void server::accept_clients() {
         log(level::info, fmt::format("client pid {} uid {} ({}) connected", p->pid, p->uid, p->comm));
         peers_.push_back(std::move(p));
     }
+}
+
+bool server::shed_one() {
+    // accept(2): EMFILE leaves the connection queued and the listener readable, so poll
+    // would return at once forever. One fd is kept in reserve for exactly this.
+    spare_ = unique_fd{};
+    unique_fd s(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (s) {
+        (void)send_message(s.get(), encode_reply(0, 0, EMFILE, "cxvd has no file descriptors left; try later"), {},
+                           MSG_DONTWAIT);
+    }
+    const bool took = static_cast<bool>(s);
+    s = unique_fd{};
+    spare_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (took) log(level::err, "accept: out of file descriptors: a new client was turned away");
+    return took;
+}
+
+std::size_t server::connections_of(uid_t uid) const {
+    std::size_t n = 0;
+    for (const auto& q : peers_) n += !q->gone && !q->refused && q->uid == uid;
+    return n;
+}
+
+std::uint64_t server::pinned_by_uid(uid_t uid) const {
+    std::uint64_t n = 0;
+    for (const auto& q : peers_) {
+        if (q->gone || q->refused || q->uid != uid) continue;
+        for (const auto& o : q->dev) n += o.pinned;
+    }
+    return n;
+}
+
+quotas server::room(const peer& p, std::size_t d) const {
+    std::uint64_t qps = 0, cqs = 0, mrs = 0, pds = 0, uars = 0;
+    for (const auto& q : peers_) {
+        if (q.get() == &p || q->gone || q->refused || q->uid != p.uid) continue;
+        const owned& o = q->dev[d];
+        qps += o.qps.size();
+        cqs += o.cqs.size();
+        mrs += o.mkeys.size();
+        pds += o.pds.size();
+        uars += o.uars.size();
+    }
+    auto left = [](std::uint32_t limit, std::uint64_t used) {
+        return static_cast<std::uint32_t>(used >= limit ? 0 : limit - used);
+    };
+    quotas r = opts_.limits;
+    r.qps = left(r.qps, qps);
+    r.cqs = left(r.cqs, cqs);
+    r.mrs = left(r.mrs, mrs);
+    r.pds = left(r.pds, pds);
+    r.uars = left(r.uars, uars);
+    return r;
 }
 
 bool server::allowed(const peer& p) const {
@@ -262,16 +346,15 @@ void server::serve(peer& p) {
         ++refused_;
         header h{};
         if (m->bytes.size() >= header_bytes) std::memcpy(&h, m->bytes.data(), header_bytes);
-        const std::string why = fmt::format("uid {} (gid {}) is not allowed to use this cxvd: ask its "
-                                            "administrator for --allow-uid or --allow-gid",
-                                            p.uid, p.gid);
-        if (send(p, encode_reply(h.type, h.seq, EACCES, why))) drop(p, "refused");
+        if (send(p, encode_reply(h.type, h.seq, p.refusal, p.refusal_text))) drop(p, "refused");
         return;
     }
     std::vector<int> raw;
     for (const auto& f : m->fds) raw.push_back(f.get());
     request r;
     if (auto s = parse_request(m->bytes, raw, r); !s) {
+        // The client counted this request: so does the session, when it can tell.
+        p.order.skip(r);
         (void)refuse(p, r.hdr.type, r.hdr.seq, s.error());
         return;
     }
@@ -336,8 +419,15 @@ result<server::answer> server::on_status() {
     s.commands = commands_;
     s.refused = refused_;
     s.clients_served = served_;
+    // The reply must fit one message (64 KiB): clients past what fits are counted, not
+    // listed (a row is at most 56 bytes and a comm; the head and functions are small).
+    std::size_t bytes = 1024 + s.devices.size() * 512;
     for (const auto& p : peers_) {
         if (p->gone || p->refused) continue;
+        ++s.clients_total;
+        const std::size_t row = 56 + p->comm.size();
+        if (bytes + row > max_message_bytes - 1024) continue;
+        bytes += row;
         client_info c;
         c.pid = p->pid;
         c.uid = p->uid;
@@ -362,24 +452,23 @@ result<server::answer> server::on_map(peer& p, const request& r) {
     auto d = device_index(r.map.device);
     if (!d) return d.error();
     owned& o = p.dev[*d];
-    std::uint64_t total = 0;
-    for (const auto& x : p.dev) total += x.pinned;
+    const std::uint64_t total = pinned_by_uid(p.uid);
     if (total + r.map.length > opts_.limits.pinned_bytes) {
-        return error{EDQUOT, fmt::format("MAP_MEMORY: {} more bytes would pin {} (the client's quota is {})",
-                                         r.map.length, total + r.map.length, opts_.limits.pinned_bytes)};
+        return error{EDQUOT, fmt::format("MAP_MEMORY: {} more bytes would pin {} (the quota of uid {}, over all its "
+                                         "connections, is {})",
+                                         r.map.length, total + r.map.length, p.uid, opts_.limits.pinned_bytes)};
     }
     // The file must not shrink under the mapping (memfd_create(2), F_SEAL_SHRINK): a
-    // truncated page would fault in the daemon, and in the model's IOMMU walk.
-    const int seals = ::fcntl(r.fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-        return error{EPERM, "MAP_MEMORY: the memfd must be sealed against shrinking (F_ADD_SEALS F_SEAL_SHRINK)"};
-    }
+    // truncated page would fault in the daemon, and in the model's IOMMU walk. The seal
+    // first, then the size, here where the mapping is made.
+    if (auto s = check_map_fd(r.fd, r.map.offset, r.map.length); !s) return s.error();
     void* addr = ::mmap(nullptr, r.map.length, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd,
                         static_cast<off_t>(r.map.offset));
     if (addr == MAP_FAILED) return error{errno, fmt::format("MAP_MEMORY: mmap: {}", std::strerror(errno))};
     mapping m;
     m.addr = addr;
     m.length = r.map.length;
+    m.device_writes = r.map.device_writes;
     auto dma = devices_[*d]->hca->device().map_dma(addr, r.map.length, r.map.device_writes);
     if (!dma) return dma.error();  // m's destructor unmaps
     m.dma = std::move(dma).value();
@@ -410,8 +499,9 @@ result<server::answer> server::on_alloc_uar(peer& p, const request& r) {
     auto d = device_index(r.alloc_uar.device);
     if (!d) return d.error();
     owned& o = p.dev[*d];
-    if (o.uars.size() >= opts_.limits.uars) {
-        return error{EDQUOT, fmt::format("ALLOC_UAR: the client has {} UARs, its quota", opts_.limits.uars)};
+    if (o.uars.size() >= room(p, *d).uars) {
+        return error{EDQUOT, fmt::format("ALLOC_UAR: the quota of {} UARs is reached (it counts every connection of "
+                                         "uid {})", opts_.limits.uars, p.uid)};
     }
     auto& h = *devices_[*d]->hca;
     auto out = h.exec(driver::command<ifc::alloc_uar_in>(cmd_opcode::ALLOC_UAR), ifc::alloc_uar_out::size_bytes);
@@ -450,7 +540,7 @@ result<server::answer> server::on_command(peer& p, const request& r) {
     auto d = device_index(r.command.device);
     if (!d) return d.error();
     owned& o = p.dev[*d];
-    auto e = check_command(r.command.in, r.command.out_len, o, devices_[*d]->facts, opts_.limits);
+    auto e = check_command(r.command.in, r.command.out_len, o, devices_[*d]->facts, room(p, *d));
     if (!e) return e.error();
     ++commands_;
     auto out = devices_[*d]->hca->exec(r.command.in, std::max<std::size_t>(r.command.out_len, e->min_out));
@@ -464,16 +554,31 @@ void server::drop(peer& p, const std::string& why) {
     if (p.gone) return;
     p.gone = true;
     std::size_t objects = 0, uars = 0, failed = 0;
-    std::uint64_t bytes = 0;
+    std::uint64_t bytes = 0, kept = 0;
     for (std::size_t i = 0; i < p.dev.size(); ++i) {
         owned& o = p.dev[i];
         auto& h = *devices_[i]->hca;
-        for (const auto& in : teardown_commands(o)) {
+        std::set<std::uint64_t> keep;  // mappings an object that would not go still uses
+        for (const auto& step : teardown_commands(o)) {
             ++objects;
-            if (auto s = h.exec(in, 16); !s) {
-                ++failed;
-                log(level::err, fmt::format("pid {}: {}", p.pid, s.error().message));
+            auto s = h.exec(step.in, 16);
+            if (s) continue;
+            log(level::warning, fmt::format("pid {}: {}", p.pid, s.error().message));
+            // A QP that will not go: back to RST (or ERR), then destroyed again.
+            bool gone = false;
+            if (step.obj == command_effect::object::qp) {
+                for (const auto& move : qp_reset_commands(step.id)) {
+                    (void)h.exec(move, 16);
+                    if ((gone = h.exec(step.in, 16).ok())) break;
+                }
+            } else {
+                gone = h.exec(step.in, 16).ok();
             }
+            if (gone) continue;
+            ++failed;
+            keep.insert(step.maps.begin(), step.maps.end());
+            log(level::err, fmt::format("pid {}: object 0x{:x} could not be destroyed: its memory stays mapped",
+                                        p.pid, step.id));
         }
         for (const auto uar : o.uars) {
             auto in = driver::command<ifc::dealloc_uar_in>(cmd_opcode::DEALLOC_UAR);
@@ -484,14 +589,27 @@ void server::drop(peer& p, const std::string& why) {
                 log(level::err, fmt::format("pid {}: {}", p.pid, s.error().message));
             }
         }
-        bytes += o.pinned;
+        // The IOVA of memory the device may still write is not given back: it stays in
+        // the IOMMU (and mapped here) until the function is torn down.
+        for (auto it = o.maps.begin(); it != o.maps.end();) {
+            if (!keep.contains(it->first)) {
+                ++it;
+                continue;
+            }
+            log(level::err, fmt::format("pid {}: IOVA 0x{:x} ({} bytes) kept mapped until cxvd stops", p.pid,
+                                        it->first, it->second.length));
+            kept += it->second.length;
+            leaked_.push_back(std::move(it->second));
+            it = o.maps.erase(it);
+        }
+        bytes += o.pinned - std::min(o.pinned, kept);
         o = owned{};  // DMA unmapped, then munmapped
     }
-    p.sock = unique_fd{};
     log(failed ? level::warning : level::info,
         fmt::format("client pid {} ({}) gone ({}): {} objects destroyed, {} UARs returned, {} bytes unmapped{}",
-                    p.pid, p.comm, why, objects, uars, bytes,
+                    p.pid, p.comm, why, objects - std::min(objects, failed), uars, bytes,
                     failed ? fmt::format(", {} commands failed", failed) : std::string()));
+    p.sock = unique_fd{};  // after the log line, so a client that sees the close finds it there
 }
 
 }  // namespace cxv::daemon

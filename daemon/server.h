@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,8 +31,12 @@ struct server_options {
     long socket_gid = -1;           // the socket's group (chown), -1: the daemon's
     std::vector<uid_t> allow_uids;  // root and the daemon's own uid are always allowed
     std::vector<gid_t> allow_gids;  // a client's primary or supplementary group
+    // Quotas are per uid: every connection of one uid draws on the same limits, so N
+    // connections do not get N quotas.
     quotas limits;
+    unsigned max_clients_per_uid = 64;  // connections of one uid at a time
 };
+
 
 class server {
 public:
@@ -74,10 +79,23 @@ private:
     result<answer> on_dealloc_uar(peer& p, const request& r);
     result<answer> on_command(peer& p, const request& r);
     result<std::uint16_t> device_index(std::uint16_t d) const;
+    // What is left of the quotas to `p`'s uid on device `d` after its other connections.
+    quotas room(const peer& p, std::size_t d) const;
+    std::uint64_t pinned_by_uid(uid_t uid) const;
+    std::size_t connections_of(uid_t uid) const;
+    // accept4 failing with EMFILE/ENFILE: the spare fd is closed, the newcomer accepted,
+    // told and closed, the spare reopened, so the listener is not left readable forever.
+    // False when none could be taken (the spare could not be reopened either).
+    bool shed_one();
 
     server_options opts_;
+    // Memory whose object could not be destroyed when its client went (the device may
+    // still write there): kept mapped until the functions are torn down. Declared before
+    // devices_ so that it is released after them.
+    std::vector<mapping> leaked_;
     std::vector<std::unique_ptr<device_state>> devices_;
-    unique_fd listen_, wake_;
+    unique_fd listen_, wake_, spare_;
+    std::chrono::steady_clock::time_point listen_paused_until_{};
     std::vector<std::unique_ptr<peer>> peers_;
     std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
 };

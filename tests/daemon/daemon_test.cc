@@ -140,6 +140,7 @@ TEST_CASE("CREATE_CQ on the client's own memory and UAR; someone else's memory, 
     // Memory the client never mapped, memory another client mapped, another's UAR, an EQ
     // other than the completion EQ.
     CHECK(a.create_cq(ia + (64 << 20), ia + 4096, ua).err == EPERM);
+    CHECK(a.create_cq(ia, ia + 4096, ua, a.hello.devices[0].comp_eqn + 1).err == EPERM);
     CHECK(a.create_cq(ib, ia + 4096, ua).err == EPERM);
     CHECK(a.create_cq(ia, ib + 4096, ua).err == EPERM);
     CHECK(a.create_cq(ia, ia + 4096, ub).err == EPERM);
@@ -237,6 +238,8 @@ TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within 
     const pid_t victim = ::fork();
     REQUIRE(victim >= 0);
     if (victim == 0) {
+        // A failed REQUIRE throws: caught here, so the child never runs the parent's tests.
+        try {
         ::close(ready[0]);
         test_client v(rig.sock);
         shared_memory m(4 * 4096);
@@ -252,7 +255,17 @@ TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within 
         if (v.rst2init(v.qp(pd, cqn, uar, iova + 3 * 4096, wiova + 4096)) != 0) ::_exit(4);
         (void)!::write(ready[1], "r", 1);
         for (;;) ::pause();
+        } catch (...) {
+            ::_exit(5);
+        }
     }
+    // Killed and reaped by PID whatever happens below (a failed REQUIRE unwinds).
+    struct reaper {
+        pid_t pid;
+        ~reaper() {
+            if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+        }
+    } guard{victim};
     ::close(ready[1]);
     char r = 0;
     pollfd p{ready[0], POLLIN, 0};
@@ -272,6 +285,7 @@ TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within 
 
     REQUIRE(::kill(victim, SIGKILL) == 0);
     REQUIRE(::waitpid(victim, nullptr, 0) == victim);
+    guard.pid = -1;
     const auto t0 = std::chrono::steady_clock::now();
     s = wait_status(keeper, [&](const d::status_reply& x) { return find_client(x, victim) == nullptr; }, 1000ms);
     CHECK(std::chrono::steady_clock::now() - t0 < 1s);
@@ -281,8 +295,12 @@ TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within 
     CHECK(k->cqs == 1);
     CHECK(k->uars == 1);
     CHECK(keeper.query_cq(cq_kept) == 0);  // undisturbed
-    CHECK(rig.log().find("gone (its socket closed): 6 objects destroyed, 1 UARs returned, 24576 bytes unmapped") !=
+    const auto log = rig.log();
+    // The whole line: nothing may follow (", N commands failed"), and no error anywhere.
+    CHECK(log.find("gone (its socket closed): 6 objects destroyed, 1 UARs returned, 24576 bytes unmapped\n") !=
           std::string::npos);
+    CHECK(log.find("commands failed") == std::string::npos);
+    CHECK(log.find("<3>") == std::string::npos);
     CHECK(rig.fd_count() == fds_before);
 }
 
@@ -340,17 +358,42 @@ TEST_CASE("malformed, oversized, truncated, wrong-version and out-of-order reque
     expect(d::encode(d::msg_type::status, 2, {}), 0);
     shared_memory m(4096);
     const int fd[] = {m.fd};
+    // A refusal of a request in sequence moves the sequence on, as the client's did.
     expect(d::encode(d::msg_type::status, 3, {}), EBADF, fd);  // an fd where none goes
-    expect(d::encode(d::msg_type::map_memory, 3, d::body(d::map_memory_req{0, true, 0, 8192})), EINVAL, fd);
-    expect(d::encode(d::msg_type::map_memory, 3, d::body(d::map_memory_req{7, true, 0, 4096})), ENODEV, fd);
+    expect(d::encode(d::msg_type::map_memory, 4, d::body(d::map_memory_req{0, true, 0, 8192})), EINVAL, fd);
+    expect(d::encode(d::msg_type::map_memory, 5, d::body(d::map_memory_req{7, true, 0, 4096})), ENODEV, fd);
     d::command_req short_cmd;
     short_cmd.out_len = 16;
     short_cmd.in = cxv::driver::command<ifc::alloc_pd_in>(cmd_opcode::CREATE_CQ);  // shorter than create_cq_in
-    expect(d::encode(d::msg_type::command, 4, d::body(short_cmd)), EBADMSG);
-    expect(d::encode(d::msg_type::status, 5, {}), 0);
+    expect(d::encode(d::msg_type::command, 6, d::body(short_cmd)), EBADMSG);
+    auto cut = d::encode(d::msg_type::status, 7, {});
+    cut.push_back(std::byte{0});  // a body where STATUS has none: the header says 0 bytes
+    expect(cut, EBADMSG);
+    expect(d::encode(d::msg_type::status, 7, {}), EPROTO);  // 7 was taken by the refused one
+    expect(d::encode(d::msg_type::status, 8, {}), 0);
     // Another connection is served all along.
     test_client other(rig.sock);
     CHECK(other.status().clients.size() == 2);
+}
+
+TEST_CASE("a refused request does not desynchronise the client; a late reply is not taken for the next") {
+    daemon_rig rig;
+    test_client c(rig.sock);
+    shared_memory m(4096);
+    // Refused by the parser (8 KiB of a 4 KiB file), after client::call counted it.
+    auto a = c.call(d::msg_type::map_memory, d::body(d::map_memory_req{0, true, 0, 8192}), std::vector<int>{m.fd});
+    CHECK(a.err == EINVAL);
+    auto b = c.call(d::msg_type::unmap_memory, std::vector<std::byte>(3));  // a body of the wrong size
+    CHECK(b.err == EBADMSG);
+    CHECK(c.status().clients.size() == 1);  // EPROTO here before the fix
+    // A request that times out (0 ms): its reply (ALLOC_UAR's, with the device fd) comes
+    // late and must not be read as the answer to the STATUS after it.
+    auto late = c.c.call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{0}), {}, std::chrono::milliseconds(0));
+    REQUIRE(!late);
+    CHECK(late.error().code == ETIMEDOUT);
+    const auto s = c.status();
+    CHECK(s.clients.size() == 1);
+    CHECK(find_client(s, ::getpid())->uars == 1);
 }
 
 TEST_CASE("a uid not on the allow-list is refused with a reply saying so; one on it is served") {
@@ -402,6 +445,7 @@ TEST_CASE("a client that does not read its replies is dropped when its socket is
         }
         if (seq % 64 == 0) dropped = dropped || rig.log().find("its socket is full") != std::string::npos;
     }
+    INFO(rig.log());
     CHECK(dropped);
     CHECK(rig.log().find("its socket is full") != std::string::npos);
     const auto s = wait_status(other, [](const d::status_reply& x) { return x.clients.size() == 1; }, 1000ms);

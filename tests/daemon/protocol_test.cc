@@ -135,12 +135,62 @@ TEST_CASE("a session takes HELLO first and once, then sequence numbers in order"
     CHECK(s.accept(r).error().code == EPROTO);  // replayed
 }
 
+TEST_CASE("a request refused after a readable header moves the sequence on; an unreadable one does not") {
+    d::session s;
+    d::request r;
+    REQUIRE(d::parse_request(d::encode(d::msg_type::hello, 1, d::body(d::hello_req{})), {}, r));
+    REQUIRE(s.accept(r));
+    auto bad_body = d::encode(d::msg_type::unmap_memory, 2, std::vector<std::byte>(3));
+    CHECK(d::parse_request(bad_body, {}, r).error().code == EBADMSG);
+    CHECK(r.header_ok);
+    s.skip(r);  // 2 taken
+    auto longer = d::encode(d::msg_type::status, 3, {});
+    longer.push_back(std::byte{1});  // the header's length says 0
+    CHECK(d::parse_request(longer, {}, r).error().code == EBADMSG);
+    CHECK(r.header_ok);
+    s.skip(r);  // 3 taken
+    auto bad_magic = d::encode(d::msg_type::status, 4, {});
+    bad_magic[0] = std::byte{0};
+    CHECK(d::parse_request(bad_magic, {}, r).error().code == EPROTO);
+    CHECK(!r.header_ok);
+    s.skip(r);  // not taken: the sequence cannot be trusted
+    CHECK(!d::parse_request(std::vector<std::byte>(bad_magic.begin(), bad_magic.begin() + 10), {}, r));
+    CHECK(!r.header_ok);
+    REQUIRE(d::parse_request(d::encode(d::msg_type::status, 9, {}), {}, r));
+    s.skip(r);  // out of order: not taken either
+    REQUIRE(d::parse_request(d::encode(d::msg_type::status, 4, {}), {}, r));
+    CHECK(s.accept(r));
+}
+
+TEST_CASE("at the point of mapping: the seal first, then the size") {
+    const int loose = memfd(4096);
+    CHECK(d::check_map_fd(loose, 0, 4096).error().code == EPERM);
+    CHECK(d::check_map_fd(loose, 0, 8192).error().code == EPERM);  // the seal is looked at first
+    const int sealed = memfd(4096);
+    REQUIRE(::fcntl(sealed, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+    CHECK(d::check_map_fd(sealed, 0, 4096));
+    CHECK(d::check_map_fd(sealed, 0, 8192).error().code == EINVAL);
+    CHECK(d::check_map_fd(sealed, 4096, 4096).error().code == EINVAL);
+    REQUIRE(::ftruncate(sealed, 8192) == 0);  // growing is allowed and seen
+    CHECK(d::check_map_fd(sealed, 4096, 4096));
+    CHECK(::ftruncate(sealed, 4096) != 0);  // shrinking is not
+    ::close(loose);
+    ::close(sealed);
+}
+
+TEST_CASE("printable: control bytes and bytes from 0x7f become \\xNN") {
+    CHECK(d::printable("trader") == "trader");
+    CHECK(d::printable("a\x1b[2Jb") == "a\\x1b[2Jb");
+    CHECK(d::printable(std::string("n\0l\n\x7f\xc3", 6)) == "n\\x00l\\x0a\\x7f\\xc3");
+}
+
 TEST_CASE("replies and their payloads round-trip; truncated payloads are refused") {
     d::status_reply st;
     st.devices.push_back({.bdf = "0000:01:00.0", .firmware = "16.35.1012", .port_up = true, .ethernet = true,
                           .port_logical = 4, .comp_eqn = 8, .caps = {}});
     st.clients.push_back({.pid = 42, .uid = 1000, .gid = 100, .comm = "trader", .pds = 1, .cqs = 2, .mkeys = 3,
                           .qps = 0, .srqs = 0, .uars = 1, .maps = 2, .pinned = 1 << 20});
+    st.clients_total = 7;
     const auto p = d::payload(st);
     const auto m = d::encode_reply(static_cast<std::uint16_t>(d::msg_type::status), 3, 0, "ok", p);
     d::reply rep;
@@ -152,6 +202,7 @@ TEST_CASE("replies and their payloads round-trip; truncated payloads are refused
     CHECK(back->devices.at(0).bdf == "0000:01:00.0");
     CHECK(back->clients.at(0).comm == "trader");
     CHECK(back->clients.at(0).pinned == 1 << 20);
+    CHECK(back->clients_total == st.clients_total);
     CHECK(!d::parse_status_reply(std::span(p).first(p.size() - 1)));
     CHECK(!d::parse_alloc_uar_reply(std::vector<std::byte>(5)));
 }

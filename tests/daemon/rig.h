@@ -108,9 +108,10 @@ struct test_client {
         return std::move(a).value();
     }
     // MAP_MEMORY: the IOVA, or 0 with `err` set.
-    std::uint64_t map(const shared_memory& m, int* err = nullptr, std::uint64_t length = 0) {
+    std::uint64_t map(const shared_memory& m, int* err = nullptr, std::uint64_t length = 0, bool device_writes = true) {
         const int fds[] = {m.fd};
-        auto a = call(d::msg_type::map_memory, d::body(d::map_memory_req{0, true, 0, length ? length : m.size}), fds);
+        auto a = call(d::msg_type::map_memory,
+                      d::body(d::map_memory_req{0, device_writes, 0, length ? length : m.size}), fds);
         if (err) *err = a.err;
         if (a.err != 0) return 0;
         auto r = d::parse_map_memory_reply(a.payload);
@@ -144,12 +145,12 @@ struct test_client {
         return ifc::get<ifc::alloc_pd_out::pd>(a.payload.data());
     }
     // CREATE_CQ of 64 CQEs (one 4 KiB page at `ring`) with its doorbell record at `dbr`.
-    d::client::answer create_cq(std::uint64_t ring, std::uint64_t dbr, std::uint32_t uar) {
+    d::client::answer create_cq(std::uint64_t ring, std::uint64_t dbr, std::uint32_t uar, long eqn = -1) {
         auto in = driver::command<ifc::create_cq_in>(cmd_opcode::CREATE_CQ, 0, 8);
         std::byte* cqc = ifc::at<ifc::create_cq_in::cq_context>(in.data());
         ifc::set<ifc::cqc::log_cq_size>(cqc, 6);
         ifc::set<ifc::cqc::uar_page>(cqc, uar);
-        ifc::set<ifc::cqc::c_eqn_or_apu_element>(cqc, hello.devices[0].comp_eqn);
+        ifc::set<ifc::cqc::c_eqn_or_apu_element>(cqc, eqn < 0 ? hello.devices[0].comp_eqn : static_cast<std::uint32_t>(eqn));
         ifc::set<ifc::cqc::dbr_addr>(cqc, dbr);
         ifc::set<ifc::create_cq_in::pas>(in.data(), 0, ring);
         return command(in, ifc::create_cq_out::size_bytes);
@@ -198,7 +199,7 @@ struct test_client {
     // CREATE_QP (RC): a 1 KiB SQ and a 256-byte RQ on the page at `wq`, doorbell record
     // at `dbr`; `rlky` asks for the reserved lkey.
     d::client::answer create_qp(std::uint32_t pd, std::uint32_t cqn, std::uint32_t uar, std::uint64_t wq,
-                                std::uint64_t dbr, bool rlky = false) {
+                                std::uint64_t dbr, bool rlky = false, std::uint32_t rcv_cqn = 0) {
         auto in = cxv::driver::command<ifc::create_qp_in>(cmd_opcode::CREATE_QP, 0, 8);
         std::byte* qpc = ifc::at<ifc::create_qp_in::qpc>(in.data());
         ifc::set<ifc::qpc::st>(qpc, ifc::qpc_values::st_rc);
@@ -210,14 +211,15 @@ struct test_client {
         ifc::set<ifc::qpc::log_rq_size>(qpc, 4);
         ifc::set<ifc::qpc::log_rq_stride>(qpc, 0);
         ifc::set<ifc::qpc::cqn_snd>(qpc, cqn);
-        ifc::set<ifc::qpc::cqn_rcv>(qpc, cqn);
+        ifc::set<ifc::qpc::cqn_rcv>(qpc, rcv_cqn ? rcv_cqn : cqn);
         ifc::set<ifc::qpc::dbr_addr>(qpc, dbr);
         ifc::set<ifc::qpc::rlky>(qpc, rlky ? 1 : 0);
         ifc::set<ifc::create_qp_in::pas>(in.data(), 0, wq);
         return command(in, ifc::create_qp_out::size_bytes);
     }
-    std::uint32_t qp(std::uint32_t pd, std::uint32_t cqn, std::uint32_t uar, std::uint64_t wq, std::uint64_t dbr) {
-        auto a = create_qp(pd, cqn, uar, wq, dbr);
+    std::uint32_t qp(std::uint32_t pd, std::uint32_t cqn, std::uint32_t uar, std::uint64_t wq, std::uint64_t dbr,
+                     std::uint32_t rcv_cqn = 0) {
+        auto a = create_qp(pd, cqn, uar, wq, dbr, false, rcv_cqn);
         REQUIRE_MESSAGE(a.err == 0, a.text);
         return ifc::get<ifc::create_qp_out::qpn>(a.payload.data());
     }

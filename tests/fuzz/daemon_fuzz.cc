@@ -17,8 +17,12 @@
 
 #include "daemon/owner.h"
 #include "daemon/protocol.h"
+#include "hw/ifc.h"
+#include "hw/opcodes.h"
 
 namespace d = cxv::daemon;
+namespace ifc = cxv::hw::ifc;
+using cxv::hw::cmd_opcode;
 
 namespace {
 
@@ -41,12 +45,13 @@ const d::owned& some_client() {
     static d::owned* o = [] {
         auto* x = new d::owned;
         x->maps[1 << 20].length = 1 << 20;
+        x->maps[1 << 20].device_writes = true;
         x->uars = {5};
         x->pds = {3};
         x->cqs = {7};
         x->mkeys = {{9, 3}};
         x->qps = {7};
-        x->qp_info[7] = d::owned::qp_uses{3, 5, {7}, {1 << 20}};
+        x->qp_info[7] = d::owned::qp_uses{3, 5, {7}, {1 << 20}, 7, 7};
         return x;
     }();
     return *o;
@@ -63,6 +68,106 @@ std::vector<std::byte> reencode(const d::request& r) {
     case d::msg_type::command: return d::encode(r.type, r.hdr.seq, d::body(r.command));
     }
     fail("a parsed request of no known type");
+}
+
+bool in_memory(std::uint64_t a, std::uint64_t len) {
+    return a >= (1u << 20) && len <= (1u << 20) && a - (1u << 20) <= (1u << 20) - len;
+}
+
+// The oracle for a command the checks let through: every object number and address it
+// names is the fuzzed client's, whatever the bytes (the checks' own code is not reused).
+void expect_owned(std::span<const std::byte> in) {
+    const auto& o = some_client();
+    const std::byte* p = in.data();
+    const auto op = static_cast<cmd_opcode>(ifc::get<ifc::cmd_in::opcode>(p));
+    if (ifc::get<ifc::destroy_qp_in::uid>(p) != 0) fail("a command with a uid allowed");
+    auto qpc_ok = [&](const std::byte* qpc, bool create, std::uint32_t mask) {
+        const auto pd = ifc::get<ifc::qpc::pd>(qpc), uar = ifc::get<ifc::qpc::uar_page>(qpc);
+        const auto snd = ifc::get<ifc::qpc::cqn_snd>(qpc), rcv = ifc::get<ifc::qpc::cqn_rcv>(qpc);
+        if (ifc::get<ifc::qpc::rlky>(qpc) || ifc::get<ifc::qpc::counter_set_id>(qpc)) fail("rlky or a counter set allowed");
+        if (ifc::get<ifc::qpc::deth_sqpn>(qpc) || ifc::get<ifc::qpc::cd_master>(qpc) ||
+            (ifc::get<ifc::qpc::q_key>(qpc) & 0x80000000u)) {
+            fail("deth_sqpn, CORE-Direct or a privileged Q_Key allowed");
+        }
+        if (create) {
+            if (!o.pds.contains(pd) || !o.uars.contains(uar) || !o.cqs.contains(snd) || !o.cqs.contains(rcv)) {
+                fail("CREATE_QP on another's PD, UAR or CQ allowed");
+            }
+            return;
+        }
+        if ((pd != 0 && pd != 3) || (uar != 0 && uar != 5) || (snd != 0 && snd != 7)) fail("a transition naming another's PD, UAR or CQ");
+        if ((mask & ifc::qp_optpar::CQN_RCV) ? !o.cqs.contains(rcv) : (rcv != 0 && rcv != 7)) {
+            fail("a transition moving the receive CQ to another's");
+        }
+    };
+    switch (op) {
+    case cmd_opcode::DEALLOC_PD:
+        if (!o.pds.contains(ifc::get<ifc::dealloc_pd_in::pd>(p))) fail("DEALLOC_PD of another's PD allowed");
+        break;
+    case cmd_opcode::DESTROY_CQ:
+    case cmd_opcode::QUERY_CQ:
+        if (!o.cqs.contains(ifc::get<ifc::destroy_cq_in::cqn>(p))) fail("a CQ command on another's CQ allowed");
+        break;
+    case cmd_opcode::DESTROY_MKEY:
+        if (!o.mkeys.contains(ifc::get<ifc::destroy_mkey_in::mkey_index>(p))) fail("DESTROY_MKEY of another's key");
+        break;
+    case cmd_opcode::CREATE_CQ: {
+        const std::byte* cqc = ifc::at<ifc::create_cq_in::cq_context>(p);
+        if (!o.uars.contains(ifc::get<ifc::cqc::uar_page>(cqc)) || ifc::get<ifc::cqc::c_eqn_or_apu_element>(cqc) != 8) {
+            fail("CREATE_CQ on another's UAR or EQ allowed");
+        }
+        if (!in_memory(ifc::get<ifc::cqc::dbr_addr>(cqc), 8)) fail("CREATE_CQ with a doorbell record outside");
+        const std::uint64_t page = std::uint64_t{4096} << ifc::get<ifc::cqc::log_page_size>(cqc);
+        for (std::size_t i = 0; i < (in.size() - ifc::create_cq_in::size_bytes) / 8; ++i) {
+            if (!in_memory(ifc::get<ifc::create_cq_in::pas>(p, i), page)) fail("CREATE_CQ with a page outside");
+        }
+        break;
+    }
+    case cmd_opcode::CREATE_MKEY: {
+        const std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(p);
+        if (!o.pds.contains(ifc::get<ifc::mkc::pd>(mkc))) fail("CREATE_MKEY on another's PD allowed");
+        if (ifc::get<ifc::mkc::access_mode_1_0>(mkc) != 1) fail("a key other than MTT allowed");
+        const std::uint64_t page = std::uint64_t{1} << ifc::get<ifc::mkc::log_page_size>(mkc);
+        const std::uint64_t n = 2 * std::uint64_t{ifc::get<ifc::create_mkey_in::translations_octword_actual_size>(p)};
+        for (std::uint64_t i = 0; i < n; ++i) {
+            const std::uint64_t e = (std::uint64_t{ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i)} << 32) |
+                                    ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i + 1);
+            if (!in_memory(e & ~std::uint64_t{3}, page)) fail("CREATE_MKEY with a translation outside");
+        }
+        const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
+        if (len > n * page || (start & (page - 1)) > n * page - len) fail("CREATE_MKEY longer than its translations");
+        break;
+    }
+    case cmd_opcode::CREATE_QP: {
+        const std::byte* qpc = ifc::at<ifc::create_qp_in::qpc>(p);
+        qpc_ok(qpc, true, 0);
+        if (!in_memory(ifc::get<ifc::qpc::dbr_addr>(qpc), 8)) fail("CREATE_QP with a doorbell record outside");
+        const std::uint64_t page = std::uint64_t{4096} << ifc::get<ifc::qpc::log_page_size>(qpc);
+        for (std::size_t i = 0; i < (in.size() - ifc::create_qp_in::size_bytes) / 8; ++i) {
+            if (!in_memory(ifc::get<ifc::create_qp_in::pas>(p, i), page)) fail("CREATE_QP with a page outside");
+        }
+        break;
+    }
+    case cmd_opcode::RST2INIT_QP:
+    case cmd_opcode::INIT2INIT_QP:
+    case cmd_opcode::INIT2RTR_QP:
+    case cmd_opcode::RTR2RTS_QP:
+    case cmd_opcode::RTS2RTS_QP:
+    case cmd_opcode::SQERR2RTS_QP:
+    case cmd_opcode::SQD_RTS_QP:
+        // Every transition's layout has qpn, opt_param_mask and qpc where RTS2RTS has them.
+        if (!o.qps.contains(ifc::get<ifc::rts2rts_qp_in::qpn>(p))) fail("a transition of another's QP allowed");
+        qpc_ok(ifc::at<ifc::rts2rts_qp_in::qpc>(p), false, ifc::get<ifc::rts2rts_qp_in::opt_param_mask>(p));
+        break;
+    case cmd_opcode::QP_2ERR:
+    case cmd_opcode::QP_2RST:
+    case cmd_opcode::QUERY_QP:
+    case cmd_opcode::DESTROY_QP:
+        if (!o.qps.contains(ifc::get<ifc::destroy_qp_in::qpn>(p))) fail("a QP command on another's QP allowed");
+        break;
+    case cmd_opcode::ALLOC_PD: break;
+    default: fail("a command off the allow-list allowed");
+    }
 }
 
 }  // namespace
@@ -97,6 +202,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (!e && (e.error().code <= 0 || e.error().message.empty())) fail("a command refused without errno or text");
             if (e && e->min_out > r.command.out_len) fail("a command allowed with too short an output");
             daemon_fuzz_commands_allowed += e.ok();
+            if (e) expect_owned(r.command.in);
         }
     } else {
         const auto& e = s.error();

@@ -53,7 +53,7 @@ int print_status(const std::string& socket) {
         return EXIT_FAILURE;
     }
     fmt::print("cxvd at {}: {} function(s), {} client(s) now, {} served, {} commands run, {} refused\n\n", path,
-               s->devices.size(), s->clients.size(), s->clients_served, s->commands, s->refused);
+               s->devices.size(), s->clients_total, s->clients_served, s->commands, s->refused);
     fmt::print("{:<14} {:<12} {:<6} {:<8}\n", "function", "firmware", "link", "port 1");
     for (const auto& d : s->devices) {
         fmt::print("{:<14} {:<12} {:<6} {:<8}\n", d.bdf, d.firmware, d.ethernet ? "eth" : "ib",
@@ -62,8 +62,12 @@ int print_status(const std::string& socket) {
     fmt::print("\n{:>8} {:>6} {:<16} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>10}\n", "pid", "uid", "command",
                "pds", "cqs", "mkeys", "qps", "srqs", "uars", "maps", "pinned");
     for (const auto& k : s->clients) {
-        fmt::print("{:>8} {:>6} {:<16} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>10}\n", k.pid, k.uid, k.comm,
+        fmt::print("{:>8} {:>6} {:<16} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>10}\n", k.pid, k.uid,
+                   daemon::printable(k.comm),
                    k.pds, k.cqs, k.mkeys, k.qps, k.srqs, k.uars, k.maps, bytes(k.pinned));
+    }
+    if (s->clients.size() < s->clients_total) {
+        fmt::print("({} more client(s) not listed: the reply holds one message)\n", s->clients_total - s->clients.size());
     }
     return EXIT_SUCCESS;
 }

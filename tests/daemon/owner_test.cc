@@ -1,0 +1,218 @@
+// The checks a forwarded PRM command passes (daemon/owner.h), on their own: a client
+// that owns a little of everything, and commands built with the PRM layouts the driver
+// uses. Each case is a way around the books the review of issue 20 found, refused.
+#include <cerrno>
+#include <cstdint>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "daemon/owner.h"
+#include "driver/cmd/cmd_queue.h"
+#include "hw/ifc.h"
+
+namespace d = cxv::daemon;
+namespace ifc = cxv::hw::ifc;
+using cxv::hw::cmd_opcode;
+
+namespace {
+
+constexpr std::uint64_t kIova = 1 << 20, kLen = 1 << 20;  // the client's writable mapping
+constexpr std::uint64_t kRoIova = 4 << 20;                 // and a read-only one (1 MiB)
+constexpr std::uint32_t kEqn = 8;
+
+// UAR 5, PD 3, CQs 7 and 8, QP 7 (send and receive CQ 7) on the writable mapping.
+d::owned client() {
+    d::owned o;
+    o.maps[kIova].length = kLen;
+    o.maps[kIova].device_writes = true;
+    o.maps[kRoIova].length = kLen;
+    o.uars = {5};
+    o.pds = {3};
+    o.cqs = {7, 8};
+    o.qps = {7};
+    o.qp_info[7] = d::owned::qp_uses{3, 5, {7}, {kIova}, 7, 7};
+    return o;
+}
+
+cxv::result<d::command_effect> check(const std::vector<std::byte>& in, const d::owned& o, std::uint32_t out = 256) {
+    return d::check_command(in, out, o, d::device_facts{kEqn}, d::quotas{});
+}
+
+int err(const cxv::result<d::command_effect>& r) { return r ? 0 : r.error().code; }
+
+// CREATE_MKEY (MTT, lr) of `len` bytes from `start` over the given raw MTT entries.
+std::vector<std::byte> mkey(const std::vector<std::uint64_t>& mtt, std::uint64_t start, std::uint64_t len,
+                            bool lw = false) {
+    const unsigned octwords = static_cast<unsigned>((mtt.size() + 1) / 2);
+    auto in = cxv::driver::command<ifc::create_mkey_in>(cmd_opcode::CREATE_MKEY, 0, octwords * 16);
+    std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(in.data());
+    ifc::set<ifc::mkc::access_mode_1_0>(mkc, 1);
+    ifc::set<ifc::mkc::lr>(mkc, 1);
+    ifc::set<ifc::mkc::lw>(mkc, lw ? 1 : 0);
+    ifc::set<ifc::mkc::qpn>(mkc, 0xffffff);
+    ifc::set<ifc::mkc::pd>(mkc, 3);
+    ifc::set<ifc::mkc::start_addr>(mkc, start);
+    ifc::set<ifc::mkc::len>(mkc, len);
+    ifc::set<ifc::mkc::translations_octword_size>(mkc, octwords);
+    ifc::set<ifc::mkc::log_page_size>(mkc, 12);
+    ifc::set<ifc::create_mkey_in::translations_octword_actual_size>(in.data(), octwords);
+    for (std::size_t i = 0; i < octwords * 2; ++i) {
+        const std::uint64_t e = mtt[std::min(i, mtt.size() - 1)];
+        ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i, static_cast<std::uint32_t>(e >> 32));
+        ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i + 1, static_cast<std::uint32_t>(e));
+    }
+    return in;
+}
+
+std::vector<std::byte> create_cq(std::uint64_t ring, std::uint64_t dbr, std::uint32_t eqn = kEqn) {
+    auto in = cxv::driver::command<ifc::create_cq_in>(cmd_opcode::CREATE_CQ, 0, 8);
+    std::byte* cqc = ifc::at<ifc::create_cq_in::cq_context>(in.data());
+    ifc::set<ifc::cqc::log_cq_size>(cqc, 6);
+    ifc::set<ifc::cqc::uar_page>(cqc, 5);
+    ifc::set<ifc::cqc::c_eqn_or_apu_element>(cqc, eqn);
+    ifc::set<ifc::cqc::dbr_addr>(cqc, dbr);
+    ifc::set<ifc::create_cq_in::pas>(in.data(), 0, ring);
+    return in;
+}
+
+// CREATE_QP (RC): RQ of 256 bytes and SQ of 1 KiB on the page at `wq`.
+std::vector<std::byte> create_qp(std::uint64_t wq, std::uint64_t dbr, std::uint32_t snd = 7, std::uint32_t rcv = 8) {
+    auto in = cxv::driver::command<ifc::create_qp_in>(cmd_opcode::CREATE_QP, 0, 8);
+    std::byte* qpc = ifc::at<ifc::create_qp_in::qpc>(in.data());
+    ifc::set<ifc::qpc::st>(qpc, ifc::qpc_values::st_rc);
+    ifc::set<ifc::qpc::pd>(qpc, 3);
+    ifc::set<ifc::qpc::uar_page>(qpc, 5);
+    ifc::set<ifc::qpc::log_sq_size>(qpc, 4);
+    ifc::set<ifc::qpc::log_rq_size>(qpc, 4);
+    ifc::set<ifc::qpc::cqn_snd>(qpc, snd);
+    ifc::set<ifc::qpc::cqn_rcv>(qpc, rcv);
+    ifc::set<ifc::qpc::dbr_addr>(qpc, dbr);
+    ifc::set<ifc::create_qp_in::pas>(in.data(), 0, wq);
+    return in;
+}
+
+std::vector<std::byte> rts2rts(std::uint32_t qpn, std::uint32_t mask, std::uint32_t rcv) {
+    auto in = cxv::driver::command<ifc::rts2rts_qp_in>(cmd_opcode::RTS2RTS_QP);
+    ifc::set<ifc::rts2rts_qp_in::qpn>(in.data(), qpn);
+    ifc::set<ifc::rts2rts_qp_in::opt_param_mask>(in.data(), mask);
+    ifc::set<ifc::qpc::cqn_rcv>(ifc::at<ifc::rts2rts_qp_in::qpc>(in.data()), rcv);
+    return in;
+}
+
+std::vector<std::byte> destroy_cq(std::uint32_t cqn) {
+    auto in = cxv::driver::command<ifc::destroy_cq_in>(cmd_opcode::DESTROY_CQ);
+    ifc::set<ifc::destroy_cq_in::cqn>(in.data(), cqn);
+    return in;
+}
+
+}  // namespace
+
+TEST_CASE("MTT entries: only bits 1:0 are flags; an address must be a page of the client's memory (A)") {
+    const auto o = client();
+    const std::uint64_t last = kIova + kLen - 4096;
+    CHECK(err(check(mkey({last}, 0, 4096), o)) == 0);
+    CHECK(err(check(mkey({last | 3}, 0, 4096), o)) == 0);  // read/write enables
+    // Bits 11:2 set: not a page address. Masking them off (as before the fix) made this
+    // the last page, and the device adds them to the address it reaches.
+    CHECK(err(check(mkey({last | 0xF00}, 0, 4096), o)) == EPERM);
+    CHECK(err(check(mkey({last | 0x4}, 0, 4096), o)) == EPERM);
+    CHECK(err(check(mkey({kIova + kLen}, 0, 4096), o)) == EPERM);  // past the mapping
+}
+
+TEST_CASE("a key's length is checked against its translations without wrapping (B)") {
+    const auto o = client();
+    CHECK(err(check(mkey({kIova, kIova + 4096}, 0x1000, 8192), o)) == 0);
+    CHECK(err(check(mkey({kIova, kIova + 4096}, 0x1001, 8192), o)) == EPERM);  // one byte into a third page
+    CHECK(err(check(mkey({kIova, kIova + 4096}, 0x1001, 8191), o)) == 0);
+    // len + offset wraps to 0: passed the old check.
+    CHECK(err(check(mkey({kIova}, 1, ~std::uint64_t{0}), o)) == EPERM);
+    CHECK(err(check(mkey({kIova}, 0xfff, ~std::uint64_t{0} - 0xffe), o)) == EPERM);
+}
+
+TEST_CASE("a transition moving the receive CQ (CQN_RCV) is checked and kept in the books (C)") {
+    auto o = client();
+    namespace opt = ifc::qp_optpar;
+    CHECK(err(check(rts2rts(7, opt::CQN_RCV, 99), o)) == EPERM);  // not the client's CQ
+    CHECK(err(check(rts2rts(7, opt::CQN_RCV, 0), o)) == EPERM);   // 0 is not "unset" here
+    CHECK(err(check(rts2rts(7, 0, 8), o)) == EPERM);              // a receive CQ other than the QP's, no CQN_RCV
+    CHECK(err(check(rts2rts(7, 0, 7), o)) == 0);
+    CHECK(err(check(rts2rts(7, 0, 0), o)) == 0);
+    CHECK(err(check(destroy_cq(8), o)) == 0);  // not used by the QP yet
+    auto e = check(rts2rts(7, opt::CQN_RCV, 8), o);
+    REQUIRE(e);
+    d::apply(*e, std::vector<std::byte>(256), o);
+    CHECK(o.qp_info[7].cqn_rcv == 8);
+    CHECK(err(check(destroy_cq(8), o)) == EBUSY);  // the QP receives on it now
+    CHECK(err(check(destroy_cq(7), o)) == EBUSY);  // and still sends on 7
+    // A transition naming a PD, UAR or send CQ other than the QP's is refused.
+    auto in = rts2rts(7, 0, 0);
+    std::byte* qpc = ifc::at<ifc::rts2rts_qp_in::qpc>(in.data());
+    ifc::set<ifc::qpc::cqn_snd>(qpc, 8);
+    CHECK(err(check(in, o)) == EPERM);
+    ifc::set<ifc::qpc::cqn_snd>(qpc, 0);
+    ifc::set<ifc::qpc::pd>(qpc, 4);
+    CHECK(err(check(in, o)) == EPERM);
+    ifc::set<ifc::qpc::pd>(qpc, 3);
+    CHECK(err(check(in, o)) == 0);
+    CHECK(err(check(rts2rts(7, opt::SRQN, 0), o)) == EPERM);
+    CHECK(err(check(rts2rts(7, opt::COUNTER_SET_ID, 0), o)) == EPERM);
+}
+
+TEST_CASE("QP context fields a client has no use for are refused; uid is checked in every QP command (D, F)") {
+    const auto o = client();
+    const std::uint64_t wq = kIova + 8192, dbr = kIova + 4096;
+    REQUIRE(err(check(create_qp(wq, dbr), o)) == 0);
+    auto with = [&](auto field, std::uint32_t v) {
+        auto in = create_qp(wq, dbr);
+        ifc::set<decltype(field)>(ifc::at<ifc::create_qp_in::qpc>(in.data()), v);
+        return err(check(in, o));
+    };
+    CHECK(with(ifc::qpc::deth_sqpn{}, 1) == EPERM);
+    CHECK(with(ifc::qpc::cd_master{}, 1) == EPERM);
+    CHECK(with(ifc::qpc::cd_slave_send{}, 1) == EPERM);
+    CHECK(with(ifc::qpc::cd_slave_receive{}, 1) == EPERM);
+    CHECK(with(ifc::qpc::q_key{}, 0x80010000) == EPERM);  // privileged Q_Key
+    CHECK(with(ifc::qpc::q_key{}, 0x00010000) == 0);
+    CHECK(with(ifc::qpc::ulp_stateless_offload_mode{}, 1) == EPERM);
+    auto modify = rts2rts(7, 0, 0);
+    ifc::set<ifc::qpc::deth_sqpn>(ifc::at<ifc::rts2rts_qp_in::qpc>(modify.data()), 1);
+    CHECK(err(check(modify, o)) == EPERM);
+    for (const auto op : {cmd_opcode::DESTROY_QP, cmd_opcode::QP_2ERR, cmd_opcode::QP_2RST, cmd_opcode::QUERY_QP}) {
+        auto in = cxv::driver::command<ifc::destroy_qp_in>(op);
+        ifc::set<ifc::destroy_qp_in::qpn>(in.data(), 7);
+        CHECK(err(check(in, o)) == 0);
+        ifc::set<ifc::destroy_qp_in::uid>(in.data(), 1);
+        CHECK(err(check(in, o)) == EPERM);
+    }
+}
+
+TEST_CASE("memory the device writes must be mapped device-writable (E)") {
+    const auto o = client();
+    CHECK(err(check(create_cq(kIova, kIova + 4096), o)) == 0);
+    CHECK(err(check(create_cq(kRoIova, kIova + 4096), o)) == EPERM);  // CQEs into read-only memory
+    CHECK(err(check(create_cq(kIova, kRoIova), o)) == EPERM);         // its doorbell record
+    CHECK(err(check(create_cq(kIova, kIova + 4096, kEqn + 1), o)) == EPERM);  // not the completion EQ
+    CHECK(err(check(create_qp(kIova + 8192, kIova + 4096), o)) == 0);
+    CHECK(err(check(create_qp(kRoIova, kIova + 4096), o)) == EPERM);  // the RQ's page
+    CHECK(err(check(create_qp(kIova + 8192, kRoIova), o)) == EPERM);  // the doorbell record
+    CHECK(err(check(mkey({kRoIova}, 0, 4096), o)) == 0);              // a read-only key may
+    CHECK(err(check(mkey({kRoIova}, 0, 4096, true), o)) == EPERM);    // a writable key may not
+}
+
+TEST_CASE("cleanup: each object's destroy with the mappings it uses; a stuck QP goes to RST, then ERR (J)") {
+    auto o = client();
+    o.cq_maps[7] = {kIova};
+    const auto steps = d::teardown_commands(o);
+    REQUIRE(steps.size() == 4);  // QP 7, CQs 7 and 8, PD 3
+    CHECK(steps[0].obj == d::command_effect::object::qp);
+    CHECK(steps[0].maps == std::set<std::uint64_t>{kIova});
+    CHECK(steps[1].obj == d::command_effect::object::cq);
+    CHECK(steps[1].maps == std::set<std::uint64_t>{kIova});
+    CHECK(steps[3].obj == d::command_effect::object::pd);
+    const auto moves = d::qp_reset_commands(7);
+    REQUIRE(moves.size() == 2);
+    CHECK(ifc::get<ifc::cmd_in::opcode>(moves[0].data()) == static_cast<unsigned>(cmd_opcode::QP_2RST));
+    CHECK(ifc::get<ifc::cmd_in::opcode>(moves[1].data()) == static_cast<unsigned>(cmd_opcode::QP_2ERR));
+    CHECK(ifc::get<ifc::qp_2rst_in::qpn>(moves[0].data()) == 7);
+}
