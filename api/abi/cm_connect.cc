@@ -115,8 +115,11 @@ int tcp_connect(cm_id* c) {
 
 // --- QPs -----------------------------------------------------------------------------------
 
-CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) {
-    cm_id* c = of(id);
+namespace {
+
+// rdma_create_qp and rdma_create_qp_ex: the QP made with `attr` (and, for the extended
+// call, `ex`'s further attributes), with CQs of its own where the caller gave none.
+int create_qp(cm_id* c, ibv_pd* pd, ibv_qp_init_attr* attr, const ibv_qp_init_attr_ex* ex) {
     if (c->id.verbs == nullptr || attr == nullptr) return fail(EINVAL);
     if (pd == nullptr) pd = c->id.pd != nullptr ? c->id.pd : default_pd(c->id.verbs);
     if (pd == nullptr) return -1;
@@ -130,7 +133,18 @@ CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a
         if (attr->send_cq == nullptr) attr->send_cq = c->id.send_cq;
         if (attr->recv_cq == nullptr) attr->recv_cq = c->id.recv_cq;
     }
-    ibv_qp* qp = ibv_create_qp(pd, attr);
+    ibv_qp* qp = nullptr;
+    if (ex == nullptr) {
+        qp = ibv_create_qp(pd, attr);
+    } else {
+        ibv_qp_init_attr_ex x = *ex;
+        x.send_cq = attr->send_cq;
+        x.recv_cq = attr->recv_cq;
+        x.pd = pd;
+        x.comp_mask |= IBV_QP_INIT_ATTR_PD;
+        qp = ibv_create_qp_ex(c->id.verbs, &x);
+        if (qp != nullptr) attr->cap = x.cap;
+    }
     if (qp == nullptr) {
         const int saved = errno;
         drop_cqs(c);
@@ -159,14 +173,22 @@ CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a
     return 0;
 }
 
+}  // namespace
+
+CXV_CM_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr) {
+    return create_qp(of(id), pd, attr, nullptr);
+}
+
 // rdma_create_qp_ex(3): the extended attributes as far as cxv's libibverbs makes QPs
-// (a PD, the basic attributes); anything more (XRC, TSO, send ops flags, ...) is refused.
+// (a PD, the ibv_wr_* send operations: ibv_create_qp_ex(3)); anything more (XRC, TSO,
+// create flags, ...) is refused.
 CXV_CM_EXPORT int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
     if (attr == nullptr) return fail(EINVAL);
-    if ((attr->comp_mask & ~static_cast<std::uint32_t>(IBV_QP_INIT_ATTR_PD)) != 0) return fail(EOPNOTSUPP);
+    constexpr std::uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    if ((attr->comp_mask & ~known) != 0) return fail(EOPNOTSUPP);
     ibv_qp_init_attr a{attr->qp_context, attr->send_cq, attr->recv_cq, attr->srq, attr->cap, attr->qp_type, attr->sq_sig_all};
     ibv_pd* pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) != 0 ? attr->pd : nullptr;
-    if (rdma_create_qp(id, pd, &a) != 0) return -1;
+    if (create_qp(of(id), pd, &a, attr) != 0) return -1;
     attr->cap = a.cap;
     attr->send_cq = a.send_cq;
     attr->recv_cq = a.recv_cq;

@@ -400,3 +400,35 @@ TEST_CASE("udaddy: UD QPs, address handles from the ESTABLISHED event and from c
         CHECK(contains(r.client_log, "return status 0"));
     }
 }
+
+// Debian's perftest with -R: its QP made by rdma_create_qp_ex with the ibv_wr_* send
+// operations, beside the device librdmacm opens (a second context of the function).
+// perftest links rdma-core's libmlx5/libefa directly: bench/perf/stubs stands in.
+TEST_CASE("perftest's ib_send_lat -R: QPs connected by the connection manager") {
+    if (::access("/usr/bin/ib_send_lat", X_OK) != 0) {
+        MESSAGE("perftest is not installed: not run");
+        return;
+    }
+    const std::string stubs = std::filesystem::absolute(env_path("CXV_PERFTEST_STUB")).parent_path().string();
+    const char* before = std::getenv("LD_LIBRARY_PATH");
+    const std::string saved = before != nullptr ? before : "";
+    ::setenv("LD_LIBRARY_PATH", stubs.c_str(), 1);
+    const unsigned port = free_port();
+    const std::vector<std::string> tool = {"/usr/bin/ib_send_lat", "-R", "-n", "200", "-F", "-p", std::to_string(port)};
+    std::vector<std::string> client = tool;
+    client.push_back("127.0.0.1");
+    const pair_result r = run_pair("ib", port, tool, client);
+    if (before != nullptr) {
+        ::setenv("LD_LIBRARY_PATH", saved.c_str(), 1);
+    } else {
+        ::unsetenv("LD_LIBRARY_PATH");
+    }
+    INFO("server log:\n" << r.server_log);
+    INFO("client log:\n" << r.client_log);
+    CHECK(r.server == 0);
+    CHECK(r.client == 0);
+    CHECK(contains(r.client_log, "rdma_cm QPs\t : ON"));
+    // The table's row: 2 bytes, 200 iterations.
+    CHECK(contains(r.client_log, " 2       200 "));
+    CHECK(contains(r.server_log, " 2       200 "));
+}
