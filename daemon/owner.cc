@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <fmt/format.h>
@@ -151,8 +152,16 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
         return error{EBADMSG, fmt::format("CREATE_MKEY: {} translations declared, {} listed", mtts, listed)};
     }
     const std::uint64_t page = std::uint64_t{1} << shift;
+    const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
+    if (len + (start & (page - 1)) > mtts * page) {
+        return perm(fmt::format("CREATE_MKEY: {} bytes from 0x{:x} reach past its {} translations", len, start, mtts));
+    }
+    // The translations the key's bytes use (at least one); an odd count's padding entry
+    // in the last octword is never reached by the device and may hold anything (the
+    // driver leaves it 0).
+    const std::uint64_t used = std::max<std::uint64_t>(1, (len + (start & (page - 1)) + page - 1) / page);
     command_effect e;
-    for (std::uint64_t i = 0; i < mtts; ++i) {
+    for (std::uint64_t i = 0; i < used; ++i) {
         const std::uint64_t hi = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i);
         const std::uint64_t lo = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i + 1);
         const std::uint64_t pa = ((hi << 32) | lo) & ~std::uint64_t{0xfff};
@@ -161,10 +170,6 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
             return perm(fmt::format("CREATE_MKEY: translation {} to IOVA 0x{:x} is not in the client's memory", i, pa));
         }
         e.maps.insert(*m);
-    }
-    const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
-    if (len + (start & (page - 1)) > mtts * page) {
-        return perm(fmt::format("CREATE_MKEY: {} bytes from 0x{:x} reach past its {} translations", len, start, mtts));
     }
     e.what = command_effect::kind::create;
     e.obj = command_effect::object::mkey;
