@@ -80,6 +80,13 @@ struct peer_proc {
     }
 };
 
+// The daemon's log line about client `pid` going ("client pid N (comm) gone (...): ...").
+std::string gone_line(const std::string& log, pid_t pid) {
+    const auto at = log.find("client pid " + std::to_string(pid) + " (");
+    if (at == std::string::npos) return {};
+    return log.substr(at, log.find('\n', at) - at);
+}
+
 template <typename Pred>
 d::status_reply wait_status(test_client& c, Pred pred, std::chrono::milliseconds limit) {
     const auto end = std::chrono::steady_clock::now() + limit;
@@ -172,12 +179,20 @@ TEST_CASE("two client processes connect RC QPs through cxvd, exchange checked tr
     CHECK(survivor->mkeys == 1);
     CHECK(s.clients.size() == 2);  // the survivor and this watcher
 
-    // The survivor goes cleanly: its driver destroys its objects through the daemon.
+    // The daemon destroyed what the killed peer had: its QP, CQ, key and PD.
+    const std::string victim_gone = gone_line(rig.log(), victim);
+    CHECK_MESSAGE(victim_gone.find(": 4 objects destroyed") != std::string::npos, victim_gone);
+
+    // The survivor goes cleanly: its driver destroys its objects through the daemon,
+    // which has nothing left to clean up.
+    const pid_t survivor_pid = a.proc->pid;
     a.say("EXIT");
     CHECK(a.proc->wait(std::chrono::steady_clock::now() + 30s) == 0);
     s = wait_status(watcher, [&](const d::status_reply& r) { return r.clients.size() == 1; }, 2s);
     CHECK(s.clients.size() == 1);
-    CHECK(rig.log().find("0 objects destroyed") != std::string::npos);  // a's exit left nothing behind
+    const std::string survivor_gone = gone_line(rig.log(), survivor_pid);
+    CHECK_MESSAGE(survivor_gone.find(": 0 objects destroyed, 0 UARs returned, 0 bytes unmapped") != std::string::npos,
+                  survivor_gone);
 }
 
 TEST_CASE("with CXV_DAEMON pointing at no daemon, cxv::device::open fails at once and says why") {
