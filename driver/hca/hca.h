@@ -125,6 +125,7 @@ public:
     hca& operator=(const hca&) = delete;
 
     vfio::device& device() noexcept { return *dev_; }
+    // The command queue (not when attached(): the owner has it; use exec()).
     cmd_queue& cmd() noexcept { return *cmd_; }
     // Runs a command (see cmd_queue::exec).
     result<std::vector<std::byte>> exec(std::span<const std::byte> in, std::size_t out_len) {

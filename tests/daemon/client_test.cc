@@ -233,6 +233,20 @@ TEST_CASE("through cxvd, memory registration takes memfd-backed memory and says 
     auto dev = cxv::device::open("");
     REQUIRE_MESSAGE(dev, dev.error().message);
     CHECK((*dev)->hca().attached());
+    // The port as the daemon's HELLO told it: up, with the GIDs the daemon programmed.
+    auto port = (*dev)->port(1);
+    REQUIRE_MESSAGE(port, port.error().message);
+    CHECK(port->up);
+    CHECK(port->ethernet);
+    REQUIRE(port->gids.size() == watcher.hello.devices[0].gids.size());
+    CHECK(port->gids.size() >= 2);
+    CHECK(port->gids[0] == watcher.hello.devices[0].gids[0]);
+    CHECK(port->gids[0][0] == 0xfe);  // fe80::/64 from the MAC
+    // What the daemon does not forward is refused with its reason, not hung on.
+    auto counters = (*dev)->counters();
+    REQUIRE_FALSE(counters);
+    CHECK(counters.error().code == EPERM);
+    CHECK_MESSAGE(counters.error().message.find("allow-list") != std::string::npos, counters.error().message);
     auto pd = (*dev)->alloc_pd();
     REQUIRE_MESSAGE(pd, pd.error().message);
 
