@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <optional>
 
 #include <fmt/format.h>
 
