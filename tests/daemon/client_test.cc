@@ -233,6 +233,12 @@ TEST_CASE("through cxvd, memory registration takes memfd-backed memory and says 
     auto dev = cxv::device::open("");
     REQUIRE_MESSAGE(dev, dev.error().message);
     CHECK((*dev)->hca().attached());
+    CHECK((*dev)->hca().device().remote());
+    // Interrupts and resets are the owner's: refused here, not attempted on its fd.
+    auto irq = (*dev)->hca().device().msix_eventfd(0);
+    REQUIRE_FALSE(irq);
+    CHECK(irq.error().code == EOPNOTSUPP);
+    CHECK((*dev)->hca().device().reset().error().code == EOPNOTSUPP);
     // The port as the daemon's HELLO told it: up, with the GIDs the daemon programmed.
     auto port = (*dev)->port(1);
     REQUIRE_MESSAGE(port, port.error().message);
