@@ -497,11 +497,12 @@ void server::drop(peer& p, const std::string& why) {
         bytes += o.pinned;
         o = owned{};  // DMA unmapped, then munmapped
     }
-    p.sock = unique_fd{};
+    // Logged before the socket closes: a peer that sees the close finds the line there.
     log(failed ? level::warning : level::info,
         fmt::format("client pid {} ({}) gone ({}): {} objects destroyed, {} UARs returned, {} bytes unmapped{}",
                     p.pid, p.comm, why, objects, uars, bytes,
                     failed ? fmt::format(", {} commands failed", failed) : std::string()));
+    p.sock = unique_fd{};
 }
 
 }  // namespace cxv::daemon
