@@ -188,7 +188,13 @@ public:
         // MAC (RFC 3927). Ignored on InfiniBand ports.
         std::optional<std::array<std::uint8_t, 4>> ipv4;
     };
-    // Opens the function through VFIO and brings the HCA up.
+    // Opens the function through VFIO and brings the HCA up. With CXV_DAEMON=PATH set,
+    // attaches instead to the function `bdf` (empty: the first) of the cxvd listening at
+    // PATH (docs/daemon.md): commands, memory mappings and UAR pages go through it, the
+    // fast path is the same. ENOENT / ECONNREFUSED, with the path, when none listens.
+    // Through the daemon: no completion events (on_completion, cq::wait) or asynchronous
+    // events yet, no device counters (not on the daemon's allow-list), memory registered
+    // (mr::create) must be a shared mapping of a sealed memfd.
     static result<std::unique_ptr<device>> open(const std::string& bdf, const options& o);
     static result<std::unique_ptr<device>> open(const std::string& bdf) { return open(bdf, options{}); }
     ~device();

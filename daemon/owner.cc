@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <fmt/format.h>
@@ -167,8 +168,18 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
     // A key the device writes through (local or remote write, atomics) needs memory
     // mapped device-writable.
     const bool writes = ifc::get<ifc::mkc::lw>(mkc) || ifc::get<ifc::mkc::rw>(mkc) || ifc::get<ifc::mkc::a>(mkc);
+    const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
+    // mtts * page < 2^64 (2^33 entries of at most 2^30 bytes) and the offset is below
+    // one page, so the room is computed without overflow; len + offset could wrap.
+    if (len > mtts * page - (start & (page - 1))) {
+        return perm(fmt::format("CREATE_MKEY: {} bytes from 0x{:x} reach past its {} translations", len, start, mtts));
+    }
+    // The translations the key's bytes use (at least one); an odd count's padding entry
+    // in the last octword is never reached by the device and may hold anything (the
+    // driver leaves it 0). len + offset fits: checked above.
+    const std::uint64_t used = std::max<std::uint64_t>(1, (len + (start & (page - 1)) + page - 1) / page);
     command_effect e;
-    for (std::uint64_t i = 0; i < mtts; ++i) {
+    for (std::uint64_t i = 0; i < used; ++i) {
         const std::uint64_t hi = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i);
         const std::uint64_t lo = ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i + 1);
         // PRM "MTT": bits 1:0 are the entry's read/write enables; every other bit is the
@@ -180,12 +191,6 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
                                     "memory{}", i, addr, writes ? " mapped device-writable" : ""));
         }
         e.maps.insert(*m);
-    }
-    const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
-    // mtts * page < 2^64 (2^33 entries of at most 2^30 bytes) and the offset is below
-    // one page, so the room is computed without overflow; len + offset could wrap.
-    if (len > mtts * page - (start & (page - 1))) {
-        return perm(fmt::format("CREATE_MKEY: {} bytes from 0x{:x} reach past its {} translations", len, start, mtts));
     }
     e.what = command_effect::kind::create;
     e.obj = command_effect::object::mkey;

@@ -331,6 +331,9 @@ namespace {
 void put_device(writer& w, const device_info& d) {
     w.str(d.bdf).str(d.firmware).put(static_cast<std::uint8_t>(d.port_up)).put(static_cast<std::uint8_t>(d.ethernet))
         .put(d.port_logical).put(d.comp_eqn).blob(d.caps);
+    std::vector<std::byte> gids(d.gids.size() * 16);
+    if (!gids.empty()) std::memcpy(gids.data(), d.gids.data(), gids.size());
+    w.blob(gids).put(d.mac).put(d.ipv4).put(d.max_mtu).put(d.bar_size);
 }
 
 device_info get_device(reader& r) {
@@ -342,6 +345,17 @@ device_info get_device(reader& r) {
     d.port_logical = r.get<std::uint8_t>();
     d.comp_eqn = r.get<std::uint32_t>();
     d.caps = r.blob();
+    const auto gids = r.blob();
+    if (gids.size() % 16 != 0) {
+        r.fail();  // not whole GIDs
+    } else {
+        d.gids.resize(gids.size() / 16);
+        if (!gids.empty()) std::memcpy(d.gids.data(), gids.data(), gids.size());
+    }
+    d.mac = r.get<std::array<std::uint8_t, 6>>();
+    d.ipv4 = r.get<std::array<std::uint8_t, 4>>();
+    d.max_mtu = r.get<std::uint8_t>();
+    d.bar_size = r.get<std::uint64_t>();
     return d;
 }
 

@@ -13,6 +13,7 @@
 // goes through the daemon.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -175,6 +176,7 @@ public:
     std::vector<std::byte> blob();
     std::span<const std::byte> rest() const { return b_.subspan(pos_); }
     bool ok() const { return ok_; }
+    void fail() { ok_ = false; }  // what was read does not make sense
     bool at_end() const { return ok_ && pos_ == b_.size(); }
 
 private:
@@ -205,6 +207,14 @@ struct device_info {
     std::uint8_t port_logical = 0;  // IBTA PortState
     std::uint32_t comp_eqn = 0;     // the EQ a client's CQs report to
     std::vector<std::byte> caps;    // cmd_hca_cap as the daemon set it
+    // Port 1's addresses and MTU, as a client's driver needs them to connect QPs (HELLO
+    // only): the RoCE GID table the daemon programmed (index 0 on), the MAC and IPv4
+    // address behind it, the largest path MTU (qpc.mtu encoding).
+    std::vector<std::array<std::uint8_t, 16>> gids;
+    std::array<std::uint8_t, 6> mac{};
+    std::array<std::uint8_t, 4> ipv4{};
+    std::uint8_t max_mtu = 0;
+    std::uint64_t bar_size = 0;  // BAR0's, where a client maps its UAR pages
 };
 struct hello_reply {
     std::uint16_t version = protocol_version;

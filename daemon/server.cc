@@ -377,7 +377,17 @@ std::vector<device_info> server::devices_info(bool with_caps) {
             i.port_up = st->active();
             i.port_logical = static_cast<std::uint8_t>(st->logical);
         }
-        if (with_caps) i.caps = d->hca->caps();
+        if (with_caps) {
+            i.caps = d->hca->caps();
+            i.gids = d->hca->roce_gids();
+            i.mac = d->hca->mac();
+            i.ipv4 = d->hca->ipv4();
+            i.bar_size = d->hca->device().bar0().size();
+            if (auto p = d->hca->query_port(1)) {
+                i.max_mtu = static_cast<std::uint8_t>(p->max_mtu);
+                if (i.gids.empty()) i.gids = p->gids;  // InfiniBand: GID 0
+            }
+        }
         out.push_back(std::move(i));
     }
     return out;

@@ -43,6 +43,33 @@ result<std::unique_ptr<hca>> hca::create(std::unique_ptr<vfio::device> dev, cons
     return h;
 }
 
+result<std::unique_ptr<hca>> hca::attach(std::unique_ptr<vfio::device> dev, std::shared_ptr<command_channel> ch,
+                                         attach_info info, const options& o) {
+    if (!ch || !dev || !dev->remote()) return error{EINVAL, "hca::attach: a remote device and a command channel"};
+    if (info.caps.size() < ifc::cmd_hca_cap::size_bytes) {
+        return error{EPROTO, fmt::format("{}: the owner gave {} bytes of capabilities, not {}", dev->bdf(),
+                                         info.caps.size(), ifc::cmd_hca_cap::size_bytes)};
+    }
+    std::unique_ptr<hca> h(new hca(std::move(dev), o));
+    h->channel_ = std::move(ch);
+    h->caps_cur_ = info.caps;
+    h->caps_max_ = info.caps;
+    h->mac_ = info.mac;
+    h->ipv4_ = info.ipv4;
+    h->roce_gids_ = info.gids;
+    h->attached_ = std::move(info);
+    auto uar = h->dev_->alloc_uar();
+    if (!uar) return uar.error();
+    h->uar_ = *uar;
+    h->bf_ = std::make_unique<bf_allocator>([d = h->dev_.get()] { return d->alloc_uar(); }, h->dev_->bar0().size(),
+                                            ifc::get<ifc::cmd_hca_cap::log_bf_reg_size>(h->caps_cur_.data()),
+                                            h->dev_->bdf());
+    if (o.port_timeout.count() > 0) {
+        if (auto s = h->wait_port_active(1, o.port_timeout); !s) return s.error();
+    }
+    return h;
+}
+
 hca::~hca() { (void)teardown(teardown_mode::graceful); }
 
 status hca::close(teardown_mode mode) { return teardown(mode); }
@@ -196,6 +223,14 @@ result<std::vector<std::byte>> hca::read_port_reg(unsigned port, hw::reg_id id, 
 result<hca::port_info> hca::query_port(unsigned port) {
     port_info pi;
     pi.ethernet = ethernet();
+    if (attached()) {  // as the owner told at attach
+        if (port != 1) return error{EINVAL, fmt::format("{}: port {} (an attached function has port 1)", dev_->bdf(), port)};
+        pi.up = attached_.port_logical == static_cast<unsigned>(hw::ib_port_state::ACTIVE);
+        pi.max_mtu = attached_.max_mtu;
+        pi.gids = attached_.gids;
+        if (!pi.gids.empty()) std::memcpy(pi.gid, pi.gids[0].data(), 16);
+        return pi;
+    }
     auto paos = read_port_reg(port, hw::reg_id::PAOS, ifc::paos_reg::size_bytes);
     if (!paos) return paos.error();
     pi.up = ifc::get<ifc::paos_reg::oper_status>(paos->data()) == static_cast<std::uint32_t>(hw::port_status::UP);
@@ -232,6 +267,12 @@ result<hca::port_info> hca::query_port(unsigned port) {
 
 result<hca::port_state> hca::query_port_state(unsigned port) {
     port_state ps;
+    if (attached()) {
+        if (port != 1) return error{EINVAL, fmt::format("{}: port {} (an attached function has port 1)", dev_->bdf(), port)};
+        ps.logical = attached_.port_logical;
+        ps.admin_up = ps.oper_up = ps.active();
+        return ps;
+    }
     auto paos = read_port_reg(port, hw::reg_id::PAOS, ifc::paos_reg::size_bytes);
     if (!paos) return paos.error();
     constexpr auto kUp = static_cast<std::uint32_t>(hw::port_status::UP);
@@ -259,6 +300,13 @@ result<hca::port_state> hca::query_port_state(unsigned port) {
 }
 
 status hca::wait_port_active(unsigned port, std::chrono::milliseconds timeout) {
+    if (attached()) {  // the owner's view at attach; nothing here would change it
+        auto ps = query_port_state(port);
+        if (!ps) return ps.error();
+        if (ps->active()) return ok_status();
+        return error{ENETDOWN, fmt::format("{}: port {} is not ACTIVE at cxvd (PortState {})", dev_->bdf(), port,
+                                           ps->logical)};
+    }
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + timeout;
     for (;;) {
@@ -297,9 +345,13 @@ void hca::report(hca_event e) {
     if (opts_.on_event) opts_.on_event(e);
 }
 
-std::uint32_t hca::fw_version() const noexcept { return health_monitor::fw_version(dev_->bar0()); }
+std::uint32_t hca::fw_version() const noexcept {
+    if (attached()) return 0;  // the health buffer is the owner's, not mapped here
+    return health_monitor::fw_version(dev_->bar0());
+}
 
 std::string hca::fw_version_string() const {
+    if (attached()) return attached_.firmware;
     const hw::mmio_window& bar = dev_->bar0();
     const std::byte* seg = bar.base();
     return fmt::format("{}.{}.{}", ifc::get<ifc::initial_seg::fw_rev_major>(seg),

@@ -62,6 +62,26 @@ struct hca_link {
     std::atomic<int> objects{0};  // made and not yet destroyed in the firmware
 };
 
+// Where the commands of an HCA attached to the process that owns its function go (cxvd,
+// docs/daemon.md): each one is run there, after that process's checks.
+class command_channel {
+public:
+    virtual ~command_channel() = default;
+    virtual result<std::vector<std::byte>> exec(std::span<const std::byte> in, std::size_t out_len) = 0;
+};
+
+// What the owner of a function tells about it to a process that attaches (its HELLO).
+struct attach_info {
+    std::string firmware;                  // "major.minor.subminor"
+    unsigned port_logical = 1;             // port 1, IBTA PortState
+    std::uint32_t comp_eqn = 0;            // the EQ this process's CQs report to
+    std::vector<std::byte> caps;           // cmd_hca_cap as the owner set it
+    std::vector<std::array<std::uint8_t, 16>> gids;  // port 1's GID table (RoCE)
+    std::array<std::uint8_t, 6> mac{};
+    std::array<std::uint8_t, 4> ipv4{};
+    std::uint32_t max_mtu = 0;             // qpc.mtu encoding
+};
+
 class hca {
 public:
     enum class teardown_mode {
@@ -91,25 +111,39 @@ public:
     static result<std::unique_ptr<hca>> create(std::unique_ptr<vfio::device> dev) {
         return create(std::move(dev), options{});
     }
+    // An HCA another process brought up and owns (`dev` from vfio::device::attach):
+    // no bring-up, no EQs or firmware pages here. Commands go through `ch`; the caps, the
+    // port and the completion EQ are as `info` says; the UAR and BlueFlame pages are
+    // granted by the owner (vfio::device::alloc_uar). The port state is the owner's at
+    // attach: with options::port_timeout set, a port not ACTIVE then fails (ENETDOWN).
+    // Teardown sends nothing: the owner destroys what this process left.
+    static result<std::unique_ptr<hca>> attach(std::unique_ptr<vfio::device> dev, std::shared_ptr<command_channel> ch,
+                                               attach_info info, const options& o);
+    bool attached() const noexcept { return channel_ != nullptr; }
     ~hca();
     hca(const hca&) = delete;
     hca& operator=(const hca&) = delete;
 
     vfio::device& device() noexcept { return *dev_; }
+    // The command queue (not when attached(): the owner has it; use exec()).
     cmd_queue& cmd() noexcept { return *cmd_; }
     // Runs a command (see cmd_queue::exec).
     result<std::vector<std::byte>> exec(std::span<const std::byte> in, std::size_t out_len) {
+        if (channel_) return channel_->exec(in, out_len);
         return cmd_->exec(in, out_len);
     }
 
     // Capabilities as QUERY_HCA_CAP returned them after SET_HCA_CAP (cmd_hca_cap).
     const std::vector<std::byte>& caps() const noexcept { return caps_cur_; }
     const std::vector<std::byte>& caps_max() const noexcept { return caps_max_; }
-    std::uint32_t fw_version() const noexcept;  // major.minor packed as the health buffer has it
+    // major.minor packed as the health buffer has it (0 when attached: that buffer is the owner's)
+    std::uint32_t fw_version() const noexcept;
     std::string fw_version_string() const;
     std::uint32_t uar() const noexcept { return uar_; }
     std::uint8_t async_eqn() const noexcept { return eqs_ ? eqs_->async_eqn() : 0; }
-    std::uint8_t comp_eqn() const noexcept { return eqs_ ? eqs_->comp_eqn() : 0; }
+    std::uint8_t comp_eqn() const noexcept {
+        return eqs_ ? eqs_->comp_eqn() : static_cast<std::uint8_t>(attached_.comp_eqn);
+    }
     bool ethernet() const noexcept;  // the port type (RoCE) rather than InfiniBand
     // Port `port`'s state as the NIC vport context reports it and, for InfiniBand, the
     // HCA vport context (LID, MTU).
@@ -165,7 +199,7 @@ public:
     result<bf_reg> alloc_bf();
     void free_bf(const bf_reg& r);
     std::size_t pages_given() const;
-    bool dead() const noexcept { return cmd_->dead(); }
+    bool dead() const noexcept { return cmd_ && cmd_->dead(); }
 
     // Tears the function down now (the destructor does it gracefully otherwise) and says
     // whether everything came back: every firmware page reclaimed, no command failed.
@@ -199,6 +233,8 @@ private:
 
     std::unique_ptr<vfio::device> dev_;
     options opts_;
+    std::shared_ptr<command_channel> channel_;  // attached: where commands go
+    attach_info attached_;
     std::unique_ptr<cmd_queue> cmd_;
     std::vector<std::byte> caps_cur_, caps_max_;
     std::array<std::uint8_t, 6> mac_{};

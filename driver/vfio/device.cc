@@ -1,4 +1,5 @@
 #include "driver/vfio/vfio.h"
+#include "driver/vfio/device_impl.h"
 #include "driver/vfio/iova.h"
 
 #include <fcntl.h>
@@ -42,38 +43,13 @@ std::string base_name(const std::string& p) { return p.substr(p.rfind('/') + 1);
 
 error sys_error(int e, std::string what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
 
-// The function's IOMMU group: its name and device node.
-struct iommu_group {
-    std::string name, path;
-};
+// What a function reached through its owner cannot do from here.
+error not_here(const std::string& bdf, const char* what) {
+    return error{EOPNOTSUPP, fmt::format("{}: {} is the owning process's (this function is reached through cxvd)",
+                                         bdf, what)};
+}
 
 }  // namespace
-
-// The container's IOMMU domain and its IOVA space. Shared by the device and every
-// dma_buffer, so that a buffer outliving its device still unmaps cleanly.
-struct domain {
-    int container = -1;
-    iommu_info info;
-    std::unique_ptr<iova_allocator> iovas;  // over info.ranges, once they are known
-    ~domain() {
-        if (container >= 0) ::close(container);
-    }
-};
-
-struct mapping {
-    std::shared_ptr<domain> dom;
-    std::uint64_t iova = 0, size = 0;
-    void* owned = nullptr;  // memory this mapping allocated (munmap on release)
-    ~mapping() {
-        vfio_iommu_type1_dma_unmap u{};
-        u.argsz = sizeof u;
-        u.iova = iova;
-        u.size = size;
-        (void)::ioctl(dom->container, VFIO_IOMMU_UNMAP_DMA, &u);
-        dom->iovas->release(iova);
-        if (owned) ::munmap(owned, size);
-    }
-};
 
 dma_buffer::dma_buffer(dma_buffer&& o) noexcept
     : owner_(std::move(o.owner_)), data_(std::exchange(o.data_, nullptr)), iova_(o.iova_), size_(o.size_) {}
@@ -150,45 +126,6 @@ result<region_info> read_region(int fd, unsigned index, const std::string& bdf) 
 
 }  // namespace
 
-struct device::impl {
-    std::string bdf;
-    std::shared_ptr<domain> dom;
-    int group = -1, fd = -1;
-    void* bar = nullptr;
-    std::size_t bar_size = 0;
-    hw::mmio_window window;
-    void* wc = nullptr;  // resource0_wc mapping, bar_size bytes
-    hw::mmio_window wc_window;
-    unsigned msix = 0;
-    bool msix_enabled = false;
-    std::vector<int> eventfds;
-    // INTx and MSI: enabled or not, and the eventfds per vector.
-    bool other_enabled[2] = {false, false};
-    std::vector<int> other_fds[2];
-    std::uint64_t config_offset = 0;
-
-    // The steps of device::open.
-    status attach(const iommu_group& g, domain& dom);
-    status map_bar0();
-    status enable_device();
-    void read_msix_count();
-
-    ~impl() {
-        for (int e : eventfds) {
-            if (e >= 0) ::close(e);
-        }
-        for (auto& fds : other_fds) {
-            for (int e : fds) {
-                if (e >= 0) ::close(e);
-            }
-        }
-        if (bar) ::munmap(bar, bar_size);
-        if (wc) ::munmap(wc, bar_size);
-        if (fd >= 0) ::close(fd);
-        if (group >= 0) ::close(group);
-    }
-};
-
 device::device(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 device::~device() = default;
 const std::string& device::bdf() const noexcept { return p_->bdf; }
@@ -197,6 +134,7 @@ const hw::mmio_window& device::bar0() const noexcept { return p_->window; }
 const hw::mmio_window* device::bar0_wc() const noexcept { return p_->wc ? &p_->wc_window : nullptr; }
 const iommu_info& device::iommu() const noexcept { return p_->dom->info; }
 unsigned device::msix_count() const noexcept { return p_->msix; }
+bool device::remote() const noexcept { return p_->remote != nullptr; }
 
 namespace {
 
@@ -373,6 +311,28 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf) {
     return std::unique_ptr<device>(new device(std::move(p)));
 }
 
+// A function another process owns: BAR0 reserved inaccessible, of the size the owner
+// tells; UAR pages are mapped into it as they are granted (alloc_uar).
+result<std::unique_ptr<device>> device::attach(const std::string& bdf, std::shared_ptr<remote_backend> b,
+                                               std::size_t bar_size) {
+    if (!b || bar_size == 0 || bar_size % kPage != 0) {
+        return error{EINVAL, fmt::format("{}: attach needs a backend and BAR0's size ({} bytes)", bdf, bar_size)};
+    }
+    auto p = std::make_unique<impl>();
+    p->bdf = bdf;
+    p->dom = std::make_shared<domain>();
+    p->remote = std::make_unique<remote_state>();
+    p->remote->backend = std::move(b);
+    p->bar = ::mmap(nullptr, bar_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p->bar == MAP_FAILED) {
+        p->bar = nullptr;
+        return sys_error(errno, bdf + ": address space for BAR0");
+    }
+    p->bar_size = bar_size;
+    p->window = hw::mmio_window(p->bar, bar_size);
+    return std::unique_ptr<device>(new device(std::move(p)));
+}
+
 result<dma_buffer> device::map_range(void* vaddr, std::size_t size, std::size_t align, bool writable,
                                      bool owned) {
     auto iova = p_->dom->iovas->reserve(size, align);
@@ -409,6 +369,7 @@ result<dma_buffer> device::map_range(void* vaddr, std::size_t size, std::size_t 
 
 result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
     if (size == 0 || align < kPage || (align & (align - 1))) return error{EINVAL, "alloc_dma: bad size or alignment"};
+    if (p_->remote) return remote_alloc(size, false);
     size = (size + kPage - 1) & ~(kPage - 1);
     void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (mem == MAP_FAILED) return sys_error(errno, p_->bdf + ": DMA memory");
@@ -420,6 +381,7 @@ result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
 result<dma_buffer> device::alloc_dma_huge(std::size_t size, std::size_t align) {
     constexpr std::size_t kHuge = std::size_t{2} << 20;
     if (size == 0 || (align & (align - 1))) return error{EINVAL, "alloc_dma_huge: bad size or alignment"};
+    if (p_->remote) return remote_alloc(size, true);
     size = (size + kHuge - 1) & ~(kHuge - 1);
     align = std::max(align, kHuge);
     void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
@@ -437,12 +399,14 @@ result<dma_buffer> device::alloc_dma_huge(std::size_t size, std::size_t align) {
 
 result<dma_buffer> device::map_dma(void* p, std::size_t len, bool device_writes) {
     if (p == nullptr || len == 0) return error{EINVAL, "map_dma: empty range"};
+    if (p_->remote) return remote_map_user(p, len, device_writes);
     const auto start = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(p) + len + kPage - 1) & ~(kPage - 1);
     return map_range(reinterpret_cast<void*>(start), end - start, kPage, device_writes, false);
 }
 
 result<int> device::msix_eventfd(unsigned v) {
+    if (p_->remote) return not_here(p_->bdf, "MSI-X");
     if (v >= p_->msix) return error{EINVAL, fmt::format("{}: MSI-X vector {} of {}", p_->bdf, v, p_->msix)};
     if (p_->eventfds[v] < 0) {
         p_->eventfds[v] = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -479,6 +443,7 @@ result<std::uint32_t> device::config_read(unsigned offset, unsigned width) const
 }
 
 status device::config_write(unsigned offset, unsigned width, std::uint32_t value) {
+    if (p_->remote) return not_here(p_->bdf, "config space writes");
     if (width != 1 && width != 2 && width != 4) return error{EINVAL, "config_write: width 1, 2 or 4"};
     if (::pwrite(p_->fd, &value, width, static_cast<off_t>(p_->config_offset + offset)) != static_cast<ssize_t>(width)) {
         return sys_error(errno, fmt::format("{}: config write at 0x{:x}", p_->bdf, offset));
@@ -494,6 +459,7 @@ unsigned device::irq_count(irq_kind kind) const {
 }
 
 result<int> device::irq_eventfd(irq_kind kind, unsigned vector) {
+    if (p_->remote) return not_here(p_->bdf, "interrupts");
     if (kind == irq_kind::msix) return msix_eventfd(vector);
     const unsigned k = static_cast<unsigned>(kind);
     auto& fds = p_->other_fds[k];
@@ -525,6 +491,7 @@ result<int> device::irq_eventfd(irq_kind kind, unsigned vector) {
 }
 
 status device::unmask_intx() {
+    if (p_->remote) return not_here(p_->bdf, "INTx");
     vfio_irq_set s{};
     s.argsz = sizeof s;
     s.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_UNMASK;
@@ -536,6 +503,7 @@ status device::unmask_intx() {
 }
 
 status device::disable_irqs(irq_kind kind) {
+    if (p_->remote) return not_here(p_->bdf, "interrupts");
     vfio_irq_set s{};
     s.argsz = sizeof s;
     s.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
@@ -552,6 +520,7 @@ status device::disable_irqs(irq_kind kind) {
 }
 
 status device::reset() {
+    if (p_->remote) return not_here(p_->bdf, "reset");
     if (::ioctl(p_->fd, VFIO_DEVICE_RESET) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_RESET");
     return ok_status();
 }

@@ -76,13 +76,49 @@ struct region_info {
 // Interrupt kinds of a PCI function (VFIO_PCI_*_IRQ_INDEX).
 enum class irq_kind : unsigned { intx = 0, msi = 1, msix = 2 };
 
-// An opened vfio-pci function with its own group and container.
+// The control path of a function that another process owns and opened through VFIO (a
+// daemon, docs/daemon.md), as a device reached from here needs it: memory the device may
+// reach is handed over as a sealed memfd and mapped there, and UAR pages are granted one
+// at a time with the device fd to map them from. Implemented above the driver (daemon/).
+class remote_backend {
+public:
+    virtual ~remote_backend() = default;
+    // [offset, offset + length) of `fd` (a memfd sealed against shrinking; the callee
+    // keeps its own reference) mapped for the device: the IOVA it got.
+    virtual result<std::uint64_t> map_memory(int fd, std::uint64_t offset, std::uint64_t length,
+                                             bool device_writes) = 0;
+    virtual status unmap_memory(std::uint64_t iova) = 0;
+    struct uar_grant {
+        std::uint32_t uar = 0;
+        int fd = -1;  // the device fd the page is mapped from; the caller owns (closes) it
+        std::uint64_t mmap_offset = 0, mmap_length = 0;
+    };
+    virtual result<uar_grant> alloc_uar() = 0;
+    virtual status dealloc_uar(std::uint32_t uar) = 0;
+};
+
+// An opened vfio-pci function: with its own group and container (open), or reached
+// through the process that owns it (attach).
 class device {
 public:
     // Opens the function at `bdf` ("DDDD:BB:DD.F") the way the kernel documents it:
     // container, group (must be viable), type1v2 IOMMU, device fd; maps BAR0; reads the
     // IOMMU's page sizes and IOVA ranges; enables memory decode and bus mastering.
     static result<std::unique_ptr<device>> open(const std::string& bdf);
+    // A function another process owns, reached through `b`: no container, no interrupts,
+    // no config space. bar0() is a window of BAR0's size in which only the UAR pages
+    // granted to this process are mapped (alloc_uar); the rest faults. alloc_dma and
+    // alloc_dma_huge allocate sealed memfds and hand them over; map_dma takes memory that
+    // is backed by a memfd (found through /proc/self/maps) and fails for anything else.
+    // `bar_size` is BAR0's, as the owner tells it (the fd it passes may not answer VFIO
+    // ioctls here: under the model it is not a VFIO fd at all); fd() is -1.
+    static result<std::unique_ptr<device>> attach(const std::string& bdf, std::shared_ptr<remote_backend> b,
+                                                  std::size_t bar_size);
+    bool remote() const noexcept;
+    // Remote only: a UAR page granted by the owner, mapped at its place in bar0()
+    // (EOPNOTSUPP for a function opened here: its driver runs ALLOC_UAR itself).
+    result<std::uint32_t> alloc_uar();
+
     ~device();
     device(const device&) = delete;
     device& operator=(const device&) = delete;
@@ -140,6 +176,11 @@ private:
     // MAP_DMA of [vaddr, vaddr+size) (page-aligned) at a fresh IOVA; `owned` memory is
     // released with the mapping.
     result<dma_buffer> map_range(void* vaddr, std::size_t size, std::size_t align, bool writable, bool owned);
+    // The remote forms (remote.cc): [vaddr, vaddr+size) is the mapping of `fd` at `offset`.
+    result<dma_buffer> remote_map(int fd, std::uint64_t offset, void* vaddr, std::size_t size, bool writable,
+                                  bool owned);
+    result<dma_buffer> remote_alloc(std::size_t size, bool huge);
+    result<dma_buffer> remote_map_user(void* p, std::size_t len, bool writable);
     std::unique_ptr<impl> p_;
 };
 

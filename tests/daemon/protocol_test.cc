@@ -187,7 +187,10 @@ TEST_CASE("printable: control bytes and bytes from 0x7f become \\xNN") {
 TEST_CASE("replies and their payloads round-trip; truncated payloads are refused") {
     d::status_reply st;
     st.devices.push_back({.bdf = "0000:01:00.0", .firmware = "16.35.1012", .port_up = true, .ethernet = true,
-                          .port_logical = 4, .comp_eqn = 8, .caps = {}});
+                          .port_logical = 4, .comp_eqn = 8, .caps = {}, .gids = {{}, {}},
+                          .mac = {2, 0, 0, 0, 0, 7}, .ipv4 = {169, 254, 1, 7}, .max_mtu = 3,
+                          .bar_size = 1 << 25});
+    st.devices[0].gids[1][15] = 0x42;
     st.clients.push_back({.pid = 42, .uid = 1000, .gid = 100, .comm = "trader", .pds = 1, .cqs = 2, .mkeys = 3,
                           .qps = 0, .srqs = 0, .uars = 1, .maps = 2, .pinned = 1 << 20});
     st.clients_total = 7;
@@ -200,11 +203,23 @@ TEST_CASE("replies and their payloads round-trip; truncated payloads are refused
     auto back = d::parse_status_reply(rep.payload);
     REQUIRE(back);
     CHECK(back->devices.at(0).bdf == "0000:01:00.0");
+    CHECK(back->devices.at(0).gids.size() == 2);
+    CHECK(back->devices.at(0).gids.at(1)[15] == 0x42);
+    CHECK(back->devices.at(0).mac[5] == 7);
+    CHECK(back->devices.at(0).ipv4[0] == 169);
+    CHECK(back->devices.at(0).max_mtu == 3);
+    CHECK(back->devices.at(0).bar_size == 1 << 25);
     CHECK(back->clients.at(0).comm == "trader");
     CHECK(back->clients.at(0).pinned == 1 << 20);
     CHECK(back->clients_total == st.clients_total);
     CHECK(!d::parse_status_reply(std::span(p).first(p.size() - 1)));
     CHECK(!d::parse_alloc_uar_reply(std::vector<std::byte>(5)));
+    // A GID table that is not whole GIDs is refused.
+    d::writer w;
+    w.put(std::uint16_t{1}).put(std::uint16_t{1}).str("b").str("f").put(std::uint8_t{1}).put(std::uint8_t{1})
+        .put(std::uint8_t{4}).put(std::uint32_t{8}).blob({}).blob(std::vector<std::byte>(15))
+        .put(std::array<std::uint8_t, 6>{}).put(std::array<std::uint8_t, 4>{}).put(std::uint8_t{3}).put(std::uint64_t{1} << 25);
+    CHECK(!d::parse_hello_reply(w.bytes));
 }
 
 TEST_CASE("messages and fds cross a SOCK_SEQPACKET pair; too many fds are refused") {

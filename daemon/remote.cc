@@ -1,0 +1,121 @@
+#include "daemon/remote.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+namespace cxv::daemon {
+
+namespace {
+
+// A firmware command runs to its end in the daemon before the next request (bounded by
+// its command timeout); this waits well beyond it.
+constexpr std::chrono::seconds kTimeout{60};
+
+}  // namespace
+
+result<std::shared_ptr<remote_function>> remote_function::connect(const std::string& path, const std::string& bdf) {
+    auto c = client::connect(path);
+    if (!c) return c.error();
+    auto h = c->hello();
+    if (!h) return error{h.error().code, fmt::format("cxvd at {}: HELLO: {}", path, h.error().message)};
+    std::string names;
+    for (std::size_t i = 0; i < h->devices.size(); ++i) {
+        const auto& d = h->devices[i];
+        if (bdf.empty() || d.bdf == bdf) {
+            std::shared_ptr<remote_function> f(new remote_function(std::move(c).value(), d,
+                                                                   static_cast<std::uint16_t>(i)));
+            return f;
+        }
+        names += (names.empty() ? "" : ", ") + d.bdf;
+    }
+    return error{ENODEV, fmt::format("cxvd at {} does not serve {} (it serves: {})", path,
+                                     bdf.empty() ? std::string("any function") : bdf,
+                                     names.empty() ? std::string("nothing") : names)};
+}
+
+result<client::answer> remote_function::call(msg_type t, std::span<const std::byte> body, std::span<const int> fds) {
+    std::lock_guard lock(mu_);
+    auto a = c_.call(t, body, fds, kTimeout);
+    if (!a) {
+        return error{a.error().code, fmt::format("{}: cxvd {}: {}", info_.bdf, type_name(static_cast<std::uint16_t>(t)),
+                                                 a.error().message)};
+    }
+    if (a->err != 0) return error{a->err, fmt::format("{}: cxvd refused: {}", info_.bdf, a->text)};
+    return a;
+}
+
+result<std::uint64_t> remote_function::map_memory(int fd, std::uint64_t offset, std::uint64_t length,
+                                                  bool device_writes) {
+    const int fds[] = {fd};
+    auto a = call(msg_type::map_memory, body(map_memory_req{index_, device_writes, offset, length}), fds);
+    if (!a) return a.error();
+    auto r = parse_map_memory_reply(a->payload);
+    if (!r) return r.error();
+    return r->iova;
+}
+
+status remote_function::unmap_memory(std::uint64_t iova) {
+    auto a = call(msg_type::unmap_memory, body(unmap_memory_req{index_, iova}));
+    if (!a) return a.error();
+    return ok_status();
+}
+
+result<driver::vfio::remote_backend::uar_grant> remote_function::alloc_uar() {
+    auto a = call(msg_type::alloc_uar, body(alloc_uar_req{index_}));
+    if (!a) return a.error();
+    auto r = parse_alloc_uar_reply(a->payload);
+    if (!r) return r.error();
+    if (a->fds.size() != 1) {
+        (void)dealloc_uar(r->uar);
+        return error{EPROTO, fmt::format("{}: ALLOC_UAR came with {} fds, not the device fd", info_.bdf, a->fds.size())};
+    }
+    uar_grant g;
+    g.uar = r->uar;
+    g.fd = a->fds[0].release();
+    g.mmap_offset = r->mmap_offset;
+    g.mmap_length = r->mmap_length;
+    return g;
+}
+
+status remote_function::dealloc_uar(std::uint32_t uar) {
+    auto a = call(msg_type::dealloc_uar, body(dealloc_uar_req{index_, uar}));
+    if (!a) return a.error();
+    return ok_status();
+}
+
+result<std::vector<std::byte>> remote_function::exec(std::span<const std::byte> in, std::size_t out_len) {
+    command_req r;
+    r.device = index_;
+    r.out_len = static_cast<std::uint32_t>(out_len);
+    r.in.assign(in.begin(), in.end());
+    auto a = call(msg_type::command, body(r));
+    if (!a) return a.error();
+    if (a->payload.size() != out_len) {
+        return error{EPROTO, fmt::format("{}: COMMAND answered {} bytes, not {}", info_.bdf, a->payload.size(), out_len)};
+    }
+    return std::move(a->payload);
+}
+
+result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::string& bdf,
+                                            const driver::hca::options& o) {
+    auto f = remote_function::connect(path, bdf);
+    if (!f) return f.error();
+    const device_info& d = (*f)->info();
+    auto dev = driver::vfio::device::attach(d.bdf, *f, d.bar_size);
+    if (!dev) return dev.error();
+    driver::attach_info info;
+    info.firmware = d.firmware;
+    info.port_logical = d.port_logical;
+    info.comp_eqn = d.comp_eqn;
+    info.caps = d.caps;
+    info.gids = d.gids;
+    info.mac = d.mac;
+    info.ipv4 = d.ipv4;
+    info.max_mtu = d.max_mtu;
+    return driver::hca::attach(std::move(dev).value(), *f, std::move(info), o);
+}
+
+}  // namespace cxv::daemon

@@ -1,0 +1,179 @@
+// vfio::device reached through the process that owns the function (docs/daemon.md):
+// DMA memory as sealed memfds handed over for mapping, UAR pages granted one at a time
+// and mapped at their place in a BAR0-sized reservation.
+#include <fcntl.h>
+#include <linux/memfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "driver/vfio/device_impl.h"
+#include "hw/mmio.h"
+
+namespace cxv::driver::vfio {
+
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;
+
+error sys_error(int e, std::string what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
+
+// A mapping made by the owner: unmapped there (UNMAP_MEMORY) before the memory goes here.
+struct remote_mapping {
+    std::shared_ptr<remote_backend> backend;
+    std::uint64_t iova = 0;
+    void* owned = nullptr;  // the memfd mapping this buffer allocated (munmap on release)
+    std::size_t size = 0;
+    ~remote_mapping() {
+        (void)backend->unmap_memory(iova);
+        if (owned) ::munmap(owned, size);
+    }
+};
+
+// The line of /proc/self/maps (proc(5)) that holds [lo, hi) whole.
+struct maps_line {
+    std::uint64_t start = 0, end = 0, offset = 0;
+    std::string perms, path;
+};
+std::optional<maps_line> find_mapping(std::uint64_t lo, std::uint64_t hi) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        maps_line m;
+        char perms[8] = {};
+        int path_at = 0;
+        if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*u %n", &m.start, &m.end, perms,
+                        &m.offset, &path_at) < 4) {
+            continue;
+        }
+        if (lo < m.start || lo >= m.end) continue;
+        if (hi > m.end) return std::nullopt;  // spans mappings: not one file
+        m.perms = perms;
+        if (path_at > 0 && static_cast<std::size_t>(path_at) <= line.size()) m.path = line.substr(path_at);
+        return m;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+result<dma_buffer> device::remote_map(int fd, std::uint64_t offset, void* vaddr, std::size_t size, bool writable,
+                                      bool owned) {
+    auto iova = p_->remote->backend->map_memory(fd, offset, size, writable);
+    if (!iova) return iova.error();
+    auto owner = std::make_shared<remote_mapping>();
+    owner->backend = p_->remote->backend;
+    owner->iova = *iova;
+    owner->owned = owned ? vaddr : nullptr;
+    owner->size = size;
+    dma_buffer b;
+    b.owner_ = std::move(owner);
+    b.data_ = static_cast<std::byte*>(vaddr);
+    b.iova_ = *iova;
+    b.size_ = size;
+    return b;
+}
+
+// memfd_create(2) with sealing; F_SEAL_SHRINK (the owner refuses memory that could be cut
+// short under its mapping) and F_SEAL_GROW, then the seals sealed. Huge pages as
+// MFD_HUGETLB: a hugetlbfs file cannot be sealed, a hugetlb memfd can.
+result<dma_buffer> device::remote_alloc(std::size_t size, bool huge) {
+    const std::uint64_t unit = huge ? kHuge : kPage;
+    size = static_cast<std::size_t>((size + unit - 1) & ~(unit - 1));
+    const unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
+    const int fd = ::memfd_create("cxv-dma", flags);
+    if (fd < 0) return sys_error(errno, p_->bdf + ": memfd_create for DMA memory");
+    auto close_fd = [fd] { ::close(fd); };
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        const int e = errno;
+        close_fd();
+        if (huge) {
+            return error{e, fmt::format("{}: {} MiB of 2 MiB hugepages: {} (reserve them: echo N > "
+                                        "/proc/sys/vm/nr_hugepages)", p_->bdf, size >> 20, std::strerror(e))};
+        }
+        return sys_error(e, p_->bdf + ": ftruncate of a DMA memfd");
+    }
+    if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        const int e = errno;
+        close_fd();
+        return sys_error(e, p_->bdf + ": sealing a DMA memfd");
+    }
+    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (mem == MAP_FAILED) {
+        const int e = errno;
+        close_fd();
+        return sys_error(e, p_->bdf + ": mmap of a DMA memfd");
+    }
+    auto b = remote_map(fd, 0, mem, size, true, true);
+    close_fd();  // the owner and the mapping keep the file
+    if (!b) ::munmap(mem, size);
+    return b;
+}
+
+// The caller's memory must be a shared mapping of a memfd: the owner maps the same file,
+// so the device and this process see the same pages. Its file comes from
+// /proc/self/map_files (proc(5)), which opens the file behind a mapping.
+result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writable) {
+    const auto lo = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
+    const auto hi = (reinterpret_cast<std::uintptr_t>(p) + len + kPage - 1) & ~(kPage - 1);
+    const std::string what = fmt::format("{}: registering [{}, +{}) through cxvd", p_->bdf, p, len);
+    constexpr const char* how =
+        "allocate it with a sealed memfd (memfd_create(MFD_ALLOW_SEALING), ftruncate, "
+        "fcntl(F_ADD_SEALS, F_SEAL_SHRINK), mmap(MAP_SHARED)) -- the daemon maps the same file -- "
+        "or use memory from the driver's alloc_dma";
+    auto m = find_mapping(lo, hi);
+    if (!m) return error{EINVAL, fmt::format("{}: the range is not inside one mapping; {}", what, how)};
+    if (m->path.rfind("/memfd:", 0) != 0 || m->perms.size() < 4 || m->perms[3] != 's') {
+        return error{EINVAL, fmt::format("{}: the memory is {} ({}), which another process cannot map; {}", what,
+                                         m->path.empty() ? "anonymous" : m->path,
+                                         m->perms.size() >= 4 && m->perms[3] == 's' ? "shared" : "private", how)};
+    }
+    const std::string link = fmt::format("/proc/self/map_files/{:x}-{:x}", m->start, m->end);
+    const int fd = ::open(link.c_str(), writable ? O_RDWR | O_CLOEXEC : O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        const int e = errno;
+        return error{e, fmt::format("{}: opening {} for the memfd behind it: {} (this needs CAP_SYS_ADMIN or "
+                                    "CAP_CHECKPOINT_RESTORE)", what, link, std::strerror(e))};
+    }
+    auto b = remote_map(fd, m->offset + (lo - m->start), reinterpret_cast<void*>(lo), hi - lo, writable, false);
+    ::close(fd);
+    return b;
+}
+
+result<std::uint32_t> device::alloc_uar() {
+    if (!p_->remote) {
+        return error{EOPNOTSUPP, fmt::format("{}: alloc_uar is for a function reached through cxvd", p_->bdf)};
+    }
+    remote_state& r = *p_->remote;
+    std::lock_guard lock(r.mu);
+    auto g = r.backend->alloc_uar();
+    if (!g) return g.error();
+    const std::uint64_t at = std::uint64_t{g->uar} * kPage;
+    if (g->mmap_length != kPage || at + kPage > p_->bar_size) {
+        ::close(g->fd);
+        (void)r.backend->dealloc_uar(g->uar);
+        return error{EPROTO, fmt::format("{}: UAR page {} ({} bytes) is outside BAR0 ({} bytes)", p_->bdf, g->uar,
+                                         g->mmap_length, p_->bar_size)};
+    }
+    void* m = ::mmap(static_cast<std::byte*>(p_->bar) + at, kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                     g->fd, static_cast<off_t>(g->mmap_offset));
+    const int e = errno;
+    ::close(g->fd);
+    if (m == MAP_FAILED) {
+        (void)r.backend->dealloc_uar(g->uar);
+        return sys_error(e, fmt::format("{}: mmap of UAR page {}", p_->bdf, g->uar));
+    }
+    r.uars.push_back(g->uar);
+    return g->uar;
+}
+
+}  // namespace cxv::driver::vfio
