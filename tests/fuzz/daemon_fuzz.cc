@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -129,13 +130,16 @@ void expect_owned(std::span<const std::byte> in) {
         if (ifc::get<ifc::mkc::access_mode_1_0>(mkc) != 1) fail("a key other than MTT allowed");
         const std::uint64_t page = std::uint64_t{1} << ifc::get<ifc::mkc::log_page_size>(mkc);
         const std::uint64_t n = 2 * std::uint64_t{ifc::get<ifc::create_mkey_in::translations_octword_actual_size>(p)};
-        for (std::uint64_t i = 0; i < n; ++i) {
+        // The translations the key's bytes reach (an odd count's padding entry is not).
+        const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
+        const std::uint64_t off = start & (page - 1);
+        if (len > n * page || off > n * page - len) fail("CREATE_MKEY longer than its translations");
+        const std::uint64_t reached = std::max<std::uint64_t>(1, (len + off + page - 1) / page);
+        for (std::uint64_t i = 0; i < reached; ++i) {
             const std::uint64_t e = (std::uint64_t{ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i)} << 32) |
                                     ifc::get<ifc::create_mkey_in::klm_pas_mtt>(p, 2 * i + 1);
             if (!in_memory(e & ~std::uint64_t{3}, page)) fail("CREATE_MKEY with a translation outside");
         }
-        const std::uint64_t start = ifc::get<ifc::mkc::start_addr>(mkc), len = ifc::get<ifc::mkc::len>(mkc);
-        if (len > n * page || (start & (page - 1)) > n * page - len) fail("CREATE_MKEY longer than its translations");
         break;
     }
     case cmd_opcode::CREATE_QP: {
