@@ -136,6 +136,7 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const optio
 }
 
 result<bool> device::write_combining() {
+    std::lock_guard lock(wc_mu_);
     if (wc_known_) return wc_;
     // Through cxvd the UAR pages come from the VFIO device fd, mapped uncached: 8-byte
     // doorbells, without spending a QP on the self-test.
@@ -399,8 +400,17 @@ status qp::modify(qp_state to, const modify_attr& a) {
     auto s = qp_->modify(static_cast<driver::qp_state>(to), to_driver(a));
     if (s && to == qp_state::reset) {
         // 2RST_QP sets the device's WQE counters back to 0 (PRM "QP State Transitions"):
-        // the rings start again at 0 and so does the doorbell record, or the device
-        // would take the record's old counters for WQEs posted anew.
+        // the QP's completions still in its CQs go (they name WQEs of before), the rings
+        // start again at 0 and so does the doorbell record, or the device would take the
+        // record's old counters for WQEs posted anew. As with ibv_modify_qp(3) on
+        // rdma-core, nothing may poll the CQs or post to the QP meanwhile.
+        queues::srq_ring* shared = srq_ ? &srq_->ring_ : nullptr;
+        if (rcq_ == scq_) {
+            rcq_->ring_.discard(qpn_, shared);
+        } else {
+            scq_->ring_.discard(qpn_, static_cast<queues::srq_ring*>(nullptr));
+            rcq_->ring_.discard(qpn_, shared);
+        }
         rings_->sq.reset();
         if (rings_->mpsq) rings_->mpsq->reset();
         if (!rings_->rq.srq()) rings_->rq.reset();

@@ -231,6 +231,7 @@ private:
     std::shared_ptr<detail::cq_events> events_;
     std::unique_ptr<driver::hca> hca_;
     std::shared_ptr<driver::q_counter> counter_;  // released before the HCA
+    std::mutex wc_mu_;  // contexts sharing the device may ask at once
     bool wc_known_ = false, wc_ = false;
 };
 

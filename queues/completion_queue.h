@@ -234,6 +234,45 @@ public:
 
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
+    // Takes QP `qpn`'s completions out of the ring, for a QP reset: 2RST_QP makes the
+    // device forget the QP's WQEs (PRM "QP State Transitions"), and the rings that start
+    // again at 0 must not retire them. As rdma-core's mlx5 cleans a CQ: from the newest
+    // entry of the driver's back to the consumer index, each other QP's entry moves up
+    // over the ones taken out, keeping the owner bit of the slot it lands in, and the
+    // consumer index moves past the slots freed. A receive that came from `srq` goes back
+    // to its free list. No poll() may run meanwhile (the caller's rule, as for reset).
+    template <class Srq>
+    void discard(std::uint32_t qpn, Srq* srq) noexcept {
+        std::uint32_t end = ci_;
+        while (end != ci_ + mask_ + 1 && detail::kPoll.kind[unsigned{at(end).op_own} ^ ((end >> log_) & 1)] !=
+                                              detail::kind_stop) {
+            ++end;
+        }
+        hw::from_device();
+        std::uint32_t freed = 0;
+        for (std::uint32_t i = end; i != ci_;) {
+            --i;
+            hw::cqe64& c = at(i);
+            if ((c.sop_drop_qpn.value() & 0xffffff) == qpn) {
+                const auto op = hw::cqe_get_opcode(c.op_own);
+                const bool receive = detail::kPoll.kind[unsigned{c.op_own} ^ ((i >> log_) & 1)] == detail::kind_resp ||
+                                     op == hw::cqe_opcode::RESP_ERR;
+                if (srq != nullptr && receive) srq->retire(c.wqe_counter.value());
+                ++freed;
+            } else if (freed != 0) {
+                hw::cqe64& to = at(i + freed);
+                const std::uint8_t owner = to.op_own & hw::cqe_owner_mask;
+                std::memcpy(&to, &c, sizeof c);
+                to.op_own = static_cast<std::uint8_t>((to.op_own & ~hw::cqe_owner_mask) | owner);
+            }
+        }
+        if (freed != 0) {
+            ci_ += freed;
+            hw::to_device();
+            dbrec_->update_ci = hw::be32::from(ci_ & 0xffffff);
+        }
+    }
+
     // A QP leaves the CQ, from any thread, while the poller may be in poll(): `entry`
     // (one of the attached table's) loses its rings, and the poller lets go of any it
     // holds at the start of its next poll(). The poll path takes no lock for this: it
@@ -347,6 +386,9 @@ private:
         return ci;
     }
 
+    hw::cqe64& at(std::uint32_t index) const noexcept {
+        return *reinterpret_cast<hw::cqe64*>(cqes_ + (std::size_t{index & mask_} << 6));
+    }
     const qp_rings* find(std::uint32_t qpn) noexcept {
         for (unsigned i = 0; i < nqps_; ++i) {
             if (qps_[i].qpn == qpn) return remember(&qps_[i]);

@@ -121,6 +121,7 @@ namespace {
 // call, `ex`'s further attributes), with CQs of its own where the caller gave none.
 int create_qp(cm_id* c, ibv_pd* pd, ibv_qp_init_attr* attr, const ibv_qp_init_attr_ex* ex) {
     if (c->id.verbs == nullptr || attr == nullptr) return fail(EINVAL);
+    if (c->id.qp != nullptr) return fail(EINVAL);  // one QP per id, as rdma-core has it
     if (pd == nullptr) pd = c->id.pd != nullptr ? c->id.pd : default_pd(c->id.verbs);
     if (pd == nullptr) return -1;
     if (attr->qp_type != c->id.qp_type) return fail(EINVAL);

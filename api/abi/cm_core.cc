@@ -265,7 +265,9 @@ int qp_attrs(cm_id* id, ibv_qp_state to, ibv_qp_attr& a, int& mask) {
             a.qkey = RDMA_UDP_QKEY;
             mask |= IBV_QP_QKEY;
         } else {
-            a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+            // As the kernel's CM: remote atomics too (rdma_cm users post them on RC).
+            a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+                                IBV_ACCESS_REMOTE_ATOMIC;
             mask |= IBV_QP_ACCESS_FLAGS;
         }
         return 0;

@@ -263,7 +263,7 @@ int madvise_runs(const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& r
 }
 
 int advise(void* base, size_t size, int advice) {
-    if (!fork_protection) return 0;
+    if (!fork_protection || size == 0) return 0;
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto start = reinterpret_cast<std::uintptr_t>(base) & ~(page - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(base) + size + page - 1) & ~(page - 1);

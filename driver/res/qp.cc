@@ -83,6 +83,10 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     }
     const unsigned wqebbs = static_cast<unsigned>((wqe + hw::send_wqe_bb - 1) / hw::send_wqe_bb);
     if (c.max_send_wr == 0) return error{EINVAL, "qp::create: max_send_wr is 0"};
+    if (c.max_send_wr > (1u << log_max)) {
+        return error{EINVAL, fmt::format("qp::create: {} send WRs exceed the device's {} per queue", c.max_send_wr,
+                                         1u << log_max)};
+    }
     // The ring holds max_send_wr of the largest WQEs and the NOPs that may pad one WQE
     // to the ring's end (send_queue::reserve: a WQE never wraps): a window of
     // outstanding WQEs spans at most one end, so wqebbs - 1 more BBs are always enough.

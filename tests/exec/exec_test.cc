@@ -180,7 +180,7 @@ TEST_CASE("two contexts of one function in one process (tests/exec/two_contexts.
         for (const char* check : {"two contexts of one function", "sends from the first context's QP to the second's",
                                   "and back", "a bad rkey fails the WR", "the responder's event on its own context",
                                   "not on the other context", "the first context closes",
-                                  "the second context, its QP reset and connected again, works on with a third", "a new open after the last close"}) {
+                                  "the second context, its QP reset (its flushed receives gone) and connected again, works on with a third", "a new open after the last close"}) {
             CHECK_MESSAGE(has(r.output, std::string("ok ") + check + "\n"), check);
         }
     }

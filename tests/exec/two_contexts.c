@@ -87,6 +87,13 @@ int main(void) {
     CHECK("sends from the first context's QP to the second's", exchange(&a, &b, 20, 'A'), "a payload went wrong");
     CHECK("and back", exchange(&b, &a, 20, 'a'), "a payload went wrong");
 
+    /* Receives left on b, to be flushed when its QP fails and left unpolled in its CQ:
+     * the reset below must take them out. */
+    for (int i = 0; i < 3; ++i) {
+        struct ibv_sge rs = {.addr = (uintptr_t)b.buf, .length = 64, .lkey = b.mr->lkey};
+        struct ibv_recv_wr rw = {.wr_id = 1000 + (uint64_t)i, .sg_list = &rs, .num_sge = 1}, *rbad;
+        if (ibv_post_recv(b.qp, &rw, &rbad)) DIE("ibv_post_recv");
+    }
     /* A WRITE with a bad remote key: the requester (a) completes in error; the
      * responder's QP (b) has the access error, an event for b's context alone. */
     struct ibv_sge ss = {.addr = (uintptr_t)a.buf, .length = 8, .lkey = a.mr->lkey};
@@ -131,7 +138,7 @@ int main(void) {
     if (ibv_modify_qp(b.qp, &reset, IBV_QP_STATE)) DIE("reset");
     connect_rc(b.qp, c.qp->qp_num);
     connect_rc(c.qp, b.qp->qp_num);
-    CHECK("the second context, its QP reset and connected again, works on with a third", exchange(&b, &c, 10, 'B') && exchange(&c, &b, 10, 'b'),
+    CHECK("the second context, its QP reset (its flushed receives gone) and connected again, works on with a third", exchange(&b, &c, 10, 'B') && exchange(&c, &b, 10, 'b'),
           "a payload went wrong");
     struct side *sides[] = {&b, &c};
     for (int i = 0; i < 2; ++i) {
