@@ -145,6 +145,12 @@ int take_event(channel* ch, cm_event** out) {
                 *out = ch->queue.front();
                 ch->queue.pop_front();
                 drop_count(ch);
+                // As librdmacm does in rdma_get_cm_event, on the program's thread: a
+                // connection that failed leaves the active side's QP in the error state.
+                const rdma_cm_event_type type = (*out)->ev.event;
+                if (type == RDMA_CM_EVENT_REJECTED || type == RDMA_CM_EVENT_UNREACHABLE) {
+                    move_qp(reinterpret_cast<cm_id*>((*out)->ev.id), IBV_QPS_ERR);
+                }
                 return 0;
             }
             fd = ch->ch.fd;
@@ -363,7 +369,9 @@ void peer_gone(cm_id* id) {
     case state::accepted:
     case state::established:
     case state::connect_response:
-        move_qp(id, IBV_QPS_ERR);
+        // The program's QP is left as it is (the kernel's CM does not touch a user QP on
+        // a disconnect: rdma_disconnect moves it): this thread never modifies a QP the
+        // program may be destroying.
         id->st = state::disconnected;
         queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
         break;
@@ -445,8 +453,7 @@ void on_message(cm_id* id, wire_msg& m) {
         return;
     case msg_type::dreq:
         if (id->st != state::established && id->st != state::accepted) return;
-        move_qp(id, IBV_QPS_ERR);
-        id->st = state::disconnected;
+        id->st = state::disconnected;  // the QP as it is (see peer_gone)
         queue_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
         return;
     }
@@ -460,8 +467,7 @@ void expire_requests() {
         if (id->st == state::connecting && now >= id->reply_deadline) late.push_back(id);
     }
     for (cm_id* id : late) {
-        id->st = state::rejected;
-        move_qp(id, IBV_QPS_ERR);
+        id->st = state::rejected;  // its QP goes to ERR when the program takes the event
         queue_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
         forget(id);
     }

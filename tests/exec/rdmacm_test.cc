@@ -413,6 +413,12 @@ TEST_CASE("perftest's ib_send_lat -R: QPs connected by the connection manager") 
     const char* before = std::getenv("LD_LIBRARY_PATH");
     const std::string saved = before != nullptr ? before : "";
     ::setenv("LD_LIBRARY_PATH", stubs.c_str(), 1);
+    // Under the sanitizer build cxv's libraries bring ASan into perftest, whose leak check
+    // would then report what Debian's perftest never frees before it exits (its buffers,
+    // its contexts): not ours to find here.
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    const std::string asan_saved = asan != nullptr ? asan : "";
+    if (asan != nullptr) ::setenv("ASAN_OPTIONS", (asan_saved + ":detect_leaks=0").c_str(), 1);
     const unsigned port = free_port();
     const std::vector<std::string> tool = {"/usr/bin/ib_send_lat", "-R", "-n", "200", "-F", "-p", std::to_string(port)};
     std::vector<std::string> client = tool;
@@ -423,6 +429,7 @@ TEST_CASE("perftest's ib_send_lat -R: QPs connected by the connection manager") 
     } else {
         ::unsetenv("LD_LIBRARY_PATH");
     }
+    if (asan != nullptr) ::setenv("ASAN_OPTIONS", asan_saved.c_str(), 1);
     INFO("server log:\n" << r.server_log);
     INFO("client log:\n" << r.client_log);
     CHECK(r.server == 0);
