@@ -331,7 +331,12 @@ CXV_CM_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t 
 CXV_CM_EXPORT int rdma_disconnect(rdma_cm_id* id) {
     cm_id* c = of(id);
     std::unique_lock lock(mu);
-    if (c->st == state::disconnected) return 0;  // the peer's DREQ came first
+    if (c->st == state::disconnected) {
+        // The peer's DREQ came first: the QP still goes to the error state (librdmacm
+        // moves it here; its outstanding WRs flush), as the worker left it.
+        move_qp(c, IBV_QPS_ERR);
+        return 0;
+    }
     if (c->st != state::established && c->st != state::accepted && c->st != state::connect_response) {
         return fail(EINVAL);
     }
