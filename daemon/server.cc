@@ -472,7 +472,10 @@ result<server::answer> server::on_map(peer& p, const request& r) {
     // truncated page would fault in the daemon, and in the model's IOMMU walk. The seal
     // first, then the size, here where the mapping is made.
     if (auto s = check_map_fd(r.fd, r.map.offset, r.map.length); !s) return s.error();
-    void* addr = ::mmap(nullptr, r.map.length, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd,
+    // Memory the device only reads may come read-only (an MR without write access: the
+    // client opens its file O_RDONLY).
+    const int prot = PROT_READ | (r.map.device_writes ? PROT_WRITE : 0);
+    void* addr = ::mmap(nullptr, r.map.length, prot, MAP_SHARED, r.fd,
                         static_cast<off_t>(r.map.offset));
     if (addr == MAP_FAILED) return error{errno, fmt::format("MAP_MEMORY: mmap: {}", std::strerror(errno))};
     mapping m;

@@ -279,7 +279,7 @@ TEST_CASE("through cxvd, memory registration takes memfd-backed memory and says 
         ::munmap(m, 65536);
         ::close(fd);
     }
-    SUBCASE("a sealed memfd mapped shared is registered, at an offset inside it too") {
+    SUBCASE("a sealed memfd mapped shared is registered, at an offset inside it too, and read-only") {
         const int fd = ::memfd_create("cxv-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         REQUIRE(fd >= 0);
         REQUIRE(::ftruncate(fd, 65536) == 0);
@@ -289,10 +289,13 @@ TEST_CASE("through cxvd, memory registration takes memfd-backed memory and says 
         {
             auto mr = cxv::mr::create(*pd, m + 8192 + 100, 10000, cxv::access_local_write | cxv::access_remote_write);
             REQUIRE_MESSAGE(mr, mr.error().message);
+            // Memory the device only reads (no write access): mapped read-only.
+            auto ro = cxv::mr::create(*pd, m + 32768, 4096, 0);
+            REQUIRE_MESSAGE(ro, ro.error().message);
             const auto me = my_books(watcher);
             CHECK(me.connections == 2);
-            CHECK(me.mkeys == 1);
-            CHECK(me.maps >= 1);
+            CHECK(me.mkeys == 2);
+            CHECK(me.maps >= 2);
         }
         const auto me = my_books(watcher);
         CHECK(me.mkeys == 0);  // deregistered through the daemon
