@@ -36,6 +36,18 @@ static struct ibv_port_attr port;
 static union ibv_gid gid;
 static int roce;
 
+/* Opens the first device the list has into `ctx`, with port 1's attributes and GID 0;
+ * returns the list (for ibv_free_device_list). */
+static inline struct ibv_device **open_first_device(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    if (list == NULL || list[0] == NULL) DIE("ibv_get_device_list");
+    ctx = ibv_open_device(list[0]);
+    if (ctx == NULL) DIE("ibv_open_device");
+    if (ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, 0, &gid)) DIE("ibv_query_port");
+    roce = port.link_layer == IBV_LINK_LAYER_ETHERNET;
+    return list;
+}
+
 static void to_init(struct ibv_qp *qp, int ud) {
     struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = 0x11111111,
                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |

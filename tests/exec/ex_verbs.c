@@ -93,12 +93,7 @@ static void post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t le
 }
 
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    if (list == NULL || list[0] == NULL) DIE("ibv_get_device_list");
-    ctx = ibv_open_device(list[0]);
-    if (ctx == NULL) DIE("ibv_open_device");
-    if (ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, 0, &gid)) DIE("ibv_query_port");
-    roce = port.link_layer == IBV_LINK_LAYER_ETHERNET;
+    struct ibv_device **list = open_first_device();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     static char a_buf[4096] __attribute__((aligned(64))), b_buf[4096] __attribute__((aligned(64)));
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
