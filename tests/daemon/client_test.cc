@@ -87,16 +87,6 @@ std::string gone_line(const std::string& log, pid_t pid) {
     return log.substr(at, log.find('\n', at) - at);
 }
 
-template <typename Pred>
-d::status_reply wait_status(test_client& c, Pred pred, std::chrono::milliseconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-        auto s = c.status();
-        if (pred(s) || std::chrono::steady_clock::now() > end) return s;
-        std::this_thread::sleep_for(5ms);
-    }
-}
-
 // This process's keys and mappings at the daemon, over all its connections (the device's
 // and the watcher's).
 struct mine {

@@ -19,36 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Waits (bounded) until `pred(status)` holds; the last STATUS either way.
-template <typename Pred>
-d::status_reply wait_status(test_client& c, Pred pred, std::chrono::milliseconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-        auto s = c.status();
-        if (pred(s) || std::chrono::steady_clock::now() > end) return s;
-        std::this_thread::sleep_for(5ms);
-    }
-}
-
-// Runs `body` in a forked child (not under cxv-sim) and returns its exit status.
-template <typename Body>
-int in_child(Body body, std::chrono::seconds limit = 30s) {
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) ::_exit(body());
-    const auto end = std::chrono::steady_clock::now() + limit;
-    int st = 0;
-    while (::waitpid(pid, &st, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > end) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &st, 0);
-            return -1;
-        }
-        std::this_thread::sleep_for(5ms);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 }  // namespace
 
 TEST_CASE("HELLO names the function; STATUS lists it and this client; SIGTERM stops the daemon cleanly") {

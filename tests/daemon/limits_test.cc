@@ -22,42 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-template <typename Pred>
-d::status_reply wait_status(test_client& c, Pred pred, std::chrono::milliseconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-        auto s = c.status();
-        if (pred(s) || std::chrono::steady_clock::now() > end) return s;
-        std::this_thread::sleep_for(5ms);
-    }
-}
-
-// Runs `body` in a forked child; its exit status (-1 when it had to be killed).
-template <typename Body>
-int in_child(Body body, std::chrono::seconds limit = 30s) {
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        int rc = 99;
-        try {
-            rc = body();
-        } catch (...) {
-        }
-        ::_exit(rc);
-    }
-    const auto end = std::chrono::steady_clock::now() + limit;
-    int st = 0;
-    while (::waitpid(pid, &st, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > end) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &st, 0);
-            return -1;
-        }
-        std::this_thread::sleep_for(5ms);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 // CPU time (user + system, clock ticks) of a process, /proc/PID/stat fields 14 and 15.
 long cpu_ticks(pid_t pid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/stat");

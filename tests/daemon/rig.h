@@ -263,4 +263,43 @@ inline const d::client_info* find_client(const d::status_reply& s, pid_t pid) {
     return nullptr;
 }
 
+// Waits (bounded) until `pred(status)` holds; the last STATUS either way.
+template <typename Pred>
+d::status_reply wait_status(test_client& c, Pred pred, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        auto s = c.status();
+        if (pred(s) || std::chrono::steady_clock::now() > end) return s;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+}
+
+// Runs `body` in a forked child (not under cxv-sim); its exit status (-1 when it had to
+// be killed). A failure that throws in the child ends it with 99, never as a second test
+// runner.
+template <typename Body>
+int in_child(Body body, std::chrono::seconds limit = std::chrono::seconds(30)) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int rc = 99;
+        try {
+            rc = body();
+        } catch (...) {
+        }
+        ::_exit(rc);
+    }
+    const auto end = std::chrono::steady_clock::now() + limit;
+    int st = 0;
+    while (::waitpid(pid, &st, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > end) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &st, 0);
+            return -1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 }  // namespace cxv::test
