@@ -104,6 +104,12 @@ void detail::cq_events::signal(std::uint32_t cqn) {
     [[maybe_unused]] const auto n = ::write(it->second, &one, sizeof(one));
 }
 
+void detail::cq_events::signal_all() {
+    std::lock_guard lock(mu);
+    const std::uint64_t one = 1;
+    for (const auto& [cqn, fd] : fds) [[maybe_unused]] const auto n = ::write(fd, &one, sizeof(one));
+}
+
 device::device(std::unique_ptr<driver::hca> h, std::shared_ptr<detail::cq_events> ev)
     : events_(std::move(ev)), hca_(std::move(h)) {}
 
@@ -114,7 +120,11 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const optio
     driver::hca::options opts;
     opts.port_timeout = o.port_timeout;
     opts.ipv4 = o.ipv4;
-    if (o.on_event) opts.on_event = [user = o.on_event](const driver::hca_event& e) { user(from_driver(e)); };
+    opts.on_event = [events, user = o.on_event](const driver::hca_event& e) {
+        // A fatal error: the CQs flush from their next empty poll, and their waiters wake.
+        if (e.what == driver::hca_event::fatal && !events->dead.exchange(true)) events->signal_all();
+        if (user) user(from_driver(e));
+    };
     opts.on_completion = [events, user = o.on_completion](std::uint32_t cqn) {
         events->signal(cqn);
         if (user) user(cqn);
@@ -240,6 +250,7 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
                                           reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()),
                                           uar, out->cq_->cqn());
     out->qps_.init(max_qps);
+    out->ring_.set_dead_flag(&d.events_->dead);
     out->event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (out->event_fd_ < 0) return error{errno, std::string("cxv::cq::create: eventfd: ") + std::strerror(errno)};
     out->events_ = d.events_;
@@ -377,9 +388,16 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
         rg.rq = queues::recv_queue::srq_attached();
     }
     out->rq_ = &rg.rq;
+    // Each CQ gets the rings of its role (both when it is both): a dead device's flush
+    // completes the send queue on the send CQ and the receive queue on the receive CQ.
     const queues::qp_rings entry{o.qpn(), rg.mpsq ? nullptr : &rg.sq, rg.rq.srq() ? nullptr : &rg.rq,
                                  a.shared ? &a.shared->ring_ : nullptr, rg.mpsq.get()};
-    if (!a.send_cq->attach(entry) || !a.recv_cq->attach(entry)) {
+    const bool one_cq = a.send_cq == a.recv_cq;
+    const queues::qp_rings send_entry{entry.qpn, entry.sq, one_cq ? entry.rq : nullptr, one_cq ? entry.srq : nullptr,
+                                      entry.mpsq};
+    const queues::qp_rings recv_entry{entry.qpn, one_cq ? entry.sq : nullptr, entry.rq, entry.srq,
+                                      one_cq ? entry.mpsq : nullptr};
+    if (!a.send_cq->attach(send_entry) || !a.recv_cq->attach(recv_entry)) {
         a.send_cq->detach(o.qpn(), out->rings_);
         a.recv_cq->detach(o.qpn(), out->rings_);
         return error{ENOSPC, "cxv::qp::create: the CQ serves its maximum of QPs"};

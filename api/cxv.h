@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -151,11 +152,14 @@ private:
 };
 
 namespace detail {
-// Completion events by CQ number, for the HCA's event thread to signal.
+// Completion events by CQ number, for the HCA's event thread to signal; and whether the
+// device is dead (its fatal event came), which the CQs' pollers read.
 struct cq_events {
     std::mutex mu;
     std::map<std::uint32_t, int> fds;  // cqn -> eventfd
+    std::atomic<bool> dead{false};
     void signal(std::uint32_t cqn);
+    void signal_all();  // the fatal event: every waiter wakes and polls (its flushes)
 };
 }  // namespace detail
 
@@ -192,9 +196,15 @@ public:
     // attaches instead to the function `bdf` (empty: the first) of the cxvd listening at
     // PATH (docs/daemon.md): commands, memory mappings and UAR pages go through it, the
     // fast path is the same. ENOENT / ECONNREFUSED, with the path, when none listens.
-    // Through the daemon: no completion events (on_completion, cq::wait) or asynchronous
-    // events yet, no device counters (not on the daemon's allow-list), memory registered
-    // (mr::create) must be a shared mapping of a sealed memfd.
+    // Through the daemon: completion and asynchronous events come through its event
+    // channel (docs/daemon.md, "Events"), and the daemon's death is a fatal event; no
+    // device counters (not on the daemon's allow-list); memory registered (mr::create)
+    // must be a shared mapping of a sealed memfd.
+    //
+    // After a fatal event (the device or the daemon dead) control calls fail (ENODEV,
+    // ECONNRESET) and cq::poll, where it finds no CQE, completes every WR still posted on
+    // the CQ's QPs with IBV_WC_WR_FLUSH_ERR (their receive queues', not an SRQ's); every
+    // CQ's event_fd() is signalled once. Open a new device to go on.
     static result<std::unique_ptr<device>> open(const std::string& bdf, const options& o);
     static result<std::unique_ptr<device>> open(const std::string& bdf) { return open(bdf, options{}); }
     ~device();
@@ -240,7 +250,8 @@ public:
     // At least `entries` CQEs (a power of two).
     static result<std::shared_ptr<cq>> create(device& d, unsigned entries);
 
-    // ibv_poll_cq(3): up to n completions; the number taken (never an error).
+    // ibv_poll_cq(3): up to n completions; the number taken (never an error). Once the
+    // device is dead (device::options), an empty poll returns the posted WRs flushed.
     int poll(int n, ibv_wc* wc) noexcept { return api::poll_cq(ring_, n, wc); }
     int poll(std::span<ibv_wc> wc) noexcept { return poll(static_cast<int>(wc.size()), wc.data()); }
 

@@ -101,13 +101,20 @@ int main(int argc, char** argv) {
             return EXIT_FAILURE;
         }
     }
-    std::vector<std::unique_ptr<cxv::driver::hca>> hcas;
-    for (const auto& bdf : bdfs) {
+    auto inbox = cxv::daemon::event_inbox::create();
+    if (!inbox) {
+        log(level::err, inbox.error().message);
+        return EXIT_FAILURE;
+    }
+    o.events = *inbox;
+    // Function `i` brought up: at start, and again after a fatal error (the server's
+    // recovery). vfio-pci resets the function at open, so nothing a dead daemon or a
+    // dead firmware left behind is relied on.
+    auto bring_up = [&bdfs, port_timeout_ms, inbox = *inbox](
+                        std::size_t i, std::uint64_t gen) -> cxv::result<std::unique_ptr<cxv::driver::hca>> {
+        const std::string& bdf = bdfs[i];
         auto dev = cxv::driver::vfio::device::open(bdf);
-        if (!dev) {
-            log(level::err, fmt::format("{}: {}", bdf, dev.error().message));
-            return EXIT_FAILURE;
-        }
+        if (!dev) return cxv::error{dev.error().code, fmt::format("{}: {}", bdf, dev.error().message)};
         cxv::driver::hca::options ho;
         ho.port_timeout = std::chrono::milliseconds(port_timeout_ms);
         ho.on_event = [bdf](const cxv::driver::hca_event& e) {
@@ -117,14 +124,22 @@ int main(int argc, char** argv) {
             log(bad ? level::err : level::info,
                 fmt::format("{}: {} (port {}, object 0x{:x}) {}", bdf, kinds[e.what], e.port, e.object, e.detail));
         };
+        cxv::daemon::event_inbox::wire(inbox, ho, i, gen);
         auto h = cxv::driver::hca::create(std::move(dev).value(), ho);
+        if (!h) return cxv::error{h.error().code, fmt::format("{}: bring-up failed: {}", bdf, h.error().message)};
+        log(level::info, fmt::format("{}: up, firmware {}", bdf, (*h)->fw_version_string()));
+        return h;
+    };
+    std::vector<std::unique_ptr<cxv::driver::hca>> hcas;
+    for (std::size_t i = 0; i < bdfs.size(); ++i) {
+        auto h = bring_up(i, 0);
         if (!h) {
-            log(level::err, fmt::format("{}: bring-up failed: {}", bdf, h.error().message));
+            log(level::err, h.error().message);
             return EXIT_FAILURE;
         }
-        log(level::info, fmt::format("{}: up, firmware {}", bdf, (*h)->fw_version_string()));
         hcas.push_back(std::move(h).value());
     }
+    o.reopen = bring_up;
     auto s = cxv::daemon::server::create(o, std::move(hcas));
     if (!s) {
         log(level::err, s.error().message);
@@ -139,7 +154,8 @@ int main(int argc, char** argv) {
     ::signal(SIGPIPE, SIG_IGN);
     (*s)->run();
     g_server = nullptr;
+    const bool healthy = (*s)->healthy();
     s->reset();  // every client's objects destroyed, then the functions torn down
-    log(level::info, "stopped");
-    return EXIT_SUCCESS;
+    log(healthy ? level::info : level::err, healthy ? "stopped" : "stopped: a function could not be recovered");
+    return healthy ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -27,6 +27,7 @@ constexpr std::size_t kUnmapBytes = 10;   // device, iova
 constexpr std::size_t kAllocUarBytes = 2;
 constexpr std::size_t kDeallocUarBytes = 6;
 constexpr std::size_t kCommandHead = 6;   // device, out_len
+constexpr std::size_t kEventsBytes = 2;
 // A command's input holds at least the dword with the opcode and the one with op_mod
 // (PRM "Command Input": opcode at 0x00, op_mod at 0x04).
 constexpr std::size_t kMinCommandIn = 8;
@@ -35,7 +36,7 @@ std::size_t fds_expected(msg_type t) { return t == msg_type::map_memory ? 1 : 0;
 
 }  // namespace
 
-bool known_type(std::uint16_t t) noexcept { return t >= 1 && t <= 7; }
+bool known_type(std::uint16_t t) noexcept { return (t >= 1 && t <= 7) || t == 16; }
 
 const char* type_name(std::uint16_t t) noexcept {
     switch (t & ~reply_bit) {
@@ -46,6 +47,8 @@ const char* type_name(std::uint16_t t) noexcept {
     case 5: return "ALLOC_UAR";
     case 6: return "DEALLOC_UAR";
     case 7: return "COMMAND";
+    case 16: return "EVENTS";
+    case 17: return "EVENT";
     default: return "UNKNOWN";
     }
 }
@@ -234,6 +237,12 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
         out.dealloc_uar.uar = r.get<std::uint32_t>();
         if (out.dealloc_uar.uar >= (1u << 24)) return bad(EINVAL, "DEALLOC_UAR: a UAR index has 24 bits");
         break;
+    case msg_type::events:
+        if (auto s = size_is(kEventsBytes); !s) return s;
+        out.events.device = r.get<std::uint16_t>();
+        break;
+    case msg_type::event:
+        return bad(EOPNOTSUPP, "EVENT is the daemon's message, not a request");
     case msg_type::command: {
         if (b.size() < kCommandHead + kMinCommandIn) {
             return bad(EBADMSG, fmt::format("COMMAND body of {} bytes (at least {})", b.size(),
@@ -303,6 +312,33 @@ std::vector<std::byte> body(const map_memory_req& r) {
 }
 std::vector<std::byte> body(const unmap_memory_req& r) { return writer{}.put(r.device).put(r.iova).bytes; }
 std::vector<std::byte> body(const alloc_uar_req& r) { return writer{}.put(r.device).bytes; }
+std::vector<std::byte> body(const events_req& r) { return writer{}.put(r.device).bytes; }
+
+std::vector<std::byte> encode_event(std::uint32_t seq, const event_msg& e) {
+    writer w;
+    w.put(e.device).put(static_cast<std::uint8_t>(e.what)).put(e.async_kind).put(e.port).put(e.object);
+    w.str(std::string_view(e.detail).substr(0, max_text_bytes));
+    return encode(msg_type::event, seq, w.bytes);
+}
+
+result<event_msg> parse_event(std::span<const std::byte> msg) {
+    header h;
+    if (auto s = check_header(msg, h); !s) return s.error();
+    if (h.type != static_cast<std::uint16_t>(msg_type::event)) {
+        return bad(EPROTO, fmt::format("{} on the event channel", type_name(h.type)));
+    }
+    reader r(msg.subspan(header_bytes));
+    event_msg e;
+    e.device = r.get<std::uint16_t>();
+    const auto what = r.get<std::uint8_t>();
+    e.async_kind = r.get<std::uint8_t>();
+    e.port = r.get<std::uint8_t>();
+    e.object = r.get<std::uint32_t>();
+    e.detail = r.str();
+    if (!r.at_end() || what > 1 || e.detail.size() > max_text_bytes) return bad(EBADMSG, "a malformed EVENT");
+    e.what = static_cast<event_msg::kind>(what);
+    return e;
+}
 std::vector<std::byte> body(const dealloc_uar_req& r) { return writer{}.put(r.device).put(r.uar).bytes; }
 std::vector<std::byte> body(const command_req& r) {
     writer w;

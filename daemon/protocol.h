@@ -25,7 +25,8 @@
 namespace cxv::daemon {
 
 constexpr std::uint32_t protocol_magic = 0x44565843;  // "CXVD" in memory order
-constexpr std::uint16_t protocol_version = 1;
+// 2: EVENTS and the event channel (daemon → client EVENT messages).
+constexpr std::uint16_t protocol_version = 2;
 constexpr std::size_t header_bytes = 16;
 constexpr std::size_t max_message_bytes = 64 * 1024;
 constexpr std::size_t max_text_bytes = 256;
@@ -43,6 +44,11 @@ enum class msg_type : std::uint16_t {
     alloc_uar = 5,     // reply: UAR index, device fd, BAR0 offset of the page
     dealloc_uar = 6,   // by index
     command = 7,       // a PRM command mailbox, run if allowed
+    // The client's event channel: reply with one fd, the client's end of a
+    // SOCK_SEQPACKET socketpair(2) on which the daemon sends EVENT messages.
+    events = 16,
+    // Daemon → client on the event channel only, never a request: an event_msg.
+    event = 17,
 };
 bool known_type(std::uint16_t t) noexcept;
 const char* type_name(std::uint16_t t) noexcept;
@@ -78,6 +84,9 @@ struct dealloc_uar_req {
     std::uint16_t device = 0;
     std::uint32_t uar = 0;
 };
+struct events_req {
+    std::uint16_t device = 0;
+};
 struct command_req {
     std::uint16_t device = 0;
     std::uint32_t out_len = 0;
@@ -95,6 +104,7 @@ struct request {
     alloc_uar_req alloc_uar;
     dealloc_uar_req dealloc_uar;
     command_req command;
+    events_req events;
     int fd = -1;
     // The header's magic and version were right, so hdr.seq is the client's: the session
     // moves past it even when the rest is refused (session::skip).
@@ -196,6 +206,25 @@ std::vector<std::byte> body(const unmap_memory_req& r);
 std::vector<std::byte> body(const alloc_uar_req& r);
 std::vector<std::byte> body(const dealloc_uar_req& r);
 std::vector<std::byte> body(const command_req& r);
+std::vector<std::byte> body(const events_req& r);
+
+// ---- events ---------------------------------------------------------------------------
+
+// One event on the event channel, for the client that owns its object (or for every
+// client of the function: port changes, fatal). A header (type event, sequence the
+// channel's count from 1) and this body.
+struct event_msg {
+    enum class kind : std::uint8_t { completion = 0, async = 1 };
+    std::uint16_t device = 0;
+    kind what = kind::completion;
+    std::uint8_t async_kind = 0;  // driver::hca_event::kind (async)
+    std::uint8_t port = 0;
+    std::uint32_t object = 0;     // completion: the CQN; async: the CQ/QP/SRQ number
+    std::string detail;           // async: what happened, for logs (at most max_text_bytes)
+};
+std::vector<std::byte> encode_event(std::uint32_t seq, const event_msg& e);
+// One message from the event channel: header (magic, version, type event, length) and body.
+result<event_msg> parse_event(std::span<const std::byte> msg);
 
 // ---- reply payloads -------------------------------------------------------------------
 

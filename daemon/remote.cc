@@ -1,8 +1,12 @@
 #include "daemon/remote.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -38,10 +42,20 @@ result<std::shared_ptr<remote_function>> remote_function::connect(const std::str
 
 result<client::answer> remote_function::call(msg_type t, std::span<const std::byte> body, std::span<const int> fds) {
     std::lock_guard lock(mu_);
+    if (dead()) {
+        std::lock_guard w(why_mu_);
+        return error{ENODEV, fmt::format("{}: cxvd {}: the connection to cxvd is dead ({})", info_.bdf,
+                                         type_name(static_cast<std::uint16_t>(t)), why_)};
+    }
     auto a = c_.call(t, body, fds, kTimeout);
     if (!a) {
-        return error{a.error().code, fmt::format("{}: cxvd {}: {}", info_.bdf, type_name(static_cast<std::uint16_t>(t)),
-                                                 a.error().message)};
+        // A transport failure: the daemon is gone (ECONNRESET, EPIPE) or did not answer
+        // in time. The connection is not used again either way (a late reply would be
+        // another request's), so every later request fails at once.
+        auto e = error{a.error().code, fmt::format("{}: cxvd {}: {}", info_.bdf,
+                                                   type_name(static_cast<std::uint16_t>(t)), a.error().message)};
+        mark_dead(e.message);
+        return e;
     }
     if (a->err != 0) return error{a->err, fmt::format("{}: cxvd refused: {}", info_.bdf, a->text)};
     return a;
@@ -99,6 +113,85 @@ result<std::vector<std::byte>> remote_function::exec(std::span<const std::byte> 
     return std::move(a->payload);
 }
 
+remote_function::~remote_function() { stop_events(); }
+
+void remote_function::mark_dead(const std::string& why) {
+    {
+        std::lock_guard w(why_mu_);
+        if (dead()) return;
+        why_ = why;
+        dead_.store(true, std::memory_order_release);
+    }
+    // Both sockets shut down: the daemon (if alive) sees this client go and cleans up,
+    // and the event thread sees its channel end and reports the death.
+    (void)::shutdown(c_.fd(), SHUT_RDWR);
+    if (events_) (void)::shutdown(events_.get(), SHUT_RDWR);
+}
+
+status remote_function::open_events(std::function<void(const event_msg&)> on_event,
+                                    std::function<void(const std::string&)> on_dead) {
+    auto a = call(msg_type::events, body(events_req{index_}));
+    if (!a) return a.error();
+    if (a->fds.size() != 1) {
+        return error{EPROTO, fmt::format("{}: EVENTS came with {} fds, not the channel", info_.bdf, a->fds.size())};
+    }
+    stop_ = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!stop_) return error{errno, fmt::format("eventfd: {}", std::strerror(errno))};
+    events_ = std::move(a->fds[0]);
+    reader_ = std::thread([this, fd = events_.get(), ev = std::move(on_event), dead = std::move(on_dead)]() mutable {
+        read_events(fd, std::move(ev), std::move(dead));
+    });
+    return ok_status();
+}
+
+void remote_function::read_events(int fd, std::function<void(const event_msg&)> on_event,
+                                  std::function<void(const std::string&)> on_dead) {
+    bool fatal_seen = false;
+    for (;;) {
+        pollfd p[2] = {{fd, POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (p[1].revents) return;  // stop_events(): no callback after it
+        auto m = receive(fd, MSG_DONTWAIT);
+        if (!m) {
+            const int e = m.error().code;
+            if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) continue;
+            break;  // closed (ECONNRESET) or broken: the daemon is gone or dropped us
+        }
+        auto ev = parse_event(m->bytes);
+        if (!ev) continue;  // not ours to act on; the channel goes on
+        if (ev->what == event_msg::kind::async &&
+            ev->async_kind == static_cast<std::uint8_t>(driver::hca_event::fatal)) {
+            mark_dead(ev->detail);
+            fatal_seen = true;
+        }
+        if (on_event) on_event(*ev);
+    }
+    if (::eventfd_t n = 0; ::eventfd_read(stop_.get(), &n) == 0) return;  // stopped meanwhile
+    std::string why;
+    if (!dead()) {
+        mark_dead(fmt::format("cxvd closed the event channel of {}: the daemon exited or dropped this client",
+                              info_.bdf));
+    }
+    {
+        std::lock_guard w(why_mu_);
+        why = why_;
+    }
+    if (!fatal_seen && on_dead) on_dead(why);
+}
+
+void remote_function::stop_events() {
+    if (!reader_.joinable()) return;
+    if (reader_.get_id() == std::this_thread::get_id()) {  // from a callback: it ends on its own
+        reader_.detach();
+        return;
+    }
+    (void)::eventfd_write(stop_.get(), 1);
+    reader_.join();
+}
+
 result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::string& bdf,
                                             const driver::hca::options& o) {
     auto f = remote_function::connect(path, bdf);
@@ -115,7 +208,26 @@ result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::
     info.mac = d.mac;
     info.ipv4 = d.ipv4;
     info.max_mtu = d.max_mtu;
-    return driver::hca::attach(std::move(dev).value(), *f, std::move(info), o);
+    auto h = driver::hca::attach(std::move(dev).value(), *f, std::move(info), o);
+    if (!h) return h.error();
+    // Events of this process's objects (docs/daemon.md, "Events"): completions to
+    // on_completion, the rest to on_event, on the reader's thread as the hca's own
+    // event thread would call them; the daemon's death is a fatal event.
+    auto s = (*f)->open_events(
+        [on_event = o.on_event, on_completion = o.on_completion](const event_msg& e) {
+            if (e.what == event_msg::kind::completion) {
+                if (on_completion) on_completion(e.object);
+                return;
+            }
+            if (!on_event) return;
+            driver::hca_event ev{static_cast<driver::hca_event::kind>(e.async_kind), e.port, e.object, e.detail};
+            on_event(ev);
+        },
+        [on_event = o.on_event](const std::string& why) {
+            if (on_event) on_event(driver::hca_event{driver::hca_event::fatal, 0, 0, why});
+        });
+    if (!s) return s.error();
+    return h;
 }
 
 }  // namespace cxv::daemon

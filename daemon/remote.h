@@ -6,9 +6,12 @@
 // fast path (queues/) never touches the socket.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "base/result.h"
 #include "daemon/client.h"
@@ -24,6 +27,8 @@ public:
     // ENODEV when it has no such function, with the text saying which.
     static result<std::shared_ptr<remote_function>> connect(const std::string& path, const std::string& bdf);
 
+    ~remote_function() override;
+
     const device_info& info() const noexcept { return info_; }
     std::uint16_t index() const noexcept { return index_; }
 
@@ -33,16 +38,36 @@ public:
     status dealloc_uar(std::uint32_t uar) override;
     result<std::vector<std::byte>> exec(std::span<const std::byte> in, std::size_t out_len) override;
 
+    // The event channel (EVENTS): a thread of this object's reads it and calls
+    // `on_event` for each event of this function, then, once the channel closes (the
+    // daemon died or dropped this client) or the connection is found dead, `on_dead`
+    // once with the reason (not when a fatal EVENT came first: that was the fatal).
+    status open_events(std::function<void(const event_msg&)> on_event,
+                       std::function<void(const std::string& why)> on_dead);
+    void stop_events() override;
+
+    // The connection is dead: the daemon died (ECONNRESET, EPIPE), dropped this client,
+    // or did not answer in time. Every request fails at once with ENODEV from then on.
+    bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
+    void mark_dead(const std::string& why);
+
 private:
     remote_function(client c, device_info info, std::uint16_t index)
         : c_(std::move(c)), info_(std::move(info)), index_(index) {}
     // One request and its reply (the connection carries one at a time); a refusal is an
     // error with the daemon's errno and text.
     result<client::answer> call(msg_type t, std::span<const std::byte> body, std::span<const int> fds = {});
+    void read_events(int fd, std::function<void(const event_msg&)> on_event,
+                     std::function<void(const std::string&)> on_dead);
     std::mutex mu_;
     client c_;
     device_info info_;
     std::uint16_t index_ = 0;
+    std::atomic<bool> dead_{false};
+    mutable std::mutex why_mu_;
+    std::string why_;
+    unique_fd events_, stop_;  // the channel, and an eventfd that ends its thread
+    std::thread reader_;
 };
 
 // The function `bdf` of the daemon at `path` as an hca (driver::hca::attach) on a

@@ -10,11 +10,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include "daemon/events.h"
 #include "daemon/owner.h"
 #include "daemon/protocol.h"
 #include "driver/hca/hca.h"
@@ -35,6 +37,13 @@ struct server_options {
     // connections do not get N quotas.
     quotas limits;
     unsigned max_clients_per_uid = 64;  // connections of one uid at a time
+    // Where the functions' events arrive (event_inbox::wire'd into each hca's options);
+    // none: no events reach clients.
+    std::shared_ptr<event_inbox> events;
+    // Brings function `index` up again, as at start (open, reset by vfio-pci, bring-up,
+    // its options wired to `events` with generation `gen`), after a fatal error: health
+    // recovery. None: a dead function stays dead (its clients are still told and dropped).
+    std::function<result<std::unique_ptr<driver::hca>>(std::size_t index, std::uint64_t gen)> reopen;
 };
 
 
@@ -62,7 +71,9 @@ private:
     // Replies without blocking; false (and the peer marked for dropping) when it could not.
     bool send(peer& p, std::span<const std::byte> msg, std::span<const int> fds = {});
     bool refuse(peer& p, std::uint16_t type, std::uint32_t seq, const error& e);
-    void drop(peer& p, const std::string& why);
+    // `dead`: a function whose objects are forgotten rather than destroyed (its device
+    // was reset: no command is sent), and whose memory is unmapped.
+    void drop(peer& p, const std::string& why, long dead = -1);
     bool allowed(const peer& p) const;
     void handle(peer& p, request& r);
     std::vector<device_info> devices_info(bool with_caps);
@@ -78,6 +89,15 @@ private:
     result<answer> on_alloc_uar(peer& p, const request& r);
     result<answer> on_dealloc_uar(peer& p, const request& r);
     result<answer> on_command(peer& p, const request& r);
+    result<answer> on_events(peer& p, const request& r);
+    // Events: every one the inbox holds, each to the client that owns its object (port
+    // changes and fatal errors to every client of the function).
+    void route_events();
+    void send_event(peer& p, const event_msg& e);
+    // A function found dead (fatal event with the command interface dead): its clients
+    // get the fatal event and are dropped without commands, the function is reset and
+    // brought up again (options::reopen). False when it could not be: run() stops.
+    bool recover(std::size_t d, const std::string& why);
     result<std::uint16_t> device_index(std::uint16_t d) const;
     // What is left of the quotas to `p`'s uid on device `d` after its other connections.
     quotas room(const peer& p, std::size_t d) const;
@@ -89,15 +109,17 @@ private:
     bool shed_one();
 
     server_options opts_;
-    // Memory whose object could not be destroyed when its client went (the device may
-    // still write there): kept mapped until the functions are torn down. Declared before
-    // devices_ so that it is released after them.
-    std::vector<mapping> leaked_;
     std::vector<std::unique_ptr<device_state>> devices_;
     unique_fd listen_, wake_, spare_;
     std::chrono::steady_clock::time_point listen_paused_until_{};
     std::vector<std::unique_ptr<peer>> peers_;
     std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
+    bool failed_ = false;  // a function could not be recovered
+    std::vector<std::chrono::steady_clock::time_point> recoveries_;  // recent ones, for the give-up rule
+
+public:
+    // False when run() returned because a function could not be brought up again.
+    bool healthy() const noexcept { return !failed_; }
 };
 
 }  // namespace cxv::daemon

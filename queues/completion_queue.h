@@ -115,6 +115,9 @@ inline constexpr poll_tables kPoll = [] {
     return t;
 }();
 
+// What a CQ's dead flag points to until set_dead_flag(): never dead.
+inline const std::atomic<bool> kNeverDead{false};
+
 // A CQ's QP cache before any QP is attached, and what an unknown QPN finds: its number
 // matches no 24-bit QPN, and it has no rings.
 inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
@@ -228,9 +231,21 @@ public:
             ci_ = ci;
             hw::to_device();
             dbrec_->update_ci = hw::be32::from(ci & 0xffffff);
+        } else if (dead_->load(std::memory_order_relaxed)) [[unlikely]] {
+            // Only where the ring had nothing: a device known dead completes nothing
+            // more, so the posted WQEs complete here, flushed.
+            return flush(out, max);
         }
         return static_cast<int>(ci - ci0);
     }
+
+    // The flag that says the device is dead (the API's, set at its fatal event): from
+    // then on, a poll that finds no CQE completes every WQE still posted on the QPs of
+    // this CQ (their send queues on their send CQ, receive queues on their receive CQ)
+    // with wc_wr_flush_err, oldest first, as Linux's mlx5_ib does for its consumers
+    // after an internal error. Receives of an SRQ are not flushed (as there): the SRQ
+    // outlives its QPs.
+    void set_dead_flag(const std::atomic<bool>* dead) noexcept { dead_ = dead != nullptr ? dead : &detail::kNeverDead; }
 
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
@@ -386,6 +401,38 @@ private:
         return ci;
     }
 
+    // The flushed completions of a dead device (set_dead_flag), up to `max`.
+    [[gnu::noinline]] int flush(work_completion* out, int max) noexcept {
+        int n = 0;
+        auto put = [&](std::uint32_t qpn, std::uint64_t wr_id, std::uint32_t opcode) {
+            work_completion& wc = out[n++];
+            wc.wr_id = wr_id;
+            wc.status = wc_wr_flush_err;
+            wc.opcode = opcode;
+            wc.vendor_err = 0;
+            wc.byte_len = 0;
+            wc.imm_data = 0;
+            wc.qp_num = qpn;
+            detail::put64(wc, detail::kSrcQpFlags, 0);
+            detail::put64(wc, detail::kPkeySlid, 0);
+        };
+        for (unsigned i = 0; i < nqps_ && n < max; ++i) {
+            const qp_rings& q = qps_[i];
+            std::uint64_t wr_id = 0;
+            std::uint8_t op = 0;
+            if (send_queue* sq = ring_of(q.sq)) {
+                while (n < max && sq->flush_next(wr_id, op)) put(q.qpn, wr_id, send_opcode_of(op));
+            }
+            if (mp_send_queue* mpsq = ring_of(q.mpsq)) {
+                while (n < max && mpsq->flush_next(wr_id, op)) put(q.qpn, wr_id, send_opcode_of(op));
+            }
+            if (recv_queue* rq = ring_of(q.rq)) {
+                while (n < max && rq->flush_next(wr_id)) put(q.qpn, wr_id, wc_recv);
+            }
+        }
+        return n;
+    }
+
     hw::cqe64& at(std::uint32_t index) const noexcept {
         return *reinterpret_cast<hw::cqe64*>(cqes_ + (std::size_t{index & mask_} << 6));
     }
@@ -477,6 +524,7 @@ private:
     std::byte* uar_ = nullptr;
     std::uint32_t cqn_ = 0;
     std::uint32_t arm_sn_ = 0;
+    const std::atomic<bool>* dead_ = &detail::kNeverDead;  // set_dead_flag()
 };
 
 // The QPs a CQ serves, kept for the control path (api's cq): the table the poller looks

@@ -182,6 +182,19 @@ public:
         return id;
     }
 
+    // The device will complete nothing more: the oldest published WQE not yet completed,
+    // retired with its wr_id and WQE opcode as a flush completes it; false when none is
+    // left. The poller's thread.
+    bool flush_next(std::uint64_t& wr_id, std::uint8_t& opcode) noexcept {
+        const std::uint64_t at = retired_.load(std::memory_order_relaxed);
+        if (at >= published_.load(std::memory_order_acquire)) return false;
+        const auto* ctrl = reinterpret_cast<const hw::wqe_ctrl_seg*>(bbs_ + (at & bb_mask_) * hw::send_wqe_bb);
+        opcode = static_cast<std::uint8_t>(ctrl->opmod_idx_opcode.value() & 0xff);
+        wr_id = wr_ids_[slot_of(at)];
+        retired_.store(at + slot_bbs_, std::memory_order_release);
+        return true;
+    }
+
     // Bytes of a request's WQE (control and every segment, inline data padded to 16).
     std::size_t wqe_bytes(const send_request& r) const noexcept {
         unsigned ds = send_wqe::fixed_ds(r.opcode, ud_ && r.av != nullptr);

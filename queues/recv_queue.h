@@ -141,6 +141,15 @@ public:
         head_ = 0;
         limit_ = capacity();
     }
+    // The device will complete nothing more: the oldest posted WQE, retired with its
+    // wr_id as a flush completes it; false when none is left. The poller's thread.
+    bool flush_next(std::uint64_t& wr_id) noexcept {
+        const std::uint32_t oldest = limit_ - capacity();
+        if (srq_ || oldest == head_) return false;
+        wr_id = wr_ids_[oldest & mask_];
+        ++limit_;
+        return true;
+    }
 
 private:
     std::byte* wqe(unsigned slot) const noexcept { return wqes_ + (std::size_t{slot} << shift_); }

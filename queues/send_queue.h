@@ -295,6 +295,21 @@ public:
         pi_ = batch_ = 0;
         limit_ = mask_ + 1;
     }
+    // The device will complete nothing more (it is dead): the oldest posted WQE not yet
+    // completed, signaled or not, retired here with its wr_id and WQE opcode, as a flush
+    // completes it (NOP padding skipped). False when none is left. The poller's thread.
+    bool flush_next(std::uint64_t& wr_id, std::uint8_t& opcode) noexcept {
+        for (;;) {
+            const std::uint32_t oldest = limit_ - (mask_ + 1);
+            if (oldest == pi_) return false;
+            const unsigned slot = oldest & mask_;
+            const auto* ctrl = reinterpret_cast<const hw::wqe_ctrl_seg*>(bbs_ + std::size_t{slot} * hw::send_wqe_bb);
+            opcode = static_cast<std::uint8_t>(ctrl->opmod_idx_opcode.value() & 0xff);
+            limit_ = ends_[slot];
+            wr_id = wr_ids_[slot];
+            if (opcode != static_cast<std::uint8_t>(hw::wqe_opcode::NOP)) return true;
+        }
+    }
 
 private:
     // put_small() for a WQE with (`Raddr`) or without a remote address segment.

@@ -49,11 +49,13 @@ void dispatch_eqe(const std::byte* e, const eq_handlers& h) {
         break;
     case hw::event_type::CQ_ERROR:
         report({hca_event::queue_error, 0, ifc::get<ifc::cq_error::cqn>(data),
-                fmt::format("{} syndrome 0x{:x}", hw::name(type), ifc::get<ifc::cq_error::syndrome>(data))});
+                fmt::format("{} syndrome 0x{:x}", hw::name(type), ifc::get<ifc::cq_error::syndrome>(data)),
+                static_cast<std::uint8_t>(type)});
         break;
     default:
         // QP/SRQ affiliated events carry the queue number in the same place.
-        report({hca_event::queue_error, 0, ifc::get<ifc::qp_events::qpn_rqn_sqn>(data), std::string(hw::name(type))});
+        report({hca_event::queue_error, 0, ifc::get<ifc::qp_events::qpn_rqn_sqn>(data), std::string(hw::name(type)),
+                static_cast<std::uint8_t>(type)});
         break;
     }
 }

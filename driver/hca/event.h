@@ -12,6 +12,9 @@ struct hca_event {
     unsigned port = 0;
     std::uint32_t object = 0;  // CQ or QP number for queue errors
     std::string detail;
+    // Queue errors: the EQE's event_type (hw::event_type, PRM "Events"), which says
+    // whether `object` is a CQ (CQ_ERROR), an SRQ (SRQ_CATAS_ERROR, SRQ_RQ_LIMIT) or a QP.
+    std::uint8_t event_type = 0;
 };
 
 }  // namespace cxv::driver

@@ -371,6 +371,7 @@ status hca::teardown(teardown_mode mode) {
         objects_at_close_ = link_->objects.load();
     }
     stop_.store(true);
+    if (channel_) channel_->stop_events();
     if (pages_) pages_->stop();
     if (eqs_) eqs_->stop();
     if (!cmd_) return ok_status();

@@ -68,6 +68,9 @@ class command_channel {
 public:
     virtual ~command_channel() = default;
     virtual result<std::vector<std::byte>> exec(std::span<const std::byte> in, std::size_t out_len) = 0;
+    // The owner's events for this process stop being delivered (the hca's teardown: no
+    // options::on_event or on_completion call after it returns).
+    virtual void stop_events() {}
 };
 
 // What the owner of a function tells about it to a process that attaches (its HELLO).

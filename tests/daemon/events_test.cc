@@ -1,0 +1,101 @@
+// Events through cxvd (docs/daemon.md, "Events"): the daemon owns the EQs and sends each
+// completion and asynchronous event to the client that owns its object, over the
+// client's event channel. Two peer processes (event_peer.cc) started without cxv-sim,
+// with CXV_DAEMON set, connect RC QPs through one daemon.
+#include <infiniband/verbs.h>
+
+#include <sstream>
+
+#include <doctest/doctest.h>
+
+#include "tests/daemon/peer_proc.h"
+#include "tests/daemon/rig.h"
+
+using namespace cxv::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct events_line {
+    unsigned errors = 0, fatal = 0;
+    std::string objects;
+};
+events_line events_of(peer_proc& p) {
+    p.say("EVENTS");
+    std::istringstream in(p.expect("EVENTS ").substr(7));
+    events_line e;
+    in >> e.errors >> e.fatal >> e.objects;
+    return e;
+}
+
+}  // namespace
+
+TEST_CASE("a completion event reaches its CQ's owner through cxvd; a QP error event reaches its owner only") {
+    daemon_rig rig;
+    daemon_env env(rig.sock);
+    peer_proc a(rig.dir, 0), b(rig.dir, 1);
+    const std::string ra = a.expect("READY "), rb = b.expect("READY ");
+    a.say("PEER " + rb.substr(6));
+    b.say("PEER " + ra.substr(6));
+    a.expect("CONNECTED");
+    b.expect("CONNECTED");
+    const std::string qpn_a = ra.substr(6, ra.find(' ', 6) - 6), qpn_b = rb.substr(6, rb.find(' ', 6) - 6);
+
+    // Armed and nothing sent: no event (a wait that cannot fail would prove nothing).
+    a.say("ARM");
+    a.expect("ARMED");
+    a.say("WAIT 300");
+    CHECK(a.hear() == "NOEVENT");
+
+    // A waits in cq::wait_event while B sends: the completion event comes through the
+    // daemon, and the receive is there to poll (its payload checked by the peer). Each
+    // round arms again (the arm sequence number moves on with each event).
+    for (int round = 0; round < 3; ++round) {
+        if (round > 0) {
+            a.say("ARM");
+            a.expect("ARMED");
+        }
+        a.say("WAIT 10000");
+        std::this_thread::sleep_for(50ms);  // A is in its wait before the send goes
+        b.say("SEND 1");
+        b.expect("SENT 1");
+        const std::string ev = a.expect("EVENT ", 15s);
+        CHECK_MESSAGE(std::stoul(ev.substr(6)) >= 1, ev);
+    }
+    // B was never armed: a send to it completes, and B (whose CQ got it) still has its
+    // checked exchange working afterwards.
+    a.say("GO 20");
+    b.say("GO 20");
+    a.expect("PASS 20");
+    b.expect("PASS 20");
+
+    // No queue error so far, on either side.
+    CHECK(events_of(a).errors == 0);
+    CHECK(events_of(b).errors == 0);
+
+    // A's RDMA WRITE with a key B does not have: A's completion is a remote access error,
+    // B's QP (the responder) gets the asynchronous error event -- B only, naming B's QP.
+    a.say("BADWRITE");
+    CHECK(a.expect("WC ") == "WC " + std::to_string(IBV_WC_REM_ACCESS_ERR));
+    events_line eb;
+    for (int i = 0; i < 200; ++i) {
+        eb = events_of(b);
+        if (eb.errors > 0) break;
+        std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE_MESSAGE(eb.errors >= 1, "no QP error event at the responder's owner; daemon log: ", rig.log());
+    CHECK(eb.objects.find(qpn_b) != std::string::npos);
+    for (std::size_t at = 0; at < eb.objects.size();) {  // every event B got names its own QP
+        const auto comma = eb.objects.find(',', at);
+        CHECK(eb.objects.substr(at, comma - at) == qpn_b);
+        at = comma == std::string::npos ? eb.objects.size() : comma + 1;
+    }
+    const events_line ea = events_of(a);
+    CHECK_MESSAGE(ea.objects.find(qpn_b) == std::string::npos, "A heard of B's QP: ", ea.objects);
+    CHECK(ea.fatal == 0);
+    CHECK(eb.fatal == 0);
+    a.say("EXIT");
+    b.say("EXIT");
+    CHECK(a.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
+    CHECK(b.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
+}
