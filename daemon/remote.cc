@@ -52,7 +52,9 @@ result<client::answer> remote_function::call(msg_type t, std::span<const std::by
         // A transport failure: the daemon is gone (ECONNRESET, EPIPE) or did not answer
         // in time. The connection is not used again either way (a late reply would be
         // another request's), so every later request fails at once.
-        auto e = error{a.error().code, fmt::format("{}: cxvd {}: {}", info_.bdf,
+        // EPIPE (the send found the socket closed) is the same death as ECONNRESET.
+        const int code = a.error().code == EPIPE ? ECONNRESET : a.error().code;
+        auto e = error{code, fmt::format("{}: cxvd {}: {}", info_.bdf,
                                                    type_name(static_cast<std::uint16_t>(t)), a.error().message)};
         mark_dead(e.message);
         return e;

@@ -83,7 +83,7 @@ TEST_CASE("malformed headers are refused with the errno their reply carries") {
 
 TEST_CASE("bodies are checked field by field") {
     CHECK(parse_err(d::encode(d::msg_type::status, 1, std::vector<std::byte>(3))) == EBADMSG);
-    CHECK(parse_err(d::encode(d::msg_type::hello, 1, d::body(d::hello_req{2, 3}))) == EPROTONOSUPPORT);
+    CHECK(parse_err(d::encode(d::msg_type::hello, 1, d::body(d::hello_req{d::protocol_version + 1, d::protocol_version + 2}))) == EPROTONOSUPPORT);
     CHECK(parse_err(d::encode(d::msg_type::hello, 1, d::body(d::hello_req{3, 1}))) == EINVAL);
     CHECK(parse_err(d::encode(d::msg_type::dealloc_uar, 1, d::body(d::dealloc_uar_req{0, 1u << 24}))) == EINVAL);
     d::command_req c;
@@ -268,4 +268,40 @@ TEST_CASE("messages and fds cross a SOCK_SEQPACKET pair; too many fds are refuse
     CHECK(e.error().code == ECONNRESET);
     ::close(sp[1]);
     ::close(fd);
+}
+
+TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip and are checked") {
+    d::request r;
+    REQUIRE(d::parse_request(d::encode(d::msg_type::events, 1, d::body(d::events_req{3})), {}, r));
+    CHECK(r.type == d::msg_type::events);
+    CHECK(r.events.device == 3);
+    CHECK(parse_err(d::encode(d::msg_type::events, 1, {})) == EBADMSG);
+    // EVENT is the daemon's; a client cannot send it as a request.
+    CHECK(parse_err(d::encode(d::msg_type::event, 1, {})) == EOPNOTSUPP);
+
+    d::event_msg e;
+    e.device = 1;
+    e.what = d::event_msg::kind::async;
+    e.async_kind = 5;
+    e.port = 1;
+    e.object = 0x1234;
+    e.detail = "WQ_ACCESS_ERROR";
+    const auto m = d::encode_event(7, e);
+    auto back = d::parse_event(m);
+    REQUIRE(back);
+    CHECK(back->device == 1);
+    CHECK(back->what == d::event_msg::kind::async);
+    CHECK(back->async_kind == 5);
+    CHECK(back->port == 1);
+    CHECK(back->object == 0x1234);
+    CHECK(back->detail == "WQ_ACCESS_ERROR");
+    // Cut short, with a byte too many, an unknown kind, or another type: refused.
+    CHECK(!d::parse_event(std::span(m).first(m.size() - 1)));
+    auto longer = d::encode(d::msg_type::event, 7, std::span(m).subspan(d::header_bytes));
+    longer.push_back(std::byte{0});
+    CHECK(!d::parse_event(longer));
+    auto bad_kind = m;
+    bad_kind[d::header_bytes + 2] = std::byte{2};
+    CHECK(!d::parse_event(bad_kind));
+    CHECK(!d::parse_event(d::encode(d::msg_type::status, 7, std::span(m).subspan(d::header_bytes))));
 }
