@@ -67,6 +67,8 @@ std::vector<std::byte> reencode(const d::request& r) {
     case d::msg_type::alloc_uar: return d::encode(r.type, r.hdr.seq, d::body(r.alloc_uar));
     case d::msg_type::dealloc_uar: return d::encode(r.type, r.hdr.seq, d::body(r.dealloc_uar));
     case d::msg_type::command: return d::encode(r.type, r.hdr.seq, d::body(r.command));
+    case d::msg_type::events: return d::encode(r.type, r.hdr.seq, d::body(r.events));
+    case d::msg_type::event: break;  // never a request: parse_request refuses it
     }
     fail("a parsed request of no known type");
 }

@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
         std::vector<std::byte> msg;
         std::uint8_t fd_pick = static_cast<std::uint8_t>(rng() % 4);
         const unsigned kind = rng() % 10;
-        const auto type = static_cast<d::msg_type>(1 + rng() % 7);
+        // The seven first types, and EVENTS; EVENT (the daemon's) now and then.
+        const unsigned pick = rng() % 9;
+        const auto type = static_cast<d::msg_type>(pick < 7 ? 1 + pick : pick == 7 ? 16 : 17);
         const std::uint32_t s = rng() % 8 == 0 ? static_cast<std::uint32_t>(rng()) : ++seq;
         if (kind < 8) {
             std::vector<std::byte> b;
@@ -99,6 +101,8 @@ int main(int argc, char** argv) {
                 break;
             case d::msg_type::unmap_memory: b = d::body(d::unmap_memory_req{0, rng()}); break;
             case d::msg_type::alloc_uar: b = d::body(d::alloc_uar_req{static_cast<std::uint16_t>(rng() % 2)}); break;
+            case d::msg_type::events: b = d::body(d::events_req{static_cast<std::uint16_t>(rng() % 2)}); break;
+            case d::msg_type::event: b.resize(rng() % 24); break;
             case d::msg_type::dealloc_uar:
                 b = d::body(d::dealloc_uar_req{0, static_cast<std::uint32_t>(rng() % (1u << 25))});
                 break;
