@@ -222,7 +222,10 @@ result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::
                 return;
             }
             if (!on_event) return;
-            driver::hca_event ev{static_cast<driver::hca_event::kind>(e.async_kind), e.port, e.object, e.detail};
+            const auto kind = e.async_kind <= driver::hca_event::queue_error
+                                  ? static_cast<driver::hca_event::kind>(e.async_kind)
+                                  : driver::hca_event::port_other;  // a kind this client does not know
+            driver::hca_event ev{kind, e.port, e.object, e.detail};
             on_event(ev);
         },
         [on_event = o.on_event](const std::string& why) {

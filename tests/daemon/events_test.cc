@@ -4,10 +4,13 @@
 // with CXV_DAEMON set, connect RC QPs through one daemon.
 #include <infiniband/verbs.h>
 
+#include <poll.h>
+
 #include <sstream>
 
 #include <doctest/doctest.h>
 
+#include "daemon/events.h"
 #include "tests/daemon/peer_proc.h"
 #include "tests/daemon/rig.h"
 
@@ -98,4 +101,33 @@ TEST_CASE("a completion event reaches its CQ's owner through cxvd; a QP error ev
     b.say("EXIT");
     CHECK(a.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
     CHECK(b.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
+}
+
+TEST_CASE("the event inbox: what an hca's callbacks push comes out in order, tagged; past its capacity, dropped and counted") {
+    auto in = d::event_inbox::create();
+    REQUIRE(in);
+    cxv::driver::hca::options o;
+    int logged = 0;
+    o.on_event = [&](const cxv::driver::hca_event&) { ++logged; };  // kept, called first
+    d::event_inbox::wire(*in, o, 1, 7);
+    o.on_completion(0x42);
+    o.on_event(cxv::driver::hca_event{cxv::driver::hca_event::queue_error, 0, 0x99, "WQ_CATAS_ERROR", 0x10});
+    CHECK(logged == 1);
+    pollfd p{(*in)->fd(), POLLIN, 0};
+    CHECK(::poll(&p, 1, 0) == 1);  // the server's loop wakes
+    auto items = (*in)->take();
+    REQUIRE(items.size() == 2);
+    CHECK(items[0].completion);
+    CHECK(items[0].cqn == 0x42);
+    CHECK(items[0].device == 1);
+    CHECK(items[0].generation == 7);
+    CHECK(!items[1].completion);
+    CHECK(items[1].event.object == 0x99);
+    CHECK(items[1].event.event_type == 0x10);
+    CHECK(::poll(&p, 1, 0) == 0);  // drained
+    for (std::size_t i = 0; i < d::event_inbox::capacity + 5; ++i) o.on_completion(static_cast<std::uint32_t>(i));
+    CHECK((*in)->dropped() == 5);
+    items = (*in)->take();
+    REQUIRE(items.size() == d::event_inbox::capacity);
+    CHECK(items.back().cqn == d::event_inbox::capacity - 1);
 }
