@@ -1,4 +1,5 @@
 #include "daemon/server.h"
+#include "daemon/server_state.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,14 +16,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "driver/cmd/cmd_queue.h"
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
-#include "hw/opcodes.h"
 
 namespace cxv::daemon {
 
@@ -33,37 +32,6 @@ void log(level l, const std::string& text) {
     const std::string line = fmt::format("<{}>cxvd: {}\n", static_cast<int>(l), text);
     (void)!::write(2, line.data(), line.size());
 }
-
-struct server::device_state {
-    // Memory whose object could not be destroyed when its client went (the device may
-    // still write there): kept mapped until the function is torn down or reset. Declared
-    // before hca so that it is released after it.
-    std::vector<mapping> leaked;
-    std::unique_ptr<driver::hca> hca;
-    device_facts facts;
-    std::uint64_t generation = 0;  // of `hca`: 0 at start, one more per recovery
-};
-
-struct server::peer {
-    unique_fd sock;
-    pid_t pid = 0;
-    uid_t uid = 0;
-    gid_t gid = 0;
-    std::vector<gid_t> groups;
-    std::string comm;
-    session order;
-    std::vector<owned> dev;  // per device
-    // The event channel (EVENTS): the daemon's end of the socketpair, non-blocking, and
-    // the functions whose events go there.
-    unique_fd events;
-    std::vector<bool> subscribed;
-    std::uint32_t event_seq = 0;
-    std::uint64_t events_dropped = 0;
-    bool gone = false;
-    bool refused = false;  // not allowed: its first request is answered with this, then it goes
-    int refusal = EACCES;
-    std::string refusal_text;
-};
 
 namespace {
 
@@ -664,151 +632,6 @@ void server::drop(peer& p, const std::string& why, long dead) {
                                      : std::string(),
                     failed ? fmt::format(", {} commands failed", failed) : std::string()));
     p.sock = unique_fd{};  // after the log line, so a client that sees the close finds it there
-}
-
-// ---- events -----------------------------------------------------------------------------
-
-result<server::answer> server::on_events(peer& p, const request& r) {
-    auto d = device_index(r.events.device);
-    if (!d) return d.error();
-    if (!opts_.events) return error{EOPNOTSUPP, "EVENTS: this daemon routes no events"};
-    answer a;
-    if (!p.events) {
-        // One channel per connection, for every function it subscribes to; the daemon's
-        // end is written with MSG_DONTWAIT only (a client that does not read loses events,
-        // it never holds up the daemon).
-        int sv[2];
-        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-            return error{errno, fmt::format("EVENTS: socketpair: {}", std::strerror(errno))};
-        }
-        p.events = unique_fd(sv[0]);
-        (void)::shutdown(sv[0], SHUT_RD);  // the client has nothing to say there
-        a.fds.push_back(sv[1]);            // handle() closes it once sent
-    }
-    p.subscribed[*d] = true;
-    return a;
-}
-
-void server::send_event(peer& p, const event_msg& e) {
-    if (!p.events || p.gone || !p.subscribed[e.device]) return;
-    auto s = send_message(p.events.get(), encode_event(++p.event_seq, e), {}, MSG_DONTWAIT);
-    if (s) return;
-    if (s.error().code == EAGAIN || s.error().code == EWOULDBLOCK) {
-        if (p.events_dropped++ == 0) {
-            log(level::warning, fmt::format("client pid {} ({}): its event channel is full (it does not read its "
-                                            "events): events are dropped",
-                                            p.pid, p.comm));
-        }
-        return;
-    }
-    p.events = unique_fd{};  // the client closed its end: no events for it any more
-}
-
-void server::route_events() {
-    using hw::event_type;
-    for (auto& it : opts_.events->take()) {
-        if (it.device >= devices_.size() || it.generation != devices_[it.device]->generation) continue;
-        const std::size_t d = it.device;
-        event_msg e;
-        e.device = static_cast<std::uint16_t>(d);
-        if (it.completion) {
-            e.what = event_msg::kind::completion;
-            e.object = it.cqn;
-            for (auto& p : peers_) {
-                if (p->dev[d].cqs.contains(it.cqn)) {
-                    send_event(*p, e);
-                    break;
-                }
-            }
-            continue;
-        }
-        const driver::hca_event& ev = it.event;
-        e.what = event_msg::kind::async;
-        e.async_kind = static_cast<std::uint8_t>(ev.what);
-        e.port = static_cast<std::uint8_t>(ev.port);
-        e.object = ev.object;
-        e.detail = ev.detail;
-        switch (ev.what) {
-        case driver::hca_event::fatal:
-            // The command interface dead (health, internal error): recovery. A fatal
-            // report that left it alive (a page request not served) is logged only.
-            if (devices_[d]->hca->dead() && !recover(d, ev.detail)) return;
-            break;
-        case driver::hca_event::queue_error: {
-            const auto type = static_cast<event_type>(ev.event_type);
-            const bool srq = type == event_type::SRQ_CATAS_ERROR || type == event_type::SRQ_RQ_LIMIT;
-            for (auto& p : peers_) {
-                const owned& o = p->dev[d];
-                const bool mine = type == event_type::CQ_ERROR ? o.cqs.contains(ev.object)
-                                  : srq                         ? o.srqs.contains(ev.object)
-                                                                : o.qps.contains(ev.object);
-                if (mine) {
-                    send_event(*p, e);
-                    break;
-                }
-            }
-            break;
-        }
-        default:  // port changes: every client of the function
-            for (auto& p : peers_) send_event(*p, e);
-            break;
-        }
-    }
-}
-
-bool server::recover(std::size_t d, const std::string& why) {
-    device_state& ds = *devices_[d];
-    const std::string bdf = ds.hca->device().bdf();
-    log(level::err, fmt::format("{}: the function is dead ({}): its clients get the fatal event and are dropped, "
-                                "then it is reset and brought up again",
-                                bdf, why));
-    // The hca's threads stop (no teardown commands: the device is dead), and a function
-    // reset stops whatever DMA the device still did, before any client memory goes.
-    (void)ds.hca->close();
-    if (auto s = ds.hca->device().reset(); !s) {
-        log(level::warning, fmt::format("{}: function reset: {}", bdf, s.error().message));
-    }
-    event_msg e;
-    e.device = static_cast<std::uint16_t>(d);
-    e.what = event_msg::kind::async;
-    e.async_kind = static_cast<std::uint8_t>(driver::hca_event::fatal);
-    e.detail = fmt::format("{}: device dead: {}", bdf, why);
-    std::size_t clients = 0;
-    for (auto& p : peers_) {
-        if (p->gone || p->refused || (!p->subscribed[d] && p->dev[d].empty() && p->dev[d].maps.empty())) continue;
-        send_event(*p, e);
-        drop(*p, fmt::format("its function {} was reset", bdf), static_cast<long>(d));
-        ++clients;
-    }
-    ds.leaked.clear();
-    ds.hca.reset();  // the vfio device closes; reopen opens it anew
-    ++ds.generation;
-    // A function that keeps dying is not brought up forever: three recoveries within a
-    // minute and the daemon gives up (exits with failure, for its service manager).
-    const auto now = std::chrono::steady_clock::now();
-    std::erase_if(recoveries_, [&](auto t) { return now - t > std::chrono::minutes(1); });
-    recoveries_.push_back(now);
-    if (!opts_.reopen || recoveries_.size() > 3) {
-        log(level::err, fmt::format("{}: not brought up again ({}): cxvd stops", bdf,
-                                    opts_.reopen ? "the fourth recovery within a minute" : "no way to reopen it"));
-        failed_ = true;
-        return false;
-    }
-    for (unsigned attempt = 0; attempt < 5; ++attempt) {
-        auto h = opts_.reopen(d, ds.generation);
-        if (h) {
-            ds.hca = std::move(h).value();
-            ds.facts.comp_eqn = ds.hca->comp_eqn();
-            log(level::info, fmt::format("{}: recovered: reset and up again, firmware {} ({} client(s) were dropped)",
-                                         bdf, ds.hca->fw_version_string(), clients));
-            return true;
-        }
-        log(level::warning, fmt::format("{}: bring-up after the reset failed: {}", bdf, h.error().message));
-        std::this_thread::sleep_for(std::chrono::milliseconds(200) * (1u << attempt));
-    }
-    log(level::err, fmt::format("{}: could not be brought up again: cxvd stops", bdf));
-    failed_ = true;
-    return false;
 }
 
 }  // namespace cxv::daemon

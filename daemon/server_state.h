@@ -1,0 +1,51 @@
+// What server.cc and server_events.cc share of the server's state: a function it serves
+// and a client connection (private to the server library).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/owner.h"
+#include "daemon/protocol.h"
+#include "daemon/server.h"
+#include "driver/hca/hca.h"
+
+namespace cxv::daemon {
+
+struct server::device_state {
+    // Memory whose object could not be destroyed when its client went (the device may
+    // still write there): kept mapped until the function is torn down or reset. Declared
+    // before hca so that it is released after it.
+    std::vector<mapping> leaked;
+    std::unique_ptr<driver::hca> hca;
+    device_facts facts;
+    std::uint64_t generation = 0;  // of `hca`: 0 at start, one more per recovery
+};
+
+struct server::peer {
+    unique_fd sock;
+    pid_t pid = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;
+    std::string comm;
+    session order;
+    std::vector<owned> dev;  // per device
+    // The event channel (EVENTS): the daemon's end of the socketpair, non-blocking, and
+    // the functions whose events go there.
+    unique_fd events;
+    std::vector<bool> subscribed;
+    std::uint32_t event_seq = 0;
+    std::uint64_t events_dropped = 0;
+    bool gone = false;
+    bool refused = false;  // not allowed: its first request is answered with this, then it goes
+    int refusal = EACCES;
+    std::string refusal_text;
+};
+
+}  // namespace cxv::daemon
