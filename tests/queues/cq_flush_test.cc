@@ -1,0 +1,80 @@
+// A dead device's flush (completion_queue::set_dead_flag): where poll finds no CQE, the
+// WRs still posted on the CQ's QPs come back with wc_wr_flush_err, oldest first, sends
+// before receives of each QP, never one twice, none already completed, and never more
+// than asked for. On plain memory: no device writes a CQE here, as none would.
+#include <doctest/doctest.h>
+#include <infiniband/mlx5dv.h>
+
+#include <array>
+#include <atomic>
+#include <bit>
+
+#include "queues/completion_queue.h"
+#include "queues/recv_queue.h"
+#include "queues/send_queue.h"
+#include "queues/types.h"
+
+using namespace cxv;
+using namespace cxv::queues;
+
+TEST_CASE("a dead flag makes an empty poll flush the posted WRs, in order, each once") {
+    constexpr std::uint32_t qpn = 0x123;
+    alignas(64) std::array<std::byte, 16 * 64> bbs{};
+    std::array<std::uint64_t, 16> sq_ids{};
+    std::array<std::uint32_t, 16> ends{};
+    hw::wq_doorbell_record wq_dbrec{};
+    alignas(64) std::array<std::byte, 512> bf{};
+    send_queue sq(bbs.data(), 4, qpn, false, sq_ids.data(), ends.data(), &wq_dbrec, bf.data(), 256,
+                  doorbell_mode::doorbell, 4);
+    alignas(64) std::array<std::byte, 8 * 16> rq_wqes{};
+    std::array<std::uint64_t, 8> rq_ids{};
+    recv_queue rq(rq_wqes.data(), 3, 4, rq_ids.data(), &wq_dbrec, 1);
+
+    std::array<mlx5_cqe64, 16> cqes{};
+    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    hw::cq_doorbell_record cq_dbrec{};
+    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), 4, &cq_dbrec);
+    const qp_rings entry{qpn, &sq, &rq, nullptr, nullptr};
+    cq.attach(&entry, 1);
+
+    const sge sg{0x1000, 64, 0x77};
+    REQUIRE(sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1, .wr_id = 10}));
+    REQUIRE(sq.put({.opcode = hw::wqe_opcode::RDMA_WRITE, .sg = &sg, .num_sge = 1, .remote_addr = 0x2000, .rkey = 5,
+                    .wr_id = 11}));  // unsignaled: flushed all the same
+    REQUIRE(sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1, .wr_id = 12}));
+    for (std::uint64_t id : {20, 21, 22}) REQUIRE(rq.put(&sg, 1, id));
+    // The first send and the first receive completed before the death (as their CQEs
+    // would have retired them): they are not flushed.
+    CHECK(sq.retire(0) == 10);
+    CHECK(rq.retire(0) == 20);
+
+    work_completion wc[8]{};
+    CHECK(cq.poll(wc, 8) == 0);  // alive: an empty ring is just empty
+
+    std::atomic<bool> dead{false};
+    cq.set_dead_flag(&dead);
+    CHECK(cq.poll(wc, 8) == 0);
+    dead.store(true);
+    // At most what is asked for per call, and the rest at the next.
+    REQUIRE(cq.poll(wc, 3) == 3);
+    REQUIRE(cq.poll(wc + 3, 8) == 1);
+    CHECK(cq.poll(wc + 4, 8) == 0);  // nothing twice
+    const std::uint64_t ids[] = {11, 12, 21, 22};
+    const std::uint32_t ops[] = {wc_rdma_write, wc_send, wc_recv, wc_recv};
+    for (int i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(wc[i].wr_id == ids[i]);
+        CHECK(wc[i].status == wc_wr_flush_err);
+        CHECK(wc[i].opcode == ops[i]);
+        CHECK(wc[i].qp_num == qpn);
+        CHECK(wc[i].byte_len == 0);
+    }
+    // The rings are empty again: room for a whole ring of new WRs.
+    CHECK(rq.posted() == 0);
+    CHECK(sq.free_bbs() == sq.capacity_bbs());
+    // A WR posted after the death is flushed too.
+    REQUIRE(rq.put(&sg, 1, 23));
+    REQUIRE(cq.poll(wc, 8) == 1);
+    CHECK(wc[0].wr_id == 23);
+    CHECK(wc[0].status == wc_wr_flush_err);
+}
