@@ -26,6 +26,8 @@
 //                                               (each exactly what was outstanding), the
 //                                               errno of the next control call and its
 //                                               time, fatal events seen
+//   test -> peer  WAITDEAD <ms>                 armed, cq::wait_event until the device dies
+//   peer -> test  ARMED, then WOKE <flushed receives> <receives left>
 //   test -> peer  REOPEN <socket>               a new cxv::device at that daemon: READY ...
 //   test -> peer  EXIT
 #include <fcntl.h>
@@ -385,6 +387,21 @@ int main(int argc, char** argv) {
             }
             say("EVENTS " + std::to_string(errors) + " " + std::to_string(p.log->fatal.load()) + " " +
                 (objects.empty() ? "-" : objects));
+        } else if (std::sscanf(l.c_str(), "WAITDEAD %lu", &n) == 1) {
+            // Armed, and waiting with nothing to come but the device's death: the fatal
+            // event wakes the wait, and the poll after it returns the receives flushed.
+            p.cq->request_notify(false);
+            say("ARMED");
+            if (!p.cq->wait_event(std::chrono::milliseconds(n))) fail("WAITDEAD: no wake-up");
+            if (p.log->fatal.load() == 0) fail("WAITDEAD: woken before the fatal event");
+            ibv_wc wc[64];
+            const int got = p.cq->poll(64, wc);
+            for (int k = 0; k < got; ++k) {
+                if (wc[k].status != IBV_WC_WR_FLUSH_ERR || wc[k].opcode != IBV_WC_RECV || wc[k].wr_id != p.recvs_done++) {
+                    fail("WAITDEAD: not the next receive, flushed");
+                }
+            }
+            say("WOKE " + std::to_string(got) + " " + std::to_string(p.recvs_posted - p.recvs_done));
         } else if (l == "TRAFFIC") {
             p.traffic();
         } else if (std::sscanf(l.c_str(), "REOPEN %199s", path) == 1) {

@@ -70,11 +70,20 @@ TEST_CASE("cxvd killed under traffic: clients flush, fail fast, get the fatal ev
     a.expect("PASS 20");
     b.expect("PASS 20");
     run_traffic(a, b);
+    // A third client, its QP connected to itself and idle, waits in cq::wait_event.
+    peer_proc c(rig->dir, 2);
+    const std::string rc = c.expect("READY ");
+    c.say("PEER " + rc.substr(6));
+    c.expect("CONNECTED");
+    c.say("WAITDEAD 20000");
+    c.expect("ARMED");
 
     const auto t0 = std::chrono::steady_clock::now();
     rig->proc->kill_now();  // SIGKILL by PID, reaped
     check_dead(a, "client 0");
     check_dead(b, "client 1");
+    // The waiter woke with the fatal event, and its 32 receives came back flushed.
+    CHECK(c.expect("WOKE ", 10s) == "WOKE 32 0");
     CHECK(std::chrono::steady_clock::now() - t0 < 10s);
 
     // A new daemon on the same function (the same cxv-sim setup), at a fresh socket.
@@ -83,8 +92,10 @@ TEST_CASE("cxvd killed under traffic: clients flush, fail fast, get the fatal ev
     reopen_and_exchange(a, b, again.sock);
     a.say("EXIT");
     b.say("EXIT");
+    c.say("EXIT");
     CHECK(a.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
     CHECK(b.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
+    CHECK(c.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
 }
 
 TEST_CASE("a health syndrome in cxvd's function: clients get the fatal event and flushes, the daemon recovers") {
