@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,6 +31,8 @@ struct peer_proc {
     std::string pending;
 
     peer_proc(const scratch& dir, unsigned index, const std::string& program = env_path("CXVD_EVENT_PEER")) {
+        // A peer that died must fail the test with its log, not end it with SIGPIPE.
+        ::signal(SIGPIPE, SIG_IGN);
         int sv[2];
         REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
         ::fcntl(sv[0], F_SETFD, FD_CLOEXEC);  // ours; sv[1] is inherited by the peer alone
@@ -47,7 +50,8 @@ struct peer_proc {
 
     void say(const std::string& line) {
         const std::string l = line + "\n";
-        REQUIRE(::write(ctl, l.data(), l.size()) == static_cast<ssize_t>(l.size()));
+        REQUIRE_MESSAGE(::write(ctl, l.data(), l.size()) == static_cast<ssize_t>(l.size()),
+                        "the peer is gone; its log: ", slurp(proc->log));
     }
     // The next line, within `limit` (the test fails otherwise, with the peer's log).
     std::string hear(std::chrono::milliseconds limit = std::chrono::seconds(30)) {
