@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> bdfs;
     cxv::daemon::server_options o;
     unsigned port_timeout_ms = 15'000;
+    // Enough 1 KiB mailbox slots for the largest COMMAND_FD input (one per 512 bytes of
+    // data, PRM "Command Interface") and a margin for the output: 8.25 MiB of DMA memory.
+    std::size_t mailbox_blocks = cxv::daemon::max_large_command_bytes / 512 + 248;
     app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
     app.add_option("--socket", o.socket_path, "the UNIX socket to serve on")->capture_default_str();
     std::string socket_group;
@@ -68,6 +71,10 @@ int main(int argc, char** argv) {
     app.add_option("--max-clients-per-uid", o.max_clients_per_uid, "connections of one uid at a time")
         ->capture_default_str();
     app.add_option("--port-timeout-ms", port_timeout_ms, "wait this long for port 1 to be ACTIVE at bring-up")
+        ->capture_default_str();
+    app.add_option("--mailbox-blocks", mailbox_blocks,
+                   "1 KiB command mailbox slots per function (the largest command a client may send needs "
+                   "one per 512 bytes)")
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     if (!socket_group.empty()) {
@@ -110,6 +117,7 @@ int main(int argc, char** argv) {
         }
         cxv::driver::hca::options ho;
         ho.port_timeout = std::chrono::milliseconds(port_timeout_ms);
+        ho.cmd.mailbox_blocks = mailbox_blocks;
         ho.on_event = [bdf](const cxv::driver::hca_event& e) {
             static const char* const kinds[] = {"port up", "port down", "port init", "port change", "fatal",
                                                 "queue error"};

@@ -27,7 +27,8 @@ public:
     const device_info& info() const noexcept { return info_; }
     std::uint16_t index() const noexcept { return index_; }
 
-    result<std::uint64_t> map_memory(int fd, std::uint64_t offset, std::uint64_t length, bool device_writes) override;
+    result<std::uint64_t> map_memory(int fd, std::uint64_t offset, std::uint64_t length, bool device_writes,
+                                     std::uint64_t align) override;
     status unmap_memory(std::uint64_t iova) override;
     result<uar_grant> alloc_uar() override;
     status dealloc_uar(std::uint32_t uar) override;
@@ -39,6 +40,7 @@ private:
     // One request and its reply (the connection carries one at a time); a refusal is an
     // error with the daemon's errno and text.
     result<client::answer> call(msg_type t, std::span<const std::byte> body, std::span<const int> fds = {});
+    result<std::vector<std::byte>> exec_large(std::span<const std::byte> in, std::size_t out_len);
     std::mutex mu_;
     client c_;
     device_info info_;

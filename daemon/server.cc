@@ -330,7 +330,8 @@ bool server::refuse(peer& p, std::uint16_t type, std::uint32_t seq, const error&
 }
 
 void server::serve(peer& p) {
-    auto m = receive(p.sock.get(), MSG_DONTWAIT);
+    std::vector<std::byte> cut;
+    auto m = receive(p.sock.get(), MSG_DONTWAIT, &cut);
     if (!m) {
         const int e = m.error().code;
         if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) return;
@@ -338,8 +339,17 @@ void server::serve(peer& p) {
             drop(p, "its socket closed");
             return;
         }
-        // Oversized or with too many fds: refused, and the connection goes on.
-        (void)refuse(p, 0, 0, m.error());
+        // Oversized or with too many fds: refused with the sender's sequence when its
+        // header came through (the session moves past it, as the sender did), and the
+        // connection goes on.
+        request r;
+        read_cut_header(cut, r);
+        if (p.refused || !r.header_ok) {
+            (void)refuse(p, 0, 0, m.error());
+            return;
+        }
+        p.order.skip(r);
+        (void)refuse(p, r.hdr.type, r.hdr.seq, m.error());
         return;
     }
     if (p.refused) {
@@ -395,6 +405,7 @@ std::vector<device_info> server::devices_info(bool with_caps) {
 
 void server::handle(peer& p, request& r) {
     result<answer> a = answer{};
+    unique_fd made;
     switch (r.type) {
     case msg_type::hello: {
         hello_reply h;
@@ -408,6 +419,20 @@ void server::handle(peer& p, request& r) {
     case msg_type::alloc_uar: a = on_alloc_uar(p, r); break;
     case msg_type::dealloc_uar: a = on_dealloc_uar(p, r); break;
     case msg_type::command: a = on_command(p, r); break;
+    case msg_type::command_fd:
+        a = on_command(p, r);
+        // An output too large for the reply comes in a sealed memfd beside it.
+        if (a && r.command.out_len > max_command_out_bytes) {
+            auto f = sealed_memfd(a->payload);
+            if (!f) {
+                a = f.error();
+                break;
+            }
+            a->payload.clear();
+            made = std::move(f).value();  // closed once the reply is sent
+            a->fds.push_back(made.get());
+        }
+        break;
     }
     if (!a) {
         (void)refuse(p, r.hdr.type, r.hdr.seq, a.error());
@@ -482,7 +507,7 @@ result<server::answer> server::on_map(peer& p, const request& r) {
     m.addr = addr;
     m.length = r.map.length;
     m.device_writes = r.map.device_writes;
-    auto dma = devices_[*d]->hca->device().map_dma(addr, r.map.length, r.map.device_writes);
+    auto dma = devices_[*d]->hca->device().map_dma(addr, r.map.length, r.map.device_writes, r.map.align);
     if (!dma) return dma.error();  // m's destructor unmaps
     m.dma = std::move(dma).value();
     const std::uint64_t iova = m.dma.iova();

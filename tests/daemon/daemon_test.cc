@@ -315,7 +315,7 @@ TEST_CASE("malformed, oversized, truncated, wrong-version and out-of-order reque
     bad_magic[1] = std::byte{0};
     expect(bad_magic, EPROTO);
     auto v2 = hello;
-    v2[4] = std::byte{2};
+    v2[4] = std::byte{3};
     expect(v2, EPROTONOSUPPORT);
     expect(std::vector<std::byte>(hello.begin(), hello.begin() + 9), EBADMSG);   // truncated header
     expect(std::vector<std::byte>(hello.begin(), hello.end() - 1), EBADMSG);      // truncated body

@@ -67,6 +67,10 @@ std::vector<std::byte> reencode(const d::request& r) {
     case d::msg_type::alloc_uar: return d::encode(r.type, r.hdr.seq, d::body(r.alloc_uar));
     case d::msg_type::dealloc_uar: return d::encode(r.type, r.hdr.seq, d::body(r.dealloc_uar));
     case d::msg_type::command: return d::encode(r.type, r.hdr.seq, d::body(r.command));
+    case d::msg_type::command_fd:
+        return d::encode(r.type, r.hdr.seq,
+                         d::body(d::command_fd_req{r.command.device, r.command.out_len,
+                                                   static_cast<std::uint32_t>(r.command.in.size())}));
     }
     fail("a parsed request of no known type");
 }
@@ -186,8 +190,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const int sets[4][2] = {{-1, -1}, {f.file, -1}, {f.sock[0], -1}, {f.file, f.file}};
     const unsigned pick = data[0] % 4;
     const std::size_t nfds = pick == 0 ? 0 : pick == 3 ? 2 : 1;
-    const std::span<const int> fd_span(sets[pick], nfds);
-    const std::span<const std::byte> msg(reinterpret_cast<const std::byte*>(data + 1), size - 1);
+    std::span<const int> fd_span(sets[pick], nfds);
+    std::span<const std::byte> msg(reinterpret_cast<const std::byte*>(data + 1), size - 1);
+    // 0xfd: one fd, a sealed memfd holding the bytes after the header and COMMAND_FD's
+    // body (the message is what comes before), so a COMMAND_FD's input is fuzzed too.
+    d::unique_fd sealed;
+    int sealed_set[1] = {-1};
+    if (data[0] == 0xfd) {
+        const std::size_t skip = std::min<std::size_t>(msg.size(), d::header_bytes + 10);
+        auto m = d::sealed_memfd(msg.subspan(skip));
+        if (!m) fail("a sealed memfd");
+        sealed = std::move(m).value();
+        sealed_set[0] = sealed.get();
+        fd_span = std::span<const int>(sealed_set, 1);
+        msg = msg.first(skip);
+    }
 
     d::request r;
     const auto s = d::parse_request(msg, fd_span, r);
@@ -200,7 +217,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             fail("a parsed request does not encode to its own bytes");
         }
         (void)session.accept(r);
-        if (r.type == d::msg_type::command) {
+        if (r.type == d::msg_type::command || r.type == d::msg_type::command_fd) {
             const auto e = d::check_command(r.command.in, r.command.out_len, some_client(), d::device_facts{8},
                                             d::quotas{});
             if (!e && (e.error().code <= 0 || e.error().message.empty())) fail("a command refused without errno or text");

@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
         const unsigned kind = rng() % 10;
         const auto type = static_cast<d::msg_type>(1 + rng() % 7);
         const std::uint32_t s = rng() % 8 == 0 ? static_cast<std::uint32_t>(rng()) : ++seq;
+        std::vector<std::byte> large;  // a COMMAND_FD's input, after the message (fd_pick 0xfd)
+        bool as_fd = false;
         if (kind < 8) {
             std::vector<std::byte> b;
             switch (type) {
@@ -173,10 +175,17 @@ int main(int argc, char** argv) {
                     }
                 }
                 b = d::body(c);
+                if (rng() % 4 == 0) {  // the same as COMMAND_FD, its input in a sealed memfd
+                    as_fd = true;
+                    large = c.in;
+                    b = d::body(d::command_fd_req{c.device, c.out_len, static_cast<std::uint32_t>(c.in.size())});
+                    fd_pick = rng() % 8 == 0 ? fd_pick : 0xfd;
+                }
                 break;
             }
+            case d::msg_type::command_fd: break;  // made from a COMMAND above
             }
-            msg = d::encode(type, s, b);
+            msg = d::encode(as_fd ? d::msg_type::command_fd : type, s, b);
             if (kind >= 4) {  // mutations: flips, cuts, extensions, the wrong version
                 const unsigned flips = rng() % 4;
                 for (unsigned k = 0; k < flips; ++k) msg[rng() % msg.size()] ^= static_cast<std::byte>(1 + rng() % 255);
@@ -194,6 +203,7 @@ int main(int argc, char** argv) {
         }
         in.assign(1, fd_pick);
         for (auto x : msg) in.push_back(static_cast<std::uint8_t>(x));
+        for (auto x : large) in.push_back(static_cast<std::uint8_t>(x));
         LLVMFuzzerTestOneInput(in.data(), in.size());
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
