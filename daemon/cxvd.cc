@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
     app.add_option("--quota-mrs", o.limits.mrs, "memory keys per uid")->capture_default_str();
     app.add_option("--quota-pds", o.limits.pds, "PDs per uid")->capture_default_str();
     app.add_option("--quota-uars", o.limits.uars, "UAR pages per uid")->capture_default_str();
+    app.add_option("--quota-srqs", o.limits.srqs, "SRQs per uid")->capture_default_str();
     app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a uid may map")
         ->capture_default_str();
     app.add_option("--max-clients-per-uid", o.max_clients_per_uid, "connections of one uid at a time")

@@ -282,7 +282,7 @@ std::uint64_t server::pinned_by_uid(uid_t uid) const {
 }
 
 quotas server::room(const peer& p, std::size_t d) const {
-    std::uint64_t qps = 0, cqs = 0, mrs = 0, pds = 0, uars = 0;
+    std::uint64_t qps = 0, cqs = 0, mrs = 0, pds = 0, uars = 0, srqs = 0;
     for (const auto& q : peers_) {
         if (q.get() == &p || q->gone || q->refused || q->uid != p.uid) continue;
         const owned& o = q->dev[d];
@@ -291,6 +291,7 @@ quotas server::room(const peer& p, std::size_t d) const {
         mrs += o.mkeys.size();
         pds += o.pds.size();
         uars += o.uars.size();
+        srqs += o.srqs.size();
     }
     auto left = [](std::uint32_t limit, std::uint64_t used) {
         return static_cast<std::uint32_t>(used >= limit ? 0 : limit - used);
@@ -301,6 +302,7 @@ quotas server::room(const peer& p, std::size_t d) const {
     r.mrs = left(r.mrs, mrs);
     r.pds = left(r.pds, pds);
     r.uars = left(r.uars, uars);
+    r.srqs = left(r.srqs, srqs);
     return r;
 }
 
