@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     unsigned port_timeout_ms = 15'000;
     // Enough 1 KiB mailbox slots for the largest COMMAND_FD input (one per 512 bytes of
     // data, PRM "Command Interface") and a margin for the output: 8.25 MiB of DMA memory.
+    std::string metrics_addr;
     std::size_t mailbox_blocks = cxv::daemon::max_large_command_bytes / 512 + 248;
     app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
     app.add_option("--socket", o.socket_path, "the UNIX socket to serve on")->capture_default_str();
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--port-timeout-ms", port_timeout_ms, "wait this long for port 1 to be ACTIVE at bring-up")
         ->capture_default_str();
+    app.add_option("--metrics", metrics_addr,
+                   "serve Prometheus metrics (GET /metrics) on this UNIX socket path or 127.0.0.1:PORT");
     app.add_option("--mailbox-blocks", mailbox_blocks,
                    "1 KiB command mailbox slots per function (the largest command a client may send needs "
                    "one per 512 bytes)")
@@ -134,10 +137,23 @@ int main(int argc, char** argv) {
         log(level::info, fmt::format("{}: up, firmware {}", bdf, (*h)->fw_version_string()));
         hcas.push_back(std::move(h).value());
     }
+    if (!metrics_addr.empty()) o.stats = std::make_shared<cxv::daemon::metrics>();
     auto s = cxv::daemon::server::create(o, std::move(hcas));
     if (!s) {
         log(level::err, s.error().message);
         return EXIT_FAILURE;
+    }
+    std::unique_ptr<cxv::daemon::metrics_server> ms;
+    if (!metrics_addr.empty()) {
+        auto* srv = s->get();
+        auto m = cxv::daemon::metrics_server::create(metrics_addr, o.stats, [srv] { return srv->sample_ports(); });
+        if (!m) {
+            log(level::err, m.error().message);
+            return EXIT_FAILURE;
+        }
+        ms = std::move(m).value();
+        log(level::info, ms->port() ? fmt::format("metrics on http://127.0.0.1:{}/metrics", ms->port())
+                                    : fmt::format("metrics on {} (GET /metrics)", metrics_addr));
     }
     g_server = s->get();
     struct sigaction sa {};
@@ -148,6 +164,7 @@ int main(int argc, char** argv) {
     ::signal(SIGPIPE, SIG_IGN);
     (*s)->run();
     g_server = nullptr;
+    ms.reset();  // its thread asks the functions for counters: stopped before they go
     s->reset();  // every client's objects destroyed, then the functions torn down
     log(level::info, "stopped");
     return EXIT_SUCCESS;

@@ -351,6 +351,7 @@ void server::serve(peer& p) {
             return;
         }
         p.order.skip(r);
+        record(p, type_name(r.hdr.type), true, {});
         (void)refuse(p, r.hdr.type, r.hdr.seq, m.error());
         return;
     }
@@ -367,10 +368,12 @@ void server::serve(peer& p) {
     if (auto s = parse_request(m->bytes, raw, r); !s) {
         // The client counted this request: so does the session, when it can tell.
         p.order.skip(r);
+        record(p, type_name(r.hdr.type), true, {});
         (void)refuse(p, r.hdr.type, r.hdr.seq, s.error());
         return;
     }
     if (auto s = p.order.accept(r); !s) {
+        record(p, type_name(r.hdr.type), true, {});
         (void)refuse(p, r.hdr.type, r.hdr.seq, s.error());
         return;
     }
@@ -406,6 +409,7 @@ std::vector<device_info> server::devices_info(bool with_caps) {
 }
 
 void server::handle(peer& p, request& r) {
+    const auto start = std::chrono::steady_clock::now();
     result<answer> a = answer{};
     unique_fd made;
     switch (r.type) {
@@ -436,11 +440,43 @@ void server::handle(peer& p, request& r) {
         }
         break;
     }
+    if (opts_.stats) {
+        // COMMAND and COMMAND_FD by their PRM opcode (the input's first 16 bits, PRM
+        // "Command Input"), other requests by type.
+        const bool cmd = r.type == msg_type::command || r.type == msg_type::command_fd;
+        const std::string op = cmd && r.command.in.size() >= 2
+                                   ? std::string(hw::name(static_cast<cmd_opcode>(
+                                         ifc::get<ifc::cmd_in::opcode>(r.command.in.data()))))
+                                   : std::string(type_name(r.hdr.type));
+        record_books(p);  // first: a new client's first request counts as its own
+        record(p, op, !a, std::chrono::steady_clock::now() - start);
+    }
     if (!a) {
         (void)refuse(p, r.hdr.type, r.hdr.seq, a.error());
         return;
     }
     (void)send(p, encode_reply(r.hdr.type, r.hdr.seq, 0, "", a->payload), a->fds);
+}
+
+void server::record(const peer& p, const std::string& op, bool refused, std::chrono::nanoseconds took) {
+    if (opts_.stats) opts_.stats->request(reinterpret_cast<std::uintptr_t>(&p), op, refused, took);
+}
+
+void server::record_books(const peer& p) {
+    std::vector<std::pair<std::string, client_counts>> per;
+    for (std::size_t i = 0; i < p.dev.size() && i < devices_.size(); ++i) {
+        const owned& o = p.dev[i];
+        per.emplace_back(devices_[i]->hca->device().bdf(),
+                         client_counts{o.pds.size(), o.cqs.size(), o.mkeys.size(), o.qps.size(), o.srqs.size(),
+                                       o.uars.size(), o.maps.size(), o.pinned});
+    }
+    opts_.stats->client_seen(reinterpret_cast<std::uintptr_t>(&p), p.pid, p.uid, p.comm, std::move(per));
+}
+
+std::vector<port_sample> server::sample_ports() const {
+    std::vector<port_sample> out;
+    for (const auto& d : devices_) out.push_back(sample_port(*d->hca));
+    return out;
 }
 
 result<std::uint16_t> server::device_index(std::uint16_t d) const {
@@ -593,6 +629,7 @@ result<server::answer> server::on_command(peer& p, const request& r) {
 void server::drop(peer& p, const std::string& why) {
     if (p.gone) return;
     p.gone = true;
+    if (opts_.stats) opts_.stats->client_gone(reinterpret_cast<std::uintptr_t>(&p));
     std::size_t objects = 0, uars = 0, failed = 0;
     std::uint64_t bytes = 0, kept = 0;
     for (std::size_t i = 0; i < p.dev.size(); ++i) {

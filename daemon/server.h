@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "daemon/metrics.h"
 #include "daemon/owner.h"
 #include "daemon/protocol.h"
 #include "driver/hca/hca.h"
@@ -35,6 +36,8 @@ struct server_options {
     // connections do not get N quotas.
     quotas limits;
     unsigned max_clients_per_uid = 64;  // connections of one uid at a time
+    // Where requests, clients and their books are recorded for `--metrics` (none: not).
+    std::shared_ptr<metrics> stats;
 };
 
 
@@ -52,6 +55,9 @@ public:
     void run();
     // Async-signal-safe: wakes run() and makes it return.
     void stop() noexcept;
+    // Every function's port counters (QUERY_VPORT_COUNTER), for the metrics thread: the
+    // command queue takes commands from several threads.
+    std::vector<port_sample> sample_ports() const;
 
 private:
     struct peer;
@@ -64,6 +70,9 @@ private:
     bool refuse(peer& p, std::uint16_t type, std::uint32_t seq, const error& e);
     void drop(peer& p, const std::string& why);
     bool allowed(const peer& p) const;
+    // The metrics hooks: a request's outcome and time; the client's books after it.
+    void record(const peer& p, const std::string& op, bool refused, std::chrono::nanoseconds took);
+    void record_books(const peer& p);
     void handle(peer& p, request& r);
     std::vector<device_info> devices_info(bool with_caps);
 

@@ -8,6 +8,9 @@
 //   test -> peer  STOP
 //   peer -> test  PASS <payloads>          no error ever; objects destroyed, exit 0
 //                 FAIL <why>               (at any time; exit 1)
+//
+// `loop_peer --rounds N` runs N rounds with no control socket (its lines on stderr) and
+// exits 0 when every payload was right.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -35,7 +38,7 @@ int ctl = -1;
 
 void say(const std::string& line) {
     const std::string l = line + "\n";
-    if (::write(ctl, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::_Exit(3);
+    if (::write(ctl < 0 ? 2 : ctl, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::_Exit(3);
 }
 
 [[noreturn]] void fail(const std::string& why) {
@@ -57,11 +60,15 @@ std::uint8_t pattern(unsigned side, std::uint64_t i, std::size_t j) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: %s CONTROL_FD\n", argv[0]);
+    std::uint64_t rounds = 0;  // 0: until STOP
+    if (argc == 3 && std::strcmp(argv[1], "--rounds") == 0) {
+        rounds = std::strtoull(argv[2], nullptr, 10);
+    } else if (argc == 2) {
+        ctl = std::atoi(argv[1]);
+    } else {
+        std::fprintf(stderr, "usage: %s CONTROL_FD | --rounds N\n", argv[0]);
         return 2;
     }
-    ctl = std::atoi(argv[1]);
     auto dev = take(cxv::device::open(""), "cxv::device::open through cxvd");
     auto pd = take(dev->alloc_pd(), "alloc_pd");
     auto cq = take(cxv::cq::create(*dev, 256), "cq::create");
@@ -175,6 +182,10 @@ int main(int argc, char** argv) {
         if (!told && checked >= 64) {
             say("RUNNING");
             told = true;
+        }
+        if (rounds != 0) {
+            if (round == rounds) break;
+            continue;
         }
         pollfd p{ctl, POLLIN, 0};
         if (::poll(&p, 1, 0) > 0) {
