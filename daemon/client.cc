@@ -32,14 +32,29 @@ result<client> client::connect(const std::string& path) {
     return client(std::move(s));
 }
 
+void client::close(std::string why) {
+    sock_ = unique_fd{};
+    closed_why_ = std::move(why);
+}
+
 result<client::answer> client::call(msg_type type, std::span<const std::byte> body, std::span<const int> fds,
                                     std::chrono::milliseconds timeout) {
-    const auto msg = encode(type, ++seq_, body);
-    return call_raw(msg, fds, timeout);
+    const auto msg = encode(type, seq_ + 1, body);
+    bool sent = false;
+    auto a = exchange(msg, fds, timeout, sent);
+    if (sent) ++seq_;
+    return a;
 }
 
 result<client::answer> client::call_raw(std::span<const std::byte> msg, std::span<const int> fds,
                                         std::chrono::milliseconds timeout) {
+    bool sent = false;
+    return exchange(msg, fds, timeout, sent);
+}
+
+result<client::answer> client::exchange(std::span<const std::byte> msg, std::span<const int> fds,
+                                        std::chrono::milliseconds timeout, bool& sent_out) {
+    if (!sock_) return error{ENOTCONN, fmt::format("the connection to cxvd is closed ({})", closed_why_)};
     // The reply to this request carries its sequence. One with another sequence is the
     // late answer to an earlier request that timed out: dropped (its fds closed with it),
     // or every later answer would be taken for the one after. A reply of type 0 with
@@ -52,6 +67,11 @@ result<client::answer> client::call_raw(std::span<const std::byte> msg, std::spa
     // A refused peer is told so and closed at once: its reply may already be queued even
     // when the send fails, so the reply is looked for either way.
     const auto sent = send_message(sock_.get(), msg, fds);
+    sent_out = sent.ok();
+    if (!sent && sent.error().code != EPIPE && sent.error().code != ECONNRESET) {
+        // Nothing went out (too large for the socket's buffer, a bad fd): no reply comes.
+        return sent.error();
+    }
     const auto end = std::chrono::steady_clock::now() + timeout;
     for (;;) {
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
@@ -63,7 +83,12 @@ result<client::answer> client::call_raw(std::span<const std::byte> msg, std::spa
             return error{errno, fmt::format("poll: {}", std::strerror(errno))};
         }
         auto r = receive(sock_.get(), MSG_DONTWAIT);
-        if (!r) return sent ? r.error() : sent.error();
+        if (!r) {
+            const int e = r.error().code;
+            if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) continue;
+            if (e == ECONNRESET || e == EPIPE) close(r.error().message);
+            return sent ? r.error() : sent.error();
+        }
         reply rep;
         if (auto s = parse_reply(r->bytes, rep); !s) return s.error();
         const bool unreadable = rep.hdr.type == reply_bit && rep.hdr.seq == 0;

@@ -27,7 +27,10 @@ public:
 
     // Sends a request and waits (up to `timeout`) for its reply. A transport failure
     // (the daemon gone: ECONNRESET, EPIPE; ETIMEDOUT) is an error; a refusal by the
-    // daemon is an answer with err set.
+    // daemon is an answer with err set. The sequence moves on only when the request went
+    // out: a send the kernel refused (EMSGSIZE: larger than the socket's buffer) leaves
+    // it where it was, so the next request is still the one the daemon expects. Once the
+    // daemon has closed the connection every call fails with ENOTCONN.
     result<answer> call(msg_type type, std::span<const std::byte> body, std::span<const int> fds = {},
                         std::chrono::milliseconds timeout = std::chrono::seconds(10));
     // Sends raw bytes as one message (tests of malformed requests) and waits for a reply.
@@ -38,11 +41,19 @@ public:
 
     std::uint32_t next_seq() const noexcept { return seq_ + 1; }
     int fd() const noexcept { return sock_.get(); }
+    // Closes the connection (the daemon then releases everything this client had): for
+    // a client that can no longer trust its books, e.g. a reply it could not read.
+    void close(std::string why);
+    bool closed() const noexcept { return !sock_; }
 
 private:
     explicit client(unique_fd s) : sock_(std::move(s)) {}
+    // One exchange; `sent` says whether the message went out.
+    result<answer> exchange(std::span<const std::byte> msg, std::span<const int> fds,
+                            std::chrono::milliseconds timeout, bool& sent);
     unique_fd sock_;
     std::uint32_t seq_ = 0;
+    std::string closed_why_;
 };
 
 }  // namespace cxv::daemon

@@ -50,6 +50,10 @@ int main(int argc, char** argv) {
     std::vector<std::string> bdfs;
     cxv::daemon::server_options o;
     unsigned port_timeout_ms = 15'000;
+    // Enough 1 KiB mailbox slots for the largest COMMAND_FD input (one per 512 bytes of
+    // data, PRM "Command Interface") and a margin for the output: 8.25 MiB of DMA memory.
+    std::string metrics_addr;
+    std::size_t mailbox_blocks = cxv::daemon::max_large_command_bytes / 512 + 248;
     app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
     app.add_option("--socket", o.socket_path, "the UNIX socket to serve on")->capture_default_str();
     std::string socket_group;
@@ -63,11 +67,18 @@ int main(int argc, char** argv) {
     app.add_option("--quota-mrs", o.limits.mrs, "memory keys per uid")->capture_default_str();
     app.add_option("--quota-pds", o.limits.pds, "PDs per uid")->capture_default_str();
     app.add_option("--quota-uars", o.limits.uars, "UAR pages per uid")->capture_default_str();
+    app.add_option("--quota-srqs", o.limits.srqs, "SRQs per uid")->capture_default_str();
     app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a uid may map")
         ->capture_default_str();
     app.add_option("--max-clients-per-uid", o.max_clients_per_uid, "connections of one uid at a time")
         ->capture_default_str();
     app.add_option("--port-timeout-ms", port_timeout_ms, "wait this long for port 1 to be ACTIVE at bring-up")
+        ->capture_default_str();
+    app.add_option("--metrics", metrics_addr,
+                   "serve Prometheus metrics (GET /metrics) on this UNIX socket path or 127.0.0.1:PORT");
+    app.add_option("--mailbox-blocks", mailbox_blocks,
+                   "1 KiB command mailbox slots per function (the largest command a client may send needs "
+                   "one per 512 bytes)")
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     if (!socket_group.empty()) {
@@ -117,6 +128,7 @@ int main(int argc, char** argv) {
         if (!dev) return cxv::error{dev.error().code, fmt::format("{}: {}", bdf, dev.error().message)};
         cxv::driver::hca::options ho;
         ho.port_timeout = std::chrono::milliseconds(port_timeout_ms);
+        ho.cmd.mailbox_blocks = mailbox_blocks;
         ho.on_event = [bdf](const cxv::driver::hca_event& e) {
             static const char* const kinds[] = {"port up", "port down", "port init", "port change", "fatal",
                                                 "queue error"};
@@ -140,10 +152,23 @@ int main(int argc, char** argv) {
         hcas.push_back(std::move(h).value());
     }
     o.reopen = bring_up;
+    if (!metrics_addr.empty()) o.stats = std::make_shared<cxv::daemon::metrics>();
     auto s = cxv::daemon::server::create(o, std::move(hcas));
     if (!s) {
         log(level::err, s.error().message);
         return EXIT_FAILURE;
+    }
+    std::unique_ptr<cxv::daemon::metrics_server> ms;
+    if (!metrics_addr.empty()) {
+        auto* srv = s->get();
+        auto m = cxv::daemon::metrics_server::create(metrics_addr, o.stats, [srv] { return srv->sample_ports(); });
+        if (!m) {
+            log(level::err, m.error().message);
+            return EXIT_FAILURE;
+        }
+        ms = std::move(m).value();
+        log(level::info, ms->port() ? fmt::format("metrics on http://127.0.0.1:{}/metrics", ms->port())
+                                    : fmt::format("metrics on {} (GET /metrics)", metrics_addr));
     }
     g_server = s->get();
     struct sigaction sa {};
@@ -155,6 +180,7 @@ int main(int argc, char** argv) {
     (*s)->run();
     g_server = nullptr;
     const bool healthy = (*s)->healthy();
+    ms.reset();  // its thread asks the functions for counters: stopped before they go
     s->reset();  // every client's objects destroyed, then the functions torn down
     log(healthy ? level::info : level::err, healthy ? "stopped" : "stopped: a function could not be recovered");
     return healthy ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -228,7 +228,7 @@ status check_qpc(const std::byte* qpc, const owned& o, const char* name, const o
     if (ifc::get<ifc::qpc::ulp_stateless_offload_mode>(qpc) != 0) {
         return perm(fmt::format("{}: ulp_stateless_offload_mode is not for clients", name));
     }
-    if (mask & opt::SRQN) return perm(fmt::format("{}: SRQs are not offered through the daemon yet", name));
+    if (mask & opt::SRQN) return perm(fmt::format("{}: a QP's SRQ is set when it is created (SRQN)", name));
     // CREATE_QP sets PD, UAR and CQs: each the client's. The transitions do not change
     // PD, UAR or send CQ (PRM "QP State Machine"): a value there other than 0 or the one
     // recorded is refused rather than trusted to be ignored. The receive CQ changes with
@@ -251,12 +251,20 @@ status check_qpc(const std::byte* qpc, const owned& o, const char* name, const o
             return perm(fmt::format("{}: receive CQ 0x{:x} is not the QP's (CQN_RCV not set)", name, rcv));
         }
     }
+    // An SRQ (rq_type SRQ, PRM "QP Context") must be the client's, made on one of its
+    // PDs (CREATE_SRQ checked that); a transition names none or the QP's own.
     const std::uint32_t rq = ifc::get<ifc::qpc::rq_type>(qpc);
-    if (create && rq != qp::rq_regular && rq != qp::rq_zero_len) {
-        return perm(fmt::format("{}: SRQs are not offered through the daemon yet", name));
+    const std::uint32_t srqn = ifc::get<ifc::qpc::srqn_rmpn_xrqn>(qpc);
+    if (create && rq != qp::rq_regular && rq != qp::rq_zero_len && rq != qp::rq_srq) {
+        return perm(fmt::format("{}: receive queue type {} (regular, zero-length or an SRQ)", name, rq));
     }
-    if (ifc::get<ifc::qpc::srqn_rmpn_xrqn>(qpc) != 0 || ifc::get<ifc::qpc::xrcd>(qpc) != 0) {
-        return perm(fmt::format("{}: SRQ and XRC domains are not offered through the daemon yet", name));
+    if (create && rq == qp::rq_srq) {
+        if (!o.srqs.contains(srqn)) return perm(fmt::format("{}: SRQ 0x{:x} is not the client's", name, srqn));
+    } else if (create ? srqn != 0 : (srqn != 0 && srqn != qp_now->srq)) {
+        return perm(fmt::format("{}: SRQ 0x{:x} is not the QP's", name, srqn));
+    }
+    if (ifc::get<ifc::qpc::xrcd>(qpc) != 0) {
+        return perm(fmt::format("{}: XRC domains are not offered through the daemon yet", name));
     }
     return ok_status();
 }
@@ -323,6 +331,7 @@ result<command_effect> check_create_qp(std::span<const std::byte> in, const owne
     e.cqn_snd = ifc::get<ifc::qpc::cqn_snd>(qpc);
     e.cqn_rcv = ifc::get<ifc::qpc::cqn_rcv>(qpc);
     e.cqs = {e.cqn_snd, e.cqn_rcv};
+    if (ifc::get<ifc::qpc::rq_type>(qpc) == qp::rq_srq) e.srq = ifc::get<ifc::qpc::srqn_rmpn_xrqn>(qpc);
     e.min_out = ifc::create_qp_out::size_bytes;
     return e;
 }
@@ -364,6 +373,85 @@ result<command_effect> check_qp_number(std::span<const std::byte> in, const owne
     return command_effect{};
 }
 
+// CREATE_SRQ (PRM "SRQ Context"): the client's PD, no reserved lkey, no XRC domain, an
+// XRC CQ (cqn) the client's if named; the ring (2^log_srq_size strides of 16 <<
+// log_rq_stride bytes) and the doorbell record in memory the client mapped
+// device-writable, as for a QP's receive queue.
+result<command_effect> check_create_srq(std::span<const std::byte> in, const owned& o, const quotas& q) {
+    if (auto s = long_enough<ifc::create_srq_in>(in, "CREATE_SRQ"); !s) return s.error();
+    if (o.srqs.size() >= q.srqs) {
+        return error{EDQUOT, fmt::format("CREATE_SRQ: the quota of SRQs is reached ({} on this connection{})",
+                                         o.srqs.size(), kPerUid)};
+    }
+    const std::byte* p = in.data();
+    const std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(p);
+    if (ifc::get<ifc::srqc::rlky>(srqc)) return perm("CREATE_SRQ: the reserved lkey (rlky) is not for clients");
+    if (ifc::get<ifc::srqc::xrcd>(srqc) != 0) return perm("CREATE_SRQ: XRC domains are not offered through the daemon yet");
+    if (ifc::get<ifc::srqc::cont_srq>(srqc)) return inval("CREATE_SRQ: contiguous (cont_srq) SRQs");
+    const std::uint32_t pd = ifc::get<ifc::srqc::pd>(srqc);
+    if (!o.pds.contains(pd)) return perm(fmt::format("CREATE_SRQ: PD 0x{:x} is not the client's", pd));
+    const std::uint32_t cqn = ifc::get<ifc::srqc::cqn>(srqc);
+    if (cqn != 0 && !o.cqs.contains(cqn)) return perm(fmt::format("CREATE_SRQ: CQ 0x{:x} is not the client's", cqn));
+    const unsigned page_shift = kMinPageShift + ifc::get<ifc::srqc::log_page_size>(srqc);
+    if (page_shift > kMaxPageShift || ifc::get<ifc::srqc::page_offset>(srqc) != 0) {
+        return inval("CREATE_SRQ: page size or page offset out of range");
+    }
+    const std::uint64_t ring = (std::uint64_t{16} << ifc::get<ifc::srqc::log_rq_stride>(srqc))
+                               << ifc::get<ifc::srqc::log_srq_size>(srqc);
+    const std::uint64_t page = std::uint64_t{1} << page_shift;
+    const std::uint64_t pages = (ring + page - 1) / page;
+    const std::size_t listed = (in.size() - ifc::create_srq_in::size_bytes) / 8;
+    if ((in.size() - ifc::create_srq_in::size_bytes) % 8 || listed < pages) {
+        return error{EBADMSG, fmt::format("CREATE_SRQ: {} pages listed, the ring needs {}", listed, pages)};
+    }
+    command_effect e;
+    for (std::size_t i = 0; i < listed; ++i) {
+        const std::uint64_t pa = ifc::get<ifc::create_srq_in::pas>(p, i);
+        const std::uint64_t* m = pa % page ? nullptr : o.writable_holder(pa, page);
+        if (m == nullptr) {
+            return perm(fmt::format("CREATE_SRQ: page {} at IOVA 0x{:x} is not in the client's memory mapped "
+                                    "device-writable", i, pa));
+        }
+        e.maps.insert(*m);
+    }
+    const std::uint64_t dbr = ifc::get<ifc::srqc::dbr_addr>(srqc);
+    const std::uint64_t* m = dbr % 8 ? nullptr : o.writable_holder(dbr, 8);
+    if (m == nullptr) {
+        return perm(fmt::format("CREATE_SRQ: doorbell record at IOVA 0x{:x} is not in the client's memory mapped "
+                                "device-writable", dbr));
+    }
+    e.maps.insert(*m);
+    e.what = command_effect::kind::create;
+    e.obj = command_effect::object::srq;
+    e.pd = pd;
+    if (cqn != 0) e.cqs = {cqn};
+    e.min_out = ifc::create_srq_out::size_bytes;
+    return e;
+}
+
+// DESTROY_SRQ, QUERY_SRQ, ARM_RQ (op_mod SRQ): the client's SRQ, uid 0 (at 0x10 in each).
+result<command_effect> check_srq_number(std::span<const std::byte> in, const owned& o, cmd_opcode op) {
+    const char* name = op == cmd_opcode::DESTROY_SRQ ? "DESTROY_SRQ" : op == cmd_opcode::QUERY_SRQ ? "QUERY_SRQ" : "ARM_RQ";
+    if (in.size() < ifc::destroy_srq_in::size_bytes) return error{EBADMSG, fmt::format("{}: input shorter than its layout", name)};
+    if (ifc::get<ifc::destroy_srq_in::uid>(in.data()) != 0) return perm(fmt::format("{}: uid must be 0", name));
+    if (op == cmd_opcode::ARM_RQ && ifc::get<ifc::arm_rq_in::op_mod>(in.data()) != ifc::arm_rq_op_mod::srq) {
+        return perm("ARM_RQ: only an SRQ (op_mod 1) through the daemon");
+    }
+    // srqn (DESTROY_SRQ, QUERY_SRQ) and srq_number (ARM_RQ) are all at 0x48.
+    const std::uint32_t srqn = ifc::get<ifc::destroy_srq_in::srqn>(in.data());
+    if (!o.srqs.contains(srqn)) return perm(fmt::format("{}: SRQ 0x{:x} is not the client's", name, srqn));
+    command_effect e;
+    if (op == cmd_opcode::DESTROY_SRQ) {
+        for (const auto& [qpn, u] : o.qp_info) {
+            if (u.srq == srqn) return error{EBUSY, fmt::format("DESTROY_SRQ: QP 0x{:x} still uses SRQ 0x{:x}", qpn, srqn)};
+        }
+        e.what = command_effect::kind::destroy;
+        e.obj = command_effect::object::srq;
+        e.id = srqn;
+    }
+    return e;
+}
+
 }  // namespace
 
 result<command_effect> check_command(std::span<const std::byte> in, std::uint32_t out_len, const owned& o,
@@ -394,6 +482,9 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
         for (const auto& [qpn, u] : o.qp_info) {
             if (u.pd == pd) return error{EBUSY, fmt::format("DEALLOC_PD: PD 0x{:x} still has QP 0x{:x}", pd, qpn)};
         }
+        for (const auto& [srqn, u] : o.srq_info) {
+            if (u.pd == pd) return error{EBUSY, fmt::format("DEALLOC_PD: PD 0x{:x} still has SRQ 0x{:x}", pd, srqn)};
+        }
         destroy.obj = command_effect::object::pd;
         destroy.id = pd;
         r = destroy;
@@ -416,6 +507,9 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
             for (const auto& [qpn, u] : o.qp_info) {
                 if (u.cqs.contains(cqn)) return error{EBUSY, fmt::format("DESTROY_CQ: QP 0x{:x} still uses CQ 0x{:x}", qpn, cqn)};
             }
+            for (const auto& [srqn, u] : o.srq_info) {
+                if (u.cqn == cqn) return error{EBUSY, fmt::format("DESTROY_CQ: SRQ 0x{:x} still uses CQ 0x{:x}", srqn, cqn)};
+            }
             destroy.obj = command_effect::object::cq;
             destroy.id = cqn;
             r = destroy;
@@ -428,6 +522,10 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
     case cmd_opcode::CREATE_QP:
         r = check_create_qp(in, o, q);
         break;
+    case cmd_opcode::CREATE_SRQ: r = check_create_srq(in, o, q); break;
+    case cmd_opcode::DESTROY_SRQ:
+    case cmd_opcode::QUERY_SRQ:
+    case cmd_opcode::ARM_RQ: r = check_srq_number(in, o, op); break;
     case cmd_opcode::RST2INIT_QP: r = check_modify_qp<ifc::rst2init_qp_in>(in, o, "RST2INIT_QP"); break;
     case cmd_opcode::INIT2INIT_QP: r = check_modify_qp<ifc::init2init_qp_in>(in, o, "INIT2INIT_QP"); break;
     case cmd_opcode::INIT2RTR_QP: r = check_modify_qp<ifc::init2rtr_qp_in>(in, o, "INIT2RTR_QP"); break;
@@ -492,7 +590,11 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
         }
         if (e.obj == obj::qp) {
             o.qps.insert(id);
-            o.qp_info[id] = owned::qp_uses{e.pd, e.uar, e.cqs, e.maps, e.cqn_snd, e.cqn_rcv};
+            o.qp_info[id] = owned::qp_uses{e.pd, e.uar, e.cqs, e.maps, e.cqn_snd, e.cqn_rcv, e.srq};
+        }
+        if (e.obj == obj::srq) {
+            o.srqs.insert(id);
+            o.srq_info[id] = owned::srq_uses{e.pd, e.cqs.empty() ? 0 : *e.cqs.begin(), e.maps};
         }
         use(o, e.maps, 1);
     } else if (e.what == command_effect::kind::modify) {
@@ -520,6 +622,11 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
             use(o, o.qp_info[e.id].maps, -1);
             o.qp_info.erase(e.id);
         }
+        if (e.obj == obj::srq) {
+            o.srqs.erase(e.id);
+            use(o, o.srq_info[e.id].maps, -1);
+            o.srq_info.erase(e.id);
+        }
     }
 }
 
@@ -536,6 +643,12 @@ std::vector<teardown_step> teardown_commands(const owned& o) {
         ifc::set<ifc::destroy_qp_in::qpn>(in.data(), qpn);
         const auto it = o.qp_info.find(qpn);
         steps.push_back({std::move(in), obj::qp, qpn, it == o.qp_info.end() ? std::set<std::uint64_t>{} : it->second.maps});
+    }
+    for (const auto srqn : o.srqs) {
+        auto in = command<ifc::destroy_srq_in>(cmd_opcode::DESTROY_SRQ);
+        ifc::set<ifc::destroy_srq_in::srqn>(in.data(), srqn);
+        const auto it = o.srq_info.find(srqn);
+        steps.push_back({std::move(in), obj::srq, srqn, it == o.srq_info.end() ? std::set<std::uint64_t>{} : it->second.maps});
     }
     for (const auto cqn : o.cqs) {
         auto in = command<ifc::destroy_cq_in>(cmd_opcode::DESTROY_CQ);

@@ -21,6 +21,7 @@ struct quotas {
     std::uint32_t mrs = 4096;  // mkeys
     std::uint32_t pds = 256;
     std::uint32_t uars = 64;
+    std::uint32_t srqs = 1024;
     std::uint64_t pinned_bytes = std::uint64_t{1} << 30;
 };
 
@@ -47,8 +48,14 @@ struct owned {
         std::set<std::uint32_t> cqs;
         std::set<std::uint64_t> maps;
         std::uint32_t cqn_snd = 0, cqn_rcv = 0;  // the CQs by role (cqs is their set)
+        std::uint32_t srq = 0;                   // the SRQ its receives come from (0: none)
     };
     std::map<std::uint32_t, qp_uses> qp_info;  // what each QP holds on to
+    struct srq_uses {
+        std::uint32_t pd = 0, cqn = 0;  // cqn: an XRC SRQ's CQ (0: none)
+        std::set<std::uint64_t> maps;
+    };
+    std::map<std::uint32_t, srq_uses> srq_info;
     // The mappings (by IOVA) each CQ and mkey uses: unmapping memory an object still
     // uses would let the IOVA be reused for another client while the device writes it.
     std::map<std::uint32_t, std::set<std::uint64_t>> cq_maps, mkey_maps;
@@ -59,19 +66,21 @@ struct owned {
     // The same, for memory the device writes: only a mapping made with device_writes.
     const std::uint64_t* writable_holder(std::uint64_t iova, std::uint64_t len) const;
     bool empty() const {
-        return maps.empty() && uars.empty() && pds.empty() && cqs.empty() && mkeys.empty() && qps.empty();
+        return maps.empty() && uars.empty() && pds.empty() && cqs.empty() && mkeys.empty() && qps.empty() &&
+               srqs.empty();
     }
 };
 
 // What a command will do once the firmware has run it.
 struct command_effect {
     enum class kind { none, create, destroy, modify } what = kind::none;
-    enum class object { none, pd, cq, mkey, qp } obj = object::none;
+    enum class object { none, pd, cq, mkey, qp, srq } obj = object::none;
     std::uint32_t id = 0;   // destroy, modify: the object
-    std::uint32_t pd = 0;   // create mkey: its PD
+    std::uint32_t pd = 0;   // create mkey, SRQ: its PD
+    std::uint32_t srq = 0;  // create QP: its SRQ (0: none)
     std::size_t min_out = 16;  // bytes of output the daemon needs to read the new id
     std::uint32_t uar = 0;     // create CQ, QP: its UAR
-    std::set<std::uint32_t> cqs;  // create QP: its CQs
+    std::set<std::uint32_t> cqs;  // create QP: its CQs; create SRQ: its CQ (XRC), if any
     std::uint32_t cqn_snd = 0, cqn_rcv = 0;  // create QP: its CQs by role; modify QP: the new receive CQ
     bool new_cqn_rcv = false;                // modify QP: the transition moves the receive CQ (CQN_RCV)
     std::set<std::uint64_t> maps;  // create: the mappings the object uses
@@ -81,7 +90,8 @@ struct device_facts {
     std::uint32_t comp_eqn = 0;  // the only EQ a client's CQ may report to
 };
 
-// Checks a command's input against the allow-list (PD, CQ, MKEY and QP commands) and the client's objects and quotas.
+// Checks a command's input against the allow-list (PD, CQ, MKEY, SRQ and QP commands) and
+// the client's objects and quotas.
 // EPERM for an opcode not allowed or an object, UAR, EQ or address not the client's;
 // EINVAL for fields this slice does not allow (UMEM, PA-mode keys, ...); EDQUOT over a
 // quota; EBADMSG for an input shorter than its layout.

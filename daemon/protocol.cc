@@ -1,6 +1,7 @@
 #include "daemon/protocol.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,21 +23,26 @@ error bad(int code, std::string what) { return error{code, std::move(what)}; }
 
 // The body sizes of the fixed-size requests.
 constexpr std::size_t kHelloBytes = 4;
-constexpr std::size_t kMapBytes = 20;     // device, flags, offset, length
+constexpr std::size_t kMapBytes = 28;     // device, flags, offset, length, align
 constexpr std::size_t kUnmapBytes = 10;   // device, iova
 constexpr std::size_t kAllocUarBytes = 2;
 constexpr std::size_t kDeallocUarBytes = 6;
 constexpr std::size_t kCommandHead = 6;   // device, out_len
 constexpr std::size_t kEventsBytes = 2;
+constexpr std::size_t kCommandFdBytes = 10;  // device, out_len, in_len
 // A command's input holds at least the dword with the opcode and the one with op_mod
 // (PRM "Command Input": opcode at 0x00, op_mod at 0x04).
 constexpr std::size_t kMinCommandIn = 8;
 
-std::size_t fds_expected(msg_type t) { return t == msg_type::map_memory ? 1 : 0; }
+std::size_t fds_expected(msg_type t) { return t == msg_type::map_memory || t == msg_type::command_fd ? 1 : 0; }
+
+// What a large command's memfd must be sealed with: nothing can change it after the
+// reader checked it (F_SEAL_WRITE also refuses a writable shared mapping made before).
+constexpr int kLargeSeals = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
 
 }  // namespace
 
-bool known_type(std::uint16_t t) noexcept { return (t >= 1 && t <= 7) || t == 16; }
+bool known_type(std::uint16_t t) noexcept { return (t >= 1 && t <= 8) || t == 16; }
 
 const char* type_name(std::uint16_t t) noexcept {
     switch (t & ~reply_bit) {
@@ -49,6 +55,7 @@ const char* type_name(std::uint16_t t) noexcept {
     case 7: return "COMMAND";
     case 16: return "EVENTS";
     case 17: return "EVENT";
+    case 8: return "COMMAND_FD";
     default: return "UNKNOWN";
     }
 }
@@ -201,6 +208,11 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
         const auto flags = r.get<std::uint16_t>();
         m.offset = r.get<std::uint64_t>();
         m.length = r.get<std::uint64_t>();
+        m.align = r.get<std::uint64_t>();
+        if (m.align < kPage || m.align > max_map_align || (m.align & (m.align - 1))) {
+            return bad(EINVAL, fmt::format("MAP_MEMORY: alignment {} (a power of two, 4 KiB to {})", m.align,
+                                           max_map_align));
+        }
         if (flags & ~1u) return bad(EINVAL, fmt::format("MAP_MEMORY: unknown flags 0x{:x}", flags));
         m.device_writes = flags & 1;
         if (m.length == 0 || m.length % kPage || m.offset % kPage || m.length > kMaxMapBytes ||
@@ -263,8 +275,65 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
         c.in.assign(in.begin(), in.end());
         break;
     }
+    case msg_type::command_fd: {
+        if (auto s = size_is(kCommandFdBytes); !s) return s;
+        auto& c = out.command;
+        c.device = r.get<std::uint16_t>();
+        c.out_len = r.get<std::uint32_t>();
+        const auto in_len = r.get<std::uint32_t>();
+        if (in_len < kMinCommandIn || in_len > max_large_command_bytes || in_len % 4) {
+            return bad(EINVAL, fmt::format("COMMAND_FD: input of {} bytes (whole dwords, {} to {})", in_len,
+                                           kMinCommandIn, max_large_command_bytes));
+        }
+        if (c.out_len < 16 || c.out_len > max_large_command_bytes || c.out_len % 4) {
+            return bad(EINVAL, fmt::format("COMMAND_FD: output of {} bytes (whole dwords, 16 to {})", c.out_len,
+                                           max_large_command_bytes));
+        }
+        auto in = read_sealed(fds[0], in_len);
+        if (!in) return bad(in.error().code, "COMMAND_FD: " + in.error().message);
+        c.in = std::move(in).value();
+        break;
+    }
     }
     return ok_status();
+}
+
+result<unique_fd> sealed_memfd(std::span<const std::byte> bytes) {
+    unique_fd fd(::memfd_create("cxvd-command", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd) return bad(errno, fmt::format("memfd_create: {}", std::strerror(errno)));
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::pwrite(fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return bad(n < 0 ? errno : EIO, fmt::format("writing a memfd: {}", std::strerror(errno)));
+        done += static_cast<std::size_t>(n);
+    }
+    if (::fcntl(fd.get(), F_ADD_SEALS, kLargeSeals | F_SEAL_SEAL) != 0) {
+        return bad(errno, fmt::format("sealing a memfd: {}", std::strerror(errno)));
+    }
+    return fd;
+}
+
+result<std::vector<std::byte>> read_sealed(int fd, std::size_t len) {
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & kLargeSeals) != kLargeSeals) {
+        return bad(EPERM, "the memfd must be sealed against writes and resizing (F_SEAL_WRITE, F_SEAL_SHRINK, "
+                          "F_SEAL_GROW)");
+    }
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) return bad(EBADF, fmt::format("fstat: {}", std::strerror(errno)));
+    if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) < len) {
+        return bad(EINVAL, fmt::format("a file of {} bytes where {} were expected", st.st_size, len));
+    }
+    std::vector<std::byte> out(len);
+    std::size_t done = 0;
+    while (done < len) {
+        const ssize_t n = ::pread(fd, out.data() + done, len - done, static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return bad(n < 0 ? errno : EIO, fmt::format("reading a memfd: {}", std::strerror(errno)));
+        done += static_cast<std::size_t>(n);
+    }
+    return out;
 }
 
 status session::accept(const request& r) {
@@ -289,6 +358,14 @@ void session::skip(const request& r) {
     if (greeted_ && r.header_ok && r.hdr.seq == last_seq_ + 1) last_seq_ = r.hdr.seq;
 }
 
+void read_cut_header(std::span<const std::byte> first, request& out) {
+    out = request{};
+    out.hdr.magic = 0;
+    if (first.size() < header_bytes) return;
+    std::memcpy(&out.hdr, first.data(), header_bytes);
+    out.header_ok = out.hdr.magic == protocol_magic && out.hdr.version == protocol_version;
+}
+
 status check_map_fd(int fd, std::uint64_t offset, std::uint64_t length) {
     const int seals = ::fcntl(fd, F_GET_SEALS);
     if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
@@ -308,7 +385,7 @@ std::vector<std::byte> body(const hello_req& r) {
 }
 std::vector<std::byte> body(const map_memory_req& r) {
     return writer{}.put(r.device).put(static_cast<std::uint16_t>(r.device_writes ? 1 : 0)).put(r.offset)
-        .put(r.length).bytes;
+        .put(r.length).put(r.align).bytes;
 }
 std::vector<std::byte> body(const unmap_memory_req& r) { return writer{}.put(r.device).put(r.iova).bytes; }
 std::vector<std::byte> body(const alloc_uar_req& r) { return writer{}.put(r.device).bytes; }
@@ -340,6 +417,9 @@ result<event_msg> parse_event(std::span<const std::byte> msg) {
     return e;
 }
 std::vector<std::byte> body(const dealloc_uar_req& r) { return writer{}.put(r.device).put(r.uar).bytes; }
+std::vector<std::byte> body(const command_fd_req& r) {
+    return writer{}.put(r.device).put(r.out_len).put(r.in_len).bytes;
+}
 std::vector<std::byte> body(const command_req& r) {
     writer w;
     w.put(r.device).put(r.out_len);
@@ -507,7 +587,7 @@ unique_fd::~unique_fd() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-result<received> receive(int sock, int flags) {
+result<received> receive(int sock, int flags, std::vector<std::byte>* cut) {
     received out;
     out.bytes.resize(max_message_bytes + 1);
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_fds)] = {};
@@ -530,6 +610,10 @@ result<received> receive(int sock, int flags) {
         }
     }
     if (n == 0 && out.fds.empty()) return error{ECONNRESET, "the peer closed the connection"};
+    if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && cut != nullptr) {
+        out.bytes.resize(std::min(static_cast<std::size_t>(n), header_bytes));
+        *cut = std::move(out.bytes);
+    }
     if (m.msg_flags & MSG_TRUNC) {
         return error{EMSGSIZE, fmt::format("a message longer than {} bytes", max_message_bytes)};
     }

@@ -25,7 +25,9 @@
 namespace cxv::daemon {
 
 constexpr std::uint32_t protocol_magic = 0x44565843;  // "CXVD" in memory order
-// 2: EVENTS and the event channel (daemon → client EVENT messages).
+// 2: EVENTS and the event channel (daemon → client EVENT messages); MAP_MEMORY carries
+// the IOVA alignment; COMMAND_FD carries a command too large for one message in a sealed
+// memfd (and its output back in one).
 constexpr std::uint16_t protocol_version = 2;
 constexpr std::size_t header_bytes = 16;
 constexpr std::size_t max_message_bytes = 64 * 1024;
@@ -34,6 +36,13 @@ constexpr std::size_t max_fds = 2;  // per message; more is refused
 // A forwarded PRM command's input: the fixed part and its trailing page lists.
 constexpr std::size_t max_command_in_bytes = 32 * 1024;
 constexpr std::size_t max_command_out_bytes = 32 * 1024;
+// COMMAND_FD's input and output, in a memfd: 4 MiB and a page hold the MTT of a 2 GiB
+// memory key in 4 KiB pages (8 bytes each, PRM "CREATE_MKEY"). The daemon's command
+// queue needs a 512-byte mailbox block per 512 bytes past the first 16 (PRM "Command
+// Interface"), so 8,200 of them for the largest; cxvd preallocates that many.
+constexpr std::size_t max_large_command_bytes = (std::size_t{4} << 20) + 4096;
+// MAP_MEMORY's IOVA alignment: 4 KiB to 1 GiB, a power of two.
+constexpr std::uint64_t max_map_align = std::uint64_t{1} << 30;
 constexpr std::uint16_t reply_bit = 0x8000;
 
 enum class msg_type : std::uint16_t {
@@ -49,9 +58,33 @@ enum class msg_type : std::uint16_t {
     events = 16,
     // Daemon → client on the event channel only, never a request: an event_msg.
     event = 17,
+    // A command too large for one message: its input in a memfd sealed against writes
+    // and resizing (F_SEAL_WRITE, F_SEAL_SHRINK, F_SEAL_GROW); an output over
+    // max_command_out_bytes comes back the same way, as the reply's one fd.
+    command_fd = 8,
 };
 bool known_type(std::uint16_t t) noexcept;
 const char* type_name(std::uint16_t t) noexcept;
+
+// An owned file descriptor.
+class unique_fd {
+public:
+    unique_fd() = default;
+    explicit unique_fd(int fd) : fd_(fd) {}
+    unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
+    unique_fd& operator=(unique_fd&& o) noexcept;
+    ~unique_fd();
+    int get() const noexcept { return fd_; }
+    int release() noexcept {
+        const int f = fd_;
+        fd_ = -1;
+        return f;
+    }
+    explicit operator bool() const noexcept { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
 
 struct header {
     std::uint32_t magic = protocol_magic;
@@ -72,6 +105,7 @@ struct map_memory_req {
     bool device_writes = true;
     std::uint64_t offset = 0;  // in the fd, page-aligned
     std::uint64_t length = 0;  // page multiple, > 0
+    std::uint64_t align = 4096;  // of the IOVA: a power of two, 4 KiB to max_map_align
 };
 struct unmap_memory_req {
     std::uint16_t device = 0;
@@ -92,6 +126,12 @@ struct command_req {
     std::uint32_t out_len = 0;
     std::vector<std::byte> in;  // opcode first, as cmd_queue::exec takes it
 };
+// COMMAND_FD's body: the input is the first in_len bytes of the fd beside it.
+struct command_fd_req {
+    std::uint16_t device = 0;
+    std::uint32_t out_len = 0;
+    std::uint32_t in_len = 0;
+};
 
 // A request as parsed: the header, the body of its type, and the fd it carried (owned by
 // the caller; -1 when none).
@@ -103,7 +143,7 @@ struct request {
     unmap_memory_req unmap;
     alloc_uar_req alloc_uar;
     dealloc_uar_req dealloc_uar;
-    command_req command;
+    command_req command;  // COMMAND, and COMMAND_FD with its input read from the fd
     events_req events;
     int fd = -1;
     // The header's magic and version were right, so hdr.seq is the client's: the session
@@ -118,11 +158,23 @@ struct request {
 // what of the header could be read, so the reply can name the sequence.
 status parse_request(std::span<const std::byte> msg, std::span<const int> fds, request& out);
 
+// The header of a message the kernel cut short (receive's `cut`): `out.hdr` as far as
+// it goes, header_ok when its magic and version are right, so the refusal carries the
+// sender's sequence and the session moves past it as the sender did.
+void read_cut_header(std::span<const std::byte> first, request& out);
+
 // MAP_MEMORY's fd at the point of mapping: sealed against shrinking (F_GET_SEALS,
 // memfd_create(2)) first, then at least offset + length long (fstat(2)). In that order:
 // once sealed the size can only grow, so a size read after the seal holds at mmap time.
 // EPERM without the seal, EINVAL when too short.
 status check_map_fd(int fd, std::uint64_t offset, std::uint64_t length);
+
+// A large command's input or output as a memfd: written, then sealed against writes,
+// shrinking and growing (memfd_create(2)), so what the reader checks is what it reads.
+result<unique_fd> sealed_memfd(std::span<const std::byte> bytes);
+// The first `len` bytes of such a file, after checking its seals (EPERM without them)
+// and its size (EINVAL when shorter).
+result<std::vector<std::byte>> read_sealed(int fd, std::size_t len);
 
 // The order of a connection's requests: HELLO first and once, then sequence numbers
 // one above the last request's (the first HELLO's is the client's choice). A request out
@@ -225,6 +277,7 @@ struct event_msg {
 std::vector<std::byte> encode_event(std::uint32_t seq, const event_msg& e);
 // One message from the event channel: header (magic, version, type event, length) and body.
 result<event_msg> parse_event(std::span<const std::byte> msg);
+std::vector<std::byte> body(const command_fd_req& r);
 
 // ---- reply payloads -------------------------------------------------------------------
 
@@ -287,34 +340,17 @@ std::string printable(std::string_view s);
 
 // ---- the socket -----------------------------------------------------------------------
 
-// An owned file descriptor.
-class unique_fd {
-public:
-    unique_fd() = default;
-    explicit unique_fd(int fd) : fd_(fd) {}
-    unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
-    unique_fd& operator=(unique_fd&& o) noexcept;
-    ~unique_fd();
-    int get() const noexcept { return fd_; }
-    int release() noexcept {
-        const int f = fd_;
-        fd_ = -1;
-        return f;
-    }
-    explicit operator bool() const noexcept { return fd_ >= 0; }
-
-private:
-    int fd_ = -1;
-};
 
 // One message received: its bytes and the fds beside it (close-on-exec). Errors: EMSGSIZE
 // (longer than max_message_bytes; truncated), EBADMSG (fds cut off: more than max_fds),
-// ECONNRESET for an orderly close (0 bytes), or the recvmsg errno.
+// ECONNRESET for an orderly close (0 bytes), or the recvmsg errno. For EMSGSIZE and
+// EBADMSG `cut`, when given, gets the message's first bytes (the header, so the reply
+// can carry the sender's sequence).
 struct received {
     std::vector<std::byte> bytes;
     std::vector<unique_fd> fds;
 };
-result<received> receive(int sock, int flags = 0);
+result<received> receive(int sock, int flags = 0, std::vector<std::byte>* cut = nullptr);
 // Sends one message with `fds` beside it (MSG_NOSIGNAL | `flags`).
 status send_message(int sock, std::span<const std::byte> msg, std::span<const int> fds = {}, int flags = 0);
 

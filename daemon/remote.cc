@@ -49,14 +49,15 @@ result<client::answer> remote_function::call(msg_type t, std::span<const std::by
     }
     auto a = c_.call(t, body, fds, kTimeout);
     if (!a) {
-        // A transport failure: the daemon is gone (ECONNRESET, EPIPE) or did not answer
-        // in time. The connection is not used again either way (a late reply would be
-        // another request's), so every later request fails at once.
         // EPIPE (the send found the socket closed) is the same death as ECONNRESET.
         const int code = a.error().code == EPIPE ? ECONNRESET : a.error().code;
-        auto e = error{code, fmt::format("{}: cxvd {}: {}", info_.bdf,
-                                                   type_name(static_cast<std::uint16_t>(t)), a.error().message)};
-        mark_dead(e.message);
+        auto e = error{code, fmt::format("{}: cxvd {}: {}", info_.bdf, type_name(static_cast<std::uint16_t>(t)),
+                                         a.error().message)};
+        // A transport failure: the daemon is gone (ECONNRESET, ENOTCONN), did not answer
+        // in time or answered nonsense. The connection is not used again (a late reply
+        // would be another request's), so every later request fails at once. A request
+        // that never went out (EMSGSIZE, a bad fd) leaves the connection as it was.
+        if (code == ECONNRESET || code == ENOTCONN || code == ETIMEDOUT || code == EPROTO) mark_dead(e.message);
         return e;
     }
     if (a->err != 0) return error{a->err, fmt::format("{}: cxvd refused: {}", info_.bdf, a->text)};
@@ -64,9 +65,9 @@ result<client::answer> remote_function::call(msg_type t, std::span<const std::by
 }
 
 result<std::uint64_t> remote_function::map_memory(int fd, std::uint64_t offset, std::uint64_t length,
-                                                  bool device_writes) {
+                                                  bool device_writes, std::uint64_t align) {
     const int fds[] = {fd};
-    auto a = call(msg_type::map_memory, body(map_memory_req{index_, device_writes, offset, length}), fds);
+    auto a = call(msg_type::map_memory, body(map_memory_req{index_, device_writes, offset, length, align}), fds);
     if (!a) return a.error();
     auto r = parse_map_memory_reply(a->payload);
     if (!r) return r.error();
@@ -83,7 +84,20 @@ result<driver::vfio::remote_backend::uar_grant> remote_function::alloc_uar() {
     auto a = call(msg_type::alloc_uar, body(alloc_uar_req{index_}));
     if (!a) return a.error();
     auto r = parse_alloc_uar_reply(a->payload);
-    if (!r) return r.error();
+    if (!r) {
+        // The daemon allocated a UAR this client cannot name: return it by the index at
+        // the payload's start when there is one, else close the connection (the daemon
+        // then returns everything this client had) rather than leak it.
+        if (a->payload.size() >= sizeof(std::uint32_t)) {
+            std::uint32_t uar = 0;
+            std::memcpy(&uar, a->payload.data(), sizeof uar);
+            (void)dealloc_uar(uar);
+        } else {
+            std::lock_guard lock(mu_);
+            c_.close("an ALLOC_UAR reply it could not read");
+        }
+        return error{EPROTO, fmt::format("{}: {}", info_.bdf, r.error().message)};
+    }
     if (a->fds.size() != 1) {
         (void)dealloc_uar(r->uar);
         return error{EPROTO, fmt::format("{}: ALLOC_UAR came with {} fds, not the device fd", info_.bdf, a->fds.size())};
@@ -103,6 +117,7 @@ status remote_function::dealloc_uar(std::uint32_t uar) {
 }
 
 result<std::vector<std::byte>> remote_function::exec(std::span<const std::byte> in, std::size_t out_len) {
+    if (in.size() > max_command_in_bytes || out_len > max_command_out_bytes) return exec_large(in, out_len);
     command_req r;
     r.device = index_;
     r.out_len = static_cast<std::uint32_t>(out_len);
@@ -192,6 +207,32 @@ void remote_function::stop_events() {
     }
     (void)::eventfd_write(stop_.get(), 1);
     reader_.join();
+// A command too large for one message (a memory key's MTT for a large region): its input
+// in a sealed memfd (COMMAND_FD), its output inline or, when large, in one.
+result<std::vector<std::byte>> remote_function::exec_large(std::span<const std::byte> in, std::size_t out_len) {
+    if (in.size() > max_large_command_bytes || out_len > max_large_command_bytes) {
+        return error{EMSGSIZE, fmt::format("{}: a command of {} bytes in and {} out (cxvd takes at most {})", info_.bdf,
+                                           in.size(), out_len, max_large_command_bytes)};
+    }
+    auto f = sealed_memfd(in);
+    if (!f) return error{f.error().code, fmt::format("{}: COMMAND_FD: {}", info_.bdf, f.error().message)};
+    const int fds[] = {f->get()};
+    const command_fd_req r{index_, static_cast<std::uint32_t>(out_len), static_cast<std::uint32_t>(in.size())};
+    auto a = call(msg_type::command_fd, body(r), fds);
+    if (!a) return a.error();
+    if (out_len <= max_command_out_bytes) {
+        if (a->payload.size() != out_len) {
+            return error{EPROTO, fmt::format("{}: COMMAND_FD answered {} bytes, not {}", info_.bdf, a->payload.size(),
+                                             out_len)};
+        }
+        return std::move(a->payload);
+    }
+    if (a->fds.size() != 1) {
+        return error{EPROTO, fmt::format("{}: COMMAND_FD's output came with {} fds, not 1", info_.bdf, a->fds.size())};
+    }
+    auto out = read_sealed(a->fds[0].get(), out_len);
+    if (!out) return error{EPROTO, fmt::format("{}: COMMAND_FD's output: {}", info_.bdf, out.error().message)};
+    return out;
 }
 
 result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::string& bdf,

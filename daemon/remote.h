@@ -32,7 +32,8 @@ public:
     const device_info& info() const noexcept { return info_; }
     std::uint16_t index() const noexcept { return index_; }
 
-    result<std::uint64_t> map_memory(int fd, std::uint64_t offset, std::uint64_t length, bool device_writes) override;
+    result<std::uint64_t> map_memory(int fd, std::uint64_t offset, std::uint64_t length, bool device_writes,
+                                     std::uint64_t align) override;
     status unmap_memory(std::uint64_t iova) override;
     result<uar_grant> alloc_uar() override;
     status dealloc_uar(std::uint32_t uar) override;
@@ -59,6 +60,7 @@ private:
     result<client::answer> call(msg_type t, std::span<const std::byte> body, std::span<const int> fds = {});
     void read_events(int fd, std::function<void(const event_msg&)> on_event,
                      std::function<void(const std::string&)> on_dead);
+    result<std::vector<std::byte>> exec_large(std::span<const std::byte> in, std::size_t out_len);
     std::mutex mu_;
     client c_;
     device_info info_;

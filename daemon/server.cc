@@ -270,7 +270,7 @@ std::uint64_t server::pinned_by_uid(uid_t uid) const {
 }
 
 quotas server::room(const peer& p, std::size_t d) const {
-    std::uint64_t qps = 0, cqs = 0, mrs = 0, pds = 0, uars = 0;
+    std::uint64_t qps = 0, cqs = 0, mrs = 0, pds = 0, uars = 0, srqs = 0;
     for (const auto& q : peers_) {
         if (q.get() == &p || q->gone || q->refused || q->uid != p.uid) continue;
         const owned& o = q->dev[d];
@@ -279,6 +279,7 @@ quotas server::room(const peer& p, std::size_t d) const {
         mrs += o.mkeys.size();
         pds += o.pds.size();
         uars += o.uars.size();
+        srqs += o.srqs.size();
     }
     auto left = [](std::uint32_t limit, std::uint64_t used) {
         return static_cast<std::uint32_t>(used >= limit ? 0 : limit - used);
@@ -289,6 +290,7 @@ quotas server::room(const peer& p, std::size_t d) const {
     r.mrs = left(r.mrs, mrs);
     r.pds = left(r.pds, pds);
     r.uars = left(r.uars, uars);
+    r.srqs = left(r.srqs, srqs);
     return r;
 }
 
@@ -318,7 +320,8 @@ bool server::refuse(peer& p, std::uint16_t type, std::uint32_t seq, const error&
 }
 
 void server::serve(peer& p) {
-    auto m = receive(p.sock.get(), MSG_DONTWAIT);
+    std::vector<std::byte> cut;
+    auto m = receive(p.sock.get(), MSG_DONTWAIT, &cut);
     if (!m) {
         const int e = m.error().code;
         if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) return;
@@ -326,8 +329,18 @@ void server::serve(peer& p) {
             drop(p, "its socket closed");
             return;
         }
-        // Oversized or with too many fds: refused, and the connection goes on.
-        (void)refuse(p, 0, 0, m.error());
+        // Oversized or with too many fds: refused with the sender's sequence when its
+        // header came through (the session moves past it, as the sender did), and the
+        // connection goes on.
+        request r;
+        read_cut_header(cut, r);
+        if (p.refused || !r.header_ok) {
+            (void)refuse(p, 0, 0, m.error());
+            return;
+        }
+        p.order.skip(r);
+        record(p, type_name(r.hdr.type), true, {});
+        (void)refuse(p, r.hdr.type, r.hdr.seq, m.error());
         return;
     }
     if (p.refused) {
@@ -343,10 +356,12 @@ void server::serve(peer& p) {
     if (auto s = parse_request(m->bytes, raw, r); !s) {
         // The client counted this request: so does the session, when it can tell.
         p.order.skip(r);
+        record(p, type_name(r.hdr.type), true, {});
         (void)refuse(p, r.hdr.type, r.hdr.seq, s.error());
         return;
     }
     if (auto s = p.order.accept(r); !s) {
+        record(p, type_name(r.hdr.type), true, {});
         (void)refuse(p, r.hdr.type, r.hdr.seq, s.error());
         return;
     }
@@ -382,7 +397,9 @@ std::vector<device_info> server::devices_info(bool with_caps) {
 }
 
 void server::handle(peer& p, request& r) {
+    const auto start = std::chrono::steady_clock::now();
     result<answer> a = answer{};
+    unique_fd made;
     switch (r.type) {
     case msg_type::hello: {
         hello_reply h;
@@ -398,6 +415,31 @@ void server::handle(peer& p, request& r) {
     case msg_type::command: a = on_command(p, r); break;
     case msg_type::events: a = on_events(p, r); break;
     case msg_type::event: a = error{EOPNOTSUPP, "EVENT is not a request"}; break;
+    case msg_type::command_fd:
+        a = on_command(p, r);
+        // An output too large for the reply comes in a sealed memfd beside it.
+        if (a && r.command.out_len > max_command_out_bytes) {
+            auto f = sealed_memfd(a->payload);
+            if (!f) {
+                a = f.error();
+                break;
+            }
+            a->payload.clear();
+            made = std::move(f).value();  // closed once the reply is sent
+            a->fds.push_back(made.get());
+        }
+        break;
+    }
+    if (opts_.stats) {
+        // COMMAND and COMMAND_FD by their PRM opcode (the input's first 16 bits, PRM
+        // "Command Input"), other requests by type.
+        const bool cmd = r.type == msg_type::command || r.type == msg_type::command_fd;
+        const std::string op = cmd && r.command.in.size() >= 2
+                                   ? std::string(hw::name(static_cast<cmd_opcode>(
+                                         ifc::get<ifc::cmd_in::opcode>(r.command.in.data()))))
+                                   : std::string(type_name(r.hdr.type));
+        record_books(p);  // first: a new client's first request counts as its own
+        record(p, op, !a, std::chrono::steady_clock::now() - start);
     }
     if (!a) {
         (void)refuse(p, r.hdr.type, r.hdr.seq, a.error());
@@ -408,6 +450,27 @@ void server::handle(peer& p, request& r) {
     if (r.type == msg_type::events) {
         for (const int fd : a->fds) ::close(fd);
     }
+}
+
+void server::record(const peer& p, const std::string& op, bool refused, std::chrono::nanoseconds took) {
+    if (opts_.stats) opts_.stats->request(reinterpret_cast<std::uintptr_t>(&p), op, refused, took);
+}
+
+void server::record_books(const peer& p) {
+    std::vector<std::pair<std::string, client_counts>> per;
+    for (std::size_t i = 0; i < p.dev.size() && i < devices_.size(); ++i) {
+        const owned& o = p.dev[i];
+        per.emplace_back(devices_[i]->hca->device().bdf(),
+                         client_counts{o.pds.size(), o.cqs.size(), o.mkeys.size(), o.qps.size(), o.srqs.size(),
+                                       o.uars.size(), o.maps.size(), o.pinned});
+    }
+    opts_.stats->client_seen(reinterpret_cast<std::uintptr_t>(&p), p.pid, p.uid, p.comm, std::move(per));
+}
+
+std::vector<port_sample> server::sample_ports() const {
+    std::vector<port_sample> out;
+    for (const auto& d : devices_) out.push_back(sample_port(*d->hca));
+    return out;
 }
 
 result<std::uint16_t> server::device_index(std::uint16_t d) const {
@@ -476,7 +539,7 @@ result<server::answer> server::on_map(peer& p, const request& r) {
     m.addr = addr;
     m.length = r.map.length;
     m.device_writes = r.map.device_writes;
-    auto dma = devices_[*d]->hca->device().map_dma(addr, r.map.length, r.map.device_writes);
+    auto dma = devices_[*d]->hca->device().map_dma(addr, r.map.length, r.map.device_writes, r.map.align);
     if (!dma) return dma.error();  // m's destructor unmaps
     m.dma = std::move(dma).value();
     const std::uint64_t iova = m.dma.iova();
@@ -561,6 +624,7 @@ void server::drop(peer& p, const std::string& why, long dead) {
     if (p.gone) return;
     p.gone = true;
     p.events = unique_fd{};
+    if (opts_.stats) opts_.stats->client_gone(reinterpret_cast<std::uintptr_t>(&p));
     std::size_t objects = 0, uars = 0, failed = 0, forgotten = 0;
     std::uint64_t bytes = 0, kept = 0;
     for (std::size_t i = 0; i < p.dev.size(); ++i) {

@@ -17,6 +17,7 @@
 
 #include "base/result.h"
 #include "daemon/events.h"
+#include "daemon/metrics.h"
 #include "daemon/owner.h"
 #include "daemon/protocol.h"
 #include "driver/hca/hca.h"
@@ -44,6 +45,8 @@ struct server_options {
     // its options wired to `events` with generation `gen`), after a fatal error: health
     // recovery. None: a dead function stays dead (its clients are still told and dropped).
     std::function<result<std::unique_ptr<driver::hca>>(std::size_t index, std::uint64_t gen)> reopen;
+    // Where requests, clients and their books are recorded for `--metrics` (none: not).
+    std::shared_ptr<metrics> stats;
 };
 
 
@@ -61,6 +64,9 @@ public:
     void run();
     // Async-signal-safe: wakes run() and makes it return.
     void stop() noexcept;
+    // Every function's port counters (QUERY_VPORT_COUNTER), for the metrics thread: the
+    // command queue takes commands from several threads.
+    std::vector<port_sample> sample_ports() const;
 
 private:
     struct peer;
@@ -75,6 +81,9 @@ private:
     // was reset: no command is sent), and whose memory is unmapped.
     void drop(peer& p, const std::string& why, long dead = -1);
     bool allowed(const peer& p) const;
+    // The metrics hooks: a request's outcome and time; the client's books after it.
+    void record(const peer& p, const std::string& op, bool refused, std::chrono::nanoseconds took);
+    void record_books(const peer& p);
     void handle(peer& p, request& r);
     std::vector<device_info> devices_info(bool with_caps);
 

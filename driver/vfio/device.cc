@@ -369,7 +369,7 @@ result<dma_buffer> device::map_range(void* vaddr, std::size_t size, std::size_t 
 
 result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
     if (size == 0 || align < kPage || (align & (align - 1))) return error{EINVAL, "alloc_dma: bad size or alignment"};
-    if (p_->remote) return remote_alloc(size, false);
+    if (p_->remote) return remote_alloc(size, false, align);
     size = (size + kPage - 1) & ~(kPage - 1);
     void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (mem == MAP_FAILED) return sys_error(errno, p_->bdf + ": DMA memory");
@@ -381,7 +381,7 @@ result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {
 result<dma_buffer> device::alloc_dma_huge(std::size_t size, std::size_t align) {
     constexpr std::size_t kHuge = std::size_t{2} << 20;
     if (size == 0 || (align & (align - 1))) return error{EINVAL, "alloc_dma_huge: bad size or alignment"};
-    if (p_->remote) return remote_alloc(size, true);
+    if (p_->remote) return remote_alloc(size, true, std::max(align, kHuge));
     size = (size + kHuge - 1) & ~(kHuge - 1);
     align = std::max(align, kHuge);
     void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
@@ -397,12 +397,13 @@ result<dma_buffer> device::alloc_dma_huge(std::size_t size, std::size_t align) {
     return b;
 }
 
-result<dma_buffer> device::map_dma(void* p, std::size_t len, bool device_writes) {
+result<dma_buffer> device::map_dma(void* p, std::size_t len, bool device_writes, std::size_t align) {
     if (p == nullptr || len == 0) return error{EINVAL, "map_dma: empty range"};
-    if (p_->remote) return remote_map_user(p, len, device_writes);
+    if (align < kPage || (align & (align - 1))) return error{EINVAL, "map_dma: bad alignment"};
+    if (p_->remote) return remote_map_user(p, len, device_writes, align);
     const auto start = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(p) + len + kPage - 1) & ~(kPage - 1);
-    return map_range(reinterpret_cast<void*>(start), end - start, kPage, device_writes, false);
+    return map_range(reinterpret_cast<void*>(start), end - start, align, device_writes, false);
 }
 
 result<int> device::msix_eventfd(unsigned v) {

@@ -67,8 +67,8 @@ std::optional<maps_line> find_mapping(std::uint64_t lo, std::uint64_t hi) {
 }  // namespace
 
 result<dma_buffer> device::remote_map(int fd, std::uint64_t offset, void* vaddr, std::size_t size, bool writable,
-                                      bool owned) {
-    auto iova = p_->remote->backend->map_memory(fd, offset, size, writable);
+                                      bool owned, std::size_t align) {
+    auto iova = p_->remote->backend->map_memory(fd, offset, size, writable, align);
     if (!iova) return iova.error();
     auto owner = std::make_shared<remote_mapping>();
     owner->backend = p_->remote->backend;
@@ -86,7 +86,7 @@ result<dma_buffer> device::remote_map(int fd, std::uint64_t offset, void* vaddr,
 // memfd_create(2) with sealing; F_SEAL_SHRINK (the owner refuses memory that could be cut
 // short under its mapping) and F_SEAL_GROW, then the seals sealed. Huge pages as
 // MFD_HUGETLB: a hugetlbfs file cannot be sealed, a hugetlb memfd can.
-result<dma_buffer> device::remote_alloc(std::size_t size, bool huge) {
+result<dma_buffer> device::remote_alloc(std::size_t size, bool huge, std::size_t align) {
     const std::uint64_t unit = huge ? kHuge : kPage;
     size = static_cast<std::size_t>((size + unit - 1) & ~(unit - 1));
     const unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
@@ -113,7 +113,7 @@ result<dma_buffer> device::remote_alloc(std::size_t size, bool huge) {
         close_fd();
         return sys_error(e, p_->bdf + ": mmap of a DMA memfd");
     }
-    auto b = remote_map(fd, 0, mem, size, true, true);
+    auto b = remote_map(fd, 0, mem, size, true, true, align);
     close_fd();  // the owner and the mapping keep the file
     if (!b) ::munmap(mem, size);
     return b;
@@ -122,7 +122,7 @@ result<dma_buffer> device::remote_alloc(std::size_t size, bool huge) {
 // The caller's memory must be a shared mapping of a memfd: the owner maps the same file,
 // so the device and this process see the same pages. Its file comes from
 // /proc/self/map_files (proc(5)), which opens the file behind a mapping.
-result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writable) {
+result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writable, std::size_t align) {
     const auto lo = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
     const auto hi = (reinterpret_cast<std::uintptr_t>(p) + len + kPage - 1) & ~(kPage - 1);
     const std::string what = fmt::format("{}: registering [{}, +{}) through cxvd", p_->bdf, p, len);
@@ -144,7 +144,7 @@ result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writab
         return error{e, fmt::format("{}: opening {} for the memfd behind it: {} (this needs CAP_SYS_ADMIN or "
                                     "CAP_CHECKPOINT_RESTORE)", what, link, std::strerror(e))};
     }
-    auto b = remote_map(fd, m->offset + (lo - m->start), reinterpret_cast<void*>(lo), hi - lo, writable, false);
+    auto b = remote_map(fd, m->offset + (lo - m->start), reinterpret_cast<void*>(lo), hi - lo, writable, false, align);
     ::close(fd);
     return b;
 }

@@ -84,9 +84,10 @@ class remote_backend {
 public:
     virtual ~remote_backend() = default;
     // [offset, offset + length) of `fd` (a memfd sealed against shrinking; the callee
-    // keeps its own reference) mapped for the device: the IOVA it got.
+    // keeps its own reference) mapped for the device: the IOVA it got, aligned to `align`
+    // (a power of two ≥ 4 KiB).
     virtual result<std::uint64_t> map_memory(int fd, std::uint64_t offset, std::uint64_t length,
-                                             bool device_writes) = 0;
+                                             bool device_writes, std::uint64_t align) = 0;
     virtual status unmap_memory(std::uint64_t iova) = 0;
     struct uar_grant {
         std::uint32_t uar = 0;
@@ -145,8 +146,9 @@ public:
     result<dma_buffer> alloc_dma_huge(std::size_t size, std::size_t align = std::size_t{2} << 20);
     // The caller's memory [p, p+len) made reachable: the pages that hold it are mapped
     // (any alignment of p and len); the returned buffer's data() is the page-aligned
-    // start. The caller keeps the memory alive while the mapping exists.
-    result<dma_buffer> map_dma(void* p, std::size_t len, bool device_writes = true);
+    // start, at an IOVA aligned to `align` (a power of two ≥ 4 KiB). The caller keeps the
+    // memory alive while the mapping exists.
+    result<dma_buffer> map_dma(void* p, std::size_t len, bool device_writes = true, std::size_t align = 4096);
 
     // Routes MSI-X vector `v` to a new eventfd (non-blocking) owned by the device
     // object; returns the fd. All vectors are enabled at the first call (Linux 6.1
@@ -178,9 +180,9 @@ private:
     result<dma_buffer> map_range(void* vaddr, std::size_t size, std::size_t align, bool writable, bool owned);
     // The remote forms (remote.cc): [vaddr, vaddr+size) is the mapping of `fd` at `offset`.
     result<dma_buffer> remote_map(int fd, std::uint64_t offset, void* vaddr, std::size_t size, bool writable,
-                                  bool owned);
-    result<dma_buffer> remote_alloc(std::size_t size, bool huge);
-    result<dma_buffer> remote_map_user(void* p, std::size_t len, bool writable);
+                                  bool owned, std::size_t align);
+    result<dma_buffer> remote_alloc(std::size_t size, bool huge, std::size_t align);
+    result<dma_buffer> remote_map_user(void* p, std::size_t len, bool writable, std::size_t align);
     std::unique_ptr<impl> p_;
 };
 

@@ -31,7 +31,7 @@ d::owned client() {
     o.pds = {3};
     o.cqs = {7, 8};
     o.qps = {7};
-    o.qp_info[7] = d::owned::qp_uses{3, 5, {7}, {kIova}, 7, 7};
+    o.qp_info[7] = d::owned::qp_uses{3, 5, {7}, {kIova}, 7, 7, 0};
     return o;
 }
 
@@ -215,4 +215,115 @@ TEST_CASE("cleanup: each object's destroy with the mappings it uses; a stuck QP 
     CHECK(ifc::get<ifc::cmd_in::opcode>(moves[0].data()) == static_cast<unsigned>(cmd_opcode::QP_2RST));
     CHECK(ifc::get<ifc::cmd_in::opcode>(moves[1].data()) == static_cast<unsigned>(cmd_opcode::QP_2ERR));
     CHECK(ifc::get<ifc::qp_2rst_in::qpn>(moves[0].data()) == 7);
+}
+
+namespace {
+
+// CREATE_SRQ of 16 64-byte strides (1 KiB) on the page at `ring`, on PD `pd`.
+std::vector<std::byte> create_srq(std::uint64_t ring, std::uint64_t dbr, std::uint32_t pd = 3, std::uint32_t cqn = 0) {
+    auto in = cxv::driver::command<ifc::create_srq_in>(cmd_opcode::CREATE_SRQ, 0, 8);
+    std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(in.data());
+    ifc::set<ifc::srqc::log_srq_size>(srqc, 4);
+    ifc::set<ifc::srqc::log_rq_stride>(srqc, 2);
+    ifc::set<ifc::srqc::pd>(srqc, pd);
+    ifc::set<ifc::srqc::cqn>(srqc, cqn);
+    ifc::set<ifc::srqc::dbr_addr>(srqc, dbr);
+    ifc::set<ifc::create_srq_in::pas>(in.data(), 0, ring);
+    return in;
+}
+
+template <typename In, typename Field>
+std::vector<std::byte> by_number(cmd_opcode op, std::uint32_t n, std::uint16_t op_mod = 0) {
+    auto in = cxv::driver::command<In>(op, op_mod);
+    ifc::set<Field>(in.data(), n);
+    return in;
+}
+
+std::vector<std::byte> on_srq(std::vector<std::byte> qp, std::uint32_t srqn) {
+    std::byte* qpc = ifc::at<ifc::create_qp_in::qpc>(qp.data());
+    ifc::set<ifc::qpc::rq_type>(qpc, ifc::qpc_values::rq_srq);
+    ifc::set<ifc::qpc::srqn_rmpn_xrqn>(qpc, srqn);
+    return qp;
+}
+
+}  // namespace
+
+TEST_CASE("SRQs: created on the client's PD, CQ and memory; QPs only on the client's SRQ; kept in the books") {
+    auto o = client();
+    const std::uint64_t ring = kIova + 3 * 4096, dbr = kIova + 64;
+    auto e = check(create_srq(ring, dbr), o);
+    REQUIRE_MESSAGE(e, e.error().message);
+    CHECK(e->obj == d::command_effect::object::srq);
+    CHECK(e->maps == std::set<std::uint64_t>{kIova});
+    CHECK(err(check(create_srq(ring, dbr, 4), o)) == EPERM);        // another's PD
+    CHECK(err(check(create_srq(ring, dbr, 3, 9), o)) == EPERM);     // another's CQ
+    CHECK(err(check(create_srq(kRoIova, dbr), o)) == EPERM);        // read-only ring
+    CHECK(err(check(create_srq(ring, kRoIova), o)) == EPERM);       // read-only doorbell record
+    CHECK(err(check(create_srq(16 << 20, dbr), o)) == EPERM);       // not the client's memory
+    auto rlky = create_srq(ring, dbr);
+    ifc::set<ifc::srqc::rlky>(ifc::at<ifc::create_srq_in::srq_context_entry>(rlky.data()), 1);
+    CHECK(err(check(rlky, o)) == EPERM);
+    auto xrc = create_srq(ring, dbr);
+    ifc::set<ifc::srqc::xrcd>(ifc::at<ifc::create_srq_in::srq_context_entry>(xrc.data()), 1);
+    CHECK(err(check(xrc, o)) == EPERM);
+    d::quotas none;
+    none.srqs = 0;
+    CHECK(err(d::check_command(create_srq(ring, dbr), 256, o, d::device_facts{kEqn}, none)) == EDQUOT);
+
+    // The firmware answered SRQ 0x21: in the books, with its mapping in use.
+    std::vector<std::byte> out(ifc::create_srq_out::size_bytes);
+    ifc::set<ifc::create_srq_out::srqn>(out.data(), 0x21);
+    d::apply(*e, out, o);
+    CHECK(o.srqs.contains(0x21));
+    CHECK(o.maps.at(kIova).users == 1);
+    const std::uint64_t wq = kIova + 8192, qdbr = kIova + 4096;
+    CHECK(err(check(on_srq(create_qp(wq, qdbr), 0x21), o)) == 0);
+    CHECK(err(check(on_srq(create_qp(wq, qdbr), 0x22), o)) == EPERM);  // not the client's SRQ
+    auto sneaky = create_qp(wq, qdbr);  // a regular RQ naming an SRQ
+    ifc::set<ifc::qpc::srqn_rmpn_xrqn>(ifc::at<ifc::create_qp_in::qpc>(sneaky.data()), 0x21);
+    CHECK(err(check(sneaky, o)) == EPERM);
+    CHECK(err(check(rts2rts(7, ifc::qp_optpar::SRQN, 0), o)) == EPERM);
+    auto qe = check(on_srq(create_qp(wq, qdbr), 0x21), o);
+    REQUIRE(qe);
+    CHECK(qe->srq == 0x21);
+    std::vector<std::byte> qout(ifc::create_qp_out::size_bytes);
+    ifc::set<ifc::create_qp_out::qpn>(qout.data(), 0x40);
+    d::apply(*qe, qout, o);
+    CHECK(o.qp_info.at(0x40).srq == 0x21);
+
+    // QUERY_SRQ, ARM_RQ (op_mod SRQ) and DESTROY_SRQ: the client's SRQ only; DESTROY_SRQ
+    // waits for its QPs; uid 0; ARM_RQ of an RQ or XRQ is not offered.
+    using qin = ifc::query_srq_in;
+    CHECK(err(check(by_number<qin, qin::srqn>(cmd_opcode::QUERY_SRQ, 0x21), o)) == 0);
+    CHECK(err(check(by_number<qin, qin::srqn>(cmd_opcode::QUERY_SRQ, 0x22), o)) == EPERM);
+    using arm = ifc::arm_rq_in;
+    CHECK(err(check(by_number<arm, arm::srq_number>(cmd_opcode::ARM_RQ, 0x21, 1), o)) == 0);
+    CHECK(err(check(by_number<arm, arm::srq_number>(cmd_opcode::ARM_RQ, 0x22, 1), o)) == EPERM);
+    CHECK(err(check(by_number<arm, arm::srq_number>(cmd_opcode::ARM_RQ, 0x21, 2), o)) == EPERM);
+    using din = ifc::destroy_srq_in;
+    auto destroy = by_number<din, din::srqn>(cmd_opcode::DESTROY_SRQ, 0x21);
+    CHECK(err(check(destroy, o)) == EBUSY);  // QP 0x40 uses it
+    auto with_uid = destroy;
+    ifc::set<din::uid>(with_uid.data(), 1);
+    CHECK(err(check(with_uid, o)) == EPERM);
+    CHECK(err(check(by_number<ifc::dealloc_pd_in, ifc::dealloc_pd_in::pd>(cmd_opcode::DEALLOC_PD, 3), o)) == EBUSY);
+
+    // Teardown: QPs, then the SRQ, then CQs and the PD.
+    const auto steps = d::teardown_commands(o);
+    REQUIRE(steps.size() == 6);  // QPs 7 and 0x40, SRQ 0x21, CQs 7 and 8, PD 3
+    CHECK(steps[0].obj == d::command_effect::object::qp);
+    CHECK(steps[1].obj == d::command_effect::object::qp);
+    CHECK(steps[2].obj == d::command_effect::object::srq);
+    CHECK(steps[2].id == 0x21);
+    CHECK(steps[2].maps == std::set<std::uint64_t>{kIova});
+
+    // Once the QP is gone the SRQ may go, and its mapping is free again.
+    auto dq = check(by_number<ifc::destroy_qp_in, ifc::destroy_qp_in::qpn>(cmd_opcode::DESTROY_QP, 0x40), o);
+    REQUIRE(dq);
+    d::apply(*dq, {}, o);
+    auto ds = check(destroy, o);
+    REQUIRE_MESSAGE(ds, ds.error().message);
+    d::apply(*ds, {}, o);
+    CHECK_FALSE(o.srqs.contains(0x21));
+    CHECK(o.maps.at(kIova).users == 0);
 }

@@ -41,7 +41,8 @@ struct fds {
     }
 };
 
-// A client with one 1 MiB mapping at IOVA 1 MiB, UAR 5, PD 3, CQ 7, mkey 9 and QP 7.
+// A client with one 1 MiB mapping at IOVA 1 MiB, UAR 5, PD 3, CQ 7, mkey 9, QP 7 and
+// SRQ 11.
 const d::owned& some_client() {
     static d::owned* o = [] {
         auto* x = new d::owned;
@@ -52,7 +53,9 @@ const d::owned& some_client() {
         x->cqs = {7};
         x->mkeys = {{9, 3}};
         x->qps = {7};
-        x->qp_info[7] = d::owned::qp_uses{3, 5, {7}, {1 << 20}, 7, 7};
+        x->qp_info[7] = d::owned::qp_uses{3, 5, {7}, {1 << 20}, 7, 7, 0};
+        x->srqs = {11};
+        x->srq_info[11] = d::owned::srq_uses{3, 0, {1 << 20}};
         return x;
     }();
     return *o;
@@ -69,6 +72,10 @@ std::vector<std::byte> reencode(const d::request& r) {
     case d::msg_type::command: return d::encode(r.type, r.hdr.seq, d::body(r.command));
     case d::msg_type::events: return d::encode(r.type, r.hdr.seq, d::body(r.events));
     case d::msg_type::event: break;  // never a request: parse_request refuses it
+    case d::msg_type::command_fd:
+        return d::encode(r.type, r.hdr.seq,
+                         d::body(d::command_fd_req{r.command.device, r.command.out_len,
+                                                   static_cast<std::uint32_t>(r.command.in.size())}));
     }
     fail("a parsed request of no known type");
 }
@@ -92,12 +99,17 @@ void expect_owned(std::span<const std::byte> in) {
             (ifc::get<ifc::qpc::q_key>(qpc) & 0x80000000u)) {
             fail("deth_sqpn, CORE-Direct or a privileged Q_Key allowed");
         }
+        const auto srqn = ifc::get<ifc::qpc::srqn_rmpn_xrqn>(qpc);
+        if (ifc::get<ifc::qpc::xrcd>(qpc) != 0) fail("an XRC domain allowed");
         if (create) {
             if (!o.pds.contains(pd) || !o.uars.contains(uar) || !o.cqs.contains(snd) || !o.cqs.contains(rcv)) {
                 fail("CREATE_QP on another's PD, UAR or CQ allowed");
             }
+            const bool on_srq = ifc::get<ifc::qpc::rq_type>(qpc) == ifc::qpc_values::rq_srq;
+            if (on_srq ? !o.srqs.contains(srqn) : srqn != 0) fail("CREATE_QP on another's SRQ allowed");
             return;
         }
+        if (srqn != 0 || (mask & ifc::qp_optpar::SRQN)) fail("a transition naming an SRQ allowed");
         if ((pd != 0 && pd != 3) || (uar != 0 && uar != 5) || (snd != 0 && snd != 7)) fail("a transition naming another's PD, UAR or CQ");
         if ((mask & ifc::qp_optpar::CQN_RCV) ? !o.cqs.contains(rcv) : (rcv != 0 && rcv != 7)) {
             fail("a transition moving the receive CQ to another's");
@@ -171,6 +183,25 @@ void expect_owned(std::span<const std::byte> in) {
     case cmd_opcode::DESTROY_QP:
         if (!o.qps.contains(ifc::get<ifc::destroy_qp_in::qpn>(p))) fail("a QP command on another's QP allowed");
         break;
+    case cmd_opcode::CREATE_SRQ: {
+        const std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(p);
+        if (!o.pds.contains(ifc::get<ifc::srqc::pd>(srqc))) fail("CREATE_SRQ on another's PD allowed");
+        const auto cqn = ifc::get<ifc::srqc::cqn>(srqc);
+        if (cqn != 0 && !o.cqs.contains(cqn)) fail("CREATE_SRQ on another's CQ allowed");
+        if (ifc::get<ifc::srqc::rlky>(srqc) || ifc::get<ifc::srqc::xrcd>(srqc)) fail("CREATE_SRQ with rlky or XRC");
+        if (!in_memory(ifc::get<ifc::srqc::dbr_addr>(srqc), 8)) fail("CREATE_SRQ with a doorbell record outside");
+        const std::uint64_t page = std::uint64_t{4096} << ifc::get<ifc::srqc::log_page_size>(srqc);
+        for (std::size_t i = 0; i < (in.size() - ifc::create_srq_in::size_bytes) / 8; ++i) {
+            if (!in_memory(ifc::get<ifc::create_srq_in::pas>(p, i), page)) fail("CREATE_SRQ with a page outside");
+        }
+        break;
+    }
+    case cmd_opcode::DESTROY_SRQ:
+    case cmd_opcode::QUERY_SRQ:
+    case cmd_opcode::ARM_RQ:
+        if (!o.srqs.contains(ifc::get<ifc::destroy_srq_in::srqn>(p))) fail("an SRQ command on another's SRQ allowed");
+        if (op == cmd_opcode::ARM_RQ && ifc::get<ifc::arm_rq_in::op_mod>(p) != 1) fail("ARM_RQ of an RQ or XRQ allowed");
+        break;
     case cmd_opcode::ALLOC_PD: break;
     default: fail("a command off the allow-list allowed");
     }
@@ -188,8 +219,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const int sets[4][2] = {{-1, -1}, {f.file, -1}, {f.sock[0], -1}, {f.file, f.file}};
     const unsigned pick = data[0] % 4;
     const std::size_t nfds = pick == 0 ? 0 : pick == 3 ? 2 : 1;
-    const std::span<const int> fd_span(sets[pick], nfds);
-    const std::span<const std::byte> msg(reinterpret_cast<const std::byte*>(data + 1), size - 1);
+    std::span<const int> fd_span(sets[pick], nfds);
+    std::span<const std::byte> msg(reinterpret_cast<const std::byte*>(data + 1), size - 1);
+    // 0xfd: one fd, a sealed memfd holding the bytes after the header and COMMAND_FD's
+    // body (the message is what comes before), so a COMMAND_FD's input is fuzzed too.
+    d::unique_fd sealed;
+    int sealed_set[1] = {-1};
+    if (data[0] == 0xfd) {
+        const std::size_t skip = std::min<std::size_t>(msg.size(), d::header_bytes + 10);
+        auto m = d::sealed_memfd(msg.subspan(skip));
+        if (!m) fail("a sealed memfd");
+        sealed = std::move(m).value();
+        sealed_set[0] = sealed.get();
+        fd_span = std::span<const int>(sealed_set, 1);
+        msg = msg.first(skip);
+    }
 
     d::request r;
     const auto s = d::parse_request(msg, fd_span, r);
@@ -202,7 +246,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             fail("a parsed request does not encode to its own bytes");
         }
         (void)session.accept(r);
-        if (r.type == d::msg_type::command) {
+        if (r.type == d::msg_type::command || r.type == d::msg_type::command_fd) {
             const auto e = d::check_command(r.command.in, r.command.out_len, some_client(), d::device_facts{8},
                                             d::quotas{});
             if (!e && (e.error().code <= 0 || e.error().message.empty())) fail("a command refused without errno or text");

@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
         const unsigned pick = rng() % 9;
         const auto type = static_cast<d::msg_type>(pick < 7 ? 1 + pick : pick == 7 ? 16 : 17);
         const std::uint32_t s = rng() % 8 == 0 ? static_cast<std::uint32_t>(rng()) : ++seq;
+        std::vector<std::byte> large;  // a COMMAND_FD's input, after the message (fd_pick 0xfd)
+        bool as_fd = false;
         if (kind < 8) {
             std::vector<std::byte> b;
             switch (type) {
@@ -118,14 +120,14 @@ int main(int argc, char** argv) {
                 // they go.
                 static const std::uint16_t ops[] = {0x800, 0x801, 0x400, 0x401, 0x402, 0x200, 0x202, 0x500,
                                                     0x501, 0x502, 0x503, 0x504, 0x505, 0x506, 0x507, 0x50a,
-                                                    0x50b, 0x50c, 0x50e, 0x600};
+                                                    0x50b, 0x50c, 0x50e, 0x600, 0x700, 0x701, 0x702, 0x703};
                 constexpr std::size_t kOps = sizeof ops / sizeof ops[0];
                 if (rng() % 3 == 0) {
                     const std::uint16_t op = ops[rng() % kOps];
                     // The layout's size (the QP commands' 0x880 bytes hold a whole QPC)
                     // and a page list after it.
                     const bool qp_ctx = (op >= 0x500 && op <= 0x506) || op == 0x50c || op == 0x50e;
-                    const std::size_t head = qp_ctx ? 0x880 : 0x110;
+                    const std::size_t head = qp_ctx || op == 0x700 ? 0x880 : 0x110;
                     c.in.resize(head + 8 * (1 + rng() % 8));
                     for (auto& x : c.in) x = static_cast<std::byte>(rng() % 3 ? 0 : rng());
                     // Half of them clean: zero but for the fields that make the command one
@@ -137,7 +139,8 @@ int main(int argc, char** argv) {
                     c.in[0] = static_cast<std::byte>(op >> 8);
                     c.in[1] = static_cast<std::byte>(op);
                     c.in[2] = c.in[3] = std::byte{0};
-                    c.in[0x4b] = static_cast<std::byte>(rng() % 2 ? 7 : 3);  // a number at 0x48
+                    c.in[0x4b] = static_cast<std::byte>(rng() % 3 == 0 ? 11 : rng() % 2 ? 7 : 3);  // a number at 0x48
+                    if (op == 0x703) c.in[7] = static_cast<std::byte>(rng() % 3);  // ARM_RQ's op_mod
                     c.out_len = 16 + 4 * (rng() % 40);
                     for (std::size_t k = head; k + 8 <= c.in.size(); k += 8) {  // page lists in the mapping
                         const std::uint64_t pa = (1 << 20) + (rng() % 300) * 4096;
@@ -152,11 +155,20 @@ int main(int argc, char** argv) {
                         ifc::set<ifc::qpc::cqn_rcv>(qpc, 7);
                         ifc::set<ifc::qpc::dbr_addr>(qpc, (1u << 20) + 64 * (rng() % 8));
                         ifc::set<ifc::create_qp_in::input_qpn>(in, 0);
+                        if (rng() % 3 == 0) {  // on the client's SRQ 11 (or another's)
+                            ifc::set<ifc::qpc::rq_type>(qpc, ifc::qpc_values::rq_srq);
+                            ifc::set<ifc::qpc::srqn_rmpn_xrqn>(qpc, rng() % 4 ? 11 : 12);
+                        }
                     } else if (clean && op == 0x400) {  // CREATE_CQ
                         std::byte* cqc = ifc::at<ifc::create_cq_in::cq_context>(in);
                         ifc::set<ifc::cqc::uar_page>(cqc, 5);
                         ifc::set<ifc::cqc::c_eqn_or_apu_element>(cqc, 8);
                         ifc::set<ifc::cqc::dbr_addr>(cqc, (1u << 20) + 64 * (rng() % 8));
+                    } else if (clean && op == 0x700) {  // CREATE_SRQ
+                        std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(in);
+                        ifc::set<ifc::srqc::pd>(srqc, 3);
+                        ifc::set<ifc::srqc::log_srq_size>(srqc, rng() % 6);
+                        ifc::set<ifc::srqc::dbr_addr>(srqc, (1u << 20) + 64 * (rng() % 8));
                     } else if (clean && op == 0x200) {  // CREATE_MKEY
                         std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(in);
                         ifc::set<ifc::mkc::access_mode_1_0>(mkc, 1);
@@ -177,10 +189,17 @@ int main(int argc, char** argv) {
                     }
                 }
                 b = d::body(c);
+                if (rng() % 4 == 0) {  // the same as COMMAND_FD, its input in a sealed memfd
+                    as_fd = true;
+                    large = c.in;
+                    b = d::body(d::command_fd_req{c.device, c.out_len, static_cast<std::uint32_t>(c.in.size())});
+                    fd_pick = rng() % 8 == 0 ? fd_pick : 0xfd;
+                }
                 break;
             }
+            case d::msg_type::command_fd: break;  // made from a COMMAND above
             }
-            msg = d::encode(type, s, b);
+            msg = d::encode(as_fd ? d::msg_type::command_fd : type, s, b);
             if (kind >= 4) {  // mutations: flips, cuts, extensions, the wrong version
                 const unsigned flips = rng() % 4;
                 for (unsigned k = 0; k < flips; ++k) msg[rng() % msg.size()] ^= static_cast<std::byte>(1 + rng() % 255);
@@ -198,6 +217,7 @@ int main(int argc, char** argv) {
         }
         in.assign(1, fd_pick);
         for (auto x : msg) in.push_back(static_cast<std::uint8_t>(x));
+        for (auto x : large) in.push_back(static_cast<std::uint8_t>(x));
         LLVMFuzzerTestOneInput(in.data(), in.size());
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

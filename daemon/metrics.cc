@@ -1,0 +1,339 @@
+#include "daemon/metrics.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "driver/cmd/cmd_queue.h"
+#include "hw/ifc.h"
+
+namespace cxv::daemon {
+
+namespace ifc = hw::ifc;
+using hw::cmd_opcode;
+
+namespace {
+
+constexpr std::size_t kMaxRequest = 8 * 1024;
+constexpr std::chrono::seconds kConnectionTime{2};
+
+// A label value in the exposition format: backslash, double quote and newline escaped.
+std::string esc(std::string_view s) {
+    std::string out;
+    for (const char c : s) {
+        if (c == '\\') out += "\\\\";
+        else if (c == '"') out += "\\\"";
+        else if (c == '\n') out += "\\n";
+        else out += c;
+    }
+    return out;
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+// sample, e.g. "x{a=\"b\"} 3".
+void sample(std::string& out, std::string_view name, const std::string& labels, double v) {
+    out += name;
+    if (!labels.empty()) out += "{" + labels + "}";
+    out += fmt::format(" {}\n", v);
+}
+void sample(std::string& out, std::string_view name, const std::string& labels, std::uint64_t v) {
+    out += name;
+    if (!labels.empty()) out += "{" + labels + "}";
+    out += fmt::format(" {}\n", v);
+}
+
+}  // namespace
+
+// PRM QUERY_VPORT_COUNTER (op_mod 0: the function's own vport): packets and octets per
+// kind of traffic, and the error counters.
+port_sample sample_port(driver::hca& h) {
+    port_sample s;
+    s.function = h.device().bdf();
+    using out = ifc::query_vport_counter_out;
+    auto in = driver::command<ifc::query_vport_counter_in>(cmd_opcode::QUERY_VPORT_COUNTER);
+    auto r = h.exec(in, out::size_bytes);
+    if (!r) return s;
+    const std::byte* o = r->data();
+    auto packets = [&](const std::byte* tc) { return ifc::get<ifc::traffic_counter::packets>(tc); };
+    auto octets = [&](const std::byte* tc) { return ifc::get<ifc::traffic_counter::octets>(tc); };
+    for (const std::byte* tc : {ifc::at<out::received_ib_unicast>(o), ifc::at<out::received_ib_multicast>(o),
+                                ifc::at<out::received_eth_broadcast>(o), ifc::at<out::received_eth_unicast>(o),
+                                ifc::at<out::received_eth_multicast>(o)}) {
+        s.rx_packets += packets(tc);
+        s.rx_bytes += octets(tc);
+    }
+    for (const std::byte* tc : {ifc::at<out::transmitted_ib_unicast>(o), ifc::at<out::transmitted_ib_multicast>(o),
+                                ifc::at<out::transmitted_eth_broadcast>(o), ifc::at<out::transmitted_eth_unicast>(o),
+                                ifc::at<out::transmitted_eth_multicast>(o)}) {
+        s.tx_packets += packets(tc);
+        s.tx_bytes += octets(tc);
+    }
+    s.rx_errors = packets(ifc::at<out::received_errors>(o));
+    s.tx_errors = packets(ifc::at<out::transmit_errors>(o));
+    s.ok = true;
+    return s;
+}
+
+// ---- the registry ---------------------------------------------------------------------
+
+void metrics::client_seen(std::uintptr_t key, pid_t pid, uid_t uid, const std::string& comm,
+                          std::vector<std::pair<std::string, client_counts>> per_function) {
+    std::lock_guard lock(mu_);
+    client& c = clients_[key];
+    c.pid = pid;
+    c.uid = uid;
+    c.comm = comm;
+    c.per_function = std::move(per_function);
+}
+
+void metrics::client_gone(std::uintptr_t key) {
+    std::lock_guard lock(mu_);
+    if (clients_.erase(key) != 0) ++clients_gone_;
+}
+
+void metrics::request(std::uintptr_t key, const std::string& op, bool refused, std::chrono::nanoseconds took) {
+    const double secs = std::chrono::duration<double>(took).count();
+    std::lock_guard lock(mu_);
+    ++(refused ? refused_ : run_);
+    if (auto it = clients_.find(key); it != clients_.end()) ++(refused ? it->second.refused : it->second.run);
+    histogram& h = latency_[op];
+    std::size_t b = 0;
+    while (b < buckets.size() && secs > buckets[b]) ++b;
+    if (b < buckets.size()) ++h.counts[b];
+    ++h.count;
+    h.sum += secs;
+}
+
+std::string metrics::render(const std::vector<port_sample>& ports) const {
+    std::lock_guard lock(mu_);
+    std::string out;
+    auto who = [](const client& c) {
+        return fmt::format("pid=\"{}\",uid=\"{}\",comm=\"{}\"", c.pid, c.uid, esc(c.comm));
+    };
+    family(out, "cxvd_clients", "gauge", "Client connections now.");
+    sample(out, "cxvd_clients", "", static_cast<std::uint64_t>(clients_.size()));
+    family(out, "cxvd_clients_gone_total", "counter", "Client connections that have gone (closed or dropped).");
+    sample(out, "cxvd_clients_gone_total", "", clients_gone_);
+    family(out, "cxvd_requests_total", "counter", "Requests handled, by result (run, or refused with an errno).");
+    sample(out, "cxvd_requests_total", "result=\"run\"", run_);
+    sample(out, "cxvd_requests_total", "result=\"refused\"", refused_);
+
+    family(out, "cxvd_client_requests_total", "counter", "A client's requests, by result.");
+    for (const auto& [k, c] : clients_) {
+        sample(out, "cxvd_client_requests_total", who(c) + ",result=\"run\"", c.run);
+        sample(out, "cxvd_client_requests_total", who(c) + ",result=\"refused\"", c.refused);
+    }
+    family(out, "cxvd_client_objects", "gauge", "Objects a client holds on a function, by kind.");
+    for (const auto& [k, c] : clients_) {
+        for (const auto& [fn, n] : c.per_function) {
+            const std::string l = fmt::format("function=\"{}\",{}", esc(fn), who(c));
+            const std::pair<const char*, std::uint64_t> kinds[] = {{"pd", n.pds},   {"cq", n.cqs},   {"mkey", n.mkeys},
+                                                                   {"qp", n.qps},   {"srq", n.srqs}, {"uar", n.uars},
+                                                                   {"mapping", n.maps}};
+            for (const auto& [kind, v] : kinds) sample(out, "cxvd_client_objects", l + fmt::format(",kind=\"{}\"", kind), v);
+        }
+    }
+    family(out, "cxvd_client_pinned_bytes", "gauge", "Client memory mapped for the device (pinned), in bytes.");
+    for (const auto& [k, c] : clients_) {
+        for (const auto& [fn, n] : c.per_function) {
+            sample(out, "cxvd_client_pinned_bytes", fmt::format("function=\"{}\",{}", esc(fn), who(c)), n.pinned);
+        }
+    }
+
+    family(out, "cxvd_port_counters_ok", "gauge", "1 when the port's counters could be read (QUERY_VPORT_COUNTER).");
+    for (const auto& p : ports) {
+        sample(out, "cxvd_port_counters_ok", fmt::format("function=\"{}\",port=\"{}\"", esc(p.function), p.port),
+               std::uint64_t{p.ok ? 1u : 0u});
+    }
+    const std::pair<const char*, const char*> traffic[] = {
+        {"cxvd_port_packets_total", "Packets through the function's vport, by direction."},
+        {"cxvd_port_bytes_total", "Bytes through the function's vport, by direction."},
+        {"cxvd_port_errors_total", "Packets the vport counted as errors, by direction."}};
+    for (std::size_t t = 0; t < 3; ++t) {
+        family(out, traffic[t].first, "counter", traffic[t].second);
+        for (const auto& p : ports) {
+            if (!p.ok) continue;
+            const std::uint64_t rx[] = {p.rx_packets, p.rx_bytes, p.rx_errors};
+            const std::uint64_t tx[] = {p.tx_packets, p.tx_bytes, p.tx_errors};
+            const std::string l = fmt::format("function=\"{}\",port=\"{}\"", esc(p.function), p.port);
+            sample(out, traffic[t].first, l + ",direction=\"rx\"", rx[t]);
+            sample(out, traffic[t].first, l + ",direction=\"tx\"", tx[t]);
+        }
+    }
+
+    family(out, "cxvd_request_duration_seconds", "histogram",
+           "Time to handle a request, by PRM opcode (COMMAND) or request type.");
+    for (const auto& [op, h] : latency_) {
+        std::uint64_t cumulative = 0;
+        for (std::size_t b = 0; b < buckets.size(); ++b) {
+            cumulative += h.counts[b];
+            sample(out, "cxvd_request_duration_seconds_bucket", fmt::format("op=\"{}\",le=\"{}\"", esc(op), buckets[b]),
+                   cumulative);
+        }
+        sample(out, "cxvd_request_duration_seconds_bucket", fmt::format("op=\"{}\",le=\"+Inf\"", esc(op)), h.count);
+        sample(out, "cxvd_request_duration_seconds_sum", fmt::format("op=\"{}\"", esc(op)), h.sum);
+        sample(out, "cxvd_request_duration_seconds_count", fmt::format("op=\"{}\"", esc(op)), h.count);
+    }
+    return out;
+}
+
+// ---- HTTP -----------------------------------------------------------------------------
+
+result<std::unique_ptr<metrics_server>> metrics_server::create(const std::string& addr, std::shared_ptr<metrics> m,
+                                                               std::function<std::vector<port_sample>()> ports) {
+    std::unique_ptr<metrics_server> s(new metrics_server);
+    s->m_ = std::move(m);
+    s->ports_ = std::move(ports);
+    std::string path = addr.rfind("unix:", 0) == 0 ? addr.substr(5) : addr.rfind('/', 0) == 0 ? addr : std::string();
+    if (!path.empty()) {
+        sockaddr_un a{};
+        if (path.size() >= sizeof a.sun_path) return error{ENAMETOOLONG, fmt::format("--metrics {}: too long", path)};
+        a.sun_family = AF_UNIX;
+        std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+        s->listen_ = unique_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (!s->listen_) return error{errno, fmt::format("--metrics: socket: {}", std::strerror(errno))};
+        struct stat st{};
+        if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());  // a stale one
+        if (::bind(s->listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+            return error{errno, fmt::format("--metrics {}: bind: {}", path, std::strerror(errno))};
+        }
+        ::chmod(path.c_str(), 0660);
+        s->unix_path_ = path;
+    } else {
+        // 127.0.0.1:PORT only: the metrics name every client's pid, uid and command.
+        const auto colon = addr.rfind(':');
+        char* end = nullptr;
+        const std::string host = colon == std::string::npos ? std::string() : addr.substr(0, colon);
+        const unsigned long port = colon == std::string::npos ? 0 : std::strtoul(addr.c_str() + colon + 1, &end, 10);
+        if (host != "127.0.0.1" || end == nullptr || *end != '\0' || end == addr.c_str() + colon + 1 || port > 65535) {
+            return error{EINVAL, fmt::format("--metrics {}: give a UNIX socket path or 127.0.0.1:PORT (the metrics "
+                                             "name every client, so they are not served beyond this host)", addr)};
+        }
+        s->listen_ = unique_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (!s->listen_) return error{errno, fmt::format("--metrics: socket: {}", std::strerror(errno))};
+        const int one = 1;
+        ::setsockopt(s->listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<std::uint16_t>(port));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::bind(s->listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+            return error{errno, fmt::format("--metrics {}: bind: {}", addr, std::strerror(errno))};
+        }
+        socklen_t len = sizeof a;
+        ::getsockname(s->listen_.get(), reinterpret_cast<sockaddr*>(&a), &len);
+        s->port_ = ntohs(a.sin_port);
+    }
+    if (::listen(s->listen_.get(), 16) != 0) return error{errno, fmt::format("--metrics: listen: {}", std::strerror(errno))};
+    s->wake_ = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!s->wake_) return error{errno, fmt::format("--metrics: eventfd: {}", std::strerror(errno))};
+    s->thread_ = std::thread([p = s.get()] { p->run(); });
+    return s;
+}
+
+metrics_server::~metrics_server() {
+    const std::uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof one);
+    if (thread_.joinable()) thread_.join();
+    if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+}
+
+void metrics_server::run() {
+    for (;;) {
+        pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {listen_.get(), POLLIN, 0}};
+        if (::poll(fds, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        if (fds[0].revents) return;
+        if (!(fds[1].revents & POLLIN)) continue;
+        unique_fd c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (!c) {
+            // Out of fds: wait a little rather than spin on a listener that stays readable.
+            if (errno == EMFILE || errno == ENFILE) ::poll(fds, 1, 100);
+            continue;
+        }
+        serve_one(c.get());
+    }
+}
+
+namespace {
+
+// Waits (until `end`) for `ev` on `fd` or the wake fd; false on timeout, error or stop.
+bool wait_for(int fd, short ev, int wake, std::chrono::steady_clock::time_point end) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd fds[2] = {{fd, ev, 0}, {wake, POLLIN, 0}};
+    const int n = ::poll(fds, 2, static_cast<int>(left.count()));
+    return n > 0 && !fds[1].revents && (fds[0].revents & ev);
+}
+
+}  // namespace
+
+void metrics_server::serve_one(int fd) {
+    const auto end = std::chrono::steady_clock::now() + kConnectionTime;
+    std::string req;
+    while (req.find("\r\n\r\n") == std::string::npos) {
+        if (req.size() >= kMaxRequest || !wait_for(fd, POLLIN, wake_.get(), end)) break;
+        char buf[1024];
+        const ssize_t n = ::read(fd, buf, std::min(sizeof buf, kMaxRequest - req.size()));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n <= 0) return;
+        req.append(buf, static_cast<std::size_t>(n));
+    }
+    // RFC 9112: request-line = method SP request-target SP HTTP-version CRLF.
+    const auto eol = req.find("\r\n");
+    const std::string line = req.substr(0, eol);
+    const auto sp1 = line.find(' '), sp2 = line.rfind(' ');
+    std::string status = "200 OK", body, type = "text/plain; version=0.0.4; charset=utf-8";
+    if (eol == std::string::npos || req.find("\r\n\r\n") == std::string::npos || sp1 == std::string::npos ||
+        sp2 == sp1 || line.compare(sp2 + 1, 7, "HTTP/1.") != 0) {
+        status = req.size() >= kMaxRequest ? "431 Request Header Fields Too Large" : "400 Bad Request";
+        body = status + "\n";
+        type = "text/plain; charset=utf-8";
+    } else {
+        const std::string method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+        const std::string path = target.substr(0, target.find('?'));
+        if (method != "GET") {
+            status = "405 Method Not Allowed";
+        } else if (path != "/metrics") {
+            status = "404 Not Found";
+        }
+        if (status.rfind("200", 0) == 0) {
+            body = m_->render(ports_ ? ports_() : std::vector<port_sample>{});
+        } else {
+            body = status + " (GET /metrics)\n";
+            type = "text/plain; charset=utf-8";
+        }
+    }
+    std::string resp = fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
+                                   status, type, body.size(), status.rfind("405", 0) == 0 ? "Allow: GET\r\n" : "");
+    resp += body;
+    std::size_t done = 0;
+    while (done < resp.size()) {
+        const ssize_t n = ::send(fd, resp.data() + done, resp.size() - done, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (!wait_for(fd, POLLOUT, wake_.get(), end)) return;
+            continue;
+        }
+        if (n <= 0) return;
+        done += static_cast<std::size_t>(n);
+    }
+    ::shutdown(fd, SHUT_WR);
+}
+
+}  // namespace cxv::daemon

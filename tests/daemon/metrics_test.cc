@@ -1,0 +1,270 @@
+// `cxvd --metrics`: Prometheus text exposition (0.0.4) over HTTP/1.1 GET /metrics, on a
+// UNIX socket or 127.0.0.1:PORT. Fetched by a small HTTP client here (and by curl when
+// the host has it); the text is checked line by line against the format (HELP and TYPE
+// before a family's samples, names and label sets well formed, histogram buckets
+// cumulative and ending in +Inf, values numbers), and `promtool check metrics` runs on it
+// when promtool is installed. The counters move with traffic: two QPs of a client process
+// exchange SENDs and the port's packet and byte counters, the client's objects and
+// requests and the request histogram follow. A scrape that never finishes its request
+// does not hold up the daemon's clients.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <doctest/doctest.h>
+
+#include "tests/daemon/rig.h"
+
+using namespace cxv::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// One HTTP/1.1 request on a fresh connection; the whole response (the server closes).
+std::string http(const std::string& addr, const std::string& request) {
+    int fd = -1;
+    if (addr[0] == '/') {
+        fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        std::memcpy(a.sun_path, addr.c_str(), addr.size() + 1);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    } else {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<std::uint16_t>(std::stoul(addr.substr(addr.find(':') + 1))));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    }
+    REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
+    std::string out;
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        REQUIRE_MESSAGE(std::chrono::steady_clock::now() < end, "no whole response within 10 s: ", out);
+        if (::poll(&p, 1, 100) <= 0) continue;
+        char buf[4096];
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return out;
+}
+
+std::string get(const std::string& addr, const std::string& path = "/metrics") {
+    return http(addr, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
+}
+
+// The body of a 200 response, after checking its head.
+std::string body_of(const std::string& resp) {
+    REQUIRE_MESSAGE(resp.rfind("HTTP/1.1 200 OK\r\n", 0) == 0, resp.substr(0, 200));
+    const auto head_end = resp.find("\r\n\r\n");
+    REQUIRE(head_end != std::string::npos);
+    const std::string head = resp.substr(0, head_end);
+    CHECK(head.find("Content-Type: text/plain; version=0.0.4; charset=utf-8") != std::string::npos);
+    CHECK(head.find("Connection: close") != std::string::npos);
+    const std::string body = resp.substr(head_end + 4);
+    CHECK(head.find("Content-Length: " + std::to_string(body.size())) != std::string::npos);
+    return body;
+}
+
+// The text exposition format, version 0.0.4, checked line by line; the samples by
+// "name{labels}".
+std::map<std::string, double> parse(const std::string& text) {
+    static const std::regex help(R"re(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .+)re");
+    static const std::regex type(R"re(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped))re");
+    static const std::regex smp(
+        R"re(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*"(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")*)?\})? (\S+))re");
+    std::map<std::string, double> out;
+    std::map<std::string, std::string> types;
+    std::set<std::string> helped, done;
+    std::string current;
+    std::istringstream in(text);
+    std::string line;
+    REQUIRE(!text.empty());
+    CHECK(text.back() == '\n');
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (std::regex_match(line, m, help)) {
+            CHECK_MESSAGE(!helped.contains(m[1]), "HELP twice: ", line);
+            helped.insert(m[1]);
+            continue;
+        }
+        if (std::regex_match(line, m, type)) {
+            CHECK_MESSAGE(!types.contains(m[1]), "TYPE twice: ", line);
+            CHECK_MESSAGE(helped.contains(m[1]), "TYPE before HELP: ", line);
+            if (!current.empty()) done.insert(current);
+            current = m[1];
+            types[m[1]] = m[2];
+            continue;
+        }
+        REQUIRE_MESSAGE(std::regex_match(line, m, smp), "not a sample line: ", line);
+        std::string name = m[1];
+        std::string fam = name;
+        for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+            const std::string s = suffix;
+            if (fam.size() > s.size() && fam.compare(fam.size() - s.size(), s.size(), s) == 0 &&
+                types.contains(fam.substr(0, fam.size() - s.size())) && types[fam.substr(0, fam.size() - s.size())] == "histogram") {
+                fam = fam.substr(0, fam.size() - s.size());
+            }
+        }
+        CHECK_MESSAGE(fam == current, "a sample outside its family's block: ", line);
+        CHECK_MESSAGE(!done.contains(fam), "a family's samples split: ", line);
+        const std::string v = m[7];
+        char* end = nullptr;
+        const double x = v == "+Inf" ? INFINITY : std::strtod(v.c_str(), &end);
+        CHECK_MESSAGE((v == "+Inf" || (end != nullptr && *end == '\0')), "not a number: ", line);
+        const std::string key = name + (m[2].matched ? std::string(m[2]) : std::string());
+        CHECK_MESSAGE(!out.contains(key), "a sample twice: ", line);
+        out[key] = x;
+    }
+    return out;
+}
+
+// The sum of the samples of `name` whose labels contain every one of `with`.
+double total(const std::map<std::string, double>& s, const std::string& name, std::vector<std::string> with = {}) {
+    double t = 0;
+    for (const auto& [k, v] : s) {
+        if (k.rfind(name, 0) != 0 || (k.size() > name.size() && k[name.size()] != '{')) continue;
+        bool all = true;
+        for (const auto& w : with) all = all && k.find(w) != std::string::npos;
+        if (all) t += v;
+    }
+    return t;
+}
+
+// Histogram buckets cumulative and ending with +Inf equal to _count, per op.
+void check_histograms(const std::map<std::string, double>& s) {
+    std::map<std::string, std::vector<std::pair<double, double>>> by_op;
+    static const std::regex b(R"re(cxvd_request_duration_seconds_bucket\{op="([^"]*)",le="([^"]*)"\})re");
+    for (const auto& [k, v] : s) {
+        std::smatch m;
+        if (!std::regex_match(k, m, b)) continue;
+        const double le = m[2] == "+Inf" ? INFINITY : std::stod(m[2]);
+        by_op[m[1]].emplace_back(le, v);
+    }
+    CHECK_FALSE(by_op.empty());
+    for (auto& [op, bs] : by_op) {
+        std::sort(bs.begin(), bs.end());
+        for (std::size_t i = 1; i < bs.size(); ++i) CHECK_MESSAGE(bs[i].second >= bs[i - 1].second, op);
+        REQUIRE(std::isinf(bs.back().first));
+        CHECK(bs.back().second == s.at("cxvd_request_duration_seconds_count{op=\"" + op + "\"}"));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, requests, latency and port counters move with traffic") {
+    scratch where;
+    const std::string maddr = where.dir + "/m.sock";
+    daemon_rig rig({"--metrics", maddr});
+    for (int i = 0; i < 200 && ::access(maddr.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
+    const auto before = parse(body_of(get(maddr)));
+    CHECK(before.at("cxvd_clients") == 0);  // the rig's probe connections sent nothing
+    CHECK(before.at("cxvd_port_counters_ok{function=\"0000:c5:00.0\",port=\"1\"}") == 1);
+    const double rx0 = total(before, "cxvd_port_packets_total", {"direction=\"rx\""});
+    const double tx0 = total(before, "cxvd_port_packets_total", {"direction=\"tx\""});
+    const double bytes0 = total(before, "cxvd_port_bytes_total");
+
+    // A client with a PD, CQ, key and two QPs connected to each other, moving SENDs.
+    test_client c(rig.sock);
+    shared_memory m(64 * 1024);
+    const auto iova = c.map(m);
+    const auto uar = c.alloc_uar();
+    const auto pd = c.alloc_pd();
+    const auto cqn = c.cq(iova, iova + 4096, uar);
+    CHECK(c.create_mkey(pd, iova + 3 * 4096, 4).err == 0);
+    CHECK(c.query_cq(cqn) == 0);
+    CHECK(c.destroy_cq(0xabcdef) == EPERM);  // refused: counted as such
+    const auto mid = parse(body_of(get(maddr)));
+    CHECK(mid.at("cxvd_clients") == 1);
+    const std::string me = "pid=\"" + std::to_string(::getpid()) + "\"";
+    CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"pd\""}) == 1);
+    CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"cq\""}) == 1);
+    CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"mkey\""}) == 1);
+    CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"uar\""}) == 1);
+    CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"mapping\""}) == 1);
+    CHECK(total(mid, "cxvd_client_pinned_bytes", {me}) == 64 * 1024);
+    CHECK(total(mid, "cxvd_client_requests_total", {me, "result=\"refused\""}) == 1);
+    CHECK(total(mid, "cxvd_client_requests_total", {me, "result=\"run\""}) >= 7);
+    CHECK(mid.at("cxvd_request_duration_seconds_count{op=\"CREATE_MKEY\"}") == 1);
+    CHECK(mid.at("cxvd_request_duration_seconds_count{op=\"HELLO\"}") == 1);
+    CHECK(mid.at("cxvd_request_duration_seconds_count{op=\"DESTROY_CQ\"}") == 1);
+    check_histograms(mid);
+
+    // Traffic: a client process (loop_peer) moves 64 rounds of SENDs between two QPs of
+    // its own through the function, every payload checked.
+    ::setenv("CXV_DAEMON", rig.sock.c_str(), 1);
+    const auto ran = run({env_path("CXVD_LOOP_PEER"), "--rounds", "64"}, rig.dir.dir + "/loop.log", 60s);
+    ::unsetenv("CXV_DAEMON");
+    REQUIRE_MESSAGE(ran.status == 0, ran.output);
+    const auto after = parse(body_of(get(maddr)));
+    CHECK(total(after, "cxvd_port_packets_total", {"direction=\"rx\""}) > rx0);
+    CHECK(total(after, "cxvd_port_packets_total", {"direction=\"tx\""}) > tx0);
+    CHECK(total(after, "cxvd_port_bytes_total") > bytes0 + 64 * 512);
+    CHECK(after.at("cxvd_clients_gone_total") >= 1);  // the looping client came and went
+    check_histograms(after);
+
+    // Wrong method, path, a malformed request: refused, and serving goes on.
+    CHECK(http(maddr, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
+    CHECK(get(maddr, "/").rfind("HTTP/1.1 404", 0) == 0);
+    CHECK(http(maddr, "nonsense\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
+    CHECK(http(maddr, std::string(9000, 'A')).rfind("HTTP/1.1 431", 0) == 0);
+
+    // A scraper that connects and says nothing holds the metrics thread (for at most two
+    // seconds), never the daemon: its clients are served meanwhile.
+    const int idle = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, maddr.c_str(), maddr.size() + 1);
+    REQUIRE(::connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) CHECK(c.status().clients_total == 1);
+    CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+    ::close(idle);
+
+    // promtool, when installed (Debian: the prometheus package), agrees.
+    if (::system("command -v promtool > /dev/null 2>&1") == 0) {
+        const std::string file = rig.dir.dir + "/metrics.txt";
+        {
+            std::ofstream f(file);
+            f << body_of(get(maddr));
+        }
+        CHECK(::system(("promtool check metrics < " + file + " > " + rig.dir.dir + "/promtool.log 2>&1").c_str()) == 0);
+        MESSAGE("promtool: ", slurp(rig.dir.dir + "/promtool.log"));
+    }
+}
+
+TEST_CASE("--metrics on 127.0.0.1:PORT answers curl; any other address is refused at start") {
+    const unsigned port = free_port();
+    const std::string addr = "127.0.0.1:" + std::to_string(port);
+    daemon_rig rig({"--metrics", addr});
+    const auto body = body_of(get(addr));
+    const auto s = parse(body);
+    CHECK(s.contains("cxvd_clients"));
+    if (::system("command -v curl > /dev/null 2>&1") == 0) {
+        const std::string out = rig.dir.dir + "/curl.txt";
+        REQUIRE(::system(("curl -sf http://" + addr + "/metrics -o " + out).c_str()) == 0);
+        CHECK(slurp(out).find("# TYPE cxvd_request_duration_seconds histogram") != std::string::npos);
+    }
+    for (const char* bad : {"0.0.0.0:9100", "192.0.2.1:9100", "localhost:9100", "127.0.0.1:x", "relative.sock"}) {
+        scratch dir;
+        const auto r = run({env_path("CXV_SIM"), "run", "--port-type", "eth", "--link-up-ms", "20", "--",
+                            env_path("CXVD"), "--socket", dir.dir + "/s.sock", "--metrics", bad},
+                           dir.dir + "/log", std::chrono::seconds(60));
+        CHECK_MESSAGE(r.status != 0, bad);
+        CHECK_MESSAGE(r.output.find("127.0.0.1:PORT") != std::string::npos, r.output);
+    }
+}
