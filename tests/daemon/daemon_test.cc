@@ -325,9 +325,13 @@ TEST_CASE("1,000 connect / create / destroy / disconnect cycles leave no fd, obj
     CHECK(maps.bytes == maps_base.bytes);
     // 900 cycles after the warm-up grow the daemon by less than 4 MiB (about 4.5 KiB a
     // cycle would be a leak of every connection's books or buffers).
-    const std::uint64_t rss = rss_kib(rig.pid());
+    // Not under ASan: its quarantine holds up to 256 MiB of freed memory (and
+    // LeakSanitizer checks leaks there instead).
     REQUIRE(rss_warm > 0);
+#if !defined(__SANITIZE_ADDRESS__)
+    const std::uint64_t rss = rss_kib(rig.pid());
     CHECK_MESSAGE(rss < rss_warm + 4096, "RSS ", rss, " KiB after 1,000 cycles, ", rss_warm, " KiB after 100");
+#endif
 }
 
 TEST_CASE("malformed, oversized, truncated, wrong-version and out-of-order requests get errors; serving goes on") {
