@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     // Function `i` brought up: at start, and again after a fatal error (the server's
     // recovery). vfio-pci resets the function at open, so nothing a dead daemon or a
     // dead firmware left behind is relied on.
-    auto bring_up = [&bdfs, port_timeout_ms, inbox = *inbox](
+    auto bring_up = [&bdfs, port_timeout_ms, mailbox_blocks, inbox = *inbox](
                         std::size_t i, std::uint64_t gen) -> cxv::result<std::unique_ptr<cxv::driver::hca>> {
         const std::string& bdf = bdfs[i];
         auto dev = cxv::driver::vfio::device::open(bdf);

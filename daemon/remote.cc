@@ -207,6 +207,8 @@ void remote_function::stop_events() {
     }
     (void)::eventfd_write(stop_.get(), 1);
     reader_.join();
+}
+
 // A command too large for one message (a memory key's MTT for a large region): its input
 // in a sealed memfd (COMMAND_FD), its output inline or, when large, in one.
 result<std::vector<std::byte>> remote_function::exec_large(std::span<const std::byte> in, std::size_t out_len) {
