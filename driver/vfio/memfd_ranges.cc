@@ -1,0 +1,235 @@
+#include "driver/vfio/memfd_ranges.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace cxv::driver::vfio {
+
+namespace {
+
+constexpr std::uintptr_t kPage = 4096;
+constexpr const char* kRebackName = "cxv-reback";  // memfd_create(2) name: "/memfd:cxv-reback (deleted)"
+
+struct range_rec {
+    std::uintptr_t base = 0, end = 0;
+    int fd = -1;
+    ino_t ino = 0;
+    bool rebacked = false;
+    unsigned holds = 0;  // live slices (one per DMA mapping made of it)
+    ~range_rec() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+// Never destroyed: a mapping released during exit still finds it.
+struct registry {
+    std::mutex mu;
+    std::map<std::uintptr_t, std::shared_ptr<range_rec>> ranges;  // by base
+};
+registry& reg() {
+    static auto* r = new registry;
+    return *r;
+}
+
+// One line of /proc/self/maps (proc(5)).
+struct vma {
+    std::uintptr_t start = 0, end = 0;
+    std::uint64_t offset = 0, inode = 0;
+    std::string perms, path;
+    bool shared() const { return perms.size() >= 4 && perms[3] == 's'; }
+    bool readable() const { return !perms.empty() && perms[0] == 'r'; }
+    int prot() const {
+        return (perms.size() >= 1 && perms[0] == 'r' ? PROT_READ : 0) |
+               (perms.size() >= 2 && perms[1] == 'w' ? PROT_WRITE : 0) |
+               (perms.size() >= 3 && perms[2] == 'x' ? PROT_EXEC : 0);
+    }
+};
+
+// The mappings that meet [lo, hi), in address order.
+std::vector<vma> mappings(std::uintptr_t lo, std::uintptr_t hi) {
+    std::vector<vma> out;
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        vma m;
+        char perms[8] = {};
+        std::uint64_t inode = 0;
+        int path_at = 0;
+        if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " %7s %" SCNx64 " %*s %" SCNu64 " %n", &m.start, &m.end,
+                        perms, &m.offset, &inode, &path_at) < 5) {
+            continue;
+        }
+        if (m.end <= lo || m.start >= hi) continue;
+        m.perms = perms;
+        m.inode = inode;
+        if (path_at > 0 && static_cast<std::size_t>(path_at) <= line.size()) m.path = line.substr(path_at);
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+// Every page of [lo, hi) is still the file of `r` at offset (address - base).
+bool still_mapped(const range_rec& r, const std::vector<vma>& vs, std::uintptr_t lo, std::uintptr_t hi) {
+    std::uintptr_t at = lo;
+    for (const auto& v : vs) {
+        if (v.start > at) return false;
+        if (!v.shared() || v.inode != r.ino || v.offset != v.start - r.base) return false;
+        at = v.end;
+    }
+    return at >= hi;
+}
+
+std::shared_ptr<void> hold_of(const std::shared_ptr<range_rec>& r) {
+    ++r->holds;  // under the registry's lock
+    return std::shared_ptr<void>(r.get(), [keep = r](void*) {
+        std::lock_guard lock(reg().mu);
+        --keep->holds;
+    });
+}
+
+error sys_error(int e, const std::string& what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
+
+// Private pages [lo, hi) (their mappings `vs`, covering it) moved to a new sealed memfd
+// in place: contents copied, then the file mapped over each mapping with its protection.
+result<std::shared_ptr<range_rec>> reback(std::uintptr_t lo, std::uintptr_t hi, const std::vector<vma>& vs) {
+    const std::size_t size = hi - lo;
+    const int fd = ::memfd_create(kRebackName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return sys_error(errno, "memfd_create to re-back registered memory");
+    auto r = std::make_shared<range_rec>();
+    r->fd = fd;
+    r->base = lo;
+    r->end = hi;
+    r->rebacked = true;
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return sys_error(errno, "ftruncate of a re-backing memfd");
+    void* tmp = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (tmp == MAP_FAILED) return sys_error(errno, "mmap of a re-backing memfd");
+    std::memcpy(tmp, reinterpret_cast<const void*>(lo), size);
+    ::munmap(tmp, size);
+    for (const auto& v : vs) {
+        const std::uintptr_t a = std::max(v.start, lo), b = std::min(v.end, hi);
+        // The same bytes either way: a failure part-way leaves some pages on the file.
+        if (::mmap(reinterpret_cast<void*>(a), b - a, v.prot(), MAP_SHARED | MAP_FIXED, fd,
+                   static_cast<off_t>(a - lo)) == MAP_FAILED) {
+            return sys_error(errno, fmt::format("mmap(MAP_FIXED) of a memfd over [{:#x}, {:#x})", a, b));
+        }
+    }
+    if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        return sys_error(errno, "sealing a re-backing memfd");
+    }
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) return sys_error(errno, "fstat of a re-backing memfd");
+    r->ino = st.st_ino;
+    return r;
+}
+
+}  // namespace
+
+status add_memfd_range(void* base, std::size_t len, int fd) {
+    const auto lo = reinterpret_cast<std::uintptr_t>(base);
+    if (len == 0 || lo % kPage != 0 || len % kPage != 0) {
+        return error{EINVAL, fmt::format("add_memfd_range: [{}, +{}) is not whole pages", base, len)};
+    }
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) return sys_error(errno, "add_memfd_range: fstat");
+    auto r = std::make_shared<range_rec>();
+    r->base = lo;
+    r->end = lo + len;
+    r->ino = st.st_ino;
+    r->fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (r->fd < 0) return sys_error(errno, "add_memfd_range: dup");
+    registry& g = reg();
+    std::lock_guard lock(g.mu);
+    auto it = g.ranges.lower_bound(r->end);
+    if (it != g.ranges.begin() && std::prev(it)->second->end > lo) {
+        return error{EBUSY, fmt::format("add_memfd_range: [{}, +{}) overlaps a registered range", base, len)};
+    }
+    g.ranges.emplace(lo, std::move(r));
+    return ok_status();
+}
+
+void remove_memfd_range(void* base) {
+    registry& g = reg();
+    std::lock_guard lock(g.mu);
+    g.ranges.erase(reinterpret_cast<std::uintptr_t>(base));
+}
+
+result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi) {
+    const auto vs = mappings(lo, hi);
+    std::uintptr_t covered = lo;
+    for (const auto& v : vs) {
+        if (v.start > covered) break;
+        covered = v.end;
+    }
+    if (covered < hi) {
+        return error{EFAULT, fmt::format("[{:#x}, {:#x}) is not mapped from {:#x} on", lo, hi, covered)};
+    }
+    registry& g = reg();
+    std::lock_guard lock(g.mu);
+    // Ranges that meet [lo, hi): one holding it whole answers; stale ones (unmapped or
+    // mapped over since) are forgotten; re-backed ones no MR holds are re-backed again.
+    auto it = g.ranges.lower_bound(hi);
+    std::vector<std::uintptr_t> drop;
+    while (it != g.ranges.begin()) {
+        --it;
+        const auto& r = it->second;
+        if (r->end <= lo) break;
+        const std::uintptr_t a = std::max(r->base, lo), b = std::min(r->end, hi);
+        std::vector<vma> part;
+        for (const auto& v : vs) {
+            if (v.end > a && v.start < b) part.push_back(v);
+        }
+        if (!still_mapped(*r, part, a, b)) {
+            drop.push_back(r->base);
+            continue;
+        }
+        if (r->base <= lo && hi <= r->end) {
+            memfd_slice s;
+            s.fd = r->fd;
+            s.offset = lo - r->base;
+            s.hold = hold_of(r);
+            return s;
+        }
+        if (r->holds > 0 || !r->rebacked) {
+            return error{EBUSY, fmt::format("[{:#x}, {:#x}) overlaps [{:#x}, {:#x}), {}: register the larger range "
+                                            "first, or both within one", lo, hi, r->base, r->end,
+                                            r->rebacked ? "re-backed for an MR that still holds it"
+                                                        : "a registered memfd range")};
+        }
+        drop.push_back(r->base);
+    }
+    for (const auto d : drop) g.ranges.erase(d);
+    bool ours = true;
+    for (const auto& v : vs) {
+        if (!v.readable()) {
+            return error{EFAULT, fmt::format("[{:#x}, {:#x}) is not readable ({}), so cannot be registered", v.start,
+                                             v.end, v.perms)};
+        }
+        if (v.shared() && v.path.rfind(std::string("/memfd:") + kRebackName, 0) != 0) ours = false;
+    }
+    if (!ours) return error{ENOENT, fmt::format("[{:#x}, {:#x}) is a shared mapping", lo, hi)};
+    auto r = reback(lo, hi, vs);
+    if (!r) return r.error();
+    memfd_slice s;
+    s.fd = (*r)->fd;
+    s.offset = 0;
+    s.hold = hold_of(*r);
+    s.rebacked = true;
+    g.ranges.emplace(lo, std::move(r).value());
+    return s;
+}
+
+}  // namespace cxv::driver::vfio
