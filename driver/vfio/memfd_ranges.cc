@@ -103,35 +103,43 @@ std::shared_ptr<void> hold_of(const std::shared_ptr<range_rec>& r) {
 
 error sys_error(int e, const std::string& what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
 
-// Private pages [lo, hi) (their mappings `vs`, covering it) moved to a new sealed memfd
-// in place: contents copied, then the file mapped over each mapping with its protection.
-result<std::shared_ptr<range_rec>> reback(std::uintptr_t lo, std::uintptr_t hi, const std::vector<vma>& vs) {
-    const std::size_t size = hi - lo;
-    const int fd = ::memfd_create(kRebackName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return sys_error(errno, "memfd_create to re-back registered memory");
-    auto r = std::make_shared<range_rec>();
-    r->fd = fd;
-    r->base = lo;
-    r->end = hi;
-    r->rebacked = true;
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return sys_error(errno, "ftruncate of a re-backing memfd");
-    void* tmp = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+// The private pages [r.end, to) (their mappings among `vs`) moved onto r's file, which
+// grows to hold them at offset (address - r.base): contents copied, then the file mapped
+// over each mapping with its protection. The owner's mappings of the file's first part
+// are untouched (a memfd sealed F_SEAL_SHRINK may still grow).
+status extend(range_rec& r, std::uintptr_t to, const std::vector<vma>& vs) {
+    const std::uintptr_t from = r.end;
+    const std::size_t size = to - from;
+    const off_t at = static_cast<off_t>(from - r.base);
+    if (::ftruncate(r.fd, at + static_cast<off_t>(size)) != 0) return sys_error(errno, "ftruncate of a re-backing memfd");
+    void* tmp = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, at);
     if (tmp == MAP_FAILED) return sys_error(errno, "mmap of a re-backing memfd");
-    std::memcpy(tmp, reinterpret_cast<const void*>(lo), size);
+    std::memcpy(tmp, reinterpret_cast<const void*>(from), size);
     ::munmap(tmp, size);
     for (const auto& v : vs) {
-        const std::uintptr_t a = std::max(v.start, lo), b = std::min(v.end, hi);
+        const std::uintptr_t a = std::max(v.start, from), b = std::min(v.end, to);
+        if (a >= b) continue;
         // The same bytes either way: a failure part-way leaves some pages on the file.
-        if (::mmap(reinterpret_cast<void*>(a), b - a, v.prot(), MAP_SHARED | MAP_FIXED, fd,
-                   static_cast<off_t>(a - lo)) == MAP_FAILED) {
+        if (::mmap(reinterpret_cast<void*>(a), b - a, v.prot(), MAP_SHARED | MAP_FIXED, r.fd,
+                   static_cast<off_t>(a - r.base)) == MAP_FAILED) {
             return sys_error(errno, fmt::format("mmap(MAP_FIXED) of a memfd over [{:#x}, {:#x})", a, b));
         }
     }
-    if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-        return sys_error(errno, "sealing a re-backing memfd");
-    }
+    r.end = to;
+    return ok_status();
+}
+
+// A new re-backing file for pages from `lo` on (empty until extend()), sealed against
+// shrinking as the owner requires.
+result<std::shared_ptr<range_rec>> new_file(std::uintptr_t lo) {
+    auto r = std::make_shared<range_rec>();
+    r->fd = ::memfd_create(kRebackName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (r->fd < 0) return sys_error(errno, "memfd_create to re-back registered memory");
+    r->base = r->end = lo;
+    r->rebacked = true;
+    if (::fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) return sys_error(errno, "sealing a re-backing memfd");
     struct stat st{};
-    if (::fstat(fd, &st) != 0) return sys_error(errno, "fstat of a re-backing memfd");
+    if (::fstat(r->fd, &st) != 0) return sys_error(errno, "fstat of a re-backing memfd");
     r->ino = st.st_ino;
     return r;
 }
@@ -180,9 +188,12 @@ result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi) {
     registry& g = reg();
     std::lock_guard lock(g.mu);
     // Ranges that meet [lo, hi): one holding it whole answers; stale ones (unmapped or
-    // mapped over since) are forgotten; re-backed ones no MR holds are re-backed again.
+    // mapped over since) are forgotten; one holding `lo` and re-backed here grows to
+    // `hi`; any other that something still holds makes it EBUSY, and the rest are
+    // forgotten (their pages are copied like private ones).
     auto it = g.ranges.lower_bound(hi);
     std::vector<std::uintptr_t> drop;
+    std::shared_ptr<range_rec> grow;
     while (it != g.ranges.begin()) {
         --it;
         const auto& r = it->second;
@@ -203,32 +214,44 @@ result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi) {
             s.hold = hold_of(r);
             return s;
         }
+        if (r->base <= lo && r->rebacked) {
+            grow = r;
+            continue;
+        }
         if (r->holds > 0 || !r->rebacked) {
-            return error{EBUSY, fmt::format("[{:#x}, {:#x}) overlaps [{:#x}, {:#x}), {}: register the larger range "
-                                            "first, or both within one", lo, hi, r->base, r->end,
+            return error{EBUSY, fmt::format("[{:#x}, {:#x}) reaches below [{:#x}, {:#x}), {}, and the pages of one "
+                                            "registration must be one file: register the lower range first, or "
+                                            "both within one", lo, hi, r->base, r->end,
                                             r->rebacked ? "re-backed for an MR that still holds it"
                                                         : "a registered memfd range")};
         }
         drop.push_back(r->base);
     }
-    for (const auto d : drop) g.ranges.erase(d);
+    const std::uintptr_t from = grow ? grow->end : lo;
     bool ours = true;
     for (const auto& v : vs) {
+        if (v.end <= from) continue;
         if (!v.readable()) {
             return error{EFAULT, fmt::format("[{:#x}, {:#x}) is not readable ({}), so cannot be registered", v.start,
                                              v.end, v.perms)};
         }
         if (v.shared() && v.path.rfind(std::string("/memfd:") + kRebackName, 0) != 0) ours = false;
     }
-    if (!ours) return error{ENOENT, fmt::format("[{:#x}, {:#x}) is a shared mapping", lo, hi)};
-    auto r = reback(lo, hi, vs);
-    if (!r) return r.error();
+    if (!ours) return error{ENOENT, fmt::format("[{:#x}, {:#x}) is a shared mapping", from, hi)};
+    for (const auto d : drop) g.ranges.erase(d);
+    std::shared_ptr<range_rec> r = grow;
+    if (!r) {
+        auto made = new_file(lo);
+        if (!made) return made.error();
+        r = std::move(made).value();
+    }
+    if (auto e = extend(*r, hi, vs); !e) return e.error();
+    if (!grow) g.ranges.emplace(lo, r);
     memfd_slice s;
-    s.fd = (*r)->fd;
-    s.offset = 0;
-    s.hold = hold_of(*r);
+    s.fd = r->fd;
+    s.offset = lo - r->base;
+    s.hold = hold_of(r);
     s.rebacked = true;
-    g.ranges.emplace(lo, std::move(r).value());
     return s;
 }
 

@@ -39,8 +39,11 @@ struct memfd_slice {
 // that file at the same offsets), or private memory re-backed now. ENOENT when the
 // pages are a shared mapping of some other file (the caller's own memfd: the caller
 // finds it another way); EFAULT when a page of the range is not mapped or not readable;
-// EBUSY when the range overlaps, without lying inside, a re-backed range an MR still
-// holds (its pages cannot move to a second file while the device uses the first).
+// A range that starts inside a re-backed one and goes past its end grows that file (the
+// pages already on it stay where the owner mapped them). EBUSY when the range starts
+// below a re-backed range an MR still holds and reaches into it, or overlaps a
+// registered memfd range without lying inside it: the pages of one registration must be
+// one file, and pages the device uses cannot move to another.
 result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi);
 
 }  // namespace cxv::driver::vfio

@@ -1,7 +1,8 @@
 // cxv exec: an unmodified, dynamically linked libibverbs or librdmacm program on cxv.
 // The dynamic loader finds cxv's libibverbs.so.1 and librdmacm.so.1 (api/abi, one
 // directory) before rdma-core's because that directory comes first on LD_LIBRARY_PATH; LD_PRELOAD is left as it is (cxv-sim run presents its
-// functions through it).
+// functions through it). With CXV_DAEMON set (or --socket), the library lists and opens
+// the functions of that cxvd instead.
 #include "tools/cxv/exec.h"
 
 #include <limits.h>
@@ -56,7 +57,7 @@ std::string library_dir() {
 }
 
 int usage() {
-    std::fprintf(stderr, "usage: cxv exec [--device BDF] [--] PROGRAM [ARGS...]\n");
+    std::fprintf(stderr, "usage: cxv exec [--device BDF] [--socket PATH] [--] PROGRAM [ARGS...]\n");
     return 2;
 }
 
@@ -65,7 +66,7 @@ int usage() {
 int exec_program(int argc, char** argv) {
     // argv[0] "cxv", argv[1] "exec".
     int i = 2;
-    std::string device;
+    std::string device, socket;
     for (; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--") {
@@ -74,6 +75,10 @@ int exec_program(int argc, char** argv) {
         }
         if (a == "--device" && i + 1 < argc) {
             device = argv[++i];
+        } else if (a == "--socket" && i + 1 < argc) {
+            socket = argv[++i];
+        } else if (a.rfind("--socket=", 0) == 0) {
+            socket = a.substr(9);
         } else if (a.rfind("--device=", 0) == 0) {
             device = a.substr(9);
         } else if (a == "-h" || a == "--help") {
@@ -95,6 +100,9 @@ int exec_program(int argc, char** argv) {
     const std::string path = old != nullptr && *old != '\0' ? dir + ":" + old : dir;
     ::setenv("LD_LIBRARY_PATH", path.c_str(), 1);
     if (!device.empty()) ::setenv("CXV_DEVICE", device.c_str(), 1);
+    // Through a cxvd: the program is one of its clients, opening its functions through the
+    // socket (no VFIO group, no cxv-sim needed on the model).
+    if (!socket.empty()) ::setenv("CXV_DAEMON", socket.c_str(), 1);
     ::execvp(argv[i], argv + i);
     std::fprintf(stderr, "cxv exec: %s: %s\n", argv[i], std::strerror(errno));
     return 127;
