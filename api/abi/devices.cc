@@ -211,6 +211,11 @@ CXV_ABI_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     install_context_ops(ctx);
     if (!e.ids_known) {
         if (const int r = read_ids(ctx, e); r != 0) {
+            const bool attached = cxv::verbs_device(ctx).hca().attached();
+            std::fprintf(stderr, "cxv libibverbs: %s: reading the node GUID: %s%s\n", e.bdf, std::strerror(r),
+                         attached ? " (through cxvd: its allow-list has no vport query of an InfiniBand port "
+                                    "yet; RoCE functions only)"
+                                  : "");
             cxv_close_device(ctx);
             return fail_null<ibv_context>(r);
         }
