@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -112,10 +113,16 @@ status extend(range_rec& r, std::uintptr_t to, const std::vector<vma>& vs) {
     const std::size_t size = to - from;
     const off_t at = static_cast<off_t>(from - r.base);
     if (::ftruncate(r.fd, at + static_cast<off_t>(size)) != 0) return sys_error(errno, "ftruncate of a re-backing memfd");
-    void* tmp = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, at);
-    if (tmp == MAP_FAILED) return sys_error(errno, "mmap of a re-backing memfd");
-    std::memcpy(tmp, reinterpret_cast<const void*>(from), size);
-    ::munmap(tmp, size);
+    // The kernel copies the pages (pwrite(2) as a raw system call): whole pages, so bytes
+    // around the caller's buffer that belong to no object of its own too, which an
+    // AddressSanitizer build would report if this process read them itself.
+    for (std::size_t done = 0; done < size;) {
+        const long n = ::syscall(SYS_pwrite64, r.fd, reinterpret_cast<const void*>(from + done), size - done,
+                                 at + static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return sys_error(n < 0 ? errno : EIO, "copying pages onto a re-backing memfd");
+        done += static_cast<std::size_t>(n);
+    }
     for (const auto& v : vs) {
         const std::uintptr_t a = std::max(v.start, from), b = std::min(v.end, to);
         if (a >= b) continue;

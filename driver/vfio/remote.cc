@@ -141,9 +141,9 @@ result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writab
         return error{s.error().code, fmt::format("{}: {}", what, s.error().message)};
     }
     constexpr const char* how =
-        "allocate it with a sealed memfd (memfd_create(MFD_ALLOW_SEALING), ftruncate, "
+        "allocate it with cxv::buffer, or as a sealed memfd (memfd_create(MFD_ALLOW_SEALING), ftruncate, "
         "fcntl(F_ADD_SEALS, F_SEAL_SHRINK), mmap(MAP_SHARED)) -- the daemon maps the same file -- "
-        "or use memory from the driver's alloc_dma";
+        "or as private memory, which registration re-backs with a memfd";
     auto m = find_mapping(lo, hi);
     if (!m) return error{EINVAL, fmt::format("{}: the range is not inside one mapping; {}", what, how)};
     if (m->path.rfind("/memfd:", 0) != 0 || m->perms.size() < 4 || m->perms[3] != 's') {
