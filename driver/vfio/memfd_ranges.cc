@@ -87,6 +87,7 @@ std::vector<vma> mappings(std::uintptr_t lo, std::uintptr_t hi) {
 bool still_mapped(const range_rec& r, const std::vector<vma>& vs, std::uintptr_t lo, std::uintptr_t hi) {
     std::uintptr_t at = lo;
     for (const auto& v : vs) {
+        if (v.end <= lo || v.start >= hi) continue;
         if (v.start > at) return false;
         if (!v.shared() || v.inode != r.ino || v.offset != v.start - r.base) return false;
         at = v.end;
@@ -97,8 +98,15 @@ bool still_mapped(const range_rec& r, const std::vector<vma>& vs, std::uintptr_t
 std::shared_ptr<void> hold_of(const std::shared_ptr<range_rec>& r) {
     ++r->holds;  // under the registry's lock
     return std::shared_ptr<void>(r.get(), [keep = r](void*) {
-        std::lock_guard lock(reg().mu);
-        --keep->holds;
+        registry& g = reg();
+        std::lock_guard lock(g.mu);
+        // A re-backed range nobody holds is forgotten (its fd closed with the record): its
+        // pages stay mapped from the file, and a later registration copies them onto a
+        // new one. Keeping it would keep an fd per range the program ever registered.
+        if (--keep->holds == 0 && keep->rebacked) {
+            const auto it = g.ranges.find(keep->base);
+            if (it != g.ranges.end() && it->second == keep) g.ranges.erase(it);
+        }
     });
 }
 
@@ -166,11 +174,20 @@ status add_memfd_range(void* base, std::size_t len, int fd) {
     r->ino = st.st_ino;
     r->fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (r->fd < 0) return sys_error(errno, "add_memfd_range: dup");
+    const auto vs = mappings(lo, r->end);
     registry& g = reg();
     std::lock_guard lock(g.mu);
+    // Records of pages since unmapped or mapped over (this new mapping among them) go.
     auto it = g.ranges.lower_bound(r->end);
-    if (it != g.ranges.begin() && std::prev(it)->second->end > lo) {
-        return error{EBUSY, fmt::format("add_memfd_range: [{}, +{}) overlaps a registered range", base, len)};
+    while (it != g.ranges.begin()) {
+        --it;
+        const auto& old = it->second;
+        if (old->end <= lo) break;
+        const std::uintptr_t a = std::max(old->base, lo), b = std::min(old->end, r->end);
+        if (still_mapped(*old, vs, a, b)) {
+            return error{EBUSY, fmt::format("add_memfd_range: [{}, +{}) overlaps a registered range", base, len)};
+        }
+        it = g.ranges.erase(it);
     }
     g.ranges.emplace(lo, std::move(r));
     return ok_status();

@@ -36,7 +36,9 @@ struct memfd_slice {
     bool rebacked = false;       // the pages were private until this call
 };
 // [lo, hi) inside a registered range (checked against /proc/self/maps: still mapped from
-// that file at the same offsets), or private memory re-backed now. ENOENT when the
+// that file at the same offsets), or private memory re-backed now. A re-backed range is
+// remembered while a slice holds it; after that its pages stay on the file (contents
+// kept) and a later call copies them onto a new one. ENOENT when the
 // pages are a shared mapping of some other file (the caller's own memfd: the caller
 // finds it another way); EFAULT when a page of the range is not mapped or not readable;
 // A range that starts inside a re-backed one and goes past its end grows that file (the

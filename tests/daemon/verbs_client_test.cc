@@ -157,6 +157,12 @@ TEST_CASE("registering malloc, memalign, anonymous mmap and static memory throug
         CHECK(r.output.find("FAIL") == std::string::npos);
         CHECK(r.output.find("ok malloc: re-backed by a memfd") != std::string::npos);
         CHECK(r.output.find("ok overlapping: from below into a live MR is EBUSY") != std::string::npos);
+        CHECK(r.output.find("ok fork: re-backed pages are shared with the child") != std::string::npos);
+        const auto f = run({env_path("CXV"), "exec", "--", env_path("CXV_REBACKING"), "fork"}, s.dir + "/fork.log");
+        INFO(f.output);
+        CHECK(f.status == 0);
+        CHECK(f.output.find("ok fork: with ibv_fork_init the child has nothing at the buffer") != std::string::npos);
+        CHECK(f.output.find("FAIL") == std::string::npos);
     }
     check_no_clients(watcher);
     // The same program on a function of its own (VFIO through cxv-sim): the same bytes.
