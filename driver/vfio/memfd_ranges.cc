@@ -174,9 +174,9 @@ status add_memfd_range(void* base, std::size_t len, int fd) {
     r->ino = st.st_ino;
     r->fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (r->fd < 0) return sys_error(errno, "add_memfd_range: dup");
-    const auto vs = mappings(lo, r->end);
     registry& g = reg();
     std::lock_guard lock(g.mu);
+    const auto vs = mappings(lo, r->end);
     // Records of pages since unmapped or mapped over (this new mapping among them) go.
     auto it = g.ranges.lower_bound(r->end);
     while (it != g.ranges.begin()) {
@@ -200,6 +200,9 @@ void remove_memfd_range(void* base) {
 }
 
 result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi) {
+    // The maps are read under the lock: another thread's re-backing cannot come between.
+    registry& g = reg();
+    std::lock_guard lock(g.mu);
     const auto vs = mappings(lo, hi);
     std::uintptr_t covered = lo;
     for (const auto& v : vs) {
@@ -209,8 +212,6 @@ result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi) {
     if (covered < hi) {
         return error{EFAULT, fmt::format("[{:#x}, {:#x}) is not mapped from {:#x} on", lo, hi, covered)};
     }
-    registry& g = reg();
-    std::lock_guard lock(g.mu);
     // Ranges that meet [lo, hi): one holding it whole answers; stale ones (unmapped or
     // mapped over since) are forgotten; one holding `lo` and re-backed here grows to
     // `hi`; any other that something still holds makes it EBUSY, and the rest are
@@ -243,9 +244,9 @@ result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi) {
             continue;
         }
         if (r->holds > 0 || !r->rebacked) {
-            return error{EBUSY, fmt::format("[{:#x}, {:#x}) reaches below [{:#x}, {:#x}), {}, and the pages of one "
-                                            "registration must be one file: register the lower range first, or "
-                                            "both within one", lo, hi, r->base, r->end,
+            return error{EBUSY, fmt::format("[{:#x}, {:#x}) overlaps [{:#x}, {:#x}) without lying inside it, {}; "
+                                            "the pages of one registration must be one file: register the lower "
+                                            "range first, or both within one", lo, hi, r->base, r->end,
                                             r->rebacked ? "re-backed for an MR that still holds it"
                                                         : "a registered memfd range")};
         }
