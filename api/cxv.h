@@ -128,8 +128,42 @@ private:
     std::uint32_t pdn_ = 0;
 };
 
+// Memory for MRs that a cxvd can map as it is (docs/daemon.md, "The client side"): a
+// sealed memfd (memfd_create(2) with F_SEAL_SHRINK | F_SEAL_GROW) mapped MAP_SHARED here,
+// zeroed, whose fd the process keeps. mr::create over it through a daemon hands the
+// daemon this file: no re-backing of the pages and no /proc/self/map_files (which needs
+// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE). Without a daemon it is ordinary memory.
+// Unmapped when the object goes (an MR still using it keeps the daemon's own mapping, so
+// the device never writes into freed pages; the process no longer sees them).
+class buffer {
+public:
+    // `size` rounded up to whole 4 KiB pages (huge: 2 MiB pages, MFD_HUGETLB).
+    static result<std::unique_ptr<buffer>> create(std::size_t size, bool huge = false);
+    ~buffer();
+    buffer(const buffer&) = delete;
+    buffer& operator=(const buffer&) = delete;
+    std::byte* data() const noexcept { return data_; }
+    std::size_t size() const noexcept { return size_; }
+    int fd() const noexcept { return fd_; }
+
+private:
+    buffer() = default;
+    std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+    int fd_ = -1;
+};
+
+// The cxvd this process's devices attach through: $CXV_DAEMON, or empty (VFIO).
+std::string daemon_path();
+// The functions (PCI addresses) the cxvd at `path` serves, in its order (its HELLO).
+// ENOENT / ECONNREFUSED, naming the path, when none listens there.
+result<std::vector<std::string>> daemon_functions(const std::string& path);
+
 // A memory region (ibv_reg_mr(3)): [addr, addr + length) mapped for the device's DMA,
 // with its key. The memory must stay allocated while the MR exists. Keeps its PD alive.
+// Through a cxvd, private memory (malloc, anonymous mmap) is re-backed in place by a
+// memfd the daemon can map (docs/daemon.md, "Memory of unmodified programs"); a
+// cxv::buffer is handed over as it is.
 class mr {
 public:
     static result<std::shared_ptr<mr>> create(std::shared_ptr<pd> domain, void* addr, std::size_t length,
@@ -199,7 +233,7 @@ public:
     // Through the daemon: completion and asynchronous events come through its event
     // channel (docs/daemon.md, "Events"), and the daemon's death is a fatal event; no
     // device counters (not on the daemon's allow-list); memory registered (mr::create)
-    // must be a shared mapping of a sealed memfd.
+    // is a memfd's the daemon maps too (see buffer and mr).
     //
     // After a fatal event (the device or the daemon dead) control calls fail (ENODEV,
     // ECONNRESET) and cq::poll, where it finds no CQE, completes every WR still posted on

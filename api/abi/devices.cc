@@ -1,6 +1,7 @@
 // The device list and contexts: the functions bound to vfio-pci with vendor 0x15b3, as
-// cxv list finds them (libpci), named mlx5_0, mlx5_1, ... in PCI address order; or only
-// the function CXV_DEVICE names (cxv exec --device). A context is cxv_open_device()'s.
+// cxv list finds them (libpci), named mlx5_0, mlx5_1, ... in PCI address order; with
+// CXV_DAEMON=PATH the functions the cxvd at PATH serves, in its order; or only the
+// function CXV_DEVICE names (cxv exec --device). A context is cxv_open_device()'s.
 //
 // Why not a provider for rdma-core's libibverbs: rdma-core lists devices from the
 // kernel's uverbs class in sysfs (/sys/class/infiniband_verbs), which a function bound
@@ -61,8 +62,17 @@ std::unique_ptr<device_entry> make_entry(const std::string& bdf, unsigned index)
 int discover_locked() {
     if (listed) return 0;
     std::vector<std::string> bdfs;
+    const std::string daemon = cxv::daemon_path();
     if (const char* only = std::getenv("CXV_DEVICE"); only != nullptr && *only != '\0') {
         bdfs.emplace_back(only);
+    } else if (!daemon.empty()) {
+        // CXV_DAEMON: the daemon's functions, in its order (they are its to open).
+        auto served = cxv::daemon_functions(daemon);
+        if (!served) {
+            std::fprintf(stderr, "cxv libibverbs: %s\n", served.error().message.c_str());
+            return served.error().code ? served.error().code : EIO;
+        }
+        bdfs = std::move(served).value();
     } else {
         auto found = driver::pci::discover();
         if (!found) {
@@ -85,6 +95,26 @@ device_entry* entry_of(ibv_device* d) { return reinterpret_cast<device_entry*>(d
 device_entry* entry_of(ibv_context* ctx) { return entry_of(ctx->device); }
 static_assert(offsetof(device_entry, dev) == 0);
 
+namespace {
+
+// Through a cxvd that does not forward QUERY_NIC_VPORT_CONTEXT (not on its allow-list):
+// the node GUID as the modified EUI-64 of the port's MAC (RFC 4291 appendix A: ff:fe in
+// the middle, the universal/local bit flipped), which is how a ConnectX's RoCE node GUID
+// relates to its base MAC; the system image GUID the same.
+int ids_from_mac(driver::hca& hca, device_entry& e) {
+    const auto mac = hca.mac();
+    std::uint64_t g = 0;
+    const std::uint8_t b[8] = {static_cast<std::uint8_t>(mac[0] ^ 0x02), mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4],
+                               mac[5]};
+    for (const auto v : b) g = g << 8 | v;
+    e.node_guid = g;
+    e.sys_image_guid = g;
+    e.ids_known = true;
+    return 0;
+}
+
+}  // namespace
+
 int read_ids(ibv_context* ctx, device_entry& e) {
     driver::hca& hca = verbs_device(ctx).hca();
     std::vector<std::byte> in;
@@ -95,6 +125,7 @@ int read_ids(ibv_context* ctx, device_entry& e) {
         ifc::set<ifc::query_nic_vport_context_in::opcode>(
             in.data(), static_cast<std::uint32_t>(hw::cmd_opcode::QUERY_NIC_VPORT_CONTEXT));
         out = hca.exec(in, ifc::query_nic_vport_context_out::size_bytes);
+        if (!out && hca.attached()) return ids_from_mac(hca, e);
         if (!out) return out.error().code ? out.error().code : EIO;
         const std::byte* v = ifc::at<ifc::query_nic_vport_context_out::nic_vport_context>(out->data());
         e.node_guid = ifc::get<ifc::nic_vport_context::node_guid>(v);
@@ -180,6 +211,11 @@ CXV_ABI_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     install_context_ops(ctx);
     if (!e.ids_known) {
         if (const int r = read_ids(ctx, e); r != 0) {
+            const bool attached = cxv::verbs_device(ctx).hca().attached();
+            std::fprintf(stderr, "cxv libibverbs: %s: reading the node GUID: %s%s\n", e.bdf, std::strerror(r),
+                         attached ? " (through cxvd: its allow-list has no vport query of an InfiniBand port "
+                                    "yet; RoCE functions only)"
+                                  : "");
             cxv_close_device(ctx);
             return fail_null<ibv_context>(r);
         }

@@ -6,6 +6,7 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +38,13 @@ CXV_ABI_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int acc
         const int saved = errno;
         ibv_dofork_range(addr, length);
         errno = saved;
+    } else if (ibv_is_fork_initialized() == IBV_FORK_ENABLED) {
+        // Through a cxvd, registration may have re-backed the pages with a memfd mapped
+        // over them (docs/daemon.md), a new mapping without the advice: given again.
+        const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+        const auto lo = reinterpret_cast<std::uintptr_t>(addr) & ~(page - 1);
+        const auto hi = (reinterpret_cast<std::uintptr_t>(addr) + length + page - 1) & ~(page - 1);
+        ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTFORK);
     }
     return mr;
 }

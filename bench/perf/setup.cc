@@ -41,7 +41,9 @@ std::string gid_text(const std::uint8_t* g) {
 result<std::shared_ptr<function>> open_function(const std::string& bdf_given, unsigned ib_port) {
     auto f = std::make_shared<function>();
     f->bdf = bdf_given;
-    if (f->bdf.empty()) {
+    // Through a cxvd (CXV_DAEMON): its functions, not the PCI bus; no -d is its first.
+    const bool through_daemon = !cxv::daemon_path().empty();
+    if (f->bdf.empty() && !through_daemon) {
         auto found = driver::pci::discover();
         if (!found) return found.error();
         for (const auto& fn : found.value()) {
@@ -55,6 +57,7 @@ result<std::shared_ptr<function>> open_function(const std::string& bdf_given, un
     auto dev = cxv::device::open(f->bdf);
     if (!dev) return error{dev.error().code, f->bdf + ": " + dev.error().message};
     f->dev = std::move(dev).value();
+    f->bdf = f->dev->hca().device().bdf();
     auto pd = f->dev->alloc_pd();
     if (!pd) return pd.error();
     f->pd = std::move(pd).value();
@@ -103,7 +106,7 @@ std::size_t message_limit(const options& o) {
 side::~side() {
     qps.clear();
     mr.reset();
-    if (mem != nullptr) ::munmap(mem, mem_len);
+    if (mem != nullptr && !shared) ::munmap(mem, mem_len);
 }
 
 result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<function> fn, bool server) {
@@ -122,9 +125,20 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
     }
     s->stride = slot_stride(o, s->max_msg);
     s->mem_len = round_up(2 * o.qps * s->area(), 4096);
-    void* m = ::mmap(nullptr, s->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (m == MAP_FAILED) return error{errno, "cannot allocate " + std::to_string(s->mem_len) + " bytes"};
-    s->mem = static_cast<std::byte*>(m);
+    if (s->fn->dev->hca().attached()) {
+        // Through a cxvd: a memfd the daemon maps as it is (cxv::buffer), rather than
+        // anonymous memory that registration would copy onto one.
+        auto b = cxv::buffer::create(s->mem_len);
+        if (!b) return error{b.error().code, "cannot allocate " + std::to_string(s->mem_len) + " bytes: " +
+                                                 b.error().message};
+        s->shared = std::move(b).value();
+        s->mem = s->shared->data();
+    } else {
+        void* m = ::mmap(nullptr, s->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
+                         0);
+        if (m == MAP_FAILED) return error{errno, "cannot allocate " + std::to_string(s->mem_len) + " bytes"};
+        s->mem = static_cast<std::byte*>(m);
+    }
     auto mr = cxv::mr::create(s->fn->pd, s->mem, s->mem_len,
                               cxv::access_local_write | cxv::access_remote_write | cxv::access_remote_read |
                                   cxv::access_remote_atomic);

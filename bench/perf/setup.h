@@ -49,6 +49,7 @@ struct side {
     unsigned inline_max = 0;     // inline up to this size
     std::byte* mem = nullptr;
     std::size_t mem_len = 0;
+    std::unique_ptr<cxv::buffer> shared;  // through a cxvd: mem is this memfd's (else anonymous)
     std::shared_ptr<cxv::mr> mr;
     std::shared_ptr<cxv::cq> scq, rcq;
     std::vector<std::shared_ptr<cxv::qp>> qps;

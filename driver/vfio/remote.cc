@@ -11,11 +11,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "driver/vfio/device_impl.h"
+#include "driver/vfio/memfd_ranges.h"
 #include "hw/mmio.h"
 
 namespace cxv::driver::vfio {
@@ -119,17 +122,28 @@ result<dma_buffer> device::remote_alloc(std::size_t size, bool huge, std::size_t
     return b;
 }
 
-// The caller's memory must be a shared mapping of a memfd: the owner maps the same file,
-// so the device and this process see the same pages. Its file comes from
-// /proc/self/map_files (proc(5)), which opens the file behind a mapping.
+// The owner maps the same file as this process, so the device and this process see the
+// same pages. The file: a range registered with its fd or private memory re-backed by a
+// memfd in place (memfd_ranges.h); else the caller's own shared memfd mapping, opened
+// through /proc/self/map_files (proc(5)).
 result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writable, std::size_t align) {
     const auto lo = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
     const auto hi = (reinterpret_cast<std::uintptr_t>(p) + len + kPage - 1) & ~(kPage - 1);
     const std::string what = fmt::format("{}: registering [{}, +{}) through cxvd", p_->bdf, p, len);
+    if (auto s = memfd_behind(lo, hi)) {
+        auto b = remote_map(s->fd, s->offset, reinterpret_cast<void*>(lo), hi - lo, writable, false, align);
+        if (!b) return b.error();
+        // The registration counts as held until the mapping is unmapped (after it).
+        b->owner_ = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(std::move(s->hold),
+                                                                                              std::move(b->owner_));
+        return b;
+    } else if (s.error().code != ENOENT) {
+        return error{s.error().code, fmt::format("{}: {}", what, s.error().message)};
+    }
     constexpr const char* how =
-        "allocate it with a sealed memfd (memfd_create(MFD_ALLOW_SEALING), ftruncate, "
+        "allocate it with cxv::buffer, or as a sealed memfd (memfd_create(MFD_ALLOW_SEALING), ftruncate, "
         "fcntl(F_ADD_SEALS, F_SEAL_SHRINK), mmap(MAP_SHARED)) -- the daemon maps the same file -- "
-        "or use memory from the driver's alloc_dma";
+        "or as private memory, which registration re-backs with a memfd";
     auto m = find_mapping(lo, hi);
     if (!m) return error{EINVAL, fmt::format("{}: the range is not inside one mapping; {}", what, how)};
     if (m->path.rfind("/memfd:", 0) != 0 || m->perms.size() < 4 || m->perms[3] != 's') {

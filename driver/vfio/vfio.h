@@ -110,7 +110,8 @@ public:
     // no config space. bar0() is a window of BAR0's size in which only the UAR pages
     // granted to this process are mapped (alloc_uar); the rest faults. alloc_dma and
     // alloc_dma_huge allocate sealed memfds and hand them over; map_dma takes memory that
-    // is backed by a memfd (found through /proc/self/maps) and fails for anything else.
+    // is backed by a memfd (registered in memfd_ranges.h, or found through
+    // /proc/self/maps) and re-backs private memory with one in place (memfd_ranges.h).
     // `bar_size` is BAR0's, as the owner tells it (the fd it passes may not answer VFIO
     // ioctls here: under the model it is not a VFIO fd at all); fd() is -1.
     static result<std::unique_ptr<device>> attach(const std::string& bdf, std::shared_ptr<remote_backend> b,

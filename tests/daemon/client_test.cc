@@ -5,7 +5,8 @@
 // Two peer processes (peer.cc) connect RC QPs to each other through one daemon and
 // exchange SENDs and an RDMA WRITE, every byte checked; one is then killed mid-traffic.
 // In this process: opening with no daemon listening fails at once with the reason, and
-// memory registration takes memfd-backed memory only.
+// memory registration takes memfd-backed memory as it is, re-backs private memory in
+// place, and hands a cxv::buffer over by its fd.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +18,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include <doctest/doctest.h>
 
@@ -246,28 +249,53 @@ TEST_CASE("through cxvd, memory registration takes memfd-backed memory and says 
     auto pd = (*dev)->alloc_pd();
     REQUIRE_MESSAGE(pd, pd.error().message);
 
-    SUBCASE("anonymous memory (malloc) is refused, naming the fix") {
+    SUBCASE("anonymous memory (malloc) is re-backed by a memfd in place, contents kept") {
         std::vector<std::byte> heap(64 * 1024);
+        for (std::size_t i = 0; i < heap.size(); ++i) heap[i] = static_cast<std::byte>(i * 13);
         auto mr = cxv::mr::create(*pd, heap.data(), heap.size(), cxv::access_local_write);
-        REQUIRE_FALSE(mr);
-        CHECK(mr.error().code == EINVAL);
-        CHECK_MESSAGE(mr.error().message.find("memfd") != std::string::npos, mr.error().message);
-        CHECK_MESSAGE(mr.error().message.find("through cxvd") != std::string::npos, mr.error().message);
+        REQUIRE_MESSAGE(mr, mr.error().message);
+        bool kept = true;
+        for (std::size_t i = 0; i < heap.size(); ++i) kept = kept && heap[i] == static_cast<std::byte>(i * 13);
+        CHECK(kept);
         const auto me = my_books(watcher);
         CHECK(me.connections == 2);
-        CHECK(me.mkeys == 0);
+        CHECK(me.mkeys == 1);
     }
-    SUBCASE("a private mapping of a memfd is refused: the daemon would not see its pages") {
+    SUBCASE("a private mapping of a memfd is re-backed too: the daemon sees the copy") {
         const int fd = ::memfd_create("cxv-private", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         REQUIRE(fd >= 0);
         REQUIRE(::ftruncate(fd, 65536) == 0);
-        void* m = ::mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        auto* m = static_cast<std::byte*>(::mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0));
         REQUIRE(m != MAP_FAILED);
-        auto mr = cxv::mr::create(*pd, m, 65536, cxv::access_local_write);
-        CHECK_FALSE(mr);
-        if (!mr) CHECK_MESSAGE(mr.error().message.find("private") != std::string::npos, mr.error().message);
+        m[100] = std::byte{0x5a};
+        {
+            auto mr = cxv::mr::create(*pd, m, 65536, cxv::access_local_write);
+            REQUIRE_MESSAGE(mr, mr.error().message);
+            CHECK(m[100] == std::byte{0x5a});
+        }
         ::munmap(m, 65536);
         ::close(fd);
+    }
+    SUBCASE("a cxv::buffer is handed over as it is (its fd), no re-backing") {
+        auto b = cxv::buffer::create(3 * 4096 + 1);
+        REQUIRE_MESSAGE(b, b.error().message);
+        CHECK((*b)->size() == 4 * 4096);
+        (*b)->data()[5] = std::byte{7};
+        auto mr = cxv::mr::create(*pd, (*b)->data() + 4096, 2 * 4096, cxv::access_local_write | cxv::access_remote_write);
+        REQUIRE_MESSAGE(mr, mr.error().message);
+        CHECK((*b)->data()[5] == std::byte{7});
+        // Still the buffer's own file at its address (/proc/self/maps), not a re-backing one.
+        std::ifstream maps("/proc/self/maps");
+        std::string line, at;
+        const auto addr = reinterpret_cast<std::uintptr_t>((*b)->data() + 4096);
+        while (std::getline(maps, line)) {
+            const auto lo = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+            const auto hi = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+            if (addr >= lo && addr < hi) at = line;
+        }
+        CHECK_MESSAGE(at.find("/memfd:cxv-buffer") != std::string::npos, at);
+        const auto me = my_books(watcher);
+        CHECK(me.mkeys == 1);
     }
     SUBCASE("a sealed memfd mapped shared is registered, at an offset inside it too, and read-only") {
         const int fd = ::memfd_create("cxv-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);

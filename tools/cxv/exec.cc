@@ -1,10 +1,12 @@
 // cxv exec: an unmodified, dynamically linked libibverbs or librdmacm program on cxv.
 // The dynamic loader finds cxv's libibverbs.so.1 and librdmacm.so.1 (api/abi, one
 // directory) before rdma-core's because that directory comes first on LD_LIBRARY_PATH; LD_PRELOAD is left as it is (cxv-sim run presents its
-// functions through it).
+// functions through it). With CXV_DAEMON set (or --socket), the library lists and opens
+// the functions of that cxvd instead.
 #include "tools/cxv/exec.h"
 
 #include <limits.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,8 +57,37 @@ std::string library_dir() {
     return {};
 }
 
+// A sanitizer build of cxv: its libibverbs.so.1 needs the ASan runtime loaded first,
+// also into a program built without it (cxv-sim run does the same for its preload
+// library; through a cxvd there is no cxv-sim in between). The runtime's path is the one
+// this process loaded; empty in an ordinary build.
+std::string asan_runtime() {
+#if defined(__SANITIZE_ADDRESS__)
+    std::string path;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* out) {
+            const char* name = info->dlpi_name;
+            if (name == nullptr || std::strstr(name, "libasan.so") == nullptr) return 0;
+            *static_cast<std::string*>(out) = name;
+            return 1;
+        },
+        &path);
+    return path;
+#else
+    return {};
+#endif
+}
+
+void add_to_list(const char* var, const std::string& item, char sep, bool first) {
+    const char* cur = std::getenv(var);
+    const std::string value = cur != nullptr ? cur : "";
+    if (value.find(item) != std::string::npos) return;
+    const std::string joined = value.empty() ? item : first ? item + sep + value : value + sep + item;
+    ::setenv(var, joined.c_str(), 1);
+}
+
 int usage() {
-    std::fprintf(stderr, "usage: cxv exec [--device BDF] [--] PROGRAM [ARGS...]\n");
+    std::fprintf(stderr, "usage: cxv exec [--device BDF] [--socket PATH] [--] PROGRAM [ARGS...]\n");
     return 2;
 }
 
@@ -65,7 +96,7 @@ int usage() {
 int exec_program(int argc, char** argv) {
     // argv[0] "cxv", argv[1] "exec".
     int i = 2;
-    std::string device;
+    std::string device, socket;
     for (; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--") {
@@ -74,6 +105,10 @@ int exec_program(int argc, char** argv) {
         }
         if (a == "--device" && i + 1 < argc) {
             device = argv[++i];
+        } else if (a == "--socket" && i + 1 < argc) {
+            socket = argv[++i];
+        } else if (a.rfind("--socket=", 0) == 0) {
+            socket = a.substr(9);
         } else if (a.rfind("--device=", 0) == 0) {
             device = a.substr(9);
         } else if (a == "-h" || a == "--help") {
@@ -95,6 +130,13 @@ int exec_program(int argc, char** argv) {
     const std::string path = old != nullptr && *old != '\0' ? dir + ":" + old : dir;
     ::setenv("LD_LIBRARY_PATH", path.c_str(), 1);
     if (!device.empty()) ::setenv("CXV_DEVICE", device.c_str(), 1);
+    // Through a cxvd: the program is one of its clients, opening its functions through the
+    // socket (no VFIO group, no cxv-sim needed on the model).
+    if (!socket.empty()) ::setenv("CXV_DAEMON", socket.c_str(), 1);
+    if (const std::string rt = asan_runtime(); !rt.empty()) {
+        add_to_list("LD_PRELOAD", rt, ':', true);
+        add_to_list("ASAN_OPTIONS", "verify_asan_link_order=0", ':', false);
+    }
     ::execvp(argv[i], argv + i);
     std::fprintf(stderr, "cxv exec: %s: %s\n", argv[i], std::strerror(errno));
     return 127;

@@ -9,6 +9,7 @@
 
 #include "hw/pci_ids.h"
 #include "hw/selfcheck.h"
+#include "tools/cxv/daemon_view.h"
 #include "tools/cxv/exec.h"
 #include "tools/cxv/info.h"
 #include "tools/cxv/list.h"
@@ -47,12 +48,18 @@ int main(int argc, char** argv) {
     auto* devices = app.add_subcommand("devices", "list the PCI device IDs cxv supports");
     auto* selfcheck = app.add_subcommand("selfcheck", "check every hardware layout bit by bit");
     std::string bdf;
-    auto* info = app.add_subcommand("info", "bring a function up, describe it, tear it down");
-    info->add_option("bdf", bdf, "PCI address DDDD:BB:DD.F of a function bound to vfio-pci")->required();
+    std::string view_socket;
+    auto* info = app.add_subcommand("info", "bring a function up, describe it, tear it down (through a cxvd: "
+                                            "--socket or CXV_DAEMON, describe its function as a client sees it)");
+    info->add_option("bdf", bdf, "PCI address DDDD:BB:DD.F of a function bound to vfio-pci (through a cxvd: "
+                                 "one of its functions; default its first)");
+    info->add_option("--socket", view_socket, "a cxvd's UNIX socket (else CXV_DAEMON)");
     bool json = false;
-    auto* list = app.add_subcommand("list", "find every mlx5 function (libpci): driver, IOMMU group, NUMA node");
+    auto* list = app.add_subcommand("list", "find every mlx5 function (libpci): driver, IOMMU group, NUMA node "
+                                            "(through a cxvd: --socket or CXV_DAEMON, the functions it serves)");
     list->add_flag("--json", json, "one JSON array");
-    app.add_subcommand("exec", "cxv exec [--device BDF] -- PROGRAM [ARGS]: run an unmodified libibverbs or "
+    list->add_option("--socket", view_socket, "a cxvd's UNIX socket (else CXV_DAEMON)");
+    app.add_subcommand("exec", "cxv exec [--device BDF] [--socket PATH] -- PROGRAM [ARGS]: run an unmodified libibverbs or "
                                "librdmacm program on cxv (its own libibverbs.so.1 and librdmacm.so.1 "
                                "first on LD_LIBRARY_PATH)");
     std::string daemon_socket;
@@ -61,7 +68,14 @@ int main(int argc, char** argv) {
     status->add_option("--socket", daemon_socket, "the daemon's UNIX socket");
     CLI11_PARSE(app, argc, argv);
 
+    const std::string via = cxv::tool::daemon_socket(view_socket);
+    if (*info && !via.empty()) return cxv::tool::print_daemon_info(via, bdf);
+    if (*info && bdf.empty()) {
+        std::fprintf(stderr, "cxv info: which function? (cxv info DDDD:BB:DD.F; cxv list shows them)\n");
+        return 2;
+    }
     if (*info) return cxv::tool::print_info(bdf);
+    if (*list && !via.empty()) return cxv::tool::print_daemon_list(via, json);
     if (*list) return cxv::tool::print_list(json);
     if (*status) return cxv::tool::print_status(daemon_socket);
     if (*devices) return print_devices();

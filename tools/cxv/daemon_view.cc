@@ -1,0 +1,113 @@
+#include "tools/cxv/daemon_view.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "daemon/client.h"
+#include "daemon/protocol.h"
+#include "daemon/remote.h"
+#include "driver/hca/hca.h"
+#include "hw/ifc.h"
+
+namespace cxv::tool {
+
+namespace {
+
+namespace ifc = hw::ifc;
+
+const char* port_state_name(unsigned s) {
+    switch (s) {
+    case 1: return "Down";
+    case 2: return "Init";
+    case 3: return "Armed";
+    case 4: return "Active";
+    default: return "?";
+    }
+}
+
+std::string gid_text(const std::array<std::uint8_t, 16>& g) {
+    std::string text;
+    for (std::size_t k = 0; k < g.size(); k += 2) text += fmt::format("{}{:02x}{:02x}", k ? ":" : "", g[k], g[k + 1]);
+    return text;
+}
+
+}  // namespace
+
+std::string daemon_socket(const std::string& given) {
+    if (!given.empty()) return given;
+    const char* d = std::getenv("CXV_DAEMON");
+    return d != nullptr ? d : "";
+}
+
+int print_daemon_list(const std::string& socket, bool json) {
+    auto c = daemon::client::connect(socket);
+    if (!c) {
+        fmt::print(stderr, "cxv list: {}\n", c.error().message);
+        return EXIT_FAILURE;
+    }
+    auto h = c->hello();
+    if (!h) {
+        fmt::print(stderr, "cxv list: cxvd at {}: {}\n", socket, h.error().message);
+        return EXIT_FAILURE;
+    }
+    if (json) {
+        fmt::print("[");
+        for (std::size_t i = 0; i < h->devices.size(); ++i) {
+            const auto& d = h->devices[i];
+            // Names are the daemon's: a PCI address and a firmware version, plain ASCII.
+            fmt::print("{}{{\"bdf\":\"{}\",\"firmware\":\"{}\",\"link\":\"{}\",\"port_state\":\"{}\","
+                       "\"daemon\":\"{}\",\"usable\":true}}",
+                       i ? "," : "", daemon::printable(d.bdf), daemon::printable(d.firmware),
+                       d.ethernet ? "eth" : "ib", port_state_name(d.port_logical), daemon::printable(socket));
+        }
+        fmt::print("]\n");
+        return EXIT_SUCCESS;
+    }
+    fmt::print("functions of the cxvd at {} ({}; this process attaches through it, not through VFIO):\n", socket,
+               h->devices.size());
+    fmt::print("{:<13} {:<12} {:<5} {:<7} {}\n", "bdf", "firmware", "link", "port 1", "cxv");
+    for (const auto& d : h->devices) {
+        fmt::print("{:<13} {:<12} {:<5} {:<7} {}\n", daemon::printable(d.bdf), daemon::printable(d.firmware),
+                   d.ethernet ? "eth" : "ib", port_state_name(d.port_logical), "ready (through cxvd)");
+    }
+    return EXIT_SUCCESS;
+}
+
+int print_daemon_info(const std::string& socket, const std::string& bdf) {
+    driver::hca::options opts;
+    opts.port_timeout = std::chrono::milliseconds(0);
+    auto h = daemon::attach(socket, bdf, opts);
+    if (!h) {
+        fmt::print(stderr, "cxv info: {}\n", h.error().message);
+        return EXIT_FAILURE;
+    }
+    driver::hca& hca = *h.value();
+    const std::byte* cap = hca.caps().data();
+    using c = ifc::cmd_hca_cap;
+    const bool eth = ifc::get<c::port_type>(cap) == 1;
+    fmt::print("{}: the function of the cxvd at {} (attached through it: no bring-up or teardown here)\n",
+               hca.device().bdf(), socket);
+    fmt::print("  firmware {}, {} port(s), {}\n", hca.fw_version_string(), ifc::get<c::num_ports>(cap),
+               eth ? "Ethernet (RoCE)" : "InfiniBand");
+    fmt::print("  limits: QPs 2^{} (depth 2^{}), CQs 2^{} (depth 2^{}), SRQs 2^{}, MKeys 2^{}, PDs 2^{}, "
+               "message 2^{} bytes\n",
+               ifc::get<c::log_max_qp>(cap), ifc::get<c::log_max_qp_sz>(cap), ifc::get<c::log_max_cq>(cap),
+               ifc::get<c::log_max_cq_sz>(cap), ifc::get<c::log_max_srq>(cap), ifc::get<c::log_max_mkey>(cap),
+               ifc::get<c::log_max_pd>(cap), ifc::get<c::log_max_msg>(cap));
+    fmt::print("  UAR {} (granted by the daemon), completion EQ {} (the daemon's), BAR0 {} bytes\n", hca.uar(),
+               hca.comp_eqn(), hca.device().bar0().size());
+    if (auto ps = hca.query_port_state(1)) {
+        fmt::print("  port 1: {} (as the daemon told at attach)\n", port_state_name(ps->logical));
+    }
+    if (auto pi = hca.query_port(1)) {
+        for (std::size_t i = 0; i < pi->gids.size(); ++i) fmt::print("    GID {}: {}\n", i, gid_text(pi->gids[i]));
+    }
+    const auto& mac = hca.mac();
+    fmt::print("  MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\n", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+    fmt::print("  counters, firmware pages, EQs: the daemon's (cxv status for its clients)\n");
+    return EXIT_SUCCESS;
+}
+
+}  // namespace cxv::tool
