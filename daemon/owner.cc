@@ -452,6 +452,23 @@ result<command_effect> check_srq_number(std::span<const std::byte> in, const own
     return e;
 }
 
+// The read-only queries of the function's own vport (other_vport 0, vport_number 0): what
+// libibverbs asks of a port (node GUID, PortInfo, GIDs, P_Keys, logical state). Another
+// vport's (an eswitch manager's view) is refused.
+template <typename In>
+status check_own_vport(std::span<const std::byte> in, const char* name) {
+    if (in.size() < In::size_bytes) {
+        return error{EBADMSG, fmt::format("{}: input of {} bytes (its layout has {})", name, in.size(), In::size_bytes)};
+    }
+    // Bits 0x10..0x1f, uid in other commands, are reserved here: 0 as in every command a
+    // client sends.
+    if (ifc::get<ifc::destroy_qp_in::uid>(in.data()) != 0) return perm(fmt::format("{}: uid must be 0", name));
+    if (ifc::get<typename In::other_vport>(in.data()) != 0 || ifc::get<typename In::vport_number>(in.data()) != 0) {
+        return perm(fmt::format("{}: another vport's context (other_vport/vport_number) is not the client's", name));
+    }
+    return ok_status();
+}
+
 }  // namespace
 
 result<command_effect> check_command(std::span<const std::byte> in, std::uint32_t out_len, const owned& o,
@@ -545,6 +562,21 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
         }
         break;
     }
+    case cmd_opcode::QUERY_NIC_VPORT_CONTEXT:
+        if (auto s = check_own_vport<ifc::query_nic_vport_context_in>(in, "QUERY_NIC_VPORT_CONTEXT"); !s) return s.error();
+        break;
+    case cmd_opcode::QUERY_HCA_VPORT_CONTEXT:
+        if (auto s = check_own_vport<ifc::query_hca_vport_context_in>(in, "QUERY_HCA_VPORT_CONTEXT"); !s) return s.error();
+        break;
+    case cmd_opcode::QUERY_HCA_VPORT_GID:
+        if (auto s = check_own_vport<ifc::query_hca_vport_gid_in>(in, "QUERY_HCA_VPORT_GID"); !s) return s.error();
+        break;
+    case cmd_opcode::QUERY_HCA_VPORT_PKEY:
+        if (auto s = check_own_vport<ifc::query_hca_vport_pkey_in>(in, "QUERY_HCA_VPORT_PKEY"); !s) return s.error();
+        break;
+    case cmd_opcode::QUERY_VPORT_STATE:
+        if (auto s = check_own_vport<ifc::query_vport_state_in>(in, "QUERY_VPORT_STATE"); !s) return s.error();
+        break;
     case cmd_opcode::DESTROY_MKEY: {
         if (auto s = long_enough<ifc::destroy_mkey_in>(in, "DESTROY_MKEY"); !s) return s.error();
         const std::uint32_t idx = ifc::get<ifc::destroy_mkey_in::mkey_index>(in.data());

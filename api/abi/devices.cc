@@ -97,7 +97,7 @@ static_assert(offsetof(device_entry, dev) == 0);
 
 namespace {
 
-// Through a cxvd that does not forward QUERY_NIC_VPORT_CONTEXT (not on its allow-list):
+// Through a cxvd that does not forward QUERY_NIC_VPORT_CONTEXT (one before protocol 2):
 // the node GUID as the modified EUI-64 of the port's MAC (RFC 4291 appendix A: ff:fe in
 // the middle, the universal/local bit flipped), which is how a ConnectX's RoCE node GUID
 // relates to its base MAC; the system image GUID the same.
@@ -212,10 +212,8 @@ CXV_ABI_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     if (!e.ids_known) {
         if (const int r = read_ids(ctx, e); r != 0) {
             const bool attached = cxv::verbs_device(ctx).hca().attached();
-            std::fprintf(stderr, "cxv libibverbs: %s: reading the node GUID: %s%s\n", e.bdf, std::strerror(r),
-                         attached ? " (through cxvd: its allow-list has no vport query of an InfiniBand port "
-                                    "yet; RoCE functions only)"
-                                  : "");
+            std::fprintf(stderr, "cxv libibverbs: %s: reading the node GUID%s: %s\n", e.bdf,
+                         attached ? " through cxvd" : "", std::strerror(r));
             cxv_close_device(ctx);
             return fail_null<ibv_context>(r);
         }

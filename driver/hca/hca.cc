@@ -223,13 +223,19 @@ result<std::vector<std::byte>> hca::read_port_reg(unsigned port, hw::reg_id id, 
 result<hca::port_info> hca::query_port(unsigned port) {
     port_info pi;
     pi.ethernet = ethernet();
-    if (attached()) {  // as the owner told at attach
+    if (attached()) {
         if (port != 1) return error{EINVAL, fmt::format("{}: port {} (an attached function has port 1)", dev_->bdf(), port)};
-        pi.up = attached_.port_logical == static_cast<unsigned>(hw::ib_port_state::ACTIVE);
+        // The MTU (PMTU: a register, the owner's) as the owner told at attach; a RoCE port's
+        // state and GIDs too (the GID table is the owner's to program). An InfiniBand
+        // port's LID, state and GID from the vport queries below, which the owner forwards.
         pi.max_mtu = attached_.max_mtu;
-        pi.gids = attached_.gids;
-        if (!pi.gids.empty()) std::memcpy(pi.gid, pi.gids[0].data(), 16);
-        return pi;
+        if (pi.ethernet) {
+            pi.up = attached_.port_logical == static_cast<unsigned>(hw::ib_port_state::ACTIVE);
+            pi.gids = attached_.gids;
+            if (!pi.gids.empty()) std::memcpy(pi.gid, pi.gids[0].data(), 16);
+            return pi;
+        }
+        return query_ib_port(port, pi);
     }
     auto paos = read_port_reg(port, hw::reg_id::PAOS, ifc::paos_reg::size_bytes);
     if (!paos) return paos.error();
@@ -249,15 +255,24 @@ result<hca::port_info> hca::query_port(unsigned port) {
         if (!pi.gids.empty()) std::memcpy(pi.gid, pi.gids[0].data(), 16);
         return pi;
     }
+    return query_ib_port(port, pi);
+}
+
+// PRM QUERY_HCA_VPORT_CONTEXT and QUERY_HCA_VPORT_GID: an InfiniBand port's LID, state
+// and GID 0, into `pi`.
+result<hca::port_info> hca::query_ib_port(unsigned port, port_info pi) {
     auto q = command<ifc::query_hca_vport_context_in>(cmd_opcode::QUERY_HCA_VPORT_CONTEXT);
     ifc::set<ifc::query_hca_vport_context_in::port_num>(q.data(), port);
-    auto out = cmd_->exec(q, ifc::query_hca_vport_context_out::size_bytes);
+    auto out = exec(q, ifc::query_hca_vport_context_out::size_bytes);
     if (!out) return out.error();
     const std::byte* ctx = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(out->data());
     pi.lid = static_cast<std::uint16_t>(ifc::get<ifc::hca_vport_context::lid>(ctx));
+    if (attached()) {
+        pi.up = ifc::get<ifc::hca_vport_context::port_state>(ctx) == static_cast<unsigned>(hw::ib_port_state::ACTIVE);
+    }
     auto g = command<ifc::query_hca_vport_gid_in>(cmd_opcode::QUERY_HCA_VPORT_GID);
     ifc::set<ifc::query_hca_vport_gid_in::port_num>(g.data(), port);
-    auto gout = cmd_->exec(g, ifc::query_hca_vport_gid_out::size_bytes + 16);
+    auto gout = exec(g, ifc::query_hca_vport_gid_out::size_bytes + 16);
     if (!gout) return gout.error();
     std::memcpy(pi.gid, gout->data() + ifc::query_hca_vport_gid_out::size_bytes, 16);
     pi.gids.emplace_back();
@@ -270,6 +285,14 @@ result<hca::port_state> hca::query_port_state(unsigned port) {
     if (attached()) {
         if (port != 1) return error{EINVAL, fmt::format("{}: port {} (an attached function has port 1)", dev_->bdf(), port)};
         ps.logical = attached_.port_logical;
+        if (!ethernet()) {  // the owner forwards this vport query: the state now
+            auto q = command<ifc::query_hca_vport_context_in>(cmd_opcode::QUERY_HCA_VPORT_CONTEXT);
+            ifc::set<ifc::query_hca_vport_context_in::port_num>(q.data(), port);
+            auto out = exec(q, ifc::query_hca_vport_context_out::size_bytes);
+            if (!out) return out.error();
+            ps.logical = ifc::get<ifc::hca_vport_context::port_state>(
+                ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(out->data()));
+        }
         ps.admin_up = ps.oper_up = ps.active();
         return ps;
     }

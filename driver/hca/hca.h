@@ -214,6 +214,8 @@ public:
     const std::vector<cmd_record>& trace_at_close() const noexcept { return trace_at_close_; }
 
 private:
+    // An InfiniBand port's LID, state (attached) and GID 0 from the vport queries, into pi.
+    result<port_info> query_ib_port(unsigned port, port_info pi);
     // Port register `id` of `port` (ACCESS_REG read; every port register has local_port
     // at the same place): the register's bytes.
     result<std::vector<std::byte>> read_port_reg(unsigned port, hw::reg_id id, std::size_t size);

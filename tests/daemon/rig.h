@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -37,7 +38,11 @@ struct daemon_rig {
 
     explicit daemon_rig(const std::vector<std::string>& args = {}, const std::vector<std::string>& sim_args = {}) {
         sock = dir.dir + "/cxvd.sock";
-        std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--port-type", "eth", "--link-up-ms", "20"};
+        // RoCE ports unless sim_args name the port type.
+        std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--link-up-ms", "20"};
+        if (std::find(sim_args.begin(), sim_args.end(), "--port-type") == sim_args.end()) {
+            argv.insert(argv.end(), {"--port-type", "eth"});
+        }
         argv.insert(argv.end(), sim_args.begin(), sim_args.end());
         argv.insert(argv.end(), {"--", env_path("CXVD"), "--socket", sock});
         argv.insert(argv.end(), args.begin(), args.end());

@@ -77,8 +77,8 @@ pair_logs run_pair(const scratch& s, const std::vector<std::string>& server_argv
 
 // An ibverbs-utils pingpong, server and client under `cxv exec`, through the daemon.
 void pingpong(const std::string& tool, const std::vector<std::string>& args, unsigned long size,
-              unsigned long iters) {
-    daemon_rig rig;
+              unsigned long iters, const std::vector<std::string>& sim_args = {}) {
+    daemon_rig rig({}, sim_args);
     test_client watcher(rig.sock);
     daemon_env env(rig.sock);
     scratch s;
@@ -139,6 +139,12 @@ TEST_CASE("ibv_devices and ibv_devinfo list the daemon's function") {
 TEST_CASE("ibv_rc_pingpong through the daemon, two processes on its one function") {
     SUBCASE("RC, IPv4-mapped GID, polling") { pingpong("ibv_rc_pingpong", {"-g", "1"}, 4096, 100); }
     SUBCASE("RC, new send API, polling") { pingpong("ibv_rc_pingpong", {"-g", "1", "-N"}, 4096, 100); }
+    // -e: every completion through a completion channel, i.e. the CQ's event from the
+    // daemon's completion EQ over the client's event channel (docs/daemon.md, Events).
+    SUBCASE("RC, completion events") { pingpong("ibv_rc_pingpong", {"-g", "1", "-e"}, 4096, 100); }
+    // An InfiniBand port: LIDs rather than GIDs, the node GUID and PortInfo from the
+    // read-only vport queries on the daemon's allow-list.
+    SUBCASE("RC, InfiniBand port, LID-routed") { pingpong("ibv_rc_pingpong", {}, 4096, 100, {"--port-type", "ib"}); }
 }
 
 TEST_CASE("ibv_ud_pingpong through the daemon") { pingpong("ibv_ud_pingpong", {"-g", "0"}, 1024, 100); }

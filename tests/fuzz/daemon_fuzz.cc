@@ -203,6 +203,18 @@ void expect_owned(std::span<const std::byte> in) {
         if (op == cmd_opcode::ARM_RQ && ifc::get<ifc::arm_rq_in::op_mod>(p) != 1) fail("ARM_RQ of an RQ or XRQ allowed");
         break;
     case cmd_opcode::ALLOC_PD: break;
+    // Read-only queries of the function's own vport; every layout has other_vport at 0x40
+    // and vport_number at 0x50.
+    case cmd_opcode::QUERY_NIC_VPORT_CONTEXT:
+    case cmd_opcode::QUERY_HCA_VPORT_CONTEXT:
+    case cmd_opcode::QUERY_HCA_VPORT_GID:
+    case cmd_opcode::QUERY_HCA_VPORT_PKEY:
+    case cmd_opcode::QUERY_VPORT_STATE:
+        if (ifc::get<ifc::query_vport_state_in::other_vport>(p) != 0 ||
+            ifc::get<ifc::query_vport_state_in::vport_number>(p) != 0) {
+            fail("a query of another vport allowed");
+        }
+        break;
     default: fail("a command off the allow-list allowed");
     }
 }
