@@ -327,3 +327,28 @@ TEST_CASE("SRQs: created on the client's PD, CQ and memory; QPs only on the clie
     CHECK_FALSE(o.srqs.contains(0x21));
     CHECK(o.maps.at(kIova).users == 0);
 }
+
+TEST_CASE("vport queries: read-only, the function's own vport only") {
+    const d::owned o = client();
+    auto own = cxv::driver::command<ifc::query_hca_vport_context_in>(cmd_opcode::QUERY_HCA_VPORT_CONTEXT);
+    ifc::set<ifc::query_hca_vport_context_in::port_num>(own.data(), 1);
+    CHECK(err(check(own, o, ifc::query_hca_vport_context_out::size_bytes)) == 0);
+    auto other = own;
+    ifc::set<ifc::query_hca_vport_context_in::other_vport>(other.data(), 1);
+    ifc::set<ifc::query_hca_vport_context_in::vport_number>(other.data(), 1);
+    CHECK(err(check(other, o, ifc::query_hca_vport_context_out::size_bytes)) == EPERM);
+    auto numbered = own;  // vport_number without other_vport: refused as well
+    ifc::set<ifc::query_hca_vport_context_in::vport_number>(numbered.data(), 2);
+    CHECK(err(check(numbered, o, ifc::query_hca_vport_context_out::size_bytes)) == EPERM);
+    auto nic = cxv::driver::command<ifc::query_nic_vport_context_in>(cmd_opcode::QUERY_NIC_VPORT_CONTEXT);
+    CHECK(err(check(nic, o, ifc::query_nic_vport_context_out::size_bytes)) == 0);
+    ifc::set<ifc::query_nic_vport_context_in::other_vport>(nic.data(), 1);
+    CHECK(err(check(nic, o, ifc::query_nic_vport_context_out::size_bytes)) == EPERM);
+    auto state = cxv::driver::command<ifc::query_vport_state_in>(cmd_opcode::QUERY_VPORT_STATE);
+    CHECK(err(check(state, o, ifc::query_vport_state_out::size_bytes)) == 0);
+    state.resize(8);  // shorter than its layout
+    CHECK(err(check(state, o)) == EBADMSG);
+    // A modify of the vport stays off the list.
+    auto modify = cxv::driver::command<ifc::modify_nic_vport_context_in>(cmd_opcode::MODIFY_NIC_VPORT_CONTEXT);
+    CHECK(err(check(modify, o)) == EPERM);
+}
