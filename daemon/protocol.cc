@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -18,6 +19,7 @@ namespace {
 constexpr std::uint64_t kPage = 4096;
 // The largest single mapping a request may ask for (the quota is the real limit).
 constexpr std::uint64_t kMaxMapBytes = std::uint64_t{1} << 40;
+constexpr std::uint64_t kMaxSmallAlign = std::uint64_t{2} << 20;  // a 2 MiB hugepage
 
 error bad(int code, std::string what) { return error{code, std::move(what)}; }
 
@@ -217,6 +219,15 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
             return bad(EINVAL, fmt::format("MAP_MEMORY: offset {} and length {} must be 4 KiB multiples, "
                                            "the length not 0, both below 1 TiB",
                                            m.offset, m.length));
+        }
+        // The alignment is paid for in IOVA space the quota does not count (it counts the
+        // length): a 4 KiB mapping at 1 GiB alignment would hold 1 GiB of the device's
+        // IOVA range. At most the length rounded up to a power of two, and above 2 MiB at
+        // most the length itself, so a mapping never holds more than twice its length.
+        if (m.align > std::bit_ceil(m.length) || (m.align > kMaxSmallAlign && m.align > m.length)) {
+            return bad(EINVAL, fmt::format("MAP_MEMORY: alignment {} for {} bytes (at most the length rounded up "
+                                           "to a power of two, and above {} at most the length)",
+                                           m.align, m.length, kMaxSmallAlign));
         }
         struct stat st{};
         if (::fstat(fds[0], &st) != 0) return bad(EBADF, fmt::format("MAP_MEMORY: fstat: {}", std::strerror(errno)));

@@ -40,7 +40,8 @@ constexpr std::size_t max_command_out_bytes = 32 * 1024;
 // queue needs a 512-byte mailbox block per 512 bytes past the first 16 (PRM "Command
 // Interface"), so 8,200 of them for the largest; cxvd preallocates that many.
 constexpr std::size_t max_large_command_bytes = (std::size_t{4} << 20) + 4096;
-// MAP_MEMORY's IOVA alignment: 4 KiB to 1 GiB, a power of two.
+// MAP_MEMORY's IOVA alignment: 4 KiB to 1 GiB, a power of two, at most the length rounded up
+// to a power of two and, above 2 MiB, at most the length (IOVA space the quota does not count).
 constexpr std::uint64_t max_map_align = std::uint64_t{1} << 30;
 constexpr std::uint16_t reply_bit = 0x8000;
 

@@ -120,6 +120,26 @@ TEST_CASE("file descriptors: counted per type and checked with fstat") {
     ::close(fd);
 }
 
+TEST_CASE("MAP_MEMORY: the alignment is bounded by the length (IOVA space the quota does not count)") {
+    const int fd = memfd(std::size_t{8} << 20);
+    const int one[] = {fd};
+    auto err = [&](std::uint64_t length, std::uint64_t align) {
+        d::map_memory_req mm{.device = 0, .device_writes = true, .offset = 0, .length = length, .align = align};
+        return parse_err(d::encode(d::msg_type::map_memory, 1, d::body(mm)), one);
+    };
+    CHECK(err(4096, 4096) == 0);
+    CHECK(err(4096, 8192) == EINVAL);
+    CHECK(err(4096, std::uint64_t{1} << 30) == EINVAL);  // 1 GiB of IOVA for 4 KiB
+    CHECK(err(12288, 16384) == 0);                       // 12 KiB rounds up to 16 KiB
+    CHECK(err(12288, 32768) == EINVAL);
+    CHECK(err(std::uint64_t{1} << 20, std::uint64_t{1} << 20) == 0);
+    CHECK(err(std::uint64_t{3} << 20, std::uint64_t{2} << 20) == 0);
+    CHECK(err(std::uint64_t{3} << 20, std::uint64_t{4} << 20) == EINVAL);  // above 2 MiB: at most the length
+    CHECK(err(std::uint64_t{4} << 20, std::uint64_t{4} << 20) == 0);
+    CHECK(err(std::uint64_t{8} << 20, std::uint64_t{8} << 20) == 0);
+    ::close(fd);
+}
+
 TEST_CASE("a session takes HELLO first and once, then sequence numbers in order") {
     d::session s;
     d::request r;
