@@ -28,7 +28,8 @@ namespace {
 constexpr std::size_t kMaxRequest = 8 * 1024;
 constexpr std::chrono::seconds kConnectionTime{2};
 
-// A label value in the exposition format: backslash, double quote and newline escaped.
+// A label value in the exposition format: backslash, double quote and newline escaped
+// (the text must also be UTF-8: printable() first where the bytes come from outside).
 std::string esc(std::string_view s) {
     std::string out;
     for (const char c : s) {
@@ -122,7 +123,9 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
     std::lock_guard lock(mu_);
     std::string out;
     auto who = [](const client& c) {
-        return fmt::format("pid=\"{}\",uid=\"{}\",comm=\"{}\"", c.pid, c.uid, esc(c.comm));
+        // A comm is any bytes (prctl(2) PR_SET_NAME); the exposition is UTF-8, so bytes
+        // outside printable ASCII go as \xNN text (one bad byte fails the whole page).
+        return fmt::format("pid=\"{}\",uid=\"{}\",comm=\"{}\"", c.pid, c.uid, esc(printable(c.comm)));
     };
     family(out, "cxvd_clients", "gauge", "Client connections now.");
     sample(out, "cxvd_clients", "", static_cast<std::uint64_t>(clients_.size()));

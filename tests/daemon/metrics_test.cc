@@ -10,10 +10,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -23,6 +25,7 @@
 
 #include <doctest/doctest.h>
 
+#include "daemon/metrics.h"
 #include "tests/daemon/rig.h"
 
 using namespace cxv::test;
@@ -166,6 +169,21 @@ void check_histograms(const std::map<std::string, double>& s) {
 
 }  // namespace
 
+// The exposition is UTF-8 (Prometheus refuses a page with one bad byte) and a comm is
+// any bytes (prctl(2) PR_SET_NAME).
+static bool ascii(const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+TEST_CASE("a client's comm goes out as printable ASCII, whatever its bytes") {
+    cxv::daemon::metrics m;
+    m.client_seen(1, 42, 1000, "ab\xff\xc3(\"\n", {{"0000:c5:00.0", cxv::daemon::client_counts{.pds = 1}}});
+    m.request(1, "HELLO", false, std::chrono::microseconds(3));
+    const std::string text = m.render({});
+    CHECK_MESSAGE(ascii(text), text);
+    CHECK_MESSAGE(text.find(R"(comm="ab\\xff\\xc3(\"\\x0a")") != std::string::npos, text);
+}
+
 TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, requests, latency and port counters move with traffic") {
     scratch where;
     const std::string maddr = where.dir + "/m.sock";
@@ -178,8 +196,13 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     const double tx0 = total(before, "cxvd_port_packets_total", {"direction=\"tx\""});
     const double bytes0 = total(before, "cxvd_port_bytes_total");
 
-    // A client with a PD, CQ, key and two QPs connected to each other, moving SENDs.
+    // A client with a PD, CQ, key and two QPs connected to each other, moving SENDs; its
+    // comm is not UTF-8.
+    char old_comm[17] = {};
+    REQUIRE(::prctl(PR_GET_NAME, old_comm) == 0);
+    REQUIRE(::prctl(PR_SET_NAME, "mt\xff\x80x") == 0);
     test_client c(rig.sock);
+    ::prctl(PR_SET_NAME, old_comm);
     shared_memory m(64 * 1024);
     const auto iova = c.map(m);
     const auto uar = c.alloc_uar();
@@ -191,6 +214,11 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     const auto mid = parse(body_of(get(maddr)));
     CHECK(mid.at("cxvd_clients") == 1);
     const std::string me = "pid=\"" + std::to_string(::getpid()) + "\"";
+    {
+        const std::string text = body_of(get(maddr));
+        CHECK(ascii(text));
+        CHECK_MESSAGE(text.find(R"(comm="mt\\xff\\x80x")") != std::string::npos, text);
+    }
     CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"pd\""}) == 1);
     CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"cq\""}) == 1);
     CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"mkey\""}) == 1);
