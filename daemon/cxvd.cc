@@ -125,8 +125,13 @@ int main(int argc, char** argv) {
         ho.on_event = [bdf](const cxv::driver::hca_event& e) {
             static const char* const kinds[] = {"port up", "port down", "port init", "port change", "fatal",
                                                 "queue error"};
-            const bool bad = e.what == cxv::driver::hca_event::fatal || e.what == cxv::driver::hca_event::queue_error;
-            log(bad ? level::err : level::info,
+            // A queue event names a client's object (cxvd keeps no queues of its own past its
+            // EQs): a client's business, and one looping ARM_RQ would flood an error-level log
+            // (SRQ_RQ_LIMIT, SRQ_LAST_WQE). Debug level; only a fatal event is an error.
+            const level l = e.what == cxv::driver::hca_event::fatal         ? level::err
+                            : e.what == cxv::driver::hca_event::queue_error ? level::debug
+                                                                            : level::info;
+            log(l,
                 fmt::format("{}: {} (port {}, object 0x{:x}) {}", bdf, kinds[e.what], e.port, e.object, e.detail));
         };
         auto h = cxv::driver::hca::create(std::move(dev).value(), ho);

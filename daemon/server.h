@@ -23,7 +23,7 @@
 namespace cxv::daemon {
 
 // sd-daemon(3) priorities, as journald reads them from a line's "<N>" prefix.
-enum class level { err = 3, warning = 4, info = 6 };
+enum class level { err = 3, warning = 4, info = 6, debug = 7 };
 void log(level l, const std::string& text);
 
 struct server_options {
