@@ -120,7 +120,19 @@ void metrics::request(std::uintptr_t key, const std::string& op, bool refused, s
 }
 
 std::string metrics::render(const std::vector<port_sample>& ports) const {
-    std::lock_guard lock(mu_);
+    // A copy under the lock, the text after it: the serving thread records every request
+    // here, and must not wait while a page is formatted.
+    std::map<std::uintptr_t, client> clients;
+    std::map<std::string, histogram> latency;
+    std::uint64_t run = 0, refused = 0, gone = 0;
+    {
+        std::lock_guard lock(mu_);
+        clients = clients_;
+        latency = latency_;
+        run = run_;
+        refused = refused_;
+        gone = clients_gone_;
+    }
     std::string out;
     auto who = [](const client& c) {
         // A comm is any bytes (prctl(2) PR_SET_NAME); the exposition is UTF-8, so bytes
@@ -128,20 +140,20 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
         return fmt::format("pid=\"{}\",uid=\"{}\",comm=\"{}\"", c.pid, c.uid, esc(printable(c.comm)));
     };
     family(out, "cxvd_clients", "gauge", "Client connections now.");
-    sample(out, "cxvd_clients", "", static_cast<std::uint64_t>(clients_.size()));
+    sample(out, "cxvd_clients", "", static_cast<std::uint64_t>(clients.size()));
     family(out, "cxvd_clients_gone_total", "counter", "Client connections that have gone (closed or dropped).");
-    sample(out, "cxvd_clients_gone_total", "", clients_gone_);
+    sample(out, "cxvd_clients_gone_total", "", gone);
     family(out, "cxvd_requests_total", "counter", "Requests handled, by result (run, or refused with an errno).");
-    sample(out, "cxvd_requests_total", "result=\"run\"", run_);
-    sample(out, "cxvd_requests_total", "result=\"refused\"", refused_);
+    sample(out, "cxvd_requests_total", "result=\"run\"", run);
+    sample(out, "cxvd_requests_total", "result=\"refused\"", refused);
 
     family(out, "cxvd_client_requests_total", "counter", "A client's requests, by result.");
-    for (const auto& [k, c] : clients_) {
+    for (const auto& [k, c] : clients) {
         sample(out, "cxvd_client_requests_total", who(c) + ",result=\"run\"", c.run);
         sample(out, "cxvd_client_requests_total", who(c) + ",result=\"refused\"", c.refused);
     }
     family(out, "cxvd_client_objects", "gauge", "Objects a client holds on a function, by kind.");
-    for (const auto& [k, c] : clients_) {
+    for (const auto& [k, c] : clients) {
         for (const auto& [fn, n] : c.per_function) {
             const std::string l = fmt::format("function=\"{}\",{}", esc(fn), who(c));
             const std::pair<const char*, std::uint64_t> kinds[] = {{"pd", n.pds},   {"cq", n.cqs},   {"mkey", n.mkeys},
@@ -151,7 +163,7 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
         }
     }
     family(out, "cxvd_client_pinned_bytes", "gauge", "Client memory mapped for the device (pinned), in bytes.");
-    for (const auto& [k, c] : clients_) {
+    for (const auto& [k, c] : clients) {
         for (const auto& [fn, n] : c.per_function) {
             sample(out, "cxvd_client_pinned_bytes", fmt::format("function=\"{}\",{}", esc(fn), who(c)), n.pinned);
         }
@@ -180,7 +192,7 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
 
     family(out, "cxvd_request_duration_seconds", "histogram",
            "Time to handle a request, by PRM opcode (COMMAND) or request type.");
-    for (const auto& [op, h] : latency_) {
+    for (const auto& [op, h] : latency) {
         std::uint64_t cumulative = 0;
         for (std::size_t b = 0; b < buckets.size(); ++b) {
             cumulative += h.counts[b];
