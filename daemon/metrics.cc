@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -26,7 +27,11 @@ using hw::cmd_opcode;
 namespace {
 
 constexpr std::size_t kMaxRequest = 8 * 1024;
-constexpr std::chrono::seconds kConnectionTime{2};
+// Scrapes served at once, each with little time to send its request: a local user who
+// connects and says nothing holds one slot for half a second, not the scrapes.
+constexpr std::size_t kMaxConnections = 8;
+constexpr std::chrono::milliseconds kReadTime{500};
+constexpr std::chrono::seconds kWriteTime{2};
 
 // A label value in the exposition format: backslash, double quote and newline escaped
 // (the text must also be UTF-8: printable() first where the bytes come from outside).
@@ -267,49 +272,91 @@ metrics_server::~metrics_server() {
     if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
 }
 
+// One scrape in progress: its request read to the blank line (bounded in size and in
+// time), then its response sent (bounded in time), one per connection.
+struct metrics_server::connection {
+    unique_fd fd;
+    std::string in, out;
+    std::size_t sent = 0;
+    bool writing = false, done = false;
+    std::chrono::steady_clock::time_point end;
+};
+
 void metrics_server::run() {
+    std::vector<connection> conns;
+    std::vector<pollfd> fds;
     for (;;) {
-        pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {listen_.get(), POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0) {
+        const auto now = std::chrono::steady_clock::now();
+        std::erase_if(conns, [&](const connection& c) { return c.done || c.end <= now; });
+        fds.clear();
+        fds.push_back({wake_.get(), POLLIN, 0});
+        // A full table leaves the listener unpolled: newcomers wait in the backlog.
+        fds.push_back({listen_.get(), static_cast<short>(conns.size() < kMaxConnections ? POLLIN : 0), 0});
+        int timeout = -1;
+        for (const auto& c : conns) {
+            fds.push_back({c.fd.get(), static_cast<short>(c.writing ? POLLOUT : POLLIN), 0});
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(c.end - now).count();
+            const int ms = static_cast<int>(std::max<long long>(left, 1));
+            timeout = timeout < 0 ? ms : std::min(timeout, ms);
+        }
+        if (::poll(fds.data(), fds.size(), timeout) < 0) {
             if (errno == EINTR) continue;
             return;
         }
         if (fds[0].revents) return;
-        if (!(fds[1].revents & POLLIN)) continue;
-        unique_fd c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-        if (!c) {
-            // Out of fds: wait a little rather than spin on a listener that stays readable.
-            if (errno == EMFILE || errno == ENFILE) ::poll(fds, 1, 100);
-            continue;
+        for (std::size_t i = 0; i < conns.size(); ++i) {
+            if (fds[i + 2].revents) step(conns[i]);
         }
-        serve_one(c.get());
+        if (fds[1].revents & POLLIN) {
+            while (conns.size() < kMaxConnections) {
+                unique_fd c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+                if (!c) {
+                    // Out of fds: wait a little rather than spin on a listener that stays readable.
+                    if (errno == EMFILE || errno == ENFILE) ::poll(fds.data(), 1, 100);
+                    break;
+                }
+                connection n;
+                n.fd = std::move(c);
+                n.end = std::chrono::steady_clock::now() + kReadTime;
+                conns.push_back(std::move(n));
+            }
+        }
     }
 }
 
-namespace {
-
-// Waits (until `end`) for `ev` on `fd` or the wake fd; false on timeout, error or stop.
-bool wait_for(int fd, short ev, int wake, std::chrono::steady_clock::time_point end) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd fds[2] = {{fd, ev, 0}, {wake, POLLIN, 0}};
-    const int n = ::poll(fds, 2, static_cast<int>(left.count()));
-    return n > 0 && !fds[1].revents && (fds[0].revents & ev);
+void metrics_server::step(connection& c) {
+    if (!c.writing) {
+        for (;;) {
+            char buf[1024];
+            const ssize_t n = ::read(c.fd.get(), buf, std::min(sizeof buf, kMaxRequest - c.in.size()));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && errno == EAGAIN) return;  // more later, within the deadline
+            if (n <= 0) {
+                c.done = true;  // gone before its request was whole
+                return;
+            }
+            c.in.append(buf, static_cast<std::size_t>(n));
+            if (c.in.find("\r\n\r\n") != std::string::npos || c.in.size() >= kMaxRequest) break;
+        }
+        c.out = respond(c.in);
+        c.writing = true;
+        c.end = std::chrono::steady_clock::now() + kWriteTime;
+    }
+    while (c.sent < c.out.size()) {
+        const ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) {
+            c.done = true;
+            return;
+        }
+        c.sent += static_cast<std::size_t>(n);
+    }
+    ::shutdown(c.fd.get(), SHUT_WR);
+    c.done = true;
 }
 
-}  // namespace
-
-void metrics_server::serve_one(int fd) {
-    const auto end = std::chrono::steady_clock::now() + kConnectionTime;
-    std::string req;
-    while (req.find("\r\n\r\n") == std::string::npos) {
-        if (req.size() >= kMaxRequest || !wait_for(fd, POLLIN, wake_.get(), end)) break;
-        char buf[1024];
-        const ssize_t n = ::read(fd, buf, std::min(sizeof buf, kMaxRequest - req.size()));
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        if (n <= 0) return;
-        req.append(buf, static_cast<std::size_t>(n));
-    }
+std::string metrics_server::respond(const std::string& req) {
     // RFC 9112: request-line = method SP request-target SP HTTP-version CRLF.
     const auto eol = req.find("\r\n");
     const std::string line = req.substr(0, eol);
@@ -338,17 +385,7 @@ void metrics_server::serve_one(int fd) {
     std::string resp = fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
                                    status, type, body.size(), status.rfind("405", 0) == 0 ? "Allow: GET\r\n" : "");
     resp += body;
-    std::size_t done = 0;
-    while (done < resp.size()) {
-        const ssize_t n = ::send(fd, resp.data() + done, resp.size() - done, MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (!wait_for(fd, POLLOUT, wake_.get(), end)) return;
-            continue;
-        }
-        if (n <= 0) return;
-        done += static_cast<std::size_t>(n);
-    }
-    ::shutdown(fd, SHUT_WR);
+    return resp;
 }
 
 }  // namespace cxv::daemon

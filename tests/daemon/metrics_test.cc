@@ -251,17 +251,30 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     CHECK(http(maddr, "nonsense\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
     CHECK(http(maddr, std::string(9000, 'A')).rfind("HTTP/1.1 431", 0) == 0);
 
-    // A scraper that connects and says nothing holds the metrics thread (for at most two
-    // seconds), never the daemon: its clients are served meanwhile.
-    const int idle = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, maddr.c_str(), maddr.size() + 1);
-    REQUIRE(::connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    // Scrapers that connect and say nothing hold neither the daemon (its clients are
+    // served meanwhile) nor other scrapes (served beside them), and are dropped after
+    // their read deadline (half a second). One connection at a time, as before, would
+    // answer the GET only after the four idle ones had each run out (2 s each).
+    int idle[4];
+    for (int& fd : idle) {
+        fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        std::memcpy(a.sun_path, maddr.c_str(), maddr.size() + 1);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 20; ++i) CHECK(c.status().clients_total == 1);
     CHECK(std::chrono::steady_clock::now() - t0 < 1s);
-    ::close(idle);
+    CHECK(get(maddr).rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+    for (const int fd : idle) {
+        pollfd p{fd, POLLIN, 0};
+        CHECK(::poll(&p, 1, 5000) == 1);  // closed by the daemon: end of file
+        char byte;
+        CHECK(::read(fd, &byte, 1) == 0);
+        ::close(fd);
+    }
 
     // promtool, when installed (Debian: the prometheus package), agrees.
     if (::system("command -v promtool > /dev/null 2>&1") == 0) {
