@@ -291,6 +291,11 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
             return bad(EINVAL, fmt::format("COMMAND_FD: output of {} bytes (whole dwords, 16 to {})", c.out_len,
                                            max_large_command_bytes));
         }
+        if (std::size_t{in_len} + c.out_len > max_large_command_total) {
+            return bad(EINVAL, fmt::format("COMMAND_FD: input of {} and output of {} bytes (at most {} together: "
+                                           "what the command queue's mailboxes hold for one command)",
+                                           in_len, c.out_len, max_large_command_total));
+        }
         auto in = read_sealed(fds[0], in_len);
         if (!in) return bad(in.error().code, "COMMAND_FD: " + in.error().message);
         c.in = std::move(in).value();

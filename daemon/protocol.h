@@ -40,6 +40,11 @@ constexpr std::size_t max_command_out_bytes = 32 * 1024;
 // queue needs a 512-byte mailbox block per 512 bytes past the first 16 (PRM "Command
 // Interface"), so 8,200 of them for the largest; cxvd preallocates that many.
 constexpr std::size_t max_large_command_bytes = (std::size_t{4} << 20) + 4096;
+// Input and output together: the command queue's pool (cxvd --mailbox-blocks, 8,448 by
+// default) holds the largest input, an output of up to 32 KiB beside it, and ~180 blocks
+// more for the other threads' commands (the metrics thread's QUERY_VPORT_COUNTER), so
+// one client's command cannot take every block (ENOMEM at once for the others).
+constexpr std::size_t max_large_command_total = max_large_command_bytes + max_command_out_bytes;
 // MAP_MEMORY's IOVA alignment: 4 KiB to 1 GiB, a power of two, at most the length rounded up
 // to a power of two and, above 2 MiB, at most the length (IOVA space the quota does not count).
 constexpr std::uint64_t max_map_align = std::uint64_t{1} << 30;

@@ -140,6 +140,22 @@ TEST_CASE("MAP_MEMORY: the alignment is bounded by the length (IOVA space the qu
     ::close(fd);
 }
 
+TEST_CASE("COMMAND_FD: input and output together within what the command queue's mailboxes hold") {
+    std::vector<std::byte> in(d::max_large_command_bytes, std::byte{0});
+    auto f = d::sealed_memfd(in);
+    REQUIRE(f);
+    const int one[] = {f->get()};
+    auto err = [&](std::size_t in_len, std::size_t out_len) {
+        const d::command_fd_req c{0, static_cast<std::uint32_t>(out_len), static_cast<std::uint32_t>(in_len)};
+        return parse_err(d::encode(d::msg_type::command_fd, 1, d::body(c)), one);
+    };
+    CHECK(err(d::max_large_command_bytes, d::max_command_out_bytes) == 0);
+    CHECK(err(d::max_command_in_bytes, d::max_large_command_bytes) == 0);
+    // Each within its own bound, together 8 MiB: more blocks than the pool has.
+    CHECK(err(d::max_large_command_bytes, d::max_large_command_bytes) == EINVAL);
+    CHECK(err(d::max_large_command_bytes, d::max_command_out_bytes + 4) == EINVAL);
+}
+
 TEST_CASE("a session takes HELLO first and once, then sequence numbers in order") {
     d::session s;
     d::request r;
