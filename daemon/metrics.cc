@@ -226,13 +226,23 @@ result<std::unique_ptr<metrics_server>> metrics_server::create(const std::string
         std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
         s->listen_ = unique_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (!s->listen_) return error{errno, fmt::format("--metrics: socket: {}", std::strerror(errno))};
-        struct stat st{};
-        if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());  // a stale one
+        // A live socket there is another process's: refused, not removed.
+        if (auto c = claim_socket_path(path, SOCK_STREAM); !c) {
+            return error{c.error().code, "--metrics " + c.error().message};
+        }
+        // bind(2) makes the file with the socket inode's mode less the umask (unix(7)):
+        // 0600 from the start, so it is never more open than 0660 (the chmod below) on
+        // its way there.
+        if (::fchmod(s->listen_.get(), 0600) != 0) {
+            return error{errno, fmt::format("--metrics {}: fchmod: {}", path, std::strerror(errno))};
+        }
         if (::bind(s->listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
             return error{errno, fmt::format("--metrics {}: bind: {}", path, std::strerror(errno))};
         }
-        ::chmod(path.c_str(), 0660);
-        s->unix_path_ = path;
+        s->unix_path_ = path;  // unlinked by the destructor from here on
+        if (::chmod(path.c_str(), 0660) != 0) {
+            return error{errno, fmt::format("--metrics {}: chmod: {}", path, std::strerror(errno))};
+        }
     } else {
         // 127.0.0.1:PORT only: the metrics name every client's pid, uid and command.
         const auto colon = addr.rfind(':');

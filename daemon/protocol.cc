@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <bit>
@@ -554,6 +555,29 @@ std::string printable(std::string_view s) {
 }
 
 // ---- the socket -----------------------------------------------------------------------
+
+status claim_socket_path(const std::string& path, int type) {
+    sockaddr_un a{};
+    if (path.empty() || path.size() >= sizeof a.sun_path) {
+        return bad(ENAMETOOLONG, fmt::format("socket path '{}' is empty or longer than {} bytes", path,
+                                             sizeof a.sun_path - 1));
+    }
+    struct stat st{};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return ok_status();
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    unique_fd probe(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+    if (!probe) return bad(errno, fmt::format("socket: {}", std::strerror(errno)));
+    if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+        return bad(EADDRINUSE, fmt::format("{}: another process serves it", path));
+    }
+    // EPROTOTYPE: a live socket of another type, not ours to remove.
+    if (errno != ECONNREFUSED) return bad(EADDRINUSE, fmt::format("{}: in use ({})", path, std::strerror(errno)));
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        return bad(errno, fmt::format("{}: removing a stale socket: {}", path, std::strerror(errno)));
+    }
+    return ok_status();
+}
 
 unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {
     if (this != &o) {

@@ -317,6 +317,11 @@ std::string printable(std::string_view s);
 
 // ---- the socket -----------------------------------------------------------------------
 
+// A UNIX socket path about to be bound (`type`: SOCK_SEQPACKET, SOCK_STREAM): a socket
+// file there that answers connect(2) is another daemon's (EADDRINUSE); one that refuses
+// (ECONNREFUSED) is stale and removed. Anything else there (a file that is not a socket)
+// is left, and bind(2) fails on it.
+status claim_socket_path(const std::string& path, int type);
 
 // One message received: its bytes and the fds beside it (close-on-exec). Errors: EMSGSIZE
 // (longer than max_message_bytes; truncated), EBADMSG (fds cut off: more than max_fds),

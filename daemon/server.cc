@@ -105,12 +105,9 @@ result<std::unique_ptr<server>> server::create(server_options o, std::vector<std
     a.sun_family = AF_UNIX;
     std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
     // A socket file already there: another daemon's if it answers, else stale.
-    {
-        unique_fd probe(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-        if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-            return error{EADDRINUSE, fmt::format("another cxvd serves {}", path)};
-        }
-        if (errno == ECONNREFUSED) ::unlink(path.c_str());
+    if (auto c = claim_socket_path(path, SOCK_SEQPACKET); !c) {
+        if (c.error().code == EADDRINUSE) return error{EADDRINUSE, fmt::format("another cxvd serves {}", path)};
+        return c.error();
     }
     s->listen_ = unique_fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!s->listen_) return error{errno, fmt::format("socket: {}", std::strerror(errno))};

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -189,6 +190,9 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     const std::string maddr = where.dir + "/m.sock";
     daemon_rig rig({"--metrics", maddr});
     for (int i = 0; i < 200 && ::access(maddr.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
+    struct stat st{};
+    REQUIRE(::stat(maddr.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0660);
     const auto before = parse(body_of(get(maddr)));
     CHECK(before.at("cxvd_clients") == 0);  // the rig's probe connections sent nothing
     CHECK(before.at("cxvd_port_counters_ok{function=\"0000:c5:00.0\",port=\"1\"}") == 1);
@@ -308,4 +312,35 @@ TEST_CASE("--metrics on 127.0.0.1:PORT answers curl; any other address is refuse
         CHECK_MESSAGE(r.status != 0, bad);
         CHECK_MESSAGE(r.output.find("127.0.0.1:PORT") != std::string::npos, r.output);
     }
+}
+
+TEST_CASE("--metrics PATH: a live socket there is another process's, left alone; a stale one is replaced") {
+    scratch dir;
+    const std::string path = dir.dir + "/m.sock";
+    const int live = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    REQUIRE(::bind(live, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(live, 4) == 0);
+    const auto r = run({env_path("CXV_SIM"), "run", "--port-type", "eth", "--link-up-ms", "20", "--", env_path("CXVD"),
+                        "--socket", dir.dir + "/s.sock", "--metrics", path},
+                       dir.dir + "/log", std::chrono::seconds(60));
+    CHECK(r.status != 0);
+    CHECK_MESSAGE(r.output.find("another process serves it") != std::string::npos, r.output);
+    // Still the test's: a connection reaches its listener.
+    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(::connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    ::close(probe);
+    ::close(live);  // the file stays, stale now: cxvd takes the path over
+    daemon_rig rig({"--metrics", path});
+    for (int i = 0;; ++i) {  // the stale file is there from the start: wait for a listener
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        ::close(fd);
+        if (up) break;
+        REQUIRE_MESSAGE(i < 500, "no metrics listener within 10 s: ", rig.log());
+        std::this_thread::sleep_for(20ms);
+    }
+    CHECK(body_of(get(path)).find("# TYPE cxvd_clients gauge") != std::string::npos);
 }
