@@ -16,13 +16,9 @@
 
 #include <fmt/format.h>
 
-#include "driver/cmd/cmd_queue.h"
-#include "hw/ifc.h"
+#include "driver/res/q_counter.h"
 
 namespace cxv::daemon {
-
-namespace ifc = hw::ifc;
-using hw::cmd_opcode;
 
 namespace {
 
@@ -64,32 +60,26 @@ void sample(std::string& out, std::string_view name, const std::string& labels, 
 
 }  // namespace
 
-// PRM QUERY_VPORT_COUNTER (op_mod 0: the function's own vport): packets and octets per
-// kind of traffic, and the error counters.
+// The function's own vport counters (driver::query_vport_counters, PRM
+// QUERY_VPORT_COUNTER): packets and octets per kind of traffic summed by direction, and
+// the error counters.
 port_sample sample_port(driver::hca& h) {
     port_sample s;
     s.function = h.device().bdf();
-    using out = ifc::query_vport_counter_out;
-    auto in = driver::command<ifc::query_vport_counter_in>(cmd_opcode::QUERY_VPORT_COUNTER);
-    auto r = h.exec(in, out::size_bytes);
-    if (!r) return s;
-    const std::byte* o = r->data();
-    auto packets = [&](const std::byte* tc) { return ifc::get<ifc::traffic_counter::packets>(tc); };
-    auto octets = [&](const std::byte* tc) { return ifc::get<ifc::traffic_counter::octets>(tc); };
-    for (const std::byte* tc : {ifc::at<out::received_ib_unicast>(o), ifc::at<out::received_ib_multicast>(o),
-                                ifc::at<out::received_eth_broadcast>(o), ifc::at<out::received_eth_unicast>(o),
-                                ifc::at<out::received_eth_multicast>(o)}) {
-        s.rx_packets += packets(tc);
-        s.rx_bytes += octets(tc);
+    auto v = driver::query_vport_counters(h);
+    if (!v) return s;
+    for (const hw::traffic& t : {v->received_ib_unicast, v->received_ib_multicast, v->received_eth_broadcast,
+                                 v->received_eth_unicast, v->received_eth_multicast}) {
+        s.rx_packets += t.packets;
+        s.rx_bytes += t.octets;
     }
-    for (const std::byte* tc : {ifc::at<out::transmitted_ib_unicast>(o), ifc::at<out::transmitted_ib_multicast>(o),
-                                ifc::at<out::transmitted_eth_broadcast>(o), ifc::at<out::transmitted_eth_unicast>(o),
-                                ifc::at<out::transmitted_eth_multicast>(o)}) {
-        s.tx_packets += packets(tc);
-        s.tx_bytes += octets(tc);
+    for (const hw::traffic& t : {v->transmitted_ib_unicast, v->transmitted_ib_multicast, v->transmitted_eth_broadcast,
+                                 v->transmitted_eth_unicast, v->transmitted_eth_multicast}) {
+        s.tx_packets += t.packets;
+        s.tx_bytes += t.octets;
     }
-    s.rx_errors = packets(ifc::at<out::received_errors>(o));
-    s.tx_errors = packets(ifc::at<out::transmit_errors>(o));
+    s.rx_errors = v->received_errors.packets;
+    s.tx_errors = v->transmit_errors.packets;
     s.ok = true;
     return s;
 }
