@@ -293,9 +293,20 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
 }
 
 TEST_CASE("--metrics on 127.0.0.1:PORT answers curl; any other address is refused at start") {
-    const unsigned port = free_port();
+    // Port 0: cxvd binds a free one and logs it (no port picked here and bound there
+    // later, which another process could take in between).
+    daemon_rig rig({"--metrics", "127.0.0.1:0"});
+    const std::string mark = "metrics on http://127.0.0.1:";
+    std::string log = rig.log();
+    for (int i = 0; i < 500 && log.find("/metrics", log.find(mark)) == std::string::npos; ++i) {
+        std::this_thread::sleep_for(20ms);
+        log = rig.log();
+    }
+    const auto at = log.find(mark);
+    REQUIRE_MESSAGE(at != std::string::npos, "cxvd logged no metrics port: ", log);
+    const unsigned port = static_cast<unsigned>(std::stoul(log.substr(at + mark.size())));
+    REQUIRE(port != 0);
     const std::string addr = "127.0.0.1:" + std::to_string(port);
-    daemon_rig rig({"--metrics", addr});
     const auto body = body_of(get(addr));
     const auto s = parse(body);
     CHECK(s.contains("cxvd_clients"));
