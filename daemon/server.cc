@@ -362,6 +362,7 @@ void server::serve(peer& p) {
     std::vector<int> raw;
     for (const auto& f : m->fds) raw.push_back(f.get());
     request r;
+    const auto parsed = std::chrono::steady_clock::now();  // the histogram's start
     if (auto s = parse_request(m->bytes, raw, r); !s) {
         // The client counted this request: so does the session, when it can tell.
         p.order.skip(r);
@@ -374,7 +375,7 @@ void server::serve(peer& p) {
         (void)refuse(p, r.hdr.type, r.hdr.seq, s.error());
         return;
     }
-    handle(p, r);
+    handle(p, r, parsed);
 }
 
 std::vector<device_info> server::devices_info(bool with_caps) {
@@ -405,8 +406,7 @@ std::vector<device_info> server::devices_info(bool with_caps) {
     return out;
 }
 
-void server::handle(peer& p, request& r) {
-    const auto start = std::chrono::steady_clock::now();
+void server::handle(peer& p, request& r, std::chrono::steady_clock::time_point start) {
     result<answer> a = answer{};
     unique_fd made;
     switch (r.type) {
@@ -438,15 +438,20 @@ void server::handle(peer& p, request& r) {
         break;
     }
     if (opts_.stats) {
-        // COMMAND and COMMAND_FD by their PRM opcode (the input's first 16 bits, PRM
-        // "Command Input"), other requests by type.
+        // From the parse to the reply, ready to go (recorded before it is sent, so a
+        // client that has its reply finds its request counted). COMMAND and COMMAND_FD
+        // by their PRM opcode (the input's first 16 bits, PRM "Command Input"; one
+        // without a name by its number), other requests by type.
+        const auto took = std::chrono::steady_clock::now() - start;
         const bool cmd = r.type == msg_type::command || r.type == msg_type::command_fd;
-        const std::string op = cmd && r.command.in.size() >= 2
-                                   ? std::string(hw::name(static_cast<cmd_opcode>(
-                                         ifc::get<ifc::cmd_in::opcode>(r.command.in.data()))))
-                                   : std::string(type_name(r.hdr.type));
+        std::string op = type_name(r.hdr.type);
+        if (cmd && r.command.in.size() >= 2) {
+            const auto code = ifc::get<ifc::cmd_in::opcode>(r.command.in.data());
+            op = std::string(hw::name(static_cast<cmd_opcode>(code)));
+            if (op.empty()) op = fmt::format("0x{:04x}", code);
+        }
         record_books(p);  // first: a new client's first request counts as its own
-        record(p, op, !a, std::chrono::steady_clock::now() - start);
+        record(p, op, !a, took);
     }
     if (!a) {
         (void)refuse(p, r.hdr.type, r.hdr.seq, a.error());

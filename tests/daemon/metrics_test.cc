@@ -235,6 +235,13 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     CHECK(mid.at("cxvd_request_duration_seconds_count{op=\"HELLO\"}") == 1);
     CHECK(mid.at("cxvd_request_duration_seconds_count{op=\"DESTROY_CQ\"}") == 1);
     check_histograms(mid);
+    // A command with an opcode the PRM names nowhere: refused, and counted by its number.
+    {
+        std::vector<std::byte> in(16);
+        in[0] = std::byte{0x0e};  // opcode 0x0eee, big-endian in the first 16 bits
+        in[1] = std::byte{0xee};
+        CHECK(c.command(in, 16).err != 0);
+    }
 
     // Traffic: a client process (loop_peer) moves 64 rounds of SENDs between two QPs of
     // its own through the function, every payload checked.
@@ -247,6 +254,7 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     CHECK(total(after, "cxvd_port_packets_total", {"direction=\"tx\""}) > tx0);
     CHECK(total(after, "cxvd_port_bytes_total") > bytes0 + 64 * 512);
     CHECK(after.at("cxvd_clients_gone_total") >= 1);  // the looping client came and went
+    CHECK(after.at("cxvd_request_duration_seconds_count{op=\"0x0eee\"}") == 1);
     check_histograms(after);
 
     // Wrong method, path, a malformed request: refused, and serving goes on.
