@@ -50,8 +50,10 @@ int main(int argc, char** argv) {
     std::vector<std::string> bdfs;
     cxv::daemon::server_options o;
     unsigned port_timeout_ms = 15'000;
-    // Enough 1 KiB mailbox slots for the largest COMMAND_FD input (one per 512 bytes of
-    // data, PRM "Command Interface") and a margin for the output: 8.25 MiB of DMA memory.
+    // Enough 1 KiB mailbox slots for the largest COMMAND_FD (one per 512 bytes of data,
+    // PRM "Command Interface", input and output together at most
+    // max_large_command_total) and ~180 more for other threads' commands: 8.25 MiB of
+    // DMA memory.
     std::string metrics_addr;
     std::size_t mailbox_blocks = cxv::daemon::max_large_command_bytes / 512 + 248;
     app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
@@ -81,6 +83,11 @@ int main(int argc, char** argv) {
                    "one per 512 bytes)")
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
+    if (mailbox_blocks < cxv::daemon::max_large_command_total / 512 + 64) {
+        log(level::warning, fmt::format("--mailbox-blocks {}: the largest commands clients may send need {} and a "
+                                        "margin; they, and commands beside them, may fail ENOMEM",
+                                        mailbox_blocks, cxv::daemon::max_large_command_total / 512 + 2));
+    }
     if (!socket_group.empty()) {
         gid_t g = 0;
         if (!to_gid(socket_group, g)) {
@@ -132,8 +139,13 @@ int main(int argc, char** argv) {
         ho.on_event = [bdf](const cxv::driver::hca_event& e) {
             static const char* const kinds[] = {"port up", "port down", "port init", "port change", "fatal",
                                                 "queue error"};
-            const bool bad = e.what == cxv::driver::hca_event::fatal || e.what == cxv::driver::hca_event::queue_error;
-            log(bad ? level::err : level::info,
+            // A queue event names a client's object (cxvd keeps no queues of its own past its
+            // EQs): a client's business, and one looping ARM_RQ would flood an error-level log
+            // (SRQ_RQ_LIMIT, SRQ_LAST_WQE). Debug level; only a fatal event is an error.
+            const level l = e.what == cxv::driver::hca_event::fatal         ? level::err
+                            : e.what == cxv::driver::hca_event::queue_error ? level::debug
+                                                                            : level::info;
+            log(l,
                 fmt::format("{}: {} (port {}, object 0x{:x}) {}", bdf, kinds[e.what], e.port, e.object, e.detail));
         };
         cxv::daemon::event_inbox::wire(inbox, ho, i, gen);

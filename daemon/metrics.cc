@@ -10,25 +10,27 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "driver/cmd/cmd_queue.h"
-#include "hw/ifc.h"
+#include "driver/res/q_counter.h"
 
 namespace cxv::daemon {
-
-namespace ifc = hw::ifc;
-using hw::cmd_opcode;
 
 namespace {
 
 constexpr std::size_t kMaxRequest = 8 * 1024;
-constexpr std::chrono::seconds kConnectionTime{2};
+// Scrapes served at once, each with little time to send its request: a local user who
+// connects and says nothing holds one slot for half a second, not the scrapes.
+constexpr std::size_t kMaxConnections = 8;
+constexpr std::chrono::milliseconds kReadTime{500};
+constexpr std::chrono::seconds kWriteTime{2};
 
-// A label value in the exposition format: backslash, double quote and newline escaped.
+// A label value in the exposition format: backslash, double quote and newline escaped
+// (the text must also be UTF-8: printable() first where the bytes come from outside).
 std::string esc(std::string_view s) {
     std::string out;
     for (const char c : s) {
@@ -58,32 +60,26 @@ void sample(std::string& out, std::string_view name, const std::string& labels, 
 
 }  // namespace
 
-// PRM QUERY_VPORT_COUNTER (op_mod 0: the function's own vport): packets and octets per
-// kind of traffic, and the error counters.
+// The function's own vport counters (driver::query_vport_counters, PRM
+// QUERY_VPORT_COUNTER): packets and octets per kind of traffic summed by direction, and
+// the error counters.
 port_sample sample_port(driver::hca& h) {
     port_sample s;
     s.function = h.device().bdf();
-    using out = ifc::query_vport_counter_out;
-    auto in = driver::command<ifc::query_vport_counter_in>(cmd_opcode::QUERY_VPORT_COUNTER);
-    auto r = h.exec(in, out::size_bytes);
-    if (!r) return s;
-    const std::byte* o = r->data();
-    auto packets = [&](const std::byte* tc) { return ifc::get<ifc::traffic_counter::packets>(tc); };
-    auto octets = [&](const std::byte* tc) { return ifc::get<ifc::traffic_counter::octets>(tc); };
-    for (const std::byte* tc : {ifc::at<out::received_ib_unicast>(o), ifc::at<out::received_ib_multicast>(o),
-                                ifc::at<out::received_eth_broadcast>(o), ifc::at<out::received_eth_unicast>(o),
-                                ifc::at<out::received_eth_multicast>(o)}) {
-        s.rx_packets += packets(tc);
-        s.rx_bytes += octets(tc);
+    auto v = driver::query_vport_counters(h);
+    if (!v) return s;
+    for (const hw::traffic& t : {v->received_ib_unicast, v->received_ib_multicast, v->received_eth_broadcast,
+                                 v->received_eth_unicast, v->received_eth_multicast}) {
+        s.rx_packets += t.packets;
+        s.rx_bytes += t.octets;
     }
-    for (const std::byte* tc : {ifc::at<out::transmitted_ib_unicast>(o), ifc::at<out::transmitted_ib_multicast>(o),
-                                ifc::at<out::transmitted_eth_broadcast>(o), ifc::at<out::transmitted_eth_unicast>(o),
-                                ifc::at<out::transmitted_eth_multicast>(o)}) {
-        s.tx_packets += packets(tc);
-        s.tx_bytes += octets(tc);
+    for (const hw::traffic& t : {v->transmitted_ib_unicast, v->transmitted_ib_multicast, v->transmitted_eth_broadcast,
+                                 v->transmitted_eth_unicast, v->transmitted_eth_multicast}) {
+        s.tx_packets += t.packets;
+        s.tx_bytes += t.octets;
     }
-    s.rx_errors = packets(ifc::at<out::received_errors>(o));
-    s.tx_errors = packets(ifc::at<out::transmit_errors>(o));
+    s.rx_errors = v->received_errors.packets;
+    s.tx_errors = v->transmit_errors.packets;
     s.ok = true;
     return s;
 }
@@ -119,26 +115,40 @@ void metrics::request(std::uintptr_t key, const std::string& op, bool refused, s
 }
 
 std::string metrics::render(const std::vector<port_sample>& ports) const {
-    std::lock_guard lock(mu_);
+    // A copy under the lock, the text after it: the serving thread records every request
+    // here, and must not wait while a page is formatted.
+    std::map<std::uintptr_t, client> clients;
+    std::map<std::string, histogram> latency;
+    std::uint64_t run = 0, refused = 0, gone = 0;
+    {
+        std::lock_guard lock(mu_);
+        clients = clients_;
+        latency = latency_;
+        run = run_;
+        refused = refused_;
+        gone = clients_gone_;
+    }
     std::string out;
     auto who = [](const client& c) {
-        return fmt::format("pid=\"{}\",uid=\"{}\",comm=\"{}\"", c.pid, c.uid, esc(c.comm));
+        // A comm is any bytes (prctl(2) PR_SET_NAME); the exposition is UTF-8, so bytes
+        // outside printable ASCII go as \xNN text (one bad byte fails the whole page).
+        return fmt::format("pid=\"{}\",uid=\"{}\",comm=\"{}\"", c.pid, c.uid, esc(printable(c.comm)));
     };
     family(out, "cxvd_clients", "gauge", "Client connections now.");
-    sample(out, "cxvd_clients", "", static_cast<std::uint64_t>(clients_.size()));
+    sample(out, "cxvd_clients", "", static_cast<std::uint64_t>(clients.size()));
     family(out, "cxvd_clients_gone_total", "counter", "Client connections that have gone (closed or dropped).");
-    sample(out, "cxvd_clients_gone_total", "", clients_gone_);
+    sample(out, "cxvd_clients_gone_total", "", gone);
     family(out, "cxvd_requests_total", "counter", "Requests handled, by result (run, or refused with an errno).");
-    sample(out, "cxvd_requests_total", "result=\"run\"", run_);
-    sample(out, "cxvd_requests_total", "result=\"refused\"", refused_);
+    sample(out, "cxvd_requests_total", "result=\"run\"", run);
+    sample(out, "cxvd_requests_total", "result=\"refused\"", refused);
 
     family(out, "cxvd_client_requests_total", "counter", "A client's requests, by result.");
-    for (const auto& [k, c] : clients_) {
+    for (const auto& [k, c] : clients) {
         sample(out, "cxvd_client_requests_total", who(c) + ",result=\"run\"", c.run);
         sample(out, "cxvd_client_requests_total", who(c) + ",result=\"refused\"", c.refused);
     }
     family(out, "cxvd_client_objects", "gauge", "Objects a client holds on a function, by kind.");
-    for (const auto& [k, c] : clients_) {
+    for (const auto& [k, c] : clients) {
         for (const auto& [fn, n] : c.per_function) {
             const std::string l = fmt::format("function=\"{}\",{}", esc(fn), who(c));
             const std::pair<const char*, std::uint64_t> kinds[] = {{"pd", n.pds},   {"cq", n.cqs},   {"mkey", n.mkeys},
@@ -148,7 +158,7 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
         }
     }
     family(out, "cxvd_client_pinned_bytes", "gauge", "Client memory mapped for the device (pinned), in bytes.");
-    for (const auto& [k, c] : clients_) {
+    for (const auto& [k, c] : clients) {
         for (const auto& [fn, n] : c.per_function) {
             sample(out, "cxvd_client_pinned_bytes", fmt::format("function=\"{}\",{}", esc(fn), who(c)), n.pinned);
         }
@@ -177,7 +187,7 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
 
     family(out, "cxvd_request_duration_seconds", "histogram",
            "Time to handle a request, by PRM opcode (COMMAND) or request type.");
-    for (const auto& [op, h] : latency_) {
+    for (const auto& [op, h] : latency) {
         std::uint64_t cumulative = 0;
         for (std::size_t b = 0; b < buckets.size(); ++b) {
             cumulative += h.counts[b];
@@ -206,13 +216,23 @@ result<std::unique_ptr<metrics_server>> metrics_server::create(const std::string
         std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
         s->listen_ = unique_fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (!s->listen_) return error{errno, fmt::format("--metrics: socket: {}", std::strerror(errno))};
-        struct stat st{};
-        if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());  // a stale one
+        // A live socket there is another process's: refused, not removed.
+        if (auto c = claim_socket_path(path, SOCK_STREAM); !c) {
+            return error{c.error().code, "--metrics " + c.error().message};
+        }
+        // bind(2) makes the file with the socket inode's mode less the umask (unix(7)):
+        // 0600 from the start, so it is never more open than 0660 (the chmod below) on
+        // its way there.
+        if (::fchmod(s->listen_.get(), 0600) != 0) {
+            return error{errno, fmt::format("--metrics {}: fchmod: {}", path, std::strerror(errno))};
+        }
         if (::bind(s->listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
             return error{errno, fmt::format("--metrics {}: bind: {}", path, std::strerror(errno))};
         }
-        ::chmod(path.c_str(), 0660);
-        s->unix_path_ = path;
+        s->unix_path_ = path;  // unlinked by the destructor from here on
+        if (::chmod(path.c_str(), 0660) != 0) {
+            return error{errno, fmt::format("--metrics {}: chmod: {}", path, std::strerror(errno))};
+        }
     } else {
         // 127.0.0.1:PORT only: the metrics name every client's pid, uid and command.
         const auto colon = addr.rfind(':');
@@ -252,49 +272,91 @@ metrics_server::~metrics_server() {
     if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
 }
 
+// One scrape in progress: its request read to the blank line (bounded in size and in
+// time), then its response sent (bounded in time), one per connection.
+struct metrics_server::connection {
+    unique_fd fd;
+    std::string in, out;
+    std::size_t sent = 0;
+    bool writing = false, done = false;
+    std::chrono::steady_clock::time_point end;
+};
+
 void metrics_server::run() {
+    std::vector<connection> conns;
+    std::vector<pollfd> fds;
     for (;;) {
-        pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {listen_.get(), POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0) {
+        const auto now = std::chrono::steady_clock::now();
+        std::erase_if(conns, [&](const connection& c) { return c.done || c.end <= now; });
+        fds.clear();
+        fds.push_back({wake_.get(), POLLIN, 0});
+        // A full table leaves the listener unpolled: newcomers wait in the backlog.
+        fds.push_back({listen_.get(), static_cast<short>(conns.size() < kMaxConnections ? POLLIN : 0), 0});
+        int timeout = -1;
+        for (const auto& c : conns) {
+            fds.push_back({c.fd.get(), static_cast<short>(c.writing ? POLLOUT : POLLIN), 0});
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(c.end - now).count();
+            const int ms = static_cast<int>(std::max<long long>(left, 1));
+            timeout = timeout < 0 ? ms : std::min(timeout, ms);
+        }
+        if (::poll(fds.data(), fds.size(), timeout) < 0) {
             if (errno == EINTR) continue;
             return;
         }
         if (fds[0].revents) return;
-        if (!(fds[1].revents & POLLIN)) continue;
-        unique_fd c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-        if (!c) {
-            // Out of fds: wait a little rather than spin on a listener that stays readable.
-            if (errno == EMFILE || errno == ENFILE) ::poll(fds, 1, 100);
-            continue;
+        for (std::size_t i = 0; i < conns.size(); ++i) {
+            if (fds[i + 2].revents) step(conns[i]);
         }
-        serve_one(c.get());
+        if (fds[1].revents & POLLIN) {
+            while (conns.size() < kMaxConnections) {
+                unique_fd c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+                if (!c) {
+                    // Out of fds: wait a little rather than spin on a listener that stays readable.
+                    if (errno == EMFILE || errno == ENFILE) ::poll(fds.data(), 1, 100);
+                    break;
+                }
+                connection n;
+                n.fd = std::move(c);
+                n.end = std::chrono::steady_clock::now() + kReadTime;
+                conns.push_back(std::move(n));
+            }
+        }
     }
 }
 
-namespace {
-
-// Waits (until `end`) for `ev` on `fd` or the wake fd; false on timeout, error or stop.
-bool wait_for(int fd, short ev, int wake, std::chrono::steady_clock::time_point end) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd fds[2] = {{fd, ev, 0}, {wake, POLLIN, 0}};
-    const int n = ::poll(fds, 2, static_cast<int>(left.count()));
-    return n > 0 && !fds[1].revents && (fds[0].revents & ev);
+void metrics_server::step(connection& c) {
+    if (!c.writing) {
+        for (;;) {
+            char buf[1024];
+            const ssize_t n = ::read(c.fd.get(), buf, std::min(sizeof buf, kMaxRequest - c.in.size()));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && errno == EAGAIN) return;  // more later, within the deadline
+            if (n <= 0) {
+                c.done = true;  // gone before its request was whole
+                return;
+            }
+            c.in.append(buf, static_cast<std::size_t>(n));
+            if (c.in.find("\r\n\r\n") != std::string::npos || c.in.size() >= kMaxRequest) break;
+        }
+        c.out = respond(c.in);
+        c.writing = true;
+        c.end = std::chrono::steady_clock::now() + kWriteTime;
+    }
+    while (c.sent < c.out.size()) {
+        const ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) {
+            c.done = true;
+            return;
+        }
+        c.sent += static_cast<std::size_t>(n);
+    }
+    ::shutdown(c.fd.get(), SHUT_WR);
+    c.done = true;
 }
 
-}  // namespace
-
-void metrics_server::serve_one(int fd) {
-    const auto end = std::chrono::steady_clock::now() + kConnectionTime;
-    std::string req;
-    while (req.find("\r\n\r\n") == std::string::npos) {
-        if (req.size() >= kMaxRequest || !wait_for(fd, POLLIN, wake_.get(), end)) break;
-        char buf[1024];
-        const ssize_t n = ::read(fd, buf, std::min(sizeof buf, kMaxRequest - req.size()));
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        if (n <= 0) return;
-        req.append(buf, static_cast<std::size_t>(n));
-    }
+std::string metrics_server::respond(const std::string& req) {
     // RFC 9112: request-line = method SP request-target SP HTTP-version CRLF.
     const auto eol = req.find("\r\n");
     const std::string line = req.substr(0, eol);
@@ -323,17 +385,7 @@ void metrics_server::serve_one(int fd) {
     std::string resp = fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n",
                                    status, type, body.size(), status.rfind("405", 0) == 0 ? "Allow: GET\r\n" : "");
     resp += body;
-    std::size_t done = 0;
-    while (done < resp.size()) {
-        const ssize_t n = ::send(fd, resp.data() + done, resp.size() - done, MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (!wait_for(fd, POLLOUT, wake_.get(), end)) return;
-            continue;
-        }
-        if (n <= 0) return;
-        done += static_cast<std::size_t>(n);
-    }
-    ::shutdown(fd, SHUT_WR);
+    return resp;
 }
 
 }  // namespace cxv::daemon

@@ -78,8 +78,9 @@ private:
     std::uint64_t run_ = 0, refused_ = 0, clients_gone_ = 0;
 };
 
-// The HTTP side: one thread, one connection at a time, each bounded in size (8 KiB of
-// request) and time (2 s), one response per connection (Connection: close).
+// The HTTP side: one thread polling the listener and up to 8 connections at once, each
+// bounded in size (8 KiB of request) and time (500 ms to send its request, 2 s to take
+// the response), one response per connection (Connection: close).
 class metrics_server {
 public:
     // `addr`: a UNIX socket path (absolute, or "unix:PATH") or "127.0.0.1:PORT" (PORT 0:
@@ -95,7 +96,9 @@ public:
 private:
     metrics_server() = default;
     void run();
-    void serve_one(int fd);
+    struct connection;
+    void step(connection& c);  // reads or writes what the socket takes now
+    std::string respond(const std::string& request);
     unique_fd listen_, wake_;
     std::string unix_path_;
     unsigned port_ = 0;

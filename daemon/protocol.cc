@@ -4,8 +4,10 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -18,6 +20,7 @@ namespace {
 constexpr std::uint64_t kPage = 4096;
 // The largest single mapping a request may ask for (the quota is the real limit).
 constexpr std::uint64_t kMaxMapBytes = std::uint64_t{1} << 40;
+constexpr std::uint64_t kMaxSmallAlign = std::uint64_t{2} << 20;  // a 2 MiB hugepage
 
 error bad(int code, std::string what) { return error{code, std::move(what)}; }
 
@@ -221,6 +224,15 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
                                            "the length not 0, both below 1 TiB",
                                            m.offset, m.length));
         }
+        // The alignment is paid for in IOVA space the quota does not count (it counts the
+        // length): a 4 KiB mapping at 1 GiB alignment would hold 1 GiB of the device's
+        // IOVA range. At most the length rounded up to a power of two, and above 2 MiB at
+        // most the length itself, so a mapping never holds more than twice its length.
+        if (m.align > std::bit_ceil(m.length) || (m.align > kMaxSmallAlign && m.align > m.length)) {
+            return bad(EINVAL, fmt::format("MAP_MEMORY: alignment {} for {} bytes (at most the length rounded up "
+                                           "to a power of two, and above {} at most the length)",
+                                           m.align, m.length, kMaxSmallAlign));
+        }
         struct stat st{};
         if (::fstat(fds[0], &st) != 0) return bad(EBADF, fmt::format("MAP_MEMORY: fstat: {}", std::strerror(errno)));
         if (!S_ISREG(st.st_mode)) {
@@ -288,6 +300,11 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
         if (c.out_len < 16 || c.out_len > max_large_command_bytes || c.out_len % 4) {
             return bad(EINVAL, fmt::format("COMMAND_FD: output of {} bytes (whole dwords, 16 to {})", c.out_len,
                                            max_large_command_bytes));
+        }
+        if (std::size_t{in_len} + c.out_len > max_large_command_total) {
+            return bad(EINVAL, fmt::format("COMMAND_FD: input of {} and output of {} bytes (at most {} together: "
+                                           "what the command queue's mailboxes hold for one command)",
+                                           in_len, c.out_len, max_large_command_total));
         }
         auto in = read_sealed(fds[0], in_len);
         if (!in) return bad(in.error().code, "COMMAND_FD: " + in.error().message);
@@ -574,6 +591,29 @@ std::string printable(std::string_view s) {
 }
 
 // ---- the socket -----------------------------------------------------------------------
+
+status claim_socket_path(const std::string& path, int type) {
+    sockaddr_un a{};
+    if (path.empty() || path.size() >= sizeof a.sun_path) {
+        return bad(ENAMETOOLONG, fmt::format("socket path '{}' is empty or longer than {} bytes", path,
+                                             sizeof a.sun_path - 1));
+    }
+    struct stat st{};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return ok_status();
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    unique_fd probe(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+    if (!probe) return bad(errno, fmt::format("socket: {}", std::strerror(errno)));
+    if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+        return bad(EADDRINUSE, fmt::format("{}: another process serves it", path));
+    }
+    // EPROTOTYPE: a live socket of another type, not ours to remove.
+    if (errno != ECONNREFUSED) return bad(EADDRINUSE, fmt::format("{}: in use ({})", path, std::strerror(errno)));
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        return bad(errno, fmt::format("{}: removing a stale socket: {}", path, std::strerror(errno)));
+    }
+    return ok_status();
+}
 
 unique_fd& unique_fd::operator=(unique_fd&& o) noexcept {
     if (this != &o) {

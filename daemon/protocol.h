@@ -41,7 +41,13 @@ constexpr std::size_t max_command_out_bytes = 32 * 1024;
 // queue needs a 512-byte mailbox block per 512 bytes past the first 16 (PRM "Command
 // Interface"), so 8,200 of them for the largest; cxvd preallocates that many.
 constexpr std::size_t max_large_command_bytes = (std::size_t{4} << 20) + 4096;
-// MAP_MEMORY's IOVA alignment: 4 KiB to 1 GiB, a power of two.
+// Input and output together: the command queue's pool (cxvd --mailbox-blocks, 8,448 by
+// default) holds the largest input, an output of up to 32 KiB beside it, and ~180 blocks
+// more for the other threads' commands (the metrics thread's QUERY_VPORT_COUNTER), so
+// one client's command cannot take every block (ENOMEM at once for the others).
+constexpr std::size_t max_large_command_total = max_large_command_bytes + max_command_out_bytes;
+// MAP_MEMORY's IOVA alignment: 4 KiB to 1 GiB, a power of two, at most the length rounded up
+// to a power of two and, above 2 MiB, at most the length (IOVA space the quota does not count).
 constexpr std::uint64_t max_map_align = std::uint64_t{1} << 30;
 constexpr std::uint16_t reply_bit = 0x8000;
 
@@ -340,6 +346,11 @@ std::string printable(std::string_view s);
 
 // ---- the socket -----------------------------------------------------------------------
 
+// A UNIX socket path about to be bound (`type`: SOCK_SEQPACKET, SOCK_STREAM): a socket
+// file there that answers connect(2) is another daemon's (EADDRINUSE); one that refuses
+// (ECONNREFUSED) is stale and removed. Anything else there (a file that is not a socket)
+// is left, and bind(2) fails on it.
+status claim_socket_path(const std::string& path, int type);
 
 // One message received: its bytes and the fds beside it (close-on-exec). Errors: EMSGSIZE
 // (longer than max_message_bytes; truncated), EBADMSG (fds cut off: more than max_fds),

@@ -212,9 +212,12 @@ void remote_function::stop_events() {
 // A command too large for one message (a memory key's MTT for a large region): its input
 // in a sealed memfd (COMMAND_FD), its output inline or, when large, in one.
 result<std::vector<std::byte>> remote_function::exec_large(std::span<const std::byte> in, std::size_t out_len) {
-    if (in.size() > max_large_command_bytes || out_len > max_large_command_bytes) {
-        return error{EMSGSIZE, fmt::format("{}: a command of {} bytes in and {} out (cxvd takes at most {})", info_.bdf,
-                                           in.size(), out_len, max_large_command_bytes)};
+    if (in.size() > max_large_command_bytes || out_len > max_large_command_bytes ||
+        in.size() + out_len > max_large_command_total) {
+        return error{EMSGSIZE, fmt::format("{}: a command of {} bytes in and {} out (cxvd takes at most {} each, {} "
+                                           "together)",
+                                           info_.bdf, in.size(), out_len, max_large_command_bytes,
+                                           max_large_command_total)};
     }
     auto f = sealed_memfd(in);
     if (!f) return error{f.error().code, fmt::format("{}: COMMAND_FD: {}", info_.bdf, f.error().message)};

@@ -86,12 +86,9 @@ result<std::unique_ptr<server>> server::create(server_options o, std::vector<std
     a.sun_family = AF_UNIX;
     std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
     // A socket file already there: another daemon's if it answers, else stale.
-    {
-        unique_fd probe(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-        if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-            return error{EADDRINUSE, fmt::format("another cxvd serves {}", path)};
-        }
-        if (errno == ECONNREFUSED) ::unlink(path.c_str());
+    if (auto c = claim_socket_path(path, SOCK_SEQPACKET); !c) {
+        if (c.error().code == EADDRINUSE) return error{EADDRINUSE, fmt::format("another cxvd serves {}", path)};
+        return c.error();
     }
     s->listen_ = unique_fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!s->listen_) return error{errno, fmt::format("socket: {}", std::strerror(errno))};
@@ -353,6 +350,7 @@ void server::serve(peer& p) {
     std::vector<int> raw;
     for (const auto& f : m->fds) raw.push_back(f.get());
     request r;
+    const auto parsed = std::chrono::steady_clock::now();  // the histogram's start
     if (auto s = parse_request(m->bytes, raw, r); !s) {
         // The client counted this request: so does the session, when it can tell.
         p.order.skip(r);
@@ -365,7 +363,7 @@ void server::serve(peer& p) {
         (void)refuse(p, r.hdr.type, r.hdr.seq, s.error());
         return;
     }
-    handle(p, r);
+    handle(p, r, parsed);
 }
 
 std::vector<device_info> server::devices_info(bool with_caps) {
@@ -396,8 +394,7 @@ std::vector<device_info> server::devices_info(bool with_caps) {
     return out;
 }
 
-void server::handle(peer& p, request& r) {
-    const auto start = std::chrono::steady_clock::now();
+void server::handle(peer& p, request& r, std::chrono::steady_clock::time_point start) {
     result<answer> a = answer{};
     unique_fd made;
     switch (r.type) {
@@ -431,15 +428,20 @@ void server::handle(peer& p, request& r) {
         break;
     }
     if (opts_.stats) {
-        // COMMAND and COMMAND_FD by their PRM opcode (the input's first 16 bits, PRM
-        // "Command Input"), other requests by type.
+        // From the parse to the reply, ready to go (recorded before it is sent, so a
+        // client that has its reply finds its request counted). COMMAND and COMMAND_FD
+        // by their PRM opcode (the input's first 16 bits, PRM "Command Input"; one
+        // without a name by its number), other requests by type.
+        const auto took = std::chrono::steady_clock::now() - start;
         const bool cmd = r.type == msg_type::command || r.type == msg_type::command_fd;
-        const std::string op = cmd && r.command.in.size() >= 2
-                                   ? std::string(hw::name(static_cast<cmd_opcode>(
-                                         ifc::get<ifc::cmd_in::opcode>(r.command.in.data()))))
-                                   : std::string(type_name(r.hdr.type));
+        std::string op = type_name(r.hdr.type);
+        if (cmd && r.command.in.size() >= 2) {
+            const auto code = ifc::get<ifc::cmd_in::opcode>(r.command.in.data());
+            op = std::string(hw::name(static_cast<cmd_opcode>(code)));
+            if (op.empty()) op = fmt::format("0x{:04x}", code);
+        }
         record_books(p);  // first: a new client's first request counts as its own
-        record(p, op, !a, std::chrono::steady_clock::now() - start);
+        record(p, op, !a, took);
     }
     if (!a) {
         (void)refuse(p, r.hdr.type, r.hdr.seq, a.error());

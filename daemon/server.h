@@ -25,7 +25,7 @@
 namespace cxv::daemon {
 
 // sd-daemon(3) priorities, as journald reads them from a line's "<N>" prefix.
-enum class level { err = 3, warning = 4, info = 6 };
+enum class level { err = 3, warning = 4, info = 6, debug = 7 };
 void log(level l, const std::string& text);
 
 struct server_options {
@@ -84,7 +84,7 @@ private:
     // The metrics hooks: a request's outcome and time; the client's books after it.
     void record(const peer& p, const std::string& op, bool refused, std::chrono::nanoseconds took);
     void record_books(const peer& p);
-    void handle(peer& p, request& r);
+    void handle(peer& p, request& r, std::chrono::steady_clock::time_point parsed);
     std::vector<device_info> devices_info(bool with_caps);
 
     // The request handlers: a payload, fds to pass beside it, or an error to reply with.

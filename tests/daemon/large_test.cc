@@ -183,7 +183,7 @@ TEST_CASE("DMA memory allocated through cxvd keeps the IOVA alignment asked for"
     for (std::size_t align : {std::size_t{1} << 16, std::size_t{1} << 21, std::size_t{1} << 24}) {
         std::vector<cxv::driver::vfio::dma_buffer> keep;
         for (int i = 0; i < 3; ++i) {
-            auto b = vdev.alloc_dma(4096, align);
+            auto b = vdev.alloc_dma(align, align);
             REQUIRE_MESSAGE(b, b.error().message);
             CHECK_MESSAGE(b->iova() % align == 0, "IOVA 0x", std::hex, b->iova(), " for alignment 0x", align);
             keep.push_back(std::move(b).value());
@@ -191,4 +191,10 @@ TEST_CASE("DMA memory allocated through cxvd keeps the IOVA alignment asked for"
     }
     auto bad = vdev.alloc_dma(4096, 12345);
     CHECK_FALSE(bad);
+    // An alignment beyond the length would hold IOVA space the quota does not count.
+    auto wide = vdev.alloc_dma(4096, std::size_t{1} << 30);
+    REQUIRE_FALSE(wide);
+    CHECK(wide.error().code == EINVAL);
+    CHECK(vdev.alloc_dma(4096, std::size_t{2} << 20).error().code == EINVAL);
+    CHECK(vdev.alloc_dma(std::size_t{3} << 20, std::size_t{4} << 20).error().code == EINVAL);
 }

@@ -10,10 +10,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -23,6 +26,7 @@
 
 #include <doctest/doctest.h>
 
+#include "daemon/metrics.h"
 #include "tests/daemon/rig.h"
 
 using namespace cxv::test;
@@ -166,11 +170,29 @@ void check_histograms(const std::map<std::string, double>& s) {
 
 }  // namespace
 
+// The exposition is UTF-8 (Prometheus refuses a page with one bad byte) and a comm is
+// any bytes (prctl(2) PR_SET_NAME).
+static bool ascii(const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+TEST_CASE("a client's comm goes out as printable ASCII, whatever its bytes") {
+    cxv::daemon::metrics m;
+    m.client_seen(1, 42, 1000, "ab\xff\xc3(\"\n", {{"0000:c5:00.0", cxv::daemon::client_counts{.pds = 1}}});
+    m.request(1, "HELLO", false, std::chrono::microseconds(3));
+    const std::string text = m.render({});
+    CHECK_MESSAGE(ascii(text), text);
+    CHECK_MESSAGE(text.find(R"(comm="ab\\xff\\xc3(\"\\x0a")") != std::string::npos, text);
+}
+
 TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, requests, latency and port counters move with traffic") {
     scratch where;
     const std::string maddr = where.dir + "/m.sock";
     daemon_rig rig({"--metrics", maddr});
     for (int i = 0; i < 200 && ::access(maddr.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
+    struct stat st{};
+    REQUIRE(::stat(maddr.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0660);
     const auto before = parse(body_of(get(maddr)));
     CHECK(before.at("cxvd_clients") == 0);  // the rig's probe connections sent nothing
     CHECK(before.at("cxvd_port_counters_ok{function=\"0000:c5:00.0\",port=\"1\"}") == 1);
@@ -178,8 +200,13 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     const double tx0 = total(before, "cxvd_port_packets_total", {"direction=\"tx\""});
     const double bytes0 = total(before, "cxvd_port_bytes_total");
 
-    // A client with a PD, CQ, key and two QPs connected to each other, moving SENDs.
+    // A client with a PD, CQ, key and two QPs connected to each other, moving SENDs; its
+    // comm is not UTF-8.
+    char old_comm[17] = {};
+    REQUIRE(::prctl(PR_GET_NAME, old_comm) == 0);
+    REQUIRE(::prctl(PR_SET_NAME, "mt\xff\x80x") == 0);
     test_client c(rig.sock);
+    ::prctl(PR_SET_NAME, old_comm);
     shared_memory m(64 * 1024);
     const auto iova = c.map(m);
     const auto uar = c.alloc_uar();
@@ -191,6 +218,11 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     const auto mid = parse(body_of(get(maddr)));
     CHECK(mid.at("cxvd_clients") == 1);
     const std::string me = "pid=\"" + std::to_string(::getpid()) + "\"";
+    {
+        const std::string text = body_of(get(maddr));
+        CHECK(ascii(text));
+        CHECK_MESSAGE(text.find(R"(comm="mt\\xff\\x80x")") != std::string::npos, text);
+    }
     CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"pd\""}) == 1);
     CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"cq\""}) == 1);
     CHECK(total(mid, "cxvd_client_objects", {me, "kind=\"mkey\""}) == 1);
@@ -203,6 +235,13 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     CHECK(mid.at("cxvd_request_duration_seconds_count{op=\"HELLO\"}") == 1);
     CHECK(mid.at("cxvd_request_duration_seconds_count{op=\"DESTROY_CQ\"}") == 1);
     check_histograms(mid);
+    // A command with an opcode the PRM names nowhere: refused, and counted by its number.
+    {
+        std::vector<std::byte> in(16);
+        in[0] = std::byte{0x0e};  // opcode 0x0eee, big-endian in the first 16 bits
+        in[1] = std::byte{0xee};
+        CHECK(c.command(in, 16).err != 0);
+    }
 
     // Traffic: a client process (loop_peer) moves 64 rounds of SENDs between two QPs of
     // its own through the function, every payload checked.
@@ -215,6 +254,7 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     CHECK(total(after, "cxvd_port_packets_total", {"direction=\"tx\""}) > tx0);
     CHECK(total(after, "cxvd_port_bytes_total") > bytes0 + 64 * 512);
     CHECK(after.at("cxvd_clients_gone_total") >= 1);  // the looping client came and went
+    CHECK(after.at("cxvd_request_duration_seconds_count{op=\"0x0eee\"}") == 1);
     check_histograms(after);
 
     // Wrong method, path, a malformed request: refused, and serving goes on.
@@ -223,17 +263,30 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     CHECK(http(maddr, "nonsense\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
     CHECK(http(maddr, std::string(9000, 'A')).rfind("HTTP/1.1 431", 0) == 0);
 
-    // A scraper that connects and says nothing holds the metrics thread (for at most two
-    // seconds), never the daemon: its clients are served meanwhile.
-    const int idle = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, maddr.c_str(), maddr.size() + 1);
-    REQUIRE(::connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    // Scrapers that connect and say nothing hold neither the daemon (its clients are
+    // served meanwhile) nor other scrapes (served beside them), and are dropped after
+    // their read deadline (half a second). One connection at a time, as before, would
+    // answer the GET only after the four idle ones had each run out (2 s each).
+    int idle[4];
+    for (int& fd : idle) {
+        fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        std::memcpy(a.sun_path, maddr.c_str(), maddr.size() + 1);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 20; ++i) CHECK(c.status().clients_total == 1);
     CHECK(std::chrono::steady_clock::now() - t0 < 1s);
-    ::close(idle);
+    CHECK(get(maddr).rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+    for (const int fd : idle) {
+        pollfd p{fd, POLLIN, 0};
+        CHECK(::poll(&p, 1, 5000) == 1);  // closed by the daemon: end of file
+        char byte;
+        CHECK(::read(fd, &byte, 1) == 0);
+        ::close(fd);
+    }
 
     // promtool, when installed (Debian: the prometheus package), agrees.
     if (::system("command -v promtool > /dev/null 2>&1") == 0) {
@@ -248,9 +301,20 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
 }
 
 TEST_CASE("--metrics on 127.0.0.1:PORT answers curl; any other address is refused at start") {
-    const unsigned port = free_port();
+    // Port 0: cxvd binds a free one and logs it (no port picked here and bound there
+    // later, which another process could take in between).
+    daemon_rig rig({"--metrics", "127.0.0.1:0"});
+    const std::string mark = "metrics on http://127.0.0.1:";
+    std::string log = rig.log();
+    for (int i = 0; i < 500 && log.find("/metrics", log.find(mark)) == std::string::npos; ++i) {
+        std::this_thread::sleep_for(20ms);
+        log = rig.log();
+    }
+    const auto at = log.find(mark);
+    REQUIRE_MESSAGE(at != std::string::npos, "cxvd logged no metrics port: ", log);
+    const unsigned port = static_cast<unsigned>(std::stoul(log.substr(at + mark.size())));
+    REQUIRE(port != 0);
     const std::string addr = "127.0.0.1:" + std::to_string(port);
-    daemon_rig rig({"--metrics", addr});
     const auto body = body_of(get(addr));
     const auto s = parse(body);
     CHECK(s.contains("cxvd_clients"));
@@ -267,4 +331,35 @@ TEST_CASE("--metrics on 127.0.0.1:PORT answers curl; any other address is refuse
         CHECK_MESSAGE(r.status != 0, bad);
         CHECK_MESSAGE(r.output.find("127.0.0.1:PORT") != std::string::npos, r.output);
     }
+}
+
+TEST_CASE("--metrics PATH: a live socket there is another process's, left alone; a stale one is replaced") {
+    scratch dir;
+    const std::string path = dir.dir + "/m.sock";
+    const int live = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    REQUIRE(::bind(live, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(live, 4) == 0);
+    const auto r = run({env_path("CXV_SIM"), "run", "--port-type", "eth", "--link-up-ms", "20", "--", env_path("CXVD"),
+                        "--socket", dir.dir + "/s.sock", "--metrics", path},
+                       dir.dir + "/log", std::chrono::seconds(60));
+    CHECK(r.status != 0);
+    CHECK_MESSAGE(r.output.find("another process serves it") != std::string::npos, r.output);
+    // Still the test's: a connection reaches its listener.
+    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(::connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    ::close(probe);
+    ::close(live);  // the file stays, stale now: cxvd takes the path over
+    daemon_rig rig({"--metrics", path});
+    for (int i = 0;; ++i) {  // the stale file is there from the start: wait for a listener
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        ::close(fd);
+        if (up) break;
+        REQUIRE_MESSAGE(i < 500, "no metrics listener within 10 s: ", rig.log());
+        std::this_thread::sleep_for(20ms);
+    }
+    CHECK(body_of(get(path)).find("# TYPE cxvd_clients gauge") != std::string::npos);
 }

@@ -120,6 +120,42 @@ TEST_CASE("file descriptors: counted per type and checked with fstat") {
     ::close(fd);
 }
 
+TEST_CASE("MAP_MEMORY: the alignment is bounded by the length (IOVA space the quota does not count)") {
+    const int fd = memfd(std::size_t{8} << 20);
+    const int one[] = {fd};
+    auto err = [&](std::uint64_t length, std::uint64_t align) {
+        d::map_memory_req mm{.device = 0, .device_writes = true, .offset = 0, .length = length, .align = align};
+        return parse_err(d::encode(d::msg_type::map_memory, 1, d::body(mm)), one);
+    };
+    CHECK(err(4096, 4096) == 0);
+    CHECK(err(4096, 8192) == EINVAL);
+    CHECK(err(4096, std::uint64_t{1} << 30) == EINVAL);  // 1 GiB of IOVA for 4 KiB
+    CHECK(err(12288, 16384) == 0);                       // 12 KiB rounds up to 16 KiB
+    CHECK(err(12288, 32768) == EINVAL);
+    CHECK(err(std::uint64_t{1} << 20, std::uint64_t{1} << 20) == 0);
+    CHECK(err(std::uint64_t{3} << 20, std::uint64_t{2} << 20) == 0);
+    CHECK(err(std::uint64_t{3} << 20, std::uint64_t{4} << 20) == EINVAL);  // above 2 MiB: at most the length
+    CHECK(err(std::uint64_t{4} << 20, std::uint64_t{4} << 20) == 0);
+    CHECK(err(std::uint64_t{8} << 20, std::uint64_t{8} << 20) == 0);
+    ::close(fd);
+}
+
+TEST_CASE("COMMAND_FD: input and output together within what the command queue's mailboxes hold") {
+    std::vector<std::byte> in(d::max_large_command_bytes, std::byte{0});
+    auto f = d::sealed_memfd(in);
+    REQUIRE(f);
+    const int one[] = {f->get()};
+    auto err = [&](std::size_t in_len, std::size_t out_len) {
+        const d::command_fd_req c{0, static_cast<std::uint32_t>(out_len), static_cast<std::uint32_t>(in_len)};
+        return parse_err(d::encode(d::msg_type::command_fd, 1, d::body(c)), one);
+    };
+    CHECK(err(d::max_large_command_bytes, d::max_command_out_bytes) == 0);
+    CHECK(err(d::max_command_in_bytes, d::max_large_command_bytes) == 0);
+    // Each within its own bound, together 8 MiB: more blocks than the pool has.
+    CHECK(err(d::max_large_command_bytes, d::max_large_command_bytes) == EINVAL);
+    CHECK(err(d::max_large_command_bytes, d::max_command_out_bytes + 4) == EINVAL);
+}
+
 TEST_CASE("a session takes HELLO first and once, then sequence numbers in order") {
     d::session s;
     d::request r;
