@@ -124,6 +124,9 @@ void remote_function::mark_dead(const std::string& why) {
         why_ = why;
         dead_.store(true, std::memory_order_release);
     }
+    // The device fd goes before anyone hears of the death (the API's flush follows the
+    // fatal event): docs/daemon.md, "The daemon dies".
+    drop_device_mappings();
     // Both sockets shut down: the daemon (if alive) sees this client go and cleans up,
     // and the event thread sees its channel end and reports the death.
     (void)::shutdown(c_.fd(), SHUT_RDWR);
