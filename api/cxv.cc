@@ -121,8 +121,10 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const optio
     opts.port_timeout = o.port_timeout;
     opts.ipv4 = o.ipv4;
     opts.on_event = [events, user = o.on_event](const driver::hca_event& e) {
-        // A fatal error: the CQs flush from their next empty poll, and their waiters wake.
-        if (e.what == driver::hca_event::fatal && !events->dead.exchange(true)) events->signal_all();
+        // A dead device: the CQs flush from their next empty poll, and their waiters wake.
+        // Not at a fatal report the device lives through (a page request not served):
+        // flushing WRs a live device still runs would report them twice.
+        if (e.what == driver::hca_event::fatal && e.device_dead && !events->dead.exchange(true)) events->signal_all();
         if (user) user(from_driver(e));
     };
     opts.on_completion = [events, user = o.on_completion](std::uint32_t cqn) {

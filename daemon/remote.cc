@@ -229,10 +229,16 @@ result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::
                                   ? static_cast<driver::hca_event::kind>(e.async_kind)
                                   : driver::hca_event::port_other;  // a kind this client does not know
             driver::hca_event ev{kind, e.port, e.object, e.detail};
+            // The daemon sends a fatal event only when it resets the function (and drops
+            // this client): the device is dead for this process.
+            ev.device_dead = kind == driver::hca_event::fatal;
             on_event(ev);
         },
         [on_event = o.on_event](const std::string& why) {
-            if (on_event) on_event(driver::hca_event{driver::hca_event::fatal, 0, 0, why});
+            if (!on_event) return;
+            driver::hca_event ev{driver::hca_event::fatal, 0, 0, why};
+            ev.device_dead = true;
+            on_event(ev);
         });
     if (!s) return s.error();
     return h;
