@@ -143,8 +143,13 @@ status remote_function::open_events(std::function<void(const event_msg&)> on_eve
     stop_ = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!stop_) return error{errno, fmt::format("eventfd: {}", std::strerror(errno))};
     events_ = std::move(a->fds[0]);
-    reader_ = std::thread([this, fd = events_.get(), ev = std::move(on_event), dead = std::move(on_dead)]() mutable {
-        read_events(fd, std::move(ev), std::move(dead));
+    reader_ = std::thread([self = shared_from_this(), fd = events_.get(), ev = std::move(on_event),
+                           dead = std::move(on_dead)]() mutable {
+        self->read_events(fd, std::move(ev), std::move(dead));
+        // The callbacks go before `self`, which may be the last owner (then this object
+        // is destroyed here, on this thread: stop_events() detaches it).
+        ev = nullptr;
+        dead = nullptr;
     });
     return ok_status();
 }
@@ -158,7 +163,8 @@ void remote_function::read_events(int fd, std::function<void(const event_msg&)> 
             if (errno == EINTR) continue;
             break;
         }
-        if (p[1].revents) return;  // stop_events(): no callback after it
+        // stop_events(): no callback after it
+        if (p[1].revents || stopped_.load(std::memory_order_acquire)) return;
         auto m = receive(fd, MSG_DONTWAIT);
         if (!m) {
             const int e = m.error().code;
@@ -172,9 +178,10 @@ void remote_function::read_events(int fd, std::function<void(const event_msg&)> 
             mark_dead(ev->detail);
             fatal_seen = true;
         }
+        if (stopped_.load(std::memory_order_acquire)) return;
         if (on_event) on_event(*ev);
     }
-    if (::eventfd_t n = 0; ::eventfd_read(stop_.get(), &n) == 0) return;  // stopped meanwhile
+    if (stopped_.load(std::memory_order_acquire)) return;  // stopped meanwhile
     std::string why;
     if (!dead()) {
         mark_dead(fmt::format("cxvd closed the event channel of {}: the daemon exited or dropped this client",
@@ -184,10 +191,11 @@ void remote_function::read_events(int fd, std::function<void(const event_msg&)> 
         std::lock_guard w(why_mu_);
         why = why_;
     }
-    if (!fatal_seen && on_dead) on_dead(why);
+    if (!fatal_seen && on_dead && !stopped_.load(std::memory_order_acquire)) on_dead(why);
 }
 
 void remote_function::stop_events() {
+    stopped_.store(true, std::memory_order_release);
     if (!reader_.joinable()) return;
     if (reader_.get_id() == std::this_thread::get_id()) {  // from a callback: it ends on its own
         reader_.detach();
