@@ -12,6 +12,7 @@
 #include <endian.h>
 
 #include "queues/completion_queue.h"
+#include "queues/mp_send_queue.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
 #include "queues/types.h"
@@ -91,4 +92,47 @@ TEST_CASE("a dead flag makes an empty poll flush the posted WRs, in order, each 
     CHECK(cq.poll(wc, 1) == 0);
     CHECK(cq.poll(wc, 8) == 0);
     CHECK(cq_dbrec.update_ci.value() == 0);
+}
+
+TEST_CASE("the multi-producer ring flushes each WQE with its own opcode, past the NOP that pads a short one") {
+    constexpr std::uint32_t qpn = 0x321;
+    alignas(64) std::array<std::byte, 16 * 64> bbs{};
+    hw::wq_doorbell_record dbrec{};
+    alignas(8) std::array<std::byte, 8> doorbell{};
+    // Slots of 2 BBs: a WQE of one BB sits behind a one-BB NOP.
+    mp_send_queue sq(bbs.data(), 4, qpn, false, 2, &dbrec, doorbell.data());
+
+    std::array<mlx5_cqe64, 16> cqes{};
+    for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
+    hw::cq_doorbell_record cq_dbrec{};
+    completion_queue cq(reinterpret_cast<std::byte*>(cqes.data()), 4, &cq_dbrec);
+    const qp_rings entry{qpn, nullptr, nullptr, nullptr, &sq};
+    cq.attach(&entry, 1);
+
+    const sge sg{0x1000, 64, 0x77};
+    const std::array<sge, 5> five{sg, sg, sg, sg, sg};  // 6 octowords: the whole slot, no NOP
+    REQUIRE(sq.post({.opcode = hw::wqe_opcode::RDMA_WRITE, .sg = &sg, .num_sge = 1, .remote_addr = 0x2000, .rkey = 5,
+                     .wr_id = 30}));
+    REQUIRE(sq.post({.opcode = hw::wqe_opcode::RDMA_READ, .sg = &sg, .num_sge = 1, .remote_addr = 0x2000, .rkey = 5,
+                     .wr_id = 31}));
+    REQUIRE(sq.post({.opcode = hw::wqe_opcode::SEND, .sg = five.data(), .num_sge = 5, .wr_id = 32}));
+    REQUIRE(sq.post({.opcode = hw::wqe_opcode::SEND, .sg = &sg, .num_sge = 1, .wr_id = 33}));
+    // The short ones are padded (the check above would be void otherwise).
+    CHECK(reinterpret_cast<const hw::wqe_ctrl_seg*>(bbs.data())->opmod_idx_opcode.value() % 256 ==
+          static_cast<unsigned>(hw::wqe_opcode::NOP));
+
+    std::atomic<bool> dead{true};
+    cq.set_dead_flag(&dead);
+    work_completion wc[8]{};
+    REQUIRE(cq.poll(wc, 8) == 4);
+    const std::uint64_t ids[] = {30, 31, 32, 33};
+    const std::uint32_t ops[] = {wc_rdma_write, wc_rdma_read, wc_send, wc_send};
+    for (int i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(wc[i].wr_id == ids[i]);
+        CHECK(wc[i].status == wc_wr_flush_err);
+        CHECK(wc[i].opcode == ops[i]);
+        CHECK(wc[i].qp_num == qpn);
+    }
+    CHECK(cq.poll(wc, 8) == 0);
 }
