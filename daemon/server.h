@@ -116,6 +116,7 @@ private:
     std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
     bool failed_ = false;  // a function could not be recovered
     std::vector<std::chrono::steady_clock::time_point> recoveries_;  // recent ones, for the give-up rule
+    std::uint64_t inbox_dropped_ = 0;  // the event inbox's drops logged so far
 
 public:
     // False when run() returned because a function could not be brought up again.

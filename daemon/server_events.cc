@@ -57,6 +57,12 @@ void server::send_event(peer& p, const event_msg& e) {
 
 void server::route_events() {
     using hw::event_type;
+    if (const std::uint64_t n = opts_.events->dropped(); n != inbox_dropped_) {
+        log(level::warning, fmt::format("{} event(s) dropped in the daemon's event queue since the last report ({} in "
+                                        "all): the server loop fell behind its functions' events",
+                                        n - inbox_dropped_, n));
+        inbox_dropped_ = n;
+    }
     for (auto& it : opts_.events->take()) {
         if (it.device >= devices_.size() || it.generation != devices_[it.device]->generation) continue;
         const std::size_t d = it.device;
