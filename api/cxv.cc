@@ -274,6 +274,9 @@ cq::~cq() {
 void cq::request_notify(bool solicited_only) noexcept { ring_.arm(solicited_only); }
 
 bool cq::wait_event(std::chrono::milliseconds timeout) noexcept {
+    // A dead device signals each CQ once; every later wait returns at once, for the
+    // caller to poll its flushes (nothing else will come).
+    if (events_ && events_->dead.load(std::memory_order_acquire)) return true;
     pollfd p{event_fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
     std::uint64_t n = 0;

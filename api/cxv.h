@@ -264,7 +264,8 @@ public:
     // event; completions that arrived before the arm raise the event at once.
     void request_notify(bool solicited_only) noexcept;
     int event_fd() const noexcept { return event_fd_; }
-    // True when an event came within `timeout` (and is consumed), false otherwise.
+    // True when an event came within `timeout` (and is consumed), false otherwise. Once
+    // the device is dead (its fatal event), true at once: poll for the flushed WRs.
     bool wait_event(std::chrono::milliseconds timeout) noexcept;
     ~cq();
 

@@ -417,6 +417,11 @@ int main(int argc, char** argv) {
                     fail("WAITDEAD: not the next receive, flushed");
                 }
             }
+            // Once the device is dead a wait returns at once (the one wake-up is taken):
+            // a waiter that comes back to wait polls its flushes instead of sleeping.
+            const auto t0 = std::chrono::steady_clock::now();
+            if (!p.cq->wait_event(std::chrono::milliseconds(5000))) fail("WAITDEAD: a second wait on the dead device timed out");
+            if (std::chrono::steady_clock::now() - t0 > 1s) fail("WAITDEAD: a second wait on the dead device slept");
             say("WOKE " + std::to_string(got) + " " + std::to_string(p.recvs_posted - p.recvs_done));
         } else if (l == "TRAFFIC") {
             p.traffic();
