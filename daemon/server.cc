@@ -162,6 +162,7 @@ void server::run() {
         for (std::size_t i = 0; i < count; ++i) {
             const short ev = fds[3 + i].revents;
             peer& p = *peers_[i];
+            if (p.gone) continue;  // dropped by route_events (a recovery) in this pass
             if (ev & POLLIN) serve(p);
             else if (ev & (POLLHUP | POLLERR | POLLNVAL)) drop(p, "its socket closed");
         }
