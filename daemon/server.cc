@@ -66,6 +66,7 @@ server::server(server_options o, std::vector<std::unique_ptr<driver::hca>> devic
     for (auto& h : devices) {
         auto d = std::make_unique<device_state>();
         d->facts.comp_eqn = h->comp_eqn();
+        d->bdf = h->device().bdf();
         d->hca = std::move(h);
         devices_.push_back(std::move(d));
     }
@@ -139,6 +140,7 @@ void server::run() {
             timeout = static_cast<int>(
                 std::chrono::ceil<std::chrono::milliseconds>(listen_paused_until_ - now).count());
         }
+        if (const int t = reopen_timeout(); t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
         fds.push_back({listen_.get(), listen_events, 0});
         fds.push_back({opts_.events ? opts_.events->fd() : -1, POLLIN, 0});
         for (const auto& p : peers_) fds.push_back({p->sock.get(), POLLIN, 0});
@@ -152,6 +154,7 @@ void server::run() {
             log(level::info, "stopping");
             return;
         }
+        if (!reopen_due()) return;
         // Events first: a fatal one drops clients before their requests are served.
         if (fds[2].revents & POLLIN) {
             route_events();
@@ -358,7 +361,11 @@ std::vector<device_info> server::devices_info(bool with_caps) {
     std::vector<device_info> out;
     for (const auto& d : devices_) {
         device_info i;
-        i.bdf = d->hca->device().bdf();
+        i.bdf = d->bdf;
+        if (!d->hca) {  // being brought up again (a recovery): its name only
+            out.push_back(std::move(i));
+            continue;
+        }
         i.firmware = d->hca->fw_version_string();
         i.ethernet = d->hca->ethernet();
         i.comp_eqn = d->facts.comp_eqn;
@@ -414,6 +421,9 @@ void server::handle(peer& p, request& r) {
 result<std::uint16_t> server::device_index(std::uint16_t d) const {
     if (d >= devices_.size()) {
         return error{ENODEV, fmt::format("device {} (this daemon has {})", d, devices_.size())};
+    }
+    if (!devices_[d]->hca) {
+        return error{EAGAIN, fmt::format("{}: being brought up again after a reset (try again)", devices_[d]->bdf)};
     }
     return d;
 }

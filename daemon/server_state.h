@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,7 +25,16 @@ struct server::device_state {
     std::vector<mapping> leaked;
     std::unique_ptr<driver::hca> hca;
     device_facts facts;
-    std::uint64_t generation = 0;  // of `hca`: 0 at start, one more per recovery
+    std::uint64_t generation = 0;  // of `hca`: 0 at start, one more per bring-up attempt
+    std::string bdf;
+    // A recovery between the reset and the function up again (hca null meanwhile): the
+    // next bring-up attempt is due at retry_at (the server's poll timeout), `failures`
+    // counts those that failed (EBUSY, the device still held by a process, is not one).
+    bool reopening = false;
+    std::chrono::steady_clock::time_point retry_at{};
+    unsigned failures = 0;
+    bool busy_logged = false;
+    std::size_t dropped_clients = 0;
 };
 
 struct server::peer {
