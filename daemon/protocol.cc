@@ -540,6 +540,32 @@ result<received> receive(int sock, int flags) {
     return out;
 }
 
+result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags) {
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_fds)];
+    iovec iov{buf.data(), buf.size()};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC | flags);
+    if (n < 0) return error{errno, fmt::format("recvmsg: {}", std::strerror(errno))};
+    bool fds = false;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < k; ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            ::close(fd);
+            fds = true;
+        }
+    }
+    if (n == 0 && !fds) return error{ECONNRESET, "the peer closed the connection"};
+    if (m.msg_flags & MSG_TRUNC) return error{EMSGSIZE, fmt::format("a message longer than {} bytes", buf.size())};
+    return static_cast<std::size_t>(n);
+}
+
 status send_message(int sock, std::span<const std::byte> msg, std::span<const int> fds, int flags) {
     if (fds.size() > max_fds) return error{EINVAL, "too many fds for one message"};
     iovec iov{const_cast<std::byte*>(msg.data()), msg.size()};

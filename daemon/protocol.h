@@ -315,6 +315,12 @@ struct received {
     std::vector<unique_fd> fds;
 };
 result<received> receive(int sock, int flags = 0);
+// The largest EVENT: the header, its fixed fields and the longest detail.
+constexpr std::size_t max_event_bytes = 512;
+static_assert(header_bytes + 32 + max_text_bytes <= max_event_bytes);
+// One message into `buf` (no allocation: the event reader's, per event): its length. Any
+// fd that comes beside it is closed. Errors as receive(), EMSGSIZE past buf's size.
+result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags = 0);
 // Sends one message with `fds` beside it (MSG_NOSIGNAL | `flags`).
 status send_message(int sock, std::span<const std::byte> msg, std::span<const int> fds = {}, int flags = 0);
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -157,6 +158,7 @@ status remote_function::open_events(std::function<void(const event_msg&)> on_eve
 void remote_function::read_events(int fd, std::function<void(const event_msg&)> on_event,
                                   std::function<void(const std::string&)> on_dead) {
     bool fatal_seen = false;
+    std::array<std::byte, max_event_bytes> buf;  // one event at a time, nothing allocated
     for (;;) {
         pollfd p[2] = {{fd, POLLIN, 0}, {stop_.get(), POLLIN, 0}};
         if (::poll(p, 2, -1) < 0) {
@@ -165,13 +167,14 @@ void remote_function::read_events(int fd, std::function<void(const event_msg&)> 
         }
         // stop_events(): no callback after it
         if (p[1].revents || stopped_.load(std::memory_order_acquire)) return;
-        auto m = receive(fd, MSG_DONTWAIT);
+        auto m = receive_into(fd, buf, MSG_DONTWAIT);
         if (!m) {
             const int e = m.error().code;
             if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) continue;
+            if (e == EMSGSIZE) continue;  // not an EVENT (its rest is discarded): the channel goes on
             break;  // closed (ECONNRESET) or broken: the daemon is gone or dropped us
         }
-        auto ev = parse_event(m->bytes);
+        auto ev = parse_event(std::span<const std::byte>(buf.data(), *m));
         if (!ev) continue;  // not ours to act on; the channel goes on
         if (ev->what == event_msg::kind::async &&
             ev->async_kind == static_cast<std::uint8_t>(driver::hca_event::fatal)) {
