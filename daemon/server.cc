@@ -564,6 +564,11 @@ result<server::answer> server::on_command(peer& p, const request& r) {
     auto out = devices_[*d]->hca->exec(r.command.in, std::max<std::size_t>(r.command.out_len, e->min_out));
     if (!out) return out.error();
     apply(*e, *out, o);
+    if (e->obj == command_effect::object::cq) {
+        auto& owners = devices_[*d]->cq_owner;
+        if (e->what == command_effect::kind::create) owners[ifc::get<ifc::create_cq_out::cqn>(out->data())] = &p;
+        if (e->what == command_effect::kind::destroy) owners.erase(e->id);
+    }
     out->resize(r.command.out_len);
     return answer{std::move(out).value(), {}};
 }
@@ -576,6 +581,11 @@ void server::drop(peer& p, const std::string& why, long dead) {
     std::uint64_t bytes = 0, kept = 0;
     for (std::size_t i = 0; i < p.dev.size(); ++i) {
         owned& o = p.dev[i];
+        for (const std::uint32_t cqn : o.cqs) {
+            if (auto it = devices_[i]->cq_owner.find(cqn); it != devices_[i]->cq_owner.end() && it->second == &p) {
+                devices_[i]->cq_owner.erase(it);
+            }
+        }
         if (static_cast<long>(i) == dead) {
             // The function was reset: its objects and UARs are gone with it, and the
             // device writes no memory any more.

@@ -74,12 +74,8 @@ void server::route_events() {
         if (it.completion) {
             e.what = event_msg::kind::completion;
             e.object = it.cqn;
-            for (auto& p : peers_) {
-                if (p->dev[d].cqs.contains(it.cqn)) {
-                    send_event(*p, e);
-                    break;
-                }
-            }
+            const auto& owners = devices_[d]->cq_owner;
+            if (auto o = owners.find(it.cqn); o != owners.end()) send_event(*o->second, e);
             continue;
         }
         const driver::hca_event& ev = it.event;

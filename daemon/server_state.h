@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "daemon/owner.h"
@@ -35,6 +36,9 @@ struct server::device_state {
     unsigned failures = 0;
     bool busy_logged = false;
     std::size_t dropped_clients = 0;
+    // Whose each CQ is (the owned::cqs of every peer, inverted), for routing completion
+    // events without a scan: on_command keeps it with apply(), drop() takes a peer out.
+    std::unordered_map<std::uint32_t, peer*> cq_owner;
 };
 
 struct server::peer {
