@@ -91,7 +91,7 @@ q_counter_values from_driver(const driver::q_counter_values& v) {
 }
 
 event from_driver(const driver::hca_event& e) {
-    return event{static_cast<event::kind>(e.what), e.port, e.object, e.detail};
+    return event{static_cast<event::kind>(e.what), e.port, e.object, e.detail, e.event_type};
 }
 
 }  // namespace

@@ -316,7 +316,7 @@ std::vector<std::byte> body(const events_req& r) { return writer{}.put(r.device)
 
 std::vector<std::byte> encode_event(std::uint32_t seq, const event_msg& e) {
     writer w;
-    w.put(e.device).put(static_cast<std::uint8_t>(e.what)).put(e.async_kind).put(e.port).put(e.object);
+    w.put(e.device).put(static_cast<std::uint8_t>(e.what)).put(e.async_kind).put(e.port).put(e.event_type).put(e.object);
     w.str(std::string_view(e.detail).substr(0, max_text_bytes));
     return encode(msg_type::event, seq, w.bytes);
 }
@@ -333,6 +333,7 @@ result<event_msg> parse_event(std::span<const std::byte> msg) {
     const auto what = r.get<std::uint8_t>();
     e.async_kind = r.get<std::uint8_t>();
     e.port = r.get<std::uint8_t>();
+    e.event_type = r.get<std::uint8_t>();
     e.object = r.get<std::uint32_t>();
     e.detail = r.str();
     if (!r.at_end() || what > 1 || e.detail.size() > max_text_bytes) return bad(EBADMSG, "a malformed EVENT");

@@ -219,6 +219,7 @@ struct event_msg {
     kind what = kind::completion;
     std::uint8_t async_kind = 0;  // driver::hca_event::kind (async)
     std::uint8_t port = 0;
+    std::uint8_t event_type = 0;  // a queue error: the EQE's type (hw::event_type), which says what `object` is
     std::uint32_t object = 0;     // completion: the CQN; async: the CQ/QP/SRQ number
     std::string detail;           // async: what happened, for logs (at most max_text_bytes)
 };

@@ -239,7 +239,7 @@ result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::
             const auto kind = e.async_kind <= driver::hca_event::queue_error
                                   ? static_cast<driver::hca_event::kind>(e.async_kind)
                                   : driver::hca_event::port_other;  // a kind this client does not know
-            driver::hca_event ev{kind, e.port, e.object, e.detail};
+            driver::hca_event ev{kind, e.port, e.object, e.detail, e.event_type};
             // The daemon sends a fatal event only when it resets the function (and drops
             // this client): the device is dead for this process.
             ev.device_dead = kind == driver::hca_event::fatal;

@@ -82,6 +82,7 @@ void server::route_events() {
         e.what = event_msg::kind::async;
         e.async_kind = static_cast<std::uint8_t>(ev.what);
         e.port = static_cast<std::uint8_t>(ev.port);
+        e.event_type = ev.event_type;
         e.object = ev.object;
         e.detail = ev.detail;
         switch (ev.what) {
@@ -91,13 +92,17 @@ void server::route_events() {
             if (devices_[d]->hca->dead() && !recover(d, ev.detail)) return;
             break;
         case driver::hca_event::queue_error: {
-            const auto type = static_cast<event_type>(ev.event_type);
-            const bool srq = type == event_type::SRQ_CATAS_ERROR || type == event_type::SRQ_RQ_LIMIT;
+            const hw::event_object on = hw::affiliated_object(static_cast<event_type>(ev.event_type));
+            if (on == hw::event_object::cq) {
+                const auto& owners = devices_[d]->cq_owner;
+                if (auto o = owners.find(ev.object); o != owners.end()) send_event(*o->second, e);
+                break;
+            }
             for (auto& p : peers_) {
                 const owned& o = p->dev[d];
-                const bool mine = type == event_type::CQ_ERROR ? o.cqs.contains(ev.object)
-                                  : srq                         ? o.srqs.contains(ev.object)
-                                                                : o.qps.contains(ev.object);
+                const bool mine = on == hw::event_object::srq ? o.srqs.contains(ev.object)
+                                  : on == hw::event_object::qp ? o.qps.contains(ev.object)
+                                                               : false;
                 if (mine) {
                     send_event(*p, e);
                     break;

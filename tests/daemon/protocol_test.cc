@@ -286,6 +286,7 @@ TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip a
     e.async_kind = 5;
     e.port = 1;
     e.object = 0x1234;
+    e.event_type = 0x11;
     e.detail = "WQ_ACCESS_ERROR";
     const auto m = d::encode_event(7, e);
     auto back = d::parse_event(m);
@@ -295,6 +296,7 @@ TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip a
     CHECK(back->async_kind == 5);
     CHECK(back->port == 1);
     CHECK(back->object == 0x1234);
+    CHECK(back->event_type == 0x11);
     CHECK(back->detail == "WQ_ACCESS_ERROR");
     // Cut short, with a byte too many, an unknown kind, or another type: refused.
     CHECK(!d::parse_event(std::span(m).first(m.size() - 1)));
