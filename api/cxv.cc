@@ -91,7 +91,7 @@ q_counter_values from_driver(const driver::q_counter_values& v) {
 }
 
 event from_driver(const driver::hca_event& e) {
-    return event{static_cast<event::kind>(e.what), e.port, e.object, e.detail};
+    return event{static_cast<event::kind>(e.what), e.port, e.object, e.detail, e.event_type};
 }
 
 }  // namespace
@@ -121,8 +121,10 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const optio
     opts.port_timeout = o.port_timeout;
     opts.ipv4 = o.ipv4;
     opts.on_event = [events, user = o.on_event](const driver::hca_event& e) {
-        // A fatal error: the CQs flush from their next empty poll, and their waiters wake.
-        if (e.what == driver::hca_event::fatal && !events->dead.exchange(true)) events->signal_all();
+        // A dead device: the CQs flush from their next empty poll, and their waiters wake.
+        // Not at a fatal report the device lives through (a page request not served):
+        // flushing WRs a live device still runs would report them twice.
+        if (e.what == driver::hca_event::fatal && e.device_dead && !events->dead.exchange(true)) events->signal_all();
         if (user) user(from_driver(e));
     };
     opts.on_completion = [events, user = o.on_completion](std::uint32_t cqn) {
@@ -272,6 +274,9 @@ cq::~cq() {
 void cq::request_notify(bool solicited_only) noexcept { ring_.arm(solicited_only); }
 
 bool cq::wait_event(std::chrono::milliseconds timeout) noexcept {
+    // A dead device signals each CQ once; every later wait returns at once, for the
+    // caller to poll its flushes (nothing else will come).
+    if (events_ && events_->dead.load(std::memory_order_acquire)) return true;
     pollfd p{event_fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
     std::uint64_t n = 0;

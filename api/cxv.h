@@ -99,8 +99,11 @@ struct event {
     // port_up: ACTIVE; port_init: InfiniBand Init (link up, not yet configured by the SM).
     enum kind { port_up, port_down, port_init, port_other, fatal, queue_error } what = port_other;
     unsigned port = 0;
-    std::uint32_t object = 0;  // CQ or QP number for queue errors
+    std::uint32_t object = 0;  // CQ, QP or SRQ number for queue errors
     std::string detail;
+    // Queue errors: the EQE's event type (PRM "Events", hw::event_type), which says what
+    // `object` is (hw::affiliated_object).
+    std::uint8_t event_type = 0;
 };
 
 // The vport's traffic counters (frames and bytes each), as the device reports them.
@@ -298,7 +301,8 @@ public:
     // event; completions that arrived before the arm raise the event at once.
     void request_notify(bool solicited_only) noexcept;
     int event_fd() const noexcept { return event_fd_; }
-    // True when an event came within `timeout` (and is consumed), false otherwise.
+    // True when an event came within `timeout` (and is consumed), false otherwise. Once
+    // the device is dead (its fatal event), true at once: poll for the flushed WRs.
     bool wait_event(std::chrono::milliseconds timeout) noexcept;
     ~cq();
 

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <string_view>
+
+#include "hw/opcodes.h"
 
 namespace cxv::api {
 
@@ -61,23 +64,21 @@ void verbs_async::push(const cxv::event& e) {
     ibv_async_event out{};
     std::lock_guard lock(mu_);
     if (!started_ || fd_ < 0) return;
-    // The affiliated events' PRM event types (the driver names them in `detail`) and the
-    // ibv_event_type each is (ibv_get_async_event(3)).
-    struct affiliated {
-        std::string_view prm;
-        ibv_event_type type;
-        enum { cq, qp, srq } on;
-    };
-    static constexpr affiliated table[] = {
-        {"CQ_ERROR", IBV_EVENT_CQ_ERR, affiliated::cq},
-        {"WQ_CATAS_ERROR", IBV_EVENT_QP_FATAL, affiliated::qp},
-        {"WQ_INVAL_REQ_ERROR", IBV_EVENT_QP_REQ_ERR, affiliated::qp},
-        {"WQ_ACCESS_ERROR", IBV_EVENT_QP_ACCESS_ERR, affiliated::qp},
-        {"COMM_EST", IBV_EVENT_COMM_EST, affiliated::qp},
-        {"SQ_DRAINED", IBV_EVENT_SQ_DRAINED, affiliated::qp},
-        {"SRQ_LAST_WQE", IBV_EVENT_QP_LAST_WQE_REACHED, affiliated::qp},
-        {"SRQ_CATAS_ERROR", IBV_EVENT_SRQ_ERR, affiliated::srq},
-        {"SRQ_RQ_LIMIT", IBV_EVENT_SRQ_LIMIT_REACHED, affiliated::srq},
+    // The affiliated events' ibv_event_type (ibv_get_async_event(3)) by their PRM event
+    // type; what their object is comes from hw::affiliated_object, as the daemon routes.
+    const auto verbs_type = [](hw::event_type t) -> std::optional<ibv_event_type> {
+        switch (t) {
+        case hw::event_type::CQ_ERROR: return IBV_EVENT_CQ_ERR;
+        case hw::event_type::WQ_CATAS_ERROR: return IBV_EVENT_QP_FATAL;
+        case hw::event_type::WQ_INVAL_REQ_ERROR: return IBV_EVENT_QP_REQ_ERR;
+        case hw::event_type::WQ_ACCESS_ERROR: return IBV_EVENT_QP_ACCESS_ERR;
+        case hw::event_type::COMM_EST: return IBV_EVENT_COMM_EST;
+        case hw::event_type::SQ_DRAINED: return IBV_EVENT_SQ_DRAINED;
+        case hw::event_type::SRQ_LAST_WQE: return IBV_EVENT_QP_LAST_WQE_REACHED;
+        case hw::event_type::SRQ_CATAS_ERROR: return IBV_EVENT_SRQ_ERR;
+        case hw::event_type::SRQ_RQ_LIMIT: return IBV_EVENT_SRQ_LIMIT_REACHED;
+        default: return std::nullopt;
+        }
     };
     switch (e.what) {
     case cxv::event::port_up:
@@ -90,24 +91,30 @@ void verbs_async::push(const cxv::event& e) {
         break;
     case cxv::event::fatal: out.event_type = IBV_EVENT_DEVICE_FATAL; break;
     case cxv::event::queue_error: {
-        const affiliated* a = nullptr;
-        for (const auto& row : table) {
-            if (std::string_view(e.detail).substr(0, row.prm.size()) == row.prm) a = &row;
-        }
-        if (a == nullptr) return;
-        out.event_type = a->type;
-        if (a->on == affiliated::cq) {
+        const auto type = static_cast<hw::event_type>(e.event_type);
+        const auto vt = verbs_type(type);
+        if (!vt) return;
+        out.event_type = *vt;
+        switch (hw::affiliated_object(type)) {
+        case hw::event_object::cq: {
             const auto it = cqs_.find(e.object);
             if (it == cqs_.end()) return;
             out.element.cq = it->second;
-        } else if (a->on == affiliated::qp) {
+            break;
+        }
+        case hw::event_object::qp: {
             const auto it = qps_.find(e.object);
             if (it == qps_.end()) return;
             out.element.qp = it->second;
-        } else {
+            break;
+        }
+        case hw::event_object::srq: {
             const auto it = srqs_.find(e.object);
             if (it == srqs_.end()) return;
             out.element.srq = it->second;
+            break;
+        }
+        case hw::event_object::none: return;
         }
         break;
     }

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -41,10 +42,17 @@ void event_inbox::push(item it) {
     {
         std::lock_guard lock(mu_);
         if (queue_.size() >= capacity) {
-            ++dropped_;
-            return;
+            if (it.completion || it.event.what != driver::hca_event::fatal) {
+                ++dropped_;
+                return;
+            }
+            const bool kept = std::any_of(fatal_.begin(), fatal_.end(), [&](const item& f) {
+                return f.device == it.device && f.generation == it.generation;
+            });
+            if (!kept) fatal_.push_back(std::move(it));  // one per function and generation
+        } else {
+            queue_.push_back(std::move(it));
         }
-        queue_.push_back(std::move(it));
     }
     const std::uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof one);
@@ -56,6 +64,8 @@ std::vector<event_inbox::item> event_inbox::take() {
     std::lock_guard lock(mu_);
     std::vector<item> out;
     out.swap(queue_);
+    for (auto& f : fatal_) out.push_back(std::move(f));
+    fatal_.clear();
     return out;
 }
 

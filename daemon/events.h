@@ -5,6 +5,9 @@
 // event and wake the server through an eventfd; the server takes the queue and sends
 // each event to the client that owns its object. The queue is bounded: an event that
 // finds it full is dropped and counted, so an event thread never waits on the server.
+// A fatal event is never dropped: one that finds the queue full is kept aside (one per
+// function and hca generation, so still bounded) and comes out after the queue, since
+// the function's recovery hangs on it.
 #pragma once
 
 #include <cstddef>
@@ -49,6 +52,7 @@ private:
     event_inbox() = default;
     mutable std::mutex mu_;
     std::vector<item> queue_;
+    std::vector<item> fatal_;  // fatal events that found the queue full
     std::uint64_t dropped_ = 0;
     unique_fd wake_;
 };

@@ -410,7 +410,7 @@ std::vector<std::byte> body(const events_req& r) { return writer{}.put(r.device)
 
 std::vector<std::byte> encode_event(std::uint32_t seq, const event_msg& e) {
     writer w;
-    w.put(e.device).put(static_cast<std::uint8_t>(e.what)).put(e.async_kind).put(e.port).put(e.object);
+    w.put(e.device).put(static_cast<std::uint8_t>(e.what)).put(e.async_kind).put(e.port).put(e.event_type).put(e.object);
     w.str(std::string_view(e.detail).substr(0, max_text_bytes));
     return encode(msg_type::event, seq, w.bytes);
 }
@@ -427,6 +427,7 @@ result<event_msg> parse_event(std::span<const std::byte> msg) {
     const auto what = r.get<std::uint8_t>();
     e.async_kind = r.get<std::uint8_t>();
     e.port = r.get<std::uint8_t>();
+    e.event_type = r.get<std::uint8_t>();
     e.object = r.get<std::uint32_t>();
     e.detail = r.str();
     if (!r.at_end() || what > 1 || e.detail.size() > max_text_bytes) return bad(EBADMSG, "a malformed EVENT");
@@ -662,6 +663,32 @@ result<received> receive(int sock, int flags, std::vector<std::byte>* cut) {
     }
     out.bytes.resize(static_cast<std::size_t>(n));
     return out;
+}
+
+result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags) {
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_fds)];
+    iovec iov{buf.data(), buf.size()};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC | flags);
+    if (n < 0) return error{errno, fmt::format("recvmsg: {}", std::strerror(errno))};
+    bool fds = false;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < k; ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            ::close(fd);
+            fds = true;
+        }
+    }
+    if (n == 0 && !fds) return error{ECONNRESET, "the peer closed the connection"};
+    if (m.msg_flags & MSG_TRUNC) return error{EMSGSIZE, fmt::format("a message longer than {} bytes", buf.size())};
+    return static_cast<std::size_t>(n);
 }
 
 status send_message(int sock, std::span<const std::byte> msg, std::span<const int> fds, int flags) {

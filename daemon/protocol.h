@@ -277,6 +277,7 @@ struct event_msg {
     kind what = kind::completion;
     std::uint8_t async_kind = 0;  // driver::hca_event::kind (async)
     std::uint8_t port = 0;
+    std::uint8_t event_type = 0;  // a queue error: the EQE's type (hw::event_type), which says what `object` is
     std::uint32_t object = 0;     // completion: the CQN; async: the CQ/QP/SRQ number
     std::string detail;           // async: what happened, for logs (at most max_text_bytes)
 };
@@ -362,6 +363,12 @@ struct received {
     std::vector<unique_fd> fds;
 };
 result<received> receive(int sock, int flags = 0, std::vector<std::byte>* cut = nullptr);
+// The largest EVENT: the header, its fixed fields and the longest detail.
+constexpr std::size_t max_event_bytes = 512;
+static_assert(header_bytes + 32 + max_text_bytes <= max_event_bytes);
+// One message into `buf` (no allocation: the event reader's, per event): its length. Any
+// fd that comes beside it is closed. Errors as receive(), EMSGSIZE past buf's size.
+result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags = 0);
 // Sends one message with `fds` beside it (MSG_NOSIGNAL | `flags`).
 status send_message(int sock, std::span<const std::byte> msg, std::span<const int> fds = {}, int flags = 0);
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -139,6 +140,9 @@ void remote_function::mark_dead(const std::string& why) {
         why_ = why;
         dead_.store(true, std::memory_order_release);
     }
+    // The device fd goes before anyone hears of the death (the API's flush follows the
+    // fatal event): docs/daemon.md, "The daemon dies".
+    drop_device_mappings();
     // Both sockets shut down: the daemon (if alive) sees this client go and cleans up,
     // and the event thread sees its channel end and reports the death.
     (void)::shutdown(c_.fd(), SHUT_RDWR);
@@ -155,8 +159,13 @@ status remote_function::open_events(std::function<void(const event_msg&)> on_eve
     stop_ = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!stop_) return error{errno, fmt::format("eventfd: {}", std::strerror(errno))};
     events_ = std::move(a->fds[0]);
-    reader_ = std::thread([this, fd = events_.get(), ev = std::move(on_event), dead = std::move(on_dead)]() mutable {
-        read_events(fd, std::move(ev), std::move(dead));
+    reader_ = std::thread([self = shared_from_this(), fd = events_.get(), ev = std::move(on_event),
+                           dead = std::move(on_dead)]() mutable {
+        self->read_events(fd, std::move(ev), std::move(dead));
+        // The callbacks go before `self`, which may be the last owner (then this object
+        // is destroyed here, on this thread: stop_events() detaches it).
+        ev = nullptr;
+        dead = nullptr;
     });
     return ok_status();
 }
@@ -164,29 +173,33 @@ status remote_function::open_events(std::function<void(const event_msg&)> on_eve
 void remote_function::read_events(int fd, std::function<void(const event_msg&)> on_event,
                                   std::function<void(const std::string&)> on_dead) {
     bool fatal_seen = false;
+    std::array<std::byte, max_event_bytes> buf;  // one event at a time, nothing allocated
     for (;;) {
         pollfd p[2] = {{fd, POLLIN, 0}, {stop_.get(), POLLIN, 0}};
         if (::poll(p, 2, -1) < 0) {
             if (errno == EINTR) continue;
             break;
         }
-        if (p[1].revents) return;  // stop_events(): no callback after it
-        auto m = receive(fd, MSG_DONTWAIT);
+        // stop_events(): no callback after it
+        if (p[1].revents || stopped_.load(std::memory_order_acquire)) return;
+        auto m = receive_into(fd, buf, MSG_DONTWAIT);
         if (!m) {
             const int e = m.error().code;
             if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR) continue;
+            if (e == EMSGSIZE) continue;  // not an EVENT (its rest is discarded): the channel goes on
             break;  // closed (ECONNRESET) or broken: the daemon is gone or dropped us
         }
-        auto ev = parse_event(m->bytes);
+        auto ev = parse_event(std::span<const std::byte>(buf.data(), *m));
         if (!ev) continue;  // not ours to act on; the channel goes on
         if (ev->what == event_msg::kind::async &&
             ev->async_kind == static_cast<std::uint8_t>(driver::hca_event::fatal)) {
             mark_dead(ev->detail);
             fatal_seen = true;
         }
+        if (stopped_.load(std::memory_order_acquire)) return;
         if (on_event) on_event(*ev);
     }
-    if (::eventfd_t n = 0; ::eventfd_read(stop_.get(), &n) == 0) return;  // stopped meanwhile
+    if (stopped_.load(std::memory_order_acquire)) return;  // stopped meanwhile
     std::string why;
     if (!dead()) {
         mark_dead(fmt::format("cxvd closed the event channel of {}: the daemon exited or dropped this client",
@@ -196,10 +209,11 @@ void remote_function::read_events(int fd, std::function<void(const event_msg&)> 
         std::lock_guard w(why_mu_);
         why = why_;
     }
-    if (!fatal_seen && on_dead) on_dead(why);
+    if (!fatal_seen && on_dead && !stopped_.load(std::memory_order_acquire)) on_dead(why);
 }
 
 void remote_function::stop_events() {
+    stopped_.store(true, std::memory_order_release);
     if (!reader_.joinable()) return;
     if (reader_.get_id() == std::this_thread::get_id()) {  // from a callback: it ends on its own
         reader_.detach();
@@ -271,11 +285,17 @@ result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::
             const auto kind = e.async_kind <= driver::hca_event::queue_error
                                   ? static_cast<driver::hca_event::kind>(e.async_kind)
                                   : driver::hca_event::port_other;  // a kind this client does not know
-            driver::hca_event ev{kind, e.port, e.object, e.detail};
+            driver::hca_event ev{kind, e.port, e.object, e.detail, e.event_type};
+            // The daemon sends a fatal event only when it resets the function (and drops
+            // this client): the device is dead for this process.
+            ev.device_dead = kind == driver::hca_event::fatal;
             on_event(ev);
         },
         [on_event = o.on_event](const std::string& why) {
-            if (on_event) on_event(driver::hca_event{driver::hca_event::fatal, 0, 0, why});
+            if (!on_event) return;
+            driver::hca_event ev{driver::hca_event::fatal, 0, 0, why};
+            ev.device_dead = true;
+            on_event(ev);
         });
     if (!s) return s.error();
     return h;

@@ -20,7 +20,9 @@
 
 namespace cxv::daemon {
 
-class remote_function final : public driver::vfio::remote_backend, public driver::command_channel {
+class remote_function final : public driver::vfio::remote_backend,
+                              public driver::command_channel,
+                              public std::enable_shared_from_this<remote_function> {
 public:
     // Connects to the daemon at `path` and greets it (HELLO); `bdf` names the function
     // (empty: the daemon's first). ENOENT / ECONNREFUSED when no daemon listens there,
@@ -43,8 +45,13 @@ public:
     // `on_event` for each event of this function, then, once the channel closes (the
     // daemon died or dropped this client) or the connection is found dead, `on_dead`
     // once with the reason (not when a fatal EVENT came first: that was the fatal).
+    // The thread holds this object (a callback may let go of the last other owner, as a
+    // consumer that destroys its device at the fatal event does).
     status open_events(std::function<void(const event_msg&)> on_event,
                        std::function<void(const std::string& why)> on_dead);
+    // No callback begins after it returns. From a callback of the reader itself (the
+    // device destroyed at an event): that callback finishes, no other one follows, and
+    // the thread ends on its own.
     void stop_events() override;
 
     // The connection is dead: the daemon died (ECONNRESET, EPIPE), dropped this client,
@@ -69,6 +76,7 @@ private:
     mutable std::mutex why_mu_;
     std::string why_;
     unique_fd events_, stop_;  // the channel, and an eventfd that ends its thread
+    std::atomic<bool> stopped_{false};  // stop_events(): the reader calls nothing more
     std::thread reader_;
 };
 

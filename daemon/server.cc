@@ -66,6 +66,7 @@ server::server(server_options o, std::vector<std::unique_ptr<driver::hca>> devic
     for (auto& h : devices) {
         auto d = std::make_unique<device_state>();
         d->facts.comp_eqn = h->comp_eqn();
+        d->bdf = h->device().bdf();
         d->hca = std::move(h);
         devices_.push_back(std::move(d));
     }
@@ -136,6 +137,7 @@ void server::run() {
             timeout = static_cast<int>(
                 std::chrono::ceil<std::chrono::milliseconds>(listen_paused_until_ - now).count());
         }
+        if (const int t = reopen_timeout(); t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
         fds.push_back({listen_.get(), listen_events, 0});
         fds.push_back({opts_.events ? opts_.events->fd() : -1, POLLIN, 0});
         for (const auto& p : peers_) fds.push_back({p->sock.get(), POLLIN, 0});
@@ -149,6 +151,7 @@ void server::run() {
             log(level::info, "stopping");
             return;
         }
+        if (!reopen_due()) return;
         // Events first: a fatal one drops clients before their requests are served.
         if (fds[2].revents & POLLIN) {
             route_events();
@@ -159,6 +162,7 @@ void server::run() {
         for (std::size_t i = 0; i < count; ++i) {
             const short ev = fds[3 + i].revents;
             peer& p = *peers_[i];
+            if (p.gone) continue;  // dropped by route_events (a recovery) in this pass
             if (ev & POLLIN) serve(p);
             else if (ev & (POLLHUP | POLLERR | POLLNVAL)) drop(p, "its socket closed");
         }
@@ -370,7 +374,11 @@ std::vector<device_info> server::devices_info(bool with_caps) {
     std::vector<device_info> out;
     for (const auto& d : devices_) {
         device_info i;
-        i.bdf = d->hca->device().bdf();
+        i.bdf = d->bdf;
+        if (!d->hca) {  // being brought up again (a recovery): its name only
+            out.push_back(std::move(i));
+            continue;
+        }
         i.firmware = d->hca->fw_version_string();
         i.ethernet = d->hca->ethernet();
         i.comp_eqn = d->facts.comp_eqn;
@@ -478,6 +486,9 @@ std::vector<port_sample> server::sample_ports() const {
 result<std::uint16_t> server::device_index(std::uint16_t d) const {
     if (d >= devices_.size()) {
         return error{ENODEV, fmt::format("device {} (this daemon has {})", d, devices_.size())};
+    }
+    if (!devices_[d]->hca) {
+        return error{EAGAIN, fmt::format("{}: being brought up again after a reset (try again)", devices_[d]->bdf)};
     }
     return d;
 }
@@ -618,6 +629,11 @@ result<server::answer> server::on_command(peer& p, const request& r) {
     auto out = devices_[*d]->hca->exec(r.command.in, std::max<std::size_t>(r.command.out_len, e->min_out));
     if (!out) return out.error();
     apply(*e, *out, o);
+    if (e->obj == command_effect::object::cq) {
+        auto& owners = devices_[*d]->cq_owner;
+        if (e->what == command_effect::kind::create) owners[ifc::get<ifc::create_cq_out::cqn>(out->data())] = &p;
+        if (e->what == command_effect::kind::destroy) owners.erase(e->id);
+    }
     out->resize(r.command.out_len);
     return answer{std::move(out).value(), {}};
 }
@@ -631,6 +647,11 @@ void server::drop(peer& p, const std::string& why, long dead) {
     std::uint64_t bytes = 0, kept = 0;
     for (std::size_t i = 0; i < p.dev.size(); ++i) {
         owned& o = p.dev[i];
+        for (const std::uint32_t cqn : o.cqs) {
+            if (auto it = devices_[i]->cq_owner.find(cqn); it != devices_[i]->cq_owner.end() && it->second == &p) {
+                devices_[i]->cq_owner.erase(it);
+            }
+        }
         if (static_cast<long>(i) == dead) {
             // The function was reset: its objects and UARs are gone with it, and the
             // device writes no memory any more.

@@ -105,8 +105,14 @@ private:
     void send_event(peer& p, const event_msg& e);
     // A function found dead (fatal event with the command interface dead): its clients
     // get the fatal event and are dropped without commands, the function is reset and
-    // brought up again (options::reopen). False when it could not be: run() stops.
+    // brought up again (options::reopen), at once and then, if that fails, by the poll
+    // loop (reopen_due) without blocking it. False when the daemon gives up: run() stops.
     bool recover(std::size_t d, const std::string& why);
+    // One bring-up attempt of a function being recovered, under a new generation.
+    bool try_reopen(std::size_t d);
+    // The attempts due now; the poll timeout (ms, -1: none) until the next one.
+    bool reopen_due();
+    int reopen_timeout() const;
     result<std::uint16_t> device_index(std::uint16_t d) const;
     // What is left of the quotas to `p`'s uid on device `d` after its other connections.
     quotas room(const peer& p, std::size_t d) const;
@@ -125,6 +131,7 @@ private:
     std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
     bool failed_ = false;  // a function could not be recovered
     std::vector<std::chrono::steady_clock::time_point> recoveries_;  // recent ones, for the give-up rule
+    std::uint64_t inbox_dropped_ = 0;  // the event inbox's drops logged so far
 
 public:
     // False when run() returned because a function could not be brought up again.

@@ -4,10 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -57,26 +57,32 @@ void server::send_event(peer& p, const event_msg& e) {
 
 void server::route_events() {
     using hw::event_type;
+    if (const std::uint64_t n = opts_.events->dropped(); n != inbox_dropped_) {
+        log(level::warning, fmt::format("{} event(s) dropped in the daemon's event queue since the last report ({} in "
+                                        "all): the server loop fell behind its functions' events",
+                                        n - inbox_dropped_, n));
+        inbox_dropped_ = n;
+    }
     for (auto& it : opts_.events->take()) {
-        if (it.device >= devices_.size() || it.generation != devices_[it.device]->generation) continue;
+        if (it.device >= devices_.size() || it.generation != devices_[it.device]->generation ||
+            !devices_[it.device]->hca) {
+            continue;  // a dead hca's (or a failed bring-up's) event
+        }
         const std::size_t d = it.device;
         event_msg e;
         e.device = static_cast<std::uint16_t>(d);
         if (it.completion) {
             e.what = event_msg::kind::completion;
             e.object = it.cqn;
-            for (auto& p : peers_) {
-                if (p->dev[d].cqs.contains(it.cqn)) {
-                    send_event(*p, e);
-                    break;
-                }
-            }
+            const auto& owners = devices_[d]->cq_owner;
+            if (auto o = owners.find(it.cqn); o != owners.end()) send_event(*o->second, e);
             continue;
         }
         const driver::hca_event& ev = it.event;
         e.what = event_msg::kind::async;
         e.async_kind = static_cast<std::uint8_t>(ev.what);
         e.port = static_cast<std::uint8_t>(ev.port);
+        e.event_type = ev.event_type;
         e.object = ev.object;
         e.detail = ev.detail;
         switch (ev.what) {
@@ -86,13 +92,17 @@ void server::route_events() {
             if (devices_[d]->hca->dead() && !recover(d, ev.detail)) return;
             break;
         case driver::hca_event::queue_error: {
-            const auto type = static_cast<event_type>(ev.event_type);
-            const bool srq = type == event_type::SRQ_CATAS_ERROR || type == event_type::SRQ_RQ_LIMIT;
+            const hw::event_object on = hw::affiliated_object(static_cast<event_type>(ev.event_type));
+            if (on == hw::event_object::cq) {
+                const auto& owners = devices_[d]->cq_owner;
+                if (auto o = owners.find(ev.object); o != owners.end()) send_event(*o->second, e);
+                break;
+            }
             for (auto& p : peers_) {
                 const owned& o = p->dev[d];
-                const bool mine = type == event_type::CQ_ERROR ? o.cqs.contains(ev.object)
-                                  : srq                         ? o.srqs.contains(ev.object)
-                                                                : o.qps.contains(ev.object);
+                const bool mine = on == hw::event_object::srq ? o.srqs.contains(ev.object)
+                                  : on == hw::event_object::qp ? o.qps.contains(ev.object)
+                                                               : false;
                 if (mine) {
                     send_event(*p, e);
                     break;
@@ -109,7 +119,7 @@ void server::route_events() {
 
 bool server::recover(std::size_t d, const std::string& why) {
     device_state& ds = *devices_[d];
-    const std::string bdf = ds.hca->device().bdf();
+    const std::string bdf = ds.bdf;
     log(level::err, fmt::format("{}: the function is dead ({}): its clients get the fatal event and are dropped, "
                                 "then it is reset and brought up again",
                                 bdf, why));
@@ -145,21 +155,69 @@ bool server::recover(std::size_t d, const std::string& why) {
         failed_ = true;
         return false;
     }
-    for (unsigned attempt = 0; attempt < 5; ++attempt) {
-        auto h = opts_.reopen(d, ds.generation);
-        if (h) {
-            ds.hca = std::move(h).value();
-            ds.facts.comp_eqn = ds.hca->comp_eqn();
-            log(level::info, fmt::format("{}: recovered: reset and up again, firmware {} ({} client(s) were dropped)",
-                                         bdf, ds.hca->fw_version_string(), clients));
-            return true;
-        }
-        log(level::warning, fmt::format("{}: bring-up after the reset failed: {}", bdf, h.error().message));
-        std::this_thread::sleep_for(std::chrono::milliseconds(200) * (1u << attempt));
+    ds.reopening = true;
+    ds.failures = 0;
+    ds.busy_logged = false;
+    ds.dropped_clients = clients;
+    return try_reopen(d);
+}
+
+bool server::try_reopen(std::size_t d) {
+    device_state& ds = *devices_[d];
+    // Each attempt is a generation of its own: events of an attempt that failed after
+    // its EQs were up are not routed as the next one's.
+    auto h = opts_.reopen(d, ++ds.generation);
+    const auto now = std::chrono::steady_clock::now();
+    if (h) {
+        ds.hca = std::move(h).value();
+        ds.facts.comp_eqn = ds.hca->comp_eqn();
+        ds.reopening = false;
+        log(level::info, fmt::format("{}: recovered: reset and up again, firmware {} ({} client(s) were dropped)",
+                                     ds.bdf, ds.hca->fw_version_string(), ds.dropped_clients));
+        return true;
     }
-    log(level::err, fmt::format("{}: could not be brought up again: cxvd stops", bdf));
-    failed_ = true;
-    return false;
+    if (h.error().code == EBUSY) {
+        // On a card: a process still holds the VFIO device (a dropped client that has not
+        // yet let its device fd go; it does when it hears of the death). Not a failure:
+        // tried again every 0.2 s for as long as it takes.
+        if (!ds.busy_logged) {
+            log(level::warning, fmt::format("{}: still held open by another process ({}): waiting for it to let go",
+                                            ds.bdf, h.error().message));
+            ds.busy_logged = true;
+        }
+        ds.retry_at = now + std::chrono::milliseconds(200);
+        return true;
+    }
+    log(level::warning, fmt::format("{}: bring-up after the reset failed: {}", ds.bdf, h.error().message));
+    if (++ds.failures >= 5) {
+        log(level::err, fmt::format("{}: could not be brought up again: cxvd stops", ds.bdf));
+        failed_ = true;
+        return false;
+    }
+    // 0.2 s, 0.4 s, 0.8 s, 1.6 s apart, through the poll loop's timeout (clients of the
+    // other functions are served meanwhile).
+    ds.retry_at = now + std::chrono::milliseconds(200) * (1u << (ds.failures - 1));
+    return true;
+}
+
+bool server::reopen_due() {
+    const auto now = std::chrono::steady_clock::now();
+    for (std::size_t d = 0; d < devices_.size(); ++d) {
+        if (devices_[d]->reopening && devices_[d]->retry_at <= now && !try_reopen(d)) return false;
+    }
+    return true;
+}
+
+int server::reopen_timeout() const {
+    int t = -1;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& ds : devices_) {
+        if (!ds->reopening) continue;
+        const auto ms = std::max<std::int64_t>(
+            0, std::chrono::ceil<std::chrono::milliseconds>(ds->retry_at - now).count());
+        if (t < 0 || ms < t) t = static_cast<int>(ms);
+    }
+    return t;
 }
 
 }  // namespace cxv::daemon

@@ -5,9 +5,11 @@
 #include <sys/types.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "daemon/owner.h"
@@ -24,7 +26,19 @@ struct server::device_state {
     std::vector<mapping> leaked;
     std::unique_ptr<driver::hca> hca;
     device_facts facts;
-    std::uint64_t generation = 0;  // of `hca`: 0 at start, one more per recovery
+    std::uint64_t generation = 0;  // of `hca`: 0 at start, one more per bring-up attempt
+    std::string bdf;
+    // A recovery between the reset and the function up again (hca null meanwhile): the
+    // next bring-up attempt is due at retry_at (the server's poll timeout), `failures`
+    // counts those that failed (EBUSY, the device still held by a process, is not one).
+    bool reopening = false;
+    std::chrono::steady_clock::time_point retry_at{};
+    unsigned failures = 0;
+    bool busy_logged = false;
+    std::size_t dropped_clients = 0;
+    // Whose each CQ is (the owned::cqs of every peer, inverted), for routing completion
+    // events without a scan: on_command keeps it with apply(), drop() takes a peer out.
+    std::unordered_map<std::uint32_t, peer*> cq_owner;
 };
 
 struct server::peer {

@@ -241,6 +241,27 @@ enum class event_type : std::uint8_t {
 #undef CXV_ENUM_ENTRY
 };
 
+// What an affiliated event is about (PRM "Events", the EQE's queue number): a CQ, a QP
+// (its send or receive queue) or an SRQ; none for an unaffiliated type. The one table the
+// daemon routes by and the verbs layer reports by.
+enum class event_object : std::uint8_t { none, cq, qp, srq };
+constexpr event_object affiliated_object(event_type t) noexcept {
+    switch (t) {
+    case event_type::CQ_ERROR: return event_object::cq;
+    case event_type::COMM_EST:
+    case event_type::SQ_DRAINED:
+    case event_type::SRQ_LAST_WQE:  // names the QP whose last WQE left the SRQ
+    case event_type::WQ_CATAS_ERROR:
+    case event_type::WQ_INVAL_REQ_ERROR:
+    case event_type::WQ_ACCESS_ERROR:
+    case event_type::PATH_MIG:
+    case event_type::PATH_MIG_FAILED: return event_object::qp;
+    case event_type::SRQ_CATAS_ERROR:
+    case event_type::SRQ_RQ_LIMIT: return event_object::srq;
+    default: return event_object::none;
+    }
+}
+
 // Port state change subtypes (EQE sub_type of a PORT_CHANGE event).
 #define CXV_PORT_CHANGE_SUBTYPES(X) \
     X(DOWN, 0x1)                    \

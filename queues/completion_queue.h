@@ -118,6 +118,15 @@ inline constexpr poll_tables kPoll = [] {
 // What a CQ's dead flag points to until set_dead_flag(): never dead.
 inline const std::atomic<bool> kNeverDead{false};
 
+// The one-entry ring a CQ polls once it has flushed (completion_queue::flush): opcode
+// INVALID (PRM "CQE Format"), which poll() takes for the device's whatever the owner
+// parity, so nothing is ever taken from it. Read-only: nothing writes it.
+alignas(64) inline constexpr std::array<std::byte, 64> kDeadRing = [] {
+    std::array<std::byte, 64> r{};
+    r[offsetof(hw::cqe64, op_own)] = std::byte{static_cast<std::uint8_t>(hw::cqe_opcode::INVALID) << 4};
+    return r;
+}();
+
 // A CQ's QP cache before any QP is attached, and what an unknown QPN finds: its number
 // matches no 24-bit QPN, and it has no rings.
 inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
@@ -401,8 +410,15 @@ private:
         return ci;
     }
 
-    // The flushed completions of a dead device (set_dead_flag), up to `max`.
+    // The flushed completions of a dead device (set_dead_flag), up to `max`. First the
+    // CQ lets go of the device's ring for good: a dead device's function may not be reset
+    // yet (on a card, another process may still hold the VFIO device open) and may still
+    // write CQEs, for WRs flushed here — taken, they would be reported twice and retire
+    // WQEs the poster has reused. From here on poll() reads kDeadRing, which has none.
     [[gnu::noinline]] int flush(work_completion* out, int max) noexcept {
+        cqes_ = const_cast<std::byte*>(detail::kDeadRing.data());
+        mask_ = 0;
+        log_ = 0;
         int n = 0;
         auto put = [&](std::uint32_t qpn, std::uint64_t wr_id, std::uint32_t opcode) {
             work_completion& wc = out[n++];

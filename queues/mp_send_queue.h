@@ -35,6 +35,7 @@
 // BlueFlame is not used here (two threads' 64-byte bursts to one register would mix).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -184,12 +185,19 @@ public:
 
     // The device will complete nothing more: the oldest published WQE not yet completed,
     // retired with its wr_id and WQE opcode as a flush completes it; false when none is
-    // left. The poller's thread.
+    // left. The poller's thread. The WQE ends its slot: a NOP before it (a WQE shorter
+    // than the slot) is padding, skipped by its size (its ds, in octowords).
     bool flush_next(std::uint64_t& wr_id, std::uint8_t& opcode) noexcept {
         const std::uint64_t at = retired_.load(std::memory_order_relaxed);
         if (at >= published_.load(std::memory_order_acquire)) return false;
-        const auto* ctrl = reinterpret_cast<const hw::wqe_ctrl_seg*>(bbs_ + (at & bb_mask_) * hw::send_wqe_bb);
-        opcode = static_cast<std::uint8_t>(ctrl->opmod_idx_opcode.value() & 0xff);
+        std::uint64_t bb = at;
+        for (;;) {
+            const auto* ctrl = reinterpret_cast<const hw::wqe_ctrl_seg*>(bbs_ + (bb & bb_mask_) * hw::send_wqe_bb);
+            opcode = static_cast<std::uint8_t>(ctrl->opmod_idx_opcode.value() & 0xff);
+            const std::uint64_t nbb = std::max<std::uint64_t>(1, ((ctrl->qpn_ds.value() & 0x3f) + 3) / 4);
+            if (opcode != static_cast<std::uint8_t>(hw::wqe_opcode::NOP) || bb + nbb >= at + slot_bbs_) break;
+            bb += nbb;
+        }
         wr_id = wr_ids_[slot_of(at)];
         retired_.store(at + slot_bbs_, std::memory_order_release);
         return true;

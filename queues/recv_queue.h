@@ -10,6 +10,7 @@
 // Receive queues have no MMIO doorbell: the device reads the record.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -77,7 +78,7 @@ public:
         if (head == limit_) return false;
         const unsigned slot = head & mask_;
         wr_ids_[slot] = wr_id;
-        head_ = head + 1;
+        std::atomic_ref<std::uint32_t>(head_).store(head + 1, std::memory_order_release);  // flush_next
         put_wqe(wqe(slot), sg, n);
         return true;
     }
@@ -145,7 +146,7 @@ public:
     // wr_id as a flush completes it; false when none is left. The poller's thread.
     bool flush_next(std::uint64_t& wr_id) noexcept {
         const std::uint32_t oldest = limit_ - capacity();
-        if (srq_ || oldest == head_) return false;
+        if (srq_ || oldest == std::atomic_ref<std::uint32_t>(head_).load(std::memory_order_acquire)) return false;
         wr_id = wr_ids_[oldest & mask_];
         ++limit_;
         return true;
@@ -187,7 +188,9 @@ private:
         return post_loop<false>(wr, rest);
     }
     void publish(std::uint32_t head) noexcept {
-        head_ = head;
+        // Release: a flush on the poller's thread (flush_next) that sees the index sees
+        // the wr_ids before it (a plain store on x86).
+        std::atomic_ref<std::uint32_t>(head_).store(head, std::memory_order_release);
         hw::to_device();
         dbrec_->rcv_counter = hw::be32::from(head & 0xffff);
     }

@@ -13,6 +13,7 @@
 // bursts never merge.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -166,7 +167,7 @@ public:
         last_ = s.w;
         last_bbs_ = nbb;
         ++batch_;
-        pi_ = s.pi + nbb;
+        publish(s.pi + nbb);
     }
     bool ud() const noexcept { return ud_; }
 
@@ -297,11 +298,14 @@ public:
     }
     // The device will complete nothing more (it is dead): the oldest posted WQE not yet
     // completed, signaled or not, retired here with its wr_id and WQE opcode, as a flush
-    // completes it (NOP padding skipped). False when none is left. The poller's thread.
+    // completes it (NOP padding skipped). False when none is left. The poller's thread,
+    // while the poster may post on its own: a WQE whose post returned before this is
+    // called is flushed now; one being posted meanwhile now or at the next call (publish()
+    // orders the WQE before the counter that shows it), never twice, never lost.
     bool flush_next(std::uint64_t& wr_id, std::uint8_t& opcode) noexcept {
         for (;;) {
             const std::uint32_t oldest = limit_ - (mask_ + 1);
-            if (oldest == pi_) return false;
+            if (oldest == std::atomic_ref<std::uint32_t>(pi_).load(std::memory_order_acquire)) return false;
             const unsigned slot = oldest & mask_;
             const auto* ctrl = reinterpret_cast<const hw::wqe_ctrl_seg*>(bbs_ + std::size_t{slot} * hw::send_wqe_bb);
             opcode = static_cast<std::uint8_t>(ctrl->opmod_idx_opcode.value() & 0xff);
@@ -339,10 +343,10 @@ private:
             if (pi == limit_) [[unlikely]] return false;  // one BB, which never crosses the end
         }
         // The bookkeeping first: the ring's state need not stay in registers while the
-        // WQE is written (nothing is visible to the device before ring()).
+        // WQE is written (nothing is visible to the device before ring()). The producer
+        // counter last (publish()).
         wr_ids_[slot] = wr.wr_id;
         ends_[slot] = pi + nbb + mask + 1;
-        pi_ = pi + nbb;
         std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
         static_assert(offsetof(hw::wqe_ctrl_seg, fm_ce_se) == 11 && offsetof(hw::wqe_ctrl_seg, imm) == 12);
         const std::uint64_t ctrl0 = hw::to_be(word0);
@@ -360,7 +364,15 @@ private:
         b.last = w;
         b.last_bbs = nbb;
         ++b.count;
+        publish(pi + nbb);
         return true;
+    }
+    // The producer counter moves past a WQE once the WQE and its bookkeeping are written
+    // (a release store: a plain store on x86, which keeps the order of stores): a dead
+    // device's flush on the poller's thread (flush_next, acquire) that sees the counter
+    // sees the whole WQE, and one that does not leaves the WQE for its next poll.
+    [[gnu::always_inline]] void publish(std::uint32_t pi) noexcept {
+        std::atomic_ref<std::uint32_t>(pi_).store(pi, std::memory_order_release);
     }
     // The register half this doorbell goes to; the next one goes to the other half (XOR
     // with bf_flip_ swaps the two addresses), so two bursts never merge.

@@ -15,6 +15,10 @@ struct hca_event {
     // Queue errors: the EQE's event_type (hw::event_type, PRM "Events"), which says
     // whether `object` is a CQ (CQ_ERROR), an SRQ (SRQ_CATAS_ERROR, SRQ_RQ_LIMIT) or a QP.
     std::uint8_t event_type = 0;
+    // A fatal event after which the device completes nothing more (the command interface
+    // dead: health, internal error, the owning daemon gone), as opposed to a fatal report
+    // the device lives through (a page request not served). The API flushes on it only.
+    bool device_dead = false;
 };
 
 }  // namespace cxv::driver

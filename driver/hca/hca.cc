@@ -361,7 +361,9 @@ status hca::wait_port_active(unsigned port, std::chrono::milliseconds timeout) {
 void hca::fatal(const std::string& why) {
     const std::string msg = fmt::format("{}: device dead: {}", dev_->bdf(), why);
     cmd_->mark_dead(msg);
-    report({hca_event::fatal, 0, 0, msg});
+    hca_event e{hca_event::fatal, 0, 0, msg};
+    e.device_dead = true;
+    report(e);
 }
 
 void hca::report(hca_event e) {

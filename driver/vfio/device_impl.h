@@ -94,6 +94,7 @@ struct device::impl {
         }
         if (remote) {
             for (std::uint32_t u : remote->uars) (void)remote->backend->dealloc_uar(u);
+            if (bar) remote->backend->remove_device_mappings(bar, bar_size);
         }
         if (bar) ::munmap(bar, bar_size);
         if (wc) ::munmap(wc, bar_size);

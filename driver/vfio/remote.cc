@@ -163,6 +163,46 @@ result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writab
     return b;
 }
 
+namespace {
+
+// Anonymous memory over [at, at + len): the file mapped there loses this reference.
+void replace_with_anonymous(void* at, std::size_t len) noexcept {
+    (void)::mmap(at, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+}
+
+}  // namespace
+
+void remote_backend::drop_device_mappings() noexcept {
+    std::lock_guard lock(maps_mu_);
+    maps_dropped_ = true;
+    for (const auto& [at, len] : maps_) replace_with_anonymous(at, len);
+    maps_.clear();
+}
+
+bool remote_backend::add_device_mapping(void* at, std::size_t len) noexcept {
+    std::lock_guard lock(maps_mu_);
+    if (maps_dropped_) {
+        replace_with_anonymous(at, len);
+        return false;
+    }
+    try {
+        maps_.emplace_back(at, len);
+    } catch (...) {
+        replace_with_anonymous(at, len);  // not kept track of: not kept
+        return false;
+    }
+    return true;
+}
+
+void remote_backend::remove_device_mappings(void* lo, std::size_t len) noexcept {
+    std::lock_guard lock(maps_mu_);
+    const auto b = reinterpret_cast<std::uintptr_t>(lo);
+    std::erase_if(maps_, [&](const auto& m) {
+        const auto a = reinterpret_cast<std::uintptr_t>(m.first);
+        return a >= b && a < b + len;
+    });
+}
+
 result<std::uint32_t> device::alloc_uar() {
     if (!p_->remote) {
         return error{EOPNOTSUPP, fmt::format("{}: alloc_uar is for a function reached through cxvd", p_->bdf)};
@@ -185,6 +225,10 @@ result<std::uint32_t> device::alloc_uar() {
     if (m == MAP_FAILED) {
         (void)r.backend->dealloc_uar(g->uar);
         return sys_error(e, fmt::format("{}: mmap of UAR page {}", p_->bdf, g->uar));
+    }
+    if (!r.backend->add_device_mapping(m, kPage)) {
+        (void)r.backend->dealloc_uar(g->uar);
+        return error{ENODEV, fmt::format("{}: UAR page {}: the owner of the function is gone", p_->bdf, g->uar)};
     }
     r.uars.push_back(g->uar);
     return g->uar;

@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hw/mmio.h"
@@ -96,6 +98,23 @@ public:
     };
     virtual result<uar_grant> alloc_uar() = 0;
     virtual status dealloc_uar(std::uint32_t uar) = 0;
+
+    // The owner is gone (it died or dropped this process): every page mapped here from
+    // the device fd it granted is replaced with anonymous memory, so that nothing here
+    // keeps the device file open — on a card the last close of a vfio-pci device resets
+    // the function, which ends whatever DMA it still does into this process's memory —
+    // and a doorbell store from a poster that has not heard lands nowhere. Any thread;
+    // the pages mapped later are dropped at once (device::alloc_uar fails, ENODEV).
+    void drop_device_mappings() noexcept;
+    // device's bookkeeping: [at, at + len) was mapped from a granted device fd (false:
+    // dropped already, and so is that page), and the mappings in [lo, lo + len) go.
+    bool add_device_mapping(void* at, std::size_t len) noexcept;
+    void remove_device_mappings(void* lo, std::size_t len) noexcept;
+
+private:
+    std::mutex maps_mu_;
+    bool maps_dropped_ = false;
+    std::vector<std::pair<void*, std::size_t>> maps_;
 };
 
 // An opened vfio-pci function: with its own group and container (open), or reached

@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -80,6 +81,15 @@ std::string hear(int wait_ms = -1) {
         if (n <= 0) std::_Exit(4);
         pending.append(buf, static_cast<std::size_t>(n));
     }
+}
+
+// Mappings of the model's BAR0 file (what a VFIO device fd maps on a card) in this
+// process: the UAR pages granted by the daemon, until the process hears of its death.
+int bar_mappings() {
+    std::ifstream maps("/proc/self/maps");
+    int n = 0;
+    for (std::string l; std::getline(maps, l);) n += l.find("cxv-sim-bar0") != std::string::npos;
+    return n;
 }
 
 [[noreturn]] void fail(const std::string& why) {
@@ -244,6 +254,7 @@ struct peer {
     // Traffic until the first error completion; then every WR still posted must come
     // back flushed, in order, and nothing more.
     void traffic() {
+        if (bar_mappings() == 0) fail("no BAR0 mapping while the device lives (the check after the death would be void)");
         bool told = false;
         std::uint64_t total = 0;
         const auto end = std::chrono::steady_clock::now() + 60s;
@@ -297,6 +308,9 @@ struct peer {
         auto r = dev->alloc_pd();
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
         if (r) fail("a control call succeeded after the fatal event");
+        // The device file let go (docs/daemon.md, "The daemon dies"): on a card its last
+        // close resets the function.
+        if (const int n = bar_mappings(); n != 0) fail(std::to_string(n) + " BAR0 mapping(s) left after the death");
         std::fprintf(stderr, "peer %d: control call after the death: %s\n", ::getpid(), r.error().message.c_str());
         say("DEAD " + std::to_string(flushed_sends) + " " + std::to_string(flushed_recvs) + " " +
             std::to_string(r.error().code) + " " + std::to_string(ms.count()) + " " + std::to_string(log->fatal.load()));
@@ -403,6 +417,11 @@ int main(int argc, char** argv) {
                     fail("WAITDEAD: not the next receive, flushed");
                 }
             }
+            // Once the device is dead a wait returns at once (the one wake-up is taken):
+            // a waiter that comes back to wait polls its flushes instead of sleeping.
+            const auto t0 = std::chrono::steady_clock::now();
+            if (!p.cq->wait_event(std::chrono::milliseconds(5000))) fail("WAITDEAD: a second wait on the dead device timed out");
+            if (std::chrono::steady_clock::now() - t0 > 1s) fail("WAITDEAD: a second wait on the dead device slept");
             say("WOKE " + std::to_string(got) + " " + std::to_string(p.recvs_posted - p.recvs_done));
         } else if (l == "TRAFFIC") {
             p.traffic();

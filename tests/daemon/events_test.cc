@@ -130,4 +130,21 @@ TEST_CASE("the event inbox: what an hca's callbacks push comes out in order, tag
     items = (*in)->take();
     REQUIRE(items.size() == d::event_inbox::capacity);
     CHECK(items.back().cqn == d::event_inbox::capacity - 1);
+
+    // A fatal event that finds the queue full is not dropped (the function's recovery
+    // hangs on it): it comes out after the queue, once per function and generation.
+    for (std::size_t i = 0; i < d::event_inbox::capacity; ++i) o.on_completion(static_cast<std::uint32_t>(i));
+    cxv::driver::hca_event fatal{cxv::driver::hca_event::fatal, 0, 0, "health syndrome 0x5"};
+    fatal.device_dead = true;
+    o.on_completion(1);  // dropped
+    o.on_event(fatal);
+    o.on_event(fatal);  // the same function's same hca: once is enough
+    CHECK((*in)->dropped() == 6);
+    items = (*in)->take();
+    REQUIRE(items.size() == d::event_inbox::capacity + 1);
+    CHECK(!items.back().completion);
+    CHECK(items.back().event.what == cxv::driver::hca_event::fatal);
+    CHECK(items.back().event.detail == "health syndrome 0x5");
+    CHECK(items.back().device == 1);
+    CHECK(items.back().generation == 7);
 }

@@ -7,11 +7,14 @@
 #include <signal.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
+#include <mutex>
 #include <sstream>
 
 #include <doctest/doctest.h>
 
+#include "daemon/remote.h"
 #include "hw/doorbell.h"
 #include "hw/init_seg.h"
 #include "tests/daemon/peer_proc.h"
@@ -149,4 +152,47 @@ TEST_CASE("a health syndrome in cxvd's function: clients get the fatal event and
     b.say("EXIT");
     CHECK(a.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
     CHECK(b.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
+}
+
+TEST_CASE("a fatal-event callback that destroys its device, on the event reader's thread: no callback after, no use after free") {
+    // What a consumer naturally does at IBV_EVENT_DEVICE_FATAL: let the device go, from
+    // the callback. The hca's teardown then stops the event reader from that reader's own
+    // thread, and the remote function may go with the hca: the reader must touch nothing
+    // freed (ASan, --config=san) and call nothing more.
+    auto rig = std::make_unique<daemon_rig>();
+    struct box {
+        std::mutex mu;
+        std::unique_ptr<cxv::driver::hca> h;
+        std::atomic<int> fatal{0}, after{0};
+        std::atomic<bool> destroyed{false};
+    };
+    auto b = std::make_shared<box>();
+    cxv::driver::hca::options o;
+    o.on_event = [b](const cxv::driver::hca_event& e) {
+        if (b->destroyed.load()) b->after.fetch_add(1);
+        if (e.what != cxv::driver::hca_event::fatal) return;
+        b->fatal.fetch_add(1);
+        std::unique_ptr<cxv::driver::hca> h;
+        {
+            std::lock_guard lock(b->mu);
+            h = std::move(b->h);
+        }
+        h.reset();  // the device, its channel and the remote function go here
+        b->destroyed.store(true);
+    };
+    o.on_completion = [b](std::uint32_t) {
+        if (b->destroyed.load()) b->after.fetch_add(1);
+    };
+    auto h = cxv::daemon::attach(rig->sock, "", o);
+    REQUIRE_MESSAGE(h, h.error().message);
+    {
+        std::lock_guard lock(b->mu);
+        b->h = std::move(h).value();
+    }
+    rig->proc->kill_now();
+    for (int i = 0; i < 500 && !b->destroyed.load(); ++i) std::this_thread::sleep_for(10ms);
+    REQUIRE(b->destroyed.load());
+    std::this_thread::sleep_for(200ms);  // the reader thread, detached, ends meanwhile
+    CHECK(b->fatal.load() == 1);
+    CHECK(b->after.load() == 0);
 }

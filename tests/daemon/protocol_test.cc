@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -321,6 +322,7 @@ TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip a
     e.async_kind = 5;
     e.port = 1;
     e.object = 0x1234;
+    e.event_type = 0x11;
     e.detail = "WQ_ACCESS_ERROR";
     const auto m = d::encode_event(7, e);
     auto back = d::parse_event(m);
@@ -330,6 +332,7 @@ TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip a
     CHECK(back->async_kind == 5);
     CHECK(back->port == 1);
     CHECK(back->object == 0x1234);
+    CHECK(back->event_type == 0x11);
     CHECK(back->detail == "WQ_ACCESS_ERROR");
     // Cut short, with a byte too many, an unknown kind, or another type: refused.
     CHECK(!d::parse_event(std::span(m).first(m.size() - 1)));
@@ -340,4 +343,37 @@ TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip a
     bad_kind[d::header_bytes + 2] = std::byte{2};
     CHECK(!d::parse_event(bad_kind));
     CHECK(!d::parse_event(d::encode(d::msg_type::status, 7, std::span(m).subspan(d::header_bytes))));
+}
+
+TEST_CASE("the event reader's receive_into: the longest EVENT fits max_event_bytes; a longer message is EMSGSIZE and the next one comes") {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    d::unique_fd a(sv[0]), b(sv[1]);
+    d::event_msg e;
+    e.what = d::event_msg::kind::async;
+    e.async_kind = 4;
+    e.object = 0xabcdef;
+    e.detail = std::string(2 * d::max_text_bytes, 'x');  // cut to max_text_bytes by encode
+    const auto m = d::encode_event(1, e);
+    CHECK(m.size() <= d::max_event_bytes);
+    REQUIRE(d::send_message(a.get(), m));
+    REQUIRE(d::send_message(a.get(), std::vector<std::byte>(d::max_event_bytes + 1)));
+    REQUIRE(d::send_message(a.get(), d::encode_event(2, e)));
+    std::array<std::byte, d::max_event_bytes> buf;
+    auto n = d::receive_into(b.get(), buf);
+    REQUIRE(n);
+    auto back = d::parse_event(std::span<const std::byte>(buf.data(), *n));
+    REQUIRE(back);
+    CHECK(back->object == 0xabcdef);
+    CHECK(back->detail == std::string(d::max_text_bytes, 'x'));
+    n = d::receive_into(b.get(), buf);
+    REQUIRE(!n);
+    CHECK(n.error().code == EMSGSIZE);
+    n = d::receive_into(b.get(), buf);
+    REQUIRE(n);
+    CHECK(d::parse_event(std::span<const std::byte>(buf.data(), *n)));
+    a = d::unique_fd{};
+    n = d::receive_into(b.get(), buf);
+    REQUIRE(!n);
+    CHECK(n.error().code == ECONNRESET);
 }
