@@ -470,16 +470,21 @@ void server::record_books(const peer& p) {
     std::vector<std::pair<std::string, client_counts>> per;
     for (std::size_t i = 0; i < p.dev.size() && i < devices_.size(); ++i) {
         const owned& o = p.dev[i];
-        per.emplace_back(devices_[i]->hca->device().bdf(),
+        per.emplace_back(devices_[i]->bdf,  // (its hca is null while a recovery brings it up)
                          client_counts{o.pds.size(), o.cqs.size(), o.mkeys.size(), o.qps.size(), o.srqs.size(),
                                        o.uars.size(), o.maps.size(), o.pinned});
     }
     opts_.stats->client_seen(reinterpret_cast<std::uintptr_t>(&p), p.pid, p.uid, p.comm, std::move(per));
 }
 
+// The metrics thread's: under hca_mu_, which a recovery holds while it closes and
+// replaces a function's hca; a function being brought up again is left out.
 std::vector<port_sample> server::sample_ports() const {
     std::vector<port_sample> out;
-    for (const auto& d : devices_) out.push_back(sample_port(*d->hca));
+    std::lock_guard lock(hca_mu_);
+    for (const auto& d : devices_) {
+        if (d->hca) out.push_back(sample_port(*d->hca));
+    }
     return out;
 }
 

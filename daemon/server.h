@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,9 @@ private:
     std::vector<std::unique_ptr<peer>> peers_;
     std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
     bool failed_ = false;  // a function could not be recovered
+    // Held by the metrics thread while it samples the functions' counters and by a recovery
+    // while it closes and replaces a function's hca (devices_[i]->hca).
+    mutable std::mutex hca_mu_;
     std::vector<std::chrono::steady_clock::time_point> recoveries_;  // recent ones, for the give-up rule
     std::uint64_t inbox_dropped_ = 0;  // the event inbox's drops logged so far
 

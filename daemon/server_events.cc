@@ -125,6 +125,8 @@ bool server::recover(std::size_t d, const std::string& why) {
                                 bdf, why));
     // The hca's threads stop (no teardown commands: the device is dead), and a function
     // reset stops whatever DMA the device still did, before any client memory goes.
+    // The metrics thread (sample_ports) stays off this hca from here until it is gone.
+    std::unique_lock hca_lock(hca_mu_);
     (void)ds.hca->close();
     if (auto s = ds.hca->device().reset(); !s) {
         log(level::warning, fmt::format("{}: function reset: {}", bdf, s.error().message));
@@ -143,6 +145,7 @@ bool server::recover(std::size_t d, const std::string& why) {
     }
     ds.leaked.clear();
     ds.hca.reset();  // the vfio device closes; reopen opens it anew
+    hca_lock.unlock();
     ++ds.generation;
     // A function that keeps dying is not brought up forever: three recoveries within a
     // minute and the daemon gives up (exits with failure, for its service manager).
@@ -169,7 +172,10 @@ bool server::try_reopen(std::size_t d) {
     auto h = opts_.reopen(d, ++ds.generation);
     const auto now = std::chrono::steady_clock::now();
     if (h) {
-        ds.hca = std::move(h).value();
+        {
+            std::lock_guard lock(hca_mu_);
+            ds.hca = std::move(h).value();
+        }
         ds.facts.comp_eqn = ds.hca->comp_eqn();
         ds.reopening = false;
         log(level::info, fmt::format("{}: recovered: reset and up again, firmware {} ({} client(s) were dropped)",
