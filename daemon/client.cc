@@ -33,8 +33,10 @@ result<client> client::connect(const std::string& path) {
 }
 
 void client::close(std::string why) {
-    sock_ = unique_fd{};
+    if (closed()) return;
+    if (sock_) (void)::shutdown(sock_.get(), SHUT_RDWR);
     closed_why_ = std::move(why);
+    closed_ = true;
 }
 
 result<client::answer> client::call(msg_type type, std::span<const std::byte> body, std::span<const int> fds,
@@ -54,7 +56,7 @@ result<client::answer> client::call_raw(std::span<const std::byte> msg, std::spa
 
 result<client::answer> client::exchange(std::span<const std::byte> msg, std::span<const int> fds,
                                         std::chrono::milliseconds timeout, bool& sent_out) {
-    if (!sock_) return error{ENOTCONN, fmt::format("the connection to cxvd is closed ({})", closed_why_)};
+    if (!sock_ || closed()) return error{ENOTCONN, fmt::format("the connection to cxvd is closed ({})", closed_why_)};
     // The reply to this request carries its sequence. One with another sequence is the
     // late answer to an earlier request that timed out: dropped (its fds closed with it),
     // or every later answer would be taken for the one after. A reply of type 0 with

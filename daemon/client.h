@@ -44,7 +44,7 @@ public:
     // Closes the connection (the daemon then releases everything this client had): for
     // a client that can no longer trust its books, e.g. a reply it could not read.
     void close(std::string why);
-    bool closed() const noexcept { return !sock_; }
+    bool closed() const noexcept { return closed_; }
 
 private:
     explicit client(unique_fd s) : sock_(std::move(s)) {}
@@ -54,6 +54,10 @@ private:
     unique_fd sock_;
     std::uint32_t seq_ = 0;
     std::string closed_why_;
+    // Set by close(), which shuts the socket down and leaves the fd open until the client
+    // goes: another thread may still name the fd (shutdown in remote_function::mark_dead),
+    // and a closed number could be reused by then.
+    bool closed_ = false;
 };
 
 }  // namespace cxv::daemon

@@ -30,6 +30,9 @@ result<std::shared_ptr<remote_function>> remote_function::connect(const std::str
     for (std::size_t i = 0; i < h->devices.size(); ++i) {
         const auto& d = h->devices[i];
         if (bdf.empty() || d.bdf == bdf) {
+            if (d.bar_size == 0) {  // HELLO names a function being recovered, nothing more
+                return error{EAGAIN, fmt::format("cxvd at {}: {} is being brought up again (try again)", path, d.bdf)};
+            }
             std::shared_ptr<remote_function> f(new remote_function(std::move(c).value(), d,
                                                                    static_cast<std::uint16_t>(i)));
             return f;

@@ -125,7 +125,7 @@ int read_ids(ibv_context* ctx, device_entry& e) {
         ifc::set<ifc::query_nic_vport_context_in::opcode>(
             in.data(), static_cast<std::uint32_t>(hw::cmd_opcode::QUERY_NIC_VPORT_CONTEXT));
         out = hca.exec(in, ifc::query_nic_vport_context_out::size_bytes);
-        if (!out && hca.attached()) return ids_from_mac(hca, e);
+        if (!out && hca.attached() && out.error().code == EPERM) return ids_from_mac(hca, e);
         if (!out) return out.error().code ? out.error().code : EIO;
         const std::byte* v = ifc::at<ifc::query_nic_vport_context_out::nic_vport_context>(out->data());
         e.node_guid = ifc::get<ifc::nic_vport_context::node_guid>(v);

@@ -92,11 +92,13 @@ struct device::impl {
                 if (e >= 0) ::close(e);
             }
         }
+        // The UAR pages unmapped before they are given back: the owner may grant them to
+        // another client at once.
+        if (remote && bar) remote->backend->remove_device_mappings(bar, bar_size);
+        if (bar) ::munmap(bar, bar_size);
         if (remote) {
             for (std::uint32_t u : remote->uars) (void)remote->backend->dealloc_uar(u);
-            if (bar) remote->backend->remove_device_mappings(bar, bar_size);
         }
-        if (bar) ::munmap(bar, bar_size);
         if (wc) ::munmap(wc, bar_size);
         if (fd >= 0) ::close(fd);
         if (group >= 0) ::close(group);

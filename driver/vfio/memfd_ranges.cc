@@ -199,7 +199,7 @@ void remove_memfd_range(void* base) {
     g.ranges.erase(reinterpret_cast<std::uintptr_t>(base));
 }
 
-result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi) {
+result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi, bool writable) {
     // The maps are read under the lock: another thread's re-backing cannot come between.
     registry& g = reg();
     std::lock_guard lock(g.mu);
@@ -211,6 +211,20 @@ result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi) {
     }
     if (covered < hi) {
         return error{EFAULT, fmt::format("[{:#x}, {:#x}) is not mapped from {:#x} on", lo, hi, covered)};
+    }
+    for (const auto& v : vs) {
+        // Memory the device may write must be writable here too (ibv_reg_mr(3) with
+        // local write on read-only pages: EFAULT, as the kernel's pinning refuses it).
+        if (writable && (v.perms.size() < 2 || v.perms[1] != 'w')) {
+            return error{EFAULT, fmt::format("[{:#x}, {:#x}) is not writable ({}), but the registration lets the "
+                                             "device write it", v.start, v.end, v.perms)};
+        }
+        // Private huge pages cannot be moved onto a 4 KiB-page file in place.
+        if (v.path.rfind("/anon_hugepage", 0) == 0) {
+            return error{EINVAL, fmt::format("[{:#x}, {:#x}) is private huge-page memory (MAP_HUGETLB), which "
+                                             "cannot be re-backed: use cxv::buffer or a MFD_HUGETLB memfd mapped "
+                                             "MAP_SHARED", v.start, v.end)};
+        }
     }
     // Ranges that meet [lo, hi): one holding it whole answers; stale ones (unmapped or
     // mapped over since) are forgotten; one holding `lo` and re-backed here grows to

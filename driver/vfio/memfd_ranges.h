@@ -40,12 +40,13 @@ struct memfd_slice {
 // remembered while a slice holds it; after that its pages stay on the file (contents
 // kept) and a later call copies them onto a new one. ENOENT when the
 // pages are a shared mapping of some other file (the caller's own memfd: the caller
-// finds it another way); EFAULT when a page of the range is not mapped or not readable;
+// finds it another way); EFAULT when a page of the range is not mapped or not readable,
+// or (`writable`: the device may write it) not writable; EINVAL for private huge pages;
 // A range that starts inside a re-backed one and goes past its end grows that file (the
 // pages already on it stay where the owner mapped them). EBUSY when the range starts
 // below a re-backed range an MR still holds and reaches into it, or overlaps a
 // registered memfd range without lying inside it: the pages of one registration must be
 // one file, and pages the device uses cannot move to another.
-result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi);
+result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi, bool writable = false);
 
 }  // namespace cxv::driver::vfio

@@ -130,7 +130,7 @@ result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writab
     const auto lo = reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1);
     const auto hi = (reinterpret_cast<std::uintptr_t>(p) + len + kPage - 1) & ~(kPage - 1);
     const std::string what = fmt::format("{}: registering [{}, +{}) through cxvd", p_->bdf, p, len);
-    if (auto s = memfd_behind(lo, hi)) {
+    if (auto s = memfd_behind(lo, hi, writable)) {
         auto b = remote_map(s->fd, s->offset, reinterpret_cast<void*>(lo), hi - lo, writable, false, align);
         if (!b) return b.error();
         // The registration counts as held until the mapping is unmapped (after it).
@@ -226,6 +226,9 @@ result<std::uint32_t> device::alloc_uar() {
         (void)r.backend->dealloc_uar(g->uar);
         return sys_error(e, fmt::format("{}: mmap of UAR page {}", p_->bdf, g->uar));
     }
+    // Not into a child (as the kernel's mlx5 maps a UAR, VM_DONTCOPY): a forked child would
+    // keep the device file open, and with it the function, past this client's end.
+    (void)::madvise(m, kPage, MADV_DONTFORK);
     if (!r.backend->add_device_mapping(m, kPage)) {
         (void)r.backend->dealloc_uar(g->uar);
         return error{ENODEV, fmt::format("{}: UAR page {}: the owner of the function is gone", p_->bdf, g->uar)};

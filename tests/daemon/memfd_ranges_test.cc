@@ -158,6 +158,14 @@ TEST_CASE("what cannot be re-backed") {
         REQUIRE_FALSE(s);
         CHECK(s.error().code == EFAULT);
     }
+    SUBCASE("read-only pages the device would write: EFAULT; read-only registration of them re-backs") {
+        REQUIRE(::mprotect(m.base + P, P, PROT_READ) == 0);
+        auto s = memfd_behind(at(m.base), at(m.base + 2 * P), true);
+        REQUIRE_FALSE(s);
+        CHECK(s.error().code == EFAULT);
+        auto ro = memfd_behind(at(m.base), at(m.base + 2 * P), false);
+        CHECK(ro);
+    }
     SUBCASE("unmapped pages: EFAULT") {
         REQUIRE(::munmap(m.base + 3 * P, P) == 0);
         auto s = memfd_behind(at(m.base + 2 * P), at(m.base + 4 * P));
