@@ -156,6 +156,10 @@ int take_event(channel* ch, cm_event** out) {
             fd = ch->ch.fd;
         }
         const int flags = ::fcntl(fd, F_GETFL);
+        // EBADF: the channel was destroyed (its fd closed) since the check above; the next
+        // round finds it gone and waits as librdmacm's reader does, rather than fail (rping's
+        // event thread calls exit(3) on a failure, racing its main thread's exit).
+        if (flags < 0 && errno == EBADF) continue;
         if (flags < 0) return -1;
         if ((flags & O_NONBLOCK) != 0) {
             errno = EAGAIN;
