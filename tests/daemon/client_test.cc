@@ -25,6 +25,7 @@
 
 #include "api/cxv.h"
 #include "driver/hca/hca.h"
+#include "tests/daemon/peer_proc.h"
 #include "tests/daemon/rig.h"
 
 using namespace cxv::test;
@@ -32,56 +33,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// CXV_DAEMON for this process and the peers it starts, restored at the end.
-struct daemon_env {
-    explicit daemon_env(const std::string& path) { ::setenv("CXV_DAEMON", path.c_str(), 1); }
-    ~daemon_env() { ::unsetenv("CXV_DAEMON"); }
-};
-
-// A peer process and this end of its control socket (one line per message).
-struct peer_proc {
-    int ctl = -1;
-    std::unique_ptr<child> proc;
-    std::string pending;
-
-    peer_proc(const scratch& dir, unsigned index) {
-        int sv[2];
-        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-        ::fcntl(sv[0], F_SETFD, FD_CLOEXEC);  // ours; sv[1] is inherited by the peer alone
-        ctl = sv[0];
-        proc = std::make_unique<child>(
-            std::vector<std::string>{env_path("CXVD_PEER"), std::to_string(sv[1]), std::to_string(index)},
-            dir.dir + "/peer" + std::to_string(index) + ".log");
-        ::close(sv[1]);
-    }
-    ~peer_proc() {
-        proc.reset();  // killed by PID and reaped if still running
-        ::close(ctl);
-    }
-    void say(const std::string& line) {
-        const std::string l = line + "\n";
-        REQUIRE(::write(ctl, l.data(), l.size()) == static_cast<ssize_t>(l.size()));
-    }
-    // The next line, within `limit` (the test fails otherwise, with the peer's log).
-    std::string hear(std::chrono::milliseconds limit = 30s) {
-        const auto end = std::chrono::steady_clock::now() + limit;
-        for (;;) {
-            if (const auto nl = pending.find('\n'); nl != std::string::npos) {
-                std::string l = pending.substr(0, nl);
-                pending.erase(0, nl + 1);
-                return l;
-            }
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-            REQUIRE_MESSAGE(left.count() > 0, "no word from the peer in time; its log: ", slurp(proc->log));
-            pollfd p{ctl, POLLIN, 0};
-            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-            char buf[256];
-            const ssize_t n = ::read(ctl, buf, sizeof buf);
-            REQUIRE_MESSAGE(n > 0, "the peer closed its control socket; its log: ", slurp(proc->log));
-            pending.append(buf, static_cast<std::size_t>(n));
-        }
-    }
-};
 
 // The daemon's log line about client `pid` going ("client pid N (comm) gone (...): ...").
 std::string gone_line(const std::string& log, pid_t pid) {
@@ -113,7 +64,7 @@ TEST_CASE("two client processes connect RC QPs through cxvd, exchange checked tr
     daemon_env env(rig.sock);
     test_client watcher(rig.sock);
 
-    peer_proc a(rig.dir, 0), b(rig.dir, 1);
+    peer_proc a(rig.dir, 0, env_path("CXVD_PEER")), b(rig.dir, 1, env_path("CXVD_PEER"));
     const std::string ra = a.hear(), rb = b.hear();
     REQUIRE_MESSAGE(ra.rfind("READY ", 0) == 0, ra, " / ", slurp(a.proc->log));
     REQUIRE_MESSAGE(rb.rfind("READY ", 0) == 0, rb, " / ", slurp(b.proc->log));

@@ -26,10 +26,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct daemon_env {
-    explicit daemon_env(const std::string& path) { ::setenv("CXV_DAEMON", path.c_str(), 1); }
-    ~daemon_env() { ::unsetenv("CXV_DAEMON"); }
-};
 
 // A sealed memfd of `bytes` mapped shared (pages come as they are touched).
 struct big_memfd {

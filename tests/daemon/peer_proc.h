@@ -19,11 +19,6 @@
 
 namespace cxv::test {
 
-// CXV_DAEMON for this process and the peers it starts, restored at the end.
-struct daemon_env {
-    explicit daemon_env(const std::string& path) { ::setenv("CXV_DAEMON", path.c_str(), 1); }
-    ~daemon_env() { ::unsetenv("CXV_DAEMON"); }
-};
 
 struct peer_proc {
     int ctl = -1;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -30,6 +31,12 @@ namespace cxv::test {
 namespace d = cxv::daemon;
 namespace ifc = hw::ifc;
 using hw::cmd_opcode;
+
+// CXV_DAEMON for this process and the peers it starts, restored at the end.
+struct daemon_env {
+    explicit daemon_env(const std::string& path) { ::setenv("CXV_DAEMON", path.c_str(), 1); }
+    ~daemon_env() { ::unsetenv("CXV_DAEMON"); }
+};
 
 struct daemon_rig {
     scratch dir;

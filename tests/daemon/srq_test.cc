@@ -25,10 +25,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct daemon_env {
-    explicit daemon_env(const std::string& path) { ::setenv("CXV_DAEMON", path.c_str(), 1); }
-    ~daemon_env() { ::unsetenv("CXV_DAEMON"); }
-};
 
 template <typename T>
 T take(cxv::result<T> r, const char* what) {

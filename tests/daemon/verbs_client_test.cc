@@ -21,10 +21,6 @@ using namespace cxv::test;
 using namespace std::chrono_literals;
 
 // CXV_DAEMON for the children started while it lives.
-struct daemon_env {
-    explicit daemon_env(const std::string& sock) { ::setenv("CXV_DAEMON", sock.c_str(), 1); }
-    ~daemon_env() { ::unsetenv("CXV_DAEMON"); }
-};
 
 // The daemon serves nobody but `watcher` (bounded wait): every client's objects went.
 void check_no_clients(test_client& watcher) {
