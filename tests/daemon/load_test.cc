@@ -18,6 +18,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/daemon/load.h"
+#include "tests/daemon/peer_proc.h"
 #include "tests/daemon/rig.h"
 
 using namespace cxv::test;
@@ -26,48 +27,8 @@ using namespace std::chrono_literals;
 namespace {
 
 // A loop_peer process and this end of its control socket.
-struct loop_proc {
-    int ctl = -1;
-    std::unique_ptr<child> proc;
-    std::string pending;
-
-    loop_proc(const scratch& dir, const std::string& name) {
-        int sv[2];
-        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-        ::fcntl(sv[0], F_SETFD, FD_CLOEXEC);
-        ctl = sv[0];
-        proc = std::make_unique<child>(std::vector<std::string>{env_path("CXVD_LOOP_PEER"), std::to_string(sv[1])},
-                                       dir.dir + "/" + name + ".log");
-        ::close(sv[1]);
-    }
-    ~loop_proc() {
-        proc.reset();  // killed by PID and reaped if still running
-        ::close(ctl);
-    }
-    loop_proc(const loop_proc&) = delete;
-    loop_proc& operator=(const loop_proc&) = delete;
-    void say(const std::string& line) {
-        const std::string l = line + "\n";
-        REQUIRE(::write(ctl, l.data(), l.size()) == static_cast<ssize_t>(l.size()));
-    }
-    std::string hear(std::chrono::milliseconds limit = 30s) {
-        const auto end = std::chrono::steady_clock::now() + limit;
-        for (;;) {
-            if (const auto nl = pending.find('\n'); nl != std::string::npos) {
-                std::string l = pending.substr(0, nl);
-                pending.erase(0, nl + 1);
-                return l;
-            }
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-            REQUIRE_MESSAGE(left.count() > 0, "no word from the client in time; its log: ", slurp(proc->log));
-            pollfd p{ctl, POLLIN, 0};
-            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-            char buf[256];
-            const ssize_t n = ::read(ctl, buf, sizeof buf);
-            REQUIRE_MESSAGE(n > 0, "the client closed its control socket; its log: ", slurp(proc->log));
-            pending.append(buf, static_cast<std::size_t>(n));
-        }
-    }
+struct loop_proc : peer_proc {
+    loop_proc(const scratch& dir, const std::string& name) : peer_proc(dir, name, env_path("CXVD_LOOP_PEER")) {}
     // Nothing said so far but RUNNING (a FAIL would be here).
     bool quiet() {
         pollfd p{ctl, POLLIN, 0};

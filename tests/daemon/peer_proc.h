@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -25,17 +26,23 @@ struct peer_proc {
     std::unique_ptr<child> proc;
     std::string pending;
 
-    peer_proc(const scratch& dir, unsigned index, const std::string& program = env_path("CXVD_EVENT_PEER")) {
+    // `program CONTROL_FD ARGS...`, its log DIR/NAME.log.
+    peer_proc(const scratch& dir, const std::string& name, const std::string& program,
+              const std::vector<std::string>& args = {}) {
         // A peer that died must fail the test with its log, not end it with SIGPIPE.
         ::signal(SIGPIPE, SIG_IGN);
         int sv[2];
         REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
         ::fcntl(sv[0], F_SETFD, FD_CLOEXEC);  // ours; sv[1] is inherited by the peer alone
         ctl = sv[0];
-        proc = std::make_unique<child>(std::vector<std::string>{program, std::to_string(sv[1]), std::to_string(index)},
-                                       dir.dir + "/peer" + std::to_string(index) + ".log");
+        std::vector<std::string> argv{program, std::to_string(sv[1])};
+        argv.insert(argv.end(), args.begin(), args.end());
+        proc = std::make_unique<child>(argv, dir.dir + "/" + name + ".log");
         ::close(sv[1]);
     }
+    // A peer program that takes its index after the control fd (peer.cc, event_peer.cc).
+    peer_proc(const scratch& dir, unsigned index, const std::string& program = env_path("CXVD_EVENT_PEER"))
+        : peer_proc(dir, "peer" + std::to_string(index), program, {std::to_string(index)}) {}
     ~peer_proc() {
         proc.reset();  // killed by PID and reaped if still running
         ::close(ctl);
