@@ -49,8 +49,11 @@
 #include <infiniband/verbs.h>
 
 #include "api/cxv.h"
+#include "tests/daemon/peer_side.h"
 
 namespace {
+
+using namespace cxv::test::peer_side;
 
 using namespace std::chrono_literals;
 
@@ -59,30 +62,6 @@ constexpr std::size_t kRecvSlots = 32, kSendSlots = 16;
 constexpr std::size_t kRecvAt = 0, kSendAt = 8192, kTargetAt = 16384;
 constexpr std::size_t kBuffer = 64 * 1024;
 
-int ctl = -1;
-std::string pending;
-
-void say(const std::string& line) {
-    const std::string l = line + "\n";
-    if (::write(ctl, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::_Exit(3);
-}
-
-std::string hear(int wait_ms = -1) {
-    for (;;) {
-        if (const auto nl = pending.find('\n'); nl != std::string::npos) {
-            std::string l = pending.substr(0, nl);
-            pending.erase(0, nl + 1);
-            return l;
-        }
-        pollfd p{ctl, POLLIN, 0};
-        if (::poll(&p, 1, wait_ms) <= 0) return {};
-        char buf[256];
-        const ssize_t n = ::read(ctl, buf, sizeof buf);
-        if (n <= 0) std::_Exit(4);
-        pending.append(buf, static_cast<std::size_t>(n));
-    }
-}
-
 // Mappings of the model's BAR0 file (what a VFIO device fd maps on a card) in this
 // process: the UAR pages granted by the daemon, until the process hears of its death.
 int bar_mappings() {
@@ -90,18 +69,6 @@ int bar_mappings() {
     int n = 0;
     for (std::string l; std::getline(maps, l);) n += l.find("cxv-sim-bar0") != std::string::npos;
     return n;
-}
-
-[[noreturn]] void fail(const std::string& why) {
-    say("FAIL " + why);
-    std::fprintf(stderr, "peer %d: %s\n", ::getpid(), why.c_str());
-    std::exit(1);
-}
-
-template <typename T>
-T take(cxv::result<T> r, const char* what) {
-    if (!r) fail(std::string(what) + ": " + r.error().message);
-    return std::move(r).value();
 }
 
 std::uint8_t pattern(unsigned who, std::uint64_t i, std::size_t j) {

@@ -26,33 +26,17 @@
 #include <infiniband/verbs.h>
 
 #include "api/cxv.h"
+#include "tests/daemon/peer_side.h"
 
 namespace {
+
+using namespace cxv::test::peer_side;
 
 constexpr std::size_t kMsg = 512, kSlots = 16, kBuffer = 64 * 1024;
 // Per QP side s (0, 1): receive slots at s * 16 KiB, send slots 8 KiB after; the WRITE
 // target at 32 KiB + s * 8 KiB.
 constexpr std::size_t kSide = 16 * 1024, kSendOff = 8 * 1024, kWriteAt = 32 * 1024, kWriteLen = 4096;
 constexpr std::uint64_t kWriteTag = 1ull << 63;
-int ctl = -1;
-
-void say(const std::string& line) {
-    const std::string l = line + "\n";
-    if (::write(ctl < 0 ? 2 : ctl, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::_Exit(3);
-}
-
-[[noreturn]] void fail(const std::string& why) {
-    say("FAIL " + why);
-    std::fprintf(stderr, "loop peer %d: %s\n", ::getpid(), why.c_str());
-    std::exit(1);
-}
-
-template <typename T>
-T take(cxv::result<T> r, const char* what) {
-    if (!r) fail(std::string(what) + ": " + r.error().message);
-    return std::move(r).value();
-}
-
 std::uint8_t pattern(unsigned side, std::uint64_t i, std::size_t j) {
     return static_cast<std::uint8_t>(side * 101 + i * 7 + j * 3 + static_cast<unsigned>(::getpid()));
 }
@@ -60,6 +44,7 @@ std::uint8_t pattern(unsigned side, std::uint64_t i, std::size_t j) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    name = "loop peer";
     std::uint64_t rounds = 0;  // 0: until STOP
     if (argc == 3 && std::strcmp(argv[1], "--rounds") == 0) {
         rounds = std::strtoull(argv[2], nullptr, 10);

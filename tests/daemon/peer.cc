@@ -28,51 +28,17 @@
 #include <infiniband/verbs.h>
 
 #include "api/cxv.h"
+#include "tests/daemon/peer_side.h"
 
 namespace {
+
+using namespace cxv::test::peer_side;
 
 constexpr std::size_t kMsg = 256;
 constexpr std::size_t kRecvSlots = 32, kSendSlots = 16;
 constexpr std::size_t kRecvAt = 0, kSendAt = 8192, kTargetAt = 16384, kSourceAt = 20480, kWriteLen = 4096;
 constexpr std::size_t kBuffer = 64 * 1024;
 constexpr std::uint64_t kWriteTag = ~std::uint64_t{0};
-
-int ctl = -1;
-std::string pending;
-
-void say(const std::string& line) {
-    const std::string l = line + "\n";
-    if (::write(ctl, l.data(), l.size()) != static_cast<ssize_t>(l.size())) std::_Exit(3);
-}
-
-// The next line from the test; empty after `wait_ms` (-1: no bound) or when it is gone.
-std::string hear(int wait_ms = -1) {
-    for (;;) {
-        if (const auto nl = pending.find('\n'); nl != std::string::npos) {
-            std::string l = pending.substr(0, nl);
-            pending.erase(0, nl + 1);
-            return l;
-        }
-        pollfd p{ctl, POLLIN, 0};
-        if (::poll(&p, 1, wait_ms) <= 0) return {};
-        char buf[256];
-        const ssize_t n = ::read(ctl, buf, sizeof buf);
-        if (n <= 0) std::_Exit(4);  // the test is gone
-        pending.append(buf, static_cast<std::size_t>(n));
-    }
-}
-
-[[noreturn]] void fail(const std::string& why) {
-    say("FAIL " + why);
-    std::fprintf(stderr, "peer %d: %s\n", ::getpid(), why.c_str());
-    std::exit(1);
-}
-
-template <typename T>
-T take(cxv::result<T> r, const char* what) {
-    if (!r) fail(std::string(what) + ": " + r.error().message);
-    return std::move(r).value();
-}
 
 std::uint8_t pattern(unsigned who, std::uint64_t i, std::size_t j) {
     return static_cast<std::uint8_t>(who * 131 + i * 7 + j);
