@@ -97,9 +97,7 @@ void check_results(loop_context& c, side& s, unsigned q, std::uint64_t from, std
         const std::size_t slot = it % s.slots;
         const std::byte* p = s.send_area(q, slot);
         if (s.o->op == operation::read) {
-            if (const std::size_t i = check_pattern(p, size, slot); i != size) {
-                c.verified.note(it, i, pattern(slot, i), static_cast<unsigned>(p[i]));
-            }
+            c.verified.check(it, p, size, slot);
         } else {
             std::uint64_t raw;
             std::memcpy(&raw, p, 8);
@@ -253,8 +251,8 @@ status bandwidth_server(loop_context& c, side& s, std::size_t size, std::uint64_
                     c.verified.note(count[q], 0, static_cast<unsigned>(size + grh), wc[i].byte_len);
                 } else if (o.conn == transport::rc && it != static_cast<std::uint32_t>(count[q])) {
                     c.verified.note(count[q], 0, static_cast<unsigned>(count[q]), static_cast<unsigned>(it));
-                } else if (const std::size_t b = check_pattern(p, size, it); b != size) {
-                    c.verified.note(it, b, pattern(it, b), static_cast<unsigned>(p[b]));
+                } else {
+                    c.verified.check(it, p, size, it);
                 }
             }
             ++count[q];
@@ -298,9 +296,7 @@ void verify_after(loop_context& c, side& s, std::size_t size, std::uint64_t per_
                 const std::uint64_t last = (per_qp - 1) - ((per_qp - 1 - k) % s.slots);
                 const std::byte* p = s.recv_area(q, k);
                 std::atomic_thread_fence(std::memory_order_acquire);
-                if (const std::size_t i = check_pattern(p, size, last); i != size) {
-                    found.note(last, i, pattern(last, i), static_cast<unsigned>(p[i]));
-                }
+                found.check(last, p, size, last);
             }
         }
         if (found.bad == 0 || tsc_now() >= give_up) {
@@ -317,12 +313,16 @@ void fill_pattern(std::byte* p, std::size_t n, std::uint64_t iteration) noexcept
     for (std::size_t i = 0; i < n; ++i) b[i] = pattern(iteration, i);
 }
 
-std::size_t check_pattern(const std::byte* p, std::size_t n, std::uint64_t iteration) noexcept {
+bool verify_result::check(std::uint64_t iteration, const std::byte* p, std::size_t n, std::uint64_t of) noexcept {
     const auto* b = reinterpret_cast<const std::uint8_t*>(p);
     for (std::size_t i = 0; i < n; ++i) {
-        if (b[i] != pattern(iteration, i)) return i;
+        const std::uint8_t seen = b[i];
+        if (seen != pattern(of, i)) {
+            note(iteration, i, pattern(of, i), seen);
+            return false;
+        }
     }
-    return n;
+    return true;
 }
 
 std::string verify_result::describe() const {

@@ -138,8 +138,8 @@ status pong(idle_watch& w, loop_context& c, side& s, std::size_t size, std::uint
             const std::byte* p = s.recv_area(0, slot) + grh;
             if (wc.byte_len != size + grh) {
                 c.verified.note(k, wc.byte_len, static_cast<unsigned>(size + grh), wc.byte_len);
-            } else if (const std::size_t i = check_pattern(p, size, k); i != size) {
-                c.verified.note(k, i, pattern(k, i), static_cast<unsigned>(p[i]));
+            } else {
+                c.verified.check(k, p, size, k);
             }
         }
         if (const int rc = post_receive(s, 0, slot); rc != 0) [[unlikely]] {
@@ -156,9 +156,7 @@ status pong(idle_watch& w, loop_context& c, side& s, std::size_t size, std::uint
     w.progress();
     if (s.o->verify) {
         const std::byte* p = s.recv_area(0, 0);
-        if (const std::size_t i = check_pattern(p, size, k); i != size) {
-            c.verified.note(k, i, pattern(k, i), static_cast<unsigned>(p[i]));
-        }
+        c.verified.check(k, p, size, k);
     }
     return ok_status();
 }
@@ -191,9 +189,7 @@ status latency_client(loop_context& c, side& s, std::size_t size, std::uint64_t 
             if (o.verify) {
                 const std::byte* p = s.send_area(0, 0);
                 if (o.op == operation::read) {
-                    if (const std::size_t i = check_pattern(p, size, 0); i != size) {
-                        c.verified.note(k, i, pattern(0, i), static_cast<unsigned>(p[i]));
-                    }
+                    c.verified.check(k, p, size, 0);
                 } else {
                     std::uint64_t raw;
                     std::memcpy(&raw, p, 8);

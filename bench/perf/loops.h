@@ -23,8 +23,6 @@ inline std::uint8_t pattern(std::uint64_t iteration, std::size_t i) noexcept {
     return static_cast<std::uint8_t>(iteration * 131u + i * 7u + (i >> 8) + 1u);
 }
 void fill_pattern(std::byte* p, std::size_t n, std::uint64_t iteration) noexcept;
-// The first byte that differs from the pattern, or n.
-std::size_t check_pattern(const std::byte* p, std::size_t n, std::uint64_t iteration) noexcept;
 
 // What --verify found: counted in the loop, described once after it.
 struct verify_result {
@@ -40,6 +38,10 @@ struct verify_result {
             got = have;
         }
     }
+    // Checks n bytes at p against iteration `of`'s pattern; the first byte that differs is
+    // noted for `iteration` with the value read then (the device may write it a moment
+    // later, so a second read could show it right). False when one differed.
+    bool check(std::uint64_t iteration, const std::byte* p, std::size_t n, std::uint64_t of) noexcept;
     std::string describe() const;
 };
 

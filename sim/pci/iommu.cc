@@ -1,6 +1,7 @@
 #include "sim/pci/iommu.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -101,10 +102,33 @@ std::uint64_t iommu::mapped_bytes() const {
 
 namespace {
 
+// A device write reaches host memory in address order: the device sends a payload as
+// posted-write TLPs in ascending addresses, and PCIe keeps posted writes in order (PCIe
+// base spec "Transaction Ordering", relaxed ordering off), so a program that polls the
+// last byte of an RDMA WRITE's buffer finds the bytes before it already written, as
+// perftest's write_lat does. memcpy gives no such order (glibc's large-copy paths store
+// the first block last, `rep movsb` in any order), so a write goes out as 16-byte stores
+// in ascending order with a compiler barrier between them; x86 makes ordinary stores
+// visible to other cores in program order.
+inline void write_in_order(std::byte* host, const std::byte* buf, std::size_t len) noexcept {
+    constexpr std::size_t kStore = 16;
+    while (len >= kStore) {
+        std::memcpy(host, buf, kStore);  // one 16-byte store
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        host += kStore;
+        buf += kStore;
+        len -= kStore;
+    }
+    for (std::size_t i = 0; i < len; ++i) {
+        host[i] = buf[i];
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
+}
+
 // A device write moves `buf` to host memory, a read host memory to `buf`.
 inline void move_bytes(std::byte* host, std::byte* buf, std::size_t len, bool write) noexcept {
     if (write) {
-        std::memcpy(host, buf, len);
+        write_in_order(host, buf, len);
     } else {
         std::memcpy(buf, host, len);
     }

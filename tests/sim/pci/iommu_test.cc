@@ -1,7 +1,10 @@
 // The model's IOMMU: VFIO type1 map/unmap rules, and device accesses that fault.
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -163,4 +166,65 @@ TEST_CASE("an injected fault refuses the next access to its range, once") {
     CHECK(m.read(0x50ffc, &v, sizeof(v)));
     REQUIRE(m.fault_count() == 1);
     CHECK(m.faults()[0].iova == 0x50ffc);
+}
+
+// PCIe keeps a device's posted writes in order, and programs rely on it: perftest's
+// write_lat polls the last byte of its buffer and takes the message as complete when it
+// changes. So a device write must reach memory in address order: whoever sees its last
+// byte sees every byte before it. (glibc's memcpy of 4 KiB does not store in that order.)
+TEST_CASE("a device write reaches host memory in address order: its last byte comes last") {
+    constexpr std::size_t kLen = 4096;
+    constexpr std::uint64_t kIova = 0x200000;
+    pages mem(kLen / 4096);
+    const auto byte_at = [&](std::size_t i) {
+        return std::atomic_ref<std::uint8_t>(*reinterpret_cast<std::uint8_t*>(mem.p + i)).load(std::memory_order_acquire);
+    };
+    iommu m;
+    REQUIRE(m.map(kIova, mem.p, kLen, true, true) == map_error::none);
+
+    constexpr unsigned kRounds = 20000;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    std::atomic<unsigned> acked{0};
+    std::atomic<bool> stop{false}, refused{false};
+    std::thread device([&] {
+        // The source at an odd offset, as a payload sits in a frame behind its headers.
+        std::vector<std::uint8_t> frame(kLen + 64);
+        std::uint8_t* const buf = frame.data() + 36;
+        for (unsigned round = 1; round <= kRounds && !stop.load(); ++round) {
+            std::memset(buf, static_cast<int>(round & 0xff), kLen);
+            if (!m.write(kIova, buf, kLen)) refused = true;
+            while (acked.load(std::memory_order_acquire) != round && !stop.load()) std::this_thread::yield();
+        }
+    });
+    unsigned torn = 0, rounds = 0;
+    for (unsigned round = 1; round <= kRounds; ++round) {
+        const auto want = static_cast<std::uint8_t>(round & 0xff);
+        bool timed_out = false;
+        for (unsigned spins = 0; byte_at(kLen - 1) != want; ++spins) {
+            if ((spins & 1023) == 1023) {
+                if (std::chrono::steady_clock::now() > deadline) {
+                    timed_out = true;
+                    break;
+                }
+                std::this_thread::yield();
+            }
+        }
+        if (timed_out) break;
+        for (std::size_t i = 0; i < kLen; ++i) {
+            if (byte_at(i) != want) {
+                ++torn;
+                break;
+            }
+        }
+        ++rounds;
+        acked.store(round, std::memory_order_release);
+    }
+    stop.store(true);
+    device.join();
+    // Seen only while both threads run at once (a loaded machine may run them in turns):
+    // before, glibc's memcpy tore 20-110 of 20,000 writes on an idle 2-core machine.
+    MESSAGE(rounds, " writes watched");
+    CHECK_FALSE(refused.load());
+    CHECK(rounds > 100);
+    CHECK(torn == 0);
 }
