@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -200,13 +203,115 @@ bool make_address(const std::string& path, sockaddr_un& a, socklen_t& len) {
     return true;
 }
 
+// --- bells: the socket looked at only when a frame was sent to it --------------------------
+
+// A station's bell: an 8-byte counter on a page of its own, DIR/.bell-<station name>,
+// that every cxv sender advances after each frame it queued on the station's socket. The
+// receiver reads it (a load from memory) and calls recv(2) only when it moved, instead of
+// once per model round on an empty socket, which was the largest cost of a model thread
+// between processes. Frames from a sender without the bell (a QEMU guest's NIC, a
+// broadcast) are still found: the socket is read every kPollEvery-th call regardless, and
+// an idle model thread sleeps on the socket itself. The frames themselves never leave
+// the socket, so order, loss and a dead station's socket are as before; a bell that is
+// stale or missing costs time, never a frame.
+class bell_page {
+public:
+    // Maps `path`, made when `create` (a receiver's own bell); null when it cannot.
+    static std::unique_ptr<bell_page> open(const std::string& path, bool create) {
+        const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+        if (fd < 0) return nullptr;
+        struct stat st;
+        void* page = MAP_FAILED;
+        // A bell left by a process that died is taken over as it is (never truncated:
+        // a sender may have it mapped).
+        if (::fstat(fd, &st) == 0 && (st.st_size >= kSize || (create && ::ftruncate(fd, kSize) == 0))) {
+            page = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        }
+        ::close(fd);
+        if (page == MAP_FAILED) return nullptr;
+        return std::unique_ptr<bell_page>(new bell_page(page, st.st_ino));
+    }
+    ~bell_page() { ::munmap(page_, kSize); }
+    bell_page(const bell_page&) = delete;
+    bell_page& operator=(const bell_page&) = delete;
+
+    std::atomic<std::uint64_t>& rung() const noexcept { return *static_cast<std::atomic<std::uint64_t>*>(page_); }
+    ino_t inode() const noexcept { return ino_; }
+
+private:
+    static constexpr off_t kSize = 4096;
+    static_assert(std::atomic<std::uint64_t>::is_always_lock_free);  // shared between processes
+    bell_page(void* p, ino_t ino) : page_(p), ino_(ino) {}
+    void* page_;
+    ino_t ino_;
+};
+
+std::string bell_path(const std::string& dir, const std::string& station) { return dir + "/.bell-" + station; }
+
+// A sender's bells, one per destination station: looked up by name when the destination
+// changes, and checked again after a frame to it was lost and every kRecheck rings (a
+// station that came back under the same name has a new bell; one that has none yet may
+// have one now).
+class bell_cache {
+public:
+    explicit bell_cache(std::string dir) : dir_(std::move(dir)) {}
+    struct entry {
+        std::string station;
+        std::unique_ptr<bell_page> bell;  // null: none (yet)
+        unsigned uses = 0;
+        bool stale = false;
+    };
+    entry* find(const std::string& station) {
+        for (auto& e : entries_) {
+            if (e->station == station) return e.get();
+        }
+        if (entries_.size() >= kMost) return nullptr;  // more destinations than kept: no bells
+        entries_.push_back(std::make_unique<entry>());
+        entries_.back()->station = station;
+        entries_.back()->bell = bell_page::open(bell_path(dir_, station), false);
+        return entries_.back().get();
+    }
+    // One frame queued on the station's socket.
+    void ring(entry* e) {
+        if (e == nullptr) return;
+        if (e->stale || ++e->uses % kRecheck == 0) {
+            e->stale = false;
+            recheck(*e);
+        }
+        if (e->bell) e->bell->rung().fetch_add(1, std::memory_order_release);
+    }
+    // A frame to the station was lost (no socket there): it may come back with a new bell.
+    static void lost(entry* e) {
+        if (e != nullptr) e->stale = true;
+    }
+
+private:
+    static constexpr std::size_t kMost = 64;
+    static constexpr unsigned kRecheck = 1024;
+    void recheck(entry& e) {
+        struct stat st;
+        const std::string path = bell_path(dir_, e.station);
+        if (::stat(path.c_str(), &st) != 0) {
+            e.bell.reset();
+        } else if (!e.bell || e.bell->inode() != st.st_ino) {
+            e.bell = bell_page::open(path, false);
+        }
+    }
+    std::string dir_;
+    std::vector<std::unique_ptr<entry>> entries_;
+};
+
 class directory_port final : public segment_port {
 public:
     directory_port(std::string dir, std::string self, int fd, bool ethernet)
-        : dir_(std::move(dir)), self_(std::move(self)), fd_(fd), ethernet_(ethernet) {}
+        : dir_(std::move(dir)), self_(std::move(self)), fd_(fd), ethernet_(ethernet),
+          own_bell_(bell_page::open(bell_path(dir_, self_), true)), bells_(dir_) {
+        if (own_bell_) seen_ = own_bell_->rung().load(std::memory_order_acquire);
+    }
     ~directory_port() override {
         ::close(fd_);
         ::unlink((dir_ + "/" + self_).c_str());
+        ::unlink(bell_path(dir_, self_).c_str());
     }
 
     bool send(std::span<const std::byte> frame) override {
@@ -225,9 +330,12 @@ public:
             last_.key = key;
             last_.valid = make_address(dir_ + "/" + last_.name, last_.addr, last_.len);
             if (!last_.valid) return false;
+            last_.bell = bells_.find(last_.name);
         }
         if (backlog_.empty()) {
             const result r = send_to(last_.addr, last_.len, frame);
+            if (r == result::sent) bells_.ring(last_.bell);
+            if (r == result::lost) bell_cache::lost(last_.bell);
             if (r != result::full) return r == result::sent;
         }
         std::string name = last_.name;
@@ -241,6 +349,7 @@ public:
         while (!backlog_.empty()) {
             const result r = send_to(backlog_.front().to, backlog_.front().frame);
             if (r == result::full) break;
+            if (r == result::sent) bells_.ring(bells_.find(backlog_.front().to));
             backlog_.pop_front();
             any = true;
         }
@@ -255,16 +364,31 @@ public:
     }
 
     bool receive(std::vector<std::byte>& frame) override {
+        // The socket is read until it is empty once the bell moved (or every kPollEvery-th
+        // call, for senders without one); an unmoved bell is an empty socket.
+        if (!draining_) {
+            if (own_bell_) {
+                const std::uint64_t rung = own_bell_->rung().load(std::memory_order_acquire);
+                if (rung == seen_ && ++quiet_ < kPollEvery) return false;
+                seen_ = rung;
+            }
+            quiet_ = 0;
+            draining_ = true;
+        }
         // Into a buffer of our own, so that an idle poll (nothing waiting) touches no
         // memory: resizing `frame` to the largest datagram would zero it each time.
         const ssize_t n = ::recv(fd_, buf_.get(), kMaxDatagram, MSG_DONTWAIT);
-        if (n < 0) return false;
+        if (n < 0) {
+            draining_ = false;
+            return false;
+        }
         frame.assign(buf_.get(), buf_.get() + n);
         return true;
     }
 
 private:
     static constexpr std::size_t kMaxDatagram = 16384;
+    static constexpr unsigned kPollEvery = 16;
 
     enum class result { sent, full, lost };
     result send_to(const std::string& name, std::span<const std::byte> frame) {
@@ -302,12 +426,18 @@ private:
     int fd_;
     bool ethernet_;
     std::deque<held> backlog_;
+    std::unique_ptr<bell_page> own_bell_;  // null: every call reads the socket
+    std::uint64_t seen_ = 0;               // the bell's count when the socket was last emptied
+    bool draining_ = false;
+    unsigned quiet_ = 0;
+    bell_cache bells_;
     struct {
         bool valid = false;
         std::uint64_t key = 0;
         std::string name;
         sockaddr_un addr;
         socklen_t len = 0;
+        bell_cache::entry* bell = nullptr;
     } last_;  // the last unicast destination
     std::unique_ptr<std::byte[]> buf_ = std::make_unique<std::byte[]>(kMaxDatagram);
 };

@@ -3,11 +3,14 @@
 // directory segment does the same between processes.
 #include "sim/link/segment.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -179,6 +182,68 @@ TEST_CASE("directory: a live address is refused, a dead one's socket is taken ov
     std::vector<std::byte> f;
     REQUIRE(a.value()->send(frame_to(eth(5), 4)));
     CHECK(wait_receive(*taken.value(), f));
+    std::filesystem::remove_all(dir);
+}
+
+// A port's bell: the counter on DIR/.bell-<name> that cxv senders advance per frame, so
+// that the receiver reads its socket only when something came. A sender without one (a
+// QEMU guest's NIC) is still heard: every 16th look reads the socket regardless.
+std::uint64_t bell_of(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ~std::uint64_t{0};
+    void* p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return ~std::uint64_t{0};
+    const std::uint64_t v = std::atomic_ref<std::uint64_t>(*static_cast<std::uint64_t*>(p)).load();
+    ::munmap(p, 4096);
+    return v;
+}
+
+TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is found within 16 looks") {
+    const std::string dir = temp_dir("segment-bell");
+    auto a = attach_directory(dir, eth(1));
+    auto b = attach_directory(dir, eth(2));
+    REQUIRE(a);
+    REQUIRE(b);
+    const std::string bell = dir + "/.bell-eth-02c500000002";
+    REQUIRE(std::filesystem::exists(bell));
+    const std::uint64_t before = bell_of(bell);
+    for (std::uint8_t i = 0; i < 5; ++i) REQUIRE(a.value()->send(frame_to(eth(2), i)));
+    CHECK(bell_of(bell) == before + 5);
+    std::vector<std::byte> f;
+    for (std::uint8_t i = 0; i < 5; ++i) {
+        REQUIRE(b.value()->receive(f));  // rung: read at the first look
+        CHECK(f[59] == std::byte{i});
+    }
+    CHECK_FALSE(b.value()->receive(f));
+
+    // A datagram from a plain socket (as QEMU's -netdev dgram sends): no bell.
+    const int raw = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    REQUIRE(raw >= 0);
+    sockaddr_un to{};
+    to.sun_family = AF_UNIX;
+    std::snprintf(to.sun_path, sizeof to.sun_path, "%s/eth-02c500000002", dir.c_str());
+    const auto guest = frame_to(eth(2), 77);
+    REQUIRE(::sendto(raw, guest.data(), guest.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
+            static_cast<ssize_t>(guest.size()));
+    ::close(raw);
+    CHECK(bell_of(bell) == before + 5);
+    bool found = false;
+    for (int look = 0; look < 16 && !found; ++look) found = b.value()->receive(f);
+    REQUIRE(found);
+    CHECK(f[59] == std::byte{77});
+
+    // A station gone takes its bell with it; one back under the name has a new bell, and
+    // a sender whose frame to the name was lost rings the new one.
+    b.value().reset();
+    CHECK_FALSE(std::filesystem::exists(bell));
+    CHECK_FALSE(a.value()->send(frame_to(eth(2), 1)));
+    auto again = attach_directory(dir, eth(2));
+    REQUIRE(again);
+    REQUIRE(a.value()->send(frame_to(eth(2), 2)));
+    CHECK(bell_of(bell) == 1);
+    REQUIRE(again.value()->receive(f));
+    CHECK(f[59] == std::byte{2});
     std::filesystem::remove_all(dir);
 }
 
