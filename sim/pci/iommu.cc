@@ -1,9 +1,10 @@
 #include "sim/pci/iommu.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <thread>
+
+#include "hw/barrier.h"
 
 namespace cxv::sim {
 
@@ -114,14 +115,14 @@ inline void write_in_order(std::byte* host, const std::byte* buf, std::size_t le
     constexpr std::size_t kStore = 16;
     while (len >= kStore) {
         std::memcpy(host, buf, kStore);  // one 16-byte store
-        std::atomic_signal_fence(std::memory_order_seq_cst);
+        hw::compiler_barrier();
         host += kStore;
         buf += kStore;
         len -= kStore;
     }
     for (std::size_t i = 0; i < len; ++i) {
         host[i] = buf[i];
-        std::atomic_signal_fence(std::memory_order_seq_cst);
+        hw::compiler_barrier();
     }
 }
 
