@@ -124,11 +124,15 @@ fi
     exit 2
 }
 
-# A TCP port nothing listens on.
+# A TCP port nothing listens on, below the kernel's ephemeral range: a port in that range
+# may be the local end of another program's connection, which no connect() probe sees
+# and which makes the server's bind fail (EADDRINUSE).
 free_port() {
-    local p
+    local p first=32768 lo=20000
+    read -r first _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+    ((first - lo >= 1000)) || { lo=1024; ((first - lo >= 1000)) || first=61000; }
     for _ in $(seq 1 50); do
-        p=$((20000 + RANDOM % 40000))
+        p=$((lo + RANDOM % (first - lo)))
         (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
     done
     echo 18515
