@@ -340,7 +340,7 @@ public:
         }
         std::string name = last_.name;
         if (backlog_.size() >= kBacklogFrames) return false;
-        backlog_.push_back({std::move(name), std::vector<std::byte>(frame.begin(), frame.end())});
+        backlog_.push_back({std::move(name), std::vector<std::byte>(frame.begin(), frame.end()), last_.bell});
         return true;
     }
 
@@ -349,7 +349,7 @@ public:
         while (!backlog_.empty()) {
             const result r = send_to(backlog_.front().to, backlog_.front().frame);
             if (r == result::full) break;
-            if (r == result::sent) bells_.ring(bells_.find(backlog_.front().to));
+            if (r == result::sent) bells_.ring(backlog_.front().bell);
             backlog_.pop_front();
             any = true;
         }
@@ -421,6 +421,7 @@ private:
     struct held {
         std::string to;
         std::vector<std::byte> frame;
+        bell_cache::entry* bell;  // the destination's, looked up when the frame was held
     };
     std::string dir_, self_;
     int fd_;
