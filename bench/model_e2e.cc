@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -314,6 +315,7 @@ int cross_process(const std::string& role, const std::string& oob, const std::st
 int main(int argc, char** argv) {
     bool shortrun = false;
     std::string json, peer, oob, bdf, only;
+    unsigned long messages_given = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--short") {
@@ -328,9 +330,12 @@ int main(int argc, char** argv) {
             bdf = argv[++i];
         } else if (a == "--only" && i + 1 < argc) {
             only = argv[++i];
+        } else if (a == "--messages" && i + 1 < argc) {
+            messages_given = std::strtoul(argv[++i], nullptr, 10);
         } else {
             std::fprintf(stderr,
                          "usage: model_e2e [--short] [--json FILE] [--only send_rate_64|pingpong_64|pingpong_64_lo]\n"
+                         "                 [--messages N]   (send_rate_64's count, e.g. for a longer profile)\n"
                          "       model_e2e --peer server|client --oob DIR --device BDF [--short]\n");
             return 2;
         }
@@ -338,7 +343,8 @@ int main(int argc, char** argv) {
     if (!peer.empty()) return cross_process(peer, oob, bdf, shortrun);
     auto a = open_node("0000:c5:00.0");
     auto b = open_node("0000:c5:00.1");
-    const unsigned messages = shortrun ? 20000 : 500000;
+    const unsigned messages =
+        messages_given != 0 ? static_cast<unsigned>(std::min(messages_given, 100000000ul)) : shortrun ? 20000 : 500000;
     const unsigned iters = shortrun ? 500 : 5000;
     const unsigned rounds = shortrun ? 3 : 7;
 

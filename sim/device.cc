@@ -163,6 +163,14 @@ bool device::receive_packets(std::chrono::steady_clock::time_point now) {
 
 bool device::round(std::chrono::steady_clock::time_point now) {
     std::lock_guard lock(mu_);
+    // Every DMA of the round under one hold of the IOMMU's table (an UNMAP waits for the
+    // round to end, as it waits for any access in progress).
+    const iommu::access_run dma(mmu_);
+    struct round_time {
+        firmware& fw;
+        round_time(firmware& f, std::chrono::steady_clock::time_point now) : fw(f) { fw.set_round_time(now); }
+        ~round_time() { fw.set_round_time({}); }
+    } const in_round(fw_, now);
     if (booting_) {
         if (now < boot_done_) return false;
         bar_->store32(iseg::initializing, 0);

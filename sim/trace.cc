@@ -22,8 +22,8 @@ void trace::record(const command_record& r) {
     ring_[next_] = r;
     next_ = (next_ + 1) % depth;
     if (size_ < depth) ++size_;
-    ++counters_.commands;
-    if (r.status != hw::cmd_status::OK || r.delivery_status != 0) ++counters_.commands_failed;
+    count(&counters::commands);
+    if (r.status != hw::cmd_status::OK || r.delivery_status != 0) count(&counters::commands_failed);
 }
 
 std::vector<command_record> trace::commands() const {
@@ -35,8 +35,11 @@ std::vector<command_record> trace::commands() const {
 }
 
 counters trace::snapshot() const {
-    std::lock_guard lock(mu_);
-    return counters_;
+    counters out;
+    for (const auto c : all_counters) {
+        out.*c = std::atomic_ref<std::uint64_t>(counters_.*c).load(std::memory_order_relaxed);
+    }
+    return out;
 }
 
 void trace::set_live(std::FILE* out, std::string prefix) {
@@ -47,7 +50,7 @@ void trace::set_live(std::FILE* out, std::string prefix) {
 
 void trace::clear() {
     std::lock_guard lock(mu_);
-    counters_ = {};
+    for (const auto c : all_counters) std::atomic_ref<std::uint64_t>(counters_.*c).store(0, std::memory_order_relaxed);
     next_ = size_ = 0;
 }
 

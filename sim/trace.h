@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +53,18 @@ struct counters {
     std::uint64_t cqes = 0;
 };
 
+// Every field of counters, for the copies that read them one at a time.
+inline constexpr std::uint64_t counters::*all_counters[] = {
+    &counters::commands,       &counters::commands_failed, &counters::command_doorbells, &counters::eq_doorbells,
+    &counters::eqes,           &counters::eq_overruns,     &counters::page_requests,     &counters::iommu_faults,
+    &counters::send_doorbells, &counters::stray_doorbells, &counters::bf_copies_used,    &counters::bf_copies_torn,
+    &counters::wqes,           &counters::packets_sent,    &counters::packets_received,  &counters::packets_dropped,
+    &counters::rnr_naks,       &counters::naks_sent,       &counters::acks_coalesced,    &counters::duplicates,
+    &counters::retransmits,    &counters::cqes,
+};
+static_assert(sizeof(counters) == sizeof(all_counters) / sizeof(all_counters[0]) * sizeof(std::uint64_t),
+              "a counter missing from all_counters");
+
 class trace {
 public:
     static constexpr std::size_t depth = 256;  // command records kept
@@ -59,10 +72,12 @@ public:
     void record(const command_record& r);
     std::vector<command_record> commands() const;  // oldest first
     counters snapshot() const;
-    template <typename Fn>
-    void update(Fn&& fn) {
-        std::lock_guard lock(mu_);
-        fn(counters_);
+    // One more of `c`. The model counts from one thread at a time (the device's lock
+    // orders its work), so a count is a load and a store, with no locked instruction:
+    // counted on every packet, a lock made the model wait out each packet's stores.
+    void count(std::uint64_t counters::*c) noexcept {
+        std::atomic_ref<std::uint64_t> v(counters_.*c);
+        v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
     void clear();
     std::string dump() const;  // the counters and the command trace, one line each
@@ -70,8 +85,8 @@ public:
     void set_live(std::FILE* out, std::string prefix);
 
 private:
-    mutable spin_lock mu_;  // updated on every packet
-    counters counters_;
+    mutable spin_lock mu_;  // the command records
+    mutable counters counters_;  // read and written only through std::atomic_ref
     std::array<command_record, depth> ring_{};
     std::size_t next_ = 0, size_ = 0;
     std::FILE* live_ = nullptr;

@@ -103,11 +103,11 @@ bool cmd_engine::poll() {
     const std::uint32_t rung =
         bar_.load32(iseg::command_doorbell_vector) ? bar_.exchange32(iseg::command_doorbell_vector, 0) : 0;
     if (rung == 0) return worked;
-    trace_.update([](counters& c) { ++c.command_doorbells; });
+    trace_.count(&counters::command_doorbells);
     device_acquire();
     std::array<std::byte, slots * kEntry> q;
     if (!mmu_.read(cmdq_iova_, q.data(), q.size())) {
-        trace_.update([](counters& c) { ++c.iommu_faults; });
+        trace_.count(&counters::iommu_faults);
         return true;
     }
     std::uint32_t owned = 0;
@@ -146,7 +146,7 @@ std::uint8_t cmd_engine::walk_chain(std::uint64_t head, std::uint32_t token, std
     for (std::size_t done = kInline, n = 0; done < len; done += kBlockData, ++n) {
         if (next == 0) return ds(missing);
         if (!mmu_.read(next, block.data(), kBlock)) {
-            trace_.update([](counters& c) { ++c.iommu_faults; });
+            trace_.count(&counters::iommu_faults);
             return ds(hw::cmd_delivery_status::FW_ERR);
         }
         if (ifc::get<ifc::cmd_if_box::block_number>(block.data()) != n) {
@@ -156,7 +156,7 @@ std::uint8_t cmd_engine::walk_chain(std::uint64_t head, std::uint32_t token, std
             return ds(hw::cmd_delivery_status::TOKEN_ERR);
         }
         if (!fn(next, block.data(), done, std::min(kBlockData, len - done))) {
-            trace_.update([](counters& c) { ++c.iommu_faults; });
+            trace_.count(&counters::iommu_faults);
             return ds(hw::cmd_delivery_status::FW_ERR);
         }
         next = (std::uint64_t{ifc::get<ifc::cmd_if_box::next_pointer_63_32>(block.data())} << 32) |
@@ -205,7 +205,7 @@ void cmd_engine::execute(unsigned slot) {
     std::array<std::byte, kEntry> entry;
     if (!mmu_.read(entry_iova, entry.data(), kEntry)) {
         // The device cannot even read the entry: nothing it can report.
-        trace_.update([](counters& c) { ++c.iommu_faults; });
+        trace_.count(&counters::iommu_faults);
         return;
     }
     busy_ |= 1u << slot;

@@ -234,13 +234,13 @@ std::optional<pages::slot> firmware::icm_alloc() {
 
 bool firmware::icm_write(pages::slot s, const void* data, std::size_t len) {
     if (mmu_.write(s.iova, data, len)) return true;
-    trace_.update([](counters& t) { ++t.iommu_faults; });
+    trace_.count(&counters::iommu_faults);
     return false;
 }
 
 bool firmware::icm_read(pages::slot s, void* data, std::size_t len) {
     if (mmu_.read(s.iova, data, len)) return true;
-    trace_.update([](counters& t) { ++t.iommu_faults; });
+    trace_.count(&counters::iommu_faults);
     return false;
 }
 
@@ -272,21 +272,23 @@ void firmware::icm_free_list(std::vector<pages::slot>& slots) {
 // --- the transport engine's side --------------------------------------------------------
 
 void firmware::transmit(wire::packet&& p) {
-    trace_.update([](counters& t) { ++t.packets_sent; });
+    trace_.count(&counters::packets_sent);
     const wire_frames frames = wire_frames_of(p);  // before p is moved away
     // A port that is not ACTIVE puts nothing on the wire: RC requests then time out and
     // are retried, UD and UC messages are lost (fw_port.cc).
-    const bool sent = port_active() && port_ != nullptr &&
-                      port_->transmit(std::move(p), std::chrono::steady_clock::now()) != link::port::sent::discarded;
+    const auto now = round_time_ != std::chrono::steady_clock::time_point{} ? round_time_
+                                                                             : std::chrono::steady_clock::now();
+    const bool sent =
+        port_active() && port_ != nullptr && port_->transmit(std::move(p), now) != link::port::sent::discarded;
     port_stats_.count_tx(frames, sent);
     if (!sent) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
     }
 }
 
 void firmware::deliver(wire::packet&& p) {
     if (!port_active()) {  // a port that is not ACTIVE receives nothing
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
         return;
     }
     port_stats_.count_rx(wire_frames_of(p), qps_.count(p.bth.dest_qp) != 0);

@@ -154,6 +154,10 @@ public:
     // Link training and the subnet manager's sweep: the step due by `now`. True when the
     // port changed state. Thread: the model thread.
     bool port_tick(std::chrono::steady_clock::time_point now);
+    // The time of the model thread's round in progress, which the packets it sends use
+    // (a clock read per packet showed in the profile); time_point{} outside a round,
+    // where each packet reads the clock.
+    void set_round_time(std::chrono::steady_clock::time_point now) noexcept { round_time_ = now; }
     // Frames the port sent and received (the transport engine counts them).
     const port_stats& port_counters() const noexcept { return port_stats_; }
 
@@ -340,6 +344,7 @@ private:
     bool port_cable_ = true;         // the cable is physical: a reset leaves it as it is
     bool port_configured_ = false;   // the SM assigned the LID (kept across link loss)
     std::chrono::steady_clock::time_point port_step_at_{};  // when training or the sweep ends
+    std::chrono::steady_clock::time_point round_time_{};    // set_round_time
     std::uint32_t admin_mtu_ = 0;  // 0: the port's maximum
     port_stats port_stats_{};
     register_state regs_{};

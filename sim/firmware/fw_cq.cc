@@ -304,7 +304,7 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     const auto at = cqe_iova(cq, tables_.umem(cq.umem_id), cq.producer);
     const unsigned owner = (cq.producer >> old.log_cq_size) & 1;
     if (!at || !write_cqe(mmu_, *at, old.cqe, hw::cqe_opcode::RESIZE_CQ, owner)) {
-        trace_.update([](counters& t) { ++t.iommu_faults; });
+        trace_.count(&counters::iommu_faults);
         (void)icm_write(cq.icm, cq.cqc.data(), cq.cqc.size());  // the context as it was
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }

@@ -178,7 +178,7 @@ bool firmware::post_eqe(event_queue& eq, hw::event_type type, std::uint8_t sub_t
         // No room: the EQ overruns and stops (PRM: an EQ in overflow state writes no more
         // EQEs until it is destroyed).
         eq.overrun = true;
-        trace_.update([](counters& t) { ++t.eq_overruns; });
+        trace_.count(&counters::eq_overruns);
         return false;
     }
     std::array<std::byte, kEqe> e{};
@@ -193,13 +193,13 @@ bool firmware::post_eqe(event_queue& eq, hw::event_type type, std::uint8_t sub_t
     const std::uint64_t iova = eq.pas[off / page] + off % page;
     // Body first, then the byte holding the owner bit.
     if (!mmu_.write(iova, e.data(), kEqe - 1)) {
-        trace_.update([](counters& t) { ++t.iommu_faults; });
+        trace_.count(&counters::iommu_faults);
         return false;
     }
     device_release();
     if (!mmu_.write(iova + kEqe - 1, e.data() + kEqe - 1, 1)) return false;
     ++eq.producer;
-    trace_.update([](counters& t) { ++t.eqes; });
+    trace_.count(&counters::eqes);
     if (eq.armed) {
         eq.armed = false;
         msix_.signal(eq.intr);
@@ -228,12 +228,12 @@ void firmware::request_pages(std::int32_t num_pages) {
     std::array<std::byte, ifc::pages_req_event::size_bytes> d{};
     ifc::set<ifc::pages_req_event::function_id>(d.data(), 0);
     ifc::set<ifc::pages_req_event::num_pages>(d.data(), static_cast<std::uint32_t>(num_pages));
-    trace_.update([](counters& t) { ++t.page_requests; });
+    trace_.count(&counters::page_requests);
     post_event(hw::event_type::PAGE_REQUEST, 0, d);
 }
 
 void firmware::eq_doorbell(std::uint32_t value, bool arm) {
-    trace_.update([](counters& t) { ++t.eq_doorbells; });
+    trace_.count(&counters::eq_doorbells);
     const auto it = eqs_.find(value >> 24);
     if (it == eqs_.end()) return;  // a doorbell for no EQ: ignored, as by a card
     event_queue& eq = it->second;

@@ -66,7 +66,7 @@ result<std::unique_ptr<port>> port::create(const device_config& cfg, const objec
 }
 
 port::port(const device_config& cfg, const object_tables& tables, std::unique_ptr<segment_port> seg)
-    : cfg_(cfg), tables_(tables), seg_(std::move(seg)), faults_(cfg.faults) {
+    : cfg_(cfg), tables_(tables), seg_(std::move(seg)), in_process_(seg_->in_process()), faults_(cfg.faults) {
     std::uint64_t id = cfg.lid;
     for (const auto b : cfg.mac) id = (id << 8) | b;
     rng_.seed(cfg.faults.seed ^ (id * 0x9e3779b97f4a7c15ull));
@@ -118,19 +118,22 @@ port::sent port::transmit(wire::packet&& p, clock_type::time_point now) {
 }
 
 port::sent port::send_packet(wire::packet& p, clock_type::time_point now) {
-    const std::size_t n = wire::encode(p, out_);
+    // CRCs nobody will read are left out: the frame stays in the process, and neither a
+    // capture nor a fault (which may corrupt it, so its receiver must check) sees it.
+    const bool later = in_process_ && !pcap_ && !faults_.any();
+    const std::size_t n = wire::encode(p, out_, later ? wire::crc_fill::later : wire::crc_fill::compute);
     if (n == 0) {
         ++counters_.malformed;
         return sent::discarded;
     }
-    emit(std::span<const std::byte>(out_.data(), n), now);
+    emit(std::span<const std::byte>(out_.data(), n), now, later ? frame_crcs::absent : frame_crcs::known_good);
     return sent::wire;
 }
 
 // The link faults, then the wire.
-void port::emit(std::span<const std::byte> frame, clock_type::time_point now) {
+void port::emit(std::span<const std::byte> frame, clock_type::time_point now, frame_crcs crcs) {
     if (!faults_.any()) {
-        put_on_segment(frame);
+        put_on_segment(frame, crcs);  // as encode wrote it
         return;
     }
     if (coin_(rng_) < faults_.drop) {
@@ -163,19 +166,19 @@ void port::emit(std::span<const std::byte> frame, clock_type::time_point now) {
             has_reordered_ = true;
             continue;
         }
-        put_on_segment(f);
+        put_on_segment(f, frame_crcs::unverified);  // maybe corrupted
         if (has_reordered_) {
             has_reordered_ = false;
-            put_on_segment(reordered_);
+            put_on_segment(reordered_, frame_crcs::unverified);
         }
     }
 }
 
-bool port::put_on_segment(std::span<const std::byte> frame) {
+bool port::put_on_segment(std::span<const std::byte> frame, frame_crcs crcs) {
     if (!cable_) return false;  // a pulled cable carries nothing
     if (pcap_) pcap_->write(frame);
     ++counters_.frames_sent;
-    if (!seg_->send(frame)) {
+    if (!seg_->send(frame, crcs)) {
         ++counters_.no_route;
         return false;
     }
@@ -222,7 +225,7 @@ void port::solicit(const gid& target, clock_type::time_point now) {
         n = wire::build_neighbour_solicitation(cfg_.mac, src, target, out_);
         ++counters_.nd_sent;
     }
-    if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
+    if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n), frame_crcs::unverified);
 }
 
 void port::learn(const gid& ip, const mac& m, clock_type::time_point now) {
@@ -263,18 +266,22 @@ bool port::poll(clock_type::time_point now, const std::function<void(wire::packe
     bool any = false;
     cable_in(now);
     while (!delayed_.empty() && delayed_.front().due <= now) {
-        put_on_segment(delayed_.front().frame);
+        put_on_segment(delayed_.front().frame, frame_crcs::unverified);
         delayed_.pop_front();
         any = true;
     }
     if (!unresolved_.empty()) retry_neighbours(now);
     any |= seg_->flush();
-    for (unsigned n = 0; n < 256 && seg_->receive(in_); ++n) {
+    frame_crcs crcs{};
+    for (unsigned n = 0; n < 256 && seg_->receive(in_, crcs); ++n) {
         any = true;
         if (!cable_) continue;  // a pulled cable receives nothing
         ++counters_.frames_received;
-        if (pcap_) pcap_->write(in_);
-        handle_frame(in_, now, deliver);
+        if (pcap_) {
+            if (crcs == frame_crcs::absent) wire::seal(in_, cfg_.port == port_type::ethernet);
+            pcap_->write(in_);
+        }
+        handle_frame(in_, crcs, now, deliver);
     }
     return any;
 }
@@ -289,7 +296,7 @@ bool port::handle_neighbour(std::span<const std::byte> f, clock_type::time_point
         if (arp.oper == wire::arp_request && own_address(wire::ipv4_mapped_gid(arp.tpa))) {
             const std::size_t n = wire::build_arp(wire::arp_reply_to(arp, cfg_.mac), arp.sha, out_);
             ++counters_.arp_answered;
-            if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
+            if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n), frame_crcs::unverified);
         }
         return true;
     }
@@ -304,19 +311,20 @@ bool port::handle_neighbour(std::span<const std::byte> f, clock_type::time_point
         if (own_address(nd.target)) {
             const std::size_t n = wire::build_neighbour_advertisement(cfg_.mac, nd.target, nd.eth_src, nd.src, true, out_);
             ++counters_.nd_answered;
-            if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n));
+            if (n != 0) put_on_segment(std::span<const std::byte>(out_.data(), n), frame_crcs::unverified);
         }
         return true;
     }
     return false;
 }
 
-void port::handle_frame(std::span<const std::byte> f, clock_type::time_point now,
+void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_type::time_point now,
                         const std::function<void(wire::packet&, std::size_t)>& deliver) {
+    const auto check = crcs == frame_crcs::unverified ? wire::crc_check::verify : wire::crc_check::trusted;
     wire::packet p;
     if (cfg_.port == port_type::ethernet) {
         if (handle_neighbour(f, now)) return;
-        const auto s = wire::decode_roce(f, p);
+        const auto s = wire::decode_roce(f, p, check);
         if (s == wire::decode_status::not_roce) {
             ++counters_.not_for_us;
             return;
@@ -334,7 +342,7 @@ void port::handle_frame(std::span<const std::byte> f, clock_type::time_point now
             return;
         }
     } else {
-        const auto s = wire::decode_ib(f, p);
+        const auto s = wire::decode_ib(f, p, check);
         if (s == wire::decode_status::bad_icrc || s == wire::decode_status::bad_vcrc) {
             ++counters_.bad_crc;
             return;

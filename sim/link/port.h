@@ -101,10 +101,10 @@ private:
     using gid = std::array<std::uint8_t, 16>;
 
     sent send_packet(wire::packet& p, clock_type::time_point now);
-    void emit(std::span<const std::byte> frame, clock_type::time_point now);
-    bool put_on_segment(std::span<const std::byte> frame);
+    void emit(std::span<const std::byte> frame, clock_type::time_point now, frame_crcs crcs);
+    bool put_on_segment(std::span<const std::byte> frame, frame_crcs crcs);
     void solicit(const gid& target, clock_type::time_point now);
-    void handle_frame(std::span<const std::byte> f, clock_type::time_point now,
+    void handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_type::time_point now,
                       const std::function<void(wire::packet&, std::size_t)>& deliver);
     bool handle_neighbour(std::span<const std::byte> f, clock_type::time_point now);
     void learn(const gid& ip, const std::array<std::uint8_t, 6>& mac, clock_type::time_point now);
@@ -115,6 +115,7 @@ private:
     const device_config& cfg_;
     const object_tables& tables_;
     std::unique_ptr<segment_port> seg_;
+    bool in_process_;  // seg_->in_process(), asked once
     std::shared_ptr<wire::pcap_writer> pcap_;
     device_config::link_faults faults_;
     std::mt19937_64 rng_;

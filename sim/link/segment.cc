@@ -55,11 +55,17 @@ std::uint64_t address_key(const station& s) {
 
 // --- in-process segments -----------------------------------------------------------------
 
+// A frame on its way, with what its sender vouched for.
+struct queued_frame {
+    std::vector<std::byte> bytes;
+    frame_crcs crcs;
+};
+
 class queue {
 public:
     // The frame's bytes go into a buffer a receiver gave back, so that a steady stream
     // allocates nothing.
-    void push(std::span<const std::byte> f) {
+    void push(std::span<const std::byte> f, frame_crcs crcs) {
         std::lock_guard lock(mu_);
         std::vector<std::byte> b;
         if (!spare_.empty()) {
@@ -67,28 +73,47 @@ public:
             spare_.pop_back();
         }
         b.assign(f.begin(), f.end());
-        q_.push_back(std::move(b));
+        q_.push_back({std::move(b), crcs});
         count_.store(q_.size(), std::memory_order_release);
     }
-    // The next frame into `out`, whose old buffer is kept for a later push.
-    bool pop(std::vector<std::byte>& out) {
-        // Polled on every round: an empty queue is seen without the lock.
-        if (count_.load(std::memory_order_acquire) == 0) return false;
-        std::lock_guard lock(mu_);
-        if (q_.empty()) return false;
-        out.swap(q_.front());
-        if (spare_.size() < kSpares && q_.front().capacity() != 0) spare_.push_back(std::move(q_.front()));
-        q_.pop_front();
-        count_.store(q_.size(), std::memory_order_release);
+    // The next frame into `out`, whose old buffer is kept for a later push. Only the
+    // station's own port pops, one thread at a time (its device's round): it takes every
+    // frame waiting under one hold of the lock and hands them out from there without it
+    // (a locked instruction per frame made the model wait out each frame's stores).
+    bool pop(std::vector<std::byte>& out, frame_crcs& crcs) {
+        if (taken_.empty()) {
+            // Polled on every round: an empty queue is seen without the lock.
+            if (count_.load(std::memory_order_acquire) == 0) return false;
+            std::lock_guard lock(mu_);
+            taken_.swap(q_);
+            count_.store(0, std::memory_order_relaxed);
+            while (!given_back_.empty() && spare_.size() < kSpares) {
+                spare_.push_back(std::move(given_back_.back()));
+                given_back_.pop_back();
+            }
+            if (taken_.empty()) return false;
+        }
+        out.swap(taken_.front().bytes);
+        crcs = taken_.front().crcs;
+        if (given_back_.size() < kSpares && taken_.front().bytes.capacity() != 0) {
+            given_back_.push_back(std::move(taken_.front().bytes));
+        }
+        taken_.pop_front();
         return true;
     }
 
 private:
-    static constexpr std::size_t kSpares = 64;
-    spin_lock mu_;  // held for a copy of one frame
+    // Spare buffers kept: a whole window of frames (a sender's burst of 128 and more) is
+    // taken at once, and each taken buffer comes back as a spare.
+    static constexpr std::size_t kSpares = 1024;
+    spin_lock mu_;  // held for a copy of one frame, or to take the waiting frames
     std::atomic<std::size_t> count_{0};
-    std::deque<std::vector<std::byte>> q_;
+    std::deque<queued_frame> q_;
     std::vector<std::vector<std::byte>> spare_;
+    // The popping port's own: frames taken and not yet handed out, and buffers handed
+    // back since, which become spares at the next take.
+    std::deque<queued_frame> taken_;
+    std::vector<std::vector<std::byte>> given_back_;
 };
 
 // One in-process segment: its stations by (Ethernet?, MAC or LID).
@@ -115,7 +140,7 @@ public:
         return it == stations_.end() ? nullptr : it->second;
     }
     // Every station of the segment's link type but `self`.
-    bool flood(bool ethernet, const queue* self, std::span<const std::byte> frame) {
+    bool flood(bool ethernet, const queue* self, std::span<const std::byte> frame, frame_crcs crcs) {
         std::vector<std::shared_ptr<queue>> to;
         {
             std::lock_guard lock(mu_);
@@ -124,7 +149,7 @@ public:
                 if (it->second.get() != self) to.push_back(it->second);
             }
         }
-        for (auto& q : to) q->push(frame);
+        for (auto& q : to) q->push(frame, crcs);
         return !to.empty();
     }
 
@@ -152,14 +177,14 @@ public:
     }
     ~in_process_port() override { segment_->detach(self_, q_.get()); }
 
-    bool send(std::span<const std::byte> frame) override {
+    bool send(std::span<const std::byte> frame, frame_crcs crcs) override {
         segment::key to;
         if (ethernet_) {
-            if (ethernet_group(frame)) return segment_->flood(true, q_.get(), frame);
+            if (ethernet_group(frame)) return segment_->flood(true, q_.get(), frame, crcs);
             to = {true, mac_key(frame)};
         } else {
             const std::uint16_t dlid = dlid_of(frame);
-            if (dlid >= kFirstMulticastLid) return segment_->flood(false, q_.get(), frame);
+            if (dlid >= kFirstMulticastLid) return segment_->flood(false, q_.get(), frame, crcs);
             to = {false, dlid};
         }
         // The last destination's queue is kept while no station attaches or detaches.
@@ -170,10 +195,11 @@ public:
             last_gen_ = gen;
         }
         if (!last_) return false;
-        last_->push(frame);
+        last_->push(frame, crcs);
         return true;
     }
-    bool receive(std::vector<std::byte>& frame) override { return q_->pop(frame); }
+    bool receive(std::vector<std::byte>& frame, frame_crcs& crcs) override { return q_->pop(frame, crcs); }
+    bool in_process() const noexcept override { return true; }
 
 private:
     std::shared_ptr<segment> segment_;
@@ -314,7 +340,8 @@ public:
         ::unlink(bell_path(dir_, self_).c_str());
     }
 
-    bool send(std::span<const std::byte> frame) override {
+    // Whatever the sender vouched for, the frame leaves the process: its receiver checks.
+    bool send(std::span<const std::byte> frame, frame_crcs) override {
         if (ethernet_ ? ethernet_group(frame) : dlid_of(frame) >= kFirstMulticastLid) return flood(frame);
         // The socket address of the last destination is kept: a stream goes to one.
         const std::uint64_t key = ethernet_ ? mac_key(frame) : dlid_of(frame);
@@ -363,7 +390,8 @@ public:
         ::ppoll(&p, 1, &t, nullptr);
     }
 
-    bool receive(std::vector<std::byte>& frame) override {
+    bool receive(std::vector<std::byte>& frame, frame_crcs& crcs) override {
+        crcs = frame_crcs::unverified;
         // The socket is read until it is empty once the bell moved (or every kPollEvery-th
         // call, for senders without one); an unmoved bell is an empty socket.
         if (!draining_) {

@@ -41,6 +41,16 @@ struct station {
 // The name of a station's socket in a directory segment: "eth-02c500000001", "ib-0001".
 std::string station_name(const station& s);
 
+// Whether a frame's receiver must check its CRCs and checksums. `known_good`: a port of
+// this process encoded the frame and nothing changed it since (no fault touched it), and
+// it never left the process; its receiver may then take them as correct, as Linux's
+// loopback device marks its packets CHECKSUM_UNNECESSARY. `absent`: the same, and the
+// sender left them out (wire::crc_fill::later), so a receiver that shows the frame to
+// anyone (a capture) computes them first (wire::seal). Only an in-process segment
+// carries either; every frame that crosses a process boundary (directory segments)
+// arrives `unverified`.
+enum class frame_crcs : std::uint8_t { unverified, known_good, absent };
+
 class segment_port {
 public:
     virtual ~segment_port() = default;
@@ -48,10 +58,10 @@ public:
     // the destination address). On a directory segment a frame for a receiver whose
     // queue is full waits in the sender's backlog (flush) as in a switch's buffer, and
     // is lost only when that is full too.
-    virtual bool send(std::span<const std::byte> frame) = 0;
+    virtual bool send(std::span<const std::byte> frame, frame_crcs crcs) = 0;
     // The next frame that arrived for this station, into `frame` (its capacity is
-    // reused); false when none is waiting.
-    virtual bool receive(std::vector<std::byte>& frame) = 0;
+    // reused), and what its sender vouched for; false when none is waiting.
+    virtual bool receive(std::vector<std::byte>& frame, frame_crcs& crcs) = 0;
     // Sends what a full receiver made wait (directory segments). True while anything
     // moved or still waits.
     virtual bool flush() { return false; }
@@ -60,6 +70,8 @@ public:
     virtual void wait(std::chrono::microseconds most);
     // What wait() waits on, for a thread that waits on several ports at once (-1: none).
     virtual int wake_fd() const { return -1; }
+    // Whether every station is in this process (a sender may then leave CRCs absent).
+    virtual bool in_process() const noexcept { return false; }
 };
 
 // Attaches `s` to the in-process segment `name`. A station already attached with the

@@ -26,6 +26,53 @@ void iommu::table_lock::wait_writer() const noexcept {
     while (state_.load(std::memory_order_relaxed) & kWriter) std::this_thread::yield();
 }
 
+// --- runs of accesses -----------------------------------------------------------------
+
+namespace {
+
+// The thread's run: the IOMMU it is for (null: none), and whether it holds that IOMMU's
+// reader side yet. Initial-exec TLS, one load from the thread pointer: the library is
+// never loaded with dlopen (it is linked, or preloaded).
+[[gnu::tls_model("initial-exec")]] thread_local const iommu* t_run = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local bool t_run_holds = false;
+
+}  // namespace
+
+iommu::access_run::access_run(const iommu& m) noexcept : m_(m) {
+    if (t_run != nullptr) return;  // inside a run already
+    t_run = &m;
+    t_run_holds = false;
+    outer_ = true;
+}
+
+iommu::access_run::~access_run() {
+    if (!outer_) return;
+    if (t_run_holds) m_.lock_.unlock_shared();
+    t_run = nullptr;
+    t_run_holds = false;
+}
+
+// One access's hold of the reader side. Inside the thread's run of this IOMMU the run
+// holds it, taken at its first access; never twice (taking it again could wait for a
+// writer that waits for the run).
+struct iommu::reader {
+    explicit reader(const iommu& m) noexcept : l_(m.lock_), held_(t_run != &m) {
+        if (held_) {
+            l_.lock_shared();
+        } else if (!t_run_holds) {
+            l_.lock_shared();
+            t_run_holds = true;
+        }
+    }
+    ~reader() {
+        if (held_) l_.unlock_shared();
+    }
+    reader(const reader&) = delete;
+    reader& operator=(const reader&) = delete;
+    const table_lock& l_;
+    const bool held_;
+};
+
 // --- MAP_DMA, UNMAP_DMA ----------------------------------------------------------------
 
 namespace {
@@ -75,7 +122,7 @@ std::optional<std::uint64_t> iommu::unmap(std::uint64_t iova, std::uint64_t size
 }
 
 std::vector<iommu_mapping> iommu::mappings() const {
-    reader r(lock_);
+    reader r(*this);
     std::vector<iommu_mapping> out;
     out.reserve(maps_.size());
     for (const entry& e : maps_) out.push_back({e.iova, e.vaddr, e.end - e.iova, e.readable, e.writable});
@@ -88,12 +135,12 @@ void iommu::clear() {
 }
 
 std::size_t iommu::mapping_count() const {
-    reader r(lock_);
+    reader r(*this);
     return maps_.size();
 }
 
 std::uint64_t iommu::mapped_bytes() const {
-    reader r(lock_);
+    reader r(*this);
     std::uint64_t n = 0;
     for (const entry& e : maps_) n += e.end - e.iova;
     return n;
@@ -113,16 +160,25 @@ namespace {
 // visible to other cores in program order.
 inline void write_in_order(std::byte* host, const std::byte* buf, std::size_t len) noexcept {
     constexpr std::size_t kStore = 16;
-    while (len >= kStore) {
-        std::memcpy(host, buf, kStore);  // one 16-byte store
-        hw::compiler_barrier();
-        host += kStore;
-        buf += kStore;
-        len -= kStore;
+    if (len >= kStore) {
+        std::size_t at = 0;
+        for (; at + kStore <= len; at += kStore) {
+            std::memcpy(host + at, buf + at, kStore);  // one 16-byte store
+            hw::compiler_barrier();
+        }
+        // The rest as one store ending at the last byte: the bytes before the rest it
+        // covers again get the values they already have.
+        if (at != len) std::memcpy(host + len - kStore, buf + len - kStore, kStore);
+        return;
     }
-    for (std::size_t i = 0; i < len; ++i) {
-        host[i] = buf[i];
-        hw::compiler_barrier();
+    // Shorter: 8, 4, 2 and 1 bytes, in ascending addresses.
+    std::size_t at = 0;
+    for (std::size_t w = 8; w != 0; w >>= 1) {
+        if (len - at >= w) {
+            std::memcpy(host + at, buf + at, w);
+            hw::compiler_barrier();
+            at += w;
+        }
     }
 }
 
@@ -158,7 +214,7 @@ std::size_t iommu::find_slow(std::uint64_t iova, std::atomic<std::uint32_t>* set
 // whole range inside it. Everything else (and a hint that misses) goes to copy_slow.
 bool iommu::copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept {
     if (injected_count_.load(std::memory_order_acquire) == 0) {
-        reader r(lock_);
+        reader r(*this);
         const std::atomic<std::uint32_t>* set = &hints_[hint_set(iova) * kHintWays];
         for (std::size_t way = 0; way < kHintWays; ++way) {
             const std::uint32_t i = set[way].load(std::memory_order_relaxed);
@@ -178,7 +234,7 @@ bool iommu::copy_slow(std::uint64_t iova, std::byte* buf, std::size_t len, bool 
     if (len == 0) return true;
     if (injected_count_.load(std::memory_order_acquire) != 0 && take_injected(iova, len, write)) return false;
     {
-        reader r(lock_);
+        reader r(*this);
         const std::size_t i = find(iova);
         if (i != maps_.size() && (write ? maps_[i].writable : maps_[i].readable)) {
             const entry& e = maps_[i];

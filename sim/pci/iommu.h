@@ -6,8 +6,9 @@
 // card would report (a failed command, an error CQE, a catastrophic event).
 //
 // An UNMAP takes effect at once: a device access holds the table's reader side for the
-// whole of its copy, and map, unmap and clear change the table only once no access is in
-// progress, so no access touches memory after the UNMAP that removed it has returned.
+// whole of its copy (a run of accesses, for the whole run), and map, unmap and clear
+// change the table only once no access is in progress, so no access touches memory after
+// the UNMAP that removed it has returned.
 // The table is a sorted array searched by bisection; a few slots remember where recent
 // accesses found their mapping (by IOVA page), and every use of one is checked against
 // the current table, so no translation outlives its mapping.
@@ -69,6 +70,28 @@ public:
         return copy(iova, const_cast<std::byte*>(static_cast<const std::byte*>(src)), len, true);
     }
 
+    // A run of device accesses by one thread, such as a device's round of work: the
+    // table's reader side is taken at the run's first access and held to its end, and the
+    // accesses the thread makes inside it take no lock of their own (a locked instruction
+    // per access made the device wait out every access's cache misses; a run without
+    // accesses, an idle round, costs no locked instruction at all). MAP, UNMAP and clear
+    // wait for the run to end, as for any access in progress, so a run must be short and
+    // must not wait for anything that may itself be waiting to change the table (nor
+    // change it itself). A run begun inside another run of the thread changes nothing:
+    // accesses to the outer run's IOMMU stay in that run, others take the reader side
+    // one by one.
+    class access_run {
+    public:
+        explicit access_run(const iommu& m) noexcept;
+        ~access_run();
+        access_run(const access_run&) = delete;
+        access_run& operator=(const access_run&) = delete;
+
+    private:
+        const iommu& m_;
+        bool outer_ = false;  // this run is the thread's current one
+    };
+
     std::size_t mapping_count() const;
     std::uint64_t mapped_bytes() const;
     std::vector<iommu_fault> faults() const;
@@ -105,13 +128,8 @@ private:
         mutable std::atomic<std::uint32_t> state_{0};
         std::mutex writers_;
     };
-    struct reader {
-        explicit reader(const table_lock& l) noexcept : l_(l) { l_.lock_shared(); }
-        ~reader() { l_.unlock_shared(); }
-        reader(const reader&) = delete;
-        reader& operator=(const reader&) = delete;
-        const table_lock& l_;
-    };
+    // One access's hold of the reader side (none inside the thread's run: iommu.cc).
+    struct reader;
 
     // The hints: sets of two, chosen by the IOVA page. Buffers tend to start on aligned
     // IOVAs, so the page number is hashed (Fibonacci hashing) rather than cut to its

@@ -125,7 +125,7 @@ bool cq_engine::push(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
                                          ((cq.producer >> g.log_cq_size) & 1));
     // Body first, then the byte with the owner bit (PRM "Completion Queue").
     if (!mmu_.write(iova, &e, sizeof(e) - 1)) {
-        trace_.update([](counters& t) { ++t.iommu_faults; });
+        trace_.count(&counters::iommu_faults);
         return false;
     }
     device_release();
@@ -135,7 +135,7 @@ bool cq_engine::push(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
     if (solicited || op == hw::cqe_opcode::REQ_ERR || op == hw::cqe_opcode::RESP_ERR) {
         ifc::set<ifc::cqc::last_solicit_index>(cq.cqc.data(), cq.producer & kMask24);
     }
-    trace_.update([](counters& t) { ++t.cqes; });
+    trace_.count(&counters::cqes);
     if (cq_event_due(cq)) hooks_.completion_event(cq.eqn, take_event(cq));
     return true;
 }

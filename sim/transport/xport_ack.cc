@@ -113,7 +113,7 @@ void transport_engine::on_response(qp_object& qp, wire::packet& p) {
     case op::RDMA_READ_RESPONSE_LAST:
     case op::RDMA_READ_RESPONSE_ONLY: return on_read_response(qp, p);
     case op::ATOMIC_ACKNOWLEDGE: return on_atomic_ack(qp, p);
-    default: trace_.update([](counters& t) { ++t.packets_dropped; });
+    default: trace_.count(&counters::packets_dropped);
     }
 }
 
@@ -147,7 +147,7 @@ void transport_engine::implied_nak(qp_object& qp, std::uint32_t psn) {
         if (r.done || !is_read(r) || psn_diff(psn, last_psn(r)) <= 0 || r.rerequested == r.resp_got) continue;
         r.rerequested = r.resp_got;
         hooks_.count(qp, &q_counter_values::implied_nak_seq_err);
-        trace_.update([](counters& t) { ++t.retransmits; });
+        trace_.count(&counters::retransmits);
         send_packet(segment(r, r.resp_got));
     }
 }
@@ -175,7 +175,7 @@ void transport_engine::on_nak(qp_object& qp, const wire::packet& p) {
     const auto target = std::find_if(x.outstanding.begin(), x.outstanding.end(),
                                      [&](const sq_request& r) { return !r.done && contains(r, psn); });
     if (syn::kind(s) == syn::RNR_NAK) {
-        trace_.update([](counters& t) { ++t.rnr_naks; });
+        trace_.count(&counters::rnr_naks);
         if (target == x.outstanding.end() || x.rnr_wait) {
             if (moved) progress(qp, true);
             return;
@@ -223,7 +223,7 @@ void transport_engine::on_read_response(qp_object& qp, wire::packet& p) {
     const auto it = std::find_if(x.outstanding.begin(), x.outstanding.end(),
                                  [&](const sq_request& r) { return !r.done && is_read(r) && contains(r, psn); });
     if (it == x.outstanding.end()) {  // a duplicate, or for a READ already done
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
         return;
     }
     sq_request& r = *it;
@@ -232,7 +232,7 @@ void transport_engine::on_read_response(qp_object& qp, wire::packet& p) {
     if (static_cast<std::uint32_t>(k) > r.resp_got) {
         if (r.rerequested != r.resp_got) {
             r.rerequested = r.resp_got;
-            trace_.update([](counters& t) { ++t.retransmits; });
+            trace_.count(&counters::retransmits);
             send_packet(segment(r, r.resp_got));
         }
         return;
@@ -246,7 +246,7 @@ void transport_engine::on_read_response(qp_object& qp, wire::packet& p) {
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
     const bool first = r.resp_got == 0, last = r.resp_got + 1 == r.npsn;
     if (p.payload.size() != want || (first && (h & wire::is_first) == 0) || ((h & wire::is_last) != 0) != last) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
         return;
     }
     implied_nak(qp, psn);
@@ -272,7 +272,7 @@ void transport_engine::on_atomic_ack(qp_object& qp, wire::packet& p) {
     const auto it = std::find_if(x.outstanding.begin(), x.outstanding.end(),
                                  [&](const sq_request& r) { return !r.done && is_atomic(r) && r.psn == p.bth.psn; });
     if (it == x.outstanding.end()) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
         return;
     }
     implied_nak(qp, p.bth.psn);
@@ -308,7 +308,7 @@ void transport_engine::retransmit_from(qp_object& qp, std::uint32_t psn) {
             }
         }
         for (std::uint32_t k = from; k < to; ++k) {
-            trace_.update([](counters& t) { ++t.retransmits; });
+            trace_.count(&counters::retransmits);
             send_packet(segment(r, k));
         }
     }

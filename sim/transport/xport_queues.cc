@@ -168,7 +168,7 @@ hw::cqe_syndrome transport_engine::gather(std::uint32_t pd, const std::vector<lo
         out.resize(at + s.len);  // the ranges of an SGE add up to its length
         for (const iova_range& r : ranges) {
             if (!mmu_.read(r.iova, out.data() + at, r.len)) {
-                trace_.update([](counters& t) { ++t.iommu_faults; });
+                trace_.count(&counters::iommu_faults);
                 return hw::cqe_syndrome::LOCAL_PROT_ERR;
             }
             at += r.len;
@@ -206,7 +206,7 @@ hw::cqe_syndrome transport_engine::scatter(std::uint32_t pd, const std::vector<l
     std::size_t at = 0;
     for (const iova_range& r : all) {
         if (!mmu_.write(r.iova, data.data() + at, r.len)) {
-            trace_.update([](counters& t) { ++t.iommu_faults; });
+            trace_.count(&counters::iommu_faults);
             return hw::cqe_syndrome::LOCAL_PROT_ERR;
         }
         at += r.len;

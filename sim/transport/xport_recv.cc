@@ -45,11 +45,11 @@ void parse_scatter(const std::byte* at, std::size_t bytes, std::vector<local_sge
 // Where a packet from the wire enters: a request goes to the responder of the QP it
 // names, an answer (ACK, NAK, read response, Atomic ACK) to its requester.
 void transport_engine::receive(wire::packet& p) {
-    trace_.update([](counters& t) { ++t.packets_received; });
+    trace_.count(&counters::packets_received);
     const auto it = t_.qps.find(p.bth.dest_qp);
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
     if (it == t_.qps.end() || h == 0) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
         return;
     }
     if (h & wire::is_request) {
@@ -162,7 +162,7 @@ void transport_engine::no_wqe(qp_object& qp, const wire::packet& req) {
     // taken; later packets are dropped until it comes again. UC and UD: dropped.
     hooks_.count(qp, &q_counter_values::out_of_buffer);
     if (static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
         return;
     }
     qp.x.nak_sent = true;
@@ -194,7 +194,7 @@ void transport_engine::on_request(qp_object& qp, wire::packet& p) {
     const std::byte* q = qp.qpc.data();
     qp_transport& x = qp.x;
     const auto tp = static_cast<transport>(ifc::get<qpc::st>(q));
-    const auto drop = [&] { trace_.update([](counters& t) { ++t.packets_dropped; }); };
+    const auto drop = [&] { trace_.count(&counters::packets_dropped); };
     // The responder works from RTR on and not in error (IBA 10.3.1); a packet for another
     // transport is silently dropped (IBA 9.6.1.2).
     const bool receiving = qp.state == qp_state::rtr || qp.state == qp_state::rts ||
@@ -216,7 +216,7 @@ void transport_engine::on_request(qp_object& qp, wire::packet& p) {
                 x.nak_sent = true;
                 wire::packet a = answer(qp, p, op::ACKNOWLEDGE, x.epsn);
                 a.aeth.syndrome = wire::aeth_syndrome::NAK_PSN_SEQUENCE_ERROR;
-                trace_.update([](counters& t) { ++t.naks_sent; });
+                trace_.count(&counters::naks_sent);
                 respond(qp, std::move(a));
             }
             return drop();
@@ -336,7 +336,7 @@ void transport_engine::recv_write(qp_object& qp, wire::packet& p) {
     // The packets must add up to the length the RETH announced (IBA 9.7.5.2.3).
     if (x.msg_bytes + len > x.write_len || (last && x.msg_bytes + len != x.write_len)) {
         x.in_msg = 0;
-        if (!rc) return trace_.update([](counters& t) { ++t.packets_dropped; });
+        if (!rc) return trace_.count(&counters::packets_dropped);
         return fail_request(qp, p, wire::aeth_syndrome::NAK_INVALID_REQUEST, hw::event_type::WQ_INVAL_REQ_ERROR);
     }
     const bool imm = (h & wire::has_immdt) != 0;
@@ -354,7 +354,7 @@ void transport_engine::recv_write(qp_object& qp, wire::packet& p) {
     std::size_t at = 0;
     for (const iova_range& r : ranges) {
         if (!mmu_.write(r.iova, p.payload.data() + at, r.len)) {
-            trace_.update([](counters& t) { ++t.iommu_faults; });
+            trace_.count(&counters::iommu_faults);
             x.in_msg = 0;
             const recv_slot w = std::move(x.wqe);
             const bool had = std::exchange(x.have_wqe, false);
@@ -380,7 +380,7 @@ void transport_engine::recv_write(qp_object& qp, wire::packet& p) {
 // first 40 bytes of the buffer get the GRH (or the IP header) when one came.
 void transport_engine::on_ud_request(qp_object& qp, wire::packet& p) {
     if (p.deth.q_key != ifc::get<qpc::q_key>(qp.qpc.data())) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
         return;
     }
     recv_slot& w = qp.x.wqe;  // UD has no message in progress: the slot is free

@@ -58,7 +58,7 @@ void transport_engine::ack(qp_object& qp, const wire::packet& req, std::uint32_t
     // The owed ACK is replaced by this one: the slot holds what answer() made (only ack()
     // fills it), so the fields it takes from the request and the QP are all that differ.
     address_answer(owed, qp, req, op::ACKNOWLEDGE, psn);
-    trace_.update([](counters& t) { ++t.acks_coalesced; });
+    trace_.count(&counters::acks_coalesced);
 }
 
 void transport_engine::send_owed_ack(std::uint32_t qpn) {
@@ -94,7 +94,7 @@ void transport_engine::nak(qp_object& qp, const wire::packet& req, std::uint8_t 
     if (static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) return;
     wire::packet a = answer(qp, req, op::ACKNOWLEDGE, req.bth.psn);
     a.aeth.syndrome = syndrome;
-    trace_.update([](counters& t) { ++t.naks_sent; });
+    trace_.count(&counters::naks_sent);
     respond(qp, std::move(a));
 }
 
@@ -109,7 +109,7 @@ void transport_engine::fail_request(qp_object& qp, const wire::packet& req, std:
                                                                      : cqe_syndrome::REMOTE_OP_ERR,
                             false);
     if (static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) {
-        trace_.update([](counters& t) { ++t.packets_dropped; });
+        trace_.count(&counters::packets_dropped);
         return;
     }
     nak(qp, req, syndrome);
@@ -129,7 +129,7 @@ bool transport_engine::read_responses(qp_object& qp, const wire::packet& req) {
     std::size_t at = 0;
     for (const iova_range& r : ranges) {
         if (!mmu_.read(r.iova, data.data() + at, r.len)) {
-            trace_.update([](counters& t) { ++t.iommu_faults; });
+            trace_.count(&counters::iommu_faults);
             return false;
         }
         at += r.len;
@@ -205,7 +205,7 @@ void transport_engine::recv_atomic(qp_object& qp, wire::packet& p) {
 void transport_engine::on_duplicate(qp_object& qp, wire::packet& p) {
     qp_transport& x = qp.x;
     hooks_.count(qp, &q_counter_values::duplicate_request);
-    trace_.update([](counters& t) { ++t.duplicates; });
+    trace_.count(&counters::duplicates);
     switch (op::operation_of(p.bth.opcode)) {
     case op::RDMA_READ_REQUEST:
         if (ifc::get<qpc::rre>(qp.qpc.data())) read_responses(qp, p);
@@ -215,7 +215,7 @@ void transport_engine::on_duplicate(qp_object& qp, wire::packet& p) {
         const auto it = std::find_if(x.atomics.begin(), x.atomics.end(),
                                      [&](const atomic_result& r) { return r.psn == p.bth.psn; });
         if (it == x.atomics.end()) {
-            trace_.update([](counters& t) { ++t.packets_dropped; });
+            trace_.count(&counters::packets_dropped);
             return;
         }
         wire::packet r = answer(qp, p, op::ATOMIC_ACKNOWLEDGE, p.bth.psn);

@@ -119,7 +119,7 @@ void transport_engine::watch_bf_page(std::uint32_t uar) {
 }
 
 void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint64_t qword0) {
-    trace_.update([](counters& t) { ++t.send_doorbells; });
+    trace_.count(&counters::send_doorbells);
     const auto qpn = static_cast<std::uint32_t>(qword0) >> 8;
     const unsigned ds = static_cast<unsigned>(qword0 & 0x3f);
     // The BlueFlame copy, if the whole burst is there: the WQE's ds octowords in whole
@@ -142,7 +142,7 @@ void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint
 
     const auto it = t_.qps.find(qpn);
     if (it == t_.qps.end() || ifc::get<qpc::uar_page>(it->second.qpc.data()) != uar) {
-        trace_.update([](counters& t) { ++t.stray_doorbells; });
+        trace_.count(&counters::stray_doorbells);
         return;
     }
     qp_object& qp = it->second;
@@ -291,18 +291,18 @@ bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_
         if (e.size >= 16 && x.bf_len >= e.size && std::memcmp(x.bf.data(), e.w.data(), 8) == 0 &&
             std::memcmp(x.bf.data() + 16, e.w.data() + 16, e.size - 16) == 0) {
             if (std::memcmp(x.bf.data() + 8, e.w.data() + 8, 8) == 0) {
-                trace_.update([](counters& t) { ++t.bf_copies_used; });
+                trace_.count(&counters::bf_copies_used);
             } else if (stale_bf_control(qp, base, mask, at, x.bf.data() + 8)) {
-                trace_.update([](counters& t) { ++t.bf_copies_torn; });
+                trace_.count(&counters::bf_copies_torn);
             } else {
                 std::memcpy(e.w.data() + 8, x.bf.data() + 8, 8);
                 std::memcpy(&e.ctrl, e.w.data(), sizeof(e.ctrl));
-                trace_.update([](counters& t) { ++t.bf_copies_used; });
+                trace_.count(&counters::bf_copies_used);
             }
         }
         x.bf_len = 0;
     }
-    trace_.update([](counters& t) { ++t.wqes; });
+    trace_.count(&counters::wqes);
 
     e.r.wqe_index = static_cast<std::uint16_t>(at);
     e.r.bbs = e.nbb;

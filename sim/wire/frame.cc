@@ -208,7 +208,32 @@ std::uint16_t pseudo_header_sum(const std::byte* ip, bool ipv6, std::uint32_t ud
     return ones_complement_sum({ph, n});
 }
 
-std::size_t encode_roce(const packet& p, std::uint16_t h, std::span<std::byte> out, std::size_t t) noexcept {
+// The ICRC of a RoCEv2 packet whose IP header starts at `ip` and whose UDP datagram is
+// udp_len bytes, and over IPv6 the UDP checksum, into the places encode left for them.
+void seal_roce(std::byte* ip, bool v6, std::size_t udp_len) noexcept {
+    const std::size_t ip_bytes = v6 ? ipv6_header_bytes : ipv4_header_bytes;
+    std::byte* udp = ip + ip_bytes;
+    const std::size_t t = udp_len - udp_header_bytes - icrc_bytes;
+    put16(udp + 6, 0);
+    put_le32(udp + udp_header_bytes + t, icrc_roce({ip, ip_bytes + udp_header_bytes + t}, v6));
+    if (v6) {  // the ICRC masks the UDP checksum, so it may come last
+        std::uint16_t s = pseudo_header_sum(ip, true, static_cast<std::uint32_t>(udp_len));
+        s = ones_complement_sum({udp, udp_len}, s);
+        const std::uint16_t c = static_cast<std::uint16_t>(~s);
+        put16(udp + 6, c == 0 ? 0xffff : c);
+    }
+}
+
+// The ICRC and VCRC of an InfiniBand packet of pkt bytes from the LRH to the ICRC.
+void seal_ib(std::byte* l, std::size_t pkt) noexcept {
+    std::byte* icrc = l + pkt - icrc_bytes;
+    put_le32(icrc, icrc_ib({l, pkt - icrc_bytes}));
+    const std::uint16_t v = vcrc({l, pkt});
+    icrc[4] = static_cast<std::byte>(v);
+    icrc[5] = static_cast<std::byte>(v >> 8);
+}
+
+std::size_t encode_roce(const packet& p, std::uint16_t h, std::span<std::byte> out, std::size_t t, crc_fill fill) noexcept {
     const bool v6 = p.net.link == link_kind::roce_v6;
     const std::size_t ip_bytes = v6 ? ipv6_header_bytes : ipv4_header_bytes;
     const std::size_t udp_len = udp_header_bytes + t + icrc_bytes;
@@ -246,19 +271,13 @@ std::size_t encode_roce(const packet& p, std::uint16_t h, std::span<std::byte> o
     put16(udp + 4, static_cast<std::uint32_t>(udp_len));
     put16(udp + 6, 0);
     encode_transport(p, h, udp + udp_header_bytes);
-    std::byte* icrc = udp + udp_header_bytes + t;
-    put_le32(icrc, icrc_roce({ip, ip_bytes + udp_header_bytes + t}, v6));
-    if (v6) {  // the ICRC masks the UDP checksum, so it may come last
-        std::uint16_t s = pseudo_header_sum(ip, true, static_cast<std::uint32_t>(udp_len));
-        s = ones_complement_sum({udp, udp_len}, s);
-        const std::uint16_t c = static_cast<std::uint16_t>(~s);
-        put16(udp + 6, c == 0 ? 0xffff : c);
-    }
+    put_le32(udp + udp_header_bytes + t, 0);
+    if (fill == crc_fill::compute) seal_roce(ip, v6, udp_len);
     std::memset(e + len, 0, frame - len);
     return frame;
 }
 
-std::size_t encode_ib(const packet& p, std::uint16_t h, std::span<std::byte> out, std::size_t t) noexcept {
+std::size_t encode_ib(const packet& p, std::uint16_t h, std::span<std::byte> out, std::size_t t, crc_fill fill) noexcept {
     const std::size_t grh = p.net.grh ? grh_bytes : 0;
     const std::size_t len = lrh_bytes + grh + t + icrc_bytes + vcrc_bytes;
     if (out.size() < len) return 0;
@@ -277,21 +296,46 @@ std::size_t encode_ib(const packet& p, std::uint16_t h, std::span<std::byte> out
         put_bytes(g + 24, p.net.dgid);
     }
     encode_transport(p, h, l + lrh_bytes + grh);
-    std::byte* icrc = l + lrh_bytes + grh + t;
-    put_le32(icrc, icrc_ib({l, lrh_bytes + grh + t}));
-    const std::uint16_t v = vcrc({l, lrh_bytes + grh + t + icrc_bytes});
-    icrc[4] = static_cast<std::byte>(v);
-    icrc[5] = static_cast<std::byte>(v >> 8);
+    if (fill == crc_fill::compute) {
+        seal_ib(l, len - vcrc_bytes);
+    } else {
+        std::memset(l + len - icrc_bytes - vcrc_bytes, 0, icrc_bytes + vcrc_bytes);
+    }
     return len;
 }
 
 }  // namespace
 
-std::size_t encode(const packet& p, std::span<std::byte> out) noexcept {
+std::size_t encode(const packet& p, std::span<std::byte> out, crc_fill fill) noexcept {
     const opcode_info o = opcode_table[p.bth.opcode];
     const std::size_t t = transport_bytes(p, o);
     if (t == 0) return 0;
-    return p.net.link == link_kind::ib ? encode_ib(p, o.headers, out, t) : encode_roce(p, o.headers, out, t);
+    return p.net.link == link_kind::ib ? encode_ib(p, o.headers, out, t, fill) : encode_roce(p, o.headers, out, t, fill);
+}
+
+bool seal(std::span<std::byte> frame, bool ethernet) noexcept {
+    std::byte* f = frame.data();
+    if (!ethernet) {
+        if (frame.size() < lrh_bytes + bth_bytes + icrc_bytes + vcrc_bytes) return false;
+        const std::size_t pkt = std::size_t{get16(f + 4) & 0x7ffu} * 4;  // LRH .. ICRC
+        if (pkt + vcrc_bytes != frame.size() || pkt < lrh_bytes + bth_bytes + icrc_bytes) return false;
+        seal_ib(f, pkt);
+        return true;
+    }
+    if (frame.size() < ethernet_header_bytes + ipv4_header_bytes) return false;
+    const std::uint16_t type = get16(f + 12);
+    if (type != ethertype_ipv4 && type != ethertype_ipv6) return false;
+    const bool v6 = type == ethertype_ipv6;
+    std::byte* ip = f + ethernet_header_bytes;
+    const std::size_t ip_bytes = v6 ? ipv6_header_bytes : ipv4_header_bytes;
+    if (frame.size() < ethernet_header_bytes + ip_bytes + udp_header_bytes) return false;
+    const std::size_t udp_len = get16(ip + ip_bytes + 4);
+    if (udp_len < udp_header_bytes + bth_bytes + icrc_bytes ||
+        ethernet_header_bytes + ip_bytes + udp_len > frame.size()) {
+        return false;
+    }
+    seal_roce(ip, v6, udp_len);
+    return true;
 }
 
 const char* to_string(decode_status s) noexcept {
@@ -306,7 +350,7 @@ const char* to_string(decode_status s) noexcept {
     return "?";
 }
 
-decode_status decode_roce(std::span<const std::byte> frame, packet& p) {
+decode_status decode_roce(std::span<const std::byte> frame, packet& p, crc_check check) {
     if (frame.size() < ethernet_header_bytes) return decode_status::malformed;
     const std::byte* e = frame.data();
     const std::uint16_t type = get16(e + 12);
@@ -323,7 +367,9 @@ decode_status decode_roce(std::span<const std::byte> frame, packet& p) {
         ip_len = ipv6_header_bytes + get16(ip + 4);
     } else {
         if (get8(ip) != 0x45) return decode_status::malformed;  // IPv4 without options
-        if (ones_complement_sum({ip, ipv4_header_bytes}) != 0xffff) return decode_status::bad_checksum;
+        if (check == crc_check::verify && ones_complement_sum({ip, ipv4_header_bytes}) != 0xffff) {
+            return decode_status::bad_checksum;
+        }
         if (get8(ip + 9) != ip_protocol_udp) return decode_status::not_roce;
         if ((get16(ip + 6) & 0x3fff) != 0) return decode_status::malformed;  // a fragment (MF or offset)
         ip_len = get16(ip + 2);
@@ -333,14 +379,17 @@ decode_status decode_roce(std::span<const std::byte> frame, packet& p) {
     if (get16(udp + 2) != roce_v2_udp_port) return decode_status::not_roce;
     const std::size_t udp_len = get16(udp + 4);
     if (udp_len != ip_len - ip_bytes) return decode_status::malformed;
-    if (get16(udp + 6) != 0) {  // 0: no checksum (IPv4; IPv6 from rxe and RFC 6935 tunnels)
+    // 0: no checksum (IPv4; IPv6 from rxe and RFC 6935 tunnels)
+    if (check == crc_check::verify && get16(udp + 6) != 0) {
         const std::uint16_t s = pseudo_header_sum(ip, v6, static_cast<std::uint32_t>(udp_len));
         if (ones_complement_sum({udp, udp_len}, s) != 0xffff) return decode_status::bad_checksum;
     }
     if (udp_len < udp_header_bytes + bth_bytes + icrc_bytes) return decode_status::malformed;
     const std::size_t t = udp_len - udp_header_bytes - icrc_bytes;
-    if (icrc_roce({ip, ip_bytes + udp_header_bytes + t}, v6) != get_le32(udp + udp_header_bytes + t))
+    if (check == crc_check::verify &&
+        icrc_roce({ip, ip_bytes + udp_header_bytes + t}, v6) != get_le32(udp + udp_header_bytes + t)) {
         return decode_status::bad_icrc;
+    }
     const decode_status st = decode_transport({udp + udp_header_bytes, t}, p);
     if (st != decode_status::ok) return st;
 
@@ -373,7 +422,7 @@ decode_status decode_roce(std::span<const std::byte> frame, packet& p) {
     return decode_status::ok;
 }
 
-decode_status decode_ib(std::span<const std::byte> frame, packet& p) {
+decode_status decode_ib(std::span<const std::byte> frame, packet& p, crc_check check) {
     if (frame.size() < lrh_bytes + bth_bytes + icrc_bytes + vcrc_bytes) return decode_status::malformed;
     const std::byte* l = frame.data();
     const std::uint8_t lnh = get8(l + 1) & 0x3;
@@ -388,9 +437,11 @@ decode_status decode_ib(std::span<const std::byte> frame, packet& p) {
                 get16(g + 4) != pkt - lrh_bytes - grh_bytes))
         return decode_status::malformed;
     const std::uint16_t v = static_cast<std::uint16_t>(get8(l + pkt) | get8(l + pkt + 1) << 8);
-    if (vcrc({l, pkt}) != v) return decode_status::bad_vcrc;
     const std::size_t t = pkt - lrh_bytes - grh - icrc_bytes;
-    if (icrc_ib({l, lrh_bytes + grh + t}) != get_le32(l + lrh_bytes + grh + t)) return decode_status::bad_icrc;
+    if (check == crc_check::verify) {
+        if (vcrc({l, pkt}) != v) return decode_status::bad_vcrc;
+        if (icrc_ib({l, lrh_bytes + grh + t}) != get_le32(l + lrh_bytes + grh + t)) return decode_status::bad_icrc;
+    }
     const decode_status st = decode_transport({l + lrh_bytes + grh, t}, p);
     if (st != decode_status::ok) return st;
 

@@ -60,7 +60,17 @@ constexpr std::uint8_t pad_of(std::size_t payload_bytes) { return static_cast<st
 // small, the opcode unknown (headers_of(op) == 0), or a payload given to an opcode that
 // carries none. BTH PadCnt comes from the payload's length (p.bth.pad is not read), pad
 // bytes are zero. On RoCEv2 the IPv4 addresses are bytes 12..15 of the GIDs (IPv4-mapped).
-std::size_t encode(const packet& p, std::span<std::byte> out) noexcept;
+//
+// `later` leaves the ICRC and VCRC (and the IPv6 UDP checksum) zero, for a frame whose
+// every reader will take them as correct (decode's crc_check::trusted): one that stays in
+// the process and that nobody captures. seal() computes them if a reader needs them after
+// all. Linux's loopback device likewise never computes the checksums it offloads.
+enum class crc_fill : std::uint8_t { compute, later };
+std::size_t encode(const packet& p, std::span<std::byte> out, crc_fill fill = crc_fill::compute) noexcept;
+// The ICRC and VCRC (InfiniBand) or the ICRC and IPv6 UDP checksum (RoCEv2, `ethernet`)
+// of a frame encode made with crc_fill::later, computed in place. False, changing
+// nothing, for a frame whose lengths do not hold.
+bool seal(std::span<std::byte> frame, bool ethernet) noexcept;
 
 enum class decode_status : std::uint8_t {
     ok,
@@ -80,7 +90,12 @@ const char* to_string(decode_status s) noexcept;
 // the IPv4 header in its last 20 bytes (the first 20 zero, as rxe leaves them) or the
 // IPv6 header (the GRH's place in a UD receive buffer, IBA 11.4.1.1). Trailing Ethernet
 // padding is ignored. p is unspecified unless ok.
-decode_status decode_roce(std::span<const std::byte> frame, packet& p);
-decode_status decode_ib(std::span<const std::byte> frame, packet& p);
+//
+// `trusted` skips the CRCs (and IPv4 and UDP checksums) of a frame its receiver knows
+// intact: encoded by this process and never changed since (link::frame_crcs). Every
+// other check is made as for any frame.
+enum class crc_check : std::uint8_t { verify, trusted };
+decode_status decode_roce(std::span<const std::byte> frame, packet& p, crc_check check = crc_check::verify);
+decode_status decode_ib(std::span<const std::byte> frame, packet& p, crc_check check = crc_check::verify);
 
 }  // namespace cxv::sim::wire

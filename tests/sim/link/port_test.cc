@@ -245,5 +245,43 @@ TEST_CASE("the pcap holds every frame sent and received, ARP included") {
     std::filesystem::remove(path);
 }
 
+TEST_CASE("CRCs left out in-process are computed for a capture on the receiving side") {
+    for (const port_type type : {port_type::ethernet, port_type::infiniband}) {
+        CAPTURE(static_cast<int>(type));
+        const std::string path = "/tmp/cxv-port-test-rx-" + std::to_string(::getpid()) + ".pcap";
+        {
+            pair x(type == port_type::ethernet ? "port-test-rx-pcap-eth" : "port-test-rx-pcap-ib", type);
+            x.cb.pcap = path;  // only b's port captures: a leaves its CRCs out
+            auto b = std::move(port::create(x.cb, x.tb)).value();
+            wire::packet p = send_only(wire::link_local_gid(x.cb.mac), 5);
+            if (type == port_type::infiniband) {
+                p.net.link = wire::link_kind::ib;
+                p.net.dlid = x.cb.lid;
+                p.net.slid = x.ca.lid;
+            }
+            REQUIRE(x.a->transmit(std::move(p), clock_type::now()) == port::sent::wire);
+            std::vector<wire::packet> got;
+            const auto end = clock_type::now() + std::chrono::seconds(1);
+            while (got.empty() && clock_type::now() < end) {
+                x.a->poll(clock_type::now(), [](wire::packet&, std::size_t) {});  // sends what a's outbox holds
+                b->poll(clock_type::now(), [&](wire::packet& q, std::size_t) { got.push_back(q); });
+            }
+            REQUIRE(got.size() == 1);
+            CHECK(got[0].bth.psn == 5);
+            CHECK(b->counters().bad_crc == 0);
+        }
+        auto f = wire::read_pcap(path);
+        REQUIRE(f);
+        REQUIRE(f->records.size() == 1);
+        wire::packet q;
+        // Checked in full: what the capture holds carries correct CRCs.
+        const auto s = type == port_type::ethernet ? wire::decode_roce(f->records[0].data, q, wire::crc_check::verify)
+                                                   : wire::decode_ib(f->records[0].data, q, wire::crc_check::verify);
+        CHECK(s == wire::decode_status::ok);
+        CHECK(q.bth.psn == 5);
+        std::filesystem::remove(path);
+    }
+}
+
 }  // namespace
 }  // namespace cxv::sim::link

@@ -59,11 +59,17 @@ std::vector<std::byte> ib_frame(std::uint16_t dlid, std::uint8_t tag) {
     return f;
 }
 
+bool send_frame(segment_port& p, std::span<const std::byte> f) { return p.send(f, frame_crcs::unverified); }
+bool take(segment_port& p, std::vector<std::byte>& f) {
+    frame_crcs crcs{};
+    return p.receive(f, crcs);
+}
+
 // Waits up to a second for a frame (datagram sockets deliver at once, but the test
 // must not depend on it).
 bool wait_receive(segment_port& p, std::vector<std::byte>& f) {
     for (int i = 0; i < 1000; ++i) {
-        if (p.receive(f)) return true;
+        if (take(p, f)) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return false;
@@ -88,30 +94,65 @@ TEST_CASE("in-process: unicast to the destination MAC, broadcast to every other 
     auto c = attach_in_process("seg-test-1", eth(3));
     auto other = attach_in_process("seg-test-other", eth(2));  // same MAC, another segment
     std::vector<std::byte> f;
-    REQUIRE(a->send(frame_to(eth(2), 7)));
-    REQUIRE(b->receive(f));
+    REQUIRE(send_frame(*a, frame_to(eth(2), 7)));
+    REQUIRE(take(*b, f));
     CHECK(f[59] == std::byte{7});
-    CHECK_FALSE(c->receive(f));
-    CHECK_FALSE(other->receive(f));
-    CHECK_FALSE(a->send(frame_to(eth(9), 8)));  // nobody has it
-    REQUIRE(a->send(broadcast(9)));
-    CHECK(b->receive(f));
-    CHECK(c->receive(f));
-    CHECK_FALSE(a->receive(f));  // not back to the sender
+    CHECK_FALSE(take(*c, f));
+    CHECK_FALSE(take(*other, f));
+    CHECK_FALSE(send_frame(*a, frame_to(eth(9), 8)));  // nobody has it
+    REQUIRE(send_frame(*a, broadcast(9)));
+    CHECK(take(*b, f));
+    CHECK(take(*c, f));
+    CHECK_FALSE(take(*a, f));  // not back to the sender
     b.reset();                    // unplugged
-    CHECK_FALSE(a->send(frame_to(eth(2), 10)));
+    CHECK_FALSE(send_frame(*a, frame_to(eth(2), 10)));
+}
+
+TEST_CASE("a frame's CRCs are vouched for only inside the process") {
+    std::vector<std::byte> f;
+    frame_crcs crcs{};
+    SUBCASE("in-process: what the sender said, frame by frame, broadcasts too") {
+        auto a = attach_in_process("seg-test-crcs", eth(1));
+        auto b = attach_in_process("seg-test-crcs", eth(2));
+        REQUIRE(a->send(frame_to(eth(2), 1), frame_crcs::known_good));
+        REQUIRE(a->send(frame_to(eth(2), 2), frame_crcs::unverified));
+        REQUIRE(a->send(broadcast(3), frame_crcs::known_good));
+        REQUIRE(b->receive(f, crcs));
+        CHECK(crcs == frame_crcs::known_good);
+        REQUIRE(b->receive(f, crcs));
+        CHECK(crcs == frame_crcs::unverified);
+        REQUIRE(b->receive(f, crcs));
+        CHECK(crcs == frame_crcs::known_good);
+    }
+    SUBCASE("directory: never, whatever the sender said") {
+        const std::string dir = temp_dir("segment-crcs");
+        auto a = attach_directory(dir, eth(1));
+        auto b = attach_directory(dir, eth(2));
+        REQUIRE(a);
+        REQUIRE(b);
+        REQUIRE(a.value()->send(frame_to(eth(2), 1), frame_crcs::known_good));
+        bool got = false;
+        for (int i = 0; i < 1000 && !got; ++i) {
+            crcs = frame_crcs::known_good;
+            got = b.value()->receive(f, crcs);
+            if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        REQUIRE(got);
+        CHECK(crcs == frame_crcs::unverified);
+        std::filesystem::remove_all(dir);
+    }
 }
 
 TEST_CASE("in-process: InfiniBand routes by DLID") {
     auto a = attach_in_process("seg-test-ib", ib(1));
     auto b = attach_in_process("seg-test-ib", ib(2));
     std::vector<std::byte> f;
-    REQUIRE(a->send(ib_frame(2, 5)));
-    REQUIRE(b->receive(f));
+    REQUIRE(send_frame(*a, ib_frame(2, 5)));
+    REQUIRE(take(*b, f));
     CHECK(f[31] == std::byte{5});
-    CHECK_FALSE(a->send(ib_frame(3, 5)));
-    CHECK(b->send(ib_frame(1, 6)));  // and back
-    CHECK(a->receive(f));
+    CHECK_FALSE(send_frame(*a, ib_frame(3, 5)));
+    CHECK(send_frame(*b, ib_frame(1, 6)));  // and back
+    CHECK(take(*a, f));
 }
 
 TEST_CASE("directory: unicast, broadcast and a station that is gone") {
@@ -124,18 +165,18 @@ TEST_CASE("directory: unicast, broadcast and a station that is gone") {
     REQUIRE(c);
     CHECK(std::filesystem::exists(dir + "/eth-02c500000002"));
     std::vector<std::byte> f;
-    REQUIRE(a.value()->send(frame_to(eth(2), 1)));
+    REQUIRE(send_frame(*a.value(), frame_to(eth(2), 1)));
     REQUIRE(wait_receive(*b.value(), f));
     CHECK(f.size() == 60);
     CHECK(f[59] == std::byte{1});
-    CHECK_FALSE(c.value()->receive(f));
-    REQUIRE(a.value()->send(broadcast(2)));
+    CHECK_FALSE(take(*c.value(), f));
+    REQUIRE(send_frame(*a.value(), broadcast(2)));
     CHECK(wait_receive(*b.value(), f));
     CHECK(wait_receive(*c.value(), f));
-    CHECK_FALSE(a.value()->receive(f));
+    CHECK_FALSE(take(*a.value(), f));
     b.value().reset();  // its process exited: the socket is gone
     CHECK_FALSE(std::filesystem::exists(dir + "/eth-02c500000002"));
-    CHECK_FALSE(a.value()->send(frame_to(eth(2), 3)));
+    CHECK_FALSE(send_frame(*a.value(), frame_to(eth(2), 3)));
     std::filesystem::remove_all(dir);
 }
 
@@ -145,12 +186,12 @@ TEST_CASE("directory: a burst beyond the receiver's queue waits in the sender's 
     auto b = attach_directory(dir, eth(2));
     REQUIRE(a);
     REQUIRE(b);
-    for (unsigned i = 0; i < 200; ++i) REQUIRE(a.value()->send(frame_to(eth(2), static_cast<std::uint8_t>(i))));
+    for (unsigned i = 0; i < 200; ++i) REQUIRE(send_frame(*a.value(), frame_to(eth(2), static_cast<std::uint8_t>(i))));
     std::vector<std::byte> f;
     unsigned got = 0;
     for (int round = 0; round < 2000 && got < 200; ++round) {
         a.value()->flush();
-        while (b.value()->receive(f)) {
+        while (take(*b.value(), f)) {
             CHECK(f[59] == std::byte{static_cast<std::uint8_t>(got)});
             ++got;
         }
@@ -180,7 +221,7 @@ TEST_CASE("directory: a live address is refused, a dead one's socket is taken ov
     auto taken = attach_directory(dir, eth(5));
     REQUIRE(taken);
     std::vector<std::byte> f;
-    REQUIRE(a.value()->send(frame_to(eth(5), 4)));
+    REQUIRE(send_frame(*a.value(), frame_to(eth(5), 4)));
     CHECK(wait_receive(*taken.value(), f));
     std::filesystem::remove_all(dir);
 }
@@ -208,14 +249,14 @@ TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is 
     const std::string bell = dir + "/.bell-eth-02c500000002";
     REQUIRE(std::filesystem::exists(bell));
     const std::uint64_t before = bell_of(bell);
-    for (std::uint8_t i = 0; i < 5; ++i) REQUIRE(a.value()->send(frame_to(eth(2), i)));
+    for (std::uint8_t i = 0; i < 5; ++i) REQUIRE(send_frame(*a.value(), frame_to(eth(2), i)));
     CHECK(bell_of(bell) == before + 5);
     std::vector<std::byte> f;
     for (std::uint8_t i = 0; i < 5; ++i) {
-        REQUIRE(b.value()->receive(f));  // rung: read at the first look
+        REQUIRE(take(*b.value(), f));  // rung: read at the first look
         CHECK(f[59] == std::byte{i});
     }
-    CHECK_FALSE(b.value()->receive(f));
+    CHECK_FALSE(take(*b.value(), f));
 
     // A datagram from a plain socket (as QEMU's -netdev dgram sends): no bell.
     const int raw = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -229,7 +270,7 @@ TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is 
     ::close(raw);
     CHECK(bell_of(bell) == before + 5);
     bool found = false;
-    for (int look = 0; look < 16 && !found; ++look) found = b.value()->receive(f);
+    for (int look = 0; look < 16 && !found; ++look) found = take(*b.value(), f);
     REQUIRE(found);
     CHECK(f[59] == std::byte{77});
 
@@ -237,12 +278,12 @@ TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is 
     // a sender whose frame to the name was lost rings the new one.
     b.value().reset();
     CHECK_FALSE(std::filesystem::exists(bell));
-    CHECK_FALSE(a.value()->send(frame_to(eth(2), 1)));
+    CHECK_FALSE(send_frame(*a.value(), frame_to(eth(2), 1)));
     auto again = attach_directory(dir, eth(2));
     REQUIRE(again);
-    REQUIRE(a.value()->send(frame_to(eth(2), 2)));
+    REQUIRE(send_frame(*a.value(), frame_to(eth(2), 2)));
     CHECK(bell_of(bell) == 1);
-    REQUIRE(again.value()->receive(f));
+    REQUIRE(take(*again.value(), f));
     CHECK(f[59] == std::byte{2});
     std::filesystem::remove_all(dir);
 }
@@ -269,12 +310,12 @@ TEST_CASE("directory: frames cross between processes") {
         std::vector<std::byte> f;
         if (!wait_receive(*b.value(), f)) ::_exit(11);
         auto back = frame_to(eth(1), static_cast<std::uint8_t>(std::to_integer<unsigned>(f[59]) + 1));
-        ::_exit(b.value()->send(back) ? 0 : 12);
+        ::_exit(send_frame(*b.value(), back) ? 0 : 12);
     }
     // The child's station appears when it has attached.
     bool sent = false;
     for (int i = 0; i < 2000 && !sent; ++i) {
-        sent = a.value()->send(frame_to(eth(2), 41));
+        sent = send_frame(*a.value(), frame_to(eth(2), 41));
         if (!sent) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     CHECK(sent);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -19,6 +20,10 @@ using cxv::sim::iommu;
 using cxv::sim::map_error;
 
 TEST_CASE("no device access touches memory after its UNMAP returned") {
+    // Accesses one by one, or in runs of eight as a device's round of work makes them.
+    bool in_runs = false;
+    SUBCASE("single accesses") { in_runs = false; }
+    SUBCASE("runs of accesses") { in_runs = true; }
     constexpr std::size_t kSize = 4 * 4096;
     constexpr std::uint64_t kIova = 0x100000;
     void* mem = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -35,12 +40,16 @@ TEST_CASE("no device access touches memory after its UNMAP returned") {
     auto device = [&](unsigned which) {
         std::byte buf[256];
         std::memset(buf, static_cast<int>(which), sizeof(buf));
-        for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
-            const std::uint64_t at = kIova + (i * 4096 + which * 512) % kSize;
-            const bool done = (i & 1) ? m.write(at, buf, sizeof(buf)) : m.read(at, buf, sizeof(buf));
-            (done ? ok : refused).fetch_add(1, std::memory_order_relaxed);
-            std::uint32_t v = 0;
-            (void)m.read(0x900000 + which * 8, &v, sizeof(v));
+        for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed);) {
+            std::optional<iommu::access_run> run;
+            if (in_runs) run.emplace(m);
+            for (unsigned k = 0; k < (in_runs ? 8u : 1u); ++k, ++i) {
+                const std::uint64_t at = kIova + (i * 4096 + which * 512) % kSize;
+                const bool done = (i & 1) ? m.write(at, buf, sizeof(buf)) : m.read(at, buf, sizeof(buf));
+                (done ? ok : refused).fetch_add(1, std::memory_order_relaxed);
+                std::uint32_t v = 0;
+                (void)m.read(0x900000 + which * 8, &v, sizeof(v));
+            }
         }
     };
     std::thread a(device, 0), b(device, 1);

@@ -228,3 +228,75 @@ TEST_CASE("a device write reaches host memory in address order: its last byte co
     CHECK(rounds > 100);
     CHECK(torn == 0);
 }
+
+TEST_CASE("a run of accesses holds the table: an UNMAP waits for the run to end, then takes effect") {
+    iommu m;
+    pages mem(1);
+    REQUIRE(m.map(0x10000, mem.p, 4096, true, true) == map_error::none);
+    std::atomic<int> step{0};
+    std::atomic<bool> unmapped{false};
+    bool read_in_run = false, read_with_writer_waiting = false, nested_read = false, still_waiting = false;
+    std::thread device([&] {
+        {
+            const iommu::access_run run(m);
+            std::uint32_t v = 0;
+            read_in_run = m.read(0x10040, &v, sizeof(v));
+            step = 1;
+            while (step.load() != 2) std::this_thread::yield();
+            // The UNMAP has begun and waits for this run; accesses of the run go on, and
+            // a run inside the run takes nothing more (taking the reader side again would
+            // wait for the writer, which waits for this run).
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            still_waiting = !unmapped.load();
+            read_with_writer_waiting = m.read(0x10040, &v, sizeof(v));
+            {
+                const iommu::access_run inner(m);
+                nested_read = m.write(0x10044, &v, sizeof(v));
+            }
+        }
+        step = 3;
+    });
+    while (step.load() != 1) std::this_thread::yield();
+    std::thread unmapper([&] {
+        step = 2;
+        CHECK(m.unmap(0x10000, 4096).value() == 4096);
+        unmapped = true;
+    });
+    device.join();
+    unmapper.join();
+    CHECK(read_in_run);
+    CHECK(still_waiting);
+    CHECK(read_with_writer_waiting);
+    CHECK(nested_read);
+    CHECK(step.load() == 3);
+    std::uint32_t v = 0;
+    CHECK_FALSE(m.read(0x10040, &v, sizeof(v)));  // the UNMAP took effect once the run ended
+    CHECK(m.fault_count() == 1);
+}
+
+TEST_CASE("another thread's accesses during a run lock as before; a run after the run starts clean") {
+    iommu m;
+    pages mem(1);
+    REQUIRE(m.map(0x10000, mem.p, 4096, true, true) == map_error::none);
+    std::atomic<bool> in_run{false}, done{false};
+    std::thread device([&] {
+        const iommu::access_run run(m);
+        in_run = true;
+        while (!done.load()) std::this_thread::yield();
+    });
+    while (!in_run.load()) std::this_thread::yield();
+    const std::uint32_t w = 0xa5a5a5a5;
+    CHECK(m.write(0x10080, &w, sizeof(w)));
+    std::uint32_t v = 0;
+    CHECK(m.read(0x10080, &v, sizeof(v)));
+    CHECK(v == w);
+    CHECK_FALSE(m.read(0x90000, &v, sizeof(v)));  // a fault is still a fault
+    done = true;
+    device.join();
+    {
+        const iommu::access_run run(m);
+        CHECK(m.read(0x10080, &v, sizeof(v)));
+    }
+    REQUIRE(m.unmap(0x10000, 4096).value() == 4096);  // no run left holding the table
+    CHECK_FALSE(m.read(0x10080, &v, sizeof(v)));
+}

@@ -19,6 +19,10 @@ using test::check_same;
 using test::known_opcodes;
 using test::random_packet;
 
+decode_status decode(link_kind link, std::span<const std::byte> f, packet& p, crc_check check) {
+    return link == link_kind::ib ? decode_ib(f, p, check) : decode_roce(f, p, check);
+}
+
 std::uint16_t be16(const std::vector<std::byte>& f, std::size_t o) {
     return static_cast<std::uint16_t>(static_cast<std::uint8_t>(f[o]) << 8 | static_cast<std::uint8_t>(f[o + 1]));
 }
@@ -140,6 +144,60 @@ TEST_CASE("InfiniBand: the VCRC catches any flipped bit; the ICRC what the VCRC 
                     f[n - 1] = b1;
                 }
                 f[byte] ^= std::byte(1 << bit);
+            }
+        }
+    }
+}
+
+TEST_CASE("a trusted decode skips the CRCs and checksums, and nothing else") {
+    std::mt19937_64 rng(10);
+    std::vector<std::byte> out(max_frame_bytes);
+    for (const link_kind link : {link_kind::roce_v4, link_kind::roce_v6, link_kind::ib}) {
+        CAPTURE(static_cast<int>(link));
+        packet p = random_packet(rng, link, opcode::RC | opcode::SEND_ONLY, 64);
+        const std::size_t n = encode(p, out);
+        REQUIRE(n != 0);
+        std::vector<std::byte> f(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n));
+        packet verified, trusted;
+        REQUIRE(decode(link, f, verified, crc_check::verify) == decode_status::ok);
+        REQUIRE(decode(link, f, trusted, crc_check::trusted) == decode_status::ok);
+        check_same(verified, trusted);
+        // The ICRC's last byte (and on IB the VCRC's) wrong: only a trusted decode takes it.
+        const std::size_t icrc_last = link == link_kind::ib ? n - 3 : n - 1;
+        f[icrc_last] ^= std::byte{0x01};
+        if (link == link_kind::ib) f[n - 1] ^= std::byte{0x01};
+        CHECK(decode(link, f, verified, crc_check::verify) != decode_status::ok);
+        REQUIRE(decode(link, f, trusted, crc_check::trusted) == decode_status::ok);
+        CHECK(trusted.bth.psn == p.bth.psn);
+        CHECK(trusted.payload == p.payload);
+        // The other checks stay: a frame too short for its own length fields is refused.
+        f.resize(n - 4);
+        CHECK(decode(link, f, trusted, crc_check::trusted) == decode_status::malformed);
+    }
+}
+
+TEST_CASE("a frame encoded without its CRCs, sealed, is the frame encoded with them") {
+    std::mt19937_64 rng(11);
+    std::vector<std::byte> full(max_frame_bytes), later(max_frame_bytes);
+    for (const link_kind link : {link_kind::roce_v4, link_kind::roce_v6, link_kind::ib}) {
+        for (const bool grh : {false, true}) {
+            for (const std::size_t bytes : {std::size_t{0}, std::size_t{3}, std::size_t{64}, std::size_t{1000}}) {
+                CAPTURE(static_cast<int>(link));
+                CAPTURE(grh);
+                CAPTURE(bytes);
+                packet p = random_packet(rng, link, opcode::RC | opcode::SEND_ONLY, bytes);
+                if (link == link_kind::ib) p.net.grh = grh;
+                const std::size_t n = encode(p, full, crc_fill::compute);
+                REQUIRE(n != 0);
+                REQUIRE(encode(p, later, crc_fill::later) == n);
+                const std::span<std::byte> f(later.data(), n);
+                packet q;
+                CHECK(decode(link, f, q, crc_check::verify) != decode_status::ok);  // the CRCs are not there
+                CHECK(decode(link, f, q, crc_check::trusted) == decode_status::ok);
+                REQUIRE(seal(f, link != link_kind::ib));
+                CHECK(std::equal(later.begin(), later.begin() + static_cast<std::ptrdiff_t>(n), full.begin()));
+                CHECK(decode(link, f, q, crc_check::verify) == decode_status::ok);
+                CHECK_FALSE(seal(f.first(n - 4), link != link_kind::ib));  // lengths that do not hold
             }
         }
     }
