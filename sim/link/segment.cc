@@ -236,8 +236,9 @@ bool make_address(const std::string& path, sockaddr_un& a, socklen_t& len) {
 // receiver reads it (a load from memory) and calls recv(2) only when it moved, instead of
 // once per model round on an empty socket, which was the largest cost of a model thread
 // between processes. Frames from a sender without the bell (a QEMU guest's NIC, a
-// broadcast) are still found: the socket is read every kPollEvery-th call regardless, and
-// an idle model thread sleeps on the socket itself. The frames themselves never leave
+// broadcast) are still found: the socket is read every kPollEvery-th call regardless (up
+// to kPollMost while those looks find nothing), and an idle model thread sleeps on the
+// socket itself. The frames themselves never leave
 // the socket, so order, loss and a dead station's socket are as before; a bell that is
 // stale or missing costs time, never a frame.
 class bell_page {
@@ -392,12 +393,21 @@ public:
 
     bool receive(std::vector<std::byte>& frame, frame_crcs& crcs) override {
         crcs = frame_crcs::unverified;
-        // The socket is read until it is empty once the bell moved (or every kPollEvery-th
-        // call, for senders without one); an unmoved bell is an empty socket.
+        // The socket is read until it is empty once the bell moved, or, for senders
+        // without one, every poll_every_-th call regardless; an unmoved bell is an empty
+        // socket. Those looks back off while they find nothing (16, 32, ... up to
+        // kPollMost calls: an empty recv(2) per 16 model rounds was most of the system
+        // calls of a stream between processes) and come back to every 16th as soon as
+        // one finds a frame its bell did not announce. An idle model thread sleeps on the
+        // socket itself, so a frame without a bell wakes it at once.
         if (!draining_) {
+            looking_ = false;
             if (own_bell_) {
                 const std::uint64_t rung = own_bell_->rung().load(std::memory_order_acquire);
-                if (rung == seen_ && ++quiet_ < kPollEvery) return false;
+                if (rung == seen_) {
+                    if (++quiet_ < poll_every_) return false;
+                    looking_ = true;
+                }
                 seen_ = rung;
             }
             quiet_ = 0;
@@ -407,8 +417,13 @@ public:
         // memory: resizing `frame` to the largest datagram would zero it each time.
         const ssize_t n = ::recv(fd_, buf_.get(), kMaxDatagram, MSG_DONTWAIT);
         if (n < 0) {
-            draining_ = false;
+            if (looking_) poll_every_ = std::min(poll_every_ * 2, kPollMost);
+            draining_ = looking_ = false;
             return false;
+        }
+        if (looking_) {
+            poll_every_ = kPollEvery;  // a sender without a bell is there
+            looking_ = false;
         }
         frame.assign(buf_.get(), buf_.get() + n);
         return true;
@@ -416,7 +431,7 @@ public:
 
 private:
     static constexpr std::size_t kMaxDatagram = 16384;
-    static constexpr unsigned kPollEvery = 16;
+    static constexpr unsigned kPollEvery = 16, kPollMost = 1024;
 
     enum class result { sent, full, lost };
     result send_to(const std::string& name, std::span<const std::byte> frame) {
@@ -458,7 +473,9 @@ private:
     std::unique_ptr<bell_page> own_bell_;  // null: every call reads the socket
     std::uint64_t seen_ = 0;               // the bell's count when the socket was last emptied
     bool draining_ = false;
+    bool looking_ = false;  // this drain is a look without a ring
     unsigned quiet_ = 0;
+    unsigned poll_every_ = kPollEvery;
     bell_cache bells_;
     struct {
         bool valid = false;

@@ -225,7 +225,8 @@ TEST_CASE("directory: a live address is refused, a dead one's socket is taken ov
 
 // A port's bell: the counter on DIR/.bell-<name> that cxv senders advance per frame, so
 // that the receiver reads its socket only when something came. A sender without one (a
-// QEMU guest's NIC) is still heard: every 16th look reads the socket regardless.
+// QEMU guest's NIC) is still heard: every 16th look reads the socket regardless (fewer
+// while looks find nothing).
 std::uint64_t bell_of(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ~std::uint64_t{0};
@@ -237,7 +238,7 @@ std::uint64_t bell_of(const std::string& path) {
     return v;
 }
 
-TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is found within 16 looks") {
+TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is found within 16 looks, 1024 when quiet") {
     const std::string dir = temp_dir("segment-bell");
     auto a = attach_directory(dir, eth(1));
     auto b = attach_directory(dir, eth(2));
@@ -261,15 +262,35 @@ TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is 
     sockaddr_un to{};
     to.sun_family = AF_UNIX;
     std::snprintf(to.sun_path, sizeof to.sun_path, "%s/eth-02c500000002", dir.c_str());
-    const auto guest = frame_to(eth(2), 77);
-    REQUIRE(::sendto(raw, guest.data(), guest.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
-            static_cast<ssize_t>(guest.size()));
-    ::close(raw);
+    const auto from_guest = [&](std::uint8_t tag) {
+        const auto guest = frame_to(eth(2), tag);
+        REQUIRE(::sendto(raw, guest.data(), guest.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
+                static_cast<ssize_t>(guest.size()));
+    };
+    // The number of calls until it is found (at most `most`).
+    const auto looks_until_found = [&](int most) {
+        int looks = 1;
+        while (!take(*b.value(), f) && looks < most) ++looks;
+        return looks;
+    };
+    from_guest(77);
     CHECK(bell_of(bell) == before + 5);
-    bool found = false;
-    for (int look = 0; look < 16 && !found; ++look) found = take(*b.value(), f);
-    REQUIRE(found);
+    CHECK(looks_until_found(16) <= 16);
     CHECK(f[59] == std::byte{77});
+    // Looks that find nothing back off, to one per 1024 calls at most; one that finds a
+    // frame without a bell brings them back to every 16th.
+    bool any = false;
+    for (int i = 0; i < 20000; ++i) any |= take(*b.value(), f);
+    CHECK_FALSE(any);
+    from_guest(78);
+    const int backed_off = looks_until_found(2048);
+    CHECK(backed_off > 16);
+    CHECK(backed_off <= 1024);
+    CHECK(f[59] == std::byte{78});
+    from_guest(79);
+    CHECK(looks_until_found(16) <= 16);
+    CHECK(f[59] == std::byte{79});
+    ::close(raw);
 
     // A station gone takes its bell with it; one back under the name has a new bell, and
     // a sender whose frame to the name was lost rings the new one.
