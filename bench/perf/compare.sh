@@ -152,16 +152,23 @@ run_pair() {
     timeout 120 "${server[@]}" >"$work/$name.server" 2>&1 &
     local spid=$!
     pids+=("$spid")
-    local ok=1
-    for _ in $(seq 1 20); do
+    local ok=1 try rc
+    : >"$work/$name.tries"
+    for try in $(seq 1 20); do
         sleep 0.5
-        if timeout 120 "${client[@]}" >"$work/$name.out" 2>&1; then ok=0; break; fi
+        rc=0
+        timeout 120 "${client[@]}" >"$work/$name.out" 2>&1 || rc=$?
+        if ((rc == 0)); then ok=0; break; fi
+        # Each failed try's output is kept: the first one says why, the later ones may
+        # only say that the server no longer listens.
+        { echo "--- client try $try (exit $rc)"; cat "$work/$name.out"; } >>"$work/$name.tries"
         kill -0 "$spid" 2>/dev/null || break
     done
     stop_server "$spid"
     if ((ok)); then
         echo "compare: $name failed:" >&2
-        tail -n 5 "$work/$name.out" "$work/$name.server" >&2
+        head -n 30 "$work/$name.tries" >&2
+        tail -n 5 "$work/$name.server" >&2
     fi
     return $ok
 }
