@@ -1,6 +1,8 @@
-// A lock for the model's counters and fault plans: held for a few instructions, by the
-// model thread on every packet and by a test or tool now and then, so it spins instead of
-// calling into the C library (a std::mutex costs ~50 instructions uncontended; this ~6).
+// A lock for the model's fault plans, command records and in-process frame queues: held
+// for a few instructions, by the model thread in its rounds and by a test or tool now and
+// then, so it spins instead of calling into the C library (a std::mutex costs ~50
+// instructions uncontended; this ~6). Its exchange is a locked instruction, which waits
+// for the thread's earlier stores: keep it off the per-packet path (docs/performance.md).
 // Meets BasicLockable, for std::lock_guard.
 #pragma once
 
