@@ -84,6 +84,25 @@ std::string temp_dir(const std::string& name) {
     return templ;
 }
 
+// Two stations, eth(1) and eth(2), on a directory segment of their own, removed after.
+struct directory_pair {
+    std::string dir;
+    std::unique_ptr<segment_port> a, b;
+    explicit directory_pair(const std::string& name) : dir(temp_dir(name)) {
+        auto x = attach_directory(dir, eth(1));
+        auto y = attach_directory(dir, eth(2));
+        REQUIRE(x);
+        REQUIRE(y);
+        a = std::move(x).value();
+        b = std::move(y).value();
+    }
+    ~directory_pair() {
+        a.reset();
+        b.reset();
+        std::filesystem::remove_all(dir);
+    }
+};
+
 TEST_CASE("station names are the socket names QEMU's dgram netdev is pointed at") {
     CHECK(station_name(eth(0x01)) == "eth-02c500000001");
     CHECK(station_name(ib(0x1a)) == "ib-001a");
@@ -126,17 +145,13 @@ TEST_CASE("a frame's CRCs are vouched for only inside the process") {
         CHECK(crcs == frame_crcs::known_good);
     }
     SUBCASE("directory: never, whatever the sender said") {
-        const std::string dir = temp_dir("segment-crcs");
         for (const frame_crcs said : {frame_crcs::known_good, frame_crcs::absent}) {
-            auto a = attach_directory(dir, eth(1));
-            auto b = attach_directory(dir, eth(2));
-            REQUIRE((a && b));
-            REQUIRE(a.value()->send(frame_to(eth(2), 1), said));
+            directory_pair s("segment-crcs");
+            REQUIRE(s.a->send(frame_to(eth(2), 1), said));
             crcs = said;
-            REQUIRE(wait_receive(*b.value(), f, &crcs));
+            REQUIRE(wait_receive(*s.b, f, &crcs));
             CHECK(crcs == frame_crcs::unverified);
         }
-        std::filesystem::remove_all(dir);
     }
 }
 
@@ -178,25 +193,20 @@ TEST_CASE("directory: unicast, broadcast and a station that is gone") {
 }
 
 TEST_CASE("directory: a burst beyond the receiver's queue waits in the sender's backlog, in order, lossless") {
-    const std::string dir = temp_dir("segment-burst");
-    auto a = attach_directory(dir, eth(1));
-    auto b = attach_directory(dir, eth(2));
-    REQUIRE(a);
-    REQUIRE(b);
-    for (unsigned i = 0; i < 200; ++i) REQUIRE(send_frame(*a.value(), frame_to(eth(2), static_cast<std::uint8_t>(i))));
+    directory_pair s("segment-burst");
+    for (unsigned i = 0; i < 200; ++i) REQUIRE(send_frame(*s.a, frame_to(eth(2), static_cast<std::uint8_t>(i))));
     std::vector<std::byte> f;
     unsigned got = 0;
     for (int round = 0; round < 2000 && got < 200; ++round) {
-        a.value()->flush();
-        while (take(*b.value(), f)) {
+        s.a->flush();
+        while (take(*s.b, f)) {
             CHECK(f[59] == std::byte{static_cast<std::uint8_t>(got)});
             ++got;
         }
         if (got < 200) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     CHECK(got == 200);
-    CHECK_FALSE(a.value()->flush());  // nothing left waiting
-    std::filesystem::remove_all(dir);
+    CHECK_FALSE(s.a->flush());  // nothing left waiting
 }
 
 TEST_CASE("directory: a live address is refused, a dead one's socket is taken over") {
@@ -239,29 +249,25 @@ std::uint64_t bell_of(const std::string& path) {
 }
 
 TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is found within 16 looks, 1024 when quiet") {
-    const std::string dir = temp_dir("segment-bell");
-    auto a = attach_directory(dir, eth(1));
-    auto b = attach_directory(dir, eth(2));
-    REQUIRE(a);
-    REQUIRE(b);
-    const std::string bell = dir + "/.bell-eth-02c500000002";
+    directory_pair s("segment-bell");
+    const std::string bell = s.dir + "/.bell-eth-02c500000002";
     REQUIRE(std::filesystem::exists(bell));
     const std::uint64_t before = bell_of(bell);
-    for (std::uint8_t i = 0; i < 5; ++i) REQUIRE(send_frame(*a.value(), frame_to(eth(2), i)));
+    for (std::uint8_t i = 0; i < 5; ++i) REQUIRE(send_frame(*s.a, frame_to(eth(2), i)));
     CHECK(bell_of(bell) == before + 5);
     std::vector<std::byte> f;
     for (std::uint8_t i = 0; i < 5; ++i) {
-        REQUIRE(take(*b.value(), f));  // rung: read at the first look
+        REQUIRE(take(*s.b, f));  // rung: read at the first look
         CHECK(f[59] == std::byte{i});
     }
-    CHECK_FALSE(take(*b.value(), f));
+    CHECK_FALSE(take(*s.b, f));
 
     // A datagram from a plain socket (as QEMU's -netdev dgram sends): no bell.
     const int raw = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     REQUIRE(raw >= 0);
     sockaddr_un to{};
     to.sun_family = AF_UNIX;
-    std::snprintf(to.sun_path, sizeof to.sun_path, "%s/eth-02c500000002", dir.c_str());
+    std::snprintf(to.sun_path, sizeof to.sun_path, "%s/eth-02c500000002", s.dir.c_str());
     const auto from_guest = [&](std::uint8_t tag) {
         const auto guest = frame_to(eth(2), tag);
         REQUIRE(::sendto(raw, guest.data(), guest.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) ==
@@ -270,7 +276,7 @@ TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is 
     // The number of calls until it is found (at most `most`).
     const auto looks_until_found = [&](int most) {
         int looks = 1;
-        while (!take(*b.value(), f) && looks < most) ++looks;
+        while (!take(*s.b, f) && looks < most) ++looks;
         return looks;
     };
     from_guest(77);
@@ -280,7 +286,7 @@ TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is 
     // Looks that find nothing back off, to one per 1024 calls at most; one that finds a
     // frame without a bell brings them back to every 16th.
     bool any = false;
-    for (int i = 0; i < 20000; ++i) any |= take(*b.value(), f);
+    for (int i = 0; i < 20000; ++i) any |= take(*s.b, f);
     CHECK_FALSE(any);
     from_guest(78);
     const int backed_off = looks_until_found(2048);
@@ -294,16 +300,15 @@ TEST_CASE("directory: a frame rings the receiver's bell; a frame without one is 
 
     // A station gone takes its bell with it; one back under the name has a new bell, and
     // a sender whose frame to the name was lost rings the new one.
-    b.value().reset();
+    s.b.reset();
     CHECK_FALSE(std::filesystem::exists(bell));
-    CHECK_FALSE(send_frame(*a.value(), frame_to(eth(2), 1)));
-    auto again = attach_directory(dir, eth(2));
+    CHECK_FALSE(send_frame(*s.a, frame_to(eth(2), 1)));
+    auto again = attach_directory(s.dir, eth(2));
     REQUIRE(again);
-    REQUIRE(send_frame(*a.value(), frame_to(eth(2), 2)));
+    REQUIRE(send_frame(*s.a, frame_to(eth(2), 2)));
     CHECK(bell_of(bell) == 1);
     REQUIRE(take(*again.value(), f));
     CHECK(f[59] == std::byte{2});
-    std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("directory: a path too long for a UNIX socket is a clear error") {
