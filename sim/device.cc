@@ -59,6 +59,11 @@ device::~device() {
 
 int device::wake_fd() const { return port_ ? port_->wake_fd() : -1; }
 
+bool device::arm_wake() {
+    std::lock_guard lock(mu_);
+    return port_ ? port_->arm_wake() : true;
+}
+
 void device::power_on() {
     bar_->zero();
     std::byte* seg = bar_->base();

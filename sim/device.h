@@ -81,6 +81,8 @@ private:
     bool busy() { return fw_.engine().busy(); }
     // A descriptor that becomes readable when a frame reaches the port (-1: none).
     int wake_fd() const;
+    // About to sleep on wake_fd(): false when a frame already waits (link::port::arm_wake).
+    bool arm_wake();
     bool poll_doorbells();
     bool receive_packets(std::chrono::steady_clock::time_point now);
     void tick_health(std::chrono::steady_clock::time_point now);

@@ -1,8 +1,8 @@
 // The threads that make the emulated functions act. A card's engines run by themselves;
 // the model's run on threads of the process that hosts it, each of which calls the
 // rounds of the functions it serves (device.h) one after the other, and backs off when
-// none has anything to do (spin, then yield, then sleep growing to 1 ms, woken early by
-// a frame on a socket of the fabric).
+// none has anything to do (spin, unless pinned to one CPU with the application; then
+// yield; then sleep growing to 1 ms, woken early by a frame from the fabric).
 //
 // By default every function of a process is served by one model thread (`shared()`):
 // two functions of one process then talk without a thread switch, and the model takes

@@ -73,11 +73,11 @@ public:
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
     bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver);
-    // An idle model thread's sleep: at most `most`, less when a frame arrives from
-    // another process (a directory segment's socket wakes it).
-    void wait(std::chrono::microseconds most) { seg_->wait(most); }
     // A descriptor readable when a frame arrives (a socket of a directory fabric), or -1.
     int wake_fd() const { return seg_->wake_fd(); }
+    // The model thread is about to sleep on wake_fd() (segment_port::arm_wake): false
+    // when a frame already waits.
+    bool arm_wake() { return seg_->arm_wake(); }
     // The faults on what this port sends, changed while it runs (tests).
     void set_faults(const device_config::link_faults& f);
     // A directory segment's cable: false while the file DIR/down-<station> exists (so a

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/link/ring.h"
 #include "sim/spin_lock.h"
 
 namespace cxv::sim::link {
@@ -229,100 +230,82 @@ bool make_address(const std::string& path, sockaddr_un& a, socklen_t& len) {
     return true;
 }
 
-// --- bells: the socket looked at only when a frame was sent to it --------------------------
+// --- rings and bells ---------------------------------------------------------------------
 
-// A station's bell: an 8-byte counter on a page of its own, DIR/.bell-<station name>,
-// that every cxv sender advances after each frame it queued on the station's socket. The
-// receiver reads it (a load from memory) and calls recv(2) only when it moved, instead of
-// once per model round on an empty socket, which was the largest cost of a model thread
-// between processes. Frames from a sender without the bell (a QEMU guest's NIC, a
-// broadcast) are still found: the socket is read every kPollEvery-th call regardless (up
-// to kPollMost while those looks find nothing), and an idle model thread sleeps on the
-// socket itself. The frames themselves never leave
-// the socket, so order, loss and a dead station's socket are as before; a bell that is
-// stale or missing costs time, never a frame.
-class bell_page {
-public:
-    // Maps `path`, made when `create` (a receiver's own bell); null when it cannot.
-    static std::unique_ptr<bell_page> open(const std::string& path, bool create) {
-        const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
-        if (fd < 0) return nullptr;
-        struct stat st;
-        void* page = MAP_FAILED;
-        // A bell left by a process that died is taken over as it is (never truncated:
-        // a sender may have it mapped).
-        if (::fstat(fd, &st) == 0 && (st.st_size >= kSize || (create && ::ftruncate(fd, kSize) == 0))) {
-            page = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        }
-        ::close(fd);
-        if (page == MAP_FAILED) return nullptr;
-        return std::unique_ptr<bell_page>(new bell_page(page, st.st_ino));
-    }
-    ~bell_page() { ::munmap(page_, kSize); }
-    bell_page(const bell_page&) = delete;
-    bell_page& operator=(const bell_page&) = delete;
-
-    std::atomic<std::uint64_t>& rung() const noexcept { return *static_cast<std::atomic<std::uint64_t>*>(page_); }
-    ino_t inode() const noexcept { return ino_; }
-
-private:
-    static constexpr off_t kSize = 4096;
-    static_assert(std::atomic<std::uint64_t>::is_always_lock_free);  // shared between processes
-    bell_page(void* p, ino_t ino) : page_(p), ino_(ino) {}
-    void* page_;
-    ino_t ino_;
-};
-
+// Frames between cxv processes go through the receiver's ring (ring.h): no system call
+// per frame on either side. The ring's file also holds the station's bell: the count of
+// frames that a cxv sender queued on the station's socket instead (a frame too large for
+// a slot), which the receiver reads (a load from memory) before it calls recv(2).
+// Frames from a sender without the ring (a QEMU guest's NIC, a broadcast) are still
+// found: the socket is read every kPollEvery-th call regardless (up to kPollMost while
+// those looks find nothing), and an idle model thread sleeps on the socket itself.
 std::string bell_path(const std::string& dir, const std::string& station) { return dir + "/.bell-" + station; }
 
-// A sender's bells, one per destination station: looked up by name when the destination
-// changes, and checked again after a frame to it was lost and every kRecheck rings (a
-// station that came back under the same name has a new bell; one that has none yet may
-// have one now).
+// A sender's rings, one per destination station: looked up by name when the destination
+// changes, and checked again after a frame to it was lost, when its ring stays full,
+// and every kRecheck frames (a station that came back under the same name has a new
+// ring; one that has none yet may have one now).
 class bell_cache {
 public:
     explicit bell_cache(std::string dir) : dir_(std::move(dir)) {}
     struct entry {
         std::string station;
-        std::unique_ptr<bell_page> bell;  // null: none (yet)
+        std::unique_ptr<frame_ring> ring;  // null: none (yet)
         unsigned uses = 0;
+        unsigned full = 0;  // puts in a row that found the ring full
         bool stale = false;
     };
     entry* find(const std::string& station) {
         for (auto& e : entries_) {
             if (e->station == station) return e.get();
         }
-        if (entries_.size() >= kMost) return nullptr;  // more destinations than kept: no bells
+        if (entries_.size() >= kMost) return nullptr;  // more destinations than kept: no rings
         entries_.push_back(std::make_unique<entry>());
         entries_.back()->station = station;
-        entries_.back()->bell = bell_page::open(bell_path(dir_, station), false);
+        entries_.back()->ring = frame_ring::open(bell_path(dir_, station));
         return entries_.back().get();
     }
-    // One frame queued on the station's socket.
-    void ring(entry* e) {
-        if (e == nullptr) return;
+    // The station's ring for the next frame (looked up again when due), or null.
+    frame_ring* current(entry* e) {
+        if (e == nullptr) return nullptr;
         if (e->stale || ++e->uses % kRecheck == 0) {
             e->stale = false;
             recheck(*e);
         }
-        if (e->bell) e->bell->rung().fetch_add(1, std::memory_order_release);
+        return e->ring.get();
     }
-    // A frame to the station was lost (no socket there): it may come back with a new bell.
+    // A put found the ring full. True while the receiver may still take from it; false
+    // when its process is gone (checked every kFullCheck-th time: a system call). A dead
+    // receiver's ring is then marked closed, so that every sender's frames to it are
+    // lost at once, as on its socket; a station that comes back makes a new ring.
+    static bool still_full(entry* e) {
+        if (++e->full % kFullCheck != 0 || e->ring->receiver_alive()) return true;
+        e->ring->close();
+        e->stale = true;
+        return false;
+    }
+    static void put(entry* e) { e->full = 0; }
+    // One frame queued on the station's socket: its bell.
+    static void ring(entry* e) {
+        if (e != nullptr && e->ring) e->ring->rung().fetch_add(1, std::memory_order_release);
+    }
+    // A frame to the station was lost (no socket there): it may come back with a new ring.
     static void lost(entry* e) {
         if (e != nullptr) e->stale = true;
     }
 
 private:
     static constexpr std::size_t kMost = 64;
-    static constexpr unsigned kRecheck = 1024;
+    static constexpr unsigned kRecheck = 1024, kFullCheck = 64;
     void recheck(entry& e) {
         struct stat st;
         const std::string path = bell_path(dir_, e.station);
         if (::stat(path.c_str(), &st) != 0) {
-            e.bell.reset();
-        } else if (!e.bell || e.bell->inode() != st.st_ino) {
-            e.bell = bell_page::open(path, false);
+            e.ring.reset();
+        } else if (!e.ring || e.ring->inode() != st.st_ino) {
+            e.ring = frame_ring::open(path);
         }
+        e.full = 0;
     }
     std::string dir_;
     std::vector<std::unique_ptr<entry>> entries_;
@@ -332,10 +315,9 @@ class directory_port final : public segment_port {
 public:
     directory_port(std::string dir, std::string self, int fd, bool ethernet)
         : dir_(std::move(dir)), self_(std::move(self)), fd_(fd), ethernet_(ethernet),
-          own_bell_(bell_page::open(bell_path(dir_, self_), true)), bells_(dir_) {
-        if (own_bell_) seen_ = own_bell_->rung().load(std::memory_order_acquire);
-    }
+          own_ring_(frame_ring::create(bell_path(dir_, self_))), bells_(dir_) {}
     ~directory_port() override {
+        if (own_ring_) own_ring_->close();  // before the files go: senders fall back to the socket, and lose
         ::close(fd_);
         ::unlink((dir_ + "/" + self_).c_str());
         ::unlink(bell_path(dir_, self_).c_str());
@@ -361,9 +343,7 @@ public:
             last_.bell = bells_.find(last_.name);
         }
         if (backlog_.empty()) {
-            const result r = send_to(last_.addr, last_.len, frame);
-            if (r == result::sent) bells_.ring(last_.bell);
-            if (r == result::lost) bell_cache::lost(last_.bell);
+            const result r = deliver(last_.bell, last_.addr, last_.len, frame);
             if (r != result::full) return r == result::sent;
         }
         std::string name = last_.name;
@@ -375,9 +355,11 @@ public:
     bool flush() override {
         bool any = false;
         while (!backlog_.empty()) {
-            const result r = send_to(backlog_.front().to, backlog_.front().frame);
+            sockaddr_un a;
+            socklen_t len;
+            const held& h = backlog_.front();
+            const result r = make_address(dir_ + "/" + h.to, a, len) ? deliver(h.bell, a, len, h.frame) : result::lost;
             if (r == result::full) break;
-            if (r == result::sent) bells_.ring(backlog_.front().bell);
             backlog_.pop_front();
             any = true;
         }
@@ -385,14 +367,23 @@ public:
     }
 
     int wake_fd() const override { return fd_; }
-    void wait(std::chrono::microseconds most) override {
-        pollfd p{fd_, POLLIN, 0};
-        const timespec t{static_cast<time_t>(most.count() / 1000000), static_cast<long>(most.count() % 1000000) * 1000};
-        ::ppoll(&p, 1, &t, nullptr);
+    bool arm_wake() override {
+        if (!own_ring_ || !own_ring_->has_ring()) return true;
+        if (!own_ring_->arm()) return false;
+        armed_ = true;
+        return true;
     }
 
     bool receive(std::vector<std::byte>& frame, frame_crcs& crcs) override {
         crcs = frame_crcs::unverified;
+        if (armed_) {
+            // Awake: the empty datagrams that woke the thread are read with the socket.
+            own_ring_->disarm();
+            armed_ = false;
+            looking_ = false;
+            draining_ = true;
+        }
+        if (own_ring_ && own_ring_->take(frame)) return true;
         // The socket is read until it is empty once the bell moved, or, for senders
         // without one, every poll_every_-th call regardless; an unmoved bell is an empty
         // socket. Those looks back off while they find nothing (16, 32, ... up to
@@ -402,8 +393,8 @@ public:
         // socket itself, so a frame without a bell wakes it at once.
         if (!draining_) {
             looking_ = false;
-            if (own_bell_) {
-                const std::uint64_t rung = own_bell_->rung().load(std::memory_order_acquire);
+            if (own_ring_) {
+                const std::uint64_t rung = own_ring_->rung().load(std::memory_order_acquire);
                 if (rung == seen_) {
                     if (++quiet_ < poll_every_) return false;
                     looking_ = true;
@@ -415,7 +406,10 @@ public:
         }
         // Into a buffer of our own, so that an idle poll (nothing waiting) touches no
         // memory: resizing `frame` to the largest datagram would zero it each time.
-        const ssize_t n = ::recv(fd_, buf_.get(), kMaxDatagram, MSG_DONTWAIT);
+        ssize_t n;
+        do {
+            n = ::recv(fd_, buf_.get(), kMaxDatagram, MSG_DONTWAIT);
+        } while (n == 0);  // a wake from a sender through the ring, not a frame
         if (n < 0) {
             if (looking_) poll_every_ = std::min(poll_every_ * 2, kPollMost);
             draining_ = looking_ = false;
@@ -434,6 +428,30 @@ private:
     static constexpr unsigned kPollEvery = 16, kPollMost = 1024;
 
     enum class result { sent, full, lost };
+    // One frame to a station (`e`: its ring and bell, null when not kept; `a`: its
+    // socket): through its ring when it has one, else through the socket.
+    result deliver(bell_cache::entry* e, const sockaddr_un& a, socklen_t len, std::span<const std::byte> frame) {
+        if (frame_ring* ring = bells_.current(e)) {
+            switch (ring->put(frame)) {
+            case frame_ring::put_result::put:
+                bell_cache::put(e);
+                // A receiver that sleeps on its socket is woken by an empty datagram.
+                if (ring->wake_wanted()) send_to(a, len, {});
+                return result::sent;
+            case frame_ring::put_result::full:
+                return bell_cache::still_full(e) ? result::full : result::lost;
+            case frame_ring::put_result::closed:
+                bell_cache::lost(e);  // the socket says whether a new station took the name
+                break;
+            case frame_ring::put_result::too_big:
+                break;
+            }
+        }
+        const result r = send_to(a, len, frame);
+        if (r == result::sent) bell_cache::ring(e);
+        if (r == result::lost) bell_cache::lost(e);
+        return r;
+    }
     result send_to(const std::string& name, std::span<const std::byte> frame) {
         sockaddr_un a;
         socklen_t len;
@@ -470,7 +488,8 @@ private:
     int fd_;
     bool ethernet_;
     std::deque<held> backlog_;
-    std::unique_ptr<bell_page> own_bell_;  // null: every call reads the socket
+    std::unique_ptr<frame_ring> own_ring_;  // null: every call reads the socket
+    bool armed_ = false;                    // the model thread sleeps (or slept) on the socket
     std::uint64_t seen_ = 0;               // the bell's count when the socket was last emptied
     bool draining_ = false;
     bool looking_ = false;  // this drain is a look without a ring
@@ -489,8 +508,6 @@ private:
 };
 
 }  // namespace
-
-void segment_port::wait(std::chrono::microseconds most) { std::this_thread::sleep_for(most); }
 
 std::string station_name(const station& s) {
     if (!s.ethernet) return fmt::format("ib-{:04x}", s.lid);

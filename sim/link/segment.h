@@ -15,7 +15,10 @@
 //                digits>, one datagram per frame. A station that is not there (its
 //                process exited or crashed) receives nothing: a pulled cable. QEMU's
 //                `-netdev dgram` speaks the same: a guest's NIC joins by binding one of
-//                these names and sending to another.
+//                these names and sending to another. Between cxv processes a frame
+//                goes through the receiving station's ring instead (ring.h, shared
+//                memory in DIR/.bell-<name>), with no system call per frame; the socket
+//                remains its address, its liveness and its wake-up.
 #pragma once
 
 #include <array>
@@ -65,11 +68,13 @@ public:
     // Sends what a full receiver made wait (directory segments). True while anything
     // moved or still waits.
     virtual bool flush() { return false; }
-    // Waits until a frame may have arrived, or `most` has passed: an idle model thread
-    // sleeps here, so that a frame from another process wakes it at once.
-    virtual void wait(std::chrono::microseconds most);
-    // What wait() waits on, for a thread that waits on several ports at once (-1: none).
+    // A descriptor readable when a frame may have arrived, which an idle model thread
+    // sleeps on (-1: none), so that a frame from another process wakes it at once.
     virtual int wake_fd() const { return -1; }
+    // The model thread is about to sleep on wake_fd(): from now on any frame for this
+    // station makes it readable (a frame put in the station's ring too). False when a
+    // frame is already waiting: the thread must not sleep. The next receive() ends it.
+    virtual bool arm_wake() { return true; }
     // Whether every station is in this process (a sender may then leave CRCs absent).
     virtual bool in_process() const noexcept { return false; }
 };

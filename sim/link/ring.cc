@@ -1,0 +1,177 @@
+#include "sim/link/ring.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace cxv::sim::link {
+
+namespace {
+
+constexpr std::size_t kHeaderBytes = 4096;
+static_assert(sizeof(frame_ring::header) <= kHeaderBytes);
+static_assert(frame_ring::kSlotBytes % 64 == 0);
+
+// A slot: its sequence word (n: free for the sender of fill position n; n + 1: holds
+// that sender's frame), the frame's length, then the frame.
+struct slot_head {
+    std::atomic<std::uint64_t> seq;
+    std::uint32_t bytes;
+    std::uint32_t unused;
+};
+static_assert(sizeof(slot_head) == frame_ring::kSlotBytes - frame_ring::kFrameBytes);
+
+slot_head& head_of(std::byte* s) { return *reinterpret_cast<slot_head*>(s); }
+
+bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
+
+}  // namespace
+
+frame_ring::frame_ring(void* map, std::size_t bytes, ino_t ino) : map_(map), bytes_(bytes), ino_(ino), self_(::getpid()) {
+    header* h = head();
+    if (bytes_ >= kHeaderBytes + std::size_t{kSlots} * kSlotBytes &&
+        std::atomic_ref<std::uint32_t>(h->magic).load(std::memory_order_acquire) == kMagic && h->slots == kSlots) {
+        slots_ = kSlots;
+    }
+}
+
+frame_ring::~frame_ring() { ::munmap(map_, bytes_); }
+
+std::unique_ptr<frame_ring> frame_ring::create(const std::string& path) {
+    const std::string temp = path + ".new-" + std::to_string(::getpid());
+    const int fd = ::open(temp.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return nullptr;
+    const std::size_t bytes = kHeaderBytes + std::size_t{kSlots} * kSlotBytes;
+    void* map = MAP_FAILED;
+    struct stat st;
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) == 0 && ::fstat(fd, &st) == 0) {
+        map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    ::close(fd);
+    if (map == MAP_FAILED) {
+        ::unlink(temp.c_str());
+        return nullptr;
+    }
+    // The file is new (zero): every slot free for its first fill position.
+    auto* h = static_cast<header*>(map);
+    for (std::uint32_t i = 0; i < kSlots; ++i) {
+        head_of(static_cast<std::byte*>(map) + kHeaderBytes + std::size_t{i} * kSlotBytes)
+            .seq.store(i, std::memory_order_relaxed);
+    }
+    h->slots = kSlots;
+    h->receiver = ::getpid();
+    std::atomic_ref<std::uint32_t>(h->magic).store(kMagic, std::memory_order_release);
+    if (::rename(temp.c_str(), path.c_str()) != 0) {
+        ::munmap(map, bytes);
+        ::unlink(temp.c_str());
+        return nullptr;
+    }
+    return std::unique_ptr<frame_ring>(new frame_ring(map, bytes, st.st_ino));
+}
+
+std::unique_ptr<frame_ring> frame_ring::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    struct stat st;
+    void* map = MAP_FAILED;
+    std::size_t bytes = 0;
+    if (::fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(header))) {
+        bytes = std::min<std::size_t>(static_cast<std::size_t>(st.st_size),
+                                      kHeaderBytes + std::size_t{kSlots} * kSlotBytes);
+        map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    ::close(fd);
+    if (map == MAP_FAILED) return nullptr;
+    return std::unique_ptr<frame_ring>(new frame_ring(map, bytes, st.st_ino));
+}
+
+std::byte* frame_ring::slot(std::uint64_t n) const noexcept {
+    return static_cast<std::byte*>(map_) + kHeaderBytes + static_cast<std::size_t>(n % slots_) * kSlotBytes;
+}
+
+// The senders' lock. A sender of this process or a live one holding it for long (its
+// thread lost its core) makes this one try later; one that died holding it is passed
+// over. A dead sender may have published its slot without advancing the fill position:
+// the position then moves past it.
+bool frame_ring::lock() {
+    header* h = head();
+    pid_t holder = 0;
+    for (unsigned tries = 0; tries < 256; ++tries) {
+        holder = 0;
+        if (h->writer.compare_exchange_weak(holder, self_, std::memory_order_acquire, std::memory_order_relaxed)) {
+            return true;
+        }
+        if (tries % 64 == 63) std::this_thread::yield();
+    }
+    if (holder == 0 || holder == self_ || alive(holder)) return false;
+    if (!h->writer.compare_exchange_strong(holder, self_, std::memory_order_acquire, std::memory_order_relaxed)) {
+        return false;
+    }
+    while (head_of(slot(h->tail)).seq.load(std::memory_order_acquire) == h->tail + 1) ++h->tail;
+    return true;
+}
+
+frame_ring::put_result frame_ring::put(std::span<const std::byte> frame) {
+    if (slots_ == 0 || frame.size() > kFrameBytes) return put_result::too_big;
+    header* h = head();
+    if (h->closed.load(std::memory_order_relaxed) != 0) return put_result::closed;
+    if (!lock()) return put_result::full;
+    const std::uint64_t pos = h->tail;
+    std::byte* s = slot(pos);
+    slot_head& sh = head_of(s);
+    if (sh.seq.load(std::memory_order_acquire) != pos) {  // the receiver has not taken it yet
+        h->writer.store(0, std::memory_order_release);
+        return put_result::full;
+    }
+    std::memcpy(s + sizeof(slot_head), frame.data(), frame.size());
+    sh.bytes = static_cast<std::uint32_t>(frame.size());
+    // Sequentially consistent, as the load of the receiver's mark after it (wake_wanted)
+    // and the receiver's mark and its look at the slot (arm): either this sender sees the
+    // mark, or the receiver sees the slot.
+    sh.seq.store(pos + 1, std::memory_order_seq_cst);
+    h->tail = pos + 1;
+    h->writer.store(0, std::memory_order_release);
+    return put_result::put;
+}
+
+bool frame_ring::wake_wanted() noexcept {
+    header* h = head();
+    return h->sleeping.load(std::memory_order_seq_cst) != 0 && h->sleeping.exchange(0) != 0;
+}
+
+bool frame_ring::receiver_alive() const { return alive(head()->receiver); }
+
+bool frame_ring::take(std::vector<std::byte>& out) {
+    if (slots_ == 0) return false;
+    std::byte* s = slot(next_);
+    slot_head& sh = head_of(s);
+    if (sh.seq.load(std::memory_order_acquire) != next_ + 1) return false;
+    const std::byte* f = s + sizeof(slot_head);
+    out.assign(f, f + std::min<std::size_t>(sh.bytes, kFrameBytes));
+    sh.seq.store(next_ + slots_, std::memory_order_release);
+    ++next_;
+    return true;
+}
+
+bool frame_ring::arm() {
+    if (slots_ == 0) return true;
+    header* h = head();
+    h->sleeping.store(1, std::memory_order_seq_cst);
+    if (head_of(slot(next_)).seq.load(std::memory_order_seq_cst) == next_ + 1) {
+        h->sleeping.store(0, std::memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+
+void frame_ring::disarm() noexcept { head()->sleeping.store(0, std::memory_order_relaxed); }
+
+void frame_ring::close() noexcept { head()->closed.store(1, std::memory_order_release); }
+
+}  // namespace cxv::sim::link
