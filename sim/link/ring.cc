@@ -1,7 +1,6 @@
 #include "sim/link/ring.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,11 +28,9 @@ static_assert(sizeof(slot_head) == frame_ring::kSlotBytes - frame_ring::kFrameBy
 
 slot_head& head_of(std::byte* s) { return *reinterpret_cast<slot_head*>(s); }
 
-bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
-
 }  // namespace
 
-frame_ring::frame_ring(void* map, std::size_t bytes, ino_t ino) : map_(map), bytes_(bytes), ino_(ino), self_(::getpid()) {
+frame_ring::frame_ring(void* map, std::size_t bytes, ino_t ino) : map_(map), bytes_(bytes), ino_(ino) {
     header* h = head();
     if (bytes_ >= kHeaderBytes + std::size_t{kSlots} * kSlotBytes &&
         std::atomic_ref<std::uint32_t>(h->magic).load(std::memory_order_acquire) == kMagic && h->slots == kSlots) {
@@ -44,13 +41,16 @@ frame_ring::frame_ring(void* map, std::size_t bytes, ino_t ino) : map_(map), byt
 frame_ring::~frame_ring() { ::munmap(map_, bytes_); }
 
 std::unique_ptr<frame_ring> frame_ring::create(const std::string& path) {
-    const std::string temp = path + ".new-" + std::to_string(::getpid());
+    // The station's name is ours (its socket is bound), and so is this temporary name.
+    const std::string temp = path + ".new";
     const int fd = ::open(temp.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) return nullptr;
     const std::size_t bytes = kHeaderBytes + std::size_t{kSlots} * kSlotBytes;
     void* map = MAP_FAILED;
     struct stat st;
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) == 0 && ::fstat(fd, &st) == 0) {
+    // Blocks allocated now: a sparse file would make a later store into a slot a SIGBUS
+    // on a full file system.
+    if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0 && ::fstat(fd, &st) == 0) {
         map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
     ::close(fd);
@@ -65,9 +65,17 @@ std::unique_ptr<frame_ring> frame_ring::create(const std::string& path) {
             .seq.store(i, std::memory_order_relaxed);
     }
     h->slots = kSlots;
-    h->receiver = ::getpid();
+    pthread_mutexattr_t a;
+    ::pthread_mutexattr_init(&a);
+    ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    const int made = ::pthread_mutex_init(&h->writer, &a);
+    ::pthread_mutexattr_destroy(&a);
     std::atomic_ref<std::uint32_t>(h->magic).store(kMagic, std::memory_order_release);
-    if (::rename(temp.c_str(), path.c_str()) != 0) {
+    // A ring a dead station left under the name: its senders stop filling it and look
+    // again (segment.cc), instead of filling it up first.
+    if (auto old = open(path); old && old->has_ring()) old->close();
+    if (made != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
         ::munmap(map, bytes);
         ::unlink(temp.c_str());
         return nullptr;
@@ -95,26 +103,35 @@ std::byte* frame_ring::slot(std::uint64_t n) const noexcept {
     return static_cast<std::byte*>(map_) + kHeaderBytes + static_cast<std::size_t>(n % slots_) * kSlotBytes;
 }
 
-// The senders' lock. A sender of this process or a live one holding it for long (its
-// thread lost its core) makes this one try later; one that died holding it is passed
-// over. A dead sender may have published its slot without advancing the fill position:
-// the position then moves past it.
+// The senders' lock. A sender holding it for long (its thread lost its core) makes
+// this one try later. One that died holding it (its process ended; the kernel releases
+// a robust mutex then, zombie or not, in whatever PID namespace) hands it over with
+// EOWNERDEAD, and what it left is repaired.
 bool frame_ring::lock() {
-    header* h = head();
-    pid_t holder = 0;
-    for (unsigned tries = 0; tries < 256; ++tries) {
-        holder = 0;
-        if (h->writer.compare_exchange_weak(holder, self_, std::memory_order_acquire, std::memory_order_relaxed)) {
+    pthread_mutex_t* m = &head()->writer;
+    for (unsigned tries = 0;; ++tries) {
+        const int r = ::pthread_mutex_trylock(m);
+        if (r == 0) return true;
+        if (r == EOWNERDEAD) {
+            repair();
+            ::pthread_mutex_consistent(m);
             return true;
         }
+        if (r != EBUSY || tries == 256) return false;
         if (tries % 64 == 63) std::this_thread::yield();
     }
-    if (holder == 0 || holder == self_ || alive(holder)) return false;
-    if (!h->writer.compare_exchange_strong(holder, self_, std::memory_order_acquire, std::memory_order_relaxed)) {
-        return false;
+}
+
+// A sender that died holding the lock may have published its slot (and the receiver
+// may even have taken it) without moving the fill position on: the position moves past
+// every such slot. A slot it only half wrote was never published and is filled again.
+void frame_ring::repair() noexcept {
+    header* h = head();
+    for (std::uint32_t i = 0; i < slots_; ++i) {
+        const std::uint64_t seq = head_of(slot(h->tail)).seq.load(std::memory_order_acquire);
+        if (seq != h->tail + 1 && seq != h->tail + slots_) break;
+        ++h->tail;
     }
-    while (head_of(slot(h->tail)).seq.load(std::memory_order_acquire) == h->tail + 1) ++h->tail;
-    return true;
 }
 
 frame_ring::put_result frame_ring::put(std::span<const std::byte> frame) {
@@ -126,7 +143,7 @@ frame_ring::put_result frame_ring::put(std::span<const std::byte> frame) {
     std::byte* s = slot(pos);
     slot_head& sh = head_of(s);
     if (sh.seq.load(std::memory_order_acquire) != pos) {  // the receiver has not taken it yet
-        h->writer.store(0, std::memory_order_release);
+        ::pthread_mutex_unlock(&h->writer);
         return put_result::full;
     }
     std::memcpy(s + sizeof(slot_head), frame.data(), frame.size());
@@ -136,7 +153,7 @@ frame_ring::put_result frame_ring::put(std::span<const std::byte> frame) {
     // mark, or the receiver sees the slot.
     sh.seq.store(pos + 1, std::memory_order_seq_cst);
     h->tail = pos + 1;
-    h->writer.store(0, std::memory_order_release);
+    ::pthread_mutex_unlock(&h->writer);
     return put_result::put;
 }
 
@@ -144,8 +161,6 @@ bool frame_ring::wake_wanted() noexcept {
     header* h = head();
     return h->sleeping.load(std::memory_order_seq_cst) != 0 && h->sleeping.exchange(0) != 0;
 }
-
-bool frame_ring::receiver_alive() const { return alive(head()->receiver); }
 
 bool frame_ring::take(std::vector<std::byte>& out) {
     if (slots_ == 0) return false;

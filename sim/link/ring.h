@@ -7,20 +7,22 @@
 //            whether the receiver sleeps, and the senders' lock and fill position;
 //   then     `slots` slots of kSlotBytes, each a sequence word, a length and a frame.
 //
-// Any number of senders, one receiver. A sender takes the lock (its process id, so
-// that a sender that died holding it is found and passed over), copies its frame into
-// the next slot and publishes it by the slot's sequence word; the receiver takes
-// published slots in order without a lock and hands each back by the same word. A
-// receiver about to sleep on its socket says so in the header, and the sender that
-// fills a slot then sends it an empty datagram, which wakes it; a receiver that spins
-// costs its senders no system call.
+// Any number of senders, one receiver. A sender takes the lock (a process-shared,
+// robust mutex: one that died holding it hands it to the next taker, which repairs what
+// it left), copies its frame into the next slot and publishes it by the slot's
+// sequence word; the receiver takes published slots in order without a lock and hands
+// each back by the same word. A receiver about to sleep on its socket says so in the
+// header, and the sender that fills a slot then sends it an empty datagram, which wakes
+// it; a receiver that spins costs its senders no system call.
 //
 // The socket stays the station's address and its liveness: frames from senders
 // without the ring (a QEMU guest's NIC, broadcasts, a frame larger than a slot) go
 // through it as before. A receiver that leaves marks its ring closed before it removes
-// the file; one that crashed is found by its process id when its ring stays full.
+// the file; one that crashed is found through its socket (segment.cc), and the station
+// that takes its name over closes the old ring before it puts its own in place.
 #pragma once
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -44,22 +46,23 @@ public:
     static constexpr std::uint32_t kSlots = 256;
     static constexpr std::uint32_t kMagic = 0x63787672;  // "cxvr": the ring below is ready
 
-    // The layout of page 0, shared between processes (every field lock-free).
+    // The layout of page 0, shared between processes.
     struct header {
         std::atomic<std::uint64_t> rung;  // frames queued on the socket (the bell)
         std::uint32_t magic;
         std::uint32_t slots;
-        pid_t receiver;                   // the receiving process
         std::atomic<std::uint32_t> closed;  // the receiver left: nothing is taken any more
         alignas(64) std::atomic<std::uint32_t> sleeping;  // the receiver sleeps on its socket
-        alignas(64) std::atomic<pid_t> writer;            // the sender filling a slot; 0: none
+        alignas(64) pthread_mutex_t writer;               // the senders' lock (shared, robust)
         std::uint64_t tail;                               // the next slot to fill (under writer)
     };
-    static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<pid_t>::is_always_lock_free);
+    static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free);
 
-    // The receiver's own ring: a new file, made complete and then renamed to `path`, so
-    // that a sender never maps half of one and a sender of a dead station's ring keeps
-    // the old file (and finds the new one when it looks again). Null when it cannot.
+    // The receiver's own ring: a new file (`path`.new, its blocks allocated), made
+    // complete and then renamed to `path`, so that a sender never maps half of one. A
+    // ring left there by a station that died is closed first: its senders then look
+    // again and find the new one. Only the station that holds the name (its socket is
+    // bound) may call it. Null when it cannot.
     static std::unique_ptr<frame_ring> create(const std::string& path);
     // A sender's view of the station's ring at `path`. Null when there is no file. A
     // file with only a bell (no ring) is still opened: has_ring() is then false.
@@ -82,9 +85,6 @@ public:
     put_result put(std::span<const std::byte> frame);
     // After a put: whether the receiver sleeps and must be woken (true for one sender).
     bool wake_wanted() noexcept;
-    // Whether the receiving process is still there (a system call: for a ring that
-    // stays full).
-    bool receiver_alive() const;
 
     // --- the receiver ---
     // The next frame, into `out`; false when none is published.
@@ -94,7 +94,7 @@ public:
     bool arm();
     // Awake again (a put may have cleared it already).
     void disarm() noexcept;
-    // Marks the ring closed (the receiver leaves).
+    // Marks the ring closed: the receiver leaves, or a sender found it gone.
     void close() noexcept;
 
 private:
@@ -102,12 +102,12 @@ private:
     header* head() const noexcept { return static_cast<header*>(map_); }
     std::byte* slot(std::uint64_t n) const noexcept;
     bool lock();
+    void repair() noexcept;
 
     void* map_;
     std::size_t bytes_;
     ino_t ino_;
     std::uint32_t slots_ = 0;  // 0: a bell only
-    pid_t self_;
     std::uint64_t next_ = 0;  // the receiver's next slot to take
 };
 

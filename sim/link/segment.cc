@@ -242,9 +242,9 @@ bool make_address(const std::string& path, sockaddr_un& a, socklen_t& len) {
 std::string bell_path(const std::string& dir, const std::string& station) { return dir + "/.bell-" + station; }
 
 // A sender's rings, one per destination station: looked up by name when the destination
-// changes, and checked again after a frame to it was lost, when its ring stays full,
-// and every kRecheck frames (a station that came back under the same name has a new
-// ring; one that has none yet may have one now).
+// changes, and checked again after a frame to it was lost or its ring was closed, every
+// kRecheck frames, and every kRecheckNone frames while it has none (a station that came
+// back under the same name has a new ring; one that has none yet may have one now).
 class bell_cache {
 public:
     explicit bell_cache(std::string dir) : dir_(std::move(dir)) {}
@@ -268,22 +268,17 @@ public:
     // The station's ring for the next frame (looked up again when due), or null.
     frame_ring* current(entry* e) {
         if (e == nullptr) return nullptr;
-        if (e->stale || ++e->uses % kRecheck == 0) {
-            e->stale = false;
-            recheck(*e);
-        }
+        if (e->stale || ++e->uses % (e->ring ? kRecheck : kRecheckNone) == 0) refresh(e);
         return e->ring.get();
     }
-    // A put found the ring full. True while the receiver may still take from it; false
-    // when its process is gone (checked every kFullCheck-th time: a system call). A dead
-    // receiver's ring is then marked closed, so that every sender's frames to it are
-    // lost at once, as on its socket; a station that comes back makes a new ring.
-    static bool still_full(entry* e) {
-        if (++e->full % kFullCheck != 0 || e->ring->receiver_alive()) return true;
-        e->ring->close();
-        e->stale = true;
-        return false;
+    // Looks the station's ring up again now.
+    void refresh(entry* e) {
+        e->stale = false;
+        recheck(*e);
     }
+    // A put found the ring full: whether to ask the station's socket if it is still
+    // there (every kFullCheck-th time in a row: a system call).
+    static bool probe_due(entry* e) { return ++e->full % kFullCheck == 0; }
     static void put(entry* e) { e->full = 0; }
     // One frame queued on the station's socket: its bell.
     static void ring(entry* e) {
@@ -296,7 +291,7 @@ public:
 
 private:
     static constexpr std::size_t kMost = 64;
-    static constexpr unsigned kRecheck = 1024, kFullCheck = 64;
+    static constexpr unsigned kRecheck = 1024, kRecheckNone = 16, kFullCheck = 64;
     void recheck(entry& e) {
         struct stat st;
         const std::string path = bell_path(dir_, e.station);
@@ -383,7 +378,27 @@ public:
             looking_ = false;
             draining_ = true;
         }
-        if (own_ring_ && own_ring_->take(frame)) return true;
+        // The ring first, but never more than kRingRun frames in a row before the socket's
+        // turn, so that a busy ring never starves it (guests' frames, ARP); while the
+        // socket is being emptied, the socket first.
+        if (!draining_ && ring_run_ < kRingRun && take_from_ring(frame)) return true;
+        const bool ring_had_its_run = ring_run_ >= kRingRun;
+        ring_run_ = 0;
+        if (receive_from_socket(frame)) return true;
+        return !ring_had_its_run && take_from_ring(frame);
+    }
+
+private:
+    static constexpr std::size_t kMaxDatagram = 16384;
+    static constexpr unsigned kPollEvery = 16, kPollMost = 1024, kRingRun = 64;
+
+    bool take_from_ring(std::vector<std::byte>& frame) {
+        if (!own_ring_ || !own_ring_->take(frame)) return false;
+        ++ring_run_;
+        return true;
+    }
+
+    bool receive_from_socket(std::vector<std::byte>& frame) {
         // The socket is read until it is empty once the bell moved, or, for senders
         // without one, every poll_every_-th call regardless; an unmoved bell is an empty
         // socket. Those looks back off while they find nothing (16, 32, ... up to
@@ -423,15 +438,12 @@ public:
         return true;
     }
 
-private:
-    static constexpr std::size_t kMaxDatagram = 16384;
-    static constexpr unsigned kPollEvery = 16, kPollMost = 1024;
-
     enum class result { sent, full, lost };
     // One frame to a station (`e`: its ring and bell, null when not kept; `a`: its
     // socket): through its ring when it has one, else through the socket.
     result deliver(bell_cache::entry* e, const sockaddr_un& a, socklen_t len, std::span<const std::byte> frame) {
-        if (frame_ring* ring = bells_.current(e)) {
+        frame_ring* ring = bells_.current(e);
+        for (unsigned tries = 0; ring != nullptr && tries < 2; ++tries) {
             switch (ring->put(frame)) {
             case frame_ring::put_result::put:
                 bell_cache::put(e);
@@ -439,11 +451,20 @@ private:
                 if (ring->wake_wanted()) send_to(a, len, {});
                 return result::sent;
             case frame_ring::put_result::full:
-                return bell_cache::still_full(e) ? result::full : result::lost;
+                // A station that crashed leaves its files, and its ring fills up. Its
+                // socket tells: an empty datagram (a wake-up, to a live one) is refused.
+                if (!bell_cache::probe_due(e) || send_to(a, len, {}) != result::lost) return result::full;
+                ring->close();  // for every sender
+                bell_cache::lost(e);
+                return result::lost;
             case frame_ring::put_result::closed:
-                bell_cache::lost(e);  // the socket says whether a new station took the name
-                break;
+                // Gone, or replaced by a station under the same name: its new ring, if
+                // there is one, takes the frame, else the socket says which.
+                bells_.refresh(e);
+                ring = e->ring.get();
+                continue;
             case frame_ring::put_result::too_big:
+                ring = nullptr;
                 break;
             }
         }
@@ -490,6 +511,7 @@ private:
     std::deque<held> backlog_;
     std::unique_ptr<frame_ring> own_ring_;  // null: every call reads the socket
     bool armed_ = false;                    // the model thread sleeps (or slept) on the socket
+    unsigned ring_run_ = 0;                 // frames taken from the ring since the socket's side was looked at
     std::uint64_t seen_ = 0;               // the bell's count when the socket was last emptied
     bool draining_ = false;
     bool looking_ = false;  // this drain is a look without a ring

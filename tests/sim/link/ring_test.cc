@@ -1,9 +1,10 @@
 // A station's ring (sim/link/ring.h): frames in order through 256 slots, full and too
-// big, a receiver that leaves or dies, the wake-up of a sleeping receiver, a sender that
-// died holding the lock, and frames between two processes.
+// big, a receiver that leaves or is replaced, the wake-up of a sleeping receiver, a
+// sender that died holding the lock, and frames between processes.
 #include "sim/link/ring.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -55,16 +56,6 @@ struct mapped_header {
     }
     ~mapped_header() { ::munmap(h, 4096); }
 };
-
-// A process id that no process has (a child that has exited and been reaped).
-pid_t dead_pid() {
-    const pid_t c = ::fork();
-    REQUIRE(c >= 0);
-    if (c == 0) ::_exit(0);
-    int status = 0;
-    REQUIRE(::waitpid(c, &status, 0) == c);
-    return c;
-}
 
 TEST_CASE("frames arrive in order and intact, the ring reused lap after lap") {
     ring_dir d;
@@ -123,28 +114,28 @@ TEST_CASE("a full ring says so until the receiver takes; a frame larger than a s
     CHECK(14 + 40 + 8 + 12 + 28 + 4096 + 4 <= frame_ring::kFrameBytes);
 }
 
-TEST_CASE("a receiver that leaves closes its ring; one that died is found by its process id") {
+TEST_CASE("a receiver that leaves closes its ring; the station after a dead one closes the dead one's") {
     ring_dir d;
     auto rx = frame_ring::create(d.path);
     auto tx = frame_ring::open(d.path);
     REQUIRE(rx);
     REQUIRE(tx);
-    CHECK(tx->receiver_alive());
     rx->close();
     CHECK(tx->put(frame(1)) == put_result::closed);
 
-    // A child makes the ring and dies without a word.
+    // A station that died without a word (its ring never closed), and the one that takes
+    // its name over: the old ring's senders are told, and find the new file.
     const std::string other = d.dir + "/.bell-eth-02c500000003";
-    const pid_t c = ::fork();
-    REQUIRE(c >= 0);
-    if (c == 0) ::_exit(frame_ring::create(other) ? 0 : 1);
-    int status = 0;
-    REQUIRE(::waitpid(c, &status, 0) == c);
-    REQUIRE(WEXITSTATUS(status) == 0);
-    auto orphan = frame_ring::open(other);
-    REQUIRE(orphan);
-    CHECK(orphan->has_ring());
-    CHECK_FALSE(orphan->receiver_alive());
+    auto dead = frame_ring::create(other);
+    REQUIRE(dead);
+    auto sender = frame_ring::open(other);
+    REQUIRE(sender);
+    REQUIRE(sender->put(frame(2)) == put_result::put);
+    auto next = frame_ring::create(other);
+    REQUIRE(next);
+    CHECK(sender->put(frame(3)) == put_result::closed);
+    CHECK(frame_ring::open(other)->inode() == next->inode());
+    CHECK_FALSE(std::filesystem::exists(other + ".new"));
 }
 
 TEST_CASE("a new receiver under the name makes a new file; a file with a bell only has no ring") {
@@ -199,49 +190,87 @@ TEST_CASE("a sleeping receiver is woken by exactly one put; an awake one by none
     CHECK_FALSE(tx->wake_wanted());
 }
 
-TEST_CASE("a sender that died holding the lock is passed over, one alive is waited for") {
+// A child process that takes the senders' lock of the ring at `path`, runs `then`
+// (with the header), and then either exits holding it or, with `stay`, waits for SIGKILL.
+template <typename F>
+pid_t lock_holder(const std::string& path, bool stay, F then) {
+    const pid_t c = ::fork();
+    REQUIRE(c >= 0);
+    if (c == 0) {
+        mapped_header m(path);
+        if (::pthread_mutex_lock(&m.h->writer) != 0) ::_exit(1);
+        then(*m.h);
+        if (stay) ::pause();
+        ::_exit(0);  // holding the lock
+    }
+    return c;
+}
+
+// Waits for the child to exit without reaping it: it stays a zombie.
+void await_exit(pid_t c) {
+    siginfo_t info{};
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(c), &info, WEXITED | WNOWAIT) == 0);
+}
+
+void reap(pid_t c) {
+    int status = 0;
+    ::waitpid(c, &status, 0);
+}
+
+TEST_CASE("a sender that died holding the lock is passed over, even as a zombie; one alive is waited for") {
     ring_dir d;
     auto rx = frame_ring::create(d.path);
     auto tx = frame_ring::open(d.path);
     REQUIRE(rx);
     REQUIRE(tx);
-    mapped_header m(d.path);
     std::vector<std::byte> got;
 
-    // Died before it published: its slot is filled again.
-    m.h->writer.store(dead_pid());
+    // Died before it published (a half-written slot): the slot is filled again.
+    pid_t c = lock_holder(d.path, false, [](frame_ring::header&) {});
+    await_exit(c);  // a zombie: its process id still answers kill(pid, 0)
     REQUIRE(tx->put(frame(1)) == put_result::put);
-    CHECK(m.h->writer.load() == 0);
+    reap(c);
     REQUIRE(rx->take(got));
     CHECK(got == frame(1));
 
     // Died after it published its slot, before it moved the fill position on.
     REQUIRE(tx->put(frame(2)) == put_result::put);
-    m.h->tail -= 1;
-    m.h->writer.store(dead_pid());
+    c = lock_holder(d.path, false, [](frame_ring::header& h) { h.tail -= 1; });
+    await_exit(c);
     REQUIRE(tx->put(frame(3)) == put_result::put);
+    reap(c);
     REQUIRE(rx->take(got));
     CHECK(got == frame(2));
     REQUIRE(rx->take(got));
     CHECK(got == frame(3));
 
-    // A live sender of another process holds it: try later, nothing lost or taken over.
-    const pid_t live = ::fork();
-    REQUIRE(live >= 0);
-    if (live == 0) {
-        ::pause();
-        ::_exit(0);
-    }
-    m.h->writer.store(live);
-    CHECK(tx->put(frame(4)) == put_result::full);
-    CHECK(m.h->writer.load() == live);
-    m.h->writer.store(0);
-    CHECK(tx->put(frame(5)) == put_result::put);
+    // The same, and the receiver took the slot before the next sender came.
+    REQUIRE(tx->put(frame(4)) == put_result::put);
+    c = lock_holder(d.path, false, [](frame_ring::header& h) { h.tail -= 1; });
+    await_exit(c);
+    REQUIRE(rx->take(got));
+    CHECK(got == frame(4));
+    REQUIRE(tx->put(frame(5)) == put_result::put);
+    reap(c);
     REQUIRE(rx->take(got));
     CHECK(got == frame(5));
-    ::kill(live, SIGKILL);
-    int status = 0;
-    ::waitpid(live, &status, 0);
+    CHECK_FALSE(rx->take(got));
+
+    // A live sender of another process holds it: try later, nothing lost or taken over;
+    // once it is killed, its lock passes on.
+    std::atomic<bool>* ready = static_cast<std::atomic<bool>*>(
+        ::mmap(nullptr, sizeof(std::atomic<bool>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(ready != MAP_FAILED);
+    ready->store(false);
+    c = lock_holder(d.path, true, [ready](frame_ring::header&) { ready->store(true); });
+    while (!ready->load()) std::this_thread::yield();
+    CHECK(tx->put(frame(6)) == put_result::full);
+    ::kill(c, SIGKILL);
+    reap(c);
+    CHECK(tx->put(frame(7)) == put_result::put);
+    REQUIRE(rx->take(got));
+    CHECK(got == frame(7));
+    ::munmap(ready, sizeof(std::atomic<bool>));
 }
 
 TEST_CASE("frames between processes: two senders, one receiver, each sender's frames in order") {

@@ -239,6 +239,46 @@ TEST_CASE("directory: a frame through the ring wakes a receiver that sleeps on i
     CHECK_FALSE(readable(0));
 }
 
+TEST_CASE("directory: no wake-up is lost: a receiver that sleeps whenever it finds nothing gets every burst") {
+    directory_pair s("segment-sleep");
+    // The sender sends bursts of 1-8 frames and waits until all have arrived before the
+    // next, so the end of every burst is a race between the receiver going to sleep and
+    // the sender's last frame. A wake-up lost there leaves the receiver asleep with a
+    // frame in its ring and the sender waiting: the receiver's poll runs out.
+    constexpr unsigned kFrames = 20000;
+    std::atomic<unsigned> received{0};
+    std::atomic<bool> give_up{false};
+    std::thread sender([&] {
+        unsigned sent = 0, burst = 1;
+        while (sent < kFrames && !give_up.load()) {
+            burst = burst % 8 + 1;
+            for (unsigned i = 0; i < burst && sent < kFrames; ++i, ++sent) {
+                REQUIRE(send_frame(*s.a, frame_to(eth(2), static_cast<std::uint8_t>(sent))));
+            }
+            while (s.a->flush()) std::this_thread::yield();
+            while (received.load() < sent && !give_up.load()) std::this_thread::yield();
+        }
+    });
+    std::vector<std::byte> f;
+    unsigned got = 0, timeouts = 0;
+    bool in_order = true;
+    while (got < kFrames && timeouts == 0) {
+        while (take(*s.b, f)) {
+            in_order = in_order && f[59] == std::byte{static_cast<std::uint8_t>(got)};
+            received.store(++got);
+        }
+        if (got < kFrames && s.b->arm_wake()) {
+            pollfd p{s.b->wake_fd(), POLLIN, 0};
+            if (::poll(&p, 1, 2000) == 0) ++timeouts;
+        }
+    }
+    give_up.store(true);
+    sender.join();
+    CHECK(timeouts == 0);
+    CHECK(got == kFrames);
+    CHECK(in_order);
+}
+
 TEST_CASE("directory: a receiver that crashed loses its senders' frames once its ring is full") {
     const std::string dir = temp_dir("segment-crash");
     auto a = attach_directory(dir, eth(1));
