@@ -176,6 +176,12 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         round_time(firmware& f, std::chrono::steady_clock::time_point now) : fw(f) { fw.set_round_time(now); }
         ~round_time() { fw.set_round_time({}); }
     } const in_round(fw_, now);
+    // The round's CQE writes gathered, each batch written together (cq_engine).
+    struct cqe_batch {
+        transport_engine& e;
+        explicit cqe_batch(transport_engine& x) : e(x) { e.begin_cq_batch(); }
+        ~cqe_batch() { e.end_cq_batch(); }
+    } const cqes(fw_.engine());
     if (booting_) {
         if (now < boot_done_) return false;
         bar_->store32(iseg::initializing, 0);

@@ -112,6 +112,7 @@ bool cq_engine::push(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
         std::array<std::byte, ifc::cq_error::size_bytes> d{};
         ifc::set<ifc::cq_error::cqn>(d.data(), cq.cqn);
         ifc::set<ifc::cq_error::syndrome>(d.data(), 1);
+        flush();
         hooks_.async_event(hw::event_type::CQ_ERROR, d);
         return false;
     }
@@ -123,21 +124,54 @@ bool cq_engine::push(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
     hw::cqe64 e = cqe;
     e.op_own = static_cast<std::uint8_t>((e.op_own & ~hw::cqe_owner_mask) |
                                          ((cq.producer >> g.log_cq_size) & 1));
-    // Body first, then the byte with the owner bit (PRM "Completion Queue").
-    if (!mmu_.write(iova, &e, sizeof(e) - 1)) {
-        trace_.count(&counters::iommu_faults);
-        return false;
+    if (batching_) {
+        gathered_[count_++] = {iova, e};
+        if (count_ == kGathered) flush();
+    } else {
+        write({iova, e});
     }
-    device_release();
-    if (!mmu_.write(iova + sizeof(e) - 1, &e.op_own, 1)) return false;
+    // A write that faults loses the CQE, and the ring moves on as on a card, whose
+    // posted DMA write never learns of the fault.
     ++cq.producer;
     const auto op = hw::cqe_get_opcode(e.op_own);
     if (solicited || op == hw::cqe_opcode::REQ_ERR || op == hw::cqe_opcode::RESP_ERR) {
         ifc::set<ifc::cqc::last_solicit_index>(cq.cqc.data(), cq.producer & kMask24);
     }
     trace_.count(&counters::cqes);
-    if (cq_event_due(cq)) hooks_.completion_event(cq.eqn, take_event(cq));
+    if (cq_event_due(cq)) {
+        flush();
+        hooks_.completion_event(cq.eqn, take_event(cq));
+    }
     return true;
+}
+
+// Body first, then the byte with the owner bit (PRM "Completion Queue").
+void cq_engine::write(const gathered& g) {
+    if (!mmu_.write(g.iova, &g.cqe, sizeof(g.cqe) - 1)) {
+        trace_.count(&counters::iommu_faults);
+        return;
+    }
+    device_release();
+    mmu_.write(g.iova + sizeof(g.cqe) - 1, &g.cqe.op_own, 1);
+}
+
+// Every body, then every owner byte in the order the CQEs were made: each CQE's body is
+// visible before its owner bit, and the driver, which takes CQEs in order, sees them
+// owned in order.
+void cq_engine::flush() {
+    if (count_ == 0) return;
+    bool written[kGathered];
+    for (std::size_t i = 0; i < count_; ++i) {
+        const gathered& g = gathered_[i];
+        written[i] = mmu_.write(g.iova, &g.cqe, sizeof(g.cqe) - 1);
+        if (!written[i]) trace_.count(&counters::iommu_faults);
+    }
+    device_release();
+    for (std::size_t i = 0; i < count_; ++i) {
+        const gathered& g = gathered_[i];
+        if (written[i]) mmu_.write(g.iova + sizeof(g.cqe) - 1, &g.cqe.op_own, 1);
+    }
+    count_ = 0;
 }
 
 // --- the arm doorbell ----------------------------------------------------------------
@@ -160,7 +194,10 @@ void cq_engine::doorbell(std::uint64_t value) {
     cq.armed_solicited = cmd == hw::cq_db_req_not_sol;
     ifc::set<ifc::cqc::st>(cq.cqc.data(), cq.armed_solicited ? kStSolicitedArmed : kStArmed);
     // CQEs already past the consumer index: the event fires at once.
-    if (cq_event_due(cq)) hooks_.completion_event(cq.eqn, take_event(cq));
+    if (cq_event_due(cq)) {
+        flush();
+        hooks_.completion_event(cq.eqn, take_event(cq));
+    }
 }
 
 }  // namespace cxv::sim

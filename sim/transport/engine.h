@@ -115,6 +115,9 @@ public:
     // responder still owes goes out now (coalescing never holds one past the batch).
     // True when one went.
     bool end_of_batch();
+    // A device round's CQE writes gathered (cq_engine::begin_batch), written at its end.
+    void begin_cq_batch() noexcept { cqs_.begin_batch(); }
+    void end_cq_batch() { cqs_.end_batch(); }
 
     // The firmware's calls: a QP was created on UAR page `uar` (its BlueFlame registers
     // get their sentinels), a modify command changed its state (from `from`: taking it

@@ -219,6 +219,7 @@ hw::cqe_syndrome transport_engine::scatter(std::uint32_t pd, const std::vector<l
 void transport_engine::qp_event(hw::event_type t, std::uint32_t qpn) {
     std::array<std::byte, ifc::qp_events::size_bytes> d{};
     ifc::set<ifc::qp_events::qpn_rqn_sqn>(d.data(), qpn);
+    cqs_.flush();  // the QP's CQEs before its event
     hooks_.async_event(t, d);
 }
 

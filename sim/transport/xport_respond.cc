@@ -76,6 +76,7 @@ void transport_engine::respond(qp_object& qp, wire::packet&& a) {
 }
 
 bool transport_engine::end_of_batch() {
+    cqs_.flush();  // the batch's CQEs, before its ACKs go out
     if (owed_acks_.empty()) return false;
     while (!owed_acks_.empty()) {
         const std::uint32_t qpn = owed_acks_.first_qpn();

@@ -1,6 +1,10 @@
 // The CQ engine through the transport engine: CQEs from signaled NOPs (which complete
 // without the wire) into a CQ put in the tables by hand, the doorbell record the driver
 // would update, and the arm doorbell.
+#include <cstring>
+#include <span>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 #include "tests/sim/transport/rig.h"
@@ -97,6 +101,64 @@ TEST_CASE("a solicited-only arm ignores ordinary CQEs") {
     r.nop();
     CHECK(r.completions.empty());
     CHECK(r.t.cqs.at(kCq).armed);
+}
+
+// The CQ ring as a driver leaves it, every byte 0xff (opcode 0xf, owner 1), so that a
+// CQE not yet written is told from one written; and the state of the CQE each
+// completion event announces, at the moment the event is raised.
+struct batch_rig : cq_rig {
+    explicit batch_rig(unsigned log_size) : cq_rig(log_size) {
+        auto_run = false;  // NOPs need no wire; running it would end each packet batch
+        std::memset(host(t.cqs.at(kCq).pas[0]), 0xff, std::size_t{64} << log_size);
+    }
+    bool written(std::uint32_t i) { return (cqe(kCq, i).op_own >> 4) != 0xf; }
+    void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override {
+        announced_written.push_back(written(t.cqs.at(kCq).producer - 1));
+        cq_rig::completion_event(eqn, data);
+    }
+    std::vector<bool> announced_written;
+};
+
+TEST_CASE("in a device round's batch, CQEs are written together when it ends; outside one at once") {
+    batch_rig r(4);
+    r.nop();
+    CHECK(r.written(0));
+    r.engine->begin_cq_batch();
+    r.nop();
+    r.nop();
+    CHECK(r.t.cqs.at(kCq).producer == 3);
+    CHECK_FALSE(r.written(1));
+    CHECK_FALSE(r.written(2));
+    r.engine->end_cq_batch();
+    CHECK(r.written(1));
+    CHECK(r.written(2));
+    CHECK(r.cqe(kCq, 1).wqe_counter.value() == 1);
+    CHECK(r.cqe(kCq, 2).wqe_counter.value() == 2);
+    CHECK((r.cqe(kCq, 2).op_own & hw::cqe_owner_mask) == 0);
+    r.nop();  // the batch is over: at once again
+    CHECK(r.written(3));
+}
+
+TEST_CASE("in a batch, the end of a packet batch writes its CQEs, and an event follows the CQE it announces") {
+    batch_rig r(4);
+    r.engine->begin_cq_batch();
+    r.nop();
+    CHECK_FALSE(r.written(0));
+    r.engine->end_of_batch();  // before the batch's ACKs go out
+    CHECK(r.written(0));
+    r.consumed(1);
+    r.arm(0, hw::cq_db_req_not, 1);
+    r.nop();
+    REQUIRE(r.announced_written.size() == 1);
+    CHECK(r.announced_written[0]);
+    CHECK(r.written(1));
+    // An arm that fires at once for a CQE still gathered writes it first.
+    r.nop();
+    CHECK_FALSE(r.written(2));
+    r.arm(1, hw::cq_db_req_not, 2);
+    REQUIRE(r.announced_written.size() == 2);
+    CHECK(r.announced_written[1]);
+    r.engine->end_cq_batch();
 }
 
 }  // namespace
