@@ -175,12 +175,20 @@ struct qp_transport {
     std::deque<atomic_result> atomics;  // the last few, oldest first
 };
 
+// A work queue page's translation as the device keeps it (iommu::translate).
+struct wq_translation {
+    std::uint64_t generation = 0;
+    std::byte* host = nullptr;  // null: none kept
+};
+
 struct qp_object {
     std::uint32_t qpn = 0;
     std::uint32_t uid = 0;
     qp_state state = qp_state::rst;
     std::array<std::byte, hw::ifc::qpc::size_bytes> qpc{};
     std::vector<std::uint64_t> pas;
+    // The device's translations of the pas pages, filled as WQEs are read from them.
+    mutable std::vector<wq_translation> pas_translated;
     std::uint32_t umem_id = 0;       // wq_umem_valid: buffer in a UMEM
     std::uint64_t umem_offset = 0;
     // Objects it holds (their users counts include this QP).

@@ -98,6 +98,7 @@ map_error iommu::map(std::uint64_t iova, void* vaddr, std::uint64_t size, bool r
     if (next != maps_.end() && next->iova < iova + size) return map_error::exists;
     if (next != maps_.begin() && std::prev(next)->end > iova) return map_error::exists;
     maps_.insert(next, entry{iova, iova + size, static_cast<std::byte*>(vaddr), readable, writable});
+    generation_.fetch_add(1, std::memory_order_relaxed);
     return map_error::none;
 }
 
@@ -118,6 +119,7 @@ std::optional<std::uint64_t> iommu::unmap(std::uint64_t iova, std::uint64_t size
     std::uint64_t unmapped = 0;
     for (auto it = from; it != to; ++it) unmapped += it->end - it->iova;
     maps_.erase(from, to);
+    generation_.fetch_add(1, std::memory_order_relaxed);
     return unmapped;
 }
 
@@ -132,6 +134,7 @@ std::vector<iommu_mapping> iommu::mappings() const {
 void iommu::clear() {
     std::lock_guard lock(lock_);
     maps_.clear();
+    generation_.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::size_t iommu::mapping_count() const {
@@ -226,6 +229,24 @@ bool iommu::copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write
         }
     }
     return copy_slow(iova, buf, len, write);
+}
+
+std::byte* iommu::translate(std::uint64_t iova, std::size_t len, bool write, std::uint64_t& generation) const noexcept {
+    reader r(*this);
+    generation = generation_.load(std::memory_order_relaxed);
+    const std::size_t i = find(iova);
+    if (i == maps_.size()) return nullptr;
+    const entry& e = maps_[i];
+    if (!(write ? e.writable : e.readable) || len > e.end - iova) return nullptr;
+    return e.vaddr + (iova - e.iova);
+}
+
+bool iommu::read_cached(std::uint64_t generation, const std::byte* host, void* dst, std::size_t len) const noexcept {
+    if (injected_count_.load(std::memory_order_acquire) != 0) return false;
+    reader r(*this);
+    if (generation_.load(std::memory_order_relaxed) != generation) return false;
+    std::memcpy(dst, host, len);
+    return true;
 }
 
 // One range inside one mapping is found, checked and copied at once; a range across

@@ -92,6 +92,17 @@ public:
         bool outer_ = false;  // this run is the thread's current one
     };
 
+    // A translation a device keeps, as a card's IOTLB: the host address of [iova,
+    // iova + len) when it is mapped for the access (null when not; no fault is
+    // recorded: the caller's ordinary access, which follows, records it), and the
+    // table's generation then, which every MAP, UNMAP and clear advances.
+    // read_cached() reads through it while the table is still at that generation and no
+    // fault is injected, under the same hold of the table as any access (so an UNMAP
+    // still takes effect at once), and otherwise returns false: the caller then makes
+    // the ordinary access (read()).
+    std::byte* translate(std::uint64_t iova, std::size_t len, bool write, std::uint64_t& generation) const noexcept;
+    bool read_cached(std::uint64_t generation, const std::byte* host, void* dst, std::size_t len) const noexcept;
+
     std::size_t mapping_count() const;
     std::uint64_t mapped_bytes() const;
     std::vector<iommu_fault> faults() const;
@@ -155,6 +166,8 @@ private:
 
     table_lock lock_;
     std::vector<entry> maps_;  // sorted by IOVA, disjoint; changed only under lock_.lock()
+    // Advanced under lock_.lock() with every change of maps_; read under the reader side.
+    std::atomic<std::uint64_t> generation_{0};
     // Where accesses to an IOVA page found their mapping: indexes into maps_, only ever
     // guesses (find checks them against the table it holds the lock of).
     mutable std::array<std::atomic<std::uint32_t>, (std::size_t{1} << kLogHintSets) * kHintWays> hints_{};

@@ -68,8 +68,24 @@ bool read_pas(const iommu& mmu, const std::vector<std::uint64_t>& pas, unsigned 
 bool transport_engine::wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len) {
     const std::byte* q = qp.qpc.data();
     if (qp.umem_id == 0) {
-        return read_pas(mmu_, qp.pas, ifc::get<qpc::log_page_size>(q), ifc::get<qpc::page_offset>(q), off,
-                        dst, len);
+        const unsigned log_page_size = ifc::get<qpc::log_page_size>(q);
+        const std::uint32_t page_offset = ifc::get<qpc::page_offset>(q);
+        // A WQE inside one page, through the page's kept translation (a card's IOTLB);
+        // anything else, and a translation the table no longer has, the ordinary way.
+        const unsigned page_shift = 12 + log_page_size;
+        if (page_shift < 48) {
+            const std::uint64_t page = std::uint64_t{1} << page_shift;
+            const std::uint64_t pos = (std::uint64_t{page_offset} << (page_shift - 6)) + off;
+            const std::uint64_t idx = pos >> page_shift, in_page = pos & (page - 1);
+            if (idx < qp.pas.size() && in_page + len <= page) {
+                if (qp.pas_translated.size() != qp.pas.size()) qp.pas_translated.assign(qp.pas.size(), {});
+                wq_translation& t = qp.pas_translated[idx];
+                if (t.host != nullptr && mmu_.read_cached(t.generation, t.host + in_page, dst, len)) return true;
+                t.host = mmu_.translate(qp.pas[idx], page, false, t.generation);
+                if (t.host != nullptr && mmu_.read_cached(t.generation, t.host + in_page, dst, len)) return true;
+            }
+        }
+        return read_pas(mmu_, qp.pas, log_page_size, page_offset, off, dst, len);
     }
     const auto u = t_.umems.find(qp.umem_id);
     if (u == t_.umems.end()) return false;

@@ -155,6 +155,36 @@ TEST_CASE("an access across adjacent mappings is one access; a gap or a read-onl
     CHECK(m.fault_count() == 2);
 }
 
+TEST_CASE("a kept translation reads while the table is unchanged; after any MAP or UNMAP, or with a fault injected, not") {
+    iommu m;
+    pages mem(4);
+    mem.p[100] = std::byte{7};
+    REQUIRE(m.map(0x10000, mem.p, 2 * 4096, true, false) == map_error::none);
+    std::uint64_t gen = 0;
+    CHECK(m.translate(0x10000, 4096, true, gen) == nullptr);      // read-only
+    CHECK(m.translate(0x11000, 2 * 4096, false, gen) == nullptr);  // past the mapping
+    CHECK(m.translate(0x20000, 1, false, gen) == nullptr);         // not mapped
+    std::byte* h = m.translate(0x10000, 4096, false, gen);
+    REQUIRE(h == mem.p);
+    std::byte b{};
+    CHECK(m.read_cached(gen, h + 100, &b, 1));
+    CHECK(b == std::byte{7});
+    // Another mapping: the table changed, the translation is taken again.
+    REQUIRE(m.map(0x40000, mem.p + 3 * 4096, 4096, true, true) == map_error::none);
+    CHECK_FALSE(m.read_cached(gen, h + 100, &b, 1));
+    h = m.translate(0x10000, 4096, false, gen);
+    CHECK(m.read_cached(gen, h + 100, &b, 1));
+    // An injected fault: the ordinary access takes it.
+    m.inject_fault(0x10000, 1);
+    CHECK_FALSE(m.read_cached(gen, h + 100, &b, 1));
+    CHECK_FALSE(m.read(0x10000, &b, 1));
+    CHECK(m.read_cached(gen, h + 100, &b, 1));
+    REQUIRE(m.unmap(0x10000, 2 * 4096));
+    CHECK_FALSE(m.read_cached(gen, h + 100, &b, 1));
+    CHECK(m.translate(0x10000, 4096, false, gen) == nullptr);
+    CHECK(m.fault_count() == 1);  // translate records none
+}
+
 TEST_CASE("an injected fault refuses the next access to its range, once") {
     iommu m;
     pages mem(2);
