@@ -36,6 +36,17 @@ struct ring_dir {
     ~ring_dir() { std::filesystem::remove_all(dir); }
 };
 
+// A station's ring (rx) and a sender's view of it (tx).
+struct ring_pair : ring_dir {
+    std::unique_ptr<frame_ring> rx, tx;
+    ring_pair() {
+        rx = frame_ring::create(path);
+        REQUIRE(rx);
+        tx = frame_ring::open(path);
+        REQUIRE(tx);
+    }
+};
+
 // A frame of `n` bytes whose bytes say `tag` (and its length).
 std::vector<std::byte> frame(unsigned tag, std::size_t n = 64) {
     std::vector<std::byte> f(n);
@@ -58,11 +69,9 @@ struct mapped_header {
 };
 
 TEST_CASE("frames arrive in order and intact, the ring reused lap after lap") {
-    ring_dir d;
-    auto rx = frame_ring::create(d.path);
-    REQUIRE(rx);
-    auto tx = frame_ring::open(d.path);
-    REQUIRE(tx);
+    ring_pair d;
+    auto& rx = d.rx;
+    auto& tx = d.tx;
     CHECK(tx->has_ring());
     CHECK(tx->inode() == rx->inode());
     std::vector<std::byte> got;
@@ -85,11 +94,9 @@ TEST_CASE("frames arrive in order and intact, the ring reused lap after lap") {
 }
 
 TEST_CASE("a full ring says so until the receiver takes; a frame larger than a slot is refused") {
-    ring_dir d;
-    auto rx = frame_ring::create(d.path);
-    auto tx = frame_ring::open(d.path);
-    REQUIRE(rx);
-    REQUIRE(tx);
+    ring_pair d;
+    auto& rx = d.rx;
+    auto& tx = d.tx;
     for (unsigned i = 0; i < frame_ring::kSlots; ++i) REQUIRE(tx->put(frame(i)) == put_result::put);
     CHECK(tx->put(frame(999)) == put_result::full);
     std::vector<std::byte> got;
@@ -115,11 +122,9 @@ TEST_CASE("a full ring says so until the receiver takes; a frame larger than a s
 }
 
 TEST_CASE("a receiver that leaves closes its ring; the station after a dead one closes the dead one's") {
-    ring_dir d;
-    auto rx = frame_ring::create(d.path);
-    auto tx = frame_ring::open(d.path);
-    REQUIRE(rx);
-    REQUIRE(tx);
+    ring_pair d;
+    auto& rx = d.rx;
+    auto& tx = d.tx;
     rx->close();
     CHECK(tx->put(frame(1)) == put_result::closed);
 
@@ -167,11 +172,9 @@ TEST_CASE("a new receiver under the name makes a new file; a file with a bell on
 }
 
 TEST_CASE("a sleeping receiver is woken by exactly one put; an awake one by none") {
-    ring_dir d;
-    auto rx = frame_ring::create(d.path);
-    auto tx = frame_ring::open(d.path);
-    REQUIRE(rx);
-    REQUIRE(tx);
+    ring_pair d;
+    auto& rx = d.rx;
+    auto& tx = d.tx;
     REQUIRE(tx->put(frame(1)) == put_result::put);
     CHECK_FALSE(tx->wake_wanted());  // awake
     CHECK_FALSE(rx->arm());          // a frame waits: no sleep
@@ -218,11 +221,9 @@ void reap(pid_t c) {
 }
 
 TEST_CASE("a sender that died holding the lock is passed over, even as a zombie; one alive is waited for") {
-    ring_dir d;
-    auto rx = frame_ring::create(d.path);
-    auto tx = frame_ring::open(d.path);
-    REQUIRE(rx);
-    REQUIRE(tx);
+    ring_pair d;
+    auto& rx = d.rx;
+    auto& tx = d.tx;
     std::vector<std::byte> got;
 
     // Died before it published (a half-written slot): the slot is filled again.
