@@ -176,12 +176,6 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         round_time(firmware& f, std::chrono::steady_clock::time_point now) : fw(f) { fw.set_round_time(now); }
         ~round_time() { fw.set_round_time({}); }
     } const in_round(fw_, now);
-    // The round's CQE writes gathered, each batch written together (cq_engine).
-    struct cqe_batch {
-        transport_engine& e;
-        explicit cqe_batch(transport_engine& x) : e(x) { e.begin_cq_batch(); }
-        ~cqe_batch() { e.end_cq_batch(); }
-    } const cqes(fw_.engine());
     if (booting_) {
         if (now < boot_done_) return false;
         bar_->store32(iseg::initializing, 0);
@@ -197,6 +191,14 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         if (nic == 1) fw_.finish_fast_teardown();
         worked = true;
     }
+    // The CQE writes of the queues' work gathered, each batch written together
+    // (cq_engine), and all of them before the round ends; commands, which may destroy or
+    // resize a CQ, run before, never with a CQE still to write.
+    struct cqe_batch {
+        transport_engine& e;
+        explicit cqe_batch(transport_engine& x) : e(x) { e.begin_cq_batch(); }
+        ~cqe_batch() { e.end_cq_batch(); }
+    } const cqes(fw_.engine());
     worked |= poll_doorbells();
     worked |= receive_packets(now);
     worked |= fw_.engine().tick(now);
