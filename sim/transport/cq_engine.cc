@@ -124,12 +124,8 @@ bool cq_engine::push(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
     hw::cqe64 e = cqe;
     e.op_own = static_cast<std::uint8_t>((e.op_own & ~hw::cqe_owner_mask) |
                                          ((cq.producer >> g.log_cq_size) & 1));
-    if (batching_) {
-        gathered_[count_++] = {iova, e};
-        if (count_ == kGathered) flush();
-    } else {
-        write({iova, e});
-    }
+    gathered_[count_++] = {iova, e};
+    if (!batching_ || count_ == kGathered) flush();
     // A write that faults loses the CQE, and the ring moves on as on a card, whose
     // posted DMA write never learns of the fault.
     ++cq.producer;
@@ -145,17 +141,8 @@ bool cq_engine::push(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
     return true;
 }
 
-// Body first, then the byte with the owner bit (PRM "Completion Queue").
-void cq_engine::write(const gathered& g) {
-    if (!mmu_.write(g.iova, &g.cqe, sizeof(g.cqe) - 1)) {
-        trace_.count(&counters::iommu_faults);
-        return;
-    }
-    device_release();
-    mmu_.write(g.iova + sizeof(g.cqe) - 1, &g.cqe.op_own, 1);
-}
-
-// Every body, then every owner byte in the order the CQEs were made: each CQE's body is
+// Body first, then the byte with the owner bit (PRM "Completion Queue"): every body,
+// then every owner byte in the order the CQEs were made, so that each CQE's body is
 // visible before its owner bit, and the driver, which takes CQEs in order, sees them
 // owned in order.
 void cq_engine::flush() {

@@ -140,7 +140,6 @@ private:
         hw::cqe64 cqe;
     };
     static constexpr std::size_t kGathered = 64;
-    void write(const gathered& g);
 
     iommu& mmu_;
     trace& trace_;
