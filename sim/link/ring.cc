@@ -14,6 +14,7 @@ namespace cxv::sim::link {
 namespace {
 
 constexpr std::size_t kHeaderBytes = 4096;
+constexpr std::size_t kFileBytes = kHeaderBytes + std::size_t{frame_ring::kSlots} * frame_ring::kSlotBytes;
 static_assert(sizeof(frame_ring::header) <= kHeaderBytes);
 static_assert(frame_ring::kSlotBytes % 64 == 0);
 
@@ -32,7 +33,7 @@ slot_head& head_of(std::byte* s) { return *reinterpret_cast<slot_head*>(s); }
 
 frame_ring::frame_ring(void* map, std::size_t bytes, ino_t ino) : map_(map), bytes_(bytes), ino_(ino) {
     header* h = head();
-    if (bytes_ >= kHeaderBytes + std::size_t{kSlots} * kSlotBytes &&
+    if (bytes_ >= kFileBytes &&
         std::atomic_ref<std::uint32_t>(h->magic).load(std::memory_order_acquire) == kMagic && h->slots == kSlots) {
         slots_ = kSlots;
     }
@@ -45,7 +46,7 @@ std::unique_ptr<frame_ring> frame_ring::create(const std::string& path) {
     const std::string temp = path + ".new";
     const int fd = ::open(temp.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) return nullptr;
-    const std::size_t bytes = kHeaderBytes + std::size_t{kSlots} * kSlotBytes;
+    constexpr std::size_t bytes = kFileBytes;
     void* map = MAP_FAILED;
     struct stat st;
     // Blocks allocated now: a sparse file would make a later store into a slot a SIGBUS
@@ -90,8 +91,7 @@ std::unique_ptr<frame_ring> frame_ring::open(const std::string& path) {
     void* map = MAP_FAILED;
     std::size_t bytes = 0;
     if (::fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(header))) {
-        bytes = std::min<std::size_t>(static_cast<std::size_t>(st.st_size),
-                                      kHeaderBytes + std::size_t{kSlots} * kSlotBytes);
+        bytes = std::min<std::size_t>(static_cast<std::size_t>(st.st_size), kFileBytes);
         map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
     ::close(fd);

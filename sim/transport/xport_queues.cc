@@ -7,6 +7,7 @@
 // the first byte moves, so a refused access leaves memory as it was.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
@@ -34,17 +35,30 @@ namespace {
 constexpr std::uint32_t kRqRegular = 0x0;
 constexpr std::uint32_t kRqSrq = 0x1;
 
-// Reads [off, off + len) of a buffer described by a page list whose pages are
-// 4 KiB << log_page_size and which starts page_offset 64ths of a page into the first.
-// Pages that follow each other in IOVA too are read in one access.
-bool read_pas(const iommu& mmu, const std::vector<std::uint64_t>& pas, unsigned log_page_size,
-              std::uint32_t page_offset, std::uint64_t off, void* dst, std::size_t len) {
+// Where byte `off` of a buffer described by a page list lies: its pages are
+// 4 KiB << log_page_size and it starts page_offset 64ths of a page into the first.
+struct pas_place {
+    std::uint64_t page;     // the page size
+    std::uint64_t idx;      // the page in the list
+    std::uint64_t in_page;  // the offset in it
+};
+std::optional<pas_place> place_in_pas(unsigned log_page_size, std::uint32_t page_offset, std::uint64_t off) {
     const unsigned page_shift = 12 + log_page_size;  // shifts, not divisions: read on every WQE
-    if (page_shift >= 48) return false;              // beyond any IOVA (iommu::iova_limit)
+    if (page_shift >= 48) return std::nullopt;       // beyond any IOVA (iommu::iova_limit)
     const std::uint64_t page = std::uint64_t{1} << page_shift;
     const std::uint64_t pos = (std::uint64_t{page_offset} << (page_shift - 6)) + off;
-    std::uint64_t idx = pos >> page_shift;
-    std::uint64_t in_page = pos & (page - 1);
+    return pas_place{page, pos >> page_shift, pos & (page - 1)};
+}
+
+// Reads [off, off + len) of a buffer described by a page list (place_in_pas). Pages
+// that follow each other in IOVA too are read in one access.
+bool read_pas(const iommu& mmu, const std::vector<std::uint64_t>& pas, unsigned log_page_size,
+              std::uint32_t page_offset, std::uint64_t off, void* dst, std::size_t len) {
+    const auto at = place_in_pas(log_page_size, page_offset, off);
+    if (!at) return false;
+    const std::uint64_t page = at->page;
+    std::uint64_t idx = at->idx;
+    std::uint64_t in_page = at->in_page;
     auto* out = static_cast<std::byte*>(dst);
     while (len != 0) {
         if (idx >= pas.size()) return false;
@@ -72,18 +86,13 @@ bool transport_engine::wq_read(const qp_object& qp, std::uint64_t off, void* dst
         const std::uint32_t page_offset = ifc::get<qpc::page_offset>(q);
         // A WQE inside one page, through the page's kept translation (a card's IOTLB);
         // anything else, and a translation the table no longer has, the ordinary way.
-        const unsigned page_shift = 12 + log_page_size;
-        if (page_shift < 48) {
-            const std::uint64_t page = std::uint64_t{1} << page_shift;
-            const std::uint64_t pos = (std::uint64_t{page_offset} << (page_shift - 6)) + off;
-            const std::uint64_t idx = pos >> page_shift, in_page = pos & (page - 1);
-            if (idx < qp.pas.size() && in_page + len <= page) {
-                if (qp.pas_translated.size() != qp.pas.size()) qp.pas_translated.assign(qp.pas.size(), {});
-                wq_translation& t = qp.pas_translated[idx];
-                if (t.host != nullptr && mmu_.read_cached(t.generation, t.host + in_page, dst, len)) return true;
-                t.host = mmu_.translate(qp.pas[idx], page, false, t.generation);
-                if (t.host != nullptr && mmu_.read_cached(t.generation, t.host + in_page, dst, len)) return true;
-            }
+        if (const auto at = place_in_pas(log_page_size, page_offset, off);
+            at && at->idx < qp.pas.size() && at->in_page + len <= at->page) {
+            if (qp.pas_translated.size() != qp.pas.size()) qp.pas_translated.assign(qp.pas.size(), {});
+            wq_translation& t = qp.pas_translated[at->idx];
+            if (t.host != nullptr && mmu_.read_cached(t.generation, t.host + at->in_page, dst, len)) return true;
+            t.host = mmu_.translate(qp.pas[at->idx], at->page, false, t.generation);
+            if (t.host != nullptr && mmu_.read_cached(t.generation, t.host + at->in_page, dst, len)) return true;
         }
         return read_pas(mmu_, qp.pas, log_page_size, page_offset, off, dst, len);
     }
