@@ -291,8 +291,10 @@ void firmware::deliver(wire::packet&& p) {
         trace_.count(&counters::packets_dropped);
         return;
     }
-    port_stats_.count_rx(wire_frames_of(p), qps_.count(p.bth.dest_qp) != 0);
-    engine_.receive(p);
+    // Counted by the QP the engine finds (one lookup per packet), for the frame as it
+    // arrived (before the engine takes its payload).
+    const wire_frames f = wire_frames_of(p);
+    port_stats_.count_rx(f, engine_.receive(p));
 }
 
 void firmware::async_event(hw::event_type type, std::span<const std::byte> data) { post_event(type, 0, data); }

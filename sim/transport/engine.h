@@ -106,8 +106,8 @@ public:
     // A CQ arm doorbell (UAR + 0x20, 64 bits: arm word, cqn).
     void cq_doorbell(std::uint64_t value) { cqs_.doorbell(value); }
     // A message for one of this function's QPs, from the wire (requests go to the
-    // responder, answers to the requester). Dropped when no such QP exists.
-    void receive(wire::packet& p);
+    // responder, answers to the requester). Dropped when no such QP exists; false then.
+    bool receive(wire::packet& p);
     // Timers (RNR waits, ACK timeouts), stalled send queues and receive queues of QPs in
     // error. True when something happened.
     bool tick(std::chrono::steady_clock::time_point now);

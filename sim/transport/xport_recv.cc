@@ -44,19 +44,20 @@ void parse_scatter(const std::byte* at, std::size_t bytes, std::vector<local_sge
 
 // Where a packet from the wire enters: a request goes to the responder of the QP it
 // names, an answer (ACK, NAK, read response, Atomic ACK) to its requester.
-void transport_engine::receive(wire::packet& p) {
+bool transport_engine::receive(wire::packet& p) {
     trace_.count(&counters::packets_received);
     const auto it = t_.qps.find(p.bth.dest_qp);
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
     if (it == t_.qps.end() || h == 0) {
         trace_.count(&counters::packets_dropped);
-        return;
+        return it != t_.qps.end();
     }
     if (h & wire::is_request) {
         on_request(it->second, p);
     } else {
         on_response(it->second, p);
     }
+    return true;
 }
 
 bool transport_engine::take_recv_wqe(qp_object& qp, recv_slot& w) {
