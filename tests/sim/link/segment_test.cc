@@ -104,6 +104,19 @@ struct directory_pair {
     }
 };
 
+// A child process with station eth(2) on the segment in `dir`: it exits with what `body`
+// returns for its port (10 when it cannot attach), and through _exit, so that nothing
+// of either process unwinds in it (and its files stay, as after a crash).
+template <class Body>
+pid_t fork_station(const std::string& dir, Body body) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+        auto b = attach_directory(dir, eth(2));
+        ::_exit(b ? body(*b.value()) : 10);
+    }
+    return child;
+}
+
 TEST_CASE("station names are the socket names QEMU's dgram netdev is pointed at") {
     CHECK(station_name(eth(0x01)) == "eth-02c500000001");
     CHECK(station_name(ib(0x1a)) == "ib-001a");
@@ -283,12 +296,8 @@ TEST_CASE("directory: a receiver that crashed loses its senders' frames once its
     const std::string dir = temp_dir("segment-crash");
     auto a = attach_directory(dir, eth(1));
     REQUIRE(a);
-    const pid_t child = ::fork();
+    const pid_t child = fork_station(dir, [](segment_port&) { return 0; });
     REQUIRE(child >= 0);
-    if (child == 0) {
-        auto b = attach_directory(dir, eth(2));
-        ::_exit(b ? 0 : 1);  // no destructors: its files stay, as after a crash
-    }
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);
     REQUIRE(WEXITSTATUS(status) == 0);
@@ -437,17 +446,14 @@ TEST_CASE("directory: frames cross between processes") {
     const std::string dir = temp_dir("segment-fork");
     auto a = attach_directory(dir, eth(1));
     REQUIRE(a);
-    const pid_t child = ::fork();
-    REQUIRE(child >= 0);
-    if (child == 0) {
-        // The other process: echo one frame back with its tag incremented.
-        auto b = attach_directory(dir, eth(2));
-        if (!b) ::_exit(10);
+    // The other process: echo one frame back with its tag incremented.
+    const pid_t child = fork_station(dir, [](segment_port& b) {
         std::vector<std::byte> f;
-        if (!wait_receive(*b.value(), f)) ::_exit(11);
+        if (!wait_receive(b, f)) return 11;
         auto back = frame_to(eth(1), static_cast<std::uint8_t>(std::to_integer<unsigned>(f[59]) + 1));
-        ::_exit(send_frame(*b.value(), back) ? 0 : 12);
-    }
+        return send_frame(b, back) ? 0 : 12;
+    });
+    REQUIRE(child >= 0);
     // The child's station appears when it has attached.
     bool sent = false;
     for (int i = 0; i < 2000 && !sent; ++i) {
