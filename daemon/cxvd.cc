@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     // max_large_command_total) and ~180 more for other threads' commands: 8.25 MiB of
     // DMA memory.
     std::string metrics_addr;
+    long metrics_read_ms = cxv::daemon::metrics_server::default_read_time.count();
     std::size_t mailbox_blocks = cxv::daemon::max_large_command_bytes / 512 + 248;
     app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
     app.add_option("--socket", o.socket_path, "the UNIX socket to serve on")->capture_default_str();
@@ -78,6 +79,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--metrics", metrics_addr,
                    "serve Prometheus metrics (GET /metrics) on this UNIX socket path or 127.0.0.1:PORT");
+    app.add_option("--metrics-read-ms", metrics_read_ms,
+                   "a scraper that has not sent its whole request after this long is dropped")
+        ->check(CLI::Range(1, 600000))
+        ->capture_default_str();
     app.add_option("--mailbox-blocks", mailbox_blocks,
                    "1 KiB command mailbox slots per function (the largest command a client may send needs "
                    "one per 512 bytes)")
@@ -173,7 +178,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<cxv::daemon::metrics_server> ms;
     if (!metrics_addr.empty()) {
         auto* srv = s->get();
-        auto m = cxv::daemon::metrics_server::create(metrics_addr, o.stats, [srv] { return srv->sample_ports(); });
+        auto m = cxv::daemon::metrics_server::create(metrics_addr, o.stats, [srv] { return srv->sample_ports(); },
+                                                     std::chrono::milliseconds(metrics_read_ms));
         if (!m) {
             log(level::err, m.error().message);
             return EXIT_FAILURE;

@@ -26,7 +26,6 @@ constexpr std::size_t kMaxRequest = 8 * 1024;
 // Scrapes served at once, each with little time to send its request: a local user who
 // connects and says nothing holds one slot for half a second, not the scrapes.
 constexpr std::size_t kMaxConnections = 8;
-constexpr std::chrono::milliseconds kReadTime{500};
 constexpr std::chrono::seconds kWriteTime{2};
 
 // A label value in the exposition format: backslash, double quote and newline escaped
@@ -204,8 +203,10 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
 // ---- HTTP -----------------------------------------------------------------------------
 
 result<std::unique_ptr<metrics_server>> metrics_server::create(const std::string& addr, std::shared_ptr<metrics> m,
-                                                               std::function<std::vector<port_sample>()> ports) {
+                                                               std::function<std::vector<port_sample>()> ports,
+                                                               std::chrono::milliseconds read_time) {
     std::unique_ptr<metrics_server> s(new metrics_server);
+    s->read_time_ = read_time;
     s->m_ = std::move(m);
     s->ports_ = std::move(ports);
     std::string path = addr.rfind("unix:", 0) == 0 ? addr.substr(5) : addr.rfind('/', 0) == 0 ? addr : std::string();
@@ -317,7 +318,7 @@ void metrics_server::run() {
                 }
                 connection n;
                 n.fd = std::move(c);
-                n.end = std::chrono::steady_clock::now() + kReadTime;
+                n.end = std::chrono::steady_clock::now() + read_time_;
                 conns.push_back(std::move(n));
             }
         }

@@ -85,9 +85,12 @@ class metrics_server {
 public:
     // `addr`: a UNIX socket path (absolute, or "unix:PATH") or "127.0.0.1:PORT" (PORT 0:
     // any; port() says which). Anything else is refused (EINVAL): the metrics name
-    // every client's pid and command, for this host only.
+    // every client's pid and command, for this host only. A scraper has `read_time` to
+    // send its whole request before it is dropped.
     static result<std::unique_ptr<metrics_server>> create(const std::string& addr, std::shared_ptr<metrics> m,
-                                                          std::function<std::vector<port_sample>()> ports);
+                                                          std::function<std::vector<port_sample>()> ports,
+                                                          std::chrono::milliseconds read_time = default_read_time);
+    static constexpr std::chrono::milliseconds default_read_time{500};
     ~metrics_server();  // the thread stopped and joined, a UNIX socket unlinked
     metrics_server(const metrics_server&) = delete;
     metrics_server& operator=(const metrics_server&) = delete;
@@ -102,6 +105,7 @@ private:
     unique_fd listen_, wake_;
     std::string unix_path_;
     unsigned port_ = 0;
+    std::chrono::milliseconds read_time_ = default_read_time;
     std::shared_ptr<metrics> m_;
     std::function<std::vector<port_sample>()> ports_;
     std::thread thread_;

@@ -273,7 +273,7 @@ bool port::poll(clock_type::time_point now, const std::function<void(wire::packe
     if (!unresolved_.empty()) retry_neighbours(now);
     any |= seg_->flush();
     frame_crcs crcs{};
-    for (unsigned n = 0; n < 256 && seg_->receive(in_, crcs); ++n) {
+    for (unsigned n = 0; n < 256 && seg_->receive(in_, crcs, now); ++n) {
         any = true;
         if (!cable_) continue;  // a pulled cable receives nothing
         ++counters_.frames_received;

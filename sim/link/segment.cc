@@ -199,7 +199,9 @@ public:
         last_->push(frame, crcs);
         return true;
     }
-    bool receive(std::vector<std::byte>& frame, frame_crcs& crcs) override { return q_->pop(frame, crcs); }
+    bool receive(std::vector<std::byte>& frame, frame_crcs& crcs, std::chrono::steady_clock::time_point) override {
+        return q_->pop(frame, crcs);
+    }
     bool in_process() const noexcept override { return true; }
 
 private:
@@ -369,7 +371,7 @@ public:
         return true;
     }
 
-    bool receive(std::vector<std::byte>& frame, frame_crcs& crcs) override {
+    bool receive(std::vector<std::byte>& frame, frame_crcs& crcs, std::chrono::steady_clock::time_point now) override {
         crcs = frame_crcs::unverified;
         if (armed_) {
             // Awake: the empty datagrams that woke the thread are read with the socket.
@@ -384,13 +386,14 @@ public:
         if (!draining_ && ring_run_ < kRingRun && take_from_ring(frame)) return true;
         const bool ring_had_its_run = ring_run_ >= kRingRun;
         ring_run_ = 0;
-        if (receive_from_socket(frame)) return true;
+        if (receive_from_socket(frame, now)) return true;
         return !ring_had_its_run && take_from_ring(frame);
     }
 
 private:
     static constexpr std::size_t kMaxDatagram = 16384;
     static constexpr unsigned kPollEvery = 16, kPollMost = 1024, kRingRun = 64;
+    static constexpr std::chrono::milliseconds kLookAtMost{1};
 
     bool take_from_ring(std::vector<std::byte>& frame) {
         if (!own_ring_ || !own_ring_->take(frame)) return false;
@@ -398,25 +401,30 @@ private:
         return true;
     }
 
-    bool receive_from_socket(std::vector<std::byte>& frame) {
+    bool receive_from_socket(std::vector<std::byte>& frame, std::chrono::steady_clock::time_point now) {
         // The socket is read until it is empty once the bell moved, or, for senders
-        // without one, every poll_every_-th call regardless; an unmoved bell is an empty
-        // socket. Those looks back off while they find nothing (16, 32, ... up to
-        // kPollMost calls: an empty recv(2) per 16 model rounds was most of the system
-        // calls of a stream between processes) and come back to every 16th as soon as
-        // one finds a frame its bell did not announce. An idle model thread sleeps on the
-        // socket itself, so a frame without a bell wakes it at once.
+        // without one (broadcasts: ARP, neighbour discovery; QEMU guests), every
+        // poll_every_-th call regardless; an unmoved bell is an empty socket. Those looks
+        // back off while they find nothing (16, 32, ... up to kPollMost calls: an empty
+        // recv(2) per 16 model rounds was most of the system calls of a stream between
+        // processes) and come back to every 16th as soon as one finds a frame its bell did
+        // not announce. They also come at least every kLookAtMost of the rounds' time: a
+        // model thread that yields on a loaded machine runs a round every few
+        // milliseconds, and 1024 of them left an ARP request unanswered for over half a
+        // second, longer than an RC requester's 7 retries of 67 ms. An idle model thread
+        // sleeps on the socket itself, so a frame without a bell wakes it at once.
         if (!draining_) {
             looking_ = false;
             if (own_ring_) {
                 const std::uint64_t rung = own_ring_->rung().load(std::memory_order_acquire);
                 if (rung == seen_) {
-                    if (++quiet_ < poll_every_) return false;
+                    if (++quiet_ < poll_every_ && now < next_look_) return false;
                     looking_ = true;
                 }
                 seen_ = rung;
             }
             quiet_ = 0;
+            next_look_ = now + kLookAtMost;
             draining_ = true;
         }
         // Into a buffer of our own, so that an idle poll (nothing waiting) touches no
@@ -517,6 +525,7 @@ private:
     bool looking_ = false;  // this drain is a look without a ring
     unsigned quiet_ = 0;
     unsigned poll_every_ = kPollEvery;
+    std::chrono::steady_clock::time_point next_look_{};  // the socket is looked at by then
     bell_cache bells_;
     struct {
         bool valid = false;

@@ -63,8 +63,10 @@ public:
     // is lost only when that is full too.
     virtual bool send(std::span<const std::byte> frame, frame_crcs crcs) = 0;
     // The next frame that arrived for this station, into `frame` (its capacity is
-    // reused), and what its sender vouched for; false when none is waiting.
-    virtual bool receive(std::vector<std::byte>& frame, frame_crcs& crcs) = 0;
+    // reused), and what its sender vouched for; false when none is waiting. `now`: the
+    // model round's time.
+    virtual bool receive(std::vector<std::byte>& frame, frame_crcs& crcs,
+                         std::chrono::steady_clock::time_point now) = 0;
     // Sends what a full receiver made wait (directory segments). True while anything
     // moved or still waits.
     virtual bool flush() { return false; }

@@ -11,23 +11,11 @@
 #include <doctest/doctest.h>
 
 #include "bench/perf/report.h"
+#include "tests/skip.h"
 
 using namespace cxv::perf;
 
 namespace {
-
-bool have_gnuplot() {
-    const char* path = getenv("PATH");
-    std::string dirs = path ? path : "";
-    std::size_t start = 0;
-    while (start <= dirs.size()) {
-        std::size_t end = dirs.find(':', start);
-        if (end == std::string::npos) end = dirs.size();
-        if (access((dirs.substr(start, end - start) + "/gnuplot").c_str(), X_OK) == 0) return true;
-        start = end + 1;
-    }
-    return false;
-}
 
 std::string slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -59,7 +47,7 @@ report two_sizes() {
 }  // namespace
 
 TEST_CASE("an SVG and a PNG of the CDF and the histogram") {
-    if (!have_gnuplot()) {
+    if (!cxv::test::on_path("gnuplot")) {
         // Not silent: the missing tool is the test's finding (tools/setup installs it).
         FAIL_CHECK("gnuplot is not installed (Debian: gnuplot-nox; tools/setup installs it)");
         return;

@@ -14,6 +14,7 @@
 
 #include "tests/daemon/load.h"
 #include "tests/daemon/rig.h"
+#include "tests/skip.h"
 
 using namespace cxv::test;
 using namespace std::chrono_literals;
@@ -257,9 +258,8 @@ TEST_CASE("a client killed with SIGKILL: its objects, UARs and memory go within 
     REQUIRE(::kill(victim, SIGKILL) == 0);
     REQUIRE(::waitpid(victim, nullptr, 0) == victim);
     guard.pid = -1;
-    const auto t0 = std::chrono::steady_clock::now();
-    s = wait_status(keeper, [&](const d::status_reply& x) { return find_client(x, victim) == nullptr; }, 1000ms);
-    CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+    // Cleaned up without the keeper doing anything (how fast: bench/daemon_control).
+    s = wait_status(keeper, [&](const d::status_reply& x) { return find_client(x, victim) == nullptr; }, 30s);
     CHECK(find_client(s, victim) == nullptr);
     const auto* k = find_client(s, ::getpid());
     REQUIRE(k != nullptr);
@@ -400,12 +400,9 @@ TEST_CASE("a refused request does not desynchronise the client; a late reply is 
     CHECK(find_client(s, ::getpid())->uars == 1);
 }
 
-TEST_CASE("a uid not on the allow-list is refused with a reply saying so; one on it is served") {
+TEST_CASE("a uid not on the allow-list is refused with a reply saying so; one on it is served" *
+          cxv::test::skip_unless(::getuid() == 0, "the allow-list by uid: not root, cannot take another uid")) {
     daemon_rig rig({"--allow-uid", "65533"});
-    if (::getuid() != 0) {
-        MESSAGE("not root: cannot take another uid, skipped");
-        return;
-    }
     // The administrator opens the socket to others (its mode and directory), as a group
     // would be given access on a real host; the daemon's allow-list still decides.
     REQUIRE(::chmod(rig.dir.dir.c_str(), 0755) == 0);

@@ -265,12 +265,11 @@ TEST_CASE("a lost command-completion event costs a poll, not a timeout") {
     auto h = driver::hca::create(open_device(), o);
     REQUIRE(h.ok());
     auto& hca = *h.value();
+    // Waiting for the event alone, each would fail ETIMEDOUT after the 20 s.
     for (int i = 0; i < 3; ++i) {
         control("no_event QUERY_HCA_CAP");
-        const auto t0 = std::chrono::steady_clock::now();
         auto r = hca.exec(query_caps_input(), ifc::query_hca_cap_out::size_bytes);
-        CHECK(r.ok());
-        CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+        CHECK_MESSAGE(r.ok(), (r.ok() ? std::string() : r.error().message));
     }
     // The EQ is still in step: the next commands complete by their events.
     for (int i = 0; i < 20; ++i) CHECK(hca.exec(query_caps_input(), ifc::query_hca_cap_out::size_bytes).ok());

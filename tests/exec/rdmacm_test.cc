@@ -19,6 +19,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/exec/processes.h"
+#include "tests/skip.h"
 
 namespace {
 
@@ -381,13 +382,14 @@ TEST_CASE("ucmatose client to a port nobody listens on: REJECTED with status 8")
 
 // udaddy has no port option: it uses rdma_cm's port 7174, in a network namespace of the
 // test's own where it can make one.
-TEST_CASE("udaddy: UD QPs, address handles from the ESTABLISHED event and from completions") {
-    constexpr unsigned kUdaddyPort = 7174;
+constexpr unsigned kUdaddyPort = 7174;
+
+TEST_CASE("udaddy: UD QPs, address handles from the ESTABLISHED event and from completions" *
+          cxv::test::skip_unless(::geteuid() == 0 || !listening(kUdaddyPort),
+                                 "udaddy: not root (no network namespace of the test's own) and port 7174 in use")) {
     const private_network net;
-    if (!net.active() && listening(kUdaddyPort)) {
-        MESSAGE("port 7174 is in use here: udaddy not run");
-        return;
-    }
+    REQUIRE_MESSAGE((net.active() || !listening(kUdaddyPort)),
+                    "no network namespace of the test's own, and rdma_cm's port 7174 is in use here");
     for (const char* type : {"ib", "eth"}) {
         CAPTURE(type);
         const pair_result r = run_pair(type, kUdaddyPort, {"/usr/bin/udaddy"}, {"/usr/bin/udaddy", "-s", "127.0.0.1"});

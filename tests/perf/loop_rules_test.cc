@@ -19,13 +19,13 @@
 #include "bench/perf/options.h"
 #include "bench/perf/setup.h"
 #include "tests/fastpath_guard.h"
+#include "tests/skip.h"
 
 #if defined(CXV_SANITIZED)
 // The sanitizer runtimes make system calls of their own on any thread and own operator
 // new: the rules are checked in the default build only.
-TEST_CASE("cxv-perf's loops: no system call and no allocation" * doctest::skip()) {}
-static const bool kSkipNote =
-    (std::puts("SKIPPED: the sanitizer runtimes make system calls of their own on the filtered thread"), true);
+TEST_CASE("cxv-perf's loops: no system call and no allocation" *
+          cxv::test::skip_in_build(true, "the sanitizer runtimes make system calls of their own on the filtered thread")) {}
 #else
 
 namespace {

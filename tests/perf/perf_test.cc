@@ -26,6 +26,7 @@
 #include "tests/bench/json_parse.h"
 #include "tests/exec/processes.h"
 #include "tests/perf/pair.h"
+#include "tests/skip.h"
 
 namespace {
 
@@ -116,8 +117,9 @@ TEST_CASE("--json writes its file; -D runs for its duration") {
     double counted = 0;
     for (const auto& b : row.get("histogram")->get("buckets")->array) counted += b.get("count")->number;
     CHECK(counted == row.get("iterations")->number);  // a sample per measured iteration
-    // The plot, drawn by gnuplot where it is installed (tools/setup installs it).
-    if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    // The plot, drawn by gnuplot (tools/setup installs it).
+    REQUIRE_MESSAGE(on_path("gnuplot"), "gnuplot is not installed (Debian: gnuplot-nox; tools/setup installs it)");
+    {
         std::ifstream p(svg);
         const std::string plot((std::istreambuf_iterator<char>(p)), std::istreambuf_iterator<char>());
         CHECK(plot.find("<svg") != std::string::npos);

@@ -1,8 +1,21 @@
 # Sourced by the guest tests (tests/qemu/*_test.sh): reporting in doctest's words, so that
 # tools/test counts the one test case (and tells a skip from a pass), and the set-up the
 # tests with a guest on a fabric share.
+#
+# A skip is only for what is absent before the test starts, and says which kind:
+#   skip REASON           "SKIPPED: REASON": this machine lacks something (QEMU, the guest
+#                         kernel or a module it needs, a tool). tools/test counts it as a
+#                         failure under CI=true: CI's machine has all tools/setup installs.
+#   skip_in_build REASON  "SKIPPED in this build: REASON": the build configuration itself
+#                         cannot run the test (the sanitizer build); allowed everywhere.
+# Once a guest was started, whatever goes wrong is a failure (fail), never a skip.
 skip() {
     echo "SKIPPED: $*"
+    echo "[doctest] test cases: 1 | 0 passed | 0 failed | 1 skipped"
+    exit 0
+}
+skip_in_build() {
+    echo "SKIPPED in this build: $*"
     echo "[doctest] test cases: 1 | 0 passed | 0 failed | 1 skipped"
     exit 0
 }
@@ -10,6 +23,18 @@ fail() {
     echo "FAILED: $*"
     echo "[doctest] test cases: 1 | 0 passed | 1 failed | 0 skipped"
     exit 1
+}
+
+# require_guest LAUNCHER: skips (with rxe_guest.sh's reason) unless an rxe guest can run
+# here: QEMU, busybox, the prepared kernel and its modules, the RDMA tools. Call it before
+# anything starts; after it, a guest's non-zero exit (77 included) is a failure.
+require_guest() {
+    local why rc
+    why=$("$1" check 2>&1)
+    rc=$?
+    ((rc == 0)) && return 0
+    ((rc == 77)) && skip "${why#SKIPPED: }"
+    fail "$1 check exited $rc: $why"
 }
 
 # guest_test_dirs NAME: $out (kept with the test's outputs), $work (fresh scratch) and

@@ -3,7 +3,10 @@
 # QEMU guest whose e1000 is cabled to the model's RoCE port on a fabric directory, and
 # rxe_peer (the same clients on cxv's API) on that port; the out-of-band exchange goes
 # through a TCP port forwarded from the host's loopback into the guest. The capture of
-# the guest's NIC is kept as rxe-cxv.pcap in the test's outputs.
+# the guest's NIC is kept as rxe-cxv.pcap in the test's outputs, with the guest's console.
+# Skipped only when the guest's prerequisites are absent (rxe_guest.sh check); once the
+# guest is started, a failing cxv side fails the test whatever the guest did, and a guest
+# that does not reach or finish its command fails it too.
 #
 #   rxe_cxv_peer_test.sh LAUNCHER CXV_SIM RXE_PEER
 # Environment (defaults in brackets): CXV_RXE_GID_INDEX [0: fe80::EUI-64, which needs the
@@ -12,8 +15,8 @@
 # CXV_RXE_PEER_TIMEOUT [60 s without progress].
 set -uo pipefail
 
-# skip, fail, guest_test_dirs, free_ports: guest_test_lib.sh, next to the launcher (the
-# first argument).
+# skip, fail, require_guest, guest_test_dirs, free_ports: guest_test_lib.sh, next to the
+# launcher (the first argument).
 . "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/guest_test_lib.sh"
 
 launcher=$(realpath "${1:?usage: $0 rxe_guest.sh cxv-sim rxe_peer}")
@@ -22,7 +25,7 @@ peer=$(realpath "${3:?}")
 gidx=${CXV_RXE_GID_INDEX:-0}
 iters=${CXV_RXE_ITERS:-100}
 cxv_mac=02:c5:00:00:00:01  # the model's default (sim/device_config.h)
-skip_status=77
+require_guest "$launcher"
 guest_test_dirs rxe-cxv
 free_ports 1
 port=${ports[0]}
@@ -57,10 +60,12 @@ rc_guest=$?
 gpid=
 sed 's/^/[cxv] /' "$work/peer.out"
 cat "$work/G.out"
+cp "$work/G.console" "$out/" 2>/dev/null
 echo "guest and cxv: exit $rc_guest and $rc_peer after $(($(date +%s) - start)) s"
-((rc_guest == skip_status)) && skip "$(sed -n 's/^SKIPPED: //p' "$work/G.out" | head -1)"
-((rc_peer == 0)) || fail "rxe_peer (cxv) exited $rc_peer"
-((rc_guest == 0)) || fail "the guest's pingpong servers exited $rc_guest"
+# The cxv side first: its failure is the test's whatever the guest did. The guest's
+# prerequisites were checked before it started, so any non-zero exit of its is a failure.
+((rc_peer == 0)) || fail "rxe_peer (cxv) exited $rc_peer (its log: the [cxv] lines above)"
+((rc_guest == 0)) || fail "the guest's pingpong servers exited $rc_guest (the [G] lines above)"
 # Each side reports its RC and its UD run.
 n=$(grep -c "^$iters iters in " "$work/peer.out")
 ((n == 2)) || fail "rxe_peer reported $n of its 2 runs of $iters iterations"

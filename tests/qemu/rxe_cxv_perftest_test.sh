@@ -9,15 +9,18 @@
 # and is READ from, fetches-and-adds on the guest and is added to. rxe_perf_peer checks
 # what perftest does not: the bytes each WRITE carries, that every READ returns the same
 # bytes, that the fetched values rise by one, that the guest's 200 adds moved our value
-# by 200. The capture of the guest's NIC is kept as rxe-perftest.pcap in the outputs.
+# by 200. The capture of the guest's NIC is kept as rxe-perftest.pcap in the outputs,
+# with the guest's console. Skipped only when the guest's prerequisites or perftest are
+# absent; once the guest is started, a failing cxv side fails the test whatever the guest
+# did, and a guest that does not reach or finish its command fails it too.
 #
 #   rxe_cxv_perftest_test.sh LAUNCHER CXV_SIM RXE_PERF_PEER
 # Environment (defaults in brackets): CXV_RXE_GID_INDEX [0], CXV_RXE_ITERS [200],
 # CXV_RXE_GUEST_CLIENTS [1].
 set -uo pipefail
 
-# skip, fail, guest_test_dirs, free_ports: guest_test_lib.sh, next to the launcher (the
-# first argument).
+# skip, fail, require_guest, guest_test_dirs, free_ports: guest_test_lib.sh, next to the
+# launcher (the first argument).
 . "$(dirname "${1:?usage: $0 rxe_guest.sh ...}")/guest_test_lib.sh"
 
 launcher=$(realpath "${1:?usage: $0 rxe_guest.sh cxv-sim rxe_perf_peer}")
@@ -30,7 +33,7 @@ command -v bash >/dev/null || skip "no bash for the guestfwd relay"
 gidx=${CXV_RXE_GID_INDEX:-0}
 iters=${CXV_RXE_ITERS:-200}
 cxv_mac=02:c5:00:00:00:01  # the model's default (sim/device_config.h)
-skip_status=77
+require_guest "$launcher"
 guest_test_dirs rxe-perftest
 # Three free loopback ports: the guest's servers forwarded here, our servers for its
 # clients, the guest's gate (see below).
@@ -118,10 +121,12 @@ rc_guest=$?
 gpid=
 sed 's/^/[cxv] /' "$work/peer.out" 2>/dev/null
 cat "$work/G.out"
+cp "$work/G.console" "$out/" 2>/dev/null
 echo "guest and cxv: exit $rc_guest and $rc_peer after $(($(date +%s) - start)) s"
-((rc_guest == skip_status)) && skip "$(sed -n 's/^SKIPPED: //p' "$work/G.out" | head -1)"
-((rc_peer == 0)) || fail "rxe_perf_peer (cxv) exited $rc_peer"
-((rc_guest == 0)) || fail "the guest's perftest runs exited $rc_guest"
+# The cxv side first: its failure is the test's whatever the guest did. The guest's
+# prerequisites were checked before it started, so any non-zero exit of its is a failure.
+((rc_peer == 0)) || fail "rxe_perf_peer (cxv) exited $rc_peer (its log: the [cxv] lines above)"
+((rc_guest == 0)) || fail "the guest's perftest runs exited $rc_guest (the [G] lines above)"
 runs=$((guest_clients ? 6 : 3))
 n=$(grep -c '^data checked: ok$' "$work/peer.out")
 ((n == runs)) || fail "rxe_perf_peer checked the data of $n of its $runs runs"

@@ -6,6 +6,8 @@
 # on the NIC, runs one shell command, prints its output and powers off. Bounded: QEMU is
 # killed by its PID on timeout, failure or signal.
 #
+#   rxe_guest.sh check
+#       prints why a guest cannot run here and exits 77, or exits 0 silently.
 #   rxe_guest.sh initrd OUT.cpio.gz
 #       builds the shared part of the initramfs (busybox, the modules, the RDMA tools
 #       with their libraries and the rxe provider) once, for several guests.
@@ -35,8 +37,12 @@
 #   ibv_rc_pingpong, ibv_ud_pingpong, ibv_devinfo, ibv_devices, rdma, ip, perftest's
 #   ib_write_lat, ib_read_lat and ib_atomic_lat (when installed) and
 #   `retry-connect CMD...` (reruns a pingpong client while its server is not yet
-#   listening). Exit status: the command's; 77 when the guest cannot run here (the reason
-#   is printed).
+#   listening). Exit status: the command's; 77 only when something the guest needs is
+#   absent here (QEMU, busybox, the prepared kernel or one of its modules, the RDMA tools;
+#   the reason follows "SKIPPED: "). Once that check passed, anything that goes wrong is a
+#   failure, status 1 with the guest's console shown: an initramfs that cannot be built, a
+#   guest that does not reach its command, a command that does not finish, and a command
+#   that itself exits 77 (so 77 keeps its one meaning).
 #
 # Sourcing the script defines the functions without running anything; rxe_guest_run sets
 # EXIT/INT/TERM traps while its guest runs, so call it in a subshell.
@@ -188,6 +194,15 @@ INIT
     return $rc
 }
 
+# rxe_guest_console_tail NAME FILE: the end of a failed guest's console, kernel lines included.
+rxe_guest_console_tail() {
+    if [ -s "$2" ]; then
+        tail -40 "$2" | tr -d '\r' | sed 's/^/['"$1"'] console: /'
+    else
+        echo "[$1] console: (empty)"
+    fi
+}
+
 # A MAC as the fabric names its sockets: 12 lowercase hex digits.
 rxe_guest_mac_hex() { echo "$1" | tr -d ':' | tr 'A-F' 'a-f'; }
 
@@ -231,7 +246,7 @@ rxe_guest_run() {
     mkdir -p "$work"
     if [ -z "$initrd" ]; then
         initrd=$work/rxe-initrd.cpio.gz
-        rxe_guest_initrd "$initrd" || { echo "SKIPPED: cannot build the initramfs"; return $rxe_guest_exit_skip; }
+        rxe_guest_initrd "$initrd" || { echo "[$name] cannot build the initramfs (the errors above)"; return 1; }
     fi
     # This guest's part, an uncompressed cpio put before the shared compressed one (the
     # kernel unpacks a concatenation of archives, as for early microcode).
@@ -246,7 +261,7 @@ rxe_guest_run() {
     } >"$conf/etc/guest.conf"
     printf '%s\n' "$cmd" >"$conf/cmd.sh"
     (cd "$conf" && find . | cpio -o -H newc --quiet) >"$work/$name.initrd" &&
-        cat "$initrd" >>"$work/$name.initrd" || { echo "SKIPPED: cannot build the initramfs"; return $rxe_guest_exit_skip; }
+        cat "$initrd" >>"$work/$name.initrd" || { echo "[$name] cannot build the initramfs (the errors above)"; return 1; }
 
     local -a args=(-accel tcg -M pc -m 256M -smp 1 -kernel "$rxe_guest_cache/vmlinux"
         -initrd "$work/$name.initrd" -append "console=ttyS0 panic=-1 quiet"
@@ -296,24 +311,38 @@ rxe_guest_run() {
     # The guest's own lines, without the kernel's.
     sed -n '/guest: /,$p' "$work/$name.console" 2>/dev/null | tr -d '\r' | grep -v '^\[ *[0-9.]*\] ' |
         sed 's/^/['"$name"'] /'
+    # The guest was started: from here on whatever goes wrong is a failure, not a skip.
     grep -q 'guest: command starts' "$work/$name.console" 2>/dev/null || {
-        tail -20 "$work/$name.console" 2>/dev/null | sed 's/^/['"$name"'] console: /'
-        echo "SKIPPED: the guest $name did not reach its command (QEMU exit $rc)"
-        return $rxe_guest_exit_skip
+        rxe_guest_console_tail "$name" "$work/$name.console"
+        echo "[$name] the guest did not reach its command (QEMU exit $rc)"
+        return 1
     }
     rc=$(sed -n 's/.*guest: command exit \([0-9]*\).*/\1/p' "$work/$name.console" | tail -1)
-    [ -n "$rc" ] || { echo "[$name] the command did not finish"; return 1; }
+    [ -n "$rc" ] || {
+        rxe_guest_console_tail "$name" "$work/$name.console"
+        echo "[$name] the command did not finish"
+        return 1
+    }
+    if ((rc == rxe_guest_exit_skip)); then
+        echo "[$name] the command exited $rc: reported as 1 ($rc means a guest that cannot run here)"
+        return 1
+    fi
     return "$rc"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     case ${1:-} in
+    check)
+        [ $# = 1 ] || { echo "usage: $0 check" >&2; exit 2; }
+        why=$(rxe_guest_check) || { echo "SKIPPED: $why"; exit $rxe_guest_exit_skip; }
+        ;;
     initrd)
         [ $# = 2 ] || { echo "usage: $0 initrd OUT" >&2; exit 2; }
         why=$(rxe_guest_check) || { echo "SKIPPED: $why"; exit $rxe_guest_exit_skip; }
-        rxe_guest_initrd "$2"
+        # After the check, a build that fails is a failure (1), never 77.
+        rxe_guest_initrd "$2" || { echo "cannot build the initramfs $2 (the errors above)"; exit 1; }
         ;;
     run) shift; rxe_guest_run "$@" ;;
-    *) echo "usage: $0 initrd OUT | run [options] -- COMMAND (see the header)" >&2; exit 2 ;;
+    *) echo "usage: $0 check | initrd OUT | run [options] -- COMMAND (see the header)" >&2; exit 2 ;;
     esac
 fi

@@ -38,24 +38,56 @@ TEST_CASE("writing the command queue address keeps the read-only log sizes") {
     CHECK((h.bar_load32(0x14) & 0xfffff000u) != 0);
 }
 
+namespace {
+
+// Polls `done` until it holds or 20 s pass (a deadline for a stalled machine, not a
+// speed bound); whether it held.
+template <typename Pred>
+bool eventually(Pred done) {
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > end) return false;
+        std::this_thread::sleep_for(1ms);
+    }
+    return true;
+}
+
+std::uint32_t health_counter(test::harness& h) { return h.bar_load32(0x1010) & 0xffffff; }
+
+// A command through the queue, waited for: the model thread's round that completes it
+// looked at the health counter first (sim::device's round), so everything that round's
+// tick decided is in the BAR when this returns.
+void round_trip(test::harness& h) {
+    const auto r = h.exec(test::harness::input<hw::ifc::query_issi_in>(hw::cmd_opcode::QUERY_ISSI), 112);
+    REQUIRE(r.completed);
+}
+
+}  // namespace
+
 TEST_CASE("the health counter keeps ticking, and stops when the fault is injected") {
     sim::device_config cfg;
     cfg.health_period = 5ms;
     test::harness h(cfg);
     REQUIRE(h.wait_boot());
-    const auto c0 = h.bar_load32(0x1010) & 0xffffff;
-    std::this_thread::sleep_for(60ms);
-    const auto c1 = h.bar_load32(0x1010) & 0xffffff;
-    CHECK(c1 > c0);
+    h.set_cmdq();
+    REQUIRE(h.enable_hca().completed);
+    const auto c0 = health_counter(h);
+    CHECK(eventually([&] { return health_counter(h) != c0; }));
 
     h.dev().faults().stall_health(true);
-    std::this_thread::sleep_for(20ms);
-    const auto s0 = h.bar_load32(0x1010) & 0xffffff;
-    std::this_thread::sleep_for(60ms);
-    CHECK((h.bar_load32(0x1010) & 0xffffff) == s0);
+    round_trip(h);  // a tick that began before the stall has landed
+    const auto s0 = health_counter(h);
+    // Rounds of the model thread until one runs ten periods later, when a tick would be
+    // long due: each command completes in a round that began after it was posted.
+    const auto due = std::chrono::steady_clock::now() + 10 * cfg.health_period;
+    unsigned rounds = 0;
+    while (std::chrono::steady_clock::now() < due || rounds < 3) {
+        round_trip(h);
+        if (std::chrono::steady_clock::now() >= due) ++rounds;
+    }
+    CHECK(health_counter(h) == s0);
     h.dev().faults().stall_health(false);
-    std::this_thread::sleep_for(60ms);
-    CHECK((h.bar_load32(0x1010) & 0xffffff) != s0);
+    CHECK(eventually([&] { return health_counter(h) != s0; }));
 }
 
 TEST_CASE("an injected health syndrome appears in the health buffer") {
@@ -63,9 +95,8 @@ TEST_CASE("an injected health syndrome appears in the health buffer") {
     REQUIRE(h.wait_boot());
     CHECK((h.bar_load32(0x23c) >> 16 & 0xff) == 0);
     h.dev().faults().raise_health_syndrome(0x10, 0x1234);
-    std::this_thread::sleep_for(80ms);
-    CHECK((h.bar_load32(0x23c) >> 16 & 0xff) == 0x10);  // synd, byte 0x23d
-    CHECK((h.bar_load32(0x23c) & 0xffff) == 0x1234);     // ext_synd
+    CHECK(eventually([&] { return (h.bar_load32(0x23c) >> 16 & 0xff) == 0x10; }));  // synd, byte 0x23d
+    CHECK((h.bar_load32(0x23c) & 0xffff) == 0x1234);                                  // ext_synd
 }
 
 TEST_CASE("PCI config space: identity, class, capabilities, writable command register") {

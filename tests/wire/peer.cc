@@ -8,10 +8,15 @@
 //            without immediate), RDMA WRITE (with and without immediate), RDMA READ,
 //            CmpSwap and FetchAdd; UC SEND and WRITE with immediate; UD SEND both ways
 //            (the GRH in front of the data); an RC WRITE with a wrong R_Key (a NAK);
-//            the first SEND arrives before the server posted a receive (an RNR NAK).
-//            Every byte and completion is checked on both sides.
+//            the first SEND arrives before the server posted a receive (an RNR NAK: the
+//            server posts its RC receives only once its out_of_buffer counter shows it,
+//            and the client checks its rnr_nak_retry_err). Every byte and completion is
+//            checked on both sides.
 //   stream   --count RC SENDs of varied sizes carrying sequence numbers: each must
-//            arrive exactly once, in order, intact (run it with link faults).
+//            arrive exactly once, in order, intact (run it with link faults). With
+//            --pause-at N the client stops after N sends (publishing OOB/paused) until
+//            OOB/pulled appears, sends on, and publishes OOB/lost once its ACK timer has
+//            fired (the sends were lost in the pulled cable).
 //   gone     the server exits once connected; the client's SEND must complete with
 //            IBV_WC_RETRY_EXC_ERR (its peer's cable is pulled), not hang.
 //
@@ -71,7 +76,7 @@ struct args {
     unsigned mtu = 3;  // 1024
     unsigned timeout = 16;  // ACK timeout: 4.096 us << 16 = 268 ms (a loaded CI machine stalls processes for tens of ms)
     unsigned retry = 7;
-    unsigned pause_at = 0;  // stream client: after this many sends, wait for OOB/pulled
+    unsigned pause_at = 0;  // stream client: after this many sends, OOB/paused; wait for OOB/pulled; OOB/lost after a timeout
     std::string hold;       // stream server: with every message in, wait for OOB/<hold>
 };
 
@@ -245,15 +250,34 @@ public:
         return wc;
     }
 
+    // The device's Q counter set (device_counters::q); a failure when it has none.
+    cxv::q_counter_values q_counters() {
+        const auto c = take(dev_->counters(), "read the counters");
+        if (!c.q) fail("the device has no Q counter set");
+        return *c.q;
+    }
+
+    // Waits until the Q counter `which` reaches `at_least`: the event it counts happened.
+    void await_q_counter(std::uint32_t cxv::q_counter_values::*which, std::uint32_t at_least,
+                         std::chrono::milliseconds wait, const char* what) {
+        const auto end = clock_type::now() + wait;
+        std::uint32_t v = 0;
+        while ((v = q_counters().*which) < at_least) {
+            if (clock_type::now() > end) fail("%s: the counter is %u after %lld ms, expected %u or more", what, v,
+                                              static_cast<long long>(wait.count()), at_least);
+            std::this_thread::sleep_for(1ms);
+        }
+    }
+
     // What the device counted: the test reads it from the log.
     void print_counters(const char* role) {
         const auto c = take(dev_->counters(), "read the counters");
         const auto q = c.q.value_or(cxv::q_counter_values{});
         std::fprintf(stderr,
                      "cxv_wire_peer: %s counters: local_ack_timeout_err %u packet_seq_err %u out_of_sequence %u "
-                     "duplicate_request %u rx_errors %llu\n",
+                     "duplicate_request %u out_of_buffer %u rnr_nak_retry_err %u rx_errors %llu\n",
                      role, q.local_ack_timeout_err, q.packet_seq_err, q.out_of_sequence, q.duplicate_request,
-                     static_cast<unsigned long long>(c.vport.received_errors.packets));
+                     q.out_of_buffer, q.rnr_nak_retry_err, static_cast<unsigned long long>(c.vport.received_errors.packets));
     }
 
     cxv::qp& rc() { return *rc_; }

@@ -54,7 +54,7 @@ void expect_true(bool ok, const char* what) {
 
 int traffic_server(side& s, const args& a) {
     // UC and UD receives, the READ source and the atomic words first; then "ready";
-    // then the RC receives, late, so that the client's first SEND meets an RNR NAK.
+    // then the RC receives, late: only once the client's first SEND has met an RNR NAK.
     s.recv(s.uc(), 300, kUcRecv, 4096);
     s.recv(s.uc(), 301, kUcRecv + 0x4000, 4096);
     s.recv(s.ud(), 400, kUdRecv, 4096 + 40);
@@ -63,7 +63,10 @@ int traffic_server(side& s, const args& a) {
     std::memcpy(s.at(kAtomicAt), &add0, 8);
     std::memcpy(s.at(kAtomicAt + 8), &cmp0, 8);
     publish(a.oob + "/ready", "ready");
-    std::this_thread::sleep_for(100ms);
+    // The responder counts out_of_buffer when a SEND finds no receive WQE, and on RC
+    // answers with an RNR NAK (IBA 9.7.5.2.8); the UC and UD receives are all posted.
+    s.await_q_counter(&cxv::q_counter_values::out_of_buffer, 1, 30s,
+                      "server: the client's first RC SEND met no RNR NAK (out_of_buffer)");
     constexpr unsigned kRc = kSends + 4;  // the SENDs, two with immediate, a WRITE with immediate, "done"
     for (unsigned k = 0; k < kRc; ++k) s.recv(s.rc(), k, kRcRecv + k * 0x4000, 0x4000);
 
@@ -247,6 +250,8 @@ int traffic_client(side& s, const args& a) {
     const ibv_wc back = s.expect(IBV_WC_RECV, 410);
     expect_true(back.byte_len == 540 && (back.wc_flags & IBV_WC_GRH) && same(s.at(kUdRecv + 40), 500, 71),
                 "client: the server's UD SEND");
+    // The requester waited out the server's RNR NAK and sent again (the SEND completed).
+    expect_true(s.q_counters().rnr_nak_retry_err >= 1, "client: no RNR NAK retried after (rnr_nak_retry_err)");
     return 0;
 }
 
@@ -294,10 +299,17 @@ int stream_client(side& s, const args& a) {
     await_file(a.oob + "/ready");
     const unsigned n = a.count;
     unsigned posted = 0, done = 0;
+    bool paused = false;
+    std::uint32_t timeouts = 0;
     const auto end = clock_type::now() + 120s;
     while (done < n) {
         while (posted < n && posted - done < kWindow) {
-            if (a.pause_at != 0 && posted == a.pause_at) await_file(a.oob + "/pulled", 60s);
+            if (a.pause_at != 0 && posted == a.pause_at) {
+                publish(a.oob + "/paused", std::to_string(posted));
+                await_file(a.oob + "/pulled", 60s);
+                timeouts = s.q_counters().local_ack_timeout_err;
+                paused = true;
+            }
             const std::uint32_t size = kStreamSizes[posted % std::size(kStreamSizes)];
             std::byte* at = s.at(kSource + (posted % kWindow) * kSlot);
             std::memcpy(at, &posted, 4);
@@ -306,6 +318,14 @@ int stream_client(side& s, const args& a) {
             ibv_send_wr wr = wr_of(posted, IBV_WR_SEND, &g, 1);
             s.send(s.rc(), wr);
             ++posted;
+        }
+        if (paused) {
+            // What was posted after the pull went into the pulled cable: no ACK came, the
+            // requester's ACK timer fired. Then the test may put the cable back.
+            s.await_q_counter(&cxv::q_counter_values::local_ack_timeout_err, timeouts + 1, 30s,
+                              "client: no ACK timeout while the cable was out (local_ack_timeout_err)");
+            publish(a.oob + "/lost", "lost");
+            paused = false;
         }
         if (clock_type::now() > end) fail("client: %u of %u sends completed", done, n);
         const ibv_wc wc = s.next(60s);

@@ -24,6 +24,7 @@
 
 #include "tests/exec/processes.h"
 #include "tests/sim/wire/tshark_command.h"
+#include "tests/skip.h"
 
 namespace {
 
@@ -106,8 +107,9 @@ struct run_options {
     std::vector<std::string> client_sim_args;  // for the client's only
     std::vector<std::string> peer_args;        // for both peers
     std::chrono::seconds limit{90};
-    // Runs while both processes do (fabric directory, out-of-band directory).
-    std::function<void(const std::string&, const std::string&)> during;
+    // Runs while both processes do, given the scratch directory: fabric/, oob/, and the
+    // processes' logs server.log and client.log.
+    std::function<void(const std::string&)> during;
 };
 
 struct outcome {
@@ -131,7 +133,7 @@ outcome run_pair(const run_options& o, const scratch& s) {
     };
     auto server = start("server", 0);
     auto client = start("client", 1);
-    if (o.during) o.during(fabric, s.dir + "/oob");
+    if (o.during) o.during(s.dir);
     const auto deadline = std::chrono::steady_clock::now() + o.limit;
     outcome out;
     out.client = client->wait(deadline);
@@ -184,34 +186,58 @@ TEST_CASE("RC delivers every message exactly once and in order through each link
     }
 }
 
-TEST_CASE("a cable pulled for 100 ms: PORT_CHANGE down and up, and RC carries on, exactly once and in order") {
+// A file for the peers' await_file: written whole, then renamed into place.
+void publish(const std::string& path, const std::string& text) {
+    std::ofstream(path + ".tmp") << text << '\n';
+    std::filesystem::rename(path + ".tmp", path);
+}
+
+// Waits (30 s at most) until `happened`; fails with both processes' logs if it does not.
+void await_event(const std::string& dir, const std::string& what, const std::function<bool()>& happened) {
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (!happened()) {
+        if (std::chrono::steady_clock::now() > end) {
+            FAIL("no " << what << " within 30 s\nserver log:\n" << slurp(dir + "/server.log") << "\nclient log:\n"
+                                << slurp(dir + "/client.log"));
+        }
+        std::this_thread::sleep_for(2ms);
+    }
+}
+
+// Where `event` is in the server's log after `from`, or npos.
+std::size_t server_event(const std::string& dir, const char* event, std::size_t from = 0) {
+    return slurp(dir + "/server.log").find(event, from);
+}
+
+TEST_CASE("a cable pulled: PORT_CHANGE down and up, and RC carries on, exactly once and in order") {
     run_options o;
     o.test = "stream";
-    // 67 ms ACK timeout, 7 retries: outlasts the pull. The client sends 200 messages, then
-    // waits until the cable is out to send the rest; the server, with all of them in,
-    // stays until its port has come back.
-    o.peer_args = {"--count", "400", "--timeout", "14", "--pause-at", "200", "--hold", "restored"};
-    o.during = [](const std::string& fabric, const std::string& oob) {
-        // Once the stream runs, the server's cable is pulled from outside its process.
-        const auto end = std::chrono::steady_clock::now() + 30s;
-        while (!std::filesystem::exists(oob + "/ready") && std::chrono::steady_clock::now() < end) {
-            std::this_thread::sleep_for(2ms);
-        }
-        std::this_thread::sleep_for(20ms);
-        const std::string down = fabric + "/down-eth-02c500000001";
-        std::ofstream(down).put('\n');
-        std::this_thread::sleep_for(40ms);  // the port looks at the cable every 20 ms
-        std::ofstream(oob + "/pulled") << "pulled\n";
-        std::this_thread::sleep_for(60ms);
+    // The client sends 200 messages and says so, then waits until the cable is out to send
+    // the rest, and says when its ACK timer has fired on them; the cable goes back in then.
+    // The server, with all of them in, stays until its port has come back. A 268 ms ACK
+    // timeout and 7 retries: about 2 s for the cable to come back and the port to train.
+    o.peer_args = {"--count", "400", "--timeout", "16", "--pause-at", "200", "--hold", "restored"};
+    std::size_t down_at = std::string::npos;
+    o.during = [&](const std::string& dir) {
+        const std::string oob = dir + "/oob", down = dir + "/fabric/down-eth-02c500000001";
+        // Once the client has paused, the server's cable is pulled from outside its process
+        // (pulled earlier, the first sends would run out of retries before the pause).
+        await_event(dir, "oob/paused", [&] { return std::filesystem::exists(oob + "/paused"); });
+        publish(down, "");
+        await_event(dir, "\"event port_down\" in the server's log",
+                    [&] { return (down_at = server_event(dir, "event port_down")) != std::string::npos; });
+        publish(oob + "/pulled", "pulled");
+        await_event(dir, "oob/lost (the client's ACK timer firing)", [&] { return std::filesystem::exists(oob + "/lost"); });
         std::filesystem::remove(down);
-        std::this_thread::sleep_for(1s);  // link training (300 ms), then PORT_CHANGE up
-        std::ofstream(oob + "/restored") << "restored\n";
+        await_event(dir, "\"event port_up\" after port_down in the server's log",
+                    [&] { return server_event(dir, "event port_up", down_at) != std::string::npos; });
+        publish(oob + "/restored", "restored");
     };
     const outcome r = run_pair(o);
     check_both_passed(r);
     INFO("server log:\n" << r.server_log);
-    CHECK(r.server_log.find("event port_down") != std::string::npos);
-    CHECK(r.server_log.find("event port_up") != std::string::npos);
+    REQUIRE(down_at != std::string::npos);
+    CHECK(r.server_log.find("event port_up", down_at) != std::string::npos);
 }
 
 TEST_CASE("a peer that is gone: retries, then IBV_WC_RETRY_EXC_ERR, never a hang") {
@@ -282,10 +308,6 @@ std::vector<decoded> decode_capture(const std::string& pcap) {
 }
 
 void check_capture(const std::string& port_type) {
-    if (::system("tshark --version >/dev/null 2>&1") != 0) {
-        MESSAGE("tshark is not installed (tools/setup installs it): the capture is not decoded");
-        return;
-    }
     scratch s;
     run_options o;
     o.port_type = port_type;
@@ -359,11 +381,13 @@ void check_capture(const std::string& port_type) {
     CHECK(*psns.rbegin() - *psns.begin() + 1 == psns.size());
 }
 
-TEST_CASE("a RoCEv2 capture of every operation decodes in tshark with the fields that were posted") {
+TEST_CASE("a RoCEv2 capture of every operation decodes in tshark with the fields that were posted" *
+          cxv::test::skip_unless(cxv::test::on_path("tshark"), "tshark is not installed (tools/setup installs it)")) {
     check_capture("eth");
 }
 
-TEST_CASE("an InfiniBand capture of every operation decodes in tshark with the fields that were posted") {
+TEST_CASE("an InfiniBand capture of every operation decodes in tshark with the fields that were posted" *
+          cxv::test::skip_unless(cxv::test::on_path("tshark"), "tshark is not installed (tools/setup installs it)")) {
     check_capture("ib");
 }
 

@@ -63,7 +63,7 @@ std::vector<std::byte> ib_frame(std::uint16_t dlid, std::uint8_t tag) {
 bool send_frame(segment_port& p, std::span<const std::byte> f) { return p.send(f, frame_crcs::unverified); }
 bool take(segment_port& p, std::vector<std::byte>& f) {
     frame_crcs crcs{};
-    return p.receive(f, crcs);
+    return p.receive(f, crcs, std::chrono::steady_clock::now());
 }
 
 // Waits up to a second for a frame (datagram sockets deliver at once, but the test
@@ -71,7 +71,7 @@ bool take(segment_port& p, std::vector<std::byte>& f) {
 bool wait_receive(segment_port& p, std::vector<std::byte>& f, frame_crcs* crcs = nullptr) {
     frame_crcs ignored{};
     for (int i = 0; i < 1000; ++i) {
-        if (p.receive(f, crcs ? *crcs : ignored)) return true;
+        if (p.receive(f, crcs ? *crcs : ignored, std::chrono::steady_clock::now())) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return false;
@@ -151,11 +151,11 @@ TEST_CASE("a frame's CRCs are vouched for only inside the process") {
         REQUIRE(a->send(frame_to(eth(2), 1), frame_crcs::known_good));
         REQUIRE(a->send(frame_to(eth(2), 2), frame_crcs::unverified));
         REQUIRE(a->send(broadcast(3), frame_crcs::known_good));
-        REQUIRE(b->receive(f, crcs));
+        REQUIRE(b->receive(f, crcs, std::chrono::steady_clock::now()));
         CHECK(crcs == frame_crcs::known_good);
-        REQUIRE(b->receive(f, crcs));
+        REQUIRE(b->receive(f, crcs, std::chrono::steady_clock::now()));
         CHECK(crcs == frame_crcs::unverified);
-        REQUIRE(b->receive(f, crcs));
+        REQUIRE(b->receive(f, crcs, std::chrono::steady_clock::now()));
         CHECK(crcs == frame_crcs::known_good);
     }
     SUBCASE("directory: never, whatever the sender said") {

@@ -1,16 +1,25 @@
+// headers_of against Wireshark's list of opcodes (needs tshark; skipped without it);
 // encode -> decode for every opcode headers_of knows, over RoCEv2/IPv4, RoCEv2/IPv6 and
 // InfiniBand with and without GRH, with payloads that need every pad; the frame's layout
 // checked against the protocol's own definitions; what decode refuses.
 #include <doctest/doctest.h>
 
+#include <strings.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "sim/wire/crc.h"
 #include "sim/wire/frame.h"
 #include "tests/sim/wire/wire_test_util.h"
+#include "tests/skip.h"
 
 namespace cxv::sim::wire {
 namespace {
@@ -27,9 +36,85 @@ std::uint16_t be16(const std::vector<std::byte>& f, std::size_t o) {
     return static_cast<std::uint16_t>(static_cast<std::uint8_t>(f[o]) << 8 | static_cast<std::uint8_t>(f[o + 1]));
 }
 
-TEST_CASE("headers_of knows the RC, UC and UD opcodes of IBA Table 35") {
-    // RC: 0x00-0x14 and 0x16, 0x17 (not 0x15, RESYNC); UC: sends and writes 0x20-0x2b; UD: 0x64, 0x65.
-    CHECK(known_opcodes().size() == 23 + 12 + 2);
+// Wireshark's InfiniBand dissector as the oracle of the opcodes (IBA Table 35): its value
+// strings for infiniband.bth.opcode (`tshark -G values`: "V<TAB>field<TAB>value<TAB>name"),
+// opcode -> name, RC, UC and UD only, without "Reserved" (RD and XRC the model does not do).
+std::map<unsigned, std::string> wireshark_opcodes() {
+    std::map<unsigned, std::string> out;
+    FILE* p = ::popen("tshark -G values 2>/dev/null", "r");
+    REQUIRE(p != nullptr);
+    const std::string key = "V\tinfiniband.bth.opcode\t";
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) {
+        std::string l(buf);
+        while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+        if (l.rfind(key, 0) != 0) continue;
+        const std::size_t tab = l.find('\t', key.size());
+        REQUIRE(tab != std::string::npos);
+        const unsigned op = static_cast<unsigned>(std::stoul(l.substr(key.size(), tab - key.size())));
+        const std::string name = l.substr(tab + 1);
+        const bool ours = name.starts_with("Reliable Connection (RC) - ") ||
+                          name.starts_with("Unreliable Connection (UC) - ") ||
+                          name.starts_with("Unreliable Datagram (UD) - ");
+        if (ours && !name.ends_with(" - Reserved")) out[op] = name;
+    }
+    REQUIRE(::pclose(p) == 0);
+    return out;
+}
+
+// What IBA Table 38 "Header Formats" gives the opcode named `name` (Wireshark's words:
+// "Unreliable Connection (UC) - RDMA WRITE First", "Unreliable Datagram (UD) - SEND only").
+// 0 for a name it does not recognise.
+std::uint16_t headers_by_name(const std::string& name) {
+    const std::string what = name.substr(name.find(" - ") + 3);
+    const auto is = [&](const char* family) { return what.starts_with(family); };
+    const auto word = [&](const char* w) {
+        std::istringstream in(what);
+        std::string t;
+        while (in >> t) {
+            if (strcasecmp(t.c_str(), w) == 0) return true;
+        }
+        return false;
+    };
+    const bool send = is("SEND "), write = is("RDMA WRITE "), read_request = what == "RDMA READ Request",
+               read_response = is("RDMA READ response "), ack = what == "Acknowledge",
+               atomic_ack = what == "ATOMIC Acknowledge", atomic = what == "CmpSwap" || what == "FetchAdd";
+    if (!send && !write && !read_request && !read_response && !ack && !atomic_ack && !atomic) return 0;
+    std::uint16_t h = 0;
+    if (word("First")) h |= is_first;
+    if (word("Middle")) h |= is_middle;
+    if (word("Last")) h |= is_last;
+    if (word("Only") || read_request || ack || atomic_ack || atomic) h |= is_first | is_last;
+    if (!read_response && !ack && !atomic_ack) h |= is_request;
+    if (send || write || read_response) h |= has_payload;
+    if ((write && (h & is_first)) || read_request) h |= has_reth;  // WRITE First and Only, with or without ImmDt
+    if ((read_response && (h & (is_first | is_last))) || ack || atomic_ack) h |= has_aeth;
+    if (atomic_ack) h |= has_atomicacketh;
+    if (atomic) h |= has_atomiceth;
+    if (name.starts_with("Unreliable Datagram (UD)")) h |= has_deth;
+    if (what.ends_with(" with Immediate")) h |= has_immdt;
+    if (what.ends_with(" with Invalidate")) h |= has_ieth;
+    return h;
+}
+
+TEST_CASE("headers_of knows the RC, UC and UD opcodes of Wireshark's dissector, with the headers their names imply" *
+          cxv::test::skip_unless(cxv::test::on_path("tshark"), "tshark is not installed (tools/setup installs it)")) {
+    const auto ws = wireshark_opcodes();
+    std::set<std::string> transports;
+    for (const auto& [op, name] : ws) transports.insert(name.substr(0, name.find(" - ")));
+    REQUIRE(transports.size() == 3);  // RC, UC and UD all there: the output is what we think
+    for (const auto& [op, name] : ws) {
+        CAPTURE(op);
+        CAPTURE(name);
+        const std::uint16_t want = headers_by_name(name);
+        CHECK_MESSAGE(want != 0, "a name this test does not know how to read");
+        CHECK(headers_of(static_cast<std::uint8_t>(op)) == want);
+    }
+    // And nothing beyond them.
+    for (unsigned op = 0; op < 256; ++op) {
+        CAPTURE(op);
+        if (headers_of(static_cast<std::uint8_t>(op)) != 0) CHECK_MESSAGE(ws.count(op) == 1, "not an RC, UC or UD opcode of Wireshark's");
+    }
 }
 
 TEST_CASE("every opcode round-trips over every link with every pad") {

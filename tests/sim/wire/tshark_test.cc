@@ -5,7 +5,8 @@
 // checksum validation on), and must read back the fields we encoded.
 //
 // Needs tshark (Debian: DEBIAN_FRONTEND=noninteractive apt-get install -y tshark); without
-// it the test passes with a message. Tagged "tshark" in BUILD so that CI can select it.
+// it the cases are skipped (tests/skip.h), never passed. Tagged "tshark" in BUILD so that CI
+// can select it.
 #include <doctest/doctest.h>
 
 #include "tests/sim/wire/tshark_command.h"
@@ -23,6 +24,7 @@
 #include "sim/wire/neighbour.h"
 #include "sim/wire/pcap.h"
 #include "tests/sim/wire/wire_test_util.h"
+#include "tests/skip.h"
 
 namespace cxv::sim::wire {
 namespace {
@@ -75,8 +77,6 @@ const char* const fields[] = {
     "icmpv6.type",
     "icmpv6.checksum.status",
 };
-
-bool have_tshark() { return std::system("tshark -v >/dev/null 2>&1") == 0; }
 
 std::string run(const std::string& cmd) {
     std::string out;
@@ -233,11 +233,8 @@ std::string temp_path(const char* name) {
     return std::string(dir ? dir : "/tmp") + "/" + name + "-" + std::to_string(::getpid()) + ".pcap";
 }
 
-TEST_CASE("tshark decodes every opcode over RoCEv2/IPv4 and IPv6, and ARP and ND, without error and as encoded") {
-    if (!have_tshark()) {
-        MESSAGE("tshark is not installed: skipped (apt-get install -y tshark)");
-        return;
-    }
+TEST_CASE("tshark decodes every opcode over RoCEv2/IPv4 and IPv6, and ARP and ND, without error and as encoded" *
+          cxv::test::skip_unless(cxv::test::on_path("tshark"), "tshark is not installed (tools/setup installs it)")) {
     std::mt19937_64 rng(11);
     const std::string path = temp_path("tshark_roce");
     std::vector<expectation> want;
@@ -274,11 +271,8 @@ TEST_CASE("tshark decodes every opcode over RoCEv2/IPv4 and IPv6, and ARP and ND
     check_file(path, want);
 }
 
-TEST_CASE("tshark decodes every opcode over InfiniBand, with and without GRH, without error and as encoded") {
-    if (!have_tshark()) {
-        MESSAGE("tshark is not installed: skipped (apt-get install -y tshark)");
-        return;
-    }
+TEST_CASE("tshark decodes every opcode over InfiniBand, with and without GRH, without error and as encoded" *
+          cxv::test::skip_unless(cxv::test::on_path("tshark"), "tshark is not installed (tools/setup installs it)")) {
     std::mt19937_64 rng(12);
     const std::string path = temp_path("tshark_ib");
     std::vector<expectation> want;
