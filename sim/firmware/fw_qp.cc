@@ -159,7 +159,10 @@ cmd_reply check_mtu(std::uint32_t mtu, const qp_limits& l) {
 
 // The primary address path of a connected QP (INIT2RTR): InfiniBand routes by the
 // remote LID (and a GRH from a source GID when grh is set); RoCE always addresses the
-// remote GID from a source GID.
+// remote GID from a source GID. An InfiniBand path is taken whatever its rlid: the PRM
+// states no refusal of LID 0, and a card accepts it, as a program that makes its QPs
+// ready before its port has a LID (Down or Init, the SM not yet swept) does; what is sent
+// there reaches no port, as on a fabric.
 cmd_reply check_path(const std::byte* path, const qp_limits& l) {
     if (l.roce) {
         bool any = false;
@@ -167,8 +170,6 @@ cmd_reply check_path(const std::byte* path, const qp_limits& l) {
             any = any || ifc::get<ads::rgid_rip>(path, i) != 0;
         }
         if (!any) return bad_param(cmd_syndrome::MISSING_ATTRIBUTE);
-    } else if (ifc::get<ads::rlid>(path) == 0) {
-        return bad_param(cmd_syndrome::MISSING_ATTRIBUTE);
     }
     if ((l.roce || ifc::get<ads::grh>(path)) && ifc::get<ads::src_addr_index>(path) >= l.gid_table) {
         return bad_index();
