@@ -369,12 +369,20 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     // BlueFlame copies through the write-combining mapping; 8-byte doorbells through the
     // uncached one (a store to a WC mapping would wait in the CPU's buffers).
     std::byte* reg = o.bf_register(mode != doorbell_mode::doorbell && !a.multi_producer);
-    rg.sq = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, rg.sq_wr_ids.data(),
-                               rg.sq_ends.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
+    if (o.has_sq()) {
+        rg.sq = queues::send_queue(o.sq(), log_sq, o.qpn(), a.type == qp_type::ud, rg.sq_wr_ids.data(),
+                                   rg.sq_ends.data(), dbrec, reg, bf.size / 2, mode, o.max_send_wqebbs());
+    } else {
+        rg.sq = queues::send_queue::none(o.qpn());  // max_send_wr 0: every send is ENOMEM
+    }
     const auto& cap = o.capabilities();
     const ibv_qp_type type = a.type == qp_type::rc ? IBV_QPT_RC : a.type == qp_type::uc ? IBV_QPT_UC : IBV_QPT_UD;
-    out->send_ = {&rg.sq, cap.max_send_sge, cap.max_inline_data, type};
+    // Without a send queue no limit is checked before the room (there is none: ENOMEM),
+    // the order of rdma-core's mlx5 provider, whose room check comes first.
+    out->send_ = o.has_sq() ? api::send_side{&rg.sq, cap.max_send_sge, cap.max_inline_data, type}
+                            : api::send_side{&rg.sq, ~0u, ~0u, type};
     if (a.multi_producer) {
+        if (!o.has_sq()) return error{EINVAL, "cxv::qp::create: a multi-producer QP needs a send queue"};
         unsigned slot = 1;
         while (slot < o.max_send_wqebbs()) slot <<= 1;
         if (slot > 8) return error{EINVAL, "cxv::qp::create: a multi-producer QP's WQEs must fit 8 basic blocks"};

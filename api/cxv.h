@@ -351,7 +351,7 @@ class qp {
 public:
     // Sizes asked for at create (as ibv_qp_cap; the QP may grant more).
     struct caps {
-        unsigned max_send_wr = 64;
+        unsigned max_send_wr = 64;  // 0: no send queue (a receive-only QP: every send is ENOMEM)
         unsigned max_recv_wr = 64;  // ignored with an SRQ
         unsigned max_send_sge = 1;
         unsigned max_recv_sge = 1;

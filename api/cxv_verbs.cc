@@ -66,6 +66,27 @@ auto& base_of(T* h) {
     }
 }
 
+std::mutex open_mu;  // opens and closes (cxv_open_device); a last close tears the function down under it
+
+void close_context(c_device* c) {
+    pthread_mutex_destroy(&c->context.mutex);
+    // The last context of the function tears the HCA down with cxv::device, under the
+    // lock, so that an open meanwhile does not find the group still held.
+    std::lock_guard lock(open_mu);
+    delete c;
+}
+
+// One object of the device more, or fewer; the last one of a context whose close was
+// deferred closes it (cxv_close_device_deferred).
+void hold(c_device* c) {
+    ++c->objects;
+    ++c->holds;
+}
+void drop_object(c_device* c) {
+    --c->objects;
+    if (--c->holds == 0) close_context(c);
+}
+
 // A handle made: counted by its device (which will not close under it), with its
 // mutex and condition variable set up where its struct has them. (Not merged across
 // handle types, which g++'s identical code folding would do and then misjudge bounds.)
@@ -76,7 +97,7 @@ template <typename T>
         pthread_mutex_init(&b.mutex, nullptr);
         pthread_cond_init(&b.cond, nullptr);
     }
-    ++dev_of(b.context)->objects;
+    hold(dev_of(b.context));
     succeed();
     return h;
 }
@@ -89,8 +110,9 @@ template <typename T>
         pthread_mutex_destroy(&b.mutex);
         pthread_cond_destroy(&b.cond);
     }
-    --dev_of(b.context)->objects;
+    c_device* c = dev_of(b.context);
     delete h;
+    drop_object(c);
     return succeed();
 }
 
@@ -235,7 +257,6 @@ struct open_function {
     std::weak_ptr<cxv::device> dev;
     std::shared_ptr<shared_function> events;
 };
-std::mutex open_mu;  // opens and closes; a last close tears the function down under it
 std::map<std::string, open_function> opened;
 
 }  // namespace
@@ -299,11 +320,13 @@ int cxv_close_device(ibv_context* ctx) {
     if (const unsigned n = c->objects.load(); n != 0) {
         return fail(EBUSY, "cxv_close_device: " + std::to_string(n) + " objects of the device are still alive");
     }
-    pthread_mutex_destroy(&c->context.mutex);
-    // The last context of the function tears the HCA down with cxv::device, under the
-    // lock, so that an open meanwhile does not find the group still held.
-    std::lock_guard lock(open_mu);
-    delete c;
+    if (--c->holds == 0) close_context(c);
+    return succeed();
+}
+
+int cxv_close_device_deferred(ibv_context* ctx) {
+    c_device* c = dev_of(ctx);
+    if (--c->holds == 0) close_context(c);
     return succeed();
 }
 
@@ -394,16 +417,17 @@ ibv_ah* cxv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     out->base.context = pd->context;
     out->base.pd = pd;
     ++pd_of(pd)->ahs;
-    ++dev_of(pd->context)->objects;
+    hold(dev_of(pd->context));
     succeed();
     return &out->base;
 }
 
 int cxv_destroy_ah(ibv_ah* ah) {
     auto* out = reinterpret_cast<c_ah*>(ah);
+    c_device* c = dev_of(ah->context);
     --pd_of(ah->pd)->ahs;
-    --dev_of(ah->context)->objects;
     delete out;
+    drop_object(c);
     return succeed();
 }
 

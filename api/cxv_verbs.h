@@ -63,6 +63,12 @@ struct ibv_context *cxv_open_device(const char *bdf);
 /* Tears the HCA down and closes the function. EBUSY (nothing done) while any PD, CQ, QP,
  * SRQ, MR or AH made on it is alive. */
 int cxv_close_device(struct ibv_context *ctx);
+/* As cxv_close_device, but with objects of the context still alive it returns 0 at once
+ * and leaves the context to go with the last of them: they stay usable, and destroying
+ * the last one closes the context (and the function, if no other context has it open).
+ * Objects never destroyed keep it until the process exits. ibv_close_device(3)'s
+ * semantics: rdma-core's returns 0 with objects open. */
+int cxv_close_device_deferred(struct ibv_context *ctx);
 
 /* ibv_get_async_event(3): the next asynchronous event of the context (port active or
  * in error, a CQ, QP or SRQ error, an SRQ's limit reached, ...), waiting for one unless

@@ -24,6 +24,10 @@ struct c_device : verbs_context {
     std::shared_ptr<cxv::device> dev;
     bool ethernet = false;
     std::atomic<unsigned> objects{0};  // PDs, MRs, AHs, CQs, SRQs, QPs alive
+    // What keeps the context: itself until it is closed, and each object. Whoever takes
+    // it to 0 (the close, or the destroy of the last object after a deferred close)
+    // frees it, exactly once, whichever threads race.
+    std::atomic<unsigned> holds{1};
     std::shared_ptr<api::verbs_async> async;  // shared with the driver's event callback
 };
 struct c_pd : ibv_pd {

@@ -220,7 +220,8 @@ namespace detail {
         if (code >= q.fast_inline_ops || sges(wr.sg_list)->length - 1 >= q.fast_inline) [[unlikely]] return false;
         return q.sq->put_small<true>(wr, code, b);
     }
-    if (code >= q.fast_ops) [[unlikely]] return false;
+    // (an empty SGE is left out of the WQE: the general loop's put_gather)
+    if (code >= q.fast_ops || sges(wr.sg_list)->length == 0) [[unlikely]] return false;
     return q.sq->put_small<false>(wr, code, b);
 }
 
@@ -273,7 +274,7 @@ inline unsigned send_wqe_bbs(const ibv_send_wr& wr, ibv_qp_type type) noexcept {
         for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
         ds += queues::send_wqe::inline_ds(static_cast<unsigned>(total));
     } else {
-        ds += queues::send_wqe::gather_ds(static_cast<unsigned>(wr.num_sge));
+        ds += queues::send_wqe::gather_ds(queues::send_wqe::gathered(sges(wr.sg_list), static_cast<unsigned>(wr.num_sge)));
     }
     return (ds + 3) / 4;
 }
@@ -298,7 +299,7 @@ inline bool send_fits(const send_side& q, const ibv_send_wr* wr, unsigned chunk)
             const auto code = static_cast<unsigned>(wr->opcode);
             const bool shape = (wr->send_flags & IBV_SEND_INLINE) != 0
                                    ? code < q.fast_inline_ops && wr->sg_list[0].length - 1 < q.fast_inline
-                                   : code < q.fast_ops;
+                                   : code < q.fast_ops && wr->sg_list[0].length != 0;
             if (shape && limit - pi >= nbb && (pi & mask) + nbb - 1 <= mask) {
                 pi += nbb;
                 continue;

@@ -108,11 +108,13 @@ public:
         const bool av = ud_ && r.av != nullptr;  // (api/ refuses a UD WR without an address handle)
         std::uint32_t total = 0;
         unsigned ds = fixed + (av ? send_wqe::datagram_ds : 0);
+        // The common gather list: one SGE with bytes (an empty one is left out of the WQE).
+        const bool one = r.num_sge == 1 && r.sg[0].length != 0;
         if (r.inline_data) [[unlikely]] {
             for (unsigned i = 0; i < r.num_sge; ++i) total += r.sg[i].length;
             ds += send_wqe::inline_ds(total);
         } else {
-            ds += send_wqe::gather_ds(r.num_sge);
+            ds += send_wqe::gather_ds(one ? 1 : send_wqe::gathered(r.sg, r.num_sge));
         }
         const unsigned pad = slot_bbs_ - (ds + 3) / 4;
 
@@ -148,11 +150,10 @@ public:
         if (r.inline_data) [[unlikely]] {
             put_inline(seg, r);
         } else {
-            auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
-            if (r.num_sge == 1) [[likely]] {
-                detail::put_data(d, r.sg[0]);
+            if (one) [[likely]] {
+                detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(seg), r.sg[0]);
             } else {
-                for (unsigned i = 0; i < r.num_sge; ++i) detail::put_data(d + i, r.sg[i]);
+                send_wqe::put_gather(seg, r.sg, r.num_sge);  // empty SGEs left out
             }
         }
         // The second 8 bytes: signature and DCI stream channel (0), fm_ce_se, immediate.
@@ -211,7 +212,7 @@ public:
             for (unsigned i = 0; i < r.num_sge; ++i) total += r.sg[i].length;
             ds += send_wqe::inline_ds(total);
         } else {
-            ds += send_wqe::gather_ds(r.num_sge);
+            ds += send_wqe::gather_ds(send_wqe::gathered(r.sg, r.num_sge));
         }
         return std::size_t{ds} * send_wqe::octoword;
     }

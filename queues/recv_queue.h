@@ -25,17 +25,30 @@ namespace cxv::queues {
 
 namespace detail {
 
-// One data segment, byte-swapped into place (PRM "Data Segment").
-// Length and lkey are adjacent in both, so they move as one 8-byte word: swapping all
-// eight bytes reverses each half and exchanges them; rotating by 32 puts them back.
-inline void put_data(hw::wqe_data_seg* d, const sge& s) noexcept {
+// An SGE's length and lkey as one host-order word (length in the low half): they are
+// adjacent in both the SGE and the data segment, so they move as one 8-byte word.
+inline std::uint64_t len_key_of(const sge& s) noexcept {
     static_assert(offsetof(sge, lkey) == offsetof(sge, length) + 4 && offsetof(hw::wqe_data_seg, lkey) == 4);
     std::uint64_t len_key;
     std::memcpy(&len_key, &s.length, sizeof(len_key));
-    len_key = hw::to_be(len_key);
-    len_key = (len_key << 32) | (len_key >> 32);
-    std::memcpy(&d->byte_count, &len_key, sizeof(len_key));
-    d->addr = hw::be64::from(s.addr);
+    return len_key;
+}
+
+// One data segment, byte-swapped into place (PRM "Data Segment"), at 8-byte word `word`
+// of `base`: swapping all eight bytes of the length and lkey word reverses each half and
+// exchanges them; rotating by 32 puts them back. `len_key` is len_key_of(s), read by the
+// caller; the address is read after the first store. Each store's address is written as
+// `base + word * 8` plus a constant, which the addressing mode takes whole (a pointer to
+// the segment computed once would hold a register of its own across the posting loop).
+inline void put_data_at(std::byte* base, std::size_t word, std::uint64_t len_key, const sge& s) noexcept {
+    std::uint64_t v = hw::to_be(len_key);
+    v = (v << 32) | (v >> 32);
+    std::memcpy(base + offsetof(hw::wqe_data_seg, byte_count) + word * 8, &v, sizeof(v));
+    v = hw::to_be(s.addr);
+    std::memcpy(base + offsetof(hw::wqe_data_seg, addr) + word * 8, &v, sizeof(v));
+}
+inline void put_data(hw::wqe_data_seg* d, const sge& s) noexcept {
+    put_data_at(reinterpret_cast<std::byte*>(d), 0, len_key_of(s), s);
 }
 
 inline void put_end(hw::wqe_data_seg* d) noexcept {
@@ -54,7 +67,8 @@ public:
     // SGEs a WR may have (the QP's max_recv_sge; 0: as many as a WQE holds).
     recv_queue(std::byte* wqes, unsigned log_count, unsigned wqe_shift, std::uint64_t* wr_ids,
                hw::wq_doorbell_record* dbrec, unsigned max_sge = 0) noexcept
-        : limit_(1u << log_count), mask_((1u << log_count) - 1), shift_(wqe_shift), wqes_(wqes), wr_ids_(wr_ids),
+        : limit_(1u << log_count), mask_((1u << log_count) - 1), mask2_(mask_ * 2), shift_(wqe_shift), wqes_(wqes),
+          wr_ids_(wr_ids),
           dbrec_(dbrec), seg_slots_((1u << wqe_shift) / sizeof(hw::wqe_data_seg)),
           max_sge_(max_sge != 0 && max_sge < seg_slots_ ? max_sge : seg_slots_) {}
     // The receive side of a QP whose receives come from an SRQ: always full, and
@@ -154,10 +168,16 @@ public:
 
 private:
     std::byte* wqe(unsigned slot) const noexcept { return wqes_ + (std::size_t{slot} << shift_); }
+    // The scatter list, its empty SGEs left out (a data segment's byte_count of 0 means
+    // 2 GiB, PRM "Data Segment"; rdma-core's mlx5 provider leaves them out too), ended by
+    // the invalid lkey when the WQE has room left.
     void put_wqe(std::byte* w, const sge* sg, unsigned n) const noexcept {
         auto* d = reinterpret_cast<hw::wqe_data_seg*>(w);
-        for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
-        if (n < seg_slots_) detail::put_end(d + n);
+        unsigned k = 0;
+        for (unsigned i = 0; i < n; ++i) {
+            if (sg[i].length != 0) [[likely]] detail::put_data(d + k++, sg[i]);
+        }
+        if (k < seg_slots_) detail::put_end(d + k);
     }
 
     template <bool OneSeg, class Wr, class Rest>
@@ -169,14 +189,20 @@ private:
         std::uint64_t* const ids = wr_ids_;
         do {
             if (head == limit_ || wr->num_sge != 1) [[unlikely]] return rest(wr, head);
-            const unsigned slot = head & mask_;
-            // One-segment WQEs are 16 bytes (PRM: the receive WQE stride is a power of two
-            // of at least 16); others use the ring's stride.
-            auto* d = reinterpret_cast<hw::wqe_data_seg*>(OneSeg ? wqes + std::size_t{slot} * 16
-                                                                 : wqes + (std::size_t{slot} << shift_));
-            ids[slot] = wr->wr_id;
-            detail::put_data(d, *reinterpret_cast<const sge*>(wr->sg_list));
-            if (!OneSeg) detail::put_end(d + 1);
+            // Twice the slot: in 4-byte units the slot's wr_id (8 bytes a slot), in 8-byte
+            // units its one-segment WQE (16 bytes: PRM, the receive WQE stride is a power
+            // of two of at least 16), both scaled by the addressing mode; other WQEs are
+            // the ring's stride apart.
+            const std::size_t slot2 = (head * 2) & mask2_;
+            std::memcpy(reinterpret_cast<std::byte*>(ids) + slot2 * 4, &wr->wr_id, sizeof(std::uint64_t));
+            const sge& sg = *reinterpret_cast<const sge*>(wr->sg_list);
+            const std::uint64_t len_key = detail::len_key_of(sg);
+            // An empty SGE is left out of the WQE (put_wqe): the general loop takes it, and
+            // writes its wr_id again.
+            if (static_cast<std::uint32_t>(len_key) == 0) [[unlikely]] return rest(wr, head);
+            const std::size_t word = OneSeg ? slot2 : slot2 / 2 << (shift_ - 3);
+            detail::put_data_at(wqes, word, len_key, sg);
+            if (!OneSeg) detail::put_end(reinterpret_cast<hw::wqe_data_seg*>(wqes + word * 8) + 1);
             ++head;
             wr = wr->next;
         } while (wr != nullptr);
@@ -199,6 +225,7 @@ private:
     std::uint32_t head_ = 0;
     std::uint32_t limit_ = 0;  // head_ may not reach it: the oldest incomplete WQE + capacity
     std::uint32_t mask_ = 0;
+    std::uint32_t mask2_ = 0;  // mask_ * 2 (post_loop's doubled slot)
     unsigned shift_ = 4;
     std::byte* wqes_ = nullptr;
     std::uint64_t* wr_ids_ = nullptr;

@@ -104,7 +104,7 @@ public:
           bf_flip_(reinterpret_cast<std::uintptr_t>(bf) ^ (reinterpret_cast<std::uintptr_t>(bf) + bf_half)),
           mask_((1u << log_bbs) - 1), limit_(1u << log_bbs), qpn_shifted_(qpn << 8), max_bbs_(max_wqe_bbs),
           bf_bbs_(mode == doorbell_mode::blueflame ? static_cast<unsigned>(bf_half / hw::send_wqe_bb) : 0),
-          ud_(ud), mode_(mode) {
+          ud_(ud), mode_(mode), size_(1u << log_bbs) {
         // Per QP, so that every load of put_small() is off the ring's own address.
         constexpr hw::wqe_opcode ops[small_ops] = {hw::wqe_opcode::RDMA_WRITE, hw::wqe_opcode::RDMA_WRITE_IMM,
                                                    hw::wqe_opcode::SEND, hw::wqe_opcode::SEND_IMM,
@@ -116,6 +116,16 @@ public:
             ctrl_op_[i] = (std::uint64_t{static_cast<std::uint8_t>(ops[i])} << 32) | qpn_shifted_ | ds;
         }
         for (unsigned f = 0; f < 8; ++f) ctrl_fm_[f] = std::uint32_t{send_wqe::kControl[f]} << 24;
+    }
+
+    // The send side of a QP with no send queue (max_send_wr 0, qpc.no_sq): a ring of
+    // nothing, which refuses every WQE (reserve() and put_small() find no room, so
+    // post_send says ENOMEM, as rdma-core's mlx5 provider does) and touches no memory.
+    static send_queue none(std::uint32_t qpn) noexcept {
+        send_queue q;
+        q.qpn_shifted_ = qpn << 8;
+        q.size_ = 0;
+        return q;
     }
 
     unsigned capacity_bbs() const noexcept { return mask_ + 1; }
@@ -294,7 +304,7 @@ public:
     }
     void reset() noexcept {
         pi_ = batch_ = 0;
-        limit_ = mask_ + 1;
+        limit_ = size_;
     }
     // The device will complete nothing more (it is dead): the oldest posted WQE not yet
     // completed, signaled or not, retired here with its wr_id and WQE opcode, as a flush
@@ -304,7 +314,7 @@ public:
     // orders the WQE before the counter that shows it), never twice, never lost.
     bool flush_next(std::uint64_t& wr_id, std::uint8_t& opcode) noexcept {
         for (;;) {
-            const std::uint32_t oldest = limit_ - (mask_ + 1);
+            const std::uint32_t oldest = limit_ - size_;
             if (oldest == std::atomic_ref<std::uint32_t>(pi_).load(std::memory_order_acquire)) return false;
             const unsigned slot = oldest & mask_;
             const auto* ctrl = reinterpret_cast<const hw::wqe_ctrl_seg*>(bbs_ + std::size_t{slot} * hw::send_wqe_bb);
@@ -448,6 +458,7 @@ private:
     // and DCI stream channel 0, fm_ce_se, then the immediate).
     std::uint64_t ctrl_op_[small_ops] = {};
     std::uint32_t ctrl_fm_[8] = {};
+    std::uint32_t size_ = 0;  // the BBs the ring holds (mask_ + 1); 0: no send queue (none())
 };
 
 }  // namespace cxv::queues

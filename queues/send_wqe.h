@@ -62,6 +62,14 @@ constexpr unsigned fixed_ds(hw::wqe_opcode op, bool datagram) noexcept {
 constexpr unsigned gather_ds(unsigned n) noexcept {
     return n * static_cast<unsigned>(sizeof(hw::wqe_data_seg) / octoword);
 }
+// The gather entries of a list that go into the WQE: those with bytes. A data segment's
+// byte_count of 0 means 2 GiB (PRM "Data Segment"), so an empty SGE is left out, as
+// rdma-core's mlx5 provider leaves it.
+inline unsigned gathered(const sge* sg, unsigned n) noexcept {
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; ++i) k += sg[i].length != 0;
+    return k;
+}
 constexpr unsigned inline_ds(std::uint32_t total) noexcept {
     return total != 0 ? (static_cast<unsigned>(sizeof(hw::wqe_inline_seg)) + total + octoword - 1) / octoword : 0;
 }
@@ -111,10 +119,13 @@ inline std::byte* put_atomic(std::byte* seg, hw::wqe_opcode op, std::uint64_t co
     hw::set_atomic_seg(*reinterpret_cast<hw::wqe_atomic_seg*>(seg), cs ? swap : compare_add, cs ? compare_add : 0);
     return seg + sizeof(hw::wqe_atomic_seg);
 }
+// The gather list's data segments, its empty SGEs left out (gathered()).
 inline std::byte* put_gather(std::byte* seg, const sge* sg, unsigned n) noexcept {
     auto* d = reinterpret_cast<hw::wqe_data_seg*>(seg);
-    for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
-    return seg + std::size_t{n} * sizeof(hw::wqe_data_seg);
+    for (unsigned i = 0; i < n; ++i) {
+        if (sg[i].length != 0) [[likely]] detail::put_data(d++, sg[i]);
+    }
+    return reinterpret_cast<std::byte*>(d);
 }
 // The gather list's bytes copied into the WQE behind an inline header, padded to an
 // octoword (nothing at all when the list holds no byte).

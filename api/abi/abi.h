@@ -42,6 +42,9 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 // (objects.cc): what programs written on it may post inline without asking for it.
 unsigned provider_inline_room(ibv_qp_type type, unsigned max_send_sge, unsigned max_inline_data);
 
+// The most entries a CQ may be asked for: ibv_device_attr.max_cqe (query.cc).
+int max_cqe(ibv_context* ctx);
+
 // Fills the extended ops this library answers into the verbs_context in front of `ctx`.
 void install_context_ops(ibv_context* ctx);
 

@@ -311,7 +311,10 @@ CXV_CM_EXPORT int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
     return ud ? 0 : wait_sync(c);
 }
 
-CXV_CM_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+namespace {
+
+// A REJ with `reason` (IBTA 12.6.7) and the private data, for an id holding a request.
+int reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len, int reason) {
     cm_id* c = of(id);
     if (private_data_len > kRejectPrivate) return fail(EINVAL);
     std::lock_guard lock(mu);
@@ -319,13 +322,25 @@ CXV_CM_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t 
     wire_msg m{};
     fill_local(c, m);
     m.type = msg_type::rej;
-    m.reason = kRejectConsumer;
+    m.reason = static_cast<std::uint8_t>(reason);
     if (private_data_len != 0) std::memcpy(m.private_data, private_data, private_data_len);
     m.private_data_len = private_data_len;
     send_msg(c->sock, m);
     c->st = state::rejected;
     forget(c);
     return 0;
+}
+
+}  // namespace
+
+CXV_CM_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+    return reject(id, private_data, private_data_len, kRejectConsumer);
+}
+
+// rdma_reject_ece(3): the reject rdma-core sends when the ECE options do not match, reason
+// 35 (vendor option not supported); cxv's connections carry no ECE options to compare.
+CXV_CM_EXPORT int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+    return reject(id, private_data, private_data_len, kRejectVendorOption);
 }
 
 CXV_CM_EXPORT int rdma_disconnect(rdma_cm_id* id) {
@@ -355,11 +370,49 @@ CXV_CM_EXPORT int rdma_disconnect(rdma_cm_id* id) {
 
 // --- the synchronous endpoint calls ----------------------------------------------------
 
+namespace {
+
+// A copy of `len` bytes of address in `*to` (malloc'd, as rdma_freeaddrinfo frees it).
+bool copy_addr(sockaddr*& to, socklen_t& to_len, const sockaddr* from, socklen_t len) {
+    to = static_cast<sockaddr*>(std::malloc(len));
+    if (to == nullptr) return false;
+    std::memcpy(to, from, len);
+    to_len = len;
+    return true;
+}
+
+// Neither node nor service: the hints' own addresses and fields, as rdma-core answers
+// (libfabric asks so, with both addresses in the hints).
+int addrinfo_from_hints(const rdma_addrinfo& hints, rdma_addrinfo** res) {
+    auto* ai = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
+    if (ai == nullptr) return fail(ENOMEM);
+    ai->ai_flags = hints.ai_flags;
+    ai->ai_family = hints.ai_family;
+    ai->ai_qp_type = hints.ai_qp_type;
+    ai->ai_port_space = hints.ai_port_space;
+    const bool ok =
+        (hints.ai_dst_len == 0 || copy_addr(ai->ai_dst_addr, ai->ai_dst_len, hints.ai_dst_addr, hints.ai_dst_len)) &&
+        (hints.ai_src_len == 0 || copy_addr(ai->ai_src_addr, ai->ai_src_len, hints.ai_src_addr, hints.ai_src_len));
+    if (!ok) {
+        rdma_freeaddrinfo(ai);
+        return fail(ENOMEM);
+    }
+    *res = ai;
+    return 0;
+}
+
+}  // namespace
+
 // rdma_getaddrinfo(3): the first address getaddrinfo(3) gives for node/service, as the
-// source of a passive (RAI_PASSIVE) or the destination of an active endpoint. Returns
-// 0, or getaddrinfo's error code.
+// source of a passive (RAI_PASSIVE) or the destination of an active endpoint; with
+// neither, the addresses the hints carry (-1 and EINVAL without hints either). Returns
+// 0, getaddrinfo's error code, or -1 with errno.
 CXV_CM_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                                    rdma_addrinfo** res) {
+    if (node == nullptr && service == nullptr) {
+        if (hints == nullptr || res == nullptr) return fail(EINVAL);
+        return addrinfo_from_hints(*hints, res);
+    }
     addrinfo h{};
     h.ai_socktype = SOCK_STREAM;
     h.ai_family = hints != nullptr ? hints->ai_family : AF_UNSPEC;

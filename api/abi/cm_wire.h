@@ -16,8 +16,9 @@ namespace cxv::cm {
 constexpr unsigned kConnectPrivate = 56, kAcceptPrivate = 196, kRejectPrivate = 148;
 constexpr unsigned kUdConnectPrivate = 180, kUdAcceptPrivate = 136;
 
-// IBTA 12.6.7 REJ reasons as rdma_cm's REJECTED status: no listener, and the consumer's.
-constexpr int kRejectNoListener = 8, kRejectConsumer = 28;
+// IBTA 12.6.7 REJ reasons as rdma_cm's REJECTED status: no listener, the consumer's, and
+// a vendor option not supported (rdma_reject_ece's).
+constexpr int kRejectNoListener = 8, kRejectConsumer = 28, kRejectVendorOption = 35;
 
 // How long an active side waits for the REP (or REJ) once its REQ is sent: then
 // UNREACHABLE with -ETIMEDOUT, as rdma_cm reports a REQ whose retries ran out.

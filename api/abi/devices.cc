@@ -8,6 +8,7 @@
 // to vfio-pci does not have, so its provider would never be asked; cxv answers the
 // libibverbs ABI itself instead.
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -151,8 +152,20 @@ int read_ids(ibv_context* ctx, device_entry& e) {
 using namespace cxv::abi;
 
 namespace {
+
 bool fork_protection = false;  // ibv_fork_init() was called
+
+// A context's cmd_fd. rdma-core's is the uverbs device's, which commands go through; cxv's
+// commands go through VFIO (or cxvd), so nothing is read or written here, but programs
+// dup, poll, fcntl or close it (libfabric, fork checks): /dev/null behaves as the uverbs
+// fd does to those (poll: always readable and writable, as uverbs' fd, which has no poll
+// of its own). An eventfd if /dev/null cannot be opened.
+int command_fd() {
+    const int fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    return fd >= 0 ? fd : ::eventfd(0, EFD_CLOEXEC);
 }
+
+}  // namespace
 
 // ibv_get_device_list(3): NULL-terminated, *num_devices entries; NULL with errno set
 // when the PCI bus cannot be read.
@@ -218,16 +231,19 @@ CXV_ABI_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
             return fail_null<ibv_context>(r);
         }
     }
+    ctx->cmd_fd = command_fd();
     return ctx;
 }
 
-// ibv_close_device(3): 0, or -1 with errno EBUSY while objects of the context live.
+// ibv_close_device(3): 0, as with rdma-core, also while objects of the context live: the
+// context then stays until the last of them is destroyed (cxv_close_device_deferred),
+// so that a program that closes first and destroys after, or never, neither crashes nor
+// finds the objects gone under it; the function is torn down when the last context of
+// it goes. cmd_fd is closed here, as rdma-core closes its uverbs fd.
 CXV_ABI_EXPORT int ibv_close_device(ibv_context* context) {
-    if (const int r = cxv_close_device(context); r != 0) {
-        errno = r;
-        return -1;
-    }
-    return 0;
+    if (context->cmd_fd >= 0) ::close(context->cmd_fd);
+    context->cmd_fd = -1;
+    return cxv_close_device_deferred(context);
 }
 
 CXV_ABI_EXPORT ibv_context* ibv_import_device(int) { return fail_null<ibv_context>(EOPNOTSUPP); }

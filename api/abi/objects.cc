@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,7 +18,9 @@
 #include <new>
 
 #include "api/abi/abi.h"
+#include "api/cxv.h"
 #include "api/cxv_verbs.h"
+#include "driver/hca/hca.h"
 
 using namespace cxv::abi;
 
@@ -30,10 +33,13 @@ extern "C" int ibv_dofork_range(void* base, size_t size);
 CXV_ABI_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) { return cxv_alloc_pd(context); }
 CXV_ABI_EXPORT int ibv_dealloc_pd(ibv_pd* pd) { return cxv_dealloc_pd(pd); }
 
+// IBV_ACCESS_MW_BIND lets memory windows be bound to the MR; cxv has no memory windows
+// (ibv_alloc_mw: EOPNOTSUPP), so the flag has nothing to allow and is dropped, as a
+// registration that asks for it succeeds with rdma-core.
 #undef ibv_reg_mr
 CXV_ABI_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
     if (const int r = ibv_dontfork_range(addr, length); r != 0) return fail_null<ibv_mr>(r);
-    ibv_mr* mr = cxv_reg_mr(pd, addr, length, access);
+    ibv_mr* mr = cxv_reg_mr(pd, addr, length, access & ~IBV_ACCESS_MW_BIND);
     if (mr == nullptr) {
         const int saved = errno;
         ibv_dofork_range(addr, length);
@@ -137,7 +143,8 @@ bool join_channel(ibv_cq* cq, ibv_comp_channel* channel) {
 // calls: cxv_create_cq_ex with the completion channel as ibv_create_cq has it.
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     if (attr == nullptr) return fail_null<ibv_cq_ex>(EINVAL);
-    if (attr->comp_vector >= static_cast<std::uint32_t>(context->num_comp_vectors)) {
+    if (attr->comp_vector >= static_cast<std::uint32_t>(context->num_comp_vectors) ||
+        attr->cqe > static_cast<std::uint32_t>(max_cqe(context))) {
         return fail_null<ibv_cq_ex>(EINVAL);
     }
     ibv_cq_ex* cq = cxv_create_cq_ex(context, attr);
@@ -173,9 +180,11 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
 
 }  // namespace cxv::abi
 
+// More than max_cqe entries (ibv_query_device(3)) is EINVAL, as mlx5_ib refuses it.
 CXV_ABI_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                                      int comp_vector) {
     if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) return fail_null<ibv_cq>(EINVAL);
+    if (cqe > max_cqe(context)) return fail_null<ibv_cq>(EINVAL);
     ibv_cq* cq = cxv_create_cq(context, cqe, cq_context);
     if (cq == nullptr) return nullptr;
     if (!join_channel(cq, channel)) return nullptr;
@@ -204,15 +213,36 @@ CXV_ABI_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     return 0;
 }
 
+namespace {
+
+// Whether a signal handler that does not ask for SA_RESTART is installed. rdma-core waits
+// in read(2) of the channel fd, which a handler with SA_RESTART restarts and one without
+// interrupts (EINTR); epoll_wait(2) is never restarted, and does not say which signal
+// interrupted it. So an interrupted wait ends with EINTR when some handler could have
+// been one without SA_RESTART, and goes on when every handler has it (signal(3)'s) or
+// none is installed (a stop and SIGCONT). Only after an interruption: a slow path.
+bool non_restarting_handler() {
+    for (int s = 1; s < NSIG; ++s) {
+        struct sigaction sa {};
+        if (::sigaction(s, nullptr, &sa) != 0) continue;  // glibc's own signals
+        if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
+        if ((sa.sa_flags & SA_RESTART) == 0) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
 // ibv_get_cq_event(3): waits (or, on a channel fd set O_NONBLOCK, fails with EAGAIN) for
-// an event of one of the channel's CQs, and takes it.
+// an event of one of the channel's CQs, and takes it; -1 with EINTR when a signal
+// handler without SA_RESTART interrupts the wait, as rdma-core's read() of the fd does.
 CXV_ABI_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
     const int flags = ::fcntl(channel->fd, F_GETFL);
     const bool nonblocking = flags >= 0 && (flags & O_NONBLOCK) != 0;
     for (;;) {
         epoll_event ev{};
         const int n = ::epoll_wait(channel->fd, &ev, 1, nonblocking ? 0 : -1);
-        if (n < 0 && errno == EINTR && !nonblocking) continue;
+        if (n < 0 && errno == EINTR && !nonblocking && !non_restarting_handler()) continue;
         if (n < 0) return -1;
         if (n == 0) return fail_errno(EAGAIN), -1;
         auto* got = static_cast<ibv_cq*>(ev.data.ptr);
@@ -271,7 +301,14 @@ CXV_ABI_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return 
 
 // --- AH ----------------------------------------------------------------------------------
 
-CXV_ABI_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) { return cxv_create_ah(pd, attr); }
+// mlx5_create_ah: an Ethernet port's packets need the GRH (RoCE's IP header), so an AH
+// without one is EINVAL there.
+CXV_ABI_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+    if (attr != nullptr && attr->is_global == 0 && cxv::verbs_device(pd->context).hca().ethernet()) {
+        return fail_null<ibv_ah>(EINVAL);
+    }
+    return cxv_create_ah(pd, attr);
+}
 CXV_ABI_EXPORT int ibv_destroy_ah(ibv_ah* ah) { return cxv_destroy_ah(ah); }
 
 // ibv_init_ah_from_wc(3): the path back to a UD message's sender. With a GRH (IBTA 8.3)

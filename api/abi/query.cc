@@ -46,6 +46,14 @@ std::uint32_t pci_config(ibv_context* ctx, unsigned offset, unsigned width) {
     return v ? *v : 0;
 }
 
+}  // namespace
+
+// PRM log_max_cq_sz: a CQ of at most 2^log_max_cq_sz CQEs; mlx5_ib rounds the entries
+// asked for plus one up to a power of two, so the most a program may ask for is one less.
+int max_cqe(ibv_context* ctx) { return (1 << ifc::get<cap::log_max_cq_sz>(caps_of(ctx))) - 1; }
+
+namespace {
+
 void fill_device_attr(ibv_context* ctx, ibv_device_attr& a) {
     std::memset(&a, 0, sizeof(a));
     const device_entry& e = *entry_of(ctx);
@@ -69,7 +77,7 @@ void fill_device_attr(ibv_context* ctx, ibv_device_attr& a) {
     a.max_sge = std::max(1, std::min(sq_sge, rq_sge));
     a.max_sge_rd = a.max_sge;
     a.max_cq = 1 << ifc::get<cap::log_max_cq>(c);
-    a.max_cqe = (1 << ifc::get<cap::log_max_cq_sz>(c)) - 1;
+    a.max_cqe = max_cqe(ctx);
     a.max_mr = 1 << ifc::get<cap::log_max_mkey>(c);
     a.max_pd = 1 << ifc::get<cap::log_max_pd>(c);
     a.max_qp_rd_atom = 1 << ifc::get<cap::log_max_ra_res_qp>(c);
@@ -159,6 +167,7 @@ int vctx_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* inpu
     ibv_device_attr_ex a;
     std::memset(&a, 0, sizeof(a));
     fill_device_attr(ctx, a.orig_attr);
+    a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
     // No ODP, TSO, RSS, tag matching, packet pacing, CQ moderation or device memory; no
     // completion timestamps (ibv_create_cq_ex refuses them).
     a.max_wq_type_rq = 0;

@@ -39,7 +39,7 @@ result<std::shared_ptr<cq>> cq::create(hca& h, const attr& a) {
     ifc::set<ifc::cqc::log_cq_size>(cqc, c->log_size_);
     ifc::set<ifc::cqc::uar_page>(cqc, c->uar_);
     ifc::set<ifc::cqc::c_eqn_or_apu_element>(cqc, a.eqn >= 0 ? static_cast<std::uint32_t>(a.eqn) : h.comp_eqn());
-    ifc::set<ifc::cqc::log_page_size>(cqc, 0);  // 4 KiB pages
+    ifc::set<ifc::cqc::log_page_size>(cqc, c->mem_.log_page_size());
     ifc::set<ifc::cqc::dbr_addr>(cqc, c->mem_.doorbell_record_iova());
     for (std::size_t i = 0; i < c->mem_.pages(); ++i) ifc::set<ifc::create_cq_in::pas>(in.data(), i, c->mem_.page_iova(i));
     auto r = h.exec(in, ifc::create_cq_out::size_bytes);

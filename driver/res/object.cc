@@ -1,5 +1,7 @@
 #include "driver/res/object.h"
 
+#include <algorithm>
+#include <bit>
 #include <shared_mutex>
 
 namespace cxv::driver {
@@ -7,7 +9,8 @@ namespace cxv::driver {
 result<queue_memory> queue_memory::alloc(vfio::device& dev, std::size_t ring_bytes) {
     queue_memory m;
     m.ring_bytes = (ring_bytes + 4095) / 4096 * 4096;
-    auto b = dev.alloc_dma(m.ring_bytes + 64);
+    m.page_shift = m.ring_bytes == 0 ? 12 : std::min(static_cast<unsigned>(std::countr_zero(m.ring_bytes)), 30u);
+    auto b = dev.alloc_dma(m.ring_bytes + 64, std::size_t{1} << m.page_shift);
     if (!b) return b.error();
     m.buf = std::move(b).value();
     return m;

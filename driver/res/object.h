@@ -15,18 +15,26 @@
 
 namespace cxv::driver {
 
-// Memory of a work or completion queue: the ring (whole 4 KiB pages, which the
-// firmware is given one by one) and the queue's 64-byte doorbell record after it.
+// Memory of a work or completion queue: the ring and the queue's 64-byte doorbell record
+// after it. The firmware is given the ring as a list of pages (the command's pas[]) of
+// 4 KiB << log_page_size() bytes (PRM "CQ Context", "QP Context", "SRQ Context"): the
+// largest power of two that divides the ring, up to 1 GiB, with the ring's IOVA aligned
+// to it. The IOVA range is contiguous whatever backs it, so large rings take few entries:
+// with 4 KiB pages a CQ of 2^20 64-byte CQEs would need 128 KiB of page list, more than
+// the command queue's mailboxes hold (driver::cmd_queue), as Linux's mlx5_ib also picks
+// the largest page size the buffer allows.
 struct queue_memory {
     static result<queue_memory> alloc(vfio::device& dev, std::size_t ring_bytes);
     std::byte* ring() const noexcept { return buf.data(); }
     std::byte* doorbell_record() const noexcept { return buf.data() + ring_bytes; }
     std::uint64_t doorbell_record_iova() const noexcept { return buf.iova() + ring_bytes; }
-    std::size_t pages() const noexcept { return ring_bytes / 4096; }
-    std::uint64_t page_iova(std::size_t i) const noexcept { return buf.iova() + i * 4096; }
+    unsigned log_page_size() const noexcept { return page_shift - 12; }  // the contexts' field
+    std::size_t pages() const noexcept { return ring_bytes >> page_shift; }
+    std::uint64_t page_iova(std::size_t i) const noexcept { return buf.iova() + (std::uint64_t{i} << page_shift); }
 
     vfio::dma_buffer buf;
-    std::size_t ring_bytes = 0;  // a multiple of 4 KiB
+    std::size_t ring_bytes = 0;  // a multiple of the page size
+    unsigned page_shift = 12;
 };
 
 class hca_object {

@@ -72,17 +72,19 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     const std::size_t max_rq_wqe = ifc::get<ifc::cmd_hca_cap::max_wqe_sz_rq>(hcaps);
     const qp::caps& c = a.cap;
 
-    // Send queue: the largest WQE this QP may post, in 64-byte basic blocks.
+    // Send queue: the largest WQE this QP may post, in 64-byte basic blocks. None at all
+    // for max_send_wr 0 (a receive-only QP, qpc.no_sq), as rdma-core's mlx5 provider and
+    // mlx5_ib make it.
+    const bool has_sq = c.max_send_wr > 0;
     const std::size_t overhead = send_overhead(a.type);
     const std::size_t data = std::max(std::size_t{c.max_send_sge} * sizeof(hw::wqe_data_seg),
                                       c.max_inline_data ? (sizeof(hw::wqe_inline_seg) + c.max_inline_data + 15) / 16 * 16 : 0);
     const std::size_t wqe = overhead + data;
-    if (wqe > max_sq_wqe) {
+    if (has_sq && wqe > max_sq_wqe) {
         return error{EINVAL, fmt::format("qp::create: a send WQE of {} SGEs / {} inline bytes needs {} bytes; "
                                          "the device allows {}", c.max_send_sge, c.max_inline_data, wqe, max_sq_wqe)};
     }
     const unsigned wqebbs = static_cast<unsigned>((wqe + hw::send_wqe_bb - 1) / hw::send_wqe_bb);
-    if (c.max_send_wr == 0) return error{EINVAL, "qp::create: max_send_wr is 0"};
     if (c.max_send_wr > (1u << log_max)) {
         return error{EINVAL, fmt::format("qp::create: {} send WRs exceed the device's {} per queue", c.max_send_wr,
                                          1u << log_max)};
@@ -92,7 +94,7 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     // outstanding WQEs spans at most one end, so wqebbs - 1 more BBs are always enough.
     // Without them a ring of one 2-BB WR could never take a second WQE placed at its
     // last BB (perftest's latency tests use one WR).
-    const unsigned log_sq = log2_ceil(c.max_send_wr * wqebbs + wqebbs - 1);
+    const unsigned log_sq = has_sq ? log2_ceil(c.max_send_wr * wqebbs + wqebbs - 1) : 0;
     if (log_sq > log_max) {
         return error{EINVAL, fmt::format("qp::create: {} send WRs of {} basic blocks exceed the device's {} per queue",
                                          c.max_send_wr, wqebbs, 1u << log_max)};
@@ -124,19 +126,21 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     q->has_rq_ = has_rq;
     q->log_rq_ = log_rq;
     q->rq_shift_ = rq_shift;
+    q->has_sq_ = has_sq;
     q->log_sq_ = log_sq;
     q->max_send_wqebbs_ = wqebbs;
     const std::size_t rq_bytes = has_rq ? std::size_t{1} << (log_rq + rq_shift) : 0;
     q->sq_offset_ = rq_bytes;  // the SQ follows the RQ in one buffer (PRM "Work Queue Buffer")
     // What the QP can really take, as verbs reports it back.
     const std::size_t room = std::size_t{wqebbs} * hw::send_wqe_bb - overhead;
-    q->cap_.max_send_wr = ((1u << log_sq) - (wqebbs - 1)) / wqebbs;
-    q->cap_.max_send_sge = static_cast<unsigned>(room / sizeof(hw::wqe_data_seg));
-    q->cap_.max_inline_data = c.max_inline_data ? static_cast<unsigned>(room - sizeof(hw::wqe_inline_seg)) : 0;
+    q->cap_.max_send_wr = has_sq ? ((1u << log_sq) - (wqebbs - 1)) / wqebbs : 0;
+    q->cap_.max_send_sge = has_sq ? static_cast<unsigned>(room / sizeof(hw::wqe_data_seg)) : 0;
+    q->cap_.max_inline_data = has_sq && c.max_inline_data ? static_cast<unsigned>(room - sizeof(hw::wqe_inline_seg)) : 0;
     q->cap_.max_recv_wr = has_rq ? 1u << log_rq : 0;
     q->cap_.max_recv_sge = has_rq ? (1u << rq_shift) / 16 : 0;
 
-    auto mem = queue_memory::alloc(h.device(), rq_bytes + (std::size_t{hw::send_wqe_bb} << log_sq));
+    const std::size_t sq_bytes = has_sq ? std::size_t{hw::send_wqe_bb} << log_sq : 0;
+    auto mem = queue_memory::alloc(h.device(), rq_bytes + sq_bytes);
     if (!mem) return mem.error();
     q->mem_ = std::move(mem).value();
     auto bf = h.alloc_bf();
@@ -150,8 +154,9 @@ result<std::shared_ptr<qp>> qp::create(const attr& a) {
     ifc::set<qpc::pm_state>(ctx, qv::pm_migrated);
     ifc::set<qpc::pd>(ctx, a.domain->pdn());
     ifc::set<qpc::uar_page>(ctx, q->bf_.uar);
-    ifc::set<qpc::log_page_size>(ctx, 0);
+    ifc::set<qpc::log_page_size>(ctx, q->mem_.log_page_size());
     ifc::set<qpc::log_sq_size>(ctx, log_sq);
+    ifc::set<qpc::no_sq>(ctx, has_sq ? 0 : 1);
     ifc::set<qpc::cqn_snd>(ctx, a.send_cq->cqn());
     ifc::set<qpc::cqn_rcv>(ctx, a.recv_cq->cqn());
     ifc::set<qpc::dbr_addr>(ctx, q->mem_.doorbell_record_iova());

@@ -96,6 +96,7 @@ public:
     std::byte* sq() const noexcept { return mem_.ring() + sq_offset_; }
     unsigned sq_wqebb_count() const noexcept { return 1u << log_sq_; }
     unsigned log_sq_size() const noexcept { return log_sq_; }  // qpc.log_sq_size: log2 of the BBs
+    bool has_sq() const noexcept { return has_sq_; }  // false: max_send_wr 0, qpc.no_sq
     unsigned max_send_wqebbs() const noexcept { return max_send_wqebbs_; }  // per WQE
     // Receive queue (none with an SRQ): WQEs of 1 << rq_wqe_shift() bytes.
     std::byte* rq() const noexcept { return mem_.ring(); }
@@ -130,6 +131,7 @@ private:
     std::uint32_t qpn_ = 0;
     bool has_rq_ = false;
     unsigned log_rq_ = 0, rq_shift_ = 0, log_sq_ = 0;
+    bool has_sq_ = true;
     unsigned max_send_wqebbs_ = 1;
     std::size_t sq_offset_ = 0;
 };

@@ -53,7 +53,7 @@ result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const attr&
     std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(in.data());
     ifc::set<ifc::srqc::log_srq_size>(srqc, s->log_size_);
     ifc::set<ifc::srqc::log_rq_stride>(srqc, s->wqe_shift_ - 4);
-    ifc::set<ifc::srqc::log_page_size>(srqc, 0);
+    ifc::set<ifc::srqc::log_page_size>(srqc, s->mem_.log_page_size());
     ifc::set<ifc::srqc::pd>(srqc, s->pd_->pdn());
     ifc::set<ifc::srqc::dbr_addr>(srqc, s->mem_.doorbell_record_iova());
     for (std::size_t i = 0; i < s->mem_.pages(); ++i) ifc::set<ifc::create_srq_in::pas>(in.data(), i, s->mem_.page_iova(i));

@@ -48,7 +48,7 @@ static inline struct ibv_device **open_first_device(void) {
     return list;
 }
 
-static void to_init(struct ibv_qp *qp, int ud) {
+static inline void to_init(struct ibv_qp *qp, int ud) {
     struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = 0x11111111,
                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                                IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
@@ -58,7 +58,7 @@ static void to_init(struct ibv_qp *qp, int ud) {
     }
 }
 
-static void connect_rc(struct ibv_qp *qp, uint32_t dest) {
+static inline void connect_rc(struct ibv_qp *qp, uint32_t dest) {
     to_init(qp, 0);
     struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dest,
                             .max_dest_rd_atomic = 1, .min_rnr_timer = 12,

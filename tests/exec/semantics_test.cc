@@ -1,0 +1,115 @@
+// cxv exec, where rdma-core's semantics are what the programs people run (qperf,
+// libfabric, perftest) depend on: every name and symbol version of Debian's librdmacm
+// exported by cxv's, and the C programs beside this file (built against rdma-core, run
+// under cxv-sim run -- cxv exec) checking the verbs and librdmacm calls one by one.
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "tests/exec/processes.h"
+
+namespace {
+
+using namespace cxv::test;
+
+// `cxv-sim run SIM_ARGS -- cxv exec -- PROGRAM...`
+ran under_sim(const std::vector<std::string>& sim_args, const std::vector<std::string>& program) {
+    scratch s;
+    std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--link-up-ms", "20"};
+    argv.insert(argv.end(), sim_args.begin(), sim_args.end());
+    argv.insert(argv.end(), {"--", env_path("CXV"), "exec", "--"});
+    argv.insert(argv.end(), program.begin(), program.end());
+    return run(argv, s.dir + "/out.log", std::chrono::seconds(120));
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The defined dynamic symbols of a shared library with their versions ("RDMACM_1.0
+// rdma_bind_addr"), read by objdump -T; the version definitions themselves are among them
+// (objdump lists each as an absolute symbol of its own name).
+std::set<std::string> exported(const std::string& library) {
+    FILE* p = ::popen(("objdump -T " + library + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::set<std::string> out;
+    char line[512];
+    while (std::fgets(line, sizeof line, p) != nullptr) {
+        const std::string l(line);
+        if (has(l, "*UND*") || !has(l, " g ")) continue;
+        std::istringstream s(l);
+        std::vector<std::string> words;
+        for (std::string w; s >> w;) words.push_back(w);
+        if (words.size() < 2) continue;
+        out.insert(words[words.size() - 2] + " " + words.back());
+    }
+    ::pclose(p);
+    return out;
+}
+
+// Every check a program printed ("ok NAME" lines wanted; none "FAIL").
+void expect_checks(const ran& r, std::initializer_list<const char*> checks) {
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(!has(r.output, "FAIL "));
+    for (const char* check : checks) {
+        CHECK_MESSAGE(has(r.output, std::string("ok ") + check + "\n"), std::string(check));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("cxv's librdmacm.so.1 exports every name of rdma-core's with its symbol version") {
+    const std::string debian = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
+    const std::set<std::string> want = exported(debian);
+    const std::set<std::string> got = exported(env_path("CXV_LIBRDMACM"));
+    REQUIRE_MESSAGE(want.size() > 60, "objdump -T " << debian << " listed " << want.size() << " symbols");
+    REQUIRE(got.size() > 0);
+    for (const std::string& s : want) CHECK_MESSAGE(got.count(s) == 1, "missing: " << s);
+}
+
+TEST_CASE("verbs calls follow rdma-core's libibverbs and mlx5 provider (tests/exec/semantics.c)") {
+    for (const char* port_type : {"ib", "eth"}) {
+        CAPTURE(port_type);
+        const ran r = under_sim({"--port-type", port_type}, {env_path("CXV_SEMANTICS")});
+        expect_checks(r, {"receive-only QP created", "receive-only QP reports max_send_wr 0",
+                          "receive-only QP refuses a send with ENOMEM", "receive-only QP receives",
+                          "receive-only QP queried", "AH with a GRH", "ibv_reg_mr with IBV_ACCESS_MW_BIND",
+                          "a CQ of max_cqe + 1: EINVAL", "a CQ of 1M entries completes a WR",
+                          "a CQ of max_cqe entries completes a WR", "phys_port_cnt_ex is 1", "dup of cmd_fd",
+                          "poll of cmd_fd", "close of the copy", "ibv_close_device with objects open returns 0",
+                          "objects of a closed context are destroyed after the close",
+                          "the function opens again after", "ibv_close_device"});
+        CHECK(has(r.output, std::string(port_type) == "eth" ? "ok RoCE AH without a GRH: EINVAL\n"
+                                                            : "ok InfiniBand AH without a GRH\n"));
+    }
+}
+
+TEST_CASE("ibv_get_cq_event and signals: EINTR without SA_RESTART (tests/exec/cq_event_signal.c)") {
+    const ran r = under_sim({}, {env_path("CXV_CQ_EVENT_SIGNAL")});
+    expect_checks(r, {"a handler without SA_RESTART interrupts ibv_get_cq_event with EINTR",
+                      "a handler with SA_RESTART lets ibv_get_cq_event wait on for the event", "the completion"});
+}
+
+TEST_CASE("empty SGEs are left out of the WQE, as rdma-core's mlx5 provider does (tests/exec/zero_sge.c)") {
+    for (const char* port_type : {"ib", "eth"}) {
+        CAPTURE(port_type);
+        const ran r = under_sim({"--port-type", port_type}, {env_path("CXV_ZERO_SGE")});
+        expect_checks(r, {"SEND of one empty SGE", "RDMA WRITE of one empty SGE", "empty first SGEs on both sides",
+                          "receive of one empty SGE, two-segment WQEs", "receive of one empty SGE, one-segment WQEs",
+                          "a list of receives and sends with empty SGEs"});
+    }
+}
+
+TEST_CASE("librdmacm calls follow rdma-core's (tests/exec/cm_semantics.c)") {
+    const ran r = under_sim({}, {env_path("CXV_CM_SEMANTICS"), std::to_string(free_port())});
+    expect_checks(r, {"rdma_getaddrinfo with the addresses in the hints",
+                      "rdma_getaddrinfo passive with the source in the hints", "rdma_getaddrinfo with nothing: EINVAL",
+                      "rdma_get_src_port of a bound id", "rdma_get_dst_port of a resolved id",
+                      "rdma_set_local_ece: EOPNOTSUPP", "rdma_get_remote_ece: EOPNOTSUPP",
+                      "rdma_join_multicast_ex: ENOSYS", "rdma_create_srq_ex: EOPNOTSUPP", "rsocket: ENOSYS",
+                      "rsockets calls on a descriptor that is no rsocket: EBADF",
+                      "rselect of an ordinary descriptor is select", "rdma_reject_ece: REJECTED with reason 35"});
+}
