@@ -3,7 +3,9 @@
 // or SIGINT. Logs to stderr with sd-daemon(3) priority prefixes. docs/daemon.md.
 #include <grp.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +43,29 @@ bool to_gid(const std::string& s, gid_t& out) {
     return true;
 }
 
+// Enough fds for --max-clients: two a client (its socket and its event channel), the
+// refused ones waiting for their reply, and a margin for the functions (VFIO container,
+// group, device, eventfds), the metrics thread's connections and the fds that come with a
+// request. The soft limit is raised to that: a process commonly starts at 1024 soft
+// whatever its hard limit (systemd's default is LimitNOFILE=1024:524288, so that programs
+// using select(2) keep working) and is expected to raise its own. Short of the hard
+// limit, newcomers will be turned away with EMFILE first.
+void raise_nofile(unsigned max_clients) {
+    using cxv::daemon::level;
+    const rlim_t want = 2 * (rlim_t{max_clients} + cxv::daemon::server_options::operator_reserve) + 64 + 256;
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= want) return;
+    const rlim_t cur = lim.rlim_cur;
+    lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+    if (lim.rlim_cur > cur) (void)::setrlimit(RLIMIT_NOFILE, &lim);
+    if (lim.rlim_cur < want) {
+        cxv::daemon::log(level::warning,
+                         fmt::format("RLIMIT_NOFILE is {} (hard limit): --max-clients {} needs about {}; clients past "
+                                     "what fits are turned away with EMFILE (LimitNOFILE= in the unit)",
+                                     lim.rlim_cur, max_clients, want));
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,6 +90,10 @@ int main(int argc, char** argv) {
                    "the socket's group (gid or name), whose members may connect (mode 0660)");
     app.add_option("--allow-uid", o.allow_uids, "a uid allowed besides root (repeatable)");
     app.add_option("--allow-gid", allow_groups, "a group (gid or name) whose members are allowed (repeatable)");
+    std::vector<std::string> admin_groups;
+    app.add_option("--admin-gid", admin_groups,
+                   "a group (gid or name) whose members are the operator: allowed, and STATUS shows them every "
+                   "client (others see their own uid's) (repeatable)");
     app.add_option("--quota-qps", o.limits.qps, "QPs per uid (over all its connections)")->capture_default_str();
     app.add_option("--quota-cqs", o.limits.cqs, "CQs per uid")->capture_default_str();
     app.add_option("--quota-mrs", o.limits.mrs, "memory keys per uid")->capture_default_str();
@@ -73,7 +102,13 @@ int main(int argc, char** argv) {
     app.add_option("--quota-srqs", o.limits.srqs, "SRQs per uid")->capture_default_str();
     app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a uid may map")
         ->capture_default_str();
+    app.add_option("--quota-mappings", o.limits.mappings, "MAP_MEMORY mappings a uid may hold (over all functions)")
+        ->capture_default_str();
     app.add_option("--max-clients-per-uid", o.max_clients_per_uid, "connections of one uid at a time")
+        ->capture_default_str();
+    app.add_option("--max-clients", o.max_clients,
+                   "connections at a time, all uids together (the operator has 4 more)")
+        ->check(CLI::Range(1u, 1u << 20))
         ->capture_default_str();
     app.add_option("--port-timeout-ms", port_timeout_ms, "wait this long for port 1 to be ACTIVE at bring-up")
         ->capture_default_str();
@@ -109,6 +144,15 @@ int main(int argc, char** argv) {
         }
         o.allow_gids.push_back(g);
     }
+    for (const auto& name : admin_groups) {
+        gid_t g = 0;
+        if (!to_gid(name, g)) {
+            log(level::err, fmt::format("--admin-gid {}: no such group", name));
+            return EXIT_FAILURE;
+        }
+        o.admin_gids.push_back(g);
+    }
+    raise_nofile(o.max_clients);
 
     if (bdfs.empty()) {
         auto found = cxv::driver::pci::discover();

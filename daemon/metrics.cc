@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -55,6 +57,54 @@ void sample(std::string& out, std::string_view name, const std::string& labels, 
     out += name;
     if (!labels.empty()) out += "{" + labels + "}";
     out += fmt::format(" {}\n", v);
+}
+
+// The Host field of a request's head (RFC 9112, section 3.2): how many lines named it
+// (the field name in any case) and the last one's value, without the whitespace around it.
+struct host_field {
+    std::size_t lines = 0;
+    std::string value;
+};
+host_field find_host(std::string_view head) {
+    host_field h;
+    for (std::size_t at = head.find("\r\n"); at != std::string_view::npos && at + 2 < head.size();) {
+        const std::size_t start = at + 2, end = std::min(head.find("\r\n", start), head.size());
+        const std::string_view line = head.substr(start, end - start);
+        at = end < head.size() ? end : std::string_view::npos;
+        const auto colon = line.find(':');
+        if (colon != 4) continue;
+        std::string name(line.substr(0, 4));
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (name != "host") continue;
+        std::string_view v = line.substr(5);
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        ++h.lines;
+        h.value = v;
+    }
+    return h;
+}
+
+// Whether a Host value names this loopback endpoint: 127.0.0.1, localhost or [::1] (the
+// names a local scraper or proxy uses; a DNS name that resolves here is someone else's,
+// the shape of a rebinding attack), with this port or none (RFC 9110, section 7.2, says a
+// missing port is the scheme's default, but scrapers write "localhost" too; what matters
+// against rebinding is the name, which the attacker's page cannot choose).
+bool names_loopback(std::string_view host, unsigned port) {
+    std::string_view name = host, at_port;
+    if (!host.empty() && host.front() == '[') {
+        const auto close = host.find(']');
+        if (close == std::string_view::npos) return false;
+        name = host.substr(0, close + 1);
+        at_port = host.substr(close + 1);
+    } else if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
+        name = host.substr(0, colon);
+        at_port = host.substr(colon);
+    }
+    if (!at_port.empty() && at_port != ":" && at_port != ":" + std::to_string(port)) return false;
+    std::string lower(name);
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    return lower == "127.0.0.1" || lower == "localhost" || lower == "[::1]";
 }
 
 }  // namespace
@@ -371,13 +421,30 @@ std::string metrics_server::respond(const std::string& req) {
     } else {
         const std::string method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1);
         const std::string path = target.substr(0, target.find('?'));
-        if (method != "GET") {
+        // On TCP, a browser on this host may be the one asking, for a page of a name that
+        // someone's DNS points here (DNS rebinding): then the Host is that name, and the
+        // request is refused before anything is rendered. A UNIX socket is out of a
+        // browser's reach; whatever proxy sits in front sets its own Host there.
+        const host_field host = unix_path_.empty() ? find_host(req.substr(0, req.find("\r\n\r\n")))
+                                                   : host_field{1, "localhost"};
+        if (host.lines != 1 || host.value.empty()) {
+            status = "400 Bad Request";
+        } else if (!names_loopback(host.value, port_)) {
+            status = "421 Misdirected Request";
+        } else if (method != "GET") {
             status = "405 Method Not Allowed";
         } else if (path != "/metrics") {
             status = "404 Not Found";
         }
         if (status.rfind("200", 0) == 0) {
             body = m_->render(ports_ ? ports_() : std::vector<port_sample>{});
+        } else if (status.rfind("400", 0) == 0) {
+            body = status + ": one Host field, naming this endpoint (RFC 9112, section 3.2)\n";
+            type = "text/plain; charset=utf-8";
+        } else if (status.rfind("421", 0) == 0) {
+            body = fmt::format("{}: Host {} is not this endpoint (127.0.0.1:{} or localhost:{})\n", status,
+                               printable(host.value), port_, port_);
+            type = "text/plain; charset=utf-8";
         } else {
             body = status + " (GET /metrics)\n";
             type = "text/plain; charset=utf-8";

@@ -80,7 +80,10 @@ private:
 
 // The HTTP side: one thread polling the listener and up to 8 connections at once, each
 // bounded in size (8 KiB of request) and time (500 ms to send its request, 2 s to take
-// the response), one response per connection (Connection: close).
+// the response), one response per connection (Connection: close). On 127.0.0.1:PORT a
+// request's Host must name the endpoint (127.0.0.1, localhost or [::1], this port or
+// none): another name is 421, none or two Host fields 400 (DNS rebinding: a browser's
+// page of a name pointed here says that name).
 class metrics_server {
 public:
     // `addr`: a UNIX socket path (absolute, or "unix:PATH") or "127.0.0.1:PORT" (PORT 0:

@@ -23,6 +23,10 @@ struct quotas {
     std::uint32_t uars = 64;
     std::uint32_t srqs = 1024;
     std::uint64_t pinned_bytes = std::uint64_t{1} << 30;
+    // MAP_MEMORY mappings over all functions, however small: each is a VMA in the daemon
+    // (vm.max_map_count, 65,530 by default, is the whole daemon's), an IOMMU mapping and
+    // an entry in its books, so bytes alone do not bound them (4 KiB pages, one by one).
+    std::uint32_t mappings = 4096;
 };
 
 // Client memory the daemon mapped from the client's fd and into the IOMMU.

@@ -53,7 +53,7 @@ constexpr std::uint16_t reply_bit = 0x8000;
 
 enum class msg_type : std::uint16_t {
     hello = 1,         // versions; reply: devices and the caps a client needs
-    status = 2,        // reply: devices and every client
+    status = 2,        // reply: devices and the clients the caller may see (its uid's, or all)
     map_memory = 3,    // fd (memfd / hugetlbfs, sealed against shrinking); reply: IOVA
     unmap_memory = 4,  // by IOVA
     alloc_uar = 5,     // reply: UAR index, device fd, BAR0 offset of the page

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -32,35 +31,6 @@ void log(level l, const std::string& text) {
     const std::string line = fmt::format("<{}>cxvd: {}\n", static_cast<int>(l), text);
     (void)!::write(2, line.data(), line.size());
 }
-
-namespace {
-
-constexpr std::size_t kMaxRefused = 64;
-
-std::string read_comm(pid_t pid) {
-    std::ifstream f(fmt::format("/proc/{}/comm", pid));
-    std::string s;
-    std::getline(f, s);
-    return printable(s);
-}
-
-// The peer's supplementary groups as the kernel took them at connect (SO_PEERGROUPS,
-// socket(7), Linux 4.13): no /proc lookup by a pid that may have been reused since.
-std::vector<gid_t> peer_groups(int sock) {
-    std::vector<gid_t> g(64);
-    for (int tries = 0; tries < 4; ++tries) {
-        socklen_t len = static_cast<socklen_t>(g.size() * sizeof(gid_t));
-        if (::getsockopt(sock, SOL_SOCKET, SO_PEERGROUPS, g.data(), &len) == 0) {
-            g.resize(len / sizeof(gid_t));
-            return g;
-        }
-        if (errno != ERANGE) break;
-        g.resize(len / sizeof(gid_t) + 1);  // the kernel said how much it needs
-    }
-    return {};
-}
-
-}  // namespace
 
 server::server(server_options o, std::vector<std::unique_ptr<driver::hca>> devices) : opts_(std::move(o)) {
     for (auto& h : devices) {
@@ -138,6 +108,7 @@ void server::run() {
                 std::chrono::ceil<std::chrono::milliseconds>(listen_paused_until_ - now).count());
         }
         if (const int t = reopen_timeout(); t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
+        if (const int t = log_timeout(); t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
         fds.push_back({listen_.get(), listen_events, 0});
         fds.push_back({opts_.events ? opts_.events->fd() : -1, POLLIN, 0});
         for (const auto& p : peers_) fds.push_back({p->sock.get(), POLLIN, 0});
@@ -168,97 +139,8 @@ void server::run() {
         }
         std::erase_if(peers_, [](const auto& p) { return p->gone; });
         if (fds[1].revents & POLLIN) accept_clients();
+        log_held_back();
     }
-}
-
-void server::accept_clients() {
-    for (;;) {
-        unique_fd s(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-        if (!s) {
-            if (errno == EMFILE || errno == ENFILE) {
-                if (shed_one()) continue;
-                // Not even the spare fd: the listener is left out of poll for a moment.
-                listen_paused_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-                return;
-            }
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                log(level::warning, fmt::format("accept: {}", std::strerror(errno)));
-            }
-            return;
-        }
-        auto p = std::make_unique<peer>();
-        ucred c{};
-        socklen_t len = sizeof c;
-        if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &c, &len) != 0) {
-            log(level::warning, fmt::format("SO_PEERCRED: {}", std::strerror(errno)));
-            continue;
-        }
-        p->sock = std::move(s);
-        p->pid = c.pid;
-        p->uid = c.uid;
-        p->gid = c.gid;
-        p->groups = peer_groups(p->sock.get());
-        p->comm = read_comm(c.pid);
-        p->dev.resize(devices_.size());
-        p->subscribed.assign(devices_.size(), false);
-        const bool ok = allowed(*p);
-        const std::size_t others = ok ? connections_of(p->uid) : 0;
-        if (!ok || others >= opts_.max_clients_per_uid) {
-            // Answered at its first request and closed then: closing a UNIX socket with
-            // the peer's message unread resets the connection, and the reply would be
-            // lost. At most kMaxRefused wait; the oldest goes first.
-            if (!ok) {
-                p->refusal = EACCES;
-                p->refusal_text = fmt::format("uid {} (gid {}) is not allowed to use this cxvd: ask its "
-                                              "administrator for --allow-uid or --allow-gid",
-                                              p->uid, p->gid);
-            } else {
-                p->refusal = EUSERS;
-                p->refusal_text = fmt::format("uid {} has {} connections to this cxvd, its limit "
-                                              "(--max-clients-per-uid)", p->uid, others);
-            }
-            log(level::warning, fmt::format("refused pid {} uid {} ({}): {}", p->pid, p->uid, p->comm,
-                                            ok ? "too many connections of its uid" : "not on the allow-list"));
-            p->refused = true;
-            std::size_t waiting = 0;
-            for (auto& q : peers_) waiting += q->refused && !q->gone;
-            if (waiting >= kMaxRefused) {
-                for (auto& q : peers_) {
-                    if (q->refused && !q->gone) {
-                        drop(*q, "refused, and others are waiting");
-                        break;
-                    }
-                }
-            }
-            peers_.push_back(std::move(p));
-            continue;
-        }
-        ++served_;
-        log(level::info, fmt::format("client pid {} uid {} ({}) connected", p->pid, p->uid, p->comm));
-        peers_.push_back(std::move(p));
-    }
-}
-
-bool server::shed_one() {
-    // accept(2): EMFILE leaves the connection queued and the listener readable, so poll
-    // would return at once forever. One fd is kept in reserve for exactly this.
-    spare_ = unique_fd{};
-    unique_fd s(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (s) {
-        (void)send_message(s.get(), encode_reply(0, 0, EMFILE, "cxvd has no file descriptors left; try later"), {},
-                           MSG_DONTWAIT);
-    }
-    const bool took = static_cast<bool>(s);
-    s = unique_fd{};
-    spare_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    if (took) log(level::err, "accept: out of file descriptors: a new client was turned away");
-    return took;
-}
-
-std::size_t server::connections_of(uid_t uid) const {
-    std::size_t n = 0;
-    for (const auto& q : peers_) n += !q->gone && !q->refused && q->uid == uid;
-    return n;
 }
 
 std::uint64_t server::pinned_by_uid(uid_t uid) const {
@@ -266,6 +148,15 @@ std::uint64_t server::pinned_by_uid(uid_t uid) const {
     for (const auto& q : peers_) {
         if (q->gone || q->refused || q->uid != uid) continue;
         for (const auto& o : q->dev) n += o.pinned;
+    }
+    return n;
+}
+
+std::size_t server::mappings_by_uid(uid_t uid) const {
+    std::size_t n = 0;
+    for (const auto& q : peers_) {
+        if (q->gone || q->refused || q->uid != uid) continue;
+        for (const auto& o : q->dev) n += o.maps.size();
     }
     return n;
 }
@@ -295,15 +186,6 @@ quotas server::room(const peer& p, std::size_t d) const {
     return r;
 }
 
-bool server::allowed(const peer& p) const {
-    if (p.uid == 0 || p.uid == ::geteuid()) return true;
-    if (std::find(opts_.allow_uids.begin(), opts_.allow_uids.end(), p.uid) != opts_.allow_uids.end()) return true;
-    for (const gid_t g : opts_.allow_gids) {
-        if (g == p.gid || std::find(p.groups.begin(), p.groups.end(), g) != p.groups.end()) return true;
-    }
-    return false;
-}
-
 bool server::send(peer& p, std::span<const std::byte> msg, std::span<const int> fds) {
     auto s = send_message(p.sock.get(), msg, fds, MSG_DONTWAIT);
     if (s) return true;
@@ -317,6 +199,8 @@ bool server::send(peer& p, std::span<const std::byte> msg, std::span<const int> 
 
 bool server::refuse(peer& p, std::uint16_t type, std::uint32_t seq, const error& e) {
     ++refused_;
+    if (p.allowed) ++tallies_[p.uid].refused;
+    log_refusal(p, type, e);
     return send(p, encode_reply(type, seq, e.code, e.message));
 }
 
@@ -346,6 +230,7 @@ void server::serve(peer& p) {
     }
     if (p.refused) {
         ++refused_;
+        if (p.allowed) ++tallies_[p.uid].refused;
         header h{};
         if (m->bytes.size() >= header_bytes) std::memcpy(&h, m->bytes.data(), header_bytes);
         if (send(p, encode_reply(h.type, h.seq, p.refusal, p.refusal_text))) drop(p, "refused");
@@ -412,7 +297,7 @@ void server::handle(peer& p, request& r, std::chrono::steady_clock::time_point s
         a = answer{payload(h), {}};
         break;
     }
-    case msg_type::status: a = on_status(); break;
+    case msg_type::status: a = on_status(p); break;
     case msg_type::map_memory: a = on_map(p, r); break;
     case msg_type::unmap_memory: a = on_unmap(p, r); break;
     case msg_type::alloc_uar: a = on_alloc_uar(p, r); break;
@@ -498,45 +383,15 @@ result<std::uint16_t> server::device_index(std::uint16_t d) const {
     return d;
 }
 
-result<server::answer> server::on_status() {
-    status_reply s;
-    s.devices = devices_info(false);
-    s.commands = commands_;
-    s.refused = refused_;
-    s.clients_served = served_;
-    // The reply must fit one message (64 KiB): clients past what fits are counted, not
-    // listed (a row is at most 56 bytes and a comm; the head and functions are small).
-    std::size_t bytes = 1024 + s.devices.size() * 512;
-    for (const auto& p : peers_) {
-        if (p->gone || p->refused) continue;
-        ++s.clients_total;
-        const std::size_t row = 56 + p->comm.size();
-        if (bytes + row > max_message_bytes - 1024) continue;
-        bytes += row;
-        client_info c;
-        c.pid = p->pid;
-        c.uid = p->uid;
-        c.gid = p->gid;
-        c.comm = p->comm;
-        for (const auto& o : p->dev) {
-            c.pds += static_cast<std::uint32_t>(o.pds.size());
-            c.cqs += static_cast<std::uint32_t>(o.cqs.size());
-            c.mkeys += static_cast<std::uint32_t>(o.mkeys.size());
-            c.qps += static_cast<std::uint32_t>(o.qps.size());
-            c.srqs += static_cast<std::uint32_t>(o.srqs.size());
-            c.uars += static_cast<std::uint32_t>(o.uars.size());
-            c.maps += static_cast<std::uint32_t>(o.maps.size());
-            c.pinned += o.pinned;
-        }
-        s.clients.push_back(std::move(c));
-    }
-    return answer{payload(s), {}};
-}
-
 result<server::answer> server::on_map(peer& p, const request& r) {
     auto d = device_index(r.map.device);
     if (!d) return d.error();
     owned& o = p.dev[*d];
+    if (const std::size_t n = mappings_by_uid(p.uid); n >= opts_.limits.mappings) {
+        return error{EDQUOT, fmt::format("MAP_MEMORY: uid {} has {} mappings over all its connections and functions, "
+                                         "its quota (--quota-mappings {}): unmap some, or map fewer, larger buffers",
+                                         p.uid, n, opts_.limits.mappings)};
+    }
     const std::uint64_t total = pinned_by_uid(p.uid);
     if (total + r.map.length > opts_.limits.pinned_bytes) {
         return error{EDQUOT, fmt::format("MAP_MEMORY: {} more bytes would pin {} (the quota of uid {}, over all its "
@@ -631,6 +486,7 @@ result<server::answer> server::on_command(peer& p, const request& r) {
     auto e = check_command(r.command.in, r.command.out_len, o, devices_[*d]->facts, room(p, *d));
     if (!e) return e.error();
     ++commands_;
+    ++tallies_[p.uid].commands;
     auto out = devices_[*d]->hca->exec(r.command.in, std::max<std::size_t>(r.command.out_len, e->min_out));
     if (!out) return out.error();
     apply(*e, *out, o);
@@ -647,6 +503,7 @@ void server::drop(peer& p, const std::string& why, long dead) {
     if (p.gone) return;
     p.gone = true;
     p.events = unique_fd{};
+    report_held_back(p, p.refusals.take());
     if (opts_.stats) opts_.stats->client_gone(reinterpret_cast<std::uintptr_t>(&p));
     std::size_t objects = 0, uars = 0, failed = 0, forgotten = 0;
     std::uint64_t bytes = 0, kept = 0;

@@ -14,10 +14,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
 #include "daemon/events.h"
+#include "daemon/log_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/owner.h"
 #include "daemon/protocol.h"
@@ -35,10 +38,18 @@ struct server_options {
     long socket_gid = -1;           // the socket's group (chown), -1: the daemon's
     std::vector<uid_t> allow_uids;  // root and the daemon's own uid are always allowed
     std::vector<gid_t> allow_gids;  // a client's primary or supplementary group
+    // The operator's groups (--admin-gid): a member is allowed and, like root and the
+    // daemon's own uid, sees every client in STATUS; everyone else sees its own uid's.
+    std::vector<gid_t> admin_gids;
     // Quotas are per uid: every connection of one uid draws on the same limits, so N
     // connections do not get N quotas.
     quotas limits;
     unsigned max_clients_per_uid = 64;  // connections of one uid at a time
+    // Connections at a time, all uids together (the operator has operator_reserve more, so
+    // that `cxv status` still gets in when tenants have filled it): what bounds the
+    // daemon's fds (two a client: its socket and its event channel) and its books.
+    unsigned max_clients = 1024;
+    static constexpr unsigned operator_reserve = 4;
     // Where the functions' events arrive (event_inbox::wire'd into each hca's options);
     // none: no events reach clients.
     std::shared_ptr<event_inbox> events;
@@ -82,6 +93,17 @@ private:
     // was reset: no command is sent), and whose memory is unmapped.
     void drop(peer& p, const std::string& why, long dead = -1);
     bool allowed(const peer& p) const;
+    // Root, the daemon's own uid or a member of an admin group: sees every client.
+    bool is_operator(const peer& p) const;
+    // The errno and text a newcomer is refused with (0: served).
+    std::pair<int, std::string> admission(const peer& p) const;
+    // A refused request in the log (rate-limited per client: log_budget), and the counts
+    // of lines held back once their second is over; the poll timeout (ms, -1: none) until
+    // the next such count is due.
+    void log_refusal(peer& p, std::uint16_t type, const error& e);
+    void log_held_back();
+    void report_held_back(const peer& p, std::uint64_t lines) const;
+    int log_timeout() const;
     // The metrics hooks: a request's outcome and time; the client's books after it.
     void record(const peer& p, const std::string& op, bool refused, std::chrono::nanoseconds took);
     void record_books(const peer& p);
@@ -93,7 +115,7 @@ private:
         std::vector<std::byte> payload;
         std::vector<int> fds;
     };
-    result<answer> on_status();
+    result<answer> on_status(const peer& p);
     result<answer> on_map(peer& p, const request& r);
     result<answer> on_unmap(peer& p, const request& r);
     result<answer> on_alloc_uar(peer& p, const request& r);
@@ -118,6 +140,7 @@ private:
     // What is left of the quotas to `p`'s uid on device `d` after its other connections.
     quotas room(const peer& p, std::size_t d) const;
     std::uint64_t pinned_by_uid(uid_t uid) const;
+    std::size_t mappings_by_uid(uid_t uid) const;
     std::size_t connections_of(uid_t uid) const;
     // accept4 failing with EMFILE/ENFILE: the spare fd is closed, the newcomer accepted,
     // told and closed, the spare reopened, so the listener is not left readable forever.
@@ -130,6 +153,16 @@ private:
     std::chrono::steady_clock::time_point listen_paused_until_{};
     std::vector<std::unique_ptr<peer>> peers_;
     std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
+    // The same counts per allowed uid: what STATUS shows a client that is not the operator
+    // (another tenant's activity is not its business). One entry per allowed uid that
+    // has connected: the allow-list bounds them, not the clients.
+    struct tally {
+        std::uint64_t commands = 0, refused = 0, served = 0;
+    };
+    std::unordered_map<uid_t, tally> tallies_;
+    // The log lines about refused connections, all together: each is a new peer, so a
+    // client that reconnects in a loop has no budget of its own.
+    log_budget refused_log_;
     bool failed_ = false;  // a function could not be recovered
     // Held by the metrics thread while it samples the functions' counters and by a recovery
     // while it closes and replaces a function's hca (devices_[i]->hca).

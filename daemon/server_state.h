@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/log_budget.h"
 #include "daemon/owner.h"
 #include "daemon/protocol.h"
 #include "daemon/server.h"
@@ -57,9 +58,12 @@ struct server::peer {
     std::uint32_t event_seq = 0;
     std::uint64_t events_dropped = 0;
     bool gone = false;
-    bool refused = false;  // not allowed: its first request is answered with this, then it goes
+    bool allowed = false;   // on the allow-list (or the operator): its uid's counts are kept
+    bool sees_all = false;  // the operator (server::is_operator): STATUS lists every client
+    bool refused = false;   // not served: its first request is answered with this, then it goes
     int refusal = EACCES;
     std::string refusal_text;
+    log_budget refusals;  // its refused requests' lines in the log
 };
 
 }  // namespace cxv::daemon

@@ -162,7 +162,7 @@ TEST_CASE("STATUS with more clients than one message holds lists what fits and c
     lim.rlim_cur = lim.rlim_max;
     REQUIRE(::setrlimit(RLIMIT_NOFILE, &lim) == 0);  // the daemon inherits it too
     {
-        daemon_rig rig({"--max-clients-per-uid", "5000"});
+        daemon_rig rig({"--max-clients-per-uid", "5000", "--max-clients", "5000"});
         char name[16] = {};
         REQUIRE(::prctl(PR_GET_NAME, name) == 0);
         REQUIRE(::prctl(PR_SET_NAME, "esc\x1b[2Jx") == 0);

@@ -177,6 +177,26 @@ static bool ascii(const std::string& s) {
     return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 
+namespace {
+
+// The port cxvd --metrics 127.0.0.1:0 bound, from its log (no port picked here and bound
+// there later, which another process could take in between).
+unsigned logged_metrics_port(daemon_rig& rig) {
+    const std::string mark = "metrics on http://127.0.0.1:";
+    std::string log = rig.log();
+    for (int i = 0; i < 500 && log.find("/metrics", log.find(mark)) == std::string::npos; ++i) {
+        std::this_thread::sleep_for(20ms);
+        log = rig.log();
+    }
+    const auto at = log.find(mark);
+    REQUIRE_MESSAGE(at != std::string::npos, "cxvd logged no metrics port: ", log);
+    const unsigned port = static_cast<unsigned>(std::stoul(log.substr(at + mark.size())));
+    REQUIRE(port != 0);
+    return port;
+}
+
+}  // namespace
+
 TEST_CASE("a client's comm goes out as printable ASCII, whatever its bytes") {
     cxv::daemon::metrics m;
     m.client_seen(1, 42, 1000, "ab\xff\xc3(\"\n", {{"0000:c5:00.0", cxv::daemon::client_counts{.pds = 1}}});
@@ -305,19 +325,8 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
 }
 
 TEST_CASE("--metrics on 127.0.0.1:PORT answers curl; any other address is refused at start") {
-    // Port 0: cxvd binds a free one and logs it (no port picked here and bound there
-    // later, which another process could take in between).
-    daemon_rig rig({"--metrics", "127.0.0.1:0"});
-    const std::string mark = "metrics on http://127.0.0.1:";
-    std::string log = rig.log();
-    for (int i = 0; i < 500 && log.find("/metrics", log.find(mark)) == std::string::npos; ++i) {
-        std::this_thread::sleep_for(20ms);
-        log = rig.log();
-    }
-    const auto at = log.find(mark);
-    REQUIRE_MESSAGE(at != std::string::npos, "cxvd logged no metrics port: ", log);
-    const unsigned port = static_cast<unsigned>(std::stoul(log.substr(at + mark.size())));
-    REQUIRE(port != 0);
+    daemon_rig rig({"--metrics", "127.0.0.1:0"});  // port 0: cxvd binds a free one
+    const unsigned port = logged_metrics_port(rig);
     const std::string addr = "127.0.0.1:" + std::to_string(port);
     const auto body = body_of(get(addr));
     const auto s = parse(body);
@@ -367,4 +376,58 @@ TEST_CASE("--metrics PATH: a live socket there is another process's, left alone;
         std::this_thread::sleep_for(20ms);
     }
     CHECK(body_of(get(path)).find("# TYPE cxvd_clients gauge") != std::string::npos);
+}
+
+TEST_CASE("--metrics 127.0.0.1:PORT serves only requests whose Host names it (DNS rebinding); the UNIX socket any") {
+    scratch mdir;
+    const std::string path = mdir.dir + "/m.sock";
+    daemon_rig rig({"--metrics", "127.0.0.1:0"});
+    const std::string port = std::to_string(logged_metrics_port(rig));
+    const std::string addr = "127.0.0.1:" + port;
+    auto with_host = [&](const std::string& host_lines) {
+        return http(addr, "GET /metrics HTTP/1.1\r\n" + host_lines + "Accept: */*\r\n\r\n");
+    };
+    // The names of this endpoint, the port its own or left out; the field name in any case.
+    for (const std::string& host : {"127.0.0.1:" + port, "localhost:" + port, "LocalHost:" + port, "[::1]:" + port,
+                                    std::string("localhost"), std::string("127.0.0.1")}) {
+        CHECK_MESSAGE(with_host("Host: " + host + "\r\n").rfind("HTTP/1.1 200 OK\r\n", 0) == 0, host);
+    }
+    CHECK(with_host("host:\t127.0.0.1:" + port + " \r\n").rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    // A name that resolved here through someone's DNS (a page in a browser rebinding
+    // its own name to 127.0.0.1), another loopback address, another port: 421.
+    for (const std::string& host : {"attacker.example:" + port, std::string("attacker.example"), "127.0.0.2:" + port,
+                                    "localhost.attacker.example:" + port, "127.0.0.1:" + port + "0",
+                                    std::string("localhost:1"), "0x7f000001:" + port, "127.1:" + port}) {
+        const auto r = with_host("Host: " + host + "\r\n");
+        CHECK_MESSAGE(r.rfind("HTTP/1.1 421 Misdirected Request\r\n", 0) == 0, host, ": ", r.substr(0, 100));
+        CHECK(r.find("cxvd_clients") == std::string::npos);
+    }
+    // None, two, or empty: 400 (RFC 9112, section 3.2).
+    for (const std::string& lines :
+         {std::string(), std::string("Host: localhost\r\nHost: localhost\r\n"), std::string("Host:\r\n")}) {
+        const auto r = with_host(lines);
+        CHECK_MESSAGE(r.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0, lines, ": ", r.substr(0, 100));
+    }
+    // curl names the endpoint as it was asked to.
+    REQUIRE_MESSAGE(on_path("curl"), "curl is not installed (tools/setup installs it)");
+    const std::string out = rig.dir.dir + "/curl.txt";
+    CHECK(::system(("curl -sf http://localhost:" + port + "/metrics -o " + out).c_str()) == 0);
+    const std::string rebound = "curl -sf -H 'Host: attacker.example:" + port + "' http://" + addr + "/metrics";
+    CHECK(::system((rebound + " -o " + out).c_str()) != 0);
+
+    // On a UNIX socket no browser can reach it: any Host, or none.
+    daemon_rig urig({"--metrics", path});
+    for (int i = 0;; ++i) {
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        ::close(fd);
+        if (up) break;
+        REQUIRE_MESSAGE(i < 500, "no metrics listener within 10 s: ", urig.log());
+        std::this_thread::sleep_for(20ms);
+    }
+    CHECK(http(path, "GET /metrics HTTP/1.1\r\nHost: attacker.example\r\n\r\n").rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    CHECK(http(path, "GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
 }

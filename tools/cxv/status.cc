@@ -1,5 +1,7 @@
 #include "tools/cxv/status.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -54,6 +56,13 @@ int print_status(const std::string& socket) {
     }
     fmt::print("cxvd at {}: {} function(s), {} client(s) now, {} served, {} commands run, {} refused\n\n", path,
                s->devices.size(), s->clients_total, s->clients_served, s->commands, s->refused);
+    if (const uid_t me = ::getuid(); me != 0) {
+        // cxvd shows a client its own trust domain (its uid) only, unless it is the operator
+        // (the daemon's uid, or a member of its --admin-gid): the figures above may be uid
+        // `me`'s alone. The reply does not say which, so this says both.
+        fmt::print("(as uid {}: this uid's clients and counts only, unless it is cxvd's operator: --admin-gid)\n\n",
+                   me);
+    }
     fmt::print("{:<14} {:<12} {:<6} {:<8}\n", "function", "firmware", "link", "port 1");
     for (const auto& d : s->devices) {
         fmt::print("{:<14} {:<12} {:<6} {:<8}\n", d.bdf, d.firmware, d.ethernet ? "eth" : "ib",
