@@ -88,8 +88,9 @@ static void ah_without_grh(struct ibv_pd *pd) {
 }
 
 /* ibv_close_device with objects open returns 0, as rdma-core's does; what was left can
- * still be destroyed, and the function opens again. A PD is left for the exit. */
-static void close_with_objects(struct ibv_device *dev) {
+ * still be destroyed, and the function opens again. A PD of the closed context is
+ * returned, for the caller to free last: it outlives another open and close. */
+static struct ibv_pd *close_with_objects(struct ibv_device *dev) {
     static char buf[4096];
     struct ibv_context *c = ibv_open_device(dev);
     if (c == NULL) DIE("ibv_open_device");
@@ -108,6 +109,7 @@ static void close_with_objects(struct ibv_device *dev) {
     CHECK("the function opens again after", pd2 != NULL, "errno %d", errno);
     if (pd2 != NULL) ibv_dealloc_pd(pd2);
     if (again != NULL) ibv_close_device(again);
+    return kept;
 }
 
 /* CQ sizes: max_cqe + 1 is EINVAL (mlx5_ib's check); 1M entries and max_cqe itself are
@@ -183,12 +185,14 @@ int main(void) {
     CHECK("close of the copy", copy >= 0 && close(copy) == 0 && fcntl(ctx->cmd_fd, F_GETFD) >= 0, "errno %d",
           errno);
 
-    close_with_objects(list[0]);
+    struct ibv_pd *kept = close_with_objects(list[0]);
 
     ibv_dereg_mr(amr);
     ibv_dereg_mr(bmr);
     ibv_dealloc_pd(pd);
     CHECK("ibv_close_device", ibv_close_device(ctx) == 0, "errno %d", errno);
+    CHECK("the last object of a closed context, destroyed last, frees it", ibv_dealloc_pd(kept) == 0, "errno %d",
+          errno);
     ibv_free_device_list(list);
     printf("%d failed\n", failures);
     return failures == 0 ? 0 : 1;

@@ -81,7 +81,8 @@ TEST_CASE("verbs calls follow rdma-core's libibverbs and mlx5 provider (tests/ex
                           "a CQ of max_cqe entries completes a WR", "phys_port_cnt_ex is 1", "dup of cmd_fd",
                           "poll of cmd_fd", "close of the copy", "ibv_close_device with objects open returns 0",
                           "objects of a closed context are destroyed after the close",
-                          "the function opens again after", "ibv_close_device"});
+                          "the function opens again after", "ibv_close_device",
+                          "the last object of a closed context, destroyed last, frees it"});
         CHECK(has(r.output, std::string(port_type) == "eth" ? "ok RoCE AH without a GRH: EINVAL\n"
                                                             : "ok InfiniBand AH without a GRH\n"));
     }
