@@ -220,9 +220,15 @@ namespace {
 // interrupts (EINTR); epoll_wait(2) is never restarted, and does not say which signal
 // interrupted it. So an interrupted wait ends with EINTR when some handler could have
 // been one without SA_RESTART, and goes on when every handler has it (signal(3)'s) or
-// none is installed (a stop and SIGCONT). Only after an interruption: a slow path.
+// none is installed (a stop and SIGCONT). Handlers of the synchronous signals, which a
+// thread raises by what it executes and so never while it sleeps in the wait (a fault,
+// a trap, abort(3): what debuggers' and sanitizers' runtimes catch), do not count. Only
+// after an interruption: a slow path.
 bool non_restarting_handler() {
     for (int s = 1; s < NSIG; ++s) {
+        if (s == SIGSEGV || s == SIGBUS || s == SIGFPE || s == SIGILL || s == SIGTRAP || s == SIGSYS || s == SIGABRT) {
+            continue;
+        }
         struct sigaction sa {};
         if (::sigaction(s, nullptr, &sa) != 0) continue;  // glibc's own signals
         if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
