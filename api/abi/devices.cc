@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "api/abi/abi.h"
+#include "api/abi/providers.h"
 #include "api/cxv.h"
 #include "api/cxv_verbs.h"
 #include "driver/hca/hca.h"
@@ -247,6 +248,15 @@ CXV_ABI_EXPORT int ibv_close_device(ibv_context* context) {
 }
 
 CXV_ABI_EXPORT ibv_context* ibv_import_device(int) { return fail_null<ibv_context>(EOPNOTSUPP); }
+
+// --- For cxv's provider libraries (providers.h; libibverbs.map's CXV_PRIVATE_1) --------
+
+CXV_ABI_EXPORT bool cxv_abi_owns_device(ibv_device* device) {
+    std::lock_guard lock(list_mu);
+    return std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return &e->dev == device; });
+}
+
+CXV_ABI_EXPORT const void* cxv_abi_hca_caps(ibv_context* ctx) { return cxv::verbs_device(ctx).hca().caps().data(); }
 
 // --- sysfs helpers: a VFIO function has no RDMA sysfs; plain file reads as rdma-core's --
 

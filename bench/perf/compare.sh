@@ -12,11 +12,9 @@
 #     --cxv-client BDF     the function its client uses (both on a card bound to vfio-pci)
 #     --model              cxv-perf on the model instead: each side under
 #                          `cxv-sim run --fabric DIR` (--cxv-sim PATH, default PATH)
-#     --perftest-on-model  perftest on the model too, under `cxv exec` (cxv's libibverbs
-#                          and librdmacm; --cxv PATH, default PATH; the stand-ins of
-#                          bench/perf/stubs for rdma-core's libmlx5/libefa, --stubs DIR,
-#                          default next to this script): no kernel RDMA device needed.
-#                          Implies --model.
+#     --perftest-on-model  perftest on the model too, unmodified, under `cxv exec` (cxv's
+#                          libibverbs, librdmacm, libmlx5 and libefa; --cxv PATH, default
+#                          PATH): no kernel RDMA device needed. Implies --model.
 #     --tests "T ..."      default "send_lat write_lat read_lat send_bw write_bw read_bw"
 #     --sizes "S ..."      default "2 64 4096 65536"
 #     --iters N            default 1000
@@ -30,14 +28,14 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 ib_dev="" ib_port=1 gid_index="" cxv_perf="" cxv_server="" cxv_client="" model=0 cxv_sim=""
-on_model=0 cxv="" stubs=""
+on_model=0 cxv=""
 tests="send_lat write_lat read_lat send_bw write_bw read_bw"
 sizes="2 64 4096 65536"
 iters=1000
 out=""
 
 usage() {
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while (($#)); do
@@ -51,7 +49,6 @@ while (($#)); do
         --model) model=1; shift ;;
         --perftest-on-model) on_model=1; model=1; shift ;;
         --cxv) cxv=${2:?}; shift 2 ;;
-        --stubs) stubs=${2:?}; shift 2 ;;
         --cxv-sim) cxv_sim=${2:?}; shift 2 ;;
         --tests) tests=${2:?}; shift 2 ;;
         --sizes) sizes=${2:?}; shift 2 ;;
@@ -75,10 +72,6 @@ if ((on_model)); then
     ib_dev="the model, cxv exec"
     [ -n "$cxv" ] || cxv=$(command -v cxv || true)
     [ -x "$cxv" ] || { echo "compare: --perftest-on-model needs cxv (--cxv PATH)" >&2; exit 1; }
-    [ -n "$stubs" ] || stubs="$here/stubs"
-    [ -e "$stubs/libmlx5.so.1" ] && [ -e "$stubs/libefa.so.1" ] ||
-        { echo "compare: --perftest-on-model needs bench/perf/stubs' libraries (--stubs DIR)" >&2; exit 1; }
-    stubs=$(cd "$stubs" && pwd)
 elif [ -z "$ib_dev" ]; then
     for d in /sys/class/infiniband/*; do
         [ -e "$d" ] && { ib_dev=$(basename "$d"); break; }
@@ -196,12 +189,12 @@ for t in $tests; do
         perftest_fig="" cxv_fig=""
         if ((on_model)); then
             # Each side its own function on the model's fabric; cxv exec binds the first.
-            pt=(ib_"$t" -i "$ib_port" -s "$s" -n "$iters" -p "$port" -F)
+            # -u 18 as cxv-perf has it on the model: a process may wait longer than
+            # perftest's default ACK timeout (14: 67 ms) for a core on a loaded machine.
+            pt=(ib_"$t" -i "$ib_port" -s "$s" -n "$iters" -p "$port" -F -u 18)
             [ -n "$gid_index" ] && pt+=(-x "$gid_index")
-            ps=(env LD_LIBRARY_PATH="$stubs" "$cxv_sim" run --fabric "$work/fabric" --set fabric_index=0 --
-                "$cxv" exec -- "${pt[@]}")
-            pc=(env LD_LIBRARY_PATH="$stubs" "$cxv_sim" run --fabric "$work/fabric" --set fabric_index=1 --
-                "$cxv" exec -- "${pt[@]}" 127.0.0.1)
+            ps=("$cxv_sim" run --fabric "$work/fabric" --set fabric_index=0 -- "$cxv" exec -- "${pt[@]}")
+            pc=("$cxv_sim" run --fabric "$work/fabric" --set fabric_index=1 -- "$cxv" exec -- "${pt[@]}" 127.0.0.1)
         else
             pt=(ib_"$t" -d "$ib_dev" -i "$ib_port" -s "$s" -n "$iters" -p "$port" -F)
             [ -n "$gid_index" ] && pt+=(-x "$gid_index")

@@ -2,10 +2,13 @@
 # bench/perf/compare.sh --perftest-on-model at tiny sizes: Debian's unmodified perftest
 # (ib_send_lat, ib_write_bw, ib_read_lat) on the model under `cxv exec`, two processes
 # each under its own `cxv-sim run --fabric DIR`, beside cxv-perf on the model; the
-# side-by-side table must hold figures from both harnesses for every row.
-#   perftest_on_model_test.sh COMPARE CXV-SIM CXV CXV-PERF STUB-LIBRARY
+# side-by-side table must hold figures from both harnesses for every row. perftest links
+# rdma-core's libmlx5.so.1 and libefa.so.1: cxv exec's own copies answer it, with
+# nothing on LD_LIBRARY_PATH (an LD_LIBRARY_PATH the test inherits is cleared).
+#   perftest_on_model_test.sh COMPARE CXV-SIM CXV CXV-PERF
 set -uo pipefail
-compare=$1 sim=$2 cxv=$3 perf=$4 stub=$5
+compare=$1 sim=$2 cxv=$3 perf=$4
+unset LD_LIBRARY_PATH
 if [ ! -x /usr/bin/ib_send_lat ]; then
     echo "perftest is not installed (tools/setup installs it): nothing to run" >&2
     exit 1
@@ -15,11 +18,10 @@ fi
 # ours to find here (cxv-perf's are checked by perf_test and rdma_cm_test).
 [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 abs() { (cd "$(dirname "$1")" && echo "$(pwd)/$(basename "$1")"); }
-stubs=$(dirname "$(abs "$stub")")
 out=$(mktemp /tmp/cxv-pt-model.XXXXXX)
 trap 'rm -f "$out"' EXIT
 timeout 600 "$compare" --perftest-on-model --cxv-sim "$(abs "$sim")" --cxv "$(abs "$cxv")" \
-    --cxv-perf "$(abs "$perf")" --stubs "$stubs" --tests "send_lat write_bw read_lat" --sizes "8 1024" \
+    --cxv-perf "$(abs "$perf")" --tests "send_lat write_bw read_lat" --sizes "8 1024" \
     --iters 100 --out "$out"
 status=$?
 failures=0

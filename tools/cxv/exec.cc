@@ -1,8 +1,10 @@
 // cxv exec: an unmodified, dynamically linked libibverbs or librdmacm program on cxv.
-// The dynamic loader finds cxv's libibverbs.so.1 and librdmacm.so.1 (api/abi, one
-// directory) before rdma-core's because that directory comes first on LD_LIBRARY_PATH; LD_PRELOAD is left as it is (cxv-sim run presents its
-// functions through it). With CXV_DAEMON set (or --socket), the library lists and opens
-// the functions of that cxvd instead.
+// The dynamic loader finds cxv's libibverbs.so.1 and librdmacm.so.1, and its provider
+// libraries libmlx5.so.1 and libefa.so.1 that programs such as perftest link directly
+// (api/abi, one directory), before rdma-core's because that directory comes first on
+// LD_LIBRARY_PATH; LD_PRELOAD is left as it is (cxv-sim run presents its functions
+// through it). With CXV_DAEMON set (or --socket), the library lists and opens the
+// functions of that cxvd instead.
 #include "tools/cxv/exec.h"
 
 #include <limits.h>

@@ -1,0 +1,127 @@
+// cxv's libmlx5.so.1: rdma-core's mlx5 direct-verbs library by name and symbol version
+// (libmlx5.map: every name of rdma-core 44's, with its version), so that programs linked
+// against rdma-core's libmlx5 (perftest, UCX's libuct_ib, libfabric's verbs provider)
+// load under `cxv exec`. rdma-core's own libmlx5 cannot load there: it needs rdma-core's
+// libibverbs (the private IBVERBS_PRIVATE_34 ibv_cmd_* calls), and cxv's answers
+// libibverbs instead. This one is linked against cxv's libibverbs.so.1 by its soname.
+//
+// Answered here: mlx5dv_is_supported (cxv's devices), mlx5dv_open_device (the context
+// of ibv_open_device; DevX is not offered), mlx5dv_query_device (what cxv's function
+// does). Every other call fails as rdma-core documents for a missing feature
+// (mlx5dv_unsupported.cc): cxv does not hand out its queues' buffers and doorbells yet
+// (mlx5dv_init_obj), and it has no DevX, steering, crypto or DC. The list is in
+// docs/exec.md.
+#include <infiniband/mlx5dv.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include "api/abi/abi.h"
+#include "api/abi/providers.h"
+#include "hw/ifc.h"
+
+using cxv::abi::fail_errno;
+using cxv::abi::fail_null;
+
+namespace {
+
+namespace ifc = cxv::hw::ifc;
+
+// A context of cxv's libibverbs, the only kind a program under `cxv exec` has; anything
+// else gets what rdma-core's libmlx5 gives a context of another provider.
+bool is_cxv_context(ibv_context* ctx) { return ctx != nullptr && cxv_abi_owns_device(ctx->device); }
+
+// The comp_mask fields mlx5dv_query_device answers for every function, with the value
+// of a device without the feature (zeros), as rdma-core reports them from a kernel that
+// has none of them: CQE compression, software parsing, striding RQ, tunnel offloads,
+// dynamic BlueFlame registers, flow actions, DC ODP, signature, DCI streams, memcpy
+// WRs, crypto. The clock-info page, the HCA core clock and the LAG ports are reported
+// only where the device has them, and a cxv function has none of them (none mapped).
+constexpr std::uint64_t kZeroedCaps =
+    MLX5DV_CONTEXT_MASK_CQE_COMPRESION | MLX5DV_CONTEXT_MASK_SWP | MLX5DV_CONTEXT_MASK_STRIDING_RQ |
+    MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS | MLX5DV_CONTEXT_MASK_DYN_BFREGS | MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS |
+    MLX5DV_CONTEXT_MASK_DC_ODP_CAPS | MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | MLX5DV_CONTEXT_MASK_DCI_STREAMS |
+    MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+
+constexpr std::uint64_t kObjectTypes =
+    MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_RWQ | MLX5DV_OBJ_DM | MLX5DV_OBJ_AH | MLX5DV_OBJ_PD;
+
+// mlx5dv_init_obj(3): the QP, CQ, SRQ, ... buffers, doorbell records and UAR a program
+// would drive itself. Not handed out yet: EOPNOTSUPP (EINVAL naming no object, as
+// rdma-core answers that).
+int init_obj(std::uint64_t obj_type) { return fail_errno((obj_type & kObjectTypes) == 0 ? EINVAL : EOPNOTSUPP); }
+
+}  // namespace
+
+// mlx5dv_is_supported(3): true for the devices of cxv's libibverbs (every one is an mlx5
+// function).
+CXV_ABI_EXPORT bool mlx5dv_is_supported(ibv_device* device) { return device != nullptr && cxv_abi_owns_device(device); }
+
+// mlx5dv_open_device(3): with no flags, the context ibv_open_device gives (rdma-core's
+// opens the device as ibv_open_device does). MLX5DV_CONTEXT_FLAGS_DEVX: EOPNOTSUPP, as
+// from a kernel without DevX (cxv's firmware commands are its own, not the program's);
+// another flag or a comp_mask: EINVAL, as rdma-core refuses them.
+CXV_ABI_EXPORT ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_context_attr* attr) {
+    if (!mlx5dv_is_supported(device)) return fail_null<ibv_context>(EOPNOTSUPP);
+    if (attr != nullptr) {
+        if (attr->comp_mask != 0 || (attr->flags & ~std::uint32_t{MLX5DV_CONTEXT_FLAGS_DEVX}) != 0) {
+            return fail_null<ibv_context>(EINVAL);
+        }
+        if (attr->flags & MLX5DV_CONTEXT_FLAGS_DEVX) return fail_null<ibv_context>(EOPNOTSUPP);
+    }
+    return ibv_open_device(device);
+}
+
+// mlx5dv_query_device(3): version 0 (mlx5dv.h's layouts); flags: CQE_V1 where the
+// function writes version-1 CQEs (PRM cqe_version, which rdma-core's context takes as
+// min(cap, 1)); no multi-packet WQEs (raw packet QPs only, which cxv lacks), no 128-byte
+// CQEs (cxv's are 64 bytes), no packet-based credits, no real-time timestamps. comp_mask
+// out: the fields asked for that are filled (kZeroedCaps).
+CXV_ABI_EXPORT int mlx5dv_query_device(ibv_context* ctx, mlx5dv_context* attrs) {
+    if (!is_cxv_context(ctx)) return fail_errno(EOPNOTSUPP);
+    const std::uint64_t asked = attrs->comp_mask;
+    const auto* caps = static_cast<const std::byte*>(cxv_abi_hca_caps(ctx));
+    attrs->version = 0;
+    attrs->flags = ifc::get<ifc::cmd_hca_cap::cqe_version>(caps) >= 1 ? MLX5DV_CONTEXT_FLAGS_CQE_V1 : 0;
+    const std::uint64_t filled = asked & kZeroedCaps;
+    if (filled & MLX5DV_CONTEXT_MASK_CQE_COMPRESION) attrs->cqe_comp_caps = {};
+    if (filled & MLX5DV_CONTEXT_MASK_SWP) attrs->sw_parsing_caps = {};
+    if (filled & MLX5DV_CONTEXT_MASK_STRIDING_RQ) attrs->striding_rq_caps = {};
+    if (filled & MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS) attrs->tunnel_offloads_caps = 0;
+    if (filled & MLX5DV_CONTEXT_MASK_DYN_BFREGS) attrs->max_dynamic_bfregs = 0;
+    if (filled & MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS) attrs->flow_action_flags = 0;
+    if (filled & MLX5DV_CONTEXT_MASK_DC_ODP_CAPS) attrs->dc_odp_caps = 0;
+    if (filled & MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD) attrs->sig_caps = {};
+    if (filled & MLX5DV_CONTEXT_MASK_DCI_STREAMS) attrs->dci_streams_caps = {};
+    if (filled & MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH) attrs->max_wr_memcpy_length = 0;
+    if (filled & MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD) attrs->crypto_caps = {};
+    attrs->comp_mask = filled;
+    return 0;
+}
+
+// mlx5dv_init_obj has two versions, as in rdma-core: MLX5_1.2 (the default, what programs
+// link today) and MLX5_1.0 (programs linked before 1.2, whose CQ answer differed).
+extern "C" {
+__attribute__((symver("mlx5dv_init_obj@@MLX5_1.2"))) int cxv_mlx5dv_init_obj_1_2(mlx5dv_obj*, std::uint64_t type) {
+    return init_obj(type);
+}
+__attribute__((symver("mlx5dv_init_obj@MLX5_1.0"))) int cxv_mlx5dv_init_obj_1_0(mlx5dv_obj*, std::uint64_t type) {
+    return init_obj(type);
+}
+}  // extern "C"
+
+// mlx5dv_set_context_attr(3): rdma-core's one attribute is the program's own buffer
+// allocators, which cxv's queues do not use (their rings are cxv's IOVA-mapped memory).
+CXV_ABI_EXPORT int mlx5dv_set_context_attr(ibv_context*, mlx5dv_set_ctx_attr_type, void*) {
+    return fail_errno(EOPNOTSUPP);
+}
+
+// mlx5dv_get_clock_info(3): no clock-info page is mapped (no timestamps either).
+CXV_ABI_EXPORT int mlx5dv_get_clock_info(ibv_context*, mlx5dv_clock_info*) { return fail_errno(EOPNOTSUPP); }
+
+// mlx5dv_query_port(3) (inline, through _mlx5dv_query_port): the e-switch vport fields
+// are the kernel's; cxv has none to give.
+CXV_ABI_EXPORT int _mlx5dv_query_port(ibv_context*, std::uint32_t, mlx5dv_port*, size_t) {
+    return fail_errno(EOPNOTSUPP);
+}
