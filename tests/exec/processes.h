@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -205,5 +206,27 @@ private:
     int home_ = -1;
     bool active_ = false;
 };
+
+// The defined dynamic symbols of a shared library with their versions, as objdump -T
+// prints them ("RDMACM_1.0 rdma_bind_addr"; a non-default version in parentheses,
+// "(MLX5_1.0) mlx5dv_init_obj"); the version definitions are among them (objdump lists
+// each as an absolute symbol of its own name).
+inline std::set<std::string> exported_symbols(const std::string& library) {
+    FILE* p = ::popen(("objdump -T " + library + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::set<std::string> out;
+    char line[512];
+    while (std::fgets(line, sizeof line, p) != nullptr) {
+        const std::string l(line);
+        if (l.find("*UND*") != std::string::npos || l.find(" g ") == std::string::npos) continue;
+        std::istringstream s(l);
+        std::vector<std::string> words;
+        for (std::string w; s >> w;) words.push_back(w);
+        if (words.size() < 2) continue;
+        out.insert(words[words.size() - 2] + " " + words.back());
+    }
+    ::pclose(p);
+    return out;
+}
 
 }  // namespace cxv::test

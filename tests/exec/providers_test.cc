@@ -21,31 +21,10 @@ using namespace cxv::test;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// The defined dynamic symbols of a shared library with their versions, as objdump -T
-// prints them ("MLX5_1.7 mlx5dv_open_device"; a non-default version in parentheses,
-// "(MLX5_1.0) mlx5dv_init_obj"); the version definitions are among them (objdump lists
-// each as an absolute symbol of its own name).
-std::set<std::string> exported(const std::string& library) {
-    FILE* p = ::popen(("objdump -T " + library + " 2>&1").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::set<std::string> out;
-    char line[512];
-    while (std::fgets(line, sizeof line, p) != nullptr) {
-        const std::string l(line);
-        if (has(l, "*UND*") || !has(l, " g ")) continue;
-        std::istringstream s(l);
-        std::vector<std::string> words;
-        for (std::string w; s >> w;) words.push_back(w);
-        if (words.size() < 2) continue;
-        out.insert(words[words.size() - 2] + " " + words.back());
-    }
-    ::pclose(p);
-    return out;
-}
 
 void same_exports(const std::string& debian, const std::string& ours, std::size_t at_least) {
-    const std::set<std::string> want = exported(debian);
-    const std::set<std::string> got = exported(ours);
+    const std::set<std::string> want = exported_symbols(debian);
+    const std::set<std::string> got = exported_symbols(ours);
     REQUIRE_MESSAGE(want.size() >= at_least, "objdump -T " << debian << " listed " << want.size() << " symbols");
     for (const std::string& s : want) CHECK_MESSAGE(got.count(s) == 1, "missing: " << s);
     for (const std::string& s : got) CHECK_MESSAGE(want.count(s) == 1, "not in Debian's: " << s);

@@ -28,26 +28,6 @@ ran under_sim(const std::vector<std::string>& sim_args, const std::vector<std::s
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// The defined dynamic symbols of a shared library with their versions ("RDMACM_1.0
-// rdma_bind_addr"), read by objdump -T; the version definitions themselves are among them
-// (objdump lists each as an absolute symbol of its own name).
-std::set<std::string> exported(const std::string& library) {
-    FILE* p = ::popen(("objdump -T " + library + " 2>&1").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::set<std::string> out;
-    char line[512];
-    while (std::fgets(line, sizeof line, p) != nullptr) {
-        const std::string l(line);
-        if (has(l, "*UND*") || !has(l, " g ")) continue;
-        std::istringstream s(l);
-        std::vector<std::string> words;
-        for (std::string w; s >> w;) words.push_back(w);
-        if (words.size() < 2) continue;
-        out.insert(words[words.size() - 2] + " " + words.back());
-    }
-    ::pclose(p);
-    return out;
-}
 
 // Every check a program printed ("ok NAME" lines wanted; none "FAIL").
 void expect_checks(const ran& r, std::initializer_list<const char*> checks) {
@@ -63,8 +43,8 @@ void expect_checks(const ran& r, std::initializer_list<const char*> checks) {
 
 TEST_CASE("cxv's librdmacm.so.1 exports every name of rdma-core's with its symbol version") {
     const std::string debian = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
-    const std::set<std::string> want = exported(debian);
-    const std::set<std::string> got = exported(env_path("CXV_LIBRDMACM"));
+    const std::set<std::string> want = exported_symbols(debian);
+    const std::set<std::string> got = exported_symbols(env_path("CXV_LIBRDMACM"));
     REQUIRE_MESSAGE(want.size() > 60, "objdump -T " << debian << " listed " << want.size() << " symbols");
     REQUIRE(got.size() > 0);
     for (const std::string& s : want) CHECK_MESSAGE(got.count(s) == 1, "missing: " << s);
