@@ -26,50 +26,7 @@ using namespace std::chrono_literals;
 
 constexpr unsigned kIters = 100;
 
-struct pair_result {
-    int server = -1, client = -1;
-    std::string server_log, client_log;
-};
-
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// `ib_TEST ARGS` as server (fabric place 0) and as client of 127.0.0.1 (place 1), each
-// under `cxv-sim run --port-type PORT_TYPE`, the client started once the server listens.
-pair_result run_pair(const std::string& port_type, const std::string& test, const std::vector<std::string>& args) {
-    scratch s;
-    const std::string fabric = s.dir + "/fabric";
-    std::filesystem::create_directories(fabric);
-    const unsigned port = free_port();
-    auto argv_for = [&](unsigned index, bool client) {
-        std::vector<std::string> v = {env_path("CXV_SIM"), "run", "--fabric", fabric, "--port-type", port_type,
-                                      "--set", "fabric_index=" + std::to_string(index), "--link-up-ms", "20",
-                                      "--", env_path("CXV"), "exec", "--", "/usr/bin/ib_" + test,
-                                      "-p", std::to_string(port), "-n", std::to_string(kIters), "-F",
-                                      // The ACK timeout cxv-perf takes on the model (-u 18, 1 s):
-                                      // a loaded machine may keep a process from a core for longer
-                                      // than perftest's default (14, 67 ms).
-                                      "-u", "18"};
-        v.insert(v.end(), args.begin(), args.end());
-        if (client) v.push_back("127.0.0.1");
-        return v;
-    };
-    const auto deadline = std::chrono::steady_clock::now() + 240s;
-    child server(argv_for(0, false), s.dir + "/server.log");
-    while (!listening(port) && server.running() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(10ms);
-    }
-    pair_result r;
-    if (listening(port)) {
-        child client(argv_for(1, true), s.dir + "/client.log");
-        r.client = client.wait(deadline);
-        r.client_log = slurp(client.log);
-        // A client that failed leaves a server waiting for it.
-        if (r.client != 0) server.kill_now();
-    }
-    r.server = server.wait(deadline);
-    r.server_log = slurp(server.log);
-    return r;
-}
 
 // perftest's result row under its "#bytes" header, with kIters iterations and, for a
 // latency test, a typical latency above zero, for a bandwidth test a message rate above
@@ -102,7 +59,11 @@ void check_test(const std::string& port_type, const std::string& test, const std
     if (const char* o = std::getenv("ASAN_OPTIONS"); o != nullptr && *o != '\0' && !has(o, "detect_leaks=0")) {
         ::setenv("ASAN_OPTIONS", (std::string(o) + ":detect_leaks=0").c_str(), 1);
     }
-    const pair_result r = run_pair(port_type, test, args);  // once: no run again
+    // The ACK timeout cxv-perf takes on the model (-u 18, 1 s): a loaded machine may keep a
+    // process from a core for longer than perftest's default (14, 67 ms). Run once.
+    std::vector<std::string> all = {"-n", std::to_string(kIters), "-F", "-u", "18"};
+    all.insert(all.end(), args.begin(), args.end());
+    const exec_pair r = run_exec_pair(port_type, "/usr/bin/ib_" + test, all, {}, std::chrono::seconds(240));
     INFO("server log:\n" << r.server_log);
     INFO("client log:\n" << r.client_log);
     CHECK(r.server == 0);

@@ -18,45 +18,6 @@ namespace {
 using namespace cxv::test;
 using namespace std::chrono_literals;
 
-struct pair_result {
-    int server = -1, client = -1;
-    std::string server_log, client_log;
-};
-
-// Runs `tool ARGS` as server (fabric place 0) and as client of 127.0.0.1 (place 1), each
-// under `cxv-sim run ... SIM_ARGS`.
-pair_result run_pair(const std::string& port_type, const std::string& tool, const std::vector<std::string>& args,
-                     const std::vector<std::string>& sim_args) {
-    scratch s;
-    const std::string fabric = s.dir + "/fabric";
-    std::filesystem::create_directories(fabric);
-    const unsigned port = free_port();
-    auto argv_for = [&](unsigned index, bool client) {
-        std::vector<std::string> v = {env_path("CXV_SIM"), "run", "--fabric", fabric, "--port-type", port_type,
-                                      "--set", "fabric_index=" + std::to_string(index), "--link-up-ms", "20"};
-        v.insert(v.end(), sim_args.begin(), sim_args.end());
-        v.insert(v.end(), {"--", env_path("CXV"), "exec", "--", "/usr/bin/" + tool, "-p", std::to_string(port)});
-        v.insert(v.end(), args.begin(), args.end());
-        if (client) v.push_back("127.0.0.1");
-        return v;
-    };
-    const auto deadline = std::chrono::steady_clock::now() + 150s;
-    child server(argv_for(0, false), s.dir + "/server.log");
-    // The client connects once: start it when the server listens.
-    while (!listening(port) && server.running() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(10ms);
-    }
-    pair_result r;
-    if (listening(port)) {
-        child client(argv_for(1, true), s.dir + "/client.log");
-        r.client = client.wait(deadline);
-        r.client_log = slurp(client.log);
-    }
-    r.server = server.wait(deadline);
-    r.server_log = slurp(server.log);
-    return r;
-}
-
 // "B bytes in S seconds = R Mbit/sec" and "N iters in S seconds = U usec/iter" with the
 // counts the tool prints for `iters` round trips of `size` bytes.
 // (Read word by word: std::regex does not build warning-free under the sanitizers.)
@@ -86,7 +47,7 @@ void check_pair(const std::string& port_type, const std::string& tool, std::vect
     args.insert(args.end(), {"-s", std::to_string(size), "-n", std::to_string(iters)});
     // Run once: a transport failure (the tools print "transport retry counter exceeded")
     // is a failure, with both sides' logs.
-    const pair_result r = run_pair(port_type, tool, args, sim_args);
+    const exec_pair r = run_exec_pair(port_type, "/usr/bin/" + tool, args, sim_args, std::chrono::seconds(150));
     INFO("server log:\n" << r.server_log);
     INFO("client log:\n" << r.client_log);
     CHECK(r.server == 0);

@@ -229,4 +229,48 @@ inline std::set<std::string> exported_symbols(const std::string& library) {
     return out;
 }
 
+// What a server and its client did: exit statuses (-1: killed at the deadline) and logs.
+struct exec_pair {
+    int server = -1, client = -1;
+    std::string server_log, client_log;
+};
+
+// `PROGRAM -p PORT ARGS` as a server (fabric place 0) and as a client of 127.0.0.1
+// (place 1), each under `cxv-sim run --fabric DIR --port-type PORT_TYPE --set
+// fabric_index=N --link-up-ms 20 SIM_ARGS -- cxv exec --` (CXV_SIM, CXV). The client
+// connects once: it starts when the server listens. A client that failed leaves its
+// server waiting for it, which is then killed.
+inline exec_pair run_exec_pair(const std::string& port_type, const std::string& program,
+                               const std::vector<std::string>& args, const std::vector<std::string>& sim_args,
+                               std::chrono::seconds limit) {
+    scratch s;
+    const std::string fabric = s.dir + "/fabric";
+    std::filesystem::create_directories(fabric);
+    const unsigned port = free_port();
+    auto argv_for = [&](unsigned index, bool client) {
+        std::vector<std::string> v = {env_path("CXV_SIM"), "run", "--fabric", fabric, "--port-type", port_type,
+                                      "--set", "fabric_index=" + std::to_string(index), "--link-up-ms", "20"};
+        v.insert(v.end(), sim_args.begin(), sim_args.end());
+        v.insert(v.end(), {"--", env_path("CXV"), "exec", "--", program, "-p", std::to_string(port)});
+        v.insert(v.end(), args.begin(), args.end());
+        if (client) v.push_back("127.0.0.1");
+        return v;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    child server(argv_for(0, false), s.dir + "/server.log");
+    while (!listening(port) && server.running() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    exec_pair r;
+    if (listening(port)) {
+        child client(argv_for(1, true), s.dir + "/client.log");
+        r.client = client.wait(deadline);
+        r.client_log = slurp(client.log);
+        if (r.client != 0) server.kill_now();
+    }
+    r.server = server.wait(deadline);
+    r.server_log = slurp(server.log);
+    return r;
+}
+
 }  // namespace cxv::test
