@@ -42,9 +42,16 @@ bool has_result(const std::string& log, bool latency) {
         }
         if (!header) continue;
         header = false;
+        // Word by word through strtod, which reads the "-nan" perftest prints for a
+        // standard deviation whose rounding went below zero (operator>> stops there).
         std::istringstream w(line);
         std::vector<double> v;
-        for (double x; w >> x;) v.push_back(x);
+        for (std::string word; w >> word;) {
+            char* end = nullptr;
+            const double x = std::strtod(word.c_str(), &end);
+            if (end == word.c_str() || *end != '\0') break;
+            v.push_back(x);
+        }
         if (latency && v.size() >= 9 && v[1] == kIters && v[4] > 0) return true;
         if (!latency && v.size() >= 5 && v[1] == kIters && v[4] > 0) return true;
     }
