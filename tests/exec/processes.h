@@ -273,4 +273,14 @@ inline exec_pair run_exec_pair(const std::string& port_type, const std::string& 
     return r;
 }
 
+// `cxv-sim run SIM_ARGS -- cxv exec -- PROGRAM...` (CXV_SIM, CXV), within 120 s.
+inline ran run_exec_under_sim(const std::vector<std::string>& sim_args, const std::vector<std::string>& program) {
+    scratch s;
+    std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--link-up-ms", "20"};
+    argv.insert(argv.end(), sim_args.begin(), sim_args.end());
+    argv.insert(argv.end(), {"--", env_path("CXV"), "exec", "--"});
+    argv.insert(argv.end(), program.begin(), program.end());
+    return run(argv, s.dir + "/out.log", std::chrono::seconds(120));
+}
+
 }  // namespace cxv::test

@@ -31,16 +31,6 @@ void same_exports(const std::string& debian, const std::string& ours, std::size_
     MESSAGE(ours << ": " << got.size() << " of " << want.size() << " names and versions of " << debian);
 }
 
-// `cxv-sim run SIM_ARGS -- cxv exec -- PROGRAM...`
-ran under_sim(const std::vector<std::string>& sim_args, const std::vector<std::string>& program) {
-    scratch s;
-    std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--link-up-ms", "20"};
-    argv.insert(argv.end(), sim_args.begin(), sim_args.end());
-    argv.insert(argv.end(), {"--", env_path("CXV"), "exec", "--"});
-    argv.insert(argv.end(), program.begin(), program.end());
-    return run(argv, s.dir + "/out.log", std::chrono::seconds(120));
-}
-
 // The directory cxv exec puts first on LD_LIBRARY_PATH, as it names it (realpath).
 std::string dir_of(const std::string& path) {
     return std::filesystem::canonical(path.substr(0, path.rfind('/'))).string();
@@ -59,7 +49,7 @@ TEST_CASE("cxv's libefa.so.1 exports exactly the names and symbol versions of rd
 TEST_CASE("mlx5dv and efadv calls of a program linked against rdma-core (tests/exec/provider_calls.c)") {
     for (const char* port_type : {"ib", "eth"}) {
         CAPTURE(port_type);
-        const ran r = under_sim({"--port-type", port_type}, {env_path("CXV_PROVIDER_CALLS")});
+        const ran r = run_exec_under_sim({"--port-type", port_type}, {env_path("CXV_PROVIDER_CALLS")});
         INFO(r.output);
         CHECK(r.status == 0);
         CHECK(!has(r.output, "FAIL "));

@@ -16,16 +16,6 @@ namespace {
 
 using namespace cxv::test;
 
-// `cxv-sim run SIM_ARGS -- cxv exec -- PROGRAM...`
-ran under_sim(const std::vector<std::string>& sim_args, const std::vector<std::string>& program) {
-    scratch s;
-    std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--link-up-ms", "20"};
-    argv.insert(argv.end(), sim_args.begin(), sim_args.end());
-    argv.insert(argv.end(), {"--", env_path("CXV"), "exec", "--"});
-    argv.insert(argv.end(), program.begin(), program.end());
-    return run(argv, s.dir + "/out.log", std::chrono::seconds(120));
-}
-
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 
@@ -53,7 +43,7 @@ TEST_CASE("cxv's librdmacm.so.1 exports every name of rdma-core's with its symbo
 TEST_CASE("verbs calls follow rdma-core's libibverbs and mlx5 provider (tests/exec/semantics.c)") {
     for (const char* port_type : {"ib", "eth"}) {
         CAPTURE(port_type);
-        const ran r = under_sim({"--port-type", port_type}, {env_path("CXV_SEMANTICS")});
+        const ran r = run_exec_under_sim({"--port-type", port_type}, {env_path("CXV_SEMANTICS")});
         expect_checks(r, {"receive-only QP created", "receive-only QP reports max_send_wr 0",
                           "receive-only QP refuses a send with ENOMEM", "receive-only QP receives",
                           "receive-only QP queried", "AH with a GRH", "ibv_reg_mr with IBV_ACCESS_MW_BIND",
@@ -69,7 +59,7 @@ TEST_CASE("verbs calls follow rdma-core's libibverbs and mlx5 provider (tests/ex
 }
 
 TEST_CASE("ibv_get_cq_event and signals: EINTR without SA_RESTART (tests/exec/cq_event_signal.c)") {
-    const ran r = under_sim({}, {env_path("CXV_CQ_EVENT_SIGNAL")});
+    const ran r = run_exec_under_sim({}, {env_path("CXV_CQ_EVENT_SIGNAL")});
     expect_checks(r, {"a handler without SA_RESTART interrupts ibv_get_cq_event with EINTR",
                       "a handler with SA_RESTART lets ibv_get_cq_event wait on for the event", "the completion"});
 }
@@ -77,7 +67,7 @@ TEST_CASE("ibv_get_cq_event and signals: EINTR without SA_RESTART (tests/exec/cq
 TEST_CASE("empty SGEs are left out of the WQE, as rdma-core's mlx5 provider does (tests/exec/zero_sge.c)") {
     for (const char* port_type : {"ib", "eth"}) {
         CAPTURE(port_type);
-        const ran r = under_sim({"--port-type", port_type}, {env_path("CXV_ZERO_SGE")});
+        const ran r = run_exec_under_sim({"--port-type", port_type}, {env_path("CXV_ZERO_SGE")});
         expect_checks(r, {"SEND of one empty SGE", "RDMA WRITE of one empty SGE", "empty first SGEs on both sides",
                           "receive of one empty SGE, two-segment WQEs", "receive of one empty SGE, one-segment WQEs",
                           "a list of receives and sends with empty SGEs"});
@@ -85,7 +75,7 @@ TEST_CASE("empty SGEs are left out of the WQE, as rdma-core's mlx5 provider does
 }
 
 TEST_CASE("librdmacm calls follow rdma-core's (tests/exec/cm_semantics.c)") {
-    const ran r = under_sim({}, {env_path("CXV_CM_SEMANTICS"), std::to_string(free_port())});
+    const ran r = run_exec_under_sim({}, {env_path("CXV_CM_SEMANTICS"), std::to_string(free_port())});
     expect_checks(r, {"rdma_getaddrinfo with the addresses in the hints",
                       "rdma_getaddrinfo passive with the source in the hints", "rdma_getaddrinfo with nothing: EINVAL",
                       "rdma_get_src_port of a bound id", "rdma_get_dst_port of a resolved id",
