@@ -258,6 +258,22 @@ TEST_CASE("rping variants: the program's own QP (-q) over IPv6, names, large buf
     }
 }
 
+// rping ends on a failed connection twice at once: its event thread calls exit(3) from the
+// event handler (rping.c, cm_thread) while its main thread, woken by the same handler,
+// returns from main. glibc 2.36 does not serialise concurrent exit(3)s, so now and then
+// both free the exit-handler list (AddressSanitizer reports the double free; plain glibc
+// may abort on it). That race is rping's own, the same on rdma-core; the exit status is
+// then the abort's, and the tool's answer is still the event it printed.
+bool rping_exit_race(const ran& r) {
+    return r.status != 255 && contains(r.output, "__run_exit_handlers") &&
+           (contains(r.output, "double-free") || contains(r.output, "double free"));
+}
+
+void check_rping_failed(const ran& r) {
+    if (rping_exit_race(r)) MESSAGE("rping's two threads called exit(3) at once (its own race): status ", r.status);
+    CHECK((r.status == 255 || rping_exit_race(r)));
+}
+
 TEST_CASE("rping client to a port nobody listens on: REJECTED, not a hang") {
     scratch s;
     const unsigned port = free_port();
@@ -265,7 +281,7 @@ TEST_CASE("rping client to a port nobody listens on: REJECTED, not a hang") {
                                 with_port({"/usr/bin/rping", "-c", "-a", "127.0.0.1", "-C", "3"}, port)),
                       s.dir + "/client.log", 30s);
     INFO(r.output);
-    CHECK(r.status == 255);
+    check_rping_failed(r);
     CHECK(contains(r.output, "cma event RDMA_CM_EVENT_REJECTED, error 8"));
 }
 
@@ -297,7 +313,7 @@ TEST_CASE("a peer that never answers the REQ: UNREACHABLE with ETIMEDOUT after t
                                     with_port({"/usr/bin/rping", "-c", "-a", "127.0.0.1", "-C", "3"}, quiet.port)),
                           s.dir + "/client.log", 60s);
         INFO(r.output);
-        CHECK(r.status == 255);
+        check_rping_failed(r);
         CHECK(std::chrono::steady_clock::now() - start < 40s);
         CHECK(contains(r.output, "cma event RDMA_CM_EVENT_UNREACHABLE, error -110"));
     }
