@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     using cxv::daemon::level;
     using cxv::daemon::log;
     CLI::App app{"cxvd: the cxv driver daemon: owns ConnectX functions and serves client processes"};
+    app.set_version_flag("--version", std::string("cxvd ") + CXV_VERSION);  // //:version.bzl
     std::vector<std::string> bdfs;
     cxv::daemon::server_options o;
     unsigned port_timeout_ms = 15'000;

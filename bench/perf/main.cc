@@ -32,7 +32,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = CXV_VERSION;  // //:version.bzl
 constexpr auto kPeerTimeout = 60s;       // a barrier or a parameter exchange
 constexpr auto kAcceptTimeout = 120s;    // the server waiting for its client
 constexpr std::size_t kDurationSamples = std::size_t{1} << 22;  // -D latency: at most this many
@@ -474,6 +474,10 @@ int fail(const std::string& message) {
 }
 
 int run(int argc, char** argv) {
+    if (argc == 2 && std::string_view(argv[1]) == "--version") {
+        std::printf("cxv-perf %s\n", kVersion);
+        return 0;
+    }
     auto parsed = parse_options(argc, argv);
     if (!parsed) return fail(parsed.error().message);
     const options& o = parsed.value();

@@ -64,7 +64,11 @@ std::string library_path() {
     exe[n] = '\0';
     std::string dir(exe);
     dir.resize(dir.rfind('/') + 1);
-    return dir + kLibrary;
+    // Beside the launcher (the build tree), else in an installed tree's lib/cxv/
+    // (PREFIX/bin/cxv-sim, PREFIX/lib/cxv/: docs/install.md).
+    const std::string beside = dir + kLibrary;
+    const std::string installed = dir + "../lib/cxv/" + kLibrary;
+    return ::access(beside.c_str(), R_OK) != 0 && ::access(installed.c_str(), R_OK) == 0 ? installed : beside;
 }
 
 // The sanitizer runtime this launcher (and so the library next to it) was built with, if
@@ -148,6 +152,10 @@ int main(int argc, char** argv) {
     const std::string verb = argv[1];
     if (verb == "-h" || verb == "--help" || verb == "help") {
         usage(stdout);
+        return 0;
+    }
+    if (verb == "--version") {
+        std::printf("cxv-sim %s\n", CXV_VERSION);  // //:version.bzl
         return 0;
     }
     if (verb != "run" && verb != "list") {

@@ -17,7 +17,7 @@
 
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = CXV_VERSION;  // //:version.bzl
 
 int print_devices() {
     fmt::print("{:<6} {:<6} {:<4} {}\n", "vendor", "device", "vf", "name");
