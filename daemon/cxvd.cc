@@ -4,11 +4,14 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -154,6 +157,23 @@ int main(int argc, char** argv) {
         o.admin_gids.push_back(g);
     }
     raise_nofile(o.max_clients);
+    // What can be refused without the card is refused before any function comes up (a
+    // bring-up takes seconds on a card; a typo should not).
+    if (auto c = cxv::daemon::claim_socket_path(o.socket_path, SOCK_SEQPACKET); !c) {
+        log(level::err, "--socket " + c.error().message);
+        return EXIT_FAILURE;
+    }
+    if (const std::string dir = o.socket_path.substr(0, std::max<std::size_t>(o.socket_path.rfind('/'), 1));
+        o.socket_path.find('/') != std::string::npos && ::access(dir.c_str(), W_OK | X_OK) != 0) {
+        log(level::err, fmt::format("--socket {}: directory {}: {}", o.socket_path, dir, std::strerror(errno)));
+        return EXIT_FAILURE;
+    }
+    if (!metrics_addr.empty()) {
+        if (auto c = cxv::daemon::metrics_server::check_address(metrics_addr); !c) {
+            log(level::err, c.error().message);
+            return EXIT_FAILURE;
+        }
+    }
 
     if (bdfs.empty()) {
         auto found = cxv::driver::pci::discover();

@@ -252,6 +252,40 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
 
 // ---- HTTP -----------------------------------------------------------------------------
 
+status metrics_server::check_address(const std::string& addr) {
+    const std::string path =
+        addr.rfind("unix:", 0) == 0 ? addr.substr(5) : addr.rfind('/', 0) == 0 ? addr : std::string();
+    if (!path.empty()) {
+        if (auto c = claim_socket_path(path, SOCK_STREAM); !c) return error{c.error().code, "--metrics " + c.error().message};
+        const std::string dir = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+        if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+            return error{errno, fmt::format("--metrics {}: directory {}: {}", path, dir, std::strerror(errno))};
+        }
+        return ok_status();
+    }
+    const auto colon = addr.rfind(':');
+    char* end = nullptr;
+    const std::string host = colon == std::string::npos ? std::string() : addr.substr(0, colon);
+    const unsigned long port = colon == std::string::npos ? 0 : std::strtoul(addr.c_str() + colon + 1, &end, 10);
+    if (host != "127.0.0.1" || end == nullptr || *end != '\0' || end == addr.c_str() + colon + 1 || port > 65535) {
+        return error{EINVAL, fmt::format("--metrics {}: give a UNIX socket path or 127.0.0.1:PORT (the metrics "
+                                         "name every client, so they are not served beyond this host)", addr)};
+    }
+    if (port == 0) return ok_status();
+    unique_fd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!probe) return error{errno, fmt::format("--metrics: socket: {}", std::strerror(errno))};
+    const int one = 1;
+    ::setsockopt(probe.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        return error{errno, fmt::format("--metrics {}: bind: {}", addr, std::strerror(errno))};
+    }
+    return ok_status();
+}
+
 result<std::unique_ptr<metrics_server>> metrics_server::create(const std::string& addr, std::shared_ptr<metrics> m,
                                                                std::function<std::vector<port_sample>()> ports,
                                                                std::chrono::milliseconds read_time) {

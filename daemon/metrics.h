@@ -94,6 +94,10 @@ public:
                                                           std::function<std::vector<port_sample>()> ports,
                                                           std::chrono::milliseconds read_time = default_read_time);
     static constexpr std::chrono::milliseconds default_read_time{500};
+    // What create() would refuse `addr` for that can be known before it is called (its
+    // form; a UNIX path's length, directory and a live socket there; a port in use), so
+    // cxvd refuses a bad --metrics before it brings any function up.
+    static status check_address(const std::string& addr);
     ~metrics_server();  // the thread stopped and joined, a UNIX socket unlinked
     metrics_server(const metrics_server&) = delete;
     metrics_server& operator=(const metrics_server&) = delete;

@@ -55,7 +55,11 @@ result<std::shared_ptr<function>> open_function(const std::string& bdf_given, un
         if (f->bdf.empty()) return error{ENODEV, "no mlx5 function bound to vfio-pci (cxv list tells why; or -d BDF)"};
     }
     auto dev = cxv::device::open(f->bdf);
-    if (!dev) return error{dev.error().code, f->bdf + ": " + dev.error().message};
+    if (!dev) {
+        // The driver's message names the function already when it comes from VFIO or PCI.
+        const std::string& m = dev.error().message;
+        return error{dev.error().code, m.starts_with(f->bdf) ? m : f->bdf + ": " + m};
+    }
     f->dev = std::move(dev).value();
     f->bdf = f->dev->hca().device().bdf();
     auto pd = f->dev->alloc_pd();

@@ -32,7 +32,7 @@ bool parse_uint(const std::string& text, std::uint64_t max, std::uint64_t& out) 
 }
 
 error bad(const std::string& key, const std::string& value, const char* expected) {
-    return error{EINVAL, fmt::format("cxv-sim: setting {} = '{}': expected {}", key, value, expected)};
+    return error{EINVAL, fmt::format("setting {} = '{}': expected {}", key, value, expected)};
 }
 
 template <typename T>
@@ -257,13 +257,13 @@ result<pci_address> pci_address::parse(const std::string& text) {
 status options::set(const std::string& key, const std::string& value) {
     const auto& table = setters();
     auto it = table.find(key);
-    if (it == table.end()) return error{EINVAL, fmt::format("cxv-sim: unknown setting '{}'", key)};
+    if (it == table.end()) return error{EINVAL, fmt::format("unknown setting '{}'", key)};
     return it->second(*this, key, trim(value));
 }
 
 status options::load_file(const std::string& path, const std::string& only_prefix) {
     std::ifstream in(path);
-    if (!in) return error{ENOENT, fmt::format("cxv-sim: cannot read config file {}", path)};
+    if (!in) return error{ENOENT, fmt::format("cannot read config file {}", path)};
     std::string line;
     for (unsigned n = 1; std::getline(in, line); ++n) {
         if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
@@ -271,11 +271,11 @@ status options::load_file(const std::string& path, const std::string& only_prefi
         if (line.empty()) continue;
         const auto eq = line.find('=');
         if (eq == std::string::npos) {
-            return error{EINVAL, fmt::format("cxv-sim: {}:{}: expected key = value", path, n)};
+            return error{EINVAL, fmt::format("{}:{}: expected key = value", path, n)};
         }
         const std::string key = trim(line.substr(0, eq));
         if (key.rfind(only_prefix, 0) != 0) {
-            return error{EINVAL, fmt::format("cxv-sim: {}:{}: only {}* settings here", path, n, only_prefix)};
+            return error{EINVAL, fmt::format("{}:{}: only {}* settings here", path, n, only_prefix)};
         }
         if (auto s = set(key, line.substr(eq + 1)); !s) {
             return error{EINVAL, fmt::format("{}:{}: {}", path, n, s.error().message)};
@@ -306,11 +306,11 @@ result<std::vector<function_spec>> options::functions() const {
     std::vector<function_spec> out;
     const unsigned first_devfn = first_address.device * 8u + first_address.function;
     if (first_devfn + devices > 256) {
-        return error{EINVAL, fmt::format("cxv-sim: {} functions from {} do not fit on bus {:02x}",
+        return error{EINVAL, fmt::format("{} functions from {} do not fit on bus {:02x}",
                                          devices, first_address.str(), first_address.bus)};
     }
     if (!model.fabric_dir.empty() && devices > kFunctionsPerProcess) {
-        return error{EINVAL, fmt::format("cxv-sim: at most {} functions per process on a shared fabric ({} asked)",
+        return error{EINVAL, fmt::format("at most {} functions per process on a shared fabric ({} asked)",
                                          kFunctionsPerProcess, devices)};
     }
     for (unsigned i = 0; i < devices; ++i) {

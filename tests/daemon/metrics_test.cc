@@ -347,6 +347,40 @@ TEST_CASE("--metrics on 127.0.0.1:PORT answers curl; any other address is refuse
     }
 }
 
+TEST_CASE("a bad --socket or --metrics is refused before any function is brought up") {
+    // No model and a function that does not exist: had cxvd tried a bring-up first, the
+    // error would be the function's.
+    scratch dir;
+    const int busy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(busy, reinterpret_cast<sockaddr*>(&in), sizeof in) == 0);
+    REQUIRE(::listen(busy, 1) == 0);
+    socklen_t len = sizeof in;
+    REQUIRE(::getsockname(busy, reinterpret_cast<sockaddr*>(&in), &len) == 0);
+    const std::string busy_addr = "127.0.0.1:" + std::to_string(ntohs(in.sin_port));
+    const std::string good = dir.dir + "/s.sock";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--socket", "/nonexistent-cxv-dir/s.sock"}, "--socket /nonexistent-cxv-dir/s.sock: directory"},
+        {{"--socket", good, "--metrics", "0.0.0.0:9100"}, "127.0.0.1:PORT"},
+        {{"--socket", good, "--metrics", "/nonexistent-cxv-dir/m.sock"}, "--metrics /nonexistent-cxv-dir/m.sock"},
+        {{"--socket", good, "--metrics", busy_addr}, "--metrics " + busy_addr + ": bind: Address already in use"},
+        // Good options: now the function's own error.
+        {{"--socket", good}, "0000:ee:1f.7"},
+    };
+    for (const auto& [args, said] : cases) {
+        std::vector<std::string> argv = {env_path("CXVD"), "--device", "0000:ee:1f.7"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        const auto r = run(argv, dir.dir + "/log", std::chrono::seconds(30));
+        INFO(args.back(), ": ", r.output);
+        CHECK(r.status == 1);
+        CHECK(r.output.find(said) != std::string::npos);
+        if (said != "0000:ee:1f.7") CHECK(r.output.find("0000:ee:1f.7") == std::string::npos);
+    }
+    ::close(busy);
+}
+
 TEST_CASE("--metrics PATH: a live socket there is another process's, left alone; a stale one is replaced") {
     scratch dir;
     const std::string path = dir.dir + "/m.sock";

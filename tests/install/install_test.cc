@@ -123,6 +123,20 @@ TEST_CASE("the installed tree: programs, their versions, headers that stand alon
         }()) != std::string::npos);
         CHECK(man.find(version) != std::string::npos);
     }
+    // --help everywhere; plain cxv is its help; an error names its subject once.
+    for (const char* prog : {"cxv", "cxvd", "cxv-sim", "cxv-perf"}) {
+        const ran r = sh(t.s.dir, "'" + t.prefix + "/bin/" + prog + "' --help");
+        INFO(prog, ": ", r.output);
+        CHECK(r.status == 0);
+        CHECK(r.output.size() > 200);
+    }
+    const ran plain = sh(t.s.dir, "'" + t.prefix + "/bin/cxv'");
+    CHECK(plain.status == 0);
+    CHECK(plain.output.find("Subcommands:") != std::string::npos);
+    const ran exec_help = sh(t.s.dir, "'" + t.prefix + "/bin/cxv' exec --help");
+    for (const char* var : {"CXV_DEVICE", "CXV_DAEMON", "CXV_LIBDIR"}) CHECK(exec_help.output.find(var) != std::string::npos);
+    const ran bad = sh(t.s.dir, "'" + t.prefix + "/bin/cxv-sim' run --devices 0 -- true || true");
+    CHECK(bad.output == "cxv-sim: setting devices = '0': expected an integer in [1, 64]\n");
     for (const char* lib : {"libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1", "libefa.so.1",
                             "libcxv-sim-preload.so"}) {
         CHECK_MESSAGE(std::filesystem::exists(t.prefix + "/lib/cxv/" + lib), lib);

@@ -80,9 +80,7 @@ int main(int argc, char** argv) {
     if (*status) return cxv::tool::print_status(daemon_socket);
     if (*devices) return print_devices();
     if (*selfcheck) return print_selfcheck();
-    // No subcommand: the summary the README's main job shows until the driver exists.
-    fmt::print("cxv {}: supported devices\n", kVersion);
-    print_devices();
-    std::fputc('\n', stdout);
-    return print_selfcheck();
+    // No subcommand: what there is to do.
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
 }
