@@ -335,7 +335,15 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
     c.oob = &ch;
     const std::uint64_t warmup = warmup_of(o);
     std::uint64_t lost = 0;
-    for (const std::size_t size : sizes_of(o, message_limit(o))) {
+    const std::vector<std::size_t> sizes = sizes_of(o, message_limit(o));
+    const auto started = std::chrono::steady_clock::now();
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+        const std::size_t size = sizes[k];
+        // A sweep that has run a second says where it is, on stderr (stdout is perftest's
+        // table), on the side that prints the table.
+        if (!server && sizes.size() > 1 && std::chrono::steady_clock::now() - started >= 1s) {
+            std::fprintf(stderr, "cxv-perf: %zu of %zu sizes done, now %zu bytes\n", k, sizes.size(), size);
+        }
         if (server) {
             prepare_size(*s, size);
             if (auto r = send_sync(ch, sync_ready, size); !r) return r;

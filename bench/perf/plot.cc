@@ -126,6 +126,31 @@ std::string run_gnuplot(const std::string& gnuplot, const std::string& dir, int 
 
 }  // namespace
 
+std::string plot_colour(std::size_t i, std::size_t n) {
+    // gnuplot's own line colours repeat after 8, and -a has 23 sizes. Hues spread over
+    // 300 degrees (the last stays clear of the first's red), in size order so that
+    // neighbouring sizes look related; every other line darker, so neighbours differ.
+    const double h = n > 1 ? 300.0 * static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+    const double v = i % 2 == 0 ? 0.9 : 0.6;
+    const double s = 0.85;
+    const double c = v * s;
+    const double x = c * (1 - std::fabs(std::fmod(h / 60.0, 2.0) - 1));
+    const double m = v - c;
+    double r = 0, g = 0, b = 0;
+    switch (static_cast<int>(h / 60.0) % 6) {
+    case 0: r = c, g = x; break;
+    case 1: r = x, g = c; break;
+    case 2: g = c, b = x; break;
+    case 3: g = x, b = c; break;
+    case 4: r = x, b = c; break;
+    default: r = c, b = x; break;
+    }
+    char out[8];
+    std::snprintf(out, sizeof out, "#%02x%02x%02x", static_cast<unsigned>(std::lround((r + m) * 255)),
+                  static_cast<unsigned>(std::lround((g + m) * 255)), static_cast<unsigned>(std::lround((b + m) * 255)));
+    return out;
+}
+
 bool report::write_plot(const std::string& path, std::string* error) const {
     const auto fail = [&](std::string why) {
         if (error) *error = "plot " + path + ": " + std::move(why);
@@ -186,8 +211,8 @@ bool report::write_plot(const std::string& path, std::string* error) const {
         gp << "plot ";
         for (std::size_t i = 0; i < latency_.size(); ++i) {
             if (i) gp << ", ";
-            gp << '\'' << stem << i << ".dat' using ($1 > 0 ? $1 : 1e-3):2 with " << style << " lw 1.5 title '"
-               << latency_[i].bytes << " B'";
+            gp << '\'' << stem << i << ".dat' using ($1 > 0 ? $1 : 1e-3):2 with " << style << " lw 1.5 lc rgb '"
+               << plot_colour(i, latency_.size()) << "' title '" << latency_[i].bytes << " B'";
         }
         gp << '\n';
     };

@@ -149,6 +149,9 @@ private:
 // colon-separated), for print_address's gid argument.
 std::string perftest_gid(const std::uint8_t (&raw)[16]);
 
+// The colour ("#rrggbb") of size `i` of `n` in write_plot: distinct for every size.
+std::string plot_colour(std::size_t i, std::size_t n);
+
 // The TSC: read, and its frequency calibrated once against CLOCK_MONOTONIC_RAW
 // (about 50 ms), or taken from the kernel's tsc_khz where available.
 std::uint64_t tsc_now();

@@ -5,7 +5,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -74,6 +77,47 @@ TEST_CASE("an SVG and a PNG of the CDF and the histogram") {
 
     std::remove(svg.c_str());
     std::remove(png.c_str());
+    rmdir(dir);
+}
+
+TEST_CASE("every size of -a (23) has a colour of its own") {
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < 23; ++i) {
+        const std::string c = plot_colour(i, 23);
+        CHECK(c.size() == 7);
+        CHECK(c[0] == '#');
+        seen.insert(c);
+    }
+    CHECK(seen.size() == 23);
+    // Neighbours differ in more than a shade: at least 64 apart in some channel.
+    for (std::size_t i = 1; i < 23; ++i) {
+        const auto a = std::stoul(plot_colour(i - 1, 23).substr(1), nullptr, 16);
+        const auto b = std::stoul(plot_colour(i, 23).substr(1), nullptr, 16);
+        int most = 0;
+        for (int shift : {0, 8, 16}) {
+            const int d = std::abs(static_cast<int>((a >> shift) & 0xff) - static_cast<int>((b >> shift) & 0xff));
+            most = std::max(most, d);
+        }
+        CHECK_MESSAGE(most >= 64, i);
+    }
+    // And gnuplot draws with them: both of two_sizes' colours are in the SVG.
+    if (!cxv::test::on_path("gnuplot")) {
+        FAIL_CHECK("gnuplot is not installed (Debian: gnuplot-nox; tools/setup installs it)");
+        return;
+    }
+    char dir[] = "/tmp/cxv-plot-test-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    std::string error;
+    const std::string svg = std::string(dir) + "/lat.svg";
+    REQUIRE_MESSAGE(two_sizes().write_plot(svg, &error), error);
+    const std::string text = slurp(svg);
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto hex = std::stoul(plot_colour(i, 2).substr(1), nullptr, 16);
+        char rgb[32];  // gnuplot's SVG writes rgb(%3d, %3d, %3d)
+        std::snprintf(rgb, sizeof rgb, "rgb(%3lu, %3lu, %3lu)", (hex >> 16) & 0xff, (hex >> 8) & 0xff, hex & 0xff);
+        CHECK_MESSAGE(text.find(rgb) != std::string::npos, std::string(rgb));
+    }
+    std::remove(svg.c_str());
     rmdir(dir);
 }
 

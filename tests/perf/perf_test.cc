@@ -211,6 +211,25 @@ TEST_CASE("--loopback: both sides in one process") {
     check_bandwidth_rows(out, {512}, 300);
 }
 
+TEST_CASE("-a past its first second says how far it is, on stderr; stdout keeps perftest's table") {
+    const std::string sim = env_path("CXV_SIM"), perf = env_path("CXV_PERF");
+    scratch s;
+    // 23 sizes up to 8 MiB, 200 round trips each: seconds on the model.
+    child c({sim, "run", "--port-type", "ib", "--", perf, "send_lat", "--loopback", "-a", "-n", "200"},
+            s.dir + "/loop.out", s.dir + "/loop.err");
+    const auto start = clock_type::now();
+    const int rc = c.wait(start + 120s);
+    const std::string out = slurp(c.log), err = slurp(c.err);
+    INFO(out << err);
+    REQUIRE(rc == 0);
+    CHECK(out.find("sizes done") == std::string::npos);
+    if (clock_type::now() - start < 2s) {
+        MESSAGE("the sweep took under 2 s: no progress was due");
+        return;
+    }
+    CHECK(err.find("of 23 sizes done, now 8388608 bytes") != std::string::npos);
+}
+
 // cxv-perf ARGS --loopback under one `cxv-sim run`: its exit status and stdout.
 int run_loopback(const std::vector<std::string>& args, std::string& out, std::chrono::seconds limit = 60s) {
     const std::string sim = env_path("CXV_SIM"), perf = env_path("CXV_PERF");
