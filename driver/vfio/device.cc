@@ -24,6 +24,8 @@
 
 #include <fmt/format.h>
 
+#include "hw/pci_ids.h"
+
 namespace cxv::driver::vfio {
 
 namespace {
@@ -40,6 +42,18 @@ std::string read_link(const std::string& path) {
 }
 
 std::string base_name(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+
+// A sysfs attribute's text without its newline ("0x15b3"); empty if unreadable.
+std::string read_line(const std::string& path) {
+    char buf[64] = {};
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    std::string s(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
 
 error sys_error(int e, std::string what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
 
@@ -146,11 +160,21 @@ result<iommu_group> find_group(const std::string& bdf) {
     }
     const std::string driver = base_name(read_link(sysfs(bdf) + "/driver"));
     if (driver != "vfio-pci") {
-        return error{ENODEV, fmt::format("{}: bound to {} instead of vfio-pci; bind it with\n"
-                                         "  echo vfio-pci > {}/driver_override\n"
-                                         "  echo {} > /sys/bus/pci/devices/{}/driver/unbind\n"
+        // Not every function is ours to bind: a host bridge or a NIC of another vendor.
+        const std::string vendor = read_line(sysfs(bdf) + "/vendor");
+        const std::string device = read_line(sysfs(bdf) + "/device");
+        const auto id = static_cast<std::uint16_t>(std::strtoul(device.c_str(), nullptr, 16));
+        if (std::strtoul(vendor.c_str(), nullptr, 16) != hw::mellanox_vendor_id || !hw::find_mlx5_device(id)) {
+            return error{ENODEV, fmt::format("{}: not a ConnectX (mlx5) function ({}:{}); `cxv list` shows those "
+                                             "there are", bdf, vendor, device)};
+        }
+        const std::string unbind =
+            driver.empty() ? "" : fmt::format("  echo {} > {}/driver/unbind\n", bdf, sysfs(bdf));
+        return error{ENODEV, fmt::format("{}: bound to {} instead of vfio-pci; `cxv setup --bind {}` binds it "
+                                         "(docs/hardware.md), or by hand:\n"
+                                         "  echo vfio-pci > {}/driver_override\n{}"
                                          "  echo {} > /sys/bus/pci/drivers_probe",
-                                         bdf, driver.empty() ? "no driver" : driver, sysfs(bdf), bdf, bdf, bdf)};
+                                         bdf, driver.empty() ? "no driver" : driver, bdf, sysfs(bdf), unbind, bdf)};
     }
     const std::string group_link = read_link(sysfs(bdf) + "/iommu_group");
     if (group_link.empty()) {

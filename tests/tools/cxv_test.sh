@@ -55,6 +55,42 @@ ms=$(sed -n 's/^  port 1: Down -> Active after \([0-9]*\) ms$/\1/p' <<<"$info")
 "$sim" run -- "$cxv" info 0000:c5:00.7 >/dev/null 2>&1
 expect_eq "info of a missing function fails" 1 $?
 
+# cxv setup: the model's functions are ready (vfio-pci, an IOMMU group each, their
+# /dev/vfio nodes free); outside the layer there are none. Binding refuses what is not a
+# ConnectX (a real function of this machine) and leaves a bound function as it is.
+out=$("$cxv" setup --status)
+expect_eq "setup --status without devices exit" 0 $?
+grep -q "^no mlx5 functions found" <<<"$out" || fail "setup --status without devices: $out"
+grep -q "^  memlock: " <<<"$out" || fail "setup --status: no memlock line: $out"
+out=$("$sim" run --devices 2 -- "$cxv" setup --status)
+expect_eq "setup --status exit" 0 $?
+expect_eq "setup --status: both ready" 2 "$(grep -c '^  cxv:         ready$' <<<"$out")"
+grep -q "^0000:c5:00.1  ConnectX-6 (15b3:101b)$" <<<"$out" || fail "setup --status: no second function: $out"
+grep -q "^  IOMMU group: 120: 0000:c5:00.0 (vfio-pci)$" <<<"$out" || fail "setup --status: group line: $out"
+grep -q "^  /dev/vfio/121: free$" <<<"$out" || fail "setup --status: /dev/vfio line: $out"
+grep -q "^  IOMMU:       on (2 groups)$" <<<"$out" || fail "setup --status: IOMMU line: $out"
+out=$("$sim" run -- "$cxv" setup --bind 0000:c5:00.0)
+expect_eq "setup --bind of a bound function exit" 0 $?
+expect_eq "setup --bind of a bound function" "0000:c5:00.0: already on vfio-pci (IOMMU group 120)" "$out"
+out=$("$sim" run -- "$cxv" setup --status 0000:c5:00.7 2>&1)
+expect_eq "setup --status of a missing function exit" 1 $?
+grep -q "0000:c5:00.7: no such PCI function" <<<"$out" || fail "setup --status of a missing function: $out"
+"$cxv" setup --bind --unbind 0000:c5:00.0 >/dev/null 2>&1
+[ $? -ne 0 ] || fail "setup --bind --unbind together was accepted"
+other=""
+for d in /sys/bus/pci/devices/*; do
+    [ "$(cat "$d/vendor" 2>/dev/null)" != 0x15b3 ] && [ -e "$d/vendor" ] && { other=$(basename "$d"); break; }
+done
+if [ -n "$other" ]; then
+    out=$("$cxv" setup --bind "$other" 2>&1)
+    expect_eq "setup --bind of $other (not a ConnectX) exit" 1 $?
+    grep -q "^cxv setup: $other: not a ConnectX (" <<<"$out" || fail "setup --bind $other: $out"
+    out=$("$cxv" info "$other" 2>&1)
+    grep -q "$other: not a ConnectX (mlx5) function" <<<"$out" || fail "info $other: $out"
+else
+    echo "SKIPPED: this machine has no PCI function of another vendor to refuse"
+fi
+
 if ((failures > 0)); then
     echo "$failures failure(s)" >&2
     exit 1

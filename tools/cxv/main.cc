@@ -13,6 +13,7 @@
 #include "tools/cxv/exec.h"
 #include "tools/cxv/info.h"
 #include "tools/cxv/list.h"
+#include "tools/cxv/setup.h"
 #include "tools/cxv/status.h"
 
 namespace {
@@ -66,6 +67,17 @@ int main(int argc, char** argv) {
     auto* status = app.add_subcommand("status", "what a running cxvd serves: functions, firmware, ports, clients "
                                                 "(its socket: --socket, else CXV_DAEMON, else /run/cxv/cxvd.sock)");
     status->add_option("--socket", daemon_socket, "the daemon's UNIX socket");
+    cxv::tool::setup_request setup_req;
+    auto* setup = app.add_subcommand("setup", "what stands between each ConnectX function and cxv (--status, the "
+                                              "default), and binding it to vfio-pci or back (docs/hardware.md)");
+    bool do_bind = false, do_unbind = false, do_status = false;
+    setup->add_flag("--status", do_status, "report the functions and the machine (the default)");
+    auto* bind_flag = setup->add_flag("--bind", do_bind, "bind the functions to vfio-pci (driver_override)");
+    setup->add_flag("--unbind", do_unbind, "give the functions back to the kernel's driver (mlx5_core)")
+        ->excludes(bind_flag);
+    setup->add_flag("--force", setup_req.force, "bind even though a netdev is up; unbind even though a process holds it");
+    setup->add_option("--sysfs", setup_req.sysfs, "where sysfs is mounted")->capture_default_str();
+    setup->add_option("bdf", setup_req.bdfs, "PCI addresses DDDD:BB:DD.F (--status: default every mlx5 function)");
     CLI11_PARSE(app, argc, argv);
 
     const std::string via = cxv::tool::daemon_socket(view_socket);
@@ -78,6 +90,12 @@ int main(int argc, char** argv) {
     if (*list && !via.empty()) return cxv::tool::print_daemon_list(via, json);
     if (*list) return cxv::tool::print_list(json);
     if (*status) return cxv::tool::print_status(daemon_socket);
+    if (*setup) {
+        setup_req.action = do_bind     ? cxv::tool::setup_action::bind
+                           : do_unbind ? cxv::tool::setup_action::unbind
+                                       : cxv::tool::setup_action::status;
+        return cxv::tool::run_setup(setup_req);
+    }
     if (*devices) return print_devices();
     if (*selfcheck) return print_selfcheck();
     // No subcommand: what there is to do.
