@@ -10,28 +10,13 @@
 #include "daemon/remote.h"
 #include "driver/hca/hca.h"
 #include "hw/ifc.h"
+#include "tools/cxv/text.h"
 
 namespace cxv::tool {
 
 namespace {
 
 namespace ifc = hw::ifc;
-
-const char* port_state_name(unsigned s) {
-    switch (s) {
-    case 1: return "Down";
-    case 2: return "Init";
-    case 3: return "Armed";
-    case 4: return "Active";
-    default: return "?";
-    }
-}
-
-std::string gid_text(const std::array<std::uint8_t, 16>& g) {
-    std::string text;
-    for (std::size_t k = 0; k < g.size(); k += 2) text += fmt::format("{}{:02x}{:02x}", k ? ":" : "", g[k], g[k + 1]);
-    return text;
-}
 
 }  // namespace
 
@@ -104,8 +89,7 @@ int print_daemon_info(const std::string& socket, const std::string& bdf) {
     if (auto pi = hca.query_port(1)) {
         for (std::size_t i = 0; i < pi->gids.size(); ++i) fmt::print("    GID {}: {}\n", i, gid_text(pi->gids[i]));
     }
-    const auto& mac = hca.mac();
-    fmt::print("  MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\n", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+    fmt::print("  MAC {}\n", mac_text(hca.mac()));
     fmt::print("  counters, firmware pages, EQs: the daemon's (cxv status for its clients)\n");
     return EXIT_SUCCESS;
 }

@@ -1,21 +1,25 @@
-// cxv info <bdf>: bring the function up, describe it, tear it down.
+// cxv info [--json] <bdf>: bring the function up, describe it, tear it down.
 #include "tools/cxv/info.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "driver/hca/hca.h"
+#include "driver/res/q_counter.h"
 #include "driver/vfio/vfio.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
-#include "tools/cxv/counters.h"
+#include "tools/cxv/text.h"
 
 namespace cxv::tool {
 
@@ -23,21 +27,26 @@ namespace ifc = hw::ifc;
 
 namespace {
 
-const char* port_state_name(unsigned s) {
-    switch (s) {
-    case 1: return "Down";
-    case 2: return "Init";
-    case 3: return "Armed";
-    case 4: return "Active";
-    default: return "?";
-    }
-}
+using clock_type = std::chrono::steady_clock;
+
+// A port as bring-up left it.
+struct port_desc {
+    unsigned port = 0;
+    std::string came_up;  // "Down -> Init -> Active"
+    bool active = false;
+    long long after_ms = 0;
+    std::string why;  // not active: the state last seen and what it means
+    std::string state;
+    unsigned lid = 0;
+    std::uint64_t guid = 0;
+    unsigned path_mtu = 0;  // bytes
+    std::vector<std::string> gids;
+};
 
 // Port state changes as the event thread hears them (PORT_CHANGE events).
 struct port_watch {
-    using clock = std::chrono::steady_clock;
     std::mutex mu;
-    clock::time_point start = clock::now();
+    clock_type::time_point start = clock_type::now();
     std::vector<std::pair<unsigned, std::string>> seen;  // port, state name
 
     void on_event(const driver::hca_event& e) {
@@ -49,33 +58,181 @@ struct port_watch {
         std::lock_guard lock(mu);
         seen.emplace_back(e.port, name);
     }
-    // Waits for `port` to be ACTIVE and prints the states it went through, e.g.
-    // "port 1: Down -> Init -> Active after 312 ms" (times from the start of bring-up).
-    void wait_and_print(driver::hca& hca, unsigned port, std::chrono::milliseconds timeout) {
+    // Waits for `port` to be ACTIVE (a note on stderr when that takes more than a second)
+    // and says which states it went through, times from the start of bring-up.
+    void wait(driver::hca& hca, unsigned port, std::chrono::milliseconds timeout, port_desc& d) {
         const auto first = hca.query_port_state(port);
-        const auto waited = hca.wait_port_active(port, timeout);
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start).count();
+        // A link that is not there would otherwise mean the whole timeout of silence.
+        std::atomic<bool> done{false};
+        std::thread note([&] {
+            for (int i = 0; i < 20 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            if (!done.load()) {
+                std::fprintf(stderr, "cxv info: port %u is not up yet: waiting up to %lld ms in all\n", port,
+                             static_cast<long long>(timeout.count()));
+            }
+        });
+        auto waited = hca.wait_port_active(port, timeout);
+        done = true;
+        note.join();
+        d.after_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - start).count();
         std::string last = first ? port_state_name(first->logical) : "?";
-        std::string line = fmt::format("  port {}: {}", port, last);
+        d.came_up = last;
         {
             std::lock_guard lock(mu);
             for (const auto& [p, name] : seen) {
                 if (p != port || name == last) continue;  // an event from before the first look
-                line += fmt::format(" -> {}", name);
+                d.came_up += " -> " + name;
                 last = name;
             }
         }
-        if (waited) {
-            fmt::print("{} after {} ms\n", line, ms);
-        } else {
-            fmt::print("{} ({})\n", line, waited.error().message);
+        d.active = static_cast<bool>(waited);
+        if (!waited) {
+            d.why = waited.error().message;
+            if (const auto now = hca.query_port_state(port); now && !now->oper_up) {
+                d.why += "; the physical link is down: the cable, the peer's port, or their speeds (docs/hardware.md)";
+            } else if (now && now->logical == 2 && !hca.ethernet()) {
+                d.why += "; Init: no subnet manager has made it Active yet (docs/hardware.md, \"The link\")";
+            }
         }
     }
 };
 
+struct info_desc {
+    std::string bdf, firmware;
+    bool ethernet = false;
+    unsigned ports = 0;
+    std::vector<std::pair<const char*, unsigned>> limits;  // name, log2
+    unsigned message_log = 0, uar = 0, bf_log = 0, async_eq = 0, comp_eq = 0;
+    std::size_t pages = 0, pages_left = 0;
+    std::string mac;
+    std::vector<port_desc> port;
+    std::vector<std::pair<std::string, std::uint64_t>> counters;  // the vport's
+    std::string counters_error;
+    unsigned q_counter_sets = 0;
+    std::string teardown_error;
+};
+
+void describe_ports(driver::hca& hca, info_desc& d) {
+    for (auto& p : d.port) {
+        std::vector<std::byte> in(ifc::query_hca_vport_context_in::size_bytes);
+        ifc::set<ifc::query_hca_vport_context_in::opcode>(
+            in.data(), static_cast<std::uint32_t>(hw::cmd_opcode::QUERY_HCA_VPORT_CONTEXT));
+        ifc::set<ifc::query_hca_vport_context_in::port_num>(in.data(), p.port);
+        if (auto r = hca.exec(in, ifc::query_hca_vport_context_out::size_bytes)) {
+            const std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(r->data());
+            using c = ifc::hca_vport_context;
+            p.state = port_state_name(ifc::get<c::port_state>(v));
+            p.lid = ifc::get<c::lid>(v);
+            p.guid = ifc::get<c::port_guid>(v);
+        } else {
+            p.state = r.error().message;
+        }
+        // The GIDs: InfiniBand GID 0; RoCE those the driver programmed at bring-up.
+        if (auto pi = hca.query_port(p.port)) {
+            p.path_mtu = pi->max_mtu != 0 ? 128u << pi->max_mtu : 0;
+            for (const auto& g : pi->gids) p.gids.push_back(gid_text(g));
+        }
+    }
+}
+
+// The vport's traffic, counter by counter, for this port type; and how many Q counter
+// sets there are. (A set of its own would read 0 here: nothing of this process counts
+// into it. The sets counting a process's QPs are that process's.)
+void describe_counters(driver::hca& hca, info_desc& d) {
+    const std::byte* cap = hca.caps().data();
+    d.q_counter_sets = ifc::get<ifc::cmd_hca_cap::max_qp_cnt>(cap);
+    auto v = driver::query_vport_counters(hca);
+    if (!v) {
+        d.counters_error = v.error().message;
+        return;
+    }
+    const auto add = [&](const char* name, const hw::traffic& t) {
+        d.counters.emplace_back(std::string(name) + "_packets", t.packets);
+        d.counters.emplace_back(std::string(name) + "_bytes", t.octets);
+    };
+    if (d.ethernet) {
+        add("rx_unicast", v->received_eth_unicast);
+        add("rx_multicast", v->received_eth_multicast);
+        add("rx_broadcast", v->received_eth_broadcast);
+        add("tx_unicast", v->transmitted_eth_unicast);
+        add("tx_multicast", v->transmitted_eth_multicast);
+        add("tx_broadcast", v->transmitted_eth_broadcast);
+    } else {
+        add("rx_unicast", v->received_ib_unicast);
+        add("rx_multicast", v->received_ib_multicast);
+        add("tx_unicast", v->transmitted_ib_unicast);
+        add("tx_multicast", v->transmitted_ib_multicast);
+    }
+    add("rx_errors", v->received_errors);
+    add("tx_errors", v->transmit_errors);
+}
+
+void print_text(const info_desc& d) {
+    fmt::print("{}: firmware {}, ISSI 1, {} port(s), {}\n", d.bdf, d.firmware, d.ports,
+               d.ethernet ? "Ethernet (RoCE)" : "InfiniBand");
+    std::string limits;
+    for (const auto& [name, log] : d.limits) limits += fmt::format("{}{} 2^{}", limits.empty() ? "" : ", ", name, log);
+    fmt::print("  limits: {}, message 2^{} bytes\n", limits, d.message_log);
+    fmt::print("  UAR {} (BlueFlame registers 2^{} bytes), async EQ {}, completion EQ {}, firmware pages {}\n", d.uar,
+               d.bf_log, d.async_eq, d.comp_eq, d.pages);
+    for (const auto& p : d.port) {
+        if (p.active) {
+            fmt::print("  port {}: {} after {} ms\n", p.port, p.came_up, p.after_ms);
+        } else {
+            fmt::print("  port {}: {} ({})\n", p.port, p.came_up, p.why);
+        }
+        fmt::print("  port {}: {}, LID {}, port GUID {:016x}, {}path MTU {}\n", p.port, p.state, p.lid, p.guid,
+                   d.ethernet ? "MAC " + d.mac + ", " : std::string(), p.path_mtu);
+        for (std::size_t i = 0; i < p.gids.size(); ++i) fmt::print("    GID {}: {}\n", i, p.gids[i]);
+    }
+    if (!d.counters_error.empty()) {
+        fmt::print("  vport counters: {}\n", d.counters_error);
+    } else {
+        fmt::print("  vport counters:\n");
+        for (const auto& [name, value] : d.counters) fmt::print("    {}: {}\n", name, value);
+    }
+    fmt::print("  Q counter sets: {} besides the default (each process counts its QPs into its own)\n",
+               d.q_counter_sets);
+    if (!d.teardown_error.empty()) {
+        fmt::print("  teardown: {}\n", d.teardown_error);
+    } else {
+        fmt::print("  teardown: {} firmware pages reclaimed, {} left\n", d.pages, d.pages_left);
+    }
+}
+
+void print_json(const info_desc& d) {
+    std::string limits;
+    for (const auto& [name, log] : d.limits) {
+        limits += fmt::format("{}\"log_max_{}\":{}", limits.empty() ? "" : ",", name, log);
+    }
+    std::string ports;
+    for (const auto& p : d.port) {
+        std::string gids;
+        for (const auto& g : p.gids) gids += (gids.empty() ? "" : ",") + json_string(g);
+        ports += fmt::format("{}{{\"port\":{},\"active\":{},\"came_up\":{},\"after_ms\":{},\"why\":{},\"state\":{},"
+                             "\"lid\":{},\"port_guid\":\"{:016x}\",\"path_mtu\":{},\"gids\":[{}]}}",
+                             ports.empty() ? "" : ",", p.port, p.active, json_string(p.came_up), p.after_ms,
+                             p.active ? "null" : json_string(p.why), json_string(p.state), p.lid, p.guid, p.path_mtu,
+                             gids);
+    }
+    std::string counters;
+    for (const auto& [name, value] : d.counters) {
+        counters += fmt::format("{}{}:{}", counters.empty() ? "" : ",", json_string(name), value);
+    }
+    fmt::print("{{\"bdf\":{},\"firmware\":{},\"link_layer\":\"{}\",\"ports\":{},\"mac\":{},\"limits\":{{{},"
+               "\"log_max_msg\":{}}},\"uar\":{},\"async_eq\":{},\"completion_eq\":{},\"firmware_pages\":{},"
+               "\"port\":[{}],\"vport_counters\":{},\"q_counter_sets\":{},\"teardown\":{}}}\n",
+               json_string(d.bdf), json_string(d.firmware), d.ethernet ? "ethernet" : "infiniband", d.ports,
+               json_string(d.mac), limits, d.message_log, d.uar, d.async_eq, d.comp_eq, d.pages, ports,
+               d.counters_error.empty() ? "{" + counters + "}" : json_string(d.counters_error), d.q_counter_sets,
+               d.teardown_error.empty() ? fmt::format("{{\"pages_reclaimed\":{},\"pages_left\":{}}}", d.pages,
+                                                      d.pages_left)
+                                        : json_string(d.teardown_error));
+}
+
 }  // namespace
 
-int print_info(const std::string& bdf) {
+int print_info(const std::string& bdf, bool json, std::chrono::milliseconds port_timeout) {
     auto dev = driver::vfio::device::open(bdf);
     if (!dev) {
         fmt::print(stderr, "cxv info: {}\n", dev.error().message);
@@ -94,54 +251,38 @@ int print_info(const std::string& bdf) {
     driver::hca& hca = *h.value();
     const std::byte* cap = hca.caps().data();
     using c = ifc::cmd_hca_cap;
-    const bool eth = ifc::get<c::port_type>(cap) == 1;
-    fmt::print("{}: firmware {}, ISSI 1, {} port(s), {}\n", bdf, hca.fw_version_string(),
-               ifc::get<c::num_ports>(cap), eth ? "Ethernet (RoCE)" : "InfiniBand");
-    fmt::print("  limits: QPs 2^{} (depth 2^{}), CQs 2^{} (depth 2^{}), SRQs 2^{}, MKeys 2^{}, PDs 2^{}, "
-               "EQs 2^{}, message 2^{} bytes\n",
-               ifc::get<c::log_max_qp>(cap), ifc::get<c::log_max_qp_sz>(cap), ifc::get<c::log_max_cq>(cap),
-               ifc::get<c::log_max_cq_sz>(cap), ifc::get<c::log_max_srq>(cap), ifc::get<c::log_max_mkey>(cap),
-               ifc::get<c::log_max_pd>(cap), ifc::get<c::log_max_eq>(cap), ifc::get<c::log_max_msg>(cap));
-    fmt::print("  UAR {} (BlueFlame registers 2^{} bytes), async EQ {}, completion EQ {}, firmware pages {}\n",
-               hca.uar(), ifc::get<c::log_bf_reg_size>(cap), hca.async_eqn(), hca.comp_eqn(), hca.pages_given());
-    for (unsigned port = 1; port <= ifc::get<c::num_ports>(cap); ++port) {
-        ports->wait_and_print(hca, port, std::chrono::seconds(15));
+    info_desc d;
+    d.bdf = bdf;
+    d.firmware = hca.fw_version_string();
+    d.ethernet = ifc::get<c::port_type>(cap) == 1;
+    d.ports = ifc::get<c::num_ports>(cap);
+    d.limits = {{"qp", ifc::get<c::log_max_qp>(cap)},     {"qp_sz", ifc::get<c::log_max_qp_sz>(cap)},
+                {"cq", ifc::get<c::log_max_cq>(cap)},     {"cq_sz", ifc::get<c::log_max_cq_sz>(cap)},
+                {"srq", ifc::get<c::log_max_srq>(cap)},   {"mkey", ifc::get<c::log_max_mkey>(cap)},
+                {"pd", ifc::get<c::log_max_pd>(cap)},     {"eq", ifc::get<c::log_max_eq>(cap)}};
+    d.message_log = ifc::get<c::log_max_msg>(cap);
+    d.uar = hca.uar();
+    d.bf_log = ifc::get<c::log_bf_reg_size>(cap);
+    d.async_eq = hca.async_eqn();
+    d.comp_eq = hca.comp_eqn();
+    d.pages = hca.pages_given();
+    d.mac = mac_text(hca.mac());
+    for (unsigned port = 1; port <= d.ports; ++port) {
+        port_desc p;
+        p.port = port;
+        ports->wait(hca, port, port_timeout, p);
+        d.port.push_back(std::move(p));
     }
-    for (unsigned port = 1; port <= ifc::get<c::num_ports>(cap); ++port) {
-        std::vector<std::byte> in(ifc::query_hca_vport_context_in::size_bytes);
-        ifc::set<ifc::query_hca_vport_context_in::opcode>(
-            in.data(), static_cast<std::uint32_t>(hw::cmd_opcode::QUERY_HCA_VPORT_CONTEXT));
-        ifc::set<ifc::query_hca_vport_context_in::port_num>(in.data(), port);
-        auto r = hca.exec(in, ifc::query_hca_vport_context_out::size_bytes);
-        if (!r) {
-            fmt::print("  port {}: {}\n", port, r.error().message);
-            continue;
-        }
-        const std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(r->data());
-        using p = ifc::hca_vport_context;
-        fmt::print("  port {}: {}, LID {}, port GUID {:016x}\n", port, port_state_name(ifc::get<p::port_state>(v)),
-                   ifc::get<p::lid>(v), ifc::get<p::port_guid>(v));
-        // The GIDs: InfiniBand GID 0; RoCE those the driver programmed at bring-up.
-        if (auto pi = hca.query_port(port)) {
-            for (std::size_t i = 0; i < pi->gids.size(); ++i) {
-                const auto& g = pi->gids[i];
-                std::string text;
-                for (std::size_t k = 0; k < g.size(); k += 2) {
-                    text += fmt::format("{}{:02x}{:02x}", k ? ":" : "", g[k], g[k + 1]);
-                }
-                fmt::print("    GID {}: {}\n", i, text);
-            }
-        }
-    }
-    print_counters(hca);
-    const auto given = hca.pages_given();
+    describe_ports(hca, d);
+    describe_counters(hca, d);
+    d.pages = hca.pages_given();
     // Teardown: EQ, UAR, TEARDOWN_HCA, every page reclaimed, DISABLE_HCA.
-    if (auto s = hca.close(); !s) {
-        fmt::print(stderr, "cxv info: teardown: {}\n", s.error().message);
-        return EXIT_FAILURE;
-    }
-    fmt::print("  teardown: {} firmware pages reclaimed, {} left\n", given, hca.pages_given());
-    return hca.pages_given() == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    if (auto s = hca.close(); !s) d.teardown_error = s.error().message;
+    d.pages_left = hca.pages_given();
+    json ? print_json(d) : print_text(d);
+    bool ok = d.teardown_error.empty() && d.pages_left == 0;
+    for (const auto& p : d.port) ok &= p.active;
+    return ok ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
 }  // namespace cxv::tool

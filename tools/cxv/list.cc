@@ -8,26 +8,11 @@
 #include <fmt/format.h>
 
 #include "driver/pci/pci.h"
+#include "tools/cxv/text.h"
 
 namespace cxv::tool {
 
 namespace {
-
-// A JSON string: our names are plain ASCII, but driver names come from sysfs.
-std::string json_string(const std::string& s) {
-    std::string out = "\"";
-    for (const char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
-}
 
 void print_json(const std::vector<driver::pci::function>& fns) {
     fmt::print("[");

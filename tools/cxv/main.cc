@@ -1,5 +1,6 @@
 // cxv: the command-line tool: what this build supports, discovery (cxv list) and
 // bring-up of a function (cxv info <bdf>).
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -56,6 +57,10 @@ int main(int argc, char** argv) {
                                  "one of its functions; default its first)");
     info->add_option("--socket", view_socket, "a cxvd's UNIX socket (else CXV_DAEMON)");
     bool json = false;
+    info->add_flag("--json", json, "one JSON object");
+    unsigned port_timeout_ms = 15'000;
+    info->add_option("--port-timeout-ms", port_timeout_ms, "wait this long for each port to be ACTIVE")
+        ->capture_default_str();
     auto* list = app.add_subcommand("list", "find every mlx5 function (libpci): driver, IOMMU group, NUMA node "
                                             "(through a cxvd: --socket or CXV_DAEMON, the functions it serves)");
     list->add_flag("--json", json, "one JSON array");
@@ -86,7 +91,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cxv info: which function? (cxv info DDDD:BB:DD.F; cxv list shows them)\n");
         return 2;
     }
-    if (*info) return cxv::tool::print_info(bdf);
+    if (*info) return cxv::tool::print_info(bdf, json, std::chrono::milliseconds(port_timeout_ms));
     if (*list && !via.empty()) return cxv::tool::print_daemon_list(via, json);
     if (*list) return cxv::tool::print_list(json);
     if (*status) return cxv::tool::print_status(daemon_socket);
