@@ -252,6 +252,24 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
 
 // ---- HTTP -----------------------------------------------------------------------------
 
+namespace {
+
+// "127.0.0.1:PORT" only: the metrics name every client's pid, uid and command. The port,
+// or EINVAL for any other form.
+result<unsigned> loopback_port(const std::string& addr) {
+    const auto colon = addr.rfind(':');
+    char* end = nullptr;
+    const std::string host = colon == std::string::npos ? std::string() : addr.substr(0, colon);
+    const unsigned long port = colon == std::string::npos ? 0 : std::strtoul(addr.c_str() + colon + 1, &end, 10);
+    if (host != "127.0.0.1" || end == nullptr || *end != '\0' || end == addr.c_str() + colon + 1 || port > 65535) {
+        return error{EINVAL, fmt::format("--metrics {}: give a UNIX socket path or 127.0.0.1:PORT (the metrics "
+                                         "name every client, so they are not served beyond this host)", addr)};
+    }
+    return static_cast<unsigned>(port);
+}
+
+}  // namespace
+
 status metrics_server::check_address(const std::string& addr) {
     const std::string path =
         addr.rfind("unix:", 0) == 0 ? addr.substr(5) : addr.rfind('/', 0) == 0 ? addr : std::string();
@@ -263,22 +281,16 @@ status metrics_server::check_address(const std::string& addr) {
         }
         return ok_status();
     }
-    const auto colon = addr.rfind(':');
-    char* end = nullptr;
-    const std::string host = colon == std::string::npos ? std::string() : addr.substr(0, colon);
-    const unsigned long port = colon == std::string::npos ? 0 : std::strtoul(addr.c_str() + colon + 1, &end, 10);
-    if (host != "127.0.0.1" || end == nullptr || *end != '\0' || end == addr.c_str() + colon + 1 || port > 65535) {
-        return error{EINVAL, fmt::format("--metrics {}: give a UNIX socket path or 127.0.0.1:PORT (the metrics "
-                                         "name every client, so they are not served beyond this host)", addr)};
-    }
-    if (port == 0) return ok_status();
+    auto port = loopback_port(addr);
+    if (!port) return port.error();
+    if (*port == 0) return ok_status();
     unique_fd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!probe) return error{errno, fmt::format("--metrics: socket: {}", std::strerror(errno))};
     const int one = 1;
     ::setsockopt(probe.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_port = htons(static_cast<std::uint16_t>(*port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::bind(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
         return error{errno, fmt::format("--metrics {}: bind: {}", addr, std::strerror(errno))};
@@ -319,22 +331,15 @@ result<std::unique_ptr<metrics_server>> metrics_server::create(const std::string
             return error{errno, fmt::format("--metrics {}: chmod: {}", path, std::strerror(errno))};
         }
     } else {
-        // 127.0.0.1:PORT only: the metrics name every client's pid, uid and command.
-        const auto colon = addr.rfind(':');
-        char* end = nullptr;
-        const std::string host = colon == std::string::npos ? std::string() : addr.substr(0, colon);
-        const unsigned long port = colon == std::string::npos ? 0 : std::strtoul(addr.c_str() + colon + 1, &end, 10);
-        if (host != "127.0.0.1" || end == nullptr || *end != '\0' || end == addr.c_str() + colon + 1 || port > 65535) {
-            return error{EINVAL, fmt::format("--metrics {}: give a UNIX socket path or 127.0.0.1:PORT (the metrics "
-                                             "name every client, so they are not served beyond this host)", addr)};
-        }
+        auto port = loopback_port(addr);
+        if (!port) return port.error();
         s->listen_ = unique_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (!s->listen_) return error{errno, fmt::format("--metrics: socket: {}", std::strerror(errno))};
         const int one = 1;
         ::setsockopt(s->listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         sockaddr_in a{};
         a.sin_family = AF_INET;
-        a.sin_port = htons(static_cast<std::uint16_t>(port));
+        a.sin_port = htons(static_cast<std::uint16_t>(*port));
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         if (::bind(s->listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
             return error{errno, fmt::format("--metrics {}: bind: {}", addr, std::strerror(errno))};
