@@ -9,20 +9,11 @@
 
 #include "daemon/client.h"
 #include "daemon/protocol.h"
+#include "tools/cxv/text.h"
 
 namespace cxv::tool {
 
 namespace {
-
-const char* port_name(unsigned s) {
-    switch (s) {
-    case 1: return "Down";
-    case 2: return "Init";
-    case 3: return "Armed";
-    case 4: return "Active";
-    default: return "?";
-    }
-}
 
 std::string bytes(std::uint64_t b) {
     if (b >= (std::uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1 << 30));
@@ -66,7 +57,7 @@ int print_status(const std::string& socket) {
     fmt::print("{:<14} {:<12} {:<6} {:<8}\n", "function", "firmware", "link", "port 1");
     for (const auto& d : s->devices) {
         fmt::print("{:<14} {:<12} {:<6} {:<8}\n", d.bdf, d.firmware, d.ethernet ? "eth" : "ib",
-                   port_name(d.port_logical));
+                   port_state_name(d.port_logical));
     }
     fmt::print("\n{:>8} {:>6} {:<16} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>10}\n", "pid", "uid", "command",
                "pds", "cqs", "mkeys", "qps", "srqs", "uars", "maps", "pinned");
