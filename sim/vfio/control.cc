@@ -23,6 +23,7 @@
 
 #include "hw/opcodes.h"
 #include "sim/vfio/host.h"
+#include "sim/vfio/libc.h"
 
 namespace cxv::sim::vfio {
 
@@ -72,9 +73,23 @@ bool parse_status(const std::string& s, hw::cmd_status& out) {
 
 }  // namespace
 
+attr_file::~attr_file() {
+    if (pending < 0) return;
+    char text[4096];
+    const ssize_t n_read = libc().pread(pending, text, sizeof text, 0);
+    libc().close(pending);
+    if (n_read > 0) (void)fs.write_attr(n, std::string_view(text, static_cast<std::size_t>(n_read)), group_open);
+}
+
 long host::control(int fd, const void* buf, std::size_t len) {
     std::lock_guard lock(mu_);
     auto file = find(fd);
+    if (file && file->kind == file_kind::attr) {
+        // A binding store. Unbinding vfio-pci from a function whose group this process
+        // holds: Linux waits for the holder; here that would be this process, forever.
+        const auto& a = static_cast<attr_file&>(*file);
+        return fs_.write_attr(a.n, std::string_view(static_cast<const char*>(buf), len), a.group_open);
+    }
     if (!file || file->kind != file_kind::control) return kPassThrough;
     function_state& f = static_cast<control_file&>(*file).fn;
     if (!f.model) return -ENODEV;  // the function's group is not open: no model runs

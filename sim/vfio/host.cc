@@ -178,10 +178,27 @@ int host::open_node(const node& n, int flags) {
         return -EISDIR;  // open_directory() serves O_RDONLY opens
     case node_kind::symlink:
         return -ELOOP;  // only reached with O_NOFOLLOW
-    case node_kind::file:
+    case node_kind::file: {
         if (flags & O_DIRECTORY) return -ENOTDIR;
         if (access != O_RDONLY) return -EACCES;  // sysfs attributes here have no store
-        return filled_fd("cxv-sim-sysfs", flags, n.text.data(), n.text.size());
+        const std::string text = fs_.file_text(n);
+        return filled_fd("cxv-sim-sysfs", flags, text.data(), text.size());
+    }
+    case node_kind::attr: {
+        if (flags & O_DIRECTORY) return -ENOTDIR;
+        if (access == O_RDONLY) {
+            if (n.attr != binding::driver_override) return -EACCES;  // 0200
+            const std::string text = fs_.file_text(n);
+            return filled_fd("cxv-sim-sysfs", flags, text.data(), text.size());
+        }
+        std::lock_guard lock(mu_);
+        const int fd = placeholder_fd("cxv-sim-sysfs-attr", flags);
+        if (fd < 0) return -errno;
+        const int pending = libc().fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        track(fd, std::make_shared<attr_file>(
+                      n, fs_, [this](unsigned i) { return functions_.at(i)->opened != nullptr; }, pending));
+        return fd;
+    }
     case node_kind::config: {
         if (flags & O_DIRECTORY) return -ENOTDIR;
         // Root may write config space through sysfs on Linux; the layer does not model
@@ -395,11 +412,12 @@ long host::ioctl(int fd, unsigned long request, void* arg) {
         break;
     case file_kind::control:
     case file_kind::config:
+    case file_kind::attr:
         r = -ENOTTY;  // kernfs files have no ioctl
         break;
     }
     if (trace_) {
-        static constexpr const char* kinds[] = {"container", "group", "device", "control", "config"};
+        static constexpr const char* kinds[] = {"container", "group", "device", "control", "config", "attr"};
         std::fprintf(stderr, "cxv-sim: ioctl(%d [%s], VFIO+%lu) = %ld%s%s\n", fd,
                      kinds[static_cast<int>(file->kind)], request - VFIO_GET_API_VERSION, r,
                      r < 0 ? " " : "", r < 0 ? std::strerror(static_cast<int>(-r)) : "");

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -32,7 +33,7 @@
 
 namespace cxv::sim::vfio {
 
-enum class file_kind { container, group, device, control, config };
+enum class file_kind { container, group, device, control, config, attr };
 
 // An open file of /dev/vfio/vfio, /dev/vfio/<N>, a device fd, or one of the sysfs
 // files whose contents are the function's live state.
@@ -79,6 +80,22 @@ struct device_file : vfio_file {
 struct control_file : vfio_file {
     explicit control_file(function_state& f) : vfio_file(file_kind::control), fn(f) {}
     function_state& fn;
+};
+
+// A binding attribute of sysfs open for writing (driver_override, bind, unbind,
+// drivers_probe): each write(2) is one store (sysfs::write_attr). A program's own writes
+// come through the layer; libc's internal ones (stdio's, as a shell's `echo > FILE`
+// makes them) cannot be intercepted and land in the placeholder file: what it holds is
+// stored when the file closes (`pending`, a second fd of the placeholder), its error
+// then unseen.
+struct attr_file : vfio_file {
+    attr_file(const node& a, sysfs& s, std::function<bool(unsigned)> open, int p)
+        : vfio_file(file_kind::attr), n(a), fs(s), group_open(std::move(open)), pending(p) {}
+    ~attr_file() override;
+    const node& n;
+    sysfs& fs;
+    std::function<bool(unsigned)> group_open;
+    int pending;
 };
 
 // The sysfs "config" attribute of a function, open for reading. Reads see the function's

@@ -11,6 +11,7 @@
 #include <link.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -263,6 +264,10 @@ int main(int argc, char** argv) {
     const std::string lib = library_path();
     if (access(lib.c_str(), R_OK) != 0) {
         return die(fmt::format("cannot find the preload library {} (set CXV_SIM_PRELOAD)", lib));
+    }
+    // One binding (driver, driver_override) for every process of this run, as on a host.
+    if (const int b = ::memfd_create(cxv::sim::vfio::kBindingName, 0); b >= 0) {
+        setenv(cxv::sim::vfio::kBindingVariable, std::to_string(b).c_str(), 1);
     }
     unsetenv("CXV_SIM_CONFIG");  // already folded into the settings below
     for (const auto& [k, v] : opts.settings()) setenv(environment_name(k).c_str(), v.c_str(), 1);

@@ -228,6 +228,16 @@ const std::map<std::string, setter>& setters() {
              o.model.write_combining = v == "on";
              return ok_status();
          }},
+        {"kernel_driver", [](options& o, const std::string& k, const std::string& v) -> status {
+             if (v != "vfio-pci" && v != "mlx5_core" && v != "none") return bad(k, v, "vfio-pci, mlx5_core or none");
+             o.kernel_driver = v == "none" ? "" : v;
+             return ok_status();
+         }},
+        {"netdev", [](options& o, const std::string& k, const std::string& v) -> status {
+             if (v != "up" && v != "down") return bad(k, v, "up or down");
+             o.netdev_up = v == "up";
+             return ok_status();
+         }},
         {"model_thread", [](options& o, const std::string& k, const std::string& v) -> status {
              if (v != "shared" && v != "own") return bad(k, v, "shared or own");
              o.model.own_thread = v == "own";
@@ -322,6 +332,8 @@ result<std::vector<function_spec>> options::functions() const {
         f.iommu_group = first_group + i;
         f.numa_node = numa_node;
         f.model = model;
+        f.kernel_driver = kernel_driver;
+        f.netdev_up = netdev_up;
         // The n-th function on the fabric: this process's place (fabric_index) times the
         // functions a process may have, plus i.
         const unsigned n = fabric_index * kFunctionsPerProcess + i;
@@ -381,6 +393,8 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
         {"link_delay_us", std::to_string(m.faults.delay.count())},
         {"link_seed", std::to_string(m.faults.seed)},
         {"write_combining", m.write_combining ? "on" : "off"},
+        {"kernel_driver", kernel_driver.empty() ? "none" : kernel_driver},
+        {"netdev", netdev_up ? "up" : "down"},
         {"model_thread", m.own_thread ? "own" : "shared"},
     };
 }

@@ -33,7 +33,18 @@ struct function_spec {
     unsigned iommu_group = 0;
     int numa_node = -1;
     device_config model;
+    // The host driver the function is bound to when the process starts: "vfio-pci",
+    // "mlx5_core" (then it has a netdev, `netdev_up` its operational state, and no
+    // /dev/vfio node) or "" (none). Binding changes through sysfs as on Linux.
+    std::string kernel_driver = "vfio-pci";
+    bool netdev_up = false;
 };
+
+// The binding of every function (sysfs.h), shared by the processes of one `cxv-sim run`:
+// a memfd of this name that the launcher makes and its children inherit, its fd number
+// in this variable.
+inline constexpr const char* kBindingName = "cxv-sim-binding";
+inline constexpr const char* kBindingVariable = "CXV_SIM_BINDING_FD";
 
 // Functions one process may present on a shared fabric, and processes on one fabric.
 inline constexpr unsigned kFunctionsPerProcess = 16;
@@ -49,6 +60,8 @@ struct options {
     // takes the next free one): its functions' bus, IOMMU groups, GUIDs, MACs, LIDs
     // and addresses are offset by it, so that no two processes collide.
     unsigned fabric_index = 0;
+    std::string kernel_driver = "vfio-pci";  // function_spec's, for every function
+    bool netdev_up = false;
 
     // Applies one "key = value" setting (config file syntax; keys in docs/device-model.md).
     status set(const std::string& key, const std::string& value);

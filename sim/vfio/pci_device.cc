@@ -488,7 +488,8 @@ long long host::mmap_offset(int fd, std::size_t len, int /*prot*/, int flags, lo
     std::lock_guard lock(mu_);
     auto file = find(fd);
     if (!file) return kPassThrough;
-    if (file->kind == file_kind::group || file->kind == file_kind::control || file->kind == file_kind::config) {
+    if (file->kind == file_kind::group || file->kind == file_kind::control || file->kind == file_kind::config ||
+        file->kind == file_kind::attr) {
         return -ENODEV;  // no mmap
     }
     if (file->kind == file_kind::container) return -EINVAL;

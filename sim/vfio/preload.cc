@@ -101,6 +101,7 @@ int open_ours(const lookup& l, int flags) {
 // a host directory (the functions in /sys/bus/pci/devices).
 struct dir_stream {
     const std::vector<cxv::sim::vfio::dir_entry>* extra;
+    std::string dir;  // the emulated directory's path (its entries come and go with the binding)
     std::size_t next = 0;
     std::vector<std::string> seen;  // host entries, not to be listed twice
     struct dirent64 ent;
@@ -114,7 +115,7 @@ DIR* with_entries(DIR* d, const std::string& path) {
     const auto* extra = host::get().fs().entries(path);
     if (extra == nullptr) return d;
     std::lock_guard lock(dirs_mu);
-    dirs[d] = dir_stream{extra, 0, {}, {}};
+    dirs[d] = dir_stream{extra, path, 0, {}, {}};
     dir_count.store(static_cast<int>(dirs.size()), std::memory_order_release);
     return d;
 }
@@ -137,6 +138,7 @@ struct dirent64* next_entry(DIR* d) {
     while (st.next < st.extra->size()) {
         const auto& e = (*st.extra)[st.next++];
         if (std::find(st.seen.begin(), st.seen.end(), e.name) != st.seen.end()) continue;
+        if (!host::get().fs().present(st.dir + "/" + e.name)) continue;
         std::memset(&st.ent, 0, sizeof st.ent);
         st.ent.d_ino = 0x5d000000u + st.next;
         st.ent.d_off = static_cast<off64_t>(st.next);
@@ -158,8 +160,9 @@ int stat_ours(const lookup& l, struct stat* st) {
 ssize_t readlink_ours(const lookup& l, char* buf, size_t size) {
     if (l.what == lookup::error) return fail(l.err);
     if (l.n->kind != node_kind::symlink) return fail(EINVAL);
-    const size_t n = std::min(size, l.n->text.size());
-    std::memcpy(buf, l.n->text.data(), n);
+    const std::string text = host::get().fs().link_text(*l.n);
+    const size_t n = std::min(size, text.size());
+    std::memcpy(buf, text.data(), n);
     return static_cast<ssize_t>(n);
 }
 

@@ -1,10 +1,13 @@
 #include "sim/vfio/sysfs.h"
 
 #include <dirent.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 
@@ -58,12 +61,41 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
     if (functions.empty()) return;
     const node shared_dir{node_kind::directory, {}, 0, true};
     add("/sys/bus/pci/drivers/vfio-pci", shared_dir);
+    add("/sys/bus/pci/drivers/mlx5_core", shared_dir);
     add("/dev/vfio", shared_dir);
     add("/dev/vfio/vfio", {node_kind::vfio_container, {}});
+    // The binding attributes (pci-sysfs.c, bus.c): bind and unbind of each driver,
+    // drivers_probe of the bus.
+    for (const char* drv : {"vfio-pci", "mlx5_core"}) {
+        for (const binding b : {binding::bind, binding::unbind}) {
+            node n{node_kind::attr, drv};
+            n.attr = b;
+            add(fmt::format("/sys/bus/pci/drivers/{}/{}", drv, b == binding::bind ? "bind" : "unbind"), std::move(n));
+        }
+    }
+    {
+        node probe{node_kind::attr, {}};
+        probe.attr = binding::drivers_probe;
+        add("/sys/bus/pci/drivers_probe", std::move(probe));
+    }
+    // The binding shared by the processes of one `cxv-sim run` (sysfs.h).
+    if (const char* v = std::getenv(kBindingVariable); v != nullptr && *v != '\0') {
+        const int fd = std::atoi(v);
+        char link[64] = {};
+        const std::string self = fmt::format("/proc/self/fd/{}", fd);
+        if (::readlink(self.c_str(), link, sizeof link - 1) > 0 &&
+            std::string_view(link).starts_with(std::string("/memfd:") + kBindingName)) {
+            shared_fd_ = fd;
+        }
+    }
+    local_.resize(functions.size());
     for (unsigned i = 0; i < functions.size(); ++i) {
         const function_spec& f = functions[i];
         bar_sizes_.push_back(f.model.bar0_size);
         const std::string bdf = f.address.str();
+        bdfs_.push_back(bdf);
+        initial_.push_back(f.kernel_driver == "vfio-pci" ? kVfio : f.kernel_driver == "mlx5_core" ? kMlx5 : kNone);
+        local_[i].driver = initial_.back();
         const std::string root = fmt::format("pci{:04x}:{:02x}", f.address.domain, f.address.bus);
         const std::string dev = "/sys/devices/" + root + "/" + bdf;
         const std::string group = fmt::format("/sys/kernel/iommu_groups/{}", f.iommu_group);
@@ -93,17 +125,46 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         file("modalias", fmt::format("pci:v000015B3d{:08X}sv{:08X}sd{:08X}bc02sc{:02X}i00\n",
                                      f.model.device_id, f.model.subsystem_vendor_id,
                                      f.model.subsystem_id, eth ? 0 : 7));
-        file("uevent", fmt::format("DRIVER=vfio-pci\nPCI_CLASS={}\nPCI_ID=15B3:{:04X}\n"
-                                   "PCI_SUBSYS_ID={:04X}:{:04X}\nPCI_SLOT_NAME={}\n",
-                                   eth ? "20000" : "20700", f.model.device_id,
-                                   f.model.subsystem_vendor_id, f.model.subsystem_id, bdf));
+        node uevent{node_kind::file, fmt::format("PCI_CLASS={}\nPCI_ID=15B3:{:04X}\nPCI_SUBSYS_ID={:04X}:{:04X}\n"
+                                                 "PCI_SLOT_NAME={}\n",
+                                                 eth ? "20000" : "20700", f.model.device_id,
+                                                 f.model.subsystem_vendor_id, f.model.subsystem_id, bdf)};
+        uevent.function = i;
+        uevent.uevent = true;
+        add(dev + "/uevent", std::move(uevent));
+        node override{node_kind::attr, {}};
+        override.function = i;
+        override.attr = binding::driver_override;
+        add(dev + "/driver_override", std::move(override));
         add(dev + "/iommu_group",
             {node_kind::symlink, fmt::format("../../../kernel/iommu_groups/{}", f.iommu_group)});
-        add(dev + "/driver", {node_kind::symlink, "../../../bus/pci/drivers/vfio-pci"});
+        node driver{node_kind::symlink, {}};
+        driver.function = i;
+        driver.when = shown::on_driver;
+        driver.driver_link = true;
+        add(dev + "/driver", std::move(driver));
         add(dev + "/subsystem", {node_kind::symlink, "../../../bus/pci"});
         add("/sys/bus/pci/devices/" + bdf, {node_kind::symlink, "../../../devices/" + root + "/" + bdf});
-        add("/sys/bus/pci/drivers/vfio-pci/" + bdf,
-            {node_kind::symlink, "../../../../devices/" + root + "/" + bdf});
+        for (const auto& [drv, when] : {std::pair{"vfio-pci", shown::on_vfio}, std::pair{"mlx5_core", shown::on_mlx5}}) {
+            node link{node_kind::symlink, "../../../../devices/" + root + "/" + bdf};
+            link.function = i;
+            link.when = when;
+            add(fmt::format("/sys/bus/pci/drivers/{}/{}", drv, bdf), std::move(link));
+        }
+        // mlx5_core's netdev, named as udev names a ConnectX port (enp<bus>s<slot>f<fn>np0).
+        const std::string net = fmt::format("{}/net/enp{}s{}f{}np0", dev, f.address.bus, f.address.device,
+                                            f.address.function);
+        for (const auto& [path, text] : {std::pair{dev + "/net", std::string()}, std::pair{net, std::string()},
+                                         std::pair{net + "/operstate", std::string(f.netdev_up ? "up\n" : "down\n")},
+                                         std::pair{net + "/address",
+                                                   fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\n",
+                                                               f.model.mac[0], f.model.mac[1], f.model.mac[2],
+                                                               f.model.mac[3], f.model.mac[4], f.model.mac[5])}}) {
+            node n{text.empty() ? node_kind::directory : node_kind::file, text};
+            n.function = i;
+            n.when = shown::on_mlx5;
+            add(path, std::move(n));
+        }
         add(group, {node_kind::directory, {}});
         add(group + "/devices", {node_kind::directory, {}});
         add(group + "/devices/" + bdf, {node_kind::symlink, "../../../../devices/" + root + "/" + bdf});
@@ -116,14 +177,121 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         add(dev + "/cxv_sim_control", std::move(ctl));
         node g{node_kind::vfio_group, {}};
         g.function = i;
+        g.when = shown::on_vfio;
         add(fmt::format("/dev/vfio/{}", f.iommu_group), std::move(g));
     }
+}
+
+const char* sysfs::driver_name(std::uint8_t d) noexcept {
+    return d == kVfio ? "vfio-pci" : d == kMlx5 ? "mlx5_core" : "";
+}
+
+sysfs::binding_state sysfs::load(unsigned function) const {
+    if (shared_fd_ < 0) {
+        std::lock_guard lock(state_mu_);
+        return local_[function];
+    }
+    char slot[kSlotBytes] = {};
+    const auto got = ::syscall(SYS_pread64, shared_fd_, slot, kSlotBytes, function * kSlotBytes);
+    if (got != static_cast<long>(kSlotBytes) || slot[0] == 0) return {initial_[function], {}};  // not written yet
+    slot[kSlotBytes - 1] = '\0';
+    return {static_cast<std::uint8_t>(slot[0]), std::string(slot + 1)};
+}
+
+void sysfs::store(unsigned function, const binding_state& s) {
+    if (shared_fd_ < 0) {
+        std::lock_guard lock(state_mu_);
+        local_[function] = s;
+        return;
+    }
+    char slot[kSlotBytes] = {};
+    slot[0] = static_cast<char>(s.driver);
+    std::memcpy(slot + 1, s.override.data(), std::min(s.override.size(), kSlotBytes - 2));
+    (void)::syscall(SYS_pwrite64, shared_fd_, slot, kSlotBytes, function * kSlotBytes);
+}
+
+bool sysfs::present(const node& n) const {
+    if (n.when == shown::always) return true;
+    const std::uint8_t b = load(n.function).driver;
+    return n.when == shown::on_driver ? b != kNone : n.when == shown::on_vfio ? b == kVfio : b == kMlx5;
+}
+
+bool sysfs::present(const std::string& path) const {
+    auto it = nodes_.find(path);
+    return it == nodes_.end() || present(it->second);
+}
+
+std::string sysfs::link_text(const node& n) const {
+    if (!n.driver_link) return n.text;
+    return std::string("../../../bus/pci/drivers/") + driver_name(load(n.function).driver);
+}
+
+std::string sysfs::file_text(const node& n) const {
+    if (n.kind == node_kind::attr && n.attr == binding::driver_override) {
+        const std::string over = load(n.function).override;
+        return over.empty() ? "(null)\n" : over + "\n";
+    }
+    if (!n.uevent) return n.text;
+    const std::uint8_t b = load(n.function).driver;
+    return b == kNone ? n.text : std::string("DRIVER=") + driver_name(b) + "\n" + n.text;
+}
+
+int sysfs::function_of(std::string_view bdf) const {
+    for (std::size_t i = 0; i < bdfs_.size(); ++i) {
+        if (bdfs_[i] == bdf) return static_cast<int>(i);
+    }
+    return -1;
+}
+
+long sysfs::write_attr(const node& n, std::string_view text, const std::function<bool(unsigned)>& group_open) {
+    const long taken = static_cast<long>(text.size());
+    std::string_view v = text;
+    if (!v.empty() && v.back() == '\n') v.remove_suffix(1);  // one newline, as sysfs_streq
+    if (n.attr == binding::driver_override) {
+        if (v.size() > kSlotBytes - 2) return -EINVAL;  // Linux takes up to a page; driver names are short
+        binding_state s = load(n.function);
+        s.override = std::string(v);
+        store(n.function, s);
+        return taken;
+    }
+    const int i = function_of(v);
+    if (i < 0) return -ENODEV;  // bus_find_device_by_name
+    const auto fn = static_cast<unsigned>(i);
+    binding_state s = load(fn);
+    const std::string& over = s.override;
+    // Which driver a probe gives the function: the override's alone when one is set;
+    // otherwise mlx5_core, whose ID table has it (vfio-pci has no IDs until new_id).
+    const auto matches = [&](const std::string& drv) { return over.empty() ? drv == "mlx5_core" : drv == over; };
+    const auto code = [](const std::string& drv) { return drv == "vfio-pci" ? kVfio : kMlx5; };
+    switch (n.attr) {
+    case binding::drivers_probe:
+        if (s.driver != kNone) return taken;  // already bound: nothing to do
+        for (const char* drv : {"vfio-pci", "mlx5_core"}) {
+            if (matches(drv)) s.driver = code(drv);
+        }
+        store(fn, s);
+        return taken;
+    case binding::bind:
+        if (s.driver != kNone) return -EBUSY;  // driver_attach: already has a driver
+        if (!matches(n.text)) return -ENODEV;
+        s.driver = code(n.text);
+        store(fn, s);
+        return taken;
+    case binding::unbind:
+        if (s.driver != code(n.text)) return -ENODEV;  // not this driver's
+        if (n.text == "vfio-pci" && group_open(fn)) return -EBUSY;
+        s.driver = kNone;
+        store(fn, s);
+        return taken;
+    case binding::driver_override: break;
+    }
+    return -EINVAL;
 }
 
 void sysfs::add(const std::string& path, node n) {
     if (nodes_.contains(path)) return;  // a directory shared by several functions
     n.inode = 0x5c000000u + nodes_.size();
-    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR, DT_REG, DT_REG, DT_REG};
+    static constexpr unsigned char types[] = {DT_DIR, DT_REG, DT_LNK, DT_CHR, DT_CHR, DT_REG, DT_REG, DT_REG, DT_REG};
     const auto slash = path.rfind('/');
     auto& list = entries_[slash == 0 ? std::string{} : path.substr(0, slash)];
     const std::string name = path.substr(slash + 1);
@@ -167,7 +335,7 @@ lookup sysfs::resolve(const char* path, bool follow) const {
         }
         const std::string next = cur + "/" + c;
         auto it = nodes_.find(next);
-        if (it == nodes_.end()) {
+        if (it == nodes_.end() || !present(it->second)) {
             // Below one of our own directories nothing else exists; elsewhere the host
             // decides.
             if (at != nullptr && !at->shared) return {lookup::error, nullptr, {}, ENOENT};
@@ -179,9 +347,10 @@ lookup sysfs::resolve(const char* path, bool follow) const {
         if (n.kind == node_kind::symlink && (!rest.empty() || follow)) {
             touched = true;
             if (++links > kMaxLinks) return {lookup::error, nullptr, {}, ELOOP};
-            auto target = components(n.text);
+            const std::string text = link_text(n);
+            auto target = components(text);
             rest.insert(rest.begin(), target.begin(), target.end());
-            if (!n.text.empty() && n.text[0] == '/') cur.clear();
+            if (!text.empty() && text[0] == '/') cur.clear();
             auto p = nodes_.find(cur);
             at = p == nodes_.end() ? nullptr : &p->second;
             continue;
@@ -211,7 +380,12 @@ void sysfs::fill_stat(const node& n, struct stat& st) const {
         break;
     case node_kind::symlink:
         st.st_mode = S_IFLNK | 0777;
-        st.st_size = static_cast<off_t>(n.text.size());
+        st.st_size = static_cast<off_t>(link_text(n).size());
+        break;
+    case node_kind::attr:
+        // pci-sysfs.c: driver_override 0644; bind, unbind, drivers_probe 0200.
+        st.st_mode = S_IFREG | (n.attr == binding::driver_override ? 0644 : 0200);
+        st.st_size = 4096;
         break;
     case node_kind::vfio_container:
         st.st_dev = makedev(0, 5);  // devtmpfs

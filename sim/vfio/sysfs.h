@@ -10,6 +10,17 @@
 //   /dev/vfio/vfio, /dev/vfio/<N>                 character devices
 //   .../<bdf>/cxv_sim_control                     write-only: fault injection (not on a card)
 //
+// The binding follows Linux (drivers/pci/pci-sysfs.c, pci-driver.c, drivers/base/bus.c):
+// a function starts on the driver its spec names (vfio-pci by default) and moves through
+// <bdf>/driver_override, /sys/bus/pci/drivers/{vfio-pci,mlx5_core}/{bind,unbind} and
+// /sys/bus/pci/drivers_probe. Its driver link, the drivers' <bdf> links and /dev/vfio/<N>
+// (vfio-pci) or net/<ifname>/ (mlx5_core, a netdev) come and go with it. Every process
+// under one `cxv-sim run` sees one binding, as processes on one host do: the launcher
+// makes a memfd that its children inherit (CXV_SIM_BINDING_FD), 64 bytes a function
+// (the driver, then driver_override). Deviations: unbinding vfio-pci while this process
+// holds the group fails with EBUSY, where Linux waits for the holder to let go; an
+// override is at most 62 bytes (Linux: a page).
+//
 // Paths are resolved as the kernel would (repeated and trailing slashes, ".", "..",
 // symbolic links inside the emulated tree); a path that leads out of it through one of
 // its links is handed back rewritten, and a path that never touches it passes through.
@@ -18,8 +29,12 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/vfio/options.h"
@@ -29,14 +44,23 @@ namespace cxv::sim::vfio {
 // `file` has fixed text; `config` is the function's config space, read from the host
 // when opened (host::open_node); `bar_wc` is sysfs `resource0_wc`, BAR0 for a
 // write-combining mmap (the BAR is prefetchable, as a ConnectX's is).
-enum class node_kind { directory, file, symlink, vfio_container, vfio_group, control, config, bar_wc };
+// `attr`: a binding attribute that takes writes (its `binding`).
+enum class node_kind { directory, file, symlink, vfio_container, vfio_group, control, config, bar_wc, attr };
+
+// When a node exists, by the driver its function is bound to.
+enum class shown : std::uint8_t { always, on_vfio, on_mlx5, on_driver };
+enum class binding : std::uint8_t { driver_override, bind, unbind, drivers_probe };
 
 struct node {
     node_kind kind;
-    std::string text;       // file contents, or link target
+    std::string text;       // file contents, or link target; attr bind/unbind: the driver
     unsigned function = 0;  // vfio_group, control, config, bar_wc: index into the function list
     bool shared = false;    // a directory the host may also have entries in
     std::uint64_t inode = 0;
+    shown when = shown::always;
+    bool driver_link = false;  // <bdf>/driver: its target is the bound driver
+    bool uevent = false;       // <bdf>/uevent: its DRIVER= line is the bound driver
+    binding attr = binding::driver_override;
 };
 
 struct dir_entry {
@@ -72,11 +96,37 @@ public:
     // stat(2) of a node.
     void fill_stat(const node& n, struct stat& st) const;
 
+    // Whether a node exists as the functions are bound now; by resolved path too.
+    bool present(const node& n) const;
+    bool present(const std::string& path) const;
+    // A symlink's target and a file's contents as they are now.
+    std::string link_text(const node& n) const;
+    std::string file_text(const node& n) const;
+    // A write of `text` to the binding attribute `n`: the byte count taken, or -errno as
+    // Linux answers. `group_open(i)`: whether function i's group is open here.
+    long write_attr(const node& n, std::string_view text, const std::function<bool(unsigned)>& group_open);
+
+    static constexpr std::size_t kSlotBytes = 64;  // of the binding file, per function
+
 private:
+    enum : std::uint8_t { kNone = 1, kVfio, kMlx5 };  // 0: a slot not written yet
+    struct binding_state {
+        std::uint8_t driver = kNone;
+        std::string override;
+    };
+    static const char* driver_name(std::uint8_t d) noexcept;
+    int function_of(std::string_view bdf) const;
+    binding_state load(unsigned function) const;
+    void store(unsigned function, const binding_state& s);
     void add(const std::string& path, node n);
     std::map<std::string, node> nodes_;
     std::map<std::string, std::vector<dir_entry>> entries_;
     std::vector<std::uint64_t> bar_sizes_;  // BAR0 of each function
+    std::vector<std::string> bdfs_;
+    std::vector<std::uint8_t> initial_;  // each function's driver at the start
+    int shared_fd_ = -1;                 // the launcher's binding file, when inherited
+    mutable std::mutex state_mu_;
+    std::vector<binding_state> local_;  // the binding, without a shared file
 };
 
 }  // namespace cxv::sim::vfio

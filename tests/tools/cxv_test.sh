@@ -97,6 +97,44 @@ expect_eq "setup --status of a missing function exit" 1 $?
 grep -q "0000:c5:00.7: no such PCI function" <<<"$out" || fail "setup --status of a missing function: $out"
 "$cxv" setup --bind --unbind 0000:c5:00.0 >/dev/null 2>&1
 [ $? -ne 0 ] || fail "setup --bind --unbind together was accepted"
+# Binding on the model, as on Linux, one state for every process of the run: a function on
+# mlx5_core with its netdev up is refused, then bound with --force (its netdev goes,
+# /dev/vfio/N comes) and brought up by cxv info; --unbind gives it back; the steps cxv info
+# prints for binding by hand work too.
+cat >"$TEST_TMPDIR/binding.sh" <<EOS
+set -u
+c=\$1
+\$c setup --bind 0000:c5:00.0 2>&1; echo "rc=\$?"
+\$c setup --bind --force 0000:c5:00.0; echo "rc=\$?"
+cat /sys/bus/pci/devices/0000:c5:00.0/driver_override
+ls /dev/vfio
+test -e /sys/bus/pci/devices/0000:c5:00.0/net || echo "no netdev"
+\$c info --port-timeout-ms 5000 0000:c5:00.0 | head -1; echo "rc=\${PIPESTATUS[0]}"
+\$c setup --unbind 0000:c5:00.0; echo "rc=\$?"
+\$c setup --status 0000:c5:00.0 | sed -n 2p
+echo vfio-pci > /sys/bus/pci/devices/0000:c5:00.0/driver_override
+echo 0000:c5:00.0 > /sys/bus/pci/devices/0000:c5:00.0/driver/unbind
+echo 0000:c5:00.0 > /sys/bus/pci/drivers_probe
+\$c setup --status 0000:c5:00.0 | sed -n 2p
+printf 0000:c5:00.0 | dd of=/sys/bus/pci/drivers/vfio-pci/bind 2>/dev/null; echo "bind again rc=\$?"
+EOS
+out=$("$sim" run --set kernel_driver=mlx5_core --set netdev=up --link-up-ms 20 -- bash "$TEST_TMPDIR/binding.sh" "$cxv" 2>&1)
+expect_eq "binding on the model" "cxv setup: 0000:c5:00.0: enp197s0f0np0 is up; binding to vfio-pci takes it and the kernel's RDMA device away from mlx5_core. Bring it down (ip link set DEV down) or give --force
+rc=1
+0000:c5:00.0: mlx5_core -> vfio-pci (IOMMU group 120, /dev/vfio/120)
+rc=0
+vfio-pci
+120
+vfio
+no netdev
+0000:c5:00.0: firmware 20.39.1002, ISSI 1, 1 port(s), InfiniBand
+rc=0
+0000:c5:00.0: vfio-pci -> mlx5_core, netdev enp197s0f0np0
+rc=0
+  driver:      mlx5_core
+  driver:      vfio-pci
+bind again rc=1" "$out"
+
 other=""
 for d in /sys/bus/pci/devices/*; do
     [ "$(cat "$d/vendor" 2>/dev/null)" != 0x15b3 ] && [ -e "$d/vendor" ] && { other=$(basename "$d"); break; }
