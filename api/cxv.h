@@ -336,6 +336,10 @@ public:
     status arm(unsigned limit);
     std::uint32_t srqn() const noexcept { return srqn_; }
     const std::shared_ptr<driver::srq>& object() const noexcept { return srq_; }
+    // The free list of its WQEs (linked by their next segments, PRM "SRQ"): the first
+    // free WQE, where the next receive goes, and the last.
+    std::uint32_t free_head() const noexcept { return ring_.head(); }
+    std::uint32_t free_tail() const noexcept { return ring_.tail(); }
 
 private:
     friend class qp;

@@ -687,3 +687,7 @@ int cxv_rdma_get_recv_comp(ibv_qp* qp, ibv_wc* wc) { return get_comp(qp->recv_cq
 
 
 cxv::device& cxv::verbs_device(ibv_context* ctx) { return *dev_of(ctx)->dev; }
+cxv::cq& cxv::verbs_cq(ibv_cq* cq) { return *cq_of(cq)->cq; }
+cxv::pd& cxv::verbs_pd(ibv_pd* pd) { return *pd_of(pd)->pd; }
+cxv::qp& cxv::verbs_qp(ibv_qp* qp) { return *qp_of(qp)->qp; }
+cxv::srq& cxv::verbs_srq(ibv_srq* srq) { return *srq_of(srq)->srq; }

@@ -320,9 +320,19 @@ int cxv_rdma_get_recv_comp(struct ibv_qp *qp, struct ibv_wc *wc);
 
 namespace cxv {
 class device;
+class cq;
+class pd;
+class qp;
+class srq;
 /* The cxv::device (api/cxv.h) under a context of cxv_open_device, for what the C API
  * does not say (capabilities, firmware commands). */
 device& verbs_device(struct ibv_context *ctx);
+/* The cxv objects under handles of the C API, for what it does not say: their rings'
+ * memory, doorbell records and registers (mlx5dv_init_obj(3), api/abi). */
+cq& verbs_cq(struct ibv_cq *cq);
+pd& verbs_pd(struct ibv_pd *pd);
+qp& verbs_qp(struct ibv_qp *qp);
+srq& verbs_srq(struct ibv_srq *srq);
 }  // namespace cxv
 #endif
 

@@ -195,11 +195,12 @@ public:
         }
         const std::uint32_t ci0 = ci_;
         const std::uint32_t idx = ci0 & mask_;
-        std::uint32_t ci;
+        std::uint32_t ci = ci0;
+        int n;  // completions written: poll_rest() may take entries it does not report
         // One compare for both "max <= 0" and "the batch may reach the wrap".
         if (static_cast<std::uint32_t>(max) - 1 >= mask_ + 1 - idx) [[unlikely]] {
             if (max <= 0) return 0;
-            ci = poll_rest(out, static_cast<std::uint32_t>(max), ci0);  // up to the wrap and past it
+            n = poll_rest(out, static_cast<std::uint32_t>(max), ci);  // up to the wrap and past it
         } else {
             send_queue* const sq = sq_;
             recv_queue* const rq = rq_;
@@ -230,10 +231,12 @@ public:
                 }
             }
             ci = ci0 + static_cast<std::uint32_t>((p - first) >> 6);
+            n = static_cast<int>(ci - ci0);
             goto done;
         other:
             const auto taken = static_cast<std::uint32_t>((p - first) >> 6);
-            ci = poll_rest(out, static_cast<std::uint32_t>(max) - taken, ci0 + taken);
+            ci = ci0 + taken;
+            n = static_cast<int>(taken) + poll_rest(out, static_cast<std::uint32_t>(max) - taken, ci);
         }
     done:
         if (ci != ci0) [[likely]] {
@@ -245,7 +248,7 @@ public:
             // more, so the posted WQEs complete here, flushed.
             return flush(out, max);
         }
-        return static_cast<int>(ci - ci0);
+        return n;
     }
 
     // The flag that says the device is dead (the API's, set at its fatal event): from
@@ -369,15 +372,17 @@ private:
         wc.slid = c.slid.value();
     }
 
-    // A ring for a QP without one (an unknown QPN): every WQE's wr_id is 0.
-    struct no_ring {
-        static std::uint64_t retire(std::uint32_t) noexcept { return 0; }
-    };
-
     // poll()'s loop for every kind of entry, from consumer index `ci` with `left`
-    // entries of room at `out`; returns the consumer index it reached.
-    [[gnu::noinline]] std::uint32_t poll_rest(work_completion* out, std::uint32_t left, std::uint32_t ci) noexcept {
-        for (; left != 0; --left, ++out, ++ci) {
+    // entries of room at `out`; returns how many it wrote, `ci` the consumer index it
+    // reached. An entry of a QP whose rings are gone on its side (destroyed: detached,
+    // or a QPN the CQ never had) is taken and not reported, as rdma-core's mlx5 provider
+    // takes a destroyed QP's completions out of its CQs (mlx5_destroy_qp cleans them):
+    // ibv_poll_cq(3) never returns a completion of a QP that ibv_destroy_qp(3) has
+    // destroyed, whose wr_id would name nothing (libfabric's verbs provider polls its
+    // CQ right after destroying a QP and takes every wr_id for its own context).
+    [[gnu::noinline]] int poll_rest(work_completion* out, std::uint32_t left, std::uint32_t& ci) noexcept {
+        int n = 0;
+        for (; left != 0; ++ci) {
             const auto& c = *reinterpret_cast<const hw::cqe64*>(cqes_ + (std::size_t{ci & mask_} << 6));
             const unsigned x = unsigned{c.op_own} ^ ((ci >> log_) & 1);
             const unsigned kind = detail::kPoll.kind[x];
@@ -386,14 +391,13 @@ private:
             const std::uint32_t qpn = c.sop_drop_qpn.value() & 0xffffff;
             const qp_rings* q = last_;
             if (q->qpn != qpn) q = find(qpn);
-            no_ring none;
             if (kind == detail::kind_req) {
                 if (send_queue* sq = ring_of(q->sq)) {
                     decode_send(c, qpn, *sq, *out);
                 } else if (mp_send_queue* mpsq = ring_of(q->mpsq)) {
                     decode_send(c, qpn, *mpsq, *out);
                 } else {
-                    decode_send(c, qpn, none, *out);
+                    continue;
                 }
             } else if (kind == detail::kind_resp) {
                 if (recv_queue* rq = ring_of(q->rq)) {
@@ -401,13 +405,21 @@ private:
                 } else if (srq_ring* srq = ring_of(q->srq)) {
                     decode_recv(c, x, qpn, *srq, *out);
                 } else {
-                    decode_recv(c, x, qpn, none, *out);
+                    continue;
                 }
             } else {
+                const bool req = hw::cqe_get_opcode(c.op_own) == hw::cqe_opcode::REQ_ERR;
+                if (req ? ring_of(q->sq) == nullptr && ring_of(q->mpsq) == nullptr
+                        : ring_of(q->rq) == nullptr && ring_of(q->srq) == nullptr) {
+                    continue;
+                }
                 decode_error(c, *out, q, qpn, c.wqe_counter.value());
             }
+            ++out;
+            ++n;
+            --left;
         }
-        return ci;
+        return n;
     }
 
     // The flushed completions of a dead device (set_dead_flag), up to `max`. First the
@@ -558,6 +570,10 @@ public:
         reclaim(cq);
         for (auto& q : entries_) {
             if (q.qpn == r.qpn) {
+                // The number of a destroyed QP, given again: what the ring still holds of
+                // the old QP's is not the new one's; it goes, as poll() would have passed
+                // over it while the number had no rings.
+                cq.discard(r.qpn, static_cast<srq_ring*>(nullptr));
                 q = r;
                 cq.attach(entries_.data(), static_cast<unsigned>(entries_.size()));
                 return true;

@@ -250,6 +250,9 @@ public:
 
     unsigned capacity() const noexcept { return mask_; }  // one sentinel
     unsigned max_sge() const noexcept { return max_sge_; }
+    // The free list as it stands: the WQE the next receive takes, and the last free one.
+    std::uint32_t head() const noexcept { return head_; }
+    std::uint32_t tail() const noexcept { return tail_; }
 
     bool put(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
         if (head_ == tail_) return false;  // only the sentinel is left

@@ -4,6 +4,7 @@
 // waits for its own event, as rdma_cm(7) describes.
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -44,6 +45,37 @@ int take_device(cm_id* c) {
     if (c->id.verbs == nullptr) return fail(err != 0 ? err : ENODEV);
     c->id.port_num = 1;
     return 0;
+}
+
+bool wildcard(const sockaddr* a) {
+    if (a->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr == INADDR_ANY;
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+}
+
+// rdma_resolve_addr of an id not yet bound binds it, as rdma_cm does: to the source
+// address given or, where none (or a wildcard) is, to the one the kernel routes `dst`
+// from, with the port given or one of its own. rdma_get_local_addr then reads it, before
+// any connection (libfabric's verbs provider takes its endpoints' source addresses
+// from it), and rdma_connect connects from that socket. Where no route to `dst` is
+// found, the id stays unbound and the connection's own source is taken when it comes.
+int bind_source(cm_id* c, const sockaddr* src, const sockaddr* dst) {
+    sockaddr_storage local{};
+    const bool given = src != nullptr && src->sa_family == dst->sa_family;
+    if (given) std::memcpy(&local, src, addr_len(src));
+    if (!given || wildcard(reinterpret_cast<const sockaddr*>(&local))) {
+        const int probe = ::socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (probe < 0) return -1;
+        sockaddr_storage routed{};
+        socklen_t len = sizeof routed;
+        const bool found = ::connect(probe, dst, addr_len(dst)) == 0 &&
+                           ::getsockname(probe, reinterpret_cast<sockaddr*>(&routed), &len) == 0;
+        ::close(probe);
+        if (!found) return 0;
+        const in_port_t port = given ? reinterpret_cast<const sockaddr_in*>(src)->sin_port : 0;
+        local = routed;
+        reinterpret_cast<sockaddr_in*>(&local)->sin_port = port;  // sin6_port at the same offset
+    }
+    return rdma_bind_addr(&c->id, reinterpret_cast<sockaddr*>(&local));
 }
 
 }  // namespace
@@ -215,9 +247,7 @@ CXV_CM_EXPORT int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr
     }
     if (take_device(c) != 0) return -1;
     std::memcpy(&c->id.route.addr.dst_storage, dst_addr, addr_len(dst_addr));
-    if (src_addr != nullptr && c->st == state::idle) {
-        std::memcpy(&c->id.route.addr.src_storage, src_addr, addr_len(src_addr));
-    }
+    if (c->st == state::idle && bind_source(c, src_addr, dst_addr) != 0) return -1;
     {
         std::lock_guard lock(mu);
         queue_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, 0);

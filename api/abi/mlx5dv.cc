@@ -7,15 +7,18 @@
 //
 // Answered here: mlx5dv_is_supported (cxv's devices), mlx5dv_open_device (the context
 // of ibv_open_device; DevX is not offered), mlx5dv_query_device (what cxv's function
-// does). Every other call fails as rdma-core documents for a missing feature
-// (mlx5dv_unsupported.cc): cxv does not hand out its queues' buffers and doorbells yet
-// (mlx5dv_init_obj), and it has no DevX, steering, crypto or DC. The list is in
-// docs/exec.md.
+// does), mlx5dv_init_obj (the QP, CQ, SRQ, PD and AH layouts, from libibverbs.so.1:
+// mlx5dv_objects.cc). Every other call fails as rdma-core documents for a missing
+// feature (mlx5dv_unsupported.cc): cxv has no DevX, steering, crypto or DC. The list is
+// in docs/exec.md.
 #include <infiniband/mlx5dv.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "api/abi/abi.h"
 #include "api/abi/providers.h"
@@ -44,13 +47,41 @@ constexpr std::uint64_t kZeroedCaps =
     MLX5DV_CONTEXT_MASK_DC_ODP_CAPS | MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | MLX5DV_CONTEXT_MASK_DCI_STREAMS |
     MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
 
-constexpr std::uint64_t kObjectTypes =
-    MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_RWQ | MLX5DV_OBJ_DM | MLX5DV_OBJ_AH | MLX5DV_OBJ_PD;
+// The context of the first object `obj_type` names, in mlx5dv_obj's order; NULL when it
+// names none.
+ibv_context* context_of(const mlx5dv_obj* obj, std::uint64_t obj_type) {
+    if (obj_type & MLX5DV_OBJ_QP) return obj->qp.in->context;
+    if (obj_type & MLX5DV_OBJ_CQ) return obj->cq.in->context;
+    if (obj_type & MLX5DV_OBJ_SRQ) return obj->srq.in->context;
+    if (obj_type & MLX5DV_OBJ_RWQ) return obj->rwq.in->context;
+    if (obj_type & MLX5DV_OBJ_DM) return obj->dm.in->context;
+    if (obj_type & MLX5DV_OBJ_AH) return obj->ah.in->context;
+    if (obj_type & MLX5DV_OBJ_PD) return obj->pd.in->context;
+    return nullptr;
+}
 
-// mlx5dv_init_obj(3): the QP, CQ, SRQ, ... buffers, doorbell records and UAR a program
-// would drive itself. Not handed out yet: EOPNOTSUPP (EINVAL naming no object, as
-// rdma-core answers that).
-int init_obj(std::uint64_t obj_type) { return fail_errno((obj_type & kObjectTypes) == 0 ? EINVAL : EOPNOTSUPP); }
+// mlx5dv_init_obj(3): the QP, CQ, SRQ, PD and AH layouts a program drives itself. No
+// object named: EINVAL; objects of another provider's context: EOPNOTSUPP (both as
+// rdma-core answers).
+int init_obj(mlx5dv_obj* obj, std::uint64_t obj_type) {
+    ibv_context* ctx = context_of(obj, obj_type);
+    if (ctx == nullptr) return fail_errno(EINVAL);
+    if (!is_cxv_context(ctx)) return fail_errno(EOPNOTSUPP);
+    const int err = cxv_abi_init_obj(obj, obj_type);
+    return err != 0 ? fail_errno(err) : 0;
+}
+
+// MLX5_1.0's CQ answer: cq_uar is the address of a location that holds the UAR page's
+// address (one per context, as long as the process lives), not the address itself.
+void* const* uar_location(ibv_context* ctx, void* uar) {
+    static std::mutex mu;
+    static std::map<ibv_context*, std::unique_ptr<void*>> where;
+    std::lock_guard lock(mu);
+    auto& slot = where[ctx];
+    if (!slot) slot = std::make_unique<void*>();
+    *slot = uar;
+    return slot.get();
+}
 
 }  // namespace
 
@@ -103,11 +134,15 @@ CXV_ABI_EXPORT int mlx5dv_query_device(ibv_context* ctx, mlx5dv_context* attrs) 
 // mlx5dv_init_obj has two versions, as in rdma-core: MLX5_1.2 (the default, what programs
 // link today) and MLX5_1.0 (programs linked before 1.2, whose CQ answer differed).
 extern "C" {
-__attribute__((symver("mlx5dv_init_obj@@MLX5_1.2"))) int cxv_mlx5dv_init_obj_1_2(mlx5dv_obj*, std::uint64_t type) {
-    return init_obj(type);
+__attribute__((symver("mlx5dv_init_obj@@MLX5_1.2"))) int cxv_mlx5dv_init_obj_1_2(mlx5dv_obj* obj, std::uint64_t type) {
+    return init_obj(obj, type);
 }
-__attribute__((symver("mlx5dv_init_obj@MLX5_1.0"))) int cxv_mlx5dv_init_obj_1_0(mlx5dv_obj*, std::uint64_t type) {
-    return init_obj(type);
+__attribute__((symver("mlx5dv_init_obj@MLX5_1.0"))) int cxv_mlx5dv_init_obj_1_0(mlx5dv_obj* obj, std::uint64_t type) {
+    const int err = init_obj(obj, type);
+    if (err == 0 && (type & MLX5DV_OBJ_CQ)) {
+        obj->cq.out->cq_uar = const_cast<void**>(uar_location(obj->cq.in->context, obj->cq.out->cq_uar));
+    }
+    return err;
 }
 }  // extern "C"
 

@@ -287,7 +287,16 @@ CXV_ABI_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr)
     }
     return cxv_create_qp(pd, qp_init_attr);
 }
+// Linux's ib_core checks an address vector before the provider sees it
+// (rdma_check_ah_attr): on an Ethernet port it must carry a GRH, RoCE's IP header, else
+// EINVAL, whatever GID the attributes hold. cxv's driver would address the GID anyway;
+// a program that forgot is_global (qperf's RC tests without -cm1 on RoCE) fails here as
+// it does on rdma-core.
 CXV_ABI_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+    if (attr != nullptr && (attr_mask & IBV_QP_AV) != 0 && attr->ah_attr.is_global == 0 &&
+        cxv::verbs_device(qp->context).hca().ethernet()) {
+        return fail_errno(EINVAL);
+    }
     return cxv_modify_qp(qp, attr, attr_mask);
 }
 CXV_ABI_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {

@@ -8,6 +8,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstdint>
+
 extern "C" {
 
 // Whether `device` is one of libibverbs.so.1's devices (an mlx5 function cxv drives):
@@ -17,5 +19,10 @@ bool cxv_abi_owns_device(ibv_device* device);
 // The function's current general capabilities, the QUERY_HCA_CAP page bring-up read
 // (hw::ifc::cmd_hca_cap), of a context of libibverbs.so.1's ibv_open_device.
 const void* cxv_abi_hca_caps(ibv_context* ctx);
+
+// mlx5dv_init_obj(3) of objects of libibverbs.so.1's contexts (mlx5dv_objects.cc): 0 or
+// an errno value.
+struct mlx5dv_obj;
+int cxv_abi_init_obj(mlx5dv_obj* obj, std::uint64_t obj_type);
 
 }  // extern "C"

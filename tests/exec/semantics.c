@@ -1,10 +1,10 @@
 /* Control-path calls where cxv's libibverbs follows rdma-core (libibverbs and its mlx5
  * provider) as the programs people run expect it: a receive-only QP (max_send_wr 0, as
- * qperf's server makes it), an AH without a GRH on RoCE, ibv_close_device with objects
- * still open, IBV_ACCESS_MW_BIND on an MR, CQ sizes at and past max_cqe,
- * phys_port_cnt_ex, and a cmd_fd that is a real descriptor. Through cxv exec, in a
- * program built against rdma-core. Each check prints "ok NAME" or "FAIL NAME: ..."; exits
- * 0 when every check passed. */
+ * qperf's server makes it), an AH or an RC QP's path without a GRH on RoCE,
+ * ibv_close_device with objects still open, IBV_ACCESS_MW_BIND on an MR, CQ sizes at and
+ * past max_cqe, phys_port_cnt_ex, and a cmd_fd that is a real descriptor. Through cxv
+ * exec, in a program built against rdma-core. Each check prints "ok NAME" or "FAIL NAME:
+ * ..."; exits 0 when every check passed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -87,6 +87,32 @@ static void ah_without_grh(struct ibv_pd *pd) {
     if (ah != NULL) ibv_destroy_ah(ah);
 }
 
+/* ib_core's check of an RC QP's address vector (rdma_check_ah_attr): without a GRH on
+ * RoCE, INIT to RTR is EINVAL even when the GID is filled in; InfiniBand routes by LID. */
+static void rtr_without_grh(struct ibv_pd *pd) {
+    struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+    struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+                                  .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+    struct ibv_qp *qp = cq ? ibv_create_qp(pd, &ia) : NULL;
+    if (qp == NULL) DIE("ibv_create_qp");
+    to_init(qp, 0);
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = qp->qp_num,
+                            .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+                            .ah_attr = {.dlid = port.lid, .port_num = 1, .is_global = 0}};
+    a.ah_attr.grh.dgid = gid;
+    a.ah_attr.grh.hop_limit = 1;
+    errno = 0;
+    const int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (roce) {
+        CHECK("RoCE RTR without a GRH: EINVAL", r == EINVAL && errno == EINVAL, "returned %d errno %d", r, errno);
+    } else {
+        CHECK("InfiniBand RTR without a GRH", r == 0, "returned %d errno %d", r, errno);
+    }
+    ibv_destroy_qp(qp);
+    ibv_destroy_cq(cq);
+}
+
 /* ibv_close_device with objects open returns 0, as rdma-core's does; what was left can
  * still be destroyed, and the function opens again. A PD of the closed context is
  * returned, for the caller to free last: it outlives another open and close. */
@@ -160,6 +186,7 @@ int main(void) {
 
     receive_only_qp(pd, amr, bmr);
     ah_without_grh(pd);
+    rtr_without_grh(pd);
 
     /* The flag alone does not refuse the registration (memory windows are another matter). */
     struct ibv_mr *mw_mr = ibv_reg_mr(pd, b_buf, sizeof b_buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);

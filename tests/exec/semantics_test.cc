@@ -55,6 +55,8 @@ TEST_CASE("verbs calls follow rdma-core's libibverbs and mlx5 provider (tests/ex
                           "the last object of a closed context, destroyed last, frees it"});
         CHECK(has(r.output, std::string(port_type) == "eth" ? "ok RoCE AH without a GRH: EINVAL\n"
                                                             : "ok InfiniBand AH without a GRH\n"));
+        CHECK(has(r.output, std::string(port_type) == "eth" ? "ok RoCE RTR without a GRH: EINVAL\n"
+                                                            : "ok InfiniBand RTR without a GRH\n"));
     }
 }
 

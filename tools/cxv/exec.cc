@@ -4,12 +4,19 @@
 // (api/abi, one directory), before rdma-core's because that directory comes first on
 // LD_LIBRARY_PATH; LD_PRELOAD is left as it is (cxv-sim run presents its functions
 // through it). With CXV_DAEMON set (or --socket), the library lists and opens the
-// functions of that cxvd instead.
+// functions of that cxvd instead. Each device listed gets its /dev/infiniband node
+// (device_nodes below).
 #include "tools/cxv/exec.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
 #include <limits.h>
 #include <link.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,8 +95,73 @@ void add_to_list(const char* var, const std::string& item, char sep, bool first)
     ::setenv(var, joined.c_str(), 1);
 }
 
+// rdma-core lists a device only where its character device /dev/infiniband/<dev_name>
+// exists, and programs rely on that: UCX opens a memory domain only on a device whose
+// node it may read and write (uct_ib_device_is_accessible). A function on VFIO has no
+// kernel uverbs node, so for the program's sake cxv exec gives it, in a mount namespace
+// of its own, a tmpfs on /dev/infiniband with one node per device of cxv's libibverbs,
+// named by its dev_name: the device cxv's contexts open as their cmd_fd (/dev/null, as
+// docs/exec.md says), read-write for everyone, as the list holds only functions this
+// process may open. The host's kernel nodes, if any, are hidden from the program, which
+// sees cxv's devices only. Without the privilege to make a mount namespace
+// (CAP_SYS_ADMIN) nothing is presented, and such programs see no device.
+void present_device_nodes(const std::string& dir) {
+    // First, while this process has one thread (unshare refuses CLONE_NEWNS to a process
+    // whose threads share its filesystem context, and the listing may start some).
+    if (::unshare(CLONE_NEWNS) != 0) return;
+    void* lib = ::dlopen((dir + "/" + kLibrary).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return;
+    using list_fn = ibv_device** (*)(int*);
+    using free_fn = void (*)(ibv_device**);
+    const auto get = reinterpret_cast<list_fn>(::dlsym(lib, "ibv_get_device_list"));
+    const auto put = reinterpret_cast<free_fn>(::dlsym(lib, "ibv_free_device_list"));
+    std::vector<std::string> names;
+    if (get != nullptr && put != nullptr) {
+        // The program lists the devices again and says what went wrong, once: not here.
+        const int saved = ::dup(2);
+        if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+            ::dup2(null, 2);
+            ::close(null);
+        }
+        int n = 0;
+        if (ibv_device** list = get(&n); list != nullptr) {
+            for (int k = 0; k < n; ++k) names.emplace_back(list[k]->dev_name);
+            put(list);
+        }
+        if (saved >= 0) {
+            ::dup2(saved, 2);
+            ::close(saved);
+        }
+    }
+    // The library stays loaded until execvp: its device entries live as long as the process.
+    if (names.empty()) return;
+    // Nothing mounted here reaches the host's namespace.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return;
+    // The mount point (an empty directory where the host has no RDMA devices).
+    if (::mkdir("/dev/infiniband", 0755) != 0 && errno != EEXIST) return;
+    if (::mount("cxv", "/dev/infiniband", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") != 0) return;
+    struct stat null_dev{};
+    if (::stat("/dev/null", &null_dev) != 0 || !S_ISCHR(null_dev.st_mode)) return;
+    for (const auto& name : names) {
+        const std::string node = "/dev/infiniband/" + name;
+        if (::mknod(node.c_str(), S_IFCHR | 0666, null_dev.st_rdev) == 0) ::chmod(node.c_str(), 0666);
+    }
+}
+
+void print_usage(FILE* out) {
+    std::fprintf(out,
+                 "usage: cxv exec [--device BDF] [--socket PATH] [--] PROGRAM [ARGS...]\n"
+                 "Runs an unmodified libibverbs/librdmacm program on cxv (docs/exec.md).\n"
+                 "  --device BDF     show the program this function alone (as CXV_DEVICE=BDF)\n"
+                 "  --socket PATH    be a client of the cxvd at PATH (as CXV_DAEMON=PATH)\n"
+                 "environment:\n"
+                 "  CXV_DEVICE       the function to show, DDDD:BB:DD.F (default: every mlx5 function on vfio-pci)\n"
+                 "  CXV_DAEMON       a cxvd's UNIX socket: list and open its functions instead of VFIO's\n"
+                 "  CXV_LIBDIR       where cxv's libibverbs.so.1 is (default: BIN/../lib/cxv, then beside cxv)\n");
+}
+
 int usage() {
-    std::fprintf(stderr, "usage: cxv exec [--device BDF] [--socket PATH] [--] PROGRAM [ARGS...]\n");
+    print_usage(stderr);
     return 2;
 }
 
@@ -114,7 +186,7 @@ int exec_program(int argc, char** argv) {
         } else if (a.rfind("--device=", 0) == 0) {
             device = a.substr(9);
         } else if (a == "-h" || a == "--help") {
-            usage();
+            print_usage(stdout);
             return 0;
         } else if (!a.empty() && a[0] == '-') {
             return usage();
@@ -139,6 +211,7 @@ int exec_program(int argc, char** argv) {
         add_to_list("LD_PRELOAD", rt, ':', true);
         add_to_list("ASAN_OPTIONS", "verify_asan_link_order=0", ':', false);
     }
+    present_device_nodes(dir);
     ::execvp(argv[i], argv + i);
     std::fprintf(stderr, "cxv exec: %s: %s\n", argv[i], std::strerror(errno));
     return 127;
