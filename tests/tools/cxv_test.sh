@@ -56,12 +56,13 @@ ms=$(sed -n 's/^  port 1: Down -> Active after \([0-9]*\) ms$/\1/p' <<<"$info")
 expect_eq "info of a missing function fails" 1 $?
 # A link that does not come up: the reason, a note while waiting, exit 1, in the time asked.
 start=$SECONDS
-info=$("$sim" run --port-type eth --set link_up_ms=600000 -- "$cxv" info --port-timeout-ms 1500 0000:c5:00.0 2>&1)
+# (3 s: the note comes after the first second, from a thread of its own, however loaded.)
+info=$("$sim" run --port-type eth --set link_up_ms=600000 -- "$cxv" info --port-timeout-ms 3000 0000:c5:00.0 2>&1)
 expect_eq "info of a dead link exit" 1 $?
 ((SECONDS - start < 30)) || fail "info of a dead link took $((SECONDS - start)) s"
-grep -q "^  port 1: Down (0000:c5:00.0: port 1 not ACTIVE after 1500 ms: Down (admin up, link down); the physical link is down" \
+grep -q "^  port 1: Down (0000:c5:00.0: port 1 not ACTIVE after 3000 ms: Down (admin up, link down); the physical link is down" \
     <<<"$info" || fail "info of a dead link: no reason: $info"
-grep -q "^cxv info: port 1 is not up yet: waiting up to 1500 ms in all$" <<<"$info" || fail "info of a dead link: no note: $info"
+grep -q "^cxv info: port 1 is not up yet: waiting up to 3000 ms in all$" <<<"$info" || fail "info of a dead link: no note: $info"
 grep -q "MAC 02:c5:00:00:00:01, path MTU 4096$" <<<"$info" || fail "info (Ethernet): no MAC or MTU: $info"
 info=$("$sim" run --set sm_sweep_ms=600000 -- "$cxv" info --port-timeout-ms 1500 0000:c5:00.0 2>&1)
 expect_eq "info of a port no SM makes Active exit" 1 $?
@@ -116,7 +117,10 @@ echo vfio-pci > /sys/bus/pci/devices/0000:c5:00.0/driver_override
 echo 0000:c5:00.0 > /sys/bus/pci/devices/0000:c5:00.0/driver/unbind
 echo 0000:c5:00.0 > /sys/bus/pci/drivers_probe
 \$c setup --status 0000:c5:00.0 | sed -n 2p
-printf 0000:c5:00.0 | dd of=/sys/bus/pci/drivers/vfio-pci/bind 2>/dev/null; echo "bind again rc=\$?"
+# Perl's syswrite is a write(2) (a shell's echo goes through stdio, whose error the layer
+# cannot return); it leaks at exit by design, which the sanitizer build would report.
+ASAN_OPTIONS=detect_leaks=0 perl -e 'open(my \$f, ">", "/sys/bus/pci/drivers/vfio-pci/bind") or die "open: \$!\\n";
+    syswrite(\$f, "0000:c5:00.0") or die "write: \$!\\n"'; echo "bind again rc=\$?"
 EOS
 out=$("$sim" run --set kernel_driver=mlx5_core --set netdev=up --link-up-ms 20 -- bash "$TEST_TMPDIR/binding.sh" "$cxv" 2>&1)
 expect_eq "binding on the model" "cxv setup: 0000:c5:00.0: enp197s0f0np0 is up; binding to vfio-pci takes it and the kernel's RDMA device away from mlx5_core. Bring it down (ip link set DEV down) or give --force
@@ -133,7 +137,8 @@ rc=0
 rc=0
   driver:      mlx5_core
   driver:      vfio-pci
-bind again rc=1" "$out"
+write: Device or resource busy
+bind again rc=16" "$out"
 
 other=""
 for d in /sys/bus/pci/devices/*; do
