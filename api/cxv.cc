@@ -237,9 +237,11 @@ result<std::shared_ptr<mr>> mr::create(std::shared_ptr<pd> domain, void* addr, s
 
 // --- CQ ----------------------------------------------------------------------------------
 
-result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
+result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries, const options& o) {
     driver::cq::attr a;
     a.entries = entries;
+    a.cqe_size = o.cqe_size;
+    a.overrun_ignore = o.ignore_overrun;
     auto c = driver::cq::create(d.hca(), a);
     if (!c) return c.error();
     std::shared_ptr<cq> out(new cq());
@@ -250,7 +252,7 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries) {
     std::byte* uar = d.hca().device().bar0().base() + std::size_t{d.hca().uar()} * hw::uar_page_size;
     out->ring_ = queues::completion_queue(out->cq_->cqes(), log,
                                           reinterpret_cast<hw::cq_doorbell_record*>(out->cq_->doorbell_record()),
-                                          uar, out->cq_->cqn());
+                                          uar, out->cq_->cqn(), out->cq_->cqe_size());
     out->qps_.init(max_qps);
     out->ring_.set_dead_flag(&d.events_->dead);
     out->event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

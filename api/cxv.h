@@ -284,8 +284,13 @@ private:
 
 class cq {
 public:
+    struct options {
+        unsigned cqe_size = 64;       // the entry stride: 64 or 128 (mlx5dv_create_cq's cqe_size)
+        bool ignore_overrun = false;  // IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN (cqc.oi)
+    };
     // At least `entries` CQEs (a power of two).
-    static result<std::shared_ptr<cq>> create(device& d, unsigned entries);
+    static result<std::shared_ptr<cq>> create(device& d, unsigned entries, const options& o);
+    static result<std::shared_ptr<cq>> create(device& d, unsigned entries) { return create(d, entries, options{}); }
 
     // ibv_poll_cq(3): up to n completions; the number taken (never an error). Once the
     // device is dead (device::options), an empty poll returns the posted WRs flushed.

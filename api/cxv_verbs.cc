@@ -434,19 +434,7 @@ int cxv_destroy_ah(ibv_ah* ah) {
 // --- CQ ----------------------------------------------------------------------------------
 
 ibv_cq* cxv_create_cq(ibv_context* ctx, int cqe, void* cq_context) {
-    if (cqe <= 0) return fail_null<ibv_cq>(EINVAL, "cxv_create_cq: cqe must be at least 1");
-    c_device* c = dev_of(ctx);
-    auto q = cxv::cq::create(*c->dev, static_cast<unsigned>(cqe));
-    if (!q) return fail_null<ibv_cq>(q.error());
-    auto* out = new (std::nothrow) c_cq();
-    if (out == nullptr) return fail_null<ibv_cq>(ENOMEM, "out of memory");
-    out->context = ctx;
-    out->cq_context = cq_context;
-    out->handle = q.value()->object()->cqn();
-    out->cqe = static_cast<int>(q.value()->object()->entries());
-    out->cq = std::move(q).value();
-    dev_of(ctx)->async->add(out->handle, cq_base(out));
-    return cq_base(adopt(out));
+    return create_cq_with(ctx, cqe, cq_context, cxv::cq::options{});
 }
 
 int cxv_destroy_cq(ibv_cq* cq) {
@@ -684,10 +672,28 @@ int cxv_rdma_get_recv_comp(ibv_qp* qp, ibv_wc* wc) { return get_comp(qp->recv_cq
 
 }  // extern "C"
 
-
-
 cxv::device& cxv::verbs_device(ibv_context* ctx) { return *dev_of(ctx)->dev; }
 cxv::cq& cxv::verbs_cq(ibv_cq* cq) { return *cq_of(cq)->cq; }
 cxv::pd& cxv::verbs_pd(ibv_pd* pd) { return *pd_of(pd)->pd; }
 cxv::qp& cxv::verbs_qp(ibv_qp* qp) { return *qp_of(qp)->qp; }
 cxv::srq& cxv::verbs_srq(ibv_srq* srq) { return *srq_of(srq)->srq; }
+
+namespace cxv::api::handles {
+
+ibv_cq* create_cq_with(ibv_context* ctx, int cqe, void* cq_context, const cxv::cq::options& o) {
+    if (cqe <= 0) return fail_null<ibv_cq>(EINVAL, "cxv_create_cq: cqe must be at least 1");
+    c_device* c = dev_of(ctx);
+    auto q = cxv::cq::create(*c->dev, static_cast<unsigned>(cqe), o);
+    if (!q) return fail_null<ibv_cq>(q.error());
+    auto* out = new (std::nothrow) c_cq();
+    if (out == nullptr) return fail_null<ibv_cq>(ENOMEM, "out of memory");
+    out->context = ctx;
+    out->cq_context = cq_context;
+    out->handle = q.value()->object()->cqn();
+    out->cqe = static_cast<int>(q.value()->object()->entries());
+    out->cq = std::move(q).value();
+    dev_of(ctx)->async->add(out->handle, cq_base(out));
+    return cq_base(adopt(out));
+}
+
+}  // namespace cxv::api::handles

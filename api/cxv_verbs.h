@@ -333,6 +333,8 @@ cq& verbs_cq(struct ibv_cq *cq);
 pd& verbs_pd(struct ibv_pd *pd);
 qp& verbs_qp(struct ibv_qp *qp);
 srq& verbs_srq(struct ibv_srq *srq);
+/* cxv_create_cq_ex with the entry stride mlx5dv_create_cq(3) asks: 64 or 128 bytes. */
+struct ibv_cq_ex *create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr, unsigned cqe_size);
 }  // namespace cxv
 #endif
 

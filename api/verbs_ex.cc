@@ -233,7 +233,11 @@ std::uint64_t ops_of(ibv_qp_type t) {
 
 extern "C" {
 
-ibv_cq_ex* cxv_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
+ibv_cq_ex* cxv_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) { return cxv::create_cq_ex(ctx, attr, 64); }
+
+}  // extern "C"
+
+ibv_cq_ex* cxv::create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr, unsigned cqe_size) {
     if (attr == nullptr) {
         fail(EINVAL, "cxv_create_cq_ex: no attributes");
         return nullptr;
@@ -247,13 +251,17 @@ ibv_cq_ex* cxv_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
         fail(EOPNOTSUPP, "cxv_create_cq_ex: parent domains are not supported");
         return nullptr;
     }
+    cq::options o;
+    o.cqe_size = cqe_size;
     if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0) {
-        // Single-threaded polling is what cxv's CQs assume anyway; ignoring overruns is
-        // not offered.
-        if ((attr->flags & ~static_cast<std::uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) != 0) {
-            fail(EOPNOTSUPP, "cxv_create_cq_ex: only IBV_CREATE_CQ_ATTR_SINGLE_THREADED");
+        // Single-threaded polling is what cxv's CQs assume anyway. Ignoring overruns is
+        // the CQ context's oi bit, as mlx5_ib sets it. Other flags: EINVAL, as rdma-core.
+        constexpr std::uint32_t known_flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+        if ((attr->flags & ~known_flags) != 0) {
+            fail(EINVAL, "cxv_create_cq_ex: unknown flags");
             return nullptr;
         }
+        o.ignore_overrun = (attr->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0;
     }
     if ((attr->wc_flags & ~std::uint64_t{IBV_WC_STANDARD_FLAGS}) != 0) {
         fail(EOPNOTSUPP, "cxv_create_cq_ex: timestamps, CVLAN, flow tag and tag matching are not supported");
@@ -263,7 +271,7 @@ ibv_cq_ex* cxv_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
         fail(EINVAL, "cxv_create_cq_ex: cqe must be at least 1");
         return nullptr;
     }
-    ibv_cq* base = cxv_create_cq(ctx, static_cast<int>(attr->cqe), attr->cq_context);
+    ibv_cq* base = create_cq_with(ctx, static_cast<int>(attr->cqe), attr->cq_context, o);
     if (base == nullptr) return nullptr;
     c_cq* q = cq_of(base);
     q->wc_flags = attr->wc_flags;
@@ -284,6 +292,8 @@ ibv_cq_ex* cxv_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     if (f & IBV_WC_EX_WITH_DLID_PATH_BITS) q->read_dlid_path_bits = read_dlid_path_bits;
     return q;
 }
+
+extern "C" {
 
 ibv_qp* cxv_create_qp_init_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     (void)ctx;

@@ -93,4 +93,8 @@ inline c_qp* qp_of(ibv_qp_ex* q) { return static_cast<c_qp*>(q); }
 // value (cxv_verbs.cc).
 int fail(int code, std::string message);
 
+// cxv_create_cq with the CQ's options (cxv_verbs.cc): what cxv_create_cq_ex and
+// mlx5dv_create_cq ask beyond the count.
+ibv_cq* create_cq_with(ibv_context* ctx, int cqe, void* cq_context, const cxv::cq::options& o);
+
 }  // namespace cxv::api::handles

@@ -160,10 +160,20 @@ class completion_queue {
 public:
     completion_queue() = default;
     // `uar`: the UAR page whose CQ doorbell arms this CQ (CQ number `cqn`); only arm()
-    // uses it.
+    // uses it. `cqe_size`: the ring's stride, 64 or 128 (cqc.cqe_sz); a 128-byte entry's
+    // CQE is its second half (PRM "CQE Format"), so the poller reads the ring from its
+    // 64th byte on, stepping by the stride. poll()'s own loop steps by 64 bytes: a ring of
+    // 128-byte entries goes to poll_rest() whole (rest_only_), which steps by the stride.
     completion_queue(std::byte* cqes, unsigned log_count, hw::cq_doorbell_record* dbrec, std::byte* uar = nullptr,
-                     std::uint32_t cqn = 0) noexcept
-        : cqes_(cqes), dbrec_(dbrec), mask_((1u << log_count) - 1), log_(log_count), uar_(uar), cqn_(cqn) {}
+                     std::uint32_t cqn = 0, unsigned cqe_size = 64) noexcept
+        : cqes_(cqes + (cqe_size - sizeof(hw::cqe64))),
+          dbrec_(dbrec),
+          mask_((1u << log_count) - 1),
+          log_(log_count),
+          shift_(cqe_size == 128 ? 7 : 6),
+          rest_only_(cqe_size == 128 ? ~0u : 0u),
+          uar_(uar),
+          cqn_(cqn) {}
 
     // The QPs whose completions arrive here; looked up by QP number (the last one is
     // remembered, so a CQ serving one QP pays one compare). poll() caches the rings of
@@ -197,8 +207,9 @@ public:
         const std::uint32_t idx = ci0 & mask_;
         std::uint32_t ci = ci0;
         int n;  // completions written: poll_rest() may take entries it does not report
-        // One compare for both "max <= 0" and "the batch may reach the wrap".
-        if (static_cast<std::uint32_t>(max) - 1 >= mask_ + 1 - idx) [[unlikely]] {
+        // One compare for "max <= 0", "the batch may reach the wrap" and "the entries are
+        // 128 bytes" (rest_only_ all ones).
+        if (((static_cast<std::uint32_t>(max) - 1) | rest_only_) >= mask_ + 1 - idx) [[unlikely]] {
             if (max <= 0) return 0;
             n = poll_rest(out, static_cast<std::uint32_t>(max), ci);  // up to the wrap and past it
         } else {
@@ -268,6 +279,8 @@ public:
     // over the ones taken out, keeping the owner bit of the slot it lands in, and the
     // consumer index moves past the slots freed. A receive that came from `srq` goes back
     // to its free list. No poll() may run meanwhile (the caller's rule, as for reset).
+    // Of a 128-byte entry only the CQE half moves: the QPs cxv makes scatter no data to
+    // the CQE.
     template <class Srq>
     void discard(std::uint32_t qpn, Srq* srq) noexcept {
         std::uint32_t end = ci_;
@@ -383,7 +396,7 @@ private:
     [[gnu::noinline]] int poll_rest(work_completion* out, std::uint32_t left, std::uint32_t& ci) noexcept {
         int n = 0;
         for (; left != 0; ++ci) {
-            const auto& c = *reinterpret_cast<const hw::cqe64*>(cqes_ + (std::size_t{ci & mask_} << 6));
+            const auto& c = *reinterpret_cast<const hw::cqe64*>(cqes_ + (std::size_t{ci & mask_} << shift_));
             const unsigned x = unsigned{c.op_own} ^ ((ci >> log_) & 1);
             const unsigned kind = detail::kPoll.kind[x];
             if (kind == detail::kind_stop) break;
@@ -431,6 +444,8 @@ private:
         cqes_ = const_cast<std::byte*>(detail::kDeadRing.data());
         mask_ = 0;
         log_ = 0;
+        shift_ = 6;
+        rest_only_ = 0;
         int n = 0;
         auto put = [&](std::uint32_t qpn, std::uint64_t wr_id, std::uint32_t opcode) {
             work_completion& wc = out[n++];
@@ -462,7 +477,7 @@ private:
     }
 
     hw::cqe64& at(std::uint32_t index) const noexcept {
-        return *reinterpret_cast<hw::cqe64*>(cqes_ + (std::size_t{index & mask_} << 6));
+        return *reinterpret_cast<hw::cqe64*>(cqes_ + (std::size_t{index & mask_} << shift_));
     }
     const qp_rings* find(std::uint32_t qpn) noexcept {
         for (unsigned i = 0; i < nqps_; ++i) {
@@ -534,6 +549,8 @@ private:
     hw::cq_doorbell_record* dbrec_ = nullptr;
     std::uint32_t mask_ = 0;
     unsigned log_ = 0;
+    unsigned shift_ = 6;          // log2 of the entry stride
+    std::uint32_t rest_only_ = 0;  // ~0u: 128-byte entries, every batch to poll_rest()
     std::uint32_t ci_ = 0;
     // detach() counts here (any thread); the poller's seen_ is the count its cache
     // reflects, and released_ (read by detaching threads) the count it has let go of.

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,7 +57,18 @@ std::unique_ptr<device_entry> make_entry(const std::string& bdf, unsigned index)
     std::snprintf(e->dev.name, sizeof(e->dev.name), "mlx5_%u", index);
     std::snprintf(e->dev.dev_name, sizeof(e->dev.dev_name), "uverbs%u", index);
     std::snprintf(e->dev.dev_path, sizeof(e->dev.dev_path), "/sys/bus/pci/devices/%s", e->bdf);
-    std::snprintf(e->dev.ibdev_path, sizeof(e->dev.ibdev_path), "/sys/bus/pci/devices/%s", e->bdf);
+    // The device's RDMA class directory where `cxv exec` made one (tools/cxv/exec.cc:
+    // /dev/infiniband/sysfs/<address>/infiniband/<name>, whose directory two levels up has
+    // the function's PCI IDs, as a kernel's .../<address>/infiniband/<name> has), else the
+    // function's own sysfs directory.
+    char view[sizeof(e->dev.ibdev_path)];
+    std::snprintf(view, sizeof(view), "/dev/infiniband/sysfs/%s/infiniband/%s", e->bdf, e->dev.name);
+    struct stat st{};
+    if (::stat(view, &st) == 0 && S_ISDIR(st.st_mode)) {
+        std::snprintf(e->dev.ibdev_path, sizeof(e->dev.ibdev_path), "%s", view);
+    } else {
+        std::snprintf(e->dev.ibdev_path, sizeof(e->dev.ibdev_path), "/sys/bus/pci/devices/%s", e->bdf);
+    }
     return e;
 }
 

@@ -8,13 +8,14 @@
 // Answered here: mlx5dv_is_supported (cxv's devices), mlx5dv_open_device (the context
 // of ibv_open_device; DevX is not offered), mlx5dv_query_device (what cxv's function
 // does), mlx5dv_init_obj (the QP, CQ, SRQ, PD and AH layouts, from libibverbs.so.1:
-// mlx5dv_objects.cc). Every other call fails as rdma-core documents for a missing
+// mlx5dv_objects.cc), mlx5dv_create_cq (64- or 128-byte CQEs), mlx5dv_create_qp (RC, UC, UD). Every other call fails as rdma-core documents for a missing
 // feature (mlx5dv_unsupported.cc): cxv has no DevX, steering, crypto or DC. The list is
 // in docs/exec.md.
 #include <infiniband/mlx5dv.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -106,8 +107,8 @@ CXV_ABI_EXPORT ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_contex
 
 // mlx5dv_query_device(3): version 0 (mlx5dv.h's layouts); flags: CQE_V1 where the
 // function writes version-1 CQEs (PRM cqe_version, which rdma-core's context takes as
-// min(cap, 1)); no multi-packet WQEs (raw packet QPs only, which cxv lacks), no 128-byte
-// CQEs (cxv's are 64 bytes), no packet-based credits, no real-time timestamps. comp_mask
+// min(cap, 1)); no multi-packet WQEs (raw packet QPs only, which cxv lacks), no
+// compressed or padded 128-byte CQEs, no packet-based credits, no real-time timestamps. comp_mask
 // out: the fields asked for that are filled (kZeroedCaps).
 CXV_ABI_EXPORT int mlx5dv_query_device(ibv_context* ctx, mlx5dv_context* attrs) {
     if (!is_cxv_context(ctx)) return fail_errno(EOPNOTSUPP);
@@ -129,6 +130,77 @@ CXV_ABI_EXPORT int mlx5dv_query_device(ibv_context* ctx, mlx5dv_context* attrs) 
     if (filled & MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD) attrs->crypto_caps = {};
     attrs->comp_mask = filled;
     return 0;
+}
+
+// mlx5dv_create_cq(3): ibv_create_cq_ex(3) with rdma-core's mlx5 checks, and a CQE size
+// of 64 or 128 bytes (MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE, else the MLX5_CQE_SIZE
+// environment variable as rdma-core reads it, else 64): cqc.cqe_sz, a 128-byte entry
+// holding its CQE in the second half (PRM "CQE Format"); mlx5dv_init_obj(3) then gives
+// that cqe_size. EINVAL, as rdma-core answers: an unknown vendor comp_mask bit or flag,
+// another CQE size, CQE compression (the function announces none) and 128-byte padding
+// (cxv's driver does not ask for cqc.cqe_sz 2, so the feature is not offered). A context
+// of another provider: EOPNOTSUPP.
+CXV_ABI_EXPORT ibv_cq_ex* mlx5dv_create_cq(ibv_context* ctx, ibv_cq_init_attr_ex* attr, mlx5dv_cq_init_attr* dv) {
+    if (!is_cxv_context(ctx)) return fail_null<ibv_cq_ex>(EOPNOTSUPP);
+    unsigned size = 64;
+    if (dv != nullptr) {
+        constexpr std::uint64_t known =
+            MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE | MLX5DV_CQ_INIT_ATTR_MASK_FLAGS | MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
+        if ((dv->comp_mask & ~known) != 0) return fail_null<ibv_cq_ex>(EINVAL);
+        if (dv->comp_mask & MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE) return fail_null<ibv_cq_ex>(EINVAL);
+        if ((dv->comp_mask & MLX5DV_CQ_INIT_ATTR_MASK_FLAGS) && dv->flags != 0) return fail_null<ibv_cq_ex>(EINVAL);
+    }
+    if (dv != nullptr && (dv->comp_mask & MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE)) {
+        size = dv->cqe_size;
+    } else if (const char* env = std::getenv("MLX5_CQE_SIZE"); env != nullptr) {
+        size = static_cast<unsigned>(std::atoi(env));
+    }
+    if (size != 64 && size != 128) return fail_null<ibv_cq_ex>(EINVAL);
+    return cxv_abi_create_cq(ctx, attr, size);
+}
+
+// mlx5dv_create_qp(3): ibv_create_qp_ex(3) with rdma-core's checks of the mlx5
+// attributes (EINVAL: an unknown comp_mask bit or create flag, DC attributes on a QP type
+// other than IBV_QPT_DRIVER, a driver QP without them, both scatter-to-CQE flags). The
+// scatter-to-CQE flags are taken and change nothing: ALLOW lets the driver have the
+// device write small reads and receives into 128-byte CQEs, DISABLE forbids it, and
+// cxv's driver never asks it (cqc and qpc cs_req/cs_res 0: the data goes to the
+// buffers, which a program such as UCX handles either way, as it checks each CQE's
+// inline-scatter bits). EOPNOTSUPP: DC QPs, tunnel offloads and self-loopback (raw
+// packet and RSS QPs, which cxv lacks), packet-based credits, signature pipelining and
+// mlx5 send operations (UMR, signature, memcpy), none of which the function offers.
+CXV_ABI_EXPORT ibv_qp* mlx5dv_create_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr, mlx5dv_qp_init_attr* dv) {
+    if (!is_cxv_context(ctx)) return fail_null<ibv_qp>(EOPNOTSUPP);
+    if (attr == nullptr) return fail_null<ibv_qp>(EINVAL);
+    if (dv == nullptr) {
+        if (attr->qp_type == IBV_QPT_DRIVER) return fail_null<ibv_qp>(EINVAL);
+        return ibv_create_qp_ex(ctx, attr);
+    }
+    constexpr std::uint64_t known = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DC |
+                                    MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+    if ((dv->comp_mask & ~known) != 0) return fail_null<ibv_qp>(EINVAL);
+    if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC) && attr->qp_type != IBV_QPT_DRIVER) {
+        return fail_null<ibv_qp>(EINVAL);
+    }
+    if (dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) {
+        constexpr std::uint32_t scatter =
+            MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE | MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
+        constexpr std::uint32_t offered = MLX5DV_QP_CREATE_TUNNEL_OFFLOADS |
+                                          MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC |
+                                          MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC | scatter |
+                                          MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE | MLX5DV_QP_CREATE_SIG_PIPELINING;
+        if ((dv->create_flags & ~offered) != 0 || (dv->create_flags & scatter) == scatter) {
+            return fail_null<ibv_qp>(EINVAL);
+        }
+        if ((dv->create_flags & ~scatter) != 0) return fail_null<ibv_qp>(EOPNOTSUPP);
+    }
+    if (attr->qp_type == IBV_QPT_DRIVER) {
+        return fail_null<ibv_qp>((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC) ? EOPNOTSUPP : EINVAL);
+    }
+    if ((dv->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) && dv->send_ops_flags != 0) {
+        return fail_null<ibv_qp>(EOPNOTSUPP);
+    }
+    return ibv_create_qp_ex(ctx, attr);
 }
 
 // mlx5dv_init_obj has two versions, as in rdma-core: MLX5_1.2 (the default, what programs

@@ -10,7 +10,7 @@
 //        half size where cxv writes BlueFlame copies (a write-combining mapping), 0
 //        where it rings 8-byte doorbells (uncached), as rdma-core gives size 0 for a
 //        register without BlueFlame.
-//   CQ   the CQE ring (64-byte CQEs), its record (consumer index, then the arm word),
+//   CQ   the CQE ring (64- or 128-byte entries), its record (consumer index, then the arm word),
 //        the CQE count, and the UAR page whose CQ doorbell (offset 0x20) arms it.
 //   SRQ  the WQE ring, its record, the stride, and the free list (head: where the next
 //        receive goes; tail: the last free WQE), linked by the WQEs' next segments.
@@ -76,7 +76,7 @@ void get_cq(ibv_cq* in, mlx5dv_cq* out) {
     out->buf = c.cqes();
     out->dbrec = reinterpret_cast<__be32*>(c.doorbell_record());
     out->cqe_cnt = c.entries();
-    out->cqe_size = sizeof(cxv::hw::cqe64);
+    out->cqe_size = c.cqe_size();  // 64, or 128 from mlx5dv_create_cq (its CQE the second half)
     out->cqn = c.cqn();
     // The CQ's UAR page (cqc.uar_page), uncached: the arm doorbell is one 8-byte store.
     out->cq_uar = c.device().device().bar0().base() + std::size_t{c.uar()} * cxv::hw::uar_page_size;

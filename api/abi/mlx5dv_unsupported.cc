@@ -24,12 +24,6 @@ CXV_ABI_EXPORT ibv_dm* mlx5dv_alloc_dm(ibv_context*, ibv_alloc_dm_attr*, mlx5dv_
     return fail_null<ibv_dm>(EOPNOTSUPP);
 }
 CXV_ABI_EXPORT mlx5dv_var* mlx5dv_alloc_var(ibv_context*, std::uint32_t) { return fail_null<mlx5dv_var>(EOPNOTSUPP); }
-CXV_ABI_EXPORT ibv_cq_ex* mlx5dv_create_cq(ibv_context*, ibv_cq_init_attr_ex*, mlx5dv_cq_init_attr*) {
-    return fail_null<ibv_cq_ex>(EOPNOTSUPP);
-}
-CXV_ABI_EXPORT ibv_qp* mlx5dv_create_qp(ibv_context*, ibv_qp_init_attr_ex*, mlx5dv_qp_init_attr*) {
-    return fail_null<ibv_qp>(EOPNOTSUPP);
-}
 CXV_ABI_EXPORT ibv_wq* mlx5dv_create_wq(ibv_context*, ibv_wq_init_attr*, mlx5dv_wq_init_attr*) {
     return fail_null<ibv_wq>(EOPNOTSUPP);
 }

@@ -18,6 +18,7 @@
 #include <new>
 
 #include "api/abi/abi.h"
+#include "api/abi/providers.h"
 #include "api/cxv.h"
 #include "api/cxv_verbs.h"
 #include "driver/hca/hca.h"
@@ -141,17 +142,7 @@ bool join_channel(ibv_cq* cq, ibv_comp_channel* channel) {
 
 // verbs_context's create_cq_ex, which <infiniband/verbs.h>'s inline ibv_create_cq_ex()
 // calls: cxv_create_cq_ex with the completion channel as ibv_create_cq has it.
-ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
-    if (attr == nullptr) return fail_null<ibv_cq_ex>(EINVAL);
-    if (attr->comp_vector >= static_cast<std::uint32_t>(context->num_comp_vectors) ||
-        attr->cqe > static_cast<std::uint32_t>(max_cqe(context))) {
-        return fail_null<ibv_cq_ex>(EINVAL);
-    }
-    ibv_cq_ex* cq = cxv_create_cq_ex(context, attr);
-    if (cq == nullptr) return nullptr;
-    if (!join_channel(ibv_cq_ex_to_cq(cq), attr->channel)) return nullptr;
-    return cq;
-}
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) { return cxv_abi_create_cq(context, attr, 64); }
 
 // rdma-core's mlx5 provider sizes a send WQE for the largest segment set the QP type
 // could need, whatever the program asks: for RC and UC a memory-window bind (control,
@@ -385,3 +376,16 @@ CXV_ABI_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* ev
 // Destroying a queue does not wait for its events' acknowledgement (its later events are
 // dropped instead), so there is nothing to count.
 CXV_ABI_EXPORT void ibv_ack_async_event(ibv_async_event*) {}
+
+// create_cq_ex with the entry stride mlx5dv_create_cq(3) asks (cxv's libmlx5.so.1).
+CXV_ABI_EXPORT ibv_cq_ex* cxv_abi_create_cq(ibv_context* context, ibv_cq_init_attr_ex* attr, unsigned cqe_size) {
+    if (attr == nullptr) return fail_null<ibv_cq_ex>(EINVAL);
+    if (attr->comp_vector >= static_cast<std::uint32_t>(context->num_comp_vectors) ||
+        attr->cqe > static_cast<std::uint32_t>(max_cqe(context))) {
+        return fail_null<ibv_cq_ex>(EINVAL);
+    }
+    ibv_cq_ex* cq = cxv::create_cq_ex(context, attr, cqe_size);
+    if (cq == nullptr) return nullptr;
+    if (!join_channel(ibv_cq_ex_to_cq(cq), attr->channel)) return nullptr;
+    return cq;
+}

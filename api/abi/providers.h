@@ -25,4 +25,8 @@ const void* cxv_abi_hca_caps(ibv_context* ctx);
 struct mlx5dv_obj;
 int cxv_abi_init_obj(mlx5dv_obj* obj, std::uint64_t obj_type);
 
+// ibv_create_cq_ex(3) of a context of libibverbs.so.1 with CQEs of `cqe_size` bytes (64
+// or 128), for mlx5dv_create_cq(3) (objects.cc). NULL with errno set on failure.
+ibv_cq_ex* cxv_abi_create_cq(ibv_context* ctx, ibv_cq_init_attr_ex* attr, unsigned cqe_size);
+
 }  // extern "C"

@@ -20,22 +20,32 @@ result<std::shared_ptr<cq>> cq::create(hca& h, const attr& a) {
     if (a.entries == 0 || a.entries > (1u << log_max)) {
         return error{EINVAL, fmt::format("cq::create: {} entries (the device allows 1 to {})", a.entries, 1u << log_max)};
     }
+    if (a.cqe_size != 64 && a.cqe_size != 128) {
+        return error{EINVAL, fmt::format("cq::create: {}-byte CQEs (the device writes 64 or 128)", a.cqe_size)};
+    }
+    if (a.overrun_ignore && !ifc::get<ifc::cmd_hca_cap::cq_oi>(h.caps().data())) {
+        return error{EOPNOTSUPP, "cq::create: the device cannot ignore CQ overruns (cap cq_oi is 0)"};
+    }
     std::shared_ptr<cq> c(new cq(h));
     c->log_size_ = static_cast<unsigned>(std::bit_width(std::bit_ceil(a.entries)) - 1);
-    const std::size_t bytes = std::size_t{sizeof(hw::cqe64)} << c->log_size_;
+    c->cqe_size_ = a.cqe_size;
+    const std::size_t bytes = std::size_t{a.cqe_size} << c->log_size_;
     auto mem = queue_memory::alloc(h.device(), bytes);
     if (!mem) return mem.error();
     c->mem_ = std::move(mem).value();
     // The device writes owner = pass parity; on the first pass that is 0, so every
-    // entry starts as invalid with owner 1.
+    // entry starts as invalid with owner 1. A 128-byte entry's CQE is its second half
+    // (PRM "CQE Format").
     for (std::size_t i = 0; i < c->entries(); ++i) {
-        auto* e = reinterpret_cast<hw::cqe64*>(c->mem_.ring() + i * sizeof(hw::cqe64));
+        auto* e = reinterpret_cast<hw::cqe64*>(c->mem_.ring() + (i + 1) * a.cqe_size - sizeof(hw::cqe64));
         e->op_own = hw::make_op_own(hw::cqe_opcode::INVALID, false, 1);
     }
     c->uar_ = h.uar();
 
     auto in = command<ifc::create_cq_in>(cmd_opcode::CREATE_CQ, 0, c->mem_.pages() * 8);
     std::byte* cqc = ifc::at<ifc::create_cq_in::cq_context>(in.data());
+    ifc::set<ifc::cqc::cqe_sz>(cqc, a.cqe_size == 128 ? 1 : 0);
+    ifc::set<ifc::cqc::oi>(cqc, a.overrun_ignore ? 1 : 0);
     ifc::set<ifc::cqc::log_cq_size>(cqc, c->log_size_);
     ifc::set<ifc::cqc::uar_page>(cqc, c->uar_);
     ifc::set<ifc::cqc::c_eqn_or_apu_element>(cqc, a.eqn >= 0 ? static_cast<std::uint32_t>(a.eqn) : h.comp_eqn());

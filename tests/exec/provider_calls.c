@@ -104,14 +104,15 @@ static void refused(struct ibv_pd *pd, struct ibv_cq *cq) {
                                      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
                                              .max_recv_sge = 1}};
     struct mlx5dv_qp_init_attr dqa = {0};
-    errno = 0;
-    CHECK("mlx5dv_create_qp: NULL, EOPNOTSUPP", mlx5dv_create_qp(ctx, &qa, &dqa) == NULL && errno == EOPNOTSUPP,
+    struct ibv_qp *dv_qp = mlx5dv_create_qp(ctx, &qa, &dqa);
+    CHECK("mlx5dv_create_qp without mlx5 attributes: an RC QP", dv_qp != NULL && dv_qp->qp_type == IBV_QPT_RC,
           "errno %d", errno);
+    if (dv_qp != NULL) ibv_destroy_qp(dv_qp);
     struct ibv_cq_init_attr_ex ca = {.cqe = 4};
     struct mlx5dv_cq_init_attr dca = {0};
-    errno = 0;
-    CHECK("mlx5dv_create_cq: NULL, EOPNOTSUPP", mlx5dv_create_cq(ctx, &ca, &dca) == NULL && errno == EOPNOTSUPP,
-          "errno %d", errno);
+    struct ibv_cq_ex *dv_cq = mlx5dv_create_cq(ctx, &ca, &dca);
+    CHECK("mlx5dv_create_cq without mlx5 attributes: a CQ", dv_cq != NULL && dv_cq->cqe >= 4, "errno %d", errno);
+    if (dv_cq != NULL) ibv_destroy_cq(ibv_cq_ex_to_cq(dv_cq));
     uint32_t in[4] = {0}, out[4];
     CHECK_RET("mlx5dv_devx_general_cmd: EOPNOTSUPP", mlx5dv_devx_general_cmd(ctx, in, sizeof in, out, sizeof out),
               EOPNOTSUPP);

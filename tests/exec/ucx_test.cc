@@ -150,7 +150,7 @@ void check_perftest(const std::string& tls, const std::string& test, const std::
 
 }  // namespace
 
-TEST_CASE("ucx_info -d lists the function with rc_verbs and ud_verbs") {
+TEST_CASE("ucx_info -d lists the function with rc_verbs, ud_verbs, rc_mlx5 and ud_mlx5") {
     set_ucx_env("all");
     ::unsetenv("UCX_LOG_LEVEL");
     const ran r = run_exec_under_sim({}, {"/usr/bin/ucx_info", "-d"});
@@ -159,6 +159,8 @@ TEST_CASE("ucx_info -d lists the function with rc_verbs and ud_verbs") {
     const auto t = transports_of(r.output, "mlx5_0");
     CHECK(std::find(t.begin(), t.end(), "rc_verbs mlx5_0:1") != t.end());
     CHECK(std::find(t.begin(), t.end(), "ud_verbs mlx5_0:1") != t.end());
+    CHECK(std::find(t.begin(), t.end(), "rc_mlx5 mlx5_0:1") != t.end());
+    CHECK(std::find(t.begin(), t.end(), "ud_mlx5 mlx5_0:1") != t.end());
 }
 
 // What UCX's mlx5 transports (rc_mlx5, ud_mlx5) take from libmlx5: mlx5dv_init_obj of
@@ -182,6 +184,28 @@ TEST_CASE("mlx5dv_init_obj: a program drives cxv's queues through the layouts it
     }
 }
 
+// What UCX's mlx5 transports make through libmlx5 and find in sysfs, by a program of its
+// own (dv_create.c): CQs of 128-byte CQEs polled across their wrap, RC QPs with the
+// scatter-to-CQE flags, rdma-core's refusals, and the PCI IDs two levels above ibdev_path.
+TEST_CASE("mlx5dv_create_cq and mlx5dv_create_qp as UCX calls them") {
+    for (const char* port_type : {"ib", "eth"}) {
+        CAPTURE(port_type);
+        const ran r = run_exec_under_sim({"--port-type", port_type}, {env_path("CXV_DV_CREATE")});
+        INFO(r.output);
+        CHECK(r.status == 0);
+        CHECK_FALSE(has(r.output, "FAIL "));
+        for (const char* check :
+             {"ok the PCI function two levels above ibdev_path", "ok its cqe_size is 128",
+              "ok mlx5dv_create_qp: RC QPs with either scatter-to-CQE flag",
+              "ok ibv_poll_cq takes every completion across the wrap",
+              "ok each CQE in the second half of its 128-byte entry", "ok mlx5dv_create_cq: a 96-byte CQE is EINVAL",
+              "ok mlx5dv_create_qp: a DCI is EOPNOTSUPP"}) {
+            CHECK_MESSAGE(has(r.output, check), check);
+        }
+        CHECK(has(r.output, "0 failed"));
+    }
+}
+
 TEST_CASE("ucx_perftest between two processes over rc_verbs") {
     SUBCASE("tag_lat") { check_perftest("rc_verbs,ud_verbs:aux", "tag_lat", {}, "rc_verbs"); }
     SUBCASE("ucp_put_bw") { check_perftest("rc_verbs,ud_verbs:aux", "ucp_put_bw", {"-s", "4096"}, "rc_verbs"); }
@@ -190,6 +214,20 @@ TEST_CASE("ucx_perftest between two processes over rc_verbs") {
 TEST_CASE("ucx_perftest between two processes over ud_verbs") {
     SUBCASE("tag_lat") { check_perftest("ud_verbs", "tag_lat", {}, "ud_verbs"); }
     SUBCASE("ucp_put_bw") { check_perftest("ud_verbs", "ucp_put_bw", {"-s", "4096"}, "ud_verbs"); }
+}
+
+// UCX's own mlx5 transports: the queues made through libibverbs and mlx5dv_create_cq
+// (128-byte CQEs where UCX inlines received data), then driven by UCX itself through
+// mlx5dv_init_obj's layouts: WQEs it writes, doorbell records, BlueFlame or doorbell
+// registers, CQEs it reads.
+TEST_CASE("ucx_perftest between two processes over rc_mlx5") {
+    SUBCASE("tag_lat") { check_perftest("rc_mlx5,ud_mlx5:aux", "tag_lat", {}, "rc_mlx5"); }
+    SUBCASE("ucp_put_bw") { check_perftest("rc_mlx5,ud_mlx5:aux", "ucp_put_bw", {"-s", "4096"}, "rc_mlx5"); }
+}
+
+TEST_CASE("ucx_perftest between two processes over ud_mlx5") {
+    SUBCASE("tag_lat") { check_perftest("ud_mlx5", "tag_lat", {}, "ud_mlx5"); }
+    SUBCASE("ucp_put_bw") { check_perftest("ud_mlx5", "ucp_put_bw", {"-s", "4096"}, "ud_mlx5"); }
 }
 
 TEST_CASE("Open MPI ping-pong, two ranks each on its own function, over UCX rc_verbs") {

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cxv::tool {
@@ -105,6 +106,40 @@ void add_to_list(const char* var, const std::string& item, char sep, bool first)
 // process may open. The host's kernel nodes, if any, are hidden from the program, which
 // sees cxv's devices only. Without the privilege to make a mount namespace
 // (CAP_SYS_ADMIN) nothing is presented, and such programs see no device.
+//
+// Beside the nodes, under /dev/infiniband/sysfs, each device gets what a kernel's RDMA
+// class directory gives programs that look at the PCI function behind a device: a
+// directory per PCI address with the function's identity attributes, copied from its
+// sysfs directory (vendor, device, subsystem IDs, NUMA node, link speed and width), and
+// in it infiniband/<device name>, which cxv's libibverbs then gives as the device's
+// ibdev_path (devices.cc), as rdma-core's resolves to .../<PCI address>/infiniband/<name>
+// on a kernel. UCX takes the PCI IDs from there (the directory two levels up from
+// ibdev_path) to know an mlx5 device and open its mlx5 transports; a function on VFIO
+// has no RDMA class directory of its own.
+void present_function(const std::string& bdf, const std::string& name) {
+    if (bdf.empty() || bdf.find('/') != std::string::npos || name.find('/') != std::string::npos) return;
+    const std::string root = "/dev/infiniband/sysfs";
+    const std::string fn = root + "/" + bdf;
+    ::mkdir(root.c_str(), 0755);
+    if (::mkdir(fn.c_str(), 0755) != 0 && errno != EEXIST) return;
+    for (const char* attr : {"vendor", "device", "subsystem_vendor", "subsystem_device", "class", "numa_node",
+                             "local_cpulist", "current_link_speed", "current_link_width", "max_link_speed",
+                             "max_link_width"}) {
+        const int in = ::open(("/sys/bus/pci/devices/" + bdf + "/" + attr).c_str(), O_RDONLY | O_CLOEXEC);
+        if (in < 0) continue;
+        char buf[256];
+        const ssize_t n = ::read(in, buf, sizeof(buf));
+        ::close(in);
+        if (n <= 0) continue;
+        const int out = ::open((fn + "/" + attr).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+        if (out < 0) continue;
+        (void)!::write(out, buf, static_cast<std::size_t>(n));
+        ::close(out);
+    }
+    ::mkdir((fn + "/infiniband").c_str(), 0755);
+    ::mkdir((fn + "/infiniband/" + name).c_str(), 0755);
+}
+
 void present_device_nodes(const std::string& dir) {
     // First, while this process has one thread (unshare refuses CLONE_NEWNS to a process
     // whose threads share its filesystem context, and the listing may start some).
@@ -116,6 +151,7 @@ void present_device_nodes(const std::string& dir) {
     const auto get = reinterpret_cast<list_fn>(::dlsym(lib, "ibv_get_device_list"));
     const auto put = reinterpret_cast<free_fn>(::dlsym(lib, "ibv_free_device_list"));
     std::vector<std::string> names;
+    std::vector<std::pair<std::string, std::string>> functions;  // PCI address, device name
     if (get != nullptr && put != nullptr) {
         // The program lists the devices again and says what went wrong, once: not here.
         const int saved = ::dup(2);
@@ -125,7 +161,12 @@ void present_device_nodes(const std::string& dir) {
         }
         int n = 0;
         if (ibv_device** list = get(&n); list != nullptr) {
-            for (int k = 0; k < n; ++k) names.emplace_back(list[k]->dev_name);
+            for (int k = 0; k < n; ++k) {
+                names.emplace_back(list[k]->dev_name);
+                // dev_path is the function's sysfs directory, /sys/bus/pci/devices/<address>.
+                const std::string path = list[k]->dev_path;
+                functions.emplace_back(path.substr(path.rfind('/') + 1), list[k]->name);
+            }
             put(list);
         }
         if (saved >= 0) {
@@ -146,6 +187,7 @@ void present_device_nodes(const std::string& dir) {
         const std::string node = "/dev/infiniband/" + name;
         if (::mknod(node.c_str(), S_IFCHR | 0666, null_dev.st_rdev) == 0) ::chmod(node.c_str(), 0666);
     }
+    for (const auto& [bdf, name] : functions) present_function(bdf, name);
 }
 
 void print_usage(FILE* out) {
