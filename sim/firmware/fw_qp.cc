@@ -150,10 +150,13 @@ cmd_reply check_pkey_index(std::uint32_t index, const qp_limits& l) {
     return index < l.pkey_table ? ok() : bad_index();
 }
 
-cmd_reply check_mtu(std::uint32_t mtu, const qp_limits& l) {
+// The path MTU of a connected QP. A force-loopback path (ads.fl) never reaches the wire,
+// so the port's MTU does not bound it: Linux's vfio/mlx5 page tracker asks 4096 for its
+// fl QPs on whatever port MTU the function has, and cards take it.
+cmd_reply check_mtu(std::uint32_t mtu, const qp_limits& l, bool loopback) {
     if (mtu == 0) return bad_param(cmd_syndrome::MISSING_ATTRIBUTE);
     if (mtu > qv::mtu_4096) return bad_param();
-    if (mtu > l.max_mtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+    if (!loopback && mtu > l.max_mtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
     return ok();
 }
 
@@ -162,9 +165,13 @@ cmd_reply check_mtu(std::uint32_t mtu, const qp_limits& l) {
 // remote GID from a source GID. An InfiniBand path is taken whatever its rlid: the PRM
 // states no refusal of LID 0, and a card accepts it, as a program that makes its QPs
 // ready before its port has a LID (Down or Init, the SM not yet swept) does; what is sent
-// there reaches no port, as on a fabric.
+// there reaches no port, as on a fabric. A path with fl (force loopback, PRM "Address
+// Path": the packets go back to this function without the wire; roce_cap
+// fl_rc_qp_when_roce_enabled offers it on RoCE) addresses no peer, so it needs no remote
+// GID: Linux's mlx5_vdpa and vfio/mlx5 and DPDK's mlx5 drivers move their loopback QPs
+// to RTR with fl set and rgid_rip left zero.
 cmd_reply check_path(const std::byte* path, const qp_limits& l) {
-    if (l.roce) {
+    if (l.roce && !ifc::get<ads::fl>(path)) {
         bool any = false;
         for (std::size_t i = 0; i < ads::rgid_rip::count; ++i) {
             any = any || ifc::get<ads::rgid_rip>(path, i) != 0;
@@ -218,7 +225,7 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
         case cmd_opcode::INIT2RTR_QP:
             if (!ud) {
                 // The responder side of a connection: peer, path MTU, expected PSN, path.
-                if (failed(r = check_mtu(ifc::get<qpc::mtu>(in), l))) return r;
+                if (failed(r = check_mtu(ifc::get<qpc::mtu>(in), l, ifc::get<ads::fl>(ipath) != 0))) return r;
                 if (ifc::get<qpc::log_msg_max>(in) > l.log_max_msg) {
                     return bad_param(cmd_syndrome::LOG_SIZE_TOO_BIG);
                 }
@@ -297,7 +304,6 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     const std::byte* ctx = ifc::at<ifc::create_qp_in::qpc>(in);
     const std::byte* caps = current_caps_.data();
     const std::uint32_t uid = ifc::get<ifc::create_qp_in::uid>(in);
-    const qp_limits lim = limits_of(caps, cfg_.port == port_type::ethernet, admin_mtu_);
 
     if (qps_.size() >= (std::size_t{1} << ifc::get<cap::log_max_qp>(caps))) {
         return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
@@ -307,7 +313,12 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     const bool st_ok = (st == qv::st_rc && ifc::get<cap::rc>(caps)) || (st == qv::st_uc && ifc::get<cap::uc>(caps)) ||
                        (st == qv::st_ud && ifc::get<cap::ud>(caps));
     if (!st_ok) return bad_param();
-    if (auto r = check_pm_state(ifc::get<qpc::pm_state>(ctx), lim); failed(r)) return r;
+    // pm_state: any defined value (PRM "QP Context": 0 ARMED, 1 REARM, 3 MIGRATED; 2 is
+    // reserved). A card takes ARMED at create whatever apm says (DPDK's mlx5 leaves
+    // pm_state 0 in the firmware-managed QPs it creates); without APM the model never
+    // migrates, so the value is only kept. The transitions' PM_STATE attribute is still
+    // checked against apm (check_pm_state).
+    if (ifc::get<qpc::pm_state>(ctx) == qv::pm_reserved) return bad_param();
     const bool unsupported =
         ifc::get<ifc::create_qp_in::input_qpn>(in) != 0 ||  // QP numbers are the device's
         ifc::get<qpc::ts_format>(ctx) > qv::ts_format_default ||  // REAL_TIME needs a capability the model lacks
@@ -332,9 +343,14 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     const bool has_rq = rq_type == qv::rq_regular;
     if (rq_type != qv::rq_regular && rq_type != qv::rq_srq && rq_type != qv::rq_zero_len) return bad_param();
     const std::uint32_t srqn = rq_type == qv::rq_srq ? ifc::get<qpc::srqn_rmpn_xrqn>(ctx) : 0;
+    // The UAR page is where the send queue's doorbells ring (PRM "Queue Pair Context",
+    // uar_page): a QP without a send queue names none. Linux's mlx5_vdpa and DPDK's mlx5
+    // create their firmware-side QPs (no_sq, zero-length RQ) with uar_page 0, and cards
+    // take them; a UAR that is named must still exist.
+    const bool has_uar = has_sq || uar != 0;
     cmd_reply r;
     if (failed(r = check_ref(pds_, pd, uid, cmd_syndrome::BAD_PD))) return r;
-    if (failed(r = check_ref(uars_, uar, uid, cmd_syndrome::BAD_UAR))) return r;
+    if (has_uar && failed(r = check_ref(uars_, uar, uid, cmd_syndrome::BAD_UAR))) return r;
     if ((has_sq || cqn_snd != 0) && failed(r = check_ref(cqs_, cqn_snd, uid, cmd_syndrome::BAD_CQ))) return r;
     if ((rq_type != qv::rq_zero_len || cqn_rcv != 0) && failed(r = check_ref(cqs_, cqn_rcv, uid, cmd_syndrome::BAD_CQ))) {
         return r;
@@ -419,14 +435,14 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     qp.srqn = srqn;
     qp.icm = *slot;
     add_user(pds_, pd);
-    add_user(uars_, uar);
+    if (has_uar) add_user(uars_, uar);
     if (cqn_snd) add_user(cqs_, cqn_snd);
     if (cqn_rcv) add_user(cqs_, cqn_rcv);
     if (srqn) add_user(srqs_, srqn);
     if (qp.umem_id) add_user(umems_, qp.umem_id);
     if (dbr_in_umem) add_user(umems_, dbr_umem);
     qps_.emplace(qpn, std::move(qp));
-    write_bf_sentinel(uar);
+    if (has_uar) write_bf_sentinel(uar);
     next_qpn_ = (qpn + 1) & kMask24;
     ifc::set<ifc::create_qp_out::qpn>(c.out.data(), qpn);
     return ok();

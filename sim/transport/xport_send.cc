@@ -477,6 +477,15 @@ void transport_engine::connected_address(wqe_exec& e) {
     e.m.bth.dest_qp = ifc::get<qpc::remote_qpn>(e.q);
     std::uint8_t gid[16];
     std::memcpy(gid, ifc::at<ads::rgid_rip>(path), sizeof gid);  // 16 bytes, as on the wire
+    // fl (force loopback, PRM "Address Path"): the packets come back to this function
+    // whatever the remote address says (RTR takes an fl path without one). The model
+    // addresses them to the source GID, which its port loops back as any packet to one
+    // of its own addresses (so, unlike a card's, only while the port has its cable).
+    const bool loopback = ifc::get<ads::fl>(path) != 0 && cfg_.port == port_type::ethernet;
+    if (loopback) {
+        const auto own = source_gid(ifc::get<ads::src_addr_index>(path));
+        std::copy(own.begin(), own.end(), gid);
+    }
     wire::route& n = e.m.net;
     n.sl = static_cast<std::uint8_t>(ifc::get<ads::sl>(path));
     n.dlid = static_cast<std::uint16_t>(ifc::get<ads::rlid>(path));
@@ -486,6 +495,7 @@ void transport_engine::connected_address(wqe_exec& e) {
     const std::uint32_t hi = ifc::get<ads::rmac_47_32>(path), lo = ifc::get<ads::rmac_31_0>(path);
     n.dst_mac = {static_cast<std::uint8_t>(hi >> 8), static_cast<std::uint8_t>(hi), static_cast<std::uint8_t>(lo >> 24),
                  static_cast<std::uint8_t>(lo >> 16), static_cast<std::uint8_t>(lo >> 8), static_cast<std::uint8_t>(lo)};
+    if (loopback) n.dst_mac = cfg_.mac;
     fill_route(n, gid, ifc::get<ads::src_addr_index>(path), ifc::get<ads::grh>(path) != 0);
     e.mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(e.q), 1, 5);
 }

@@ -63,11 +63,9 @@ TEST_CASE("CREATE_QP refuses transports and features the device does not offer")
         check_status(with([&](std::byte* q, std::byte*) { ifc::set<qpc::st>(q, st); }), cmd_status::BAD_PARAM,
                      cmd_syndrome::BAD_PARAMETER);
     }
-    // No automatic path migration: MIGRATED only; 2 is reserved anyway.
-    for (std::uint32_t pm : {0u, 1u, 2u}) {
-        check_status(with([&](std::byte* q, std::byte*) { ifc::set<qpc::pm_state>(q, pm); }), cmd_status::BAD_PARAM,
-                     cmd_syndrome::BAD_PARAMETER);
-    }
+    // pm_state 2 is reserved (ARMED, REARM and MIGRATED are taken: see below).
+    check_status(with([&](std::byte* q, std::byte*) { ifc::set<qpc::pm_state>(q, 2); }), cmd_status::BAD_PARAM,
+                 cmd_syndrome::BAD_PARAMETER);
     check_status(with([](std::byte* q, std::byte*) { ifc::set<qpc::ts_format>(q, 2); }), cmd_status::BAD_PARAM,
                  cmd_syndrome::BAD_PARAMETER);
     check_status(with([](std::byte* q, std::byte*) { ifc::set<qpc::block_lb_mc>(q, 1); }), cmd_status::BAD_PARAM,
@@ -117,6 +115,52 @@ TEST_CASE("CREATE_QP checks the objects it binds to") {
               ifc::set<qpc::no_sq>(q, 1);
               ifc::set<qpc::cqn_snd>(q, 0);
           }).status == cmd_status::OK);
+}
+
+// Cards take a QP created with any defined pm_state, whatever apm says: DPDK's mlx5
+// (mlx5_devx_cmd_create_qp) leaves pm_state 0 (ARMED) in the firmware-managed QPs it
+// creates. The model keeps the value; it migrates no path.
+TEST_CASE("CREATE_QP takes pm_state ARMED and REARM as well as MIGRATED, without APM") {
+    env e;
+    for (std::uint32_t pm : {0u, 1u, 3u}) {
+        auto in = e.qp_input(kRc);
+        ifc::set<qpc::pm_state>(env::ctx(in), pm);
+        const std::uint32_t qpn = e.create_qp(in);
+        auto q = query_qp(e.h, qpn);
+        REQUIRE(q.status == cmd_status::OK);
+        CHECK(ifc::get<qpc::pm_state>(ifc::at<ifc::query_qp_out::qpc>(q.out.data())) == pm);
+    }
+}
+
+// The UAR page is the send queue's doorbell page. Linux's mlx5_vdpa (qp_prepare for the
+// firmware QP) and DPDK's mlx5 ("special QP to be managed by FW") create QPs with no SQ,
+// a zero-length RQ, no CQs and uar_page 0, and cards take them.
+TEST_CASE("CREATE_QP: a QP without a send queue needs no UAR") {
+    env e;
+    auto fw_qp = [&] {
+        auto in = H::input<ifc::create_qp_in>(cmd_opcode::CREATE_QP);
+        std::byte* q = env::ctx(in);
+        ifc::set<qpc::st>(q, kRc);
+        ifc::set<qpc::pm_state>(q, 3);  // MIGRATED, as mlx5_vdpa sets it
+        ifc::set<qpc::pd>(q, e.pd);
+        ifc::set<qpc::no_sq>(q, 1);
+        ifc::set<qpc::rq_type>(q, ifc::qpc_values::rq_zero_len);
+        return in;
+    };
+    auto in = fw_qp();
+    const std::uint32_t qpn = e.create_qp(in);
+    auto q = query_qp(e.h, qpn);
+    REQUIRE(q.status == cmd_status::OK);
+    CHECK(ifc::get<qpc::uar_page>(ifc::at<ifc::query_qp_out::qpc>(q.out.data())) == 0);
+    // A UAR that is named must exist, with or without a send queue.
+    auto bad = fw_qp();
+    ifc::set<qpc::uar_page>(env::ctx(bad), e.uar + 77);
+    check_status(e.exec(bad), cmd_status::BAD_PARAM, cmd_syndrome::BAD_UAR);
+    // A QP with a send queue needs its UAR.
+    auto sq = e.qp_input(kRc);
+    ifc::set<qpc::uar_page>(env::ctx(sq), 0);
+    check_status(e.exec(sq), cmd_status::BAD_PARAM, cmd_syndrome::BAD_UAR);
+    REQUIRE(destroy_qp(e.h, qpn).status == cmd_status::OK);
 }
 
 TEST_CASE("CREATE_QP checks queue sizes against the capabilities") {

@@ -94,6 +94,16 @@ struct transition_in {
 };
 
 cmd_result run(env& e, transition_in& t) { return e.h.exec(t.in, 16); }
+
+// Sets the port's MTU (PMTU admin_mtu, bytes).
+void set_port_mtu(env& e, std::uint32_t bytes) {
+    auto pmtu = H::input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, 0, ifc::pmtu_reg::size_bytes);
+    ifc::set<ifc::access_register_in::register_id>(pmtu.data(), 0x5003);
+    std::byte* reg = ifc::at<ifc::access_register_in::register_data>(pmtu.data());
+    ifc::set<ifc::pmtu_reg::local_port>(reg, 1);
+    ifc::set<ifc::pmtu_reg::admin_mtu>(reg, bytes);
+    REQUIRE(e.h.exec(pmtu, 16 + ifc::pmtu_reg::size_bytes).status == cmd_status::OK);
+}
 cmd_result step(env& e, cmd_opcode op, std::uint32_t qpn, std::uint32_t st) {
     transition_in t(op, qpn, st, e.roce);
     return run(e, t);
@@ -323,6 +333,47 @@ TEST_CASE("RoCE: INIT2RTR addresses the peer by GID") {
     auto c = e.query(qpn);
     CHECK(ifc::get<ads::rgid_rip>(ifc::at<qpc::primary_address_path>(c.data()), 12) == 10);
     CHECK(ifc::get<qpc::mtu>(c.data()) == 5);  // 4096 fits a 9216-byte frame
+}
+
+// Force loopback (ads.fl; the model offers roce_cap.fl_rc_qp_when_roce_enabled): Linux's
+// mlx5_vdpa (alloc_inout) and vfio/mlx5 (mlx5vf_activate_qp) and DPDK's mlx5
+// (mlx5_devx_cmd_modify_qp_state) move their loopback RC QPs to RTR with fl set and no
+// remote GID; vfio/mlx5 asks a 4096-byte path MTU on whatever MTU the function's port
+// has. Cards take both: the packets never reach the wire.
+TEST_CASE("RoCE: INIT2RTR with force loopback needs no remote GID, and the port's MTU does not bound it") {
+    env e(ethernet());
+    set_port_mtu(e, 1500);  // RoCE paths of 1024 bytes at most on the wire
+    const std::uint32_t qpn = e.create_qp(kRc);
+    drive(e, qpn, kRc, kInit);
+    transition_in t(cmd_opcode::INIT2RTR_QP, qpn, kRc, true);
+    std::memset(t.path(), 0, ads::size_bytes);  // mlx5_vdpa's path: fl and nothing else
+    ifc::set<ads::fl>(t.path(), 1);
+    REQUIRE(run(e, t).status == cmd_status::OK);
+    auto c = e.query(qpn);
+    const std::byte* path = ifc::at<qpc::primary_address_path>(c.data());
+    CHECK(ifc::get<qpc::state>(c.data()) == kRtr);
+    CHECK(ifc::get<ads::fl>(path) == 1);
+    CHECK(ifc::get<ads::vhca_port_num>(path) == 1);  // RST2INIT's
+    CHECK(ifc::get<qpc::mtu>(c.data()) == 5);
+    REQUIRE(step(e, cmd_opcode::RTR2RTS_QP, qpn, kRc).status == cmd_status::OK);
+
+    // Without fl, the same path still needs a peer's GID, and the port bounds the MTU.
+    const std::uint32_t other = e.create_qp(kRc);
+    drive(e, other, kRc, kInit);
+    transition_in n(cmd_opcode::INIT2RTR_QP, other, kRc, true);
+    std::memset(n.path(), 0, ads::size_bytes);
+    ifc::set<qpc::mtu>(n.ctx(), 3);
+    check_status(run(e, n), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
+    transition_in w(cmd_opcode::INIT2RTR_QP, other, kRc, true);
+    check_status(run(e, w), cmd_status::BAD_PARAM, cmd_syndrome::EXCEEDS_LIMIT);
+    // fl does not make a path MTU that does not exist.
+    transition_in f(cmd_opcode::INIT2RTR_QP, other, kRc, true);
+    ifc::set<ads::fl>(f.path(), 1);
+    ifc::set<qpc::mtu>(f.ctx(), 6);
+    check_status(run(e, f), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    ifc::set<qpc::mtu>(f.ctx(), 0);
+    check_status(run(e, f), cmd_status::BAD_PARAM, cmd_syndrome::MISSING_ATTRIBUTE);
+    CHECK(e.state(other) == kInit);
 }
 
 TEST_CASE("transition values are checked against the port and the capabilities") {

@@ -448,6 +448,30 @@ TEST_CASE("RoCE: RC packets go over IPv4 to the path's GID, from the port's addr
     }
 }
 
+TEST_CASE("RoCE: a force-loopback path (fl) sends to the function's own GID and MAC, whatever its remote GID") {
+    device_config cfg;
+    cfg.port = port_type::ethernet;
+    engine_rig r(cfg);
+    r.add_cq(kCqA, 4);
+    r.add_cq(kCqB, 4);
+    r.add_rc_qp(kA, kB, kCqA);
+    r.add_rc_qp(kB, kA, kCqB);
+    std::byte* path = hw::ifc::at<hw::ifc::qpc::primary_address_path>(r.t.qps.at(kA).qpc.data());
+    hw::ifc::set<hw::ifc::ads::fl>(path, 1);  // rgid_rip left zero, as Linux's vfio/mlx5 leaves it
+    r.auto_run = false;
+    const std::uint64_t src = r.alloc(4096);
+    hw::wqe_data_seg d{};
+    hw::set_data_seg(d, 10, engine_rig::kKey, src);
+    r.post_send(kA, hw::wqe_opcode::SEND, true, d);
+    REQUIRE(r.sent.size() == 1);
+    const wire::route& n = r.sent[0].net;
+    CHECK(n.link == wire::link_kind::roce_v4);
+    CHECK(n.dgid == n.sgid);
+    CHECK(n.dgid[15] == cfg.ipv4[3]);
+    CHECK(n.dst_mac == cfg.mac);
+    CHECK(n.src_mac == cfg.mac);
+}
+
 TEST_CASE("UD: one SEND Only with a DETH (the QP's Q_Key when the AV's high bit is set); a wrong Q_Key is dropped") {
     engine_rig r;
     r.add_cq(kCqA, 4);
