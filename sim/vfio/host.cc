@@ -256,10 +256,20 @@ int host::open_node(const node& n, int flags) {
         std::lock_guard lock(mu_);
         function_state& f = *functions_.at(n.function);
         if (f.opened != nullptr) return -EBUSY;  // vfio_group_fops_open: one open per group
-        if (const int e = ensure_model(f); e != 0) return e;
+        // ... also across the processes of the run, as on a host: a second process's open
+        // of a group another holds is EBUSY.
+        if (!fs_.hold_group(n.function)) return -EBUSY;
+        if (const int e = ensure_model(f); e != 0) {
+            fs_.release_group(n.function);
+            return e;
+        }
         const int fd = placeholder_fd("vfio-group", flags);
-        if (fd < 0) return -errno;
-        auto g = std::make_shared<group_file>(f);
+        if (fd < 0) {
+            const int saved = errno;
+            fs_.release_group(n.function);
+            return -saved;
+        }
+        auto g = std::make_shared<group_file>(f, fs_, n.function);
         f.opened = g.get();
         track(fd, std::move(g));
         return fd;
@@ -539,6 +549,7 @@ group_file::~group_file() {
     detach_group(fn);
     fn.opened = nullptr;
     fn.model.reset();
+    fs.release_group(index);
 }
 
 device_file::~device_file() {

@@ -63,9 +63,11 @@ struct container_file : vfio_file {
 };
 
 struct group_file : vfio_file {
-    explicit group_file(function_state& f) : vfio_file(file_kind::group), fn(f) {}
+    group_file(function_state& f, sysfs& s, unsigned i) : vfio_file(file_kind::group), fn(f), fs(s), index(i) {}
     ~group_file() override;  // vfio_group_fops_release
     function_state& fn;
+    sysfs& fs;       // the hold across the run's processes (sysfs::hold_group)
+    unsigned index;  // the function's
 };
 
 struct device_file : vfio_file {

@@ -1,6 +1,7 @@
 #include "sim/vfio/sysfs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -208,6 +209,39 @@ void sysfs::store(unsigned function, const binding_state& s) {
     slot[0] = static_cast<char>(s.driver);
     std::memcpy(slot + 1, s.override.data(), std::min(s.override.size(), kSlotBytes - 2));
     (void)::syscall(SYS_pwrite64, shared_fd_, slot, kSlotBytes, function * kSlotBytes);
+}
+
+// A group's hold: a write lock of one byte (past the slots) of the binding file, taken
+// through an open file description of this process's own (open(2) of /proc/self/fd/N,
+// not the inherited descriptor, whose locks every process of the run would share). Such
+// a lock goes when its description closes, so a process that ends holding a group lets
+// go of it as the kernel's release of /dev/vfio/N does; a child that fork(2) made
+// shares its parent's, as it shares the parent's open group.
+bool sysfs::hold_group(unsigned function) {
+    if (shared_fd_ < 0) return true;
+    std::lock_guard lock(state_mu_);
+    if (hold_fd_ < 0) {
+        const std::string self = fmt::format("/proc/self/fd/{}", shared_fd_);
+        hold_fd_ = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, self.c_str(), O_RDWR | O_CLOEXEC));
+        if (hold_fd_ < 0) return true;  // no way to tell: as without a shared file
+    }
+    struct flock l{};
+    l.l_type = F_WRLCK;
+    l.l_whence = SEEK_SET;
+    l.l_start = static_cast<off_t>(kHoldBase + function);
+    l.l_len = 1;
+    return ::syscall(SYS_fcntl, hold_fd_, F_OFD_SETLK, &l) == 0;
+}
+
+void sysfs::release_group(unsigned function) {
+    std::lock_guard lock(state_mu_);
+    if (hold_fd_ < 0) return;
+    struct flock l{};
+    l.l_type = F_UNLCK;
+    l.l_whence = SEEK_SET;
+    l.l_start = static_cast<off_t>(kHoldBase + function);
+    l.l_len = 1;
+    (void)::syscall(SYS_fcntl, hold_fd_, F_OFD_SETLK, &l);
 }
 
 bool sysfs::present(const node& n) const {

@@ -17,7 +17,9 @@
 // (vfio-pci) or net/<ifname>/ (mlx5_core, a netdev) come and go with it. Every process
 // under one `cxv-sim run` sees one binding, as processes on one host do: the launcher
 // makes a memfd that its children inherit (CXV_SIM_BINDING_FD), 64 bytes a function
-// (the driver, then driver_override). Deviations: unbinding vfio-pci while this process
+// (the driver, then driver_override); it also holds each open group (hold_group), so that
+// a second process's open of a group another holds is EBUSY, as on a host. Deviations:
+// unbinding vfio-pci while this process
 // holds the group fails with EBUSY, where Linux waits for the holder to let go; an
 // override is at most 62 bytes (Linux: a page).
 //
@@ -108,6 +110,13 @@ public:
 
     static constexpr std::size_t kSlotBytes = 64;  // of the binding file, per function
 
+    // The group of `function` is opened (true) or is held by another process of the run
+    // (false: EBUSY, as vfio_group_fops_open answers a second opener); release_group()
+    // when it closes. Without the run's shared file every process has its own devices.
+    bool hold_group(unsigned function);
+    void release_group(unsigned function);
+    static constexpr std::size_t kHoldBase = 1u << 20;  // the hold bytes' offset in the file
+
 private:
     enum : std::uint8_t { kNone = 1, kVfio, kMlx5 };  // 0: a slot not written yet
     struct binding_state {
@@ -125,6 +134,7 @@ private:
     std::vector<std::string> bdfs_;
     std::vector<std::uint8_t> initial_;  // each function's driver at the start
     int shared_fd_ = -1;                 // the launcher's binding file, when inherited
+    int hold_fd_ = -1;                   // this process's own description of it (group holds)
     mutable std::mutex state_mu_;
     std::vector<binding_state> local_;  // the binding, without a shared file
 };

@@ -140,6 +140,18 @@ rc=0
 write: Device or resource busy
 bind again rc=16" "$out"
 
+# A function one process holds is busy for every other process of the run, as a VFIO
+# group is on a host: the first cxv info holds it while it waits for a link that never
+# comes; the second is refused with EBUSY and pointed at cxv status.
+out=$("$sim" run --port-type eth --set link_up_ms=600000 -- bash -c "
+    '$cxv' info --port-timeout-ms 4000 0000:c5:00.0 >/dev/null 2>&1 & holder=\$!
+    sleep 1
+    '$cxv' info 0000:c5:00.0; echo \"second rc=\$?\"
+    wait \$holder" 2>&1)
+grep -q "second rc=1" <<<"$out" || fail "info of a function another process holds: exit: $out"
+grep -q "is open in another process: Device or resource busy" <<<"$out" || fail "info of a held function: $out"
+grep -q "cxv status --socket PATH" <<<"$out" || fail "info of a held function: no pointer to cxv status: $out"
+
 other=""
 for d in /sys/bus/pci/devices/*; do
     [ "$(cat "$d/vendor" 2>/dev/null)" != 0x15b3 ] && [ -e "$d/vendor" ] && { other=$(basename "$d"); break; }

@@ -2,6 +2,7 @@
 #include "tools/cxv/info.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -236,6 +237,10 @@ int print_info(const std::string& bdf, bool json, std::chrono::milliseconds port
     auto dev = driver::vfio::device::open(bdf);
     if (!dev) {
         fmt::print(stderr, "cxv info: {}\n", dev.error().message);
+        // A function a driver holds is described by that driver: `cxv status` asks a cxvd.
+        if (dev.error().code == EBUSY) {
+            fmt::print(stderr, "cxv info: if a cxvd holds it, `cxv status --socket PATH` shows what that cxvd serves\n");
+        }
         return EXIT_FAILURE;
     }
     // The port: bring-up does not wait; port_watch below waits and tells what it saw.
