@@ -96,6 +96,9 @@ struct poll_tables {
     std::array<std::uint64_t, 256> imm_flag;
     // with_grh by the first byte of flags_rqpn (GRH presence is its bits 5:4).
     std::array<std::uint64_t, 256> grh_flag;
+    // The kPkeySlid word by the same byte: sl (its bits 3:0: the SL, or over RoCE the
+    // packet type), pkey_index, slid and dlid_path_bits 0.
+    std::array<std::uint64_t, 256> sl_word;
 };
 inline constexpr poll_tables kPoll = [] {
     poll_tables t{};
@@ -111,6 +114,7 @@ inline constexpr poll_tables kPoll = [] {
             t.imm_flag[x] = imm ? std::uint64_t{wc_with_imm} << 32 : 0;
         }
         t.grh_flag[x] = (x & 0x30) ? std::uint64_t{wc_with_grh} << 32 : 0;
+        t.sl_word[x] = std::uint64_t{x & 0xf} << 32;  // sl is the word's fifth byte (asserted below)
     }
     return t;
 }();
@@ -140,7 +144,7 @@ inline constexpr std::size_t kSrcQpFlags = offsetof(work_completion, src_qp);   
 inline constexpr std::size_t kPkeySlid = offsetof(work_completion, pkey_index);         // pkey_index .. dlid_path_bits, padding
 static_assert(offsetof(work_completion, opcode) == kStatusOpcode + 4 &&
               offsetof(work_completion, wc_flags) == kSrcQpFlags + 4 &&
-              offsetof(work_completion, dlid_path_bits) == kPkeySlid + 5 && sizeof(work_completion) == kPkeySlid + 8 && kStatusOpcode % 8 == 0 &&
+              offsetof(work_completion, sl) == kPkeySlid + 4 && offsetof(work_completion, dlid_path_bits) == kPkeySlid + 5 && sizeof(work_completion) == kPkeySlid + 8 && kStatusOpcode % 8 == 0 &&
               kSrcQpFlags % 8 == 0 && kPkeySlid % 8 == 0);
 
 // One 8-byte word of a completion (the field at `off` in the low half, the next in the
@@ -381,7 +385,7 @@ private:
         // src_qp, and wc_flags (with_grh, with_imm) in the high half.
         detail::put64(wc, detail::kSrcQpFlags,
                       (flags_rqpn & 0xffffff) | detail::kPoll.grh_flag[flags] | detail::kPoll.imm_flag[x]);
-        detail::put64(wc, detail::kPkeySlid, 0);  // pkey_index, slid, sl, dlid_path_bits
+        detail::put64(wc, detail::kPkeySlid, detail::kPoll.sl_word[flags]);  // sl; pkey_index, slid, dlid_path_bits 0
         wc.slid = c.slid.value();
     }
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <string>
 #include <vector>
 
 #include "api/abi/abi.h"
@@ -59,12 +61,19 @@ std::unique_ptr<device_entry> make_entry(const std::string& bdf, unsigned index)
     std::snprintf(e->dev.dev_path, sizeof(e->dev.dev_path), "/sys/bus/pci/devices/%s", e->bdf);
     // The device's RDMA class directory where `cxv exec` made one (tools/cxv/exec.cc:
     // /dev/infiniband/sysfs/<address>/infiniband/<name>, whose directory two levels up has
-    // the function's PCI IDs, as a kernel's .../<address>/infiniband/<name> has), else the
-    // function's own sysfs directory.
+    // the function's PCI IDs, as a kernel's .../<address>/infiniband/<name> has), named
+    // /sys/class/infiniband/<name> as rdma-core names it where cxv exec also put that link
+    // (and it leads there: not a kernel device of the same name); else the function's own
+    // sysfs directory.
     char view[sizeof(e->dev.ibdev_path)];
     std::snprintf(view, sizeof(view), "/dev/infiniband/sysfs/%s/infiniband/%s", e->bdf, e->dev.name);
+    char klass[sizeof(e->dev.ibdev_path)];
+    std::snprintf(klass, sizeof(klass), "/sys/class/infiniband/%s", e->dev.name);
+    char resolved[PATH_MAX];
     struct stat st{};
-    if (::stat(view, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (::realpath(klass, resolved) != nullptr && std::strcmp(resolved, view) == 0) {
+        std::snprintf(e->dev.ibdev_path, sizeof(e->dev.ibdev_path), "%s", klass);
+    } else if (::stat(view, &st) == 0 && S_ISDIR(st.st_mode)) {
         std::snprintf(e->dev.ibdev_path, sizeof(e->dev.ibdev_path), "%s", view);
     } else {
         std::snprintf(e->dev.ibdev_path, sizeof(e->dev.ibdev_path), "/sys/bus/pci/devices/%s", e->bdf);
@@ -221,6 +230,49 @@ CXV_ABI_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
     return htobe64(e.node_guid);
 }
 
+// Where `cxv exec` made the device a class directory (tools/cxv/exec.cc), the GID types
+// of its ports as a kernel's has them, ports/<port>/gid_attrs/types/<index>: "RoCE v2" on
+// an Ethernet port (the only kind cxv's driver programs), "IB/RoCE v1" on InfiniBand,
+// for each entry that holds a GID among the first 32 (programs such as UCX read the type
+// of the GID they use there; cxv programs a few). Written when a context opens, from what
+// the function says then.
+namespace {
+void present_gid_types(ibv_context* ctx, const device_entry& e) {
+    char view[PATH_MAX];
+    std::snprintf(view, sizeof(view), "/dev/infiniband/sysfs/%s/infiniband/%s", e.bdf, e.dev.name);
+    struct stat st{};
+    if (::stat(view, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    ibv_device_attr da{};
+    if (ibv_query_device(ctx, &da) != 0) return;
+    for (unsigned port = 1; port <= da.phys_port_cnt; ++port) {
+        ibv_port_attr pa{};
+        if (ibv_query_port(ctx, static_cast<std::uint8_t>(port), &pa) != 0) continue;
+        const char* type = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE v2\n" : "IB/RoCE v1\n";
+        std::string dir = std::string(view) + "/ports";
+        ::mkdir(dir.c_str(), 0755);
+        dir += "/" + std::to_string(port);
+        ::mkdir(dir.c_str(), 0755);
+        dir += "/gid_attrs";
+        ::mkdir(dir.c_str(), 0755);
+        dir += "/types";
+        ::mkdir(dir.c_str(), 0755);
+        const int count = std::min(pa.gid_tbl_len, 32);
+        for (int i = 0; i < count; ++i) {
+            ibv_gid g{};
+            static const ibv_gid zero{};
+            if (ibv_query_gid(ctx, static_cast<std::uint8_t>(port), i, &g) != 0 || std::memcmp(&g, &zero, sizeof g) == 0) {
+                continue;
+            }
+            const std::string file = dir + "/" + std::to_string(i);
+            const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+            if (fd < 0) continue;
+            (void)!::write(fd, type, std::strlen(type));
+            ::close(fd);
+        }
+    }
+}
+}  // namespace
+
 // ibv_open_device(3): the function brought up through VFIO (cxv_open_device); NULL with
 // errno set (and cxv's reason on stderr) when it cannot be, e.g. when another process
 // has it open.
@@ -245,6 +297,7 @@ CXV_ABI_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
         }
     }
     ctx->cmd_fd = command_fd();
+    present_gid_types(ctx, e);
     return ctx;
 }
 

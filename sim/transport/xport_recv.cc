@@ -181,7 +181,14 @@ void transport_engine::receive_cqe(qp_object& qp, const wire::packet& p, hw::cqe
     c.wqe_counter = hw::be16::from(w.index);
     c.srqn_uidx = hw::be32::from(w.srq ? w.srqn : ifc::get<qpc::user_index>(q) & kMask24);
     if (static_cast<transport>(ifc::get<qpc::st>(q)) == transport::ud) {
-        c.flags_rqpn = hw::be32::from((p.deth.src_qp & kMask24) | (p.grh_present ? 1u << 28 : 0));
+        // flags_rqpn (PRM "CQE Format"): the source QP, bits 29:28 a GRH (or IP header)
+        // present, bits 27:24 the packet's SL on InfiniBand and, over RoCE, its type: bit
+        // 27 a UDP header (RoCE v2), bits 25:24 the L3 header (0 GRH, 1 IPv6, 2 IPv4; Linux
+        // device.h MLX5_CQE_ROCE_L3_HEADER_TYPE_*), which mlx5 drivers report as the work
+        // completion's sl and network header type.
+        std::uint32_t kind = p.net.sl & 0xfu;
+        if (cfg_.port == port_type::ethernet) kind = 0x8u | (p.net.link == wire::link_kind::roce_v4 ? 0x2u : 0x1u);
+        c.flags_rqpn = hw::be32::from((p.deth.src_qp & kMask24) | (p.grh_present ? 1u << 28 : 0) | kind << 24);
     }
     if (cfg_.port != port_type::ethernet) c.slid = hw::be16::from(p.net.slid);
     push_cqe(qp.cqn_rcv, c, p.bth.se);

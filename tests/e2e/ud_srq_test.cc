@@ -83,6 +83,7 @@ TEST_CASE("UD: the GRH area comes first, Q_Keys are checked, datagrams stay with
     ibv_sge s = sge(*a, 0, 100);
     cxv::qp::path p;
     p.dlid = b->lid;
+    p.sl = 5;
     auto ah = make_address_handle(p, false);
     REQUIRE(post_ud(*qa, 2, &s, ah, qb->qpn(), kQkey) == 0);
     auto wc = wait_wc(*b->cq, 1);
@@ -90,6 +91,7 @@ TEST_CASE("UD: the GRH area comes first, Q_Keys are checked, datagrams stay with
     CHECK(wc[0].byte_len == 140);
     CHECK(wc[0].src_qp == qa->qpn());
     CHECK(wc[0].slid == a->lid);
+    CHECK(wc[0].sl == 5);  // the LRH's SL, from the CQE's flags_rqpn bits 27:24
     CHECK((wc[0].wc_flags & IBV_WC_GRH) == 0);
     CHECK(std::all_of(b->at(0x1000), b->at(0x1000 + 40), [](std::byte x) { return x == std::byte{0xee}; }));
     CHECK(std::memcmp(b->at(0x1000 + 40), a->at(0), 100) == 0);

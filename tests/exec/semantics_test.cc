@@ -76,6 +76,13 @@ TEST_CASE("empty SGEs are left out of the WQE, as rdma-core's mlx5 provider does
     }
 }
 
+TEST_CASE("a UD receive's wc.sl: the SL on InfiniBand, the packet type on RoCE (tests/exec/ud_sl.c)") {
+    const ran ib = run_exec_under_sim({"--port-type", "ib"}, {env_path("CXV_UD_SL")});
+    expect_checks(ib, {"InfiniBand: wc.sl is the sender's SL"});
+    const ran eth = run_exec_under_sim({"--port-type", "eth"}, {env_path("CXV_UD_SL")});
+    expect_checks(eth, {"RoCE over IPv6: wc.sl is 0x9 (UDP, IPv6)", "an IPv4 GID", "RoCE over IPv4: wc.sl is 0xa (UDP, IPv4)"});
+}
+
 TEST_CASE("librdmacm calls follow rdma-core's (tests/exec/cm_semantics.c)") {
     const ran r = run_exec_under_sim({}, {env_path("CXV_CM_SEMANTICS"), std::to_string(free_port())});
     expect_checks(r, {"rdma_getaddrinfo with the addresses in the hints",

@@ -120,11 +120,11 @@ final_row final_of(const std::string& log) {
 // ucx_perftest as a server and a client of it, `-t test -n kIters ARGS`, over `tls`; the
 // transport UCX chose for the peer must be `expect` on the function's port.
 void check_perftest(const std::string& tls, const std::string& test, const std::vector<std::string>& args,
-                    const std::string& expect) {
+                    const std::string& expect, const std::string& port_type = "ib") {
     set_ucx_env(tls);
     std::vector<std::string> all = {"-t", test, "-n", std::to_string(kIters)};
     all.insert(all.end(), args.begin(), args.end());
-    const exec_pair r = run_exec_pair("ib", "/usr/bin/ucx_perftest", all, {}, std::chrono::seconds(60));
+    const exec_pair r = run_exec_pair(port_type, "/usr/bin/ucx_perftest", all, {}, std::chrono::seconds(60));
     INFO("server log:\n" << r.server_log);
     INFO("client log:\n" << r.client_log);
     CHECK(r.server == 0);
@@ -228,6 +228,15 @@ TEST_CASE("ucx_perftest between two processes over rc_mlx5") {
 TEST_CASE("ucx_perftest between two processes over ud_mlx5") {
     SUBCASE("tag_lat") { check_perftest("ud_mlx5", "tag_lat", {}, "ud_mlx5"); }
     SUBCASE("ucp_put_bw") { check_perftest("ud_mlx5", "ucp_put_bw", {"-s", "4096"}, "ud_mlx5"); }
+}
+
+// On RoCE v2 UCX picks the IPv4 GID by its type, which it reads from
+// /sys/class/infiniband/<dev>/ports/1/gid_attrs/types/<index> (cxv exec's class
+// directory, written by cxv's libibverbs as a context opens), and tells an IPv4 GRH area
+// from an IPv6 one by the receive completion's sl (the CQE's RoCE packet type).
+TEST_CASE("ucx_perftest between two processes on RoCE v2: ud_verbs and rc_mlx5") {
+    SUBCASE("ud_verbs") { check_perftest("ud_verbs", "tag_lat", {}, "ud_verbs", "eth"); }
+    SUBCASE("rc_mlx5") { check_perftest("rc_mlx5,ud_mlx5:aux", "tag_lat", {}, "rc_mlx5", "eth"); }
 }
 
 TEST_CASE("Open MPI ping-pong, two ranks each on its own function, over UCX rc_verbs") {

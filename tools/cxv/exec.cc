@@ -138,6 +138,26 @@ void present_function(const std::string& bdf, const std::string& name) {
     }
     ::mkdir((fn + "/infiniband").c_str(), 0755);
     ::mkdir((fn + "/infiniband/" + name).c_str(), 0755);
+    // /sys/class/infiniband/<name>, as the kernel names the class directory (the overlay
+    // of present_class() shows it): a link to the directory above.
+    ::mkdir("/dev/infiniband/class", 0755);
+    ::mkdir("/dev/infiniband/class/infiniband", 0755);
+    (void)!::symlink((fn + "/infiniband/" + name).c_str(), ("/dev/infiniband/class/infiniband/" + name).c_str());
+}
+
+// /sys/class with the links above in an infiniband/ directory of its own, in the
+// program's mount namespace: a read-only overlay of /dev/infiniband/class over the real
+// /sys/class, whose other classes (net, ...) stay as they are. Programs read RDMA class
+// files at those absolute paths (UCX: /sys/class/infiniband/<dev>/ports/<p>/gid_attrs/
+// types/<i>, the RoCE version of a GID, which cxv's libibverbs writes there when a context
+// opens). Nothing is shown where the host has an RDMA class of its own (its kernel
+// devices stay visible as they are) or where overlayfs cannot stack on sysfs.
+void present_class() {
+    struct stat st{};
+    if (::stat("/sys/class/infiniband", &st) == 0) return;
+    if (::stat("/dev/infiniband/class/infiniband", &st) != 0) return;
+    (void)::mount("cxv", "/sys/class", "overlay", MS_RDONLY,
+                  "lowerdir=/dev/infiniband/class:/sys/class");
 }
 
 void present_device_nodes(const std::string& dir) {
@@ -188,6 +208,7 @@ void present_device_nodes(const std::string& dir) {
         if (::mknod(node.c_str(), S_IFCHR | 0666, null_dev.st_rdev) == 0) ::chmod(node.c_str(), 0666);
     }
     for (const auto& [bdf, name] : functions) present_function(bdf, name);
+    present_class();
 }
 
 void print_usage(FILE* out) {
