@@ -1,5 +1,6 @@
 #include "sim/device.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "hw/doorbell.h"
@@ -28,10 +29,10 @@ result<std::unique_ptr<device>> device::create(const device_config& cfg) {
     auto bar = bar0::create(cfg.bar0_size);
     if (!bar) return bar.error();
     std::unique_ptr<device> d(new device(cfg, std::move(bar).value()));
-    auto port = link::port::create(d->cfg_, d->fw_.tables());
-    if (!port) return port.error();
-    d->port_ = std::move(port).value();
-    d->fw_.attach_port(d->port_.get());
+    auto link = link::port::create(d->cfg_, d->tables_);
+    if (!link) return link.error();
+    d->link_ = std::move(link).value();
+    d->port_.attach(d->link_.get());
     if (cfg.own_thread) {
         d->own_thread_ = std::make_unique<model_thread>();
         d->thread_ = d->own_thread_.get();
@@ -47,21 +48,24 @@ device::device(const device_config& cfg, std::unique_ptr<bar0> bar)
       bar_(std::move(bar)),
       msix_(cfg_.msix_vectors),
       pci_(cfg_, cfg_.bar0_size, cfg_.msix_vectors),
-      fw_(cfg_, *bar_, mmu_, msix_, trace_, faults_),
-      cmd_(*bar_, mmu_, fw_, trace_, faults_) {
+      eqs_(mmu_, msix_, trace_),
+      engine_(cfg_, *bar_, mmu_, trace_, tables_, *this),
+      port_(cfg_, trace_, eqs_, engine_),
+      fw_(cfg_, *bar_, mmu_, msix_, trace_, faults_, tables_, eqs_, port_, engine_),
+      cmd_(*bar_, mmu_, fw_, eqs_, trace_, faults_) {
     power_on();
 }
 
 device::~device() {
     if (thread_ != nullptr) thread_->drop(this);
-    fw_.attach_port(nullptr);
+    port_.attach(nullptr);
 }
 
-int device::wake_fd() const { return port_ ? port_->wake_fd() : -1; }
+int device::wake_fd() const { return link_ ? link_->wake_fd() : -1; }
 
 bool device::arm_wake() {
     std::lock_guard lock(mu_);
-    return port_ ? port_->arm_wake() : true;
+    return link_ ? link_->arm_wake() : true;
 }
 
 void device::power_on() {
@@ -76,7 +80,7 @@ void device::power_on() {
                                                          cfg_.fw_rev_minor);
     ifc::set<ifc::health_buffer::hw_id>(health, cfg_.device_id);
     cmd_.reset();
-    fw_.reset();
+    fw_.reset();  // the objects, the EQs with them, and the port
     // Booting: `initializing` (bit 31 of dword 0x1fc) until boot_time has passed.
     bar_->store32(iseg::initializing, hw::init_seg_initializing_bit);
     const auto now = std::chrono::steady_clock::now();
@@ -111,7 +115,7 @@ void device::tick_health(std::chrono::steady_clock::time_point now) {
 
 bool device::poll_doorbells() {
     if (watched_stale_) {
-        watched_ = fw_.watched_uar_pages();
+        watched_ = watched_uar_pages();
         watched_stale_ = false;
     }
     bool any = false;
@@ -120,24 +124,24 @@ bool device::poll_doorbells() {
         if (base + hw::uar_page_size > bar_->size()) continue;
         // A value of 0 never comes from a driver: EQ numbers start at 1.
         if (bar_->load32(base + hw::uar_eq_doorbell_no_arm) != 0) {
-            fw_.eq_doorbell(bar_->exchange32(base + hw::uar_eq_doorbell_no_arm, 0), false);
+            eqs_.doorbell(bar_->exchange32(base + hw::uar_eq_doorbell_no_arm, 0), false);
             any = true;
         }
         if (bar_->load32(base + hw::uar_eq_doorbell_arm) != 0) {
-            fw_.eq_doorbell(bar_->exchange32(base + hw::uar_eq_doorbell_arm, 0), true);
+            eqs_.doorbell(bar_->exchange32(base + hw::uar_eq_doorbell_arm, 0), true);
             any = true;
         }
         // CQ arm doorbell: 64 bits (arm word, cqn); the arm word is never 0 once a CQ
         // has been armed with a sequence number or command, and cqn 0 is never used.
         if (bar_->load64(base + hw::uar_cq_doorbell) != 0) {
-            fw_.engine().cq_doorbell(bar_->exchange64(base + hw::uar_cq_doorbell, 0));
+            engine_.cq_doorbell(bar_->exchange64(base + hw::uar_cq_doorbell, 0));
             any = true;
         }
         // Send doorbells: the first 8 bytes of a control segment at the start of a
         // BlueFlame register half (never 0: QP numbers start at 0x100).
         for (std::size_t off = base + hw::uar_bf_offset; off < base + hw::uar_page_size; off += 0x100) {
             if (bar_->load64(off) != 0) {
-                fw_.engine().sq_doorbell(uar, off, bar_->exchange64(off, 0));
+                engine_.sq_doorbell(uar, off, bar_->exchange64(off, 0));
                 any = true;
             }
         }
@@ -146,23 +150,23 @@ bool device::poll_doorbells() {
 }
 
 bool device::receive_packets(std::chrono::steady_clock::time_point now) {
-    if (!port_) return false;
+    if (!link_) return false;
     // The cable: set_link's, and on a directory fabric the file that pulls it from outside.
-    const bool cable = cable_set_ && port_->cable_in(now);
+    const bool cable = cable_set_ && link_->cable_in(now);
     if (cable != cable_seen_) {
         cable_seen_ = cable;
-        fw_.port_set_cable(cable);
+        port_.set_cable(cable);
     }
     // Loopback answers come back through the same port: poll until it stays quiet.
     bool any = false;
-    const std::uint64_t damaged = port_->counters().bad_crc;
+    const std::uint64_t damaged = link_->counters().bad_crc;
     for (unsigned pass = 0; pass < 64; ++pass) {
-        if (!port_->poll(now, [this](wire::packet& p, std::size_t) { fw_.deliver(std::move(p)); })) break;
+        if (!link_->poll(now, [this](wire::packet& p, std::size_t) { port_.deliver(std::move(p)); })) break;
         any = true;
         // The batch is done: the ACKs the responders coalesced go out (IBA 9.7.5.1.1).
-        fw_.engine().end_of_batch();
+        engine_.end_of_batch();
     }
-    fw_.count_rx_errors(port_->counters().bad_crc - damaged);
+    port_.count_rx_errors(link_->counters().bad_crc - damaged);
     return any;
 }
 
@@ -172,10 +176,10 @@ bool device::round(std::chrono::steady_clock::time_point now) {
     // round to end, as it waits for any access in progress).
     const iommu::access_run dma(mmu_);
     struct round_time {
-        firmware& fw;
-        round_time(firmware& f, std::chrono::steady_clock::time_point now) : fw(f) { fw.set_round_time(now); }
-        ~round_time() { fw.set_round_time({}); }
-    } const in_round(fw_, now);
+        device_port& port;
+        round_time(device_port& p, std::chrono::steady_clock::time_point now) : port(p) { port.set_round_time(now); }
+        ~round_time() { port.set_round_time({}); }
+    } const in_round(port_, now);
     if (booting_) {
         if (now < boot_done_) return false;
         bar_->store32(iseg::initializing, 0);
@@ -198,11 +202,11 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         transport_engine& e;
         explicit cqe_batch(transport_engine& x) : e(x) { e.begin_cq_batch(); }
         ~cqe_batch() { e.end_cq_batch(); }
-    } const cqes(fw_.engine());
+    } const cqes(engine_);
     worked |= poll_doorbells();
     worked |= receive_packets(now);
-    worked |= fw_.engine().tick(now);
-    worked |= fw_.port_tick(now);
+    worked |= engine_.tick(now);
+    worked |= port_.tick(now);
     return worked;
 }
 
@@ -218,7 +222,17 @@ std::size_t device::pages_owned() {
 
 std::size_t device::eq_count() {
     std::lock_guard lock(mu_);
-    return fw_.eq_count();
+    return eqs_.size();
+}
+
+std::vector<std::uint32_t> device::watched_uar_pages() const {
+    std::vector<std::uint32_t> out;
+    for (const auto& [eqn, eq] : eqs_.by_eqn()) out.push_back(eq.uar_page);
+    for (const auto& [cqn, cq] : tables_.cqs) out.push_back(ifc::get<ifc::cqc::uar_page>(cq.cqc.data()));
+    for (const auto& [qpn, qp] : tables_.qps) out.push_back(ifc::get<ifc::qpc::uar_page>(qp.qpc.data()));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
 }
 
 std::uint32_t device::health_counter() const {
@@ -228,23 +242,23 @@ std::uint32_t device::health_counter() const {
 void device::set_link(bool up) {
     std::lock_guard lock(mu_);
     cable_set_ = up;
-    cable_seen_ = up && (!port_ || port_->cable_in(std::chrono::steady_clock::now()));
-    fw_.port_set_cable(cable_seen_);
+    cable_seen_ = up && (!link_ || link_->cable_in(std::chrono::steady_clock::now()));
+    port_.set_cable(cable_seen_);
 }
 
 void device::set_link_faults(const device_config::link_faults& f) {
     std::lock_guard lock(mu_);
-    if (port_) port_->set_faults(f);
+    if (link_) link_->set_faults(f);
 }
 
 link::port_counters device::link_counters() {
     std::lock_guard lock(mu_);
-    return port_ ? port_->counters() : link::port_counters{};
+    return link_ ? link_->counters() : link::port_counters{};
 }
 
 void device::request_pages(std::int32_t num_pages) {
     std::lock_guard lock(mu_);
-    fw_.request_pages(num_pages);
+    eqs_.request_pages(num_pages);
 }
 
 }  // namespace cxv::sim

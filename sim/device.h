@@ -22,17 +22,30 @@
 #include "sim/firmware/cmd_engine.h"
 #include "sim/pci/config_space.h"
 #include "sim/device_config.h"
+#include "sim/device_port.h"
+#include "sim/eqs.h"
 #include "sim/faults.h"
 #include "sim/firmware/firmware.h"
+#include "sim/objects/tables.h"
+#include "sim/q_counting.h"
 #include "sim/pci/iommu.h"
 #include "sim/pci/msix.h"
 #include "sim/model_thread.h"
 #include "sim/spin_lock.h"
 #include "sim/trace.h"
+#include "sim/transport/engine.h"
+#include "sim/transport/hooks.h"
 
 namespace cxv::sim {
 
-class device {
+// One function: its PCI face, and the parts a ConnectX has behind it, each owned here
+// and meeting the others only through narrow interfaces: the object tables, the event
+// queues (eqs.h), the transport engine (sim/transport/engine.h), the port
+// (device_port.h) and its wire (sim/link/port.h), and the firmware with its command
+// interface, which answers commands and nothing else. A packet goes engine -> port ->
+// wire and back; the engine reaches the port, the EQs and the Q counters through this
+// class's transport_hooks.
+class device : private transport_hooks {
 public:
     static result<std::unique_ptr<device>> create(const device_config& cfg);
     ~device();
@@ -78,7 +91,7 @@ private:
     bool round(std::chrono::steady_clock::time_point now);
     // Whether the transport has work in flight: the model thread then keeps polling
     // rather than sleeping (the doorbells that follow are memory writes).
-    bool busy() { return fw_.engine().busy(); }
+    bool busy() { return engine_.busy(); }
     // A descriptor that becomes readable when a frame reaches the port (-1: none).
     int wake_fd() const;
     // About to sleep on wake_fd(): false when a frame already waits (link::port::arm_wake).
@@ -86,6 +99,23 @@ private:
     bool poll_doorbells();
     bool receive_packets(std::chrono::steady_clock::time_point now);
     void tick_health(std::chrono::steady_clock::time_point now);
+    // Every UAR page an EQ, CQ or QP is bound to: the doorbells to poll.
+    std::vector<std::uint32_t> watched_uar_pages() const;
+
+    // transport_hooks: packets to the port, events to the EQs, Q counter events to the
+    // sets the firmware allocated.
+    void transmit(wire::packet&& p) override { port_.transmit(std::move(p)); }
+    void async_event(hw::event_type type, std::span<const std::byte> data) override {
+        eqs_.post_event(type, 0, data);
+    }
+    void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override {
+        eqs_.completion_event(eqn, data);
+    }
+    void count(const qp_object& qp, std::uint32_t q_counter_values::*what) override { q_counts_.count(qp, what); }
+    void count_req_error(const qp_object& qp, hw::cqe_syndrome why) override { q_counts_.req_error(qp, why); }
+    void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe) override {
+        q_counts_.resp_error(qp, why, cqe);
+    }
 
     device_config cfg_;
     std::unique_ptr<bar0> bar_;
@@ -94,6 +124,11 @@ private:
     config_space pci_;
     trace trace_;
     fault_plan faults_;
+    object_tables tables_;
+    q_counting q_counts_{tables_.q_counters};
+    event_queues eqs_;
+    transport_engine engine_;
+    device_port port_;
     firmware fw_;
     cmd_engine cmd_;
 
@@ -103,7 +138,7 @@ private:
     std::chrono::steady_clock::time_point next_health_;
     std::uint32_t health_counter_ = 0;
     std::uint8_t last_nic_interface_ = 0;
-    std::unique_ptr<link::port> port_;
+    std::unique_ptr<link::port> link_;  // the port's wire
     bool cable_set_ = true;   // set_link's cable
     bool cable_seen_ = true;  // what the firmware was last told: set_link's and the wire's
     std::vector<std::uint32_t> watched_;  // UAR pages with doorbells to poll

@@ -28,8 +28,8 @@ constexpr std::uint8_t ds(hw::cmd_delivery_status s) { return static_cast<std::u
 
 }  // namespace
 
-cmd_engine::cmd_engine(bar0& bar, iommu& mmu, firmware& fw, trace& tr, fault_plan& faults)
-    : bar_(bar), mmu_(mmu), fw_(fw), trace_(tr), faults_(faults) {}
+cmd_engine::cmd_engine(bar0& bar, iommu& mmu, firmware& fw, event_queues& eqs, trace& tr, fault_plan& faults)
+    : bar_(bar), mmu_(mmu), fw_(fw), eqs_(eqs), trace_(tr), faults_(faults) {}
 
 void cmd_engine::reset() {
     cmdq_iova_ = 0;
@@ -131,7 +131,7 @@ void cmd_engine::complete(unsigned slot, std::uint8_t delivery_status, bool even
     const std::uint8_t status_own = static_cast<std::uint8_t>(delivery_status << 1);
     mmu_.write(entry_iova + kStatusOwn, &status_own, 1);
     busy_ &= ~(1u << slot);
-    if (event) fw_.post_command_completion(1u << slot);
+    if (event) eqs_.command_completion(1u << slot);
 }
 
 // Walks a mailbox chain from `head` for the bytes past the 16 inline ones of a

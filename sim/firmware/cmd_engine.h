@@ -35,7 +35,7 @@ public:
     static constexpr unsigned slots = 1u << log_cmdq_size;
     static constexpr std::size_t max_message = std::size_t{16} << 20;  // bytes
 
-    cmd_engine(bar0& bar, iommu& mmu, firmware& fw, trace& tr, fault_plan& faults);
+    cmd_engine(bar0& bar, iommu& mmu, firmware& fw, event_queues& eqs, trace& tr, fault_plan& faults);
 
     // One round of the model thread: latch a new queue address, consume doorbells,
     // execute rung commands, finish delayed ones. True when anything happened.
@@ -61,6 +61,7 @@ private:
     bar0& bar_;
     iommu& mmu_;
     firmware& fw_;
+    event_queues& eqs_;  // command completion events
     trace& trace_;
     fault_plan& faults_;
 

@@ -17,14 +17,14 @@ using hw::cmd_opcode;
 using hw::cmd_status;
 
 firmware::firmware(const device_config& cfg, bar0& bar, iommu& mmu, msix_table& msix, trace& tr,
-                   fault_plan& faults)
+                   fault_plan& faults, object_tables& tables, event_queues& eqs, device_port& port,
+                   transport_engine& engine)
     : cfg_(cfg),
       bar_(bar),
       mmu_(mmu),
       msix_(msix),
       trace_(tr),
-      faults_(faults),
-      engine_(cfg, bar, mmu, tr, tables_, *this) {
+      faults_(faults), tables_(tables), events_(eqs), port_(port), engine_(engine) {
     reset();
 }
 
@@ -181,10 +181,8 @@ void firmware::reset() {
     host_endianness_set_ = false;
     host_big_endian_ = false;
     fast_teardown_prepared_ = false;
-    port_stop();
-    port_admin_up_ = true;
+    port_.reset();
     admin_mtu_ = 0;
-    port_stats_ = {};
     vport_cleared_ = {};
     regs_ = {};
     fill_general_caps(current_caps_.data(), false);
@@ -212,7 +210,7 @@ void firmware::release_all_objects() {
     cqs_.clear();
     mkeys_.clear();
     umems_.clear();
-    eqs_.clear();
+    events_.clear();
     pds_.clear();
     uars_.clear();
     next_pd_ = next_mkey_ = next_umem_ = next_cqn_ = next_srqn_ = 1;
@@ -227,7 +225,7 @@ std::optional<pages::slot> firmware::icm_alloc() {
     auto s = pages_.alloc_slot();
     // Keep a reserve: below a quarter of a page's worth of free slots, ask for more.
     if (pages_.free_slots() < pages::slots_per_page / 4 && state_ == hca_state::initialized) {
-        request_pages(static_cast<std::int32_t>(cfg_.page_request_batch));
+        events_.request_pages(static_cast<std::int32_t>(cfg_.page_request_batch));
     }
     return s;
 }
@@ -267,40 +265,6 @@ bool firmware::icm_store_list(const std::vector<std::uint64_t>& entries,
 void firmware::icm_free_list(std::vector<pages::slot>& slots) {
     for (const auto s : slots) pages_.free_slot(s);
     slots.clear();
-}
-
-// --- the transport engine's side --------------------------------------------------------
-
-void firmware::transmit(wire::packet&& p) {
-    trace_.count(&counters::packets_sent);
-    const wire_frames frames = wire_frames_of(p);  // before p is moved away
-    // A port that is not ACTIVE puts nothing on the wire: RC requests then time out and
-    // are retried, UD and UC messages are lost (fw_port.cc).
-    const auto now = round_time_ != std::chrono::steady_clock::time_point{} ? round_time_
-                                                                             : std::chrono::steady_clock::now();
-    const bool sent =
-        port_active() && port_ != nullptr && port_->transmit(std::move(p), now) != link::port::sent::discarded;
-    port_stats_.count_tx(frames, sent);
-    if (!sent) {
-        trace_.count(&counters::packets_dropped);
-    }
-}
-
-void firmware::deliver(wire::packet&& p) {
-    if (!port_active()) {  // a port that is not ACTIVE receives nothing
-        trace_.count(&counters::packets_dropped);
-        return;
-    }
-    // Counted by the QP the engine finds (one lookup per packet), for the frame as it
-    // arrived (before the engine takes its payload).
-    const wire_frames f = wire_frames_of(p);
-    port_stats_.count_rx(f, engine_.receive(p));
-}
-
-void firmware::async_event(hw::event_type type, std::span<const std::byte> data) { post_event(type, 0, data); }
-
-void firmware::completion_event(std::uint32_t eqn, std::span<const std::byte> data) {
-    post_eqe(eqs_.at(eqn), hw::event_type::COMP, 0, data);
 }
 
 }  // namespace cxv::sim

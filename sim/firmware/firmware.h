@@ -2,15 +2,14 @@
 // status values and a distinct syndrome per cause (sim/syndromes.h), and owns the
 // HCA state and every object the driver creates.
 //
-// It sees host memory only through the IOMMU, and the driver only through what a card
-// has: the command interface (cmd_engine), doorbells in BAR0 (polled by the device
-// thread), EQEs it writes and MSI-X vectors it signals.
-//
-// The objects live in the object tables (sim/objects/tables.h), which the firmware
-// shares with its transport engine (sim/transport/engine.h): the engine executes the
-// work the driver posts and calls back only through transport_hooks (the port, events,
-// Q counters); the firmware calls the engine at a few named points (a QP created,
-// modified, destroyed; reset).
+// It sees host memory only through the IOMMU, and the driver only through the command
+// interface (cmd_engine). The rest of the function belongs to the device (sim/device.h),
+// which gives the firmware its parts at construction: the object tables
+// (sim/objects/tables.h) the commands fill, the event queues (sim/eqs.h) the EQ
+// commands create, the port (sim/device_port.h) the port registers and vport queries
+// read and set, and the transport engine (sim/transport/engine.h), which the firmware
+// calls at a few named points (a QP created, modified, destroyed; reset). No packet and
+// no doorbell passes through the firmware.
 #pragma once
 
 #include <array>
@@ -30,6 +29,8 @@
 #include "hw/opcodes.h"
 #include "sim/pci/bar.h"
 #include "sim/device_config.h"
+#include "sim/device_port.h"
+#include "sim/eqs.h"
 #include "sim/faults.h"
 #include "sim/firmware/fw_reg.h"
 #include "sim/pci/iommu.h"
@@ -39,8 +40,6 @@
 #include "sim/objects/pages.h"
 #include "sim/objects/tables.h"
 #include "sim/transport/engine.h"
-#include "sim/transport/hooks.h"
-#include "sim/link/port.h"
 #include "sim/transport/port_stats.h"
 #include "sim/trace.h"
 
@@ -66,39 +65,6 @@ struct cmd_ctx {
     std::uint16_t op_mod;
 };
 
-// An event queue (PRM "Event Queue"): its context as created, and the device's
-// producer state. EQEs are written to host memory through the IOMMU.
-struct event_queue {
-    std::uint32_t eqn = 0;
-    std::uint32_t uid = 0;
-    unsigned log_eq_size = 0;
-    unsigned log_page_size = 0;  // relative to 4 KiB
-    std::uint32_t page_offset = 0;
-    std::uint32_t uar_page = 0;
-    unsigned intr = 0;
-    std::array<std::uint64_t, 4> event_bitmask{};
-    std::vector<std::uint64_t> pas;
-    std::uint32_t producer = 0;   // next EQE index the device writes
-    std::uint32_t consumer = 0;   // last consumer index the driver reported
-    bool armed = false;
-    bool overrun = false;
-    bool oi = false;              // overrun ignore
-    pages::slot icm{};            // where its context lives in firmware pages
-
-    bool subscribed(hw::event_type t) const noexcept {
-        const unsigned bit = static_cast<unsigned>(t);
-        return (event_bitmask[bit / 64] >> (bit % 64)) & 1;
-    }
-};
-
-// The port's link (fw_port.cc); the logical states are IBTA PortInfo:PortState's.
-enum class port_phase : std::uint8_t {
-    down,      // no link: before INIT_HCA, after teardown, admin down or no cable
-    training,  // admin up with a cable: the link trains (oper_status still down)
-    init,      // InfiniBand: physical LinkUp, logical Init until the SM configures it
-    active,    // logical Active: Ethernet once trained, InfiniBand after the SM's sweep
-};
-
 enum class hca_state : std::uint8_t {
     disabled,     // after reset or DISABLE_HCA
     enabled,      // after ENABLE_HCA, before INIT_HCA
@@ -106,66 +72,23 @@ enum class hca_state : std::uint8_t {
     torn_down,    // after TEARDOWN_HCA, before DISABLE_HCA
 };
 
-class firmware : private transport_hooks {
+class firmware {
 public:
     firmware(const device_config& cfg, bar0& bar, iommu& mmu, msix_table& msix, trace& tr,
-             fault_plan& faults);
+             fault_plan& faults, object_tables& tables, event_queues& eqs, device_port& port,
+             transport_engine& engine);
     firmware(const firmware&) = delete;
     firmware& operator=(const firmware&) = delete;
 
     // Executes one command. Thread: the model thread only.
     cmd_reply execute(cmd_ctx& c);
 
-    // The engine's completion hook: a CMD EQE for the slots in `slots` on each EQ that
-    // subscribed to command completions and existed when the command was issued (the
-    // CREATE_EQ of a command EQ completes without an EQE, as does its DESTROY_EQ).
-    void post_command_completion(std::uint32_t slots);
-
-    // An EQ doorbell the model thread found in a UAR page (0x40 arm, 0x48 no arm).
-    void eq_doorbell(std::uint32_t value, bool arm);
-    // Every UAR page an EQ, CQ or QP is bound to: the model thread polls their doorbells.
-    std::vector<std::uint32_t> watched_uar_pages() const;
-
-    // The transport engine, for the model thread's send and CQ doorbells and its ticks.
-    transport_engine& engine() noexcept { return engine_; }
-    // A packet from the wire for this port: counted by the port, then the engine's.
-    void deliver(wire::packet&& p);
-    // The port on the wire the engine's packets leave through (sim/link/port.h), owned
-    // by the device; and the object tables, whose RoCE address table it answers for.
-    void attach_port(link::port* p) noexcept { port_ = p; }
-    // Frames that arrived damaged (a bad ICRC, VCRC or checksum): the port dropped them.
-    void count_rx_errors(std::uint64_t n) noexcept { port_stats_.rx_errors += n; }
-    const object_tables& tables() const noexcept { return tables_; }
-
-    // A PAGE_REQUEST event for num_pages (negative: pages the firmware can return).
-    void request_pages(std::int32_t num_pages);
-    // The physical link is up (PAOS oper_status up; on InfiniBand also in logical Init).
-    bool port_up() const noexcept { return port_up_; }
-
-    // --- the port (fw_port.cc) ---
-    // A PAOS write with ase = 1: admin_status up or down. The operational state follows
-    // as the port's link does: down at once, up after the link has trained.
-    void port_set_admin(bool up);
-    // PAOS admin_status and oper_status as the register reports them: 1 up, 2 down.
-    unsigned port_admin_status() const noexcept;
-    unsigned port_oper_status() const noexcept;
-    // The cable, as if plugged in or pulled (device::set_link).
-    void port_set_cable(bool in);
-    // Link training and the subnet manager's sweep: the step due by `now`. True when the
-    // port changed state. Thread: the model thread.
-    bool port_tick(std::chrono::steady_clock::time_point now);
-    // The time of the model thread's round in progress, which the packets it sends use
-    // (a clock read per packet showed in the profile); time_point{} outside a round,
-    // where each packet reads the clock.
-    void set_round_time(std::chrono::steady_clock::time_point now) noexcept { round_time_ = now; }
-    // Frames the port sent and received (the transport engine counts them).
-    const port_stats& port_counters() const noexcept { return port_stats_; }
-
     // The driver wrote nic_interface = DISABLED after TEARDOWN_HCA(PREPARE_FAST_TEARDOWN):
     // the teardown completes. False when no fast teardown was prepared.
     bool finish_fast_teardown();
 
-    // Device reset (FLR / VFIO_DEVICE_RESET): everything back to power-on.
+    // Device reset (FLR / VFIO_DEVICE_RESET): the firmware's state, every object (the
+    // EQs and the engine's state with them) and the port back to power-on.
     void reset();
 
     // The GID table's size: cmd_hca_cap.gid_table_size's encoding (8 << n entries) and
@@ -174,7 +97,6 @@ public:
     static constexpr std::uint32_t gid_table_entries = 8u << gid_table_size_code;
     hca_state state() const noexcept { return state_; }
     std::size_t pages_owned() const noexcept { return pages_.owned(); }
-    std::size_t eq_count() const noexcept { return eqs_.size(); }
 
 private:
     using handler = cmd_reply (firmware::*)(cmd_ctx&);
@@ -208,9 +130,6 @@ private:
     cmd_reply reg_ppcnt(reg_access& r);
     cmd_reply reg_pcam(reg_access& r);
     cmd_reply reg_mcam(reg_access& r);
-    // The bytes on the wire of a packet this port sends or receives, for
-    // the port counters (port_stats_).
-    wire_frames wire_frames_of(const wire::packet& p) const;
 
     // fw_caps.cc
     void fill_general_caps(std::byte* cap, bool max) const;
@@ -263,11 +182,6 @@ private:
     void reset_q_counters();
     // A QP's counter_set_id moves from `from` to `to` (RST2INIT, RTS2RTS, 2RST, destroy).
     void rebind_q_counter(std::uint32_t from, std::uint32_t to);
-    // transport_hooks: counts one event on the set the QP counts to (its
-    // qpc.counter_set_id); an error CQE's counters and the one for its cause.
-    void count(const qp_object& qp, std::uint32_t q_counter_values::*what) override;
-    void count_req_error(const qp_object& qp, hw::cqe_syndrome why) override;
-    void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe) override;
 
     // Firmware memory for an object's context: a slot in the pages the driver gave,
     // written through the IOMMU. When the pool runs low the firmware asks for more with
@@ -290,36 +204,8 @@ private:
     cmd_reply create_eq(cmd_ctx& c);
     cmd_reply destroy_eq(cmd_ctx& c);
     cmd_reply query_eq(cmd_ctx& c);
-    bool post_eqe(event_queue& eq, hw::event_type type, std::uint8_t sub_type,
-                  std::span<const std::byte> data);
-    void post_event(hw::event_type type, std::uint8_t sub_type, std::span<const std::byte> data);
 
     void release_all_objects();
-
-    // fw_port.cc
-    // INIT_HCA: the link starts training, unless disable_link_up is set (then the port
-    // stays administratively down until PAOS brings it up).
-    void port_on_init_hca(bool link_up_disabled);
-    // TEARDOWN_HCA, DISABLE_HCA, reset: the port goes down (the EQs are gone: no event).
-    void port_stop();
-    bool port_active() const noexcept { return port_phase_ == port_phase::active; }
-    // IBTA PortInfo:PortState (1 Down, 2 Init, 4 Active) and PortPhysicalState (2
-    // Polling, 3 Disabled, 5 LinkUp), also the PRM's hca_vport_context encodings.
-    unsigned port_logical_state() const noexcept;
-    unsigned port_physical_state() const noexcept;
-    // The subnet manager has configured the port (LID, SM LID): InfiniBand, once ACTIVE.
-    bool port_configured() const noexcept { return port_configured_; }
-    void port_enter(port_phase next, std::chrono::steady_clock::time_point now);
-
-    // --- the transport engine's side (firmware.cc) ---
-    // transport_hooks: the port puts the engine's messages on the fabric (nothing when
-    // not ACTIVE), and events go to the EQs.
-    void transmit(wire::packet&& p) override;
-    void async_event(hw::event_type type, std::span<const std::byte> data) override;
-    void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override;
-    // The engine's entry points the QP commands use (fw_qp.cc).
-    void write_bf_sentinel(std::uint32_t uar) { engine_.watch_bf_page(uar); }
-    void on_qp_transition(qp_object& qp, qp_state from) { engine_.on_qp_transition(qp, from); }
 
     const device_config& cfg_;
     bar0& bar_;
@@ -337,16 +223,7 @@ private:
     bool host_endianness_set_ = false;
     bool host_big_endian_ = false;
     bool fast_teardown_prepared_ = false;
-    // The port (fw_port.cc). port_up_ mirrors the phase: init or active.
-    port_phase port_phase_ = port_phase::down;
-    bool port_up_ = false;
-    bool port_admin_up_ = true;
-    bool port_cable_ = true;         // the cable is physical: a reset leaves it as it is
-    bool port_configured_ = false;   // the SM assigned the LID (kept across link loss)
-    std::chrono::steady_clock::time_point port_step_at_{};  // when training or the sweep ends
-    std::chrono::steady_clock::time_point round_time_{};    // set_round_time
     std::uint32_t admin_mtu_ = 0;  // 0: the port's maximum
-    port_stats port_stats_{};
     register_state regs_{};
     // The NIC vport context fields MODIFY_NIC_VPORT_CONTEXT sets (roce_en, mtu, promisc_*;
     // fw_vport.cc); all zero at power-on and after release_all_objects().
@@ -355,16 +232,19 @@ private:
     std::uint8_t atomic_req_mode_ = 0;           // atomic_caps.atomic_req_8B_endianness_mode
     std::array<std::uint8_t, 64> driver_version_{};
 
-    // The object tables, shared with the transport engine. Object numbers start at 1 (0
-    // is never a valid handle). The command handlers name each table as a member of
-    // their own (uars_, qps_, ...): references into tables_.
-    object_tables tables_;
-    link::port* port_ = nullptr;
+    // The device's parts the handlers use. The object tables are shared with the
+    // transport engine. Object numbers start at 1 (0 is never a valid handle). The
+    // command handlers name each table as a member of their own (uars_, qps_, eqs_, ...):
+    // references into tables_ and events_.
+    object_tables& tables_;
+    event_queues& events_;
+    device_port& port_;
+    transport_engine& engine_;
     std::map<std::uint32_t, uar_object>& uars_ = tables_.uars;
     std::uint32_t next_uar_ = 0;
     std::map<std::uint32_t, pd_object>& pds_ = tables_.pds;
     std::uint32_t next_pd_ = 1;
-    std::map<std::uint32_t, event_queue> eqs_;
+    std::map<std::uint32_t, event_queue>& eqs_ = events_.by_eqn();
     std::map<std::uint32_t, mkey_object>& mkeys_ = tables_.mkeys;  // by mkey_index
     std::uint32_t next_mkey_ = 0x10;  // below: reserved (fw_mkey.cc)
     std::map<std::uint32_t, umem_object>& umems_ = tables_.umems;
@@ -378,9 +258,7 @@ private:
     std::map<std::uint32_t, q_counter_object>& q_counters_ = tables_.q_counters;  // set 0 always present
     // The RoCE GID table by index (fw_roce.cc); empty on InfiniBand and after teardown.
     std::map<std::uint32_t, roce_address>& roce_addresses_ = tables_.roce_addresses;
-    port_stats vport_cleared_{};  // port_stats_ when QUERY_VPORT_COUNTER last cleared
-    std::uint32_t created_by_current_command_ = 0;  // eqn, or 0
-    transport_engine engine_;
+    port_stats vport_cleared_{};  // the port's counters when QUERY_VPORT_COUNTER last cleared
 };
 
 }  // namespace cxv::sim

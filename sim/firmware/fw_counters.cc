@@ -15,6 +15,7 @@
 //   local_ack_timeout_err          an ACK timeout the requester retransmits after
 //   *_cqe_error, *_cqe_flush_error error and flush CQEs, requester or responder side
 //   the others                     the error's cause, where it is decided
+// The counting itself is the device's (sim/q_counting.h, through transport_hooks).
 #include <vector>
 
 #include "hw/ifc.h"
@@ -23,8 +24,7 @@
 
 namespace cxv::sim {
 
-using hw::cqe_syndrome;
-
+// Q counter sets and the vport counters (PRM "Q Counters", QUERY_VPORT_COUNTER).
 namespace {
 
 using cap = ifc::cmd_hca_cap;
@@ -124,7 +124,7 @@ cmd_reply firmware::query_vport_counter(cmd_ctx& c) {
     // frames by the port's link layer (the model sends no Ethernet broadcast). The port
     // keeps one byte count, not one per cast: all of it goes with unicast, where the
     // model's traffic is.
-    const port_stats& s = port_stats_;
+    const port_stats& s = port_.counters();
     const port_stats& b = vport_cleared_;
     std::byte* o = c.out.data();
     const bool eth = cfg_.port == port_type::ethernet;
@@ -142,7 +142,7 @@ cmd_reply firmware::query_vport_counter(cmd_ctx& c) {
     return ok();
 }
 
-// --- counting, from the transport engine --------------------------------------------
+// --- QPs binding to sets ---------------------------------------------------------------
 
 void firmware::rebind_q_counter(std::uint32_t from, std::uint32_t to) {
     // Set 0 cannot be deallocated: its users are not counted.
@@ -151,39 +151,6 @@ void firmware::rebind_q_counter(std::uint32_t from, std::uint32_t to) {
         --it->second.users;
     }
     if (auto it = q_counters_.find(to); to != 0 && it != q_counters_.end()) ++it->second.users;
-}
-
-void firmware::count(const qp_object& qp, std::uint32_t q_counter_values::*what) {
-    auto it = q_counters_.find(ifc::get<ifc::qpc::counter_set_id>(qp.qpc.data()));
-    if (it == q_counters_.end()) it = q_counters_.find(0);
-    ++(it->second.v.*what);
-}
-
-void firmware::count_req_error(const qp_object& qp, cqe_syndrome why) {
-    using v = q_counter_values;
-    count(qp, &v::req_cqe_error);
-    switch (why) {
-    case cqe_syndrome::LOCAL_LENGTH_ERR: return count(qp, &v::req_local_length_error);
-    case cqe_syndrome::LOCAL_QP_OP_ERR: return count(qp, &v::local_operation_error);
-    case cqe_syndrome::LOCAL_PROT_ERR: return count(qp, &v::req_local_protection);
-    case cqe_syndrome::REMOTE_INVAL_REQ_ERR: return count(qp, &v::req_remote_invalid_request);
-    case cqe_syndrome::REMOTE_ACCESS_ERR: return count(qp, &v::req_remote_access_errors);
-    case cqe_syndrome::REMOTE_OP_ERR: return count(qp, &v::req_remote_operation_errors);
-    case cqe_syndrome::TRANSPORT_RETRY_EXC_ERR: return count(qp, &v::req_transport_retries_exceeded);
-    default: return;
-    }
-}
-
-void firmware::count_resp_error(const qp_object& qp, cqe_syndrome why, bool cqe) {
-    using v = q_counter_values;
-    if (cqe) count(qp, &v::resp_cqe_error);
-    switch (why) {
-    case cqe_syndrome::LOCAL_LENGTH_ERR: return count(qp, &v::resp_local_length_error);
-    case cqe_syndrome::LOCAL_PROT_ERR: return count(qp, &v::resp_local_protection);
-    case cqe_syndrome::REMOTE_INVAL_REQ_ERR: return count(qp, &v::resp_remote_invalid_request);
-    case cqe_syndrome::REMOTE_ACCESS_ERR: return count(qp, &v::resp_remote_access_errors);
-    default: return;
-    }
 }
 
 }  // namespace cxv::sim

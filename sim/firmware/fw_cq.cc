@@ -316,7 +316,7 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     }
     cq.cqc = next;
     cq.pas = std::move(pas);
-    if (cq_event_due(cq)) post_eqe(eqs_.at(cq.eqn), hw::event_type::COMP, 0, take_event(cq));
+    if (cq_event_due(cq)) events_.post(eqs_.at(cq.eqn), hw::event_type::COMP, 0, take_event(cq));
     return ok();
 }
 

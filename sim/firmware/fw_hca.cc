@@ -42,7 +42,7 @@ cmd_reply firmware::disable_hca(cmd_ctx& c) {
     }
     // The function stops; every page it held returns to the driver implicitly.
     release_all_objects();
-    port_stop();
+    port_.stop();
     pages_.clear();
     boot_pages_given_ = init_pages_given_ = false;
     pages_requested_ = 0;
@@ -225,7 +225,7 @@ cmd_reply firmware::init_hca(cmd_ctx&) {
     }
     state_ = hca_state::initialized;
     // The link trains from here (fw_port.cc), unless disable_link_up is set.
-    port_on_init_hca(ifc::get<ifc::cmd_hca_cap::disable_link_up>(current_caps_.data()) != 0);
+    port_.on_init_hca(ifc::get<ifc::cmd_hca_cap::disable_link_up>(current_caps_.data()) != 0);
     return ok();
 }
 
@@ -235,7 +235,7 @@ cmd_reply firmware::teardown_hca(cmd_ctx& c) {
         case teardown_hca_profile::GRACEFUL_CLOSE:
         case teardown_hca_profile::FORCE_CLOSE:
             release_all_objects();
-            port_stop();
+            port_.stop();
             state_ = hca_state::torn_down;
             return ok();
         case teardown_hca_profile::PREPARE_FAST_TEARDOWN:
@@ -253,7 +253,7 @@ bool firmware::finish_fast_teardown() {
     if (!fast_teardown_prepared_) return false;
     fast_teardown_prepared_ = false;
     release_all_objects();
-    port_stop();
+    port_.stop();
     state_ = hca_state::torn_down;
     return true;
 }

@@ -442,7 +442,7 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     if (qp.umem_id) add_user(umems_, qp.umem_id);
     if (dbr_in_umem) add_user(umems_, dbr_umem);
     qps_.emplace(qpn, std::move(qp));
-    if (has_uar) write_bf_sentinel(uar);
+    if (has_uar) engine_.watch_bf_page(uar);
     next_qpn_ = (qpn + 1) & kMask24;
     ifc::set<ifc::create_qp_out::qpn>(c.out.data(), qpn);
     return ok();
@@ -569,7 +569,7 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         qp.rq_consumer = 0;
         qp.rq_posted = 0;
     }
-    on_qp_transition(qp, from);
+    engine_.on_qp_transition(qp, from);
     return ok();
 }
 

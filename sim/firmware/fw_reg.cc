@@ -2,8 +2,8 @@
 // register with its size, whether local_port indexes it and whether it may be written,
 // and one handler that applies a write and fills the register as it then stands. The
 // output carries the register in both directions: Linux's mlx5_core_access_reg() copies
-// register_data back after a write as after a read. Also the port's wire accounting
-// that the counter registers (PPCNT) report.
+// register_data back after a write as after a read. The port's state and counters are
+// the device's (sim/device_port.h).
 #include <array>
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,6 @@
 #include "hw/registers.h"
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
-#include "sim/wire/frame.h"
 
 namespace cxv::sim {
 
@@ -49,13 +48,6 @@ constexpr std::uint32_t data_rate_100g = 1000;
 // PTYS proto_mask bits.
 constexpr std::uint32_t proto_ib = 1u << 0, proto_eth = 1u << 2;
 constexpr unsigned port_lanes = 4;  // PMLP width: a 4-lane port on module 0
-
-// Headers every wire packet carries, besides its extended headers, payload and pad
-// (wire_frames_of adds those): RoCE v2: Ethernet 14, IPv4 20 (IPv6 40), UDP 8, BTH 12,
-// ICRC 4, FCS 4. InfiniBand: LRH 8, BTH 12, ICRC 4, VCRC 2, and a GRH of 40 when present.
-constexpr std::uint64_t roce_v2_packet_overhead = 14 + 20 + 8 + 12 + 4 + 4;
-constexpr std::uint64_t ib_packet_overhead = 8 + 12 + 4 + 2;
-constexpr std::uint64_t ib_grh_bytes = 40;
 
 // Sets bit k of a PRM capability mask of `bytes` bytes (bit 0 is the last byte's least
 // significant bit: PCAM/MCAM number registers from the end of the mask).
@@ -162,10 +154,10 @@ cmd_reply firmware::reg_paos(reg_access& r) {
         }
         if (ee && e > 2) return bad_param(cmd_syndrome::BAD_PARAMETER);
         if (ee) regs_.paos_e = static_cast<std::uint8_t>(e);
-        if (ase) port_set_admin(admin == u(hw::port_status::UP));
+        if (ase) port_.set_admin(admin == u(hw::port_status::UP));
     }
-    ifc::set<R::admin_status>(r.out, port_admin_status());
-    ifc::set<R::oper_status>(r.out, port_oper_status());
+    ifc::set<R::admin_status>(r.out, port_.admin_status());
+    ifc::set<R::oper_status>(r.out, port_.oper_status());
     ifc::set<R::e>(r.out, regs_.paos_e);
     return ok();
 }
@@ -193,7 +185,7 @@ cmd_reply firmware::reg_ptys(reg_access& r) {
             regs_.ptys_ib_width_admin = static_cast<std::uint16_t>(width);
         }
     }
-    const bool up = port_oper_status() == u(hw::port_status::UP);
+    const bool up = port_.oper_status() == u(hw::port_status::UP);
     ifc::set<R::proto_mask>(r.out, mine);
     ifc::set<R::data_rate_oper>(r.out, up ? data_rate_100g : 0);
     if (eth) {
@@ -287,13 +279,13 @@ cmd_reply firmware::reg_ppcnt(reg_access& r) {
     }
     const auto now = std::chrono::steady_clock::now();
     const auto clear = [&] {
-        *base = port_stats_;
+        *base = port_.counters();
         if (base == &regs_.ppcnt_phys) regs_.phys_cleared = now;
     };
     if (r.write && clr) clear();
     ifc::set<R::grp>(r.out, grp);
     ifc::set<R::prio_tc>(r.out, prio);
-    const port_stats s = since(port_stats_, *base);
+    const port_stats s = since(port_.counters(), *base);
     std::byte* set = ifc::at<R::counter_set>(r.out);
     switch (static_cast<ppcnt_group>(grp)) {
         case ppcnt_group::IEEE_802_3_COUNTERS_GROUP: {
@@ -374,35 +366,6 @@ cmd_reply firmware::reg_mcam(reg_access& r) {
         }
     }
     return ok();
-}
-
-namespace {
-// Bytes of the extended headers each opcode carries, looked up once per packet.
-constexpr std::array<std::uint8_t, 256> extended_bytes_table = [] {
-    std::array<std::uint8_t, 256> t{};
-    for (unsigned op = 0; op < 256; ++op) {
-        t[op] = static_cast<std::uint8_t>(wire::extended_header_bytes(wire::headers_of(static_cast<std::uint8_t>(op))));
-    }
-    return t;
-}();
-}  // namespace
-
-wire_frames firmware::wire_frames_of(const wire::packet& p) const {
-    wire_frames f;
-    f.packets = 1;
-    const std::size_t payload = p.payload.size();
-    // What the frame holds: the link and network headers, BTH, ICRC (and FCS or VCRC),
-    // the extended headers of its opcode, the payload and its pad.
-    f.bytes = extended_bytes_table[p.bth.opcode] + payload + wire::pad_of(payload);
-    if (cfg_.port == port_type::ethernet) {
-        f.bytes += roce_v2_packet_overhead + (p.net.link == wire::link_kind::roce_v6 ? 20 : 0);
-        // IPv4 224.0.0.0/4 or IPv6 ff00::/8.
-        f.multicast = wire::is_ipv4_mapped(p.net.dgid) ? (p.net.dgid[12] >> 4) == 0xe : p.net.dgid[0] == 0xff;
-    } else {
-        f.bytes += ib_packet_overhead + (p.net.grh ? ib_grh_bytes : 0);
-        f.multicast = p.net.dlid >= 0xc000 && p.net.dlid < 0xffff;  // multicast LIDs 0xc000-0xfffe
-    }
-    return f;
 }
 
 }  // namespace cxv::sim

@@ -111,8 +111,8 @@ cmd_reply firmware::query_vport_state(cmd_ctx& c) {
     }
     std::uint32_t state = kVportDown;
     switch (static_cast<hw::vport_state_op_mod>(c.op_mod)) {
-    case hw::vport_state_op_mod::VNIC_VPORT: state = port_active() ? kVportUp : kVportDown; break;
-    case hw::vport_state_op_mod::UPLINK: state = port_up() ? kVportUp : kVportDown; break;
+    case hw::vport_state_op_mod::VNIC_VPORT: state = port_.active() ? kVportUp : kVportDown; break;
+    case hw::vport_state_op_mod::UPLINK: state = port_.up() ? kVportUp : kVportDown; break;
     case hw::vport_state_op_mod::ESW_VPORT:
     default: return bad_param(cmd_syndrome::BAD_OP_MOD);
     }
@@ -132,11 +132,11 @@ cmd_reply firmware::query_hca_vport_context(cmd_ctx& c) {
         return r;
     }
     const bool ib = cfg_.port == port_type::infiniband;
-    const std::uint32_t state = port_logical_state();
+    const std::uint32_t state = port_.logical_state();
     std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(c.out.data());
     ifc::set<v_t::has_smi>(v, ib ? 1 : 0);  // a RoCE port has no subnet management
     ifc::set<v_t::grh_required>(v, ib ? 0 : 1);  // RoCE packets always carry a GRH
-    ifc::set<v_t::port_physical_state>(v, port_physical_state());
+    ifc::set<v_t::port_physical_state>(v, port_.physical_state());
     ifc::set<v_t::vport_state_policy>(v, kPolicyFollow);
     ifc::set<v_t::port_state>(v, state);
     ifc::set<v_t::vport_state>(v, state);
@@ -146,7 +146,7 @@ cmd_reply firmware::query_hca_vport_context(cmd_ctx& c) {
     // Nothing here is modifiable (MODIFY_HCA_VPORT_CONTEXT is not modelled): the
     // *_field_select masks stay 0.
     ifc::set<v_t::cap_mask1>(v, ib ? kCapMask1 : 0);
-    if (ib && port_configured()) {  // what the SM set; 0 until it has swept the port
+    if (ib && port_.configured()) {  // what the SM set; 0 until it has swept the port
         ifc::set<v_t::lid>(v, cfg_.lid);
         ifc::set<v_t::subnet_timeout>(v, kSubnetTimeout);
         ifc::set<v_t::sm_lid>(v, kSmLid);
@@ -335,18 +335,18 @@ cmd_reply firmware::mad_ifc(cmd_ctx& c) {
             // IBTA 14.2.5.6. Widths: 1 = 1x, 2 = 4x. Speeds: 1 SDR, 2 DDR, 4 QDR; extended:
             // 1 FDR, 2 EDR. MTU 5 = 4096. VLCap 4 = VL0-7. Active values are 0 while the
             // physical link is down; LID and MasterSMLID 0 until the SM has configured the port.
-            const bool up = port_up();
+            const bool up = port_.up();
             std::memset(d, 0, 64);
             put64(d + 8, kGidPrefix);  // M_Key (0..7) is 0
-            put16(d + 16, port_configured() ? cfg_.lid : 0);
-            put16(d + 18, port_configured() ? kSmLid : 0);
+            put16(d + 16, port_.configured() ? cfg_.lid : 0);
+            put16(d + 18, port_.configured() ? kSmLid : 0);
             put32(d + 20, kCapMask1);
             d[28] = std::byte{1};                      // LocalPortNum
             d[29] = std::byte{0x3};                    // LinkWidthEnabled: 1x, 4x
             d[30] = std::byte{0x3};                    // LinkWidthSupported
             d[31] = std::byte(up ? 0x2 : 0);           // LinkWidthActive: 4x
-            d[32] = std::byte(0x7 << 4 | port_logical_state());  // LinkSpeedSupported, PortState
-            d[33] = std::byte(port_physical_state() << 4 | 2);  // PortPhysicalState, LinkDownDefaultState Polling
+            d[32] = std::byte(0x7 << 4 | port_.logical_state());  // LinkSpeedSupported, PortState
+            d[33] = std::byte(port_.physical_state() << 4 | 2);  // PortPhysicalState, LinkDownDefaultState Polling
             d[34] = std::byte{0};                          // M_KeyProtectBits 0, LMC 0
             d[35] = std::byte((up ? 0x4 : 0) << 4 | 0x7);  // LinkSpeedActive (QDR below EDR), Enabled
             d[36] = std::byte{5 << 4};                     // NeighborMTU 4096, MasterSMSL 0
@@ -356,7 +356,7 @@ cmd_reply firmware::mad_ifc(cmd_ctx& c) {
             d[41] = std::byte{5};                          // InitTypeReply 0, MTUCap 4096
             d[43] = std::byte{4 << 4};                     // OperationalVLs; no enforcement
             d[50] = std::byte(gid_table_len(current_caps_.data()));  // GUIDCap
-            d[51] = std::byte(port_configured() ? kSubnetTimeout : 0);
+            d[51] = std::byte(port_.configured() ? kSubnetTimeout : 0);
             d[62] = std::byte((up ? 0x2 : 0) << 4 | 0x3);  // LinkSpeedExtActive EDR, Supported
             d[63] = std::byte{0x3};                        // LinkSpeedExtEnabled: FDR, EDR
         }

@@ -41,7 +41,7 @@ class pcap_writer;
 
 namespace cxv::sim::link {
 
-// What the port saw, beyond the traffic counters the firmware keeps.
+// What the port saw, beyond the traffic counters the device's port keeps (sim/device_port.h).
 struct port_counters {
     std::uint64_t frames_sent = 0, frames_received = 0;
     std::uint64_t bad_crc = 0;           // damaged: a bad ICRC, VCRC, IPv4 or UDP checksum: dropped

@@ -3,7 +3,7 @@
 // create, change and destroy the entries; the transport engine (sim/transport/) reads
 // them and moves the device-side state they carry (producer and consumer indices, the
 // QP's transport state). Neither side reaches the other through them: they are plain
-// data. EQs are not here: only the firmware writes EQEs.
+// data. EQs are not here: they are the device's event queues (sim/eqs.h).
 #pragma once
 
 #include <array>

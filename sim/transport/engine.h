@@ -13,7 +13,7 @@
 // It works on the object tables (sim/objects/) and host memory behind the IOMMU, and
 // never calls a command handler. What it needs from the rest of the function -- the
 // wire, events on EQs, Q counters -- it asks through transport_hooks, which the
-// firmware implements.
+// device implements (sim/device.h); the firmware calls it at a few named points.
 //
 // The seam between requester and responder is the InfiniBand transport packet
 // (sim/wire/packet.h): the requester cuts each message into path-MTU packets, and every

@@ -1,7 +1,8 @@
 // What the transport engine needs from the rest of the function, and nothing more: the
-// wire (the port the firmware runs), events on EQs (which only the firmware writes),
-// and the Q counters of a QP's counter set. The firmware implements it; a test can
-// implement it to watch the engine alone.
+// wire (the function's port, sim/device_port.h), events on EQs (sim/eqs.h), and the Q
+// counters of a QP's counter set (sim/q_counting.h). The device (sim/device.h)
+// implements it by handing each to its owner; a test can implement it to watch the
+// engine alone.
 #pragma once
 
 #include <cstddef>

@@ -18,9 +18,15 @@
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
 #include "sim/pci/bar.h"
+#include "sim/device_port.h"
+#include "sim/eqs.h"
 #include "sim/firmware/cmd_engine.h"
 #include "sim/faults.h"
 #include "sim/firmware/firmware.h"
+#include "sim/objects/tables.h"
+#include "sim/q_counting.h"
+#include "sim/transport/engine.h"
+#include "sim/transport/hooks.h"
 #include "sim/pci/iommu.h"
 #include "sim/pci/msix.h"
 #include "sim/trace.h"
@@ -36,13 +42,20 @@ constexpr std::size_t kMailBytes = 256 * 1024;
 constexpr std::uint64_t kPages = 0x1000000;  // firmware pages given at bring-up
 constexpr std::size_t kPageBytes = 128 * 4096;
 
-struct rig {
+// The device's parts the firmware is given, wired as sim::device wires them (without
+// a wire: the port has no link).
+struct rig : sim::transport_hooks {
     sim::device_config cfg;
     std::unique_ptr<sim::bar0> bar;
     sim::iommu mmu;
     sim::msix_table msix{8};
     sim::trace tr;
     sim::fault_plan faults;
+    sim::object_tables tables;
+    sim::q_counting q_counts{tables.q_counters};
+    sim::event_queues eqs{mmu, msix, tr};
+    std::unique_ptr<sim::transport_engine> xport;
+    std::unique_ptr<sim::device_port> port;
     std::unique_ptr<sim::firmware> fw;
     std::unique_ptr<sim::cmd_engine> engine;
     std::byte* cmdq;
@@ -59,10 +72,23 @@ struct rig {
         mmu.map(kCmdq, cmdq, 4096, true, true);
         mmu.map(kMail, mail, kMailBytes, true, true);
         mmu.map(kPages, pages, kPageBytes, true, true);
-        fw = std::make_unique<sim::firmware>(cfg, *bar, mmu, msix, tr, faults);
-        engine = std::make_unique<sim::cmd_engine>(*bar, mmu, *fw, tr, faults);
+        xport = std::make_unique<sim::transport_engine>(cfg, *bar, mmu, tr, tables, *this);
+        port = std::make_unique<sim::device_port>(cfg, tr, eqs, *xport);
+        fw = std::make_unique<sim::firmware>(cfg, *bar, mmu, msix, tr, faults, tables, eqs, *port, *xport);
+        engine = std::make_unique<sim::cmd_engine>(*bar, mmu, *fw, eqs, tr, faults);
         reset();
     }
+    void transmit(sim::wire::packet&& p) override { port->transmit(std::move(p)); }
+    void async_event(hw::event_type type, std::span<const std::byte> data) override { eqs.post_event(type, 0, data); }
+    void completion_event(std::uint32_t eqn, std::span<const std::byte> data) override {
+        eqs.completion_event(eqn, data);
+    }
+    void count(const sim::qp_object& qp, std::uint32_t sim::q_counter_values::*what) override { q_counts.count(qp, what); }
+    void count_req_error(const sim::qp_object& qp, hw::cqe_syndrome why) override { q_counts.req_error(qp, why); }
+    void count_resp_error(const sim::qp_object& qp, hw::cqe_syndrome why, bool cqe) override {
+        q_counts.resp_error(qp, why, cqe);
+    }
+
     static std::byte* alloc(std::size_t n) {
         void* p = std::aligned_alloc(4096, n);
         std::memset(p, 0, n);
