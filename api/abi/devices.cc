@@ -238,17 +238,17 @@ CXV_ABI_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
 // the function says then.
 namespace {
 void present_gid_types(ibv_context* ctx, const device_entry& e) {
-    char view[PATH_MAX];
-    std::snprintf(view, sizeof(view), "/dev/infiniband/sysfs/%s/infiniband/%s", e.bdf, e.dev.name);
-    struct stat st{};
-    if (::stat(view, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    // The class directory make_entry() chose, if any (the function's own sysfs directory
+    // is not one to write in).
+    const std::string view = e.dev.ibdev_path;
+    if (view.starts_with("/sys/bus/pci/")) return;
     ibv_device_attr da{};
     if (ibv_query_device(ctx, &da) != 0) return;
     for (unsigned port = 1; port <= da.phys_port_cnt; ++port) {
         ibv_port_attr pa{};
         if (ibv_query_port(ctx, static_cast<std::uint8_t>(port), &pa) != 0) continue;
         const char* type = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE v2\n" : "IB/RoCE v1\n";
-        std::string dir = std::string(view) + "/ports";
+        std::string dir = view + "/ports";
         ::mkdir(dir.c_str(), 0755);
         dir += "/" + std::to_string(port);
         ::mkdir(dir.c_str(), 0755);
