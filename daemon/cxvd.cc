@@ -114,6 +114,11 @@ int main(int argc, char** argv) {
                    "connections at a time, all uids together (the operator has 4 more)")
         ->check(CLI::Range(1u, 1u << 20))
         ->capture_default_str();
+    app.add_option("--event-queue", o.event_queue,
+                   "events a client connection's queue holds beyond its channel before it drops them (and is sent an "
+                   "overflow event)")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+        ->capture_default_str();
     app.add_option("--port-timeout-ms", port_timeout_ms, "wait this long for port 1 to be ACTIVE at bring-up")
         ->capture_default_str();
     app.add_option("--metrics", metrics_addr,

@@ -430,7 +430,7 @@ result<event_msg> parse_event(std::span<const std::byte> msg) {
     e.event_type = r.get<std::uint8_t>();
     e.object = r.get<std::uint32_t>();
     e.detail = r.str();
-    if (!r.at_end() || what > 1 || e.detail.size() > max_text_bytes) return bad(EBADMSG, "a malformed EVENT");
+    if (!r.at_end() || what > 2 || e.detail.size() > max_text_bytes) return bad(EBADMSG, "a malformed EVENT");
     e.what = static_cast<event_msg::kind>(what);
     return e;
 }

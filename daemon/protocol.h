@@ -270,16 +270,19 @@ std::vector<std::byte> body(const events_req& r);
 
 // One event on the event channel, for the client that owns its object (or for every
 // client of the function: port changes, fatal). A header (type event, sequence the
-// channel's count from 1) and this body.
+// channel's count from 1) and this body. `overflow`: the connection's event queue in the
+// daemon was full and `object` events were dropped before this one (any of them may
+// have been a completion: a CQ armed then may wait in vain; `device` is any_device).
 struct event_msg {
-    enum class kind : std::uint8_t { completion = 0, async = 1 };
+    enum class kind : std::uint8_t { completion = 0, async = 1, overflow = 2 };
+    static constexpr std::uint16_t any_device = 0xffff;
     std::uint16_t device = 0;
     kind what = kind::completion;
     std::uint8_t async_kind = 0;  // driver::hca_event::kind (async)
     std::uint8_t port = 0;
     std::uint8_t event_type = 0;  // a queue error: the EQE's type (hw::event_type), which says what `object` is
-    std::uint32_t object = 0;     // completion: the CQN; async: the CQ/QP/SRQ number
-    std::string detail;           // async: what happened, for logs (at most max_text_bytes)
+    std::uint32_t object = 0;     // completion: the CQN; async: the CQ/QP/SRQ number; overflow: events dropped
+    std::string detail;           // async, overflow: what happened, for logs (at most max_text_bytes)
 };
 std::vector<std::byte> encode_event(std::uint32_t seq, const event_msg& e);
 // One message from the event channel: header (magic, version, type event, length) and body.

@@ -11,6 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "hw/ifc.h"
+#include "hw/opcodes.h"
+
 namespace cxv::daemon {
 
 namespace {
@@ -121,7 +124,27 @@ status remote_function::dealloc_uar(std::uint32_t uar) {
 }
 
 result<std::vector<std::byte>> remote_function::exec(std::span<const std::byte> in, std::size_t out_len) {
-    if (in.size() > max_command_in_bytes || out_len > max_command_out_bytes) return exec_large(in, out_len);
+    auto out = in.size() > max_command_in_bytes || out_len > max_command_out_bytes ? exec_large(in, out_len)
+                                                                                     : exec_inline(in, out_len);
+    if (out) note_cq(in, *out);
+    return out;
+}
+
+// The CQs this connection made, for an overflow event (read_events): CREATE_CQ's number
+// from its output, DESTROY_CQ's from its input (PRM "CREATE_CQ", "DESTROY_CQ").
+void remote_function::note_cq(std::span<const std::byte> in, std::span<const std::byte> out) {
+    namespace ifc = hw::ifc;
+    if (in.size() < ifc::destroy_cq_in::size_bytes) return;
+    const auto op = static_cast<hw::cmd_opcode>(ifc::get<ifc::cmd_in::opcode>(in.data()));
+    std::lock_guard lock(cqs_mu_);
+    if (op == hw::cmd_opcode::CREATE_CQ && out.size() >= ifc::create_cq_out::size_bytes) {
+        cqs_.insert(ifc::get<ifc::create_cq_out::cqn>(out.data()));
+    } else if (op == hw::cmd_opcode::DESTROY_CQ) {
+        cqs_.erase(ifc::get<ifc::destroy_cq_in::cqn>(in.data()));
+    }
+}
+
+result<std::vector<std::byte>> remote_function::exec_inline(std::span<const std::byte> in, std::size_t out_len) {
     command_req r;
     r.device = index_;
     r.out_len = static_cast<std::uint32_t>(out_len);
@@ -200,6 +223,24 @@ void remote_function::read_events(int fd, std::function<void(const event_msg&)> 
             fatal_seen = true;
         }
         if (stopped_.load(std::memory_order_acquire)) return;
+        if (ev->what == event_msg::kind::overflow && on_event) {
+            // The daemon dropped events of this connection (its queue there was full): a
+            // completion event among them would leave a waiter on an armed CQ asleep, so
+            // every CQ of this connection gets one. A spurious one is harmless: a consumer
+            // polls after each event and finds what there is, maybe nothing.
+            std::vector<std::uint32_t> cqs;
+            {
+                std::lock_guard lock(cqs_mu_);
+                cqs.assign(cqs_.begin(), cqs_.end());
+            }
+            for (const auto cqn : cqs) {
+                event_msg c;
+                c.device = index_;
+                c.what = event_msg::kind::completion;
+                c.object = cqn;
+                on_event(c);
+            }
+        }
         if (on_event) on_event(*ev);
     }
     if (stopped_.load(std::memory_order_acquire)) return;  // stopped meanwhile
@@ -285,6 +326,12 @@ result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::
                 return;
             }
             if (!on_event) return;
+            if (e.what == event_msg::kind::overflow) {
+                // Told as an event of no port (the verbs API passes such on to no one),
+                // with the count in `object`; its CQs were woken just before.
+                on_event(driver::hca_event{driver::hca_event::port_other, 0, e.object, e.detail, 0});
+                return;
+            }
             const auto kind = e.async_kind <= driver::hca_event::queue_error
                                   ? static_cast<driver::hca_event::kind>(e.async_kind)
                                   : driver::hca_event::port_other;  // a kind this client does not know

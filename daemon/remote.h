@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -67,7 +68,9 @@ private:
     result<client::answer> call(msg_type t, std::span<const std::byte> body, std::span<const int> fds = {});
     void read_events(int fd, std::function<void(const event_msg&)> on_event,
                      std::function<void(const std::string&)> on_dead);
+    result<std::vector<std::byte>> exec_inline(std::span<const std::byte> in, std::size_t out_len);
     result<std::vector<std::byte>> exec_large(std::span<const std::byte> in, std::size_t out_len);
+    void note_cq(std::span<const std::byte> in, std::span<const std::byte> out);
     std::mutex mu_;
     client c_;
     device_info info_;
@@ -78,6 +81,8 @@ private:
     unique_fd events_, stop_;  // the channel, and an eventfd that ends its thread
     std::atomic<bool> stopped_{false};  // stop_events(): the reader calls nothing more
     std::thread reader_;
+    std::mutex cqs_mu_;
+    std::set<std::uint32_t> cqs_;  // made through this connection and not destroyed
 };
 
 // The function `bdf` of the daemon at `path` as an hca (driver::hca::attach) on a

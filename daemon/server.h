@@ -1,9 +1,12 @@
-// cxvd's server: the functions it brought up, the listening socket and its clients, in
-// one thread that poll(2)s them all (control operations are not a fast path). A client
-// is served one message at a time, every reply sent without blocking: a client whose
-// socket is full is dropped, so a slow client cannot hold up the others. A client that
-// goes (its socket closes: exit, crash, SIGKILL) has everything it owned destroyed at
-// once, in dependency order.
+// cxvd's server: the functions it brought up, the listening socket and its clients. One
+// thread poll(2)s every socket and owns every client's books; what may wait long on a
+// function (large commands and mappings, a departed client's teardown, anything behind
+// those) runs as jobs on two worker lanes (daemon/jobs.h) and comes back to that thread
+// to be booked and answered, so no client's request or departure holds up the others
+// (docs/daemon.md, "No client stalls another"). A client is served one request at a time, every reply sent without
+// blocking: a client whose socket is full is dropped, so a slow client cannot hold up
+// the others. A client that goes (its socket closes: exit, crash, SIGKILL) has
+// everything it owned destroyed, in dependency order, in bounded slices.
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +23,7 @@
 
 #include "base/result.h"
 #include "daemon/events.h"
+#include "daemon/jobs.h"
 #include "daemon/log_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/owner.h"
@@ -53,6 +57,9 @@ struct server_options {
     // Where the functions' events arrive (event_inbox::wire'd into each hca's options);
     // none: no events reach clients.
     std::shared_ptr<event_inbox> events;
+    // Events each client connection's queue holds for it (beyond its channel's socket
+    // buffer) before it drops them and is sent an overflow event (cxvd --event-queue).
+    std::size_t event_queue = event_inbox::default_queue_limit;
     // Brings function `index` up again, as at start (open, reset by vfio-pci, bring-up,
     // its options wired to `events` with generation `gen`), after a fatal error: health
     // recovery. None: a dead function stays dead (its clients are still told and dropped).
@@ -83,15 +90,23 @@ public:
 private:
     struct peer;
     struct device_state;
+    struct teardown;
+    // What a request's reply needs once its job is done.
+    struct request_meta {
+        std::uint16_t type = 0;  // the header's
+        std::uint32_t seq = 0;
+        msg_type kind = msg_type::hello;
+        std::string op;  // the metrics' name: the PRM opcode's for COMMAND and COMMAND_FD
+        std::chrono::steady_clock::time_point start;
+    };
     server(server_options o, std::vector<std::unique_ptr<driver::hca>> devices);
     void accept_clients();
     void serve(peer& p);
-    // Replies without blocking; false (and the peer marked for dropping) when it could not.
+    // Replies without blocking; false (and the peer dropped) when it could not.
     bool send(peer& p, std::span<const std::byte> msg, std::span<const int> fds = {});
     bool refuse(peer& p, std::uint16_t type, std::uint32_t seq, const error& e);
-    // `dead`: a function whose objects are forgotten rather than destroyed (its device
-    // was reset: no command is sent), and whose memory is unmapped.
-    void drop(peer& p, const std::string& why, long dead = -1);
+    // The client is dropped: its event queue closes and its teardown starts (pump()).
+    void drop(peer& p, const std::string& why);
     bool allowed(const peer& p) const;
     // Root, the daemon's own uid or a member of an admin group: sees every client.
     bool is_operator(const peer& p) const;
@@ -108,24 +123,58 @@ private:
     void record(const peer& p, const std::string& op, bool refused, std::chrono::nanoseconds took);
     void record_books(const peer& p);
     void handle(peer& p, request& r, std::chrono::steady_clock::time_point parsed);
-    std::vector<device_info> devices_info(bool with_caps);
 
-    // The request handlers: a payload, fds to pass beside it, or an error to reply with.
+    // The request handlers (server_requests.cc). Each checks what it can here, then
+    // either concludes at once (a refusal) or posts a job whose `done` concludes.
     struct answer {
         std::vector<std::byte> payload;
         std::vector<int> fds;
+        unique_fd made;  // an fd made for this reply only, closed once it is sent
     };
+    // Runs `work` on lane `l` (the peer is busy until `done`), or at once when the daemon
+    // is stopping (inline_).
+    void post(peer& p, job_lanes::lane l, std::function<void()> work, std::function<void()> done);
+    // The reply to the peer's request (or its refusal) and the metrics; the peer may
+    // send its next request.
+    void conclude(peer& p, const request_meta& m, result<answer> a);
     result<answer> on_status(const peer& p);
-    result<answer> on_map(peer& p, const request& r);
-    result<answer> on_unmap(peer& p, const request& r);
-    result<answer> on_alloc_uar(peer& p, const request& r);
-    result<answer> on_dealloc_uar(peer& p, const request& r);
-    result<answer> on_command(peer& p, const request& r);
+    void on_map(peer& p, const request_meta& m, const request& r);
+    void on_unmap(peer& p, const request_meta& m, const request& r);
+    void on_alloc_uar(peer& p, const request_meta& m, const request& r);
+    void on_dealloc_uar(peer& p, const request_meta& m, const request& r);
+    void on_command(peer& p, const request_meta& m, request& r);
     result<answer> on_events(peer& p, const request& r);
-    // Events: every one the inbox holds, each to the client that owns its object (port
-    // changes and fatal errors to every client of the function).
+    // The functions as HELLO (`with_caps`) and STATUS describe them, from what was read
+    // at bring-up and, for the port's state, again at each port change (refresh_port, a
+    // job): neither waits on a function's firmware, which may be busy with another
+    // client's 4 MiB command.
+    std::vector<device_info> devices_info(bool with_caps) const;
+    static device_info describe(driver::hca& h);
+    void refresh_port(std::size_t d);
+
+    // A dropped client's teardown (server_teardown.cc), in slices of a bounded number of
+    // commands or unmappings and time, each a job on the large lane: objects in
+    // dependency order, UARs, memory, function by function; then the log line, and the
+    // peer goes.
+    void pump(peer& p);
+    void post_object_slice(peer& p);
+    void post_uar_slice(peer& p);
+    void post_memory_slice(peer& p);
+    void end_device(peer& p);
+    void finish(peer& p);
+    // Function `d` was reset: what `p` had there is forgotten (no command) and its memory
+    // unmapped, here and now.
+    void forget(peer& p, std::size_t d);
+
+    // Events (server_events.cc): the fatal ones to recovery, every ready client queue
+    // down its channel.
     void route_events();
-    void send_event(peer& p, const event_msg& e);
+    // A queue for `p`'s events, routed to from every CQ, QP and SRQ in its books.
+    void open_queue(peer& p);
+    // As much of `p`'s queue as its channel takes now (the rest waits for POLLOUT).
+    void flush_events(peer& p);
+    void log_overflow(const peer& p);
+    void send_fatal(peer& p, const event_msg& e);
     // A function found dead (fatal event with the command interface dead): its clients
     // get the fatal event and are dropped without commands, the function is reset and
     // brought up again (options::reopen), at once and then, if that fails, by the poll
@@ -137,7 +186,8 @@ private:
     bool reopen_due();
     int reopen_timeout() const;
     result<std::uint16_t> device_index(std::uint16_t d) const;
-    // What is left of the quotas to `p`'s uid on device `d` after its other connections.
+    // What is left of the quotas to `p`'s uid on device `d` after its other connections
+    // (their books, what their jobs in flight may create, and what departed ones still hold).
     quotas room(const peer& p, std::size_t d) const;
     std::uint64_t pinned_by_uid(uid_t uid) const;
     std::size_t mappings_by_uid(uid_t uid) const;
@@ -152,6 +202,10 @@ private:
     unique_fd listen_, wake_, spare_;
     std::chrono::steady_clock::time_point listen_paused_until_{};
     std::vector<std::unique_ptr<peer>> peers_;
+    std::unique_ptr<job_lanes> jobs_;
+    // A recovery waits for every job (jobs_->drain()) and no teardown slice is posted
+    // meanwhile; when the daemon stops, slices run inline.
+    bool quiescing_ = false, inline_ = false;
     std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
     // The same counts per allowed uid: what STATUS shows a client that is not the operator
     // (another tenant's activity is not its business). One entry per allowed uid that
@@ -168,7 +222,6 @@ private:
     // while it closes and replaces a function's hca (devices_[i]->hca).
     mutable std::mutex hca_mu_;
     std::vector<std::chrono::steady_clock::time_point> recoveries_;  // recent ones, for the give-up rule
-    std::uint64_t inbox_dropped_ = 0;  // the event inbox's drops logged so far
 
 public:
     // False when run() returned because a function could not be brought up again.

@@ -168,6 +168,7 @@ void server::accept_clients() {
         }
         ++served_;
         ++tallies_[p->uid].served;
+        if (opts_.events) open_queue(*p);  // whether or not it subscribes (EVENTS)
         log(level::info, fmt::format("client pid {} uid {} ({}) connected", p->pid, p->uid, p->comm));
         peers_.push_back(std::move(p));
     }
@@ -192,7 +193,8 @@ bool server::shed_one() {
 // A client sees its own trust domain (its uid: the unit quotas and the connection cap
 // count in too) and the functions; the operator sees everyone. Other tenants' pids,
 // commands and books would tell a client what else runs on the host and when, and the
-// global counts how busy the others are: neither is its business.
+// global counts how busy the others are: neither is its business. A client that went is
+// listed, as it was when it went, until its teardown has released everything it held.
 result<server::answer> server::on_status(const peer& asker) {
     status_reply s;
     s.devices = devices_info(false);
@@ -209,11 +211,15 @@ result<server::answer> server::on_status(const peer& asker) {
     // listed (a row is at most 56 bytes and a comm; the head and functions are small).
     std::size_t bytes = 1024 + s.devices.size() * 512;
     for (const auto& p : peers_) {
-        if (p->gone || p->refused || (!asker.sees_all && p->uid != asker.uid)) continue;
+        if (p->refused || (p->leaving && p->leaving->done) || (!asker.sees_all && p->uid != asker.uid)) continue;
         ++s.clients_total;
         const std::size_t row = 56 + p->comm.size();
         if (bytes + row > max_message_bytes - 1024) continue;
         bytes += row;
+        if (p->gone) {
+            s.clients.push_back(p->as_it_went);
+            continue;
+        }
         client_info c;
         c.pid = p->pid;
         c.uid = p->uid;
@@ -231,7 +237,7 @@ result<server::answer> server::on_status(const peer& asker) {
         }
         s.clients.push_back(std::move(c));
     }
-    return answer{payload(s), {}};
+    return answer{payload(s), {}, {}};
 }
 
 // ---- refused requests in the log ------------------------------------------------------

@@ -1,6 +1,7 @@
 // The server's events and recovery (docs/daemon.md, "Events", "Faults"): EVENTS and the
-// event channel, routing each event to the client that owns its object, and bringing a
-// dead function up again.
+// event channel, each client's queue (event_inbox, which routes every event to its
+// owner's queue on the event thread) sent down its channel as far as the socket takes
+// it, and bringing a dead function up again.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,97 +24,104 @@ result<server::answer> server::on_events(peer& p, const request& r) {
     auto d = device_index(r.events.device);
     if (!d) return d.error();
     if (!opts_.events) return error{EOPNOTSUPP, "EVENTS: this daemon routes no events"};
+    if (!p.queue) open_queue(p);  // its last channel was closed by the client
     answer a;
     if (!p.events) {
         // One channel per connection, for every function it subscribes to; the daemon's
-        // end is written with MSG_DONTWAIT only (a client that does not read loses events,
-        // it never holds up the daemon).
+        // end is written with MSG_DONTWAIT only (what the socket does not take waits in
+        // the client's queue, and a client that does not read loses events: it never
+        // holds up the daemon).
         int sv[2];
         if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
             return error{errno, fmt::format("EVENTS: socketpair: {}", std::strerror(errno))};
         }
         p.events = unique_fd(sv[0]);
         (void)::shutdown(sv[0], SHUT_RD);  // the client has nothing to say there
-        a.fds.push_back(sv[1]);            // handle() closes it once sent
+        a.made = unique_fd(sv[1]);  // closed once sent
+        a.fds.push_back(sv[1]);
     }
     p.subscribed[*d] = true;
+    opts_.events->subscribe(*p.queue, *d);
     return a;
 }
 
-void server::send_event(peer& p, const event_msg& e) {
-    if (!p.events || p.gone || !p.subscribed[e.device]) return;
-    auto s = send_message(p.events.get(), encode_event(++p.event_seq, e), {}, MSG_DONTWAIT);
-    if (s) return;
-    if (s.error().code == EAGAIN || s.error().code == EWOULDBLOCK) {
-        if (p.events_dropped++ == 0) {
-            log(level::warning, fmt::format("client pid {} ({}): its event channel is full (it does not read its "
-                                            "events): events are dropped",
-                                            p.pid, p.comm));
+void server::open_queue(peer& p) {
+    auto& in = *opts_.events;
+    p.queue = in.open(opts_.event_queue);
+    p.queue->owner = &p;
+    for (std::size_t i = 0; i < p.dev.size(); ++i) {
+        for (const auto id : p.dev[i].cqs) in.route(i, event_inbox::object::cq, id, p.queue);
+        for (const auto id : p.dev[i].qps) in.route(i, event_inbox::object::qp, id, p.queue);
+        for (const auto id : p.dev[i].srqs) in.route(i, event_inbox::object::srq, id, p.queue);
+    }
+}
+
+void server::flush_events(peer& p) {
+    if (!p.queue || !p.events || p.gone) return;
+    auto& in = *opts_.events;
+    p.events_blocked = false;
+    while (auto e = in.front(*p.queue)) {
+        const event_msg& m = e->msg;
+        // An event of an hca since replaced (a recovery) is not this function's any more.
+        const bool stale = m.device >= devices_.size() || e->generation != devices_[m.device]->generation ||
+                           !devices_[m.device]->hca;
+        if (m.what != event_msg::kind::overflow && stale) {
+            in.pop(*p.queue);
+            continue;
         }
+        auto s = send_message(p.events.get(), encode_event(p.event_seq + 1, m), {}, MSG_DONTWAIT);
+        if (s) {
+            ++p.event_seq;
+            in.pop(*p.queue);
+            continue;
+        }
+        if (s.error().code == EAGAIN || s.error().code == EWOULDBLOCK) {
+            p.events_blocked = true;  // the rest when the channel has room (POLLOUT)
+            break;
+        }
+        // The client closed its end: no events for it any more (until it asks for a new
+        // channel: EVENTS, and a new queue).
+        if (in.first_overflow(*p.queue)) log_overflow(p);
+        p.events_dropped += in.dropped(*p.queue);
+        in.close(*p.queue);
+        p.queue.reset();
+        p.events = unique_fd{};
+        p.events_blocked = false;
+        p.subscribed.assign(p.subscribed.size(), false);
         return;
     }
-    p.events = unique_fd{};  // the client closed its end: no events for it any more
+    if (in.first_overflow(*p.queue)) log_overflow(p);
+}
+
+void server::log_overflow(const peer& p) {
+    log(level::warning, fmt::format("client pid {} ({}): its event queue is full (it does not read its events fast "
+                                    "enough): events are dropped, and it is told how many",
+                                    p.pid, p.comm));
+}
+
+void server::send_fatal(peer& p, const event_msg& e) {
+    if (!p.events || p.gone || !p.subscribed[e.device]) return;
+    flush_events(p);  // what was before it, as far as the channel takes it
+    if (p.events) (void)send_message(p.events.get(), encode_event(++p.event_seq, e), {}, MSG_DONTWAIT);
 }
 
 void server::route_events() {
-    using hw::event_type;
-    if (const std::uint64_t n = opts_.events->dropped(); n != inbox_dropped_) {
-        log(level::warning, fmt::format("{} event(s) dropped in the daemon's event queue since the last report ({} in "
-                                        "all): the server loop fell behind its functions' events",
-                                        n - inbox_dropped_, n));
-        inbox_dropped_ = n;
-    }
-    for (auto& it : opts_.events->take()) {
+    auto& in = *opts_.events;
+    for (auto& it : in.take_fatal()) {
         if (it.device >= devices_.size() || it.generation != devices_[it.device]->generation ||
             !devices_[it.device]->hca) {
             continue;  // a dead hca's (or a failed bring-up's) event
         }
-        const std::size_t d = it.device;
-        event_msg e;
-        e.device = static_cast<std::uint16_t>(d);
-        if (it.completion) {
-            e.what = event_msg::kind::completion;
-            e.object = it.cqn;
-            const auto& owners = devices_[d]->cq_owner;
-            if (auto o = owners.find(it.cqn); o != owners.end()) send_event(*o->second, e);
-            continue;
-        }
-        const driver::hca_event& ev = it.event;
-        e.what = event_msg::kind::async;
-        e.async_kind = static_cast<std::uint8_t>(ev.what);
-        e.port = static_cast<std::uint8_t>(ev.port);
-        e.event_type = ev.event_type;
-        e.object = ev.object;
-        e.detail = ev.detail;
-        switch (ev.what) {
-        case driver::hca_event::fatal:
-            // The command interface dead (health, internal error): recovery. A fatal
-            // report that left it alive (a page request not served) is logged only.
-            if (devices_[d]->hca->dead() && !recover(d, ev.detail)) return;
-            break;
-        case driver::hca_event::queue_error: {
-            const hw::event_object on = hw::affiliated_object(static_cast<event_type>(ev.event_type));
-            if (on == hw::event_object::cq) {
-                const auto& owners = devices_[d]->cq_owner;
-                if (auto o = owners.find(ev.object); o != owners.end()) send_event(*o->second, e);
-                break;
-            }
-            for (auto& p : peers_) {
-                const owned& o = p->dev[d];
-                const bool mine = on == hw::event_object::srq ? o.srqs.contains(ev.object)
-                                  : on == hw::event_object::qp ? o.qps.contains(ev.object)
-                                                               : false;
-                if (mine) {
-                    send_event(*p, e);
-                    break;
-                }
-            }
-            break;
-        }
-        default:  // port changes: every client of the function
-            for (auto& p : peers_) send_event(*p, e);
-            break;
-        }
+        // The command interface dead (health, internal error): recovery. A fatal
+        // report that left it alive (a page request not served) is logged only.
+        if (devices_[it.device]->hca->dead() && !recover(it.device, it.event.detail)) return;
+    }
+    // A port changed: its state is read again (a job), for HELLO and STATUS.
+    for (const auto& [d, gen] : in.take_port_changes()) {
+        if (d < devices_.size() && gen == devices_[d]->generation) refresh_port(d);
+    }
+    for (const auto& q : in.ready()) {
+        if (q->owner != nullptr) flush_events(*static_cast<peer*>(q->owner));
     }
 }
 
@@ -123,6 +131,10 @@ bool server::recover(std::size_t d, const std::string& why) {
     log(level::err, fmt::format("{}: the function is dead ({}): its clients get the fatal event and are dropped, "
                                 "then it is reset and brought up again",
                                 bdf, why));
+    // Every job ends first (a command on the dead function fails at once): none may use
+    // an hca this closes, nor books this forgets. No teardown slice starts meanwhile.
+    quiescing_ = true;
+    jobs_->drain();
     // The hca's threads stop (no teardown commands: the device is dead), and a function
     // reset stops whatever DMA the device still did, before any client memory goes.
     // The metrics thread (sample_ports) stays off this hca from here until it is gone.
@@ -138,14 +150,21 @@ bool server::recover(std::size_t d, const std::string& why) {
     e.detail = fmt::format("{}: device dead: {}", bdf, why);
     std::size_t clients = 0;
     for (auto& p : peers_) {
-        if (p->gone || p->refused || (!p->subscribed[d] && p->dev[d].empty() && p->dev[d].maps.empty())) continue;
-        send_event(*p, e);
-        drop(*p, fmt::format("its function {} was reset", bdf), static_cast<long>(d));
-        ++clients;
+        if (p->refused || (!p->subscribed[d] && p->dev[d].empty())) continue;
+        if (!p->gone) {
+            send_fatal(*p, e);
+            drop(*p, fmt::format("its function {} was reset", bdf));
+            ++clients;
+        }
+        // Its objects and UARs went with the reset, and the device writes no memory any
+        // more: forgotten, and unmapped here (the function's container must be free
+        // before it is opened again).
+        forget(*p, d);
     }
     ds.leaked.clear();
     ds.hca.reset();  // the vfio device closes; reopen opens it anew
     hca_lock.unlock();
+    quiescing_ = false;
     ++ds.generation;
     // A function that keeps dying is not brought up forever: three recoveries within a
     // minute and the daemon gives up (exits with failure, for its service manager).
@@ -177,6 +196,7 @@ bool server::try_reopen(std::size_t d) {
             ds.hca = std::move(h).value();
         }
         ds.facts.comp_eqn = ds.hca->comp_eqn();
+        ds.info = describe(*ds.hca);
         ds.reopening = false;
         log(level::info, fmt::format("{}: recovered: reset and up again, firmware {} ({} client(s) were dropped)",
                                      ds.bdf, ds.hca->fw_version_string(), ds.dropped_clients));

@@ -1,5 +1,9 @@
-// What server.cc and server_events.cc share of the server's state: a function it serves
-// and a client connection (private to the server library).
+// What the server's files share of its state: a function it serves, a client connection
+// and, once it went, what is left of its teardown (private to the server library).
+//
+// Every member here is the serving thread's. A job (daemon/jobs.h) may read its own
+// peer's books (`dev`) while it runs, so they change only while the peer has none in
+// flight (`busy` false) or in its job's `done`.
 #pragma once
 
 #include <sys/types.h>
@@ -8,8 +12,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "daemon/log_budget.h"
@@ -27,6 +31,11 @@ struct server::device_state {
     std::vector<mapping> leaked;
     std::unique_ptr<driver::hca> hca;
     device_facts facts;
+    // HELLO's description of it (server::describe), read at bring-up; the port's state
+    // read again at each port change, by one job at a time (`refreshing`; `refresh_again`
+    // when another change came meanwhile).
+    device_info info;
+    bool refreshing = false, refresh_again = false;
     std::uint64_t generation = 0;  // of `hca`: 0 at start, one more per bring-up attempt
     std::string bdf;
     // A recovery between the reset and the function up again (hca null meanwhile): the
@@ -37,9 +46,24 @@ struct server::device_state {
     unsigned failures = 0;
     bool busy_logged = false;
     std::size_t dropped_clients = 0;
-    // Whose each CQ is (the owned::cqs of every peer, inverted), for routing completion
-    // events without a scan: on_command keeps it with apply(), drop() takes a peer out.
-    std::unordered_map<std::uint32_t, peer*> cq_owner;
+};
+
+// A dropped client's teardown, function by function: its objects (teardown_commands, in
+// dependency order), its UARs, then its memory but for what an object that would not go
+// still uses (kept mapped in device_state::leaked). Each step's slice runs as a job.
+struct server::teardown {
+    explicit teardown(std::string w) : why(std::move(w)) {}
+    std::string why;
+    std::size_t device = 0;  // the function being released
+    enum class phase { start, objects, uars, memory } step = phase::start;
+    std::vector<teardown_step> steps;  // this function's objects
+    std::vector<std::uint32_t> uars;   // and UARs
+    std::size_t next = 0;              // into steps or uars
+    std::set<std::uint64_t> keep;      // IOVAs an object that would not go still uses
+    std::size_t objects = 0, uars_returned = 0, failed = 0, forgotten = 0;
+    std::uint64_t bytes = 0;  // unmapped
+    std::uint64_t events_dropped = 0;
+    bool done = false;  // logged and closed: the peer goes at the end of this turn
 };
 
 struct server::peer {
@@ -52,12 +76,29 @@ struct server::peer {
     session order;
     std::vector<owned> dev;  // per device
     // The event channel (EVENTS): the daemon's end of the socketpair, non-blocking, and
-    // the functions whose events go there.
+    // the functions whose events go there; the queue its events wait in (event_inbox),
+    // routed to from its CQs, QPs and SRQs; whether its channel was full (POLLOUT).
     unique_fd events;
     std::vector<bool> subscribed;
     std::uint32_t event_seq = 0;
-    std::uint64_t events_dropped = 0;
+    std::shared_ptr<event_inbox::queue> queue;
+    bool events_blocked = false;
+    std::uint64_t events_dropped = 0;  // by its queues that closed (a channel it closed; at drop)
+    // A job of its runs: it is not read from (nor its books changed) until its done.
+    bool busy = false;
+    // What that job may add, counted against the uid's quotas meanwhile (room()).
+    struct in_flight {
+        std::size_t device = 0;
+        command_effect::object creates = command_effect::object::none;
+        bool uar = false;
+        std::uint64_t pinned = 0;
+        std::size_t maps = 0;
+    } pending;
+    // Dropped: no request is read any more; `leaving` is its teardown, and STATUS shows
+    // it as it was when it went (`as_it_went`) until that is done.
     bool gone = false;
+    std::unique_ptr<teardown> leaving;
+    client_info as_it_went;
     bool allowed = false;   // on the allow-list (or the operator): its uid's counts are kept
     bool sees_all = false;  // the operator (server::is_operator): STATUS lists every client
     bool refused = false;   // not served: its first request is answered with this, then it goes

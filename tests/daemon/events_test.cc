@@ -103,48 +103,113 @@ TEST_CASE("a completion event reaches its CQ's owner through cxvd; a QP error ev
     CHECK(b.proc->wait(std::chrono::steady_clock::now() + 10s) == 0);
 }
 
-TEST_CASE("the event inbox: what an hca's callbacks push comes out in order, tagged; past its capacity, dropped and counted") {
+TEST_CASE("the event inbox: each client's own bounded queue; a storm overflows its own only, then an overflow event") {
     auto in = d::event_inbox::create();
     REQUIRE(in);
+    auto& box = **in;
     cxv::driver::hca::options o;
     int logged = 0;
     o.on_event = [&](const cxv::driver::hca_event&) { ++logged; };  // kept, called first
     d::event_inbox::wire(*in, o, 1, 7);
+    using obj = d::event_inbox::object;
+    auto a = box.open(4), b = box.open(4);
+    box.subscribe(*a, 1);
+    box.subscribe(*b, 1);
+    box.route(1, obj::cq, 0x42, a);
+    box.route(1, obj::cq, 0x43, b);
+    box.route(1, obj::qp, 0x99, b);
+    auto drain = [&](d::event_inbox::queue& q) {
+        std::vector<d::event_inbox::queued> out;
+        for (int i = 0; i < 100; ++i) {  // bounded: a queue holds at most its limit and one overflow
+            auto e = box.front(q);
+            if (!e) break;
+            out.push_back(*e);
+            box.pop(q);
+        }
+        return out;
+    };
+
+    // Routed by the owner's books: a completion by its CQ, a queue error by its object.
     o.on_completion(0x42);
     o.on_event(cxv::driver::hca_event{cxv::driver::hca_event::queue_error, 0, 0x99, "WQ_CATAS_ERROR", 0x10});
     CHECK(logged == 1);
-    pollfd p{(*in)->fd(), POLLIN, 0};
+    pollfd p{box.fd(), POLLIN, 0};
     CHECK(::poll(&p, 1, 0) == 1);  // the server's loop wakes
-    auto items = (*in)->take();
-    REQUIRE(items.size() == 2);
-    CHECK(items[0].completion);
-    CHECK(items[0].cqn == 0x42);
-    CHECK(items[0].device == 1);
-    CHECK(items[0].generation == 7);
-    CHECK(!items[1].completion);
-    CHECK(items[1].event.object == 0x99);
-    CHECK(items[1].event.event_type == 0x10);
-    CHECK(::poll(&p, 1, 0) == 0);  // drained
-    for (std::size_t i = 0; i < d::event_inbox::capacity + 5; ++i) o.on_completion(static_cast<std::uint32_t>(i));
-    CHECK((*in)->dropped() == 5);
-    items = (*in)->take();
-    REQUIRE(items.size() == d::event_inbox::capacity);
-    CHECK(items.back().cqn == d::event_inbox::capacity - 1);
+    CHECK(box.ready().size() == 2);
+    CHECK(::poll(&p, 1, 0) == 0);
+    auto ea = drain(*a), eb = drain(*b);
+    REQUIRE(ea.size() == 1);
+    CHECK(ea[0].msg.what == d::event_msg::kind::completion);
+    CHECK(ea[0].msg.object == 0x42);
+    CHECK(ea[0].msg.device == 1);
+    CHECK(ea[0].generation == 7);
+    REQUIRE(eb.size() == 1);
+    CHECK(eb[0].msg.what == d::event_msg::kind::async);
+    CHECK(eb[0].msg.object == 0x99);
+    CHECK(eb[0].msg.event_type == 0x10);
+    // No owner, or an owner not subscribed to the function: nowhere, and not a drop.
+    o.on_completion(0x77);
+    cxv::driver::hca::options o2;
+    d::event_inbox::wire(*in, o2, 2, 1);
+    box.route(2, obj::cq, 0x42, a);
+    o2.on_completion(0x42);
+    CHECK(drain(*a).empty());
+    CHECK(box.dropped(*a) == 0);
 
-    // A fatal event that finds the queue full is not dropped (the function's recovery
-    // hangs on it): it comes out after the queue, once per function and generation.
-    for (std::size_t i = 0; i < d::event_inbox::capacity; ++i) o.on_completion(static_cast<std::uint32_t>(i));
+    // A storm on A's CQ: A keeps 4, drops 6; B's events all come through.
+    for (int i = 0; i < 10; ++i) o.on_completion(0x42);
+    for (int i = 0; i < 3; ++i) o.on_completion(0x43);
+    CHECK(box.dropped(*a) == 6);
+    CHECK(box.dropped(*b) == 0);
+    CHECK(box.first_overflow(*a));
+    CHECK(!box.first_overflow(*a));  // once
+    CHECK(!box.first_overflow(*b));
+    eb = drain(*b);
+    CHECK(eb.size() == 3);
+    // A: the four before the loss, then the overflow event with the count; after it the
+    // queue takes events again.
+    auto first = box.front(*a);
+    REQUIRE(first);
+    box.pop(*a);
+    o.on_completion(0x42);  // still behind the loss: dropped too
+    ea = drain(*a);
+    REQUIRE(ea.size() == 4);
+    CHECK(ea[2].msg.what == d::event_msg::kind::completion);
+    CHECK(ea[3].msg.what == d::event_msg::kind::overflow);
+    CHECK(ea[3].msg.object == 7);
+    CHECK(ea[3].msg.device == d::event_msg::any_device);
+    CHECK(ea[3].msg.detail.find("7 event(s)") != std::string::npos);
+    o.on_completion(0x42);
+    ea = drain(*a);
+    REQUIRE(ea.size() == 1);
+    CHECK(ea[0].msg.what == d::event_msg::kind::completion);
+
+    // A port change: every subscriber of the function.
+    o.on_event(cxv::driver::hca_event{cxv::driver::hca_event::port_down, 1, 0, "down"});
+    CHECK(drain(*a).size() == 1);
+    CHECK(drain(*b).size() == 1);
+    // Routes are per owner: A's stale removal does not undo B's newer route.
+    box.route(1, obj::cq, 0x50, b);
+    box.unroute(1, obj::cq, 0x50, *a);
+    o.on_completion(0x50);
+    CHECK(drain(*b).size() == 1);
+    // A closed queue takes nothing.
+    box.close(*a);
+    o.on_completion(0x42);
+    CHECK(!box.front(*a));
+
+    // A fatal event is the server's, never a client's and never dropped: once per
+    // function and generation.
     cxv::driver::hca_event fatal{cxv::driver::hca_event::fatal, 0, 0, "health syndrome 0x5"};
     fatal.device_dead = true;
-    o.on_completion(1);  // dropped
+    for (int i = 0; i < 10; ++i) o.on_completion(0x43);  // B full
     o.on_event(fatal);
-    o.on_event(fatal);  // the same function's same hca: once is enough
-    CHECK((*in)->dropped() == 6);
-    items = (*in)->take();
-    REQUIRE(items.size() == d::event_inbox::capacity + 1);
-    CHECK(!items.back().completion);
-    CHECK(items.back().event.what == cxv::driver::hca_event::fatal);
-    CHECK(items.back().event.detail == "health syndrome 0x5");
-    CHECK(items.back().device == 1);
-    CHECK(items.back().generation == 7);
+    o.on_event(fatal);
+    auto f = box.take_fatal();
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].event.what == cxv::driver::hca_event::fatal);
+    CHECK(f[0].event.detail == "health syndrome 0x5");
+    CHECK(f[0].device == 1);
+    CHECK(f[0].generation == 7);
+    CHECK(box.take_fatal().empty());
 }

@@ -340,8 +340,19 @@ TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip a
     longer.push_back(std::byte{0});
     CHECK(!d::parse_event(longer));
     auto bad_kind = m;
-    bad_kind[d::header_bytes + 2] = std::byte{2};
+    bad_kind[d::header_bytes + 2] = std::byte{3};
     CHECK(!d::parse_event(bad_kind));
+    // The overflow event (kind 2): the count of events dropped in `object`.
+    d::event_msg o;
+    o.device = d::event_msg::any_device;
+    o.what = d::event_msg::kind::overflow;
+    o.object = 4242;
+    o.detail = "cxvd dropped 4242 event(s)";
+    auto ob = d::parse_event(d::encode_event(8, o));
+    REQUIRE(ob);
+    CHECK(ob->what == d::event_msg::kind::overflow);
+    CHECK(ob->device == d::event_msg::any_device);
+    CHECK(ob->object == 4242);
     CHECK(!d::parse_event(d::encode(d::msg_type::status, 7, std::span(m).subspan(d::header_bytes))));
 }
 
