@@ -150,6 +150,10 @@ private:
     // client's 4 MiB command.
     std::vector<device_info> devices_info(bool with_caps) const;
     static device_info describe(driver::hca& h);
+    // STATUS's row for a client (server_teardown.cc): a live one's, or a departing one's
+    // as it went.
+    static client_info status_row(pid_t pid, uid_t uid, gid_t gid, const std::string& comm,
+                                  const std::vector<owned>& dev);
     void refresh_port(std::size_t d);
 
     // A dropped client's teardown (server_teardown.cc), in slices of a bounded number of

@@ -220,22 +220,7 @@ result<server::answer> server::on_status(const peer& asker) {
             s.clients.push_back(p->as_it_went);
             continue;
         }
-        client_info c;
-        c.pid = p->pid;
-        c.uid = p->uid;
-        c.gid = p->gid;
-        c.comm = p->comm;
-        for (const auto& o : p->dev) {
-            c.pds += static_cast<std::uint32_t>(o.pds.size());
-            c.cqs += static_cast<std::uint32_t>(o.cqs.size());
-            c.mkeys += static_cast<std::uint32_t>(o.mkeys.size());
-            c.qps += static_cast<std::uint32_t>(o.qps.size());
-            c.srqs += static_cast<std::uint32_t>(o.srqs.size());
-            c.uars += static_cast<std::uint32_t>(o.uars.size());
-            c.maps += static_cast<std::uint32_t>(o.maps.size());
-            c.pinned += o.pinned;
-        }
-        s.clients.push_back(std::move(c));
+        s.clients.push_back(status_row(p->pid, p->uid, p->gid, p->comm, p->dev));
     }
     return answer{payload(s), {}, {}};
 }

@@ -41,31 +41,12 @@ namespace {
 constexpr std::size_t kSliceSteps = 1024;
 constexpr auto kSliceTime = std::chrono::milliseconds(20);
 
-client_info row_of(pid_t pid, uid_t uid, gid_t gid, const std::string& comm, const std::vector<owned>& dev) {
-    client_info c;
-    c.pid = pid;
-    c.uid = uid;
-    c.gid = gid;
-    c.comm = comm;
-    for (const auto& o : dev) {
-        c.pds += static_cast<std::uint32_t>(o.pds.size());
-        c.cqs += static_cast<std::uint32_t>(o.cqs.size());
-        c.mkeys += static_cast<std::uint32_t>(o.mkeys.size());
-        c.qps += static_cast<std::uint32_t>(o.qps.size());
-        c.srqs += static_cast<std::uint32_t>(o.srqs.size());
-        c.uars += static_cast<std::uint32_t>(o.uars.size());
-        c.maps += static_cast<std::uint32_t>(o.maps.size());
-        c.pinned += o.pinned;
-    }
-    return c;
-}
-
 }  // namespace
 
 void server::drop(peer& p, const std::string& why) {
     if (p.gone) return;
     p.gone = true;
-    p.as_it_went = row_of(p.pid, p.uid, p.gid, p.comm, p.dev);
+    p.as_it_went = status_row(p.pid, p.uid, p.gid, p.comm, p.dev);
     p.leaving = std::make_unique<teardown>(why);
     // No event for it any more: its objects' routes go, then its queue.
     if (opts_.events && p.queue) {
@@ -335,6 +316,27 @@ void server::forget(peer& p, std::size_t d) {
         }
     }
     o = owned{};  // DMA unmapped, then munmapped: the function was reset, the device writes nothing
+}
+
+// STATUS's row for a client: who it is and what it holds on each function.
+client_info server::status_row(pid_t pid, uid_t uid, gid_t gid, const std::string& comm,
+                               const std::vector<owned>& dev) {
+    client_info c;
+    c.pid = pid;
+    c.uid = uid;
+    c.gid = gid;
+    c.comm = comm;
+    for (const auto& o : dev) {
+        c.pds += static_cast<std::uint32_t>(o.pds.size());
+        c.cqs += static_cast<std::uint32_t>(o.cqs.size());
+        c.mkeys += static_cast<std::uint32_t>(o.mkeys.size());
+        c.qps += static_cast<std::uint32_t>(o.qps.size());
+        c.srqs += static_cast<std::uint32_t>(o.srqs.size());
+        c.uars += static_cast<std::uint32_t>(o.uars.size());
+        c.maps += static_cast<std::uint32_t>(o.maps.size());
+        c.pinned += o.pinned;
+    }
+    return c;
 }
 
 }  // namespace cxv::daemon

@@ -188,8 +188,14 @@ struct test_client {
     }
     // CREATE_MKEY (MTT mode unless `access_mode` says otherwise) over `pages` 4 KiB pages from `iova`.
     d::client::answer create_mkey(std::uint32_t pd, std::uint64_t iova, unsigned pages, unsigned access_mode = 1) {
+        return command(mkey_input(pd, iova, pages, access_mode), ifc::create_mkey_out::size_bytes);
+    }
+    // The CREATE_MKEY input create_mkey sends (PRM "CREATE_MKEY"): an odd page count is
+    // padded to whole octwords with the last page again.
+    static std::vector<std::byte> mkey_input(std::uint32_t pd, std::uint64_t iova, std::size_t pages,
+                                             unsigned access_mode = 1) {
         auto in = driver::command<ifc::create_mkey_in>(cmd_opcode::CREATE_MKEY, 0, pages * 8 + (pages % 2) * 8);
-        const unsigned octwords = (pages + 1) / 2;
+        const auto octwords = static_cast<std::uint32_t>((pages + 1) / 2);
         std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(in.data());
         ifc::set<ifc::mkc::access_mode_1_0>(mkc, access_mode);
         ifc::set<ifc::mkc::lr>(mkc, 1);
@@ -201,12 +207,12 @@ struct test_client {
         ifc::set<ifc::mkc::translations_octword_size>(mkc, octwords);
         ifc::set<ifc::mkc::log_page_size>(mkc, 12);
         ifc::set<ifc::create_mkey_in::translations_octword_actual_size>(in.data(), octwords);
-        for (unsigned i = 0; i < octwords * 2; ++i) {
+        for (std::size_t i = 0; i < std::size_t{octwords} * 2; ++i) {
             const std::uint64_t a = iova + std::uint64_t{std::min(i, pages - 1)} * 4096;
             ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i, static_cast<std::uint32_t>(a >> 32));
             ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i + 1, static_cast<std::uint32_t>(a));
         }
-        return command(in, ifc::create_mkey_out::size_bytes);
+        return in;
     }
     // CREATE_QP (RC): a 1 KiB SQ and a 256-byte RQ on the page at `wq`, doorbell record
     // at `dbr`; `rlky` asks for the reserved lkey.

@@ -1,9 +1,10 @@
 // No client of cxvd can stall another (issue 33, docs/daemon.md "No client stalls
 // another"). While one client's departure is torn down (thousands of mappings and
 // objects), or one client floods the daemon with 4 MiB commands, another client's
-// control calls (HELLO, STATUS, a small COMMAND) each come back within 250 ms -- a bound
-// against a stall (which lasts the whole teardown: seconds), not a speed check: on today's
-// two cores they take a few milliseconds. And one client's completion-event storm overflows its own event queue only: the
+// control calls (HELLO, STATUS, a small COMMAND) each come back within 250 ms (or a tenth
+// of the teardown, when that is longer) -- a bound against a stall (which lasts the whole
+// teardown: seconds), not a speed check: on today's two cores they take a few
+// milliseconds. And one client's completion-event storm overflows its own event queue only: the
 // other client receives every one of its events, and the storming one gets an overflow
 // event saying how many it lost.
 //
@@ -96,29 +97,6 @@ std::size_t mappings_to_tear_down() {
     return static_cast<std::size_t>(std::max(asked, 20000L));  // its 3,008 keys and CQs need as many
 }
 
-// CREATE_MKEY in MTT mode over `pages` 4 KiB pages from `iova`: the input a client's
-// driver sends for a key over that much memory (PRM "CREATE_MKEY").
-std::vector<std::byte> mkey_input(std::uint32_t pd, std::uint64_t iova, std::size_t pages) {
-    auto in = cxv::driver::command<ifc::create_mkey_in>(cmd_opcode::CREATE_MKEY, 0, pages * 8);
-    std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(in.data());
-    ifc::set<ifc::mkc::access_mode_1_0>(mkc, 1);
-    ifc::set<ifc::mkc::lr>(mkc, 1);
-    ifc::set<ifc::mkc::lw>(mkc, 1);
-    ifc::set<ifc::mkc::qpn>(mkc, 0xffffff);
-    ifc::set<ifc::mkc::pd>(mkc, pd);
-    ifc::set<ifc::mkc::start_addr>(mkc, 0x10000000);
-    ifc::set<ifc::mkc::len>(mkc, std::uint64_t{pages} * 4096);
-    ifc::set<ifc::mkc::translations_octword_size>(mkc, static_cast<std::uint32_t>(pages / 2));
-    ifc::set<ifc::mkc::log_page_size>(mkc, 12);
-    ifc::set<ifc::create_mkey_in::translations_octword_actual_size>(in.data(), static_cast<std::uint32_t>(pages / 2));
-    for (std::size_t i = 0; i < pages; ++i) {
-        const std::uint64_t a = iova + i * 4096;
-        ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i, static_cast<std::uint32_t>(a >> 32));
-        ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i + 1, static_cast<std::uint32_t>(a));
-    }
-    return in;
-}
-
 }  // namespace
 
 TEST_CASE("a departed client's thousands of mappings and objects are torn down while another's control calls stay prompt") {
@@ -187,7 +165,12 @@ TEST_CASE("a departed client's thousands of mappings and objects are torn down w
                         "other client meanwhile: {}, {} STATUS replies listing the departed client",
                         n, ms_of(mapped), kCqs + kKeys + 1, ms_of(made), ms_of(torn), b.str(), during));
     REQUIRE_MESSAGE(gone, "the departed client was not gone within 120 s");
-    CHECK_MESSAGE(b.worst < kBound, "a control call took ", ms_f(b.worst), " ms during the teardown");
+    // A stall is a call that waits for the teardown (all of it, before the fix): no call
+    // may take a tenth of it, nor 250 ms when that is more (a sanitizer build on a loaded
+    // machine tears 20,000 mappings down in ~20 s, one command at a time in the model).
+    const auto bound = std::max<clk::duration>(kBound, torn / 10);
+    CHECK_MESSAGE(b.worst < bound, "a control call took ", ms_f(b.worst), " ms during a teardown of ", ms_of(torn),
+                  " ms");
     CHECK(during >= 3);  // the calls did overlap the teardown
 
     // Everything released: the log's account, the model's firmware objects, the daemon's
@@ -224,7 +207,7 @@ TEST_CASE("one client flooding 4 MiB commands (a 2 GiB key's CREATE_MKEY) does n
     const auto iova = a.map(big, &err);
     REQUIRE(err == 0);
     const auto pd = a.alloc_pd();
-    auto in = d::sealed_memfd(mkey_input(pd, iova, kPages));
+    auto in = d::sealed_memfd(test_client::mkey_input(pd, iova, kPages));
     REQUIRE_MESSAGE(in, in.error().message);
     const d::command_fd_req req{0, ifc::create_mkey_out::size_bytes,
                                 static_cast<std::uint32_t>(ifc::create_mkey_in::size_bytes + kPages * 8)};

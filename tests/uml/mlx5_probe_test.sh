@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Linux's own mlx5_core probes the device model and is removed again, in User-Mode Linux
+# (docs/linux-oracle.md). cxv-sim-uml serves one emulated function over vhost-user; the
+# UML kernel (tools/uml/kernel's) boots with the host's root read-only, loads the RDMA
+# core, mlx5_core and mlx5_ib, and then removes them.
+#
+# Passes when: mlx5_core binds the function (its whole bring-up ran on the model: pages,
+# capabilities, INIT_HCA, the command, async and pages EQs with their interrupts), reports
+# the model's firmware version, and unloads with TEARDOWN_HCA and DISABLE_HCA answered OK;
+# the model refused no virtio_pcidev message. What mlx5_ib did, and every command the
+# model refused, is printed as a note (the findings of docs/linux-oracle.md).
+#
+#   mlx5_probe_test.sh CXV_SIM_UML KERNEL_SCRIPT INIT_SH GUEST_TEST_LIB
+set -uo pipefail
+
+sim=$(realpath "$1")
+kernel_script=$(realpath "$2")
+init=$(realpath "$3")
+# skip, fail: reporting in doctest's words (tests/qemu/guest_test_lib.sh).
+. "$4"
+
+kdir=$("$kernel_script" --print-dir 2>/dev/null) ||
+    skip "no UML kernel built on this machine (tools/setup builds it: tools/uml/kernel)"
+[ -x "$kdir/vmlinux" ] || skip "no vmlinux in $kdir (tools/setup builds it: tools/uml/kernel)"
+# Everything is here: from now on what goes wrong is a failure.
+
+out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
+# A socket path has at most 107 bytes: the work directory is under /tmp.
+work=$(mktemp -d /tmp/cxv-uml.XXXXXX)
+simpid=
+umlpid=
+cleanup() {
+    [ -n "$umlpid" ] && kill "$umlpid" 2>/dev/null && wait "$umlpid" 2>/dev/null
+    [ -n "$simpid" ] && kill "$simpid" 2>/dev/null && wait "$simpid" 2>/dev/null
+    cp "$work"/*.log "$out/" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+note() { echo "tests/uml/mlx5_probe_test.sh:0: MESSAGE: $*"; }
+
+"$sim" --socket "$work/sock" --trace-commands >"$work/model.log" 2>&1 &
+simpid=$!
+for _ in $(seq 100); do
+    grep -q "listening on" "$work/model.log" && break
+    kill -0 "$simpid" 2>/dev/null || break
+    sleep 0.1
+done
+grep -q "listening on" "$work/model.log" || fail "cxv-sim-uml did not start: $(cat "$work/model.log")"
+
+bdf=0000:00:00.0
+cat >"$work/cmd.sh" <<CMD
+for m in ib_core ib_uverbs iw_cm ib_cm rdma_cm mlx5_core mlx5_ib; do
+    if insmod $kdir/modules/\$m.ko; then echo "loaded \$m"; else echo "insmod \$m failed"; fi
+done
+echo "driver: \$(readlink /sys/bus/pci/devices/$bdf/driver)"
+echo "infiniband: \$(ls /sys/class/infiniband 2>/dev/null)"
+rmmod mlx5_ib && echo "removed mlx5_ib"
+rmmod mlx5_core && echo "removed mlx5_core"
+echo "=== dmesg"
+dmesg
+CMD
+
+# Bounded: the guest powers itself off after the command; 240 s at most.
+timeout 240 "$kdir/vmlinux" umid=cxv-$$ uml_dir="$work" mem=512M root=/dev/root rootfstype=hostfs rootflags=/ ro \
+    init="$init" cxv.cmd="$work/cmd.sh" con=null con0=fd:0,fd:1 virtio_uml.device="$work/sock:1234" \
+    </dev/null >"$work/console.log" 2>&1 &
+umlpid=$!
+wait "$umlpid"
+rc=$?
+umlpid=
+# The frontend's going ends the model's session: its counters come last.
+for _ in $(seq 50); do
+    grep -q "cxv-sim-uml: done" "$work/model.log" && break
+    sleep 0.1
+done
+
+console=$(cat "$work/console.log")
+model=$(cat "$work/model.log")
+show() {
+    echo "--- the guest's console (last 80 lines)"
+    tail -n 80 "$work/console.log"
+    echo "--- the model's log (last 30 lines)"
+    tail -n 30 "$work/model.log"
+}
+((rc == 0)) || { show; fail "the UML kernel exited $rc"; }
+grep -q "^cxv-uml: exit" <<<"$console" || { show; fail "the guest never finished its command"; }
+grep -q "^loaded mlx5_core$" <<<"$console" || { show; fail "mlx5_core did not load"; }
+grep -q "^driver: .*/drivers/mlx5_core$" <<<"$console" || { show; fail "mlx5_core did not bind the function"; }
+fw=$(grep -o "firmware version: [0-9.]*" <<<"$console" | head -1)
+[ "$fw" = "firmware version: 20.39.1002" ] || { show; fail "mlx5_core read '$fw', not the model's 20.39.1002"; }
+grep -q "^removed mlx5_core$" <<<"$console" || { show; fail "mlx5_core did not unload"; }
+grep -Eq "TEARDOWN_HCA\(0x103\).*status=OK" <<<"$model" || { show; fail "no TEARDOWN_HCA answered OK"; }
+grep -Eq "DISABLE_HCA\(0x105\).*status=OK" <<<"$model" || { show; fail "no DISABLE_HCA answered OK"; }
+grep -q "cxv-sim-uml: done:.* 0 messages refused" <<<"$model" || { show; fail "the model refused virtio_pcidev messages"; }
+
+commands=$(grep -c " status=" <<<"$model")
+note "mlx5_core: probed and removed; $commands commands on the model; $(grep -o '[0-9]* MSI sent' <<<"$model")"
+if grep -q "^infiniband: mlx5_" <<<"$console"; then
+    note "mlx5_ib registered $(grep '^infiniband:' <<<"$console")"
+else
+    note "mlx5_ib did not register a device: $(grep -m1 'mlx5_ib.*probe.*failed' <<<"$console" | sed 's/^\[[^]]*\] //')"
+fi
+while IFS= read -r line; do
+    note "the model refused $line"
+done < <(grep " status=" <<<"$model" | grep -v "status=OK" | sed -E 's/.* slot +[0-9]+ //; s/ delivery=[^ ]*//; s/ [0-9]+us$//' | sort -u)
+echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"
