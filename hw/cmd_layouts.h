@@ -24,6 +24,7 @@ namespace cxv::hw {
     X(QUERY_ISSI, query_issi_in, query_issi_out)                                        \
     X(SET_ISSI, set_issi_in, set_issi_out)                                              \
     X(SET_DRIVER_VERSION, set_driver_version_in, set_driver_version_out)                \
+    X(QUERY_ADAPTER, query_adapter_in, query_adapter_out)                               \
     X(CREATE_MKEY, create_mkey_in, create_mkey_out)                                     \
     X(QUERY_MKEY, query_mkey_in, query_mkey_out)                                        \
     X(DESTROY_MKEY, destroy_mkey_in, destroy_mkey_out)                                  \

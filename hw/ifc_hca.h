@@ -391,6 +391,27 @@ CXV_IFC_LAYOUT(set_driver_version_in, 0x280)
 #define CXV_IFC_set_driver_version_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(set_driver_version_out, 0x80)
 
+// PRM QUERY_ADAPTER: the adapter's identity: the IEEE vendor id (OUI), the vendor of
+// the vendor-specific data (VSD), the VSD itself, and the PSID (the board id: Linux's
+// mlx5_query_board_id, reported by devlink as board.id and by mlx5_ib as board_id).
+#define CXV_IFC_query_adapter_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                     \
+    F(op_mod, 0x030, 16)
+CXV_IFC_LAYOUT(query_adapter_in, 0x80)
+
+#define CXV_IFC_query_adapter_param_block(F, S, A, T) \
+    F(ieee_vendor_id, 0x0c8, 24)                      \
+    F(vsd_vendor_id, 0x0f0, 16)                       \
+    A(vsd, 0x100, 8, 208)                             \
+    A(vsd_contd_psid, 0x780, 8, 16)
+CXV_IFC_LAYOUT(query_adapter_param_block, 0x800)
+
+#define CXV_IFC_query_adapter_out(F, S, A, T) \
+    F(status, 0x000, 8)                       \
+    F(syndrome, 0x020, 32)                    \
+    S(query_adapter_struct, 0x080, query_adapter_param_block)
+CXV_IFC_LAYOUT(query_adapter_out, 0x880)
+
 // --- Registers -------------------------------------------------------------------------
 
 // PRM ACCESS_REGISTER: op_mod 0 writes, 1 reads the register register_id (with an
@@ -690,6 +711,9 @@ CXV_IFC_LAYOUT(modify_nic_vport_context_out, 0x80)
     X(teardown_hca_out, teardown_hca_out)                           \
     X(set_driver_version_in, set_driver_version_in)                 \
     X(set_driver_version_out, set_driver_version_out)               \
+    X(query_adapter_in, query_adapter_in)                           \
+    X(query_adapter_param_block, query_adapter_param_block)         \
+    X(query_adapter_out, query_adapter_out)                         \
     X(access_register_in, access_register_in)                       \
     X(access_register_out, access_register_out)                     \
     X(mad_ifc_in, mad_ifc_in)                                       \

@@ -23,6 +23,9 @@ struct device_config {
     std::uint16_t fw_rev_major = 20;
     std::uint16_t fw_rev_minor = 39;
     std::uint16_t fw_rev_subminor = 1002;
+    // The board's PSID (QUERY_ADAPTER's vsd_contd_psid, at most 16 characters): what Linux
+    // reports as its board id.
+    std::string psid = "MT_0000000222";
 
     // BAR0: 32 MiB as on ConnectX-5/6; UARs are its 4 KiB pages from first_uar on.
     std::size_t bar0_size = std::size_t{32} << 20;

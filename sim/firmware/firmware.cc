@@ -41,6 +41,7 @@ firmware::handler firmware::lookup(cmd_opcode op) const noexcept {
         case cmd_opcode::INIT_HCA: return &firmware::init_hca;
         case cmd_opcode::TEARDOWN_HCA: return &firmware::teardown_hca;
         case cmd_opcode::SET_DRIVER_VERSION: return &firmware::set_driver_version;
+        case cmd_opcode::QUERY_ADAPTER: return &firmware::query_adapter;
         case cmd_opcode::ACCESS_REG: return &firmware::access_reg;
         case cmd_opcode::ALLOC_UAR: return &firmware::alloc_uar;
         case cmd_opcode::DEALLOC_UAR: return &firmware::dealloc_uar;

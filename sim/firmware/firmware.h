@@ -115,6 +115,7 @@ private:
     cmd_reply init_hca(cmd_ctx& c);
     cmd_reply teardown_hca(cmd_ctx& c);
     cmd_reply set_driver_version(cmd_ctx& c);
+    cmd_reply query_adapter(cmd_ctx& c);
 
     // fw_reg.cc: ACCESS_REG, one handler per register (PRM "Access Registers").
     cmd_reply access_reg(cmd_ctx& c);

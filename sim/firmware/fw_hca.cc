@@ -264,4 +264,15 @@ cmd_reply firmware::set_driver_version(cmd_ctx& c) {
     return ok();
 }
 
+// PRM QUERY_ADAPTER: the vendor ids and the PSID (a card's VSD is vendor data; the
+// model's is empty).
+cmd_reply firmware::query_adapter(cmd_ctx& c) {
+    std::byte* block = ifc::at<ifc::query_adapter_out::query_adapter_struct>(c.out.data());
+    ifc::set<ifc::query_adapter_param_block::ieee_vendor_id>(block, 0x0002c9);  // the Mellanox OUI
+    ifc::set<ifc::query_adapter_param_block::vsd_vendor_id>(block, 0x15b3);
+    std::byte* psid = ifc::at<ifc::query_adapter_param_block::vsd_contd_psid>(block);
+    std::memcpy(psid, cfg_.psid.data(), std::min<std::size_t>(cfg_.psid.size(), 16));
+    return ok();
+}
+
 }  // namespace cxv::sim

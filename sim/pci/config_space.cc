@@ -65,6 +65,12 @@ void config_space::reset() {
     put32(cap_pcie + 4, 0x10008fe2);            // device capabilities: FLR, 512B payload
     put32(cap_pcie + 0x0c, 0x00000104 | (16u << 4));  // link capabilities: 16 GT/s x16
     put16(cap_pcie + 0x12, 0x0004 | (16u << 4));      // link status
+    // Link capabilities 2 (PCIe 3.0 7.8.18): the supported speeds vector, 2.5 to 16 GT/s
+    // (bits 1-4). A link faster than 5 GT/s is described only here: without it Linux reads
+    // the speed as unknown ("0.000 Gb/s available PCIe bandwidth (Unknown x16 link)", as
+    // its mlx5_core printed against the model).
+    put32(cap_pcie + 0x2c, 0x0000001e);
+    put16(cap_pcie + 0x30, 0x0004);  // link control 2: target link speed 16 GT/s
     writable_[cap_pcie + 8] = 0xff;                   // device control
     writable_[cap_pcie + 9] = 0xff;
     // MSI-X: table and PBA in BAR0.

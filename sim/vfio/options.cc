@@ -142,6 +142,11 @@ const std::map<std::string, setter>& setters() {
              o.model.fw_rev_subminor = static_cast<std::uint16_t>(c);
              return ok_status();
          }},
+        {"psid", [](options& o, const std::string& k, const std::string& v) -> status {
+             if (v.empty() || v.size() > 16) return bad(k, v, "1 to 16 characters");
+             o.model.psid = v;
+             return ok_status();
+         }},
         {"bar0_size", [](options& o, const std::string& k, const std::string& v) -> status {
              std::size_t size = 0;
              if (auto s = set_uint(k, v, 1u << 20, std::uint64_t{1} << 30, size); !s) return s;
@@ -368,6 +373,7 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
         {"subsystem_vendor_id", fmt::format("0x{:04x}", m.subsystem_vendor_id)},
         {"subsystem_id", fmt::format("0x{:04x}", m.subsystem_id)},
         {"fw_version", fmt::format("{}.{}.{}", m.fw_rev_major, m.fw_rev_minor, m.fw_rev_subminor)},
+        {"psid", m.psid},
         {"bar0_size", std::to_string(m.bar0_size)},
         {"msix_vectors", std::to_string(m.msix_vectors)},
         {"boot_pages", std::to_string(m.boot_pages)},

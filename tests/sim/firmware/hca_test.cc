@@ -273,3 +273,24 @@ TEST_CASE("device reset returns everything to power-on") {
     CHECK((h.bar_load32(0x1fc) & 0x80000000u) != 0);
     REQUIRE(h.wait_boot());
 }
+
+TEST_CASE("QUERY_ADAPTER gives the vendor ids and the PSID, read where Linux's mlx5_query_board_id reads them") {
+    H h;
+    boot_and_enable(h);
+    // Before INIT_HCA: refused, as every command of an initialized HCA.
+    CHECK(h.simple(cmd_opcode::QUERY_ADAPTER).synd() == cmd_syndrome::HCA_NOT_INITIALIZED);
+    H g;
+    REQUIRE(g.bring_up());
+    auto r = g.exec(H::input<ifc::query_adapter_in>(cmd_opcode::QUERY_ADAPTER), CXV_LINUX_BYTES(query_adapter_out));
+    REQUIRE(r.status == cmd_status::OK);
+    const std::span<const std::byte> out(r.out.data(), CXV_LINUX_BYTES(query_adapter_out));
+    const std::size_t block = CXV_LINUX_OFF(query_adapter_out, query_adapter_struct);
+    CHECK(linux_bits(out, block + CXV_LINUX_OFF(query_adapter_param_block, ieee_vendor_id),
+                     CXV_LINUX_WIDTH(query_adapter_param_block, ieee_vendor_id)) == 0x0002c9);
+    CHECK(linux_bits(out, block + CXV_LINUX_OFF(query_adapter_param_block, vsd_vendor_id),
+                     CXV_LINUX_WIDTH(query_adapter_param_block, vsd_vendor_id)) == 0x15b3);
+    std::string psid;
+    const std::size_t at = (block + CXV_LINUX_OFF(query_adapter_param_block, vsd_contd_psid)) / 8;
+    for (std::size_t i = 0; i < 16 && out[at + i] != std::byte{0}; ++i) psid += static_cast<char>(out[at + i]);
+    CHECK(psid == g.dev().config().psid);
+}

@@ -46,6 +46,13 @@ TEST_CASE("config space: identity and the capability list a ConnectX function ha
     CHECK((rd<std::uint16_t>(c, msix + PCI_MSIX_FLAGS) & PCI_MSIX_FLAGS_QSIZE) == 63);
     CHECK(rd<std::uint32_t>(c, msix + PCI_MSIX_TABLE) == config_space::msix_table_offset);
     CHECK(rd<std::uint32_t>(c, msix + PCI_MSIX_PBA) == config_space::msix_pba_offset);
+    // The link as Linux's pcie_get_speed_cap and pcie_bandwidth_available read it: beyond
+    // 5 GT/s the speed is in Link Capabilities 2's vector (bit 4: 16 GT/s), the current
+    // speed and width in Link Status.
+    const std::size_t exp = config_space::cap_pcie;
+    CHECK((rd<std::uint32_t>(c, exp + PCI_EXP_LNKCAP2) & PCI_EXP_LNKCAP2_SLS_16_0GB) != 0);
+    CHECK((rd<std::uint16_t>(c, exp + PCI_EXP_LNKSTA) & PCI_EXP_LNKSTA_CLS) == PCI_EXP_LNKSTA_CLS_16_0GB);
+    CHECK(((rd<std::uint16_t>(c, exp + PCI_EXP_LNKSTA) & PCI_EXP_LNKSTA_NLW) >> PCI_EXP_LNKSTA_NLW_SHIFT) == 16);
 }
 
 TEST_CASE("config space: BAR0 is 64-bit prefetchable memory and answers the sizing protocol") {
