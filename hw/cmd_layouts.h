@@ -52,6 +52,12 @@ namespace cxv::hw {
     X(DESTROY_SRQ, destroy_srq_in, destroy_srq_out)                                     \
     X(QUERY_SRQ, query_srq_in, query_srq_out)                                           \
     X(ARM_RQ, arm_rq_in, arm_rq_out)                                                    \
+    X(ALLOC_XRCD, alloc_xrcd_in, alloc_xrcd_out)                                        \
+    X(DEALLOC_XRCD, dealloc_xrcd_in, dealloc_xrcd_out)                                  \
+    X(CREATE_XRC_SRQ, create_xrc_srq_in, create_xrc_srq_out)                            \
+    X(DESTROY_XRC_SRQ, destroy_xrc_srq_in, destroy_xrc_srq_out)                         \
+    X(CREATE_RMP, create_rmp_in, create_rmp_out)                                        \
+    X(DESTROY_RMP, destroy_rmp_in, destroy_rmp_out)                                     \
     X(QUERY_NIC_VPORT_CONTEXT, query_nic_vport_context_in, query_nic_vport_context_out) \
     X(MODIFY_NIC_VPORT_CONTEXT, modify_nic_vport_context_in, modify_nic_vport_context_out) \
     X(QUERY_HCA_VPORT_CONTEXT, query_hca_vport_context_in, query_hca_vport_context_out) \

@@ -405,6 +405,147 @@ inline constexpr std::uint16_t srq = 0x1, xrq = 0x2;
 #define CXV_IFC_arm_rq_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(arm_rq_out, 0x80)
 
+// --- XRC domains, XRC SRQs, RMPs ---------------------------------------------------------
+
+// PRM ALLOC_XRCD / DEALLOC_XRCD: an XRC domain, which XRC SRQs and XRC QPs belong to.
+#define CXV_IFC_alloc_xrcd_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                  \
+    F(uid, 0x010, 16)                     \
+    F(op_mod, 0x030, 16)
+CXV_IFC_LAYOUT(alloc_xrcd_in, 0x80)
+
+#define CXV_IFC_alloc_xrcd_out(F, S, A, T) \
+    F(status, 0x000, 8)                    \
+    F(syndrome, 0x020, 32)                 \
+    F(xrcd, 0x048, 24)
+CXV_IFC_LAYOUT(alloc_xrcd_out, 0x80)
+
+#define CXV_IFC_dealloc_xrcd_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                    \
+    F(uid, 0x010, 16)                       \
+    F(op_mod, 0x030, 16)                    \
+    F(xrcd, 0x048, 24)
+CXV_IFC_LAYOUT(dealloc_xrcd_in, 0x80)
+
+#define CXV_IFC_dealloc_xrcd_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(dealloc_xrcd_out, 0x80)
+
+// PRM "XRC SRQ Context": the SRQ context's layout (srqc) with the XRC domain and CQ it
+// belongs to used, the user index its completions report, and the doorbell record's
+// address in two dwords (its low 2 bits reserved).
+#define CXV_IFC_xrc_srqc(F, S, A, T)        \
+    F(state, 0x000, 4)                      \
+    F(log_xrc_srq_size, 0x004, 4)           \
+    F(wq_signature, 0x020, 1)               \
+    F(cont_srq, 0x021, 1)                   \
+    F(rlky, 0x023, 1)                       \
+    F(basic_cyclic_rcv_wqe, 0x024, 1)       \
+    F(log_rq_stride, 0x025, 3)              \
+    F(xrcd, 0x028, 24)                      \
+    F(page_offset, 0x040, 6)                \
+    F(dbr_umem_valid, 0x047, 1)             \
+    F(cqn, 0x048, 24)                       \
+    F(user_index_equal_xrc_srqn, 0x080, 1)  \
+    F(log_page_size, 0x082, 6)              \
+    F(user_index, 0x088, 24)                \
+    F(pd, 0x0c8, 24)                        \
+    F(lwm, 0x0e0, 16)                       \
+    F(wqe_cnt, 0x0f0, 16)                   \
+    F(db_record_addr_h, 0x140, 32)          \
+    F(db_record_addr_l, 0x160, 30)
+CXV_IFC_LAYOUT(xrc_srqc, 0x200)
+
+// PRM CREATE_XRC_SRQ: the context, then the buffer's page list (at CREATE_SRQ's offset).
+#define CXV_IFC_create_xrc_srq_in(F, S, A, T)     \
+    F(opcode, 0x000, 16)                          \
+    F(uid, 0x010, 16)                             \
+    F(op_mod, 0x030, 16)                          \
+    S(xrc_srq_context_entry, 0x080, xrc_srqc)     \
+    F(xrc_srq_umem_valid, 0x2e0, 1)               \
+    A(pas, 0x880, 64, 0)
+CXV_IFC_LAYOUT(create_xrc_srq_in, 0x880)
+
+#define CXV_IFC_create_xrc_srq_out(F, S, A, T) \
+    F(status, 0x000, 8)                        \
+    F(syndrome, 0x020, 32)                     \
+    F(xrc_srqn, 0x048, 24)
+CXV_IFC_LAYOUT(create_xrc_srq_out, 0x80)
+
+#define CXV_IFC_destroy_xrc_srq_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                       \
+    F(uid, 0x010, 16)                          \
+    F(op_mod, 0x030, 16)                       \
+    F(xrc_srqn, 0x048, 24)
+CXV_IFC_LAYOUT(destroy_xrc_srq_in, 0x80)
+
+#define CXV_IFC_destroy_xrc_srq_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(destroy_xrc_srq_out, 0x80)
+
+// PRM "Work Queue" (wq): the part of an RMP's (and RQ's, SQ's) context that describes its
+// buffer: type, geometry, PD, doorbell record; the page list follows it.
+#define CXV_IFC_wq(F, S, A, T)           \
+    F(wq_type, 0x000, 4)                 \
+    F(wq_signature, 0x004, 1)            \
+    F(end_padding_mode, 0x005, 2)        \
+    F(cd_slave, 0x007, 1)                \
+    F(page_offset, 0x02b, 5)             \
+    F(lwm, 0x030, 16)                    \
+    F(pd, 0x048, 24)                     \
+    F(uar_page, 0x068, 24)               \
+    F(dbr_addr, 0x080, 64)               \
+    F(hw_counter, 0x0c0, 32)             \
+    F(sw_counter, 0x0e0, 32)             \
+    F(log_wq_stride, 0x10c, 4)           \
+    F(log_wq_pg_sz, 0x113, 5)            \
+    F(log_wq_sz, 0x11b, 5)               \
+    F(dbr_umem_valid, 0x120, 1)          \
+    F(wq_umem_valid, 0x121, 1)           \
+    F(log_wqe_num_of_strides, 0x134, 4)  \
+    F(log_wqe_stride_size, 0x13d, 3)     \
+    A(pas, 0x600, 64, 0)
+CXV_IFC_LAYOUT(wq, 0x600)
+
+// wq.wq_type (Linux MLX5_WQ_TYPE_*): WQEs chained by their next segments, or a ring.
+namespace wq_values {
+inline constexpr std::uint32_t type_linked_list = 0x0, type_cyclic = 0x1;
+}  // namespace wq_values
+
+// PRM "RMP Context" (rmpc): a receive memory pool, the SRQ of an ISSI 1 driver (Linux's
+// mlx5_ib makes its basic SRQs so); its state and its wq.
+#define CXV_IFC_rmpc(F, S, A, T)           \
+    F(state, 0x008, 4)                     \
+    F(basic_cyclic_rcv_wqe, 0x020, 1)      \
+    S(wq, 0x180, wq)
+CXV_IFC_LAYOUT(rmpc, 0x780)
+
+// rmpc.state (Linux MLX5_RMPC_STATE_*).
+namespace rmpc_values {
+inline constexpr std::uint32_t state_rdy = 0x1, state_err = 0x3;
+}  // namespace rmpc_values
+
+#define CXV_IFC_create_rmp_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                  \
+    F(uid, 0x010, 16)                     \
+    F(op_mod, 0x030, 16)                  \
+    S(ctx, 0x100, rmpc)
+CXV_IFC_LAYOUT(create_rmp_in, 0x880)
+
+#define CXV_IFC_create_rmp_out(F, S, A, T) \
+    F(status, 0x000, 8)                    \
+    F(syndrome, 0x020, 32)                 \
+    F(rmpn, 0x048, 24)
+CXV_IFC_LAYOUT(create_rmp_out, 0x80)
+
+#define CXV_IFC_destroy_rmp_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                   \
+    F(uid, 0x010, 16)                      \
+    F(op_mod, 0x030, 16)                   \
+    F(rmpn, 0x048, 24)
+CXV_IFC_LAYOUT(destroy_rmp_in, 0x80)
+
+#define CXV_IFC_destroy_rmp_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(destroy_rmp_out, 0x80)
+
 // Every layout in this file, as (C++ name, PRM name) pairs for tests and printers.
 #define CXV_IFC_LAYOUTS_QP(X)             \
     X(ads, ads)                           \
@@ -441,6 +582,21 @@ CXV_IFC_LAYOUT(arm_rq_out, 0x80)
     X(query_srq_in, query_srq_in)         \
     X(query_srq_out, query_srq_out)       \
     X(arm_rq_in, arm_rq_in)               \
-    X(arm_rq_out, arm_rq_out)
+    X(arm_rq_out, arm_rq_out)             \
+    X(alloc_xrcd_in, alloc_xrcd_in)       \
+    X(alloc_xrcd_out, alloc_xrcd_out)     \
+    X(dealloc_xrcd_in, dealloc_xrcd_in)   \
+    X(dealloc_xrcd_out, dealloc_xrcd_out) \
+    X(xrc_srqc, xrc_srqc)                 \
+    X(create_xrc_srq_in, create_xrc_srq_in)   \
+    X(create_xrc_srq_out, create_xrc_srq_out) \
+    X(destroy_xrc_srq_in, destroy_xrc_srq_in) \
+    X(destroy_xrc_srq_out, destroy_xrc_srq_out) \
+    X(wq, wq)                             \
+    X(rmpc, rmpc)                         \
+    X(create_rmp_in, create_rmp_in)       \
+    X(create_rmp_out, create_rmp_out)     \
+    X(destroy_rmp_in, destroy_rmp_in)     \
+    X(destroy_rmp_out, destroy_rmp_out)
 
 }  // namespace cxv::hw::ifc

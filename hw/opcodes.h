@@ -54,6 +54,10 @@ namespace cxv::hw {
     X(DESTROY_SRQ, DESTROY_SRQ, 0x701)                                               \
     X(QUERY_SRQ, QUERY_SRQ, 0x702)                                                   \
     X(ARM_RQ, ARM_RQ, 0x703)                                                         \
+    X(CREATE_XRC_SRQ, CREATE_XRC_SRQ, 0x705)                                         \
+    X(DESTROY_XRC_SRQ, DESTROY_XRC_SRQ, 0x706)                                       \
+    X(QUERY_XRC_SRQ, QUERY_XRC_SRQ, 0x707)                                           \
+    X(ARM_XRC_SRQ, ARM_XRC_SRQ, 0x708)                                               \
     X(QUERY_VPORT_STATE, QUERY_VPORT_STATE, 0x750)                                   \
     X(QUERY_NIC_VPORT_CONTEXT, QUERY_NIC_VPORT_CONTEXT, 0x754)                       \
     X(MODIFY_NIC_VPORT_CONTEXT, MODIFY_NIC_VPORT_CONTEXT, 0x755)                     \
@@ -78,6 +82,10 @@ namespace cxv::hw {
     X(DEALLOC_XRCD, DEALLOC_XRCD, 0x80f)                                             \
     X(ALLOC_TRANSPORT_DOMAIN, ALLOC_TRANSPORT_DOMAIN, 0x816)                         \
     X(DEALLOC_TRANSPORT_DOMAIN, DEALLOC_TRANSPORT_DOMAIN, 0x817)                     \
+    X(CREATE_RMP, CREATE_RMP, 0x90c)                                                 \
+    X(MODIFY_RMP, MODIFY_RMP, 0x90d)                                                 \
+    X(DESTROY_RMP, DESTROY_RMP, 0x90e)                                               \
+    X(QUERY_RMP, QUERY_RMP, 0x90f)                                                   \
     X(CREATE_GENERAL_OBJECT, CREATE_GENERAL_OBJECT, 0xa00)                           \
     X(MODIFY_GENERAL_OBJECT, MODIFY_GENERAL_OBJECT, 0xa01)                           \
     X(QUERY_GENERAL_OBJECT, QUERY_GENERAL_OBJECT, 0xa02)                             \

@@ -42,6 +42,12 @@ firmware::handler firmware::lookup(cmd_opcode op) const noexcept {
         case cmd_opcode::TEARDOWN_HCA: return &firmware::teardown_hca;
         case cmd_opcode::SET_DRIVER_VERSION: return &firmware::set_driver_version;
         case cmd_opcode::QUERY_ADAPTER: return &firmware::query_adapter;
+        case cmd_opcode::ALLOC_XRCD: return &firmware::alloc_xrcd;
+        case cmd_opcode::DEALLOC_XRCD: return &firmware::dealloc_xrcd;
+        case cmd_opcode::CREATE_XRC_SRQ: return &firmware::create_xrc_srq;
+        case cmd_opcode::DESTROY_XRC_SRQ: return &firmware::destroy_xrc_srq;
+        case cmd_opcode::CREATE_RMP: return &firmware::create_rmp;
+        case cmd_opcode::DESTROY_RMP: return &firmware::destroy_rmp;
         case cmd_opcode::ACCESS_REG: return &firmware::access_reg;
         case cmd_opcode::ALLOC_UAR: return &firmware::alloc_uar;
         case cmd_opcode::DEALLOC_UAR: return &firmware::dealloc_uar;
@@ -213,7 +219,9 @@ void firmware::release_all_objects() {
     umems_.clear();
     events_.clear();
     pds_.clear();
+    xrcds_.clear();
     uars_.clear();
+    next_xrcd_ = 1;
     next_pd_ = next_mkey_ = next_umem_ = next_cqn_ = next_srqn_ = 1;
     next_qpn_ = 0x100;
     next_uar_ = cfg_.first_uar;

@@ -159,6 +159,17 @@ private:
     // fw_srq.cc
     cmd_reply create_srq(cmd_ctx& c);
     cmd_reply destroy_srq(cmd_ctx& c);
+    // CREATE_SRQ's work for all three kinds: `srqc` in CREATE_SRQ's layout, the page list
+    // `pas_at` bytes into the input; the number in `*srqn`.
+    cmd_reply make_srq(cmd_ctx& c, const std::byte* srqc, std::size_t pas_at, std::uint32_t uid, srq_kind kind,
+                       std::uint32_t* srqn);
+    cmd_reply remove_srq(std::uint32_t srqn, std::uint32_t uid, srq_kind kind);
+    cmd_reply alloc_xrcd(cmd_ctx& c);
+    cmd_reply dealloc_xrcd(cmd_ctx& c);
+    cmd_reply create_xrc_srq(cmd_ctx& c);
+    cmd_reply destroy_xrc_srq(cmd_ctx& c);
+    cmd_reply create_rmp(cmd_ctx& c);
+    cmd_reply destroy_rmp(cmd_ctx& c);
     cmd_reply query_srq(cmd_ctx& c);
     cmd_reply arm_rq(cmd_ctx& c);
 
@@ -245,6 +256,8 @@ private:
     std::uint32_t next_uar_ = 0;
     std::map<std::uint32_t, pd_object>& pds_ = tables_.pds;
     std::uint32_t next_pd_ = 1;
+    std::map<std::uint32_t, xrcd_object>& xrcds_ = tables_.xrcds;
+    std::uint32_t next_xrcd_ = 1;
     std::map<std::uint32_t, event_queue>& eqs_ = events_.by_eqn();
     std::map<std::uint32_t, mkey_object>& mkeys_ = tables_.mkeys;  // by mkey_index
     std::uint32_t next_mkey_ = 0x10;  // below: reserved (fw_mkey.cc)

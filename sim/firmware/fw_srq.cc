@@ -1,18 +1,19 @@
 // Shared receive queues (PRM "Shared Receive Queue (SRQ)", CREATE_SRQ, DESTROY_SRQ,
 // QUERY_SRQ, ARM_RQ).
 //
-// The model implements the basic SRQ object of CREATE_SRQ, not the RMP objects that
-// ISSI 1 drivers such as Linux create instead (CREATE_RMP wraps the same receive
-// queue in a "wq" context): one object kind is enough for the transport engine, and
-// SRQ is what DevX users of the PRM's SRQ commands get. XRC (a non-zero xrcd) and
-// tag-matching SRQs are not modelled.
+// CREATE_SRQ's basic SRQs, and through the same code CREATE_XRC_SRQ's XRC SRQs and
+// CREATE_RMP's RMPs (fw_xrc.cc), which ISSI 1 drivers such as Linux's mlx5_ib make
+// instead of SRQs: one object kind (srq_object) for the transport engine. Tag-matching
+// SRQs (XRQs) are not modelled.
 //
 // The receive buffer holds 2^log_srq_size WQEs of 16 << log_rq_stride bytes (the PRM
 // encodes the stride as log2(stride) - 4, so a 64-byte WQE is log_rq_stride 2). It
 // starts page_offset * (page size / 64) bytes into the first page of the page list.
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
+#include "hw/endian.h"
 #include "hw/ifc.h"
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
@@ -29,11 +30,19 @@ constexpr unsigned kMaxLogPageSize = 51;
 }  // namespace
 
 cmd_reply firmware::create_srq(cmd_ctx& c) {
+    const std::byte* in = c.in.data();
+    std::uint32_t srqn = 0;
+    const auto r = make_srq(c, ifc::at<ifc::create_srq_in::srq_context_entry>(in), ifc::create_srq_in::size_bytes,
+                            ifc::get<ifc::create_srq_in::uid>(in), srq_kind::basic, &srqn);
+    if (r.status == cmd_status::OK) ifc::set<ifc::create_srq_out::srqn>(c.out.data(), srqn);
+    return r;
+}
+
+cmd_reply firmware::make_srq(cmd_ctx& c, const std::byte* srqc, std::size_t pas_at, std::uint32_t uid, srq_kind kind,
+                             std::uint32_t* srqn_out) {
     using srqc_t = ifc::srqc;
     const std::byte* in = c.in.data();
-    const std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(in);
     const std::byte* caps = current_caps_.data();
-    const std::uint32_t uid = ifc::get<ifc::create_srq_in::uid>(in);
     const unsigned log_size = ifc::get<srqc_t::log_srq_size>(srqc);
     const unsigned log_stride = ifc::get<srqc_t::log_rq_stride>(srqc);  // log2(bytes) - 4
     const unsigned log_page = ifc::get<srqc_t::log_page_size>(srqc);    // relative to 4 KiB
@@ -55,10 +64,19 @@ cmd_reply firmware::create_srq(cmd_ctx& c) {
     if (ifc::get<srqc_t::wq_signature>(srqc) && !ifc::get<ifc::cmd_hca_cap::wq_signature>(caps)) {
         return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
-    // Not modelled: XRC SRQs (there are no XRC domains) and physically contiguous SRQs.
-    if (ifc::get<srqc_t::xrcd>(srqc) != 0 || ifc::get<srqc_t::cont_srq>(srqc) != 0) {
-        return bad_param(cmd_syndrome::BAD_PARAMETER);
+    // Not modelled: physically contiguous SRQs.
+    if (ifc::get<srqc_t::cont_srq>(srqc) != 0) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    // An XRC SRQ belongs to a live XRC domain of the same user, and reports to a CQ. A
+    // basic SRQ may name a domain too (Linux's mlx5_ib names its default one, xrcdn0, in
+    // every SRQ it makes with CREATE_SRQ at ISSI 0): a live one of the same user, held.
+    const std::uint32_t xrcdn = ifc::get<srqc_t::xrcd>(srqc);
+    auto xrcd = xrcds_.end();
+    if (kind == srq_kind::xrc || xrcdn != 0) {
+        xrcd = xrcds_.find(xrcdn);
+        if (xrcd == xrcds_.end()) return bad_param(cmd_syndrome::BAD_PARAMETER);
+        if (xrcd->second.uid != uid) return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
+    if (kind == srq_kind::xrc && ifc::get<srqc_t::cqn>(srqc) == 0) return bad_param(cmd_syndrome::BAD_CQ);
     // A limit at or above the SRQ's size could never be crossed.
     if (ifc::get<srqc_t::lwm>(srqc) >= (1u << log_size)) return bad_param(cmd_syndrome::BAD_PARAMETER);
     if (log_page > kMaxLogPageSize) return bad_param(cmd_syndrome::BAD_PARAMETER);
@@ -83,13 +101,13 @@ cmd_reply firmware::create_srq(cmd_ctx& c) {
     const std::uint64_t bytes = (std::uint64_t{1} << log_size) * (std::uint64_t{16} << log_stride);
     const std::uint64_t start = std::uint64_t{page_offset} * (page / 64);
     const std::size_t npages = static_cast<std::size_t>((start + bytes + page - 1) / page);
-    if (c.in.size() < ifc::create_srq_in::size_bytes + npages * 8) {
-        return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
-    }
+    if (c.in.size() < pas_at + npages * 8) return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::PAS_TOO_SHORT);
     srq_object srq;
     srq.pas.reserve(npages);
     for (std::size_t i = 0; i < npages; ++i) {
-        const std::uint64_t pa = ifc::get<ifc::create_srq_in::pas>(in, i);
+        std::uint64_t raw;
+        std::memcpy(&raw, in + pas_at + 8 * i, 8);
+        const std::uint64_t pa = hw::from_be(raw);
         if (pa % page) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
         srq.pas.push_back(pa);
     }
@@ -108,29 +126,37 @@ cmd_reply firmware::create_srq(cmd_ctx& c) {
     }
     ++pd->second.users;
     if (cq != cqs_.end()) ++cq->second.users;
+    if (xrcd != xrcds_.end()) ++xrcd->second.users;
     srq.srqn = srqn;
     srq.uid = uid;
+    srq.kind = kind;
+    srq.xrcd = xrcdn;
     srq.pd = pdn;
     srq.cqn = cqn;
     srq.lwm = 0;  // the limit event is armed by ARM_RQ only, as ibv_create_srq ignores srq_limit
     srq.icm = *slot;
     srqs_.emplace(srqn, std::move(srq));
     next_srqn_ = (srqn + 1) & kMask24;
-    ifc::set<ifc::create_srq_out::srqn>(c.out.data(), srqn);
+    *srqn_out = srqn;
     return ok();
 }
 
 cmd_reply firmware::destroy_srq(cmd_ctx& c) {
-    const auto it = srqs_.find(ifc::get<ifc::destroy_srq_in::srqn>(c.in.data()));
-    if (it == srqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    return remove_srq(ifc::get<ifc::destroy_srq_in::srqn>(c.in.data()), ifc::get<ifc::destroy_srq_in::uid>(c.in.data()),
+                      srq_kind::basic);
+}
+
+// Each kind is destroyed by its own command: DESTROY_SRQ of an RMP's number finds no SRQ.
+cmd_reply firmware::remove_srq(std::uint32_t srqn, std::uint32_t uid, srq_kind kind) {
+    const auto it = srqs_.find(srqn);
+    if (it == srqs_.end() || it->second.kind != kind) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     srq_object& srq = it->second;
-    if (srq.uid != ifc::get<ifc::destroy_srq_in::uid>(c.in.data())) {
-        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
-    }
+    if (srq.uid != uid) return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     // QPs that receive from it hold it.
     if (srq.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     drop_user(pds_, srq.pd);
     if (srq.cqn != 0) drop_user(cqs_, srq.cqn);
+    if (srq.xrcd != 0) drop_user(xrcds_, srq.xrcd);
     icm_free(srq.icm);
     srqs_.erase(it);
     return ok();

@@ -36,6 +36,11 @@ struct pd_object : referenced {
     std::uint32_t uid = 0;
 };
 
+// An XRC domain (ALLOC_XRCD): XRC SRQs name it.
+struct xrcd_object : referenced {
+    std::uint32_t uid = 0;
+};
+
 struct uar_object : referenced {
     std::uint32_t uid = 0;
 };
@@ -204,9 +209,16 @@ struct qp_object {
     pages::slot icm{};
 };
 
+// Which command made an SRQ: CREATE_SRQ, CREATE_XRC_SRQ or CREATE_RMP. All three share
+// one number space (qpc.srqn_rmpn_xrqn) and one receive engine; each is destroyed by its
+// own command. `srqc` holds the context in CREATE_SRQ's layout (an RMP's wq translated).
+enum class srq_kind : std::uint8_t { basic, xrc, rmp };
+
 struct srq_object : referenced {
     std::uint32_t srqn = 0;
     std::uint32_t uid = 0;
+    srq_kind kind = srq_kind::basic;
+    std::uint32_t xrcd = 0;  // an XRC SRQ's domain (held)
     std::array<std::byte, hw::ifc::srqc::size_bytes> srqc{};
     std::vector<std::uint64_t> pas;
     std::uint32_t pd = 0, cqn = 0;

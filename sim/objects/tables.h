@@ -29,6 +29,7 @@ struct roce_address {
 struct object_tables {
     std::map<std::uint32_t, uar_object> uars;
     std::map<std::uint32_t, pd_object> pds;
+    std::map<std::uint32_t, xrcd_object> xrcds;
     std::map<std::uint32_t, mkey_object> mkeys;  // by mkey_index
     std::map<std::uint32_t, umem_object> umems;
     std::map<std::uint32_t, cq_object> cqs;

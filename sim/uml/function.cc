@@ -239,6 +239,10 @@ void pci_function::wait_for_doorbell(std::uint64_t off) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
     while (!taken() && std::chrono::steady_clock::now() < end) std::this_thread::yield();
     ++stats_.doorbell_waits;
+    if (!taken()) {
+        ++stats_.doorbell_overwrites;
+        if (debug_) std::fprintf(stderr, "cxv-sim-uml: doorbell at 0x%llx not taken in 100 ms\n", static_cast<unsigned long long>(off));
+    }
 }
 
 bool pci_function::masked(unsigned vector) {

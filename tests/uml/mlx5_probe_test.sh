@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Linux's own mlx5_core probes the device model and is removed again, in User-Mode Linux
 # (docs/linux-oracle.md). cxv-sim-uml serves one emulated function over vhost-user; the
-# UML kernel (tools/uml/kernel's) boots with the host's root read-only, loads the RDMA
-# core, mlx5_core and mlx5_ib, and then removes them.
+# UML kernel (tools/uml/kernel's) boots with the host's root read-only, loads mlx5_core
+# and removes it. (mlx5_ib is not loaded here: past its XRC resources it stops at its MAD
+# QPs, and a command completion it sometimes misses costs its 60 s timeout; see
+# docs/linux-oracle.md.)
 #
 # Passes when: mlx5_core binds the function (its whole bring-up ran on the model: pages,
 # capabilities, INIT_HCA, the command, async and pages EQs with their interrupts), reports
 # the model's firmware version, and unloads with TEARDOWN_HCA and DISABLE_HCA answered OK;
-# the model refused no virtio_pcidev message. What mlx5_ib did, and every command the
-# model refused, is printed as a note (the findings of docs/linux-oracle.md).
+# the model refused no virtio_pcidev message and no command. The counts are printed as a
+# note.
 #
 #   mlx5_probe_test.sh CXV_SIM_UML KERNEL_SCRIPT INIT_SH GUEST_TEST_LIB
 set -uo pipefail
@@ -51,12 +53,8 @@ grep -q "listening on" "$work/model.log" || fail "cxv-sim-uml did not start: $(c
 
 bdf=0000:00:00.0
 cat >"$work/cmd.sh" <<CMD
-for m in ib_core ib_uverbs iw_cm ib_cm rdma_cm mlx5_core mlx5_ib; do
-    if insmod $kdir/modules/\$m.ko; then echo "loaded \$m"; else echo "insmod \$m failed"; fi
-done
+if insmod $kdir/modules/mlx5_core.ko; then echo "loaded mlx5_core"; else echo "insmod mlx5_core failed"; fi
 echo "driver: \$(readlink /sys/bus/pci/devices/$bdf/driver)"
-echo "infiniband: \$(ls /sys/class/infiniband 2>/dev/null)"
-rmmod mlx5_ib && echo "removed mlx5_ib"
 rmmod mlx5_core && echo "removed mlx5_core"
 echo "=== dmesg"
 dmesg
@@ -95,14 +93,8 @@ grep -Eq "TEARDOWN_HCA\(0x103\).*status=OK" <<<"$model" || { show; fail "no TEAR
 grep -Eq "DISABLE_HCA\(0x105\).*status=OK" <<<"$model" || { show; fail "no DISABLE_HCA answered OK"; }
 grep -q "cxv-sim-uml: done:.* 0 messages refused" <<<"$model" || { show; fail "the model refused virtio_pcidev messages"; }
 
+refused=$(grep " status=" <<<"$model" | grep -v "status=OK" | sed -E 's/.* slot +[0-9]+ //; s/ delivery=[^ ]*//; s/ [0-9]+us$//' | sort -u)
+[ -z "$refused" ] || { show; fail "the model refused what mlx5_core sent: $refused"; }
 commands=$(grep -c " status=" <<<"$model")
-note "mlx5_core: probed and removed; $commands commands on the model; $(grep -o '[0-9]* MSI sent' <<<"$model")"
-if grep -q "^infiniband: mlx5_" <<<"$console"; then
-    note "mlx5_ib registered $(grep '^infiniband:' <<<"$console")"
-else
-    note "mlx5_ib did not register a device: $(grep -m1 'mlx5_ib.*probe.*failed' <<<"$console" | sed 's/^\[[^]]*\] //')"
-fi
-while IFS= read -r line; do
-    note "the model refused $line"
-done < <(grep " status=" <<<"$model" | grep -v "status=OK" | sed -E 's/.* slot +[0-9]+ //; s/ delivery=[^ ]*//; s/ [0-9]+us$//' | sort -u)
+note "mlx5_core: probed and removed; $commands commands on the model, none refused; $(grep -o '[0-9]* MSI sent' <<<"$model"); $(grep -o '[0-9]* doorbell writes waited[^,]*' <<<"$model")"
 echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"

@@ -122,7 +122,7 @@ TEST_CASE_FIXTURE(booted, "CREATE_SRQ refuses bad sizes, PDs, CQs, XRC, doorbell
     check_status(create_srq(h, buf, {.pd = pd, .uid = 7}), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
     CHECK(create_srq(h, buf, {.pd = user_pd, .uid = 7}).status == cmd_status::OK);
     check_status(create_srq(h, buf, {.pd = pd, .cqn = 0x55}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_CQ);
-    check_status(create_srq(h, buf, {.pd = pd, .xrcd = 1}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(create_srq(h, buf, {.pd = pd, .xrcd = 1}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);  // no such domain
     check_status(create_srq(h, buf, {.pd = pd, .cont = true}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     // A limit must be below the SRQ's 16 WQEs.
     check_status(create_srq(h, buf, {.pd = pd, .lwm = 16}), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
