@@ -144,6 +144,35 @@ cmd_result create_srq(harness& h, const dma_buffer& buf, const srq_spec& s) {
 
 std::uint32_t srqn_of(const cmd_result& r) { return ifc::get<ifc::create_srq_out::srqn>(r.out.data()); }
 
+std::uint32_t create_small_cq(harness& h, std::uint16_t uid) {
+    const auto uar = h.alloc_uar();
+    harness::eq e;
+    REQUIRE(h.create_eq(e, uar, 4, 0, 0).status == cmd_status::OK);
+    auto& ring = h.alloc(4096);
+    const auto r = h.exec(
+        create_cq_in({.uar = uar, .eqn = e.eqn, .buf = ring.iova(), .npas = 1, .dbr = ring.iova() + 2048, .uid = uid}),
+        16);
+    REQUIRE(r.status == cmd_status::OK);
+    return cqn_of(r);
+}
+
+std::uint32_t create_srq_qp(harness& h, std::uint32_t pd, std::uint32_t cqn, std::uint32_t srqn) {
+    auto& buf = h.alloc(4096);
+    const auto r = h.exec(create_qp_in({.st = 2,
+                                        .pd = pd,
+                                        .uar = h.alloc_uar(),
+                                        .cqn = cqn,
+                                        .log_rq_size = 0,
+                                        .log_rq_stride = 0,
+                                        .log_sq_size = 2,
+                                        .srqn = srqn,
+                                        .buf = buf.iova(),
+                                        .dbr = buf.iova() + 2048}),
+                          16);
+    REQUIRE_MESSAGE(r.status == cmd_status::OK, sim::name(r.synd()));
+    return qpn_of(r);
+}
+
 std::vector<std::byte> create_qp_in(const qp_spec& s) {
     auto in = harness::input<ifc::create_qp_in>(cmd_opcode::CREATE_QP, 0, s.npas * 8);
     std::byte* q = ifc::at<ifc::create_qp_in::qpc>(in.data());

@@ -93,6 +93,11 @@ struct srq_spec {
 };
 cmd_result create_srq(harness& h, const dma_buffer& buf, const srq_spec& s);
 std::uint32_t srqn_of(const cmd_result& r);
+// A 16-entry CQ on a fresh UAR and EQ (of user `uid`). Returns cqn.
+std::uint32_t create_small_cq(harness& h, std::uint16_t uid = 0);
+// A UD QP on a UAR of its own whose receive side is the SRQ (or XRC SRQ, or RMP) srqn,
+// with no RQ of its own. Returns qpn.
+std::uint32_t create_srq_qp(harness& h, std::uint32_t pd, std::uint32_t cqn, std::uint32_t srqn);
 
 // What CREATE_QP gets (PM state MIGRATED, the page list from buf, 4 KiB apart).
 struct qp_spec {

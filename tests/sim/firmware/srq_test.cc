@@ -20,38 +20,6 @@ test::cmd_result arm_rq(H& h, std::uint16_t op_mod, std::uint32_t srqn, std::uin
     return h.exec(in, 16);
 }
 
-// A 16-entry CQ on a fresh UAR and EQ. Returns cqn.
-std::uint32_t create_cq(H& h, std::uint16_t uid = 0) {
-    const auto uar = h.alloc_uar();
-    H::eq e;
-    REQUIRE(h.create_eq(e, uar, 4, 0, 0).status == cmd_status::OK);
-    auto& ring = h.alloc(4096);
-    const auto r = h.exec(
-        create_cq_in({.uar = uar, .eqn = e.eqn, .buf = ring.iova(), .npas = 1, .dbr = ring.iova() + 2048, .uid = uid}),
-        16);
-    REQUIRE(r.status == cmd_status::OK);
-    return cqn_of(r);
-}
-
-// A UD QP whose receive side is the SRQ. Returns qpn.
-std::uint32_t create_srq_qp(H& h, std::uint32_t pd, std::uint32_t cqn, std::uint32_t srqn) {
-    auto& buf = h.alloc(4096);
-    // UD, on its own UAR; no RQ of its own.
-    auto r = h.exec(create_qp_in({.st = 2,
-                                  .pd = pd,
-                                  .uar = h.alloc_uar(),
-                                  .cqn = cqn,
-                                  .log_rq_size = 0,
-                                  .log_rq_stride = 0,
-                                  .log_sq_size = 2,
-                                  .srqn = srqn,
-                                  .buf = buf.iova(),
-                                  .dbr = buf.iova() + 2048}),
-                    16);
-    REQUIRE_MESSAGE(r.status == cmd_status::OK, sim::name(r.synd()));
-    return qpn_of(r);
-}
-
 // Every firmware page given so far lies between the command queue and the next IOVA the
 // harness hands out: a fault injected there hits firmware memory (ICM) only.
 void fault_firmware_pages(H& h) {
@@ -219,7 +187,7 @@ TEST_CASE_FIXTURE(booted, "ARM_RQ arms an SRQ's limit below its size; RQ and XRQ
 }
 
 TEST_CASE_FIXTURE(booted, "an SRQ holds the CQ it names; a QP receiving from it holds the SRQ") {
-    const auto cqn = create_cq(h);
+    const auto cqn = create_small_cq(h);
     auto& buf = h.alloc(4096);
     auto r = create_srq(h, buf, {.pd = pd, .cqn = cqn});
     REQUIRE(r.status == cmd_status::OK);

@@ -75,17 +75,6 @@ test::cmd_result create_rmp(H& h, const dma_buffer& buf, std::uint32_t pd, unsig
     return h.exec(in, CXV_LINUX_BYTES(create_rmp_out));
 }
 
-// A 16-entry CQ on a fresh UAR and EQ.
-std::uint32_t create_cq(H& h) {
-    const auto uar = h.alloc_uar();
-    H::eq e;
-    REQUIRE(h.create_eq(e, uar, 4, 0, 0).status == cmd_status::OK);
-    auto& ring = h.alloc(4096);
-    const auto r = h.exec(create_cq_in({.uar = uar, .eqn = e.eqn, .buf = ring.iova(), .npas = 1, .dbr = ring.iova() + 2048}), 16);
-    REQUIRE(r.status == cmd_status::OK);
-    return cqn_of(r);
-}
-
 }  // namespace
 
 TEST_CASE_FIXTURE(booted, "ALLOC_XRCD: non-zero domains; DEALLOC_XRCD of an unknown, foreign or busy one is refused") {
@@ -99,7 +88,7 @@ TEST_CASE_FIXTURE(booted, "ALLOC_XRCD: non-zero domains; DEALLOC_XRCD of an unkn
     check_status(dealloc_xrcd(h, xrcd_of(a), 7), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
     // Held by its XRC SRQ.
     auto& buf = h.alloc(2 * 4096);
-    const auto srq = create_xrc_srq(h, buf, pd, xrcd_of(a), create_cq(h));
+    const auto srq = create_xrc_srq(h, buf, pd, xrcd_of(a), create_small_cq(h));
     REQUIRE_MESSAGE(srq.status == cmd_status::OK, sim::name(srq.synd()));
     check_status(dealloc_xrcd(h, xrcd_of(a)), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     CHECK(destroy(h, 0x706, CXV_LINUX_GET(create_xrc_srq_out, srq.out, xrc_srqn)).status == cmd_status::OK);
@@ -109,7 +98,7 @@ TEST_CASE_FIXTURE(booted, "ALLOC_XRCD: non-zero domains; DEALLOC_XRCD of an unkn
 
 TEST_CASE_FIXTURE(booted, "CREATE_XRC_SRQ needs a live domain and a CQ; only DESTROY_XRC_SRQ destroys it") {
     auto& buf = h.alloc(2 * 4096);
-    const auto cqn = create_cq(h);
+    const auto cqn = create_small_cq(h);
     check_status(create_xrc_srq(h, buf, pd, 0x777, cqn), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
     const auto xrcd = xrcd_of(alloc_xrcd(h));
     check_status(create_xrc_srq(h, buf, pd, xrcd, 0), cmd_status::BAD_PARAM, cmd_syndrome::BAD_CQ);
@@ -142,22 +131,10 @@ TEST_CASE_FIXTURE(booted, "CREATE_RMP: a ready linked-list wq becomes a receive 
     const auto rmpn = static_cast<std::uint32_t>(CXV_LINUX_GET(create_rmp_out, r.out, rmpn));
     CHECK(rmpn != 0);
     // A UD QP receiving from it (rq_type SRQ, srqn_rmpn_xrqn = rmpn) holds it.
-    auto& qbuf = h.alloc(4096);
-    const auto cqn = create_cq(h);
-    const auto q = h.exec(create_qp_in({.st = 2,
-                                        .pd = pd,
-                                        .uar = h.alloc_uar(),
-                                        .cqn = cqn,
-                                        .log_rq_size = 0,
-                                        .log_rq_stride = 0,
-                                        .log_sq_size = 2,
-                                        .srqn = rmpn,
-                                        .buf = qbuf.iova(),
-                                        .dbr = qbuf.iova() + 2048}),
-                          16);
-    REQUIRE_MESSAGE(q.status == cmd_status::OK, sim::name(q.synd()));
+    const auto cqn = create_small_cq(h);
+    const auto qpn = create_srq_qp(h, pd, cqn, rmpn);
     check_status(destroy(h, 0x90e, rmpn), cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    CHECK(destroy_qp(h, qpn_of(q)).status == cmd_status::OK);
+    CHECK(destroy_qp(h, qpn).status == cmd_status::OK);
     check_status(destroy(h, 0x701, rmpn), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
     CHECK(destroy(h, 0x90e, rmpn).status == cmd_status::OK);
 }
