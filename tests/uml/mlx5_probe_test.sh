@@ -60,8 +60,9 @@ echo "=== dmesg"
 dmesg
 CMD
 
-# Bounded: the guest powers itself off after the command; 240 s at most.
-timeout 240 "$kdir/vmlinux" umid=cxv-$$ uml_dir="$work" mem=512M root=/dev/root rootfstype=hostfs rootflags=/ ro \
+# Bounded: the guest powers itself off after the command; 240 s at most, then SIGKILL 10 s
+# later (a UML kernel stuck in a driver's shutdown does not end on SIGTERM).
+timeout -k 10 240 "$kdir/vmlinux" umid=cxv-$$ uml_dir="$work" mem=512M root=/dev/root rootfstype=hostfs rootflags=/ ro \
     init="$init" cxv.cmd="$work/cmd.sh" con=null con0=fd:0,fd:1 virtio_uml.device="$work/sock:1234" \
     </dev/null >"$work/console.log" 2>&1 &
 umlpid=$!
