@@ -163,7 +163,10 @@ CXV_CM_EXPORT int rdma_destroy_id(rdma_cm_id* id) {
     }
     std::lock_guard lock(mu);
     forget(c);
-    if (c->st == state::listening) drop_incoming(c);
+    if (c->st == state::listening) {
+        trace("unlisten", &c->id.route.addr.src_addr);  // once its socket is closed
+        drop_incoming(c);
+    }
     auto* ch = reinterpret_cast<channel*>(c->id.channel);
     // Events of this id still queued go with it.
     for (auto it = ch->queue.begin(); it != ch->queue.end();) {
@@ -233,6 +236,7 @@ CXV_CM_EXPORT int rdma_listen(rdma_cm_id* id, int backlog) {
     cm_id* c = of(id);
     if (c->st != state::bound) return fail(EINVAL);
     if (::listen(c->sock, backlog > 0 ? backlog : 16) != 0) return -1;
+    trace("listen", &c->id.route.addr.src_addr);
     std::lock_guard lock(mu);
     c->st = state::listening;
     watch(c);

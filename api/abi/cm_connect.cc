@@ -240,6 +240,7 @@ CXV_CM_EXPORT int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
         m.retry_count = m.rnr_retry_count = 7;
     }
     const int err = tcp_connect(c);
+    trace(err == 0 ? "connect" : err == ECONNREFUSED ? "refused" : "unreachable", &c->id.route.addr.dst_addr);
     std::unique_lock lock(mu);
     if (err == ECONNREFUSED) {
         c->st = state::rejected;

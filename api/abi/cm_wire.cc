@@ -2,10 +2,15 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 namespace cxv::cm {
 
@@ -58,6 +63,29 @@ int recv_msg(int fd, wire_msg& m, std::chrono::milliseconds timeout) {
     to_host(m);
     if (!well_formed(m)) return errno = EPROTO, -1;
     return 0;
+}
+
+void trace(const char* what, const sockaddr* address) {
+    static const bool on = [] {
+        const char* v = std::getenv("CXV_CM_TRACE");
+        return v != nullptr && *v != '\0';
+    }();
+    if (!on || address == nullptr) return;
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (address->sa_family == AF_INET) {
+        const auto* a = reinterpret_cast<const sockaddr_in*>(address);
+        ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+    } else if (address->sa_family == AF_INET6) {
+        const auto* a = reinterpret_cast<const sockaddr_in6*>(address);
+        ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+    }
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    const long long ns = static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
+    std::fprintf(stderr, "cxv-cm: %lld %d %s %s:%u\n", ns, static_cast<int>(::getpid()), what, host, port);
 }
 
 }  // namespace cxv::cm

@@ -5,6 +5,8 @@
 // sockets only: no verbs here.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -53,5 +55,13 @@ bool well_formed(const wire_msg& m);
 // (ETIMEDOUT, ECONNRESET when the peer closed, EPROTO for a message not ours). For a
 // program of its own (cxv-perf); librdmacm's worker reads without waiting instead.
 int recv_msg(int fd, wire_msg& m, std::chrono::milliseconds timeout);
+
+// With CXV_CM_TRACE set (non-empty) in the environment: one line on stderr,
+// "cxv-cm: <CLOCK_MONOTONIC ns> <pid> <what> <address>:<port>", for a step of the
+// connection manager: listen, unlisten (a listener's socket closed), connect, refused
+// (nobody listened: REJECTED, reason 8) and unreachable. The clock is the machine's, so
+// two processes' lines can be put in order: whether a connect was refused while its peer
+// did not listen, or with a listener there. Off by default, and never on a data path.
+void trace(const char* what, const sockaddr* address);
 
 }  // namespace cxv::cm

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -239,10 +240,12 @@ struct exec_pair {
 // (place 1), each under `cxv-sim run --fabric DIR --port-type PORT_TYPE --set
 // fabric_index=N --link-up-ms 20 SIM_ARGS -- cxv exec --` (CXV_SIM, CXV). The client
 // connects once: it starts when the server listens. A client that failed leaves its
-// server waiting for it, which is then killed.
+// server waiting for it, which is then killed: at once, or once `server_settled` says
+// its log has what the caller needs from it (within 10 s).
 inline exec_pair run_exec_pair(const std::string& port_type, const std::string& program,
                                const std::vector<std::string>& args, const std::vector<std::string>& sim_args,
-                               std::chrono::seconds limit) {
+                               std::chrono::seconds limit,
+                               bool (*server_settled)(const std::string& server_log) = nullptr) {
     scratch s;
     const std::string fabric = s.dir + "/fabric";
     std::filesystem::create_directories(fabric);
@@ -266,6 +269,12 @@ inline exec_pair run_exec_pair(const std::string& port_type, const std::string& 
         child client(argv_for(1, true), s.dir + "/client.log");
         r.client = client.wait(deadline);
         r.client_log = slurp(client.log);
+        if (r.client != 0 && server_settled != nullptr) {
+            const auto settle = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(10));
+            while (server.running() && !server_settled(slurp(server.log)) && std::chrono::steady_clock::now() < settle) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+        }
         if (r.client != 0) server.kill_now();
     }
     r.server = server.wait(deadline);

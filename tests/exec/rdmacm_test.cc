@@ -277,12 +277,17 @@ void check_rping_failed(const ran& r) {
 TEST_CASE("rping client to a port nobody listens on: REJECTED, not a hang") {
     scratch s;
     const unsigned port = free_port();
+    // With the manager's trace on (CXV_CM_TRACE, api/abi/cm_wire.h): the refusal is in it.
+    ::setenv("CXV_CM_TRACE", "1", 1);
     const ran r = run(under_sim(s.dir + "/fabric", "ib", 0,
                                 with_port({"/usr/bin/rping", "-c", "-a", "127.0.0.1", "-C", "3"}, port)),
                       s.dir + "/client.log", 30s);
+    ::unsetenv("CXV_CM_TRACE");
     INFO(r.output);
     check_rping_failed(r);
     CHECK(contains(r.output, "cma event RDMA_CM_EVENT_REJECTED, error 8"));
+    CHECK(contains(r.output, " refused 127.0.0.1:" + std::to_string(port) + "\n"));
+    CHECK(contains(r.output, "cxv-cm: "));
 }
 
 // A TCP listener that takes connections and never answers: the REQ gets no reply.
@@ -359,6 +364,7 @@ TEST_CASE("ucmatose: connect, sends both ways, disconnect") {
             CHECK(contains(r.server_log, "data transfers complete"));
             CHECK(contains(r.client_log, "data transfers complete"));
             CHECK(contains(r.client_log, "return status 0"));
+            CHECK(!contains(r.server_log + r.client_log, "cxv-cm: "));  // the trace is off by default
         }
         SUBCASE("four connections, 50 messages each way") {
             const unsigned port = free_port();
