@@ -17,6 +17,7 @@
 #include "sim/firmware/firmware.h"
 #include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
+#include "sim/transport/transport_type.h"
 
 namespace cxv::sim {
 
@@ -196,7 +197,7 @@ cmd_reply check_pm_state(std::uint32_t pm, const qp_limits& l) {
 // only when all were good.
 cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, const std::byte* in,
                            std::byte* next, const qp_limits& l) {
-    const bool rc = st == qv::st_rc, uc = st == qv::st_uc, ud = st == qv::st_ud;
+    const bool rc = st == qv::st_rc, uc = st == qv::st_uc, ud = transport_of_st(st) == transport::ud;
     const std::byte* ipath = ifc::at<qpc::primary_address_path>(in);
     std::byte* npath = ifc::at<qpc::primary_address_path>(next);
     cmd_reply r;
@@ -309,9 +310,11 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
         return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
     }
     // The transport, and features the device's capabilities do not offer.
+    // QP0 and QP1, the port's special QPs, are datagram QPs: Linux's mlx5_ib creates them
+    // for its MAD agents (the SMI's QP0 on InfiniBand, the GSI's QP1).
     const auto st = ifc::get<qpc::st>(ctx);
     const bool st_ok = (st == qv::st_rc && ifc::get<cap::rc>(caps)) || (st == qv::st_uc && ifc::get<cap::uc>(caps)) ||
-                       (st == qv::st_ud && ifc::get<cap::ud>(caps));
+                       ((st == qv::st_ud || st == qv::st_qp0 || st == qv::st_qp1) && ifc::get<cap::ud>(caps));
     if (!st_ok) return bad_param();
     // pm_state: any defined value (PRM "QP Context": 0 ARMED, 1 REARM, 3 MIGRATED; 2 is
     // reserved). A card takes ARMED at create whatever apm says (DPDK's mlx5 leaves
@@ -442,6 +445,11 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     if (qp.umem_id) add_user(umems_, qp.umem_id);
     if (dbr_in_umem) add_user(umems_, dbr_umem);
     qps_.emplace(qpn, std::move(qp));
+    // The first QP0 (QP1) is what the wire's destination QP 0 (1) reaches until it goes.
+    if (st == qv::st_qp0 || st == qv::st_qp1) {
+        std::uint32_t& special = tables_.special_qpn[wire_qpn(st, qpn)];
+        if (special == 0) special = qpn;
+    }
     if (has_uar) engine_.watch_bf_page(uar);
     next_qpn_ = (qpn + 1) & kMask24;
     ifc::set<ifc::create_qp_out::qpn>(c.out.data(), qpn);
@@ -469,6 +477,9 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     rebind_q_counter(ifc::get<qpc::counter_set_id>(q), 0);
     icm_free(qp.icm);
     engine_.on_qp_destroyed(qp.qpn);
+    for (std::uint32_t& special : tables_.special_qpn) {
+        if (special == qp.qpn) special = 0;
+    }
     qps_.erase(it);
     return ok();
 }
@@ -490,7 +501,9 @@ cmd_reply firmware::query_qp(cmd_ctx& c) {
     const bool rtr_on = qp.state == qp_state::rtr || qp.state == qp_state::rts ||
                         qp.state == qp_state::sqd || qp.state == qp_state::sqer;
     const bool rts_on = rtr_on && qp.state != qp_state::rtr;
-    if (rtr_on && ifc::get<qpc::st>(q) != qv::st_ud) ifc::set<qpc::next_rcv_psn>(q, qp.x.epsn & kMask24);
+    if (rtr_on && transport_of_st(ifc::get<qpc::st>(q)) != transport::ud) {
+        ifc::set<qpc::next_rcv_psn>(q, qp.x.epsn & kMask24);
+    }
     if (rts_on) ifc::set<qpc::next_send_psn>(q, qp.x.next_psn & kMask24);
     ifc::set<ifc::query_qp_out::opt_param_mask>(c.out.data(), 0);
     put_pas<ifc::query_qp_out>(c, qp.pas);
@@ -523,7 +536,9 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         const std::uint32_t st = ifc::get<qpc::st>(qp.qpc.data());
         const qp_limits lim = limits_of(current_caps_.data(), cfg_.port == port_type::ethernet, admin_mtu_);
         mask = ifc::get<ifc::rst2init_qp_in::opt_param_mask>(in);
-        std::uint32_t allowed = st < t->optional.size() ? t->optional[st] : 0;
+        // QP0 and QP1 take what UD takes (Linux asks for none of them).
+        const auto tp = static_cast<std::uint32_t>(transport_of_st(st));
+        std::uint32_t allowed = tp < t->optional.size() ? t->optional[tp] : 0;
         if (!lim.apm) allowed &= ~opt::ALT_ADDR_PATH;
         if (!ifc::get<cap::rts2rts_qp_counters_set_id>(current_caps_.data())) allowed &= ~opt::COUNTER_SET_ID;
         if (mask & ~allowed) return bad_param();

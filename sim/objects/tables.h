@@ -34,6 +34,9 @@ struct object_tables {
     std::map<std::uint32_t, umem_object> umems;
     std::map<std::uint32_t, cq_object> cqs;
     std::map<std::uint32_t, qp_object> qps;
+    // The numbers of the port's QP0 and QP1 (0: none), which the wire's destination QPs
+    // 0 and 1 reach: the first of each service type created, until it is destroyed.
+    std::array<std::uint32_t, 2> special_qpn{};
     std::map<std::uint32_t, srq_object> srqs;
     std::map<std::uint32_t, q_counter_object> q_counters;  // set 0 always present
     std::map<std::uint32_t, roce_address> roce_addresses;  // by GID index; absent = empty

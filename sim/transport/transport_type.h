@@ -4,8 +4,25 @@
 
 #include <cstdint>
 
+#include "hw/ifc_qp.h"
+
 namespace cxv::sim {
 
 enum class transport : std::uint8_t { rc = 0x0, uc = 0x1, ud = 0x2 };
+
+// The transport of a QP of service type `st`: QP0 and QP1 (the special QPs) are
+// datagram QPs, with UD's send WQEs (an address vector), receives (the GRH first) and
+// completions.
+constexpr transport transport_of_st(std::uint32_t st) {
+    namespace qv = hw::ifc::qpc_values;
+    return st == qv::st_qp0 || st == qv::st_qp1 ? transport::ud : static_cast<transport>(st);
+}
+
+// The QPN a QP of service type `st` numbered `qpn` has on the wire: 0 or 1 for the
+// special QPs (a packet's DETH source QP, and the destination QP that reaches them).
+constexpr std::uint32_t wire_qpn(std::uint32_t st, std::uint32_t qpn) {
+    namespace qv = hw::ifc::qpc_values;
+    return st == qv::st_qp0 ? 0 : st == qv::st_qp1 ? 1 : qpn;
+}
 
 }  // namespace cxv::sim

@@ -43,10 +43,12 @@ void parse_scatter(const std::byte* at, std::size_t bytes, std::vector<local_sge
 }  // namespace
 
 // Where a packet from the wire enters: a request goes to the responder of the QP it
-// names, an answer (ACK, NAK, read response, Atomic ACK) to its requester.
+// names, an answer (ACK, NAK, read response, Atomic ACK) to its requester. Destination
+// QP 0 and 1 are the port's special QPs, whatever their numbers.
 bool transport_engine::receive(wire::packet& p) {
     trace_.count(&counters::packets_received);
-    const auto it = t_.qps.find(p.bth.dest_qp);
+    const std::uint32_t dest = p.bth.dest_qp;
+    const auto it = t_.qps.find(dest < t_.special_qpn.size() ? t_.special_qpn[dest] : dest);
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
     if (it == t_.qps.end() || h == 0) {
         trace_.count(&counters::packets_dropped);
@@ -162,7 +164,7 @@ void transport_engine::no_wqe(qp_object& qp, const wire::packet& req) {
     // RC: RNR NAK with the QP's min_rnr_timer (IBA 9.7.5.2.8), the packet's PSN not
     // taken; later packets are dropped until it comes again. UC and UD: dropped.
     hooks_.count(qp, &q_counter_values::out_of_buffer);
-    if (static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) {
+    if (transport_of_st(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) {
         trace_.count(&counters::packets_dropped);
         return;
     }
@@ -180,7 +182,7 @@ void transport_engine::receive_cqe(qp_object& qp, const wire::packet& p, hw::cqe
     c.sop_drop_qpn = hw::be32::from(qp.qpn);
     c.wqe_counter = hw::be16::from(w.index);
     c.srqn_uidx = hw::be32::from(w.srq ? w.srqn : ifc::get<qpc::user_index>(q) & kMask24);
-    if (static_cast<transport>(ifc::get<qpc::st>(q)) == transport::ud) {
+    if (transport_of_st(ifc::get<qpc::st>(q)) == transport::ud) {
         // flags_rqpn (PRM "CQE Format"): the source QP, bits 29:28 a GRH (or IP header)
         // present, bits 27:24 the packet's SL on InfiniBand and, over RoCE, its type: bit
         // 27 a UDP header (RoCE v2), bits 25:24 the L3 header (0 GRH, 1 IPv6, 2 IPv4; Linux
@@ -189,6 +191,8 @@ void transport_engine::receive_cqe(qp_object& qp, const wire::packet& p, hw::cqe
         std::uint32_t kind = p.net.sl & 0xfu;
         if (cfg_.port == port_type::ethernet) kind = 0x8u | (p.net.link == wire::link_kind::roce_v4 ? 0x2u : 0x1u);
         c.flags_rqpn = hw::be32::from((p.deth.src_qp & kMask24) | (p.grh_present ? 1u << 28 : 0) | kind << 24);
+        // QP1 (PRM "CQE Format", pkey): the packet's P_Key, for the GSI to answer with.
+        if (ifc::get<qpc::st>(q) == ifc::qpc_values::st_qp1) c.imm_inval_pkey = hw::be32::from(p.bth.pkey);
     }
     if (cfg_.port != port_type::ethernet) c.slid = hw::be16::from(p.net.slid);
     push_cqe(qp.cqn_rcv, c, p.bth.se);
@@ -201,7 +205,7 @@ void transport_engine::receive_cqe(qp_object& qp, const wire::packet& p, hw::cqe
 void transport_engine::on_request(qp_object& qp, wire::packet& p) {
     const std::byte* q = qp.qpc.data();
     qp_transport& x = qp.x;
-    const auto tp = static_cast<transport>(ifc::get<qpc::st>(q));
+    const auto tp = transport_of_st(ifc::get<qpc::st>(q));
     const auto drop = [&] { trace_.count(&counters::packets_dropped); };
     // The responder works from RTR on and not in error (IBA 10.3.1); a packet for another
     // transport is silently dropped (IBA 9.6.1.2).
@@ -283,7 +287,7 @@ void transport_engine::on_request(qp_object& qp, wire::packet& p) {
 void transport_engine::recv_send(qp_object& qp, wire::packet& p) {
     qp_transport& x = qp.x;
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
-    const bool rc = static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) == transport::rc;
+    const bool rc = transport_of_st(ifc::get<qpc::st>(qp.qpc.data())) == transport::rc;
     if (h & wire::is_first) {
         // UC keeps the WQE of a message it dropped for the next one.
         if (!x.have_wqe) {
@@ -323,7 +327,7 @@ void transport_engine::recv_write(qp_object& qp, wire::packet& p) {
     qp_transport& x = qp.x;
     const std::byte* q = qp.qpc.data();
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
-    const bool rc = static_cast<transport>(ifc::get<qpc::st>(q)) == transport::rc;
+    const bool rc = transport_of_st(ifc::get<qpc::st>(q)) == transport::rc;
     iova_list ranges;
     if (h & wire::is_first) {
         // A zero-length write checks no R_Key (IBA 9.4.4).

@@ -92,7 +92,7 @@ bool transport_engine::end_of_batch() {
 }
 
 void transport_engine::nak(qp_object& qp, const wire::packet& req, std::uint8_t syndrome) {
-    if (static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) return;
+    if (transport_of_st(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) return;
     wire::packet a = answer(qp, req, op::ACKNOWLEDGE, req.bth.psn);
     a.aeth.syndrome = syndrome;
     trace_.count(&counters::naks_sent);
@@ -109,7 +109,7 @@ void transport_engine::fail_request(qp_object& qp, const wire::packet& req, std:
                             : syndrome == syn::NAK_INVALID_REQUEST   ? cqe_syndrome::REMOTE_INVAL_REQ_ERR
                                                                      : cqe_syndrome::REMOTE_OP_ERR,
                             false);
-    if (static_cast<transport>(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) {
+    if (transport_of_st(ifc::get<qpc::st>(qp.qpc.data())) != transport::rc) {
         trace_.count(&counters::packets_dropped);
         return;
     }

@@ -204,7 +204,7 @@ void transport_engine::sq_progress(qp_object& qp) {
 // needs from `pos` on.
 struct transport_engine::wqe_exec {
     wqe_exec(qp_object& o, std::uint32_t& taken, bool ethernet, std::vector<local_sge>& scratch)
-        : qp(o), bbs(taken), q(o.qpc.data()), tp(static_cast<transport>(ifc::get<qpc::st>(q))), eth(ethernet),
+        : qp(o), bbs(taken), q(o.qpc.data()), tp(transport_of_st(ifc::get<qpc::st>(q))), eth(ethernet),
           sges(scratch) {
         sges.clear();
     }
@@ -457,7 +457,7 @@ cqe_syndrome transport_engine::ud_address(wqe_exec& e) {
     // A Q_Key with the high bit set means "the QP's own" (IBA 10.2.5).
     const std::uint32_t qkey = av.qkey.value();
     e.m.deth.q_key = (qkey & 0x80000000u) ? ifc::get<qpc::q_key>(e.q) : qkey;
-    e.m.deth.src_qp = e.qp.qpn;
+    e.m.deth.src_qp = wire_qpn(ifc::get<qpc::st>(e.q), e.qp.qpn);  // QP0/QP1: 0 or 1
     wire::route& n = e.m.net;
     n.sl = av.stat_rate_sl & 0xf;
     n.dlid = av.rlid.value();

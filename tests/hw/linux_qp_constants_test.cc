@@ -91,6 +91,8 @@ TEST_CASE("QPC field values match Linux's mlx5_ifc.h and qp.h") {
     CHECK(v(qv::st_rc) == v(MLX5_QPC_ST_RC));
     CHECK(v(qv::st_uc) == v(MLX5_QPC_ST_UC));
     CHECK(v(qv::st_ud) == v(MLX5_QPC_ST_UD));
+    CHECK(v(qv::st_qp0) == v(MLX5_QPC_ST_QP0));
+    CHECK(v(qv::st_qp1) == v(MLX5_QPC_ST_QP1));
     // qpc.rq_type (qp.h)
     std::size_t compared = 0;
     compare("qpc_values::rq_regular", qv::rq_regular, "MLX5_NON_ZERO_RQ", compared);

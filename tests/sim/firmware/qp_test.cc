@@ -59,7 +59,7 @@ TEST_CASE("CREATE_QP refuses transports and features the device does not offer")
         set(env::ctx(in), in.data());
         return e.exec(in);
     };
-    for (std::uint32_t st : {3u, 5u, 7u, 9u, 0xffu}) {  // XRC, DCI, QP0, raw, junk
+    for (std::uint32_t st : {3u, 5u, 9u, 0xffu}) {  // XRC, DCI, raw, junk (QP0 and QP1: qp_transition_test)
         check_status(with([&](std::byte* q, std::byte*) { ifc::set<qpc::st>(q, st); }), cmd_status::BAD_PARAM,
                      cmd_syndrome::BAD_PARAMETER);
     }

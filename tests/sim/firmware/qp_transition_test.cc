@@ -199,6 +199,30 @@ TEST_CASE("UC and UD QPs reach RTS with their transports' attributes only") {
     CHECK(ifc::get<qpc::remote_qpn>(e.query(ud2).data()) == 0);
 }
 
+TEST_CASE("QP0 and QP1 (Linux mlx5_ib's MAD QPs): created, and driven to RTS as datagram QPs") {
+    // As mlx5_ib's create_kernel_qp and __mlx5_ib_modify_qp send them for IB_QPT_SMI and
+    // its hardware GSI QP: qpc.st 0x7 and 0x8, a Q_Key at RST2INIT, no optional
+    // parameters (Linux's opt_mask has none for these service types).
+    env e;
+    for (std::uint32_t st : {ifc::qpc_values::st_qp0, ifc::qpc_values::st_qp1}) {
+        CAPTURE(st);
+        const std::uint32_t qpn = e.create_qp(st);
+        CHECK(qpn >= 0x100);  // the device's own number; the wire knows it as 0 or 1
+        CHECK(ifc::get<qpc::st>(e.query(qpn).data()) == st);
+        drive(e, qpn, kUd, kRts);
+        const auto c = e.query(qpn);
+        CHECK(ifc::get<qpc::q_key>(c.data()) == 0x11112222);
+        CHECK(ifc::get<qpc::next_send_psn>(c.data()) == 0x789);
+        // Connected-QP attributes are not theirs: INIT2RTR's remote QPN is not taken.
+        CHECK(ifc::get<qpc::remote_qpn>(c.data()) == 0);
+        // A second one of the same type is taken too (the first stays the wire's).
+        const std::uint32_t again = e.create_qp(st);
+        CHECK(again != qpn);
+        CHECK(destroy_qp(e.h, again).status == cmd_status::OK);
+        CHECK(destroy_qp(e.h, qpn).status == cmd_status::OK);
+    }
+}
+
 TEST_CASE("every transition needs its source state (BAD_QP_STATE otherwise)") {
     env e;
     struct { cmd_opcode op; std::uint32_t from; } const all[] = {

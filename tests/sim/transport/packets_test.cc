@@ -516,5 +516,58 @@ TEST_CASE("UD: one SEND Only with a DETH (the QP's Q_Key when the AV's high bit 
     CHECK(std::memcmp(r.host(dst + 40), r.host(src), 100) == 0);
 }
 
+TEST_CASE("QP1: the wire's destination QP 1 reaches the GSI QP, whose sends carry source QP 1") {
+    constexpr std::uint32_t kGsi = 0x345;  // the number CREATE_QP gave it
+    engine_rig r;
+    r.add_cq(kCqA, 4);
+    r.add_cq(kCqB, 4);
+    r.add_rc_qp(kA, 0, kCqA, transport::ud);
+    qp_object& gsi = r.add_rc_qp(kGsi, 0, kCqB, transport::ud);
+    hw::ifc::set<hw::ifc::qpc::st>(gsi.qpc.data(), hw::ifc::qpc_values::st_qp1);
+    hw::ifc::set<hw::ifc::qpc::q_key>(gsi.qpc.data(), 0x80010000u);  // IBA's GSI Q_Key
+    hw::ifc::set<hw::ifc::qpc::q_key>(r.t.qps.at(kA).qpc.data(), 0x80010000u);
+    const std::uint64_t src = r.alloc(4096), dst = r.alloc(4096), back = r.alloc(4096);
+    for (std::size_t i = 0; i < 256; ++i) r.host(src)[i] = std::byte(i);
+    hw::wqe_av av{};
+    av.qkey = hw::be32::from(0x80010000u);
+    av.dqp_dct = hw::be32::from(1);
+    av.rlid = hw::be16::from(1);
+    hw::wqe_data_seg d{};
+    hw::set_data_seg(d, 256, engine_rig::kKey, src);
+    r.auto_run = false;
+
+    // No QP1 yet: a MAD to QP 1 is dropped.
+    r.post_recv(kGsi, dst, 1024);
+    r.post_send(kA, hw::wqe_opcode::SEND, true, av, d);
+    REQUIRE(r.sent.size() == 1);
+    CHECK(r.sent[0].bth.dest_qp == 1);
+    r.run_wire();
+    CHECK(r.t.cqs.at(kCqB).producer == 0);
+
+    // With QP1 bound (CREATE_QP does it for the first QP of st QP1): delivered, with
+    // the sender's QPN and the packet's P_Key in the CQE.
+    r.t.special_qpn[1] = kGsi;
+    r.post_send(kA, hw::wqe_opcode::SEND, true, av, d);
+    REQUIRE(r.sent.size() == 2);
+    const std::uint16_t pkey = r.sent[1].bth.pkey;
+    r.run_wire();
+    REQUIRE(r.t.cqs.at(kCqB).producer == 1);
+    const hw::cqe64 c = r.cqe(kCqB, 0);
+    CHECK(opcode(c) == hw::cqe_opcode::RESP_SEND);
+    CHECK((c.flags_rqpn.value() & 0xffffff) == kA);
+    CHECK((c.imm_inval_pkey.value() & 0xffff) == pkey);
+    CHECK(std::memcmp(r.host(dst + 40), r.host(src), 256) == 0);
+
+    // QP1's answer goes out from source QP 1, not from its own number.
+    r.post_recv(kA, back, 1024);
+    av.dqp_dct = hw::be32::from(kA);
+    r.post_send(kGsi, hw::wqe_opcode::SEND, true, av, d);
+    REQUIRE(r.sent.size() == 3);
+    CHECK(r.sent[2].deth.src_qp == 1);
+    r.run_wire();
+    REQUIRE(r.t.cqs.at(kCqA).producer >= 1);
+    CHECK((r.cqe(kCqA, r.t.cqs.at(kCqA).producer - 1).flags_rqpn.value() & 0xffffff) == 1);
+}
+
 }  // namespace
 }  // namespace cxv::sim::testing
