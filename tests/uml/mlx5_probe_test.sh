@@ -2,8 +2,8 @@
 # Linux's own mlx5_core probes the device model and is removed again, in User-Mode Linux
 # (docs/linux-oracle.md). cxv-sim-uml serves one emulated function over vhost-user; the
 # UML kernel (tools/uml/kernel's) boots with the host's root read-only, loads mlx5_core
-# and removes it. (mlx5_ib is not loaded here: past its XRC resources it stops at its MAD
-# QPs, and a command completion it sometimes misses costs its 60 s timeout; see
+# and removes it. (mlx5_ib is not loaded here: past its XRC resources and MAD QPs it stops
+# at its UMR QP, and a command completion it sometimes misses costs its 60 s timeout; see
 # docs/linux-oracle.md.)
 #
 # Passes when: mlx5_core binds the function (its whole bring-up ran on the model: pages,
