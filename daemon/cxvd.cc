@@ -98,6 +98,14 @@ int main(int argc, char** argv) {
     app.add_option("--admin-gid", admin_groups,
                    "a group (gid or name) whose members are the operator: allowed, and STATUS shows them every "
                    "client (others see their own uid's) (repeatable)");
+    std::vector<std::string> domain_groups;
+    app.add_option("--domain-gid", domain_groups,
+                   "a group (gid or name) whose members are one trust domain, whatever their uids (repeatable); "
+                   "a function serves one trust domain at a time, and a uid outside these groups is a domain of "
+                   "its own");
+    app.add_flag("--share-functions", o.share_functions,
+                 "no trust domains: every allowed client may use every function (for processes that trust each "
+                 "other: a client with a UAR can write anywhere in its function's BAR)");
     app.add_option("--quota-qps", o.limits.qps, "QPs per uid (over all its connections)")->capture_default_str();
     app.add_option("--quota-cqs", o.limits.cqs, "CQs per uid")->capture_default_str();
     app.add_option("--quota-mrs", o.limits.mrs, "memory keys per uid")->capture_default_str();
@@ -160,6 +168,18 @@ int main(int argc, char** argv) {
             return EXIT_FAILURE;
         }
         o.admin_gids.push_back(g);
+    }
+    for (const auto& name : domain_groups) {
+        gid_t g = 0;
+        if (!to_gid(name, g)) {
+            log(level::err, fmt::format("--domain-gid {}: no such group", name));
+            return EXIT_FAILURE;
+        }
+        o.domain_gids.push_back(g);
+    }
+    if (o.share_functions && !o.domain_gids.empty()) {
+        log(level::err, "--share-functions and --domain-gid: with shared functions there are no trust domains");
+        return EXIT_FAILURE;
     }
     raise_nofile(o.max_clients);
     // What can be refused without the card is refused before any function comes up (a

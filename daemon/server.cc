@@ -177,6 +177,10 @@ void server::run() {
             if (p->leaving && !p->leaving->done && !p->busy) pump(*p);
         }
         std::erase_if(peers_, [](const auto& p) { return p->gone && !p->busy && (!p->leaving || p->leaving->done); });
+        for (std::size_t d = 0; d < devices_.size(); ++d) {
+            if (devices_[d]->hand_over_due) hand_over(d);
+        }
+        if (failed_) return;
         if (fds[1].revents & POLLIN) accept_clients();
         log_held_back();
     }

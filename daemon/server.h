@@ -45,6 +45,14 @@ struct server_options {
     // The operator's groups (--admin-gid): a member is allowed and, like root and the
     // daemon's own uid, sees every client in STATUS; everyone else sees its own uid's.
     std::vector<gid_t> admin_gids;
+    // Trust domains (docs/daemon.md, "Trust model"): a function serves one domain at a
+    // time, since a client with its device fd (ALLOC_UAR) can write anywhere in its BAR.
+    // A domain is a uid, or one of these groups (--domain-gid): its members, whatever their
+    // uids, are one domain (the first group of the list a client is in). share_functions
+    // (--share-functions): no domains, every allowed client may use every function, for
+    // processes that trust each other.
+    std::vector<gid_t> domain_gids;
+    bool share_functions = false;
     // Quotas are per uid: every connection of one uid draws on the same limits, so N
     // connections do not get N quotas.
     quotas limits;
@@ -190,6 +198,20 @@ private:
     bool reopen_due();
     int reopen_timeout() const;
     result<std::uint16_t> device_index(std::uint16_t d) const;
+    // device_index, and the function claimed for `p`'s trust domain (server_access.cc):
+    // EBUSY while another domain holds it. Every request on a function goes through it.
+    result<std::uint16_t> device_for(peer& p, std::uint16_t d);
+    std::string domain_of(const peer& p) const;
+    // `p` (its teardown done) no longer holds its functions: one its domain held alone
+    // is free again, once reset (hand_over, due) where a device fd was given out.
+    void release_functions(peer& p);
+    // The function reset and brought up again before another domain may have it: the
+    // reset takes every BAR mapping a client made of its device fd, and the bring-up
+    // waits until no process holds the device any more (server_events.cc).
+    void hand_over(std::size_t d);
+    // What recover and hand_over share: every job ends, the function's threads stop, the
+    // function is reset and closed; `reset` runs between the reset and the close.
+    void reset_function(std::size_t d, const std::function<void()>& reset);
     // What is left of the quotas to `p`'s uid on device `d` after its other connections
     // (their books, what their jobs in flight may create, and what departed ones still hold).
     quotas room(const peer& p, std::size_t d) const;

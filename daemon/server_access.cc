@@ -68,6 +68,50 @@ bool server::is_operator(const peer& p) const {
     return p.uid == 0 || p.uid == ::geteuid() || in_groups(opts_.admin_gids, p.gid, p.groups);
 }
 
+std::string server::domain_of(const peer& p) const {
+    for (const gid_t g : opts_.domain_gids) {
+        if (in_groups({g}, p.gid, p.groups)) return fmt::format("group {}", g);
+    }
+    return fmt::format("uid {}", p.uid);
+}
+
+result<std::uint16_t> server::device_for(peer& p, std::uint16_t index) {
+    auto d = device_index(index);
+    if (!d || opts_.share_functions || p.claimed[*d]) return d;
+    device_state& ds = *devices_[*d];
+    if (!ds.domain.empty() && ds.domain != p.domain) {
+        // Not which domain: another tenant's identity is not this client's business.
+        return error{EBUSY, fmt::format("{}: in use by another trust domain. cxvd gives a function to one trust "
+                                        "domain at a time (a uid, or a --domain-gid group): give each its own "
+                                        "function (an SR-IOV VF bound to vfio-pci), or put users who trust each "
+                                        "other in one --domain-gid (docs/daemon.md, \"Trust model\")",
+                                        ds.bdf)};
+    }
+    if (ds.domain.empty()) log(level::info, fmt::format("{}: now used by {}", ds.bdf, p.domain));
+    ds.domain = p.domain;
+    ++ds.holders;
+    p.claimed[*d] = true;
+    return d;
+}
+
+void server::release_functions(peer& p) {
+    for (std::size_t d = 0; d < p.claimed.size(); ++d) {
+        if (!p.claimed[d]) continue;
+        p.claimed[d] = false;
+        device_state& ds = *devices_[d];
+        if (ds.holders == 0 || --ds.holders != 0) continue;
+        // Its last client gone. Where one had the device fd (ALLOC_UAR) and the function
+        // has not been reset since, that process may still hold the fd and its BAR
+        // mapping: the next domain gets the function only after a reset takes them.
+        if (ds.fd_given_in == ds.generation && ds.hca) {
+            ds.hand_over_due = true;  // by the poll loop, where no job is running
+        } else {
+            log(level::info, fmt::format("{}: free (the last client of {} is gone)", ds.bdf, ds.domain));
+            ds.domain.clear();
+        }
+    }
+}
+
 bool server::allowed(const peer& p) const {
     if (is_operator(p)) return true;
     if (std::find(opts_.allow_uids.begin(), opts_.allow_uids.end(), p.uid) != opts_.allow_uids.end()) return true;
@@ -134,6 +178,8 @@ void server::accept_clients() {
         p->comm = read_comm(c.pid);
         p->dev.resize(devices_.size());
         p->subscribed.assign(devices_.size(), false);
+        p->claimed.assign(devices_.size(), false);
+        p->domain = domain_of(*p);
         p->sees_all = is_operator(*p);
         p->allowed = allowed(*p);
         if (auto [err, why] = admission(*p); err != 0) {

@@ -21,7 +21,7 @@ namespace cxv::daemon {
 // ---- events -----------------------------------------------------------------------------
 
 result<server::answer> server::on_events(peer& p, const request& r) {
-    auto d = device_index(r.events.device);
+    auto d = device_for(p, r.events.device);
     if (!d) return d.error();
     if (!opts_.events) return error{EOPNOTSUPP, "EVENTS: this daemon routes no events"};
     if (!p.queue) open_queue(p);  // its last channel was closed by the client
@@ -131,41 +131,26 @@ bool server::recover(std::size_t d, const std::string& why) {
     log(level::err, fmt::format("{}: the function is dead ({}): its clients get the fatal event and are dropped, "
                                 "then it is reset and brought up again",
                                 bdf, why));
-    // Every job ends first (a command on the dead function fails at once): none may use
-    // an hca this closes, nor books this forgets. No teardown slice starts meanwhile.
-    quiescing_ = true;
-    jobs_->drain();
-    // The hca's threads stop (no teardown commands: the device is dead), and a function
-    // reset stops whatever DMA the device still did, before any client memory goes.
-    // The metrics thread (sample_ports) stays off this hca from here until it is gone.
-    std::unique_lock hca_lock(hca_mu_);
-    (void)ds.hca->close();
-    if (auto s = ds.hca->device().reset(); !s) {
-        log(level::warning, fmt::format("{}: function reset: {}", bdf, s.error().message));
-    }
     event_msg e;
     e.device = static_cast<std::uint16_t>(d);
     e.what = event_msg::kind::async;
     e.async_kind = static_cast<std::uint8_t>(driver::hca_event::fatal);
     e.detail = fmt::format("{}: device dead: {}", bdf, why);
     std::size_t clients = 0;
-    for (auto& p : peers_) {
-        if (p->refused || (!p->subscribed[d] && p->dev[d].empty())) continue;
-        if (!p->gone) {
-            send_fatal(*p, e);
-            drop(*p, fmt::format("its function {} was reset", bdf));
-            ++clients;
+    reset_function(d, [&] {
+        for (auto& p : peers_) {
+            if (p->refused || (!p->subscribed[d] && p->dev[d].empty())) continue;
+            if (!p->gone) {
+                send_fatal(*p, e);
+                drop(*p, fmt::format("its function {} was reset", bdf));
+                ++clients;
+            }
+            // Its objects and UARs went with the reset, and the device writes no memory
+            // any more: forgotten, and unmapped here (the function's container must be
+            // free before it is opened again).
+            forget(*p, d);
         }
-        // Its objects and UARs went with the reset, and the device writes no memory any
-        // more: forgotten, and unmapped here (the function's container must be free
-        // before it is opened again).
-        forget(*p, d);
-    }
-    ds.leaked.clear();
-    ds.hca.reset();  // the vfio device closes; reopen opens it anew
-    hca_lock.unlock();
-    quiescing_ = false;
-    ++ds.generation;
+    });
     // A function that keeps dying is not brought up forever: three recoveries within a
     // minute and the daemon gives up (exits with failure, for its service manager).
     const auto now = std::chrono::steady_clock::now();
@@ -182,6 +167,53 @@ bool server::recover(std::size_t d, const std::string& why) {
     ds.busy_logged = false;
     ds.dropped_clients = clients;
     return try_reopen(d);
+}
+
+void server::reset_function(std::size_t d, const std::function<void()>& reset) {
+    device_state& ds = *devices_[d];
+    // Every job ends first (a command on the function fails at once once it is closed):
+    // none may use an hca this closes, nor books this forgets. No teardown slice starts
+    // meanwhile.
+    quiescing_ = true;
+    jobs_->drain();
+    // The hca's threads stop (no teardown commands), and a function reset stops whatever
+    // DMA the device still did, before any client memory goes; vfio-pci's reset also
+    // takes every mapping of the BAR a process made of its device fd. The metrics thread
+    // (sample_ports) stays off this hca from here until it is gone.
+    std::unique_lock hca_lock(hca_mu_);
+    (void)ds.hca->close();
+    if (auto s = ds.hca->device().reset(); !s) {
+        log(level::warning, fmt::format("{}: function reset: {}", ds.bdf, s.error().message));
+    }
+    reset();
+    ds.leaked.clear();
+    ds.hca.reset();  // the vfio device closes; reopen opens it anew
+    hca_lock.unlock();
+    quiescing_ = false;
+    ++ds.generation;
+}
+
+void server::hand_over(std::size_t d) {
+    device_state& ds = *devices_[d];
+    ds.hand_over_due = false;
+    if (!opts_.reopen) {
+        // Without a way to bring it up again the function stays with its domain.
+        log(level::warning, fmt::format("{}: the last client of {} is gone, but it had the device fd and this "
+                                        "daemon cannot reset and bring up the function: it stays {}'s",
+                                        ds.bdf, ds.domain, ds.domain));
+        return;
+    }
+    log(level::info, fmt::format("{}: the last client of {} is gone: reset and brought up again before another "
+                                 "trust domain may use it (it had the device fd)",
+                                 ds.bdf, ds.domain));
+    reset_function(d, [] {});
+    ds.domain.clear();
+    ds.fd_given_in.reset();
+    ds.reopening = true;
+    ds.failures = 0;
+    ds.busy_logged = false;
+    ds.dropped_clients = 0;
+    (void)try_reopen(d);  // or again from the poll loop (reopen_due)
 }
 
 bool server::try_reopen(std::size_t d) {

@@ -86,7 +86,7 @@ void server::conclude(peer& p, const request_meta& m, result<answer> a) {
 }
 
 void server::on_map(peer& p, const request_meta& m, const request& r) {
-    auto d = device_index(r.map.device);
+    auto d = device_for(p, r.map.device);
     if (!d) return conclude(p, m, d.error());
     if (const std::size_t n = mappings_by_uid(p.uid); n >= opts_.limits.mappings) {
         return conclude(p, m,
@@ -145,7 +145,7 @@ void server::on_map(peer& p, const request_meta& m, const request& r) {
 }
 
 void server::on_unmap(peer& p, const request_meta& m, const request& r) {
-    auto d = device_index(r.unmap.device);
+    auto d = device_for(p, r.unmap.device);
     if (!d) return conclude(p, m, d.error());
     owned& o = p.dev[*d];
     auto it = o.maps.find(r.unmap.iova);
@@ -168,7 +168,7 @@ void server::on_unmap(peer& p, const request_meta& m, const request& r) {
 }
 
 void server::on_alloc_uar(peer& p, const request_meta& m, const request& r) {
-    auto d = device_index(r.alloc_uar.device);
+    auto d = device_for(p, r.alloc_uar.device);
     if (!d) return conclude(p, m, d.error());
     const owned& o = p.dev[*d];
     if (o.uars.size() >= room(p, *d).uars) {
@@ -196,13 +196,16 @@ void server::on_alloc_uar(peer& p, const request_meta& m, const request& r) {
              if (!j->out) return conclude(p, m, j->out.error());
              const std::uint32_t uar = ifc::get<ifc::alloc_uar_out::uar>(j->out->data());
              p.dev[dev].uars.insert(uar);
+             // The device fd goes with the reply: the function is reset before another
+             // trust domain gets it (release_functions).
+             devices_[dev]->fd_given_in = devices_[dev]->generation;
              alloc_uar_reply a{uar, j->base + std::uint64_t{uar} * hw::uar_page_size, hw::uar_page_size};
              conclude(p, m, answer{payload(a), {j->hca->device().fd()}, {}});
          });
 }
 
 void server::on_dealloc_uar(peer& p, const request_meta& m, const request& r) {
-    auto d = device_index(r.dealloc_uar.device);
+    auto d = device_for(p, r.dealloc_uar.device);
     if (!d) return conclude(p, m, d.error());
     const owned& o = p.dev[*d];
     const std::uint32_t uar = r.dealloc_uar.uar;
@@ -236,7 +239,7 @@ void server::on_dealloc_uar(peer& p, const request_meta& m, const request& r) {
 }
 
 void server::on_command(peer& p, const request_meta& m, request& r) {
-    auto d = device_index(r.command.device);
+    auto d = device_for(p, r.command.device);
     if (!d) return conclude(p, m, d.error());
     // The checks walk every address the command names (a 2 GiB key's MTT: 524,288
     // entries) against the client's books: on the lane with the command, reading the

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,6 +47,14 @@ struct server::device_state {
     unsigned failures = 0;
     bool busy_logged = false;
     std::size_t dropped_clients = 0;
+    // The trust domain using it (server::domain_of; empty: none), how many connections of
+    // that domain have claimed it, and the generation in which a device fd last went to
+    // one of them: then it is reset before another domain may have it (hand_over_due,
+    // done by the poll loop once the last of them is gone).
+    std::string domain;
+    std::size_t holders = 0;
+    std::optional<std::uint64_t> fd_given_in;
+    bool hand_over_due = false;
 };
 
 // A dropped client's teardown, function by function: its objects (teardown_commands, in
@@ -75,6 +84,8 @@ struct server::peer {
     std::string comm;
     session order;
     std::vector<owned> dev;  // per device
+    std::string domain;          // server::domain_of, at accept
+    std::vector<bool> claimed;   // per device: counted in its holders
     // The event channel (EVENTS): the daemon's end of the socketpair, non-blocking, and
     // the functions whose events go there; the queue its events wait in (event_inbox),
     // routed to from its CQs, QPs and SRQs; whether its channel was full (POLLOUT).

@@ -300,6 +300,7 @@ void server::finish(peer& p) {
                     t.failed ? fmt::format(", {} commands failed", t.failed) : std::string()));
     t.done = true;
     p.sock = unique_fd{};  // after the log line, so a client that sees the close finds it there
+    release_functions(p);
 }
 
 void server::forget(peer& p, std::size_t d) {

@@ -45,6 +45,29 @@ std::vector<function_spec> load_specs(std::string& err) {
     return std::move(f).value();
 }
 
+// The byte of the BAR file each device fd's description holds a read lock on (far past
+// the BAR: a lock needs no data there).
+constexpr off_t kDeviceHeldByte = off_t{1} << 40;
+
+// A new open file description of the file behind `fd` (not a dup, which shares one).
+int new_description(int fd) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CLOEXEC));
+}
+
+// F_OFD_SETLK (`type` F_RDLCK) or F_OFD_GETLK (F_WRLCK: is any held?) on kDeviceHeldByte.
+int device_hold(int fd, int cmd, short type, short* found = nullptr) {
+    struct flock l{};
+    l.l_type = type;
+    l.l_whence = SEEK_SET;
+    l.l_start = kDeviceHeldByte;
+    l.l_len = 1;
+    const int r = libc().fcntl(fd, cmd, &l);
+    if (found != nullptr) *found = l.l_type;
+    return r;
+}
+
 // A real, inert fd to stand for an open VFIO file.
 int placeholder_fd(const char* name, int flags) {
     return memfd_create(name, (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
@@ -256,6 +279,13 @@ int host::open_node(const node& n, int flags) {
         std::lock_guard lock(mu_);
         function_state& f = *functions_.at(n.function);
         if (f.opened != nullptr) return -EBUSY;  // vfio_group_fops_open: one open per group
+        // ... and while a device fd of its last open lives on in any process.
+        if (f.held_probe >= 0) {
+            short held = F_UNLCK;
+            if (device_hold(f.held_probe, F_OFD_GETLK, F_WRLCK, &held) == 0 && held != F_UNLCK) return -EBUSY;
+            libc().close(f.held_probe);
+            f.held_probe = -1;
+        }
         // ... also across the processes of the run, as on a host: a second process's open
         // of a group another holds is EBUSY.
         if (!fs_.hold_group(n.function)) return -EBUSY;
@@ -511,8 +541,14 @@ long host::group_get_device_fd(const std::shared_ptr<group_file>& g, void* arg) 
     }
     // vfio_device_assign_container: a container with an IOMMU model set.
     if (!f.container || !f.container->iommu_set) return -EINVAL;
-    const int fd = libc().fcntl(f.model->bar().fd(), F_DUPFD_CLOEXEC, 0);
+    const int fd = new_description(f.model->bar().fd());
     if (fd < 0) return -errno;
+    if (device_hold(fd, F_OFD_SETLK, F_RDLCK) != 0 ||
+        (f.held_probe < 0 && (f.held_probe = new_description(f.model->bar().fd())) < 0)) {
+        const int e = errno;
+        libc().close(fd);
+        return -e;
+    }
     ++f.container_users;
     if (f.device_opens++ == 0) enable_function(f);
     track(fd, std::make_shared<device_file>(f, g));

@@ -123,6 +123,14 @@ struct function_state {
     std::vector<int> triggers;
     int err_trigger = -1, req_trigger = -1;  // the error and request interrupt eventfds
     int intx_trigger = -1, intx_unmask = -1;  // INTx (irq_type 0): trigger and unmask eventfds
+    // The device fds' hold, across processes: each device fd is an open file description
+    // of its own of the model's BAR file, with a read lock (OFD) on one byte, so that the
+    // lock lasts while any process has the fd (passed with SCM_RIGHTS, inherited) or a
+    // BAR mapping of it. `held_probe`, another description of the BAR file of the last
+    // model whose device fds went out (-1: none), finds such a lock: the group is not
+    // opened again meanwhile (EBUSY), as a device fd holds its group file on Linux
+    // (vfio_group_fops_release runs only once no device fd is left).
+    int held_probe = -1;
 };
 
 // Kernel-side operations on a function, called with the host lock held.

@@ -1,0 +1,212 @@
+// cxvd's trust domains (issue 33, docs/daemon.md "Trust model"): a function serves one
+// trust domain at a time -- a uid, or the members of a --domain-gid group -- because a
+// client given the device fd (ALLOC_UAR) can write anywhere in the function's BAR. A
+// second domain is refused with the reason; it gets the function once the first one's
+// clients are gone, after a reset where one of them had the device fd, and not while a
+// process of the first still holds that fd. Clients of other uids are forked children
+// that setuid(2) (root only: skipped, and said, otherwise).
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <optional>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "tests/daemon/rig.h"
+#include "tests/daemon/tenants.h"
+#include "tests/skip.h"
+
+using namespace cxv::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr uid_t kFirst = 65533, kSecond = 65534, kThird = 65532;
+
+// MAP_MEMORY of a page of its own, as `uid` (and `groups`), on a connection of its own.
+outcome map_as(const std::string& sock, uid_t uid, const std::vector<gid_t>& groups = {}) {
+    return as_uid(sock, uid, groups, [](d::client& c) { return map_page(c, sealed_memfd(4096)); });
+}
+
+// map_as until it succeeds or `limit` passes; the last outcome.
+outcome map_until_served(const std::string& sock, uid_t uid, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    outcome o = map_as(sock, uid);
+    while (!(o.stage == 0 && o.err == 0) && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(50ms);
+        o = map_as(sock, uid);
+    }
+    return o;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A client that gets a UAR and with it the device fd, maps its page of the BAR as a
+// driver does, then hangs up on cxvd but keeps the fd and the mapping (the review's
+// attack: a tenant that left, still holding the function) until this object goes.
+struct fd_keeper {
+    pid_t pid = -1;
+    int hold = -1;
+    fd_keeper(const std::string& sock, uid_t uid) {
+        int ready[2], h[2];
+        REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+        REQUIRE(::pipe2(h, O_CLOEXEC) == 0);
+        pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            ::close(ready[0]);
+            ::close(h[1]);
+            char r = 'x';
+            try {
+                if (become(uid, {})) {
+                    std::optional<d::client> c;
+                    if (auto made = d::client::connect(sock)) c.emplace(std::move(made).value());
+                    if (c && c->hello()) {
+                        auto a = c->call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{0}));
+                        auto u = a && a->err == 0 ? d::parse_alloc_uar_reply(a->payload)
+                                                  : cxv::result<d::alloc_uar_reply>(cxv::error{EIO, "ALLOC_UAR"});
+                        if (u && a->fds.size() == 1) {
+                            void* bar = ::mmap(nullptr, u->mmap_length, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                               a->fds[0].get(), static_cast<off_t>(u->mmap_offset));
+                            if (bar != MAP_FAILED) {
+                                const int keep = a->fds[0].release();  // kept past the connection
+                                (void)keep;
+                                c.reset();  // hung up on cxvd
+                                r = 'r';
+                            }
+                        }
+                    }
+                }
+            } catch (...) {
+            }
+            (void)!::write(ready[1], &r, 1);
+            char b;
+            (void)!::read(h[0], &b, 1);  // until the parent closes it
+            ::_exit(0);
+        }
+        ::close(ready[1]);
+        ::close(h[0]);
+        hold = h[1];
+        pollfd f{ready[0], POLLIN, 0};
+        char r = 0;
+        const bool answered = ::poll(&f, 1, 30000) == 1 && ::read(ready[0], &r, 1) == 1;
+        ::close(ready[0]);
+        REQUIRE_MESSAGE((answered && r == 'r'), "the client as uid ", uid, " did not get and map a UAR");
+    }
+    // Lets it go and waits for its end (bounded; killed by PID past it).
+    void release() {
+        if (pid < 0) return;
+        ::close(hold);
+        const auto end = std::chrono::steady_clock::now() + 10s;
+        while (::waitpid(pid, nullptr, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() > end) {
+                ::kill(pid, SIGKILL);
+                ::waitpid(pid, nullptr, 0);
+                break;
+            }
+            std::this_thread::sleep_for(5ms);
+        }
+        pid = -1;
+    }
+    ~fd_keeper() { release(); }
+    fd_keeper(const fd_keeper&) = delete;
+    fd_keeper& operator=(const fd_keeper&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("a function serves one trust domain: another uid is refused EBUSY with the reason, then served once "
+          "the first uid's clients are gone" *
+          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
+    daemon_rig rig({"--allow-uid", std::to_string(kFirst), "--allow-uid", std::to_string(kSecond)});
+    open_to_all(rig);
+    {
+        tenant first(rig.sock, kFirst, 1);  // holds the function (a mapping)
+        // The same uid on another connection is the same domain.
+        const outcome same = map_as(rig.sock, kFirst);
+        CHECK(same.stage == 0);
+        CHECK_MESSAGE(same.err == 0, same.text);
+
+        const outcome other = map_as(rig.sock, kSecond);
+        REQUIRE(other.stage == 0);
+        CHECK(other.err == EBUSY);
+        CHECK_MESSAGE(has(other.text, "in use by another trust domain"), other.text);
+        CHECK(has(other.text, "--domain-gid"));
+        CHECK(has(other.text, "SR-IOV"));
+        CHECK_MESSAGE(!has(other.text, std::to_string(kFirst)), "names the other tenant: ", other.text);
+        // What is not a function's still answers: HELLO (as_uid said it) and STATUS.
+        CHECK(status_as(rig.sock, kSecond).devices.size() == 1);
+        // So does the operator's own use of the function: root is a domain too.
+        test_client op(rig.sock);
+        auto pd = op.command(cxv::driver::command<ifc::alloc_pd_in>(cxv::hw::cmd_opcode::ALLOC_PD),
+                             ifc::alloc_pd_out::size_bytes);
+        CHECK(pd.err == EBUSY);
+    }
+    // The first uid's clients gone (no device fd went out: no reset), the second's turn.
+    const outcome later = map_until_served(rig.sock, kSecond, 10000ms);
+    CHECK(later.stage == 0);
+    CHECK_MESSAGE(later.err == 0, later.text);
+    const std::string log = rig.log();
+    CHECK_MESSAGE(has(log, "free (the last client of uid " + std::to_string(kFirst) + " is gone)"), log);
+    CHECK(!has(log, "reset and brought up again"));
+}
+
+TEST_CASE("--domain-gid: members of one group are one trust domain, whatever their uids" *
+          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
+    constexpr gid_t kTeam = 65530;
+    daemon_rig rig({"--allow-uid", std::to_string(kFirst), "--allow-uid", std::to_string(kSecond), "--allow-uid",
+                    std::to_string(kThird), "--domain-gid", std::to_string(kTeam)});
+    open_to_all(rig);
+    tenant first(rig.sock, kFirst, 1, {kTeam});
+    const outcome mate = map_as(rig.sock, kSecond, {kTeam});
+    CHECK(mate.stage == 0);
+    CHECK_MESSAGE(mate.err == 0, mate.text);
+    const outcome outsider = map_as(rig.sock, kThird);
+    REQUIRE(outsider.stage == 0);
+    CHECK(outsider.err == EBUSY);
+    CHECK_MESSAGE(has(outsider.text, "in use by another trust domain"), outsider.text);
+    CHECK(has(rig.log(), "now used by group " + std::to_string(kTeam)));
+}
+
+TEST_CASE("--share-functions and --domain-gid together are refused at start") {
+    scratch s;
+    const ran r = run({env_path("CXV_SIM"), "run", "--", env_path("CXVD"), "--socket", s.dir + "/cxvd.sock",
+                       "--share-functions", "--domain-gid", "0"},
+                      s.dir + "/cxvd.log", 60s);
+    CHECK(r.status != 0);
+    CHECK_MESSAGE(has(r.output, "--share-functions and --domain-gid"), r.output);
+}
+
+TEST_CASE("a tenant that had the device fd: the function is reset before another domain gets it, and not while "
+          "the tenant, gone from cxvd, still holds the fd" *
+          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
+    daemon_rig rig({"--allow-uid", std::to_string(kFirst), "--allow-uid", std::to_string(kSecond)});
+    open_to_all(rig);
+    fd_keeper first(rig.sock, kFirst);  // a UAR, its BAR page mapped, then hung up
+
+    // Its teardown done, the function is reset and waits to be brought up again until no
+    // process holds it: meanwhile another domain is told to try again.
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    outcome o = map_as(rig.sock, kSecond);
+    while (o.stage == 0 && o.err == EBUSY && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(20ms);
+        o = map_as(rig.sock, kSecond);
+    }
+    REQUIRE(o.stage == 0);
+    CHECK(o.err == EAGAIN);
+    CHECK_MESSAGE(has(o.text, "being brought up again after a reset"), o.text);
+    // And still, a second later: the keeper has not let go.
+    std::this_thread::sleep_for(1000ms);
+    o = map_as(rig.sock, kSecond);
+    CHECK(o.err == EAGAIN);
+    std::string log = rig.log();
+    CHECK_MESSAGE(has(log, "reset and brought up again before another trust domain may use it"), log);
+    CHECK_MESSAGE(has(log, "still held open by another process"), log);
+
+    // The keeper gone: the function comes up again, and the second domain is served.
+    first.release();
+    o = map_until_served(rig.sock, kSecond, 30000ms);
+    CHECK(o.stage == 0);
+    CHECK_MESSAGE(o.err == 0, o.text);
+}
