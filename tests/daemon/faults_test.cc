@@ -124,6 +124,9 @@ TEST_CASE("a health syndrome in cxvd's function: clients get the fatal event and
     REQUIRE_MESSAGE(seg != MAP_FAILED, std::strerror(errno));
     ifc::set<ifc::health_buffer::synd>(static_cast<std::byte*>(seg) + cxv::hw::init_seg_offset::health_buffer, 0x5);
     ::munmap(seg, 4096);
+    // And the fd let go: while any process holds a device fd, vfio keeps the group open
+    // and the daemon cannot open it again to recover.
+    u.fds.clear();
 
     check_dead(a, "client 0");
     check_dead(b, "client 1");
