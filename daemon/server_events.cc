@@ -163,6 +163,7 @@ bool server::recover(std::size_t d, const std::string& why) {
         return false;
     }
     ds.reopening = true;
+    ds.handing_over = false;
     ds.failures = 0;
     ds.busy_logged = false;
     ds.dropped_clients = clients;
@@ -207,6 +208,7 @@ void server::hand_over(std::size_t d) {
                                  "trust domain may use it (it had the device fd)",
                                  ds.bdf, ds.domain));
     reset_function(d, [] {});
+    ds.handing_over = true;
     ds.domain.clear();
     ds.fd_given_in.reset();
     ds.reopening = true;
@@ -230,8 +232,14 @@ bool server::try_reopen(std::size_t d) {
         ds.facts.comp_eqn = ds.hca->comp_eqn();
         ds.info = describe(*ds.hca);
         ds.reopening = false;
-        log(level::info, fmt::format("{}: recovered: reset and up again, firmware {} ({} client(s) were dropped)",
-                                     ds.bdf, ds.hca->fw_version_string(), ds.dropped_clients));
+        if (ds.handing_over) {
+            log(level::info, fmt::format("{}: handed over: reset and up again, firmware {}, free for any trust domain",
+                                         ds.bdf, ds.hca->fw_version_string()));
+        } else {
+            log(level::info, fmt::format("{}: recovered: reset and up again, firmware {} ({} client(s) were dropped)",
+                                         ds.bdf, ds.hca->fw_version_string(), ds.dropped_clients));
+        }
+        ds.handing_over = false;
         return true;
     }
     if (h.error().code == EBUSY) {

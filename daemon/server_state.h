@@ -55,6 +55,7 @@ struct server::device_state {
     std::size_t holders = 0;
     std::optional<std::uint64_t> fd_given_in;
     bool hand_over_due = false;
+    bool handing_over = false;  // the bring-up under way is a hand-over's, not a recovery's
 };
 
 // A dropped client's teardown, function by function: its objects (teardown_commands, in

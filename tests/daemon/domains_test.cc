@@ -3,9 +3,12 @@
 // client given the device fd (ALLOC_UAR) can write anywhere in the function's BAR. A
 // second domain is refused with the reason; it gets the function once the first one's
 // clients are gone, after a reset where one of them had the device fd, and not while a
-// process of the first still holds that fd. Clients of other uids are forked children
+// process of the first still holds that fd; a tenant that kills its own function leaves
+// another domain's function and cxvd serving. Clients of other uids are forked children
 // that setuid(2) (root only: skipped, and said, otherwise).
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 
 #include <cerrno>
 #include <optional>
@@ -13,6 +16,8 @@
 
 #include <doctest/doctest.h>
 
+#include "hw/doorbell.h"
+#include "hw/init_seg.h"
 #include "tests/daemon/rig.h"
 #include "tests/daemon/tenants.h"
 #include "tests/skip.h"
@@ -209,4 +214,110 @@ TEST_CASE("a tenant that had the device fd: the function is reset before another
     o = map_until_served(rig.sock, kSecond, 30000ms);
     CHECK(o.stage == 0);
     CHECK_MESSAGE(o.err == 0, o.text);
+}
+
+TEST_CASE("the review's attack: a tenant that kills its own function through the device fd leaves another "
+          "domain's function, and cxvd, serving" *
+          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
+    daemon_rig rig({"--allow-uid", std::to_string(kFirst)}, {"--devices", "2"});
+    open_to_all(rig);
+    test_client mine(rig.sock);  // root's domain, on the second function
+    REQUIRE(mine.hello.devices.size() == 2);
+    const std::string victim = mine.hello.devices[0].bdf, other = mine.hello.devices[1].bdf;
+    auto alloc_pd_on = [&](std::uint16_t dev) {
+        d::command_req r;
+        r.device = dev;
+        r.out_len = ifc::alloc_pd_out::size_bytes;
+        r.in = cxv::driver::command<ifc::alloc_pd_in>(cxv::hw::cmd_opcode::ALLOC_PD);
+        return mine.call(d::msg_type::command, d::body(r));
+    };
+    REQUIRE(alloc_pd_on(1).err == 0);
+
+    // The tenant: a UAR on the first function, and through the device fd that comes with
+    // it, the health syndrome written into the initialization segment (PRM "Health
+    // Buffer"): the function is dead for whoever uses it. It stays (fd, connection) until
+    // let go, so that the death is found before the hand-over's reset would clear it.
+    int ready[2], hold[2];
+    REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(hold, O_CLOEXEC) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::close(ready[0]);
+        ::close(hold[1]);
+        char r = 'x';
+        try {
+            if (become(kFirst, {})) {
+                auto c = d::client::connect(rig.sock);
+                if (c && c->hello()) {
+                    auto a = c->call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{0}));
+                    auto u = a && a->err == 0 ? d::parse_alloc_uar_reply(a->payload)
+                                              : cxv::result<d::alloc_uar_reply>(cxv::error{EIO, "ALLOC_UAR"});
+                    if (u && a->fds.size() == 1) {
+                        const std::uint64_t bar0 = u->mmap_offset - std::uint64_t{u->uar} * cxv::hw::uar_page_size;
+                        void* seg = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a->fds[0].get(),
+                                           static_cast<off_t>(bar0));
+                        if (seg != MAP_FAILED) {
+                            ifc::set<ifc::health_buffer::synd>(
+                                static_cast<std::byte*>(seg) + cxv::hw::init_seg_offset::health_buffer, 0x5);
+                            ::munmap(seg, 4096);
+                            r = 'r';
+                        }
+                    }
+                    (void)!::write(ready[1], &r, 1);
+                    char b;
+                    (void)!::read(hold[0], &b, 1);  // until the parent closes it
+                }
+            }
+        } catch (...) {
+        }
+        (void)!::write(ready[1], &r, 1);
+        ::_exit(0);  // its fd and connection go with it
+    }
+    ::close(ready[1]);
+    ::close(hold[0]);
+    char r = 0;
+    pollfd f{ready[0], POLLIN, 0};
+    const bool answered = ::poll(&f, 1, 30000) == 1 && ::read(ready[0], &r, 1) == 1;
+    ::close(ready[0]);
+    auto let_go = [&] {
+        if (hold[1] >= 0) ::close(hold[1]);
+        hold[1] = -1;
+        const auto until = std::chrono::steady_clock::now() + 10s;
+        while (::waitpid(pid, nullptr, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() > until) {
+                ::kill(pid, SIGKILL);
+                ::waitpid(pid, nullptr, 0);
+                break;
+            }
+            std::this_thread::sleep_for(5ms);
+        }
+    };
+    if (!(answered && r == 'r')) let_go();
+    REQUIRE_MESSAGE((answered && r == 'r'), "the tenant did not write through its device fd");
+
+    // cxvd finds the first function dead and recovers it; the second goes on serving
+    // root's domain meanwhile, and cxvd with it.
+    std::string log;
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    unsigned served = 0;
+    while (std::chrono::steady_clock::now() < end) {
+        served += alloc_pd_on(1).err == 0 ? 1 : 0;
+        log = rig.log();
+        // The tenant, dropped with the fatal event, lets go of its fd: the function can
+        // be opened again.
+        if (has(log, victim + ": the function is dead")) let_go();
+        if (has(log, victim + ": recovered")) break;
+        std::this_thread::sleep_for(20ms);
+    }
+    let_go();
+    INFO("daemon log: ", log);
+    CHECK(has(log, victim + ": the function is dead"));
+    CHECK(has(log, victim + ": recovered"));
+    CHECK(!has(log, other + ": the function is dead"));
+    CHECK(served > 0);
+    CHECK(alloc_pd_on(1).err == 0);
+    CHECK(rig.proc->running());
+    // The first function is anyone's again (its tenant gone, the function reset).
+    CHECK(alloc_pd_on(0).err == 0);
 }
