@@ -55,8 +55,9 @@ namespace {
 constexpr std::uint32_t kMttMode = 1;       // mkc access_mode: MTT (PRM "Memory Key")
 constexpr std::uint32_t kNoQpn = 0xffffff;  // mkc.qpn: not bound to a QP
 constexpr unsigned kMinPageShift = 12, kMaxPageShift = 30;
-// The quotas passed in are what is left to the uid after its other connections.
-constexpr const char* kPerUid = "; quotas count every connection of the uid";
+// The quotas passed in are what is left to the trust domain (a uid, or a --domain-gid
+// group) after its other connections.
+constexpr const char* kPerUid = "; quotas count every connection of the uid (of its trust domain)";
 
 error perm(std::string what) { return error{EPERM, std::move(what)}; }
 error inval(std::string what) { return error{EINVAL, std::move(what)}; }

@@ -187,21 +187,22 @@ void server::run() {
 }
 
 // A departed client's books count until its teardown has released them, and a job's
-// mapping or unmapping until it is done: what the uid holds, not what it asked for last.
-std::uint64_t server::pinned_by_uid(uid_t uid) const {
+// mapping or unmapping until it is done: what the trust domain holds, not what it asked
+// for last.
+std::uint64_t server::pinned_by_domain(const std::string& domain) const {
     std::uint64_t n = 0;
     for (const auto& q : peers_) {
-        if (q->refused || q->uid != uid) continue;
+        if (q->refused || q->domain != domain) continue;
         for (const auto& o : q->dev) n += o.pinned;
         n += q->pending.pinned;
     }
     return n;
 }
 
-std::size_t server::mappings_by_uid(uid_t uid) const {
+std::size_t server::mappings_by_domain(const std::string& domain) const {
     std::size_t n = 0;
     for (const auto& q : peers_) {
-        if (q->refused || q->uid != uid) continue;
+        if (q->refused || q->domain != domain) continue;
         for (const auto& o : q->dev) n += o.maps.size();
         n += q->pending.maps;
     }
@@ -212,7 +213,7 @@ quotas server::room(const peer& p, std::size_t d) const {
     std::uint64_t qps = 0, cqs = 0, mrs = 0, pds = 0, uars = 0, srqs = 0;
     using obj = command_effect::object;
     for (const auto& q : peers_) {
-        if (q.get() == &p || q->refused || q->uid != p.uid) continue;
+        if (q.get() == &p || q->refused || q->domain != p.domain) continue;
         const owned& o = q->dev[d];
         qps += o.qps.size();
         cqs += o.cqs.size();
@@ -256,7 +257,7 @@ bool server::send(peer& p, std::span<const std::byte> msg, std::span<const int> 
 
 bool server::refuse(peer& p, std::uint16_t type, std::uint32_t seq, const error& e) {
     ++refused_;
-    if (p.allowed) ++tallies_[p.uid].refused;
+    if (p.allowed) ++tallies_[p.domain].refused;
     log_refusal(p, type, e);
     return send(p, encode_reply(type, seq, e.code, e.message));
 }
@@ -287,7 +288,7 @@ void server::serve(peer& p) {
     }
     if (p.refused) {
         ++refused_;
-        if (p.allowed) ++tallies_[p.uid].refused;
+        if (p.allowed) ++tallies_[p.domain].refused;
         header h{};
         if (m->bytes.size() >= header_bytes) std::memcpy(&h, m->bytes.data(), header_bytes);
         if (send(p, encode_reply(h.type, h.seq, p.refusal, p.refusal_text))) drop(p, "refused");

@@ -215,8 +215,8 @@ private:
     // What is left of the quotas to `p`'s uid on device `d` after its other connections
     // (their books, what their jobs in flight may create, and what departed ones still hold).
     quotas room(const peer& p, std::size_t d) const;
-    std::uint64_t pinned_by_uid(uid_t uid) const;
-    std::size_t mappings_by_uid(uid_t uid) const;
+    std::uint64_t pinned_by_domain(const std::string& domain) const;
+    std::size_t mappings_by_domain(const std::string& domain) const;
     std::size_t connections_of(uid_t uid) const;
     // accept4 failing with EMFILE/ENFILE: the spare fd is closed, the newcomer accepted,
     // told and closed, the spare reopened, so the listener is not left readable forever.
@@ -239,7 +239,7 @@ private:
     struct tally {
         std::uint64_t commands = 0, refused = 0, served = 0;
     };
-    std::unordered_map<uid_t, tally> tallies_;
+    std::unordered_map<std::string, tally> tallies_;  // by trust domain (domain_of)
     // The log lines about refused connections, all together: each is a new peer, so a
     // client that reconnects in a loop has no budget of its own.
     log_budget refused_log_;

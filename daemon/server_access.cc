@@ -213,7 +213,7 @@ void server::accept_clients() {
             continue;
         }
         ++served_;
-        ++tallies_[p->uid].served;
+        ++tallies_[p->domain].served;
         if (opts_.events) open_queue(*p);  // whether or not it subscribes (EVENTS)
         log(level::info, fmt::format("client pid {} uid {} ({}) connected", p->pid, p->uid, p->comm));
         peers_.push_back(std::move(p));
@@ -248,7 +248,7 @@ result<server::answer> server::on_status(const peer& asker) {
         s.commands = commands_;
         s.refused = refused_;
         s.clients_served = served_;
-    } else if (auto t = tallies_.find(asker.uid); t != tallies_.end()) {
+    } else if (auto t = tallies_.find(asker.domain); t != tallies_.end()) {
         s.commands = t->second.commands;
         s.refused = t->second.refused;
         s.clients_served = t->second.served;
@@ -257,7 +257,7 @@ result<server::answer> server::on_status(const peer& asker) {
     // listed (a row is at most 56 bytes and a comm; the head and functions are small).
     std::size_t bytes = 1024 + s.devices.size() * 512;
     for (const auto& p : peers_) {
-        if (p->refused || (p->leaving && p->leaving->done) || (!asker.sees_all && p->uid != asker.uid)) continue;
+        if (p->refused || (p->leaving && p->leaving->done) || (!asker.sees_all && p->domain != asker.domain)) continue;
         ++s.clients_total;
         const std::size_t row = 56 + p->comm.size();
         if (bytes + row > max_message_bytes - 1024) continue;

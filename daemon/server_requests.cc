@@ -1,7 +1,7 @@
 // The server's request handlers (docs/daemon.md, "The protocol", "No client stalls
 // another"): what a request may do is checked on the serving thread where it is cheap
-// (quotas over the uid's connections, seals, the IOVA a client names), and what waits on
-// the function -- firmware commands, DMA mapping and unmapping, the walk of a large
+// (quotas over the trust domain's connections, seals, the IOVA a client names), and what
+// waits on the function -- firmware commands, DMA mapping and unmapping, the walk of a large
 // command's MTT -- runs as a job on a lane (daemon/jobs.h), whose `done` books the
 // outcome and replies. A peer with a job in flight is not read from, so its books change
 // only in that `done` while the job may read them.
@@ -88,19 +88,19 @@ void server::conclude(peer& p, const request_meta& m, result<answer> a) {
 void server::on_map(peer& p, const request_meta& m, const request& r) {
     auto d = device_for(p, r.map.device);
     if (!d) return conclude(p, m, d.error());
-    if (const std::size_t n = mappings_by_uid(p.uid); n >= opts_.limits.mappings) {
+    if (const std::size_t n = mappings_by_domain(p.domain); n >= opts_.limits.mappings) {
         return conclude(p, m,
-                        error{EDQUOT, fmt::format("MAP_MEMORY: uid {} has {} mappings over all its connections and "
+                        error{EDQUOT, fmt::format("MAP_MEMORY: {} has {} mappings over all its connections and "
                                                   "functions, its quota (--quota-mappings {}): unmap some, or map "
                                                   "fewer, larger buffers",
-                                                  p.uid, n, opts_.limits.mappings)});
+                                                  p.domain, n, opts_.limits.mappings)});
     }
-    const std::uint64_t total = pinned_by_uid(p.uid);
+    const std::uint64_t total = pinned_by_domain(p.domain);
     if (total + r.map.length > opts_.limits.pinned_bytes) {
         return conclude(p, m,
-                        error{EDQUOT, fmt::format("MAP_MEMORY: {} more bytes would pin {} (the quota of uid {}, over "
+                        error{EDQUOT, fmt::format("MAP_MEMORY: {} more bytes would pin {} (the quota of {}, over "
                                                   "all its connections, is {})",
-                                                  r.map.length, total + r.map.length, p.uid,
+                                                  r.map.length, total + r.map.length, p.domain,
                                                   opts_.limits.pinned_bytes)});
     }
     // The file must not shrink under the mapping (memfd_create(2), F_SEAL_SHRINK): a
@@ -173,8 +173,8 @@ void server::on_alloc_uar(peer& p, const request_meta& m, const request& r) {
     const owned& o = p.dev[*d];
     if (o.uars.size() >= room(p, *d).uars) {
         return conclude(p, m, error{EDQUOT, fmt::format("ALLOC_UAR: the quota of {} UARs is reached (it counts every "
-                                                        "connection of uid {})",
-                                                        opts_.limits.uars, p.uid)});
+                                                        "connection of {})",
+                                                        opts_.limits.uars, p.domain)});
     }
     struct job {
         driver::hca* hca = nullptr;
@@ -286,7 +286,7 @@ void server::on_command(peer& p, const request_meta& m, request& r) {
          [this, &p, m, j, dev = *d] {
              if (j->checked) {
                  ++commands_;
-                 ++tallies_[p.uid].commands;
+                 ++tallies_[p.domain].commands;
              }
              if (!j->out) return conclude(p, m, j->out.error());
              owned& o = p.dev[dev];

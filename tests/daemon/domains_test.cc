@@ -157,16 +157,32 @@ TEST_CASE("a function serves one trust domain: another uid is refused EBUSY with
     CHECK(!has(log, "reset and brought up again"));
 }
 
-TEST_CASE("--domain-gid: members of one group are one trust domain, whatever their uids" *
+TEST_CASE("--domain-gid: members of one group are one trust domain, whatever their uids: one function, one "
+          "quota, one STATUS view" *
           cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
     constexpr gid_t kTeam = 65530;
     daemon_rig rig({"--allow-uid", std::to_string(kFirst), "--allow-uid", std::to_string(kSecond), "--allow-uid",
-                    std::to_string(kThird), "--domain-gid", std::to_string(kTeam)});
+                    std::to_string(kThird), "--domain-gid", std::to_string(kTeam), "--quota-mappings", "4"});
     open_to_all(rig);
-    tenant first(rig.sock, kFirst, 1, {kTeam});
+    tenant first(rig.sock, kFirst, 3, {kTeam});  // 3 of the domain's 4 mappings
     const outcome mate = map_as(rig.sock, kSecond, {kTeam});
     CHECK(mate.stage == 0);
     CHECK_MESSAGE(mate.err == 0, mate.text);
+    // The quota is the domain's: with `first`'s 3 held, a member's second is refused.
+    const outcome over = as_uid(rig.sock, kSecond, {kTeam}, [](d::client& c) {
+        const int fd = sealed_memfd(4096);
+        auto a = map_page(c, fd);
+        if (!a || a->err != 0) return a;
+        return map_page(c, fd);
+    });
+    CHECK(over.stage == 0);
+    CHECK(over.err == EDQUOT);
+    CHECK_MESSAGE(has(over.text, "group " + std::to_string(kTeam) + " has 4 mappings"), over.text);
+    // STATUS shows a member the domain's clients, whatever their uids.
+    const auto seen = status_as(rig.sock, kSecond, {kTeam});
+    bool sees_first = false;
+    for (const auto& c : seen.clients) sees_first = sees_first || c.pid == first.pid;
+    CHECK(sees_first);
     const outcome outsider = map_as(rig.sock, kThird);
     REQUIRE(outsider.stage == 0);
     CHECK(outsider.err == EBUSY);
