@@ -186,8 +186,30 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         booting_ = false;
     }
     tick_health(now);
-    bool worked = cmd_.poll();
-    if (worked) watched_stale_ = true;  // a command may have created or destroyed objects
+    // The CQE writes of the queues' work gathered, each batch written together
+    // (cq_engine), and all of them before the batch ends; commands, which may destroy or
+    // resize a CQ, run between two batches, never with a CQE still to write.
+    struct cqe_batch {
+        transport_engine& e;
+        explicit cqe_batch(transport_engine& x) : e(x) { e.begin_cq_batch(); }
+        ~cqe_batch() { e.end_cq_batch(); }
+    };
+    // First what was rung or arrived before the commands found below: a card executes a
+    // posted send as soon as its doorbell write lands and takes a packet as it arrives,
+    // microseconds before a command written after them (a QP moved to the error state
+    // or destroyed, a CQ destroyed) is carried out. So a program that posts a last send
+    // and then destroys its QP has sent it, and a packet that reached the port before
+    // the driver, told of a disconnect, destroyed the QP, was delivered.
+    bool worked = false;
+    {
+        const cqe_batch cqes(engine_);
+        worked |= poll_doorbells();
+        worked |= receive_packets(now);
+    }
+    if (cmd_.poll()) {
+        worked = true;
+        watched_stale_ = true;  // a command may have created or destroyed objects
+    }
     // Fast teardown completes when the driver disables the NIC interface.
     const std::uint8_t nic = cmd_.nic_interface();
     if (nic != last_nic_interface_) {
@@ -195,16 +217,7 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         if (nic == 1) fw_.finish_fast_teardown();
         worked = true;
     }
-    // The CQE writes of the queues' work gathered, each batch written together
-    // (cq_engine), and all of them before the round ends; commands, which may destroy or
-    // resize a CQ, run before, never with a CQE still to write.
-    struct cqe_batch {
-        transport_engine& e;
-        explicit cqe_batch(transport_engine& x) : e(x) { e.begin_cq_batch(); }
-        ~cqe_batch() { e.end_cq_batch(); }
-    } const cqes(engine_);
-    worked |= poll_doorbells();
-    worked |= receive_packets(now);
+    const cqe_batch cqes(engine_);
     worked |= engine_.tick(now);
     worked |= port_.tick(now);
     return worked;
