@@ -125,8 +125,10 @@ CXV_IFC_LAYOUT(qpc, 0x740)
 namespace qpc_values {
 // qpc.st: service type (Linux MLX5_QPC_ST_*). QP0 and QP1 are a port's special QPs
 // (IBA 3.6.1 "Queue Pairs": the SMI's and the GSI's): datagram QPs the wire knows as
-// QPN 0 and 1, whatever number CREATE_QP gives them.
-inline constexpr std::uint32_t st_rc = 0x0, st_uc = 0x1, st_ud = 0x2, st_qp0 = 0x7, st_qp1 = 0x8;
+// QPN 0 and 1, whatever number CREATE_QP gives them. REG_UMR: a send queue for UMR WQEs
+// (memory key updates), which reaches no wire.
+inline constexpr std::uint32_t st_rc = 0x0, st_uc = 0x1, st_ud = 0x2, st_qp0 = 0x7, st_qp1 = 0x8,
+                               st_reg_umr = 0xc;
 // qpc.rq_type: own receive queue, an SRQ, or none (zero length) (Linux MLX5_NON_ZERO_RQ,
 // MLX5_SRQ_RQ, MLX5_ZERO_LEN_RQ).
 inline constexpr std::uint32_t rq_regular = 0x0, rq_srq = 0x1, rq_zero_len = 0x3;

@@ -198,6 +198,7 @@ cmd_reply check_pm_state(std::uint32_t pm, const qp_limits& l) {
 cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, const std::byte* in,
                            std::byte* next, const qp_limits& l) {
     const bool rc = st == qv::st_rc, uc = st == qv::st_uc, ud = transport_of_st(st) == transport::ud;
+    const bool connected = rc || uc;  // a UMR QP has neither a peer nor a Q_Key
     const std::byte* ipath = ifc::at<qpc::primary_address_path>(in);
     std::byte* npath = ifc::at<qpc::primary_address_path>(next);
     cmd_reply r;
@@ -224,7 +225,7 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
             }
             break;
         case cmd_opcode::INIT2RTR_QP:
-            if (!ud) {
+            if (connected) {
                 // The responder side of a connection: peer, path MTU, expected PSN, path.
                 if (failed(r = check_mtu(ifc::get<qpc::mtu>(in), l, ifc::get<ads::fl>(ipath) != 0))) return r;
                 if (ifc::get<qpc::log_msg_max>(in) > l.log_max_msg) {
@@ -313,8 +314,11 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     // QP0 and QP1, the port's special QPs, are datagram QPs: Linux's mlx5_ib creates them
     // for its MAD agents (the SMI's QP0 on InfiniBand, the GSI's QP1).
     const auto st = ifc::get<qpc::st>(ctx);
+    // REG_UMR: Linux's mlx5_ib makes one for its memory registration (its WQEs are not
+    // modelled: a UMR WQE completes in error).
     const bool st_ok = (st == qv::st_rc && ifc::get<cap::rc>(caps)) || (st == qv::st_uc && ifc::get<cap::uc>(caps)) ||
-                       ((st == qv::st_ud || st == qv::st_qp0 || st == qv::st_qp1) && ifc::get<cap::ud>(caps));
+                       ((st == qv::st_ud || st == qv::st_qp0 || st == qv::st_qp1) && ifc::get<cap::ud>(caps)) ||
+                       st == qv::st_reg_umr;
     if (!st_ok) return bad_param();
     // pm_state: any defined value (PRM "QP Context": 0 ARMED, 1 REARM, 3 MIGRATED; 2 is
     // reserved). A card takes ARMED at create whatever apm says (DPDK's mlx5 leaves
@@ -352,7 +356,10 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
     // take them; a UAR that is named must still exist.
     const bool has_uar = has_sq || uar != 0;
     cmd_reply r;
-    if (failed(r = check_ref(pds_, pd, uid, cmd_syndrome::BAD_PD))) return r;
+    // A UMR QP works on memory keys, not through a PD: Linux's mlx5_ib names none for it
+    // (create_kernel_qp sets latency_sensitive instead), and cards take it.
+    const bool needs_pd = st != qv::st_reg_umr || pd != 0;
+    if (needs_pd && failed(r = check_ref(pds_, pd, uid, cmd_syndrome::BAD_PD))) return r;
     if (has_uar && failed(r = check_ref(uars_, uar, uid, cmd_syndrome::BAD_UAR))) return r;
     if ((has_sq || cqn_snd != 0) && failed(r = check_ref(cqs_, cqn_snd, uid, cmd_syndrome::BAD_CQ))) return r;
     if ((rq_type != qv::rq_zero_len || cqn_rcv != 0) && failed(r = check_ref(cqs_, cqn_rcv, uid, cmd_syndrome::BAD_CQ))) {

@@ -12,6 +12,7 @@ std::uint8_t opcode_transport(transport tp) {
     switch (tp) {
     case transport::uc: return op::UC;
     case transport::ud: return op::UD;
+    case transport::none: return 0xff;  // no request or response is this QP's
     default: return op::RC;
     }
 }

@@ -43,8 +43,10 @@ bool reads_remote(wqe_opcode op) {
     return op == wqe_opcode::RDMA_READ || op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA;
 }
 
-// The operations each transport carries (IBA Table 3; NOP is local).
+// The operations each transport carries (IBA Table 3; NOP is local). A UMR QP's own
+// WQEs (UMR) are not modelled: only its NOPs execute.
 bool allowed(transport tp, wqe_opcode op) {
+    if (tp == transport::none) return op == wqe_opcode::NOP;
     switch (op) {
     case wqe_opcode::NOP:
     case wqe_opcode::SEND:

@@ -93,6 +93,7 @@ TEST_CASE("QPC field values match Linux's mlx5_ifc.h and qp.h") {
     CHECK(v(qv::st_ud) == v(MLX5_QPC_ST_UD));
     CHECK(v(qv::st_qp0) == v(MLX5_QPC_ST_QP0));
     CHECK(v(qv::st_qp1) == v(MLX5_QPC_ST_QP1));
+    CHECK(v(qv::st_reg_umr) == v(MLX5_QPC_ST_REG_UMR));
     // qpc.rq_type (qp.h)
     std::size_t compared = 0;
     compare("qpc_values::rq_regular", qv::rq_regular, "MLX5_NON_ZERO_RQ", compared);

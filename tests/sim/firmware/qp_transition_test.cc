@@ -223,6 +223,28 @@ TEST_CASE("QP0 and QP1 (Linux mlx5_ib's MAD QPs): created, and driven to RTS as 
     }
 }
 
+TEST_CASE("a UMR QP (Linux mlx5_ib's REG_UMR): created, and driven to RTS with only a port, as Linux drives it") {
+    // mlx5r_umr_qp_rst2rts: INIT with port 1, then RTR and RTS with no attribute at all
+    // (no MTU, peer or path: a UMR QP reaches no wire).
+    env e;
+    const std::uint32_t st = ifc::qpc_values::st_reg_umr;
+    // No PD: Linux's create_kernel_qp names none for it (latency_sensitive instead).
+    auto in = e.qp_input(st);
+    ifc::set<qpc::pd>(ifc::at<ifc::create_qp_in::qpc>(in.data()), 0);
+    ifc::set<qpc::latency_sensitive>(ifc::at<ifc::create_qp_in::qpc>(in.data()), 1);
+    const std::uint32_t qpn = e.create_qp(in);
+    CHECK(ifc::get<qpc::st>(e.query(qpn).data()) == st);
+    transition_in init(cmd_opcode::RST2INIT_QP, qpn, st, false);
+    REQUIRE(run(e, init).status == cmd_status::OK);
+    for (cmd_opcode op : {cmd_opcode::INIT2RTR_QP, cmd_opcode::RTR2RTS_QP}) {
+        auto in = H::input<ifc::rst2init_qp_in>(op);
+        ifc::set<ifc::qp_2rst_in::qpn>(in.data(), qpn);
+        REQUIRE(e.h.exec(in, 16).status == cmd_status::OK);
+    }
+    CHECK(e.state(qpn) == kRts);
+    CHECK(destroy_qp(e.h, qpn).status == cmd_status::OK);
+}
+
 TEST_CASE("every transition needs its source state (BAD_QP_STATE otherwise)") {
     env e;
     struct { cmd_opcode op; std::uint32_t from; } const all[] = {

@@ -569,5 +569,24 @@ TEST_CASE("QP1: the wire's destination QP 1 reaches the GSI QP, whose sends carr
     CHECK((r.cqe(kCqA, r.t.cqs.at(kCqA).producer - 1).flags_rqpn.value() & 0xffffff) == 1);
 }
 
+TEST_CASE("a UMR QP executes NOPs; a UMR WQE (not modelled) completes in error, and nothing reaches the wire") {
+    engine_rig r;
+    r.add_cq(kCqA, 4);
+    qp_object& umr = r.add_rc_qp(kA, 0, kCqA);
+    hw::ifc::set<hw::ifc::qpc::st>(umr.qpc.data(), hw::ifc::qpc_values::st_reg_umr);
+    r.post_send(kA, hw::wqe_opcode::NOP, true);
+    REQUIRE(r.t.cqs.at(kCqA).producer == 1);
+    CHECK(opcode(r.cqe(kCqA, 0)) == hw::cqe_opcode::REQ);
+    hw::wqe_data_seg d{};  // stands for the UMR segments: the opcode alone is refused
+    hw::set_data_seg(d, 0, engine_rig::kKey, r.alloc(4096));
+    r.post_send(kA, hw::wqe_opcode::UMR, true, d);
+    REQUIRE(r.t.cqs.at(kCqA).producer == 2);
+    const hw::cqe64 c = r.cqe(kCqA, 1);
+    CHECK(opcode(c) == hw::cqe_opcode::REQ_ERR);
+    CHECK(reinterpret_cast<const hw::err_cqe64&>(c).syndrome == static_cast<std::uint8_t>(hw::cqe_syndrome::LOCAL_QP_OP_ERR));
+    CHECK(r.t.qps.at(kA).state == qp_state::sqer);  // as any QP but RC after a local error (IBA 10.3.1)
+    CHECK(r.sent.empty());
+}
+
 }  // namespace
 }  // namespace cxv::sim::testing
