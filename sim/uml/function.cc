@@ -27,6 +27,10 @@ constexpr unsigned kCmdQueue = 0, kIrqQueue = 1;
 // a table entry is address (8), data (4), vector control (4, mask bit 0).
 constexpr std::uint16_t kMsixEnable = 1u << 15, kMsixFunctionMask = 1u << 14;
 constexpr std::size_t kEntry = 16;
+// How long the backlog's head waits for the model to take a doorbell register before
+// writing over it: under UML's 40 ms bound on a read's answer (virt-pci.c,
+// UM_VIRT_PCI_MAXDELAY), which a read behind it in the backlog counts in.
+constexpr auto kDoorbellWait = std::chrono::milliseconds(20);
 
 }  // namespace
 
@@ -75,18 +79,20 @@ status pci_function::run(const std::atomic<bool>& stop) {
         fds.push_back({vu_->fd(), POLLIN, 0});
         for (unsigned q = 0; q < vu_->queue_count(); ++q) fds.push_back({vu_->queue(q).kick_fd(), POLLIN, 0});
         for (int fd : vector_fds_) fds.push_back({fd, POLLIN, 0});
-        const int n = ::poll(fds.data(), fds.size(), 100);
+        // A backlog waiting on the model is tried again at once.
+        const int n = ::poll(fds.data(), fds.size(), backlog_.empty() ? 100 : 0);
         if (n < 0 && errno != EINTR) return error{errno, "poll"};
-        if (n <= 0) continue;
-        if (fds[0].revents != 0) {
+        if (n <= 0 && backlog_.empty()) continue;
+        if (n <= 0) std::this_thread::yield();
+        if (n > 0 && fds[0].revents != 0) {
             const bool was_connected = vu_->connected();
             if (auto s = vu_->handle(); !s) {
                 if (was_connected && (s.error().code == ECONNRESET)) return done{};  // the frontend went
                 return s;
             }
         }
-        if (fds[1 + kCmdQueue].revents != 0) vu_->queue(kCmdQueue).take_kick();
-        if (fds[1 + kIrqQueue].revents != 0) vu_->queue(kIrqQueue).take_kick();
+        if (n > 0 && fds[1 + kCmdQueue].revents != 0) vu_->queue(kCmdQueue).take_kick();
+        if (n > 0 && fds[1 + kIrqQueue].revents != 0) vu_->queue(kIrqQueue).take_kick();
         // Commands first (a read waits on them), then interrupts, then MSI messages that
         // waited for a buffer the irq queue's kick may just have brought.
         serve_commands();
@@ -104,17 +110,62 @@ status pci_function::run(const std::atomic<bool>& stop) {
     return done{};
 }
 
+// UML's posted writes wait in its command ring (256 entries) until taken, and one that
+// finds the ring full is dropped (virtqueue_add_sgs fails, um_pci_bar_copy_to does not
+// retry): every message is taken off at once, a write's chain given back then, and the
+// writes are carried out here in order, at the model's pace.
 void pci_function::serve_commands() {
     virtqueue& q = vu_->queue(kCmdQueue);
-    std::vector<std::byte> out;
     bool any = false;
     while (auto c = q.pop([this](std::uint64_t a, std::size_t l) { return vu_->from_guest(a, l); })) {
-        out.clear();
-        execute(c->readable.data(), c->readable.size(), out);
-        q.push(*c, static_cast<std::uint32_t>(c->write(out)));
-        any = true;
+        queued e;
+        e.msg = std::move(c->readable);
+        if (c->writable_size() == 0) {
+            q.push(*c, 0);  // posted: nothing to answer
+            any = true;
+        } else {
+            e.reply = std::move(*c);
+        }
+        backlog_.push_back(std::move(e));
     }
+    any |= drain_backlog();
     if (any) q.notify();
+}
+
+bool pci_function::drain_backlog() {
+    virtqueue& q = vu_->queue(kCmdQueue);
+    bool answered = false;
+    std::vector<std::byte> out;
+    while (!backlog_.empty()) {
+        queued& e = backlog_.front();
+        // A card takes every posted write to a doorbell register on its own: two EQs armed
+        // one after the other through the same UAR page are both armed. The model reads
+        // each doorbell register from BAR memory and clears it as it takes it
+        // (sim/device.cc, poll_doorbells), so a second write before it took the first
+        // would overwrite it, and that EQ would never fire again (found by Linux's
+        // mlx5_core, which arms its command, async and pages EQs back to back). So a write
+        // to a register still holding an untaken value waits, and what follows it too.
+        if (doorbell_untaken(e.msg)) {
+            const auto now = std::chrono::steady_clock::now();
+            if (!waiting_since_) {
+                waiting_since_ = now;
+                ++stats_.doorbell_waits;
+            }
+            if (now - *waiting_since_ < kDoorbellWait) break;
+            ++stats_.doorbell_overwrites;  // a register the model does not watch (no queue on that page yet)
+            if (debug_) std::fprintf(stderr, "cxv-sim-uml: a doorbell not taken in %lld ms\n",
+                                     static_cast<long long>(kDoorbellWait.count()));
+        }
+        waiting_since_.reset();
+        out.clear();
+        execute(e.msg.data(), e.msg.size(), out);
+        if (e.reply) {
+            q.push(*e.reply, static_cast<std::uint32_t>(e.reply->write(out)));
+            answered = true;
+        }
+        backlog_.pop_front();
+    }
+    return answered;
 }
 
 void pci_function::execute(const std::byte* msg, std::size_t len, std::vector<std::byte>& out) {
@@ -197,7 +248,6 @@ void pci_function::bar_write(std::uint64_t off, const std::byte* data, std::size
                      static_cast<unsigned long long>(v));
     }
     if (!dev_.pci_config().memory_enabled() || off > b.size() || size > b.size() - off) return;
-    wait_for_doorbell(off);
     if (size == 4 && off % 4 == 0) {
         std::uint32_t v;
         std::memcpy(&v, data, 4);
@@ -213,36 +263,21 @@ void pci_function::bar_write(std::uint64_t off, const std::byte* data, std::size
     if (off < table_end && off + size > table) deliver_pending();  // an entry may be unmasked
 }
 
-// A card takes every posted write to a doorbell register on its own: two EQs armed one
-// after the other through the same UAR page are both armed. The model reads each doorbell
-// register from BAR memory and clears it as it takes it (sim/device.cc, poll_doorbells),
-// so a second write before it took the first would overwrite it, and that EQ would never
-// fire again (found by Linux's mlx5_core, which arms its command, async and pages EQs
-// back to back). Here every write arrives as a message: one to a doorbell register still
-// holding an untaken value waits for the model to take it -- up to 100 ms, for a register
-// the model does not watch (no queue on that page yet).
-void pci_function::wait_for_doorbell(std::uint64_t off) {
+bool pci_function::doorbell_untaken(const std::vector<std::byte>& msg) const {
+    if (msg.size() < kHeader || static_cast<std::uint8_t>(msg[0]) != MMIO_WRITE || msg[1] != std::byte{0}) return false;
+    std::uint64_t off = 0;
+    std::memcpy(&off, msg.data() + 8, 8);
     const std::uint64_t first_uar = std::uint64_t{dev_.config().first_uar} * hw::uar_page_size;
-    if (off < first_uar) return;
+    if (off < first_uar || off + 8 > dev_.bar().size()) return false;
     const std::uint64_t in_page = off % hw::uar_page_size;
     std::size_t width = 0;
     if (in_page == hw::uar_cq_doorbell) width = 8;
     if (in_page == hw::uar_eq_doorbell_arm || in_page == hw::uar_eq_doorbell_no_arm) width = 4;
     if (in_page >= hw::uar_bf_offset && (in_page - hw::uar_bf_offset) % 0x100 == 0) width = 8;
-    if (width == 0) return;
+    if (width == 0) return false;
     const std::byte* reg = dev_.bar().base() + off;
-    auto taken = [&] {
-        return width == 4 ? std::atomic_ref<const std::uint32_t>(*reinterpret_cast<const std::uint32_t*>(reg)).load() == 0
-                          : std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(reg)).load() == 0;
-    };
-    if (taken()) return;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-    while (!taken() && std::chrono::steady_clock::now() < end) std::this_thread::yield();
-    ++stats_.doorbell_waits;
-    if (!taken()) {
-        ++stats_.doorbell_overwrites;
-        if (debug_) std::fprintf(stderr, "cxv-sim-uml: doorbell at 0x%llx not taken in 100 ms\n", static_cast<unsigned long long>(off));
-    }
+    return width == 4 ? std::atomic_ref<const std::uint32_t>(*reinterpret_cast<const std::uint32_t*>(reg)).load() != 0
+                      : std::atomic_ref<const std::uint64_t>(*reinterpret_cast<const std::uint64_t*>(reg)).load() != 0;
 }
 
 bool pci_function::masked(unsigned vector) {

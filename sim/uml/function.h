@@ -14,10 +14,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,12 +50,20 @@ public:
 private:
     explicit pci_function(device& dev) : dev_(dev) {}
     void on_memory(const std::vector<memory_region>& regions);
+    // Takes every message off the command queue at once (a posted write's chain given
+    // back then), then carries out the backlog in order (drain_backlog).
     void serve_commands();
+    // The backlog's messages in order, a read answered when reached; stops at a doorbell
+    // write whose register the model has not yet taken (it is tried again on the next
+    // turn, and written over after kDoorbellWait). True when a read was answered.
+    bool drain_backlog();
     // One virtio_pcidev message; the bytes of its answer (a read's data) in `out`.
     void execute(const std::byte* msg, std::size_t len, std::vector<std::byte>& out);
     void bar_read(std::uint64_t off, std::size_t size, std::vector<std::byte>& out);
     void bar_write(std::uint64_t off, const std::byte* data, std::size_t size);
-    void wait_for_doorbell(std::uint64_t off);
+    // Whether message `msg` writes a doorbell register that still holds a value the model
+    // has not taken.
+    bool doorbell_untaken(const std::vector<std::byte>& msg) const;
     // Vectors the model raised since the last call, and pending ones now unmasked.
     void take_vectors();
     void deliver_pending();
@@ -65,6 +75,14 @@ private:
     std::vector<int> vector_fds_;     // the eventfd each MSI-X vector signals
     std::vector<bool> pending_;       // raised while masked (the PBA's bits)
     std::deque<std::vector<std::byte>> unsent_;  // MSI messages waiting for an irq buffer
+    // Command-queue messages taken but not yet carried out, in order; a read keeps its
+    // chain to answer in. The head's doorbell wait, when it waits.
+    struct queued {
+        std::vector<std::byte> msg;
+        std::optional<virtqueue::chain> reply;
+    };
+    std::deque<queued> backlog_;
+    std::optional<std::chrono::steady_clock::time_point> waiting_since_;
     std::vector<memory_region> mapped_;          // what the IOMMU table holds of UML's memory
     counters stats_;
     bool debug_ = std::getenv("CXV_SIM_UML_DEBUG") != nullptr;  // each MSI on stderr
