@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -47,76 +48,38 @@ outcome map_until_served(const std::string& sock, uid_t uid, std::chrono::millis
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// A UAR and, through the device fd that comes with it, a mapping of BAR0 from offset
+// `at` (relative to BAR0: the UAR's own page when null) as a driver makes: `use` gets the
+// mapping; the fd and the mapping are kept (the connection too unless `hang_up`) until the
+// child is let go. True when all of it worked.
+template <typename Use>
+bool with_bar(const std::string& sock, bool hang_up, std::optional<std::uint64_t> at, Use use,
+              const std::function<void(bool)>& hold) {
+    std::optional<d::client> c;
+    if (auto made = d::client::connect(sock)) c.emplace(std::move(made).value());
+    if (!c || !c->hello()) return false;
+    auto a = c->call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{0}));
+    if (!a || a->err != 0 || a->fds.size() != 1) return false;
+    auto u = d::parse_alloc_uar_reply(a->payload);
+    if (!u) return false;
+    const std::uint64_t bar0 = u->mmap_offset - std::uint64_t{u->uar} * cxv::hw::uar_page_size;
+    const std::uint64_t offset = at ? bar0 + *at : u->mmap_offset;
+    void* bar = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a->fds[0].get(), static_cast<off_t>(offset));
+    if (bar == MAP_FAILED) return false;
+    use(static_cast<std::byte*>(bar));
+    if (hang_up) c.reset();
+    hold(true);
+    return true;
+}
+
 // A client that gets a UAR and with it the device fd, maps its page of the BAR as a
 // driver does, then hangs up on cxvd but keeps the fd and the mapping (the review's
-// attack: a tenant that left, still holding the function) until this object goes.
-struct fd_keeper {
-    pid_t pid = -1;
-    int hold = -1;
-    fd_keeper(const std::string& sock, uid_t uid) {
-        int ready[2], h[2];
-        REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
-        REQUIRE(::pipe2(h, O_CLOEXEC) == 0);
-        pid = ::fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            ::close(ready[0]);
-            ::close(h[1]);
-            char r = 'x';
-            try {
-                if (become(uid, {})) {
-                    std::optional<d::client> c;
-                    if (auto made = d::client::connect(sock)) c.emplace(std::move(made).value());
-                    if (c && c->hello()) {
-                        auto a = c->call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{0}));
-                        auto u = a && a->err == 0 ? d::parse_alloc_uar_reply(a->payload)
-                                                  : cxv::result<d::alloc_uar_reply>(cxv::error{EIO, "ALLOC_UAR"});
-                        if (u && a->fds.size() == 1) {
-                            void* bar = ::mmap(nullptr, u->mmap_length, PROT_READ | PROT_WRITE, MAP_SHARED,
-                                               a->fds[0].get(), static_cast<off_t>(u->mmap_offset));
-                            if (bar != MAP_FAILED) {
-                                const int keep = a->fds[0].release();  // kept past the connection
-                                (void)keep;
-                                c.reset();  // hung up on cxvd
-                                r = 'r';
-                            }
-                        }
-                    }
-                }
-            } catch (...) {
-            }
-            (void)!::write(ready[1], &r, 1);
-            char b;
-            (void)!::read(h[0], &b, 1);  // until the parent closes it
-            ::_exit(0);
-        }
-        ::close(ready[1]);
-        ::close(h[0]);
-        hold = h[1];
-        pollfd f{ready[0], POLLIN, 0};
-        char r = 0;
-        const bool answered = ::poll(&f, 1, 30000) == 1 && ::read(ready[0], &r, 1) == 1;
-        ::close(ready[0]);
-        REQUIRE_MESSAGE((answered && r == 'r'), "the client as uid ", uid, " did not get and map a UAR");
+// attack: a tenant that left, still holding the function) until let go.
+struct fd_keeper : held_child {
+    fd_keeper(const std::string& sock, uid_t uid)
+        : held_child(uid, {}, [&](auto& hold) { with_bar(sock, true, std::nullopt, [](std::byte*) {}, hold); }) {
+        REQUIRE_MESSAGE(ready, "the client as uid ", uid, " did not get and map a UAR");
     }
-    // Lets it go and waits for its end (bounded; killed by PID past it).
-    void release() {
-        if (pid < 0) return;
-        ::close(hold);
-        const auto end = std::chrono::steady_clock::now() + 10s;
-        while (::waitpid(pid, nullptr, WNOHANG) == 0) {
-            if (std::chrono::steady_clock::now() > end) {
-                ::kill(pid, SIGKILL);
-                ::waitpid(pid, nullptr, 0);
-                break;
-            }
-            std::this_thread::sleep_for(5ms);
-        }
-        pid = -1;
-    }
-    ~fd_keeper() { release(); }
-    fd_keeper(const fd_keeper&) = delete;
-    fd_keeper& operator=(const fd_keeper&) = delete;
 };
 
 }  // namespace
@@ -253,64 +216,14 @@ TEST_CASE("the review's attack: a tenant that kills its own function through the
     // it, the health syndrome written into the initialization segment (PRM "Health
     // Buffer"): the function is dead for whoever uses it. It stays (fd, connection) until
     // let go, so that the death is found before the hand-over's reset would clear it.
-    int ready[2], hold[2];
-    REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
-    REQUIRE(::pipe2(hold, O_CLOEXEC) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        ::close(ready[0]);
-        ::close(hold[1]);
-        char r = 'x';
-        try {
-            if (become(kFirst, {})) {
-                auto c = d::client::connect(rig.sock);
-                if (c && c->hello()) {
-                    auto a = c->call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{0}));
-                    auto u = a && a->err == 0 ? d::parse_alloc_uar_reply(a->payload)
-                                              : cxv::result<d::alloc_uar_reply>(cxv::error{EIO, "ALLOC_UAR"});
-                    if (u && a->fds.size() == 1) {
-                        const std::uint64_t bar0 = u->mmap_offset - std::uint64_t{u->uar} * cxv::hw::uar_page_size;
-                        void* seg = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a->fds[0].get(),
-                                           static_cast<off_t>(bar0));
-                        if (seg != MAP_FAILED) {
-                            ifc::set<ifc::health_buffer::synd>(
-                                static_cast<std::byte*>(seg) + cxv::hw::init_seg_offset::health_buffer, 0x5);
-                            ::munmap(seg, 4096);
-                            r = 'r';
-                        }
-                    }
-                    (void)!::write(ready[1], &r, 1);
-                    char b;
-                    (void)!::read(hold[0], &b, 1);  // until the parent closes it
-                }
-            }
-        } catch (...) {
-        }
-        (void)!::write(ready[1], &r, 1);
-        ::_exit(0);  // its fd and connection go with it
-    }
-    ::close(ready[1]);
-    ::close(hold[0]);
-    char r = 0;
-    pollfd f{ready[0], POLLIN, 0};
-    const bool answered = ::poll(&f, 1, 30000) == 1 && ::read(ready[0], &r, 1) == 1;
-    ::close(ready[0]);
-    auto let_go = [&] {
-        if (hold[1] >= 0) ::close(hold[1]);
-        hold[1] = -1;
-        const auto until = std::chrono::steady_clock::now() + 10s;
-        while (::waitpid(pid, nullptr, WNOHANG) == 0) {
-            if (std::chrono::steady_clock::now() > until) {
-                ::kill(pid, SIGKILL);
-                ::waitpid(pid, nullptr, 0);
-                break;
-            }
-            std::this_thread::sleep_for(5ms);
-        }
-    };
-    if (!(answered && r == 'r')) let_go();
-    REQUIRE_MESSAGE((answered && r == 'r'), "the tenant did not write through its device fd");
+    held_child attacker(kFirst, {}, [&](auto& hold) {
+        with_bar(rig.sock, false, std::uint64_t{0},
+                 [](std::byte* seg) {
+                     ifc::set<ifc::health_buffer::synd>(seg + cxv::hw::init_seg_offset::health_buffer, 0x5);
+                 },
+                 hold);
+    });
+    REQUIRE_MESSAGE(attacker.ready, "the tenant did not write through its device fd");
 
     // cxvd finds the first function dead and recovers it; the second goes on serving
     // root's domain meanwhile, and cxvd with it.
@@ -322,11 +235,11 @@ TEST_CASE("the review's attack: a tenant that kills its own function through the
         log = rig.log();
         // The tenant, dropped with the fatal event, lets go of its fd: the function can
         // be opened again.
-        if (has(log, victim + ": the function is dead")) let_go();
+        if (has(log, victim + ": the function is dead")) attacker.release();
         if (has(log, victim + ": recovered")) break;
         std::this_thread::sleep_for(20ms);
     }
-    let_go();
+    attacker.release();
     INFO("daemon log: ", log);
     CHECK(has(log, victim + ": the function is dead"));
     CHECK(has(log, victim + ": recovered"));

@@ -154,53 +154,52 @@ inline d::status_reply status_as(const std::string& sock, uid_t uid, const std::
     return std::move(s).value();
 }
 
-// A client of another uid that stays connected: a forked child that takes `uid` (and
-// `groups`), says HELLO, maps `pages` pages of its own memory and holds its connection
-// until this object goes (its pipe closes).
-struct tenant {
+// A forked child that takes `uid` (and `groups`) and runs `body(hold)`. The body sets
+// up what it needs (connections, fds, mappings), then calls hold(true) -- or hold(false)
+// when it could not -- which tells the parent and waits, keeping all of it, until the
+// parent lets it go (release(), or the object's end); then the child exits. `ready` says
+// whether the body got there with true (within 30 s). Its end is bounded: a child that
+// does not go on its own is killed by its PID.
+struct held_child {
     pid_t pid = -1;
-    int hold = -1;
-    tenant(const std::string& sock, uid_t uid, unsigned pages = 0, std::vector<gid_t> groups = {}) {
-        int ready[2], h[2];
-        REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+    int hold_fd = -1;
+    bool ready = false;
+    template <typename Body>
+    held_child(uid_t uid, const std::vector<gid_t>& groups, Body body) {
+        int up[2], h[2];
+        REQUIRE(::pipe2(up, O_CLOEXEC) == 0);
         REQUIRE(::pipe2(h, O_CLOEXEC) == 0);
         pid = ::fork();
         REQUIRE(pid >= 0);
         if (pid == 0) {
-            ::close(ready[0]);
+            ::close(up[0]);
             ::close(h[1]);
-            char r = 'x';
-            try {
-                auto c = become(uid, groups) ? d::client::connect(sock)
-                                         : cxv::result<d::client>(cxv::error{EPERM, "setuid"});
-                auto hello = c ? c->hello() : cxv::result<d::hello_reply>(c.error());
-                const int fd = sealed_memfd(4096);
-                bool mapped = hello.ok() && fd >= 0;
-                for (unsigned i = 0; mapped && i < pages; ++i) {
-                    auto a = map_page(*c, fd);
-                    mapped = a && a->err == 0;
-                }
-                r = mapped ? 'r' : 'x';
-                (void)!::write(ready[1], &r, 1);
+            bool told = false;
+            auto hold = [&](bool ok) {
+                const char r = ok ? 'r' : 'x';
+                (void)!::write(up[1], &r, 1);
+                told = true;
                 char b;
                 (void)!::read(h[0], &b, 1);  // until the parent closes it
+            };
+            try {
+                if (become(uid, groups)) body(hold);
             } catch (...) {
-                (void)!::write(ready[1], &r, 1);
             }
+            if (!told) (void)!::write(up[1], "x", 1);
             ::_exit(0);
         }
-        ::close(ready[1]);
+        ::close(up[1]);
         ::close(h[0]);
-        hold = h[1];
-        pollfd f{ready[0], POLLIN, 0};
+        hold_fd = h[1];
+        pollfd f{up[0], POLLIN, 0};
         char r = 0;
-        const bool answered = ::poll(&f, 1, 30000) == 1 && ::read(ready[0], &r, 1) == 1;
-        ::close(ready[0]);
-        REQUIRE_MESSAGE((answered && r == 'r'), "the client as uid ", uid, " did not connect and map");
+        ready = ::poll(&f, 1, 30000) == 1 && ::read(up[0], &r, 1) == 1 && r == 'r';
+        ::close(up[0]);
     }
-    ~tenant() {
-        ::close(hold);
-        // Bounded: a child that does not go on its own is killed by its PID.
+    void release() {
+        if (pid < 0) return;
+        ::close(hold_fd);
         const auto end = std::chrono::steady_clock::now() + 10s;
         while (::waitpid(pid, nullptr, WNOHANG) == 0) {
             if (std::chrono::steady_clock::now() > end) {
@@ -210,9 +209,30 @@ struct tenant {
             }
             std::this_thread::sleep_for(5ms);
         }
+        pid = -1;
     }
-    tenant(const tenant&) = delete;
-    tenant& operator=(const tenant&) = delete;
+    ~held_child() { release(); }
+    held_child(const held_child&) = delete;
+    held_child& operator=(const held_child&) = delete;
+};
+
+// A client of another uid that stays connected: a held_child that says HELLO and maps
+// `pages` pages of its own memory, holding its connection until this object goes.
+struct tenant : held_child {
+    tenant(const std::string& sock, uid_t uid, unsigned pages = 0, std::vector<gid_t> groups = {})
+        : held_child(uid, groups, [&](auto& hold) {
+              auto c = d::client::connect(sock);
+              auto hello = c ? c->hello() : cxv::result<d::hello_reply>(c.error());
+              const int fd = sealed_memfd(4096);
+              bool mapped = hello.ok() && fd >= 0;
+              for (unsigned i = 0; mapped && i < pages; ++i) {
+                  auto a = map_page(*c, fd);
+                  mapped = a && a->err == 0;
+              }
+              hold(mapped);
+          }) {
+        REQUIRE_MESSAGE(ready, "the client as uid ", uid, " did not connect and map");
+    }
 };
 
 }  // namespace cxv::test
