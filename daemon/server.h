@@ -203,7 +203,8 @@ private:
     result<std::uint16_t> device_for(peer& p, std::uint16_t d);
     std::string domain_of(const peer& p) const;
     // `p` (its teardown done) no longer holds its functions: one its domain held alone
-    // is free again, once reset (hand_over, due) where a device fd was given out.
+    // is free again, or, where a device fd was given out, idle until another domain asks
+    // for it and it is reset (hand_over).
     void release_functions(peer& p);
     // The function reset and brought up again before another domain may have it: the
     // reset takes every BAR mapping a client made of its device fd, and the bring-up

@@ -79,6 +79,13 @@ result<std::uint16_t> server::device_for(peer& p, std::uint16_t index) {
     auto d = device_index(index);
     if (!d || opts_.share_functions || p.claimed[*d]) return d;
     device_state& ds = *devices_[*d];
+    if (!ds.domain.empty() && ds.domain != p.domain && ds.holders == 0) {
+        // Idle, but its last domain had the device fd: reset and brought up again first
+        // (hand_over, from the poll loop), and meanwhile "try again".
+        ds.hand_over_due = true;
+        return error{EAGAIN, fmt::format("{}: being reset and brought up again for another trust domain (try again)",
+                                         ds.bdf)};
+    }
     if (!ds.domain.empty() && ds.domain != p.domain) {
         // Not which domain: another tenant's identity is not this client's business.
         return error{EBUSY, fmt::format("{}: in use by another trust domain. cxvd gives a function to one trust "
@@ -102,9 +109,12 @@ void server::release_functions(peer& p) {
         if (ds.holders == 0 || --ds.holders != 0) continue;
         // Its last client gone. Where one had the device fd (ALLOC_UAR) and the function
         // has not been reset since, that process may still hold the fd and its BAR
-        // mapping: the next domain gets the function only after a reset takes them.
+        // mapping: another domain gets the function only after a reset takes them, done
+        // when one asks for it (device_for); the same domain coming back needs none.
         if (ds.fd_given_in == ds.generation && ds.hca) {
-            ds.hand_over_due = true;  // by the poll loop, where no job is running
+            log(level::info, fmt::format("{}: idle (the last client of {} is gone); reset before another trust "
+                                         "domain uses it",
+                                         ds.bdf, ds.domain));
         } else {
             log(level::info, fmt::format("{}: free (the last client of {} is gone)", ds.bdf, ds.domain));
             ds.domain.clear();

@@ -50,7 +50,7 @@ struct server::device_state {
     // The trust domain using it (server::domain_of; empty: none), how many connections of
     // that domain have claimed it, and the generation in which a device fd last went to
     // one of them: then it is reset before another domain may have it (hand_over_due,
-    // done by the poll loop once the last of them is gone).
+    // set when another asks once none of them is left, done by the poll loop).
     std::string domain;
     std::size_t holders = 0;
     std::optional<std::uint64_t> fd_given_in;
