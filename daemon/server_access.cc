@@ -79,9 +79,10 @@ result<std::uint16_t> server::device_for(peer& p, std::uint16_t index) {
     auto d = device_index(index);
     if (!d || opts_.share_functions || p.claimed[*d]) return d;
     device_state& ds = *devices_[*d];
-    if (!ds.domain.empty() && ds.domain != p.domain && ds.holders == 0) {
+    if (!ds.domain.empty() && ds.domain != p.domain && ds.holders == 0 && opts_.reopen) {
         // Idle, but its last domain had the device fd: reset and brought up again first
-        // (hand_over, from the poll loop), and meanwhile "try again".
+        // (hand_over, from the poll loop), and meanwhile "try again". (A daemon that
+        // cannot bring a function up again leaves it to that domain: EBUSY below.)
         ds.hand_over_due = true;
         return error{EAGAIN, fmt::format("{}: being reset and brought up again for another trust domain (try again)",
                                          ds.bdf)};

@@ -192,25 +192,22 @@ void server::reset_function(std::size_t d, const std::function<void()>& reset) {
     hca_lock.unlock();
     quiescing_ = false;
     ++ds.generation;
+    // No device fd given out before reaches the function now: an idle function is free.
+    ds.fd_given_in.reset();
+    if (ds.holders == 0) ds.domain.clear();
 }
 
 void server::hand_over(std::size_t d) {
     device_state& ds = *devices_[d];
     ds.hand_over_due = false;
-    if (!opts_.reopen) {
-        // Without a way to bring it up again the function stays with its domain.
-        log(level::warning, fmt::format("{}: the last client of {} is gone, but it had the device fd and this "
-                                        "daemon cannot reset and bring up the function: it stays {}'s",
-                                        ds.bdf, ds.domain, ds.domain));
-        return;
-    }
-    log(level::info, fmt::format("{}: the last client of {} is gone: reset and brought up again before another "
-                                 "trust domain may use it (it had the device fd)",
+    // A recovery reset it meanwhile, or its domain came back (device_for asks only with a
+    // way to bring it up again).
+    if (!ds.hca || ds.holders != 0 || !opts_.reopen) return;
+    log(level::info, fmt::format("{}: reset and brought up again before another trust domain may use it ({}, "
+                                 "gone, had the device fd)",
                                  ds.bdf, ds.domain));
-    reset_function(d, [] {});
+    reset_function(d, [] {});  // (the domain and the fd's generation forgotten with it)
     ds.handing_over = true;
-    ds.domain.clear();
-    ds.fd_given_in.reset();
     ds.reopening = true;
     ds.failures = 0;
     ds.busy_logged = false;
