@@ -46,6 +46,20 @@ bool to_gid(const std::string& s, gid_t& out) {
     return true;
 }
 
+// Each of `names` (a repeatable option `flag`) as a gid, appended to `out`; false, with
+// the first unknown one logged, if any is no group.
+bool to_gids(const std::vector<std::string>& names, const char* flag, std::vector<gid_t>& out) {
+    for (const auto& name : names) {
+        gid_t g = 0;
+        if (!to_gid(name, g)) {
+            cxv::daemon::log(cxv::daemon::level::err, fmt::format("{} {}: no such group", flag, name));
+            return false;
+        }
+        out.push_back(g);
+    }
+    return true;
+}
+
 // Enough fds for --max-clients: two a client (its socket and its event channel), the
 // refused ones waiting for their reply, and a margin for the functions (VFIO container,
 // group, device, eventfds), the metrics thread's connections and the fds that come with a
@@ -153,29 +167,9 @@ int main(int argc, char** argv) {
         }
         o.socket_gid = static_cast<long>(g);
     }
-    for (const auto& name : allow_groups) {
-        gid_t g = 0;
-        if (!to_gid(name, g)) {
-            log(level::err, fmt::format("--allow-gid {}: no such group", name));
-            return EXIT_FAILURE;
-        }
-        o.allow_gids.push_back(g);
-    }
-    for (const auto& name : admin_groups) {
-        gid_t g = 0;
-        if (!to_gid(name, g)) {
-            log(level::err, fmt::format("--admin-gid {}: no such group", name));
-            return EXIT_FAILURE;
-        }
-        o.admin_gids.push_back(g);
-    }
-    for (const auto& name : domain_groups) {
-        gid_t g = 0;
-        if (!to_gid(name, g)) {
-            log(level::err, fmt::format("--domain-gid {}: no such group", name));
-            return EXIT_FAILURE;
-        }
-        o.domain_gids.push_back(g);
+    if (!to_gids(allow_groups, "--allow-gid", o.allow_gids) || !to_gids(admin_groups, "--admin-gid", o.admin_gids) ||
+        !to_gids(domain_groups, "--domain-gid", o.domain_gids)) {
+        return EXIT_FAILURE;
     }
     if (o.share_functions && !o.domain_gids.empty()) {
         log(level::err, "--share-functions and --domain-gid: with shared functions there are no trust domains");
