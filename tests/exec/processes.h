@@ -7,8 +7,10 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,18 +135,53 @@ inline std::string bdf_at(const std::string& sim, const std::string& fabric, uns
     return s;
 }
 
-// A TCP port on 127.0.0.1 nobody uses now (bound to port 0 and read back).
+// A TCP port for a test's server, kept from every other test for the life of this process.
+// It lies below the kernel's ephemeral range (ip_local_port_range): a port from bind(0)
+// lies inside it, and once closed it may become the local end of any program's connect(),
+// which makes the server's bind fail with EADDRINUSE (perf_test saw it in CI, beside the
+// other tests' TCP exchanges). Tests running in parallel take ports through a lock file
+// each, /tmp/cxv-test-ports/PORT, held with flock (never by name or PID), so two of them
+// never pick the same port; tests/qemu/guest_test_lib.sh's free_ports takes the same locks.
 inline unsigned free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    ::close(fd);
-    return ntohs(a.sin_port);
+    unsigned first = 32768;
+    if (std::ifstream r("/proc/sys/net/ipv4/ip_local_port_range"); r) r >> first;
+    unsigned low = 20000;
+    if (first < low + 1000) low = 1024;
+    REQUIRE_MESSAGE(first >= low + 1000, "no room below the ephemeral port range (it starts at ", first, ")");
+    const std::string dir = "/tmp/cxv-test-ports";
+    if (::mkdir(dir.c_str(), 01777) == 0) ::chmod(dir.c_str(), 01777);
+    auto bindable = [](unsigned port, int type) {
+        const int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+        if (fd < 0) return false;
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<uint16_t>(port));
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+        const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        ::close(fd);  // bound, never listening nor connected: nothing lingers
+        return ok;
+    };
+    static unsigned seed = static_cast<unsigned>(::getpid()) * 2654435761u ^
+                           static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (int attempt = 0; attempt < 2000; ++attempt) {
+        seed = seed * 1103515245u + 12345u;
+        const unsigned port = low + (seed >> 8) % (first - low);
+        const std::string lock = dir + "/" + std::to_string(port);
+        const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0) continue;
+        ::fchmod(fd, 0666);
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            ::close(fd);
+            continue;
+        }
+        if (!bindable(port, SOCK_STREAM) || !bindable(port, SOCK_DGRAM)) {
+            ::close(fd);
+            continue;
+        }
+        return port;  // fd stays open, and the lock held, until this process ends
+    }
+    FAIL("no free TCP port below the ephemeral range after 2000 tries");
+    return 0;
 }
 
 // Whether some socket listens on TCP `port` (/proc/net/tcp and tcp6, state 0A), without

@@ -56,10 +56,23 @@ guest_test_cleanup() {
 }
 
 # free_ports N: sets ports=(...) to N loopback TCP ports nothing listens on, or skips.
+# They lie below the kernel's ephemeral range (a port inside it may become the local end of
+# any program's connect() and then the guest's forward fails to bind), and each is kept
+# from the other tests by a lock on /tmp/cxv-test-ports/PORT held until this script ends,
+# as tests/exec/processes.h's free_port() does.
 free_ports() {
     ports=()
-    for p in $(shuf -i 20000-60000 -n 40); do
-        grep -q "$(printf ':%04X ' "$p")" /proc/net/tcp /proc/net/tcp6 2>/dev/null || ports+=("$p")
+    local first=32768 low=20000 dir=/tmp/cxv-test-ports p fd
+    read -r first _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+    ((first >= low + 1000)) || low=1024
+    mkdir -p -m 1777 "$dir" 2>/dev/null
+    for p in $(shuf -i "$low-$((first - 1))" -n 200); do
+        exec {fd}<>"$dir/$p" 2>/dev/null || continue
+        if ! flock -n "$fd" || grep -q "$(printf ':%04X ' "$p")" /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+            exec {fd}>&-
+            continue
+        fi
+        ports+=("$p")
         ((${#ports[@]} == $1)) && return 0
     done
     skip "no $1 free loopback ports for the out-of-band exchanges"
