@@ -467,7 +467,7 @@ void put_device(writer& w, const device_info& d) {
         .put(d.port_logical).put(d.comp_eqn).blob(d.caps);
     std::vector<std::byte> gids(d.gids.size() * 16);
     if (!gids.empty()) std::memcpy(gids.data(), d.gids.data(), gids.size());
-    w.blob(gids).put(d.mac).put(d.ipv4).put(d.max_mtu).put(d.bar_size);
+    w.blob(gids).put(d.mac).put(d.ipv4).put(d.max_mtu).put(d.bar_size).blob(d.ptys);
 }
 
 device_info get_device(reader& r) {
@@ -490,6 +490,7 @@ device_info get_device(reader& r) {
     d.ipv4 = r.get<std::array<std::uint8_t, 4>>();
     d.max_mtu = r.get<std::uint8_t>();
     d.bar_size = r.get<std::uint64_t>();
+    d.ptys = r.blob();
     return d;
 }
 

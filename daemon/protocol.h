@@ -27,8 +27,8 @@ namespace cxv::daemon {
 constexpr std::uint32_t protocol_magic = 0x44565843;  // "CXVD" in memory order
 // 2: EVENTS and the event channel (daemon → client EVENT messages); MAP_MEMORY carries
 // the IOVA alignment; COMMAND_FD carries a command too large for one message in a sealed
-// memfd (and its output back in one).
-constexpr std::uint16_t protocol_version = 2;
+// memfd (and its output back in one). 3: HELLO carries port 1's PTYS register.
+constexpr std::uint16_t protocol_version = 3;
 constexpr std::size_t header_bytes = 16;
 constexpr std::size_t max_message_bytes = 64 * 1024;
 constexpr std::size_t max_text_bytes = 256;
@@ -307,6 +307,7 @@ struct device_info {
     std::array<std::uint8_t, 4> ipv4{};
     std::uint8_t max_mtu = 0;
     std::uint64_t bar_size = 0;  // BAR0's, where a client maps its UAR pages
+    std::vector<std::byte> ptys;  // port 1's PTYS register (its speed), as the daemon read it
 };
 struct hello_reply {
     std::uint16_t version = protocol_version;

@@ -314,6 +314,7 @@ result<std::unique_ptr<driver::hca>> attach(const std::string& path, const std::
     info.mac = d.mac;
     info.ipv4 = d.ipv4;
     info.max_mtu = d.max_mtu;
+    info.ptys = d.ptys;
     auto h = driver::hca::attach(std::move(dev).value(), *f, std::move(info), o);
     if (!h) return h.error();
     // Events of this process's objects (docs/daemon.md, "Events"): completions to

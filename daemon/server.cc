@@ -333,6 +333,7 @@ device_info server::describe(driver::hca& h) {
         i.max_mtu = static_cast<std::uint8_t>(p->max_mtu);
         if (i.gids.empty()) i.gids = p->gids;  // InfiniBand: GID 0
     }
+    if (auto p = h.query_ptys(1)) i.ptys = std::move(p).value();
     return i;
 }
 
@@ -354,6 +355,7 @@ std::vector<device_info> server::devices_info(bool with_caps) const {
             i.ipv4 = {};
             i.max_mtu = 0;
             i.bar_size = 0;
+            i.ptys.clear();
         }
     }
     return out;

@@ -162,9 +162,10 @@ CXV_CM_EXPORT int rdma_destroy_id(rdma_cm_id* id) {
         c->id.event = nullptr;
     }
     std::lock_guard lock(mu);
+    const long long closing = trace_clock();  // a listener's: from here on nobody listens
     forget(c);
     if (c->st == state::listening) {
-        trace("unlisten", &c->id.route.addr.src_addr);  // once its socket is closed
+        trace("unlisten", &c->id.route.addr.src_addr, closing);
         drop_incoming(c);
     }
     auto* ch = reinterpret_cast<channel*>(c->id.channel);

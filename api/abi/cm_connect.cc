@@ -239,8 +239,10 @@ CXV_CM_EXPORT int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
         m.responder_resources = m.initiator_depth = 1;
         m.retry_count = m.rnr_retry_count = 7;
     }
+    const long long began = trace_clock();
     const int err = tcp_connect(c);
-    trace(err == 0 ? "connect" : err == ECONNREFUSED ? "refused" : "unreachable", &c->id.route.addr.dst_addr);
+    trace(err == 0 ? "connect" : err == ECONNREFUSED ? "refused" : "unreachable", &c->id.route.addr.dst_addr, 0,
+          began);
     std::unique_lock lock(mu);
     if (err == ECONNREFUSED) {
         c->st = state::rejected;

@@ -65,7 +65,13 @@ int recv_msg(int fd, wire_msg& m, std::chrono::milliseconds timeout) {
     return 0;
 }
 
-void trace(const char* what, const sockaddr* address) {
+long long trace_clock() noexcept {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
+}
+
+void trace(const char* what, const sockaddr* address, long long at_ns, long long began_ns) {
     static const bool on = [] {
         const char* v = std::getenv("CXV_CM_TRACE");
         return v != nullptr && *v != '\0';
@@ -82,10 +88,13 @@ void trace(const char* what, const sockaddr* address) {
         ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
         port = ntohs(a->sin6_port);
     }
-    timespec now{};
-    ::clock_gettime(CLOCK_MONOTONIC, &now);
-    const long long ns = static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
-    std::fprintf(stderr, "cxv-cm: %lld %d %s %s:%u\n", ns, static_cast<int>(::getpid()), what, host, port);
+    const long long ns = at_ns != 0 ? at_ns : trace_clock();
+    if (began_ns != 0) {
+        std::fprintf(stderr, "cxv-cm: %lld %d %s %s:%u began %lld\n", ns, static_cast<int>(::getpid()), what, host,
+                     port, began_ns);
+    } else {
+        std::fprintf(stderr, "cxv-cm: %lld %d %s %s:%u\n", ns, static_cast<int>(::getpid()), what, host, port);
+    }
 }
 
 }  // namespace cxv::cm

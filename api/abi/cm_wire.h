@@ -57,11 +57,16 @@ bool well_formed(const wire_msg& m);
 int recv_msg(int fd, wire_msg& m, std::chrono::milliseconds timeout);
 
 // With CXV_CM_TRACE set (non-empty) in the environment: one line on stderr,
-// "cxv-cm: <CLOCK_MONOTONIC ns> <pid> <what> <address>:<port>", for a step of the
-// connection manager: listen, unlisten (a listener's socket closed), connect, refused
-// (nobody listened: REJECTED, reason 8) and unreachable. The clock is the machine's, so
-// two processes' lines can be put in order: whether a connect was refused while its peer
-// did not listen, or with a listener there. Off by default, and never on a data path.
-void trace(const char* what, const sockaddr* address);
+// "cxv-cm: <CLOCK_MONOTONIC ns> <pid> <what> <address>:<port>[ began <ns>]", for a step
+// of the connection manager: listen (the time once the socket listens), unlisten (the
+// time just before the listener's socket is closed), and connect, refused (nobody
+// listened: REJECTED, reason 8) and unreachable (the time the TCP connect returned, and
+// after "began" the time it was started: the peer's answer came in between). The clock
+// is the machine's, so two processes' lines can be put in order: whether a connect was
+// refused while its peer did not listen, or with a listener there. Off by default, and
+// never on a data path.
+void trace(const char* what, const sockaddr* address, long long at_ns = 0, long long began_ns = 0);
+// CLOCK_MONOTONIC in ns, the trace's clock (for a step's time taken before the line).
+long long trace_clock() noexcept;
 
 }  // namespace cxv::cm

@@ -103,10 +103,23 @@ int fill_port_attr(ibv_context* ctx, std::uint8_t port_num, ibv_port_attr& a) {
     out.max_msg_sz = 1u << ifc::get<cap::log_max_msg>(c);
     out.gid_tbl_len = gid_table_len(c);
     out.pkey_tbl_len = static_cast<std::uint16_t>(pkey_table_len(ctx));
-    out.active_width = 2;  // 4X
-    // IBTA PortInfo LinkSpeedActive / extended: EDR (25 Gb/s a lane) up to ConnectX-5,
-    // HDR (50) from ConnectX-6 (device 0x101b) on.
-    out.active_speed = pci_config(ctx, 0x02, 2) >= 0x101b ? 64 : 32;
+    // The link's speed and width as mlx5_ib reports them, from PTYS (driver
+    // hca::port_speed): active_speed is the PTYS ib_proto bit itself (IB_SPEED_SDR 1 ..
+    // IB_SPEED_NDR 128), 0 on an InfiniBand link that is down; active_width is
+    // IB_WIDTH_1X 1, 2X 16, 4X 2, 8X 4, 12X 8. A RoCE link that is down, or in a mode
+    // mlx5_ib does not translate: 4X QDR, its default.
+    out.active_width = 2;
+    out.active_speed = 4;
+    if (auto sp = hca.query_port_speed(port_num)) {
+        if (sp->ib_speed != 0 || !hca.ethernet()) out.active_speed = static_cast<std::uint8_t>(sp->ib_speed);
+        switch (sp->ib_width) {
+            case 1u << 0: out.active_width = 1; break;
+            case 1u << 1: out.active_width = 16; break;
+            case 1u << 3: out.active_width = 4; break;
+            case 1u << 4: out.active_width = 8; break;
+            default: break;
+        }
+    }
     if (out.link_layer == IBV_LINK_LAYER_ETHERNET) {
         // What mlx5_ib reports for a RoCE port.
         out.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;

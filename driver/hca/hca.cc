@@ -210,11 +210,13 @@ std::size_t hca::pages_given() const { return pages_ ? pages_->given() : 0; }
 
 bool hca::ethernet() const noexcept { return ifc::get<ifc::cmd_hca_cap::port_type>(caps_cur_.data()) == static_cast<std::uint32_t>(hw::port_type::ETHERNET); }
 
-result<std::vector<std::byte>> hca::read_port_reg(unsigned port, hw::reg_id id, std::size_t size) {
+result<std::vector<std::byte>> hca::read_port_reg(unsigned port, hw::reg_id id, std::size_t size,
+                                                  std::uint32_t proto_mask) {
     auto in = command<ifc::access_register_in>(cmd_opcode::ACCESS_REG, reg_op(hw::access_reg_op_mod::READ), size);
     ifc::set<ifc::access_register_in::register_id>(in.data(), reg(id));
     std::byte* r = ifc::at<ifc::access_register_in::register_data>(in.data());
     ifc::set<ifc::pmtu_reg::local_port>(r, port);  // local_port is at the same place in every port register
+    if (id == hw::reg_id::PTYS) ifc::set<ifc::ptys_reg::proto_mask>(r, proto_mask);
     auto out = cmd_->exec(in, ifc::access_register_out::size_bytes + size);
     if (!out) return out.error();
     return std::vector<std::byte>(out->begin() + ifc::access_register_out::size_bytes, out->end());

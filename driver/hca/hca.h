@@ -35,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,7 @@ struct attach_info {
     std::array<std::uint8_t, 6> mac{};
     std::array<std::uint8_t, 4> ipv4{};
     std::uint32_t max_mtu = 0;             // qpc.mtu encoding
+    std::vector<std::byte> ptys;           // port 1's PTYS register, as the owner read it
 };
 
 class hca {
@@ -172,6 +174,24 @@ public:
         bool active() const noexcept { return logical == static_cast<unsigned>(hw::ib_port_state::ACTIVE); }
     };
     result<port_state> query_port_state(unsigned port);
+    // Port `port`'s link as PTYS (PRM "Port Type and Speed Register") tells it, decoded
+    // with hw/port_speeds.h. All zero and empty while the link is down. An attached
+    // function reads the PTYS its owner read at attach.
+    struct port_speed {
+        std::string mode;        // "4X EDR", "100GBASE-CR4"
+        std::uint64_t mbps = 0;  // the port's data rate, all lanes
+        unsigned lanes = 0;
+        // ibv_port_attr's view, as mlx5_ib reports it: InfiniBand, ib_proto_oper and the
+        // lowest ib_link_width_oper bit; RoCE, Linux's equivalent of the Ethernet mode
+        // (4X QDR for a mode it does not know). PTYS bits (hw::ib_link_speeds/widths).
+        std::uint16_t ib_speed = 0;
+        std::uint16_t ib_width = 0;
+    };
+    result<port_speed> query_port_speed(unsigned port);
+    // The PTYS register of `port` for the port's protocol, as read (ACCESS_REG).
+    result<std::vector<std::byte>> query_ptys(unsigned port);
+    // The decoding, on its own (for the register bytes of a PTYS read).
+    static port_speed decode_ptys(std::span<const std::byte> ptys, bool ethernet);
     // Waits until port `port` is ACTIVE: the state is read again at each PORT_CHANGE event
     // and every 100 ms. ETIMEDOUT, naming the state last seen, after `timeout`.
     status wait_port_active(unsigned port, std::chrono::milliseconds timeout);
@@ -218,7 +238,9 @@ private:
     result<port_info> query_ib_port(unsigned port, port_info pi);
     // Port register `id` of `port` (ACCESS_REG read; every port register has local_port
     // at the same place): the register's bytes.
-    result<std::vector<std::byte>> read_port_reg(unsigned port, hw::reg_id id, std::size_t size);
+    // `proto_mask`: PTYS's, which protocol's fields to read.
+    result<std::vector<std::byte>> read_port_reg(unsigned port, hw::reg_id id, std::size_t size,
+                                                 std::uint32_t proto_mask = 0);
     explicit hca(std::unique_ptr<vfio::device> dev, const options& o);
     status bring_up();
     status wait_initializing(const char* when);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "tests/daemon/rig.h"
 #include "tests/skip.h"
@@ -93,11 +94,14 @@ TEST_CASE("out of file descriptors: newcomers are turned away with EMFILE, the d
     // A spinning poll loop would use the whole second (sysconf(_SC_CLK_TCK), 100 ticks).
     CHECK_MESSAGE(used < 30, "cxvd used ", used, " ticks in a second");
     int emfile = 0, served = 0;
+    std::string replies;
     for (auto& c : extra) {
         auto a = c.call(d::msg_type::hello, d::body(d::hello_req{}), {}, 2000ms);
         if (a && a->err == EMFILE) ++emfile;
         if (a && a->err == 0) ++served;
+        replies += a ? fmt::format("errno {} ({}); ", a->err, a->text) : "no reply (" + a.error().message + "); ";
     }
+    INFO("the daemon had ", open_now, " fds; the replies: ", replies, "\nits log:\n", rig.log());
     CHECK(emfile >= 2);
     CHECK(served <= 1);
     CHECK(rig.log().find("out of file descriptors") != std::string::npos);

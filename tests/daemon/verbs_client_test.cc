@@ -111,13 +111,19 @@ TEST_CASE("ibv_devices and ibv_devinfo list the daemon's function") {
     CHECK(devices.status == 0);
     CHECK(devices.output.find("mlx5_0") != std::string::npos);
     CHECK(devices.output.find("mlx5_1") == std::string::npos);
-    const auto info = run({env_path("CXV"), "exec", "--", "/usr/bin/ibv_devinfo"}, s.dir + "/devinfo.log");
+    const auto info = run({env_path("CXV"), "exec", "--", "/usr/bin/ibv_devinfo", "-v"}, s.dir + "/devinfo.log");
     INFO(info.output);
     CHECK(info.status == 0);
     CHECK(info.output.find("hca_id:\tmlx5_0") != std::string::npos);
     CHECK(info.output.find("fw_ver:\t\t\t\t" + watcher.hello.devices[0].firmware) != std::string::npos);
     CHECK(info.output.find("PORT_ACTIVE") != std::string::npos);
     CHECK(info.output.find("Ethernet") != std::string::npos);
+    // The link's speed from the PTYS the daemon read at bring-up and sent in HELLO (a
+    // client cannot read the register itself): 100GBASE-CR4, which mlx5_ib reports as
+    // 4X EDR (its default, 4X QDR, would mean the register did not arrive).
+    CHECK(watcher.hello.devices[0].ptys.size() == 64);
+    CHECK(info.output.find("\t\t\tactive_speed:\t\t25.0 Gbps (32)\n") != std::string::npos);
+    CHECK(info.output.find("\t\t\tactive_width:\t\t4X (2)\n") != std::string::npos);
     // --socket says the same as CXV_DAEMON.
     ::unsetenv("CXV_DAEMON");
     const auto by_flag =
@@ -200,6 +206,8 @@ TEST_CASE("cxv list and cxv info through the daemon") {
         CHECK(info.output.find("firmware " + watcher.hello.devices[0].firmware) != std::string::npos);
         CHECK(info.output.find("granted by the daemon") != std::string::npos);
         CHECK(info.output.find("GID 1: 0000:0000:0000:0000:0000:ffff:") != std::string::npos);
+        CHECK(info.output.find("  port 1: link 100GBASE-CR4, 100 Gb/s, 4 lanes (the daemon's PTYS at bring-up)\n") !=
+              std::string::npos);
         const auto other = run({env_path("CXV"), "info", "0000:00:00.0"}, s.dir + "/other.log");
         CHECK(other.status != 0);
         CHECK_MESSAGE(other.output.find("does not serve 0000:00:00.0") != std::string::npos, other.output);

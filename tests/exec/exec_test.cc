@@ -97,6 +97,9 @@ TEST_CASE("ibv_devinfo -v shows what a ConnectX of the model's kind shows") {
                  "\t\t\tport_lid:\t\t7\n",
                  "\t\t\tlink_layer:\t\tInfiniBand\n",
                  "\t\t\tphys_state:\t\tLINK_UP (5)\n",
+                 // The model's PTYS: 4X EDR, as mlx5_ib reports it (ib_proto_oper as is).
+                 "\t\t\tactive_width:\t\t4X (2)\n",
+                 "\t\t\tactive_speed:\t\t25.0 Gbps (32)\n",
                  "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0002:c903:00ab:cd1",
              }) {
             CHECK_MESSAGE(has(r.output, line), line);
@@ -114,6 +117,9 @@ TEST_CASE("ibv_devinfo -v shows what a ConnectX of the model's kind shows") {
                  "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n",
                  "\t\t\tlink_layer:\t\tEthernet\n",
                  "\t\t\tpkey_tbl_len:\t\t1\n",
+                 // 100GBASE-CR4 in PTYS: mlx5_ib's equivalent is 4X EDR.
+                 "\t\t\tactive_width:\t\t4X (2)\n",
+                 "\t\t\tactive_speed:\t\t25.0 Gbps (32)\n",
                  "\t\t\tGID[  0]:\t\tfe80::",
                  ", RoCE v2\n",
                  "\t\t\tGID[  1]:\t\t::ffff:169.254.",  // the driver's link-local IPv4 address

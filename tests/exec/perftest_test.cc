@@ -61,7 +61,8 @@ bool has_result(const std::string& log, bool latency) {
 
 // One line of cxv's librdmacm trace (CXV_CM_TRACE, api/abi/cm_wire.h).
 struct cm_step {
-    long long ns = 0;
+    long long ns = 0;     // the step's time (a connect's: when it returned)
+    long long began = 0;  // a connect's: when it started; else ns
     std::string what;
     unsigned port = 0;
 };
@@ -78,6 +79,8 @@ std::vector<cm_step> cm_steps(const std::string& log) {
         const auto colon = address.rfind(':');
         if (colon == std::string::npos) continue;
         s.port = static_cast<unsigned>(std::stoul(address.substr(colon + 1)));
+        std::string word;
+        s.began = w >> word >> s.began && word == "began" ? s.began : s.ns;
         out.push_back(s);
     }
     return out;
@@ -91,23 +94,27 @@ bool listened_twice(const std::string& server_log) {
 }
 
 // Whether the client lost perftest 4.5-0.17's -R race, as the two traces show it: its
-// connect to port P was refused (REJECTED, reason 8) at a time when the server had no
-// listener on P -- the server's last step on P before it is "unlisten" (the first
-// handshake's listener closed) and a "listen" on P follows it. Anything else (a refusal
-// while the server listened, or no refusal) is not the race, and fails the test.
+// connect to port P was refused (REJECTED, reason 8) by a server with no listener on P.
+// The server had none from its "unlisten" of P (the first handshake's listener, the time
+// taken before its socket closed) to its next "listen" on P (taken once it listens); the
+// refused connect was under way from its "began" time to its own. The race is proven
+// when the two intervals meet. Anything else (a connect refused wholly while the server
+// listened, or no refusal) is not the race, and fails the test.
 bool lost_listen_race(const exec_pair& r) {
     if (r.client == 0 || !has(r.client_log, "RDMA_CM_EVENT_REJECTED")) return false;
     const std::vector<cm_step> client = cm_steps(r.client_log), server = cm_steps(r.server_log);
     for (const cm_step& refused : client) {
         if (refused.what != "refused") continue;
-        const cm_step* before = nullptr;
-        bool listened_after = false;
-        for (const cm_step& s : server) {
-            if (s.port != refused.port || (s.what != "listen" && s.what != "unlisten")) continue;
-            if (s.ns < refused.ns) before = &s;
-            if (s.ns > refused.ns && s.what == "listen") listened_after = true;
+        for (const cm_step& gone : server) {
+            if (gone.port != refused.port || gone.what != "unlisten" || gone.ns > refused.ns) continue;
+            const cm_step* back = nullptr;  // the first listen on P after it
+            for (const cm_step& s : server) {
+                if (s.port == refused.port && s.what == "listen" && s.ns > gone.ns && (!back || s.ns < back->ns)) {
+                    back = &s;
+                }
+            }
+            if (back != nullptr && back->ns >= refused.began) return true;
         }
-        if (before != nullptr && before->what == "unlisten" && listened_after) return true;
     }
     return false;
 }

@@ -1,5 +1,5 @@
 // hw/'s enum and constant tables against Linux 6.1's include/linux/mlx5/{cq,device,
-// doorbell,driver,qp}.h: the values that mlx5_ifc.h (ifc_conformance_test) does not hold and
+// doorbell,driver,port,qp}.h: the values that mlx5_ifc.h (ifc_conformance_test) does not hold and
 // that rdma-core's mlx5dv.h (mlx5dv_conformance_test) checks only in part.
 //
 // Those headers do not compile outside the kernel, so tests/hw:linux_mlx5_constants_cxx
@@ -17,11 +17,13 @@
 // doorbell two 32-bit words past it); the CQ doorbell record indices (set_ci_db and
 // arm_db are pointer arithmetic, not constants); the PCI device IDs (mlx5_core_pci_table
 // in main.c).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +44,7 @@
 #include "hw/doorbell.h"
 #include "hw/init_seg.h"
 #include "hw/opcodes.h"
+#include "hw/port_speeds.h"
 #include "hw/registers.h"
 #include "hw/wqe.h"
 
@@ -173,6 +176,9 @@ const scalar kScalars[] = {
      offsetof(hw::wq_doorbell_record, snd_counter) / 4, "MLX5_SND_DBR"},
     {"cq_db_req_not", hw::cq_db_req_not, "MLX5_CQ_DB_REQ_NOT"},
     {"cq_db_req_not_sol", hw::cq_db_req_not_sol, "MLX5_CQ_DB_REQ_NOT_SOL"},
+    // port_speeds.h
+    {"ptys_proto_ib", hw::ptys_proto_ib, "MLX5_PTYS_IB"},
+    {"ptys_proto_en", hw::ptys_proto_en, "MLX5_PTYS_EN"},
 };
 
 }  // namespace
@@ -334,4 +340,70 @@ TEST_CASE("hw/ command field values match Linux's mlx5_ifc.h and device.h") {
     CHECK(hw::init_seg_offset::health_buffer == 0x200);
     fmt::print("linux constants: {} command field values compared with Linux 6.1 / rdma-core\n",
                std::size(values));
+}
+
+// PTYS: our link mode tables (hw/port_speeds.h) against Linux's enum mlx5e_link_mode and
+// mlx5e_ext_link_mode (bit numbers, by name, both ways: a mode Linux has that we lack
+// fails too), and the IB widths against MLX5_PTYS_WIDTH_*.
+TEST_CASE("PTYS link modes and widths match Linux's port.h") {
+    const auto& lx = linux_constants();
+    struct table {
+        const char* what;
+        std::span<const hw::eth_link_mode> modes;
+        std::set<std::string> linux_names;  // Linux's enumerators of that enum
+    };
+    std::vector<table> tables = {{"eth_link_modes", hw::eth_link_modes, {}},
+                                 {"ext_eth_link_modes", hw::ext_eth_link_modes, {}}};
+    // Which Linux enum a name belongs to: the legacy enum's first and last are
+    // MLX5E_1000BASE_CX_SGMII and MLX5E_50GBASE_KR2, the extended one's MLX5E_SGMII_100M
+    // and MLX5E_400GAUI_4_400GBASE_CR4_KR4; the file keeps each enum's names together.
+    const auto names = [&] {
+        std::vector<std::string> v;
+#define CXV_LINUX_NAME(n) v.emplace_back(#n);
+        CXV_LINUX_MLX5_CONSTANTS(CXV_LINUX_NAME)
+#undef CXV_LINUX_NAME
+        return v;
+    }();
+    const auto span_of = [&](const std::string& first, const std::string& last) {
+        std::set<std::string> out;
+        const auto b = std::find(names.begin(), names.end(), first);
+        const auto e = std::find(names.begin(), names.end(), last);
+        REQUIRE(b != names.end());
+        REQUIRE(e != names.end());
+        for (auto it = b; it <= e; ++it) out.insert(*it);
+        return out;
+    };
+    tables[0].linux_names = span_of("MLX5E_1000BASE_CX_SGMII", "MLX5E_50GBASE_KR2");
+    tables[1].linux_names = span_of("MLX5E_SGMII_100M", "MLX5E_400GAUI_4_400GBASE_CR4_KR4");
+    for (const auto& t : tables) {
+        std::set<std::string> ours;
+        for (const auto& m : t.modes) {
+            const std::string name = "MLX5E_" + std::string(m.name);
+            ours.insert(name);
+            const auto it = lx.find(name);
+            if (it == lx.end()) {
+                FAIL_CHECK(fmt::format("{}: Linux has no {}", t.what, name));
+                continue;
+            }
+            CHECK_MESSAGE(m.bit == it->second, fmt::format("{}: {} is bit {}, Linux's {}", t.what, name, m.bit, it->second));
+            CHECK_MESSAGE(hw::ib_link_speed_named(m.ib_speed) != nullptr, m.name);
+            CHECK_MESSAGE(hw::ib_link_width_named(m.ib_width) != nullptr, m.name);
+            CHECK(m.mbps > 0);
+            CHECK(m.lanes > 0);
+        }
+        for (const auto& n : t.linux_names) CHECK_MESSAGE(ours.count(n) == 1, t.what, " lacks Linux's ", n);
+    }
+    for (const auto& w : hw::ib_link_widths) {
+        const auto it = lx.find("MLX5_PTYS_WIDTH_" + std::string(w.name));
+        REQUIRE_MESSAGE(it != lx.end(), w.name);
+        CHECK(w.bit == it->second);
+        CHECK(w.lanes == std::stoul(std::string(w.name)));
+    }
+    // The lookups the driver uses.
+    CHECK(hw::eth_link_mode_of(1u << 20, false)->name == "100GBASE_CR4");
+    CHECK(hw::eth_link_mode_of(1u << 9, true)->name == "CAUI_4_100GBASE_CR4_KR4");
+    CHECK(hw::eth_link_mode_of(1u << 17, false) == nullptr);  // no legacy mode 17
+    CHECK(hw::ib_link_speed_of(1u << 5)->name == "EDR");
+    CHECK(hw::ib_link_width_of(1u << 2)->lanes == 4);
+    CHECK(hw::ib_link_width_of(0) == nullptr);
 }

@@ -48,10 +48,13 @@ for bdf in 0000:c5:00.0 0000:c5:00.1; do
     # The link trains (300 ms by default), then the SM makes the InfiniBand port ACTIVE.
     ms=$(sed -n 's/^  port 1: Down -> Init -> Active after \([0-9]*\) ms$/\1/p' <<<"$info")
     [ -n "$ms" ] && [ "$ms" -ge 300 ] || fail "info $bdf: port line: $info"
+    # The link as the port's PTYS has it (the model's InfiniBand port: 4X EDR).
+    grep -q "^  port 1: link 4X EDR, 100 Gb/s, 4 lanes$" <<<"$info" || fail "info $bdf: no link speed: $info"
 done
 info=$("$sim" run --port-type eth --link-up-ms 50 -- "$cxv" info 0000:c5:00.0 2>&1)
 ms=$(sed -n 's/^  port 1: Down -> Active after \([0-9]*\) ms$/\1/p' <<<"$info")
 [ -n "$ms" ] && [ "$ms" -ge 50 ] || fail "info (Ethernet, --link-up-ms 50): port line: $info"
+grep -q "^  port 1: link 100GBASE-CR4, 100 Gb/s, 4 lanes$" <<<"$info" || fail "info (Ethernet): no link mode: $info"
 "$sim" run -- "$cxv" info 0000:c5:00.7 >/dev/null 2>&1
 expect_eq "info of a missing function fails" 1 $?
 # A link that does not come up: the reason, a note while waiting, exit 1, in the time asked.
@@ -63,6 +66,7 @@ expect_eq "info of a dead link exit" 1 $?
 grep -q "^  port 1: Down (0000:c5:00.0: port 1 not ACTIVE after 3000 ms: Down (admin up, link down); the physical link is down" \
     <<<"$info" || fail "info of a dead link: no reason: $info"
 grep -q "^cxv info: port 1 is not up yet: waiting up to 3000 ms in all$" <<<"$info" || fail "info of a dead link: no note: $info"
+grep -q "^  port 1: link down$" <<<"$info" || fail "info of a dead link: the link is not said down: $info"
 grep -q "MAC 02:c5:00:00:00:01, path MTU 4096$" <<<"$info" || fail "info (Ethernet): no MAC or MTU: $info"
 info=$("$sim" run --set sm_sweep_ms=600000 -- "$cxv" info --port-timeout-ms 1500 0000:c5:00.0 2>&1)
 expect_eq "info of a port no SM makes Active exit" 1 $?
@@ -72,6 +76,7 @@ info=$("$sim" run --link-up-ms 20 -- "$cxv" info --json 0000:c5:00.0)
 expect_eq "info --json exit" 0 $?
 expect_eq "info --json is one line" 1 "$(wc -l <<<"$info")"
 for key in '"bdf":"0000:c5:00.0"' '"link_layer":"infiniband"' '"active":true' '"came_up":"Down -> Init -> Active"' \
+    '"link":{"mode":"4X EDR","mbps":100000,"lanes":4}' \
     '"vport_counters":{"rx_unicast_packets":0' '"teardown":{"pages_reclaimed":80,"pages_left":0}'; do
     grep -qF "$key" <<<"$info" || fail "info --json: no $key: $info"
 done

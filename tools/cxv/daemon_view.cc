@@ -86,6 +86,9 @@ int print_daemon_info(const std::string& socket, const std::string& bdf) {
     if (auto ps = hca.query_port_state(1)) {
         fmt::print("  port 1: {} (as the daemon told at attach)\n", port_state_name(ps->logical));
     }
+    if (auto sp = hca.query_port_speed(1)) {
+        fmt::print("  port 1: link {} (the daemon's PTYS at bring-up)\n", link_text(sp->mode, sp->mbps, sp->lanes));
+    }
     if (auto pi = hca.query_port(1)) {
         for (std::size_t i = 0; i < pi->gids.size(); ++i) fmt::print("    GID {}: {}\n", i, gid_text(pi->gids[i]));
     }

@@ -41,6 +41,10 @@ struct port_desc {
     unsigned lid = 0;
     std::uint64_t guid = 0;
     unsigned path_mtu = 0;  // bytes
+    // The link (PTYS): "4X EDR", "100GBASE-CR4"; empty while down, or the error.
+    std::string link_mode, link_error;
+    std::uint64_t link_mbps = 0;
+    unsigned link_lanes = 0;
     std::vector<std::string> gids;
 };
 
@@ -128,6 +132,13 @@ void describe_ports(driver::hca& hca, info_desc& d) {
         } else {
             p.state = r.error().message;
         }
+        if (auto sp = hca.query_port_speed(p.port)) {
+            p.link_mode = sp->mode;
+            p.link_mbps = sp->mbps;
+            p.link_lanes = sp->lanes;
+        } else {
+            p.link_error = sp.error().message;
+        }
         // The GIDs: InfiniBand GID 0; RoCE those the driver programmed at bring-up.
         if (auto pi = hca.query_port(p.port)) {
             p.path_mtu = pi->max_mtu != 0 ? 128u << pi->max_mtu : 0;
@@ -168,6 +179,12 @@ void describe_counters(driver::hca& hca, info_desc& d) {
     add("tx_errors", v->transmit_errors);
 }
 
+// The link, or why it could not be read.
+std::string link_text(const port_desc& p) {
+    if (!p.link_error.empty()) return "unknown (" + p.link_error + ")";
+    return tool::link_text(p.link_mode, p.link_mbps, p.link_lanes);
+}
+
 void print_text(const info_desc& d) {
     fmt::print("{}: firmware {}, ISSI 1, {} port(s), {}\n", d.bdf, d.firmware, d.ports,
                d.ethernet ? "Ethernet (RoCE)" : "InfiniBand");
@@ -184,6 +201,7 @@ void print_text(const info_desc& d) {
         }
         fmt::print("  port {}: {}, LID {}, port GUID {:016x}, {}path MTU {}\n", p.port, p.state, p.lid, p.guid,
                    d.ethernet ? "MAC " + d.mac + ", " : std::string(), p.path_mtu);
+        fmt::print("  port {}: link {}\n", p.port, link_text(p));
         for (std::size_t i = 0; i < p.gids.size(); ++i) fmt::print("    GID {}: {}\n", i, p.gids[i]);
     }
     if (!d.counters_error.empty()) {
@@ -201,6 +219,14 @@ void print_text(const info_desc& d) {
     }
 }
 
+// {"mode":..,"mbps":..,"lanes":..}; null while down; the error as a string.
+std::string link_json(const port_desc& p) {
+    if (!p.link_error.empty()) return json_string(p.link_error);
+    if (p.link_mode.empty()) return "null";
+    return fmt::format("{{\"mode\":{},\"mbps\":{},\"lanes\":{}}}", json_string(p.link_mode), p.link_mbps,
+                       p.link_lanes);
+}
+
 void print_json(const info_desc& d) {
     std::string limits;
     for (const auto& [name, log] : d.limits) {
@@ -211,10 +237,10 @@ void print_json(const info_desc& d) {
         std::string gids;
         for (const auto& g : p.gids) gids += (gids.empty() ? "" : ",") + json_string(g);
         ports += fmt::format("{}{{\"port\":{},\"active\":{},\"came_up\":{},\"after_ms\":{},\"why\":{},\"state\":{},"
-                             "\"lid\":{},\"port_guid\":\"{:016x}\",\"path_mtu\":{},\"gids\":[{}]}}",
+                             "\"lid\":{},\"port_guid\":\"{:016x}\",\"path_mtu\":{},\"link\":{},\"gids\":[{}]}}",
                              ports.empty() ? "" : ",", p.port, p.active, json_string(p.came_up), p.after_ms,
                              p.active ? "null" : json_string(p.why), json_string(p.state), p.lid, p.guid, p.path_mtu,
-                             gids);
+                             link_json(p), gids);
     }
     std::string counters;
     for (const auto& [name, value] : d.counters) {

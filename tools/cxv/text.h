@@ -26,6 +26,15 @@ inline std::string gid_text(const std::array<std::uint8_t, 16>& g) {
     return text;
 }
 
+// A port's link (driver hca::port_speed): "4X EDR, 100 Gb/s, 4 lanes"; "down" without a
+// mode; the mode alone without a rate.
+inline std::string link_text(const std::string& mode, std::uint64_t mbps, unsigned lanes) {
+    if (mode.empty()) return "down";
+    if (mbps == 0) return mode;
+    const std::string rate = mbps % 1000 == 0 ? fmt::format("{} Gb/s", mbps / 1000) : fmt::format("{} Mb/s", mbps);
+    return fmt::format("{}, {}, {} lane{}", mode, rate, lanes, lanes == 1 ? "" : "s");
+}
+
 inline std::string mac_text(const std::array<std::uint8_t, 6>& m) {
     return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
 }
