@@ -55,8 +55,7 @@ cmd_reply firmware::dealloc_uar(cmd_ctx& c) {
 cmd_reply firmware::alloc_pd(cmd_ctx& c) {
     const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_pd>(current_caps_.data());
     if (pds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
-    std::uint32_t pd = next_pd_;
-    while (pds_.count(pd) || pd == 0) pd = (pd + 1) & kMask24;
+    const std::uint32_t pd = free_number(pds_, next_pd_);
     pds_[pd].uid = ifc::get<ifc::alloc_pd_in::uid>(c.in.data());
     next_pd_ = (pd + 1) & kMask24;
     ifc::set<ifc::alloc_pd_out::pd>(c.out.data(), pd);

@@ -35,14 +35,6 @@ std::uint64_t pages_spanned(std::uint64_t start, std::uint64_t len, unsigned log
     return ((start + len - 1) >> log_page) - (start >> log_page) + 1;
 }
 
-// The lowest free object number at or after `from`, 24 bits and never 0.
-template <typename Map>
-std::uint32_t free_number(const Map& m, std::uint32_t from) {
-    std::uint32_t n = from & kMask24;
-    while (n == 0 || m.count(n)) n = (n + 1) & kMask24;
-    return n;
-}
-
 // Memory key indices below this one are the firmware's: index 1 with variant 0 is the
 // reserved L_Key 0x100 that ends a short scatter list (PRM "Receive WQE"), so a key the
 // driver gets can never be mistaken for it.

@@ -20,8 +20,7 @@ namespace cxv::sim {
 cmd_reply firmware::alloc_xrcd(cmd_ctx& c) {
     const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_xrcd>(current_caps_.data());
     if (xrcds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
-    std::uint32_t n = next_xrcd_;
-    while (xrcds_.count(n) || n == 0) n = (n + 1) & kMask24;
+    const std::uint32_t n = free_number(xrcds_, next_xrcd_);
     xrcds_[n].uid = ifc::get<ifc::alloc_xrcd_in::uid>(c.in.data());
     next_xrcd_ = (n + 1) & kMask24;
     ifc::set<ifc::alloc_xrcd_out::xrcd>(c.out.data(), n);

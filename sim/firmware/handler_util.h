@@ -31,6 +31,16 @@ inline cmd_reply bad_resource(sim::cmd_syndrome why) { return fail(hw::cmd_statu
 
 inline bool failed(const cmd_reply& r) { return r.status != hw::cmd_status::OK; }
 
+// The lowest free object number of `table` at or after `from`, 24 bits and never 0. The
+// handlers start from the number after the last one given, so numbers are handed out in
+// turn and a freed one comes back only once the others have been.
+template <typename Table>
+std::uint32_t free_number(const Table& table, std::uint32_t from) {
+    std::uint32_t n = from & kMask24;
+    while (n == 0 || table.count(n) != 0) n = (n + 1) & kMask24;
+    return n;
+}
+
 // The bytes a UMEM covers (PRM "User Memory Object"): its num_of_mtt pages of 4 KiB <<
 // log_page_size, less the page_offset where it starts in the first. Saturates instead
 // of wrapping; CREATE_UMEM makes page_offset smaller than one page.
