@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "hw/barrier.h"
+#include "sim/pci/host_guard.h"
 
 namespace cxv::sim {
 
@@ -185,13 +186,19 @@ inline void write_in_order(std::byte* host, const std::byte* buf, std::size_t le
     }
 }
 
-// A device write moves `buf` to host memory, a read host memory to `buf`.
-inline void move_bytes(std::byte* host, std::byte* buf, std::size_t len, bool write) noexcept {
-    if (write) {
-        write_in_order(host, buf, len);
-    } else {
-        std::memcpy(buf, host, len);
-    }
+// A device write moves `buf` to host memory, a read host memory to `buf`. Pages the
+// program released while still mapped for DMA (sim/pci/host_guard.h) fault: a write to
+// them succeeds, as it lands in a card's pinned pages that the program no longer sees;
+// a read has nothing to read and fails (false).
+inline bool move_bytes(std::byte* host, std::byte* buf, std::size_t len, bool write) noexcept {
+    const bool faulted = host_guard::faulted([&] {
+        if (write) {
+            write_in_order(host, buf, len);
+        } else {
+            std::memcpy(buf, host, len);
+        }
+    });
+    return !faulted || write;
 }
 
 }  // namespace
@@ -224,7 +231,7 @@ bool iommu::copy(std::uint64_t iova, std::byte* buf, std::size_t len, bool write
             if (!holds(i, iova)) continue;
             const entry& e = maps_[i];
             if (!(write ? e.writable : e.readable) || len > e.end - iova) break;
-            move_bytes(e.vaddr + (iova - e.iova), buf, len, write);
+            if (!move_bytes(e.vaddr + (iova - e.iova), buf, len, write)) break;  // a fault: recorded below
             return true;
         }
     }
@@ -245,8 +252,7 @@ bool iommu::read_cached(std::uint64_t generation, const std::byte* host, void* d
     if (injected_count_.load(std::memory_order_acquire) != 0) return false;
     reader r(*this);
     if (generation_.load(std::memory_order_relaxed) != generation) return false;
-    std::memcpy(dst, host, len);
-    return true;
+    return move_bytes(const_cast<std::byte*>(host), static_cast<std::byte*>(dst), len, false);
 }
 
 // One range inside one mapping is found, checked and copied at once; a range across
@@ -260,10 +266,10 @@ bool iommu::copy_slow(std::uint64_t iova, std::byte* buf, std::size_t len, bool 
         if (i != maps_.size() && (write ? maps_[i].writable : maps_[i].readable)) {
             const entry& e = maps_[i];
             if (len <= e.end - iova) {
-                move_bytes(e.vaddr + (iova - e.iova), buf, len, write);
+                if (move_bytes(e.vaddr + (iova - e.iova), buf, len, write)) return true;
+            } else if (copy_pieces(i, iova, buf, len, write)) {
                 return true;
             }
-            if (copy_pieces(i, iova, buf, len, write)) return true;
         }
     }
     record_fault(iova, len, write);
@@ -288,7 +294,7 @@ bool iommu::copy_pieces(std::size_t first, std::uint64_t iova, std::byte* buf, s
         const entry& e = maps_[j];
         const std::uint64_t a = iova + done;
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(len - done, e.end - a));
-        move_bytes(e.vaddr + (a - e.iova), buf + done, n, write);
+        if (!move_bytes(e.vaddr + (a - e.iova), buf + done, n, write)) return false;
         done += n;
     }
     return true;

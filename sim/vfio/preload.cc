@@ -44,6 +44,10 @@ using cxv::sim::vfio::sysfs;
 
 extern "C" void __chk_fail(void) __attribute__((noreturn));
 
+namespace cxv::sim::vfio {
+void install_fault_handler();  // sim/vfio/fault_signals.cc
+}
+
 namespace {
 
 // Set while the presentation layer itself runs, so that its own use of the C library
@@ -696,7 +700,13 @@ void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t offset) {
 }
 
 int munmap(void* addr, size_t len) {
-    const int r = libc().munmap(addr, len);
+    int r;
+    if (!in_layer && host::has_dma()) {
+        layer_scope scope;
+        r = host::get().unmap_keeping_dma(addr, len);  // DMA-mapped pages stay, as pinned ones do
+    } else {
+        r = libc().munmap(addr, len);
+    }
     if (r == 0 && !in_layer && host::has_mappings()) {
         const int saved = errno;
         layer_scope scope;
@@ -810,6 +820,7 @@ void fork_child() {
 __attribute__((constructor)) void load() {
     (void)libc();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    cxv::sim::vfio::install_fault_handler();  // sim/vfio/fault_signals.cc
 }
 
 // At unload (after atexit handlers and the program's static destructors): the leak

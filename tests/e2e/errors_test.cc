@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -133,6 +135,42 @@ TEST_CASE("remote access: a bad rkey or a read-only region leaves the responder'
     const auto wc2 = wait_wc(*g.a->cq, 1);
     CHECK(wc2[0].status == IBV_WC_REM_ACCESS_ERR);
     CHECK(std::all_of(ro.begin(), ro.end(), [](std::byte x) { return x == std::byte{0}; }));
+}
+
+TEST_CASE("a receive buffer released while still registered: the write lands as in a card's pinned pages") {
+    // glibc's free() unmaps a large block with a system call of its own, which no preload
+    // sees, and a program may exit with its buffers still registered: the pages go from
+    // under a DMA mapping that still names them. On a card vfio pinned them, and the
+    // device's write lands there, out of the program's sight. The model reaches memory
+    // through the program's addresses, so that write faults: it must not take the
+    // process down (sim/pci/host_guard.h).
+    pair_fixture f;
+    constexpr std::size_t len = 2 * 4096;
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    auto mr = take(cxv::mr::create(f.b->pd, p, len, access_local_write));
+    ibv_sge r{reinterpret_cast<std::uint64_t>(p), 4096, mr->lkey()};
+    REQUIRE(post_recv(*f.qb, 1, &r, 1) == 0);
+    // Released with the system call itself; then nothing may be mapped there meanwhile
+    // (a later mapping at that address would take the write): a page nobody may touch.
+    REQUIRE(::syscall(SYS_munmap, p, len) == 0);
+    REQUIRE(::mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == p);
+    fill(f.a->at(0), 4096, 5);
+    ibv_sge s = sge(*f.a, 0, 4096);
+    REQUIRE(post_send(*f.qa, 2, IBV_WR_SEND, &s, 1) == 0);
+    CHECK(wait_wc(*f.a->cq, 1)[0].status == IBV_WC_SUCCESS);
+    const auto wc = wait_wc(*f.b->cq, 1);
+    CHECK(wc[0].status == IBV_WC_SUCCESS);
+    CHECK(wc[0].byte_len == 4096);
+    // The device goes on: the next receive, in memory the program kept, gets its bytes.
+    ibv_sge r2 = sge(*f.b, 0x2000, 4096);
+    REQUIRE(post_recv(*f.qb, 3, &r2, 1) == 0);
+    REQUIRE(post_send(*f.qa, 4, IBV_WR_SEND, &s, 1) == 0);
+    CHECK(wait_wc(*f.a->cq, 1)[0].status == IBV_WC_SUCCESS);
+    CHECK(wait_wc(*f.b->cq, 1)[0].status == IBV_WC_SUCCESS);
+    CHECK(std::memcmp(f.b->at(0x2000), f.a->at(0), 4096) == 0);
+    mr.reset();
+    ::munmap(p, len);
 }
 
 TEST_CASE("a receive buffer too small: LOC_LEN_ERR at the responder, REM_INV_REQ_ERR at the requester") {
