@@ -96,7 +96,10 @@ public:
 
     struct options {
         std::chrono::milliseconds init_timeout{120'000};  // `initializing` (Linux: FW_INIT_TIMEOUT)
-        std::chrono::milliseconds health_period{1'000};
+        // Linux's: polls 2 s apart (MLX5_TO_HEALTH_POLL_INTERVAL_MS), MAX_MISSES 3. A counter
+        // is dead only after ~6 s without a tick: a model thread or a firmware busy for a
+        // few seconds on a loaded machine is not.
+        std::chrono::milliseconds health_period{2'000};
         unsigned health_misses = 3;  // consecutive stale health counters that are fatal
         cmd_queue::options cmd{};
         std::function<void(const hca_event&)> on_event;  // called on the event thread

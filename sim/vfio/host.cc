@@ -27,7 +27,6 @@ std::array<std::atomic<bool>, host::kMaxFast> host::fast_{};
 std::atomic<bool> host::high_{false};
 std::atomic<bool> host::any_dirs_{false};
 std::atomic<bool> host::any_maps_{false};
-std::atomic<bool> host::any_dma_{false};
 std::atomic<host*> host::instance_{nullptr};
 
 namespace {
@@ -409,8 +408,6 @@ void host::forget_all_after_fork() noexcept {
     for (auto& b : fast_) b.store(false, std::memory_order_relaxed);
     high_.store(false);
     any_maps_.store(false);
-    any_dma_.store(false);  // the child's pinned pages are its own copies: munmap as usual
-    pinned_.clear();
 }
 
 void host::mapped(int fd, void* addr, std::size_t len) {

@@ -182,14 +182,6 @@ public:
     void mapped(int fd, void* addr, std::size_t len);
     void unmapped(void* addr, std::size_t len);
     static bool has_mappings() noexcept { return any_maps_.load(std::memory_order_acquire); }
-    // munmap(2) by the program of memory a DMA mapping still reaches. vfio pins mapped
-    // pages (vaddr_get_pfns), so on a card they stay the device's after the program's
-    // munmap, and a late packet lands in them harmlessly until UNMAP_DMA. Here the device
-    // reaches them through this process's addresses: those pages stay mapped ("pinned")
-    // until no DMA mapping reaches them any more, and only the rest is unmapped now.
-    // 0, or -1 with errno as munmap(2).
-    int unmap_keeping_dma(void* addr, std::size_t len);
-    static bool has_dma() noexcept { return any_dma_.load(std::memory_order_acquire); }
     // After a successful dup of a tracked fd (newfd may have been tracked too).
     void duplicated(int oldfd, int newfd);
 
@@ -222,7 +214,6 @@ private:
     static std::atomic<bool> high_;
     static std::atomic<bool> any_dirs_;
     static std::atomic<bool> any_maps_;
-    static std::atomic<bool> any_dma_;
     static std::atomic<host*> instance_;
 
     host();
@@ -236,10 +227,6 @@ private:
     long iommu_get_info(container_file& c, void* arg);
     long iommu_map_dma(container_file& c, void* arg);
     long iommu_unmap_dma(container_file& c, void* arg);
-    // Host address ranges [start, end) some DMA mapping of any container reaches, sorted
-    // and merged; and the pinned pages none reaches any more, unmapped (both with mu_ held).
-    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> dma_reach();
-    void release_unpinned();
 
     // sysfs "config" (host.cc).
     int open_config(function_state& f, int flags);
@@ -290,8 +277,6 @@ private:
         std::shared_ptr<vfio_file> file;
     };
     std::vector<bar_map> maps_;
-    // Pages the program unmapped while a DMA mapping reached them ([start, end)).
-    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> pinned_;
 };
 
 }  // namespace cxv::sim::vfio

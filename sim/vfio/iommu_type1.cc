@@ -3,7 +3,6 @@
 #include <linux/vfio.h>
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,7 +11,6 @@
 #include <vector>
 
 #include "sim/vfio/host.h"
-#include "sim/vfio/libc.h"
 
 namespace cxv::sim::vfio {
 
@@ -204,7 +202,6 @@ long host::iommu_map_dma(container_file& c, void* arg) {
             (void)f->model->mmu().map(hit->iova, vaddr, hit->size, hit->readable, hit->writable);
         }
         c.vaddr_invalid.erase(hit->iova);
-        any_dma_.store(true, std::memory_order_release);
         return 0;
     }
     if (hit != nullptr) return -EEXIST;
@@ -217,7 +214,6 @@ long host::iommu_map_dma(container_file& c, void* arg) {
     for (function_state* f : c.groups) {
         (void)f->model->mmu().map(map.iova, vaddr, map.size, readable, writable);
     }
-    any_dma_.store(true, std::memory_order_release);
     return 0;
 }
 
@@ -295,79 +291,9 @@ long host::iommu_unmap_dma(container_file& c, void* arg) {
         unmapped += m.size;
         ++c.dma_avail;
     }
-    release_unpinned();
     unmap.size = unmapped;
     std::memcpy(arg, &unmap, sizeof unmap);
     return 0;
-}
-
-std::vector<std::pair<std::uintptr_t, std::uintptr_t>> host::dma_reach() {
-    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> r;
-    std::vector<const container_file*> seen;
-    auto add = [&](const container_file* c) {
-        if (c == nullptr || std::find(seen.begin(), seen.end(), c) != seen.end()) return;
-        seen.push_back(c);
-        for (const auto& m : c->domain.mappings()) {
-            if (c->vaddr_invalid.contains(m.iova)) continue;  // the device cannot reach it meanwhile
-            const auto start = reinterpret_cast<std::uintptr_t>(m.vaddr);
-            r.emplace_back(start, start + m.size);
-        }
-    };
-    for (const auto& [fd, file] : fds_) {
-        if (file->kind == file_kind::container) add(static_cast<const container_file*>(file.get()));
-    }
-    for (const auto& f : functions_) add(f->container.get());
-    std::sort(r.begin(), r.end());
-    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> merged;
-    for (const auto& x : r) {
-        if (!merged.empty() && x.first <= merged.back().second) {
-            merged.back().second = std::max(merged.back().second, x.second);
-        } else {
-            merged.push_back(x);
-        }
-    }
-    return merged;
-}
-
-namespace {
-
-// Unmaps the parts of [lo, hi) that no range of `reach` (sorted, merged) covers and
-// calls keep(start, end) for the parts one does. 0, or -1 with errno from munmap.
-template <typename Keep>
-int unmap_outside(std::uintptr_t lo, std::uintptr_t hi,
-                  const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& reach, Keep keep) {
-    std::uintptr_t at = lo;
-    for (const auto& [s, e] : reach) {
-        if (e <= at || s >= hi) continue;
-        if (s > at && libc().munmap(reinterpret_cast<void*>(at), s - at) != 0) return -1;
-        const std::uintptr_t from = std::max(s, at), to = std::min(e, hi);
-        keep(from, to);
-        at = to;
-    }
-    if (at < hi) return libc().munmap(reinterpret_cast<void*>(at), hi - at);
-    return 0;
-}
-
-}  // namespace
-
-int host::unmap_keeping_dma(void* addr, std::size_t len) {
-    const auto lo = reinterpret_cast<std::uintptr_t>(addr);
-    // What the kernel refuses (EINVAL), it refuses here too.
-    if (len == 0 || (lo & (kPage - 1)) != 0 || lo + len < lo) return libc().munmap(addr, len);
-    const std::uintptr_t hi = lo + ((len + kPage - 1) & ~(kPage - 1));
-    std::lock_guard lock(mu_);
-    return unmap_outside(lo, hi, dma_reach(), [&](std::uintptr_t s, std::uintptr_t e) { pinned_.emplace_back(s, e); });
-}
-
-void host::release_unpinned() {
-    const auto reach = dma_reach();
-    any_dma_.store(!reach.empty(), std::memory_order_release);
-    if (pinned_.empty()) return;
-    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> still;
-    for (const auto& [s, e] : pinned_) {
-        (void)unmap_outside(s, e, reach, [&](std::uintptr_t a, std::uintptr_t b) { still.emplace_back(a, b); });
-    }
-    pinned_ = std::move(still);
 }
 
 }  // namespace cxv::sim::vfio

@@ -700,13 +700,7 @@ void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t offset) {
 }
 
 int munmap(void* addr, size_t len) {
-    int r;
-    if (!in_layer && host::has_dma()) {
-        layer_scope scope;
-        r = host::get().unmap_keeping_dma(addr, len);  // DMA-mapped pages stay, as pinned ones do
-    } else {
-        r = libc().munmap(addr, len);
-    }
+    const int r = libc().munmap(addr, len);
     if (r == 0 && !in_layer && host::has_mappings()) {
         const int saved = errno;
         layer_scope scope;

@@ -273,49 +273,6 @@ TEST_CASE("iommu: MAP_DMA pins the pages (vaddr_get_pfns)") {
     ::munmap(ro, page);
 }
 
-// Whether [p, p + len) is mapped in this process (mincore fails with ENOMEM otherwise).
-static bool mapped(const void* p, std::size_t len) {
-    unsigned char v[8];
-    REQUIRE(len / page <= sizeof v);
-    return ::mincore(const_cast<void*>(p), len, v) == 0;
-}
-
-TEST_CASE("iommu: pages the program unmaps stay the device's until UNMAP_DMA (pinned)") {
-    // vfio pins what MAP_DMA maps: a program's munmap leaves the device its pages until
-    // UNMAP_DMA (a late packet lands there, harmlessly). The model reaches them through
-    // the program's addresses, so they stay mapped until then; the rest goes at once.
-    vfio_handles h = open_device(0);
-    const int c = h.container.get();
-    const std::uint64_t iova = pick_iova(c);
-    auto* p = static_cast<char*>(::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    REQUIRE(p != MAP_FAILED);
-    std::memset(p, 0x5a, 4 * page);
-    const std::uint64_t hva = reinterpret_cast<std::uintptr_t>(p);
-    CHECK_OK(map_dma(c, hva + page, iova, page));
-    CHECK_OK(map_dma(c, hva + 2 * page, iova + page, page));
-    REQUIRE(::munmap(p, 4 * page) == 0);
-    CHECK(!mapped(p, page));             // never DMA-mapped: gone
-    CHECK(!mapped(p + 3 * page, page));
-    CHECK(mapped(p + page, 2 * page));   // the device's still
-    CHECK(static_cast<unsigned char>(p[page]) == 0x5a);
-    CHECK(static_cast<unsigned char>(p[3 * page - 1]) == 0x5a);
-    CHECK_OK(unmap_dma(c, iova, page));  // one mapping goes: its page with it
-    CHECK(!mapped(p + page, page));
-    CHECK(mapped(p + 2 * page, page));
-    CHECK_OK(unmap_dma(c, iova + page, page));
-    CHECK(!mapped(p + 2 * page, page));
-    // An unaligned munmap is refused, as the kernel refuses it, and unmaps nothing.
-    auto* q = static_cast<char*>(::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    REQUIRE(q != MAP_FAILED);
-    CHECK_OK(map_dma(c, reinterpret_cast<std::uintptr_t>(q), iova, page));
-    CHECK(::munmap(q + 1, page - 1) == -1);
-    CHECK(errno == EINVAL);
-    CHECK(mapped(q, page));
-    CHECK_OK(unmap_dma(c, iova, page));
-    CHECK(::munmap(q, page) == 0);
-    CHECK(!mapped(q, page));
-}
-
 TEST_CASE("iommu: UNMAP_DMA type1v2 semantics (vfio_dma_do_unmap)") {
     vfio_handles h = open_device(0);
     const int c = h.container.get();
