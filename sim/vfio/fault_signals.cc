@@ -92,6 +92,11 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
 }
 
 sighandler_t signal(int sig, sighandler_t handler) {
+    if (slot(sig) < 0 || !g_installed.load()) {  // the C library's own, untouched
+        using signal_fn = sighandler_t (*)(int, sighandler_t);
+        static const auto next = reinterpret_cast<signal_fn>(::dlsym(RTLD_NEXT, "signal"));
+        return next != nullptr ? next(sig, handler) : SIG_ERR;
+    }
     struct sigaction a{}, old{};
     a.sa_handler = handler;
     a.sa_flags = SA_RESTART;
