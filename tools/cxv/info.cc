@@ -41,10 +41,8 @@ struct port_desc {
     unsigned lid = 0;
     std::uint64_t guid = 0;
     unsigned path_mtu = 0;  // bytes
-    // The link (PTYS): "4X EDR", "100GBASE-CR4"; empty while down, or the error.
-    std::string link_mode, link_error;
-    std::uint64_t link_mbps = 0;
-    unsigned link_lanes = 0;
+    driver::hca::port_speed link;  // PTYS: mode empty while down
+    std::string link_error;         // or why it could not be read
     std::vector<std::string> gids;
 };
 
@@ -133,9 +131,7 @@ void describe_ports(driver::hca& hca, info_desc& d) {
             p.state = r.error().message;
         }
         if (auto sp = hca.query_port_speed(p.port)) {
-            p.link_mode = sp->mode;
-            p.link_mbps = sp->mbps;
-            p.link_lanes = sp->lanes;
+            p.link = std::move(sp).value();
         } else {
             p.link_error = sp.error().message;
         }
@@ -182,7 +178,7 @@ void describe_counters(driver::hca& hca, info_desc& d) {
 // The link, or why it could not be read.
 std::string link_text(const port_desc& p) {
     if (!p.link_error.empty()) return "unknown (" + p.link_error + ")";
-    return tool::link_text(p.link_mode, p.link_mbps, p.link_lanes);
+    return tool::link_text(p.link.mode, p.link.mbps, p.link.lanes);
 }
 
 void print_text(const info_desc& d) {
@@ -222,9 +218,9 @@ void print_text(const info_desc& d) {
 // {"mode":..,"mbps":..,"lanes":..}; null while down; the error as a string.
 std::string link_json(const port_desc& p) {
     if (!p.link_error.empty()) return json_string(p.link_error);
-    if (p.link_mode.empty()) return "null";
-    return fmt::format("{{\"mode\":{},\"mbps\":{},\"lanes\":{}}}", json_string(p.link_mode), p.link_mbps,
-                       p.link_lanes);
+    if (p.link.mode.empty()) return "null";
+    return fmt::format("{{\"mode\":{},\"mbps\":{},\"lanes\":{}}}", json_string(p.link.mode), p.link.mbps,
+                       p.link.lanes);
 }
 
 void print_json(const info_desc& d) {
