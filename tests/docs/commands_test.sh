@@ -99,6 +99,12 @@ for md in README.md docs/*.md; do
 done
 [ "$n" -gt 0 ] || fail "no sh block found in README.md and docs/"
 
+# The options that name a port, and the ports a command line names with them, in order.
+port_options='-p|-lp|-B|-P|--port'
+ports_in() {
+    grep -oE -- "(^| )($port_options) [0-9]{4,5}" <<<"$1" | awk '{print $2}'
+}
+
 # The block's commands, one per line: continuation lines joined, comments and blank
 # lines dropped, /tmp/fab and the ports replaced. (Not in a subshell: the ports' locks
 # stay with this shell.)
@@ -108,16 +114,16 @@ commands() {
     body=$(tail -n +2 "$file" | sed -e ':a' -e '/\\$/N; s/\\\n */ /; ta' | sed -e 's/^ *//' -e '/^#/d' -e '/^$/d' \
         -e 's/  *#.*$//')
     local p
-    for p in $(grep -oE -- '(^| )(-p|-lp|-B|-P|--port) [0-9]{4,5}' <<<"$body" | awk '{print $2}' | sort -u); do
+    for p in $(ports_in "$body" | sort -u); do
         free_ports 1
-        body=$(sed -E "s/(^| )(-p|-lp|-B|-P|--port) $p( |\$)/\1\2 ${ports[0]}\3/g" <<<"$body")
+        body=$(sed -E "s/(^| )($port_options) $p( |\$)/\1\2 ${ports[0]}\3/g" <<<"$body")
     done
     sed "s|/tmp/fab|$scratch/fab|g" <<<"$body"
 }
 
 # The port a server command listens on (after the substitution), or nothing.
 port_of() {
-    grep -oE -- '(^| )(-p|-lp|-B|-P|--port) [0-9]{4,5}' <<<"$1" | awk '{print $2}' | head -1
+    ports_in "$1" | head -1
 }
 
 # Whether a socket listens on TCP port $1 (state 0A), without connecting to it.
