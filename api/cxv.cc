@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "daemon/remote.h"
+#include "client/remote.h"
 #include "driver/hca/hca.h"
 #include "driver/res/cq.h"
 #include "driver/res/pd_mr.h"
@@ -24,77 +24,6 @@
 #include "hw/mmio.h"
 
 namespace cxv {
-
-// --- The API's own types and the driver's ------------------------------------------------
-
-namespace {
-
-static_assert(int(qp_type::rc) == int(driver::qp_type::rc) && int(qp_type::uc) == int(driver::qp_type::uc) &&
-              int(qp_type::ud) == int(driver::qp_type::ud));
-static_assert(int(qp_state::reset) == int(driver::qp_state::reset) &&
-              int(qp_state::init) == int(driver::qp_state::init) && int(qp_state::rtr) == int(driver::qp_state::rtr) &&
-              int(qp_state::rts) == int(driver::qp_state::rts) &&
-              int(qp_state::sqerr) == int(driver::qp_state::sqerr) &&
-              int(qp_state::sqd) == int(driver::qp_state::sqd) && int(qp_state::error) == int(driver::qp_state::error));
-static_assert(unsigned{access_local_write} == driver::access_local_write &&
-              unsigned{access_remote_write} == driver::access_remote_write &&
-              unsigned{access_remote_read} == driver::access_remote_read &&
-              unsigned{access_remote_atomic} == driver::access_remote_atomic);
-static_assert(int(event::port_up) == int(driver::hca_event::port_up) &&
-              int(event::port_down) == int(driver::hca_event::port_down) &&
-              int(event::port_init) == int(driver::hca_event::port_init) &&
-              int(event::port_other) == int(driver::hca_event::port_other) &&
-              int(event::fatal) == int(driver::hca_event::fatal) &&
-              int(event::queue_error) == int(driver::hca_event::queue_error));
-
-driver::qp_type to_driver(qp_type t) { return static_cast<driver::qp_type>(t); }
-
-driver::qp::path to_driver(const qp::path& p) {
-    driver::qp::path d;
-    d.dlid = p.dlid;
-    d.sl = p.sl;
-    d.grh = p.grh;
-    d.dgid = p.dgid;
-    d.sgid_index = p.sgid_index;
-    d.hop_limit = p.hop_limit;
-    d.traffic_class = p.traffic_class;
-    d.flow_label = p.flow_label;
-    return d;
-}
-
-driver::qp::modify_attr to_driver(const qp::modify_attr& a) {
-    driver::qp::modify_attr d;
-    d.port = a.port;
-    d.pkey_index = a.pkey_index;
-    d.qkey = a.qkey;
-    d.access = a.access;
-    d.path_mtu = a.path_mtu;
-    d.dest_qpn = a.dest_qpn;
-    d.rq_psn = a.rq_psn;
-    d.sq_psn = a.sq_psn;
-    d.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    d.max_rd_atomic = a.max_rd_atomic;
-    d.min_rnr_timer = a.min_rnr_timer;
-    d.timeout = a.timeout;
-    d.retry_cnt = a.retry_cnt;
-    d.rnr_retry = a.rnr_retry;
-    d.ah = to_driver(a.ah);
-    return d;
-}
-
-q_counter_values from_driver(const driver::q_counter_values& v) {
-    q_counter_values out;
-#define CXV_Q_COUNTER_COPY(n) out.n = v.n;
-    CXV_IFC_Q_COUNTERS(CXV_Q_COUNTER_COPY)
-#undef CXV_Q_COUNTER_COPY
-    return out;
-}
-
-event from_driver(const driver::hca_event& e) {
-    return event{static_cast<event::kind>(e.what), e.port, e.object, e.detail, e.event_type};
-}
-
-}  // namespace
 
 void detail::cq_events::signal(std::uint32_t cqn) {
     std::lock_guard lock(mu);
@@ -120,12 +49,12 @@ result<std::unique_ptr<device>> device::open(const std::string& bdf, const optio
     driver::hca::options opts;
     opts.port_timeout = o.port_timeout;
     opts.ipv4 = o.ipv4;
-    opts.on_event = [events, user = o.on_event](const driver::hca_event& e) {
+    opts.on_event = [events, user = o.on_event](const event& e) {
         // A dead device: the CQs flush from their next empty poll, and their waiters wake.
         // Not at a fatal report the device lives through (a page request not served):
         // flushing WRs a live device still runs would report them twice.
-        if (e.what == driver::hca_event::fatal && e.device_dead && !events->dead.exchange(true)) events->signal_all();
-        if (user) user(from_driver(e));
+        if (e.what == event::fatal && e.device_dead && !events->dead.exchange(true)) events->signal_all();
+        if (user) user(e);
     };
     opts.on_completion = [events, user = o.on_completion](std::uint32_t cqn) {
         events->signal(cqn);
@@ -172,7 +101,7 @@ result<device_counters> device::counters(bool clear) {
     if (counter_) {
         auto q = counter_->query(clear);
         if (!q) return q.error();
-        c.q = from_driver(*q);
+        c.q = *q;
     }
     return c;
 }
@@ -186,18 +115,7 @@ result<std::shared_ptr<pd>> device::alloc_pd() {
     return out;
 }
 
-result<port_info> device::port(unsigned n) {
-    auto p = hca_->query_port(n);
-    if (!p) return p.error();
-    port_info out;
-    out.up = p->up;
-    out.ethernet = p->ethernet;
-    out.lid = p->lid;
-    out.max_mtu = p->max_mtu;
-    std::memcpy(out.gid, p->gid, sizeof(out.gid));
-    out.gids = p->gids;
-    return out;
-}
+result<port_info> device::port(unsigned n) { return hca_->query_port(n); }
 
 result<std::array<std::uint8_t, 16>> device::gid(unsigned index, unsigned n) {
     auto p = hca_->query_port(n);
@@ -255,12 +173,12 @@ result<std::shared_ptr<cq>> cq::create(device& d, unsigned entries, const option
                                           uar, out->cq_->cqn(), out->cq_->cqe_size());
     out->qps_.init(max_qps);
     out->ring_.set_dead_flag(&d.events_->dead);
-    out->event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (out->event_fd_ < 0) return error{errno, std::string("cxv::cq::create: eventfd: ") + std::strerror(errno)};
+    out->event_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!out->event_fd_) return error{errno, std::string("cxv::cq::create: eventfd: ") + std::strerror(errno)};
     out->events_ = d.events_;
     {
         std::lock_guard lock(out->events_->mu);
-        out->events_->fds[out->cq_->cqn()] = out->event_fd_;
+        out->events_->fds[out->cq_->cqn()] = out->event_fd_.get();
     }
     return out;
 }
@@ -270,7 +188,6 @@ cq::~cq() {
         std::lock_guard lock(events_->mu);
         events_->fds.erase(cq_->cqn());
     }
-    if (event_fd_ >= 0) ::close(event_fd_);
 }
 
 void cq::request_notify(bool solicited_only) noexcept { ring_.arm(solicited_only); }
@@ -279,10 +196,10 @@ bool cq::wait_event(std::chrono::milliseconds timeout) noexcept {
     // A dead device signals each CQ once; every later wait returns at once, for the
     // caller to poll its flushes (nothing else will come).
     if (events_ && events_->dead.load(std::memory_order_acquire)) return true;
-    pollfd p{event_fd_, POLLIN, 0};
+    pollfd p{event_fd_.get(), POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
     std::uint64_t n = 0;
-    if (::read(event_fd_, &n, sizeof(n)) != sizeof(n) || n == 0) return false;
+    if (::read(event_fd_.get(), &n, sizeof(n)) != sizeof(n) || n == 0) return false;
     ring_.on_event(static_cast<std::uint32_t>(n));  // one arm sequence step per event
     return true;
 }
@@ -291,11 +208,7 @@ bool cq::wait_event(std::chrono::milliseconds timeout) noexcept {
 
 result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const attr& a) {
     if (!domain) return error{EINVAL, "cxv::srq::create: no PD"};
-    driver::srq::attr da;
-    da.max_wr = a.max_wr;
-    da.max_sge = a.max_sge;
-    da.limit = a.limit;
-    auto s = driver::srq::create(domain->object(), da);
+    auto s = driver::srq::create(domain->object(), a);
     if (!s) return s.error();
     std::shared_ptr<srq> out(new srq());
     out->pd_ = std::move(domain);
@@ -336,12 +249,12 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
         if (*wc) mode = hw::cpu_has_movdir64b() ? doorbell_mode::movdir64b : doorbell_mode::blueflame;
     }
     driver::qp::attr da;
-    da.type = to_driver(a.type);
+    da.type = a.type;
     da.domain = a.domain->object();
     da.send_cq = a.send_cq->object();
     da.recv_cq = a.recv_cq->object();
     if (a.shared) da.shared = a.shared->object();
-    da.cap = {a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
+    da.cap = a.cap;
     if (a.own_counters) {
         auto c = driver::q_counter::create(d.hca());
         if (!c) return c.error();
@@ -424,13 +337,11 @@ result<q_counter_values> qp::counters(bool clear) {
     if (!own_counters_ || !qp_->counter()) {
         return error{ENOENT, fmt::format("cxv::qp::counters: QP 0x{:x} counts to the device's set", qpn())};
     }
-    auto v = qp_->counter()->query(clear);
-    if (!v) return v.error();
-    return from_driver(*v);
+    return qp_->counter()->query(clear);
 }
 
 status qp::modify(qp_state to, const modify_attr& a) {
-    auto s = qp_->modify(static_cast<driver::qp_state>(to), to_driver(a));
+    auto s = qp_->modify(to, a);
     if (s && to == qp_state::reset) {
         // 2RST_QP sets the device's WQE counters back to 0 (PRM "QP State Transitions"):
         // the QP's completions still in its CQs go (they name WQEs of before), the rings

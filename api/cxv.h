@@ -45,6 +45,8 @@
 
 #include "api/verbs_post.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
+#include "base/values.h"
 #include "hw/ifc_counters.h"
 #include "queues/completion_queue.h"
 #include "queues/recv_queue.h"
@@ -67,54 +69,14 @@ class srq;
 
 using queues::doorbell_mode;
 
-enum class qp_type { rc, uc, ud };
-// The QP state machine (RST, INIT, RTR, RTS, SQE, SQD, ERR).
-enum class qp_state { reset, init, rtr, rts, sqerr, sqd, error };
-// Access rights of a memory region, as ibv_access_flags names them. Remote write or
-// atomic access needs local write (EINVAL otherwise).
-enum mr_access : unsigned {
-    access_local_write = 1u << 0,
-    access_remote_write = 1u << 1,
-    access_remote_read = 1u << 2,
-    access_remote_atomic = 1u << 3,
-};
-
-// A port as device::port() reports it.
-struct port_info {
-    bool up = false;        // ACTIVE
-    bool ethernet = false;  // RoCE (else InfiniBand)
-    std::uint16_t lid = 0;
-    std::uint32_t max_mtu = 0;  // 1 = 256 .. 5 = 4096
-    std::uint8_t gid[16] = {};  // GID index 0
-    // The GID table's populated entries from index 0 on. InfiniBand: GID 0, the
-    // link-local prefix fe80::/64 and the port GUID. RoCE: what the device programmed at
-    // open (device::gid()): 0 the IPv6 link-local address of the port's MAC, 1 the
-    // IPv4-mapped address of the function's IPv4 address (device::ipv4()). A RoCE QP's
-    // qp::path::sgid_index names one of them.
-    std::vector<std::array<std::uint8_t, 16>> gids;
-};
-
-// An asynchronous event of the device (device::options::on_event, on its event thread).
-struct event {
-    // port_up: ACTIVE; port_init: InfiniBand Init (link up, not yet configured by the SM).
-    enum kind { port_up, port_down, port_init, port_other, fatal, queue_error } what = port_other;
-    unsigned port = 0;
-    std::uint32_t object = 0;  // CQ, QP or SRQ number for queue errors
-    std::string detail;
-    // Queue errors: the EQE's event type (PRM "Events", hw::event_type), which says what
-    // `object` is (hw::affiliated_object).
-    std::uint8_t event_type = 0;
-};
+// qp_type, qp_state, mr_access, port_info, event, qp_path, qp_modify_attr and srq_attr:
+// base/values.h, the values the driver takes as they are.
 
 // The vport's traffic counters (frames and bytes each), as the device reports them.
 using hw::traffic;
 using hw::vport_counters;
 // A Q counter set's values, by their PRM names (hw/ifc_counters.h lists them).
-struct q_counter_values {
-#define CXV_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;
-    CXV_IFC_Q_COUNTERS(CXV_Q_COUNTER_MEMBER)
-#undef CXV_Q_COUNTER_MEMBER
-};
+using hw::q_counter_values;
 
 class device;
 
@@ -147,13 +109,13 @@ public:
     buffer& operator=(const buffer&) = delete;
     std::byte* data() const noexcept { return data_; }
     std::size_t size() const noexcept { return size_; }
-    int fd() const noexcept { return fd_; }
+    int fd() const noexcept { return fd_.get(); }
 
 private:
     buffer() = default;
     std::byte* data_ = nullptr;
     std::size_t size_ = 0;
-    int fd_ = -1;
+    unique_fd fd_;
 };
 
 // The cxvd this process's devices attach through: $CXV_DAEMON, or empty (VFIO).
@@ -305,7 +267,7 @@ public:
     // when the completion event arrived) or with wait_event(). Arm again after each
     // event; completions that arrived before the arm raise the event at once.
     void request_notify(bool solicited_only) noexcept;
-    int event_fd() const noexcept { return event_fd_; }
+    int event_fd() const noexcept { return event_fd_.get(); }
     // True when an event came within `timeout` (and is consumed), false otherwise. Once
     // the device is dead (its fatal event), true at once: poll for the flushed WRs.
     bool wait_event(std::chrono::milliseconds timeout) noexcept;
@@ -323,16 +285,12 @@ private:
     queues::completion_queue ring_;
     queues::qp_table qps_;  // capacity max_qps
     std::shared_ptr<detail::cq_events> events_;
-    int event_fd_ = -1;
+    unique_fd event_fd_;
 };
 
 class srq {
 public:
-    struct attr {
-        unsigned max_wr = 256;  // at least this many receive WQEs (a power of two)
-        unsigned max_sge = 1;   // scatter entries per WQE
-        unsigned limit = 0;     // armed at creation (ARM_RQ) when not 0
-    };
+    using attr = srq_attr;  // base/values.h
     static result<std::shared_ptr<srq>> create(std::shared_ptr<pd> domain, const attr& a);
 
     // ibv_post_srq_recv(3).
@@ -358,14 +316,8 @@ private:
 
 class qp {
 public:
-    // Sizes asked for at create (as ibv_qp_cap; the QP may grant more).
-    struct caps {
-        unsigned max_send_wr = 64;  // 0: no send queue (a receive-only QP: every send is ENOMEM)
-        unsigned max_recv_wr = 64;  // ignored with an SRQ
-        unsigned max_send_sge = 1;
-        unsigned max_recv_sge = 1;
-        unsigned max_inline_data = 0;
-    };
+    // Sizes asked for at create (base/values.h); with max_send_wr 0 every send is ENOMEM.
+    using caps = qp_caps;
     struct attr {
         qp_type type = qp_type::rc;
         std::shared_ptr<pd> domain;
@@ -395,36 +347,10 @@ public:
     qp(const qp&) = delete;
     qp& operator=(const qp&) = delete;
 
-    // The address of the peer (INIT2RTR of a connected QP, or a UD address handle):
-    // InfiniBand by LID, with a GRH when grh is set; RoCE always by GID.
-    struct path {
-        std::uint16_t dlid = 0;
-        std::uint8_t sl = 0;
-        bool grh = false;
-        std::array<std::uint8_t, 16> dgid{};
-        std::uint8_t sgid_index = 0;
-        std::uint8_t hop_limit = 64;
-        std::uint8_t traffic_class = 0;
-        std::uint32_t flow_label = 0;
-    };
-    // Attributes as ibv_qp_attr names them; each transition takes its own.
-    struct modify_attr {
-        std::uint8_t port = 1;
-        std::uint16_t pkey_index = 0;
-        std::uint32_t qkey = 0;      // UD
-        unsigned access = 0;         // mr_access bits: remote read/write/atomic (RC, UC)
-        std::uint32_t path_mtu = 5;  // 1 = 256 .. 5 = 4096
-        std::uint32_t dest_qpn = 0;
-        std::uint32_t rq_psn = 0;
-        std::uint32_t sq_psn = 0;
-        unsigned max_dest_rd_atomic = 1;  // responder: RDMA READ/atomic in flight
-        unsigned max_rd_atomic = 1;       // requester
-        std::uint8_t min_rnr_timer = 12;  // IBTA encoding (12 = 0.64 ms)
-        std::uint8_t timeout = 14;        // ACK timeout, 4.096 µs << timeout
-        std::uint8_t retry_cnt = 7;
-        std::uint8_t rnr_retry = 7;       // 7 = forever
-        path ah;
-    };
+    // The peer's address (INIT2RTR of a connected QP, or a UD address handle) and a
+    // transition's attributes (base/values.h).
+    using path = qp_path;
+    using modify_attr = qp_modify_attr;
     // One transition to `to` from the current state (RST→INIT, INIT→INIT/RTR, RTR→RTS,
     // RTS→RTS, SQERR→RTS, SQD→RTS, any→ERR, any→RST); the firmware checks the attributes
     // and refuses with its status and syndrome. EINVAL for a pair with no command.

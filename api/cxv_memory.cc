@@ -11,13 +11,13 @@
 #include <fmt/format.h>
 
 #include "api/cxv.h"
-#include "daemon/client.h"
+#include "base/errno_text.h"
+#include "client/client.h"
 #include "driver/vfio/memfd_ranges.h"
 
 namespace cxv {
 
 namespace {
-error sys_error(int e, const std::string& what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
 }  // namespace
 
 result<std::unique_ptr<buffer>> buffer::create(std::size_t size, bool huge) {
@@ -28,19 +28,19 @@ result<std::unique_ptr<buffer>> buffer::create(std::size_t size, bool huge) {
     // memfd_create(2): sealing allowed so the daemon's F_SEAL_SHRINK check passes (and the
     // size cannot change under either mapping); MFD_HUGETLB for 2 MiB pages.
     const unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
-    b->fd_ = ::memfd_create("cxv-buffer", flags);
-    if (b->fd_ < 0) return sys_error(errno, "cxv::buffer: memfd_create");
-    if (::ftruncate(b->fd_, static_cast<off_t>(size)) != 0) {
+    b->fd_.reset(::memfd_create("cxv-buffer", flags));
+    if (!b->fd_) return sys_error(errno, "cxv::buffer: memfd_create");
+    if (::ftruncate(b->fd_.get(), static_cast<off_t>(size)) != 0) {
         return sys_error(errno, fmt::format("cxv::buffer: {} bytes{}", size, huge ? " of 2 MiB hugepages" : ""));
     }
-    if (::fcntl(b->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    if (::fcntl(b->fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         return sys_error(errno, "cxv::buffer: sealing the memfd");
     }
-    void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, b->fd_, 0);
+    void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, b->fd_.get(), 0);
     if (m == MAP_FAILED) return sys_error(errno, "cxv::buffer: mmap");
     b->data_ = static_cast<std::byte*>(m);
     b->size_ = size;
-    if (auto s = driver::vfio::add_memfd_range(m, size, b->fd_); !s) return s.error();
+    if (auto s = driver::vfio::add_memfd_range(m, size, b->fd_.get()); !s) return s.error();
     return b;
 }
 
@@ -49,7 +49,6 @@ buffer::~buffer() {
         driver::vfio::remove_memfd_range(data_);
         ::munmap(data_, size_);
     }
-    if (fd_ >= 0) ::close(fd_);
 }
 
 std::string daemon_path() {

@@ -13,10 +13,6 @@ namespace cxv::api {
 
 verbs_async::verbs_async() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE)) {}
 
-verbs_async::~verbs_async() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 void verbs_async::start() {
     std::lock_guard lock(mu_);
     started_ = true;
@@ -63,7 +59,7 @@ void verbs_async::drop_pending(const void* object) {
 void verbs_async::push(const cxv::event& e) {
     ibv_async_event out{};
     std::lock_guard lock(mu_);
-    if (!started_ || fd_ < 0) return;
+    if (!started_ || !fd_) return;
     // The affiliated events' ibv_event_type (ibv_get_async_event(3)) by their PRM event
     // type; what their object is comes from hw::affiliated_object, as the daemon routes.
     const auto verbs_type = [](hw::event_type t) -> std::optional<ibv_event_type> {
@@ -122,17 +118,17 @@ void verbs_async::push(const cxv::event& e) {
     }
     pending_.push_back(out);
     const std::uint64_t one = 1;
-    [[maybe_unused]] const auto n = ::write(fd_, &one, sizeof one);
+    [[maybe_unused]] const auto n = ::write(fd_.get(), &one, sizeof one);
 }
 
 int verbs_async::get(ibv_async_event* out) {
-    if (fd_ < 0) {
+    if (!fd_) {
         errno = EOPNOTSUPP;
         return -1;
     }
     for (;;) {
         std::uint64_t n = 0;
-        if (::read(fd_, &n, sizeof n) != sizeof n) {
+        if (::read(fd_.get(), &n, sizeof n) != sizeof n) {
             if (errno == EINTR) continue;
             return -1;  // EAGAIN on an O_NONBLOCK fd
         }

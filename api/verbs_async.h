@@ -18,11 +18,10 @@ class verbs_async {
 public:
     // The eventfd, or -1 when it could not be made (no events then).
     verbs_async();
-    ~verbs_async();
     verbs_async(const verbs_async&) = delete;
     verbs_async& operator=(const verbs_async&) = delete;
 
-    int fd() const noexcept { return fd_; }
+    int fd() const noexcept { return fd_.get(); }
     // Events before this are bring-up's, not the program's.
     void start();
     // From the driver's event thread.
@@ -49,7 +48,7 @@ private:
     std::map<std::uint32_t, ibv_qp*> qps_;
     std::map<std::uint32_t, ibv_srq*> srqs_;
     bool started_ = false;
-    int fd_ = -1;
+    unique_fd fd_;
 };
 
 }  // namespace cxv::api

@@ -34,7 +34,10 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "api/cxv.h"
+#include "base/unique_fd.h"
 
 namespace {
 
@@ -69,14 +72,13 @@ struct memfd_buffer {
     void* addr = nullptr;
     std::size_t size = 0;
     explicit memfd_buffer(std::size_t bytes) : size(bytes) {
-        const int fd = ::memfd_create("cxv-bench", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
-            ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+        const cxv::unique_fd fd(::memfd_create("cxv-bench", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+        if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
+            ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
             std::perror("daemon_control: memfd");
             std::exit(1);
         }
-        addr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        ::close(fd);
+        addr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
         if (addr == MAP_FAILED) {
             std::perror("daemon_control: mmap");
             std::exit(1);
@@ -206,24 +208,21 @@ std::map<std::string, stats> parse_lines(const std::string& text) {
 int main(int argc, char** argv) {
     std::string sim, cxvd;
     bool inproc = false, short_run = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--inproc") inproc = true;
-        else if (a == "--short") short_run = true;
-        else if (a == "--sim" && i + 1 < argc) sim = argv[++i];
-        else if (a == "--cxvd" && i + 1 < argc) cxvd = argv[++i];
-        else {
-            std::fprintf(stderr, "usage: %s --sim CXV_SIM --cxvd CXVD [--short]\n", argv[0]);
-            return 2;
-        }
-    }
+    CLI::App app{"daemon_control: control-operation latency through cxvd beside in-process, on the model"};
+    auto* sim_opt = app.add_option("--sim", sim, "the cxv-sim launcher");
+    auto* cxvd_opt = app.add_option("--cxvd", cxvd, "the cxvd binary");
+    app.add_flag("--short", short_run, "fewer repeats");
+    // The in-process half, which the run starts under cxv-sim itself.
+    auto* inproc_opt = app.add_flag("--inproc", inproc)->group("");
+    inproc_opt->excludes(sim_opt)->excludes(cxvd_opt);
+    CLI11_PARSE(app, argc, argv);
     const int reps = short_run ? 20 : 200;
     if (inproc) {
         print_lines(measure(false, reps));
         return 0;
     }
     if (sim.empty() || cxvd.empty()) {
-        std::fprintf(stderr, "usage: %s --sim CXV_SIM --cxvd CXVD [--short]\n", argv[0]);
+        std::fprintf(stderr, "daemon_control: --sim and --cxvd are needed (or run it with bazel run)\n");
         return 2;
     }
     char dir_template[] = "/tmp/cxv-bench-XXXXXX";

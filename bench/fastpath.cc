@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "api/verbs_post.h"
+#include "base/unique_fd.h"
+#include "bench/fastpath_options.h"
 #include "hw/cqe.h"
 #include "queues/mp_send_queue.h"
 
@@ -274,9 +276,7 @@ double ns_per_op(const op& o, unsigned repeats, unsigned calls) {
 double instructions_per_op(const op& o, const std::string& self) {
     auto count = [&](unsigned iters) -> double {
         char out[] = "/tmp/cxv-callgrind-XXXXXX";
-        const int fd = mkstemp(out);
-        if (fd < 0) return -1;
-        close(fd);
+        if (const unique_fd fd(::mkstemp(out)); !fd) return -1;
         const std::string cmd = "valgrind --tool=callgrind --toggle-collect='cxv_bench_*' --callgrind-out-file=" +
                                 std::string(out) + " " + self + " --loop " + o.name + " --iters " +
                                 std::to_string(iters) + " >/dev/null 2>&1";
@@ -310,29 +310,12 @@ int loop(const std::string& name, unsigned iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string json, loop_op;
-    unsigned iters = 0;
-    bool short_run = false, callgrind = true, check = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--json" && i + 1 < argc) {
-            json = argv[++i];
-        } else if (a == "--short") {
-            short_run = true;
-        } else if (a == "--check-targets") {
-            check = true;
-        } else if (a == "--no-callgrind") {
-            callgrind = false;
-        } else if (a == "--loop" && i + 1 < argc) {
-            loop_op = argv[++i];
-        } else if (a == "--iters" && i + 1 < argc) {
-            iters = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 0));
-        } else {
-            std::fprintf(stderr, "usage: fastpath [--short] [--no-callgrind] [--json FILE] | --loop OP --iters N\n");
-            return 2;
-        }
-    }
-    if (!loop_op.empty()) return loop(loop_op, iters);
+    cxv::bench::fastpath_options opt;
+    if (const int rc = cxv::bench::parse_options(argc, argv, opt); rc != 0) return rc < 0 ? 0 : rc;
+    const std::string& json = opt.json;
+    const bool short_run = opt.short_run, check = opt.check_targets;
+    bool callgrind = opt.callgrind;
+    if (!opt.loop_op.empty()) return loop(opt.loop_op, opt.iters);
     if (callgrind && std::system("valgrind --version >/dev/null 2>&1") != 0) {
         std::fprintf(stderr, "fastpath: valgrind not found: instructions/op not measured\n");
         callgrind = false;

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "api/cxv.h"
 
 namespace {
@@ -316,30 +318,17 @@ int main(int argc, char** argv) {
     bool shortrun = false;
     std::string json, peer, oob, bdf, only;
     unsigned long messages_given = 0;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--short") {
-            shortrun = true;
-        } else if (a == "--json" && i + 1 < argc) {
-            json = argv[++i];
-        } else if (a == "--peer" && i + 1 < argc) {
-            peer = argv[++i];
-        } else if (a == "--oob" && i + 1 < argc) {
-            oob = argv[++i];
-        } else if (a == "--device" && i + 1 < argc) {
-            bdf = argv[++i];
-        } else if (a == "--only" && i + 1 < argc) {
-            only = argv[++i];
-        } else if (a == "--messages" && i + 1 < argc) {
-            messages_given = std::strtoul(argv[++i], nullptr, 10);
-        } else {
-            std::fprintf(stderr,
-                         "usage: model_e2e [--short] [--json FILE] [--only send_rate_64|pingpong_64|pingpong_64_lo]\n"
-                         "                 [--messages N]   (send_rate_64's count, e.g. for a longer profile)\n"
-                         "       model_e2e --peer server|client --oob DIR --device BDF [--short]\n");
-            return 2;
-        }
-    }
+    CLI::App app{"model_e2e: message rate and ping-pong latency end to end on the model"};
+    app.add_flag("--short", shortrun, "fewer messages and rounds (CI)");
+    app.add_option("--json", json, "also write the results to this file");
+    app.add_option("--only", only, "one operation (the others print 0)")
+        ->check(CLI::IsMember({"send_rate_64", "pingpong_64", "pingpong_64_lo"}));
+    app.add_option("--messages", messages_given, "send_rate_64's count, e.g. for a longer profile");
+    auto* peer_opt = app.add_option("--peer", peer, "one side of the cross-process run")
+                         ->check(CLI::IsMember({"server", "client"}));
+    app.add_option("--oob", oob, "the directory the two sides meet in")->needs(peer_opt);
+    app.add_option("--device", bdf, "the function this side opens")->needs(peer_opt);
+    CLI11_PARSE(app, argc, argv);
     if (!peer.empty()) return cross_process(peer, oob, bdf, shortrun);
     auto a = open_node("0000:c5:00.0");
     auto b = open_node("0000:c5:00.1");

@@ -15,6 +15,8 @@
 
 #include <zlib.h>
 
+#include <CLI/CLI.hpp>
+
 #include "sim/wire/crc.h"
 #include "sim/wire/frame.h"
 
@@ -105,14 +107,17 @@ void crc_table() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc > 1 && std::strcmp(argv[1], "--tables") == 0) {  // the fallback without PCLMULQDQ
-        w::detail::use_clmul_for_test(false);
-        --argc;
-        ++argv;
-    }
-    const int iters = argc > 1 ? std::atoi(argv[1]) : 100000;
-    if (argc > 2) {  // one payload size only (for callgrind)
-        run(static_cast<std::size_t>(std::atoi(argv[2])), iters / 9 + 1);
+    bool tables = false;
+    int iters = 100000;
+    std::size_t payload = 0;
+    CLI::App app{"wire_codec: the wire codec per frame and the CRCs beside zlib's CRC-32"};
+    app.add_flag("--tables", tables, "the CRC fallback without PCLMULQDQ");
+    app.add_option("iters", iters, "frames per run")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("payload", payload, "one payload size only (for callgrind)");
+    CLI11_PARSE(app, argc, argv);
+    if (tables) w::detail::use_clmul_for_test(false);
+    if (payload != 0) {
+        run(payload, iters / 9 + 1);
         return 0;
     }
     run(64, iters / 9 + 1);

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "daemon/protocol.h"
+#include "protocol/codec.h"
 
 namespace cxv::daemon {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "daemon/protocol.h"
+#include "protocol/codec.h"
 #include "driver/hca/hca.h"
 
 namespace cxv::daemon {

@@ -27,7 +27,7 @@
 #include "daemon/log_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/owner.h"
-#include "daemon/protocol.h"
+#include "protocol/codec.h"
 #include "driver/hca/hca.h"
 
 namespace cxv::daemon {

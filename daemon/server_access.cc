@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "base/errno_text.h"
 #include "daemon/server.h"
 #include "daemon/server_state.h"
 
@@ -55,11 +56,6 @@ bool in_groups(const std::vector<gid_t>& wanted, gid_t gid, const std::vector<gi
     return false;
 }
 
-// The errno's name (EPERM), for a log line a person greps.
-std::string errno_name(int e) {
-    const char* n = ::strerrorname_np(e);
-    return n != nullptr ? n : fmt::format("errno {}", e);
-}
 
 }  // namespace
 

@@ -19,7 +19,7 @@
 
 #include "daemon/log_budget.h"
 #include "daemon/owner.h"
-#include "daemon/protocol.h"
+#include "protocol/codec.h"
 #include "daemon/server.h"
 #include "driver/hca/hca.h"
 

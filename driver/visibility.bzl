@@ -3,6 +3,7 @@
 DRIVER_VISIBILITY = [
     "//api:__subpackages__",
     "//bench:__subpackages__",
+    "//client:__pkg__",
     "//daemon:__subpackages__",
     "//driver:__subpackages__",
     "//tests:__subpackages__",

@@ -198,4 +198,12 @@ struct vport_counters {
 #undef CXV_TRAFFIC_FIELD
 };
 
+// One read of a Q counter set (QUERY_Q_COUNTER): 32-bit counts that wrap. The driver
+// returns it and the API hands it on.
+struct q_counter_values {
+#define CXV_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;
+    CXV_IFC_Q_COUNTERS(CXV_Q_COUNTER_MEMBER)
+#undef CXV_Q_COUNTER_MEMBER
+};
+
 }  // namespace cxv::hw

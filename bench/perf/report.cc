@@ -19,7 +19,7 @@
 #include <tuple>
 #include <utility>
 
-#include "bench/perf/json.h"
+#include "base/json.h"
 #include "bench/perf/stats.h"
 
 namespace cxv::perf {

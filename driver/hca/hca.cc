@@ -11,6 +11,7 @@
 #include "hw/ifc.h"
 #include "hw/init_seg.h"
 #include "hw/opcodes.h"
+#include "hw/port_state_name.h"
 #include "hw/registers.h"
 
 namespace cxv::driver {
@@ -345,10 +346,9 @@ status hca::wait_port_active(unsigned port, std::chrono::milliseconds timeout) {
         if (ps->active()) return ok_status();
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) {
-            static constexpr const char* names[] = {"?", "Down", "Init", "Armed", "Active"};
             return error{ETIMEDOUT, fmt::format("{}: port {} not ACTIVE after {} ms: {} (admin {}, link {})",
                                                 dev_->bdf(), port, timeout.count(),
-                                                names[ps->logical < 5 ? ps->logical : 0],
+                                                hw::port_state_name(ps->logical),
                                                 ps->admin_up ? "up" : "down", ps->oper_up ? "up" : "down")};
         }
         // A PORT_CHANGE event, or a fresh look every 100 ms (an event may predate the EQ).

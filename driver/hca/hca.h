@@ -155,17 +155,7 @@ public:
     bool ethernet() const noexcept;  // the port type (RoCE) rather than InfiniBand
     // Port `port`'s state as the NIC vport context reports it and, for InfiniBand, the
     // HCA vport context (LID, MTU).
-    struct port_info {
-        bool up = false;
-        bool ethernet = false;
-        std::uint16_t lid = 0;
-        std::uint32_t max_mtu = 0;  // qpc.mtu encoding (1 = 256 .. 5 = 4096)
-        std::uint8_t gid[16] = {};  // GID index 0
-        // The GID table's populated entries from index 0 on: InfiniBand GID 0 (the subnet
-        // prefix and port GUID); RoCE the addresses the driver programmed (roce_gids()),
-        // as QUERY_ROCE_ADDRESS reads them back.
-        std::vector<std::array<std::uint8_t, 16>> gids;
-    };
+    using port_info = cxv::port_info;  // base/values.h
     result<port_info> query_port(unsigned port);
     // Port `port`'s state: PAOS (admin, operational) and the logical state (InfiniBand:
     // the HCA vport context's port_state; Ethernet: QUERY_VPORT_STATE, up = active).

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/values.h"
 #include "driver/res/object.h"
 #include "driver/vfio/vfio.h"
 
@@ -39,13 +40,7 @@ private:
     std::atomic<int> users_{0};
 };
 
-// Access rights of a memory region, as ibv_access_flags names them.
-enum mr_access : unsigned {
-    access_local_write = 1u << 0,
-    access_remote_write = 1u << 1,
-    access_remote_read = 1u << 2,
-    access_remote_atomic = 1u << 3,
-};
+// Access rights of a memory region: mr_access (base/values.h).
 
 class mr : public hca_object {
 public:

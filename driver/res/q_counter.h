@@ -11,12 +11,8 @@
 
 namespace cxv::driver {
 
-// One read of a Q counter set: 32-bit counts that wrap.
-struct q_counter_values {
-#define CXV_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;
-    CXV_IFC_Q_COUNTERS(CXV_Q_COUNTER_MEMBER)
-#undef CXV_Q_COUNTER_MEMBER
-};
+// One read of a Q counter set (hw/ifc_counters.h).
+using hw::q_counter_values;
 
 class q_counter : public hca_object {
 public:

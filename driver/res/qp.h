@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/values.h"
 #include "driver/res/cq.h"
 #include "driver/res/object.h"
 #include "driver/res/pd_mr.h"
@@ -22,20 +23,13 @@
 
 namespace cxv::driver {
 
-enum class qp_type { rc, uc, ud };
-enum class qp_state { reset, init, rtr, rts, sqerr, sqd, error };
+// qp_type, qp_state, qp_caps, qp_path and qp_modify_attr: base/values.h.
 const char* name(qp_type t) noexcept;
 const char* name(qp_state s) noexcept;
 
 class qp : public hca_object {
 public:
-    struct caps {
-        unsigned max_send_wr = 64;
-        unsigned max_recv_wr = 64;  // ignored with an SRQ
-        unsigned max_send_sge = 1;
-        unsigned max_recv_sge = 1;
-        unsigned max_inline_data = 0;
-    };
+    using caps = qp_caps;  // base/values.h
     struct attr {
         qp_type type = qp_type::rc;
         std::shared_ptr<pd> domain;
@@ -51,36 +45,9 @@ public:
     // DESTROY_QP now.
     status destroy();
 
-    // The address of the peer (INIT2RTR of a connected QP): InfiniBand by LID, with a
-    // GRH when grh is set; RoCE always by GID.
-    struct path {
-        std::uint16_t dlid = 0;
-        std::uint8_t sl = 0;
-        bool grh = false;
-        std::array<std::uint8_t, 16> dgid{};
-        std::uint8_t sgid_index = 0;
-        std::uint8_t hop_limit = 64;
-        std::uint8_t traffic_class = 0;
-        std::uint32_t flow_label = 0;
-    };
-    // Attributes as ibv_qp_attr names them; each transition takes its own (see modify).
-    struct modify_attr {
-        std::uint8_t port = 1;
-        std::uint16_t pkey_index = 0;
-        std::uint32_t qkey = 0;      // UD
-        unsigned access = 0;         // mr_access bits: remote read/write/atomic (RC, UC)
-        std::uint32_t path_mtu = 5;  // 1 = 256 .. 5 = 4096
-        std::uint32_t dest_qpn = 0;
-        std::uint32_t rq_psn = 0;
-        std::uint32_t sq_psn = 0;
-        unsigned max_dest_rd_atomic = 1;  // responder: RDMA READ/atomic in flight
-        unsigned max_rd_atomic = 1;       // requester
-        std::uint8_t min_rnr_timer = 12;  // IBTA encoding (12 = 0.64 ms)
-        std::uint8_t timeout = 14;        // ACK timeout, 4.096 µs << timeout
-        std::uint8_t retry_cnt = 7;
-        std::uint8_t rnr_retry = 7;       // 7 = forever
-        path ah;
-    };
+    // The peer's address and a transition's attributes (base/values.h).
+    using path = qp_path;
+    using modify_attr = qp_modify_attr;
     // One transition to `to` from the current state (RST→INIT, INIT→INIT/RTR, RTR→RTS,
     // RTS→RTS, SQERR→RTS, SQD→RTS, any→ERR, any→RST). EINVAL for a pair the state
     // machine has no command for.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/values.h"
 #include "driver/res/object.h"
 #include "driver/res/pd_mr.h"
 
@@ -14,11 +15,7 @@ namespace cxv::driver {
 
 class srq : public hca_object {
 public:
-    struct attr {
-        unsigned max_wr = 256;  // at least this many receive WQEs (a power of two)
-        unsigned max_sge = 1;   // scatter entries per WQE
-        unsigned limit = 0;     // armed at creation (ARM_RQ) when not 0
-    };
+    using attr = srq_attr;  // base/values.h
     static result<std::shared_ptr<srq>> create(std::shared_ptr<pd> pd, const attr& a);
     ~srq();
     // DESTROY_SRQ now (RESOURCE_BUSY while a QP is attached).

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "base/errno_text.h"
 #include "hw/pci_ids.h"
 
 namespace cxv::driver::vfio {
@@ -46,16 +47,14 @@ std::string base_name(const std::string& p) { return p.substr(p.rfind('/') + 1);
 // A sysfs attribute's text without its newline ("0x15b3"); empty if unreadable.
 std::string read_line(const std::string& path) {
     char buf[64] = {};
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return {};
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
+    const unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return {};
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
     std::string s(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
     return s;
 }
 
-error sys_error(int e, std::string what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
 
 // What a function reached through its owner cannot do from here.
 error not_here(const std::string& bdf, const char* what) {
@@ -143,7 +142,7 @@ result<region_info> read_region(int fd, unsigned index, const std::string& bdf) 
 device::device(std::unique_ptr<impl> p) : p_(std::move(p)) {}
 device::~device() = default;
 const std::string& device::bdf() const noexcept { return p_->bdf; }
-int device::fd() const noexcept { return p_->fd; }
+int device::fd() const noexcept { return p_->fd.get(); }
 const hw::mmio_window& device::bar0() const noexcept { return p_->window; }
 const hw::mmio_window* device::bar0_wc() const noexcept { return p_->wc ? &p_->wc_window : nullptr; }
 const iommu_info& device::iommu() const noexcept { return p_->dom->info; }
@@ -187,12 +186,12 @@ result<iommu_group> find_group(const std::string& bdf) {
 // A new container that offers the type1v2 IOMMU.
 result<std::shared_ptr<domain>> open_container(const std::string& bdf) {
     auto dom = std::make_shared<domain>();
-    dom->container = ::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
-    if (dom->container < 0) {
+    dom->container.reset(::open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC));
+    if (!dom->container) {
         return sys_error(errno, fmt::format("{}: /dev/vfio/vfio (load the vfio-pci module)", bdf));
     }
-    if (::ioctl(dom->container, VFIO_GET_API_VERSION) != VFIO_API_VERSION ||
-        ::ioctl(dom->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0) {
+    if (::ioctl(dom->container.get(), VFIO_GET_API_VERSION) != VFIO_API_VERSION ||
+        ::ioctl(dom->container.get(), VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0) {
         return error{ENOTSUP, fmt::format("{}: the kernel's VFIO lacks the type1v2 IOMMU", bdf)};
     }
     return dom;
@@ -204,7 +203,7 @@ status read_iommu_info(domain& dom, const std::string& bdf) {
     std::vector<std::uint64_t> buf(512);
     auto* info = reinterpret_cast<vfio_iommu_type1_info*>(buf.data());
     info->argsz = static_cast<std::uint32_t>(buf.size() * 8);
-    if (::ioctl(dom.container, VFIO_IOMMU_GET_INFO, info) != 0) return sys_error(errno, bdf + ": VFIO_IOMMU_GET_INFO");
+    if (::ioctl(dom.container.get(), VFIO_IOMMU_GET_INFO, info) != 0) return sys_error(errno, bdf + ": VFIO_IOMMU_GET_INFO");
     dom.info.page_sizes = (info->flags & VFIO_IOMMU_INFO_PGSIZES) ? info->iova_pgsizes : kPage;
     if (info->flags & VFIO_IOMMU_INFO_CAPS) {
         for_each_cap(info, info->cap_offset, info->argsz, [&](std::uint16_t id, const std::byte* cap) {
@@ -228,8 +227,8 @@ status read_iommu_info(domain& dom, const std::string& bdf) {
 // The group, viable, joins the container, which gets the type1v2 IOMMU; then the
 // function's device fd.
 status device::impl::attach(const iommu_group& g, domain& dom) {
-    group = ::open(g.path.c_str(), O_RDWR | O_CLOEXEC);
-    if (group < 0) {
+    group.reset(::open(g.path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!group) {
         const int e = errno;
         if (e == EACCES || e == EPERM) {
             return sys_error(e, fmt::format("{}: {} (run as root or give this user the group's device node)",
@@ -240,20 +239,21 @@ status device::impl::attach(const iommu_group& g, domain& dom) {
     }
     vfio_group_status gs{};
     gs.argsz = sizeof gs;
-    if (::ioctl(group, VFIO_GROUP_GET_STATUS, &gs) != 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_STATUS");
+    if (::ioctl(group.get(), VFIO_GROUP_GET_STATUS, &gs) != 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_STATUS");
     if (!(gs.flags & VFIO_GROUP_FLAGS_VIABLE)) {
         return error{EBUSY, fmt::format("{}: IOMMU group {} is not viable: bind every device in {}/devices to "
                                         "vfio-pci (or unbind it)",
                                         bdf, g.name, "/sys/kernel/iommu_groups/" + g.name)};
     }
-    if (::ioctl(group, VFIO_GROUP_SET_CONTAINER, &dom.container) != 0) {
+    const int container = dom.container.get();  // the ioctl takes a pointer to the fd
+    if (::ioctl(group.get(), VFIO_GROUP_SET_CONTAINER, &container) != 0) {
         return sys_error(errno, bdf + ": VFIO_GROUP_SET_CONTAINER");
     }
-    if (::ioctl(dom.container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) != 0) {
+    if (::ioctl(dom.container.get(), VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) != 0) {
         return sys_error(errno, bdf + ": VFIO_SET_IOMMU (type1v2)");
     }
-    fd = ::ioctl(group, VFIO_GROUP_GET_DEVICE_FD, bdf.c_str());
-    if (fd < 0) return sys_error(errno, bdf + ": VFIO_GROUP_GET_DEVICE_FD");
+    fd.reset(::ioctl(group.get(), VFIO_GROUP_GET_DEVICE_FD, bdf.c_str()));
+    if (!fd) return sys_error(errno, bdf + ": VFIO_GROUP_GET_DEVICE_FD");
     return ok_status();
 }
 
@@ -262,7 +262,7 @@ status device::impl::attach(const iommu_group& g, domain& dom) {
 // where the kernel offers it (best effort: without it BlueFlame falls back to 8-byte
 // doorbells after the write-combining self-test).
 status device::impl::map_bar0() {
-    auto r = read_region(fd, VFIO_PCI_BAR0_REGION_INDEX, bdf);
+    auto r = read_region(fd.get(), VFIO_PCI_BAR0_REGION_INDEX, bdf);
     if (!r) return r.error();
     if (!r->mappable || r->size == 0) return error{ENOTSUP, fmt::format("{}: BAR0 cannot be mapped", bdf)};
     bar = ::mmap(nullptr, r->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -273,15 +273,14 @@ status device::impl::map_bar0() {
     bar_size = r->size;
     for (const auto& a : r->mmap_areas) {
         void* at = static_cast<std::byte*>(bar) + a.offset;
-        if (::mmap(at, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+        if (::mmap(at, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd.get(),
                    static_cast<off_t>(r->offset + a.offset)) == MAP_FAILED) {
             return sys_error(errno, fmt::format("{}: mmap of BAR0 [0x{:x}, +0x{:x})", bdf, a.offset, a.size));
         }
     }
     window = hw::mmio_window(bar, r->size);
-    if (const int f = ::open((sysfs(bdf) + "/resource0_wc").c_str(), O_RDWR | O_CLOEXEC); f >= 0) {
-        void* m = ::mmap(nullptr, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
-        ::close(f);
+    if (const unique_fd f(::open((sysfs(bdf) + "/resource0_wc").c_str(), O_RDWR | O_CLOEXEC)); f) {
+        void* m = ::mmap(nullptr, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, f.get(), 0);
         if (m != MAP_FAILED) {
             wc = m;
             wc_window = hw::mmio_window(m, r->size);
@@ -296,14 +295,14 @@ status device::impl::enable_device() {
     vfio_region_info cfg{};
     cfg.argsz = sizeof cfg;
     cfg.index = VFIO_PCI_CONFIG_REGION_INDEX;
-    if (::ioctl(fd, VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0) return sys_error(errno, bdf + ": config region info");
+    if (::ioctl(fd.get(), VFIO_DEVICE_GET_REGION_INFO, &cfg) != 0) return sys_error(errno, bdf + ": config region info");
     config_offset = cfg.offset;
     std::uint16_t cmd = 0;
-    if (::pread(fd, &cmd, 2, static_cast<off_t>(cfg.offset + PCI_COMMAND)) != 2) {
+    if (::pread(fd.get(), &cmd, 2, static_cast<off_t>(cfg.offset + PCI_COMMAND)) != 2) {
         return sys_error(errno, bdf + ": config read");
     }
     cmd |= PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER;
-    if (::pwrite(fd, &cmd, 2, static_cast<off_t>(cfg.offset + PCI_COMMAND)) != 2) {
+    if (::pwrite(fd.get(), &cmd, 2, static_cast<off_t>(cfg.offset + PCI_COMMAND)) != 2) {
         return sys_error(errno, bdf + ": config write");
     }
     return ok_status();
@@ -313,8 +312,8 @@ void device::impl::read_msix_count() {
     vfio_irq_info irq{};
     irq.argsz = sizeof irq;
     irq.index = VFIO_PCI_MSIX_IRQ_INDEX;
-    if (::ioctl(fd, VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0) msix = irq.count;
-    eventfds.assign(msix, -1);
+    if (::ioctl(fd.get(), VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0) msix = irq.count;
+    eventfds.resize(msix);
 }
 
 // The order the kernel documents (Documentation/driver-api/vfio.rst): the group, a
@@ -367,7 +366,7 @@ result<dma_buffer> device::map_range(void* vaddr, std::size_t size, std::size_t 
     m.vaddr = reinterpret_cast<std::uint64_t>(vaddr);
     m.iova = *iova;
     m.size = size;
-    if (::ioctl(p_->dom->container, VFIO_IOMMU_MAP_DMA, &m) != 0) {
+    if (::ioctl(p_->dom->container.get(), VFIO_IOMMU_MAP_DMA, &m) != 0) {
         const int e = errno;
         p_->dom->iovas->release(*iova);
         if (e == ENOMEM) {
@@ -433,9 +432,9 @@ result<dma_buffer> device::map_dma(void* p, std::size_t len, bool device_writes,
 result<int> device::msix_eventfd(unsigned v) {
     if (p_->remote) return not_here(p_->bdf, "MSI-X");
     if (v >= p_->msix) return error{EINVAL, fmt::format("{}: MSI-X vector {} of {}", p_->bdf, v, p_->msix)};
-    if (p_->eventfds[v] < 0) {
-        p_->eventfds[v] = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (p_->eventfds[v] < 0) return sys_error(errno, p_->bdf + ": eventfd");
+    if (!p_->eventfds[v]) {
+        p_->eventfds[v].reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+        if (!p_->eventfds[v]) return sys_error(errno, p_->bdf + ": eventfd");
     }
     // The first use enables every vector at once (Linux 6.1 cannot add vectors later).
     const unsigned start = p_->msix_enabled ? v : 0;
@@ -448,20 +447,20 @@ result<int> device::msix_eventfd(unsigned v) {
     s->start = start;
     s->count = count;
     for (unsigned i = 0; i < count; ++i) {
-        const std::int32_t fd = p_->eventfds[start + i];
+        const std::int32_t fd = p_->eventfds[start + i].get();
         std::memcpy(s->data + i * sizeof fd, &fd, sizeof fd);
     }
-    if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, s) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_SET_IRQS");
+    if (::ioctl(p_->fd.get(), VFIO_DEVICE_SET_IRQS, s) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_SET_IRQS");
     p_->msix_enabled = true;
-    return p_->eventfds[v];
+    return p_->eventfds[v].get();
 }
 
-result<region_info> device::region(unsigned index) const { return read_region(p_->fd, index, p_->bdf); }
+result<region_info> device::region(unsigned index) const { return read_region(p_->fd.get(), index, p_->bdf); }
 
 result<std::uint32_t> device::config_read(unsigned offset, unsigned width) const {
     if (width != 1 && width != 2 && width != 4) return error{EINVAL, "config_read: width 1, 2 or 4"};
     std::uint32_t v = 0;  // little-endian, as PCI configuration space is
-    if (::pread(p_->fd, &v, width, static_cast<off_t>(p_->config_offset + offset)) != static_cast<ssize_t>(width)) {
+    if (::pread(p_->fd.get(), &v, width, static_cast<off_t>(p_->config_offset + offset)) != static_cast<ssize_t>(width)) {
         return sys_error(errno, fmt::format("{}: config read at 0x{:x}", p_->bdf, offset));
     }
     return v;
@@ -470,7 +469,7 @@ result<std::uint32_t> device::config_read(unsigned offset, unsigned width) const
 status device::config_write(unsigned offset, unsigned width, std::uint32_t value) {
     if (p_->remote) return not_here(p_->bdf, "config space writes");
     if (width != 1 && width != 2 && width != 4) return error{EINVAL, "config_write: width 1, 2 or 4"};
-    if (::pwrite(p_->fd, &value, width, static_cast<off_t>(p_->config_offset + offset)) != static_cast<ssize_t>(width)) {
+    if (::pwrite(p_->fd.get(), &value, width, static_cast<off_t>(p_->config_offset + offset)) != static_cast<ssize_t>(width)) {
         return sys_error(errno, fmt::format("{}: config write at 0x{:x}", p_->bdf, offset));
     }
     return ok_status();
@@ -480,7 +479,7 @@ unsigned device::irq_count(irq_kind kind) const {
     vfio_irq_info irq{};
     irq.argsz = sizeof irq;
     irq.index = static_cast<unsigned>(kind);
-    return ::ioctl(p_->fd, VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0 ? irq.count : 0;
+    return ::ioctl(p_->fd.get(), VFIO_DEVICE_GET_IRQ_INFO, &irq) == 0 ? irq.count : 0;
 }
 
 result<int> device::irq_eventfd(irq_kind kind, unsigned vector) {
@@ -488,14 +487,14 @@ result<int> device::irq_eventfd(irq_kind kind, unsigned vector) {
     if (kind == irq_kind::msix) return msix_eventfd(vector);
     const unsigned k = static_cast<unsigned>(kind);
     auto& fds = p_->other_fds[k];
-    if (fds.empty()) fds.assign(irq_count(kind), -1);
+    if (fds.empty()) fds.resize(irq_count(kind));
     if (vector >= fds.size()) {
         return error{EINVAL, fmt::format("{}: {} vector {} of {}", p_->bdf, kind == irq_kind::intx ? "INTx" : "MSI",
                                          vector, fds.size())};
     }
-    if (fds[vector] < 0) {
-        fds[vector] = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (fds[vector] < 0) return sys_error(errno, p_->bdf + ": eventfd");
+    if (!fds[vector]) {
+        fds[vector].reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+        if (!fds[vector]) return sys_error(errno, p_->bdf + ": eventfd");
     }
     const unsigned start = p_->other_enabled[k] ? vector : 0;
     const unsigned count = p_->other_enabled[k] ? 1 : static_cast<unsigned>(fds.size());
@@ -507,12 +506,12 @@ result<int> device::irq_eventfd(irq_kind kind, unsigned vector) {
     s->start = start;
     s->count = count;
     for (unsigned i = 0; i < count; ++i) {
-        const std::int32_t fd = fds[start + i];
+        const std::int32_t fd = fds[start + i].get();
         std::memcpy(s->data + i * sizeof fd, &fd, sizeof fd);
     }
-    if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, s) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_SET_IRQS");
+    if (::ioctl(p_->fd.get(), VFIO_DEVICE_SET_IRQS, s) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_SET_IRQS");
     p_->other_enabled[k] = true;
-    return fds[vector];
+    return fds[vector].get();
 }
 
 status device::unmask_intx() {
@@ -523,7 +522,7 @@ status device::unmask_intx() {
     s.index = VFIO_PCI_INTX_IRQ_INDEX;
     s.start = 0;
     s.count = 1;
-    if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, &s) != 0) return sys_error(errno, p_->bdf + ": INTx unmask");
+    if (::ioctl(p_->fd.get(), VFIO_DEVICE_SET_IRQS, &s) != 0) return sys_error(errno, p_->bdf + ": INTx unmask");
     return ok_status();
 }
 
@@ -535,7 +534,7 @@ status device::disable_irqs(irq_kind kind) {
     s.index = static_cast<unsigned>(kind);
     s.start = 0;
     s.count = 0;
-    if (::ioctl(p_->fd, VFIO_DEVICE_SET_IRQS, &s) != 0) return sys_error(errno, p_->bdf + ": disabling interrupts");
+    if (::ioctl(p_->fd.get(), VFIO_DEVICE_SET_IRQS, &s) != 0) return sys_error(errno, p_->bdf + ": disabling interrupts");
     if (kind == irq_kind::msix) {
         p_->msix_enabled = false;
     } else {
@@ -546,7 +545,7 @@ status device::disable_irqs(irq_kind kind) {
 
 status device::reset() {
     if (p_->remote) return not_here(p_->bdf, "reset");
-    if (::ioctl(p_->fd, VFIO_DEVICE_RESET) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_RESET");
+    if (::ioctl(p_->fd.get(), VFIO_DEVICE_RESET) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_RESET");
     return ok_status();
 }
 

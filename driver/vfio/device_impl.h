@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "driver/vfio/iova.h"
 #include "driver/vfio/vfio.h"
 
@@ -26,12 +27,9 @@ struct iommu_group {
 // The container's IOMMU domain and its IOVA space. Shared by the device and every
 // dma_buffer, so that a buffer outliving its device still unmaps cleanly.
 struct domain {
-    int container = -1;
+    unique_fd container;
     iommu_info info;
     std::unique_ptr<iova_allocator> iovas;  // over info.ranges, once they are known
-    ~domain() {
-        if (container >= 0) ::close(container);
-    }
 };
 
 struct mapping {
@@ -43,7 +41,7 @@ struct mapping {
         u.argsz = sizeof u;
         u.iova = iova;
         u.size = size;
-        (void)::ioctl(dom->container, VFIO_IOMMU_UNMAP_DMA, &u);
+        (void)::ioctl(dom->container.get(), VFIO_IOMMU_UNMAP_DMA, &u);
         dom->iovas->release(iova);
         if (owned) ::munmap(owned, size);
     }
@@ -59,7 +57,7 @@ struct remote_state {
 struct device::impl {
     std::string bdf;
     std::shared_ptr<domain> dom;
-    int group = -1, fd = -1;
+    unique_fd group, fd;
     void* bar = nullptr;
     std::size_t bar_size = 0;
     hw::mmio_window window;
@@ -67,10 +65,10 @@ struct device::impl {
     hw::mmio_window wc_window;
     unsigned msix = 0;
     bool msix_enabled = false;
-    std::vector<int> eventfds;
+    std::vector<unique_fd> eventfds;
     // INTx and MSI: enabled or not, and the eventfds per vector.
     bool other_enabled[2] = {false, false};
-    std::vector<int> other_fds[2];
+    std::vector<unique_fd> other_fds[2];
     std::uint64_t config_offset = 0;
     // Set when another process owns the function (device::attach): `bar` is then a
     // reservation of BAR0's size with only the granted UAR pages mapped, and `fd` -1
@@ -83,15 +81,8 @@ struct device::impl {
     status enable_device();
     void read_msix_count();
 
+    // The eventfds, the device fd and the group close after the body, in that order.
     ~impl() {
-        for (int e : eventfds) {
-            if (e >= 0) ::close(e);
-        }
-        for (auto& fds : other_fds) {
-            for (int e : fds) {
-                if (e >= 0) ::close(e);
-            }
-        }
         // The UAR pages unmapped before they are given back: the owner may grant them to
         // another client at once.
         if (remote && bar) remote->backend->remove_device_mappings(bar, bar_size);
@@ -100,8 +91,6 @@ struct device::impl {
             for (std::uint32_t u : remote->uars) (void)remote->backend->dealloc_uar(u);
         }
         if (wc) ::munmap(wc, bar_size);
-        if (fd >= 0) ::close(fd);
-        if (group >= 0) ::close(group);
     }
 };
 

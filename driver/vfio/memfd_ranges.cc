@@ -18,6 +18,9 @@
 
 #include <fmt/format.h>
 
+#include "base/errno_text.h"
+#include "base/unique_fd.h"
+
 namespace cxv::driver::vfio {
 
 namespace {
@@ -27,13 +30,10 @@ constexpr const char* kRebackName = "cxv-reback";  // memfd_create(2) name: "/me
 
 struct range_rec {
     std::uintptr_t base = 0, end = 0;
-    int fd = -1;
+    unique_fd fd;
     ino_t ino = 0;
     bool rebacked = false;
     unsigned holds = 0;  // live slices (one per DMA mapping made of it)
-    ~range_rec() {
-        if (fd >= 0) ::close(fd);
-    }
 };
 
 // Never destroyed: a mapping released during exit still finds it.
@@ -110,7 +110,6 @@ std::shared_ptr<void> hold_of(const std::shared_ptr<range_rec>& r) {
     });
 }
 
-error sys_error(int e, const std::string& what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
 
 // The private pages [r.end, to) (their mappings among `vs`) moved onto r's file, which
 // grows to hold them at offset (address - r.base): contents copied, then the file mapped
@@ -120,12 +119,14 @@ status extend(range_rec& r, std::uintptr_t to, const std::vector<vma>& vs) {
     const std::uintptr_t from = r.end;
     const std::size_t size = to - from;
     const off_t at = static_cast<off_t>(from - r.base);
-    if (::ftruncate(r.fd, at + static_cast<off_t>(size)) != 0) return sys_error(errno, "ftruncate of a re-backing memfd");
+    if (::ftruncate(r.fd.get(), at + static_cast<off_t>(size)) != 0) {
+        return sys_error(errno, "ftruncate of a re-backing memfd");
+    }
     // The kernel copies the pages (pwrite(2) as a raw system call): whole pages, so bytes
     // around the caller's buffer that belong to no object of its own too, which an
     // AddressSanitizer build would report if this process read them itself.
     for (std::size_t done = 0; done < size;) {
-        const long n = ::syscall(SYS_pwrite64, r.fd, reinterpret_cast<const void*>(from + done), size - done,
+        const long n = ::syscall(SYS_pwrite64, r.fd.get(), reinterpret_cast<const void*>(from + done), size - done,
                                  at + static_cast<off_t>(done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return sys_error(n < 0 ? errno : EIO, "copying pages onto a re-backing memfd");
@@ -135,7 +136,7 @@ status extend(range_rec& r, std::uintptr_t to, const std::vector<vma>& vs) {
         const std::uintptr_t a = std::max(v.start, from), b = std::min(v.end, to);
         if (a >= b) continue;
         // The same bytes either way: a failure part-way leaves some pages on the file.
-        if (::mmap(reinterpret_cast<void*>(a), b - a, v.prot(), MAP_SHARED | MAP_FIXED, r.fd,
+        if (::mmap(reinterpret_cast<void*>(a), b - a, v.prot(), MAP_SHARED | MAP_FIXED, r.fd.get(),
                    static_cast<off_t>(a - r.base)) == MAP_FAILED) {
             return sys_error(errno, fmt::format("mmap(MAP_FIXED) of a memfd over [{:#x}, {:#x})", a, b));
         }
@@ -148,13 +149,13 @@ status extend(range_rec& r, std::uintptr_t to, const std::vector<vma>& vs) {
 // shrinking as the owner requires.
 result<std::shared_ptr<range_rec>> new_file(std::uintptr_t lo) {
     auto r = std::make_shared<range_rec>();
-    r->fd = ::memfd_create(kRebackName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (r->fd < 0) return sys_error(errno, "memfd_create to re-back registered memory");
+    r->fd.reset(::memfd_create(kRebackName, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!r->fd) return sys_error(errno, "memfd_create to re-back registered memory");
     r->base = r->end = lo;
     r->rebacked = true;
-    if (::fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) return sys_error(errno, "sealing a re-backing memfd");
+    if (::fcntl(r->fd.get(), F_ADD_SEALS, F_SEAL_SHRINK) != 0) return sys_error(errno, "sealing a re-backing memfd");
     struct stat st{};
-    if (::fstat(r->fd, &st) != 0) return sys_error(errno, "fstat of a re-backing memfd");
+    if (::fstat(r->fd.get(), &st) != 0) return sys_error(errno, "fstat of a re-backing memfd");
     r->ino = st.st_ino;
     return r;
 }
@@ -172,8 +173,8 @@ status add_memfd_range(void* base, std::size_t len, int fd) {
     r->base = lo;
     r->end = lo + len;
     r->ino = st.st_ino;
-    r->fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (r->fd < 0) return sys_error(errno, "add_memfd_range: dup");
+    r->fd.reset(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!r->fd) return sys_error(errno, "add_memfd_range: dup");
     registry& g = reg();
     std::lock_guard lock(g.mu);
     const auto vs = mappings(lo, r->end);
@@ -248,7 +249,7 @@ result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi, bool writ
         }
         if (r->base <= lo && hi <= r->end) {
             memfd_slice s;
-            s.fd = r->fd;
+            s.fd = r->fd.get();
             s.offset = lo - r->base;
             s.hold = hold_of(r);
             return s;
@@ -287,7 +288,7 @@ result<memfd_slice> memfd_behind(std::uintptr_t lo, std::uintptr_t hi, bool writ
     if (auto e = extend(*r, hi, vs); !e) return e.error();
     if (!grow) g.ranges.emplace(lo, r);
     memfd_slice s;
-    s.fd = r->fd;
+    s.fd = r->fd.get();
     s.offset = lo - r->base;
     s.hold = hold_of(r);
     s.rebacked = true;

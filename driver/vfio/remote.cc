@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "base/errno_text.h"
 #include "driver/vfio/device_impl.h"
 #include "driver/vfio/memfd_ranges.h"
 #include "hw/mmio.h"
@@ -28,7 +29,6 @@ namespace {
 constexpr std::uint64_t kPage = 4096;
 constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;
 
-error sys_error(int e, std::string what) { return error{e, fmt::format("{}: {}", what, std::strerror(e))}; }
 
 // A mapping made by the owner: unmapped there (UNMAP_MEMORY) before the memory goes here.
 struct remote_mapping {
@@ -93,31 +93,24 @@ result<dma_buffer> device::remote_alloc(std::size_t size, bool huge, std::size_t
     const std::uint64_t unit = huge ? kHuge : kPage;
     size = static_cast<std::size_t>((size + unit - 1) & ~(unit - 1));
     const unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0u);
-    const int fd = ::memfd_create("cxv-dma", flags);
-    if (fd < 0) return sys_error(errno, p_->bdf + ": memfd_create for DMA memory");
-    auto close_fd = [fd] { ::close(fd); };
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    // The owner and the mapping keep the file: this process's fd closes on return.
+    const unique_fd fd(::memfd_create("cxv-dma", flags));
+    if (!fd) return sys_error(errno, p_->bdf + ": memfd_create for DMA memory");
+    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
         const int e = errno;
-        close_fd();
         if (huge) {
             return error{e, fmt::format("{}: {} MiB of 2 MiB hugepages: {} (reserve them: echo N > "
                                         "/proc/sys/vm/nr_hugepages)", p_->bdf, size >> 20, std::strerror(e))};
         }
         return sys_error(e, p_->bdf + ": ftruncate of a DMA memfd");
     }
-    if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         const int e = errno;
-        close_fd();
         return sys_error(e, p_->bdf + ": sealing a DMA memfd");
     }
-    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (mem == MAP_FAILED) {
-        const int e = errno;
-        close_fd();
-        return sys_error(e, p_->bdf + ": mmap of a DMA memfd");
-    }
-    auto b = remote_map(fd, 0, mem, size, true, true, align);
-    close_fd();  // the owner and the mapping keep the file
+    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+    if (mem == MAP_FAILED) return sys_error(errno, p_->bdf + ": mmap of a DMA memfd");
+    auto b = remote_map(fd.get(), 0, mem, size, true, true, align);
     if (!b) ::munmap(mem, size);
     return b;
 }
@@ -152,15 +145,14 @@ result<dma_buffer> device::remote_map_user(void* p, std::size_t len, bool writab
                                          m->perms.size() >= 4 && m->perms[3] == 's' ? "shared" : "private", how)};
     }
     const std::string link = fmt::format("/proc/self/map_files/{:x}-{:x}", m->start, m->end);
-    const int fd = ::open(link.c_str(), writable ? O_RDWR | O_CLOEXEC : O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    const unique_fd fd(::open(link.c_str(), writable ? O_RDWR | O_CLOEXEC : O_RDONLY | O_CLOEXEC));
+    if (!fd) {
         const int e = errno;
         return error{e, fmt::format("{}: opening {} for the memfd behind it: {} (this needs CAP_SYS_ADMIN or "
                                     "CAP_CHECKPOINT_RESTORE)", what, link, std::strerror(e))};
     }
-    auto b = remote_map(fd, m->offset + (lo - m->start), reinterpret_cast<void*>(lo), hi - lo, writable, false, align);
-    ::close(fd);
-    return b;
+    return remote_map(fd.get(), m->offset + (lo - m->start), reinterpret_cast<void*>(lo), hi - lo, writable, false,
+                      align);
 }
 
 namespace {

@@ -14,7 +14,7 @@
 
 #include <doctest/doctest.h>
 
-#include "daemon/remote.h"
+#include "client/remote.h"
 #include "hw/doorbell.h"
 #include "hw/init_seg.h"
 #include "tests/daemon/peer_proc.h"

@@ -13,7 +13,7 @@
 
 #include <doctest/doctest.h>
 
-#include "daemon/protocol.h"
+#include "protocol/codec.h"
 
 namespace d = cxv::daemon;
 
@@ -361,7 +361,7 @@ TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip a
 TEST_CASE("the event reader's receive_into: the longest EVENT fits max_event_bytes; a longer message is EMSGSIZE and the next one comes") {
     int sv[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
-    d::unique_fd a(sv[0]), b(sv[1]);
+    cxv::unique_fd a(sv[0]), b(sv[1]);
     d::event_msg e;
     e.what = d::event_msg::kind::async;
     e.async_kind = 4;
@@ -385,7 +385,7 @@ TEST_CASE("the event reader's receive_into: the longest EVENT fits max_event_byt
     n = d::receive_into(b.get(), buf);
     REQUIRE(n);
     CHECK(d::parse_event(std::span<const std::byte>(buf.data(), *n)));
-    a = d::unique_fd{};
+    a = cxv::unique_fd{};
     n = d::receive_into(b.get(), buf);
     REQUIRE(!n);
     CHECK(n.error().code == ECONNRESET);

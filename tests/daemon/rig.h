@@ -20,8 +20,8 @@
 
 #include <doctest/doctest.h>
 
-#include "daemon/client.h"
-#include "daemon/protocol.h"
+#include "client/client.h"
+#include "protocol/codec.h"
 #include "driver/cmd/cmd_queue.h"
 #include "hw/ifc.h"
 #include "tests/exec/processes.h"

@@ -1,4 +1,4 @@
-// Fuzz target: cxvd's request parser and session order (daemon/protocol.h), the checks
+// Fuzz target: cxvd's request parser and session order (protocol/codec.h), the checks
 // a forwarded PRM command passes (daemon/owner.h, against a client that owns a little of
 // everything), and the reply parsers a client runs on what a daemon sends. No input may crash them or read
 // out of bounds (run under ASan); a request that parses must encode again to the same
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "daemon/owner.h"
-#include "daemon/protocol.h"
+#include "protocol/codec.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
 
@@ -235,7 +235,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::span<const std::byte> msg(reinterpret_cast<const std::byte*>(data + 1), size - 1);
     // 0xfd: one fd, a sealed memfd holding the bytes after the header and COMMAND_FD's
     // body (the message is what comes before), so a COMMAND_FD's input is fuzzed too.
-    d::unique_fd sealed;
+    cxv::unique_fd sealed;
     int sealed_set[1] = {-1};
     if (data[0] == 0xfd) {
         const std::size_t skip = std::min<std::size_t>(msg.size(), d::header_bytes + 10);

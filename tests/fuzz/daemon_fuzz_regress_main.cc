@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "daemon/protocol.h"
+#include "protocol/codec.h"
 #include "hw/ifc.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "daemon/client.h"
-#include "daemon/protocol.h"
-#include "daemon/remote.h"
+#include "client/client.h"
+#include "protocol/codec.h"
+#include "client/remote.h"
 #include "driver/hca/hca.h"
 #include "hw/ifc.h"
 #include "tools/cxv/text.h"

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/unique_fd.h"
+
 namespace cxv::tool {
 
 namespace {
@@ -125,16 +127,14 @@ void present_function(const std::string& bdf, const std::string& name) {
     for (const char* attr : {"vendor", "device", "subsystem_vendor", "subsystem_device", "class", "numa_node",
                              "local_cpulist", "current_link_speed", "current_link_width", "max_link_speed",
                              "max_link_width"}) {
-        const int in = ::open(("/sys/bus/pci/devices/" + bdf + "/" + attr).c_str(), O_RDONLY | O_CLOEXEC);
-        if (in < 0) continue;
+        const unique_fd in(::open(("/sys/bus/pci/devices/" + bdf + "/" + attr).c_str(), O_RDONLY | O_CLOEXEC));
+        if (!in) continue;
         char buf[256];
-        const ssize_t n = ::read(in, buf, sizeof(buf));
-        ::close(in);
+        const ssize_t n = ::read(in.get(), buf, sizeof(buf));
         if (n <= 0) continue;
-        const int out = ::open((fn + "/" + attr).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
-        if (out < 0) continue;
-        (void)!::write(out, buf, static_cast<std::size_t>(n));
-        ::close(out);
+        const unique_fd out(::open((fn + "/" + attr).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444));
+        if (!out) continue;
+        (void)!::write(out.get(), buf, static_cast<std::size_t>(n));
     }
     ::mkdir((fn + "/infiniband").c_str(), 0755);
     ::mkdir((fn + "/infiniband/" + name).c_str(), 0755);
@@ -174,11 +174,8 @@ void present_device_nodes(const std::string& dir) {
     std::vector<std::pair<std::string, std::string>> functions;  // PCI address, device name
     if (get != nullptr && put != nullptr) {
         // The program lists the devices again and says what went wrong, once: not here.
-        const int saved = ::dup(2);
-        if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
-            ::dup2(null, 2);
-            ::close(null);
-        }
+        const unique_fd saved(::dup(2));
+        if (const unique_fd null(::open("/dev/null", O_WRONLY | O_CLOEXEC)); null) ::dup2(null.get(), 2);
         int n = 0;
         if (ibv_device** list = get(&n); list != nullptr) {
             for (int k = 0; k < n; ++k) {
@@ -189,10 +186,7 @@ void present_device_nodes(const std::string& dir) {
             }
             put(list);
         }
-        if (saved >= 0) {
-            ::dup2(saved, 2);
-            ::close(saved);
-        }
+        if (saved) ::dup2(saved.get(), 2);
     }
     // The library stays loaded until execvp: its device entries live as long as the process.
     if (names.empty()) return;

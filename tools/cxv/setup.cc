@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "base/unique_fd.h"
 #include "driver/pci/pci.h"
 #include "hw/pci_ids.h"
 
@@ -60,11 +61,10 @@ bool exists(const std::string& path) {
 
 // Writes `text` to a sysfs attribute: "" when it took, else what went wrong.
 std::string write_attr(const std::string& path, const std::string& text) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return fmt::format("{}: {}", path, std::strerror(errno));
-    const ssize_t n = ::write(fd, text.data(), text.size());
+    const unique_fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) return fmt::format("{}: {}", path, std::strerror(errno));
+    const ssize_t n = ::write(fd.get(), text.data(), text.size());
     const int e = errno;
-    ::close(fd);
     if (n != static_cast<ssize_t>(text.size())) return fmt::format("writing '{}' to {}: {}", text, path, std::strerror(e));
     return {};
 }

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "daemon/client.h"
-#include "daemon/protocol.h"
+#include "client/client.h"
+#include "protocol/codec.h"
 #include "tools/cxv/text.h"
 
 namespace cxv::tool {

@@ -1,4 +1,4 @@
-// What cxv's subcommands print the same way: IBTA port states, GIDs, MACs, JSON strings.
+// What cxv's subcommands print the same way: port states and links, GIDs, MACs, JSON strings.
 #pragma once
 
 #include <array>
@@ -7,18 +7,13 @@
 
 #include <fmt/format.h>
 
+#include "base/json.h"
+#include "hw/port_state_name.h"
+
 namespace cxv::tool {
 
-// IBTA PortState (hw::ib_port_state): 1 Down, 2 Init, 3 Armed, 4 Active.
-inline const char* port_state_name(unsigned s) {
-    switch (s) {
-    case 1: return "Down";
-    case 2: return "Init";
-    case 3: return "Armed";
-    case 4: return "Active";
-    default: return "?";
-    }
-}
+// IBTA PortState's names (hw/port_state_name.h).
+using hw::port_state_name;
 
 inline std::string gid_text(const std::array<std::uint8_t, 16>& g) {
     std::string text;
@@ -39,21 +34,8 @@ inline std::string mac_text(const std::array<std::uint8_t, 6>& m) {
     return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
 }
 
-// A JSON string: our names are plain ASCII, but driver names and messages come from
-// sysfs and firmware.
-inline std::string json_string(const std::string& s) {
-    std::string out = "\"";
-    for (const char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
-}
+// A JSON string literal (base/json.h): driver names and messages come from sysfs and
+// firmware.
+using cxv::json_string;
 
 }  // namespace cxv::tool

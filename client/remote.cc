@@ -1,4 +1,4 @@
-#include "daemon/remote.h"
+#include "client/remote.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

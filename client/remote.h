@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "base/result.h"
-#include "daemon/client.h"
+#include "client/client.h"
 #include "driver/hca/hca.h"
 #include "driver/vfio/vfio.h"
 

@@ -1,6 +1,6 @@
-// The cxvd protocol: versioned messages over a SOCK_SEQPACKET UNIX socket, one message
-// per packet (unix(7): SOCK_SEQPACKET keeps record boundaries, so a message is never
-// split or merged), file descriptors beside it as SCM_RIGHTS (unix(7), cmsg(3)).
+// The cxvd protocol's codec: versioned messages, one per packet of a SOCK_SEQPACKET UNIX
+// socket (unix(7): SOCK_SEQPACKET keeps record boundaries, so a message is never split or
+// merged), file descriptors beside it as SCM_RIGHTS (protocol/transport.h carries them).
 //
 // Every message starts with a 16-byte header in host byte order (client and daemon are on
 // one host): magic "CXVD", version, type, sequence, and the body's length. A request's
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "protocol/transport.h"
 
 namespace cxv::daemon {
 
@@ -29,10 +30,7 @@ constexpr std::uint32_t protocol_magic = 0x44565843;  // "CXVD" in memory order
 // the IOVA alignment; COMMAND_FD carries a command too large for one message in a sealed
 // memfd (and its output back in one). 3: HELLO carries port 1's PTYS register.
 constexpr std::uint16_t protocol_version = 3;
-constexpr std::size_t header_bytes = 16;
-constexpr std::size_t max_message_bytes = 64 * 1024;
 constexpr std::size_t max_text_bytes = 256;
-constexpr std::size_t max_fds = 2;  // per message; more is refused
 // A forwarded PRM command's input: the fixed part and its trailing page lists.
 constexpr std::size_t max_command_in_bytes = 32 * 1024;
 constexpr std::size_t max_command_out_bytes = 32 * 1024;
@@ -71,26 +69,6 @@ enum class msg_type : std::uint16_t {
 };
 bool known_type(std::uint16_t t) noexcept;
 const char* type_name(std::uint16_t t) noexcept;
-
-// An owned file descriptor.
-class unique_fd {
-public:
-    unique_fd() = default;
-    explicit unique_fd(int fd) : fd_(fd) {}
-    unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
-    unique_fd& operator=(unique_fd&& o) noexcept;
-    ~unique_fd();
-    int get() const noexcept { return fd_; }
-    int release() noexcept {
-        const int f = fd_;
-        fd_ = -1;
-        return f;
-    }
-    explicit operator bool() const noexcept { return fd_ >= 0; }
-
-private:
-    int fd_ = -1;
-};
 
 struct header {
     std::uint32_t magic = protocol_magic;
@@ -168,19 +146,6 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
 // it goes, header_ok when its magic and version are right, so the refusal carries the
 // sender's sequence and the session moves past it as the sender did.
 void read_cut_header(std::span<const std::byte> first, request& out);
-
-// MAP_MEMORY's fd at the point of mapping: sealed against shrinking (F_GET_SEALS,
-// memfd_create(2)) first, then at least offset + length long (fstat(2)). In that order:
-// once sealed the size can only grow, so a size read after the seal holds at mmap time.
-// EPERM without the seal, EINVAL when too short.
-status check_map_fd(int fd, std::uint64_t offset, std::uint64_t length);
-
-// A large command's input or output as a memfd: written, then sealed against writes,
-// shrinking and growing (memfd_create(2)), so what the reader checks is what it reads.
-result<unique_fd> sealed_memfd(std::span<const std::byte> bytes);
-// The first `len` bytes of such a file, after checking its seals (EPERM without them)
-// and its size (EINVAL when shorter).
-result<std::vector<std::byte>> read_sealed(int fd, std::size_t len);
 
 // The order of a connection's requests: HELLO first and once, then sequence numbers
 // one above the last request's (the first HELLO's is the client's choice). A request out
@@ -287,6 +252,9 @@ struct event_msg {
 std::vector<std::byte> encode_event(std::uint32_t seq, const event_msg& e);
 // One message from the event channel: header (magic, version, type event, length) and body.
 result<event_msg> parse_event(std::span<const std::byte> msg);
+// The largest EVENT: the header, its fixed fields and the longest detail.
+constexpr std::size_t max_event_bytes = 512;
+static_assert(header_bytes + 32 + max_text_bytes <= max_event_bytes);
 std::vector<std::byte> body(const command_fd_req& r);
 
 // ---- reply payloads -------------------------------------------------------------------
@@ -348,32 +316,5 @@ result<alloc_uar_reply> parse_alloc_uar_reply(std::span<const std::byte> p);
 // A comm or any text from the other side, with bytes below 0x20, 0x7f and above as
 // \xNN, for logs and tables (a process names itself: prctl(2) PR_SET_NAME).
 std::string printable(std::string_view s);
-
-// ---- the socket -----------------------------------------------------------------------
-
-// A UNIX socket path about to be bound (`type`: SOCK_SEQPACKET, SOCK_STREAM): a socket
-// file there that answers connect(2) is another daemon's (EADDRINUSE); one that refuses
-// (ECONNREFUSED) is stale and removed. Anything else there (a file that is not a socket)
-// is left, and bind(2) fails on it.
-status claim_socket_path(const std::string& path, int type);
-
-// One message received: its bytes and the fds beside it (close-on-exec). Errors: EMSGSIZE
-// (longer than max_message_bytes; truncated), EBADMSG (fds cut off: more than max_fds),
-// ECONNRESET for an orderly close (0 bytes), or the recvmsg errno. For EMSGSIZE and
-// EBADMSG `cut`, when given, gets the message's first bytes (the header, so the reply
-// can carry the sender's sequence).
-struct received {
-    std::vector<std::byte> bytes;
-    std::vector<unique_fd> fds;
-};
-result<received> receive(int sock, int flags = 0, std::vector<std::byte>* cut = nullptr);
-// The largest EVENT: the header, its fixed fields and the longest detail.
-constexpr std::size_t max_event_bytes = 512;
-static_assert(header_bytes + 32 + max_text_bytes <= max_event_bytes);
-// One message into `buf` (no allocation: the event reader's, per event): its length. Any
-// fd that comes beside it is closed. Errors as receive(), EMSGSIZE past buf's size.
-result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags = 0);
-// Sends one message with `fds` beside it (MSG_NOSIGNAL | `flags`).
-status send_message(int sock, std::span<const std::byte> msg, std::span<const int> fds = {}, int flags = 0);
 
 }  // namespace cxv::daemon

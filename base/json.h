@@ -1,5 +1,6 @@
-// A small JSON writer for cxv-perf's result file (RFC 8259): objects, arrays, escaped
-// strings, numbers in their shortest round-trip form (non-finite ones as null).
+// A small JSON writer (RFC 8259) for every JSON cxv's programs print or write (cxv
+// --json, cxv-perf's and the benchmarks' result files): objects, arrays, escaped strings,
+// numbers in their shortest round-trip form (non-finite ones as null).
 #pragma once
 
 #include <concepts>
@@ -8,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cxv::perf {
+namespace cxv {
 
 // s as a JSON string literal, quotes included: '"' and '\\' escaped, control characters
 // as \n, \t, ... or \u00XX; other bytes (UTF-8 included) as they are.
@@ -54,4 +55,4 @@ private:
     bool after_key_ = false;
 };
 
-}  // namespace cxv::perf
+}  // namespace cxv

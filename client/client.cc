@@ -1,4 +1,4 @@
-#include "daemon/client.h"
+#include "client/client.h"
 
 #include <poll.h>
 #include <sys/socket.h>

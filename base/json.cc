@@ -1,10 +1,10 @@
-#include "bench/perf/json.h"
+#include "base/json.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-namespace cxv::perf {
+namespace cxv {
 
 std::string json_string(std::string_view s) {
     std::string out = "\"";
@@ -97,4 +97,4 @@ void json_writer::close(char c) {
     out_ += c;
 }
 
-}  // namespace cxv::perf
+}  // namespace cxv

@@ -1,0 +1,26 @@
+#include "bench/fastpath_options.h"
+
+#include <CLI/CLI.hpp>
+
+namespace cxv::bench {
+
+int parse_options(int argc, char** argv, fastpath_options& o) {
+    bool no_callgrind = false;
+    CLI::App app{"fastpath: the fast path on plain memory, ns and instructions per operation"};
+    app.add_option("--json", o.json, "also write [{op, ns_per_op, instructions_per_op}] to this file");
+    app.add_flag("--short", o.short_run, "fewer repeats (CI)");
+    app.add_flag("--no-callgrind", no_callgrind, "ns only");
+    app.add_flag("--check-targets", o.check_targets, "exit 1 when an operation is above its target");
+    auto* loop = app.add_option("--loop", o.loop_op, "run one operation --iters times (what callgrind counts)");
+    app.add_option("--iters", o.iters, "the operations --loop runs")->needs(loop);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int rc = app.exit(e);
+        return rc != 0 ? rc : -1;
+    }
+    o.callgrind = !no_callgrind;
+    return 0;
+}
+
+}  // namespace cxv::bench
