@@ -51,7 +51,7 @@ device::device(const device_config& cfg, std::unique_ptr<bar0> bar)
       eqs_(mmu_, msix_, trace_),
       engine_(cfg_, *bar_, mmu_, trace_, tables_, *this),
       port_(cfg_, trace_, eqs_, engine_),
-      fw_(cfg_, *bar_, mmu_, msix_, trace_, faults_, tables_, eqs_, port_, engine_),
+      fw_(cfg_, *bar_, mmu_, msix_, trace_, tables_, eqs_, port_, engine_),
       cmd_(*bar_, mmu_, fw_, eqs_, trace_, faults_) {
     power_on();
 }

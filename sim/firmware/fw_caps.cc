@@ -1,18 +1,104 @@
-// The capabilities the model reports (PRM QUERY_HCA_CAP, "HCA Capabilities"): a
-// ConnectX-6 class device, with limits sized for a model whose object contexts live in
-// real host pages. docs/device-model.md lists every value and why.
+// The capabilities the model reports and the ones a driver sets (PRM QUERY_HCA_CAP,
+// SET_HCA_CAP, "HCA Capabilities"): a ConnectX-6 class device, with limits sized for a
+// model whose object contexts live in real host pages. docs/device-model.md lists every value and why.
 #include <cstring>
 
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_caps.h"
+#include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
-namespace ifc = hw::ifc;
 using cap = ifc::cmd_hca_cap;
+using hw::hca_cap_type;
 
-void firmware::fill_general_caps(std::byte* p, bool max) const {
+namespace {
+
+// SET_HCA_CAP's op_mod names the capability type only (bit 0, current/max, is a query's).
+constexpr std::uint16_t set_cap_op_mod(hca_cap_type t) { return hw::hca_cap_op_mod(t, hw::hca_cap_mode::GET_MAX); }
+
+}  // namespace
+
+void hca_caps::reset() {
+    fill_general_caps(current_.data(), false);
+    atomic_req_mode_ = 0;
+}
+
+cmd_reply hca_caps::query_hca_cap(cmd_ctx& c) {
+    if (ifc::get<ifc::query_hca_cap_in::other_function>(c.in.data()) != 0) {
+        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    }
+    std::byte* out = ifc::at<ifc::query_hca_cap_out::capability>(c.out.data());
+    const bool current = c.op_mod & 1;
+    switch (static_cast<hca_cap_type>(c.op_mod >> 1)) {
+        case hca_cap_type::GENERAL:
+            if (current) {
+                std::memcpy(out, current_.data(), current_.size());
+            } else {
+                fill_general_caps(out, true);
+            }
+            return ok();
+        case hca_cap_type::ATOMIC:
+            // cmd_hca_cap.atomic is set, so drivers query these (Linux mlx5_query_hca_caps
+            // fails its bring-up without them).
+            fill_atomic_caps(out, !current);
+            return ok();
+        case hca_cap_type::ROCE:
+            if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
+            fill_roce_caps(out);
+            return ok();
+        case hca_cap_type::DEV_EVENT:
+            // cmd_hca_cap.event_cap is set: the events a DevX user may subscribe to
+            // (user_affiliated_events, user_unaffiliated_events). None: the model has no
+            // event subscription for users, so the bitmaps are zero.
+            return ok();
+        default:
+            return bad_param(cmd_syndrome::BAD_OP_MOD);
+    }
+}
+
+cmd_reply hca_caps::set_hca_cap(cmd_ctx& c) {
+    const std::byte* in = ifc::at<ifc::set_hca_cap_in::capability>(c.in.data());
+    if (c.op_mod == set_cap_op_mod(hca_cap_type::ROCE)) {
+        // Only sw_r_roce_src_udp_port is settable, and only on a RoCE port.
+        if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
+        return ok();
+    }
+    if (c.op_mod == set_cap_op_mod(hca_cap_type::ATOMIC)) {
+        // Only the requester's 8-byte endianness mode is settable: 0 (big endian) or,
+        // as supported_atomic_req_8B_endianness_mode_1 offers, 1 (host endianness).
+        const auto mode = ifc::get<ifc::atomic_caps::atomic_req_8B_endianness_mode>(in);
+        if (mode > 1) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+        atomic_req_mode_ = static_cast<std::uint8_t>(mode);
+        return ok();
+    }
+    if (c.op_mod != set_cap_op_mod(hca_cap_type::GENERAL)) return bad_param(cmd_syndrome::BAD_OP_MOD);
+
+    std::array<std::byte, cap::size_bytes> max{};
+    fill_general_caps(max.data(), true);
+    std::array<std::byte, cap::size_bytes> next = current_;
+    // A settable field takes the driver's value if the device's maximum allows it; all
+    // other fields keep the device's value, whatever the input says.
+    bool refused = false;
+    auto settable = [&]<typename F>(F) {
+        const auto want = ifc::get<F>(in);
+        if (want > ifc::get<F>(max.data())) refused = true;
+        ifc::set<F>(next.data(), want);
+    };
+    settable(cap::cmdif_checksum{});
+    settable(cap::cache_line_128byte{});
+    settable(cap::disable_link_up{});
+    settable(cap::log_max_qp{});
+    settable(cap::pkey_table_size{});
+    settable(cap::num_vhca_ports{});
+    if (ifc::get<cap::log_uar_page_sz>(in) != 0) refused = true;  // 4 KiB UARs only
+    if (refused) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+    current_ = next;
+    return ok();
+}
+
+void hca_caps::fill_general_caps(std::byte* p, bool max) const {
     std::memset(p, 0, cap::size_bytes);
     const bool eth = cfg_.port == port_type::ethernet;
     // Object limits (log2).
@@ -99,7 +185,7 @@ void firmware::fill_general_caps(std::byte* p, bool max) const {
 // extended atomics), as the transport engine executes them. Linux's mlx5_ib reports
 // IB_ATOMIC_HCA only with both operations, 8-byte size and a non-zero current
 // endianness mode, which it sets itself (handle_hca_cap_atomic) when mode 1 is offered.
-void firmware::fill_atomic_caps(std::byte* p, bool max) const {
+void hca_caps::fill_atomic_caps(std::byte* p, bool max) const {
     using atomic = ifc::atomic_caps;
     std::memset(p, 0, atomic::size_bytes);
     ifc::set<atomic::atomic_req_8B_endianness_mode>(p, max ? 1 : atomic_req_mode_);
@@ -108,7 +194,7 @@ void firmware::fill_atomic_caps(std::byte* p, bool max) const {
     ifc::set<atomic::atomic_size_qp>(p, 1u << 3);  // 8 bytes
 }
 
-void firmware::fill_roce_caps(std::byte* p) const {
+void hca_caps::fill_roce_caps(std::byte* p) const {
     using roce = ifc::roce_cap;
     std::memset(p, 0, roce::size_bytes);
     ifc::set<roce::sw_r_roce_src_udp_port>(p, 1);

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_counters.h"
 #include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
@@ -39,14 +39,19 @@ void put_traffic(std::byte* tc, std::uint64_t packets, std::uint64_t octets) {
 
 }  // namespace
 
-void firmware::reset_q_counters() {
+void counter_commands::release_all() {
     q_counters_.clear();
     q_counters_.emplace(0, q_counter_object{});
 }
 
-cmd_reply firmware::alloc_q_counter(cmd_ctx& c) {
+void counter_commands::reset() {
+    release_all();
+    vport_cleared_ = {};
+}
+
+cmd_reply counter_commands::alloc_q_counter(cmd_ctx& c) {
     if (c.op_mod != 0) return bad_param(cmd_syndrome::BAD_OP_MOD);
-    const std::size_t max = ifc::get<cap::max_qp_cnt>(current_caps_.data());
+    const std::size_t max = ifc::get<cap::max_qp_cnt>(caps_.current());
     if (q_counters_.size() - 1 >= max) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
     // The lowest free id: counter_set_id is 8 bits and max_qp_cnt < 256.
     std::uint32_t id = 1;
@@ -59,7 +64,7 @@ cmd_reply firmware::alloc_q_counter(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::dealloc_q_counter(cmd_ctx& c) {
+cmd_reply counter_commands::dealloc_q_counter(cmd_ctx& c) {
     if (c.op_mod != 0) return bad_param(cmd_syndrome::BAD_OP_MOD);
     const auto id = ifc::get<ifc::dealloc_q_counter_in::counter_set_id>(c.in.data());
     if (id == 0) return bad_param(cmd_syndrome::BAD_PARAMETER);  // the default set stays
@@ -70,7 +75,7 @@ cmd_reply firmware::dealloc_q_counter(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::query_q_counter(cmd_ctx& c) {
+cmd_reply counter_commands::query_q_counter(cmd_ctx& c) {
     using in = ifc::query_q_counter_in;
     using out = ifc::query_q_counter_out;
     const std::byte* i = c.in.data();
@@ -80,7 +85,7 @@ cmd_reply firmware::query_q_counter(cmd_ctx& c) {
         return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     const bool aggregate = ifc::get<in::aggregate>(i) != 0;
-    if (aggregate && !ifc::get<cap::q_counter_aggregation>(current_caps_.data())) {
+    if (aggregate && !ifc::get<cap::q_counter_aggregation>(caps_.current())) {
         return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     const auto id = ifc::get<in::counter_set_id>(i);
@@ -108,7 +113,7 @@ cmd_reply firmware::query_q_counter(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::query_vport_counter(cmd_ctx& c) {
+cmd_reply counter_commands::query_vport_counter(cmd_ctx& c) {
     using in = ifc::query_vport_counter_in;
     using out = ifc::query_vport_counter_out;
     const std::byte* i = c.in.data();
@@ -117,7 +122,7 @@ cmd_reply firmware::query_vport_counter(cmd_ctx& c) {
         return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     const auto port = ifc::get<in::port_num>(i);
-    if (port > ifc::get<cap::num_ports>(current_caps_.data())) {
+    if (port > ifc::get<cap::num_ports>(caps_.current())) {
         return bad_param(cmd_syndrome::BAD_PORT);
     }
     // The function's one vport carries all of the port's traffic: unicast and multicast
@@ -144,7 +149,7 @@ cmd_reply firmware::query_vport_counter(cmd_ctx& c) {
 
 // --- QPs binding to sets ---------------------------------------------------------------
 
-void firmware::rebind_q_counter(std::uint32_t from, std::uint32_t to) {
+void counter_commands::rebind_q_counter(std::uint32_t from, std::uint32_t to) {
     // Set 0 cannot be deallocated: its users are not counted.
     if (from == to) return;
     if (auto it = q_counters_.find(from); from != 0 && it != q_counters_.end() && it->second.users != 0) {

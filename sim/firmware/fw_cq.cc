@@ -9,7 +9,7 @@
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_cq.h"
 #include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 #include "sim/transport/cq_engine.h"
@@ -92,10 +92,10 @@ cmd_reply check_features(const std::byte* cqc, const std::byte* caps) {
 
 // --- CREATE_CQ / DESTROY_CQ ----------------------------------------------------------
 
-cmd_reply firmware::create_cq(cmd_ctx& c) {
+cmd_reply cq_commands::create_cq(cmd_ctx& c) {
     const std::byte* in = c.in.data();
     const std::byte* cqc = ifc::at<ifc::create_cq_in::cq_context>(in);
-    const std::byte* caps = current_caps_.data();
+    const std::byte* caps = caps_.current();
     using cap = ifc::cmd_hca_cap;
 
     if (cqs_.size() >= (std::size_t{1} << ifc::get<cap::log_max_cq>(caps))) {
@@ -154,10 +154,10 @@ cmd_reply firmware::create_cq(cmd_ctx& c) {
     ifc::set<ifc::cqc::consumer_counter>(ctx, 0);
     ifc::set<ifc::cqc::producer_counter>(ctx, 0);
 
-    const auto slot = icm_alloc();
+    const auto slot = icm_.alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
-    if (!icm_write(*slot, cq.cqc.data(), cq.cqc.size())) {
-        icm_free(*slot);
+    if (!icm_.write(*slot, cq.cqc.data(), cq.cqc.size())) {
+        icm_.free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     ++uars_[uar].users;
@@ -171,7 +171,7 @@ cmd_reply firmware::create_cq(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::destroy_cq(cmd_ctx& c) {
+cmd_reply cq_commands::destroy_cq(cmd_ctx& c) {
     const auto it = cqs_.find(ifc::get<ifc::destroy_cq_in::cqn>(c.in.data()));
     if (it == cqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     cq_object& cq = it->second;
@@ -186,19 +186,19 @@ cmd_reply firmware::destroy_cq(cmd_ctx& c) {
     if (ifc::get<ifc::cqc::dbr_umem_valid>(ctx)) {
         drop_user(umems_, ifc::get<ifc::cqc::dbr_umem_id>(ctx));
     }
-    icm_free(cq.icm);
+    icm_.free(cq.icm);
     cqs_.erase(it);
     return ok();
 }
 
 // --- QUERY_CQ ------------------------------------------------------------------------
 
-cmd_reply firmware::query_cq(cmd_ctx& c) {
+cmd_reply cq_commands::query_cq(cmd_ctx& c) {
     const auto it = cqs_.find(ifc::get<ifc::query_cq_in::cqn>(c.in.data()));
     if (it == cqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     cq_object& cq = it->second;
     std::byte* out = ifc::at<ifc::query_cq_out::cq_context>(c.out.data());
-    if (!icm_read(cq.icm, out, ifc::cqc::size_bytes)) {
+    if (!icm_.read(cq.icm, out, ifc::cqc::size_bytes)) {
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     // The context as created or modified, with the device's state over it.
@@ -217,7 +217,7 @@ cmd_reply firmware::query_cq(cmd_ctx& c) {
 
 // --- MODIFY_CQ -----------------------------------------------------------------------
 
-cmd_reply firmware::modify_cq(cmd_ctx& c) {
+cmd_reply cq_commands::modify_cq(cmd_ctx& c) {
     const std::byte* in = c.in.data();
     const auto it = cqs_.find(ifc::get<ifc::modify_cq_in::cqn>(in));
     if (it == cqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
@@ -225,7 +225,7 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     if (cq.uid != ifc::get<ifc::modify_cq_in::uid>(in)) {
         return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
-    const std::byte* caps = current_caps_.data();
+    const std::byte* caps = caps_.current();
     using cap = ifc::cmd_hca_cap;
     const std::uint32_t sel = ifc::get<ifc::modify_cq_in::modify_field_select_resize_field_select>(in);
     const std::byte* want = ifc::at<ifc::modify_cq_in::cq_context>(in);
@@ -253,7 +253,7 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
         }
         if (sel & kSelOi) ifc::set<ifc::cqc::oi>(n, ifc::get<ifc::cqc::oi>(want));
         ifc::set<ifc::cqc::c_eqn_or_apu_element>(n, eqn);
-        if (!icm_write(cq.icm, n, next.size())) {
+        if (!icm_.write(cq.icm, n, next.size())) {
             return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
         }
         cq.cqc = next;
@@ -298,14 +298,14 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     const auto r = read_pas<ifc::modify_cq_in::pas>(c.in, ifc::modify_cq_in::size_bytes, g, pas);
     if (failed(r)) return r;
 
-    if (!icm_write(cq.icm, n, next.size())) {
+    if (!icm_.write(cq.icm, n, next.size())) {
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     const auto at = cqe_iova(cq, tables_.umem(cq.umem_id), cq.producer);
     const unsigned owner = (cq.producer >> old.log_cq_size) & 1;
     if (!at || !write_cqe(mmu_, *at, old.cqe, hw::cqe_opcode::RESIZE_CQ, owner)) {
         trace_.count(&counters::iommu_faults);
-        (void)icm_write(cq.icm, cq.cqc.data(), cq.cqc.size());  // the context as it was
+        (void)icm_.write(cq.icm, cq.cqc.data(), cq.cqc.size());  // the context as it was
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     ++cq.producer;
@@ -318,6 +318,12 @@ cmd_reply firmware::modify_cq(cmd_ctx& c) {
     cq.pas = std::move(pas);
     if (cq_event_due(cq)) events_.post(eqs_.at(cq.eqn), hw::event_type::COMP, 0, take_event(cq));
     return ok();
+}
+
+void cq_commands::release_all() {
+    for (auto& [n, o] : cqs_) icm_.free(o.icm);
+    cqs_.clear();
+    next_cqn_ = 1;
 }
 
 }  // namespace cxv::sim

@@ -1,5 +1,5 @@
-// UARs, protection domains and event queues (PRM ALLOC_UAR, ALLOC_PD, CREATE_EQ, "Event
-// Queue"). The EQs themselves, the EQEs written to them, arming and MSI-X are the
+// UARs and event queues (PRM ALLOC_UAR, DEALLOC_UAR, CREATE_EQ, DESTROY_EQ, QUERY_EQ,
+// "Event Queue"). The EQs themselves, the EQEs written to them, arming and MSI-X are the
 // device's (sim/eqs.h, //sim:eqs): the handlers create, query and destroy them
 // there.
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_eq.h"
 #include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 
@@ -22,7 +22,7 @@ constexpr std::size_t kEqe = ifc::eqe::size_bytes;  // 64
 
 // --- UAR ---------------------------------------------------------------------------
 
-cmd_reply firmware::alloc_uar(cmd_ctx& c) {
+cmd_reply eq_commands::alloc_uar(cmd_ctx& c) {
     const std::uint32_t pages = static_cast<std::uint32_t>(bar_.size() / 4096);
     std::uint32_t idx = next_uar_;
     while (idx < pages && uars_.count(idx)) ++idx;
@@ -38,7 +38,7 @@ cmd_reply firmware::alloc_uar(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::dealloc_uar(cmd_ctx& c) {
+cmd_reply eq_commands::dealloc_uar(cmd_ctx& c) {
     const auto idx = ifc::get<ifc::dealloc_uar_in::uar>(c.in.data());
     const auto it = uars_.find(idx);
     if (it == uars_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
@@ -50,35 +50,11 @@ cmd_reply firmware::dealloc_uar(cmd_ctx& c) {
     return ok();
 }
 
-// --- PD ----------------------------------------------------------------------------
-
-cmd_reply firmware::alloc_pd(cmd_ctx& c) {
-    const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_pd>(current_caps_.data());
-    if (pds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
-    const std::uint32_t pd = free_number(pds_, next_pd_);
-    pds_[pd].uid = ifc::get<ifc::alloc_pd_in::uid>(c.in.data());
-    next_pd_ = (pd + 1) & kMask24;
-    ifc::set<ifc::alloc_pd_out::pd>(c.out.data(), pd);
-    return ok();
-}
-
-cmd_reply firmware::dealloc_pd(cmd_ctx& c) {
-    const auto pd = ifc::get<ifc::dealloc_pd_in::pd>(c.in.data());
-    const auto it = pds_.find(pd);
-    if (it == pds_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    if (it->second.uid != ifc::get<ifc::dealloc_pd_in::uid>(c.in.data())) {
-        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
-    }
-    if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    pds_.erase(it);
-    return ok();
-}
-
 // --- EQ ----------------------------------------------------------------------------
 
-cmd_reply firmware::create_eq(cmd_ctx& c) {
+cmd_reply eq_commands::create_eq(cmd_ctx& c) {
     const std::byte* eqc = ifc::at<ifc::create_eq_in::eq_context_entry>(c.in.data());
-    const std::byte* caps = current_caps_.data();
+    const std::byte* caps = caps_.current();
     event_queue eq;
     eq.uid = ifc::get<ifc::create_eq_in::uid>(c.in.data());
     eq.log_eq_size = ifc::get<ifc::eqc::log_eq_size>(eqc);
@@ -117,11 +93,11 @@ cmd_reply firmware::create_eq(cmd_ctx& c) {
     std::uint32_t eqn = 1;  // EQ numbers start at 1, so an EQ doorbell is never 0
     while (eqs_.count(eqn)) ++eqn;
     if (eqn > 0xff) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
-    const auto slot = icm_alloc();
+    const auto slot = icm_.alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     // The context lives in firmware memory, as on a card.
-    if (!icm_write(*slot, eqc, ifc::eqc::size_bytes)) {
-        icm_free(*slot);
+    if (!icm_.write(*slot, eqc, ifc::eqc::size_bytes)) {
+        icm_.free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     ++uars_[eq.uar_page].users;
@@ -133,7 +109,7 @@ cmd_reply firmware::create_eq(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::destroy_eq(cmd_ctx& c) {
+cmd_reply eq_commands::destroy_eq(cmd_ctx& c) {
     const auto eqn = ifc::get<ifc::destroy_eq_in::eq_number>(c.in.data());
     const auto it = eqs_.find(eqn);
     if (it == eqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
@@ -141,18 +117,18 @@ cmd_reply firmware::destroy_eq(cmd_ctx& c) {
         if (cq.eqn == eqn) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     }
     drop_user(uars_, it->second.uar_page);
-    icm_free(it->second.icm);
+    icm_.free(it->second.icm);
     eqs_.erase(it);
     return ok();
 }
 
-cmd_reply firmware::query_eq(cmd_ctx& c) {
+cmd_reply eq_commands::query_eq(cmd_ctx& c) {
     const auto eqn = ifc::get<ifc::query_eq_in::eq_number>(c.in.data());
     const auto it = eqs_.find(eqn);
     if (it == eqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     const event_queue& eq = it->second;
     std::byte* eqc = ifc::at<ifc::query_eq_out::eq_context_entry>(c.out.data());
-    if (!icm_read(eq.icm, eqc, ifc::eqc::size_bytes)) {
+    if (!icm_.read(eq.icm, eqc, ifc::eqc::size_bytes)) {
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     // PRM eqc status: 0 OK, 0xa overflow; counters are the device's.
@@ -165,6 +141,13 @@ cmd_reply firmware::query_eq(cmd_ctx& c) {
     ifc::set<ifc::query_eq_out::event_bitmask>(c.out.data(), eq.event_bitmask[0]);
     put_pas<ifc::query_eq_out>(c, eq.pas);
     return ok();
+}
+
+void eq_commands::release_all() {
+    for (auto& [n, o] : eqs_) icm_.free(o.icm);
+    events_.clear();
+    uars_.clear();
+    next_uar_ = cfg_.first_uar;
 }
 
 }  // namespace cxv::sim

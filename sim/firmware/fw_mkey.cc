@@ -1,5 +1,5 @@
-// Memory keys and user memory (PRM CREATE_MKEY, DESTROY_MKEY, QUERY_MKEY, "Memory Key
-// Context"; CREATE_UMEM, DESTROY_UMEM). The translation through a key that the transport
+// Protection domains, memory keys and user memory (PRM ALLOC_PD, DEALLOC_PD; CREATE_MKEY,
+// DESTROY_MKEY, QUERY_MKEY, "Memory Key Context"; CREATE_UMEM, DESTROY_UMEM). The translation through a key that the transport
 // engine applies is in sim/transport/mkey_translate.cc.
 //
 // An MTT mkey maps [start_addr, start_addr + len) onto pages of 2^log_page_size bytes:
@@ -15,7 +15,7 @@
 
 #include "hw/endian.h"
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_mkey.h"
 #include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 #include "sim/transport/mkey_translate.h"
@@ -52,14 +52,38 @@ bool mtt_aligned(std::uint64_t e, std::uint64_t page) { return ((e & ~kMttEnable
 
 }  // namespace
 
+// --- PD ----------------------------------------------------------------------------
+
+cmd_reply mkey_commands::alloc_pd(cmd_ctx& c) {
+    const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_pd>(caps_.current());
+    if (pds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    const std::uint32_t pd = free_number(pds_, next_pd_);
+    pds_[pd].uid = ifc::get<ifc::alloc_pd_in::uid>(c.in.data());
+    next_pd_ = (pd + 1) & kMask24;
+    ifc::set<ifc::alloc_pd_out::pd>(c.out.data(), pd);
+    return ok();
+}
+
+cmd_reply mkey_commands::dealloc_pd(cmd_ctx& c) {
+    const auto pd = ifc::get<ifc::dealloc_pd_in::pd>(c.in.data());
+    const auto it = pds_.find(pd);
+    if (it == pds_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it->second.uid != ifc::get<ifc::dealloc_pd_in::uid>(c.in.data())) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
+    pds_.erase(it);
+    return ok();
+}
+
 // --- MKEY --------------------------------------------------------------------------
 
-cmd_reply firmware::create_mkey(cmd_ctx& c) {
+cmd_reply mkey_commands::create_mkey(cmd_ctx& c) {
     using m = ifc::mkc;
     using cin = ifc::create_mkey_in;
     const std::byte* in = c.in.data();
     const std::byte* mkc = ifc::at<cin::memory_key_mkey_entry>(in);
-    const std::byte* caps = current_caps_.data();
+    const std::byte* caps = caps_.current();
     const std::uint32_t uid = ifc::get<cin::uid>(in);
     const bool umem_valid = ifc::get<cin::mkey_umem_valid>(in);
     const bool is_free = ifc::get<m::free>(mkc);
@@ -163,14 +187,14 @@ cmd_reply firmware::create_mkey(cmd_ctx& c) {
 
     if (mkeys_.size() >= kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     const std::uint32_t index = free_number(mkeys_, std::max(next_mkey_, kFirstMkeyIndex));
-    const auto slot = icm_alloc();
+    const auto slot = icm_.alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
-    if (!icm_write(*slot, mkc, m::size_bytes)) {
-        icm_free(*slot);
+    if (!icm_.write(*slot, mkc, m::size_bytes)) {
+        icm_.free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
-    if (!icm_store_list(mk.translations, mk.list_icm)) {
-        icm_free(*slot);
+    if (!icm_.store_list(mk.translations, mk.list_icm)) {
+        icm_.free(*slot);
         return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     }
     ++pd_it->second.users;
@@ -183,7 +207,7 @@ cmd_reply firmware::create_mkey(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::destroy_mkey(cmd_ctx& c) {
+cmd_reply mkey_commands::destroy_mkey(cmd_ctx& c) {
     const auto it = mkeys_.find(ifc::get<ifc::destroy_mkey_in::mkey_index>(c.in.data()));
     if (it == mkeys_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     if (it->second.uid != ifc::get<ifc::destroy_mkey_in::uid>(c.in.data())) {
@@ -192,18 +216,18 @@ cmd_reply firmware::destroy_mkey(cmd_ctx& c) {
     const mkey_object& mk = it->second;
     drop_user(pds_, ifc::get<ifc::mkc::pd>(mk.mkc.data()));
     if (mk.umem_id != 0) drop_user(umems_, mk.umem_id);
-    icm_free(mk.icm);
-    icm_free_list(it->second.list_icm);
+    icm_.free(mk.icm);
+    icm_.free_list(it->second.list_icm);
     mkeys_.erase(it);
     return ok();
 }
 
-cmd_reply firmware::query_mkey(cmd_ctx& c) {
+cmd_reply mkey_commands::query_mkey(cmd_ctx& c) {
     const auto it = mkeys_.find(ifc::get<ifc::query_mkey_in::mkey_index>(c.in.data()));
     if (it == mkeys_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     const mkey_object& mk = it->second;
     std::byte* mkc = ifc::at<ifc::query_mkey_out::memory_key_mkey_entry>(c.out.data());
-    if (!icm_read(mk.icm, mkc, ifc::mkc::size_bytes)) {
+    if (!icm_.read(mk.icm, mkc, ifc::mkc::size_bytes)) {
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     // The translation entries follow from bsf0_klm0_pas_mtt0_1 on, as many as the output
@@ -219,11 +243,11 @@ cmd_reply firmware::query_mkey(cmd_ctx& c) {
 
 // --- UMEM --------------------------------------------------------------------------
 
-cmd_reply firmware::create_umem(cmd_ctx& c) {
+cmd_reply mkey_commands::create_umem(cmd_ctx& c) {
     using u = ifc::umem;
     const std::byte* in = c.in.data();
     const std::byte* um = ifc::at<ifc::create_umem_in::umem>(in);
-    const std::byte* caps = current_caps_.data();
+    const std::byte* caps = caps_.current();
     const std::uint32_t uid = ifc::get<ifc::create_umem_in::uid>(in);
     const unsigned log_page = ifc::get<u::log_page_size>(um);  // relative to 4 KiB
     const std::uint32_t page_offset = ifc::get<u::page_offset>(um);
@@ -255,14 +279,14 @@ cmd_reply firmware::create_umem(cmd_ctx& c) {
 
     if (umems_.size() >= kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     const std::uint32_t id = free_number(umems_, next_umem_);
-    const auto slot = icm_alloc();
+    const auto slot = icm_.alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
-    if (!icm_write(*slot, um, u::size_bytes)) {
-        icm_free(*slot);
+    if (!icm_.write(*slot, um, u::size_bytes)) {
+        icm_.free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
-    if (!icm_store_list(obj.mtt, obj.list_icm)) {
-        icm_free(*slot);
+    if (!icm_.store_list(obj.mtt, obj.list_icm)) {
+        icm_.free(*slot);
         return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     }
     obj.id = id;
@@ -273,7 +297,7 @@ cmd_reply firmware::create_umem(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::destroy_umem(cmd_ctx& c) {
+cmd_reply mkey_commands::destroy_umem(cmd_ctx& c) {
     // rdma-core sends this with the 48-byte create_umem_in length: extra input is fine.
     const auto it = umems_.find(ifc::get<ifc::destroy_umem_in::umem_id>(c.in.data()));
     if (it == umems_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
@@ -281,10 +305,25 @@ cmd_reply firmware::destroy_umem(cmd_ctx& c) {
         return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
     if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    icm_free(it->second.icm);
-    icm_free_list(it->second.list_icm);
+    icm_.free(it->second.icm);
+    icm_.free_list(it->second.list_icm);
     umems_.erase(it);
     return ok();
+}
+
+void mkey_commands::release_all() {
+    for (auto& [n, o] : mkeys_) {
+        icm_.free(o.icm);
+        icm_.free_list(o.list_icm);
+    }
+    for (auto& [n, o] : umems_) {
+        icm_.free(o.icm);
+        icm_.free_list(o.list_icm);
+    }
+    mkeys_.clear();
+    umems_.clear();
+    pds_.clear();
+    next_pd_ = next_mkey_ = next_umem_ = 1;
 }
 
 }  // namespace cxv::sim

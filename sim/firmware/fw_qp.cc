@@ -14,7 +14,7 @@
 
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_qp.h"
 #include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 #include "sim/transport/transport_type.h"
@@ -301,10 +301,10 @@ cmd_reply apply_transition(cmd_opcode op, std::uint32_t st, std::uint32_t mask, 
 
 // --- CREATE_QP -----------------------------------------------------------------------
 
-cmd_reply firmware::create_qp(cmd_ctx& c) {
+cmd_reply qp_commands::create_qp(cmd_ctx& c) {
     const std::byte* in = c.in.data();
     const std::byte* ctx = ifc::at<ifc::create_qp_in::qpc>(in);
-    const std::byte* caps = current_caps_.data();
+    const std::byte* caps = caps_.current();
     const std::uint32_t uid = ifc::get<ifc::create_qp_in::uid>(in);
 
     if (qps_.size() >= (std::size_t{1} << ifc::get<cap::log_max_qp>(caps))) {
@@ -427,12 +427,12 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
         if (tries > kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
         qpn = (qpn + 1) & kMask24;
     }
-    const auto slot = icm_alloc();
+    const auto slot = icm_.alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     qp.qpc = create_fields(ctx);
     ifc::set<qpc::state>(qp.qpc.data(), prm_state(qp_state::rst));
-    if (!icm_write(*slot, qp.qpc.data(), qp.qpc.size())) {
-        icm_free(*slot);
+    if (!icm_.write(*slot, qp.qpc.data(), qp.qpc.size())) {
+        icm_.free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
 
@@ -465,7 +465,7 @@ cmd_reply firmware::create_qp(cmd_ctx& c) {
 
 // --- DESTROY_QP, QUERY_QP --------------------------------------------------------------
 
-cmd_reply firmware::destroy_qp(cmd_ctx& c) {
+cmd_reply qp_commands::destroy_qp(cmd_ctx& c) {
     const auto it = qps_.find(ifc::get<ifc::destroy_qp_in::qpn>(c.in.data()));
     if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     qp_object& qp = it->second;
@@ -481,8 +481,8 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     if (qp.srqn) drop_user(srqs_, qp.srqn);
     if (qp.umem_id) drop_user(umems_, qp.umem_id);
     if (ifc::get<qpc::dbr_umem_valid>(q)) drop_user(umems_, ifc::get<qpc::dbr_umem_id>(q));
-    rebind_q_counter(ifc::get<qpc::counter_set_id>(q), 0);
-    icm_free(qp.icm);
+    counters_.rebind_q_counter(ifc::get<qpc::counter_set_id>(q), 0);
+    icm_.free(qp.icm);
     engine_.on_qp_destroyed(qp.qpn);
     for (std::uint32_t& special : tables_.special_qpn) {
         if (special == qp.qpn) special = 0;
@@ -491,12 +491,12 @@ cmd_reply firmware::destroy_qp(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::query_qp(cmd_ctx& c) {
+cmd_reply qp_commands::query_qp(cmd_ctx& c) {
     const auto it = qps_.find(ifc::get<ifc::query_qp_in::qpn>(c.in.data()));
     if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     const qp_object& qp = it->second;
     std::byte* q = ifc::at<ifc::query_qp_out::qpc>(c.out.data());
-    if (!icm_read(qp.icm, q, qpc::size_bytes)) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    if (!icm_.read(qp.icm, q, qpc::size_bytes)) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     // The device's view: state and the counters of WQEs it has consumed.
     ifc::set<qpc::state>(q, prm_state(qp.state));
     ifc::set<qpc::hw_sq_wqebb_counter>(q, qp.sq_consumer & 0xffff);
@@ -519,7 +519,7 @@ cmd_reply firmware::query_qp(cmd_ctx& c) {
 
 // --- the state machine -----------------------------------------------------------------
 
-cmd_reply firmware::modify_qp(cmd_ctx& c) {
+cmd_reply qp_commands::modify_qp(cmd_ctx& c) {
     const auto t = std::find_if(kTransitions.begin(), kTransitions.end(),
                                 [&](const transition& x) { return x.op == c.opcode; });
     if (t == kTransitions.end()) return fail(cmd_status::BAD_OP, cmd_syndrome::UNKNOWN_OPCODE);
@@ -541,13 +541,13 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
     } else if (c.opcode != cmd_opcode::QP_2ERR) {
         // The modifying transitions share one input shape (RST2INIT_QP's).
         const std::uint32_t st = ifc::get<qpc::st>(qp.qpc.data());
-        const qp_limits lim = limits_of(current_caps_.data(), cfg_.port == port_type::ethernet, admin_mtu_);
+        const qp_limits lim = limits_of(caps_.current(), cfg_.port == port_type::ethernet, regs_.admin_mtu());
         mask = ifc::get<ifc::rst2init_qp_in::opt_param_mask>(in);
         // QP0 and QP1 take what UD takes (Linux asks for none of them).
         const auto tp = static_cast<std::uint32_t>(transport_of_st(st));
         std::uint32_t allowed = tp < t->optional.size() ? t->optional[tp] : 0;
         if (!lim.apm) allowed &= ~opt::ALT_ADDR_PATH;
-        if (!ifc::get<cap::rts2rts_qp_counters_set_id>(current_caps_.data())) allowed &= ~opt::COUNTER_SET_ID;
+        if (!ifc::get<cap::rts2rts_qp_counters_set_id>(caps_.current())) allowed &= ~opt::COUNTER_SET_ID;
         if (mask & ~allowed) return bad_param();
         const std::byte* ctx = ifc::at<ifc::rst2init_qp_in::qpc>(in);
         if (auto r = apply_transition(c.opcode, st, mask, ctx, next.data(), lim); failed(r)) return r;
@@ -569,7 +569,7 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     }
     ifc::set<qpc::state>(next.data(), prm_state(t->to));
-    if (!icm_write(qp.icm, next.data(), next.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    if (!icm_.write(qp.icm, next.data(), next.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
 
     if (mask & opt::CQN_RCV) {
         if (qp.cqn_rcv) drop_user(cqs_, qp.cqn_rcv);
@@ -581,7 +581,7 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
         add_user(srqs_, srqn);
         qp.srqn = srqn;
     }
-    rebind_q_counter(set_from, set_to);
+    counters_.rebind_q_counter(set_from, set_to);
     qp.qpc = next;
     const qp_state from = qp.state;
     qp.state = t->to;
@@ -593,6 +593,13 @@ cmd_reply firmware::modify_qp(cmd_ctx& c) {
     }
     engine_.on_qp_transition(qp, from);
     return ok();
+}
+
+void qp_commands::release_all() {
+    for (auto& [n, o] : qps_) icm_.free(o.icm);
+    qps_.clear();
+    engine_.reset();
+    next_qpn_ = kFirstQpn;
 }
 
 }  // namespace cxv::sim

@@ -11,25 +11,25 @@
 
 #include "hw/ifc.h"
 #include "hw/registers.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_reg.h"
 #include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
 using hw::reg_id;
 
-struct firmware::reg_access {
+struct access_registers::reg_access {
     const std::byte* in;  // the input's register_data
     std::byte* out;       // the output's register_data, zeroed
     bool write;
 };
 
-struct firmware::reg_entry {
+struct access_registers::reg_entry {
     reg_id id;
     std::size_t bytes;
     bool port_indexed;  // local_port (bits 0x08-0x0f, as in every port register) must be 1
     bool writable;      // PRM access RW; the others refuse writes
-    cmd_reply (firmware::*handle)(reg_access&);
+    cmd_reply (access_registers::*handle)(reg_access&);
 };
 
 namespace {
@@ -82,21 +82,21 @@ port_stats since(const port_stats& now, const port_stats& base) {
 
 }  // namespace
 
-const firmware::reg_entry* firmware::find_register(std::uint16_t id) noexcept {
+const access_registers::reg_entry* access_registers::find_register(std::uint16_t id) noexcept {
     // Sizes are the PRM layouts'; access as the PRM gives it, except PMLP, whose lane
     // mapping the model does not let a driver change.
     static constexpr reg_entry table[] = {
-        {reg_id::PMLP, ifc::pmlp_reg::size_bytes, true, false, &firmware::reg_pmlp},
-        {reg_id::PMTU, ifc::pmtu_reg::size_bytes, true, true, &firmware::reg_pmtu},
-        {reg_id::PTYS, ifc::ptys_reg::size_bytes, true, true, &firmware::reg_ptys},
-        {reg_id::PAOS, ifc::paos_reg::size_bytes, true, true, &firmware::reg_paos},
+        {reg_id::PMLP, ifc::pmlp_reg::size_bytes, true, false, &access_registers::reg_pmlp},
+        {reg_id::PMTU, ifc::pmtu_reg::size_bytes, true, true, &access_registers::reg_pmtu},
+        {reg_id::PTYS, ifc::ptys_reg::size_bytes, true, true, &access_registers::reg_ptys},
+        {reg_id::PAOS, ifc::paos_reg::size_bytes, true, true, &access_registers::reg_paos},
         // A PPCNT write is how clr clears a group without reading it.
-        {reg_id::PPCNT, ifc::ppcnt_reg::size_bytes, true, true, &firmware::reg_ppcnt},
-        {reg_id::PMAOS, ifc::pmaos_reg::size_bytes, false, true, &firmware::reg_pmaos},
-        {reg_id::PCAM, ifc::pcam_reg::size_bytes, false, false, &firmware::reg_pcam},
+        {reg_id::PPCNT, ifc::ppcnt_reg::size_bytes, true, true, &access_registers::reg_ppcnt},
+        {reg_id::PMAOS, ifc::pmaos_reg::size_bytes, false, true, &access_registers::reg_pmaos},
+        {reg_id::PCAM, ifc::pcam_reg::size_bytes, false, false, &access_registers::reg_pcam},
         {reg_id::HOST_ENDIANNESS, ifc::register_host_endianness::size_bytes, false, true,
-         &firmware::reg_host_endianness},
-        {reg_id::MCAM, ifc::mcam_reg::size_bytes, false, false, &firmware::reg_mcam},
+         &access_registers::reg_host_endianness},
+        {reg_id::MCAM, ifc::mcam_reg::size_bytes, false, false, &access_registers::reg_mcam},
     };
     for (const reg_entry& e : table) {
         if (u(e.id) == id) return &e;
@@ -104,7 +104,7 @@ const firmware::reg_entry* firmware::find_register(std::uint16_t id) noexcept {
     return nullptr;
 }
 
-cmd_reply firmware::access_reg(cmd_ctx& c) {
+cmd_reply access_registers::access_reg(cmd_ctx& c) {
     using hw::access_reg_op_mod;
     if (c.op_mod != u(access_reg_op_mod::WRITE) && c.op_mod != u(access_reg_op_mod::READ)) {
         return bad_param(cmd_syndrome::BAD_OP_MOD);
@@ -130,20 +130,20 @@ cmd_reply firmware::access_reg(cmd_ctx& c) {
     return (this->*reg->handle)(r);
 }
 
-cmd_reply firmware::reg_host_endianness(reg_access& r) {
+cmd_reply access_registers::reg_host_endianness(reg_access& r) {
     using R = ifc::register_host_endianness;
     if (r.write) {
-        host_endianness_set_ = true;
-        host_big_endian_ = ifc::get<R::he>(r.in) != 0;
+        regs_.host_endianness_set = true;
+        regs_.host_big_endian = ifc::get<R::he>(r.in) != 0;
     }
-    ifc::set<R::he>(r.out, host_big_endian_ ? 1 : 0);
+    ifc::set<R::he>(r.out, regs_.host_big_endian ? 1 : 0);
     return ok();
 }
 
 // PAOS: admin_status written only with ase, e only with ee (PRM PAOS); both checked
-// before either is applied. The port's state is fw_port.cc's: oper_status may still be
-// down right after an admin up while the link trains.
-cmd_reply firmware::reg_paos(reg_access& r) {
+// before either is applied. The port's state is the device's (sim/device_port.h):
+// oper_status may still be down right after an admin up while the link trains.
+cmd_reply access_registers::reg_paos(reg_access& r) {
     using R = ifc::paos_reg;
     if (r.write) {
         const bool ase = ifc::get<R::ase>(r.in) != 0, ee = ifc::get<R::ee>(r.in) != 0;
@@ -165,7 +165,7 @@ cmd_reply firmware::reg_paos(reg_access& r) {
 // PTYS: the port's protocol only (proto_mask); a write sets the admin speeds, which
 // must be some of the capability. No autonegotiation control (an_disable_cap 0), no
 // extended Ethernet speeds (PCAM ptys_extended_ethernet 0): those fields are ignored.
-cmd_reply firmware::reg_ptys(reg_access& r) {
+cmd_reply access_registers::reg_ptys(reg_access& r) {
     using R = ifc::ptys_reg;
     const bool eth = cfg_.port == port_type::ethernet;
     const std::uint32_t mine = eth ? proto_eth : proto_ib;
@@ -207,22 +207,22 @@ cmd_reply firmware::reg_ptys(reg_access& r) {
 }
 
 // PMTU: MTUs in bytes, headers included; admin_mtu between 1 and max_mtu.
-cmd_reply firmware::reg_pmtu(reg_access& r) {
+cmd_reply access_registers::reg_pmtu(reg_access& r) {
     using R = ifc::pmtu_reg;
     const std::uint32_t max_mtu = cfg_.port == port_type::ethernet ? 9216 : 4096;
     if (r.write) {
         const auto mtu = ifc::get<R::admin_mtu>(r.in);
         if (mtu == 0 || mtu > max_mtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
-        admin_mtu_ = mtu;
+        regs_.admin_mtu = mtu;
     }
     ifc::set<R::max_mtu>(r.out, max_mtu);
-    ifc::set<R::admin_mtu>(r.out, admin_mtu_ ? admin_mtu_ : max_mtu);
-    ifc::set<R::oper_mtu>(r.out, admin_mtu_ ? admin_mtu_ : max_mtu);
+    ifc::set<R::admin_mtu>(r.out, regs_.admin_mtu ? regs_.admin_mtu : max_mtu);
+    ifc::set<R::oper_mtu>(r.out, regs_.admin_mtu ? regs_.admin_mtu : max_mtu);
     return ok();
 }
 
 // PMLP: port 1 is lanes 0-3 of module 0, lane for lane.
-cmd_reply firmware::reg_pmlp(reg_access& r) {
+cmd_reply access_registers::reg_pmlp(reg_access& r) {
     using R = ifc::pmlp_reg;
     using L = ifc::lane_2_module_mapping;
     ifc::set<R::width>(r.out, port_lanes);
@@ -237,7 +237,7 @@ cmd_reply firmware::reg_pmlp(reg_access& r) {
 
 // PMAOS: the one module (0), always plugged; admin_status (with ase) 1 enabled, 2
 // disabled, 3 enabled once; e (with ee) as PAOS's.
-cmd_reply firmware::reg_pmaos(reg_access& r) {
+cmd_reply access_registers::reg_pmaos(reg_access& r) {
     using R = ifc::pmaos_reg;
     using hw::module_admin_status;
     if (ifc::get<R::module>(r.in) != 0) return bad_param(cmd_syndrome::BAD_PARAMETER);
@@ -263,7 +263,7 @@ cmd_reply firmware::reg_pmaos(reg_access& r) {
 // PPCNT: the groups of a RoCE/IB port without pause frames, FEC errors or priorities
 // (all traffic is untagged: priority 0). A write with clr clears the group and returns
 // it cleared; a read with clr returns the counts, then clears them.
-cmd_reply firmware::reg_ppcnt(reg_access& r) {
+cmd_reply access_registers::reg_ppcnt(reg_access& r) {
     using R = ifc::ppcnt_reg;
     using hw::ppcnt_group;
     const auto grp = ifc::get<R::grp>(r.in);
@@ -338,7 +338,7 @@ cmd_reply firmware::reg_ppcnt(reg_access& r) {
 // PCAM: bit k of the mask is register 0x5000 + k; the table above is the list. None of
 // the enhanced features (extended PTYS speeds, discard and statistical PPCNT groups,
 // per-lane counters) is implemented.
-cmd_reply firmware::reg_pcam(reg_access& r) {
+cmd_reply access_registers::reg_pcam(reg_access& r) {
     using R = ifc::pcam_reg;
     if (ifc::get<R::feature_group>(r.in) != 0 || ifc::get<R::access_reg_group>(r.in) != 0) {
         return bad_param(cmd_syndrome::BAD_PARAMETER);
@@ -354,7 +354,7 @@ cmd_reply firmware::reg_pcam(reg_access& r) {
 
 // MCAM: access_reg_group g covers registers 0x9000 + 128 g + k (Linux reads groups 0 to
 // 2); no management features.
-cmd_reply firmware::reg_mcam(reg_access& r) {
+cmd_reply access_registers::reg_mcam(reg_access& r) {
     using R = ifc::mcam_reg;
     const auto group = ifc::get<R::access_reg_group>(r.in);
     if (ifc::get<R::feature_group>(r.in) != 0 || group > 2) return bad_param(cmd_syndrome::BAD_PARAMETER);

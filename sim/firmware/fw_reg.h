@@ -1,17 +1,26 @@
-// What the access registers keep beyond the port's own state (fw_reg.cc): event enables,
-// the module's admin state, PTYS admin masks and the PPCNT clear points. Back to
-// power-on values on reset.
+// ACCESS_REG and the registers behind it (PRM "Access Registers"): the port's registers
+// (PAOS, PTYS, PMTU, PMLP, PMAOS, PPCNT, PCAM), the module's and management's (MCAM),
+// and HOST_ENDIANNESS. The port's own state and counters are the device's
+// (sim/device_port.h); the registers keep what they add to it: event enables, the
+// module's admin state, PTYS admin masks, the admin MTU and the PPCNT clear points.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
 
+#include "sim/device_config.h"
+#include "sim/device_port.h"
+#include "sim/firmware/command.h"
 #include "sim/transport/port_stats.h"
 
 namespace cxv::sim {
 
+// What the registers keep; back to these values on reset.
 struct register_state {
+    bool host_endianness_set = false;
+    bool host_big_endian = false;
+    std::uint32_t admin_mtu = 0;       // PMTU admin_mtu; 0: the port's maximum
     std::uint8_t paos_e = 0;           // PAOS e: 0 no events, 1 events, 2 a single event
     std::uint8_t pmaos_admin = 1;      // PMAOS admin_status: the module is enabled
     std::uint8_t pmaos_e = 0;
@@ -23,6 +32,36 @@ struct register_state {
     port_stats ppcnt_802_3{}, ppcnt_2863{}, ppcnt_phys{};
     std::array<port_stats, 8> ppcnt_prio{};
     std::chrono::steady_clock::time_point phys_cleared = std::chrono::steady_clock::now();
+};
+
+class access_registers {
+public:
+    access_registers(const device_config& cfg, device_port& port) : cfg_(cfg), port_(port) {}
+
+    cmd_reply access_reg(cmd_ctx& c);
+
+    // PMTU admin_mtu as a driver set it; 0: the port's maximum.
+    std::uint32_t admin_mtu() const noexcept { return regs_.admin_mtu; }
+    // Power-on values.
+    void reset() { regs_ = {}; }
+
+private:
+    struct reg_access;
+    struct reg_entry;
+    static const reg_entry* find_register(std::uint16_t id) noexcept;
+    cmd_reply reg_host_endianness(reg_access& r);
+    cmd_reply reg_paos(reg_access& r);
+    cmd_reply reg_ptys(reg_access& r);
+    cmd_reply reg_pmtu(reg_access& r);
+    cmd_reply reg_pmlp(reg_access& r);
+    cmd_reply reg_pmaos(reg_access& r);
+    cmd_reply reg_ppcnt(reg_access& r);
+    cmd_reply reg_pcam(reg_access& r);
+    cmd_reply reg_mcam(reg_access& r);
+
+    const device_config& cfg_;
+    device_port& port_;
+    register_state regs_{};
 };
 
 }  // namespace cxv::sim

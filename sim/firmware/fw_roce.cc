@@ -23,7 +23,7 @@
 
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_vport.h"
 #include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
@@ -47,11 +47,11 @@ bool ipv4_mapped(const std::array<std::uint8_t, 16>& a) {
 
 }  // namespace
 
-cmd_reply firmware::set_roce_address(cmd_ctx& c) {
+cmd_reply vport_commands::set_roce_address(cmd_ctx& c) {
     using in_t = ifc::set_roce_address_in;
     const std::uint32_t index = ifc::get<in_t::roce_address_index>(c.in.data());
     if (auto r = check_entry(cfg_.port == port_type::ethernet, ifc::get<in_t::vhca_port_num>(c.in.data()), index,
-                             gid_table_entries);
+                             hca_caps::gid_table_entries);
         failed(r)) {
         return r;
     }
@@ -88,11 +88,11 @@ cmd_reply firmware::set_roce_address(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::query_roce_address(cmd_ctx& c) {
+cmd_reply vport_commands::query_roce_address(cmd_ctx& c) {
     using in_t = ifc::query_roce_address_in;
     const std::uint32_t index = ifc::get<in_t::roce_address_index>(c.in.data());
     if (auto r = check_entry(cfg_.port == port_type::ethernet, ifc::get<in_t::vhca_port_num>(c.in.data()), index,
-                             gid_table_entries);
+                             hca_caps::gid_table_entries);
         failed(r)) {
         return r;
     }
@@ -112,6 +112,11 @@ cmd_reply firmware::query_roce_address(cmd_ctx& c) {
     ifc::set<ra::roce_l3_type>(a, e.roce_l3_type);
     ifc::set<ra::roce_version>(a, e.roce_version);
     return ok();
+}
+
+void vport_commands::release_all() {
+    nic_vport_ = {};
+    roce_addresses_.clear();
 }
 
 }  // namespace cxv::sim

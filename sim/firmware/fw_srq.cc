@@ -15,7 +15,7 @@
 
 #include "hw/endian.h"
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_srq.h"
 #include "sim/firmware/handler_util.h"
 #include "sim/firmware/fw_tables.h"
 
@@ -29,7 +29,7 @@ constexpr unsigned kMaxLogPageSize = 51;
 
 }  // namespace
 
-cmd_reply firmware::create_srq(cmd_ctx& c) {
+cmd_reply srq_commands::create_srq(cmd_ctx& c) {
     const std::byte* in = c.in.data();
     std::uint32_t srqn = 0;
     const auto r = make_srq(c, ifc::at<ifc::create_srq_in::srq_context_entry>(in), ifc::create_srq_in::size_bytes,
@@ -38,11 +38,11 @@ cmd_reply firmware::create_srq(cmd_ctx& c) {
     return r;
 }
 
-cmd_reply firmware::make_srq(cmd_ctx& c, const std::byte* srqc, std::size_t pas_at, std::uint32_t uid, srq_kind kind,
+cmd_reply srq_commands::make_srq(cmd_ctx& c, const std::byte* srqc, std::size_t pas_at, std::uint32_t uid, srq_kind kind,
                              std::uint32_t* srqn_out) {
     using srqc_t = ifc::srqc;
     const std::byte* in = c.in.data();
-    const std::byte* caps = current_caps_.data();
+    const std::byte* caps = caps_.current();
     const unsigned log_size = ifc::get<srqc_t::log_srq_size>(srqc);
     const unsigned log_stride = ifc::get<srqc_t::log_rq_stride>(srqc);  // log2(bytes) - 4
     const unsigned log_page = ifc::get<srqc_t::log_page_size>(srqc);    // relative to 4 KiB
@@ -117,11 +117,11 @@ cmd_reply firmware::make_srq(cmd_ctx& c, const std::byte* srqc, std::size_t pas_
         if (tries > kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
         srqn = (srqn + 1) & kMask24;
     }
-    const auto slot = icm_alloc();
+    const auto slot = icm_.alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     std::copy_n(srqc, srqc_t::size_bytes, srq.srqc.begin());
-    if (!icm_write(*slot, srq.srqc.data(), srq.srqc.size())) {
-        icm_free(*slot);
+    if (!icm_.write(*slot, srq.srqc.data(), srq.srqc.size())) {
+        icm_.free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     ++pd->second.users;
@@ -141,13 +141,13 @@ cmd_reply firmware::make_srq(cmd_ctx& c, const std::byte* srqc, std::size_t pas_
     return ok();
 }
 
-cmd_reply firmware::destroy_srq(cmd_ctx& c) {
+cmd_reply srq_commands::destroy_srq(cmd_ctx& c) {
     return remove_srq(ifc::get<ifc::destroy_srq_in::srqn>(c.in.data()), ifc::get<ifc::destroy_srq_in::uid>(c.in.data()),
                       srq_kind::basic);
 }
 
 // Each kind is destroyed by its own command: DESTROY_SRQ of an RMP's number finds no SRQ.
-cmd_reply firmware::remove_srq(std::uint32_t srqn, std::uint32_t uid, srq_kind kind) {
+cmd_reply srq_commands::remove_srq(std::uint32_t srqn, std::uint32_t uid, srq_kind kind) {
     const auto it = srqs_.find(srqn);
     if (it == srqs_.end() || it->second.kind != kind) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     srq_object& srq = it->second;
@@ -157,17 +157,17 @@ cmd_reply firmware::remove_srq(std::uint32_t srqn, std::uint32_t uid, srq_kind k
     drop_user(pds_, srq.pd);
     if (srq.cqn != 0) drop_user(cqs_, srq.cqn);
     if (srq.xrcd != 0) drop_user(xrcds_, srq.xrcd);
-    icm_free(srq.icm);
+    icm_.free(srq.icm);
     srqs_.erase(it);
     return ok();
 }
 
-cmd_reply firmware::query_srq(cmd_ctx& c) {
+cmd_reply srq_commands::query_srq(cmd_ctx& c) {
     const auto it = srqs_.find(ifc::get<ifc::query_srq_in::srqn>(c.in.data()));
     if (it == srqs_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     const srq_object& srq = it->second;
     std::byte* srqc = ifc::at<ifc::query_srq_out::srq_context_entry>(c.out.data());
-    if (!icm_read(srq.icm, srqc, ifc::srqc::size_bytes)) {
+    if (!icm_.read(srq.icm, srqc, ifc::srqc::size_bytes)) {
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
     }
     // The device's state over the context as created: error state, the armed limit (0
@@ -179,7 +179,7 @@ cmd_reply firmware::query_srq(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::arm_rq(cmd_ctx& c) {
+cmd_reply srq_commands::arm_rq(cmd_ctx& c) {
     // RQ objects (CREATE_RQ) and XRQs are not modelled; only SRQs can be armed.
     if (c.op_mod != ifc::arm_rq_op_mod::srq) return bad_param(cmd_syndrome::BAD_OP_MOD);
     const auto it = srqs_.find(ifc::get<ifc::arm_rq_in::srq_number>(c.in.data()));
@@ -195,6 +195,13 @@ cmd_reply firmware::arm_rq(cmd_ctx& c) {
     // then disarms (lwm back to 0). lwm 0 disarms.
     srq.lwm = lwm;
     return ok();
+}
+
+void srq_commands::release_all() {
+    for (auto& [n, o] : srqs_) icm_.free(o.icm);
+    srqs_.clear();
+    xrcds_.clear();
+    next_srqn_ = next_xrcd_ = 1;
 }
 
 }  // namespace cxv::sim

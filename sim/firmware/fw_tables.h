@@ -8,7 +8,7 @@
 
 #include "sim/syndromes.h"
 #include "hw/layout.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/command.h"
 #include "sim/objects/tables.h"
 
 namespace cxv::sim {

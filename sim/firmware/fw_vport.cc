@@ -3,9 +3,9 @@
 // QUERY/MODIFY_NIC_VPORT_CONTEXT) and the port's InfiniBand management agent behind
 // MAD_IFC (IBTA Vol. 1 chapters 13-14).
 //
-// Every answer follows the port's state at that moment (fw_port.cc). Once the subnet
-// manager has configured the port: LID from the configuration, SM at LID 1; before, LID
-// and SM LID 0. Always: LMC 0, GID prefix fe80::/64, M_Key 0 (no protection), P_Key
+// Every answer follows the port's state at that moment (sim/device_port.h). Once the
+// subnet manager has configured the port: LID from the configuration, SM at LID 1;
+// before, LID and SM LID 0. Always: LMC 0, GID prefix fe80::/64, M_Key 0 (no protection), P_Key
 // table holding only the default full-member key. An Ethernet port's GIDs are the RoCE
 // addresses the driver programmed (fw_roce.cc). The function is not a vport group
 // manager, so it may name no vport but its own (other_vport 0).
@@ -14,7 +14,7 @@
 
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_vport.h"
 #include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
@@ -103,7 +103,7 @@ std::uint32_t pkey_table_len(const std::byte* caps) {
 // The vNIC's vport is up while the port is ACTIVE; the uplink while its physical link is
 // up. Only a vport group manager may ask about an eswitch vport or another function's.
 
-cmd_reply firmware::query_vport_state(cmd_ctx& c) {
+cmd_reply vport_commands::query_vport_state(cmd_ctx& c) {
     using in_t = ifc::query_vport_state_in;
     using out_t = ifc::query_vport_state_out;
     if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()), 0); r.status != cmd_status::OK) {
@@ -123,7 +123,7 @@ cmd_reply firmware::query_vport_state(cmd_ctx& c) {
 
 // --- HCA vport ---------------------------------------------------------------------
 
-cmd_reply firmware::query_hca_vport_context(cmd_ctx& c) {
+cmd_reply vport_commands::query_hca_vport_context(cmd_ctx& c) {
     using in_t = ifc::query_hca_vport_context_in;
     using v_t = ifc::hca_vport_context;
     if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
@@ -155,7 +155,7 @@ cmd_reply firmware::query_hca_vport_context(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::query_hca_vport_gid(cmd_ctx& c) {
+cmd_reply vport_commands::query_hca_vport_gid(cmd_ctx& c) {
     using in_t = ifc::query_hca_vport_gid_in;
     using out_t = ifc::query_hca_vport_gid_out;
     if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
@@ -163,7 +163,7 @@ cmd_reply firmware::query_hca_vport_gid(cmd_ctx& c) {
         r.status != cmd_status::OK) {
         return r;
     }
-    const std::uint32_t len = gid_table_len(current_caps_.data());
+    const std::uint32_t len = gid_table_len(caps_.current());
     const std::uint32_t index = ifc::get<in_t::gid_index>(c.in.data());
     const bool all = index == kAllEntries;
     if (!all && index >= len) return fail(cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
@@ -192,7 +192,7 @@ cmd_reply firmware::query_hca_vport_gid(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::query_hca_vport_pkey(cmd_ctx& c) {
+cmd_reply vport_commands::query_hca_vport_pkey(cmd_ctx& c) {
     using in_t = ifc::query_hca_vport_pkey_in;
     using out_t = ifc::query_hca_vport_pkey_out;
     if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
@@ -200,7 +200,7 @@ cmd_reply firmware::query_hca_vport_pkey(cmd_ctx& c) {
         r.status != cmd_status::OK) {
         return r;
     }
-    const std::uint32_t len = pkey_table_len(current_caps_.data());
+    const std::uint32_t len = pkey_table_len(caps_.current());
     const std::uint32_t index = ifc::get<in_t::pkey_index>(c.in.data());
     const bool all = index == kAllEntries;
     if (!all && index >= len) return fail(cmd_status::BAD_INDEX, cmd_syndrome::EXCEEDS_LIMIT);
@@ -218,7 +218,7 @@ cmd_reply firmware::query_hca_vport_pkey(cmd_ctx& c) {
 // system_image_guid on every port type), with no MAC address; its Ethernet attributes
 // (RoCE, MTU, promiscuous modes) cannot be changed there.
 
-cmd_reply firmware::query_nic_vport_context(cmd_ctx& c) {
+cmd_reply vport_commands::query_nic_vport_context(cmd_ctx& c) {
     using in_t = ifc::query_nic_vport_context_in;
     using v_t = ifc::nic_vport_context;
     if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()), 0); r.status != cmd_status::OK) {
@@ -237,7 +237,7 @@ cmd_reply firmware::query_nic_vport_context(cmd_ctx& c) {
     ifc::set<v_t::allowed_list_size>(v, 0);
     if (cfg_.port == port_type::ethernet) {
         // Never set: the port's MTU, as PMTU reports it.
-        if (ifc::get<v_t::mtu>(v) == 0) ifc::set<v_t::mtu>(v, admin_mtu_ ? admin_mtu_ : kMaxEthMtu);
+        if (ifc::get<v_t::mtu>(v) == 0) ifc::set<v_t::mtu>(v, regs_.admin_mtu() ? regs_.admin_mtu() : kMaxEthMtu);
         std::byte* mac = ifc::at<v_t::permanent_address>(v);
         const auto& m = cfg_.mac;
         ifc::set<ifc::mac_address_layout::mac_addr_47_32>(mac, std::uint32_t{m[0]} << 8 | m[1]);
@@ -247,7 +247,7 @@ cmd_reply firmware::query_nic_vport_context(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::modify_nic_vport_context(cmd_ctx& c) {
+cmd_reply vport_commands::modify_nic_vport_context(cmd_ctx& c) {
     using in_t = ifc::modify_nic_vport_context_in;
     using fs_t = ifc::modify_nic_vport_field_select;
     using v_t = ifc::nic_vport_context;
@@ -261,7 +261,7 @@ cmd_reply firmware::modify_nic_vport_context(cmd_ctx& c) {
     // group manager's, or needs a capability the device does not report
     // (disable_local_lb_uc/mc); unknown bits are refused too.
     std::array<std::byte, fs_t::size_bytes> allowed{};
-    if (ifc::get<ifc::cmd_hca_cap::roce>(current_caps_.data())) ifc::set<fs_t::roce_en>(allowed.data(), 1);
+    if (ifc::get<ifc::cmd_hca_cap::roce>(caps_.current())) ifc::set<fs_t::roce_en>(allowed.data(), 1);
     if (cfg_.port == port_type::ethernet) {
         ifc::set<fs_t::mtu>(allowed.data(), 1);
         ifc::set<fs_t::promisc>(allowed.data(), 1);
@@ -289,7 +289,7 @@ cmd_reply firmware::modify_nic_vport_context(cmd_ctx& c) {
 // The direction bit of a directed-route response is left to the driver (Linux's
 // mlx5_ib_process_mad sets it after the command).
 
-cmd_reply firmware::mad_ifc(cmd_ctx& c) {
+cmd_reply vport_commands::mad_ifc(cmd_ctx& c) {
     if (c.op_mod & ~kMadIfcOpModBits) return bad_param(cmd_syndrome::BAD_OP_MOD);
     if (ifc::get<ifc::mad_ifc_in::port>(c.in.data()) != 1) return bad_param(cmd_syndrome::BAD_PORT);
     const std::byte* req = ifc::at<ifc::mad_ifc_in::mad>(c.in.data());
@@ -324,7 +324,7 @@ cmd_reply firmware::mad_ifc(cmd_ctx& c) {
         put64(d + 4, cfg_.node_guid);       // SystemImageGUID
         put64(d + 12, cfg_.node_guid);      // NodeGUID
         put64(d + 20, cfg_.node_guid + 1);  // PortGUID (of the receiving port)
-        put16(d + 28, static_cast<std::uint16_t>(pkey_table_len(current_caps_.data())));  // PartitionCap
+        put16(d + 28, static_cast<std::uint16_t>(pkey_table_len(caps_.current())));  // PartitionCap
         put16(d + 30, cfg_.device_id);      // DeviceID; Revision (32..35) 0
         put32(d + 36, 1u << 24 | kVendorId);  // LocalPortNum 1, VendorID
     } else if (attr == kAttrPortInfo) {
@@ -355,7 +355,7 @@ cmd_reply firmware::mad_ifc(cmd_ctx& c) {
             d[40] = std::byte{8};                          // VLArbitrationLowCap
             d[41] = std::byte{5};                          // InitTypeReply 0, MTUCap 4096
             d[43] = std::byte{4 << 4};                     // OperationalVLs; no enforcement
-            d[50] = std::byte(gid_table_len(current_caps_.data()));  // GUIDCap
+            d[50] = std::byte(gid_table_len(caps_.current()));  // GUIDCap
             d[51] = std::byte(port_.configured() ? kSubnetTimeout : 0);
             d[62] = std::byte((up ? 0x2 : 0) << 4 | 0x3);  // LinkSpeedExtActive EDR, Supported
             d[63] = std::byte{0x3};                        // LinkSpeedExtEnabled: FDR, EDR

@@ -11,14 +11,14 @@
 #include <array>
 
 #include "hw/ifc.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/fw_srq.h"
 #include "sim/firmware/fw_tables.h"
 #include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
 
-cmd_reply firmware::alloc_xrcd(cmd_ctx& c) {
-    const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_xrcd>(current_caps_.data());
+cmd_reply srq_commands::alloc_xrcd(cmd_ctx& c) {
+    const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_xrcd>(caps_.current());
     if (xrcds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
     const std::uint32_t n = free_number(xrcds_, next_xrcd_);
     xrcds_[n].uid = ifc::get<ifc::alloc_xrcd_in::uid>(c.in.data());
@@ -27,7 +27,7 @@ cmd_reply firmware::alloc_xrcd(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::dealloc_xrcd(cmd_ctx& c) {
+cmd_reply srq_commands::dealloc_xrcd(cmd_ctx& c) {
     const auto it = xrcds_.find(ifc::get<ifc::dealloc_xrcd_in::xrcd>(c.in.data()));
     if (it == xrcds_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     if (it->second.uid != ifc::get<ifc::dealloc_xrcd_in::uid>(c.in.data())) {
@@ -39,7 +39,7 @@ cmd_reply firmware::dealloc_xrcd(cmd_ctx& c) {
     return ok();
 }
 
-cmd_reply firmware::create_xrc_srq(cmd_ctx& c) {
+cmd_reply srq_commands::create_xrc_srq(cmd_ctx& c) {
     const std::byte* in = c.in.data();
     const std::byte* x = ifc::at<ifc::create_xrc_srq_in::xrc_srq_context_entry>(in);
     // Umem-backed buffers and records are not modelled for XRC SRQs.
@@ -60,12 +60,12 @@ cmd_reply firmware::create_xrc_srq(cmd_ctx& c) {
     return r;
 }
 
-cmd_reply firmware::destroy_xrc_srq(cmd_ctx& c) {
+cmd_reply srq_commands::destroy_xrc_srq(cmd_ctx& c) {
     return remove_srq(ifc::get<ifc::destroy_xrc_srq_in::xrc_srqn>(c.in.data()),
                       ifc::get<ifc::destroy_xrc_srq_in::uid>(c.in.data()), srq_kind::xrc);
 }
 
-cmd_reply firmware::create_rmp(cmd_ctx& c) {
+cmd_reply srq_commands::create_rmp(cmd_ctx& c) {
     const std::byte* in = c.in.data();
     const std::byte* rmpc = ifc::at<ifc::create_rmp_in::ctx>(in);
     const std::byte* wq = ifc::at<ifc::rmpc::wq>(rmpc);
@@ -97,7 +97,7 @@ cmd_reply firmware::create_rmp(cmd_ctx& c) {
     return r;
 }
 
-cmd_reply firmware::destroy_rmp(cmd_ctx& c) {
+cmd_reply srq_commands::destroy_rmp(cmd_ctx& c) {
     return remove_srq(ifc::get<ifc::destroy_rmp_in::rmpn>(c.in.data()), ifc::get<ifc::destroy_rmp_in::uid>(c.in.data()),
                       srq_kind::rmp);
 }

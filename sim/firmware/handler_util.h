@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "hw/opcodes.h"
-#include "sim/firmware/firmware.h"
+#include "sim/firmware/command.h"
 #include "sim/objects/objects.h"
 #include "sim/syndromes.h"
 

@@ -74,7 +74,7 @@ struct rig : sim::transport_hooks {
         mmu.map(kPages, pages, kPageBytes, true, true);
         xport = std::make_unique<sim::transport_engine>(cfg, *bar, mmu, tr, tables, *this);
         port = std::make_unique<sim::device_port>(cfg, tr, eqs, *xport);
-        fw = std::make_unique<sim::firmware>(cfg, *bar, mmu, msix, tr, faults, tables, eqs, *port, *xport);
+        fw = std::make_unique<sim::firmware>(cfg, *bar, mmu, msix, tr, tables, eqs, *port, *xport);
         engine = std::make_unique<sim::cmd_engine>(*bar, mmu, *fw, eqs, tr, faults);
         reset();
     }
