@@ -39,15 +39,8 @@ cmd_reply eq_commands::alloc_uar(cmd_ctx& c) {
 }
 
 cmd_reply eq_commands::dealloc_uar(cmd_ctx& c) {
-    const auto idx = ifc::get<ifc::dealloc_uar_in::uar>(c.in.data());
-    const auto it = uars_.find(idx);
-    if (it == uars_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    if (it->second.uid != ifc::get<ifc::dealloc_uar_in::uid>(c.in.data())) {
-        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
-    }
-    if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    uars_.erase(it);
-    return ok();
+    return dealloc_plain(uars_, ifc::get<ifc::dealloc_uar_in::uar>(c.in.data()),
+                         ifc::get<ifc::dealloc_uar_in::uid>(c.in.data()));
 }
 
 // --- EQ ----------------------------------------------------------------------------

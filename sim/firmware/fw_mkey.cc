@@ -55,25 +55,16 @@ bool mtt_aligned(std::uint64_t e, std::uint64_t page) { return ((e & ~kMttEnable
 // --- PD ----------------------------------------------------------------------------
 
 cmd_reply mkey_commands::alloc_pd(cmd_ctx& c) {
-    const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_pd>(caps_.current());
-    if (pds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
-    const std::uint32_t pd = free_number(pds_, next_pd_);
-    pds_[pd].uid = ifc::get<ifc::alloc_pd_in::uid>(c.in.data());
-    next_pd_ = (pd + 1) & kMask24;
-    ifc::set<ifc::alloc_pd_out::pd>(c.out.data(), pd);
-    return ok();
+    std::uint32_t pd = 0;
+    const auto r = alloc_plain(pds_, next_pd_, ifc::get<ifc::cmd_hca_cap::log_max_pd>(caps_.current()),
+                               ifc::get<ifc::alloc_pd_in::uid>(c.in.data()), &pd);
+    if (!failed(r)) ifc::set<ifc::alloc_pd_out::pd>(c.out.data(), pd);
+    return r;
 }
 
 cmd_reply mkey_commands::dealloc_pd(cmd_ctx& c) {
-    const auto pd = ifc::get<ifc::dealloc_pd_in::pd>(c.in.data());
-    const auto it = pds_.find(pd);
-    if (it == pds_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    if (it->second.uid != ifc::get<ifc::dealloc_pd_in::uid>(c.in.data())) {
-        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
-    }
-    if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    pds_.erase(it);
-    return ok();
+    return dealloc_plain(pds_, ifc::get<ifc::dealloc_pd_in::pd>(c.in.data()),
+                         ifc::get<ifc::dealloc_pd_in::uid>(c.in.data()));
 }
 
 // --- MKEY --------------------------------------------------------------------------

@@ -114,9 +114,4 @@ cmd_reply vport_commands::query_roce_address(cmd_ctx& c) {
     return ok();
 }
 
-void vport_commands::release_all() {
-    nic_vport_ = {};
-    roce_addresses_.clear();
-}
-
 }  // namespace cxv::sim

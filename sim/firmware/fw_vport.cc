@@ -282,6 +282,13 @@ cmd_reply vport_commands::modify_nic_vport_context(cmd_ctx& c) {
     return ok();
 }
 
+// Teardown, DISABLE_HCA and reset: the vport context and the RoCE address table go back
+// to their defaults with the objects.
+void vport_commands::release_all() {
+    nic_vport_ = {};
+    roce_addresses_.clear();
+}
+
 // --- MAD_IFC -----------------------------------------------------------------------
 //
 // The response is the request with method, status and data replaced. A MAD the agent

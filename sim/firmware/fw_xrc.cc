@@ -18,25 +18,17 @@
 namespace cxv::sim {
 
 cmd_reply srq_commands::alloc_xrcd(cmd_ctx& c) {
-    const std::uint32_t limit = 1u << ifc::get<ifc::cmd_hca_cap::log_max_xrcd>(caps_.current());
-    if (xrcds_.size() >= limit) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
-    const std::uint32_t n = free_number(xrcds_, next_xrcd_);
-    xrcds_[n].uid = ifc::get<ifc::alloc_xrcd_in::uid>(c.in.data());
-    next_xrcd_ = (n + 1) & kMask24;
-    ifc::set<ifc::alloc_xrcd_out::xrcd>(c.out.data(), n);
-    return ok();
+    std::uint32_t n = 0;
+    const auto r = alloc_plain(xrcds_, next_xrcd_, ifc::get<ifc::cmd_hca_cap::log_max_xrcd>(caps_.current()),
+                               ifc::get<ifc::alloc_xrcd_in::uid>(c.in.data()), &n);
+    if (!failed(r)) ifc::set<ifc::alloc_xrcd_out::xrcd>(c.out.data(), n);
+    return r;
 }
 
+// XRC SRQs of the domain hold it.
 cmd_reply srq_commands::dealloc_xrcd(cmd_ctx& c) {
-    const auto it = xrcds_.find(ifc::get<ifc::dealloc_xrcd_in::xrcd>(c.in.data()));
-    if (it == xrcds_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    if (it->second.uid != ifc::get<ifc::dealloc_xrcd_in::uid>(c.in.data())) {
-        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
-    }
-    // XRC SRQs of the domain hold it.
-    if (it->second.users != 0) return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
-    xrcds_.erase(it);
-    return ok();
+    return dealloc_plain(xrcds_, ifc::get<ifc::dealloc_xrcd_in::xrcd>(c.in.data()),
+                         ifc::get<ifc::dealloc_xrcd_in::uid>(c.in.data()));
 }
 
 cmd_reply srq_commands::create_xrc_srq(cmd_ctx& c) {

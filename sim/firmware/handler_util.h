@@ -4,6 +4,7 @@
 // in every handler. (The width of object numbers, kMask24, is sim/objects/objects.h's.)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -39,6 +40,34 @@ std::uint32_t free_number(const Table& table, std::uint32_t from) {
     std::uint32_t n = from & kMask24;
     while (n == 0 || table.count(n) != 0) n = (n + 1) & kMask24;
     return n;
+}
+
+// ALLOC_PD and ALLOC_XRCD: an object that is a number and its uid only. At most
+// 2^log_max of them (EXCEED_LIM / EXCEEDS_LIMIT); the number is free_number's from `next`
+// on, and `next` moves past it. `*n` is written on success only.
+template <typename Table>
+cmd_reply alloc_plain(Table& table, std::uint32_t& next, unsigned log_max, std::uint32_t uid, std::uint32_t* n) {
+    if (table.size() >= (std::size_t{1} << log_max)) {
+        return fail(hw::cmd_status::EXCEED_LIM, sim::cmd_syndrome::EXCEEDS_LIMIT);
+    }
+    const std::uint32_t got = free_number(table, next);
+    table[got].uid = uid;
+    next = (got + 1) & kMask24;
+    *n = got;
+    return ok();
+}
+
+// DEALLOC_UAR, DEALLOC_PD and DEALLOC_XRCD: the object must exist (BAD_RESOURCE /
+// UNKNOWN_RESOURCE), be the caller's (FOREIGN_RESOURCE) and be held by no other object
+// (RESOURCE_BUSY / RESOURCE_IN_USE); then it goes.
+template <typename Table>
+cmd_reply dealloc_plain(Table& table, std::uint32_t n, std::uint32_t uid) {
+    const auto it = table.find(n);
+    if (it == table.end()) return bad_resource(sim::cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it->second.uid != uid) return bad_resource(sim::cmd_syndrome::FOREIGN_RESOURCE);
+    if (it->second.users != 0) return fail(hw::cmd_status::RESOURCE_BUSY, sim::cmd_syndrome::RESOURCE_IN_USE);
+    table.erase(it);
+    return ok();
 }
 
 // The bytes a UMEM covers (PRM "User Memory Object"): its num_of_mtt pages of 4 KiB <<
