@@ -1,7 +1,6 @@
 #include "api/abi/cm_wire.h"
 
 #include <arpa/inet.h>
-#include <poll.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -41,29 +40,6 @@ void to_host(wire_msg& m) {
 }
 
 bool well_formed(const wire_msg& m) { return m.magic == kMagic && m.private_data_len <= sizeof m.private_data; }
-
-int recv_msg(int fd, wire_msg& m, std::chrono::milliseconds timeout) {
-    using clock = std::chrono::steady_clock;
-    const auto end = clock::now() + timeout;
-    auto* p = reinterpret_cast<char*>(&m);
-    std::size_t got = 0;
-    while (got < sizeof m) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock::now()).count();
-        pollfd q{fd, POLLIN, 0};
-        const int r = ::poll(&q, 1, left < 0 ? 0 : static_cast<int>(left));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return -1;
-        if (r == 0) return errno = ETIMEDOUT, -1;
-        const ssize_t n = ::recv(fd, p + got, sizeof m - got, MSG_DONTWAIT);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n < 0) return -1;
-        if (n == 0) return errno = ECONNRESET, -1;
-        got += static_cast<std::size_t>(n);
-    }
-    to_host(m);
-    if (!well_formed(m)) return errno = EPROTO, -1;
-    return 0;
-}
 
 long long trace_clock() noexcept {
     timespec now{};

@@ -1,5 +1,5 @@
-// The connection manager's side-channel protocol, shared by cxv's librdmacm.so.1 (cm.h)
-// and cxv-perf's -R: one TCP connection per connection (rdma_cm_id), carrying the
+// The connection manager's side-channel protocol (cm.h: librdmacm.so.1, whose code
+// cxv-perf -R links too): one TCP connection per connection (rdma_cm_id), carrying the
 // connect request, the reply or reject, the ready-to-use and the disconnect, each as one
 // `wire_msg` (the roles of IBTA 12.6's REQ, REP, REJ, RTU and DREQ). Plain data and
 // sockets only: no verbs here.
@@ -51,10 +51,6 @@ void to_host(wire_msg& m);
 // Whether a received message (host order) is one of ours and within its bounds: a
 // message that is not ends the connection.
 bool well_formed(const wire_msg& m);
-// Receives one whole message into `m` (host order) within `timeout`: 0, or -1 and errno
-// (ETIMEDOUT, ECONNRESET when the peer closed, EPROTO for a message not ours). For a
-// program of its own (cxv-perf); librdmacm's worker reads without waiting instead.
-int recv_msg(int fd, wire_msg& m, std::chrono::milliseconds timeout);
 
 // With CXV_CM_TRACE set (non-empty) in the environment: one line on stderr,
 // "cxv-cm: <CLOCK_MONOTONIC ns> <pid> <what> <address>:<port>[ began <ns>]", for a step

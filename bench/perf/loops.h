@@ -54,7 +54,7 @@ struct loop_context {
     std::uint64_t stall_ticks = 0;        // no progress for this long: the peer is gone
     bool idle_yield = false;
     std::atomic<std::uint64_t>* progress = nullptr;
-    channel* oob = nullptr;               // the server watches it for the client's stop
+    link* oob = nullptr;                  // the server watches it for the client's stop
     // -b: the receiving thread's stop (UC, UD: the peer finished sending; a pause then
     // ends the wait for messages that were lost).
     const std::atomic<bool>* peer_done = nullptr;

@@ -4,9 +4,9 @@
 //   cxv-perf send_lat -d 0000:3b:00.0 host          the client: runs and prints the table
 //   cxv-perf write_bw --loopback -d BDF [-d BDF2]   both sides in this process
 //
-// The two sides meet over TCP (-p, 18515), agree on the run's parameters, exchange their
-// QPs' addresses (-R: connect them with the connection manager's protocol, cm_connect.h),
-// and then run size after size, with a barrier around each.
+// The two sides meet over TCP (-p, 18515; -R: over an rdma_cm connection, cm_connect.h),
+// agree on the run's parameters, exchange their QPs' addresses (-R: connect them with
+// rdma_cm), and then run size after size, with a barrier around each.
 #include <time.h>
 
 #include <algorithm>
@@ -35,6 +35,7 @@ using namespace std::chrono_literals;
 constexpr const char* kVersion = CXV_VERSION;  // //:version.bzl
 constexpr auto kPeerTimeout = 60s;       // a barrier or a parameter exchange
 constexpr auto kAcceptTimeout = 120s;    // the server waiting for its client
+constexpr auto kCmRetry = 10s;           // -R: a client retrying while nobody listens
 constexpr std::size_t kDurationSamples = std::size_t{1} << 22;  // -D latency: at most this many
 
 // The bandwidth loop's stamps: two words per signalled WR (-D: 2^20 of them), at most
@@ -169,7 +170,7 @@ double process_cpu_seconds() {
     return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
 }
 
-status send_sync(channel& ch, sync_kind kind, std::uint64_t value, bool ok = true, const std::string& message = "",
+status send_sync(link& ch, sync_kind kind, std::uint64_t value, bool ok = true, const std::string& message = "",
                  const bandwidth_sample_set* own = nullptr, std::uint64_t own_per_qp = 0) {
     wire_sync m;
     if (own != nullptr) {
@@ -185,7 +186,7 @@ status send_sync(channel& ch, sync_kind kind, std::uint64_t value, bool ok = tru
     return ch.send(&m, sizeof m);
 }
 
-result<wire_sync> recv_sync(channel& ch, sync_kind kind, std::chrono::milliseconds timeout) {
+result<wire_sync> recv_sync(link& ch, sync_kind kind, std::chrono::milliseconds timeout) {
     wire_sync m;
     if (auto r = ch.recv(&m, sizeof m, timeout); !r) return r.error();
     m.message[sizeof m.message - 1] = '\0';
@@ -248,25 +249,16 @@ bandwidth_sample_set combined(const bandwidth_sample_set& a, const wire_sync& pe
 }
 
 // One side of a run, from the parameter exchange to the table. Returns the exit status.
-// With -R, `ch` is empty: the connection manager's first connection becomes it (the
-// server accepts on `cm_listener`).
-status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, bool server, bool quiet, double hz,
-                listener* cm_listener = nullptr) {
-    std::unique_ptr<side> s;
-    std::vector<channel> cm_links;  // -R: every QP's connection, kept open to the end
+// With -R, `link_to_peer` is empty: the connection manager's link becomes it.
+status run_side(const options& o, std::shared_ptr<function> fn, std::unique_ptr<link>& link_to_peer, bool server,
+                bool quiet, double hz) {
     if (o.rdma_cm) {
-        {
-            std::lock_guard lock(g_setup);
-            auto made = make_side(o, fn, server);
-            if (!made) return made.error();
-            s = std::move(made).value();
-        }
-        auto links = server ? cm_accept(*s, *cm_listener, kAcceptTimeout, kPeerTimeout)
-                            : cm_connect(*s, o.server, o.tcp_port, 3s);
-        if (!links) return links.error();
-        cm_links = std::move(links).value();
-        ch = std::move(cm_links.front());
+        auto made = server ? cm_link::accept(o, *fn, o.tcp_port, kAcceptTimeout)
+                           : cm_link::connect(o, *fn, o.server, o.tcp_port, kCmRetry);
+        if (!made) return made.error();
+        link_to_peer = std::move(made).value();
     }
+    link& ch = *link_to_peer;
     // The parameters: the client's must be the server's.
     const wire_params mine = params_of(o);
     if (server) {
@@ -282,13 +274,16 @@ status run_side(const options& o, std::shared_ptr<function> fn, channel& ch, boo
         if (auto r = recv_sync(ch, sync_params, kPeerTimeout); !r) return r.error();
     }
 
-    if (!o.rdma_cm) {
-        {
-            std::lock_guard lock(g_setup);
-            auto made = make_side(o, fn, server);
-            if (!made) return made.error();
-            s = std::move(made).value();
-        }
+    std::unique_ptr<side> s;
+    {
+        std::lock_guard lock(g_setup);
+        auto made = make_side(o, fn, server);
+        if (!made) return made.error();
+        s = std::move(made).value();
+    }
+    if (o.rdma_cm) {
+        if (auto r = static_cast<cm_link&>(ch).connect_qps(*s, kPeerTimeout); !r) return r;
+    } else {
         s->remote.resize(o.qps);
         const std::size_t bytes = sizeof(wire_qp) * o.qps;
         if (server) {
@@ -505,62 +500,53 @@ int run(int argc, char** argv) {
             b = open_function(o.devices[1], o.ib_port);
             if (!b) return fail(b.error().message);
         }
-        auto [server_end, client_end] = channel::pair();
+        auto [server_channel, client_channel] = channel::pair();
+        std::unique_ptr<link> server_end = std::make_unique<channel>(std::move(server_channel));
+        std::unique_ptr<link> client_end = std::make_unique<channel>(std::move(client_channel));
         std::string server_error;
         std::thread server([&, fn = a.value()] {
             // Every failure reaches the client (the channel stays open: it would wait for
             // its barrier's time out); a second sync_error after one run_side sent is unread.
             if (auto r = run_side(o, fn, server_end, true, true, hz); !r) {
                 server_error = r.error().message;
-                (void)send_sync(server_end, sync_error, 0, false, r.error().message);
+                (void)send_sync(*server_end, sync_error, 0, false, r.error().message);
             }
         });
         auto r = run_side(o, b.value(), client_end, false, false, hz);
-        if (!r) (void)send_sync(client_end, sync_error, 0, false, r.error().message);
+        if (!r) (void)send_sync(*client_end, sync_error, 0, false, r.error().message);
         server.join();
         if (!r) return fail(r.error().message);
         if (!server_error.empty()) return fail("the server side: " + server_error);
         return 0;
     }
-    if (o.server.empty()) {
-        // Listening before the device opens: a client started at the same time finds us.
-        auto l = listener::create(o.tcp_port);
-        if (!l) return fail(l.error().message);
-        auto fn = open_function(o.devices.empty() ? "" : o.devices[0], o.ib_port);
-        if (!fn) return fail(fn.error().message);
-        std::printf("cxv-perf: %s server on %s, waiting for a client on port %u\n", o.test.c_str(), fn.value()->bdf.c_str(),
-                    o.tcp_port);
-        std::fflush(stdout);
-        if (o.rdma_cm) {
-            channel ch;
-            if (auto r = run_side(o, fn.value(), ch, true, false, hz, &l.value()); !r) {
-                (void)send_sync(ch, sync_error, 0, false, r.error().message);
-                return fail(r.error().message);
-            }
-            return 0;
-        }
-        auto ch = l->accept(kAcceptTimeout);
-        if (!ch) return fail(ch.error().message);
-        if (auto r = run_side(o, fn.value(), ch.value(), true, false, hz); !r) {
-            (void)send_sync(ch.value(), sync_error, 0, false, r.error().message);  // the client says why
-            return fail(r.error().message);
-        }
-        return 0;
+    const bool server = o.server.empty();
+    // Listening before the device opens: a client started at the same time finds us (-R:
+    // the connection manager listens once the function is open; the client retries).
+    std::optional<listener> l;
+    if (server && !o.rdma_cm) {
+        auto made = listener::create(o.tcp_port);
+        if (!made) return fail(made.error().message);
+        l.emplace(std::move(made).value());
     }
     auto fn = open_function(o.devices.empty() ? "" : o.devices[0], o.ib_port);
     if (!fn) return fail(fn.error().message);
-    if (o.rdma_cm) {
-        channel ch;
-        if (auto r = run_side(o, fn.value(), ch, false, false, hz); !r) {
-            (void)send_sync(ch, sync_error, 0, false, r.error().message);
-            return fail(r.error().message);
+    std::unique_ptr<link> ch;  // -R: made by run_side
+    if (server) {
+        std::printf("cxv-perf: %s server on %s, waiting for a client on port %u\n", o.test.c_str(), fn.value()->bdf.c_str(),
+                    o.tcp_port);
+        std::fflush(stdout);
+        if (l) {
+            auto accepted = l->accept(kAcceptTimeout);
+            if (!accepted) return fail(accepted.error().message);
+            ch = std::make_unique<channel>(std::move(accepted).value());
         }
-        return 0;
+    } else if (!o.rdma_cm) {
+        auto connected = channel::connect(o.server, o.tcp_port, 3s);
+        if (!connected) return fail(connected.error().message);
+        ch = std::make_unique<channel>(std::move(connected).value());
     }
-    auto ch = channel::connect(o.server, o.tcp_port, 3s);
-    if (!ch) return fail(ch.error().message);
-    if (auto r = run_side(o, fn.value(), ch.value(), false, false, hz); !r) {
-        (void)send_sync(ch.value(), sync_error, 0, false, r.error().message);
+    if (auto r = run_side(o, fn.value(), ch, server, false, hz); !r) {
+        if (ch) (void)send_sync(*ch, sync_error, 0, false, r.error().message);  // the peer says why
         return fail(r.error().message);
     }
     return 0;

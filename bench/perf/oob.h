@@ -1,5 +1,6 @@
 // The out-of-band exchange between cxv-perf's server and client: a TCP connection (-p,
-// default 18515, as perftest) or, with --loopback, a socketpair between two threads. It
+// default 18515, as perftest), with --loopback a socketpair between two threads, or with
+// -R an RDMA connection of its own made through the connection manager (cm_connect.h). It
 // carries the run's parameters, each side's QP addresses and the barriers between sizes;
 // never anything inside a timed loop. Every wait is bounded.
 #pragma once
@@ -14,7 +15,19 @@
 
 namespace cxv::perf {
 
-class channel {
+// One message at a time each way, each received whole and as sent (`recv`'s `n` is the
+// size the peer sent).
+class link {
+public:
+    virtual ~link() = default;
+    // Exactly `n` bytes, within `timeout`.
+    virtual status send(const void* p, std::size_t n) = 0;
+    virtual status recv(void* p, std::size_t n, std::chrono::milliseconds timeout) = 0;
+    // Whether a message is waiting (no wait; for a server polling between empty polls).
+    virtual bool readable() = 0;
+};
+
+class channel final : public link {
 public:
     channel() = default;
     explicit channel(int fd) : fd_(fd) {}
@@ -23,7 +36,7 @@ public:
         std::swap(fd_, o.fd_);
         return *this;
     }
-    ~channel();
+    ~channel() override;
 
     // Client: connects to host:port, retrying a refused connection for `retry_for` (the
     // server may still be opening its device); the error names HOST:PORT and the reason.
@@ -31,12 +44,9 @@ public:
     // Two connected ends (--loopback).
     static std::pair<channel, channel> pair();
 
-    // Exactly `n` bytes, within `timeout`.
-    status send(const void* p, std::size_t n);
-    status recv(void* p, std::size_t n, std::chrono::milliseconds timeout);
-    // Whether a message is waiting (no wait; for a server polling between empty polls).
-    bool readable();
-    int fd() const { return fd_; }
+    status send(const void* p, std::size_t n) override;
+    status recv(void* p, std::size_t n, std::chrono::milliseconds timeout) override;
+    bool readable() override;
 
 private:
     int fd_ = -1;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "api/cxv_verbs.h"
 #include "driver/hca/hca.h"
 #include "driver/pci/pci.h"
 
@@ -54,13 +55,15 @@ result<std::shared_ptr<function>> open_function(const std::string& bdf_given, un
         }
         if (f->bdf.empty()) return error{ENODEV, "no mlx5 function bound to vfio-pci (cxv list tells why; or -d BDF)"};
     }
-    auto dev = cxv::device::open(f->bdf);
-    if (!dev) {
+    ibv_context* ctx = cxv_open_device(f->bdf.c_str());
+    if (ctx == nullptr) {
         // The driver's message names the function already when it comes from VFIO or PCI.
-        const std::string& m = dev.error().message;
-        return error{dev.error().code, m.starts_with(f->bdf) ? m : f->bdf + ": " + m};
+        const int e = errno;
+        const std::string m = cxv_last_error();
+        return error{e, m.starts_with(f->bdf) ? m : f->bdf + ": " + m};
     }
-    f->dev = std::move(dev).value();
+    f->opened_as = f->bdf;
+    f->dev = std::shared_ptr<cxv::device>(std::shared_ptr<ibv_context>(ctx, cxv_close_device), &cxv::verbs_device(ctx));
     f->bdf = f->dev->hca().device().bdf();
     auto pd = f->dev->alloc_pd();
     if (!pd) return pd.error();
@@ -202,6 +205,12 @@ result<std::unique_ptr<side>> make_side(const options& o, std::shared_ptr<functi
     return s;
 }
 
+std::uint8_t ack_timeout(const options& o) {
+    // perftest's 14 (67 ms); on the model 18 (1.07 s): its processes may wait long for
+    // a core on a loaded host, and a burst the fabric's sockets drop costs a timeout.
+    return static_cast<std::uint8_t>(o.qp_timeout >= 0 ? o.qp_timeout : on_model() ? 18 : 14);
+}
+
 status connect_qp(side& s, unsigned q) {
     const options& o = *s.o;
     const bool ethernet = s.fn->port.ethernet;
@@ -221,9 +230,7 @@ status connect_qp(side& s, unsigned q) {
     m.qkey = kQkey;
     m.max_rd_atomic = m.max_dest_rd_atomic = kOutstandingReads;
     m.min_rnr_timer = 1;  // 0.01 ms: a receiver that is late costs little
-    // perftest's 14 (67 ms); on the model 18 (1.07 s): its processes may wait long for
-    // a core on a loaded host, and a burst the fabric's sockets drop costs a timeout.
-    m.timeout = static_cast<std::uint8_t>(o.qp_timeout >= 0 ? o.qp_timeout : on_model() ? 18 : 14);
+    m.timeout = ack_timeout(o);
     m.ah.dlid = static_cast<std::uint16_t>(r.lid);
     m.ah.grh = grh;
     std::memcpy(m.ah.dgid.data(), r.gid, 16);

@@ -19,12 +19,17 @@ namespace cxv::perf {
 
 struct function {
     std::string bdf;
-    std::unique_ptr<cxv::device> dev;
+    // The name the function was opened by (cxv_open_device): -R's connection manager opens
+    // it by that name too (CXV_DEVICE), and the process's contexts share it.
+    std::string opened_as;
+    std::shared_ptr<cxv::device> dev;  // the C API's context's, which it keeps open
     std::shared_ptr<cxv::pd> pd;
     cxv::port_info port;
     std::string firmware;
 };
-// Opens `bdf` (the first usable mlx5 function when empty) and waits for the port.
+// Opens `bdf` (the first usable mlx5 function when empty) and waits for the port. Through
+// the verbs-compatible C API (cxv_open_device), as librdmacm's contexts open it: VFIO
+// lets one process hold the function, and the C API shares it among a process's contexts.
 result<std::shared_ptr<function>> open_function(const std::string& bdf, unsigned ib_port);
 
 // Whether this process runs on cxv-sim's model (what `cxv-sim run` presents: its preload
@@ -81,6 +86,8 @@ status connect_side(side& s);
 // The same for QP q alone, once remote[q] is known (-R: as its connection's handshake
 // reaches that step). QPs are connected in order, 0 first.
 status connect_qp(side& s, unsigned q);
+// The RC ACK timeout (IBTA 4.096 us * 2^t): -u, else perftest's 14, or 18 on the model.
+std::uint8_t ack_timeout(const options& o);
 // Posts a receive into slot `slot` of QP q's receive area (wr_id q << 32 | slot).
 int post_receive(side& s, unsigned q, std::size_t slot);
 

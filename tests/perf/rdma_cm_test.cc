@@ -1,5 +1,5 @@
-// cxv-perf -R on the model: the QPs connected by the connection manager's protocol (the
-// one cxv's librdmacm.so.1 speaks, api/abi/cm_wire.h), server and client as two
+// cxv-perf -R on the model: the QPs connected with rdma_cm(3) by cxv's connection manager (the
+// code of its librdmacm.so.1, linked in), server and client as two
 // processes each under its own `cxv-sim run --fabric DIR`, --verify on; a client whose
 // QPs do not fit the server's is rejected with the server's reason; an absent server
 // gives one clear line and a non-zero exit.
