@@ -73,6 +73,9 @@ extern std::mutex mu;
 ibv_context* device(int* err);
 ibv_pd* default_pd(ibv_context* ctx);
 
+// A connection's starting PSN (24 bits), drawn for each id, active or passive.
+std::uint32_t random_psn();
+
 channel* new_channel();              // mu held
 void delete_channel(channel* ch);    // mu held
 // Queues an event for `id` on `ch` (the id's own channel when null). Called with mu held.

@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <random>
 
 #include "api/abi/cm.h"
 
@@ -28,11 +27,6 @@ int fail(int code) {
 }
 
 cm_id* of(rdma_cm_id* id) { return reinterpret_cast<cm_id*>(id); }
-
-std::uint32_t random_psn() {
-    static std::mt19937 gen{std::random_device{}()};
-    return gen() & 0xffffff;
-}
 
 socklen_t addr_len(const sockaddr* a) {
     return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -67,6 +68,13 @@ ibv_pd* default_pd(ibv_context* ctx) {
     std::lock_guard lock(g_device_mu);
     if (g_pd == nullptr) g_pd = ibv_alloc_pd(ctx);
     return g_pd;
+}
+
+std::uint32_t random_psn() {
+    static std::mutex gen_mu;  // the program's threads and the worker draw
+    static std::mt19937 gen{std::random_device{}()};
+    std::lock_guard lock(gen_mu);
+    return gen() & 0xffffff;
 }
 
 channel* new_channel() {
@@ -354,6 +362,7 @@ void on_accept(cm_id* l) {
         return;
     }
     c->st = state::incoming;
+    c->psn = random_psn();  // the passive side's own start, as rdma_cm draws one for each
     c->sock = fd;
     c->listener = l;
     g_lists.watched.push_back(c);
