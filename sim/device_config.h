@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <string>
 
+#include "hw/cmd_values.h"
+
 namespace cxv::sim {
 
-enum class port_type : std::uint8_t { infiniband = 0, ethernet = 1 };
+// cmd_hca_cap.port_type (hw/cmd_values.h): InfiniBand or Ethernet (RoCE).
+using hw::port_type;
 
 struct device_config {
     // PCI identity: a ConnectX-6 (0x101b) PF by default. Subsystem IDs as on
@@ -17,7 +20,7 @@ struct device_config {
     std::uint16_t device_id = 0x101b;
     std::uint16_t subsystem_vendor_id = 0x15b3;
     std::uint16_t subsystem_id = 0x0007;
-    port_type port = port_type::infiniband;
+    port_type port = port_type::IB;
 
     // Firmware version reported in the initialization segment and health buffer.
     std::uint16_t fw_rev_major = 20;

@@ -50,7 +50,7 @@ wire_frames device_port::frames_of(const wire::packet& p) const {
     // What the frame holds: the link and network headers, BTH, ICRC (and FCS or VCRC),
     // the extended headers of its opcode, the payload and its pad.
     f.bytes = extended_bytes_table[p.bth.opcode] + payload + wire::pad_of(payload);
-    if (cfg_.port == port_type::ethernet) {
+    if (cfg_.port == port_type::ETHERNET) {
         f.bytes += roce_v2_packet_overhead + (p.net.link == wire::link_kind::roce_v6 ? 20 : 0);
         // IPv4 224.0.0.0/4 or IPv6 ff00::/8.
         f.multicast = wire::is_ipv4_mapped(p.net.dgid) ? (p.net.dgid[12] >> 4) == 0xe : p.net.dgid[0] == 0xff;
@@ -92,7 +92,7 @@ void device_port::enter(port_phase next, clock_type::time_point now) {
     up_ = next == port_phase::init || next == port_phase::active;
     if (next == port_phase::training) step_at_ = now + cfg_.link_up_time;
     if (next == port_phase::init) step_at_ = now + cfg_.sm_sweep_time;
-    if (next == port_phase::active && cfg_.port == port_type::infiniband) configured_ = true;
+    if (next == port_phase::active && cfg_.port == port_type::IB) configured_ = true;
 
     // One event per change of the state a driver sees: training is still down.
     std::optional<hw::port_change_subtype> sub;
@@ -163,7 +163,7 @@ bool device_port::tick(clock_type::time_point now) {
     if (now < step_at_) return false;
     switch (phase_) {
     case port_phase::training:
-        enter(cfg_.port == port_type::infiniband ? port_phase::init : port_phase::active, now);
+        enter(cfg_.port == port_type::IB ? port_phase::init : port_phase::active, now);
         return true;
     case port_phase::init:
         enter(port_phase::active, now);  // the SM's sweep: LID assigned, port ACTIVE

@@ -45,7 +45,7 @@ cmd_reply hca_caps::query_hca_cap(cmd_ctx& c) {
             fill_atomic_caps(out, !current);
             return ok();
         case hca_cap_type::ROCE:
-            if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
+            if (cfg_.port != port_type::ETHERNET) return bad_param(cmd_syndrome::BAD_OP_MOD);
             fill_roce_caps(out);
             return ok();
         case hca_cap_type::DEV_EVENT:
@@ -62,7 +62,7 @@ cmd_reply hca_caps::set_hca_cap(cmd_ctx& c) {
     const std::byte* in = ifc::at<ifc::set_hca_cap_in::capability>(c.in.data());
     if (c.op_mod == set_cap_op_mod(hca_cap_type::ROCE)) {
         // Only sw_r_roce_src_udp_port is settable, and only on a RoCE port.
-        if (cfg_.port != port_type::ethernet) return bad_param(cmd_syndrome::BAD_OP_MOD);
+        if (cfg_.port != port_type::ETHERNET) return bad_param(cmd_syndrome::BAD_OP_MOD);
         return ok();
     }
     if (c.op_mod == set_cap_op_mod(hca_cap_type::ATOMIC)) {
@@ -100,7 +100,7 @@ cmd_reply hca_caps::set_hca_cap(cmd_ctx& c) {
 
 void hca_caps::fill_general_caps(std::byte* p, bool max) const {
     std::memset(p, 0, cap::size_bytes);
-    const bool eth = cfg_.port == port_type::ethernet;
+    const bool eth = cfg_.port == port_type::ETHERNET;
     // Object limits (log2).
     ifc::set<cap::log_max_qp>(p, 16);
     ifc::set<cap::log_max_qp_sz>(p, 15);

@@ -132,7 +132,7 @@ cmd_reply counter_commands::query_vport_counter(cmd_ctx& c) {
     const port_stats& s = port_.counters();
     const port_stats& b = vport_cleared_;
     std::byte* o = c.out.data();
-    const bool eth = cfg_.port == port_type::ethernet;
+    const bool eth = cfg_.port == port_type::ETHERNET;
     put_traffic(ifc::at<out::received_errors>(o), s.rx_errors - b.rx_errors, 0);
     put_traffic(ifc::at<out::transmit_errors>(o), s.tx_discards - b.tx_discards, 0);
     put_traffic(eth ? ifc::at<out::received_eth_unicast>(o) : ifc::at<out::received_ib_unicast>(o),

@@ -46,39 +46,31 @@ struct transition {
 constexpr std::uint32_t kRcAccess = opt::RRE | opt::RAE | opt::RWE;
 
 constexpr std::array<transition, 9> kTransitions{{
-    {cmd_opcode::RST2INIT_QP, false, qp_state::rst, qp_state::init, {0, 0, 0}},
-    {cmd_opcode::INIT2INIT_QP, false, qp_state::init, qp_state::init,
+    {cmd_opcode::RST2INIT_QP, false, qp_state::RST, qp_state::INIT, {0, 0, 0}},
+    {cmd_opcode::INIT2INIT_QP, false, qp_state::INIT, qp_state::INIT,
      {kRcAccess | opt::PKEY_INDEX | opt::PRI_PORT | opt::LAG_TX_AFF,
       opt::RWE | opt::PKEY_INDEX | opt::PRI_PORT | opt::LAG_TX_AFF,
       opt::PKEY_INDEX | opt::Q_KEY | opt::PRI_PORT}},
-    {cmd_opcode::INIT2RTR_QP, false, qp_state::init, qp_state::rtr,
+    {cmd_opcode::INIT2RTR_QP, false, qp_state::INIT, qp_state::RTR,
      {opt::ALT_ADDR_PATH | kRcAccess | opt::PKEY_INDEX | opt::LAG_TX_AFF,
       opt::ALT_ADDR_PATH | opt::RWE | opt::PKEY_INDEX | opt::LAG_TX_AFF, opt::PKEY_INDEX | opt::Q_KEY}},
-    {cmd_opcode::RTR2RTS_QP, false, qp_state::rtr, qp_state::rts,
+    {cmd_opcode::RTR2RTS_QP, false, qp_state::RTR, qp_state::RTS,
      {opt::ALT_ADDR_PATH | kRcAccess | opt::PM_STATE | opt::RNR_TIMEOUT,
       opt::ALT_ADDR_PATH | opt::RWE | opt::PM_STATE, opt::Q_KEY}},
-    {cmd_opcode::RTS2RTS_QP, false, qp_state::rts, qp_state::rts,
+    {cmd_opcode::RTS2RTS_QP, false, qp_state::RTS, qp_state::RTS,
      {kRcAccess | opt::RNR_TIMEOUT | opt::PM_STATE | opt::ALT_ADDR_PATH | opt::COUNTER_SET_ID,
       opt::RWE | opt::PM_STATE | opt::ALT_ADDR_PATH | opt::COUNTER_SET_ID,
       opt::Q_KEY | opt::SRQN | opt::CQN_RCV | opt::COUNTER_SET_ID}},
-    {cmd_opcode::SQERR2RTS_QP, false, qp_state::sqer, qp_state::rts,
+    {cmd_opcode::SQERR2RTS_QP, false, qp_state::SQER, qp_state::RTS,
      {opt::RNR_TIMEOUT | kRcAccess, opt::RWE, opt::Q_KEY}},
-    {cmd_opcode::SQD_RTS_QP, false, qp_state::sqd, qp_state::rts,
+    {cmd_opcode::SQD_RTS_QP, false, qp_state::SQD, qp_state::RTS,
      {opt::RNR_TIMEOUT | kRcAccess, opt::RWE, opt::Q_KEY}},
-    {cmd_opcode::QP_2ERR, true, qp_state::rst, qp_state::err, {0, 0, 0}},
-    {cmd_opcode::QP_2RST, true, qp_state::rst, qp_state::rst, {0, 0, 0}},
+    {cmd_opcode::QP_2ERR, true, qp_state::RST, qp_state::ERR, {0, 0, 0}},
+    {cmd_opcode::QP_2RST, true, qp_state::RST, qp_state::RST, {0, 0, 0}},
 }};
 
-// The model's qp_state (objects.h) numbers its states as qpc.state does.
+// qpc.state's value of a state (the model's qp_state is hw's).
 constexpr std::uint32_t prm_state(qp_state s) { return static_cast<std::uint32_t>(s); }
-constexpr std::uint32_t prm_state(ifc::qp_state s) { return static_cast<std::uint32_t>(s); }
-static_assert(prm_state(qp_state::rst) == prm_state(ifc::qp_state::RST) &&
-              prm_state(qp_state::init) == prm_state(ifc::qp_state::INIT) &&
-              prm_state(qp_state::rtr) == prm_state(ifc::qp_state::RTR) &&
-              prm_state(qp_state::rts) == prm_state(ifc::qp_state::RTS) &&
-              prm_state(qp_state::sqer) == prm_state(ifc::qp_state::SQER) &&
-              prm_state(qp_state::sqd) == prm_state(ifc::qp_state::SQD) &&
-              prm_state(qp_state::err) == prm_state(ifc::qp_state::ERR));
 
 cmd_reply bad_index() { return fail(cmd_status::BAD_INDEX, cmd_syndrome::BAD_PARAMETER); }
 
@@ -430,7 +422,7 @@ cmd_reply qp_commands::create_qp(cmd_ctx& c) {
     const auto slot = icm_.alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
     qp.qpc = create_fields(ctx);
-    ifc::set<qpc::state>(qp.qpc.data(), prm_state(qp_state::rst));
+    ifc::set<qpc::state>(qp.qpc.data(), prm_state(qp_state::RST));
     if (!icm_.write(*slot, qp.qpc.data(), qp.qpc.size())) {
         icm_.free(*slot);
         return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
@@ -438,7 +430,7 @@ cmd_reply qp_commands::create_qp(cmd_ctx& c) {
 
     qp.qpn = qpn;
     qp.uid = uid;
-    qp.state = qp_state::rst;
+    qp.state = qp_state::RST;
     qp.pd = pd;
     qp.cqn_snd = cqn_snd;
     qp.cqn_rcv = cqn_rcv;
@@ -505,9 +497,9 @@ cmd_reply qp_commands::query_qp(cmd_ctx& c) {
     // card reports its current PSNs: Linux's query_qp_attr reads them as rq_psn and
     // sq_psn). UD receives carry no expected PSN. In ERR the context keeps the values
     // its transitions gave.
-    const bool rtr_on = qp.state == qp_state::rtr || qp.state == qp_state::rts ||
-                        qp.state == qp_state::sqd || qp.state == qp_state::sqer;
-    const bool rts_on = rtr_on && qp.state != qp_state::rtr;
+    const bool rtr_on = qp.state == qp_state::RTR || qp.state == qp_state::RTS ||
+                        qp.state == qp_state::SQD || qp.state == qp_state::SQER;
+    const bool rts_on = rtr_on && qp.state != qp_state::RTR;
     if (rtr_on && transport_of_st(ifc::get<qpc::st>(q)) != transport::ud) {
         ifc::set<qpc::next_rcv_psn>(q, qp.x.epsn & kMask24);
     }
@@ -541,7 +533,7 @@ cmd_reply qp_commands::modify_qp(cmd_ctx& c) {
     } else if (c.opcode != cmd_opcode::QP_2ERR) {
         // The modifying transitions share one input shape (RST2INIT_QP's).
         const std::uint32_t st = ifc::get<qpc::st>(qp.qpc.data());
-        const qp_limits lim = limits_of(caps_.current(), cfg_.port == port_type::ethernet, regs_.admin_mtu());
+        const qp_limits lim = limits_of(caps_.current(), cfg_.port == port_type::ETHERNET, regs_.admin_mtu());
         mask = ifc::get<ifc::rst2init_qp_in::opt_param_mask>(in);
         // QP0 and QP1 take what UD takes (Linux asks for none of them).
         const auto tp = static_cast<std::uint32_t>(transport_of_st(st));
@@ -585,7 +577,7 @@ cmd_reply qp_commands::modify_qp(cmd_ctx& c) {
     qp.qpc = next;
     const qp_state from = qp.state;
     qp.state = t->to;
-    if (t->to == qp_state::rst) {
+    if (t->to == qp_state::RST) {
         // Reset: the device forgets its progress through both work queues.
         qp.sq_consumer = 0;
         qp.rq_consumer = 0;

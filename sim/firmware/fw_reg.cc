@@ -167,7 +167,7 @@ cmd_reply access_registers::reg_paos(reg_access& r) {
 // extended Ethernet speeds (PCAM ptys_extended_ethernet 0): those fields are ignored.
 cmd_reply access_registers::reg_ptys(reg_access& r) {
     using R = ifc::ptys_reg;
-    const bool eth = cfg_.port == port_type::ethernet;
+    const bool eth = cfg_.port == port_type::ETHERNET;
     const std::uint32_t mine = eth ? proto_eth : proto_ib;
     if (r.write) {
         if ((ifc::get<R::proto_mask>(r.in) & mine) == 0) return bad_param(cmd_syndrome::BAD_PARAMETER);
@@ -209,7 +209,7 @@ cmd_reply access_registers::reg_ptys(reg_access& r) {
 // PMTU: MTUs in bytes, headers included; admin_mtu between 1 and max_mtu.
 cmd_reply access_registers::reg_pmtu(reg_access& r) {
     using R = ifc::pmtu_reg;
-    const std::uint32_t max_mtu = cfg_.port == port_type::ethernet ? 9216 : 4096;
+    const std::uint32_t max_mtu = cfg_.port == port_type::ETHERNET ? 9216 : 4096;
     if (r.write) {
         const auto mtu = ifc::get<R::admin_mtu>(r.in);
         if (mtu == 0 || mtu > max_mtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);

@@ -50,7 +50,7 @@ bool ipv4_mapped(const std::array<std::uint8_t, 16>& a) {
 cmd_reply vport_commands::set_roce_address(cmd_ctx& c) {
     using in_t = ifc::set_roce_address_in;
     const std::uint32_t index = ifc::get<in_t::roce_address_index>(c.in.data());
-    if (auto r = check_entry(cfg_.port == port_type::ethernet, ifc::get<in_t::vhca_port_num>(c.in.data()), index,
+    if (auto r = check_entry(cfg_.port == port_type::ETHERNET, ifc::get<in_t::vhca_port_num>(c.in.data()), index,
                              hca_caps::gid_table_entries);
         failed(r)) {
         return r;
@@ -91,7 +91,7 @@ cmd_reply vport_commands::set_roce_address(cmd_ctx& c) {
 cmd_reply vport_commands::query_roce_address(cmd_ctx& c) {
     using in_t = ifc::query_roce_address_in;
     const std::uint32_t index = ifc::get<in_t::roce_address_index>(c.in.data());
-    if (auto r = check_entry(cfg_.port == port_type::ethernet, ifc::get<in_t::vhca_port_num>(c.in.data()), index,
+    if (auto r = check_entry(cfg_.port == port_type::ETHERNET, ifc::get<in_t::vhca_port_num>(c.in.data()), index,
                              hca_caps::gid_table_entries);
         failed(r)) {
         return r;

@@ -131,7 +131,7 @@ cmd_reply vport_commands::query_hca_vport_context(cmd_ctx& c) {
         r.status != cmd_status::OK) {
         return r;
     }
-    const bool ib = cfg_.port == port_type::infiniband;
+    const bool ib = cfg_.port == port_type::IB;
     const std::uint32_t state = port_.logical_state();
     std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(c.out.data());
     ifc::set<v_t::has_smi>(v, ib ? 1 : 0);  // a RoCE port has no subnet management
@@ -178,7 +178,7 @@ cmd_reply vport_commands::query_hca_vport_gid(cmd_ctx& c) {
     std::array<std::byte, 16> gid0{};
     put64(gid0.data(), kGidPrefix);
     put64(gid0.data() + 8, cfg_.node_guid + 1);
-    const bool ib = cfg_.port == port_type::infiniband;
+    const bool ib = cfg_.port == port_type::IB;
     // Entries that do not fit the output the driver gave are left out.
     const std::size_t room = (c.out.size() - out_t::size_bytes) / 16;
     for (std::uint32_t i = 0; i < count && i < room; ++i) {
@@ -235,7 +235,7 @@ cmd_reply vport_commands::query_nic_vport_context(cmd_ctx& c) {
     // The requested list is empty: no addresses were added with addresses_list.
     ifc::set<v_t::allowed_list_type>(v, list_type);
     ifc::set<v_t::allowed_list_size>(v, 0);
-    if (cfg_.port == port_type::ethernet) {
+    if (cfg_.port == port_type::ETHERNET) {
         // Never set: the port's MTU, as PMTU reports it.
         if (ifc::get<v_t::mtu>(v) == 0) ifc::set<v_t::mtu>(v, regs_.admin_mtu() ? regs_.admin_mtu() : kMaxEthMtu);
         std::byte* mac = ifc::at<v_t::permanent_address>(v);
@@ -262,7 +262,7 @@ cmd_reply vport_commands::modify_nic_vport_context(cmd_ctx& c) {
     // (disable_local_lb_uc/mc); unknown bits are refused too.
     std::array<std::byte, fs_t::size_bytes> allowed{};
     if (ifc::get<ifc::cmd_hca_cap::roce>(caps_.current())) ifc::set<fs_t::roce_en>(allowed.data(), 1);
-    if (cfg_.port == port_type::ethernet) {
+    if (cfg_.port == port_type::ETHERNET) {
         ifc::set<fs_t::mtu>(allowed.data(), 1);
         ifc::set<fs_t::promisc>(allowed.data(), 1);
     }
@@ -304,7 +304,7 @@ cmd_reply vport_commands::mad_ifc(cmd_ctx& c) {
     const std::uint8_t mgmt_class = byte(kMadClass), method = byte(kMadMethod);
     const bool smp = mgmt_class == kClassSmpLid || mgmt_class == kClassSmpDirected;
     // A RoCE port has no subnet management agent (hca_vport_context.has_smi 0).
-    if (smp && cfg_.port == port_type::ethernet) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    if (smp && cfg_.port == port_type::ETHERNET) return bad_param(cmd_syndrome::BAD_PARAMETER);
 
     std::byte* resp = ifc::at<ifc::mad_ifc_out::response_mad_packet>(c.out.data());
     std::memcpy(resp, req, ifc::mad_ifc_in::mad::count);

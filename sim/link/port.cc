@@ -45,7 +45,7 @@ bool is_zero(const mac& m) { return m == kNoMac; }
 
 result<std::unique_ptr<port>> port::create(const device_config& cfg, const object_tables& tables) {
     station s;
-    s.ethernet = cfg.port == port_type::ethernet;
+    s.ethernet = cfg.port == port_type::ETHERNET;
     s.mac = cfg.mac;
     s.lid = cfg.lid;
     std::unique_ptr<segment_port> seg;
@@ -144,7 +144,7 @@ void port::emit(std::span<const std::byte> frame, clock_type::time_point now, fr
     if (coin_(rng_) < faults_.corrupt) {
         // One bit after the link header (Ethernet's 14 bytes; the LRH's 8): the IP header,
         // transport headers or payload, which the ICRC (or VCRC) covers.
-        const std::size_t head = cfg_.port == port_type::ethernet ? 14 : 8;
+        const std::size_t head = cfg_.port == port_type::ETHERNET ? 14 : 8;
         if (f.size() > head) {
             std::uniform_int_distribution<std::size_t> at(head, f.size() - 1);
             f[at(rng_)] ^= std::byte{static_cast<std::uint8_t>(1u << (rng_() % 8))};
@@ -278,7 +278,7 @@ bool port::poll(clock_type::time_point now, const std::function<void(wire::packe
         if (!cable_) continue;  // a pulled cable receives nothing
         ++counters_.frames_received;
         if (pcap_) {
-            if (crcs == frame_crcs::absent) wire::seal(in_, cfg_.port == port_type::ethernet);
+            if (crcs == frame_crcs::absent) wire::seal(in_, cfg_.port == port_type::ETHERNET);
             pcap_->write(in_);
         }
         handle_frame(in_, crcs, now, deliver);
@@ -322,7 +322,7 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
                         const std::function<void(wire::packet&, std::size_t)>& deliver) {
     const auto check = crcs == frame_crcs::unverified ? wire::crc_check::verify : wire::crc_check::trusted;
     wire::packet p;
-    if (cfg_.port == port_type::ethernet) {
+    if (cfg_.port == port_type::ETHERNET) {
         if (handle_neighbour(f, now)) return;
         const auto s = wire::decode_roce(f, p, check);
         if (s == wire::decode_status::not_roce) {

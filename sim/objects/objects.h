@@ -14,6 +14,8 @@
 
 #include "hw/cqe.h"
 #include "hw/ifc.h"
+#include "hw/ifc_counters.h"
+#include "hw/ifc_qp.h"
 #include "hw/opcodes.h"
 #include "sim/objects/pages.h"
 #include "sim/objects/ring_deque.h"
@@ -86,14 +88,10 @@ struct cq_object : referenced {
 // The Q counters (hw/ifc_counters.h's list; sim/firmware/fw_counters.cc says where each moves).
 // Some stay 0: the model has no DC transport, memory windows, adaptive retransmission or
 // congestion control.
-// One Q counter set (ALLOC_Q_COUNTER; set 0 is the device's default). The values are
-// the model's own state, not kept in firmware pages; 32 bits each, wrapping as the
-// PRM's fields do.
-struct q_counter_values {
-#define CXV_SIM_Q_COUNTER_MEMBER(n) std::uint32_t n = 0;
-    CXV_IFC_Q_COUNTERS(CXV_SIM_Q_COUNTER_MEMBER)
-#undef CXV_SIM_Q_COUNTER_MEMBER
-};
+// One Q counter set (ALLOC_Q_COUNTER; set 0 is the device's default). The values
+// (hw::q_counter_values) are the model's own state, not kept in firmware pages; 32 bits
+// each, wrapping as the PRM's fields do.
+using hw::q_counter_values;
 
 struct q_counter_object : referenced {  // users: QPs whose counter_set_id names it
     std::uint32_t id = 0;
@@ -101,8 +99,8 @@ struct q_counter_object : referenced {  // users: QPs whose counter_set_id names
     q_counter_values v;
 };
 
-// The PRM's qpc.state values.
-enum class qp_state : std::uint8_t { rst = 0, init = 1, rtr = 2, rts = 3, sqer = 4, sqd = 5, err = 6 };
+// The PRM's qpc.state values (hw/ifc_qp.h).
+using hw::ifc::qp_state;
 
 // A scatter/gather entry as a WQE gave it (byte_count 0 already turned into 2^31).
 struct local_sge {
@@ -189,7 +187,7 @@ struct wq_translation {
 struct qp_object {
     std::uint32_t qpn = 0;
     std::uint32_t uid = 0;
-    qp_state state = qp_state::rst;
+    qp_state state = qp_state::RST;
     std::array<std::byte, hw::ifc::qpc::size_bytes> qpc{};
     std::vector<std::uint64_t> pas;
     // The device's translations of the pas pages, filled as WQEs are read from them.

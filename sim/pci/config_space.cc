@@ -34,7 +34,7 @@ void config_space::reset() {
     put16(0x06, 0x0010);  // status: capabilities list
     bytes_[0x08] = 0x00;  // revision
     bytes_[0x09] = 0x00;
-    bytes_[0x0a] = cfg_.port == port_type::ethernet ? 0x00 : 0x07;  // Ethernet / InfiniBand
+    bytes_[0x0a] = cfg_.port == port_type::ETHERNET ? 0x00 : 0x07;  // Ethernet / InfiniBand
     bytes_[0x0b] = 0x02;  // network controller
     bytes_[0x0c] = 0x10;  // cache line size (dwords)
     // BAR0/1: 64-bit prefetchable memory, size-aligned; software writes the address.

@@ -101,7 +101,7 @@ void transport_engine::complete_front(qp_object& qp) {
 // --- answers -------------------------------------------------------------------------------
 
 void transport_engine::on_response(qp_object& qp, wire::packet& p) {
-    if (qp.state != qp_state::rts && qp.state != qp_state::sqd) return;  // dropped once out of RTS
+    if (qp.state != qp_state::RTS && qp.state != qp_state::SQD) return;  // dropped once out of RTS
     switch (op::operation_of(p.bth.opcode)) {
     case op::ACKNOWLEDGE:
         if (syn::kind(p.aeth.syndrome) != syn::ACK) return on_nak(qp, p);
@@ -161,7 +161,7 @@ void transport_engine::progress(qp_object& qp, bool nak) {
     if (!nak) x.rnr_left = ifc::get<qpc::rnr_retry>(q);
     x.timer = false;
     complete_front(qp);
-    if (qp.state != qp_state::rts) return;
+    if (qp.state != qp_state::RTS) return;
     arm_ack_timer(qp);
     if (x.kicked) sq_progress(qp);
 }
@@ -327,14 +327,14 @@ bool transport_engine::tick(clock_type::time_point now) {
         }
         qp_object& qp = it->second;
         qp_transport& x = qp.x;
-        if (qp.state == qp_state::err) {
+        if (qp.state == qp_state::ERR) {
             // Receives posted to a QP in error are flushed as the record shows them.
             const auto before = qp.rq_consumer;
             flush_rq(qp);
             any |= before != qp.rq_consumer;
             continue;
         }
-        if (qp.state != qp_state::rts) {
+        if (qp.state != qp_state::RTS) {
             if (!x.kicked) active_qps_.erase(qpn);
             continue;
         }
@@ -368,7 +368,7 @@ bool transport_engine::tick(clock_type::time_point now) {
             sq_progress(qp);
             any |= fetched != x.sq_fetched;
         }
-        if (qp.state == qp_state::rts && !x.kicked && !x.timer && !x.rnr_wait) active_qps_.erase(qpn);
+        if (qp.state == qp_state::RTS && !x.kicked && !x.timer && !x.rnr_wait) active_qps_.erase(qpn);
     }
     return any;
 }

@@ -323,7 +323,7 @@ void transport_engine::flush_rq(qp_object& qp) {
 // UD QP goes to SQE, flushing the send queue only (IBA 10.3.1).
 void transport_engine::qp_to_error(qp_object& qp, bool send_queue_only) {
     const qp_state from = qp.state;
-    qp.state = send_queue_only ? qp_state::sqer : qp_state::err;
+    qp.state = send_queue_only ? qp_state::SQER : qp_state::ERR;
     ifc::set<qpc::state>(qp.qpc.data(), static_cast<std::uint32_t>(qp.state));
     flush_sq(qp);
     if (!send_queue_only) {
@@ -337,7 +337,7 @@ void transport_engine::qp_to_error(qp_object& qp, bool send_queue_only) {
         qp.x.in_msg = 0;
         flush_rq(qp);
         // IBA 11.6.3.2: a QP on an SRQ reports the last WQE it will take.
-        if (ifc::get<qpc::rq_type>(qp.qpc.data()) == kRqSrq && from != qp_state::err) {
+        if (ifc::get<qpc::rq_type>(qp.qpc.data()) == kRqSrq && from != qp_state::ERR) {
             qp_event(hw::event_type::SRQ_LAST_WQE, qp.qpn);
         }
     }
@@ -349,22 +349,22 @@ void transport_engine::on_qp_transition(qp_object& qp, qp_state from) {
     qp_transport& x = qp.x;
     const std::byte* q = qp.qpc.data();
     switch (qp.state) {
-    case qp_state::rst:
+    case qp_state::RST:
         x = qp_transport{};
         active_qps_.erase(qp.qpn);
         owed_acks_.erase(qp.qpn);
         return;
-    case qp_state::err:
-        if (from != qp_state::err) {
+    case qp_state::ERR:
+        if (from != qp_state::ERR) {
             qp.state = from;  // qp_to_error sets it again and reports the last WQE
             qp_to_error(qp, false);
         }
         return;
-    case qp_state::rtr:
-        if (from == qp_state::init) x.epsn = ifc::get<qpc::next_rcv_psn>(q);
+    case qp_state::RTR:
+        if (from == qp_state::INIT) x.epsn = ifc::get<qpc::next_rcv_psn>(q);
         return;
-    case qp_state::rts:
-        if (from == qp_state::rtr) {
+    case qp_state::RTS:
+        if (from == qp_state::RTR) {
             x.next_psn = ifc::get<qpc::next_send_psn>(q);
             x.retries_left = ifc::get<qpc::retry_count>(q);
             x.rnr_left = ifc::get<qpc::rnr_retry>(q);

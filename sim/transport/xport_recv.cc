@@ -189,12 +189,12 @@ void transport_engine::receive_cqe(qp_object& qp, const wire::packet& p, hw::cqe
         // device.h MLX5_CQE_ROCE_L3_HEADER_TYPE_*), which mlx5 drivers report as the work
         // completion's sl and network header type.
         std::uint32_t kind = p.net.sl & 0xfu;
-        if (cfg_.port == port_type::ethernet) kind = 0x8u | (p.net.link == wire::link_kind::roce_v4 ? 0x2u : 0x1u);
+        if (cfg_.port == port_type::ETHERNET) kind = 0x8u | (p.net.link == wire::link_kind::roce_v4 ? 0x2u : 0x1u);
         c.flags_rqpn = hw::be32::from((p.deth.src_qp & kMask24) | (p.grh_present ? 1u << 28 : 0) | kind << 24);
         // QP1 (PRM "CQE Format", pkey): the packet's P_Key, for the GSI to answer with.
         if (ifc::get<qpc::st>(q) == ifc::qpc_values::st_qp1) c.imm_inval_pkey = hw::be32::from(p.bth.pkey);
     }
-    if (cfg_.port != port_type::ethernet) c.slid = hw::be16::from(p.net.slid);
+    if (cfg_.port != port_type::ETHERNET) c.slid = hw::be16::from(p.net.slid);
     push_cqe(qp.cqn_rcv, c, p.bth.se);
 }
 
@@ -209,8 +209,8 @@ void transport_engine::on_request(qp_object& qp, wire::packet& p) {
     const auto drop = [&] { trace_.count(&counters::packets_dropped); };
     // The responder works from RTR on and not in error (IBA 10.3.1); a packet for another
     // transport is silently dropped (IBA 9.6.1.2).
-    const bool receiving = qp.state == qp_state::rtr || qp.state == qp_state::rts ||
-                           qp.state == qp_state::sqd || qp.state == qp_state::sqer;
+    const bool receiving = qp.state == qp_state::RTR || qp.state == qp_state::RTS ||
+                           qp.state == qp_state::SQD || qp.state == qp_state::SQER;
     if (op::transport_of(p.bth.opcode) != opcode_transport(tp) || !receiving) return drop();
     if (tp == transport::ud) return on_ud_request(qp, p);
     const std::uint16_t h = wire::headers_of(p.bth.opcode);

@@ -82,7 +82,7 @@ bool transport_engine::end_of_batch() {
         const std::uint32_t qpn = owed_acks_.first_qpn();
         const auto q = t_.qps.find(qpn);
         // A QP that went to error or reset since owes nothing (IBA 10.3.1: no answers).
-        if (q == t_.qps.end() || q->second.state == qp_state::err || q->second.state == qp_state::rst) {
+        if (q == t_.qps.end() || q->second.state == qp_state::ERR || q->second.state == qp_state::RST) {
             owed_acks_.erase(qpn);
             continue;
         }

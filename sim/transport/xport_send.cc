@@ -159,7 +159,7 @@ void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint
     // before the model thread read it (the model sees memory, not write transactions):
     // QPs of the same UAR page whose record shows unexecuted WQEs are taken up too.
     for (auto& [n2, other] : t_.qps) {
-        if (n2 == qpn || other.state != qp_state::rts || other.x.rnr_wait ||
+        if (n2 == qpn || other.state != qp_state::RTS || other.x.rnr_wait ||
             ifc::get<qpc::uar_page>(other.qpc.data()) != uar || ifc::get<qpc::no_sq>(other.qpc.data())) {
             continue;
         }
@@ -175,11 +175,11 @@ void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint
 
 void transport_engine::sq_progress(qp_object& qp) {
     qp_transport& x = qp.x;
-    if (qp.state == qp_state::err || qp.state == qp_state::sqer) {
+    if (qp.state == qp_state::ERR || qp.state == qp_state::SQER) {
         flush_sq(qp);
         return;
     }
-    if (qp.state != qp_state::rts) {
+    if (qp.state != qp_state::RTS) {
         if (x.kicked) active_qps_.insert(qp.qpn);  // taken up when the QP reaches RTS
         return;
     }
@@ -195,9 +195,9 @@ void transport_engine::sq_progress(qp_object& qp) {
     while (((*producer - x.sq_fetched) & 0xffff) != 0) {
         std::uint32_t bbs = 0;
         if (!execute_wqe(qp, x.sq_fetched, bbs)) break;
-        if (qp.state != qp_state::rts || (!x.outstanding.empty() && x.outstanding.back().failed)) break;
+        if (qp.state != qp_state::RTS || (!x.outstanding.empty() && x.outstanding.back().failed)) break;
     }
-    x.kicked = qp.state == qp_state::rts && ((*producer - x.sq_fetched) & 0xffff) != 0;
+    x.kicked = qp.state == qp_state::RTS && ((*producer - x.sq_fetched) & 0xffff) != 0;
     if (x.kicked || x.timer || x.rnr_wait) active_qps_.insert(qp.qpn);
 }
 
@@ -266,7 +266,7 @@ bool transport_engine::stale_bf_control(const qp_object& qp, std::uint64_t base,
 // it), with its size in bbs.
 bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_t& bbs) {
     qp_transport& x = qp.x;
-    wqe_exec e(qp, bbs, cfg_.port == port_type::ethernet, wqe_sges_);
+    wqe_exec e(qp, bbs, cfg_.port == port_type::ETHERNET, wqe_sges_);
     const std::uint32_t mask = (1u << ifc::get<qpc::log_sq_size>(e.q)) - 1;
     const std::uint64_t base = sq_base(e.q);
     if (!wq_read(qp, base + std::uint64_t{at & mask} * 64, e.w.data(), 64)) {
@@ -435,7 +435,7 @@ std::array<std::uint8_t, 16> transport_engine::port_gid() const {
 // A destination MAC of zero is resolved by the port.
 void transport_engine::fill_route(wire::route& n, const std::uint8_t* dgid, unsigned sgid_index, bool grh) const {
     std::copy(dgid, dgid + 16, n.dgid.begin());
-    if (cfg_.port == port_type::ethernet) {
+    if (cfg_.port == port_type::ETHERNET) {
         n.link = wire::is_ipv4_mapped(n.dgid) ? wire::link_kind::roce_v4 : wire::link_kind::roce_v6;
         n.sgid = source_gid(sgid_index);
         n.src_mac = cfg_.mac;
@@ -483,7 +483,7 @@ void transport_engine::connected_address(wqe_exec& e) {
     // whatever the remote address says (RTR takes an fl path without one). The model
     // addresses them to the source GID, which its port loops back as any packet to one
     // of its own addresses (so, unlike a card's, only while the port has its cable).
-    const bool loopback = ifc::get<ads::fl>(path) != 0 && cfg_.port == port_type::ethernet;
+    const bool loopback = ifc::get<ads::fl>(path) != 0 && cfg_.port == port_type::ETHERNET;
     if (loopback) {
         const auto own = source_gid(ifc::get<ads::src_addr_index>(path));
         std::copy(own.begin(), own.end(), gid);

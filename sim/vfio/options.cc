@@ -97,9 +97,9 @@ const std::map<std::string, setter>& setters() {
          }},
         {"port_type", [](options& o, const std::string& k, const std::string& v) -> status {
              if (v == "ib" || v == "infiniband") {
-                 o.model.port = port_type::infiniband;
+                 o.model.port = port_type::IB;
              } else if (v == "eth" || v == "ethernet") {
-                 o.model.port = port_type::ethernet;
+                 o.model.port = port_type::ETHERNET;
              } else {
                  return bad(k, v, "ib or eth");
              }
@@ -365,7 +365,7 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
     const auto& m = model;
     return {
         {"devices", std::to_string(devices)},
-        {"port_type", m.port == port_type::ethernet ? "eth" : "ib"},
+        {"port_type", m.port == port_type::ETHERNET ? "eth" : "ib"},
         {"first_bdf", first_address.str()},
         {"first_group", std::to_string(first_group)},
         {"numa_node", std::to_string(numa_node)},

@@ -100,7 +100,7 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         const std::string root = fmt::format("pci{:04x}:{:02x}", f.address.domain, f.address.bus);
         const std::string dev = "/sys/devices/" + root + "/" + bdf;
         const std::string group = fmt::format("/sys/kernel/iommu_groups/{}", f.iommu_group);
-        const bool eth = f.model.port == port_type::ethernet;
+        const bool eth = f.model.port == port_type::ETHERNET;
         add("/sys/devices/" + root, shared_dir);
         add(dev, {node_kind::directory, {}});
         const auto file = [&](const char* name, std::string text) {

@@ -1,4 +1,4 @@
-// A strict JSON parser (RFC 8259) for the tests, independent of bench/perf/json.h: it
+// A strict JSON parser (RFC 8259) for the tests, independent of base/json.h: it
 // rejects what the grammar does not allow (trailing commas, raw control characters in
 // strings, bad escapes, leading zeros, NaN, trailing text) and builds a tree to look
 // values up in.

@@ -35,7 +35,7 @@ using sim::cmd_syndrome;
 // A device whose port is Ethernet (RoCE) instead of InfiniBand.
 inline sim::device_config ethernet() {
     sim::device_config cfg;
-    cfg.port = sim::port_type::ethernet;
+    cfg.port = sim::port_type::ETHERNET;
     return cfg;
 }
 

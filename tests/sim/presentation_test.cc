@@ -35,7 +35,7 @@ TEST_CASE("defaults: one InfiniBand ConnectX-6 at 0000:c5:00.0 in IOMMU group 12
     CHECK(f->at(0).address.str() == "0000:c5:00.0");
     CHECK(f->at(0).iommu_group == 120);
     CHECK(f->at(0).model.device_id == 0x101b);
-    CHECK(f->at(0).model.port == port_type::infiniband);
+    CHECK(f->at(0).model.port == port_type::IB);
 }
 
 TEST_CASE("further functions count up in address, group, GUID, LID and MAC") {
@@ -80,7 +80,7 @@ TEST_CASE("settings() reads back to the same options") {
     options back;
     for (const auto& [k, v] : o.settings()) REQUIRE(back.set(k, v).ok());
     CHECK(back.settings() == o.settings());
-    CHECK(back.model.port == port_type::ethernet);
+    CHECK(back.model.port == port_type::ETHERNET);
     CHECK(back.model.mac[0] == 0x0a);
     CHECK(back.model.health_period.count() == 250);
 }
@@ -95,7 +95,7 @@ TEST_CASE("config file: key = value lines, comments, errors with line numbers") 
     options o;
     REQUIRE(o.load_file(path).ok());
     CHECK(o.devices == 2);
-    CHECK(o.model.port == port_type::ethernet);
+    CHECK(o.model.port == port_type::ETHERNET);
     f = std::fopen(path, "w");
     std::fputs("devices = 2\nlid\n", f);
     std::fclose(f);
@@ -112,7 +112,7 @@ TEST_CASE("environment settings override the config file") {
     options o;
     REQUIRE(o.load_environment().ok());
     CHECK(o.devices == 4);
-    CHECK(o.model.port == port_type::ethernet);
+    CHECK(o.model.port == port_type::ETHERNET);
     setenv("CXV_SIM_DEVICES", "zero", 1);
     options bad;
     auto s = bad.load_environment();

@@ -77,7 +77,7 @@ port_view look(H& h) {
     v.vport_state = ifc::get<hv::vport_state>(ctx);
     v.lid = ifc::get<hv::lid>(ctx);
     v.sm_lid = ifc::get<hv::sm_lid>(ctx);
-    if (h.dev().config().port == sim::port_type::infiniband) {
+    if (h.dev().config().port == sim::port_type::IB) {
         auto in = H::input<ifc::mad_ifc_in>(cmd_opcode::MAD_IFC);
         ifc::set<ifc::mad_ifc_in::port>(in.data(), 1);
         std::byte* mad = ifc::at<ifc::mad_ifc_in::mad>(in.data());
@@ -116,7 +116,7 @@ void check_states(const port_view& v, const port_states& want) {
 void check_down(H& h, unsigned admin, unsigned phys) {
     const port_view v = look(h);
     check_states(v, {.admin = admin, .oper = 2, .vnic = 0, .uplink = 0, .state = 1, .phys = phys});
-    if (h.dev().config().port == sim::port_type::infiniband) {
+    if (h.dev().config().port == sim::port_type::IB) {
         CHECK(v.mad_state == 1);
         CHECK(v.mad_phys == phys);
     }
@@ -137,7 +137,7 @@ void check_init(H& h, bool configured_before) {
 void check_active(H& h) {
     const port_view v = look(h);
     check_states(v, {.admin = 1, .oper = 1, .vnic = 1, .uplink = 1, .state = 4, .phys = 5});
-    if (h.dev().config().port == sim::port_type::infiniband) {
+    if (h.dev().config().port == sim::port_type::IB) {
         CHECK(v.lid == h.dev().config().lid);
         CHECK(v.sm_lid == 1);
         CHECK(v.mad_state == 4);

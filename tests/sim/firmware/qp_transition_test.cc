@@ -36,7 +36,7 @@ constexpr std::uint32_t kRst = value(ifc::qp_state::RST), kInit = value(ifc::qp_
 struct env : qp_env {
     bool roce = false;
 
-    explicit env(sim::device_config cfg = {}) : qp_env(cfg), roce(cfg.port == sim::port_type::ethernet) {}
+    explicit env(sim::device_config cfg = {}) : qp_env(cfg), roce(cfg.port == sim::port_type::ETHERNET) {}
     // The context as QUERY_QP returns it.
     std::vector<std::byte> query(std::uint32_t qpn) {
         auto r = query_qp(h, qpn);

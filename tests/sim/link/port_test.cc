@@ -29,7 +29,7 @@ struct pair {
     std::unique_ptr<port> a, b;
     std::vector<wire::packet> got_a, got_b;
 
-    explicit pair(const std::string& segment, port_type type = port_type::ethernet,
+    explicit pair(const std::string& segment, port_type type = port_type::ETHERNET,
                   device_config::link_faults faults = {}) {
         for (auto* c : {&ca, &cb}) {
             c->port = type;
@@ -140,7 +140,7 @@ TEST_CASE("a link-local GID carries its MAC; another IPv6 address is resolved wi
 TEST_CASE("a corrupted frame fails its ICRC: dropped and counted, never delivered") {
     device_config::link_faults f;
     f.corrupt = 1.0;
-    pair x("port-test-corrupt", port_type::ethernet, f);
+    pair x("port-test-corrupt", port_type::ETHERNET, f);
     for (std::uint32_t i = 0; i < 20; ++i) x.a->transmit(send_only(wire::link_local_gid(x.cb.mac), i), clock_type::now());
     x.settle();
     CHECK(x.a->counters().fault_corrupted == 20);
@@ -156,7 +156,7 @@ TEST_CASE("drop, duplicate, reorder and delay") {
     SUBCASE("drop everything") {
         device_config::link_faults f;
         f.drop = 1.0;
-        pair x("port-test-drop", port_type::ethernet, f);
+        pair x("port-test-drop", port_type::ETHERNET, f);
         x.a->transmit(send_only(to, 1), clock_type::now());
         x.settle();
         CHECK(x.got_b.empty());
@@ -165,7 +165,7 @@ TEST_CASE("drop, duplicate, reorder and delay") {
     SUBCASE("duplicate everything") {
         device_config::link_faults f;
         f.duplicate = 1.0;
-        pair x("port-test-dup", port_type::ethernet, f);
+        pair x("port-test-dup", port_type::ETHERNET, f);
         x.a->transmit(send_only(to, 1), clock_type::now());
         x.settle();
         REQUIRE(x.got_b.size() == 2);
@@ -175,7 +175,7 @@ TEST_CASE("drop, duplicate, reorder and delay") {
         device_config::link_faults f;
         f.reorder = 0.5;
         f.seed = 3;
-        pair x("port-test-reorder", port_type::ethernet, f);
+        pair x("port-test-reorder", port_type::ETHERNET, f);
         for (std::uint32_t i = 0; i < 100; ++i) x.a->transmit(send_only(to, i), clock_type::now());
         x.a->set_faults({});
         x.a->transmit(send_only(to, 100), clock_type::now());  // releases a held one, if any
@@ -189,7 +189,7 @@ TEST_CASE("drop, duplicate, reorder and delay") {
     SUBCASE("delay") {
         device_config::link_faults f;
         f.delay = std::chrono::milliseconds(50);
-        pair x("port-test-delay", port_type::ethernet, f);
+        pair x("port-test-delay", port_type::ETHERNET, f);
         const auto t0 = clock_type::now();
         x.a->transmit(send_only(to, 1), t0);
         x.b->poll(clock_type::now(), [&](wire::packet& p, std::size_t) { x.got_b.push_back(p); });
@@ -201,7 +201,7 @@ TEST_CASE("drop, duplicate, reorder and delay") {
 }
 
 TEST_CASE("InfiniBand: LRH-routed by LID, the VCRC and ICRC checked") {
-    pair x("port-test-ib", port_type::infiniband);
+    pair x("port-test-ib", port_type::IB);
     wire::packet p;
     p.net.link = wire::link_kind::ib;
     p.net.slid = 1;
@@ -246,15 +246,15 @@ TEST_CASE("the pcap holds every frame sent and received, ARP included") {
 }
 
 TEST_CASE("CRCs left out in-process are computed for a capture on the receiving side") {
-    for (const port_type type : {port_type::ethernet, port_type::infiniband}) {
+    for (const port_type type : {port_type::ETHERNET, port_type::IB}) {
         CAPTURE(static_cast<int>(type));
         const std::string path = "/tmp/cxv-port-test-rx-" + std::to_string(::getpid()) + ".pcap";
         {
-            pair x(type == port_type::ethernet ? "port-test-rx-pcap-eth" : "port-test-rx-pcap-ib", type);
+            pair x(type == port_type::ETHERNET ? "port-test-rx-pcap-eth" : "port-test-rx-pcap-ib", type);
             x.cb.pcap = path;  // only b's port captures: a leaves its CRCs out
             auto b = std::move(port::create(x.cb, x.tb)).value();
             wire::packet p = send_only(wire::link_local_gid(x.cb.mac), 5);
-            if (type == port_type::infiniband) {
+            if (type == port_type::IB) {
                 p.net.link = wire::link_kind::ib;
                 p.net.dlid = x.cb.lid;
                 p.net.slid = x.ca.lid;
@@ -275,7 +275,7 @@ TEST_CASE("CRCs left out in-process are computed for a capture on the receiving 
         REQUIRE(f->records.size() == 1);
         wire::packet q;
         // Checked in full: what the capture holds carries correct CRCs.
-        const auto s = type == port_type::ethernet ? wire::decode_roce(f->records[0].data, q, wire::crc_check::verify)
+        const auto s = type == port_type::ETHERNET ? wire::decode_roce(f->records[0].data, q, wire::crc_check::verify)
                                                    : wire::decode_ib(f->records[0].data, q, wire::crc_check::verify);
         CHECK(s == wire::decode_status::ok);
         CHECK(q.bth.psn == 5);

@@ -132,8 +132,8 @@ TEST_CASE("10 % loss, duplication and reordering: every message once, in order, 
     CHECK(r.t.cqs.at(kCqB).producer == sends.size());
     CHECK(r.req_errors.empty());
     CHECK(r.resp_errors.empty());
-    CHECK(r.t.qps.at(kA).state == qp_state::rts);
-    CHECK(r.t.qps.at(kB).state == qp_state::rts);
+    CHECK(r.t.qps.at(kA).state == qp_state::RTS);
+    CHECK(r.t.qps.at(kB).state == qp_state::RTS);
     // The faults happened, and the protocol's answers to them too.
     CHECK(lost > 20);
     CHECK(doubled > 20);

@@ -317,7 +317,7 @@ TEST_CASE("an ACK timeout sends every unacknowledged packet again, and the retry
     CHECK(opcode(c) == hw::cqe_opcode::REQ_ERR);
     CHECK(reinterpret_cast<const hw::err_cqe64&>(c).syndrome ==
           static_cast<std::uint8_t>(hw::cqe_syndrome::TRANSPORT_RETRY_EXC_ERR));
-    CHECK(r.t.qps.at(kA).state == qp_state::err);
+    CHECK(r.t.qps.at(kA).state == qp_state::ERR);
 }
 
 TEST_CASE("UC: a message that lost its middle packet never completes; the next one is delivered") {
@@ -404,7 +404,7 @@ TEST_CASE("the responder refuses a Middle without a First and a First shorter th
         REQUIRE(ans.size() == 1);
         CHECK(ans[0].aeth.syndrome == syn::NAK_INVALID_REQUEST);
         CHECK(ans[0].bth.psn == 0);
-        CHECK(r.t.qps.at(kB).state == qp_state::err);
+        CHECK(r.t.qps.at(kB).state == qp_state::ERR);
         REQUIRE(!r.events.empty());
         CHECK(r.events[0].type == hw::event_type::WQ_INVAL_REQ_ERROR);
     }
@@ -412,7 +412,7 @@ TEST_CASE("the responder refuses a Middle without a First and a First shorter th
 
 TEST_CASE("RoCE: RC packets go over IPv4 to the path's GID, from the port's address or SET_ROCE_ADDRESS's") {
     device_config cfg;
-    cfg.port = port_type::ethernet;
+    cfg.port = port_type::ETHERNET;
     for (const bool programmed : {false, true}) {
         CAPTURE(programmed);
         engine_rig r(cfg);
@@ -450,7 +450,7 @@ TEST_CASE("RoCE: RC packets go over IPv4 to the path's GID, from the port's addr
 
 TEST_CASE("RoCE: a force-loopback path (fl) sends to the function's own GID and MAC, whatever its remote GID") {
     device_config cfg;
-    cfg.port = port_type::ethernet;
+    cfg.port = port_type::ETHERNET;
     engine_rig r(cfg);
     r.add_cq(kCqA, 4);
     r.add_cq(kCqB, 4);
@@ -584,7 +584,7 @@ TEST_CASE("a UMR QP executes NOPs; a UMR WQE (not modelled) completes in error, 
     const hw::cqe64 c = r.cqe(kCqA, 1);
     CHECK(opcode(c) == hw::cqe_opcode::REQ_ERR);
     CHECK(reinterpret_cast<const hw::err_cqe64&>(c).syndrome == static_cast<std::uint8_t>(hw::cqe_syndrome::LOCAL_QP_OP_ERR));
-    CHECK(r.t.qps.at(kA).state == qp_state::sqer);  // as any QP but RC after a local error (IBA 10.3.1)
+    CHECK(r.t.qps.at(kA).state == qp_state::SQER);  // as any QP but RC after a local error (IBA 10.3.1)
     CHECK(r.sent.empty());
 }
 

@@ -119,7 +119,7 @@ TEST_CASE("an RDMA WRITE to a QP without remote write access fails both sides") 
 
     CHECK(r.host(remote)[0] == std::byte{0});  // nothing written
     // Responder: NAK, an access error event, the QP in error.
-    CHECK(r.t.qps.at(kB).state == qp_state::err);
+    CHECK(r.t.qps.at(kB).state == qp_state::ERR);
     REQUIRE(!r.events.empty());
     CHECK(r.events[0].type == hw::event_type::WQ_ACCESS_ERROR);
     // Requester: the WQE completes in error and the QP goes to error.
@@ -127,7 +127,7 @@ TEST_CASE("an RDMA WRITE to a QP without remote write access fails both sides") 
     const hw::cqe64 c = r.cqe(kCqA, 0);
     CHECK(opcode(c) == hw::cqe_opcode::REQ_ERR);
     CHECK(syndrome(c) == static_cast<std::uint8_t>(hw::cqe_syndrome::REMOTE_ACCESS_ERR));
-    CHECK(r.t.qps.at(kA).state == qp_state::err);
+    CHECK(r.t.qps.at(kA).state == qp_state::ERR);
     REQUIRE(r.req_errors.size() == 1);
     CHECK(r.req_errors[0] == hw::cqe_syndrome::REMOTE_ACCESS_ERR);
 }
@@ -146,7 +146,7 @@ TEST_CASE("a WQE whose index is not its ring position completes with a local QP 
     const hw::cqe64 c = r.cqe(kCqA, 0);
     CHECK(opcode(c) == hw::cqe_opcode::REQ_ERR);
     CHECK(syndrome(c) == static_cast<std::uint8_t>(hw::cqe_syndrome::LOCAL_QP_OP_ERR));
-    CHECK(r.t.qps.at(kA).state == qp_state::err);
+    CHECK(r.t.qps.at(kA).state == qp_state::ERR);
     CHECK(r.wire.empty());
 }
 

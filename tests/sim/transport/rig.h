@@ -102,12 +102,12 @@ public:
                          transport tp = transport::rc) {
         qp_object qp;
         qp.qpn = qpn;
-        qp.state = qp_state::rts;
+        qp.state = qp_state::RTS;
         qp.pd = kPd;
         qp.cqn_snd = qp.cqn_rcv = cqn;
         std::byte* q = qp.qpc.data();
         ifc::set<ifc::qpc::st>(q, static_cast<std::uint32_t>(tp));
-        ifc::set<ifc::qpc::state>(q, static_cast<std::uint32_t>(qp_state::rts));
+        ifc::set<ifc::qpc::state>(q, static_cast<std::uint32_t>(qp_state::RTS));
         ifc::set<ifc::qpc::log_sq_size>(q, 4);
         ifc::set<ifc::qpc::log_rq_size>(q, 4);
         ifc::set<ifc::qpc::log_rq_stride>(q, 0);

@@ -31,7 +31,7 @@ TEST_CASE("a WQE page unmapped after WQEs were read from it faults at the next W
     CHECK(r.mmu.fault_count() > faults);
     REQUIRE_FALSE(r.events.empty());
     CHECK(r.events.front().type == hw::event_type::WQ_CATAS_ERROR);
-    CHECK(r.t.qps.at(kQp).state == qp_state::err);
+    CHECK(r.t.qps.at(kQp).state == qp_state::ERR);
 }
 
 }  // namespace
