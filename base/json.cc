@@ -54,15 +54,17 @@ void json_writer::separate() {
     if (!empty_.empty()) {
         if (!empty_.back()) out_ += ',';
         empty_.back() = false;
-        out_ += '\n';
-        out_.append(2 * empty_.size(), ' ');
+        if (indented_) {
+            out_ += '\n';
+            out_.append(2 * empty_.size(), ' ');
+        }
     }
 }
 
 void json_writer::key(std::string_view k) {
     separate();
     out_ += json_string(k);
-    out_ += ": ";
+    out_ += indented_ ? ": " : ":";
     after_key_ = true;
 }
 
@@ -90,7 +92,7 @@ void json_writer::open(char c) {
 void json_writer::close(char c) {
     const bool was_empty = empty_.back();
     empty_.pop_back();
-    if (!was_empty) {
+    if (!was_empty && indented_) {
         out_ += '\n';
         out_.append(2 * empty_.size(), ' ');
     }

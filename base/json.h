@@ -17,6 +17,11 @@ std::string json_string(std::string_view s);
 
 class json_writer {
 public:
+    enum class layout { indented, one_line };
+    // indented: a member or element per line, two spaces deep (files people read);
+    // one_line: no whitespace at all (a line a script reads).
+    explicit json_writer(layout l = layout::indented) : indented_(l == layout::indented) {}
+
     void begin_object() { open('{'); }
     void end_object() { close('}'); }
     void begin_array() { open('['); }
@@ -53,6 +58,7 @@ private:
     std::string out_;
     std::vector<bool> empty_;  // per open container: nothing written in it yet
     bool after_key_ = false;
+    bool indented_ = true;
 };
 
 }  // namespace cxv

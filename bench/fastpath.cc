@@ -30,7 +30,7 @@
 
 #include "api/verbs_post.h"
 #include "base/unique_fd.h"
-#include "bench/fastpath_options.h"
+#include "bench/fastpath_cli.h"
 #include "hw/cqe.h"
 #include "queues/mp_send_queue.h"
 
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
 
     const unsigned repeats = short_run ? 3 : 9, calls = short_run ? 20000 : 200000;
     std::printf("%-24s %10s %14s %14s %10s\n", "operation", "ns/op", "instr/op", "rdma-core", "target");
-    std::string out = "[";
+    std::vector<cxv::bench::fastpath_result> results;
     bool all_met = true;
     double ring_sp = -1, ring_mp = -1;  // the multi-producer bar: at most 1.5x single-producer
     for (const auto& o : operations()) {
@@ -343,12 +343,8 @@ int main(int argc, char** argv) {
         } else {
             std::printf("%-24s %10.2f %14.1f %14s %10s\n", o.name, ns, ins, "-", "-");
         }
-        char item[256];
-        std::snprintf(item, sizeof item, "%s{\"op\":\"%s\",\"ns_per_op\":%.2f,\"instructions_per_op\":%.1f}",
-                      out.size() > 1 ? "," : "", o.name, ns, ins);
-        out += item;
+        results.push_back({o.name, ns, ins});
     }
-    out += "]\n";
     if (ring_sp > 0 && ring_mp >= 0) {
         const bool met = ring_mp <= 1.5 * ring_sp;
         std::printf("multi-producer / single-producer ring: %.2fx (bar 1.5x) %s\n", ring_mp / ring_sp,
@@ -357,9 +353,9 @@ int main(int argc, char** argv) {
     }
     std::printf("(instr/op: callgrind, instructions inside the measured call per WR or CQE; rdma-core: its mlx5 "
                 "provider 65.0, same shapes, as measured for the issue)\n");
-    if (!json.empty()) {
-        std::ofstream f(json);
-        f << out;
+    if (!json.empty() && !cxv::bench::write_json(json, results)) {
+        std::fprintf(stderr, "fastpath: cannot write %s\n", json.c_str());
+        return 1;
     }
     // Targets fail the run only when asked (--check-targets, as CI's short run does).
     return all_met || !check ? 0 : 1;

@@ -28,6 +28,7 @@
 #include <CLI/CLI.hpp>
 
 #include "api/cxv.h"
+#include "base/json.h"
 
 namespace {
 
@@ -347,12 +348,21 @@ int main(int argc, char** argv) {
     std::printf("%-16s %10.2f us one way (two functions)\n", "pingpong_64", pp2);
     std::printf("%-16s %10.2f us one way (loopback)\n", "pingpong_64_lo", pp1);
     if (!json.empty()) {
+        cxv::json_writer j(cxv::json_writer::layout::one_line);
+        j.begin_array();
+        j.begin_object();
+        j.member("op", "send_rate_64");
+        j.member("messages_per_s", std::round(rate));
+        j.end_object();
+        for (const auto& [op, us] : {std::pair{"pingpong_64", pp2}, std::pair{"pingpong_64_lo", pp1}}) {
+            j.begin_object();
+            j.member("op", op);
+            j.member("us_one_way", std::round(us * 1000) / 1000);
+            j.end_object();
+        }
+        j.end_array();
         if (std::FILE* f = std::fopen(json.c_str(), "w")) {
-            std::fprintf(f,
-                         "[{\"op\":\"send_rate_64\",\"messages_per_s\":%.0f},"
-                         "{\"op\":\"pingpong_64\",\"us_one_way\":%.3f},"
-                         "{\"op\":\"pingpong_64_lo\",\"us_one_way\":%.3f}]\n",
-                         rate, pp2, pp1);
+            std::fprintf(f, "%s\n", j.str().c_str());
             std::fclose(f);
         }
     }

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "protocol/codec.h"
 #include "driver/hca/hca.h"
+#include "protocol/codec.h"
 
 namespace cxv::daemon {
 

@@ -27,8 +27,8 @@
 #include "daemon/log_budget.h"
 #include "daemon/metrics.h"
 #include "daemon/owner.h"
-#include "protocol/codec.h"
 #include "driver/hca/hca.h"
+#include "protocol/codec.h"
 
 namespace cxv::daemon {
 

@@ -19,9 +19,9 @@
 
 #include "daemon/log_budget.h"
 #include "daemon/owner.h"
-#include "protocol/codec.h"
 #include "daemon/server.h"
 #include "driver/hca/hca.h"
+#include "protocol/codec.h"
 
 namespace cxv::daemon {
 

@@ -21,9 +21,9 @@
 #include <doctest/doctest.h>
 
 #include "client/client.h"
-#include "protocol/codec.h"
 #include "driver/cmd/cmd_queue.h"
 #include "hw/ifc.h"
+#include "protocol/codec.h"
 #include "tests/exec/processes.h"
 
 namespace cxv::test {

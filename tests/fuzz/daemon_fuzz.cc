@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "daemon/owner.h"
-#include "protocol/codec.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
+#include "protocol/codec.h"
 
 namespace d = cxv::daemon;
 namespace ifc = cxv::hw::ifc;

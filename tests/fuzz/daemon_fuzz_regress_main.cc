@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "protocol/codec.h"
 #include "hw/ifc.h"
+#include "protocol/codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 extern long daemon_fuzz_commands_allowed;

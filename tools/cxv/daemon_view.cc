@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "client/client.h"
-#include "protocol/codec.h"
 #include "client/remote.h"
 #include "driver/hca/hca.h"
 #include "hw/ifc.h"
+#include "protocol/codec.h"
 #include "tools/cxv/text.h"
 
 namespace cxv::tool {
@@ -38,16 +38,20 @@ int print_daemon_list(const std::string& socket, bool json) {
         return EXIT_FAILURE;
     }
     if (json) {
-        fmt::print("[");
-        for (std::size_t i = 0; i < h->devices.size(); ++i) {
-            const auto& d = h->devices[i];
-            // Names are the daemon's: a PCI address and a firmware version, plain ASCII.
-            fmt::print("{}{{\"bdf\":\"{}\",\"firmware\":\"{}\",\"link\":\"{}\",\"port_state\":\"{}\","
-                       "\"daemon\":\"{}\",\"usable\":true}}",
-                       i ? "," : "", daemon::printable(d.bdf), daemon::printable(d.firmware),
-                       d.ethernet ? "eth" : "ib", port_state_name(d.port_logical), daemon::printable(socket));
+        json_writer j(json_writer::layout::one_line);
+        j.begin_array();
+        for (const auto& d : h->devices) {
+            j.begin_object();
+            j.member("bdf", daemon::printable(d.bdf));
+            j.member("firmware", daemon::printable(d.firmware));
+            j.member("link", d.ethernet ? "eth" : "ib");
+            j.member("port_state", port_state_name(d.port_logical));
+            j.member("daemon", daemon::printable(socket));
+            j.member("usable", true);
+            j.end_object();
         }
-        fmt::print("]\n");
+        j.end_array();
+        fmt::print("{}\n", j.str());
         return EXIT_SUCCESS;
     }
     fmt::print("functions of the cxvd at {} ({}; this process attaches through it, not through VFIO):\n", socket,

@@ -216,41 +216,84 @@ void print_text(const info_desc& d) {
 }
 
 // {"mode":..,"mbps":..,"lanes":..}; null while down; the error as a string.
-std::string link_json(const port_desc& p) {
-    if (!p.link_error.empty()) return json_string(p.link_error);
-    if (p.link.mode.empty()) return "null";
-    return fmt::format("{{\"mode\":{},\"mbps\":{},\"lanes\":{}}}", json_string(p.link.mode), p.link.mbps,
-                       p.link.lanes);
+void link_json(json_writer& j, const port_desc& p) {
+    if (!p.link_error.empty()) {
+        j.value(p.link_error);
+    } else if (p.link.mode.empty()) {
+        j.null();
+    } else {
+        j.begin_object();
+        j.member("mode", p.link.mode);
+        j.member("mbps", p.link.mbps);
+        j.member("lanes", p.link.lanes);
+        j.end_object();
+    }
 }
 
 void print_json(const info_desc& d) {
-    std::string limits;
-    for (const auto& [name, log] : d.limits) {
-        limits += fmt::format("{}\"log_max_{}\":{}", limits.empty() ? "" : ",", name, log);
-    }
-    std::string ports;
+    json_writer j(json_writer::layout::one_line);
+    j.begin_object();
+    j.member("bdf", d.bdf);
+    j.member("firmware", d.firmware);
+    j.member("link_layer", d.ethernet ? "ethernet" : "infiniband");
+    j.member("ports", d.ports);
+    j.member("mac", d.mac);
+    j.key("limits");
+    j.begin_object();
+    for (const auto& [name, log] : d.limits) j.member(std::string("log_max_") + name, log);
+    j.member("log_max_msg", d.message_log);
+    j.end_object();
+    j.member("uar", d.uar);
+    j.member("async_eq", d.async_eq);
+    j.member("completion_eq", d.comp_eq);
+    j.member("firmware_pages", d.pages);
+    j.key("port");
+    j.begin_array();
     for (const auto& p : d.port) {
-        std::string gids;
-        for (const auto& g : p.gids) gids += (gids.empty() ? "" : ",") + json_string(g);
-        ports += fmt::format("{}{{\"port\":{},\"active\":{},\"came_up\":{},\"after_ms\":{},\"why\":{},\"state\":{},"
-                             "\"lid\":{},\"port_guid\":\"{:016x}\",\"path_mtu\":{},\"link\":{},\"gids\":[{}]}}",
-                             ports.empty() ? "" : ",", p.port, p.active, json_string(p.came_up), p.after_ms,
-                             p.active ? "null" : json_string(p.why), json_string(p.state), p.lid, p.guid, p.path_mtu,
-                             link_json(p), gids);
+        j.begin_object();
+        j.member("port", p.port);
+        j.member("active", p.active);
+        j.member("came_up", p.came_up);
+        j.member("after_ms", p.after_ms);
+        j.key("why");
+        if (p.active) {
+            j.null();
+        } else {
+            j.value(p.why);
+        }
+        j.member("state", p.state);
+        j.member("lid", p.lid);
+        j.member("port_guid", fmt::format("{:016x}", p.guid));
+        j.member("path_mtu", p.path_mtu);
+        j.key("link");
+        link_json(j, p);
+        j.key("gids");
+        j.begin_array();
+        for (const auto& g : p.gids) j.value(g);
+        j.end_array();
+        j.end_object();
     }
-    std::string counters;
-    for (const auto& [name, value] : d.counters) {
-        counters += fmt::format("{}{}:{}", counters.empty() ? "" : ",", json_string(name), value);
+    j.end_array();
+    j.key("vport_counters");
+    if (d.counters_error.empty()) {
+        j.begin_object();
+        for (const auto& [name, value] : d.counters) j.member(name, value);
+        j.end_object();
+    } else {
+        j.value(d.counters_error);
     }
-    fmt::print("{{\"bdf\":{},\"firmware\":{},\"link_layer\":\"{}\",\"ports\":{},\"mac\":{},\"limits\":{{{},"
-               "\"log_max_msg\":{}}},\"uar\":{},\"async_eq\":{},\"completion_eq\":{},\"firmware_pages\":{},"
-               "\"port\":[{}],\"vport_counters\":{},\"q_counter_sets\":{},\"teardown\":{}}}\n",
-               json_string(d.bdf), json_string(d.firmware), d.ethernet ? "ethernet" : "infiniband", d.ports,
-               json_string(d.mac), limits, d.message_log, d.uar, d.async_eq, d.comp_eq, d.pages, ports,
-               d.counters_error.empty() ? "{" + counters + "}" : json_string(d.counters_error), d.q_counter_sets,
-               d.teardown_error.empty() ? fmt::format("{{\"pages_reclaimed\":{},\"pages_left\":{}}}", d.pages,
-                                                      d.pages_left)
-                                        : json_string(d.teardown_error));
+    j.member("q_counter_sets", d.q_counter_sets);
+    j.key("teardown");
+    if (d.teardown_error.empty()) {
+        j.begin_object();
+        j.member("pages_reclaimed", d.pages);
+        j.member("pages_left", d.pages_left);
+        j.end_object();
+    } else {
+        j.value(d.teardown_error);
+    }
+    j.end_object();
+    fmt::print("{}\n", j.str());
 }
 
 }  // namespace

@@ -15,17 +15,31 @@ namespace cxv::tool {
 namespace {
 
 void print_json(const std::vector<driver::pci::function>& fns) {
-    fmt::print("[");
-    for (std::size_t i = 0; i < fns.size(); ++i) {
-        const auto& f = fns[i];
-        fmt::print("{}{{\"bdf\":{},\"vendor\":\"{:04x}\",\"device\":\"{:04x}\",\"name\":{},\"vf\":{},\"physfn\":{},"
-                   "\"driver\":{},\"iommu_group\":{},\"numa_node\":{},\"link_speed\":{},\"link_width\":{},"
-                   "\"usable\":{}}}",
-                   i ? "," : "", json_string(f.bdf), f.vendor, f.device, json_string(f.name), f.virtual_function,
-                   f.physfn.empty() ? "null" : json_string(f.physfn), json_string(f.driver), f.iommu_group,
-                   f.numa_node, json_string(f.link_speed), f.link_width, f.usable());
+    json_writer j(json_writer::layout::one_line);
+    j.begin_array();
+    for (const auto& f : fns) {
+        j.begin_object();
+        j.member("bdf", f.bdf);
+        j.member("vendor", fmt::format("{:04x}", f.vendor));
+        j.member("device", fmt::format("{:04x}", f.device));
+        j.member("name", f.name);
+        j.member("vf", f.virtual_function);
+        j.key("physfn");
+        if (f.physfn.empty()) {
+            j.null();
+        } else {
+            j.value(f.physfn);
+        }
+        j.member("driver", f.driver);
+        j.member("iommu_group", f.iommu_group);
+        j.member("numa_node", f.numa_node);
+        j.member("link_speed", f.link_speed);
+        j.member("link_width", f.link_width);
+        j.member("usable", f.usable());
+        j.end_object();
     }
-    fmt::print("]\n");
+    j.end_array();
+    fmt::print("{}\n", j.str());
 }
 
 // What stands between the function and `cxv info`, or "ready".

@@ -1,6 +1,10 @@
-#include "bench/fastpath_options.h"
+#include "bench/fastpath_cli.h"
+
+#include <fstream>
 
 #include <CLI/CLI.hpp>
+
+#include "base/json.h"
 
 namespace cxv::bench {
 
@@ -21,6 +25,22 @@ int parse_options(int argc, char** argv, fastpath_options& o) {
     }
     o.callgrind = !no_callgrind;
     return 0;
+}
+
+bool write_json(const std::string& path, const std::vector<fastpath_result>& results) {
+    json_writer j(json_writer::layout::one_line);
+    j.begin_array();
+    for (const auto& r : results) {
+        j.begin_object();
+        j.member("op", r.op);
+        j.member("ns_per_op", r.ns_per_op);
+        j.member("instructions_per_op", r.instructions_per_op);
+        j.end_object();
+    }
+    j.end_array();
+    std::ofstream f(path);
+    f << j.str() << '\n';
+    return static_cast<bool>(f);
 }
 
 }  // namespace cxv::bench
