@@ -111,7 +111,7 @@ result<driver::vfio::remote_backend::uar_grant> remote_function::alloc_uar() {
     }
     uar_grant g;
     g.uar = r->uar;
-    g.fd = a->fds[0].release();
+    g.fd = std::move(a->fds[0]);
     g.mmap_offset = r->mmap_offset;
     g.mmap_length = r->mmap_length;
     return g;

@@ -101,7 +101,7 @@ result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags) 
         for (std::size_t i = 0; i < k; ++i) {
             int fd;
             std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            ::close(fd);
+            const unique_fd dropped(fd);  // nothing here takes an fd: closed at once
             fds = true;
         }
     }

@@ -33,10 +33,6 @@ void no_delay(int fd) {
 
 }  // namespace
 
-channel::~channel() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 result<channel> channel::connect(const std::string& host, unsigned port, std::chrono::milliseconds retry_for) {
     const std::string where = host + ":" + std::to_string(port);
     addrinfo hints{};
@@ -50,16 +46,16 @@ result<channel> channel::connect(const std::string& host, unsigned port, std::ch
     int last = ECONNREFUSED;
     for (;;) {
         for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-            const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-            if (fd < 0) continue;
-            int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+            unique_fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+            if (!fd) continue;
+            int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
             if (rc != 0 && errno == EINPROGRESS) {
                 // A connect bounded in time (a host that does not answer).
-                pollfd p{fd, POLLOUT, 0};
+                pollfd p{fd.get(), POLLOUT, 0};
                 if (::poll(&p, 1, 5000) == 1) {
                     int err = 0;
                     socklen_t len = sizeof err;
-                    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
                     rc = err == 0 ? 0 : -1;
                     errno = err;
                 } else {
@@ -69,12 +65,11 @@ result<channel> channel::connect(const std::string& host, unsigned port, std::ch
             if (rc == 0) {
                 ::freeaddrinfo(found);
                 // Blocking from here on: recv() and send() bound their waits with poll().
-                ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-                no_delay(fd);
-                return channel(fd);
+                ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+                no_delay(fd.get());
+                return channel(fd.release());
             }
             last = errno;
-            ::close(fd);
         }
         if (last != ECONNREFUSED || clock_type::now() >= end) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -92,10 +87,10 @@ std::pair<channel, channel> channel::pair() {
 status channel::send(const void* p, std::size_t n) {
     const auto* b = static_cast<const char*>(p);
     while (n > 0) {
-        const ssize_t w = ::send(fd_, b, n, MSG_NOSIGNAL);
+        const ssize_t w = ::send(fd_.get(), b, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            pollfd q{fd_, POLLOUT, 0};
+            pollfd q{fd_.get(), POLLOUT, 0};
             if (::poll(&q, 1, 10000) != 1) return error{ETIMEDOUT, "the peer does not take messages"};
             continue;
         }
@@ -110,11 +105,11 @@ status channel::recv(void* p, std::size_t n, std::chrono::milliseconds timeout) 
     auto* b = static_cast<char*>(p);
     const auto end = clock_type::now() + timeout;
     while (n > 0) {
-        pollfd q{fd_, POLLIN, 0};
+        pollfd q{fd_.get(), POLLIN, 0};
         const int r = ::poll(&q, 1, left_ms(end));
         if (r < 0 && errno == EINTR) continue;
         if (r == 0) return error{ETIMEDOUT, "the peer did not answer within " + std::to_string(timeout.count() / 1000) + " s"};
-        const ssize_t got = ::recv(fd_, b, n, MSG_DONTWAIT);
+        const ssize_t got = ::recv(fd_.get(), b, n, MSG_DONTWAIT);
         if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (got < 0) return sys_error("lost the connection to the peer", errno);
         if (got == 0) return error{ECONNRESET, "the peer closed the connection"};
@@ -125,53 +120,49 @@ status channel::recv(void* p, std::size_t n, std::chrono::milliseconds timeout) 
 }
 
 bool channel::readable() {
-    pollfd q{fd_, POLLIN, 0};
+    pollfd q{fd_.get(), POLLIN, 0};
     return ::poll(&q, 1, 0) == 1;
 }
 
 result<listener> listener::create(unsigned port) {
     listener l;
     l.port_ = port;
-    l.fd_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool v6 = l.fd_ >= 0;
-    if (!v6) l.fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l.fd_ < 0) return sys_error("socket", errno);
+    l.fd_.reset(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    bool v6 = static_cast<bool>(l.fd_);
+    if (!v6) l.fd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!l.fd_) return sys_error("socket", errno);
     const int one = 1, zero = 0;
-    ::setsockopt(l.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::setsockopt(l.fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     int rc = 0;
     if (v6) {
-        ::setsockopt(l.fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);  // IPv4 clients too
+        ::setsockopt(l.fd_.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);  // IPv4 clients too
         sockaddr_in6 a{};
         a.sin6_family = AF_INET6;
         a.sin6_addr = in6addr_any;
         a.sin6_port = htons(static_cast<std::uint16_t>(port));
-        rc = ::bind(l.fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        rc = ::bind(l.fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
     } else {
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_addr.s_addr = htonl(INADDR_ANY);
         a.sin_port = htons(static_cast<std::uint16_t>(port));
-        rc = ::bind(l.fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        rc = ::bind(l.fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
     }
-    if (rc != 0 || ::listen(l.fd_, 1) != 0) return sys_error("cannot listen on port " + std::to_string(port), errno);
+    if (rc != 0 || ::listen(l.fd_.get(), 1) != 0) return sys_error("cannot listen on port " + std::to_string(port), errno);
     return l;
 }
 
 result<channel> listener::accept(std::chrono::milliseconds timeout) {
-    pollfd q{fd_, POLLIN, 0};
+    pollfd q{fd_.get(), POLLIN, 0};
     const int r = ::poll(&q, 1, static_cast<int>(timeout.count()));
     if (r != 1) {
         return error{ETIMEDOUT, "no client connected to port " + std::to_string(port_) + " within " +
                                     std::to_string(timeout.count() / 1000) + " s"};
     }
-    const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    const int fd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return sys_error("accept", errno);
     no_delay(fd);
     return channel(fd);
-}
-
-listener::~listener() {
-    if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace cxv::perf

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace cxv::perf {
 
@@ -31,12 +32,6 @@ class channel final : public link {
 public:
     channel() = default;
     explicit channel(int fd) : fd_(fd) {}
-    channel(channel&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    channel& operator=(channel&& o) noexcept {
-        std::swap(fd_, o.fd_);
-        return *this;
-    }
-    ~channel() override;
 
     // Client: connects to host:port, retrying a refused connection for `retry_for` (the
     // server may still be opening its device); the error names HOST:PORT and the reason.
@@ -49,7 +44,7 @@ public:
     bool readable() override;
 
 private:
-    int fd_ = -1;
+    unique_fd fd_;
 };
 
 // Server: a listening socket, made before the device opens so a client finds it early.
@@ -57,12 +52,10 @@ class listener {
 public:
     static result<listener> create(unsigned port);
     result<channel> accept(std::chrono::milliseconds timeout);
-    listener(listener&& o) noexcept : fd_(std::exchange(o.fd_, -1)), port_(o.port_) {}
-    ~listener();
 
 private:
     listener() = default;
-    int fd_ = -1;
+    unique_fd fd_;
     unsigned port_ = 0;
 };
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "bench/perf/iteration_clock.h"
 #include "bench/perf/report.h"
 #include "bench/perf/tsc.h"
@@ -88,9 +89,7 @@ double now_ns() {
 // Instructions callgrind counts inside cxv_bench_loop for `overhead --loop n`; -1 on failure.
 double callgrind_instructions(const char* self, std::size_t n) {
     char out[] = "/tmp/cxv-overhead-cg-XXXXXX";
-    const int fd = ::mkstemp(out);
-    if (fd < 0) return -1;
-    ::close(fd);
+    if (const cxv::unique_fd fd(::mkstemp(out)); !fd) return -1;
     const std::string out_arg = std::string("--callgrind-out-file=") + out;
     const std::string n_arg = std::to_string(n);
     const pid_t pid = ::fork();

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "bench/perf/report.h"
 #include "bench/perf/stats.h"
 
@@ -74,8 +75,8 @@ std::string read_small_file(const std::string& path, std::size_t limit) {
 // in time; returns "" on success, else what went wrong.
 std::string run_gnuplot(const std::string& gnuplot, const std::string& dir, int out_fd) {
     const std::string err_path = dir + "/stderr.txt";
-    const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (err_fd < 0) return err_path + ": " + std::strerror(errno);
+    unique_fd err_fd(::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!err_fd) return err_path + ": " + std::strerror(errno);
     // gnuplot gets this process's environment but LD_PRELOAD: what is preloaded here (the
     // model's VFIO presentation under cxv-sim, a sanitizer's runtime) is not its business,
     // and a leak checker at its exit would fail the plot.
@@ -86,19 +87,17 @@ std::string run_gnuplot(const std::string& gnuplot, const std::string& dir, int 
     env.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) {
-        const int e = errno;
-        ::close(err_fd);
-        return std::string("fork: ") + std::strerror(e);
+        return std::string("fork: ") + std::strerror(errno);
     }
     if (pid == 0) {
         // Only async-signal-safe calls between fork and exec.
-        if (::chdir(dir.c_str()) != 0 || ::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0)
+        if (::chdir(dir.c_str()) != 0 || ::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd.get(), STDERR_FILENO) < 0)
             ::_exit(126);
         char* const argv[] = {const_cast<char*>("gnuplot"), const_cast<char*>("plot.gp"), nullptr};
         ::execve(gnuplot.c_str(), argv, env.data());
         ::_exit(127);
     }
-    ::close(err_fd);
+    err_fd.reset();  // the child's copy is the one gnuplot writes
     int status = 0;
     timespec start{};
     ::clock_gettime(CLOCK_MONOTONIC, &start);
@@ -227,10 +226,9 @@ bool report::write_plot(const std::string& path, std::string* error) const {
         if (!script) return fail("cannot write " + dir + "/plot.gp");
     }
 
-    const int out_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out_fd < 0) return fail(std::strerror(errno));
-    const std::string why = run_gnuplot(gnuplot, dir, out_fd);
-    ::close(out_fd);
+    const unique_fd out_fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!out_fd) return fail(std::strerror(errno));
+    const std::string why = run_gnuplot(gnuplot, dir, out_fd.get());
     struct stat st {};
     const std::string problem = !why.empty()                                        ? why
                                 : ::stat(path.c_str(), &st) != 0 || st.st_size == 0 ? gnuplot + " wrote nothing"

@@ -205,15 +205,15 @@ result<std::uint32_t> device::alloc_uar() {
     if (!g) return g.error();
     const std::uint64_t at = std::uint64_t{g->uar} * kPage;
     if (g->mmap_length != kPage || at + kPage > p_->bar_size) {
-        ::close(g->fd);
+        g->fd.reset();
         (void)r.backend->dealloc_uar(g->uar);
         return error{EPROTO, fmt::format("{}: UAR page {} ({} bytes) is outside BAR0 ({} bytes)", p_->bdf, g->uar,
                                          g->mmap_length, p_->bar_size)};
     }
     void* m = ::mmap(static_cast<std::byte*>(p_->bar) + at, kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                     g->fd, static_cast<off_t>(g->mmap_offset));
+                     g->fd.get(), static_cast<off_t>(g->mmap_offset));
     const int e = errno;
-    ::close(g->fd);
+    g->fd.reset();
     if (m == MAP_FAILED) {
         (void)r.backend->dealloc_uar(g->uar);
         return sys_error(e, fmt::format("{}: mmap of UAR page {}", p_->bdf, g->uar));

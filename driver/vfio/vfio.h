@@ -18,8 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "hw/mmio.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
+#include "hw/mmio.h"
 
 namespace cxv::driver::vfio {
 
@@ -93,7 +94,7 @@ public:
     virtual status unmap_memory(std::uint64_t iova) = 0;
     struct uar_grant {
         std::uint32_t uar = 0;
-        int fd = -1;  // the device fd the page is mapped from; the caller owns (closes) it
+        unique_fd fd;  // the device fd the page is mapped from, now the caller's
         std::uint64_t mmap_offset = 0, mmap_length = 0;
     };
     virtual result<uar_grant> alloc_uar() = 0;
