@@ -16,6 +16,7 @@
 #include <new>
 
 #include "api/abi/cm.h"
+#include "base/unique_fd.h"
 
 using namespace cxv::cm;
 
@@ -57,13 +58,12 @@ int bind_source(cm_id* c, const sockaddr* src, const sockaddr* dst) {
     const bool given = src != nullptr && src->sa_family == dst->sa_family;
     if (given) std::memcpy(&local, src, addr_len(src));
     if (!given || wildcard(reinterpret_cast<const sockaddr*>(&local))) {
-        const int probe = ::socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (probe < 0) return -1;
+        const cxv::unique_fd probe(::socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+        if (!probe) return -1;
         sockaddr_storage routed{};
         socklen_t len = sizeof routed;
-        const bool found = ::connect(probe, dst, addr_len(dst)) == 0 &&
-                           ::getsockname(probe, reinterpret_cast<sockaddr*>(&routed), &len) == 0;
-        ::close(probe);
+        const bool found = ::connect(probe.get(), dst, addr_len(dst)) == 0 &&
+                           ::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&routed), &len) == 0;
         if (!found) return 0;
         const in_port_t port = given ? reinterpret_cast<const sockaddr_in*>(src)->sin_port : 0;
         local = routed;
@@ -211,18 +211,14 @@ CXV_CM_EXPORT int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
     if (addr == nullptr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) return fail(EAFNOSUPPORT);
     if (c->st != state::idle) return fail(EINVAL);
     if (take_device(c) != 0) return -1;
-    const int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
+    cxv::unique_fd fd(::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return -1;
     const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, addr, addr_len(addr)) != 0) {
-        const int saved = errno;
-        ::close(fd);
-        return fail(saved);
-    }
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), addr, addr_len(addr)) != 0) return fail(errno);
     socklen_t len = sizeof c->id.route.addr.src_storage;
-    ::getsockname(fd, &c->id.route.addr.src_addr, &len);
-    c->sock = fd;
+    ::getsockname(fd.get(), &c->id.route.addr.src_addr, &len);
+    c->sock = fd.release();  // the id's from here on (closed with it)
     c->st = state::bound;
     return 0;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "api/abi/cm.h"
+#include "base/unique_fd.h"
 
 namespace cxv::cm {
 
@@ -354,16 +355,13 @@ namespace {
 
 // Makes the id of a connection a listener accepted.
 void on_accept(cm_id* l) {
-    const int fd = ::accept4(l->sock, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return;
+    cxv::unique_fd fd(::accept4(l->sock, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd) return;
     auto* c = new (std::nothrow) cm_id;
-    if (c == nullptr) {
-        ::close(fd);
-        return;
-    }
+    if (c == nullptr) return;
     c->st = state::incoming;
     c->psn = random_psn();  // the passive side's own start, as rdma_cm draws one for each
-    c->sock = fd;
+    c->sock = fd.release();  // the id's from here on (closed with it)
     c->listener = l;
     g_lists.watched.push_back(c);
 }

@@ -32,6 +32,7 @@
 #include "api/abi/providers.h"
 #include "api/cxv.h"
 #include "api/cxv_verbs.h"
+#include "base/unique_fd.h"
 #include "driver/hca/hca.h"
 #include "driver/pci/pci.h"
 #include "hw/ifc.h"
@@ -264,10 +265,9 @@ void present_gid_types(ibv_context* ctx, const device_entry& e) {
                 continue;
             }
             const std::string file = dir + "/" + std::to_string(i);
-            const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
-            if (fd < 0) continue;
-            (void)!::write(fd, type, std::strlen(type));
-            ::close(fd);
+            const cxv::unique_fd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444));
+            if (!fd) continue;
+            (void)!::write(fd.get(), type, std::strlen(type));
         }
     }
 }
@@ -330,10 +330,9 @@ CXV_ABI_EXPORT const char* ibv_get_sysfs_path(void) { return "/sys"; }
 CXV_ABI_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
     char path[512];
     std::snprintf(path, sizeof(path), "%s/%s", dir, file);
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    const ssize_t n = ::read(fd, buf, size);
-    ::close(fd);
+    const cxv::unique_fd fd(::open(path, O_RDONLY | O_CLOEXEC));
+    if (!fd) return -1;
+    const ssize_t n = ::read(fd.get(), buf, size);
     if (n <= 0) return -1;
     std::size_t len = static_cast<std::size_t>(n);
     if (len == size) --len;
