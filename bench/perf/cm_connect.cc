@@ -13,6 +13,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/errno_text.h"
+
 namespace cxv::perf {
 
 namespace {
@@ -109,12 +111,12 @@ status take_psns(rdma_cm_id* id, side& s, unsigned q) {
     ibv_qp_attr a{};
     int mask = 0;
     a.qp_state = IBV_QPS_RTS;
-    if (rdma_init_qp_attr(id, &a, &mask) != 0) return error{errno, std::string("rdma_init_qp_attr: ") + std::strerror(errno)};
+    if (rdma_init_qp_attr(id, &a, &mask) != 0) return sys_error(errno, "rdma_init_qp_attr");
     s.local[q].psn = a.sq_psn;
     if (id->qp_type == IBV_QPT_UD) return ok_status();
     a = ibv_qp_attr{};
     a.qp_state = IBV_QPS_RTR;
-    if (rdma_init_qp_attr(id, &a, &mask) != 0) return error{errno, std::string("rdma_init_qp_attr: ") + std::strerror(errno)};
+    if (rdma_init_qp_attr(id, &a, &mask) != 0) return sys_error(errno, "rdma_init_qp_attr");
     s.remote[q].psn = a.rq_psn;
     return ok_status();
 }
@@ -140,7 +142,7 @@ void set_ack_timeout(rdma_cm_id* id, const options& o) {
     rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, sizeof timeout);
 }
 
-error cm_error(const std::string& what, int e) { return error{e, "rdma_cm: " + what + ": " + std::strerror(e)}; }
+error cm_error(const std::string& what, int e) { return sys_error(e, "rdma_cm: " + what); }
 
 // rdma_reject(3) with the reason as private data, which the client prints.
 error reject(rdma_cm_id* id, const std::string& why) {

@@ -12,13 +12,14 @@
 #include <cstring>
 #include <thread>
 
+#include "base/errno_text.h"
+
 namespace cxv::perf {
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-error sys_error(const std::string& what, int e) { return error{e, what + ": " + std::strerror(e)}; }
 
 // Milliseconds left until `end`, at least 0, for poll(2).
 int left_ms(clock_type::time_point end) {
@@ -75,7 +76,7 @@ result<channel> channel::connect(const std::string& host, unsigned port, std::ch
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ::freeaddrinfo(found);
-    return sys_error("cannot connect to " + where, last);
+    return sys_error(last, "cannot connect to " + where);
 }
 
 std::pair<channel, channel> channel::pair() {
@@ -94,7 +95,7 @@ status channel::send(const void* p, std::size_t n) {
             if (::poll(&q, 1, 10000) != 1) return error{ETIMEDOUT, "the peer does not take messages"};
             continue;
         }
-        if (w <= 0) return sys_error("lost the connection to the peer", w < 0 ? errno : EPIPE);
+        if (w <= 0) return sys_error(w < 0 ? errno : EPIPE, "lost the connection to the peer");
         b += w;
         n -= static_cast<std::size_t>(w);
     }
@@ -111,7 +112,7 @@ status channel::recv(void* p, std::size_t n, std::chrono::milliseconds timeout) 
         if (r == 0) return error{ETIMEDOUT, "the peer did not answer within " + std::to_string(timeout.count() / 1000) + " s"};
         const ssize_t got = ::recv(fd_.get(), b, n, MSG_DONTWAIT);
         if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (got < 0) return sys_error("lost the connection to the peer", errno);
+        if (got < 0) return sys_error(errno, "lost the connection to the peer");
         if (got == 0) return error{ECONNRESET, "the peer closed the connection"};
         b += got;
         n -= static_cast<std::size_t>(got);
@@ -130,7 +131,7 @@ result<listener> listener::create(unsigned port) {
     l.fd_.reset(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
     bool v6 = static_cast<bool>(l.fd_);
     if (!v6) l.fd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!l.fd_) return sys_error("socket", errno);
+    if (!l.fd_) return sys_error(errno, "socket");
     const int one = 1, zero = 0;
     ::setsockopt(l.fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     int rc = 0;
@@ -148,7 +149,9 @@ result<listener> listener::create(unsigned port) {
         a.sin_port = htons(static_cast<std::uint16_t>(port));
         rc = ::bind(l.fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
     }
-    if (rc != 0 || ::listen(l.fd_.get(), 1) != 0) return sys_error("cannot listen on port " + std::to_string(port), errno);
+    if (rc != 0 || ::listen(l.fd_.get(), 1) != 0) {
+        return sys_error(errno, "cannot listen on port " + std::to_string(port));
+    }
     return l;
 }
 
@@ -160,7 +163,7 @@ result<channel> listener::accept(std::chrono::milliseconds timeout) {
                                     std::to_string(timeout.count() / 1000) + " s"};
     }
     const int fd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return sys_error("accept", errno);
+    if (fd < 0) return sys_error(errno, "accept");
     no_delay(fd);
     return channel(fd);
 }
