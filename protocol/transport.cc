@@ -47,45 +47,19 @@ status claim_socket_path(const std::string& path, int type) {
     return ok_status();
 }
 
-result<received> receive(int sock, int flags, std::vector<std::byte>* cut) {
-    received out;
-    out.bytes.resize(max_message_bytes + 1);
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_fds)] = {};
-    iovec iov{out.bytes.data(), out.bytes.size()};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC | flags);
-    if (n < 0) return error{errno, fmt::format("recvmsg: {}", std::strerror(errno))};
-    // Take every fd that came, whatever else is wrong, so none leaks.
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < k; ++i) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            out.fds.emplace_back(fd);
-        }
-    }
-    if (n == 0 && out.fds.empty()) return error{ECONNRESET, "the peer closed the connection"};
-    if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && cut != nullptr) {
-        out.bytes.resize(std::min(static_cast<std::size_t>(n), header_bytes));
-        *cut = std::move(out.bytes);
-    }
-    if (m.msg_flags & MSG_TRUNC) {
-        return error{EMSGSIZE, fmt::format("a message longer than {} bytes", max_message_bytes)};
-    }
-    if (m.msg_flags & MSG_CTRUNC) {
-        return error{EBADMSG, fmt::format("more than {} file descriptors with one message", max_fds)};
-    }
-    out.bytes.resize(static_cast<std::size_t>(n));
-    return out;
-}
+namespace {
 
-result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags) {
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_fds)];
+// recvmsg(2) of one message into `buf`, with room for max_fds fds beside it. Every fd that
+// came goes to `take`, whatever else is wrong, so none leaks. The message's length and
+// msg_flags.
+struct raw_message {
+    std::size_t length = 0;
+    int flags = 0;
+    bool fds = false;
+};
+template <typename Take>
+result<raw_message> receive_raw(int sock, std::span<std::byte> buf, int flags, Take take) {
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_fds)] = {};
     iovec iov{buf.data(), buf.size()};
     msghdr m{};
     m.msg_iov = &iov;
@@ -94,20 +68,48 @@ result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags) 
     m.msg_controllen = sizeof control;
     const ssize_t n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC | flags);
     if (n < 0) return error{errno, fmt::format("recvmsg: {}", std::strerror(errno))};
-    bool fds = false;
+    raw_message r{static_cast<std::size_t>(n), m.msg_flags, false};
     for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (std::size_t i = 0; i < k; ++i) {
             int fd;
             std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            const unique_fd dropped(fd);  // nothing here takes an fd: closed at once
-            fds = true;
+            take(unique_fd(fd));
+            r.fds = true;
         }
     }
-    if (n == 0 && !fds) return error{ECONNRESET, "the peer closed the connection"};
-    if (m.msg_flags & MSG_TRUNC) return error{EMSGSIZE, fmt::format("a message longer than {} bytes", buf.size())};
-    return static_cast<std::size_t>(n);
+    if (r.length == 0 && !r.fds) return error{ECONNRESET, "the peer closed the connection"};
+    return r;
+}
+
+}  // namespace
+
+result<received> receive(int sock, int flags, std::vector<std::byte>* cut) {
+    received out;
+    out.bytes.resize(max_message_bytes + 1);
+    auto r = receive_raw(sock, out.bytes, flags, [&](unique_fd fd) { out.fds.push_back(std::move(fd)); });
+    if (!r) return r.error();
+    if ((r->flags & (MSG_TRUNC | MSG_CTRUNC)) && cut != nullptr) {
+        out.bytes.resize(std::min(r->length, header_bytes));
+        *cut = std::move(out.bytes);
+    }
+    if (r->flags & MSG_TRUNC) {
+        return error{EMSGSIZE, fmt::format("a message longer than {} bytes", max_message_bytes)};
+    }
+    if (r->flags & MSG_CTRUNC) {
+        return error{EBADMSG, fmt::format("more than {} file descriptors with one message", max_fds)};
+    }
+    out.bytes.resize(r->length);
+    return out;
+}
+
+result<std::size_t> receive_into(int sock, std::span<std::byte> buf, int flags) {
+    // Nothing here takes an fd: each closes as it comes.
+    auto r = receive_raw(sock, buf, flags, [](unique_fd) {});
+    if (!r) return r.error();
+    if (r->flags & MSG_TRUNC) return error{EMSGSIZE, fmt::format("a message longer than {} bytes", buf.size())};
+    return r->length;
 }
 
 status send_message(int sock, std::span<const std::byte> msg, std::span<const int> fds, int flags) {

@@ -15,6 +15,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +56,15 @@ struct cm_id {
     std::optional<ibv_qp_init_attr> pending_qp_attr;
     ibv_pd* pending_pd = nullptr;
 };
+
+// The id behind a handle (cm_id begins with it).
+inline cm_id* of(rdma_cm_id* id) { return reinterpret_cast<cm_id*>(id); }
+
+// A call's failure as librdmacm reports it: -1 with errno set.
+inline int fail(int code) {
+    errno = code;
+    return -1;
+}
 
 struct cm_event {
     rdma_cm_event ev{};

@@ -22,13 +22,6 @@ using namespace cxv::cm;
 
 namespace {
 
-int fail(int code) {
-    errno = code;
-    return -1;
-}
-
-cm_id* of(rdma_cm_id* id) { return reinterpret_cast<cm_id*>(id); }
-
 socklen_t addr_len(const sockaddr* a) {
     return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }

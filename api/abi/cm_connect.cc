@@ -20,13 +20,6 @@ using namespace cxv::cm;
 
 namespace {
 
-int fail(int code) {
-    errno = code;
-    return -1;
-}
-
-cm_id* of(rdma_cm_id* id) { return reinterpret_cast<cm_id*>(id); }
-
 // The CQs rdma_create_qp makes when the attributes name none, each with a completion
 // channel of its own (rdma_get_send_comp/rdma_get_recv_comp wait on those).
 // The CQs the caller did not give (each with a completion channel of its own, what

@@ -17,12 +17,9 @@
 
 #include "api/abi/cm.h"
 
-namespace {
+using cxv::cm::fail;
 
-int fail(int code) {
-    errno = code;
-    return -1;
-}
+namespace {
 
 // ucma_get_port's answer: the port of an IPv4 or IPv6 address, in network order; 0 for
 // any other family (cxv's ids have no AF_IB addresses).
