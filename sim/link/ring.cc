@@ -9,6 +9,8 @@
 #include <cstring>
 #include <thread>
 
+#include "base/unique_fd.h"
+
 namespace cxv::sim::link {
 
 namespace {
@@ -44,17 +46,18 @@ frame_ring::~frame_ring() { ::munmap(map_, bytes_); }
 std::unique_ptr<frame_ring> frame_ring::create(const std::string& path) {
     // The station's name is ours (its socket is bound), and so is this temporary name.
     const std::string temp = path + ".new";
-    const int fd = ::open(temp.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return nullptr;
     constexpr std::size_t bytes = kFileBytes;
     void* map = MAP_FAILED;
     struct stat st;
-    // Blocks allocated now: a sparse file would make a later store into a slot a SIGBUS
-    // on a full file system.
-    if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0 && ::fstat(fd, &st) == 0) {
-        map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    {  // the file is closed once mapped
+        const unique_fd fd(::open(temp.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_TRUNC, 0600));
+        if (!fd) return nullptr;
+        // Blocks allocated now: a sparse file would make a later store into a slot a SIGBUS
+        // on a full file system.
+        if (::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes)) == 0 && ::fstat(fd.get(), &st) == 0) {
+            map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+        }
     }
-    ::close(fd);
     if (map == MAP_FAILED) {
         ::unlink(temp.c_str());
         return nullptr;
@@ -85,16 +88,17 @@ std::unique_ptr<frame_ring> frame_ring::create(const std::string& path) {
 }
 
 std::unique_ptr<frame_ring> frame_ring::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) return nullptr;
     struct stat st;
     void* map = MAP_FAILED;
     std::size_t bytes = 0;
-    if (::fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(header))) {
-        bytes = std::min<std::size_t>(static_cast<std::size_t>(st.st_size), kFileBytes);
-        map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    {  // the file is closed once mapped
+        const unique_fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+        if (!fd) return nullptr;
+        if (::fstat(fd.get(), &st) == 0 && st.st_size >= static_cast<off_t>(sizeof(header))) {
+            bytes = std::min<std::size_t>(static_cast<std::size_t>(st.st_size), kFileBytes);
+            map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+        }
     }
-    ::close(fd);
     if (map == MAP_FAILED) return nullptr;
     return std::unique_ptr<frame_ring>(new frame_ring(map, bytes, st.st_ino));
 }

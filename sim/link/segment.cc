@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "base/unique_fd.h"
 #include "sim/link/ring.h"
 #include "sim/spin_lock.h"
 
@@ -310,12 +311,12 @@ private:
 
 class directory_port final : public segment_port {
 public:
-    directory_port(std::string dir, std::string self, int fd, bool ethernet)
-        : dir_(std::move(dir)), self_(std::move(self)), fd_(fd), ethernet_(ethernet),
+    directory_port(std::string dir, std::string self, unique_fd fd, bool ethernet)
+        : dir_(std::move(dir)), self_(std::move(self)), fd_(std::move(fd)), ethernet_(ethernet),
           own_ring_(frame_ring::create(bell_path(dir_, self_))), bells_(dir_) {}
     ~directory_port() override {
         if (own_ring_) own_ring_->close();  // before the files go: senders fall back to the socket, and lose
-        ::close(fd_);
+        fd_.reset();
         ::unlink((dir_ + "/" + self_).c_str());
         ::unlink(bell_path(dir_, self_).c_str());
     }
@@ -363,7 +364,7 @@ public:
         return any || !backlog_.empty();
     }
 
-    int wake_fd() const override { return fd_; }
+    int wake_fd() const override { return fd_.get(); }
     bool arm_wake() override {
         if (!own_ring_ || !own_ring_->has_ring()) return true;
         if (!own_ring_->arm()) return false;
@@ -431,7 +432,7 @@ private:
         // memory: resizing `frame` to the largest datagram would zero it each time.
         ssize_t n;
         do {
-            n = ::recv(fd_, buf_.get(), kMaxDatagram, MSG_DONTWAIT);
+            n = ::recv(fd_.get(), buf_.get(), kMaxDatagram, MSG_DONTWAIT);
         } while (n == 0);  // a wake from a sender through the ring, not a frame
         if (n < 0) {
             if (looking_) poll_every_ = std::min(poll_every_ * 2, kPollMost);
@@ -488,7 +489,7 @@ private:
         return send_to(a, len, frame);
     }
     result send_to(const sockaddr_un& a, socklen_t len, std::span<const std::byte> frame) {
-        const ssize_t n = ::sendto(fd_, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+        const ssize_t n = ::sendto(fd_.get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
                                    reinterpret_cast<const sockaddr*>(&a), len);
         if (n == static_cast<ssize_t>(frame.size())) return result::sent;
         return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? result::full : result::lost;
@@ -514,7 +515,7 @@ private:
         bell_cache::entry* bell;  // the destination's, looked up when the frame was held
     };
     std::string dir_, self_;
-    int fd_;
+    unique_fd fd_;
     bool ethernet_;
     std::deque<held> backlog_;
     std::unique_ptr<frame_ring> own_ring_;  // null: every call reads the socket
@@ -560,31 +561,30 @@ result<std::unique_ptr<segment_port>> attach_directory(const std::string& dir, c
                                                "({} bytes); use a shorter directory",
                                                dir, path, sizeof(a.sun_path) - 1)};
     }
-    const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return error{errno, fmt::format("fabric {}: socket: {}", dir, std::strerror(errno))};
+    unique_fd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd) return error{errno, fmt::format("fabric {}: socket: {}", dir, std::strerror(errno))};
     const auto fail = [&](int code, const std::string& what) -> error {
-        ::close(fd);
         return error{code, fmt::format("fabric {}: {}: {}", dir, what, std::strerror(code))};
     };
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&a), len) != 0) {
         if (errno != EADDRINUSE) return fail(errno, "bind " + path);
         // A socket file is there. If a station answers on it, the address is taken;
         // if nobody does, its process died and the name is free again.
-        const int probe = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        const bool live = probe >= 0 && ::connect(probe, reinterpret_cast<const sockaddr*>(&a), len) == 0;
-        if (probe >= 0) ::close(probe);
+        const bool live = [&] {
+            const unique_fd probe(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+            return probe && ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&a), len) == 0;
+        }();
         if (live) {
-            ::close(fd);
             return error{EADDRINUSE, fmt::format("fabric {}: another port already has the address of {} (a second "
                                                  "process with the same MAC or LID?)",
                                                  dir, name)};
         }
         ::unlink(path.c_str());
-        if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) return fail(errno, "bind " + path);
+        if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&a), len) != 0) return fail(errno, "bind " + path);
     }
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof(kSocketBuffer));
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof(kSocketBuffer));
-    return std::unique_ptr<segment_port>(std::make_unique<directory_port>(dir, name, fd, s.ethernet));
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof(kSocketBuffer));
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof(kSocketBuffer));
+    return std::unique_ptr<segment_port>(std::make_unique<directory_port>(dir, name, std::move(fd), s.ethernet));
 }
 
 }  // namespace cxv::sim::link

@@ -11,6 +11,7 @@
 
 #include "hw/endian.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include <memory>
 
 namespace cxv::sim {
@@ -22,7 +23,7 @@ public:
     bar0(const bar0&) = delete;
     bar0& operator=(const bar0&) = delete;
 
-    int fd() const noexcept { return fd_; }  // the memfd, for the presentation layer
+    int fd() const noexcept { return fd_.get(); }  // the memfd, for the presentation layer
     std::byte* base() const noexcept { return base_; }
     std::size_t size() const noexcept { return size_; }
 
@@ -58,7 +59,7 @@ private:
         return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(base_ + off));
     }
 
-    int fd_ = -1;
+    unique_fd fd_;
     std::byte* base_ = nullptr;
     std::size_t size_ = 0;
 };

@@ -5,7 +5,7 @@
 
 namespace cxv::sim {
 
-msix_table::msix_table(unsigned count) : count_(count), fds_(count, -1) {}
+msix_table::msix_table(unsigned count) : count_(count), fds_(count) {}
 
 msix_table::~msix_table() { clear(); }
 
@@ -17,27 +17,23 @@ bool msix_table::set(unsigned vector, int fd) noexcept {
         if (dup_fd < 0) return false;
     }
     std::lock_guard lock(mu_);
-    if (fds_[vector] >= 0) close(fds_[vector]);
-    fds_[vector] = dup_fd;
+    fds_[vector].reset(dup_fd);
     return true;
 }
 
 bool msix_table::attached(unsigned vector) const noexcept {
     std::lock_guard lock(mu_);
-    return vector < count_ && fds_[vector] >= 0;
+    return vector < count_ && fds_[vector];
 }
 
 void msix_table::clear() noexcept {
     std::lock_guard lock(mu_);
-    for (int& fd : fds_) {
-        if (fd >= 0) close(fd);
-        fd = -1;
-    }
+    for (unique_fd& fd : fds_) fd.reset();
 }
 
 bool msix_table::signal(unsigned vector) noexcept {
     std::lock_guard lock(mu_);
-    const int fd = vector < count_ ? fds_[vector] : -1;
+    const int fd = vector < count_ ? fds_[vector].get() : -1;
     const std::uint64_t one = 1;
     if (fd < 0 || ::write(fd, &one, sizeof(one)) != sizeof(one)) {
         lost_.fetch_add(1);

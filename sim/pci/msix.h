@@ -13,6 +13,8 @@
 #include <mutex>
 #include <vector>
 
+#include "base/unique_fd.h"
+
 namespace cxv::sim {
 
 class msix_table {
@@ -36,7 +38,7 @@ public:
 private:
     unsigned count_;
     mutable std::mutex mu_;
-    std::vector<int> fds_;  // our duplicates, -1 when none
+    std::vector<unique_fd> fds_;  // our duplicates, none when unregistered
     std::atomic<std::uint64_t> signalled_{0}, lost_{0};
 };
 

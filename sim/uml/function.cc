@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -43,17 +44,17 @@ result<std::unique_ptr<pci_function>> pci_function::create(device& dev, const st
     const unsigned n = dev.msix().count();
     f->pending_.assign(n, false);
     for (unsigned v = 0; v < n; ++v) {
-        const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (fd < 0) return error{errno, "eventfd"};
-        f->vector_fds_.push_back(fd);
-        if (!dev.msix().set(v, fd)) return error{EINVAL, fmt::format("MSI-X vector {}", v)};
+        unique_fd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (!fd) return error{errno, "eventfd"};
+        f->vector_fds_.push_back(std::move(fd));
+        if (!dev.msix().set(v, f->vector_fds_.back().get())) return error{EINVAL, fmt::format("MSI-X vector {}", v)};
     }
     return f;
 }
 
 pci_function::~pci_function() {
     dev_.msix().clear();
-    for (int fd : vector_fds_) ::close(fd);
+    vector_fds_.clear();  // closed in order, before the memory goes
     on_memory({});
 }
 
@@ -78,7 +79,7 @@ status pci_function::run(const std::atomic<bool>& stop) {
         std::vector<pollfd> fds;
         fds.push_back({vu_->fd(), POLLIN, 0});
         for (unsigned q = 0; q < vu_->queue_count(); ++q) fds.push_back({vu_->queue(q).kick_fd(), POLLIN, 0});
-        for (int fd : vector_fds_) fds.push_back({fd, POLLIN, 0});
+        for (const unique_fd& fd : vector_fds_) fds.push_back({fd.get(), POLLIN, 0});
         // A backlog waiting on the model is tried again at once.
         const int n = ::poll(fds.data(), fds.size(), backlog_.empty() ? 100 : 0);
         if (n < 0 && errno != EINTR) return error{errno, "poll"};
@@ -292,7 +293,7 @@ bool pci_function::masked(unsigned vector) {
 void pci_function::take_vectors() {
     for (unsigned v = 0; v < vector_fds_.size(); ++v) {
         std::uint64_t n;
-        if (::read(vector_fds_[v], &n, sizeof n) != sizeof n) continue;
+        if (::read(vector_fds_[v].get(), &n, sizeof n) != sizeof n) continue;
         if (masked(v)) {
             pending_[v] = true;
             ++stats_.msi_deferred;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "sim/device.h"
 #include "sim/uml/vhost_user.h"
 
@@ -72,7 +73,7 @@ private:
 
     device& dev_;
     std::unique_ptr<vhost_user_backend> vu_;
-    std::vector<int> vector_fds_;     // the eventfd each MSI-X vector signals
+    std::vector<unique_fd> vector_fds_;  // the eventfd each MSI-X vector signals
     std::vector<bool> pending_;       // raised while masked (the PBA's bits)
     std::deque<std::vector<std::byte>> unsent_;  // MSI messages waiting for an irq buffer
     // Command-queue messages taken but not yet carried out, in order; a read keeps its

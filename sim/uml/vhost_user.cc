@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -70,10 +71,11 @@ result<std::unique_ptr<vhost_user_backend>> vhost_user_backend::listen(const std
     a.sun_family = AF_UNIX;
     if (socket_path.size() >= sizeof a.sun_path) return error{ENAMETOOLONG, socket_path + ": path too long"};
     std::memcpy(a.sun_path, socket_path.c_str(), socket_path.size() + 1);
-    b->listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (b->listener_ < 0) return error{errno, "socket"};
+    b->listener_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!b->listener_) return error{errno, "socket"};
     ::unlink(socket_path.c_str());
-    if (::bind(b->listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(b->listener_, 1) != 0) {
+    if (::bind(b->listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(b->listener_.get(), 1) != 0) {
         return error{errno, fmt::format("{}: {}", socket_path, std::strerror(errno))};
     }
     b->path_ = socket_path;
@@ -82,9 +84,10 @@ result<std::unique_ptr<vhost_user_backend>> vhost_user_backend::listen(const std
 
 vhost_user_backend::~vhost_user_backend() {
     unmap_memory();
-    if (slave_ >= 0) ::close(slave_);
-    if (conn_ >= 0) ::close(conn_);
-    if (listener_ >= 0) ::close(listener_);
+    // In this order, and before the socket's name goes and the queues' files close.
+    slave_.reset();
+    conn_.reset();
+    listener_.reset();
     if (!path_.empty()) ::unlink(path_.c_str());
 }
 
@@ -113,9 +116,9 @@ std::byte* vhost_user_backend::from_guest(std::uint64_t addr, std::size_t len) c
 }
 
 status vhost_user_backend::handle() {
-    if (conn_ < 0) {
-        conn_ = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (conn_ < 0) return error{errno, "accept"};
+    if (!conn_) {
+        conn_.reset(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!conn_) return error{errno, "accept"};
         return done{};
     }
     std::byte header[kHeader];
@@ -127,33 +130,25 @@ status vhost_user_backend::handle() {
     m.msg_iovlen = 1;
     m.msg_control = control;
     m.msg_controllen = sizeof control;
-    const ssize_t got = ::recvmsg(conn_, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-    std::vector<int> fds;
+    const ssize_t got = ::recvmsg(conn_.get(), &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    std::vector<unique_fd> fds;  // what on_message does not keep closes on the way out
     for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < n; ++i) fds.push_back(get<int>(reinterpret_cast<std::byte*>(CMSG_DATA(c)) + i * sizeof(int)));
+        for (std::size_t i = 0; i < n; ++i) fds.emplace_back(get<int>(reinterpret_cast<std::byte*>(CMSG_DATA(c)) + i * sizeof(int)));
     }
-    auto close_fds = [&] {
-        for (int fd : fds) ::close(fd);
-    };
     if (got != static_cast<ssize_t>(kHeader)) {
-        close_fds();
         return error{got == 0 ? ECONNRESET : EPROTO, "the frontend closed the connection"};
     }
     const auto req = get<std::uint32_t>(header), flags = get<std::uint32_t>(header + 4),
                size = get<std::uint32_t>(header + 8);
     if (size > kMaxPayload) {
-        close_fds();
         return error{EPROTO, fmt::format("vhost-user request {}: payload of {} bytes", req, size)};
     }
-    if (size != 0 && ::recv(conn_, payload, size, MSG_WAITALL) != static_cast<ssize_t>(size)) {
-        close_fds();
+    if (size != 0 && ::recv(conn_.get(), payload, size, MSG_WAITALL) != static_cast<ssize_t>(size)) {
         return error{EPROTO, "a short vhost-user payload"};
     }
-    auto s = on_message(req, flags, payload, size, fds);
-    close_fds();  // what on_message kept it took out of the list
-    return s;
+    return on_message(req, flags, payload, size, fds);
 }
 
 status vhost_user_backend::reply(std::uint32_t request, const void* payload, std::uint32_t size) {
@@ -163,14 +158,14 @@ status vhost_user_backend::reply(std::uint32_t request, const void* payload, std
     std::memcpy(buf + 4, &flags, 4);
     std::memcpy(buf + 8, &size, 4);
     std::memcpy(buf + kHeader, payload, size);
-    if (::send(conn_, buf, kHeader + size, MSG_NOSIGNAL) != static_cast<ssize_t>(kHeader + size)) {
+    if (::send(conn_.get(), buf, kHeader + size, MSG_NOSIGNAL) != static_cast<ssize_t>(kHeader + size)) {
         return error{errno, "sending a vhost-user reply"};
     }
     return done{};
 }
 
 status vhost_user_backend::on_message(std::uint32_t request, std::uint32_t flags, const std::byte* p,
-                                      std::size_t size, std::vector<int>& fds) {
+                                      std::size_t size, std::vector<unique_fd>& fds) {
     (void)flags;
     auto need = [&](std::size_t n) -> status {
         if (size < n) return error{EPROTO, fmt::format("vhost-user request {}: {} bytes, {} needed", request, size, n)};
@@ -194,8 +189,7 @@ status vhost_user_backend::on_message(std::uint32_t request, std::uint32_t flags
         return done{};
     case SET_SLAVE_REQ_FD:
         if (fds.size() != 1) return error{EPROTO, "SET_SLAVE_REQ_FD without a file"};
-        if (slave_ >= 0) ::close(slave_);
-        slave_ = fds[0];
+        slave_ = std::move(fds[0]);
         fds.clear();  // kept, unused, until the session ends
         return done{};
     case SET_OWNER:
@@ -219,7 +213,7 @@ status vhost_user_backend::on_message(std::uint32_t request, std::uint32_t flags
             m.user_addr = get<std::uint64_t>(r + 16);
             const auto offset = get<std::uint64_t>(r + 24);
             m.map_len = offset + m.size;
-            m.map_base = ::mmap(nullptr, m.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
+            m.map_base = ::mmap(nullptr, m.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i].get(), 0);
             if (m.map_base == MAP_FAILED) {
                 const int e = errno;
                 unmap_memory();
@@ -278,19 +272,19 @@ status vhost_user_backend::on_message(std::uint32_t request, std::uint32_t flags
         const auto v = get<std::uint64_t>(p);
         virtqueue* q = ring(static_cast<std::uint32_t>(v & kVringIndexMask));
         if (q == nullptr) return error{EPROTO, "a virtqueue index out of range"};
-        int fd = -1;
+        unique_fd fd;
         if ((v & kVringNoFd) == 0) {
             if (fds.size() != 1) return error{EPROTO, "a vring file expected"};
-            fd = fds[0];
+            fd = std::move(fds[0]);
             fds.clear();  // kept
         }
         if (request == SET_VRING_KICK) {
-            if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-            q->set_kick(fd);
+            if (fd) ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+            q->set_kick(std::move(fd));
         } else if (request == SET_VRING_CALL) {
-            q->set_call(fd);
-        } else if (fd >= 0) {
-            ::close(fd);  // errors are not reported through it
+            q->set_call(std::move(fd));
+        } else {
+            fd.reset();  // errors are not reported through it
         }
         return done{};
     }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "sim/uml/virtqueue.h"
 
 namespace cxv::sim::uml {
@@ -44,8 +45,8 @@ public:
     vhost_user_backend& operator=(const vhost_user_backend&) = delete;
 
     // The listening socket until a frontend connects, then the connection.
-    int fd() const noexcept { return conn_ >= 0 ? conn_ : listener_; }
-    bool connected() const noexcept { return conn_ >= 0; }
+    int fd() const noexcept { return conn_ ? conn_.get() : listener_.get(); }
+    bool connected() const noexcept { return static_cast<bool>(conn_); }
     // Accepts the frontend or handles one message from it. An error ends the session
     // (the frontend went away or broke the protocol).
     status handle();
@@ -60,7 +61,7 @@ public:
 private:
     vhost_user_backend() = default;
     status on_message(std::uint32_t request, std::uint32_t flags, const std::byte* payload, std::size_t size,
-                      std::vector<int>& fds);
+                      std::vector<unique_fd>& fds);
     status reply(std::uint32_t request, const void* payload, std::uint32_t size);
     void unmap_memory();
     // A ring address (in the frontend's user addresses) as a pointer here, or null.
@@ -68,9 +69,9 @@ private:
     static std::byte* find(const std::vector<memory_region>& regions, std::uint64_t memory_region::*space,
                            std::uint64_t addr, std::size_t len);
 
-    int listener_ = -1;
-    int conn_ = -1;
-    int slave_ = -1;  // the backend-to-frontend channel UML insists on; never written
+    unique_fd listener_;
+    unique_fd conn_;
+    unique_fd slave_;  // the backend-to-frontend channel UML insists on; never written
     std::string path_;
     std::uint64_t features_ = 0;
     std::vector<memory_region> regions_;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 namespace cxv::sim::uml {
 
@@ -46,19 +47,13 @@ std::size_t virtqueue::chain::write(std::span<const std::byte> data) {
 }
 
 virtqueue::~virtqueue() {
-    if (kick_ >= 0) ::close(kick_);
-    if (call_ >= 0) ::close(call_);
+    kick_.reset();  // kick, then call: the members alone would close them the other way round
+    call_.reset();
 }
 
-void virtqueue::set_kick(int fd) {
-    if (kick_ >= 0) ::close(kick_);
-    kick_ = fd;
-}
+void virtqueue::set_kick(unique_fd fd) { kick_ = std::move(fd); }
 
-void virtqueue::set_call(int fd) {
-    if (call_ >= 0) ::close(call_);
-    call_ = fd;
-}
+void virtqueue::set_call(unique_fd fd) { call_ = std::move(fd); }
 
 void virtqueue::stop() {
     desc_ = avail_ = used_ = nullptr;
@@ -66,7 +61,7 @@ void virtqueue::stop() {
 
 void virtqueue::take_kick() {
     std::uint64_t n;
-    if (kick_ >= 0) (void)!::read(kick_, &n, sizeof n);
+    if (kick_) (void)!::read(kick_.get(), &n, sizeof n);
 }
 
 std::optional<virtqueue::chain> virtqueue::pop(const translate_fn& translate) {
@@ -126,11 +121,11 @@ void virtqueue::push(const chain& c, std::uint32_t written) {
 }
 
 void virtqueue::notify() {
-    if (call_ < 0 || !ready()) return;
+    if (!call_ || !ready()) return;
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if ((load_idx(avail_) & kAvailNoInterrupt) != 0) return;
     const std::uint64_t one = 1;
-    (void)!::write(call_, &one, sizeof one);
+    (void)!::write(call_.get(), &one, sizeof one);
 }
 
 }  // namespace cxv::sim::uml

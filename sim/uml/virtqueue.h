@@ -13,6 +13,8 @@
 #include <span>
 #include <vector>
 
+#include "base/unique_fd.h"
+
 namespace cxv::sim::uml {
 
 class virtqueue {
@@ -40,9 +42,9 @@ public:
     }
     void set_base(std::uint16_t next_avail) { next_avail_ = next_used_ = next_avail; }
     std::uint16_t base() const noexcept { return next_avail_; }
-    void set_kick(int fd);
-    void set_call(int fd);
-    int kick_fd() const noexcept { return kick_; }
+    void set_kick(unique_fd fd);
+    void set_call(unique_fd fd);
+    int kick_fd() const noexcept { return kick_.get(); }
     bool ready() const noexcept { return desc_ != nullptr && num_ != 0; }
     void stop();  // GET_VRING_BASE: no more processing until set up again
 
@@ -66,7 +68,7 @@ private:
     std::byte* used_ = nullptr;
     std::uint16_t next_avail_ = 0;
     std::uint16_t next_used_ = 0;
-    int kick_ = -1, call_ = -1;
+    unique_fd kick_, call_;
     std::uint64_t malformed_ = 0;
 };
 

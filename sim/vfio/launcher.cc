@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "base/unique_fd.h"
 #include "sim/vfio/options.h"
 
 namespace {
@@ -129,16 +130,15 @@ cxv::status make_fabric_dir(const std::string& dir) {
 // lock so that processes starting together get distinct places.
 cxv::result<unsigned> take_fabric_index(const std::string& dir) {
     const std::string path = dir + "/.fabric-index";
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return cxv::error{errno, fmt::format("fabric {}: {}: {}", dir, path, std::strerror(errno))};
-    flock(fd, LOCK_EX);
+    const cxv::unique_fd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!fd) return cxv::error{errno, fmt::format("fabric {}: {}: {}", dir, path, std::strerror(errno))};
+    flock(fd.get(), LOCK_EX);
     char buf[32] = {};
-    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    const ssize_t n = pread(fd.get(), buf, sizeof buf - 1, 0);
     const unsigned index = n > 0 ? static_cast<unsigned>(std::strtoul(buf, nullptr, 10)) : 0;
     const std::string next = std::to_string((index + 1) % (cxv::sim::vfio::kMaxFabricIndex + 1)) + "\n";
-    const bool written = ftruncate(fd, 0) == 0 && pwrite(fd, next.data(), next.size(), 0) == static_cast<ssize_t>(next.size());
-    flock(fd, LOCK_UN);
-    close(fd);
+    const bool written = ftruncate(fd.get(), 0) == 0 && pwrite(fd.get(), next.data(), next.size(), 0) == static_cast<ssize_t>(next.size());
+    flock(fd.get(), LOCK_UN);
     if (!written) return cxv::error{EIO, fmt::format("fabric {}: cannot update {}", dir, path)};
     return index;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 namespace cxv::sim::wire {
 namespace {
@@ -58,8 +59,8 @@ result<std::unique_ptr<pcap_writer>> pcap_writer::open(const std::string& path, 
                                                        std::uint32_t snaplen) {
     if (link == pcap_link::infiniband_erf && snaplen < erf_header_bytes + lrh_bytes)
         return error{EINVAL, "pcap: a snaplen of " + std::to_string(snaplen) + " cannot hold an ERF header and an LRH"};
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return error{errno, "pcap: cannot create " + path + ": " + std::strerror(errno)};
+    unique_fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd) return error{errno, "pcap: cannot create " + path + ": " + std::strerror(errno)};
     unsigned char h[24];  // the file header: magic, version 2.4, thiszone, sigfigs, snaplen, network
     put_le32(h, magic_usec);
     put_le16(h + 4, 2);
@@ -69,20 +70,18 @@ result<std::unique_ptr<pcap_writer>> pcap_writer::open(const std::string& path, 
     put_le32(h + 16, snaplen);
     put_le32(h + 20, static_cast<std::uint32_t>(link));
     iovec iov{h, sizeof h};
-    if (!write_all(fd, &iov, 1)) {
+    if (!write_all(fd.get(), &iov, 1)) {
         const int e = errno;
-        ::close(fd);
         return error{e, "pcap: cannot write " + path + ": " + std::strerror(e)};
     }
-    return std::unique_ptr<pcap_writer>(new pcap_writer(fd, link, snaplen));
+    return std::unique_ptr<pcap_writer>(new pcap_writer(std::move(fd), link, snaplen));
 }
 
 pcap_writer::~pcap_writer() { close(); }
 
 void pcap_writer::close() noexcept {
     std::lock_guard lock(mutex_);
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
+    fd_.reset();
 }
 
 bool pcap_writer::write(std::span<const std::byte> frame, std::chrono::system_clock::time_point when) noexcept {
@@ -112,7 +111,7 @@ bool pcap_writer::write(std::span<const std::byte> frame, std::chrono::system_cl
     const std::size_t body = incl - (erf ? erf_header_bytes : 0);
     iovec iov[2] = {{h, hlen}, {const_cast<std::byte*>(frame.data()), body}};
     std::lock_guard lock(mutex_);
-    return fd_ >= 0 && write_all(fd_, iov, 2);
+    return fd_ && write_all(fd_.get(), iov, 2);
 }
 
 result<pcap_file> read_pcap(const std::string& path) {

@@ -10,9 +10,11 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace cxv::sim::wire {
 
@@ -42,9 +44,10 @@ public:
     void close() noexcept;
 
 private:
-    pcap_writer(int fd, pcap_link link, std::uint32_t snaplen) : fd_(fd), link_(link), snaplen_(snaplen) {}
+    pcap_writer(unique_fd fd, pcap_link link, std::uint32_t snaplen)
+        : fd_(std::move(fd)), link_(link), snaplen_(snaplen) {}
     std::mutex mutex_;
-    int fd_;
+    unique_fd fd_;
     pcap_link link_;
     std::uint32_t snaplen_;
 };
