@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "base/unique_fd.h"
 #include "bench/perf/iteration_clock.h"
 #include "bench/perf/report.h"
@@ -128,21 +130,18 @@ double callgrind_instructions(const char* self, std::size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool callgrind = true;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--loop") && i + 1 < argc) {
-            const std::size_t n = std::strtoull(argv[i + 1], nullptr, 0);
-            std::vector<std::uint64_t> samples(n);
-            cxv_bench_loop(samples.data(), n);
-            return progress.load() == n ? 0 : 1;
-        }
-        if (!std::strcmp(argv[i], "--no-callgrind")) {
-            callgrind = false;
-        } else {
-            std::fprintf(stderr, "usage: overhead [--no-callgrind] | --loop N\n");
-            return 2;
-        }
+    CLI::App app{"overhead: the cost of the harness's per-iteration work (one TSC read, one stored sample)"};
+    bool no_callgrind = false;
+    std::size_t loop = 0;
+    app.add_flag("--no-callgrind", no_callgrind, "skip the instruction count (valgrind --tool=callgrind)");
+    app.add_option("--loop", loop, "run only the latency loop N times (what callgrind counts)")->type_name("N");
+    CLI11_PARSE(app, argc, argv);
+    if (loop != 0) {
+        std::vector<std::uint64_t> samples(loop);
+        cxv_bench_loop(samples.data(), loop);
+        return progress.load() == loop ? 0 : 1;
     }
+    const bool callgrind = !no_callgrind;
 
     std::vector<std::uint64_t> samples(1'000'000);
     const double hz = cxv::perf::tsc_calibrate();

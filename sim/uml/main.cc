@@ -14,6 +14,9 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "sim/device.h"
 #include "sim/uml/function.h"
@@ -25,11 +28,6 @@ std::atomic<bool> g_stop{false};
 
 void on_signal(int) { g_stop.store(true); }
 
-int usage() {
-    std::fprintf(stderr, "usage: cxv-sim-uml --socket PATH [--set KEY=VALUE]... [--trace-commands]\n");
-    return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,27 +37,30 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cxv-sim-uml: %s\n", s.error().message.c_str());
         return 2;
     }
+    CLI::App app{"cxv-sim-uml: one emulated ConnectX function served to a User-Mode Linux kernel over vhost-user"};
+    app.footer("The settings are cxv-sim's (docs/device-model.md); CXV_SIM_* variables are read first.");
     std::string socket;
+    std::vector<std::string> sets;
     bool trace = std::getenv("CXV_SIM_TRACE_COMMANDS") != nullptr;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--socket" && i + 1 < argc) {
-            socket = argv[++i];
-        } else if (a == "--set" && i + 1 < argc) {
-            const std::string kv = argv[++i];
-            const auto eq = kv.find('=');
-            if (eq == std::string::npos) return usage();
-            if (auto s = opts.set(kv.substr(0, eq), kv.substr(eq + 1)); !s) {
-                std::fprintf(stderr, "cxv-sim-uml: %s\n", s.error().message.c_str());
-                return 2;
-            }
-        } else if (a == "--trace-commands") {
-            trace = true;
-        } else {
-            return usage();
+    app.add_option("--socket", socket, "the vhost-user socket to listen on")->required()->type_name("PATH");
+    app.add_option("--set", sets, "any setting, KEY=VALUE (repeatable; later wins)")->type_name("KEY=VALUE")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_flag("--trace-commands", trace, "print every firmware command on stderr");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;
+    }
+    for (const std::string& kv : sets) {
+        const auto eq = kv.find('=');
+        const auto s = eq == std::string::npos ? cxv::status(cxv::error{EINVAL, "--set needs KEY=VALUE"})
+                                               : opts.set(kv.substr(0, eq), kv.substr(eq + 1));
+        if (!s) {
+            std::fprintf(stderr, "cxv-sim-uml: %s\n", s.error().message.c_str());
+            return 2;
         }
     }
-    if (socket.empty()) return usage();
     auto functions = opts.functions();
     if (!functions) {
         std::fprintf(stderr, "cxv-sim-uml: %s\n", functions.error().message.c_str());

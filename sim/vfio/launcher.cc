@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "base/unique_fd.h"
@@ -33,25 +34,6 @@ using cxv::sim::vfio::environment_name;
 using cxv::sim::vfio::options;
 
 constexpr const char* kLibrary = "libcxv-sim-preload.so";
-
-void usage(FILE* out) {
-    std::fprintf(out,
-                 "usage: cxv-sim run [options] -- COMMAND [ARGS...]\n"
-                 "       cxv-sim list [options]\n"
-                 "options:\n"
-                 "  --devices N            emulated functions (default 1)\n"
-                 "  --port-type ib|eth     port type of every function (default ib)\n"
-                 "  --link-up-ms N         link training time after INIT_HCA or PAOS up (default 300)\n"
-                 "  --fabric DIR           cable the ports to the segment shared by every process\n"
-                 "                         started with DIR (created if missing); DIR/link.conf,\n"
-                 "                         if present, sets link_* faults for the whole fabric\n"
-                 "  --pcap FILE            write every frame the ports send or receive to FILE\n"
-                 "  --config FILE          settings file (key = value lines)\n"
-                 "  --first-bdf ADDR       PCI address of the first function (default 0000:c5:00.0)\n"
-                 "  --first-group N        IOMMU group of the first function (default 120)\n"
-                 "  --set KEY=VALUE        any setting (see docs/device-model.md)\n"
-                 "Every setting can also come from the environment: CXV_SIM_<KEY>.\n");
-}
 
 int die(const std::string& message) {
     std::fprintf(stderr, "cxv-sim: %s\n", message.c_str());
@@ -143,88 +125,103 @@ cxv::result<unsigned> take_fabric_index(const std::string& dir) {
     return index;
 }
 
+// The options of `run` and `list`, each a setting (sim/vfio/options.h) by another name.
+struct setting_option {
+    const char* flag;
+    const char* key;
+    const char* type;
+    const char* help;
+};
+constexpr setting_option kSettingOptions[] = {
+    {"--devices", "devices", "N", "emulated functions (default 1)"},
+    {"--port-type", "port_type", "ib|eth", "port type of every function: ib or eth (default ib)"},
+    {"--link-up-ms", "link_up_ms", "N", "link training time after INIT_HCA or PAOS up (default 300)"},
+    {"--fabric", "fabric_dir", "DIR",
+     "cable the ports to the segment shared by every process started with DIR (created if missing); "
+     "DIR/link.conf, if present, sets link_* faults for the whole fabric"},
+    {"--pcap", "pcap", "FILE", "write every frame the ports send or receive to FILE"},
+    {"--first-bdf", "first_bdf", "ADDR", "PCI address of the first function (default 0000:c5:00.0)"},
+    {"--first-group", "first_group", "N", "IOMMU group of the first function (default 120)"},
+};
+
+// Every option may be given more than once; what counts is the order on the command line
+// (a later --set or option overrides an earlier one), so each keeps all its values and
+// the settings are read back in CLI11's parse order.
+void add_setting_options(CLI::App& cmd) {
+    for (const setting_option& o : kSettingOptions) {
+        cmd.add_option(o.flag, o.help)->type_name(o.type)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    }
+    cmd.add_option("--config", "settings file (key = value lines)")
+        ->type_name("FILE")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    cmd.add_option("--set", "any setting, KEY=VALUE (see docs/device-model.md)")
+        ->type_name("KEY=VALUE")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+// The settings `cmd` was given, in command-line order; `config` is the last --config.
+cxv::result<std::vector<std::pair<std::string, std::string>>> given_settings(const CLI::App& cmd,
+                                                                            std::string& config) {
+    std::vector<std::pair<std::string, std::string>> given;
+    std::vector<std::pair<const CLI::Option*, std::size_t>> taken;  // values read per option
+    for (const CLI::Option* opt : cmd.parse_order()) {
+        auto at = std::find_if(taken.begin(), taken.end(), [&](const auto& t) { return t.first == opt; });
+        if (at == taken.end()) at = taken.insert(taken.end(), {opt, 0});
+        const std::string& v = opt->results().at(at->second++);
+        const std::string name = opt->get_name();
+        if (name == "--config") {
+            config = v;
+        } else if (name == "--set") {
+            const auto eq = v.find('=');
+            if (eq == std::string::npos) return cxv::error{EINVAL, "--set needs KEY=VALUE"};
+            given.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+        } else {
+            for (const setting_option& o : kSettingOptions) {
+                if (name == o.flag) given.emplace_back(o.key, v);
+            }
+        }
+    }
+    return given;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
+    // What follows "--" is the command to run, never an option of ours.
+    int dash = 1;
+    while (dash < argc && std::strcmp(argv[dash], "--") != 0) ++dash;
+    std::vector<const char*> ours(argv, argv + dash);
+    if (ours.size() == 2 && std::strcmp(ours[1], "help") == 0) ours[1] = "--help";
+
+    CLI::App app{"cxv-sim: runs a program with emulated ConnectX functions present as vfio-pci devices"};
+    app.set_version_flag("--version", std::string("cxv-sim ") + CXV_VERSION);  // //:version.bzl
+    app.require_subcommand(1);
+    app.footer("Every setting can also come from the environment: CXV_SIM_<KEY>. Precedence, lowest first: "
+               "defaults, the config file (--config, else CXV_SIM_CONFIG), the CXV_SIM_* variables, the "
+               "options in command-line order.");
+    CLI::App* run = app.add_subcommand("run", "exec a command with the preload library: cxv-sim run [options] -- "
+                                              "COMMAND [ARGS...]");
+    CLI::App* list = app.add_subcommand("list", "print the PCI addresses `run` presents");
+    add_setting_options(*run);
+    add_setting_options(*list);
+    try {
+        app.parse(static_cast<int>(ours.size()), ours.data());
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;
     }
-    const std::string verb = argv[1];
-    if (verb == "-h" || verb == "--help" || verb == "help") {
-        usage(stdout);
-        return 0;
-    }
-    if (verb == "--version") {
-        std::printf("cxv-sim %s\n", CXV_VERSION);  // //:version.bzl
-        return 0;
-    }
-    if (verb != "run" && verb != "list") {
-        usage(stderr);
-        return 2;
-    }
-    // Precedence, lowest first: defaults, the config file (--config, else
-    // CXV_SIM_CONFIG), the CXV_SIM_* variables, the other options in order.
+    const CLI::App& cmd = *run ? *run : *list;
+    std::string config;
+    auto given = given_settings(cmd, config);
+    if (!given) return die(given.error().message);
+
     options opts;
-    const char* config = nullptr;
-    for (int j = 2; j + 1 < argc && std::strcmp(argv[j], "--") != 0; ++j) {
-        if (std::strcmp(argv[j], "--config") == 0) config = argv[j + 1];
-    }
-    if (config == nullptr) {
+    if (config.empty()) {
         if (auto s = opts.load_environment(); !s) return die(s.error().message);
     } else {
         if (auto s = opts.load_file(config); !s) return die(s.error().message);
         if (auto s = opts.load_variables(); !s) return die(s.error().message);
     }
-    std::vector<std::pair<std::string, std::string>> given;
-    int i = 2;
-    for (; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--") {
-            ++i;
-            break;
-        }
-        auto value = [&](const char* name) -> const char* {
-            if (i + 1 >= argc) return nullptr;
-            (void)name;
-            return argv[++i];
-        };
-        std::string key;
-        if (a == "--devices") {
-            key = "devices";
-        } else if (a == "--port-type") {
-            key = "port_type";
-        } else if (a == "--link-up-ms") {
-            key = "link_up_ms";
-        } else if (a == "--fabric") {
-            key = "fabric_dir";
-        } else if (a == "--pcap") {
-            key = "pcap";
-        } else if (a == "--first-bdf") {
-            key = "first_bdf";
-        } else if (a == "--first-group") {
-            key = "first_group";
-        } else if (a == "--config") {
-            if (value("--config") == nullptr) return die("--config needs a file");
-            continue;  // read above
-        } else if (a == "--set") {
-            const char* v = value("--set");
-            const char* eq = v ? std::strchr(v, '=') : nullptr;
-            if (eq == nullptr) return die("--set needs KEY=VALUE");
-            given.emplace_back(std::string(v, eq), std::string(eq + 1));
-            continue;
-        } else if (a == "-h" || a == "--help") {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return die(fmt::format("unknown option '{}'", a));
-        }
-        const char* v = value(a.c_str());
-        if (v == nullptr) return die(fmt::format("{} needs a value", a));
-        given.emplace_back(key, v);
-    }
-    for (auto& [k, v] : given) {
+    for (auto& [k, v] : given.value()) {
         if (k == "fabric_dir" || k == "pcap") v = absolute(v);  // the program may change directory
         if (auto s = opts.set(k, v); !s) return die(s.error().message);
     }
@@ -233,18 +230,18 @@ int main(int argc, char** argv) {
     if (const std::string conf = opts.model.fabric_dir + "/link.conf";
         !opts.model.fabric_dir.empty() && access(conf.c_str(), R_OK) == 0) {
         if (auto s = opts.load_file(conf, "link_"); !s) return die(s.error().message);
-        for (const auto& [k, v] : given) {
+        for (const auto& [k, v] : given.value()) {
             if (auto s = opts.set(k, v); !s) return die(s.error().message);
         }
     }
     // A shared fabric: this process takes the next place on it, unless one was given.
-    const bool index_given = std::any_of(given.begin(), given.end(), [](const auto& kv) {
+    const bool index_given = std::any_of(given->begin(), given->end(), [](const auto& kv) {
         return kv.first == "fabric_index";
     }) || std::getenv(environment_name("fabric_index").c_str()) != nullptr;
-    if (verb == "run" && !opts.model.fabric_dir.empty()) {
+    if (*run && !opts.model.fabric_dir.empty()) {
         if (auto made = make_fabric_dir(opts.model.fabric_dir); !made) return die(made.error().message);
     }
-    if (verb == "run" && !opts.model.fabric_dir.empty() && !index_given) {
+    if (*run && !opts.model.fabric_dir.empty() && !index_given) {
         auto index = take_fabric_index(opts.model.fabric_dir);
         if (!index) return die(index.error().message);
         opts.fabric_index = index.value();
@@ -252,14 +249,14 @@ int main(int argc, char** argv) {
     auto functions = opts.functions();
     if (!functions) return die(functions.error().message);
 
-    if (verb == "list") {
-        if (i < argc) return die("list takes no command");
+    const int i = dash + 1;  // the command, if any
+    if (*list) {
+        if (dash < argc) return die("list takes no command");
         for (const auto& f : functions.value()) std::printf("%s\n", f.address.str().c_str());
         return 0;
     }
     if (i >= argc) {
-        usage(stderr);
-        return die("run needs a command after --");
+        return die("run needs a command after -- (cxv-sim --help)");
     }
     const std::string lib = library_path();
     if (access(lib.c_str(), R_OK) != 0) {

@@ -25,6 +25,19 @@ expect_eq "list (default)" "0000:c5:00.0" "$("$sim" list)"
 expect_eq "list --devices 2" $'0000:c5:00.0\n0000:c5:00.1' "$("$sim" list --devices 2)"
 expect_eq "list --first-bdf" $'0000:17:00.0\n0000:17:00.1' "$("$sim" list --devices 2 --first-bdf 0000:17:00.0)"
 
+# Options and --set apply in command-line order: the later one wins.
+expect_eq "later --set wins" "0000:c5:00.0" "$("$sim" list --devices 2 --set devices=1)"
+expect_eq "later option wins" $'0000:c5:00.0\n0000:c5:00.1' "$("$sim" list --set devices=1 --devices 2)"
+expect_eq "later --first-bdf wins" "0000:18:00.0" "$("$sim" list --first-bdf 0000:17:00.0 --set first_bdf=0000:18:00.0)"
+
+# Help is not an error.
+for args in "--help" "help" "run --help" "list --help"; do
+    # shellcheck disable=SC2086
+    "$sim" $args >/dev/null 2>&1
+    expect_eq "help: cxv-sim $args" 0 $?
+done
+expect_eq "run --help names --set" 1 "$("$sim" run --help | grep -c -- '--set KEY=VALUE')"
+
 # Exit status is the command's; signal death is 128 + signal.
 "$sim" run -- sh -c 'exit 7'
 expect_eq "run exit 7" 7 $?
@@ -83,7 +96,8 @@ rm -rf "$fabric_tmp"
 
 # Usage errors exit 2.
 for args in "--bogus" "bogus-subcommand" "run --bogus -- true" "list --devices" "list --port-type token-ring" \
-            "list --devices abc" "list --first-bdf nonsense"; do
+            "list --devices abc" "list --first-bdf nonsense" "" "run" "run true" "list -- true" \
+            "list --set devices" "list --config"; do
     # shellcheck disable=SC2086
     "$sim" $args >/dev/null 2>&1
     expect_eq "usage error: cxv-sim $args" 2 $?
