@@ -107,6 +107,19 @@ void forget(cm_id* id);  // stops watching and closes the id's socket (mu held)
 bool alive(cm_id* id);
 void drop_incoming(cm_id* listener);  // connections not yet requested (mu held)
 
+// The rdma_conn_param fields a REQ or REP carries, by the same names in both: from a
+// program's parameters into a message, or from a received message into an event. The
+// private data itself is the caller's: its limit depends on the message.
+template <typename To, typename From>
+void copy_conn_param(To& to, const From& from) {
+    to.private_data_len = from.private_data_len;
+    to.responder_resources = from.responder_resources;
+    to.initiator_depth = from.initiator_depth;
+    to.retry_count = from.retry_count;
+    to.rnr_retry_count = from.rnr_retry_count;
+    to.srq = from.srq;
+}
+
 // Fills `m`'s address fields (QPN, LID, GID 0, MTU, link layer) from `id`'s port.
 int fill_local(cm_id* id, wire_msg& m);
 ibv_ah_attr peer_ah(cm_id* id);

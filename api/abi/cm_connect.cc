@@ -222,12 +222,7 @@ CXV_CM_EXPORT int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
         const unsigned limit = ud ? kUdConnectPrivate : kConnectPrivate;
         if (param->private_data_len > limit) return fail(EINVAL);
         if (param->private_data_len != 0) std::memcpy(m.private_data, param->private_data, param->private_data_len);
-        m.private_data_len = param->private_data_len;
-        m.responder_resources = param->responder_resources;
-        m.initiator_depth = param->initiator_depth;
-        m.retry_count = param->retry_count;
-        m.rnr_retry_count = param->rnr_retry_count;
-        m.srq = param->srq;
+        copy_conn_param(m, *param);
     } else {
         m.responder_resources = m.initiator_depth = 1;
         m.retry_count = m.rnr_retry_count = 7;
@@ -279,16 +274,14 @@ CXV_CM_EXPORT int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
     wire_msg m{};
     fill_local(c, m);
     m.type = msg_type::rep;
-    m.retry_count = c->peer.retry_count;
     if (param != nullptr) {
         if (param->private_data_len > (ud ? kUdAcceptPrivate : kAcceptPrivate)) return fail(EINVAL);
         if (param->private_data_len != 0) std::memcpy(m.private_data, param->private_data, param->private_data_len);
-        m.private_data_len = param->private_data_len;
-        m.responder_resources = param->responder_resources;
-        m.initiator_depth = param->initiator_depth;
-        m.rnr_retry_count = param->rnr_retry_count;
+        copy_conn_param(m, *param);
+        m.retry_count = c->peer.retry_count;  // a REP carries none of its own: the REQ's stands
         if (c->id.qp == nullptr) m.qpn = param->qp_num;
     } else {
+        m.retry_count = c->peer.retry_count;
         m.responder_resources = c->peer.initiator_depth;
         m.initiator_depth = c->peer.responder_resources;
         m.rnr_retry_count = 7;

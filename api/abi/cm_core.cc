@@ -121,13 +121,8 @@ void queue_event(cm_id* id, rdma_cm_event_type type, int status, const wire_msg*
             if (type == RDMA_CM_EVENT_ESTABLISHED) ud.ah_attr = peer_ah(id);
         } else {
             auto& c = e->ev.param.conn;
+            copy_conn_param(c, *msg);
             c.private_data = e->private_data;
-            c.private_data_len = msg->private_data_len;
-            c.responder_resources = msg->responder_resources;
-            c.initiator_depth = msg->initiator_depth;
-            c.retry_count = msg->retry_count;
-            c.rnr_retry_count = msg->rnr_retry_count;
-            c.srq = msg->srq;
             c.qp_num = msg->qpn;
         }
     }

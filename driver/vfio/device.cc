@@ -382,12 +382,7 @@ result<dma_buffer> device::map_range(void* vaddr, std::size_t size, std::size_t 
     owner->iova = *iova;
     owner->size = size;
     owner->owned = owned ? vaddr : nullptr;
-    dma_buffer b;
-    b.owner_ = std::move(owner);
-    b.data_ = static_cast<std::byte*>(vaddr);
-    b.iova_ = *iova;
-    b.size_ = size;
-    return b;
+    return dma_buffer(std::move(owner), vaddr, *iova, size);
 }
 
 result<dma_buffer> device::alloc_dma(std::size_t size, std::size_t align) {

@@ -78,12 +78,7 @@ result<dma_buffer> device::remote_map(int fd, std::uint64_t offset, void* vaddr,
     owner->iova = *iova;
     owner->owned = owned ? vaddr : nullptr;
     owner->size = size;
-    dma_buffer b;
-    b.owner_ = std::move(owner);
-    b.data_ = static_cast<std::byte*>(vaddr);
-    b.iova_ = *iova;
-    b.size_ = size;
-    return b;
+    return dma_buffer(std::move(owner), vaddr, *iova, size);
 }
 
 // memfd_create(2) with sealing; F_SEAL_SHRINK (the owner refuses memory that could be cut

@@ -57,6 +57,8 @@ public:
 
 private:
     friend class device;
+    dma_buffer(std::shared_ptr<void> owner, void* data, std::uint64_t iova, std::size_t size) noexcept
+        : owner_(std::move(owner)), data_(static_cast<std::byte*>(data)), iova_(iova), size_(size) {}
     std::shared_ptr<void> owner_;  // keeps the container alive; unmaps on release
     std::byte* data_ = nullptr;
     std::uint64_t iova_ = 0;

@@ -11,17 +11,9 @@
 #include "hw/ifc.h"
 #include "sim/transport/engine.h"
 #include "sim/transport/segment.h"
+#include "sim/transport/xport_names.h"
 
 namespace cxv::sim {
-
-namespace ifc = hw::ifc;
-namespace op = wire::opcode;
-namespace syn = wire::aeth_syndrome;
-using qpc = ifc::qpc;
-using ads = ifc::ads;
-using hw::cqe_syndrome;
-using hw::wqe_opcode;
-using clock_type = std::chrono::steady_clock;
 
 namespace {
 

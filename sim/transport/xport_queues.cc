@@ -14,11 +14,9 @@
 #include "hw/ifc.h"
 #include "hw/wqe.h"
 #include "sim/transport/engine.h"
+#include "sim/transport/xport_names.h"
 
 namespace cxv::sim {
-
-namespace ifc = hw::ifc;
-using qpc = ifc::qpc;
 
 transport_engine::transport_engine(const device_config& cfg, bar0& bar, iommu& mmu, trace& tr, object_tables& t,
                                    transport_hooks& hooks)

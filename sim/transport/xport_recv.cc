@@ -15,13 +15,9 @@
 #include "hw/wqe.h"
 #include "sim/transport/engine.h"
 #include "sim/transport/segment.h"
+#include "sim/transport/xport_names.h"
 
 namespace cxv::sim {
-
-namespace ifc = hw::ifc;
-using qpc = ifc::qpc;
-using hw::cqe_syndrome;
-using hw::wqe_opcode;
 
 namespace {
 

@@ -9,14 +9,9 @@
 #include "hw/ifc.h"
 #include "sim/transport/engine.h"
 #include "sim/transport/segment.h"
+#include "sim/transport/xport_names.h"
 
 namespace cxv::sim {
-
-namespace ifc = hw::ifc;
-namespace op = wire::opcode;
-namespace syn = wire::aeth_syndrome;
-using qpc = ifc::qpc;
-using hw::cqe_syndrome;
 
 // An answer goes back the way the request came: addresses swapped, to the QP this one is
 // connected to (the BTH names no source QP on RC).

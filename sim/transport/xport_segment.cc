@@ -1,12 +1,10 @@
 // Cutting a kept message into its packets (segment.h).
 #include "sim/transport/segment.h"
+#include "sim/transport/xport_names.h"
 
 #include <algorithm>
 
 namespace cxv::sim {
-
-namespace op = wire::opcode;
-using hw::wqe_opcode;
 
 std::uint8_t opcode_transport(transport tp) {
     switch (tp) {

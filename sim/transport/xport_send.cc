@@ -23,15 +23,9 @@
 #include "hw/wqe.h"
 #include "sim/transport/engine.h"
 #include "sim/transport/segment.h"
+#include "sim/transport/xport_names.h"
 
 namespace cxv::sim {
-
-namespace ifc = hw::ifc;
-using qpc = ifc::qpc;
-using ads = ifc::ads;
-using hw::cqe_syndrome;
-using hw::wqe_opcode;
-using clock_type = std::chrono::steady_clock;
 
 namespace {
 

@@ -5,59 +5,13 @@
 #include <bit>
 #include <cstring>
 
+#include "sim/wire/bytes.h"
 #include "sim/wire/crc.h"
 
 namespace cxv::sim::wire {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "the ICRC and VCRC are stored as native words");
-
-// Big-endian field access; the wire is big-endian except the ICRC and VCRC. Whole words
-// are byte-swapped and stored at once.
-void put8(std::byte* p, std::uint32_t v) noexcept { p[0] = static_cast<std::byte>(v); }
-void put16(std::byte* p, std::uint32_t v) noexcept {
-    const std::uint16_t be = __builtin_bswap16(static_cast<std::uint16_t>(v));
-    std::memcpy(p, &be, 2);
-}
-void put32(std::byte* p, std::uint32_t v) noexcept {
-    const std::uint32_t be = __builtin_bswap32(v);
-    std::memcpy(p, &be, 4);
-}
-void put64(std::byte* p, std::uint64_t v) noexcept {
-    const std::uint64_t be = __builtin_bswap64(v);
-    std::memcpy(p, &be, 8);
-}
-void put_le32(std::byte* p, std::uint32_t v) noexcept { std::memcpy(p, &v, 4); }
-std::uint8_t get8(const std::byte* p) noexcept { return static_cast<std::uint8_t>(p[0]); }
-std::uint16_t get16(const std::byte* p) noexcept {
-    std::uint16_t v;
-    std::memcpy(&v, p, 2);
-    return __builtin_bswap16(v);
-}
-std::uint32_t get32(const std::byte* p) noexcept {
-    std::uint32_t v;
-    std::memcpy(&v, p, 4);
-    return __builtin_bswap32(v);
-}
-std::uint32_t get24(const std::byte* p) noexcept { return std::uint32_t{get8(p)} << 16 | get16(p + 1); }
-std::uint64_t get64(const std::byte* p) noexcept {
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    return __builtin_bswap64(v);
-}
-std::uint32_t get_le32(const std::byte* p) noexcept {
-    std::uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-template <std::size_t N>
-void put_bytes(std::byte* p, const std::array<std::uint8_t, N>& a) noexcept {
-    std::memcpy(p, a.data(), N);
-}
-template <std::size_t N>
-void get_bytes(std::array<std::uint8_t, N>& a, const std::byte* p) noexcept {
-    std::memcpy(a.data(), p, N);
-}
 
 // headers_of and the bytes of the extended headers, per opcode, looked up once per packet.
 struct opcode_info {

@@ -2,30 +2,16 @@
 
 #include <cstring>
 
+#include "sim/wire/bytes.h"
 #include "sim/wire/crc.h"
 #include "sim/wire/frame.h"
 
 namespace cxv::sim::wire {
 namespace {
 
-std::uint8_t u8(const std::byte* p) noexcept { return static_cast<std::uint8_t>(*p); }
-std::uint16_t be16(const std::byte* p) noexcept { return static_cast<std::uint16_t>(u8(p) << 8 | u8(p + 1)); }
-void put16(std::byte* p, std::uint32_t v) noexcept {
-    p[0] = static_cast<std::byte>(v >> 8);
-    p[1] = static_cast<std::byte>(v);
-}
-template <std::size_t N>
-void put(std::byte* p, const std::array<std::uint8_t, N>& a) noexcept {
-    std::memcpy(p, a.data(), N);
-}
-template <std::size_t N>
-void get(std::array<std::uint8_t, N>& a, const std::byte* p) noexcept {
-    std::memcpy(a.data(), p, N);
-}
-
 void ethernet_header(std::byte* e, const mac_address& dst, const mac_address& src, std::uint16_t type) noexcept {
-    put(e, dst);
-    put(e + 6, src);
+    put_bytes(e, dst);
+    put_bytes(e + 6, src);
     put16(e + 12, type);
 }
 
@@ -51,16 +37,16 @@ std::size_t build_nd(std::uint8_t type, std::uint8_t flags, const mac_address& s
     put16(ip + 4, 32);
     ip[6] = std::byte{ip_protocol_icmpv6};
     ip[7] = std::byte{255};
-    put(ip + 8, src);
-    put(ip + 24, dst);
+    put_bytes(ip + 8, src);
+    put_bytes(ip + 24, dst);
     std::byte* m = ip + 40;
     m[0] = std::byte{type};
     m[4] = std::byte{flags};
-    put(m + 8, target);
+    put_bytes(m + 8, target);
     // RFC 4861 4.6.1: Source (1) or Target (2) Link-Layer Address, length in units of 8 bytes.
     m[24] = std::byte{type == icmpv6_neighbor_solicitation ? std::uint8_t{1} : std::uint8_t{2}};
     m[25] = std::byte{1};
-    put(m + 26, src_mac);
+    put_bytes(m + 26, src_mac);
     put16(m + 2, icmpv6_checksum(ip, m, 32));
     return nd_frame_bytes;
 }
@@ -106,23 +92,23 @@ std::size_t build_arp(const arp_message& m, const mac_address& eth_dst, std::spa
     a[4] = std::byte{6};  // ar$hln
     a[5] = std::byte{4};  // ar$pln
     put16(a + 6, m.oper);
-    put(a + 8, m.sha);
-    put(a + 14, m.spa);
-    put(a + 18, m.tha);
-    put(a + 24, m.tpa);
+    put_bytes(a + 8, m.sha);
+    put_bytes(a + 14, m.spa);
+    put_bytes(a + 18, m.tha);
+    put_bytes(a + 24, m.tpa);
     return arp_frame_bytes;
 }
 
 bool parse_arp(std::span<const std::byte> frame, arp_message& m) noexcept {
-    if (frame.size() < 14 + 28 || be16(frame.data() + 12) != ethertype_arp) return false;
+    if (frame.size() < 14 + 28 || get16(frame.data() + 12) != ethertype_arp) return false;
     const std::byte* a = frame.data() + 14;
-    if (be16(a) != 1 || be16(a + 2) != ethertype_ipv4 || u8(a + 4) != 6 || u8(a + 5) != 4) return false;
-    m.oper = be16(a + 6);
+    if (get16(a) != 1 || get16(a + 2) != ethertype_ipv4 || get8(a + 4) != 6 || get8(a + 5) != 4) return false;
+    m.oper = get16(a + 6);
     if (m.oper != arp_request && m.oper != arp_reply) return false;
-    get(m.sha, a + 8);
-    get(m.spa, a + 14);
-    get(m.tha, a + 18);
-    get(m.tpa, a + 24);
+    get_bytes(m.sha, a + 8);
+    get_bytes(m.spa, a + 14);
+    get_bytes(m.tha, a + 18);
+    get_bytes(m.tpa, a + 24);
     return true;
 }
 
@@ -140,42 +126,42 @@ std::size_t build_neighbour_advertisement(const mac_address& my_mac, const gid_b
 }
 
 bool parse_nd(std::span<const std::byte> frame, nd_message& m) noexcept {
-    if (frame.size() < 14 + 40 + 24 || be16(frame.data() + 12) != ethertype_ipv6) return false;
+    if (frame.size() < 14 + 40 + 24 || get16(frame.data() + 12) != ethertype_ipv6) return false;
     const std::byte* ip = frame.data() + 14;
-    if (u8(ip) >> 4 != 6 || u8(ip + 6) != ip_protocol_icmpv6 || u8(ip + 7) != 255) return false;
-    const std::size_t len = be16(ip + 4);
+    if (get8(ip) >> 4 != 6 || get8(ip + 6) != ip_protocol_icmpv6 || get8(ip + 7) != 255) return false;
+    const std::size_t len = get16(ip + 4);
     if (len < 24 || 14 + 40 + len > frame.size()) return false;
     const std::byte* msg = ip + 40;
-    const std::uint8_t type = u8(msg);
-    if ((type != icmpv6_neighbor_solicitation && type != icmpv6_neighbor_advertisement) || u8(msg + 1) != 0)
+    const std::uint8_t type = get8(msg);
+    if ((type != icmpv6_neighbor_solicitation && type != icmpv6_neighbor_advertisement) || get8(msg + 1) != 0)
         return false;
     // With the checksum in place the sum comes out all ones, so its complement is 0.
     if (icmpv6_checksum(ip, msg, len) != 0) return false;
     m = nd_message{};
     m.type = type;
-    const std::uint8_t flags = u8(msg + 4);
+    const std::uint8_t flags = get8(msg + 4);
     if (type == icmpv6_neighbor_advertisement) {
         m.router = flags & 0x80;
         m.solicited = flags & 0x40;
         m.override_ = flags & 0x20;
     }
-    get(m.target, msg + 8);
+    get_bytes(m.target, msg + 8);
     if (m.target[0] == 0xff) return false;  // a multicast target
     const std::uint8_t lladdr_type = type == icmpv6_neighbor_solicitation ? 1 : 2;
     for (std::size_t o = 24; o < len;) {  // RFC 4861 4.6: type, length in 8-byte units (never 0)
         if (len - o < 2) return false;
-        const std::size_t olen = std::size_t{u8(msg + o + 1)} * 8;
+        const std::size_t olen = std::size_t{get8(msg + o + 1)} * 8;
         if (olen == 0 || olen > len - o) return false;
-        if (u8(msg + o) == lladdr_type && olen == 8) {
+        if (get8(msg + o) == lladdr_type && olen == 8) {
             m.has_lladdr = true;
-            get(m.lladdr, msg + o + 2);
+            get_bytes(m.lladdr, msg + o + 2);
         }
         o += olen;
     }
-    get(m.eth_dst, frame.data());
-    get(m.eth_src, frame.data() + 6);
-    get(m.src, ip + 8);
-    get(m.dst, ip + 24);
+    get_bytes(m.eth_dst, frame.data());
+    get_bytes(m.eth_src, frame.data() + 6);
+    get_bytes(m.src, ip + 8);
+    get_bytes(m.dst, ip + 24);
     return true;
 }
 
