@@ -2,17 +2,19 @@
 // 1024 entries built by queues/ on ordinary memory (no device), each operation called
 // through the verbs-shaped entry points of api/verbs_post.h, refills and recycling
 // outside the measured region. For each operation: ns/op (median of repeats) and
-// instructions/op counted by valgrind's callgrind (repeatable on noisy machines), side
-// by side with rdma-core's mlx5 provider measured the same way (the issue's reference
-// numbers) and our targets.
+// instructions/op counted by valgrind's callgrind (repeatable on noisy machines), and
+// our targets. With --rdma-core DIR, rdma-core's mlx5 provider built from that tree with
+// the same compiler and flags (bench/rdma_core/) is measured in the same shapes in the
+// same run, and the ratios printed; else its figures as measured once (docs/performance.md).
 //
 //   fastpath                      every operation, table
-//   fastpath --json FILE          also [{"op", "ns_per_op", "instructions_per_op"}]
+//   fastpath --rdma-core DIR      the same beside rdma-core's provider, with the ratios
+//   fastpath --json FILE          also [{"op", "ns_per_op", "instructions_per_op", ...}]
 //   fastpath --short              fewer repeats (CI)
 //   fastpath --no-callgrind       ns only
-//   fastpath --check-targets      exit 1 when an operation is above its target
+//   fastpath --check-targets      exit 1 when an operation is above its target (or, with
+//                                 --rdma-core, under its ratio to rdma-core)
 //   fastpath --loop OP --iters N  run one operation N times (what callgrind counts)
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,16 +23,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "api/verbs_post.h"
-#include "base/unique_fd.h"
 #include "bench/fastpath_cli.h"
+#include "bench/fastpath_rdma_core.h"
 #include "hw/cqe.h"
 #include "queues/mp_send_queue.h"
 
@@ -132,8 +134,9 @@ __attribute__((noinline)) int cxv_bench_ring_send_mp(state& s, const queues::sen
 struct op {
     const char* name;
     unsigned per_call;  // WRs or CQEs per measured call
-    double reference;   // rdma-core 65.0 mlx5, instructions/op (the issue's measurement)
-    double target;
+    double reference;   // rdma-core 65.0 mlx5, instructions/op (measured once, 2026-11-22)
+    double target;      // instructions/op at most
+    double ratio;       // rdma-core's instructions/op over ours at least, when measured beside
     std::function<void(state&)> setup;
     std::function<void(state&)> refill;  // outside the measured region, before each call
     std::function<void(state&)> call;
@@ -151,16 +154,19 @@ void prepare_recv(state& s, unsigned n) {
     }
 }
 
+// How many times fewer instructions than rdma-core's provider, measured beside it.
+constexpr double kPostRatio = 3.5, kPollRatio = 4.0;
+
 std::vector<op> operations() {
     std::vector<op> ops;
     // Receives: the ring is emptied (as completions would) when full.
     auto recv_refill = [](state& s) { s.r->rq.reset(); };
-    ops.push_back({"post_recv_1", 1, 120, 40, [](state& s) { prepare_recv(s, 1); }, recv_refill,
+    ops.push_back({"post_recv_1", 1, 120, 40, kPostRatio, [](state& s) { prepare_recv(s, 1); }, recv_refill,
                    [](state& s) { cxv_bench_post_recv(s); }, kEntries});
-    ops.push_back({"post_recv_32", 32, 72.5, 24, [](state& s) { prepare_recv(s, 32); }, recv_refill,
+    ops.push_back({"post_recv_32", 32, 72.5, 24, kPostRatio, [](state& s) { prepare_recv(s, 32); }, recv_refill,
                    [](state& s) { cxv_bench_post_recv(s); }, kEntries / 32});
     // SRQ steady state: full; before each post, the oldest posted WQE is recycled.
-    ops.push_back({"post_srq_recv_1", 1, 124, 45,
+    ops.push_back({"post_srq_recv_1", 1, 124, 45, kPostRatio,
                    [](state& s) {
                        prepare_recv(s, 1);
                        ibv_recv_wr* bad;
@@ -184,9 +190,9 @@ std::vector<op> operations() {
     };
     // Sends: completed in bulk (one retire of everything) when the ring is full.
     auto send_refill = [](state& s) { s.r->sq.reset(); };
-    ops.push_back({"post_send_inline64_bf", 1, 374, 120, send_setup(queues::doorbell_mode::blueflame, true),
+    ops.push_back({"post_send_inline64_bf", 1, 374, 120, kPostRatio, send_setup(queues::doorbell_mode::blueflame, true),
                    send_refill, [](state& s) { cxv_bench_post_send(s); }, kEntries / 2});
-    ops.push_back({"post_send_write4k_db", 1, 295, 90, send_setup(queues::doorbell_mode::doorbell, false),
+    ops.push_back({"post_send_write4k_db", 1, 295, 90, kPostRatio, send_setup(queues::doorbell_mode::doorbell, false),
                    send_refill, [](state& s) { cxv_bench_post_send(s); }, kEntries});
     // The same write on the rings directly, single- and multi-producer (the issue's bar:
     // multi-producer at most 1.5x single-producer; no rdma-core reference).
@@ -202,9 +208,9 @@ std::vector<op> operations() {
         r.rkey = 0x5678;
         return r;
     }();
-    ops.push_back({"ring_write4k_sp", 1, 0, 0, send_setup(queues::doorbell_mode::doorbell, false), send_refill,
+    ops.push_back({"ring_write4k_sp", 1, 0, 0, 0, send_setup(queues::doorbell_mode::doorbell, false), send_refill,
                    [](state& s) { cxv_bench_ring_send_sp(s, write4k); }, kEntries});
-    ops.push_back({"ring_write4k_mp", 1, 0, 0, send_setup(queues::doorbell_mode::doorbell, false),
+    ops.push_back({"ring_write4k_mp", 1, 0, 0, 0, send_setup(queues::doorbell_mode::doorbell, false),
                    [](state& s) {
                        if (const auto p = s.r->mp.published()) s.r->mp.retire(static_cast<std::uint16_t>(p - 1));
                    },
@@ -213,7 +219,7 @@ std::vector<op> operations() {
     // receive target went from 50 to 51 when completions began to carry wc.sl (the SL, or
     // over RoCE the packet type, as rdma-core's provider reads it from the CQE): one more
     // table load per CQE.
-    ops.push_back({"poll_cq_recv_16", 16, 172, 51, [](state& s) { prepare_recv(s, 16); },
+    ops.push_back({"poll_cq_recv_16", 16, 172, 51, kPollRatio, [](state& s) { prepare_recv(s, 16); },
                    [](state& s) {
                        ibv_recv_wr* bad;
                        api::post_recv(s.r->rq, s.rwr.data(), &bad);
@@ -222,7 +228,7 @@ std::vector<op> operations() {
                        }
                    },
                    [](state& s) { cxv_bench_poll_cq(s); }, 1});
-    ops.push_back({"poll_cq_send_16", 16, 109, 40, send_setup(queues::doorbell_mode::doorbell, false),
+    ops.push_back({"poll_cq_send_16", 16, 109, 40, kPollRatio, send_setup(queues::doorbell_mode::doorbell, false),
                    [](state& s) {
                        ibv_send_wr* bad;
                        for (int i = 0; i < 16; ++i) {
@@ -271,28 +277,12 @@ double ns_per_op(const op& o, unsigned repeats, unsigned calls) {
     return samples[samples.size() / 2];
 }
 
-// valgrind --tool=callgrind counting only the measured functions, for two loop
-// lengths: the difference divided by the extra operations is instructions/op.
-double instructions_per_op(const op& o, const std::string& self) {
-    auto count = [&](unsigned iters) -> double {
-        char out[] = "/tmp/cxv-callgrind-XXXXXX";
-        if (const unique_fd fd(::mkstemp(out)); !fd) return -1;
-        const std::string cmd = "valgrind --tool=callgrind --toggle-collect='cxv_bench_*' --callgrind-out-file=" +
-                                std::string(out) + " " + self + " --loop " + o.name + " --iters " +
-                                std::to_string(iters) + " >/dev/null 2>&1";
-        const int rc = std::system(cmd.c_str());
-        double total = -1;
-        std::ifstream in(out);
-        for (std::string line; rc == 0 && std::getline(in, line);) {
-            if (line.rfind("summary:", 0) == 0 || line.rfind("totals:", 0) == 0) total = std::stod(line.substr(line.find(':') + 1));
-        }
-        std::remove(out);
-        return total;
-    };
-    const unsigned a = 2000, b = 12000;
-    const double ca = count(a), cb = count(b);
-    if (ca < 0 || cb < 0) return -1;
-    return (cb - ca) / (double(b - a) * o.per_call);
+// A figure for the table, "-" when it was not measured (negative).
+std::string figure(double v, const char* format) {
+    if (v < 0) return "-";
+    char text[32];
+    std::snprintf(text, sizeof text, format, v);
+    return text;
 }
 
 int loop(const std::string& name, unsigned iters) {
@@ -324,26 +314,65 @@ int main(int argc, char** argv) {
     const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     self[n > 0 ? n : 0] = '\0';
 
+    std::optional<cxv::bench::rdma_core_side> rc;
+    if (!opt.rdma_core.empty()) {
+        std::fprintf(stderr, "fastpath: building rdma-core's mlx5 provider from %s\n", opt.rdma_core.c_str());
+        auto built = cxv::bench::rdma_core_side::create(opt.rdma_core, self);
+        if (!built) {
+            std::fprintf(stderr, "fastpath: %s\n", built.error().message.c_str());
+            return 1;
+        }
+        rc.emplace(std::move(built).value());
+        if (rc->release() != cxv::bench::kPinnedRdmaCore) {
+            std::fprintf(stderr, "fastpath: note: the tree is rdma-core %s; docs/performance.md's figures are %s's\n",
+                         rc->release().c_str(), cxv::bench::kPinnedRdmaCore);
+        }
+        std::printf("rdma-core side: %s\n(MLX5_SINGLE_THREADED, CQE version 1, each call through ibv_post_*/ibv_poll_cq)\n",
+                    rc->description().c_str());
+    }
+
     const unsigned repeats = short_run ? 3 : 9, calls = short_run ? 20000 : 200000;
-    std::printf("%-24s %10s %14s %14s %10s\n", "operation", "ns/op", "instr/op", "rdma-core", "target");
+    if (rc) {
+        std::printf("%-24s %9s %9s %10s %10s %8s %8s %8s %7s\n", "operation", "ns/op", "instr/op", "rc ns/op",
+                    "rc instr", "x instr", "x ns", "target", "x bar");
+    } else {
+        std::printf("%-24s %10s %14s %14s %10s\n", "operation", "ns/op", "instr/op", "rdma-core", "target");
+    }
     std::vector<cxv::bench::fastpath_result> results;
     bool all_met = true;
     double ring_sp = -1, ring_mp = -1;  // the multi-producer bar: at most 1.5x single-producer
     for (const auto& o : operations()) {
-        const double ns = ns_per_op(o, repeats, calls);
-        const double ins = callgrind ? instructions_per_op(o, self) : -1;
+        cxv::bench::fastpath_result r{o.name, ns_per_op(o, repeats, calls)};
+        const double ns = r.ns_per_op;
+        const double ins = callgrind ? cxv::bench::callgrind_per_op({self}, "cxv_bench_*", o.name, o.per_call) : -1;
+        r.instructions_per_op = ins;
         if (std::strcmp(o.name, "ring_write4k_sp") == 0) ring_sp = ins;
         if (std::strcmp(o.name, "ring_write4k_mp") == 0) ring_mp = ins;
         const bool has_target = o.target > 0;
         const bool met = ins >= 0 && ins <= o.target;
         all_met = all_met && (ins < 0 || !has_target || met);
-        if (has_target) {
+        unsigned rc_per_call = 0;
+        if (rc && rc->has(o.name, rc_per_call)) {
+            r.rdma_core_ns_per_op = rc->ns_per_op(o.name, repeats, calls);
+            if (callgrind) r.rdma_core_instructions_per_op = rc->instructions_per_op(o.name, rc_per_call);
+            const double x_ins = ins > 0 && r.rdma_core_instructions_per_op > 0 ? r.rdma_core_instructions_per_op / ins : -1;
+            const double x_ns = ns > 0 && r.rdma_core_ns_per_op > 0 ? r.rdma_core_ns_per_op / ns : -1;
+            const bool ratio_met = x_ins >= o.ratio;
+            all_met = all_met && (x_ins < 0 || ratio_met);
+            std::printf("%-24s %9s %9s %10s %10s %8s %8s %8.1f %6.1fx %s%s\n", o.name, figure(ns, "%.2f").c_str(),
+                        figure(ins, "%.1f").c_str(), figure(r.rdma_core_ns_per_op, "%.2f").c_str(),
+                        figure(r.rdma_core_instructions_per_op, "%.1f").c_str(), figure(x_ins, "%.2fx").c_str(),
+                        figure(x_ns, "%.2fx").c_str(), o.target, o.ratio, ins < 0 || met ? "" : "ABOVE TARGET ",
+                        x_ins < 0 || ratio_met ? "" : "UNDER RATIO");
+        } else if (rc) {
+            std::printf("%-24s %9.2f %9.1f %10s %10s %8s %8s %8s %7s\n", o.name, ns, ins, "-", "-", "-", "-", "-", "-");
+        } else if (has_target) {
             std::printf("%-24s %10.2f %14.1f %14.1f %10.1f %s\n", o.name, ns, ins, o.reference, o.target,
                         ins < 0 ? "" : met ? "ok" : "ABOVE TARGET");
         } else {
             std::printf("%-24s %10.2f %14.1f %14s %10s\n", o.name, ns, ins, "-", "-");
         }
-        results.push_back({o.name, ns, ins});
+        results.push_back(r);
     }
     if (ring_sp > 0 && ring_mp >= 0) {
         const bool met = ring_mp <= 1.5 * ring_sp;
@@ -351,8 +380,13 @@ int main(int argc, char** argv) {
                     met ? "ok" : "ABOVE TARGET");
         all_met = all_met && met;
     }
-    std::printf("(instr/op: callgrind, instructions inside the measured call per WR or CQE; rdma-core: its mlx5 "
-                "provider 65.0, same shapes, as measured for the issue)\n");
+    if (rc) {
+        std::printf("(instr/op: callgrind, instructions inside the measured call per WR or CQE; x: rdma-core's "
+                    "figure over ours; x bar: the ratio --check-targets asks of instructions)\n");
+    } else {
+        std::printf("(instr/op: callgrind, instructions inside the measured call per WR or CQE; rdma-core: its mlx5 "
+                    "provider 65.0, same shapes, measured once; --rdma-core DIR measures it beside)\n");
+    }
     if (!json.empty() && !cxv::bench::write_json(json, results)) {
         std::fprintf(stderr, "fastpath: cannot write %s\n", json.c_str());
         return 1;

@@ -17,6 +17,11 @@ int parse_options(int argc, char** argv, fastpath_options& o) {
     app.add_flag("--check-targets", o.check_targets, "exit 1 when an operation is above its target");
     auto* loop = app.add_option("--loop", o.loop_op, "run one operation --iters times (what callgrind counts)");
     app.add_option("--iters", o.iters, "the operations --loop runs")->needs(loop);
+    app.add_option("--rdma-core", o.rdma_core,
+                   "an rdma-core source tree: build its mlx5 provider with this program's compiler and flags and "
+                   "measure it beside cxv in the same shapes (needs gcc, python3; docs/performance.md)")
+        ->type_name("DIR")
+        ->excludes(loop);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -35,6 +40,10 @@ bool write_json(const std::string& path, const std::vector<fastpath_result>& res
         j.member("op", r.op);
         j.member("ns_per_op", r.ns_per_op);
         j.member("instructions_per_op", r.instructions_per_op);
+        if (r.rdma_core_ns_per_op >= 0) j.member("rdma_core_ns_per_op", r.rdma_core_ns_per_op);
+        if (r.rdma_core_instructions_per_op >= 0) {
+            j.member("rdma_core_instructions_per_op", r.rdma_core_instructions_per_op);
+        }
         j.end_object();
     }
     j.end_array();

@@ -15,18 +15,22 @@ struct fastpath_options {
     bool short_run = false;
     bool callgrind = true;
     bool check_targets = false;
+    std::string rdma_core;  // an rdma-core source tree: its mlx5 provider measured beside
 };
 
 // 0 to go on; otherwise the status to exit with (after --help, or a bad option).
 int parse_options(int argc, char** argv, fastpath_options& o);
 
-// One operation's figures (instructions_per_op -1: not counted).
+// One operation's figures (-1: not measured).
 struct fastpath_result {
     std::string op;
     double ns_per_op = 0;
     double instructions_per_op = -1;
+    double rdma_core_ns_per_op = -1;  // with --rdma-core
+    double rdma_core_instructions_per_op = -1;
 };
-// [{"op", "ns_per_op", "instructions_per_op"}] into `path`; false when it cannot be written.
+// [{"op", "ns_per_op", "instructions_per_op"}] into `path`, with "rdma_core_ns_per_op"
+// and "rdma_core_instructions_per_op" where measured; false when it cannot be written.
 bool write_json(const std::string& path, const std::vector<fastpath_result>& results);
 
 }  // namespace cxv::bench
