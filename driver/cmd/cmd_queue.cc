@@ -103,9 +103,14 @@ std::byte* cmd_queue::block(std::uint64_t iova) const noexcept {
     return mailboxes_.data() + (iova - mailboxes_.iova());
 }
 
-result<unsigned> cmd_queue::take_slot() {
+result<unsigned> cmd_queue::take_slot(bool pages) {
     std::unique_lock lock(mu_);
-    const std::uint32_t all = slots_ == 32 ? ~0u : (1u << slots_) - 1;
+    // The last slot carries MANAGE_PAGES only, the others everything else: a command the
+    // firmware holds until it has pages (PRM "Page Request Event") must not keep the
+    // answer from a slot. Linux's mlx5 reserves the same slot (its page queue).
+    const std::uint32_t every = slots_ == 32 ? ~0u : (1u << slots_) - 1;
+    const std::uint32_t last = 1u << (slots_ - 1);
+    const std::uint32_t all = slots_ == 1 ? every : pages ? last : every & ~last;
     for (;;) {
         if (dead()) return error{ENODEV, dead_why_};
         const std::uint32_t free = all & ~busy_ & ~lost_;
@@ -126,7 +131,7 @@ void cmd_queue::give_slot(unsigned s) {
         busy_ &= ~(1u << s);
         events_ &= ~(1u << s);
     }
-    slot_free_.notify_one();
+    slot_free_.notify_all();  // waiters for the pages slot and for the others alike
 }
 
 result<std::vector<std::uint64_t>> cmd_queue::take_blocks(std::size_t n) {
@@ -181,7 +186,7 @@ result<std::vector<std::byte>> cmd_queue::exec(std::span<const std::byte> in, st
         return e;
     };
 
-    auto slot = take_slot();
+    auto slot = take_slot(op == hw::cmd_opcode::MANAGE_PAGES);
     if (!slot) return fail(slot.error());
     const unsigned s = slot.value();
     const std::size_t n_in = boxes_for(in.size()), n_out = boxes_for(out_len);

@@ -3,7 +3,8 @@
 // inline, a doorbell in the initialization segment, and ownership handed back by the
 // device when a command completes.
 //
-// exec() is thread-safe: every slot the device offers can carry a command at once.
+// exec() is thread-safe: every slot the device offers can carry a command at once, the
+// last one MANAGE_PAGES only (the firmware may hold a command until it has pages).
 // Completion is found by polling the entry's ownership bit, or, once the async EQ
 // exists, by waiting for its command-completion event (complete()). A command that
 // does not complete within the timeout fails with ETIMEDOUT and its slot stays the
@@ -76,7 +77,7 @@ public:
 private:
     struct slot_state;
     cmd_queue(vfio::device& dev, const options& o);
-    result<unsigned> take_slot();
+    result<unsigned> take_slot(bool pages);
     void give_slot(unsigned s);
     result<std::vector<std::uint64_t>> take_blocks(std::size_t n);
     void give_blocks(const std::vector<std::uint64_t>& blocks);

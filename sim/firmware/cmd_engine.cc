@@ -36,6 +36,7 @@ void cmd_engine::reset() {
     nic_interface_ = 0;
     busy_ = dropped_ = 0;
     delayed_.clear();
+    held_.clear();
     // Read-only fields the driver reads before it writes the address (log size 5,
     // stride 6: 32 entries of 64 bytes).
     last_addr_dword_ = (log_cmdq_size << hw::log_cmdq_size_shift) | (log_cmdq_stride << hw::log_cmdq_stride_shift);
@@ -57,6 +58,7 @@ bool cmd_engine::latch_queue_address() {
                        (log_cmdq_stride << hw::log_cmdq_stride_shift);
     bar_.store32(iseg::cmdq_addr_l_sz, last_addr_dword_);
     busy_ = dropped_ = 0;
+    held_.clear();
     return true;
 }
 
@@ -81,6 +83,22 @@ bool cmd_engine::poll() {
         complete(it->slot, status, it->event);
         it = delayed_.erase(it);
         worked = true;
+    }
+
+    // Commands waiting for memory, once the driver has answered a page request since.
+    if (!held_.empty()) {
+        const std::uint64_t answers = fw_.pages().answers();
+        std::vector<held_command> again;
+        std::erase_if(held_, [&](const held_command& h) {
+            if (h.answers == answers) return false;
+            again.push_back(h);
+            return true;
+        });
+        for (const held_command& h : again) {
+            busy_ &= ~(1u << h.slot);
+            execute(h.slot, !fw_.pages().declined());
+            worked = true;
+        }
     }
 
     if (cmdq_iova_ == 0) {
@@ -199,7 +217,7 @@ std::uint8_t cmd_engine::write_output(const std::byte* entry, std::uint64_t entr
                       });
 }
 
-void cmd_engine::execute(unsigned slot) {
+void cmd_engine::execute(unsigned slot, bool may_hold) {
     const auto start = std::chrono::steady_clock::now();
     const std::uint64_t entry_iova = cmdq_iova_ + slot * kEntry;
     std::array<std::byte, kEntry> entry;
@@ -244,7 +262,15 @@ void cmd_engine::execute(unsigned slot) {
     if (fault.fail) {
         reply = {fault.fail->first, fault.fail->second};
     } else {
+        const std::uint64_t shortages = fw_.pages().shortages();
         reply = fw_.execute(c);
+        if (may_hold && reply.status == hw::cmd_status::NO_RESOURCES && fw_.pages().shortages() != shortages &&
+            fw_.state() == hca_state::initialized) {
+            // Short of firmware memory, and a page request is out: the slot stays the
+            // device's until the driver answers (held_, above).
+            held_.push_back({slot, fw_.pages().answers()});
+            return;
+        }
         // A refused command returns status and syndrome only, whatever its handler
         // wrote before the check that refused it (outputs are defined on success).
         if (reply.status != hw::cmd_status::OK) std::fill(out.begin(), out.end(), std::byte{0});

@@ -49,7 +49,9 @@ public:
 
 private:
     bool latch_queue_address();
-    void execute(unsigned slot);
+    // `may_hold`: a command that finds firmware memory short may wait for the driver's
+    // pages (false once the driver declined a page request: it fails instead).
+    void execute(unsigned slot, bool may_hold = true);
     void complete(unsigned slot, std::uint8_t delivery_status, bool event = true);
     template <typename Fn>
     std::uint8_t walk_chain(std::uint64_t head, std::uint32_t token, std::size_t len,
@@ -80,6 +82,19 @@ private:
         bool event;
     };
     std::vector<delayed> delayed_;
+
+    // Commands waiting for firmware memory. A command that finds ICM short (its handler's
+    // NO_RESOURCES with a shortage counted) is not completed: the device keeps the slot,
+    // asks for pages (PAGE_REQUEST, sent by the allocation), and executes the command
+    // again once the driver answers (MANAGE_PAGES); an answer of ALLOCATION_FAIL fails it
+    // with NO_RESOURCES. A card's firmware does the same, which is why drivers send
+    // MANAGE_PAGES on a command slot of its own (Linux's mlx5 keeps the last one for it,
+    // cmd.c's page queue): a driver that gives no pages sees the command time out.
+    struct held_command {
+        unsigned slot;
+        std::uint64_t answers;  // firmware_pages::answers() when it was held
+    };
+    std::vector<held_command> held_;
 };
 
 }  // namespace cxv::sim

@@ -80,6 +80,7 @@ public:
     static constexpr std::uint32_t gid_table_entries = hca_caps::gid_table_entries;
     hca_state state() const noexcept { return state_; }
     std::size_t pages_owned() const noexcept { return icm_.owned(); }
+    const firmware_pages& pages() const noexcept { return icm_; }
 
 private:
     using handler = std::function<cmd_reply(cmd_ctx&)>;

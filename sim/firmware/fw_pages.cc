@@ -56,8 +56,11 @@ cmd_reply firmware_pages::manage_pages(cmd_ctx& c) {
     const std::uint32_t n = ifc::get<ifc::manage_pages_in::input_num_entries>(c.in.data());
     switch (static_cast<manage_pages_op_mod>(c.op_mod)) {
         case manage_pages_op_mod::ALLOCATION_FAIL:
-            // The driver could not give what was asked: nothing changes.
+            // The driver could not give what was asked: nothing changes, but a command
+            // waiting for memory fails now.
             requested_ = 0;
+            ++answers_;
+            declined_ = true;
             return ok();
         case manage_pages_op_mod::ALLOCATION_SUCCESS: {
             const std::size_t need = ifc::manage_pages_in::size_bytes + std::size_t{n} * 8;
@@ -83,6 +86,8 @@ cmd_reply firmware_pages::manage_pages(cmd_ctx& c) {
                 init_given_ = true;
             }
             requested_ = requested_ > n ? requested_ - n : 0;
+            ++answers_;
+            declined_ = false;
             return ok();
         }
         case manage_pages_op_mod::HCA_RETURN_PAGES: {
@@ -108,6 +113,7 @@ cmd_reply firmware_pages::manage_pages(cmd_ctx& c) {
 
 std::optional<pages::slot> firmware_pages::alloc() {
     auto s = pages_.alloc_slot();
+    if (!s) ++shortages_;
     // Keep a reserve: below a quarter of a page's worth of free slots, ask for more.
     if (pages_.free_slots() < pages::slots_per_page / 4 && state_ == hca_state::initialized) {
         events_.request_pages(static_cast<std::int32_t>(cfg_.page_request_batch));

@@ -34,8 +34,16 @@ public:
     void clear();
 
     // A slot for an object's context. When the pool runs low the firmware asks for more
-    // with a PAGE_REQUEST event; with no slot at all the command fails with NO_RESOURCES.
+    // with a PAGE_REQUEST event. With no slot at all the handler fails with NO_RESOURCES
+    // and counts a shortage: the command engine then holds the command until the driver
+    // answers the request (cmd_engine.h).
     std::optional<pages::slot> alloc();
+    // What a command waiting for memory watches: alloc() calls that found the pool empty,
+    // the driver's answers to page requests (MANAGE_PAGES ALLOCATION_SUCCESS or _FAIL),
+    // and whether the last answer was a refusal.
+    std::uint64_t shortages() const noexcept { return shortages_; }
+    std::uint64_t answers() const noexcept { return answers_; }
+    bool declined() const noexcept { return declined_; }
     bool write(pages::slot s, const void* data, std::size_t len);
     bool read(pages::slot s, void* data, std::size_t len);
     void free(pages::slot s) { pages_.free_slot(s); }
@@ -55,6 +63,9 @@ private:
     bool boot_given_ = false;
     bool init_given_ = false;
     std::uint32_t requested_ = 0;  // via QUERY_PAGES, not yet given
+    std::uint64_t shortages_ = 0;
+    std::uint64_t answers_ = 0;
+    bool declined_ = false;
 };
 
 }  // namespace cxv::sim

@@ -112,20 +112,70 @@ TEST_CASE_FIXTURE(booted, "CREATE_SRQ refuses bad sizes, PDs, CQs, XRC, doorbell
     CHECK(dealloc_pd(h, user_pd, 7).status == cmd_status::OK);
 }
 
-TEST_CASE_FIXTURE(booted, "CREATE_SRQ: firmware memory runs out with NO_RESOURCES, and srqns stay unique") {
-    auto& buf = h.alloc(4096);
-    std::set<std::uint32_t> seen;
-    test::cmd_result r;
-    // No EQ answers page requests, so the pages given at bring-up are all there is.
+namespace {
+
+// Creates SRQs in slot 0 until one does not complete: the firmware's memory ran out and
+// it holds the command (no EQ here answers its page requests). The srqns made go in `seen`.
+void create_until_held(H& h, const dma_buffer& buf, std::uint32_t pd, std::set<std::uint32_t>& seen) {
     for (int i = 0; i < 100000; ++i) {
-        r = create_srq(h, buf, {.pd = pd});
-        if (r.status != cmd_status::OK) break;
+        const auto r = create_srq(h, buf, {.pd = pd});
+        if (!r.completed) return;
+        REQUIRE(r.status == cmd_status::OK);
         CHECK(seen.insert(srqn_of(r)).second);
     }
-    check_status(r, cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    FAIL("firmware memory never ran out");
+}
+
+// MANAGE_PAGES on the last slot, as drivers send it: `n` pages after the harness's
+// buffers, or ALLOCATION_FAIL when n is 0.
+test::cmd_result answer_page_request(H& h, std::uint32_t n) {
+    auto in = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, n ? 1 : 0, std::size_t{n} * 8);
+    ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), n);
+    if (n != 0) {
+        dma_buffer& pages = h.alloc(std::size_t{n} * 4096);
+        for (std::uint32_t i = 0; i < n; ++i) {
+            ifc::set<ifc::manage_pages_in::pas>(in.data(), i, pages.iova() + std::uint64_t{i} * 4096);
+        }
+    }
+    return h.exec(in, 16, H::post_options{.slot = 31});
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(booted, "CREATE_SRQ: when firmware memory runs out the command waits for pages, then completes") {
+    auto& buf = h.alloc(4096);
+    std::set<std::uint32_t> seen;
+    create_until_held(h, buf, pd, seen);
     REQUIRE(seen.size() > 100);
+    // Held: the slot stays the device's while no pages come (a card's firmware waits for
+    // the answer to its PAGE_REQUEST; Linux's mlx5 keeps a command slot for MANAGE_PAGES).
+    CHECK_FALSE(h.wait_slot(0, std::chrono::milliseconds(300)));
+    // The driver answers on another slot: the held command is executed again and succeeds.
+    REQUIRE(answer_page_request(h, 4).status == cmd_status::OK);
+    REQUIRE(h.wait_slot(0, std::chrono::seconds(2)));
+    const auto done = h.collect(0, 16);
+    REQUIRE(done.status == cmd_status::OK);
+    CHECK(srqn_of(done) != 0);
+    CHECK(seen.insert(srqn_of(done)).second);
+    // The four pages hold more: the next create completes at once.
+    const auto next = create_srq(h, buf, {.pd = pd});
+    REQUIRE(next.completed);
+    CHECK(next.status == cmd_status::OK);
+    CHECK(seen.insert(srqn_of(next)).second);
+}
+
+TEST_CASE_FIXTURE(booted, "CREATE_SRQ: a held command fails with NO_RESOURCES when the driver cannot give pages") {
+    auto& buf = h.alloc(4096);
+    std::set<std::uint32_t> seen;
+    create_until_held(h, buf, pd, seen);
+    REQUIRE(answer_page_request(h, 0).status == cmd_status::OK);  // ALLOCATION_FAIL
+    REQUIRE(h.wait_slot(0, std::chrono::seconds(2)));
+    const auto r = h.collect(0, 16);
+    check_status(r, cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
+    // Freeing firmware memory makes room again, with no pages given.
     REQUIRE(destroy_srq(h, *seen.begin()).status == cmd_status::OK);
-    auto again = create_srq(h, buf, {.pd = pd});
+    const auto again = create_srq(h, buf, {.pd = pd});
+    REQUIRE(again.completed);
     REQUIRE(again.status == cmd_status::OK);
     CHECK(srqn_of(again) != 0);
 }
