@@ -293,7 +293,7 @@ void print_ring_ns(const std::vector<cxv::bench::fastpath_result>& results) {
         if (r.op == "ring_write4k_sp") sp = r.ns_per_op;
         if (r.op == "ring_write4k_mp") mp = r.ns_per_op;
     }
-    if (sp > 0 && mp > 0) std::printf(", %.2fx ns (bar 1.2x, not checked)", mp / sp);
+    if (sp > 0 && mp > 0) std::printf(" %.2fx ns (bar 1.2x, not checked)", mp / sp);
     std::printf("\n");
 }
 
@@ -417,19 +417,20 @@ int main(int argc, char** argv) {
                         figure(x_ns, "%.2fx").c_str(), o.target, o.ratio, ins < 0 || met ? "" : "ABOVE TARGET ",
                         x_ins < 0 || ratio_met ? "" : "UNDER RATIO");
         } else if (rc) {
-            std::printf("%-24s %9.2f %9.1f %10s %10s %8s %8s %8s %7s\n", o.name, ns, ins, "-", "-", "-", "-", "-", "-");
+            std::printf("%-24s %9.2f %9s %10s %10s %8s %8s %8s %7s\n", o.name, ns, figure(ins, "%.1f").c_str(), "-", "-",
+                        "-", "-", "-", "-");
         } else if (has_target) {
-            std::printf("%-24s %10.2f %14.1f %14.1f %10.1f %s\n", o.name, ns, ins, o.reference, o.target,
-                        ins < 0 ? "" : met ? "ok" : "ABOVE TARGET");
+            std::printf("%-24s %10.2f %14s %14.1f %10.1f %s\n", o.name, ns, figure(ins, "%.1f").c_str(), o.reference,
+                        o.target, ins < 0 ? "" : met ? "ok" : "ABOVE TARGET");
         } else {
-            std::printf("%-24s %10.2f %14.1f %14s %10s\n", o.name, ns, ins, "-", "-");
+            std::printf("%-24s %10.2f %14s %14s %10s\n", o.name, ns, figure(ins, "%.1f").c_str(), "-", "-");
         }
         results.push_back(r);
     }
+    std::printf("multi-producer / single-producer ring:");
     if (ring_sp > 0 && ring_mp >= 0) {
         const bool met = ring_mp <= 1.5 * ring_sp;
-        std::printf("multi-producer / single-producer ring: %.2fx instructions (bar 1.5x) %s", ring_mp / ring_sp,
-                    met ? "ok" : "ABOVE TARGET");
+        std::printf(" %.2fx instructions (bar 1.5x) %s,", ring_mp / ring_sp, met ? "ok" : "ABOVE TARGET");
         all_met = all_met && met;
     }
     print_ring_ns(results);
