@@ -85,12 +85,15 @@ bool cmd_engine::poll() {
         worked = true;
     }
 
-    // Commands waiting for memory, once the driver has answered a page request since.
+    // Commands waiting for memory, once the driver has answered a page request since, or
+    // once the HCA is no longer initialized (TEARDOWN_HCA, DISABLE_HCA): no page request
+    // goes out then, and they run again to fail as the state says.
     if (!held_.empty()) {
         const std::uint64_t answers = fw_.pages().answers();
+        const bool up = fw_.state() == hca_state::initialized;
         std::vector<held_command> again;
         std::erase_if(held_, [&](const held_command& h) {
-            if (h.answers == answers) return false;
+            if (h.answers == answers && up) return false;
             again.push_back(h);
             return true;
         });

@@ -87,7 +87,7 @@ private:
     // NO_RESOURCES with a shortage counted) is not completed: the device keeps the slot,
     // asks for pages (PAGE_REQUEST, sent by the allocation), and executes the command
     // again once the driver answers (MANAGE_PAGES); an answer of ALLOCATION_FAIL fails it
-    // with NO_RESOURCES. A card's firmware does the same, which is why drivers send
+    // with NO_RESOURCES, and an HCA torn down or disabled meanwhile fails it too. A card's firmware does the same, which is why drivers send
     // MANAGE_PAGES on a command slot of its own (Linux's mlx5 keeps the last one for it,
     // cmd.c's page queue): a driver that gives no pages sees the command time out.
     struct held_command {

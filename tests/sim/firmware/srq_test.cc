@@ -180,6 +180,19 @@ TEST_CASE_FIXTURE(booted, "CREATE_SRQ: a held command fails with NO_RESOURCES wh
     CHECK(srqn_of(again) != 0);
 }
 
+TEST_CASE_FIXTURE(booted, "CREATE_SRQ: a held command fails once TEARDOWN_HCA has run, with no pages given") {
+    auto& buf = h.alloc(4096);
+    std::set<std::uint32_t> seen;
+    create_until_held(h, buf, pd, seen);
+    auto td = H::input<ifc::teardown_hca_in>(cmd_opcode::TEARDOWN_HCA);
+    REQUIRE(h.exec(td, 16, H::post_options{.slot = 1}).status == cmd_status::OK);
+    // No page request goes out for an HCA torn down: the command runs again and fails as
+    // an object create fails on a torn-down HCA, instead of waiting for ever.
+    REQUIRE(h.wait_slot(0, std::chrono::seconds(2)));
+    const auto r = h.collect(0, 16);
+    CHECK(r.status == cmd_status::BAD_SYS_STATE);
+}
+
 TEST_CASE_FIXTURE(booted, "CREATE_SRQ and QUERY_SRQ: an IOMMU fault on firmware memory fails the command") {
     auto& buf = h.alloc(4096);
     fault_firmware_pages(h);
