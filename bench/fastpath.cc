@@ -104,7 +104,7 @@ struct state {
     std::array<ibv_wc, 16> wc{};
     std::uint32_t rq_counter = 0;  // next receive WQE the device completes
     std::uint32_t sq_posted = 0;
-    std::uint64_t mp_retired = 0;  // the multi-producer ring's BBs freed (fastpath_threads)
+    std::uint64_t mp_retired = 0;  // what the multi-producer ring had published at the last retire
 };
 
 // Measured: one call each; never inlined, so that callgrind can count exactly them.
@@ -174,6 +174,15 @@ const queues::send_request& write4k() {
     return r;
 }
 
+// What the device completed of the multi-producer ring: everything published since the
+// last call (nothing when nothing new is).
+void retire_published(state& s) {
+    const std::uint64_t published = s.r->mp.published();
+    if (published == s.mp_retired) return;
+    s.r->mp.retire(static_cast<std::uint16_t>(published - 1));
+    s.mp_retired = published;
+}
+
 // How many times fewer instructions than rdma-core's provider, measured beside it.
 constexpr double kPostRatio = 3.5, kPollRatio = 4.0;
 
@@ -219,10 +228,7 @@ std::vector<op> operations() {
     ops.push_back({"ring_write4k_sp", 1, 0, 0, 0, send_setup(queues::doorbell_mode::doorbell, false), send_refill,
                    [](state& s) { cxv_bench_ring_send_sp(s, write4k()); }, kEntries});
     ops.push_back({"ring_write4k_mp", 1, 0, 0, 0, send_setup(queues::doorbell_mode::doorbell, false),
-                   [](state& s) {
-                       if (const auto p = s.r->mp.published()) s.r->mp.retire(static_cast<std::uint16_t>(p - 1));
-                   },
-                   [](state& s) { cxv_bench_ring_send_mp(s, write4k()); }, kEntries});
+                   retire_published, [](state& s) { cxv_bench_ring_send_mp(s, write4k()); }, kEntries});
     // Polls: 16 valid CQEs per call, written (and their WQEs posted) beforehand. The
     // receive target went from 50 to 51 when completions began to carry wc.sl (the SL, or
     // over RoCE the packet type, as rdma-core's provider reads it from the CQE): one more
@@ -303,13 +309,7 @@ void print_scaling(unsigned posts) {
     const cxv::bench::producer_ops ops{
         nullptr,
         [](void* p) { return cxv_bench_ring_send_mp(*static_cast<state*>(p), write4k()) == 0; },
-        [](void* p) {
-            state& s = *static_cast<state*>(p);
-            const std::uint64_t published = s.r->mp.published();
-            if (published == s.mp_retired) return;
-            s.r->mp.retire(static_cast<std::uint16_t>(published - 1));
-            s.mp_retired = published;
-        },
+        [](void* p) { retire_published(*static_cast<state*>(p)); },
     };
     cxv::bench::scaling_figures f[2];
     for (unsigned threads = 1; threads <= 2; ++threads) {
