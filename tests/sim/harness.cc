@@ -207,9 +207,12 @@ cmd_result harness::enable_hca() {
 cmd_result harness::give_pages(std::uint16_t query_op_mod) {
     auto q = exec(input<ifc::query_pages_in>(hw::cmd_opcode::QUERY_PAGES, query_op_mod), 16);
     if (q.status != hw::cmd_status::OK) return q;
-    const std::uint32_t n = ifc::get<ifc::query_pages_out::num_pages>(q.out.data());
+    return manage_pages(1, ifc::get<ifc::query_pages_out::num_pages>(q.out.data()));
+}
+
+cmd_result harness::manage_pages(std::uint16_t op_mod, std::uint32_t n) {
     dma_buffer& pages = alloc(std::size_t{n} * 4096 + 4096);
-    auto in = input<ifc::manage_pages_in>(hw::cmd_opcode::MANAGE_PAGES, 1, std::size_t{n} * 8);
+    auto in = input<ifc::manage_pages_in>(hw::cmd_opcode::MANAGE_PAGES, op_mod, std::size_t{n} * 8);
     ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), n);
     for (std::uint32_t i = 0; i < n; ++i) {
         ifc::set<ifc::manage_pages_in::pas>(in.data(), i, pages.iova() + std::uint64_t{i} * 4096);

@@ -115,6 +115,8 @@ public:
     // its last command.
     cmd_result enable_hca();
     cmd_result give_pages(std::uint16_t query_op_mod);  // QUERY_PAGES + MANAGE_PAGES
+    // MANAGE_PAGES with `op_mod` and `n` fresh pages, on the last slot (as drivers send it).
+    cmd_result manage_pages(std::uint16_t op_mod, std::uint32_t n);
     cmd_result set_issi(unsigned issi);
     cmd_result init_hca();
     bool bring_up();  // boot .. INIT_HCA, all successful

@@ -126,19 +126,8 @@ void create_until_held(H& h, const dma_buffer& buf, std::uint32_t pd, std::set<s
     FAIL("firmware memory never ran out");
 }
 
-// MANAGE_PAGES on the last slot, as drivers send it: `n` pages after the harness's
-// buffers, or ALLOCATION_FAIL when n is 0.
-test::cmd_result answer_page_request(H& h, std::uint32_t n) {
-    auto in = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, n ? 1 : 0, std::size_t{n} * 8);
-    ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), n);
-    if (n != 0) {
-        dma_buffer& pages = h.alloc(std::size_t{n} * 4096);
-        for (std::uint32_t i = 0; i < n; ++i) {
-            ifc::set<ifc::manage_pages_in::pas>(in.data(), i, pages.iova() + std::uint64_t{i} * 4096);
-        }
-    }
-    return h.exec(in, 16, H::post_options{.slot = 31});
-}
+// The answer to the firmware's page request: `n` pages, or ALLOCATION_FAIL when n is 0.
+test::cmd_result answer_page_request(H& h, std::uint32_t n) { return h.manage_pages(n ? 1 : 0, n); }
 
 }  // namespace
 
