@@ -418,6 +418,7 @@ void server::handle(peer& p, request& r, std::chrono::steady_clock::time_point s
     case msg_type::command:
     case msg_type::command_fd: on_command(p, m, r); break;
     case msg_type::events: conclude(p, m, on_events(p, r)); break;
+    case msg_type::counters: on_counters(p, m, r); break;
     case msg_type::event: conclude(p, m, error{EOPNOTSUPP, "EVENT is not a request"}); break;
     }
 }

@@ -152,6 +152,9 @@ private:
     void on_dealloc_uar(peer& p, const request_meta& m, const request& r);
     void on_command(peer& p, const request_meta& m, request& r);
     result<answer> on_events(peer& p, const request& r);
+    // COUNTERS: the function's vport counters, read on the small lane. Claims nothing; the
+    // trust domain using the function (all, with --share-functions) and the operator may ask.
+    void on_counters(peer& p, const request_meta& m, const request& r);
     // The functions as HELLO (`with_caps`) and STATUS describe them, from what was read
     // at bring-up and, for the port's state, again at each port change (refresh_port, a
     // job): neither waits on a function's firmware, which may be busy with another

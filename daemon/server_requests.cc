@@ -16,6 +16,7 @@
 #include "daemon/server.h"
 #include "daemon/server_state.h"
 #include "driver/cmd/cmd_queue.h"
+#include "driver/res/q_counter.h"
 #include "hw/doorbell.h"
 #include "hw/ifc.h"
 
@@ -236,6 +237,37 @@ void server::on_dealloc_uar(peer& p, const request_meta& m, const request& r) {
              p.dev[dev].uars.erase(uar);
              conclude(p, m, answer{});
          });
+}
+
+void server::on_counters(peer& p, const request_meta& m, const request& r) {
+    auto d = device_index(r.counters.device);
+    if (!d) return conclude(p, m, d.error());
+    const device_state& ds = *devices_[*d];
+    // The vport counts every client's traffic on the function since bring-up: the
+    // domain's own business, and the operator's; another domain's, or that of a
+    // function nobody uses now (its last tenant's), is not this client's.
+    if (!p.sees_all && !opts_.share_functions && ds.domain != p.domain) {
+        return conclude(p, m, error{EPERM, fmt::format("{}: its counters are for the trust domain that uses it and "
+                                                       "for cxvd's operator",
+                                                       ds.bdf)});
+    }
+    auto out = std::make_shared<result<counters_reply>>(error{EAGAIN, "not read"});
+    driver::hca* h = ds.hca.get();
+    const bool ethernet = ds.info.ethernet;
+    post(
+        p, job_lanes::lane::small,
+        [out, h, ethernet] {
+            auto v = driver::query_vport_counters(*h);
+            if (!v) {
+                *out = v.error();
+                return;
+            }
+            *out = counters_reply{driver::named_counters(*v, ethernet)};
+        },
+        [this, &p, m, out] {
+            if (!*out) return conclude(p, m, out->error());
+            conclude(p, m, answer{payload(**out), {}, {}});
+        });
 }
 
 void server::on_command(peer& p, const request_meta& m, request& r) {

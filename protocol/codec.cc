@@ -32,6 +32,7 @@ constexpr std::size_t kAllocUarBytes = 2;
 constexpr std::size_t kDeallocUarBytes = 6;
 constexpr std::size_t kCommandHead = 6;   // device, out_len
 constexpr std::size_t kEventsBytes = 2;
+constexpr std::size_t kCountersBytes = 2;
 constexpr std::size_t kCommandFdBytes = 10;  // device, out_len, in_len
 // A command's input holds at least the dword with the opcode and the one with op_mod
 // (PRM "Command Input": opcode at 0x00, op_mod at 0x04).
@@ -42,7 +43,7 @@ std::size_t fds_expected(msg_type t) { return t == msg_type::map_memory || t == 
 
 }  // namespace
 
-bool known_type(std::uint16_t t) noexcept { return (t >= 1 && t <= 8) || t == 16; }
+bool known_type(std::uint16_t t) noexcept { return (t >= 1 && t <= 9) || t == 16; }
 
 const char* type_name(std::uint16_t t) noexcept {
     switch (t & ~reply_bit) {
@@ -56,6 +57,7 @@ const char* type_name(std::uint16_t t) noexcept {
     case 16: return "EVENTS";
     case 17: return "EVENT";
     case 8: return "COMMAND_FD";
+    case 9: return "COUNTERS";
     default: return "UNKNOWN";
     }
 }
@@ -262,6 +264,10 @@ status parse_request(std::span<const std::byte> msg, std::span<const int> fds, r
         if (auto s = size_is(kEventsBytes); !s) return s;
         out.events.device = r.get<std::uint16_t>();
         break;
+    case msg_type::counters:
+        if (auto s = size_is(kCountersBytes); !s) return s;
+        out.counters.device = r.get<std::uint16_t>();
+        break;
     case msg_type::event:
         return bad(EOPNOTSUPP, "EVENT is the daemon's message, not a request");
     case msg_type::command: {
@@ -352,6 +358,7 @@ std::vector<std::byte> body(const map_memory_req& r) {
 std::vector<std::byte> body(const unmap_memory_req& r) { return writer{}.put(r.device).put(r.iova).bytes; }
 std::vector<std::byte> body(const alloc_uar_req& r) { return writer{}.put(r.device).bytes; }
 std::vector<std::byte> body(const events_req& r) { return writer{}.put(r.device).bytes; }
+std::vector<std::byte> body(const counters_req& r) { return writer{}.put(r.device).bytes; }
 
 std::vector<std::byte> encode_event(std::uint32_t seq, const event_msg& e) {
     writer w;
@@ -525,6 +532,25 @@ result<alloc_uar_reply> parse_alloc_uar_reply(std::span<const std::byte> p) {
     a.mmap_offset = r.get<std::uint64_t>();
     a.mmap_length = r.get<std::uint64_t>();
     return finish(r, a, "ALLOC_UAR");
+}
+
+std::vector<std::byte> payload(const counters_reply& r) {
+    writer w;
+    w.put(static_cast<std::uint16_t>(r.counters.size()));
+    for (const auto& [name, value] : r.counters) w.str(name).put(value);
+    return std::move(w.bytes);
+}
+
+result<counters_reply> parse_counters_reply(std::span<const std::byte> p) {
+    reader r(p);
+    counters_reply c;
+    const auto n = r.get<std::uint16_t>();
+    for (unsigned i = 0; i < n && r.ok(); ++i) {
+        std::string name = r.str();
+        const auto value = r.get<std::uint64_t>();
+        c.counters.emplace_back(std::move(name), value);
+    }
+    return finish(r, std::move(c), "COUNTERS");
 }
 
 std::string printable(std::string_view s) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -28,8 +29,8 @@ namespace cxv::daemon {
 constexpr std::uint32_t protocol_magic = 0x44565843;  // "CXVD" in memory order
 // 2: EVENTS and the event channel (daemon → client EVENT messages); MAP_MEMORY carries
 // the IOVA alignment; COMMAND_FD carries a command too large for one message in a sealed
-// memfd (and its output back in one). 3: HELLO carries port 1's PTYS register.
-constexpr std::uint16_t protocol_version = 3;
+// memfd (and its output back in one). 3: HELLO carries port 1's PTYS register. 4: COUNTERS.
+constexpr std::uint16_t protocol_version = 4;
 constexpr std::size_t max_text_bytes = 256;
 // A forwarded PRM command's input: the fixed part and its trailing page lists.
 constexpr std::size_t max_command_in_bytes = 32 * 1024;
@@ -66,6 +67,9 @@ enum class msg_type : std::uint16_t {
     // and resizing (F_SEAL_WRITE, F_SEAL_SHRINK, F_SEAL_GROW); an output over
     // max_command_out_bytes comes back the same way, as the reply's one fd.
     command_fd = 8,
+    // A function's vport counters as they count now, by name; claims nothing (the
+    // function's trust domain and the operator may ask).
+    counters = 9,
 };
 bool known_type(std::uint16_t t) noexcept;
 const char* type_name(std::uint16_t t) noexcept;
@@ -116,6 +120,9 @@ struct command_fd_req {
     std::uint32_t out_len = 0;
     std::uint32_t in_len = 0;
 };
+struct counters_req {
+    std::uint16_t device = 0;
+};
 
 // A request as parsed: the header, the body of its type, and the fd it carried (owned by
 // the caller; -1 when none).
@@ -129,6 +136,7 @@ struct request {
     dealloc_uar_req dealloc_uar;
     command_req command;  // COMMAND, and COMMAND_FD with its input read from the fd
     events_req events;
+    counters_req counters;
     int fd = -1;
     // The header's magic and version were right, so hdr.seq is the client's: the session
     // moves past it even when the rest is refused (session::skip).
@@ -230,6 +238,7 @@ std::vector<std::byte> body(const alloc_uar_req& r);
 std::vector<std::byte> body(const dealloc_uar_req& r);
 std::vector<std::byte> body(const command_req& r);
 std::vector<std::byte> body(const events_req& r);
+std::vector<std::byte> body(const counters_req& r);
 
 // ---- events ---------------------------------------------------------------------------
 
@@ -298,6 +307,9 @@ struct status_reply {
 struct map_memory_reply {
     std::uint64_t iova = 0;
 };
+struct counters_reply {
+    std::vector<std::pair<std::string, std::uint64_t>> counters;  // driver::named_counters
+};
 struct alloc_uar_reply {
     std::uint32_t uar = 0;
     std::uint64_t mmap_offset = 0;  // in the device fd passed beside the reply
@@ -308,10 +320,12 @@ std::vector<std::byte> payload(const hello_reply& r);
 std::vector<std::byte> payload(const status_reply& r);
 std::vector<std::byte> payload(const map_memory_reply& r);
 std::vector<std::byte> payload(const alloc_uar_reply& r);
+std::vector<std::byte> payload(const counters_reply& r);
 result<hello_reply> parse_hello_reply(std::span<const std::byte> p);
 result<status_reply> parse_status_reply(std::span<const std::byte> p);
 result<map_memory_reply> parse_map_memory_reply(std::span<const std::byte> p);
 result<alloc_uar_reply> parse_alloc_uar_reply(std::span<const std::byte> p);
+result<counters_reply> parse_counters_reply(std::span<const std::byte> p);
 
 // A comm or any text from the other side, with bytes below 0x20, 0x7f and above as
 // \xNN, for logs and tables (a process names itself: prctl(2) PR_SET_NAME).

@@ -57,4 +57,28 @@ result<vport_counters> query_vport_counters(hca& h, bool clear) {
     return v;
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> named_counters(const vport_counters& v, bool ethernet) {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    const auto add = [&](const char* name, const traffic& t) {
+        out.emplace_back(std::string(name) + "_packets", t.packets);
+        out.emplace_back(std::string(name) + "_bytes", t.octets);
+    };
+    if (ethernet) {
+        add("rx_unicast", v.received_eth_unicast);
+        add("rx_multicast", v.received_eth_multicast);
+        add("rx_broadcast", v.received_eth_broadcast);
+        add("tx_unicast", v.transmitted_eth_unicast);
+        add("tx_multicast", v.transmitted_eth_multicast);
+        add("tx_broadcast", v.transmitted_eth_broadcast);
+    } else {
+        add("rx_unicast", v.received_ib_unicast);
+        add("rx_multicast", v.received_ib_multicast);
+        add("tx_unicast", v.transmitted_ib_unicast);
+        add("tx_multicast", v.transmitted_ib_multicast);
+    }
+    add("rx_errors", v.received_errors);
+    add("tx_errors", v.transmit_errors);
+    return out;
+}
+
 }  // namespace cxv::driver

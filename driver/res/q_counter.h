@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "driver/res/object.h"
 #include "hw/ifc.h"
@@ -35,5 +38,9 @@ private:
 using hw::traffic;
 using hw::vport_counters;
 result<vport_counters> query_vport_counters(hca& h, bool clear = false);
+// The counters a port of this type counts, one name each ("rx_unicast_packets", ...,
+// "tx_errors_packets"), in the order tools print them: what `cxv info` shows of a
+// function it brought up and what cxvd reports of one it holds (COUNTERS).
+std::vector<std::pair<std::string, std::uint64_t>> named_counters(const vport_counters& v, bool ethernet);
 
 }  // namespace cxv::driver

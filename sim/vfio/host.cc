@@ -68,7 +68,8 @@ int device_hold(int fd, int cmd, short type, short* found = nullptr) {
     return r;
 }
 
-// A real, inert fd to stand for an open VFIO file.
+// A real, inert fd to stand for an open VFIO file. A container's or group's is named
+// after its device node, which /proc/PID/fd then shows (kProcLinkPrefix).
 int placeholder_fd(const char* name, int flags) {
     return memfd_create(name, (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
 }
@@ -249,7 +250,9 @@ int host::open_node(const node& n, int flags) {
     case node_kind::vfio_container: {
         if (flags & O_DIRECTORY) return -ENOTDIR;
         std::lock_guard lock(mu_);
-        const int fd = placeholder_fd("vfio-container", flags);
+        char name[64];
+        std::snprintf(name, sizeof name, "%s/dev/vfio/vfio", kProcLinkPrefix);
+        const int fd = placeholder_fd(name, flags);
         if (fd < 0) return -errno;
         track(fd, std::make_shared<container_file>());
         return fd;
@@ -293,7 +296,9 @@ int host::open_node(const node& n, int flags) {
             fs_.release_group(n.function);
             return e;
         }
-        const int fd = placeholder_fd("vfio-group", flags);
+        char name[64];
+        std::snprintf(name, sizeof name, "%s/dev/vfio/%u", kProcLinkPrefix, f.spec.iommu_group);
+        const int fd = placeholder_fd(name, flags);
         if (fd < 0) {
             const int saved = errno;
             fs_.release_group(n.function);

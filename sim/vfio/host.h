@@ -33,6 +33,12 @@
 
 namespace cxv::sim::vfio {
 
+// /proc/PID/fd shows an open VFIO node as its path (/dev/vfio/N, /dev/vfio/vfio), as on
+// a host, where lsof(8) and `cxv setup --status` find a group's holders so. The layer's
+// stand-in fd is a memfd named this prefix and the path ("/memfd:cxv-sim:/dev/vfio/7
+// (deleted)" in /proc); readlink(2) of such a link gives the path alone.
+inline constexpr char kProcLinkPrefix[] = "cxv-sim:";
+
 enum class file_kind { container, group, device, control, config, attr };
 
 // An open file of /dev/vfio/vfio, /dev/vfio/<N>, a device fd, or one of the sysfs

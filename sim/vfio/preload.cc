@@ -29,6 +29,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -168,6 +169,22 @@ ssize_t readlink_ours(const lookup& l, char* buf, size_t size) {
     const size_t n = std::min(size, text.size());
     std::memcpy(buf, text.data(), n);
     return static_cast<ssize_t>(n);
+}
+
+// readlink(2)'s answer `real` (n bytes, or -1) given back in `buf`: a /proc/PID/fd link to
+// the layer's stand-in for a VFIO node as the node's path (kProcLinkPrefix), anything
+// else as it is, cut to `size` bytes as readlink cuts.
+ssize_t proc_link(ssize_t n, const char* real, char* buf, size_t size) {
+    if (n < 0) return n;
+    std::string_view t(real, static_cast<size_t>(n));
+    const std::string memfd = std::string("/memfd:") + cxv::sim::vfio::kProcLinkPrefix;
+    constexpr std::string_view deleted = " (deleted)";
+    if (t.starts_with(memfd) && t.ends_with(deleted)) {
+        t = t.substr(memfd.size(), t.size() - memfd.size() - deleted.size());
+    }
+    const size_t len = std::min(size, t.size());
+    std::memcpy(buf, t.data(), len);
+    return static_cast<ssize_t>(len);
 }
 
 bool tracked(int fd) { return !in_layer && host::tracked(fd); }
@@ -430,7 +447,8 @@ ssize_t readlink(const char* path, char* buf, size_t size) {
     lookup l;
     std::string s;
     if (ours(path, false, l, s)) return readlink_ours(l, buf, size);
-    return libc().readlink(path, buf, size);
+    char real[PATH_MAX];
+    return proc_link(libc().readlink(path, real, sizeof real), real, buf, size);
 }
 
 ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
@@ -439,7 +457,8 @@ ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
     lookup l;
     std::string s;
     if (ours(path, false, l, s)) return readlink_ours(l, buf, size);
-    return libc().readlinkat(dirfd, path, buf, size);
+    char real[PATH_MAX];
+    return proc_link(libc().readlinkat(dirfd, path, real, sizeof real), real, buf, size);
 }
 
 // realpath: an emulated path resolves to its canonical place in the emulated tree (as

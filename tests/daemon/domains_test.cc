@@ -105,6 +105,23 @@ TEST_CASE("a function serves one trust domain: another uid is refused EBUSY with
         CHECK_MESSAGE(!has(other.text, std::to_string(kFirst)), "names the other tenant: ", other.text);
         // What is not a function's still answers: HELLO (as_uid said it) and STATUS.
         CHECK(status_as(rig.sock, kSecond).devices.size() == 1);
+        // COUNTERS (what `cxv info` shows of a function a cxvd holds) claims nothing: the
+        // domain using the function and the operator read them, another domain may not.
+        const auto counters = [](d::client& c) { return c.call(d::msg_type::counters, d::body(d::counters_req{0})); };
+        const outcome theirs = as_uid(rig.sock, kSecond, {}, counters);
+        REQUIRE(theirs.stage == 0);
+        CHECK(theirs.err == EPERM);
+        CHECK_MESSAGE(has(theirs.text, "its counters are for the trust domain that uses it"), theirs.text);
+        const outcome own = as_uid(rig.sock, kFirst, {}, counters);
+        REQUIRE(own.stage == 0);
+        CHECK_MESSAGE(own.err == 0, own.text);
+        auto named = d::parse_counters_reply(own.payload);
+        REQUIRE(named);
+        CHECK(named->counters.at(0).first == "rx_unicast_packets");
+        test_client viewer(rig.sock);
+        auto mine = viewer.c.call(d::msg_type::counters, d::body(d::counters_req{0}));
+        REQUIRE(mine);
+        CHECK_MESSAGE(mine->err == 0, mine->text);
         // So does the operator's own use of the function: root is a domain too.
         test_client op(rig.sock);
         auto pd = op.command(cxv::driver::command<ifc::alloc_pd_in>(cxv::hw::cmd_opcode::ALLOC_PD),

@@ -309,6 +309,25 @@ TEST_CASE("messages and fds cross a SOCK_SEQPACKET pair; too many fds are refuse
     ::close(fd);
 }
 
+TEST_CASE("COUNTERS is a request of one device number; its reply names each counter") {
+    d::request r;
+    REQUIRE(d::parse_request(d::encode(d::msg_type::counters, 1, d::body(d::counters_req{2})), {}, r));
+    CHECK(r.type == d::msg_type::counters);
+    CHECK(r.counters.device == 2);
+    CHECK(std::string(d::type_name(static_cast<std::uint16_t>(d::msg_type::counters))) == "COUNTERS");
+    CHECK(parse_err(d::encode(d::msg_type::counters, 1, {})) == EBADMSG);
+    CHECK(parse_err(d::encode(d::msg_type::counters, 1, std::vector<std::byte>(4))) == EBADMSG);
+    d::counters_reply c{{{"rx_unicast_packets", 7}, {"tx_unicast_bytes", std::uint64_t{1} << 40}}};
+    const auto p = d::payload(c);
+    auto back = d::parse_counters_reply(p);
+    REQUIRE(back);
+    CHECK(back->counters == c.counters);
+    CHECK(!d::parse_counters_reply(std::span(p).first(p.size() - 1)));
+    auto longer = p;
+    longer.push_back(std::byte{0});
+    CHECK(!d::parse_counters_reply(longer));
+}
+
 TEST_CASE("EVENTS is a request of one device number; EVENT messages round-trip and are checked") {
     d::request r;
     REQUIRE(d::parse_request(d::encode(d::msg_type::events, 1, d::body(d::events_req{3})), {}, r));

@@ -71,6 +71,7 @@ std::vector<std::byte> reencode(const d::request& r) {
     case d::msg_type::dealloc_uar: return d::encode(r.type, r.hdr.seq, d::body(r.dealloc_uar));
     case d::msg_type::command: return d::encode(r.type, r.hdr.seq, d::body(r.command));
     case d::msg_type::events: return d::encode(r.type, r.hdr.seq, d::body(r.events));
+    case d::msg_type::counters: return d::encode(r.type, r.hdr.seq, d::body(r.counters));
     case d::msg_type::event: break;  // never a request: parse_request refuses it
     case d::msg_type::command_fd:
         return d::encode(r.type, r.hdr.seq,

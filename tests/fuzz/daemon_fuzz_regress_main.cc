@@ -83,9 +83,9 @@ int main(int argc, char** argv) {
         std::vector<std::byte> msg;
         std::uint8_t fd_pick = static_cast<std::uint8_t>(rng() % 4);
         const unsigned kind = rng() % 10;
-        // The seven first types, and EVENTS; EVENT (the daemon's) now and then.
-        const unsigned pick = rng() % 9;
-        const auto type = static_cast<d::msg_type>(pick < 7 ? 1 + pick : pick == 7 ? 16 : 17);
+        // The seven first types, EVENTS and COUNTERS; EVENT (the daemon's) now and then.
+        const unsigned pick = rng() % 10;
+        const auto type = static_cast<d::msg_type>(pick < 7 ? 1 + pick : pick == 7 ? 16 : pick == 8 ? 9 : 17);
         const std::uint32_t s = rng() % 8 == 0 ? static_cast<std::uint32_t>(rng()) : ++seq;
         std::vector<std::byte> large;  // a COMMAND_FD's input, after the message (fd_pick 0xfd)
         bool as_fd = false;
@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
             case d::msg_type::unmap_memory: b = d::body(d::unmap_memory_req{0, rng()}); break;
             case d::msg_type::alloc_uar: b = d::body(d::alloc_uar_req{static_cast<std::uint16_t>(rng() % 2)}); break;
             case d::msg_type::events: b = d::body(d::events_req{static_cast<std::uint16_t>(rng() % 2)}); break;
+            case d::msg_type::counters: b = d::body(d::counters_req{static_cast<std::uint16_t>(rng() % 3)}); break;
             case d::msg_type::event: b.resize(rng() % 24); break;
             case d::msg_type::dealloc_uar:
                 b = d::body(d::dealloc_uar_req{0, static_cast<std::uint32_t>(rng() % (1u << 25))});

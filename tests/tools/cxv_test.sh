@@ -5,6 +5,7 @@
 set -uo pipefail
 sim=$1
 cxv=$2
+cxvd=$3
 failures=0
 fail() {
     echo "FAIL: $*" >&2
@@ -149,15 +150,39 @@ bind again rc=16" "$out"
 
 # A function one process holds is busy for every other process of the run, as a VFIO
 # group is on a host: the first cxv info holds it while it waits for a link that never
-# comes; the second is refused with EBUSY and pointed at cxv status.
+# comes; the second is refused with EBUSY and names the holder (/proc/PID/fd shows the
+# group's node, as on a host).
 out=$("$sim" run --port-type eth --set link_up_ms=600000 -- bash -c "
     '$cxv' info --port-timeout-ms 4000 0000:c5:00.0 >/dev/null 2>&1 & holder=\$!
     sleep 1
-    '$cxv' info 0000:c5:00.0; echo \"second rc=\$?\"
+    '$cxv' info 0000:c5:00.0; echo \"second rc=\$? holder=\$holder\"
     wait \$holder" 2>&1)
 grep -q "second rc=1" <<<"$out" || fail "info of a function another process holds: exit: $out"
 grep -q "is open in another process: Device or resource busy" <<<"$out" || fail "info of a held function: $out"
-grep -q "cxv status --socket PATH" <<<"$out" || fail "info of a held function: no pointer to cxv status: $out"
+holder=$(sed -n 's/.*holder=\([0-9]*\)$/\1/p' <<<"$out")
+grep -q "^cxv info: 0000:c5:00.0: /dev/vfio/120 is held by $holder (cxv)$" <<<"$out" ||
+    fail "info of a held function: the holder ($holder) not named: $out"
+
+# A function a cxvd holds: cxv info finds the daemon's socket through /proc and asks it
+# (HELLO and COUNTERS), with nothing brought up; the same as --json.
+sock=$(mktemp -u /tmp/cxv_test.XXXXXX.sock)
+out=$("$sim" run --port-type eth --link-up-ms 20 -- bash -c "
+    '$cxvd' --socket '$sock' >/dev/null 2>&1 & daemon=\$!
+    for i in \$(seq 300); do [ -S '$sock' ] && break; sleep 0.1; done
+    '$cxv' info 0000:c5:00.0; echo \"text rc=\$? daemon=\$daemon\"
+    '$cxv' info --json 0000:c5:00.0; echo \"json rc=\$?\"
+    kill \$daemon; wait \$daemon" 2>&1)
+rm -f "$sock"
+daemon=$(sed -n 's/.*daemon=\([0-9]*\)$/\1/p' <<<"$out")
+grep -q "text rc=0" <<<"$out" || fail "info of a function cxvd holds: exit: $out"
+grep -q "json rc=0" <<<"$out" || fail "info --json of a function cxvd holds: exit: $out"
+grep -q "^cxv info: 0000:c5:00.0: /dev/vfio/120 is held by $daemon (cxvd)$" <<<"$out" ||
+    fail "info of a function cxvd holds: the daemon ($daemon) not named: $out"
+grep -q "^  held by the cxvd at $sock: " <<<"$out" || fail "info through the found cxvd: $out"
+grep -q "^    rx_unicast_packets: 0$" <<<"$out" || fail "info through the found cxvd: no counters: $out"
+grep -q "^  port 1: link 100GBASE-CR4, 100 Gb/s, 4 lanes$" <<<"$out" || fail "info through the found cxvd: link: $out"
+grep -q "\"daemon\":\"$sock\".*\"vport_counters\":{\"rx_unicast_packets\":0," <<<"$out" ||
+    fail "info --json through the found cxvd: $out"
 
 other=""
 for d in /sys/bus/pci/devices/*; do

@@ -2,14 +2,15 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "client/client.h"
-#include "client/remote.h"
 #include "driver/hca/hca.h"
 #include "hw/ifc.h"
 #include "protocol/codec.h"
+#include "tools/cxv/info_print.h"
 #include "tools/cxv/text.h"
 
 namespace cxv::tool {
@@ -64,40 +65,57 @@ int print_daemon_list(const std::string& socket, bool json) {
     return EXIT_SUCCESS;
 }
 
-int print_daemon_info(const std::string& socket, const std::string& bdf) {
-    driver::hca::options opts;
-    opts.port_timeout = std::chrono::milliseconds(0);
-    auto h = daemon::attach(socket, bdf, opts);
-    if (!h) {
-        fmt::print(stderr, "cxv info: {}\n", h.error().message);
+int print_daemon_info(const std::string& socket, const std::string& bdf, bool json) {
+    auto c = daemon::client::connect(socket);
+    if (!c) {
+        fmt::print(stderr, "cxv info: {}\n", c.error().message);
         return EXIT_FAILURE;
     }
-    driver::hca& hca = *h.value();
-    const std::byte* cap = hca.caps().data();
-    using c = ifc::cmd_hca_cap;
-    const bool eth = ifc::get<c::port_type>(cap) == 1;
-    fmt::print("{}: the function of the cxvd at {} (attached through it: no bring-up or teardown here)\n",
-               hca.device().bdf(), socket);
-    fmt::print("  firmware {}, {} port(s), {}\n", hca.fw_version_string(), ifc::get<c::num_ports>(cap),
-               eth ? "Ethernet (RoCE)" : "InfiniBand");
-    fmt::print("  limits: QPs 2^{} (depth 2^{}), CQs 2^{} (depth 2^{}), SRQs 2^{}, MKeys 2^{}, PDs 2^{}, "
-               "message 2^{} bytes\n",
-               ifc::get<c::log_max_qp>(cap), ifc::get<c::log_max_qp_sz>(cap), ifc::get<c::log_max_cq>(cap),
-               ifc::get<c::log_max_cq_sz>(cap), ifc::get<c::log_max_srq>(cap), ifc::get<c::log_max_mkey>(cap),
-               ifc::get<c::log_max_pd>(cap), ifc::get<c::log_max_msg>(cap));
-    fmt::print("  UAR {} (granted by the daemon), completion EQ {} (the daemon's), BAR0 {} bytes\n", hca.uar(),
-               hca.comp_eqn(), hca.device().bar0().size());
-    if (auto ps = hca.query_port_state(1)) {
-        fmt::print("  port 1: {} (as the daemon told at attach)\n", port_state_name(ps->logical));
+    auto h = c->hello();
+    if (!h) {
+        fmt::print(stderr, "cxv info: cxvd at {}: {}\n", socket, h.error().message);
+        return EXIT_FAILURE;
     }
-    if (auto sp = hca.query_port_speed(1)) {
-        fmt::print("  port 1: link {} (the daemon's PTYS at bring-up)\n", link_text(sp->mode, sp->mbps, sp->lanes));
+    std::size_t index = 0;
+    while (index < h->devices.size() && !bdf.empty() && h->devices[index].bdf != bdf) ++index;
+    if (index == h->devices.size()) {
+        fmt::print(stderr, "cxv info: the cxvd at {} does not serve {}\n", socket, bdf.empty() ? "a function" : bdf);
+        return EXIT_FAILURE;
     }
-    if (auto pi = hca.query_port(1)) {
-        for (std::size_t i = 0; i < pi->gids.size(); ++i) fmt::print("    GID {}: {}\n", i, gid_text(pi->gids[i]));
+    const daemon::device_info& dev = h->devices[index];
+    if (dev.caps.size() < ifc::cmd_hca_cap::size_bytes) {
+        fmt::print(stderr, "cxv info: the cxvd at {} sent {} bytes of capabilities\n", socket, dev.caps.size());
+        return EXIT_FAILURE;
     }
-    fmt::print("  MAC {}\n", mac_text(hca.mac()));
-    fmt::print("  counters, firmware pages, EQs: the daemon's (cxv status for its clients)\n");
+    info_desc d;
+    d.bdf = daemon::printable(dev.bdf);
+    d.firmware = daemon::printable(dev.firmware);
+    d.daemon = socket;
+    describe_caps(dev.caps.data(), d);
+    d.comp_eq = dev.comp_eqn;
+    d.mac = mac_text(dev.mac);
+    // Port 1 as HELLO tells it (the daemon's view at its last port change).
+    port_desc p;
+    p.port = 1;
+    p.active = dev.port_up;
+    p.state = port_state_name(dev.port_logical);
+    p.lid_known = false;
+    p.path_mtu = dev.max_mtu != 0 ? 128u << dev.max_mtu : 0;
+    p.link = driver::hca::decode_ptys(dev.ptys, d.ethernet);
+    for (const auto& g : dev.gids) p.gids.push_back(gid_text(g));
+    d.port.push_back(std::move(p));
+    // The counters as they count now (COUNTERS claims nothing: a read-only view).
+    auto a = c->call(daemon::msg_type::counters, daemon::body(daemon::counters_req{static_cast<std::uint16_t>(index)}));
+    if (!a) {
+        d.counters_error = a.error().message;
+    } else if (a->err != 0) {
+        d.counters_error = fmt::format("{} ({})", daemon::printable(a->text), std::strerror(a->err));
+    } else if (auto r = daemon::parse_counters_reply(a->payload)) {
+        d.counters = std::move(r->counters);
+    } else {
+        d.counters_error = r.error().message;
+    }
+    json ? print_json(d) : print_text(d);
     return EXIT_SUCCESS;
 }
 

@@ -11,7 +11,8 @@ namespace cxv::tool {
 std::string daemon_socket(const std::string& given);
 
 int print_daemon_list(const std::string& socket, bool json);
-// `bdf` empty: the daemon's first function.
-int print_daemon_info(const std::string& socket, const std::string& bdf);
+// `bdf` empty: the daemon's first function. What HELLO tells of it and its vport counters
+// now (COUNTERS); nothing is claimed, brought up or torn down.
+int print_daemon_info(const std::string& socket, const std::string& bdf, bool json);
 
 }  // namespace cxv::tool

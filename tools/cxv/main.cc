@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
     auto* selfcheck = app.add_subcommand("selfcheck", "check every hardware layout bit by bit");
     std::string bdf;
     std::string view_socket;
-    auto* info = app.add_subcommand("info", "bring a function up, describe it, tear it down (through a cxvd: "
-                                            "--socket or CXV_DAEMON, describe its function as a client sees it)");
+    auto* info = app.add_subcommand("info", "bring a function up, describe it, tear it down (one a cxvd holds, or "
+                                            "through --socket or CXV_DAEMON: as that cxvd describes it, counters "
+                                            "included; nothing brought up)");
     info->add_option("bdf", bdf, "PCI address DDDD:BB:DD.F of a function bound to vfio-pci (through a cxvd: "
                                  "one of its functions; default its first)");
     info->add_option("--socket", view_socket, "a cxvd's UNIX socket (else CXV_DAEMON)");
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
 
     const std::string via = cxv::tool::daemon_socket(view_socket);
-    if (*info && !via.empty()) return cxv::tool::print_daemon_info(via, bdf);
+    if (*info && !via.empty()) return cxv::tool::print_daemon_info(via, bdf, json);
     if (*info && bdf.empty()) {
         std::fprintf(stderr, "cxv info: which function? (cxv info DDDD:BB:DD.F; cxv list shows them)\n");
         return 2;

@@ -21,18 +21,11 @@
 #include "base/unique_fd.h"
 #include "driver/pci/pci.h"
 #include "hw/pci_ids.h"
+#include "tools/cxv/holders.h"
 
 namespace cxv::tool {
 
 namespace {
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path);
-    std::string s;
-    std::getline(in, s);
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
 
 std::string link_base(const std::string& path) {
     char buf[4096];
@@ -40,18 +33,6 @@ std::string link_base(const std::string& path) {
     if (n <= 0) return {};
     std::string s(buf, static_cast<std::size_t>(n));
     return s.substr(s.rfind('/') + 1);
-}
-
-std::vector<std::string> entries(const std::string& dir) {
-    std::vector<std::string> out;
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return out;
-    while (const dirent* e = ::readdir(d)) {
-        if (e->d_name[0] != '.') out.emplace_back(e->d_name);
-    }
-    ::closedir(d);
-    std::sort(out.begin(), out.end());
-    return out;
 }
 
 bool exists(const std::string& path) {
@@ -95,25 +76,6 @@ state read_state(const std::string& sysfs, const std::string& bdf) {
         if (read_text(s.dir + "/net/" + n + "/operstate") == "up") s.netdevs_up.push_back(n);
     }
     return s;
-}
-
-// The processes holding /dev/vfio/GROUP open ("pid (comm)"), from /proc.
-std::vector<std::string> holders(const std::string& group) {
-    std::vector<std::string> out;
-    if (group.empty()) return out;
-    const std::string node = "/dev/vfio/" + group;
-    for (const auto& pid : entries("/proc")) {
-        if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-        for (const auto& fd : entries("/proc/" + pid + "/fd")) {
-            char buf[256];
-            const ssize_t n = ::readlink(("/proc/" + pid + "/fd/" + fd).c_str(), buf, sizeof buf - 1);
-            if (n > 0 && std::string(buf, static_cast<std::size_t>(n)) == node) {
-                out.push_back(fmt::format("{} ({})", pid, read_text("/proc/" + pid + "/comm")));
-                break;
-            }
-        }
-    }
-    return out;
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -176,7 +138,7 @@ bool print_function(const setup_request& r, const state& s) {
                 fmt::print("  {}: not open to this user ({})\n", node, std::strerror(errno));
                 todo.push_back("give this user " + node + " (chown, or a udev rule: docs/hardware.md)");
             } else {
-                const auto held = holders(s.group);
+                const auto held = group_holders(s.group);
                 fmt::print("  {}: {}\n", node, held.empty() ? "free" : "held by " + join(held));
             }
         }
@@ -303,7 +265,7 @@ int unbind_one(const setup_request& r, const std::string& bdf) {
     }
     // vfio-pci's remove waits for the last user of the device: a held function would
     // hang the unbind (and this tool) until its holder lets go.
-    if (const auto held = holders(s.group); !held.empty() && !r.force) {
+    if (const auto held = group_holders(s.group); !held.empty() && !r.force) {
         fmt::print(stderr, "cxv setup: {}: /dev/vfio/{} is held by {}; stop it first (or --force, and the unbind "
                            "waits for it)\n", bdf, s.group, join(held));
         return EXIT_FAILURE;
