@@ -18,8 +18,8 @@
 //   rc_verbs (ud_verbs for wire-up) and self: the data comes back as sent, and both
 //   ranks' UCX names rc_verbs for the peer.
 // - mlx5dv_init_obj, which UCX's rc_mlx5 and ud_mlx5 drive the queues through: a program
-//   of its own (dv_objects.c) sends with WQEs and doorbells it writes itself. UCX itself
-//   does not open its mlx5 transports on cxv yet (docs/exec.md, "UCX and Open MPI").
+//   of its own (dv_objects.c) sends with WQEs and doorbells it writes itself; UCX opens
+//   rc_mlx5 and ud_mlx5 on cxv too (ucx_info -d, and the tests that run over them).
 //
 // The model's figures on a loaded 2-core machine are milliseconds (every process spins
 // its UCX progress loop and its model thread); what is checked is that they are there.
