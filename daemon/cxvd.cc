@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
     app.add_option("--quota-pds", o.limits.pds, "PDs per uid")->capture_default_str();
     app.add_option("--quota-uars", o.limits.uars, "UAR pages per uid")->capture_default_str();
     app.add_option("--quota-srqs", o.limits.srqs, "SRQs per uid")->capture_default_str();
+    app.add_option("--quota-translations", o.limits.translations,
+                   "page-list entries (a key's MTT, a queue's PAS) per uid on a function: firmware memory")
+        ->capture_default_str();
     app.add_option("--quota-pinned-bytes", o.limits.pinned_bytes, "bytes of memory a uid may map")
         ->capture_default_str();
     app.add_option("--quota-mappings", o.limits.mappings, "MAP_MEMORY mappings a uid may hold (over all functions)")

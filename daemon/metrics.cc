@@ -115,6 +115,7 @@ bool names_loopback(std::string_view host, unsigned port) {
 port_sample sample_port(driver::hca& h) {
     port_sample s;
     s.function = h.device().bdf();
+    s.firmware_pages = h.pages_given();
     auto v = driver::query_vport_counters(h);
     if (!v) return s;
     for (const hw::traffic& t : {v->received_ib_unicast, v->received_ib_multicast, v->received_eth_broadcast,
@@ -213,6 +214,11 @@ std::string metrics::render(const std::vector<port_sample>& ports) const {
         }
     }
 
+    family(out, "cxvd_firmware_pages", "gauge",
+           "4 KiB pages of host memory the function's firmware holds (MANAGE_PAGES given, not yet taken back).");
+    for (const auto& p : ports) {
+        sample(out, "cxvd_firmware_pages", fmt::format("function=\"{}\"", esc(p.function)), p.firmware_pages);
+    }
     family(out, "cxvd_port_counters_ok", "gauge", "1 when the port's counters could be read (QUERY_VPORT_COUNTER).");
     for (const auto& p : ports) {
         sample(out, "cxvd_port_counters_ok", fmt::format("function=\"{}\",port=\"{}\"", esc(p.function), p.port),

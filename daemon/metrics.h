@@ -37,6 +37,7 @@ struct port_sample {
     unsigned port = 1;
     bool ok = false;  // false: the query failed (then only an error counter is shown)
     std::uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0, rx_errors = 0, tx_errors = 0;
+    std::uint64_t firmware_pages = 0;  // given to the function and not taken back
 };
 // The counters of function `h` (its vport, port 1).
 port_sample sample_port(driver::hca& h);

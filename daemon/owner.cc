@@ -60,6 +60,18 @@ constexpr unsigned kMinPageShift = 12, kMaxPageShift = 30;
 constexpr const char* kPerUid = "; quotas count every connection of the uid (of its trust domain)";
 
 error perm(std::string what) { return error{EPERM, std::move(what)}; }
+
+// EDQUOT when `n` more page-list entries would pass what is left of the quota.
+status within_translations(std::uint64_t n, const owned& o, const quotas& q, const char* name) {
+    if (o.translations + n <= q.translations) return ok_status();
+    return error{EDQUOT, fmt::format("{}: {} page-list entries (MTT or PAS) would pass the quota of firmware "
+                                     "translations ({} held on this connection, {} left{})",
+                                     name, n, o.translations, q.translations, kPerUid)};
+}
+
+std::uint64_t translation_key(command_effect::object obj, std::uint32_t id) {
+    return (std::uint64_t{static_cast<unsigned>(obj)} << 32) | id;
+}
 error inval(std::string what) { return error{EINVAL, std::move(what)}; }
 
 template <typename In>
@@ -107,7 +119,9 @@ result<command_effect> check_create_cq(std::span<const std::byte> in, const owne
     if ((in.size() - ifc::create_cq_in::size_bytes) % 8 || listed < pages) {
         return error{EBADMSG, fmt::format("CREATE_CQ: {} pages listed, the ring needs {}", listed, pages)};
     }
+    if (auto s = within_translations(pages, o, q, "CREATE_CQ"); !s) return s.error();
     command_effect e;
+    e.translations = pages;
     for (std::size_t i = 0; i < listed; ++i) {
         // The device writes CQEs: the page must be in memory mapped device-writable.
         const std::uint64_t pa = ifc::get<ifc::create_cq_in::pas>(p, i);
@@ -165,6 +179,7 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
     if (mtts == 0 || listed < mtts) {
         return error{EBADMSG, fmt::format("CREATE_MKEY: {} translations declared, {} listed", mtts, listed)};
     }
+    if (auto s = within_translations(mtts, o, q, "CREATE_MKEY"); !s) return s.error();
     const std::uint64_t page = std::uint64_t{1} << shift;
     // A key the device writes through (local or remote write, atomics) needs memory
     // mapped device-writable.
@@ -196,6 +211,7 @@ result<command_effect> check_create_mkey(std::span<const std::byte> in, const ow
     e.what = command_effect::kind::create;
     e.obj = command_effect::object::mkey;
     e.pd = pd;
+    e.translations = mtts;
     e.min_out = ifc::create_mkey_out::size_bytes;
     return e;
 }
@@ -303,7 +319,9 @@ result<command_effect> check_create_qp(std::span<const std::byte> in, const owne
     if ((in.size() - ifc::create_qp_in::size_bytes) % 8 || listed < pages) {
         return error{EBADMSG, fmt::format("CREATE_QP: {} pages listed, the work queues need {}", listed, pages)};
     }
+    if (auto s = within_translations(pages, o, q, "CREATE_QP"); !s) return s.error();
     command_effect e;
+    e.translations = pages;
     // The RQ (the first pages: PRM "Work Queue Buffer") and the doorbell record must be in
     // memory mapped device-writable, as the kernel registers a user QP's buffer and
     // doorbell page with write access; the SQ pages the device only reads.
@@ -405,7 +423,9 @@ result<command_effect> check_create_srq(std::span<const std::byte> in, const own
     if ((in.size() - ifc::create_srq_in::size_bytes) % 8 || listed < pages) {
         return error{EBADMSG, fmt::format("CREATE_SRQ: {} pages listed, the ring needs {}", listed, pages)};
     }
+    if (auto s = within_translations(pages, o, q, "CREATE_SRQ"); !s) return s.error();
     command_effect e;
+    e.translations = pages;
     for (std::size_t i = 0; i < listed; ++i) {
         const std::uint64_t pa = ifc::get<ifc::create_srq_in::pas>(p, i);
         const std::uint64_t* m = pa % page ? nullptr : o.writable_holder(pa, page);
@@ -630,6 +650,10 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
             o.srq_info[id] = owned::srq_uses{e.pd, e.cqs.empty() ? 0 : *e.cqs.begin(), e.maps};
         }
         use(o, e.maps, 1);
+        if (e.translations != 0) {
+            o.translations_of[translation_key(e.obj, id)] = e.translations;
+            o.translations += e.translations;
+        }
     } else if (e.what == command_effect::kind::modify) {
         if (e.obj == obj::qp && e.new_cqn_rcv) {
             if (auto it = o.qp_info.find(e.id); it != o.qp_info.end()) {
@@ -638,6 +662,10 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
             }
         }
     } else if (e.what == command_effect::kind::destroy) {
+        if (auto t = o.translations_of.find(translation_key(e.obj, e.id)); t != o.translations_of.end()) {
+            o.translations -= t->second;
+            o.translations_of.erase(t);
+        }
         if (e.obj == obj::pd) o.pds.erase(e.id);
         if (e.obj == obj::cq) {
             o.cqs.erase(e.id);
@@ -660,6 +688,24 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
             use(o, o.srq_info[e.id].maps, -1);
             o.srq_info.erase(e.id);
         }
+    }
+}
+
+std::uint64_t declared_translations(std::span<const std::byte> in) {
+    if (in.size() < 8) return 0;
+    const std::size_t n = in.size() / 8;  // at most what the input can list
+    switch (static_cast<cmd_opcode>(ifc::get<ifc::cmd_in::opcode>(in.data()))) {
+    case cmd_opcode::CREATE_MKEY:
+        if (in.size() < ifc::create_mkey_in::size_bytes) return 0;
+        return std::min<std::uint64_t>(
+            n, 2 * std::uint64_t{ifc::get<ifc::create_mkey_in::translations_octword_actual_size>(in.data())});
+    case cmd_opcode::CREATE_CQ:
+        return in.size() < ifc::create_cq_in::size_bytes ? 0 : (in.size() - ifc::create_cq_in::size_bytes) / 8;
+    case cmd_opcode::CREATE_QP:
+        return in.size() < ifc::create_qp_in::size_bytes ? 0 : (in.size() - ifc::create_qp_in::size_bytes) / 8;
+    case cmd_opcode::CREATE_SRQ:
+        return in.size() < ifc::create_srq_in::size_bytes ? 0 : (in.size() - ifc::create_srq_in::size_bytes) / 8;
+    default: return 0;
     }
 }
 

@@ -27,6 +27,12 @@ struct quotas {
     // (vm.max_map_count, 65,530 by default, is the whole daemon's), an IOMMU mapping and
     // an entry in its books, so bytes alone do not bound them (4 KiB pages, one by one).
     std::uint32_t mappings = 4096;
+    // Page-list entries the firmware keeps for the objects on a function: a key's MTT, a
+    // queue's PAS. Each costs firmware memory (ICM, in pages the daemon gives the card),
+    // whatever memory it names, so pinned bytes do not bound them: one pinned page listed
+    // 524,288 times is a 2 GiB key and 4 MiB of firmware memory. The default is four
+    // times what the pinned-bytes quota takes to register once in 4 KiB pages.
+    std::uint64_t translations = std::uint64_t{1} << 20;
 };
 
 // Client memory the daemon mapped from the client's fd and into the IOMMU.
@@ -64,6 +70,9 @@ struct owned {
     // uses would let the IOVA be reused for another client while the device writes it.
     std::map<std::uint32_t, std::set<std::uint64_t>> cq_maps, mkey_maps;
     std::uint64_t pinned = 0;
+    // Page-list entries per object (translation_key) and in all (quotas::translations).
+    std::map<std::uint64_t, std::uint64_t> translations_of;
+    std::uint64_t translations = 0;
     // The mapping that holds all of [iova, iova + len), if one does.
     const std::uint64_t* holder(std::uint64_t iova, std::uint64_t len) const;
     bool holds(std::uint64_t iova, std::uint64_t len) const { return holder(iova, len) != nullptr; }
@@ -88,7 +97,13 @@ struct command_effect {
     std::uint32_t cqn_snd = 0, cqn_rcv = 0;  // create QP: its CQs by role; modify QP: the new receive CQ
     bool new_cqn_rcv = false;                // modify QP: the transition moves the receive CQ (CQN_RCV)
     std::set<std::uint64_t> maps;  // create: the mappings the object uses
+    std::uint64_t translations = 0;  // create key, CQ, QP, SRQ: the page-list entries the firmware keeps
 };
+
+// What a command's input declares it will make the firmware keep in page-list entries
+// (CREATE_MKEY's MTT, a queue's PAS; 0 for others), read before the checks: counted
+// against the trust domain's quota while the command is in flight.
+std::uint64_t declared_translations(std::span<const std::byte> in);
 
 struct device_facts {
     std::uint32_t comp_eqn = 0;  // the only EQ a client's CQ may report to

@@ -210,7 +210,7 @@ std::size_t server::mappings_by_domain(const std::string& domain) const {
 }
 
 quotas server::room(const peer& p, std::size_t d) const {
-    std::uint64_t qps = 0, cqs = 0, mrs = 0, pds = 0, uars = 0, srqs = 0;
+    std::uint64_t qps = 0, cqs = 0, mrs = 0, pds = 0, uars = 0, srqs = 0, translations = 0;
     using obj = command_effect::object;
     for (const auto& q : peers_) {
         if (q.get() == &p || q->refused || q->domain != p.domain) continue;
@@ -221,6 +221,7 @@ quotas server::room(const peer& p, std::size_t d) const {
         pds += o.pds.size();
         uars += o.uars.size();
         srqs += o.srqs.size();
+        translations += o.translations;
         if (q->busy && q->pending.device == d) {  // what its job in flight may create
             const obj c = q->pending.creates;
             qps += c == obj::qp;
@@ -229,6 +230,7 @@ quotas server::room(const peer& p, std::size_t d) const {
             pds += c == obj::pd;
             srqs += c == obj::srq;
             uars += q->pending.uar;
+            translations += q->pending.translations;
         }
     }
     auto left = [](std::uint32_t limit, std::uint64_t used) {
@@ -241,6 +243,7 @@ quotas server::room(const peer& p, std::size_t d) const {
     r.pds = left(r.pds, pds);
     r.uars = left(r.uars, uars);
     r.srqs = left(r.srqs, srqs);
+    r.translations = translations >= r.translations ? 0 : r.translations - translations;
     return r;
 }
 

@@ -298,7 +298,7 @@ void server::on_command(peer& p, const request_meta& m, request& r) {
     j->facts = devices_[*d]->facts;
     j->left = room(p, *d);
     j->large = r.type == msg_type::command_fd;
-    p.pending = {*d, creates(j->in), false, 0, 0};
+    p.pending = {*d, creates(j->in), false, 0, 0, declared_translations(j->in)};
     post(p, j->large ? job_lanes::lane::large : job_lanes::lane::small,
          [j] {
              auto e = check_command(j->in, j->out_len, *j->books, j->facts, j->left);

@@ -105,6 +105,7 @@ struct server::peer {
         bool uar = false;
         std::uint64_t pinned = 0;
         std::size_t maps = 0;
+        std::uint64_t translations = 0;  // declared_translations of its command
     } pending;
     // Dropped: no request is read any more; `leaving` is its teardown, and STATUS shows
     // it as it was when it went (`as_it_went`) until that is done.

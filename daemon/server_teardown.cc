@@ -336,6 +336,7 @@ client_info server::status_row(pid_t pid, uid_t uid, gid_t gid, const std::strin
         c.uars += static_cast<std::uint32_t>(o.uars.size());
         c.maps += static_cast<std::uint32_t>(o.maps.size());
         c.pinned += o.pinned;
+        c.translations += o.translations;
     }
     return c;
 }

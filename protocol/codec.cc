@@ -478,7 +478,7 @@ std::vector<std::byte> payload(const status_reply& r) {
     w.put(static_cast<std::uint16_t>(r.clients.size()));
     for (const auto& c : r.clients) {
         w.put(c.pid).put(c.uid).put(c.gid).str(c.comm).put(c.pds).put(c.cqs).put(c.mkeys).put(c.qps).put(c.srqs)
-            .put(c.uars).put(c.maps).put(c.pinned);
+            .put(c.uars).put(c.maps).put(c.pinned).put(c.translations);
     }
     return std::move(w.bytes);
 }
@@ -507,6 +507,7 @@ result<status_reply> parse_status_reply(std::span<const std::byte> p) {
         c.uars = r.get<std::uint32_t>();
         c.maps = r.get<std::uint32_t>();
         c.pinned = r.get<std::uint64_t>();
+        c.translations = r.get<std::uint64_t>();
         s.clients.push_back(std::move(c));
     }
     return finish(r, std::move(s), "STATUS");

@@ -29,7 +29,8 @@ namespace cxv::daemon {
 constexpr std::uint32_t protocol_magic = 0x44565843;  // "CXVD" in memory order
 // 2: EVENTS and the event channel (daemon → client EVENT messages); MAP_MEMORY carries
 // the IOVA alignment; COMMAND_FD carries a command too large for one message in a sealed
-// memfd (and its output back in one). 3: HELLO carries port 1's PTYS register. 4: COUNTERS.
+// memfd (and its output back in one). 3: HELLO carries port 1's PTYS register. 4: COUNTERS,
+// and STATUS's page-list entries per client.
 constexpr std::uint16_t protocol_version = 4;
 constexpr std::size_t max_text_bytes = 256;
 // A forwarded PRM command's input: the fixed part and its trailing page lists.
@@ -296,6 +297,7 @@ struct client_info {
     std::string comm;
     std::uint32_t pds = 0, cqs = 0, mkeys = 0, qps = 0, srqs = 0, uars = 0, maps = 0;
     std::uint64_t pinned = 0;
+    std::uint64_t translations = 0;  // page-list entries its objects hold (quotas::translations)
 };
 struct status_reply {
     std::vector<device_info> devices;  // caps left empty

@@ -26,6 +26,8 @@ constexpr std::uint16_t op_mod(hw::manage_pages_op_mod m) { return static_cast<s
 
 void page_ledger::add_block(std::uint64_t iova, std::size_t bytes) {
     auto b = std::make_unique<block>();
+    b->iova = iova;
+    b->pages = bytes / page_size;
     // Handed out from the back: the block's pages go in lowest IOVA first.
     for (std::size_t off = bytes; off > 0; off -= page_size) b->free.push_back(iova + off - page_size);
     blocks_.push_back(std::move(b));
@@ -61,6 +63,16 @@ bool page_ledger::give_back(std::uint64_t iova) {
 void page_ledger::forget_given() {
     for (auto& [iova, b] : given_) b->free.push_back(iova);
     given_.clear();
+}
+
+std::vector<std::uint64_t> page_ledger::release_empty() {
+    std::vector<std::uint64_t> out;
+    std::erase_if(blocks_, [&](const std::unique_ptr<block>& b) {
+        if (b->free.size() != b->pages) return false;
+        out.push_back(b->iova);
+        return true;
+    });
+    return out;
 }
 
 std::size_t page_ledger::free() const noexcept {
@@ -136,6 +148,19 @@ status page_pool::take(std::uint32_t n, std::uint32_t* got) {
         n -= batch;
     }
     if (got) *got = total;
+    // The blocks the firmware no longer holds any page of go back to the host; their
+    // buffers are unmapped and released after the lock.
+    std::vector<vfio::dma_buffer> gone;
+    {
+        std::lock_guard lock(mu_);
+        for (const std::uint64_t iova : ledger_.release_empty()) {
+            const auto it = std::find_if(blocks_.begin(), blocks_.end(),
+                                         [&](const vfio::dma_buffer& b) { return b.iova() == iova; });
+            if (it == blocks_.end()) continue;
+            gone.push_back(std::move(*it));
+            blocks_.erase(it);
+        }
+    }
     return ok_status();
 }
 
@@ -159,6 +184,11 @@ void page_pool::forget_given() {
 std::size_t page_pool::given() const {
     std::lock_guard lock(mu_);
     return ledger_.given();
+}
+
+std::size_t page_pool::blocks() const {
+    std::lock_guard lock(mu_);
+    return blocks_.size();
 }
 
 void page_pool::start(std::function<void(const error&)> on_failure) {

@@ -38,11 +38,16 @@ public:
     bool give_back(std::uint64_t iova);
     // Every given page is free again (the device no longer touches any).
     void forget_given();
+    // The blocks none of whose pages the firmware holds, out of the ledger: their IOVAs,
+    // for the caller to free their memory.
+    std::vector<std::uint64_t> release_empty();
     std::size_t given() const noexcept { return given_.size(); }
     std::size_t free() const noexcept;
 
 private:
     struct block {
+        std::uint64_t iova = 0;
+        std::size_t pages = 0;
         std::vector<std::uint64_t> free;  // page IOVAs not given
     };
     std::vector<std::unique_ptr<block>> blocks_;
@@ -66,13 +71,17 @@ public:
     // Gives `n` pages (MANAGE_PAGES ALLOCATION_SUCCESS, even for 0: the firmware expects
     // the answer), or takes -n back when n is negative.
     status give(std::int32_t n);
-    // Asks for up to `n` pages back (HCA_RETURN_PAGES); `got` says how many came.
+    // Asks for up to `n` pages back (HCA_RETURN_PAGES); `got` says how many came. Blocks
+    // left with no page given are freed (DMA unmapped, the memory released): firmware
+    // memory a departed workload needed goes back to the host.
     status take(std::uint32_t n, std::uint32_t* got);
     // Takes every given page back; EBUSY if the firmware keeps some.
     status reclaim_all();
     // After fast teardown: the device no longer touches its pages.
     void forget_given();
     std::size_t given() const;
+    // Host memory held for firmware pages: the DMA blocks, given or not.
+    std::size_t blocks() const;
 
     // Serves PAGE_REQUEST events on a thread of its own; a request that fails is passed
     // to `on_failure` (on that thread).

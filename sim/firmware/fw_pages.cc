@@ -23,6 +23,8 @@ void firmware_pages::clear() {
     pages_.clear();
     boot_given_ = init_given_ = false;
     requested_ = 0;
+    returning_ = 0;
+    asking_ = 0;
 }
 
 cmd_reply firmware_pages::query_pages(cmd_ctx& c) {
@@ -59,6 +61,7 @@ cmd_reply firmware_pages::manage_pages(cmd_ctx& c) {
             // The driver could not give what was asked: nothing changes, but a command
             // waiting for memory fails now.
             requested_ = 0;
+            asking_ = 0;
             ++answers_;
             declined_ = true;
             return ok();
@@ -86,6 +89,7 @@ cmd_reply firmware_pages::manage_pages(cmd_ctx& c) {
                 init_given_ = true;
             }
             requested_ = requested_ > n ? requested_ - n : 0;
+            asking_ = asking_ > n ? asking_ - n : 0;
             ++answers_;
             declined_ = false;
             return ok();
@@ -104,6 +108,13 @@ cmd_reply firmware_pages::manage_pages(cmd_ctx& c) {
             for (std::size_t i = 0; i < back.size(); ++i) {
                 ifc::set<ifc::manage_pages_out::pas>(c.out.data(), i, back[i]);
             }
+            // Once its own request is answered in full, objects that went meanwhile may
+            // have left more spare than it asked for. (A driver may take pages back
+            // unasked, as at teardown; those count toward a request too.)
+            if (returning_ != 0) {
+                returning_ -= std::min(returning_, back.size());
+                if (returning_ == 0) give_back_spare();
+            }
             return ok();
         }
         default:
@@ -115,8 +126,9 @@ std::optional<pages::slot> firmware_pages::alloc() {
     auto s = pages_.alloc_slot();
     if (!s) ++shortages_;
     // Keep a reserve: below a quarter of a page's worth of free slots, ask for more.
-    if (pages_.free_slots() < pages::slots_per_page / 4 && state_ == hca_state::initialized) {
-        events_.request_pages(static_cast<std::int32_t>(cfg_.page_request_batch));
+    if (pages_.free_slots() < pages::slots_per_page / 4 && state_ == hca_state::initialized && asking_ == 0) {
+        asking_ = std::max<std::uint32_t>(cfg_.page_request_batch, 1);
+        events_.request_pages(static_cast<std::int32_t>(asking_));
     }
     return s;
 }
@@ -141,8 +153,11 @@ bool firmware_pages::store_list(const std::vector<std::uint64_t>& entries, std::
         const std::size_t n = std::min(per_slot, entries.size() - i);
         for (std::size_t k = 0; k < n; ++k) chunk[k] = hw::to_be(entries[i + k]);
         if (!slot || !write(*slot, chunk.data(), n * 8)) {
-            if (slot) free(*slot);
-            free_list(out);
+            // Not objects going: the command fails or waits for pages, and then needs
+            // these again, so nothing is offered back here.
+            if (slot) pages_.free_slot(*slot);
+            for (const auto s : out) pages_.free_slot(s);
+            out.clear();
             return false;
         }
         out.push_back(*slot);
@@ -150,9 +165,28 @@ bool firmware_pages::store_list(const std::vector<std::uint64_t>& entries, std::
     return true;
 }
 
+void firmware_pages::free(pages::slot s) {
+    pages_.free_slot(s);
+    give_back_spare();
+}
+
 void firmware_pages::free_list(std::vector<pages::slot>& slots) {
     for (const auto s : slots) pages_.free_slot(s);
     slots.clear();
+    give_back_spare();
+}
+
+void firmware_pages::give_back_spare() {
+    // Not while it asks for pages itself: a command waiting for memory frees what it
+    // took on each try, and those pages are what it needs next.
+    if (returning_ != 0 || asking_ != 0 || state_ != hca_state::initialized) return;
+    const std::size_t batch = std::max<std::uint32_t>(cfg_.page_request_batch, 1);
+    const std::size_t floor = std::size_t{cfg_.boot_pages} + cfg_.init_pages;
+    if (pages_.owned() <= floor) return;
+    const std::size_t spare = pages_.free_pages();
+    if (spare <= 2 * batch) return;
+    returning_ = std::min<std::size_t>(std::min(spare - batch, pages_.owned() - floor), std::size_t{1} << 20);
+    events_.request_pages(-static_cast<std::int32_t>(returning_));
 }
 
 }  // namespace cxv::sim

@@ -34,7 +34,7 @@ public:
     void clear();
 
     // A slot for an object's context. When the pool runs low the firmware asks for more
-    // with a PAGE_REQUEST event. With no slot at all the handler fails with NO_RESOURCES
+    // with a PAGE_REQUEST event, one at a time (the next once the driver has answered). With no slot at all the handler fails with NO_RESOURCES
     // and counts a shortage: the command engine then holds the command until the driver
     // answers the request (cmd_engine.h).
     std::optional<pages::slot> alloc();
@@ -46,7 +46,9 @@ public:
     bool declined() const noexcept { return declined_; }
     bool write(pages::slot s, const void* data, std::size_t len);
     bool read(pages::slot s, void* data, std::size_t len);
-    void free(pages::slot s) { pages_.free_slot(s); }
+    // A slot back; pages the objects no longer use may then go back to the driver
+    // (give_back_spare).
+    void free(pages::slot s);
     // A translation list (MTT entries) kept as a card keeps it, one slot per 32 entries,
     // so that the memory an object's list takes is memory the driver gave. False
     // (nothing kept) when the pages run out or the IOMMU faults.
@@ -54,6 +56,13 @@ public:
     void free_list(std::vector<pages::slot>& slots);
 
 private:
+    // PRM "Page Request Event": a negative num_pages asks the driver to take pages back
+    // (MANAGE_PAGES HCA_RETURN_PAGES). The firmware does so once objects have gone and
+    // more than two batches of pages hold nothing, keeping one batch and never going
+    // below what it asked for at boot and init, one request at a time: the next only
+    // once the driver has taken all that one asked for, and none while it is asking for
+    // pages itself.
+    void give_back_spare();
     const device_config& cfg_;
     iommu& mmu_;
     trace& trace_;
@@ -66,6 +75,8 @@ private:
     std::uint64_t shortages_ = 0;
     std::uint64_t answers_ = 0;
     bool declined_ = false;
+    std::size_t returning_ = 0;  // pages a negative page request asked back, not yet returned
+    std::uint32_t asking_ = 0;   // pages a PAGE_REQUEST asked for, not yet given (one request at a time)
 };
 
 }  // namespace cxv::sim

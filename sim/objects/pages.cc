@@ -10,13 +10,15 @@ bool pages::give(std::uint64_t iova) {
 }
 
 std::vector<std::uint64_t> pages::take(std::size_t n) {
+    // Highest addresses first: slots are taken lowest first (alloc_slot), so the pages
+    // that go back are the ones least likely to be needed again, and a driver that gives
+    // pages lowest first from blocks it adds as it needs them gets whole blocks back.
     std::vector<std::uint64_t> out;
-    for (auto it = pages_.begin(); it != pages_.end() && out.size() < n;) {
+    for (auto it = pages_.end(); it != pages_.begin() && out.size() < n;) {
+        --it;
         if (it->second == 0) {
             out.push_back(it->first);
             it = pages_.erase(it);
-        } else {
-            ++it;
         }
     }
     return out;
@@ -41,6 +43,12 @@ void pages::free_slot(slot s) {
 
 std::size_t pages::free_slots() const noexcept {
     return pages_.size() * slots_per_page - used_slots();
+}
+
+std::size_t pages::free_pages() const noexcept {
+    std::size_t n = 0;
+    for (const auto& [iova, used] : pages_) n += used == 0;
+    return n;
 }
 
 std::size_t pages::used_slots() const noexcept {

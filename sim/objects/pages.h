@@ -25,7 +25,7 @@ public:
 
     // False when the page is not 4 KiB aligned, is zero, or was already given.
     bool give(std::uint64_t iova);
-    // Up to n pages with no slot in use, removed from the pool.
+    // Up to n pages with no slot in use, highest address first, removed from the pool.
     std::vector<std::uint64_t> take(std::size_t n);
     std::optional<slot> alloc_slot();
     void free_slot(slot s);
@@ -35,6 +35,8 @@ public:
     std::size_t owned() const noexcept { return pages_.size(); }
     std::size_t free_slots() const noexcept;
     std::size_t used_slots() const noexcept;
+    // Pages with no slot in use: what take() could give back.
+    std::size_t free_pages() const noexcept;
 
 private:
     std::map<std::uint64_t, std::uint16_t> pages_;  // page IOVA -> bitmask of used slots

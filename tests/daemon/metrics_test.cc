@@ -217,6 +217,8 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     const auto before = parse(body_of(get(maddr)));
     CHECK(before.at("cxvd_clients") == 0);  // the rig's probe connections sent nothing
     CHECK(before.at("cxvd_port_counters_ok{function=\"0000:c5:00.0\",port=\"1\"}") == 1);
+    // The firmware's pages: the model asks for 16 at boot and 64 at init.
+    CHECK(before.at("cxvd_firmware_pages{function=\"0000:c5:00.0\"}") == 16 + 64);
     const double rx0 = total(before, "cxvd_port_packets_total", {"direction=\"rx\""});
     const double tx0 = total(before, "cxvd_port_packets_total", {"direction=\"tx\""});
     const double bytes0 = total(before, "cxvd_port_bytes_total");

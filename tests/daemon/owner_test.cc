@@ -352,3 +352,39 @@ TEST_CASE("vport queries: read-only, the function's own vport only") {
     auto modify = cxv::driver::command<ifc::modify_nic_vport_context_in>(cmd_opcode::MODIFY_NIC_VPORT_CONTEXT);
     CHECK(err(check(modify, o)) == EPERM);
 }
+
+TEST_CASE("page-list entries are a quota whatever they name: a key's MTT and a queue's PAS count, and go with "
+          "the object") {
+    d::owned o = client();
+    d::quotas q;
+    q.translations = 10;
+    // Eight MTT entries of one page: 4 KiB of memory, eight entries of firmware memory.
+    const std::vector<std::uint64_t> same(8, kIova);
+    auto key = d::check_command(mkey(same, 0, 8 * 4096), 256, o, d::device_facts{kEqn}, q);
+    REQUIRE_MESSAGE(key, key.error().message);
+    CHECK(key->translations == 8);
+    CHECK(d::declared_translations(mkey(same, 0, 8 * 4096)) == 8);
+    std::vector<std::byte> out(256);
+    ifc::set<ifc::create_mkey_out::mkey_index>(out.data(), 0x42);
+    d::apply(*key, out, o);
+    CHECK(o.translations == 8);
+    // Two more fit (a CQ's one page, and a key of one octword: two entries), a third not.
+    auto cq = d::check_command(create_cq(kIova, kIova + 4096), 256, o, d::device_facts{kEqn}, q);
+    REQUIRE_MESSAGE(cq, cq.error().message);
+    CHECK(cq->translations == 1);
+    q.translations = 9;
+    auto over = d::check_command(mkey({kIova, kIova}, 0, 4096), 256, o, d::device_facts{kEqn}, q);
+    REQUIRE_FALSE(over);
+    CHECK(over.error().code == EDQUOT);
+    CHECK_MESSAGE(over.error().message.find("quota of firmware translations") != std::string::npos,
+                  over.error().message);
+    // The key destroyed: its entries are free again.
+    auto del = cxv::driver::command<ifc::destroy_mkey_in>(cmd_opcode::DESTROY_MKEY);
+    ifc::set<ifc::destroy_mkey_in::mkey_index>(del.data(), 0x42);
+    auto gone = d::check_command(del, 16, o, d::device_facts{kEqn}, q);
+    REQUIRE_MESSAGE(gone, gone.error().message);
+    d::apply(*gone, {}, o);
+    CHECK(o.translations == 0);
+    CHECK(o.translations_of.empty());
+    CHECK(d::check_command(mkey({kIova, kIova}, 0, 4096), 256, o, d::device_facts{kEqn}, q));
+}

@@ -1,7 +1,8 @@
 // cxvd between tenants that do not trust each other (issue 33): STATUS shows a client its
 // own uid's clients and counts only, the operator (root, the daemon's uid, --admin-gid)
-// everyone; a global connection cap besides the per-uid one; a per-uid quota on the number
-// of mappings; refused requests logged, at most a few lines a second per client. Clients
+// everyone; a global connection cap besides the per-uid one; per-uid quotas on the number
+// of mappings and on firmware memory (page-list entries), which comes back when a client
+// goes; refused requests logged, at most a few lines a second per client. Clients
 // of other uids are forked children that setuid(2) (root only: those cases are skipped,
 // and say so, otherwise).
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -167,6 +169,106 @@ TEST_CASE("--quota-mappings: one uid mapping a page over and over hits the cap (
     CHECK(err == 0);
     CHECK(a.map(page, &err) == 0);
     CHECK(err == EDQUOT);
+}
+
+namespace {
+
+// CREATE_MKEY of `entries` MTT entries that all name the one page at `iova` (a key of
+// `entries` pages over 4 KiB pinned), in a sealed memfd (COMMAND_FD): the answer.
+d::client::answer one_page_key(test_client& c, std::uint32_t pd, std::uint64_t iova, std::size_t entries) {
+    auto in = test_client::mkey_input(pd, iova, 1);
+    in.resize(ifc::create_mkey_in::size_bytes + entries * 8);
+    std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(in.data());
+    const auto octwords = static_cast<std::uint32_t>(entries / 2);
+    ifc::set<ifc::mkc::translations_octword_size>(mkc, octwords);
+    ifc::set<ifc::create_mkey_in::translations_octword_actual_size>(in.data(), octwords);
+    ifc::set<ifc::mkc::len>(mkc, std::uint64_t{entries} * 4096);
+    for (std::size_t i = 0; i < entries; ++i) {
+        ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i, static_cast<std::uint32_t>(iova >> 32));
+        ifc::set<ifc::create_mkey_in::klm_pas_mtt>(in.data(), 2 * i + 1, static_cast<std::uint32_t>(iova));
+    }
+    auto fd = d::sealed_memfd(in);
+    REQUIRE_MESSAGE(fd, fd.error().message);
+    const int fds[] = {fd->get()};
+    return c.call(d::msg_type::command_fd,
+                  d::body(d::command_fd_req{0, ifc::create_mkey_out::size_bytes, static_cast<std::uint32_t>(in.size())}),
+                  fds);
+}
+
+// The daemon's resident memory, in KiB (/proc/PID/status VmRSS).
+long rss_kib(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    }
+    return -1;
+}
+
+}  // namespace
+
+TEST_CASE("firmware memory is a quota (--quota-translations: MTT and PAS entries, whatever they name), and what a "
+          "client's objects cost comes back to the host when it goes") {
+    // The review's attack: a key's MTT may list one pinned page over and over, so 4 KiB
+    // pinned made megabytes of firmware memory the daemon gave without limit, and kept.
+    constexpr std::size_t kEntries = 65536;  // 512 KiB of MTT: 128 pages of the model's firmware memory
+    daemon_rig rig({"--quota-translations", std::to_string(9 * kEntries + 1000)});
+    INFO("cxvd log:\n" << rig.log());
+    test_client watcher(rig.sock);
+    const long before = [&] {
+        test_client a(rig.sock);
+        shared_memory page(4096);
+        const std::uint64_t iova = a.map(page);
+        REQUIRE(iova != 0);
+        const auto pd = a.alloc_pd();
+        // A first key and its destroy: the daemon's buffers for a 512 KiB command, in place
+        // before the memory is measured.
+        const auto warm = one_page_key(a, pd, iova, kEntries);
+        REQUIRE_MESSAGE(warm.err == 0, warm.text);
+        CHECK(a.destroy_mkey(ifc::get<ifc::create_mkey_out::mkey_index>(warm.payload.data())) == 0);
+        return rss_kib(rig.pid());
+    }();
+    REQUIRE(before > 0);
+    long peak = 0;
+    {
+        test_client a(rig.sock);
+        shared_memory page(4096);
+        const std::uint64_t iova = a.map(page);
+        REQUIRE(iova != 0);
+        const auto pd = a.alloc_pd();
+        for (int k = 0; k < 9; ++k) {
+            const auto r = one_page_key(a, pd, iova, kEntries);
+            REQUIRE_MESSAGE(r.err == 0, "key ", k, ": ", r.text);
+        }
+        // The tenth passes the quota: refused before the firmware sees it.
+        const auto over = one_page_key(a, pd, iova, kEntries);
+        CHECK(over.err == EDQUOT);
+        CHECK_MESSAGE(over.text.find("quota of firmware translations") != std::string::npos, over.text);
+        // STATUS shows what the client holds.
+        std::uint64_t mkeys = 0, translations = 0;
+        for (const auto& c : watcher.status().clients) {
+            if (c.pid == ::getpid()) mkeys += c.mkeys, translations += c.translations;
+        }
+        CHECK(mkeys == 9);
+        CHECK(translations == 9 * kEntries);
+        peak = rss_kib(rig.pid());
+        MESSAGE("cxvd resident: ", before, " KiB before, ", peak, " KiB with 9 keys (4.5 MiB of MTT)");
+        CHECK(peak >= before + 6 * 1024);
+    }
+    // The client gone: its keys destroyed, the firmware gives the pages back (a negative
+    // page request), and the driver frees the blocks it no longer needs.
+    // At least two thirds of what the keys cost: what may stay is a 2 MiB block the
+    // driver still gives the kept pages from, and the allocators' slack.
+    const long bound = before + (peak - before) / 3;
+    long after = peak;
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (after > bound && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(100ms);
+        after = rss_kib(rig.pid());
+    }
+    MESSAGE("cxvd resident once the client went: ", after, " KiB");
+    CHECK(after <= bound);
+    CHECK(watcher.status().clients.size() == 1);
 }
 
 TEST_CASE("a client looping on refused requests: at most 10 lines a second in the log, then how many were not logged") {

@@ -73,3 +73,21 @@ TEST_CASE("undo returns pages the firmware did not take; forget_given frees them
     CHECK(l.free() == 8);
     for (auto p : first) CHECK_FALSE(l.give_back(p));
 }
+
+TEST_CASE("release_empty takes out the blocks with no page given, and only those") {
+    page_ledger l;
+    l.add_block(kBlockA, 2 * kPage);
+    l.add_block(kBlockB, 2 * kPage);
+    const auto got = l.hand_out(3);  // both of A's pages, one of B's
+    CHECK(l.release_empty().empty());
+    CHECK(l.give_back(got[0]));
+    CHECK(l.give_back(got[1]));
+    CHECK(l.release_empty() == std::vector<std::uint64_t>{kBlockA});
+    CHECK(l.free() == 1);  // B's other page
+    CHECK(l.given() == 1);
+    // A's pages are gone with it: never handed out again, nor taken back.
+    CHECK(l.hand_out(4) == std::vector<std::uint64_t>{kBlockB + kPage});
+    CHECK_FALSE(l.give_back(got[0]));
+    CHECK(l.give_back(got[2]));
+    CHECK(l.release_empty().empty());  // B's second page is still given
+}

@@ -59,12 +59,12 @@ int print_status(const std::string& socket) {
         fmt::print("{:<14} {:<12} {:<6} {:<8}\n", d.bdf, d.firmware, d.ethernet ? "eth" : "ib",
                    port_state_name(d.port_logical));
     }
-    fmt::print("\n{:>8} {:>6} {:<16} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>10}\n", "pid", "uid", "command",
-               "pds", "cqs", "mkeys", "qps", "srqs", "uars", "maps", "pinned");
+    fmt::print("\n{:>8} {:>6} {:<16} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>10} {:>8}\n", "pid", "uid",
+               "command", "pds", "cqs", "mkeys", "qps", "srqs", "uars", "maps", "pinned", "mtt/pas");
     for (const auto& k : s->clients) {
-        fmt::print("{:>8} {:>6} {:<16} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>10}\n", k.pid, k.uid,
-                   daemon::printable(k.comm),
-                   k.pds, k.cqs, k.mkeys, k.qps, k.srqs, k.uars, k.maps, bytes(k.pinned));
+        fmt::print("{:>8} {:>6} {:<16} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>10} {:>8}\n", k.pid, k.uid,
+                   daemon::printable(k.comm), k.pds, k.cqs, k.mkeys, k.qps, k.srqs, k.uars, k.maps, bytes(k.pinned),
+                   k.translations);
     }
     if (s->clients.size() < s->clients_total) {
         fmt::print("({} more client(s) not listed: the reply holds one message)\n", s->clients_total - s->clients.size());

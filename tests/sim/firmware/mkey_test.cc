@@ -72,14 +72,18 @@ test::cmd_result destroy_umem_48(H& h, std::uint32_t id, std::uint16_t uid = 0) 
     return destroy_umem(h, id, uid, ifc::create_umem_in::size_bytes);
 }
 
-// The lowest firmware page, where the next object's context goes: the device returns
-// the lowest page with no context in it on MANAGE_PAGES take; give it straight back.
+// A firmware page where the next object's context goes: every page no object uses is
+// taken back (MANAGE_PAGES take), and the lowest of them given again.
 std::uint64_t first_icm_page(H& h) {
+    constexpr std::uint32_t kAll = 4096;
     auto take = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, 2);
-    ifc::set<ifc::manage_pages_in::input_num_entries>(take.data(), 1);
-    auto r = h.exec(take, 24, {.slot = 31});
+    ifc::set<ifc::manage_pages_in::input_num_entries>(take.data(), kAll);
+    auto r = h.exec(take, ifc::manage_pages_out::size_bytes + kAll * 8, {.slot = 31});
     REQUIRE(r.status == cmd_status::OK);
-    const std::uint64_t page = ifc::get<ifc::manage_pages_out::pas>(r.out.data(), 0);
+    const std::uint32_t n = ifc::get<ifc::manage_pages_out::output_num_entries>(r.out.data());
+    REQUIRE(n > 0);
+    std::uint64_t page = ~std::uint64_t{0};
+    for (std::uint32_t i = 0; i < n; ++i) page = std::min(page, ifc::get<ifc::manage_pages_out::pas>(r.out.data(), i));
     auto give = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, 1, 8);
     ifc::set<ifc::manage_pages_in::input_num_entries>(give.data(), 1);
     ifc::set<ifc::manage_pages_in::pas>(give.data(), 0, page);
@@ -524,4 +528,53 @@ TEST_CASE("translate: a key over a UMEM goes through the UMEM's pages and enable
           translate_status::page_fault);
     CHECK(sim::translate(mk, nullptr, key, b.pd, 0x10000, 1, sim::access_local_read, out) ==
           translate_status::page_fault);
+}
+
+// --- firmware pages going back ------------------------------------------------------
+
+TEST_CASE("pages no object uses go back: a negative PAGE_REQUEST once two batches are spare, one at a time, "
+          "never below the boot and init pages") {
+    constexpr std::uint64_t kPageRequestBit = 1ull << 0x0b;
+    eq_env env(6, kPageRequestBit);
+    auto& [h, uar, e] = env;
+    const auto pdr = h.simple(cmd_opcode::ALLOC_PD);
+    REQUIRE(pdr.status == cmd_status::OK);
+    const std::uint32_t pd = ifc::get<ifc::alloc_pd_out::pd>(pdr.out.data());
+    // 128 pages past boot (16) and init (64), as answers to page requests are.
+    REQUIRE(h.manage_pages(1, 128).status == cmd_status::OK);
+    const std::size_t owned = h.dev().pages_owned();
+    REQUIRE(owned == 16 + 64 + 128);
+    // A key whose MTT (32,768 entries of one page: 16 slots of 32 a page) takes 64 pages.
+    auto& buf = h.alloc(4096);
+    const std::vector<std::uint64_t> mtt(32768, buf.iova() | kPresent);
+    auto r = h.exec(mkey_in(pd, 0, mtt.size() * 4096, 12, mtt), 16);
+    REQUIRE(r.status == cmd_status::OK);
+    CHECK_FALSE(h.wait_eqe(e, std::chrono::milliseconds(100)));  // taking pages asks nothing back
+    REQUIRE(destroy_mkey(h, index_of(r)).status == cmd_status::OK);
+    // Nearly all pages are spare again: the firmware offers back what it got past boot
+    // and init (128), or all it has spare but one batch (16): a page or so holds the EQ.
+    auto eqe = h.wait_eqe(e);
+    REQUIRE(eqe);
+    CHECK(ifc::get<ifc::eqe::event_type>(eqe->data()) == 0x0b);
+    const auto asked = static_cast<std::int32_t>(
+        ifc::get<ifc::pages_req_event::num_pages>(ifc::at<ifc::eqe::event_data>(eqe->data())));
+    CHECK(asked <= -120);
+    CHECK(asked >= -128);
+    // While that request is unanswered, more freed memory asks nothing more.
+    auto again = h.exec(mkey_in(pd, 0, mtt.size() * 4096, 12, mtt), 16);
+    REQUIRE(again.status == cmd_status::OK);
+    REQUIRE(destroy_mkey(h, index_of(again)).status == cmd_status::OK);
+    CHECK_FALSE(h.wait_eqe(e, std::chrono::milliseconds(100)));
+    // The driver takes them (HCA_RETURN_PAGES): 128 pages come back, each given before.
+    auto in = H::input<ifc::manage_pages_in>(cmd_opcode::MANAGE_PAGES, 2);
+    ifc::set<ifc::manage_pages_in::input_num_entries>(in.data(), 128);
+    const auto back = h.exec(in, ifc::manage_pages_out::size_bytes + 128 * 8, {.slot = 31});
+    REQUIRE(back.status == cmd_status::OK);
+    CHECK(ifc::get<ifc::manage_pages_out::output_num_entries>(back.out.data()) == 128);
+    CHECK(h.dev().pages_owned() == 16 + 64);
+    // At the boot and init pages, freeing more asks for nothing.
+    auto last = h.exec(mkey_in(pd, 0, 4096, 12, {buf.iova() | kPresent}), 16);
+    REQUIRE(last.status == cmd_status::OK);
+    REQUIRE(destroy_mkey(h, index_of(last)).status == cmd_status::OK);
+    CHECK_FALSE(h.wait_eqe(e, std::chrono::milliseconds(100)));
 }
