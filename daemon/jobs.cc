@@ -33,13 +33,15 @@ job_lanes::~job_lanes() {
     }
 }
 
-void job_lanes::post(lane l, std::function<void()> work, std::function<void()> done) {
+void job_lanes::post(lane l, std::function<void()> work, std::function<void()> done, const std::string& share) {
     queue& q = l == lane::small ? small_ : large_;
     ++in_flight_;
     ++lane_in_flight_[static_cast<int>(l)];
     {
         std::lock_guard lock(q.mu);
-        q.jobs.push_back(job{std::move(work), std::move(done), l});
+        auto& mine = q.jobs[share];
+        if (mine.empty()) q.turns.push_back(share);
+        mine.push_back(job{std::move(work), std::move(done), l});
     }
     q.cv.notify_one();
 }
@@ -49,10 +51,20 @@ void job_lanes::run(queue& q, lane l) {
         job j;
         {
             std::unique_lock lock(q.mu);
-            q.cv.wait(lock, [&] { return q.stop || !q.jobs.empty(); });
-            if (q.jobs.empty()) return;  // stopping, nothing left
-            j = std::move(q.jobs.front());
-            q.jobs.pop_front();
+            q.cv.wait(lock, [&] { return q.stop || !q.turns.empty(); });
+            if (q.turns.empty()) return;  // stopping, nothing left
+            // The next share's first job; the share goes to the back of the turns while
+            // it has more.
+            const std::string share = std::move(q.turns.front());
+            q.turns.pop_front();
+            auto it = q.jobs.find(share);
+            j = std::move(it->second.front());
+            it->second.pop_front();
+            if (it->second.empty()) {
+                q.jobs.erase(it);
+            } else {
+                q.turns.push_back(share);
+            }
         }
         j.work();
         j.work = nullptr;  // what it captured goes here, on this thread

@@ -9,14 +9,15 @@
 // writes nothing the job reads (a client with a job in flight is not read from, and
 // its books change only in `done`); `work` writes only into state the job owns.
 //
-// Two lanes, one thread each, first in first out: `small` for what is short by
-// construction (COMMAND of at most 32 KiB, UARs, small mappings, a port's state) and
-// `large` for what may take long (COMMAND_FD's inputs of up to 4 MiB, large mappings,
-// teardown slices), so that a client's 4 MiB command or a departed client's 50,000
-// unmappings never sit in front of another client's HELLO. Each client has at most one
-// job at a time, so a lane serves clients in the order they asked, as the poll loop
-// did. (A short job may also run on the serving thread itself, while the large lane is
-// empty: server::post.)
+// Two lanes, one thread each: `small` for what is short by construction (COMMAND of at
+// most 32 KiB, UARs, small mappings, a port's state) and `large` for what may take long
+// (COMMAND_FD's inputs of up to 4 MiB, large mappings, teardown slices), so that a
+// client's 4 MiB command or a departed client's 50,000 unmappings never sit in front of
+// another client's HELLO. Each client has at most one job at a time. A lane takes its
+// jobs from the trust domains they are for in turn, one each, first in first out within
+// a domain: a domain with many connections (or many departed clients' teardowns) gets one
+// turn in each round like any other, not a turn per connection. (A short job may also
+// run on the serving thread itself, while the large lane is empty: server::post.)
 #pragma once
 
 #include <chrono>
@@ -24,8 +25,10 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -46,8 +49,9 @@ public:
     job_lanes(const job_lanes&) = delete;
     job_lanes& operator=(const job_lanes&) = delete;
 
-    // The serving thread's.
-    void post(lane l, std::function<void()> work, std::function<void()> done);
+    // The serving thread's. `share`: the trust domain the job is for (empty: the
+    // daemon's own), which the lane's turns go by.
+    void post(lane l, std::function<void()> work, std::function<void()> done, const std::string& share = {});
     // Readable when a job has finished its work (poll it with POLLIN).
     int fd() const noexcept { return wake_.get(); }
     // Runs `done` of every job whose work is over, in the order they finished; how many.
@@ -66,7 +70,8 @@ private:
     struct queue {
         std::mutex mu;
         std::condition_variable cv;
-        std::deque<job> jobs;
+        std::map<std::string, std::deque<job>> jobs;  // by share, each in the order posted
+        std::deque<std::string> turns;                // the shares with jobs, next first
         bool stop = false;
         std::thread thread;
     };

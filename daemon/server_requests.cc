@@ -65,7 +65,7 @@ void server::post(peer& p, job_lanes::lane l, std::function<void()> work, std::f
         done();
         return;
     }
-    jobs_->post(l, std::move(work), std::move(done));
+    jobs_->post(l, std::move(work), std::move(done), p.domain);
 }
 
 void server::conclude(peer& p, const request_meta& m, result<answer> a) {
