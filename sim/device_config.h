@@ -21,6 +21,16 @@ struct device_config {
     std::uint16_t subsystem_vendor_id = 0x15b3;
     std::uint16_t subsystem_id = 0x0007;
     port_type port = port_type::IB;
+    // SR-IOV (PCIe Base "SR-IOV Extended Capability"): the VFs a PF offers (0: the
+    // function has no such capability, as when the firmware's SR-IOV is off), their
+    // device ID, and where their routing IDs lie (First VF Offset, VF Stride). The
+    // presentation layer presents the VFs (sim/vfio/options.h) and says how many are
+    // enabled (config_space::set_num_vfs). A VF's own model has `virtual_function`.
+    std::uint16_t sriov_totalvfs = 0;
+    std::uint16_t sriov_vf_device_id = 0;
+    std::uint16_t sriov_vf_offset = 0;
+    std::uint16_t sriov_vf_stride = 1;
+    bool virtual_function = false;
 
     // Firmware version reported in the initialization segment and health buffer.
     std::uint16_t fw_rev_major = 20;

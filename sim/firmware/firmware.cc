@@ -160,7 +160,17 @@ cmd_reply firmware::execute(cmd_ctx& c) {
     }
     const auto h = handlers_.find(c.opcode);
     if (h == handlers_.end()) return fail(cmd_status::BAD_OP, cmd_syndrome::UNKNOWN_OPCODE);
-    if (const auto st = check_state(c.opcode); st.status != cmd_status::OK) return st;
+    // ENABLE_HCA and DISABLE_HCA of another function (a PF's VF) are the PF's commands
+    // once it is enabled, whatever its own HCA's state beyond that.
+    const bool other_function = (c.opcode == cmd_opcode::ENABLE_HCA || c.opcode == cmd_opcode::DISABLE_HCA) &&
+                                c.in.size() >= ifc::enable_hca_in::size_bytes &&
+                                ifc::get<ifc::enable_hca_in::function_id>(c.in.data()) != 0;
+    if (other_function && state_ == hca_state::disabled) {
+        return fail(cmd_status::BAD_SYS_STATE, cmd_syndrome::HCA_NOT_ENABLED);
+    }
+    if (!other_function) {
+        if (const auto st = check_state(c.opcode); st.status != cmd_status::OK) return st;
+    }
     // Inputs shorter than today's layout are what older drivers send (fields added to a
     // command's layout since are zero for them): rdma-core's INIT_HCA is 16 bytes where
     // Linux 6.1's layout has 32. The device reads the missing tail as zeros. Only an

@@ -21,19 +21,32 @@ constexpr std::uint32_t supported_issi_mask = 0x3;  // ISSI 0 and 1
 
 }  // namespace
 
+namespace {
+
+// ENABLE_HCA and DISABLE_HCA name the function they act on (PRM "ENABLE_HCA"): 0 is the
+// caller itself; a PF with SR-IOV also names its VFs, 1 to TotalVFs, as Linux's PF
+// driver enables each VF's HCA before the VFs appear. The VFs' own firmware runs in
+// their own functions; the PF's part is accepted here. Any other, or an embedded CPU's
+// function, is not this function's.
+bool other_function_ok(const device_config& cfg, std::uint32_t function_id) {
+    return function_id != 0 && !cfg.virtual_function && function_id <= cfg.sriov_totalvfs;
+}
+
+}  // namespace
+
 cmd_reply firmware::enable_hca(cmd_ctx& c) {
-    if (ifc::get<ifc::enable_hca_in::function_id>(c.in.data()) != 0 ||
-        ifc::get<ifc::enable_hca_in::embedded_cpu_function>(c.in.data()) != 0) {
-        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);  // only the PF itself
+    const std::uint32_t fn = ifc::get<ifc::enable_hca_in::function_id>(c.in.data());
+    if (ifc::get<ifc::enable_hca_in::embedded_cpu_function>(c.in.data()) != 0) {
+        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
     }
+    if (fn != 0) return other_function_ok(cfg_, fn) ? ok() : bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
     if (state_ == hca_state::disabled) state_ = hca_state::enabled;
     return ok();
 }
 
 cmd_reply firmware::disable_hca(cmd_ctx& c) {
-    if (ifc::get<ifc::disable_hca_in::function_id>(c.in.data()) != 0) {
-        return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
-    }
+    const std::uint32_t fn = ifc::get<ifc::disable_hca_in::function_id>(c.in.data());
+    if (fn != 0) return other_function_ok(cfg_, fn) ? ok() : bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
     // The function stops; every page it held returns to the driver implicitly.
     release_all_objects();
     port_.stop();

@@ -80,6 +80,30 @@ void config_space::reset() {
     put32(cap_msix + 4, msix_table_offset);
     put32(cap_msix + 8, msix_pba_offset);
     writable_[cap_msix + 3] = 0xc0;  // enable, function mask
+
+    // SR-IOV extended capability (PCIe Base 4.0, 9.3.3), version 1, the last in the list.
+    // Read-only here: the host's PCI core sets NumVFs and VF Enable (set_num_vfs), and
+    // vfio-pci does not let a user write them.
+    if (cfg_.sriov_totalvfs != 0) {
+        const std::size_t c = ext_cap_sriov;
+        put32(c, 0x0010 | (1u << 16));
+        put32(c + 0x04, 0);                       // SR-IOV capabilities: no VF migration
+        put16(c + 0x0c, cfg_.sriov_totalvfs);     // InitialVFs
+        put16(c + 0x0e, cfg_.sriov_totalvfs);     // TotalVFs
+        put16(c + 0x14, cfg_.sriov_vf_offset);    // First VF Offset
+        put16(c + 0x16, cfg_.sriov_vf_stride);    // VF Stride
+        put16(c + 0x1a, cfg_.sriov_vf_device_id); // VF Device ID
+        put32(c + 0x1c, 0x00000553);              // supported page sizes: 4K, 8K, 64K, 256K, 1M, 4M
+        put32(c + 0x20, 0x00000001);              // system page size: 4 KiB
+        put32(c + 0x24, 0x0000000c);              // VF BAR0: 64-bit prefetchable memory
+    }
+}
+
+void config_space::set_num_vfs(std::uint16_t n) {
+    std::lock_guard lock(mu_);
+    if (cfg_.sriov_totalvfs == 0) return;
+    put16(ext_cap_sriov + 0x10, n);                                  // NumVFs
+    put16(ext_cap_sriov + 0x08, n != 0 ? 0x0009 : 0x0000);          // VF Enable, VF MSE
 }
 
 std::size_t config_space::read(std::size_t off, void* dst, std::size_t len) const {

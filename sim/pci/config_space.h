@@ -1,6 +1,7 @@
 // PCI configuration space of the emulated function (4 KiB, PCI Express): identity, the
 // command register, BAR0 (64-bit, prefetchable, with the sizing protocol), and the
-// capabilities a ConnectX function has: power management, PCI Express, MSI-X.
+// capabilities a ConnectX function has: power management, PCI Express, MSI-X, and on a
+// PF that offers VFs the SR-IOV extended capability.
 #pragma once
 
 #include <array>
@@ -18,6 +19,7 @@ public:
     static constexpr std::uint8_t cap_pm = 0x40;
     static constexpr std::uint8_t cap_pcie = 0x60;
     static constexpr std::uint8_t cap_msix = 0xa0;
+    static constexpr std::uint16_t ext_cap_sriov = 0x100;  // a PF with VFs to offer
     static constexpr std::uint32_t msix_table_offset = 0x2000;  // in BAR0
     static constexpr std::uint32_t msix_pba_offset = 0x3000;
 
@@ -32,6 +34,9 @@ public:
     bool bus_master() const { return command() & 0x4; }
     bool memory_enabled() const { return command() & 0x2; }
     bool msix_enabled() const;
+    // The SR-IOV capability's NumVFs, VF Enable and VF MSE, as the host's PCI core set
+    // them when sriov_numvfs was written (no-op without the capability).
+    void set_num_vfs(std::uint16_t n);
 
 private:
     void put8(std::size_t off, std::uint8_t v) { bytes_[off] = v; }

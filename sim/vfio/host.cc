@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string_view>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -91,12 +94,13 @@ int filled_fd(const char* name, int flags, const void* data, std::size_t len) {
 // model's registers (live while the group is open, the reset state otherwise) with
 // BAR0 holding the address the host assigned, as in "resource". Only the BAR differs
 // from the device fd's config region, where vfio-pci virtualizes it.
-std::array<std::uint8_t, config_space::size> host_config_space(function_state& f) {
+std::array<std::uint8_t, config_space::size> host_config_space(function_state& f, unsigned num_vfs) {
     std::array<std::uint8_t, config_space::size> bytes{};
     if (f.model) {
         f.model->pci_config().read(0, bytes.data(), bytes.size());
     } else {
-        const config_space reset_state(f.spec.model, f.spec.model.bar0_size, f.spec.model.msix_vectors);
+        config_space reset_state(f.spec.model, f.spec.model.bar0_size, f.spec.model.msix_vectors);
+        reset_state.set_num_vfs(static_cast<std::uint16_t>(num_vfs));
         reset_state.read(0, bytes.data(), bytes.size());
     }
     const std::uint64_t bar = bar0_address(f.spec) | 0xc;  // 64-bit, prefetchable memory
@@ -180,6 +184,7 @@ host::host() : specs_(load_specs(setup_error_)), fs_(specs_) {
     for (const auto& s : specs_) {
         auto f = std::make_unique<function_state>();
         f->spec = s;
+        f->index = static_cast<unsigned>(functions_.size());
         functions_.push_back(std::move(f));
     }
 }
@@ -207,6 +212,7 @@ int host::ensure_model(function_state& f) {
         return -ENODEV;
     }
     f.model = std::move(d).value();
+    sync_num_vfs(f);
     if (trace_commands_) f.model->tracer().set_live(stderr, "cxv-sim " + f.spec.address.str());
     return 0;
 }
@@ -227,7 +233,10 @@ int host::open_node(const node& n, int flags) {
     case node_kind::attr: {
         if (flags & O_DIRECTORY) return -ENOTDIR;
         if (access == O_RDONLY) {
-            if (n.attr != binding::driver_override) return -EACCES;  // 0200
+            if (n.attr != binding::driver_override && n.attr != binding::sriov_numvfs &&
+                n.attr != binding::sriov_autoprobe) {
+                return -EACCES;  // 0200
+            }
             const std::string text = fs_.file_text(n);
             return filled_fd("cxv-sim-sysfs", flags, text.data(), text.size());
         }
@@ -250,9 +259,7 @@ int host::open_node(const node& n, int flags) {
     case node_kind::vfio_container: {
         if (flags & O_DIRECTORY) return -ENOTDIR;
         std::lock_guard lock(mu_);
-        char name[64];
-        std::snprintf(name, sizeof name, "%s/dev/vfio/vfio", kProcLinkPrefix);
-        const int fd = placeholder_fd(name, flags);
+        const int fd = placeholder_fd((proc_link_prefix() + "/dev/vfio/vfio").c_str(), flags);
         if (fd < 0) return -errno;
         track(fd, std::make_shared<container_file>());
         return fd;
@@ -296,9 +303,8 @@ int host::open_node(const node& n, int flags) {
             fs_.release_group(n.function);
             return e;
         }
-        char name[64];
-        std::snprintf(name, sizeof name, "%s/dev/vfio/%u", kProcLinkPrefix, f.spec.iommu_group);
-        const int fd = placeholder_fd(name, flags);
+        const int fd = placeholder_fd((proc_link_prefix() + "/dev/vfio/" + std::to_string(f.spec.iommu_group)).c_str(),
+                                      flags);
         if (fd < 0) {
             const int saved = errno;
             fs_.release_group(n.function);
@@ -317,7 +323,8 @@ int host::open_config(function_state& f, int flags) {
     // The placeholder holds the bytes as they are now, for stdio (whose reads do not
     // come through the layer) and after fork; read and pread see them as they are then.
     const std::size_t readable = readable_config_bytes();
-    const auto bytes = host_config_space(f);
+    sync_num_vfs(f);
+    const auto bytes = host_config_space(f, fs_.num_vfs(f.index));
     const int fd = filled_fd("cxv-sim-config", flags, bytes.data(), readable);
     if (fd >= 0) track(fd, std::make_shared<config_file>(f, readable));
     return fd;
@@ -328,7 +335,8 @@ long host::read_config(const config_file& c, void* buf, std::size_t len, long lo
     const auto pos = static_cast<std::size_t>(offset);
     if (pos >= c.readable) return 0;
     const std::size_t n = std::min(len, c.readable - pos);
-    const auto bytes = host_config_space(c.fn);
+    sync_num_vfs(c.fn);
+    const auto bytes = host_config_space(c.fn, fs_.num_vfs(c.fn.index));
     std::memcpy(buf, bytes.data() + pos, n);
     return static_cast<long>(n);
 }
@@ -405,6 +413,7 @@ void host::forget_all_after_fork() noexcept {
         abandon(abandoned);
         auto fresh = std::make_unique<function_state>();
         fresh->spec = abandoned->spec;
+        fresh->index = abandoned->index;
         f = std::move(fresh);
     }
     fds_.clear();
@@ -529,21 +538,86 @@ long host::group_set_container(function_state& f, void* arg) {
     return 0;
 }
 
+void host::sync_num_vfs(function_state& f) {
+    if (f.model && f.spec.model.sriov_totalvfs != 0) {
+        f.model->pci_config().set_num_vfs(static_cast<std::uint16_t>(fs_.num_vfs(f.index)));
+    }
+}
+
+namespace {
+
+// uuid_parse: 8-4-4-4-12 hex digits; false for anything else.
+bool parse_uuid(std::string_view s, std::array<std::uint8_t, 16>& out) {
+    constexpr std::size_t kLen = 36;
+    if (s.size() < kLen) return false;
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < kLen;) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-') return false;
+            ++i;
+            continue;
+        }
+        const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+        if (!hex(s[i]) || !hex(s[i + 1])) return false;
+        out[b++] = static_cast<std::uint8_t>(std::stoi(std::string(s.substr(i, 2)), nullptr, 16));
+        i += 2;
+    }
+    return true;
+}
+
+}  // namespace
+
+long host::check_vf_token(function_state& f, bool given, const std::array<std::uint8_t, 16>& uuid) {
+    if (f.spec.physfn >= 0) {
+        // A VF: when its PF is vfio-pci's, the PF user's token must come with the open.
+        const auto pf = static_cast<unsigned>(f.spec.physfn);
+        const bool pf_vfio = fs_.present("/sys/bus/pci/drivers/vfio-pci/" + functions_.at(pf)->spec.address.str());
+        if (!pf_vfio) return given ? -EINVAL : 0;
+        if (!given || fs_.vf_token(pf) != uuid) return -EACCES;
+        return 0;
+    }
+    if (f.spec.model.sriov_totalvfs == 0) return given ? -EINVAL : 0;  // not a PF or VF
+    // A PF whose VFs are in use: their token proves the collaboration; otherwise a token
+    // given with the open becomes the VFs' token.
+    unsigned users = 0;
+    for (const auto& g : functions_) users += g->spec.physfn == static_cast<int>(f.index) && g->device_opens > 0;
+    if (users != 0) {
+        if (!given || fs_.vf_token(f.index) != uuid) return -EACCES;
+    } else if (given) {
+        fs_.set_vf_token(f.index, uuid);
+    }
+    return 0;
+}
+
 long host::group_get_device_fd(const std::shared_ptr<group_file>& g, void* arg) {
     function_state& f = g->fn;
     const char* name = static_cast<const char*>(arg);
-    // vfio_device_get_from_name + vfio_pci_core_match: the PCI address, then only
-    // spaces or options; the one option, vf_token, is refused for a PF without SR-IOV.
+    // vfio_device_get_from_name + vfio_pci_core_match: the PCI address, then only spaces
+    // and one option, vf_token=UUID (vfio_pci_validate_vf_token decides whether it must
+    // or may be there).
     const std::string bdf = f.spec.address.str();
     const std::size_t len = strnlen(name, 4096);
     if (len == 4096) return -EINVAL;  // strndup_user: longer than a page
     if (std::strncmp(name, bdf.c_str(), bdf.size()) != 0) return -ENODEV;
+    bool token_given = false;
+    std::array<std::uint8_t, 16> token{};
     if (len > bdf.size()) {
         if (name[bdf.size()] != ' ') return -ENODEV;
-        for (std::size_t i = bdf.size(); i < len; ++i) {
-            if (name[i] != ' ') return -EINVAL;
+        const std::string_view rest(name + bdf.size(), len - bdf.size());
+        constexpr std::string_view opt = "vf_token=";
+        for (std::size_t i = 0; i < rest.size();) {
+            if (rest[i] == ' ') {
+                ++i;
+                continue;
+            }
+            if (token_given || rest.substr(i, opt.size()) != opt) return -EINVAL;  // unknown or repeated
+            i += opt.size();
+            if (!parse_uuid(rest.substr(i), token)) return -EINVAL;
+            token_given = true;
+            i += 36;
         }
     }
+    if (const long e = check_vf_token(f, token_given, token); e != 0) return e;
     // vfio_device_assign_container: a container with an IOMMU model set.
     if (!f.container || !f.container->iommu_set) return -EINVAL;
     const int fd = new_description(f.model->bar().fd());

@@ -35,8 +35,10 @@ namespace cxv::sim::vfio {
 
 // /proc/PID/fd shows an open VFIO node as its path (/dev/vfio/N, /dev/vfio/vfio), as on
 // a host, where lsof(8) and `cxv setup --status` find a group's holders so. The layer's
-// stand-in fd is a memfd named this prefix and the path ("/memfd:cxv-sim:/dev/vfio/7
-// (deleted)" in /proc); readlink(2) of such a link gives the path alone.
+// stand-in fd is a memfd named this prefix, the run's name (sysfs::run_id) and the path
+// ("/memfd:cxv-sim:1f2e:/dev/vfio/7 (deleted)" in /proc); readlink(2) of such a link
+// from a process of the same run gives the path alone. Another run is another host: its
+// links stay as they are.
 inline constexpr char kProcLinkPrefix[] = "cxv-sim:";
 
 enum class file_kind { container, group, device, control, config, attr };
@@ -118,6 +120,7 @@ struct config_file : vfio_file {
 // Per emulated function: the device model and the host state around it.
 struct function_state {
     function_spec spec;
+    unsigned index = 0;                         // in the function list (sysfs's numbering)
     std::unique_ptr<device> model;              // while the group is open
     group_file* opened = nullptr;               // the group's one open file
     std::shared_ptr<container_file> container;  // set with VFIO_GROUP_SET_CONTAINER
@@ -152,6 +155,8 @@ class host {
 public:
     static host& get();  // created on first use, never destroyed (see preload.cc)
     static host* existing() noexcept { return instance_.load(std::memory_order_acquire); }
+    // kProcLinkPrefix, this run's name and ':': what a stand-in's memfd name starts with.
+    std::string proc_link_prefix() const { return std::string(kProcLinkPrefix) + fs_.run_id() + ":"; }
 
     // pthread_atfork handlers: the lock is taken across fork() so that the child
     // inherits consistent state.
@@ -259,7 +264,11 @@ private:
     long set_single_trigger(int& trigger, unsigned count, unsigned type, const std::uint8_t* data);
     long set_intx(function_state& f, unsigned action, unsigned start, unsigned count, unsigned type,
                   const std::uint8_t* data);
-    long device_feature(void* arg);
+    long device_feature(function_state& f, void* arg);
+    // vfio_pci_validate_vf_token: 0, or -EINVAL / -EACCES as Linux refuses the open.
+    long check_vf_token(function_state& f, bool given, const std::array<std::uint8_t, 16>& uuid);
+    // A PF's config space reads show the VFs sysfs has enabled (SR-IOV NumVFs, VF Enable).
+    void sync_num_vfs(function_state& f);
 
     std::vector<function_spec> specs_;
     std::string setup_error_;

@@ -88,6 +88,16 @@ status set_bytes(const std::string& key, const std::string& value, char sep,
     return ok_status();
 }
 
+// The device ID of a PF's VFs (Linux's mlx5 ID table: one VF ID per ConnectX
+// generation up to ConnectX-6, the family VF 0x101e after it).
+std::uint16_t vf_device_id(std::uint16_t pf) {
+    switch (pf) {
+    case 0x1013: case 0x1015: case 0x1017: case 0x1019: case 0x101b: return static_cast<std::uint16_t>(pf + 1);
+    case 0xa2d2: return 0xa2d3;
+    default: return 0x101e;
+    }
+}
+
 using setter = std::function<status(options&, const std::string& key, const std::string& value)>;
 
 const std::map<std::string, setter>& setters() {
@@ -238,6 +248,17 @@ const std::map<std::string, setter>& setters() {
              o.kernel_driver = v == "none" ? "" : v;
              return ok_status();
          }},
+        {"sriov_totalvfs", [](options& o, const std::string& k, const std::string& v) -> status {
+             unsigned n = 0;
+             if (auto s = set_uint(k, v, 0, 64, n); !s) return s;
+             o.model.sriov_totalvfs = static_cast<std::uint16_t>(n);
+             return ok_status();
+         }},
+        {"vfio_pci_enable_sriov", [](options& o, const std::string& k, const std::string& v) -> status {
+             if (v != "Y" && v != "N" && v != "1" && v != "0") return bad(k, v, "Y or N");
+             o.vfio_pci_enable_sriov = v == "Y" || v == "1";
+             return ok_status();
+         }},
         {"netdev", [](options& o, const std::string& k, const std::string& v) -> status {
              if (v != "up" && v != "down") return bad(k, v, "up or down");
              o.netdev_up = v == "up";
@@ -320,15 +341,18 @@ status options::load_variables() {
 result<std::vector<function_spec>> options::functions() const {
     std::vector<function_spec> out;
     const unsigned first_devfn = first_address.device * 8u + first_address.function;
-    if (first_devfn + devices > 256) {
+    const unsigned vfs = model.sriov_totalvfs;
+    const unsigned total = devices * (1 + vfs);
+    if (first_devfn + total > 256) {
         return error{EINVAL, fmt::format("{} functions from {} do not fit on bus {:02x}",
-                                         devices, first_address.str(), first_address.bus)};
+                                         total, first_address.str(), first_address.bus)};
     }
-    if (!model.fabric_dir.empty() && devices > kFunctionsPerProcess) {
-        return error{EINVAL, fmt::format("at most {} functions per process on a shared fabric ({} asked)",
-                                         kFunctionsPerProcess, devices)};
+    if (!model.fabric_dir.empty() && total > kFunctionsPerProcess) {
+        return error{EINVAL, fmt::format("at most {} functions per process on a shared fabric ({} asked, VFs "
+                                         "included)",
+                                         kFunctionsPerProcess, total)};
     }
-    for (unsigned i = 0; i < devices; ++i) {
+    for (unsigned i = 0; i < total; ++i) {
         function_spec f;
         const unsigned devfn = first_devfn + i;
         f.address = first_address;
@@ -339,6 +363,22 @@ result<std::vector<function_spec>> options::functions() const {
         f.model = model;
         f.kernel_driver = kernel_driver;
         f.netdev_up = netdev_up;
+        f.vfio_pci_enable_sriov = vfio_pci_enable_sriov;
+        if (i < devices && vfs != 0) {
+            // A PF: its VFs follow every PF, vfs of them each.
+            f.model.sriov_vf_device_id = vf_device_id(model.device_id);
+            f.model.sriov_vf_offset = static_cast<std::uint16_t>(devices + i * vfs - i);
+            f.model.sriov_vf_stride = 1;
+        } else if (i >= devices) {
+            // A VF: its own model with the VF's identity; no binding until it exists.
+            f.physfn = static_cast<int>((i - devices) / vfs);
+            f.vf_index = (i - devices) % vfs;
+            f.model.device_id = vf_device_id(model.device_id);
+            f.model.sriov_totalvfs = 0;
+            f.model.virtual_function = true;
+            f.kernel_driver = "";
+            f.netdev_up = false;
+        }
         // The n-th function on the fabric: this process's place (fabric_index) times the
         // functions a process may have, plus i.
         const unsigned n = fabric_index * kFunctionsPerProcess + i;
@@ -401,6 +441,8 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
         {"write_combining", m.write_combining ? "on" : "off"},
         {"kernel_driver", kernel_driver.empty() ? "none" : kernel_driver},
         {"netdev", netdev_up ? "up" : "down"},
+        {"sriov_totalvfs", std::to_string(m.sriov_totalvfs)},
+        {"vfio_pci_enable_sriov", vfio_pci_enable_sriov ? "Y" : "N"},
         {"model_thread", m.own_thread ? "own" : "shared"},
     };
 }

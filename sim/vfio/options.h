@@ -38,6 +38,14 @@ struct function_spec {
     // /dev/vfio node) or "" (none). Binding changes through sysfs as on Linux.
     std::string kernel_driver = "vfio-pci";
     bool netdev_up = false;
+    // SR-IOV. A PF offers model.sriov_totalvfs VFs, each a spec of its own after every
+    // PF; a VF exists only while its PF's sriov_numvfs covers it (sysfs.h). `physfn`:
+    // a VF's PF (its index in the function list), -1 for a PF; `vf_index`: which VF.
+    int physfn = -1;
+    unsigned vf_index = 0;
+    // vfio-pci's enable_sriov module parameter (N by default, as in Linux): whether a
+    // PF bound to vfio-pci may enable VFs.
+    bool vfio_pci_enable_sriov = false;
 };
 
 // The binding of every function (sysfs.h), shared by the processes of one `cxv-sim run`:
@@ -62,6 +70,7 @@ struct options {
     unsigned fabric_index = 0;
     std::string kernel_driver = "vfio-pci";  // function_spec's, for every function
     bool netdev_up = false;
+    bool vfio_pci_enable_sriov = false;      // function_spec's
 
     // Applies one "key = value" setting (config file syntax; keys in docs/device-model.md).
     status set(const std::string& key, const std::string& value);
@@ -77,7 +86,9 @@ struct options {
     std::vector<std::pair<std::string, std::string>> settings() const;
 
     // The functions, in order: addresses count up by function number (then device
-    // number), groups by one, GUIDs, MACs, LIDs and IPv4 addresses by one.
+    // number), groups by one, GUIDs, MACs, LIDs and IPv4 addresses by one. The PFs
+    // first, then each PF's VFs (model.sriov_totalvfs of them) at the routing IDs after
+    // every PF's: First VF Offset from their PF, VF Stride 1.
     result<std::vector<function_spec>> functions() const;
 };
 

@@ -212,7 +212,7 @@ long host::device_ioctl(device_file& d, unsigned long request, void* arg) {
         reset_function(f);
         return 0;
     case VFIO_DEVICE_FEATURE:
-        return device_feature(arg);
+        return device_feature(f, arg);
     default:
         // Hot reset, ioeventfds, device features and migration are not emulated.
         return -ENOTTY;
@@ -388,7 +388,7 @@ long host::set_intx(function_state& f, unsigned action, unsigned start, unsigned
 }
 
 
-long host::device_feature(void* arg) {
+long host::device_feature(function_state& f, void* arg) {
     // vfio_ioctl_device_feature
     vfio_device_feature feature{};
     std::memcpy(&feature, arg, sizeof feature);
@@ -401,9 +401,23 @@ long host::device_feature(void* arg) {
         (feature.flags & VFIO_DEVICE_FEATURE_GET)) {
         return -EINVAL;
     }
-    // No migration or DMA logging; a PF without SR-IOV has no VF token; runtime power
-    // management (the LOW_POWER features) is not emulated.
-    return -ENOTTY;
+    // VFIO_DEVICE_FEATURE_PCI_VF_TOKEN (vfio_pci_core_feature_token): a PF with the
+    // SR-IOV capability takes a new VF token, SET only (a GET would show the previous
+    // user's). No migration or DMA logging; runtime power management (the LOW_POWER
+    // features) is not emulated.
+    if ((feature.flags & VFIO_DEVICE_FEATURE_MASK) != VFIO_DEVICE_FEATURE_PCI_VF_TOKEN ||
+        f.spec.physfn >= 0 || f.spec.model.sriov_totalvfs == 0) {
+        return -ENOTTY;
+    }
+    // vfio_check_feature(flags, argsz, SET, sizeof(uuid)).
+    if (feature.flags & VFIO_DEVICE_FEATURE_GET) return -EINVAL;
+    if (feature.flags & VFIO_DEVICE_FEATURE_PROBE) return 0;
+    if (!(feature.flags & VFIO_DEVICE_FEATURE_SET)) return -EINVAL;
+    std::array<std::uint8_t, 16> uuid{};
+    if (feature.argsz - sizeof feature < uuid.size()) return -EINVAL;
+    std::memcpy(uuid.data(), static_cast<const std::uint8_t*>(arg) + sizeof feature, uuid.size());
+    fs_.set_vf_token(f.index, uuid);
+    return 0;
 }
 
 long host::device_set_irqs(function_state& f, void* arg) {
@@ -526,6 +540,7 @@ long host::pread(int fd, void* buf, std::size_t len, long long offset) {
     if (const long e = locate(fd, offset, r); e != 0) return e;
     if (r.index == VFIO_PCI_CONFIG_REGION_INDEX) {
         if (!inside_config(r.pos, len)) return -EFAULT;
+        sync_num_vfs(*r.fn);
         return static_cast<long>(r.fn->model->pci_config().read(r.pos, buf, len));
     }
     if (r.index == VFIO_PCI_BAR0_REGION_INDEX) {

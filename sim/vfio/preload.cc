@@ -177,10 +177,11 @@ ssize_t readlink_ours(const lookup& l, char* buf, size_t size) {
 ssize_t proc_link(ssize_t n, const char* real, char* buf, size_t size) {
     if (n < 0) return n;
     std::string_view t(real, static_cast<size_t>(n));
-    const std::string memfd = std::string("/memfd:") + cxv::sim::vfio::kProcLinkPrefix;
     constexpr std::string_view deleted = " (deleted)";
-    if (t.starts_with(memfd) && t.ends_with(deleted)) {
-        t = t.substr(memfd.size(), t.size() - memfd.size() - deleted.size());
+    if (!in_layer && t.starts_with(std::string("/memfd:") + cxv::sim::vfio::kProcLinkPrefix) && t.ends_with(deleted)) {
+        layer_scope scope;
+        const std::string run = "/memfd:" + host::get().proc_link_prefix();
+        if (t.starts_with(run)) t = t.substr(run.size(), t.size() - run.size() - deleted.size());
     }
     const size_t len = std::min(size, t.size());
     std::memcpy(buf, t.data(), len);

@@ -89,9 +89,29 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
             shared_fd_ = fd;
         }
     }
+    {
+        struct stat st{};
+        run_id_ = shared_fd_ >= 0 && ::fstat(shared_fd_, &st) == 0 ? fmt::format("{:x}", st.st_ino)
+                                                                   : fmt::format("p{}", ::getpid());
+    }
     local_.resize(functions.size());
     for (unsigned i = 0; i < functions.size(); ++i) {
         const function_spec& f = functions[i];
+        // Every node of a VF is there only while the VF exists (present()).
+        const bool is_vf = f.physfn >= 0;
+        const auto put = [&](const std::string& path, node n) {
+            if (is_vf) {
+                n.vf = true;
+                n.function = i;
+            }
+            add(path, std::move(n));
+        };
+        physfn_.push_back(f.physfn);
+        vf_index_.push_back(f.vf_index);
+        total_vfs_.push_back(is_vf ? 0 : f.model.sriov_totalvfs);
+        first_vf_.push_back(-1);
+        if (is_vf && first_vf_.at(static_cast<unsigned>(f.physfn)) < 0) first_vf_[static_cast<unsigned>(f.physfn)] = static_cast<int>(i);
+        vfio_enable_sriov_ = f.vfio_pci_enable_sriov;
         bar_sizes_.push_back(f.model.bar0_size);
         const std::string bdf = f.address.str();
         bdfs_.push_back(bdf);
@@ -101,10 +121,10 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         const std::string dev = "/sys/devices/" + root + "/" + bdf;
         const std::string group = fmt::format("/sys/kernel/iommu_groups/{}", f.iommu_group);
         const bool eth = f.model.port == port_type::ETHERNET;
-        add("/sys/devices/" + root, shared_dir);
-        add(dev, {node_kind::directory, {}});
+        put("/sys/devices/" + root, shared_dir);
+        put(dev, {node_kind::directory, {}});
         const auto file = [&](const char* name, std::string text) {
-            add(dev + "/" + name, {node_kind::file, std::move(text)});
+            put(dev + "/" + name, {node_kind::file, std::move(text)});
         };
         file("vendor", "0x15b3\n");
         file("device", fmt::format("0x{:04x}\n", f.model.device_id));
@@ -118,11 +138,13 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         file("resource", resource_text(f));
         node config{node_kind::config, {}};
         config.function = i;
-        add(dev + "/config", std::move(config));
-        file("current_link_speed", "16.0 GT/s PCIe\n");
-        file("current_link_width", "16\n");
-        file("max_link_speed", "16.0 GT/s PCIe\n");
-        file("max_link_width", "16\n");
+        put(dev + "/config", std::move(config));
+        // A VF has no link of its own: its Link Status is reserved (PCIe Base 9.3.5), which
+        // Linux shows as an unknown speed and width 0.
+        file("current_link_speed", is_vf ? "Unknown\n" : "16.0 GT/s PCIe\n");
+        file("current_link_width", is_vf ? "0\n" : "16\n");
+        file("max_link_speed", is_vf ? "Unknown\n" : "16.0 GT/s PCIe\n");
+        file("max_link_width", is_vf ? "0\n" : "16\n");
         file("modalias", fmt::format("pci:v000015B3d{:08X}sv{:08X}sd{:08X}bc02sc{:02X}i00\n",
                                      f.model.device_id, f.model.subsystem_vendor_id,
                                      f.model.subsystem_id, eth ? 0 : 7));
@@ -132,25 +154,25 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
                                                  f.model.subsystem_vendor_id, f.model.subsystem_id, bdf)};
         uevent.function = i;
         uevent.uevent = true;
-        add(dev + "/uevent", std::move(uevent));
+        put(dev + "/uevent", std::move(uevent));
         node override{node_kind::attr, {}};
         override.function = i;
         override.attr = binding::driver_override;
-        add(dev + "/driver_override", std::move(override));
-        add(dev + "/iommu_group",
+        put(dev + "/driver_override", std::move(override));
+        put(dev + "/iommu_group",
             {node_kind::symlink, fmt::format("../../../kernel/iommu_groups/{}", f.iommu_group)});
         node driver{node_kind::symlink, {}};
         driver.function = i;
         driver.when = shown::on_driver;
         driver.driver_link = true;
-        add(dev + "/driver", std::move(driver));
-        add(dev + "/subsystem", {node_kind::symlink, "../../../bus/pci"});
-        add("/sys/bus/pci/devices/" + bdf, {node_kind::symlink, "../../../devices/" + root + "/" + bdf});
+        put(dev + "/driver", std::move(driver));
+        put(dev + "/subsystem", {node_kind::symlink, "../../../bus/pci"});
+        put("/sys/bus/pci/devices/" + bdf, {node_kind::symlink, "../../../devices/" + root + "/" + bdf});
         for (const auto& [drv, when] : {std::pair{"vfio-pci", shown::on_vfio}, std::pair{"mlx5_core", shown::on_mlx5}}) {
             node link{node_kind::symlink, "../../../../devices/" + root + "/" + bdf};
             link.function = i;
             link.when = when;
-            add(fmt::format("/sys/bus/pci/drivers/{}/{}", drv, bdf), std::move(link));
+            put(fmt::format("/sys/bus/pci/drivers/{}/{}", drv, bdf), std::move(link));
         }
         // mlx5_core's netdev, named as udev names a ConnectX port (enp<bus>s<slot>f<fn>np0).
         const std::string net = fmt::format("{}/net/enp{}s{}f{}np0", dev, f.address.bus, f.address.device,
@@ -164,22 +186,55 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
             node n{text.empty() ? node_kind::directory : node_kind::file, text};
             n.function = i;
             n.when = shown::on_mlx5;
-            add(path, std::move(n));
+            put(path, std::move(n));
         }
-        add(group, {node_kind::directory, {}});
-        add(group + "/devices", {node_kind::directory, {}});
-        add(group + "/devices/" + bdf, {node_kind::symlink, "../../../../devices/" + root + "/" + bdf});
-        add(group + "/type", {node_kind::file, "DMA\n"});
+        put(group, {node_kind::directory, {}});
+        put(group + "/devices", {node_kind::directory, {}});
+        put(group + "/devices/" + bdf, {node_kind::symlink, "../../../../devices/" + root + "/" + bdf});
+        put(group + "/type", {node_kind::file, "DMA\n"});
         node wc{node_kind::bar_wc, {}};
         wc.function = i;
-        add(dev + "/resource0_wc", std::move(wc));
+        put(dev + "/resource0_wc", std::move(wc));
         node ctl{node_kind::control, {}};
         ctl.function = i;
-        add(dev + "/cxv_sim_control", std::move(ctl));
+        put(dev + "/cxv_sim_control", std::move(ctl));
         node g{node_kind::vfio_group, {}};
         g.function = i;
         g.when = shown::on_vfio;
-        add(fmt::format("/dev/vfio/{}", f.iommu_group), std::move(g));
+        put(fmt::format("/dev/vfio/{}", f.iommu_group), std::move(g));
+    }
+    // SR-IOV (drivers/pci/iov.c): a PF's attributes and virtfn<N> links, a VF's physfn.
+    add("/sys/module/vfio_pci", shared_dir);
+    add("/sys/module/vfio_pci/parameters", shared_dir);
+    add("/sys/module/vfio_pci/parameters/enable_sriov", {node_kind::file, vfio_enable_sriov_ ? "Y\n" : "N\n"});
+    for (unsigned i = 0; i < functions.size(); ++i) {
+        const function_spec& f = functions[i];
+        const std::string dev = fmt::format("/sys/devices/pci{:04x}:{:02x}/{}", f.address.domain, f.address.bus,
+                                            f.address.str());
+        if (f.physfn >= 0) {
+            node up{node_kind::symlink, "../" + functions.at(static_cast<unsigned>(f.physfn)).address.str()};
+            up.vf = true;
+            up.function = i;
+            add(dev + "/physfn", std::move(up));
+            node down{node_kind::symlink, "../" + f.address.str()};
+            down.vf = true;
+            down.function = i;
+            add(fmt::format("/sys/devices/pci{:04x}:{:02x}/{}/virtfn{}", f.address.domain, f.address.bus,
+                            functions.at(static_cast<unsigned>(f.physfn)).address.str(), f.vf_index),
+                std::move(down));
+            continue;
+        }
+        if (f.model.sriov_totalvfs == 0) continue;
+        add(dev + "/sriov_totalvfs", {node_kind::file, fmt::format("{}\n", f.model.sriov_totalvfs)});
+        add(dev + "/sriov_offset", {node_kind::file, fmt::format("{}\n", f.model.sriov_vf_offset)});
+        add(dev + "/sriov_stride", {node_kind::file, fmt::format("{}\n", f.model.sriov_vf_stride)});
+        add(dev + "/sriov_vf_device", {node_kind::file, fmt::format("{:x}\n", f.model.sriov_vf_device_id)});
+        for (const binding b : {binding::sriov_numvfs, binding::sriov_autoprobe}) {
+            node n{node_kind::attr, {}};
+            n.function = i;
+            n.attr = b;
+            add(dev + (b == binding::sriov_numvfs ? "/sriov_numvfs" : "/sriov_drivers_autoprobe"), std::move(n));
+        }
     }
 }
 
@@ -194,9 +249,16 @@ sysfs::binding_state sysfs::load(unsigned function) const {
     }
     char slot[kSlotBytes] = {};
     const auto got = ::syscall(SYS_pread64, shared_fd_, slot, kSlotBytes, function * kSlotBytes);
-    if (got != static_cast<long>(kSlotBytes) || slot[0] == 0) return {initial_[function], {}};  // not written yet
-    slot[kSlotBytes - 1] = '\0';
-    return {static_cast<std::uint8_t>(slot[0]), std::string(slot + 1)};
+    binding_state s;
+    s.driver = initial_[function];
+    if (got != static_cast<long>(kSlotBytes) || slot[0] == 0) return s;  // not written yet
+    s.driver = static_cast<std::uint8_t>(slot[0]);
+    slot[1 + kOverrideMax] = '\0';
+    s.override = std::string(slot + 1);
+    std::memcpy(s.token.data(), slot + kTokenAt, s.token.size());
+    s.num_vfs = static_cast<std::uint8_t>(slot[kNumVfsAt]);
+    s.autoprobe = (slot[kFlagsAt] & 1) == 0;
+    return s;
 }
 
 void sysfs::store(unsigned function, const binding_state& s) {
@@ -207,7 +269,10 @@ void sysfs::store(unsigned function, const binding_state& s) {
     }
     char slot[kSlotBytes] = {};
     slot[0] = static_cast<char>(s.driver);
-    std::memcpy(slot + 1, s.override.data(), std::min(s.override.size(), kSlotBytes - 2));
+    std::memcpy(slot + 1, s.override.data(), std::min(s.override.size(), kOverrideMax));
+    std::memcpy(slot + kTokenAt, s.token.data(), s.token.size());
+    slot[kNumVfsAt] = static_cast<char>(s.num_vfs);
+    slot[kFlagsAt] = s.autoprobe ? 0 : 1;
     (void)::syscall(SYS_pwrite64, shared_fd_, slot, kSlotBytes, function * kSlotBytes);
 }
 
@@ -245,6 +310,7 @@ void sysfs::release_group(unsigned function) {
 }
 
 bool sysfs::present(const node& n) const {
+    if (n.vf && !exists(n.function)) return false;
     if (n.when == shown::always) return true;
     const std::uint8_t b = load(n.function).driver;
     return n.when == shown::on_driver ? b != kNone : n.when == shown::on_vfio ? b == kVfio : b == kMlx5;
@@ -265,6 +331,10 @@ std::string sysfs::file_text(const node& n) const {
         const std::string over = load(n.function).override;
         return over.empty() ? "(null)\n" : over + "\n";
     }
+    if (n.kind == node_kind::attr && n.attr == binding::sriov_numvfs) return fmt::format("{}\n", num_vfs(n.function));
+    if (n.kind == node_kind::attr && n.attr == binding::sriov_autoprobe) {
+        return load(n.function).autoprobe ? "1\n" : "0\n";
+    }
     if (!n.uevent) return n.text;
     const std::uint8_t b = load(n.function).driver;
     return b == kNone ? n.text : std::string("DRIVER=") + driver_name(b) + "\n" + n.text;
@@ -281,15 +351,29 @@ long sysfs::write_attr(const node& n, std::string_view text, const std::function
     const long taken = static_cast<long>(text.size());
     std::string_view v = text;
     if (!v.empty() && v.back() == '\n') v.remove_suffix(1);  // one newline, as sysfs_streq
+    if (n.attr == binding::sriov_numvfs) return write_num_vfs(n.function, v, group_open);
+    if (n.attr == binding::sriov_autoprobe) {
+        // kstrtobool: 1/0, y/n, on/off.
+        binding_state s = load(n.function);
+        if (v == "1" || v == "y" || v == "Y" || v == "on") {
+            s.autoprobe = true;
+        } else if (v == "0" || v == "n" || v == "N" || v == "off") {
+            s.autoprobe = false;
+        } else {
+            return -EINVAL;
+        }
+        store(n.function, s);
+        return taken;
+    }
     if (n.attr == binding::driver_override) {
-        if (v.size() > kSlotBytes - 2) return -EINVAL;  // Linux takes up to a page; driver names are short
+        if (v.size() > kOverrideMax) return -EINVAL;  // Linux takes up to a page; driver names are short
         binding_state s = load(n.function);
         s.override = std::string(v);
         store(n.function, s);
         return taken;
     }
     const int i = function_of(v);
-    if (i < 0) return -ENODEV;  // bus_find_device_by_name
+    if (i < 0 || !exists(static_cast<unsigned>(i))) return -ENODEV;  // bus_find_device_by_name
     const auto fn = static_cast<unsigned>(i);
     binding_state s = load(fn);
     const std::string& over = s.override;
@@ -317,9 +401,66 @@ long sysfs::write_attr(const node& n, std::string_view text, const std::function
         s.driver = kNone;
         store(fn, s);
         return taken;
-    case binding::driver_override: break;
+    case binding::driver_override:
+    case binding::sriov_numvfs:
+    case binding::sriov_autoprobe: break;
     }
     return -EINVAL;
+}
+
+unsigned sysfs::num_vfs(unsigned pf) const { return physfn_.at(pf) >= 0 ? 0 : load(pf).num_vfs; }
+
+bool sysfs::exists(unsigned function) const {
+    const int pf = physfn_.at(function);
+    return pf < 0 || num_vfs(static_cast<unsigned>(pf)) > vf_index_.at(function);
+}
+
+std::array<std::uint8_t, 16> sysfs::vf_token(unsigned pf) const { return load(pf).token; }
+
+void sysfs::set_vf_token(unsigned pf, const std::array<std::uint8_t, 16>& uuid) {
+    binding_state s = load(pf);
+    s.token = uuid;
+    store(pf, s);
+}
+
+// sriov_numvfs_store (drivers/pci/iov.c), with the PF driver's sriov_configure: mlx5_core
+// takes any count; vfio-pci only with enable_sriov (else ENOENT), and captures its VFs'
+// driver_override (vfio_pci_bus_notifier).
+long sysfs::write_num_vfs(unsigned pf, std::string_view v, const std::function<bool(unsigned)>& group_open) {
+    const long taken = static_cast<long>(v.size());
+    std::string text(v);
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long n = std::strtoul(text.c_str(), &end, 0);  // kstrtou16(buf, 0)
+    if (text.empty() || *end != '\0' || errno != 0 || n > 0xffff || text[0] == '-' || text[0] == ' ') return -EINVAL;
+    if (n > total_vfs_.at(pf)) return -ERANGE;
+    binding_state s = load(pf);
+    if (n == s.num_vfs) return taken;
+    if (s.driver == kNone) return -ENOENT;  // no driver bound: cannot configure SR-IOV
+    if (s.driver == kVfio && !vfio_enable_sriov_) return -ENOENT;
+    if (n != 0 && s.num_vfs != 0) return -EBUSY;  // "%d VFs already enabled. Disable before enabling %d VFs"
+    const int first = first_vf_.at(pf);
+    if (n == 0) {
+        // pci_disable_sriov: the VFs go. (Linux waits while a VF's user holds it.)
+        for (unsigned k = 0; k < s.num_vfs; ++k) {
+            if (group_open(static_cast<unsigned>(first) + k)) return -EBUSY;
+        }
+        for (unsigned k = 0; k < s.num_vfs; ++k) store(static_cast<unsigned>(first) + k, binding_state{});
+        s.num_vfs = 0;
+        store(pf, s);
+        return taken;
+    }
+    // pci_enable_sriov: the VFs appear; each is probed when sriov_drivers_autoprobe is
+    // set, by its override's driver (vfio-pci's VFs) or by ID (mlx5_core).
+    for (unsigned k = 0; k < n; ++k) {
+        binding_state vf;
+        if (s.driver == kVfio) vf.override = "vfio-pci";
+        if (s.autoprobe) vf.driver = s.driver == kVfio ? kVfio : kMlx5;
+        store(static_cast<unsigned>(first) + k, vf);
+    }
+    s.num_vfs = static_cast<std::uint8_t>(n);
+    store(pf, s);
+    return taken;
 }
 
 void sysfs::add(const std::string& path, node n) {
@@ -417,8 +558,11 @@ void sysfs::fill_stat(const node& n, struct stat& st) const {
         st.st_size = static_cast<off_t>(link_text(n).size());
         break;
     case node_kind::attr:
-        // pci-sysfs.c: driver_override 0644; bind, unbind, drivers_probe 0200.
-        st.st_mode = S_IFREG | (n.attr == binding::driver_override ? 0644 : 0200);
+        // pci-sysfs.c: driver_override 0644; bind, unbind, drivers_probe 0200; iov.c:
+        // sriov_numvfs 0664, sriov_drivers_autoprobe 0644.
+        st.st_mode = S_IFREG | (n.attr == binding::driver_override || n.attr == binding::sriov_autoprobe ? 0644
+                                : n.attr == binding::sriov_numvfs                                        ? 0664
+                                                                                                         : 0200);
         st.st_size = 4096;
         break;
     case node_kind::vfio_container:

@@ -9,6 +9,18 @@
 //   /sys/kernel/iommu_groups/<N>/devices/<bdf>   -> the function; type
 //   /dev/vfio/vfio, /dev/vfio/<N>                 character devices
 //   .../<bdf>/cxv_sim_control                     write-only: fault injection (not on a card)
+//   .../<pf>/sriov_{totalvfs,numvfs,offset,stride,vf_device,drivers_autoprobe}, virtfn<N>
+//   .../<vf>/physfn                               SR-IOV (drivers/pci/iov.c)
+//   /sys/module/vfio_pci/parameters/enable_sriov
+//
+// SR-IOV follows Linux too: writing sriov_numvfs on a PF whose driver can (mlx5_core, or
+// vfio-pci with enable_sriov) makes its VFs exist, each a function with its own
+// address, IOMMU group and /dev/vfio node; 0 removes them. A PF's driver decides what a
+// new VF binds to: vfio-pci sets the VF's driver_override to vfio-pci (its bus
+// notifier), and with sriov_drivers_autoprobe (1) a VF is probed at once. The VF token a
+// vfio-pci PF's user sets (VFIO_DEVICE_FEATURE) is kept here too, for the VFs' opens in
+// any process of the run. Deviations: removing VFs while a process holds a VF's group
+// is EBUSY (Linux waits for the holder).
 //
 // The binding follows Linux (drivers/pci/pci-sysfs.c, pci-driver.c, drivers/base/bus.c):
 // a function starts on the driver its spec names (vfio-pci by default) and moves through
@@ -30,6 +42,7 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -51,7 +64,7 @@ enum class node_kind { directory, file, symlink, vfio_container, vfio_group, con
 
 // When a node exists, by the driver its function is bound to.
 enum class shown : std::uint8_t { always, on_vfio, on_mlx5, on_driver };
-enum class binding : std::uint8_t { driver_override, bind, unbind, drivers_probe };
+enum class binding : std::uint8_t { driver_override, bind, unbind, drivers_probe, sriov_numvfs, sriov_autoprobe };
 
 struct node {
     node_kind kind;
@@ -63,6 +76,7 @@ struct node {
     bool driver_link = false;  // <bdf>/driver: its target is the bound driver
     bool uevent = false;       // <bdf>/uevent: its DRIVER= line is the bound driver
     binding attr = binding::driver_override;
+    bool vf = false;  // a VF's (`function`): there only while its PF's sriov_numvfs covers it
 };
 
 struct dir_entry {
@@ -108,6 +122,18 @@ public:
     // Linux answers. `group_open(i)`: whether function i's group is open here.
     long write_attr(const node& n, std::string_view text, const std::function<bool(unsigned)>& group_open);
 
+    // SR-IOV state: the VFs a PF has enabled; whether function i exists now (a PF always,
+    // a VF while enabled); a PF's VF token (all zero until its user sets one) and the
+    // setting of it; the function that is VF `vf` of PF `pf` (-1: none).
+    unsigned num_vfs(unsigned pf) const;
+    bool exists(unsigned function) const;
+    std::array<std::uint8_t, 16> vf_token(unsigned pf) const;
+    void set_vf_token(unsigned pf, const std::array<std::uint8_t, 16>& uuid);
+    int physfn(unsigned function) const { return physfn_.at(function); }
+    // This run's name among the runs on the host (its binding file's inode; without one,
+    // this process's pid): processes of one run are one host, another run another.
+    const std::string& run_id() const noexcept { return run_id_; }
+
     static constexpr std::size_t kSlotBytes = 64;  // of the binding file, per function
 
     // The group of `function` is opened (true) or is held by another process of the run
@@ -119,10 +145,18 @@ public:
 
 private:
     enum : std::uint8_t { kNone = 1, kVfio, kMlx5 };  // 0: a slot not written yet
+    // A function's slot of the binding file: the driver (byte 0), driver_override (up to
+    // kOverrideMax bytes from 1, NUL-terminated), and for a PF its VF token, its
+    // sriov_numvfs and sriov_drivers_autoprobe.
+    static constexpr std::size_t kOverrideMax = 43, kTokenAt = 45, kNumVfsAt = 61, kFlagsAt = 62;
     struct binding_state {
         std::uint8_t driver = kNone;
         std::string override;
+        std::array<std::uint8_t, 16> token{};
+        std::uint8_t num_vfs = 0;
+        bool autoprobe = true;
     };
+    long write_num_vfs(unsigned pf, std::string_view v, const std::function<bool(unsigned)>& group_open);
     static const char* driver_name(std::uint8_t d) noexcept;
     int function_of(std::string_view bdf) const;
     binding_state load(unsigned function) const;
@@ -133,7 +167,13 @@ private:
     std::vector<std::uint64_t> bar_sizes_;  // BAR0 of each function
     std::vector<std::string> bdfs_;
     std::vector<std::uint8_t> initial_;  // each function's driver at the start
+    std::vector<int> physfn_;            // each function's PF (-1: a PF)
+    std::vector<unsigned> vf_index_;     // a VF's number under its PF
+    std::vector<unsigned> total_vfs_;    // a PF's sriov_totalvfs
+    std::vector<int> first_vf_;          // a PF's VF 0 (-1: none)
+    bool vfio_enable_sriov_ = false;
     int shared_fd_ = -1;                 // the launcher's binding file, when inherited
+    std::string run_id_;
     int hold_fd_ = -1;                   // this process's own description of it (group holds)
     mutable std::mutex state_mu_;
     std::vector<binding_state> local_;  // the binding, without a shared file

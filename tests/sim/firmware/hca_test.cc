@@ -294,3 +294,31 @@ TEST_CASE("QUERY_ADAPTER gives the vendor ids and the PSID, read where Linux's m
     for (std::size_t i = 0; i < 16 && out[at + i] != std::byte{0}; ++i) psid += static_cast<char>(out[at + i]);
     CHECK(psid == g.dev().config().psid);
 }
+
+TEST_CASE("ENABLE_HCA and DISABLE_HCA of another function: a PF's VFs (1 to TotalVFs), nothing else") {
+    sim::device_config pf;
+    pf.sriov_totalvfs = 2;
+    H h(pf);
+    REQUIRE(h.bring_up());
+    const auto other = [&](cmd_opcode op, std::uint32_t fn) {
+        auto in = H::input<ifc::enable_hca_in>(op);
+        ifc::set<ifc::enable_hca_in::function_id>(in.data(), fn);  // the same place in disable_hca_in
+        return h.exec(in, 16);
+    };
+    for (std::uint32_t fn : {1u, 2u}) {
+        CHECK(other(cmd_opcode::ENABLE_HCA, fn).status == cmd_status::OK);
+        CHECK(other(cmd_opcode::DISABLE_HCA, fn).status == cmd_status::OK);
+    }
+    CHECK(other(cmd_opcode::ENABLE_HCA, 3).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+    // The PF's own HCA is untouched by its VFs'.
+    CHECK(h.dev().state() == sim::hca_state::initialized);
+    // A VF names only itself.
+    sim::device_config vf;
+    vf.virtual_function = true;
+    vf.device_id = 0x101c;
+    H v(vf);
+    REQUIRE(v.bring_up());
+    auto in = H::input<ifc::enable_hca_in>(cmd_opcode::ENABLE_HCA);
+    ifc::set<ifc::enable_hca_in::function_id>(in.data(), 1);
+    CHECK(v.exec(in, 16).synd() == cmd_syndrome::UNKNOWN_RESOURCE);
+}
