@@ -1,5 +1,7 @@
 #include "driver/res/q_counter.h"
 
+#include <span>
+
 #include "driver/cmd/cmd_queue.h"
 #include "hw/ifc.h"
 
@@ -58,26 +60,25 @@ result<vport_counters> query_vport_counters(hca& h, bool clear) {
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> named_counters(const vport_counters& v, bool ethernet) {
-    std::vector<std::pair<std::string, std::uint64_t>> out;
-    const auto add = [&](const char* name, const traffic& t) {
-        out.emplace_back(std::string(name) + "_packets", t.packets);
-        out.emplace_back(std::string(name) + "_bytes", t.octets);
+    struct row {
+        const char* name;
+        traffic vport_counters::*field;
     };
-    if (ethernet) {
-        add("rx_unicast", v.received_eth_unicast);
-        add("rx_multicast", v.received_eth_multicast);
-        add("rx_broadcast", v.received_eth_broadcast);
-        add("tx_unicast", v.transmitted_eth_unicast);
-        add("tx_multicast", v.transmitted_eth_multicast);
-        add("tx_broadcast", v.transmitted_eth_broadcast);
-    } else {
-        add("rx_unicast", v.received_ib_unicast);
-        add("rx_multicast", v.received_ib_multicast);
-        add("tx_unicast", v.transmitted_ib_unicast);
-        add("tx_multicast", v.transmitted_ib_multicast);
+    using vc = vport_counters;
+    static constexpr row eth[] = {
+        {"rx_unicast", &vc::received_eth_unicast},       {"rx_multicast", &vc::received_eth_multicast},
+        {"rx_broadcast", &vc::received_eth_broadcast},   {"tx_unicast", &vc::transmitted_eth_unicast},
+        {"tx_multicast", &vc::transmitted_eth_multicast}, {"tx_broadcast", &vc::transmitted_eth_broadcast},
+        {"rx_errors", &vc::received_errors},             {"tx_errors", &vc::transmit_errors}};
+    static constexpr row ib[] = {
+        {"rx_unicast", &vc::received_ib_unicast},     {"rx_multicast", &vc::received_ib_multicast},
+        {"tx_unicast", &vc::transmitted_ib_unicast},  {"tx_multicast", &vc::transmitted_ib_multicast},
+        {"rx_errors", &vc::received_errors},          {"tx_errors", &vc::transmit_errors}};
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    for (const row& r : ethernet ? std::span<const row>(eth) : std::span<const row>(ib)) {
+        out.emplace_back(std::string(r.name) + "_packets", (v.*r.field).packets);
+        out.emplace_back(std::string(r.name) + "_bytes", (v.*r.field).octets);
     }
-    add("rx_errors", v.received_errors);
-    add("tx_errors", v.transmit_errors);
     return out;
 }
 

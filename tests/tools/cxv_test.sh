@@ -6,14 +6,7 @@ set -uo pipefail
 sim=$1
 cxv=$2
 cxvd=$3
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-expect_eq() {  # <what> <expected> <actual>
-    [ "$2" == "$3" ] || fail "$1: expected [$2], got [$3]"
-}
+source tests/checks.sh
 
 # This machine has no mlx5 function of its own: outside the layer the list is empty
 # (exit 0, with a hint); inside it, exactly the emulated functions.
@@ -198,8 +191,4 @@ else
     echo "SKIPPED: this machine has no PCI function of another vendor to refuse"
 fi
 
-if ((failures > 0)); then
-    echo "$failures failure(s)" >&2
-    exit 1
-fi
-echo "all cxv checks passed"
+finish cxv

@@ -8,11 +8,7 @@ set -uo pipefail
 sim=$1
 cxv=$2
 send_recv=$3
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+source tests/checks.sh
 # A write(2) to a sysfs attribute that shows its errno (a shell's echo > hides it here).
 store='perl -e "open(my \$f, \">\", \$ARGV[0]) or die \"open: \$!\\n\"; syswrite(\$f, \$ARGV[1]) or print \"\$!\\n\"" '
 
@@ -49,8 +45,4 @@ grep -q "^ok$" <<<"$out" || fail "send_recv between the VFs: $out"
 grep -q "^send_recv rc=0$" <<<"$out" || fail "send_recv between the VFs: exit: $out"
 [ "$(tail -1 <<<"$out")" == 1 ] || fail "the VFs did not go with sriov_numvfs 0: $out"
 
-if [ "$failures" -ne 0 ]; then
-    echo "$failures check(s) failed"
-    exit 1
-fi
-echo "all checks passed"
+finish SR-IOV

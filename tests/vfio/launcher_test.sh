@@ -5,20 +5,7 @@
 set -uo pipefail
 
 sim=$1
-failures=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-expect_eq() {  # <what> <expected> <actual>
-    if [[ "$2" != "$3" ]]; then
-        fail "$1: expected [$2], got [$3]"
-    else
-        echo "ok: $1"
-    fi
-}
+source tests/checks.sh
 
 # list
 expect_eq "list (default)" "0000:c5:00.0" "$("$sim" list)"
@@ -103,8 +90,4 @@ for args in "--bogus" "bogus-subcommand" "run --bogus -- true" "list --devices" 
     expect_eq "usage error: cxv-sim $args" 2 $?
 done
 
-if ((failures > 0)); then
-    echo "$failures failure(s)" >&2
-    exit 1
-fi
-echo "all launcher checks passed"
+finish launcher
