@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SR-IOV on the model, as a user with a kernel PF takes VFs for cxv: the PF bound to
 # mlx5_core, VFs made through sriov_numvfs (they come up on mlx5_core, as Linux probes
-# them), `cxv list` showing them as VFs of their PF, `cxv setup --bind` moving two to
+# them), `cxv list` and `cxv setup --status` showing them and their PF, `cxv setup --bind` moving two to
 # vfio-pci, `cxv info` bringing one up with an address of its own, the example program
 # moving data between the two over the model's wire, and the VFs going again.
 set -uo pipefail
@@ -19,6 +19,7 @@ out=$("$sim" run --port-type eth --link-up-ms 20 --set kernel_driver=mlx5_core -
     $store \$pf/sriov_numvfs 2
     $store \$pf/sriov_numvfs 3
     '$cxv' list
+    '$cxv' setup --status 0000:c5:00.0 0000:c5:00.2 | grep SR-IOV
     '$cxv' setup --bind 0000:c5:00.1 0000:c5:00.2
     '$cxv' info 0000:c5:00.1 | grep -E 'port 1: Active,|GID 1'
     '$cxv' info 0000:c5:00.0 2>&1 | tail -1
@@ -34,6 +35,8 @@ grep -Eq "^0000:c5:00.1 +ConnectX-6 VF +15b3:101c VF mlx5_core +121 .* - +bound 
     fail "cxv list: the first VF: $out"
 grep -Eq "^0000:c5:00.2 +ConnectX-6 VF +15b3:101c VF mlx5_core +122 " <<<"$out" || fail "cxv list: the second VF: $out"
 grep -q "^0000:c5:00.3" <<<"$out" && fail "cxv list: a third VF: $out"
+grep -q "^  SR-IOV:      2 of 4 VFs: 0000:c5:00.1, 0000:c5:00.2$" <<<"$out" || fail "setup --status of the PF: $out"
+grep -q "^  SR-IOV:      a VF of 0000:c5:00.0$" <<<"$out" || fail "setup --status of a VF: $out"
 grep -q "^0000:c5:00.1: mlx5_core -> vfio-pci (IOMMU group 121, /dev/vfio/121)$" <<<"$out" || fail "bind VF 1: $out"
 grep -q "^0000:c5:00.2: mlx5_core -> vfio-pci (IOMMU group 122, /dev/vfio/122)$" <<<"$out" || fail "bind VF 2: $out"
 # The VF's own addresses: the second function's MAC and link-local IPv4 address.

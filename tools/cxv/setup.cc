@@ -144,6 +144,21 @@ bool print_function(const setup_request& r, const state& s) {
         }
     }
     fmt::print("  netdevs:     {}\n", s.netdevs.empty() ? "none" : join(s.netdevs) + (s.netdevs_up.empty() ? "" : ", up: " + join(s.netdevs_up)));
+    // SR-IOV (drivers/pci/iov.c): a PF's VFs, or a VF's PF.
+    if (const std::string total = read_text(s.dir + "/sriov_totalvfs"); !total.empty() && total != "0") {
+        std::vector<std::string> vfs;
+        for (const auto& e : entries(s.dir)) {
+            if (e.rfind("virtfn", 0) == 0) vfs.push_back(link_base(s.dir + "/" + e));
+        }
+        std::sort(vfs.begin(), vfs.end());
+        fmt::print("  SR-IOV:      {} of {} VFs{}{}\n", read_text(s.dir + "/sriov_numvfs"), total,
+                   vfs.empty() ? "" : ": ", join(vfs));
+        if (vfs.empty() && s.driver == "vfio-pci" && read_text(r.sysfs + "/module/vfio_pci/parameters/enable_sriov") != "Y") {
+            fmt::print("               (VFs of a vfio-pci PF need vfio-pci's enable_sriov=1)\n");
+        }
+    } else if (const std::string pf = link_base(s.dir + "/physfn"); !pf.empty()) {
+        fmt::print("  SR-IOV:      a VF of {}\n", pf);
+    }
     fmt::print("  cxv:         {}\n", todo.empty() ? "ready" : todo.front());
     for (std::size_t i = 1; i < todo.size(); ++i) fmt::print("               {}\n", todo[i]);
     return todo.empty();
