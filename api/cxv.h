@@ -120,7 +120,8 @@ private:
 
 // The cxvd this process's devices attach through: $CXV_DAEMON, or empty (VFIO).
 std::string daemon_path();
-// The functions (PCI addresses) the cxvd at `path` serves, in its order (its HELLO).
+// The functions (PCI addresses) the cxvd at `path` serves, in its order (its HELLO), those
+// another trust domain uses last.
 // ENOENT / ECONNREFUSED, naming the path, when none listens there.
 result<std::vector<std::string>> daemon_functions(const std::string& path);
 

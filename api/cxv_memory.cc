@@ -61,8 +61,14 @@ result<std::vector<std::string>> daemon_functions(const std::string& path) {
     if (!c) return c.error();
     auto h = c->hello();
     if (!h) return error{h.error().code, fmt::format("cxvd at {}: HELLO: {}", path, h.error().message)};
+    // Those no other trust domain uses first (a program takes the first device), then
+    // the others, each in the daemon's order.
     std::vector<std::string> out;
-    for (const auto& d : h->devices) out.push_back(d.bdf);
+    for (const bool taken : {false, true}) {
+        for (const auto& d : h->devices) {
+            if (d.other_domain == taken) out.push_back(d.bdf);
+        }
+    }
     return out;
 }
 

@@ -30,9 +30,14 @@ result<std::shared_ptr<remote_function>> remote_function::connect(const std::str
     auto h = c->hello();
     if (!h) return error{h.error().code, fmt::format("cxvd at {}: HELLO: {}", path, h.error().message)};
     std::string names;
+    // With no function named: the first that no other trust domain uses (the daemon
+    // refuses those), else the first.
+    std::size_t pick = 0;
+    while (bdf.empty() && pick < h->devices.size() && h->devices[pick].other_domain) ++pick;
+    if (pick == h->devices.size()) pick = 0;
     for (std::size_t i = 0; i < h->devices.size(); ++i) {
         const auto& d = h->devices[i];
-        if (bdf.empty() || d.bdf == bdf) {
+        if (bdf.empty() ? i == pick : d.bdf == bdf) {
             if (d.bar_size == 0) {  // HELLO names a function being recovered, nothing more
                 return error{EAGAIN, fmt::format("cxvd at {}: {} is being brought up again (try again)", path, d.bdf)};
             }

@@ -410,6 +410,10 @@ void server::handle(peer& p, request& r, std::chrono::steady_clock::time_point s
     case msg_type::hello: {
         hello_reply h;
         h.devices = devices_info(true);
+        for (std::size_t i = 0; i < h.devices.size() && i < devices_.size(); ++i) {
+            const std::string& domain = devices_[i]->domain;
+            h.devices[i].other_domain = !opts_.share_functions && !domain.empty() && domain != p.domain;
+        }
         conclude(p, m, answer{payload(h), {}, {}});
         break;
     }

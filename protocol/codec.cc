@@ -419,7 +419,8 @@ void put_device(writer& w, const device_info& d) {
         .put(d.port_logical).put(d.comp_eqn).blob(d.caps);
     std::vector<std::byte> gids(d.gids.size() * 16);
     if (!gids.empty()) std::memcpy(gids.data(), d.gids.data(), gids.size());
-    w.blob(gids).put(d.mac).put(d.ipv4).put(d.max_mtu).put(d.bar_size).blob(d.ptys);
+    w.blob(gids).put(d.mac).put(d.ipv4).put(d.max_mtu).put(d.bar_size).blob(d.ptys)
+        .put(static_cast<std::uint8_t>(d.other_domain));
 }
 
 device_info get_device(reader& r) {
@@ -443,6 +444,7 @@ device_info get_device(reader& r) {
     d.max_mtu = r.get<std::uint8_t>();
     d.bar_size = r.get<std::uint64_t>();
     d.ptys = r.blob();
+    d.other_domain = r.get<std::uint8_t>() != 0;
     return d;
 }
 

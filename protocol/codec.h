@@ -30,7 +30,7 @@ constexpr std::uint32_t protocol_magic = 0x44565843;  // "CXVD" in memory order
 // 2: EVENTS and the event channel (daemon → client EVENT messages); MAP_MEMORY carries
 // the IOVA alignment; COMMAND_FD carries a command too large for one message in a sealed
 // memfd (and its output back in one). 3: HELLO carries port 1's PTYS register. 4: COUNTERS,
-// and STATUS's page-list entries per client.
+// STATUS's page-list entries per client, and whether another trust domain uses a function.
 constexpr std::uint16_t protocol_version = 4;
 constexpr std::size_t max_text_bytes = 256;
 // A forwarded PRM command's input: the fixed part and its trailing page lists.
@@ -286,6 +286,9 @@ struct device_info {
     std::uint8_t max_mtu = 0;
     std::uint64_t bar_size = 0;  // BAR0's, where a client maps its UAR pages
     std::vector<std::byte> ptys;  // port 1's PTYS register (its speed), as the daemon read it
+    // HELLO: another trust domain uses the function now, so the asker's requests on it
+    // would be refused EBUSY (a client that names no function takes one without this).
+    bool other_domain = false;
 };
 struct hello_reply {
     std::uint16_t version = protocol_version;

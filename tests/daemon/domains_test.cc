@@ -17,6 +17,7 @@
 
 #include <doctest/doctest.h>
 
+#include "api/cxv.h"
 #include "hw/doorbell.h"
 #include "hw/init_seg.h"
 #include "tests/daemon/rig.h"
@@ -212,10 +213,11 @@ TEST_CASE("a tenant that had the device fd: the function is reset before another
     CHECK_MESSAGE(o.err == 0, o.text);
 }
 
-TEST_CASE("the review's attack: a tenant that kills its own function through the device fd leaves another "
-          "domain's function, and cxvd, serving" *
-          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
-    daemon_rig rig({"--allow-uid", std::to_string(kFirst)}, {"--devices", "2"});
+namespace {
+
+// The review's attack on `rig`'s two functions: a tenant (uid kFirst) kills the first
+// through its device fd; root's domain goes on using the second meanwhile.
+void kill_own_function(daemon_rig& rig) {
     open_to_all(rig);
     test_client mine(rig.sock);  // root's domain, on the second function
     REQUIRE(mine.hello.devices.size() == 2);
@@ -266,4 +268,60 @@ TEST_CASE("the review's attack: a tenant that kills its own function through the
     CHECK(rig.proc->running());
     // The first function is anyone's again (its tenant gone, the function reset).
     CHECK(alloc_pd_on(0).err == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the review's attack: a tenant that kills its own function through the device fd leaves another "
+          "domain's function, and cxvd, serving" *
+          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
+    daemon_rig rig({"--allow-uid", std::to_string(kFirst)}, {"--devices", "2"});
+    kill_own_function(rig);
+}
+
+TEST_CASE("the same with SR-IOV: cxvd serves two VFs of a kernel PF; a tenant that kills its VF leaves the other "
+          "VF, the PF and cxvd serving" *
+          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
+    // The PF stays with mlx5_core (it does the PF's part); its VFs go to vfio-pci, and
+    // cxvd owns those two only: a tenant's device fd is its VF's, never the PF's.
+    const std::string make_vfs =
+        "echo 2 > /sys/bus/pci/devices/0000:c5:00.0/sriov_numvfs && "
+        "for f in 0000:c5:00.1 0000:c5:00.2; do echo vfio-pci > /sys/bus/pci/devices/$f/driver_override; "
+        "echo $f > /sys/bus/pci/drivers/mlx5_core/unbind; echo $f > /sys/bus/pci/drivers_probe; done";
+    daemon_rig rig({"--allow-uid", std::to_string(kFirst), "--device", "0000:c5:00.1", "--device", "0000:c5:00.2"},
+                   {"--set", "kernel_driver=mlx5_core", "--set", "sriov_totalvfs=2"}, make_vfs);
+    test_client probe(rig.sock);
+    REQUIRE(probe.hello.devices.size() == 2);
+    CHECK(probe.hello.devices[0].bdf == "0000:c5:00.1");
+    CHECK(probe.hello.devices[1].bdf == "0000:c5:00.2");
+    kill_own_function(rig);
+}
+
+TEST_CASE("HELLO says which functions another trust domain uses, and a client that names none takes a free one" *
+          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
+    daemon_rig rig({"--allow-uid", std::to_string(kFirst), "--allow-uid", std::to_string(kSecond)}, {"--devices", "2"});
+    open_to_all(rig);
+    tenant first(rig.sock, kFirst, 1);  // holds the first function (a mapping)
+    // As the second uid: HELLO's flags, and the order cxv::daemon_functions gives a
+    // program (the free function first: ibv_get_device_list's mlx5_0).
+    const outcome seen = as_uid(rig.sock, kSecond, {}, [&](d::client&) -> cxv::result<d::client::answer> {
+        auto c = d::client::connect(rig.sock);
+        if (!c) return c.error();
+        auto h = c->hello();
+        if (!h) return h.error();
+        auto order = cxv::daemon_functions(rig.sock);
+        if (!order) return order.error();
+        d::client::answer a;
+        std::string text;
+        for (const auto& dev : h->devices) text += dev.other_domain ? "taken " : "free ";
+        for (const auto& bdf : *order) text += bdf + " ";
+        a.text = text;
+        return a;
+    });
+    REQUIRE(seen.stage == 0);
+    CHECK(seen.text == "taken free 0000:c5:00.1 0000:c5:00.0 ");
+    // The holder's own view: its function is not another's.
+    test_client root_view(rig.sock);
+    CHECK(root_view.hello.devices[0].other_domain);  // root is another domain than kFirst
+    CHECK_FALSE(root_view.hello.devices[1].other_domain);
 }

@@ -226,7 +226,8 @@ TEST_CASE("replies and their payloads round-trip; truncated payloads are refused
     st.devices.push_back({.bdf = "0000:01:00.0", .firmware = "16.35.1012", .port_up = true, .ethernet = true,
                           .port_logical = 4, .comp_eqn = 8, .caps = {}, .gids = {{}, {}},
                           .mac = {2, 0, 0, 0, 0, 7}, .ipv4 = {169, 254, 1, 7}, .max_mtu = 3,
-                          .bar_size = 1 << 25, .ptys = std::vector<std::byte>(64, std::byte{0x5a})});
+                          .bar_size = 1 << 25, .ptys = std::vector<std::byte>(64, std::byte{0x5a}),
+                          .other_domain = true});
     st.devices[0].gids[1][15] = 0x42;
     st.clients.push_back({.pid = 42, .uid = 1000, .gid = 100, .comm = "trader", .pds = 1, .cqs = 2, .mkeys = 3,
                           .qps = 0, .srqs = 0, .uars = 1, .maps = 2, .pinned = 1 << 20});
@@ -247,11 +248,12 @@ TEST_CASE("replies and their payloads round-trip; truncated payloads are refused
     CHECK(back->devices.at(0).max_mtu == 3);
     CHECK(back->devices.at(0).bar_size == 1 << 25);
     CHECK(back->devices.at(0).ptys == st.devices[0].ptys);
+    CHECK(back->devices.at(0).other_domain);
     CHECK(back->clients.at(0).comm == "trader");
     CHECK(back->clients.at(0).pinned == 1 << 20);
     CHECK(back->clients_total == st.clients_total);
     CHECK(!d::parse_status_reply(std::span(p).first(p.size() - 1)));
-    CHECK(!d::parse_status_reply(std::span(p).first(p.size() - 65)));  // the PTYS cut short
+    CHECK(!d::parse_status_reply(std::span(p).first(p.size() - 66)));  // the PTYS cut short
     CHECK(!d::parse_alloc_uar_reply(std::vector<std::byte>(5)));
     // A GID table that is not whole GIDs is refused.
     d::writer w;

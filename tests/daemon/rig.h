@@ -43,7 +43,9 @@ struct daemon_rig {
     std::string sock;
     std::unique_ptr<child> proc;
 
-    explicit daemon_rig(const std::vector<std::string>& args = {}, const std::vector<std::string>& sim_args = {}) {
+    // `prelude`: shell commands run in the model's run before cxvd (e.g. making VFs).
+    explicit daemon_rig(const std::vector<std::string>& args = {}, const std::vector<std::string>& sim_args = {},
+                        const std::string& prelude = {}) {
         sock = dir.dir + "/cxvd.sock";
         // RoCE ports unless sim_args name the port type.
         std::vector<std::string> argv = {env_path("CXV_SIM"), "run", "--link-up-ms", "20"};
@@ -51,7 +53,9 @@ struct daemon_rig {
             argv.insert(argv.end(), {"--port-type", "eth"});
         }
         argv.insert(argv.end(), sim_args.begin(), sim_args.end());
-        argv.insert(argv.end(), {"--", env_path("CXVD"), "--socket", sock});
+        argv.push_back("--");
+        if (!prelude.empty()) argv.insert(argv.end(), {"bash", "-c", prelude + " && exec \"$0\" \"$@\""});
+        argv.insert(argv.end(), {env_path("CXVD"), "--socket", sock});
         argv.insert(argv.end(), args.begin(), args.end());
         proc = std::make_unique<child>(argv, dir.dir + "/cxvd.log");
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);

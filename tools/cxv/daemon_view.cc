@@ -48,7 +48,7 @@ int print_daemon_list(const std::string& socket, bool json) {
             j.member("link", d.ethernet ? "eth" : "ib");
             j.member("port_state", port_state_name(d.port_logical));
             j.member("daemon", daemon::printable(socket));
-            j.member("usable", true);
+            j.member("usable", !d.other_domain);
             j.end_object();
         }
         j.end_array();
@@ -60,7 +60,8 @@ int print_daemon_list(const std::string& socket, bool json) {
     fmt::print("{:<13} {:<12} {:<5} {:<7} {}\n", "bdf", "firmware", "link", "port 1", "cxv");
     for (const auto& d : h->devices) {
         fmt::print("{:<13} {:<12} {:<5} {:<7} {}\n", daemon::printable(d.bdf), daemon::printable(d.firmware),
-                   d.ethernet ? "eth" : "ib", port_state_name(d.port_logical), "ready (through cxvd)");
+                   d.ethernet ? "eth" : "ib", port_state_name(d.port_logical),
+                   d.other_domain ? "in use by another trust domain" : "ready (through cxvd)");
     }
     return EXIT_SUCCESS;
 }
