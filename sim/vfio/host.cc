@@ -578,7 +578,8 @@ long host::check_vf_token(function_state& f, bool given, const std::array<std::u
     }
     if (f.spec.model.sriov_totalvfs == 0) return given ? -EINVAL : 0;  // not a PF or VF
     // A PF whose VFs are in use: their token proves the collaboration; otherwise a token
-    // given with the open becomes the VFs' token.
+    // given with the open becomes the VFs' token. (In use: a VF device fd open in this
+    // process; a VF another process of the run holds is not seen here.)
     unsigned users = 0;
     for (const auto& g : functions_) users += g->spec.physfn == static_cast<int>(f.index) && g->device_opens > 0;
     if (users != 0) {

@@ -110,7 +110,9 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         vf_index_.push_back(f.vf_index);
         total_vfs_.push_back(is_vf ? 0 : f.model.sriov_totalvfs);
         first_vf_.push_back(-1);
-        if (is_vf && first_vf_.at(static_cast<unsigned>(f.physfn)) < 0) first_vf_[static_cast<unsigned>(f.physfn)] = static_cast<int>(i);
+        if (is_vf && first_vf_.at(static_cast<unsigned>(f.physfn)) < 0) {
+            first_vf_[static_cast<unsigned>(f.physfn)] = static_cast<int>(i);
+        }
         vfio_enable_sriov_ = f.vfio_pci_enable_sriov;
         bar_sizes_.push_back(f.model.bar0_size);
         const std::string bdf = f.address.str();
@@ -121,7 +123,7 @@ sysfs::sysfs(const std::vector<function_spec>& functions) {
         const std::string dev = "/sys/devices/" + root + "/" + bdf;
         const std::string group = fmt::format("/sys/kernel/iommu_groups/{}", f.iommu_group);
         const bool eth = f.model.port == port_type::ETHERNET;
-        put("/sys/devices/" + root, shared_dir);
+        add("/sys/devices/" + root, shared_dir);  // the bus's, shared with its PFs
         put(dev, {node_kind::directory, {}});
         const auto file = [&](const char* name, std::string text) {
             put(dev + "/" + name, {node_kind::file, std::move(text)});
