@@ -35,43 +35,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// One HTTP/1.1 request on a fresh connection; the whole response (the server closes).
-std::string http(const std::string& addr, const std::string& request) {
-    int fd = -1;
-    if (addr[0] == '/') {
-        fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_un a{};
-        a.sun_family = AF_UNIX;
-        std::memcpy(a.sun_path, addr.c_str(), addr.size() + 1);
-        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    } else {
-        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(static_cast<std::uint16_t>(std::stoul(addr.substr(addr.find(':') + 1))));
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    }
-    REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-    std::string out;
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    for (;;) {
-        pollfd p{fd, POLLIN, 0};
-        REQUIRE_MESSAGE(std::chrono::steady_clock::now() < end, "no whole response within 10 s: ", out);
-        if (::poll(&p, 1, 100) <= 0) continue;
-        char buf[4096];
-        const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n <= 0) break;
-        out.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(fd);
-    return out;
-}
-
-std::string get(const std::string& addr, const std::string& path = "/metrics") {
-    return http(addr, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
-}
-
 // The body of a 200 response, after checking its head.
 std::string body_of(const std::string& resp) {
     REQUIRE_MESSAGE(resp.rfind("HTTP/1.1 200 OK\r\n", 0) == 0, resp.substr(0, 200));
@@ -214,7 +177,7 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     struct stat st{};
     REQUIRE(::stat(maddr.c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0660);
-    const auto before = parse(body_of(get(maddr)));
+    const auto before = parse(body_of(http_get(maddr)));
     CHECK(before.at("cxvd_clients") == 0);  // the rig's probe connections sent nothing
     CHECK(before.at("cxvd_port_counters_ok{function=\"0000:c5:00.0\",port=\"1\"}") == 1);
     // The firmware's pages: the model asks for 16 at boot and 64 at init.
@@ -238,11 +201,11 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     CHECK(c.create_mkey(pd, iova + 3 * 4096, 4).err == 0);
     CHECK(c.query_cq(cqn) == 0);
     CHECK(c.destroy_cq(0xabcdef) == EPERM);  // refused: counted as such
-    const auto mid = parse(body_of(get(maddr)));
+    const auto mid = parse(body_of(http_get(maddr)));
     CHECK(mid.at("cxvd_clients") == 1);
     const std::string me = "pid=\"" + std::to_string(::getpid()) + "\"";
     {
-        const std::string text = body_of(get(maddr));
+        const std::string text = body_of(http_get(maddr));
         CHECK(ascii(text));
         CHECK_MESSAGE(text.find(R"(comm="mt\\xff\\x80x")") != std::string::npos, text);
     }
@@ -272,7 +235,7 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
     const auto ran = run({env_path("CXVD_LOOP_PEER"), "--rounds", "64"}, rig.dir.dir + "/loop.log", 60s);
     ::unsetenv("CXV_DAEMON");
     REQUIRE_MESSAGE(ran.status == 0, ran.output);
-    const auto after = parse(body_of(get(maddr)));
+    const auto after = parse(body_of(http_get(maddr)));
     CHECK(total(after, "cxvd_port_packets_total", {"direction=\"rx\""}) > rx0);
     CHECK(total(after, "cxvd_port_packets_total", {"direction=\"tx\""}) > tx0);
     CHECK(total(after, "cxvd_port_bytes_total") > bytes0 + 64 * 512);
@@ -282,7 +245,7 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
 
     // Wrong method, path, a malformed request: refused, and serving goes on.
     CHECK(http(maddr, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
-    CHECK(get(maddr, "/").rfind("HTTP/1.1 404", 0) == 0);
+    CHECK(http_get(maddr, "/").rfind("HTTP/1.1 404", 0) == 0);
     CHECK(http(maddr, "nonsense\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
     CHECK(http(maddr, std::string(9000, 'A')).rfind("HTTP/1.1 431", 0) == 0);
 
@@ -300,7 +263,7 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
         REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     }
     for (int i = 0; i < 20; ++i) CHECK(c.status().clients_total == 1);
-    CHECK(get(maddr).rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(http_get(maddr).rfind("HTTP/1.1 200", 0) == 0);
     for (const int fd : idle) {
         pollfd p{fd, POLLIN, 0};
         CHECK(::poll(&p, 1, 0) == 0);  // still open
@@ -319,7 +282,7 @@ TEST_CASE("GET /metrics on a UNIX socket: the format holds, and objects, request
         const std::string file = rig.dir.dir + "/metrics.txt";
         {
             std::ofstream f(file);
-            f << body_of(get(maddr));
+            f << body_of(http_get(maddr));
         }
         CHECK(::system(("promtool check metrics < " + file + " > " + rig.dir.dir + "/promtool.log 2>&1").c_str()) == 0);
         MESSAGE("promtool: ", slurp(rig.dir.dir + "/promtool.log"));
@@ -330,7 +293,7 @@ TEST_CASE("--metrics on 127.0.0.1:PORT answers curl; any other address is refuse
     daemon_rig rig({"--metrics", "127.0.0.1:0"});  // port 0: cxvd binds a free one
     const unsigned port = logged_metrics_port(rig);
     const std::string addr = "127.0.0.1:" + std::to_string(port);
-    const auto body = body_of(get(addr));
+    const auto body = body_of(http_get(addr));
     const auto s = parse(body);
     CHECK(s.contains("cxvd_clients"));
     REQUIRE_MESSAGE(on_path("curl"), "curl is not installed (tools/setup installs it)");
@@ -411,7 +374,7 @@ TEST_CASE("--metrics PATH: a live socket there is another process's, left alone;
         REQUIRE_MESSAGE(i < 500, "no metrics listener within 10 s: ", rig.log());
         std::this_thread::sleep_for(20ms);
     }
-    CHECK(body_of(get(path)).find("# TYPE cxvd_clients gauge") != std::string::npos);
+    CHECK(body_of(http_get(path)).find("# TYPE cxvd_clients gauge") != std::string::npos);
 }
 
 TEST_CASE("--metrics 127.0.0.1:PORT serves only requests whose Host names it (DNS rebinding); the UNIX socket any") {

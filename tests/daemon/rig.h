@@ -4,14 +4,19 @@
 // from a process started without cxv-sim, with helpers for memory, UARs and commands.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -37,6 +42,44 @@ struct daemon_env {
     explicit daemon_env(const std::string& path) { ::setenv("CXV_DAEMON", path.c_str(), 1); }
     ~daemon_env() { ::unsetenv("CXV_DAEMON"); }
 };
+
+// One HTTP/1.1 request on a fresh connection (a UNIX socket path, or 127.0.0.1:PORT); the
+// whole response (the server closes). cxvd --metrics answers it.
+inline std::string http(const std::string& addr, const std::string& request) {
+    int fd = -1;
+    if (addr[0] == '/') {
+        fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        std::memcpy(a.sun_path, addr.c_str(), addr.size() + 1);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    } else {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(static_cast<std::uint16_t>(std::stoul(addr.substr(addr.find(':') + 1))));
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    }
+    REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
+    std::string out;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        REQUIRE_MESSAGE(std::chrono::steady_clock::now() < end, "no whole response within 10 s: ", out);
+        if (::poll(&p, 1, 100) <= 0) continue;
+        char buf[4096];
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return out;
+}
+
+inline std::string http_get(const std::string& addr, const std::string& path = "/metrics") {
+    return http(addr, "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
+}
 
 struct daemon_rig {
     scratch dir;
