@@ -186,10 +186,6 @@ std::size_t page_pool::given() const {
     return ledger_.given();
 }
 
-std::size_t page_pool::blocks() const {
-    std::lock_guard lock(mu_);
-    return blocks_.size();
-}
 
 void page_pool::start(std::function<void(const error&)> on_failure) {
     on_failure_ = std::move(on_failure);

@@ -80,8 +80,6 @@ public:
     // After fast teardown: the device no longer touches its pages.
     void forget_given();
     std::size_t given() const;
-    // Host memory held for firmware pages: the DMA blocks, given or not.
-    std::size_t blocks() const;
 
     // Serves PAGE_REQUEST events on a thread of its own; a request that fails is passed
     // to `on_failure` (on that thread).

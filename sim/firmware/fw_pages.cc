@@ -89,7 +89,7 @@ cmd_reply firmware_pages::manage_pages(cmd_ctx& c) {
                 init_given_ = true;
             }
             requested_ = requested_ > n ? requested_ - n : 0;
-            asking_ = asking_ > n ? asking_ - n : 0;
+            asking_ = 0;  // answered (however many it gave: a held command runs again, and may ask again)
             ++answers_;
             declined_ = false;
             return ok();

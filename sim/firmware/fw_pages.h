@@ -76,7 +76,7 @@ private:
     std::uint64_t answers_ = 0;
     bool declined_ = false;
     std::size_t returning_ = 0;  // pages a negative page request asked back, not yet returned
-    std::uint32_t asking_ = 0;   // pages a PAGE_REQUEST asked for, not yet given (one request at a time)
+    std::uint32_t asking_ = 0;   // pages a PAGE_REQUEST asked for, not yet answered (one request at a time)
 };
 
 }  // namespace cxv::sim
