@@ -64,9 +64,11 @@ error perm(std::string what) { return error{EPERM, std::move(what)}; }
 // EDQUOT when `n` more page-list entries would pass what is left of the quota.
 status within_translations(std::uint64_t n, const owned& o, const quotas& q, const char* name) {
     if (o.translations + n <= q.translations) return ok_status();
+    const std::uint64_t more = q.translations > o.translations ? q.translations - o.translations : 0;
     return error{EDQUOT, fmt::format("{}: {} page-list entries (MTT or PAS) would pass the quota of firmware "
-                                     "translations ({} held on this connection, {} left{})",
-                                     name, n, o.translations, q.translations, kPerUid)};
+                                     "translations ({} held on this connection, room for {} more{}; "
+                                     "--quota-translations)",
+                                     name, n, o.translations, more, kPerUid)};
 }
 
 std::uint64_t translation_key(command_effect::object obj, std::uint32_t id) {
