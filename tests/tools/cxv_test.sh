@@ -156,16 +156,17 @@ holder=$(sed -n 's/.*holder=\([0-9]*\)$/\1/p' <<<"$out")
 grep -q "^cxv info: 0000:c5:00.0: /dev/vfio/120 is held by $holder (cxv)$" <<<"$out" ||
     fail "info of a held function: the holder ($holder) not named: $out"
 
-# A function a cxvd holds: cxv info finds the daemon's socket through /proc and asks it
-# (HELLO and COUNTERS), with nothing brought up; the same as --json.
+# A function a cxvd holds: cxv info finds the daemon's socket through /proc (its control
+# socket, not its metrics one) and asks it (HELLO and COUNTERS), with nothing brought up;
+# the same as --json.
 sock=$(mktemp -u /tmp/cxv_test.XXXXXX.sock)
 out=$("$sim" run --port-type eth --link-up-ms 20 -- bash -c "
-    '$cxvd' --socket '$sock' >/dev/null 2>&1 & daemon=\$!
+    '$cxvd' --socket '$sock' --metrics '$sock.metrics' >/dev/null 2>&1 & daemon=\$!
     for i in \$(seq 300); do [ -S '$sock' ] && break; sleep 0.1; done
     '$cxv' info 0000:c5:00.0; echo \"text rc=\$? daemon=\$daemon\"
     '$cxv' info --json 0000:c5:00.0; echo \"json rc=\$?\"
     kill \$daemon; wait \$daemon" 2>&1)
-rm -f "$sock"
+rm -f "$sock" "$sock.metrics"
 daemon=$(sed -n 's/.*daemon=\([0-9]*\)$/\1/p' <<<"$out")
 grep -q "text rc=0" <<<"$out" || fail "info of a function cxvd holds: exit: $out"
 grep -q "json rc=0" <<<"$out" || fail "info --json of a function cxvd holds: exit: $out"

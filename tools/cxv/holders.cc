@@ -67,7 +67,7 @@ std::string join(const std::vector<holder>& v) {
     return out;
 }
 
-std::vector<std::string> listening_sockets(pid_t pid) {
+std::vector<std::string> listening_sockets(pid_t pid, int type) {
     // The process's sockets by inode ("socket:[INODE]")...
     std::set<std::string> inodes;
     const std::string p = std::to_string(pid);
@@ -83,9 +83,12 @@ std::vector<std::string> listening_sockets(pid_t pid) {
     std::getline(in, line);  // the heading
     while (std::getline(in, line)) {
         std::istringstream f(line);
-        std::string num, refs, proto, flags, type, st, inode, path;
-        if (!(f >> num >> refs >> proto >> flags >> type >> st >> inode >> path)) continue;
-        if ((std::stoul(flags, nullptr, 16) & 0x10000) == 0 || !inodes.count(inode) || path[0] != '/') continue;
+        std::string num, refs, proto, flags, type_text, st, inode, path;
+        if (!(f >> num >> refs >> proto >> flags >> type_text >> st >> inode >> path)) continue;
+        if ((std::stoul(flags, nullptr, 16) & 0x10000) == 0 || std::stoi(type_text, nullptr, 16) != type ||
+            !inodes.count(inode) || path[0] != '/') {
+            continue;
+        }
         out.push_back(path);
     }
     return out;

@@ -24,7 +24,8 @@ struct holder {
 // its own uid's, or all as root).
 std::vector<holder> group_holders(const std::string& group);
 std::string join(const std::vector<holder>& v);
-// The paths of the UNIX sockets process `pid` listens on (/proc/PID/fd and /proc/net/unix).
-std::vector<std::string> listening_sockets(pid_t pid);
+// The paths of the UNIX sockets of `type` (SOCK_SEQPACKET: a cxvd's) process `pid` listens
+// on (/proc/PID/fd and /proc/net/unix).
+std::vector<std::string> listening_sockets(pid_t pid, int type);
 
 }  // namespace cxv::tool

@@ -2,6 +2,8 @@
 // cxvd holds it, describe it as that daemon does.
 #include "tools/cxv/info.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -145,7 +147,8 @@ int describe_held(const std::string& bdf, bool json) {
     fmt::print(stderr, "cxv info: {}: /dev/vfio/{} is held by {}\n", bdf, group, join(held));
     for (const auto& h : held) {
         if (h.comm != "cxvd") continue;
-        for (const auto& socket : listening_sockets(h.pid)) {
+        // Its control socket (a metrics socket is a stream one).
+        for (const auto& socket : listening_sockets(h.pid, SOCK_SEQPACKET)) {
             fmt::print(stderr, "cxv info: asking that cxvd, at {}\n", socket);
             return print_daemon_info(socket, bdf, json) == EXIT_SUCCESS ? 0 : -1;
         }
