@@ -15,11 +15,7 @@ namespace cxv::tool {
 namespace {
 
 // The target of a /proc/PID/fd/N link ("" when unreadable).
-std::string fd_target(const std::string& pid, const std::string& fd) {
-    char buf[256];
-    const ssize_t n = ::readlink(("/proc/" + pid + "/fd/" + fd).c_str(), buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-}
+std::string fd_target(const std::string& pid, const std::string& fd) { return link_target("/proc/" + pid + "/fd/" + fd); }
 
 }  // namespace
 
@@ -41,6 +37,17 @@ std::vector<std::string> entries(const std::string& dir) {
     ::closedir(d);
     std::sort(out.begin(), out.end());
     return out;
+}
+
+std::string link_target(const std::string& path) {
+    char buf[4096];
+    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string link_base(const std::string& path) {
+    const std::string t = link_target(path);
+    return t.substr(t.rfind('/') + 1);
 }
 
 std::string holder::text() const { return fmt::format("{} ({})", pid, comm); }

@@ -14,6 +14,9 @@ namespace cxv::tool {
 std::string read_text(const std::string& path);
 // A directory's entries but dot files, sorted.
 std::vector<std::string> entries(const std::string& dir);
+// A symbolic link's target ("" when unreadable), and its last component.
+std::string link_target(const std::string& path);
+std::string link_base(const std::string& path);
 
 struct holder {
     pid_t pid = 0;

@@ -133,11 +133,7 @@ void describe_counters(driver::hca& hca, info_desc& d) {
 // A function another process holds: who, and when that is a cxvd, what it says of the
 // function (its listening socket found through /proc). 0 when a daemon described it.
 int describe_held(const std::string& bdf, bool json) {
-    char target[4096];
-    const std::string link = "/sys/bus/pci/devices/" + bdf + "/iommu_group";
-    const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
-    std::string group = n > 0 ? std::string(target, static_cast<std::size_t>(n)) : std::string();
-    group = group.substr(group.rfind('/') + 1);
+    const std::string group = link_base("/sys/bus/pci/devices/" + bdf + "/iommu_group");
     const auto held = group_holders(group);
     if (held.empty()) {
         fmt::print(stderr, "cxv info: {}: /dev/vfio/{} is held by a process this user cannot see (root can)\n", bdf,

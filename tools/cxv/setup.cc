@@ -27,14 +27,6 @@ namespace cxv::tool {
 
 namespace {
 
-std::string link_base(const std::string& path) {
-    char buf[4096];
-    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-    if (n <= 0) return {};
-    std::string s(buf, static_cast<std::size_t>(n));
-    return s.substr(s.rfind('/') + 1);
-}
-
 bool exists(const std::string& path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0;
