@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "daemon/server.h"
+#include "daemon/sriov_pf.h"
 #include "driver/hca/hca.h"
 #include "driver/pci/pci.h"
 #include "driver/vfio/vfio.h"
@@ -101,6 +104,10 @@ int main(int argc, char** argv) {
     long metrics_read_ms = cxv::daemon::metrics_server::default_read_time.count();
     std::size_t mailbox_blocks = cxv::daemon::max_large_command_bytes / 512 + 248;
     app.add_option("--device", bdfs, "a function DDDD:BB:DD.F bound to vfio-pci (repeatable; default: all)");
+    unsigned vfs = 0;
+    app.add_option("--vfs", vfs,
+                   "drive each --device as an SR-IOV PF: enable this many VFs on it (vfio-pci with enable_sriov=1) "
+                   "and serve those VFs, one trust domain each, never the PF itself");
     app.add_option("--socket", o.socket_path, "the UNIX socket to serve on")->capture_default_str();
     std::string socket_group;
     std::vector<std::string> allow_groups;
@@ -197,6 +204,14 @@ int main(int argc, char** argv) {
         }
     }
 
+    if (vfs != 0 && bdfs.empty()) {
+        log(level::err, "--vfs: name the PFs with --device");
+        return EXIT_FAILURE;
+    }
+    if (vfs != 0 && o.share_functions) {
+        log(level::err, "--vfs and --share-functions: VFs are there to keep trust domains apart");
+        return EXIT_FAILURE;
+    }
     if (bdfs.empty()) {
         auto found = cxv::driver::pci::discover();
         if (!found) {
@@ -211,6 +226,35 @@ int main(int argc, char** argv) {
             return EXIT_FAILURE;
         }
     }
+    // --vfs: cxvd is the PFs' driver; it serves their VFs, opened with the PF's VF token.
+    // A PF's fatal error takes its VFs down too and is not recovered here: cxvd stops
+    // (unhealthy), for its supervisor to start it again.
+    std::vector<std::unique_ptr<cxv::daemon::sriov_pf>> pfs;
+    std::vector<std::string> tokens(bdfs.size());
+    std::atomic<bool> pf_failed{false};
+    if (vfs != 0) {
+        std::vector<std::string> served;
+        tokens.clear();
+        for (const auto& pf : bdfs) {
+            cxv::driver::hca::options po;
+            po.port_timeout = std::chrono::milliseconds(port_timeout_ms);
+            po.on_event = [pf, &pf_failed](const cxv::driver::hca_event& e) {
+                if (e.what != cxv::driver::hca_event::fatal) return;
+                log(level::err, fmt::format("{}: PF fatal error: {}; its VFs are gone, cxvd stops", pf, e.detail));
+                pf_failed = true;
+                if (g_server != nullptr) g_server->stop();
+            };
+            auto p = cxv::daemon::sriov_pf::create(pf, vfs, po);
+            if (!p) {
+                log(level::err, p.error().message);
+                return EXIT_FAILURE;
+            }
+            served.insert(served.end(), (*p)->vfs().begin(), (*p)->vfs().end());
+            tokens.resize(served.size(), (*p)->token());  // one token per VF, its PF's
+            pfs.push_back(std::move(p).value());
+        }
+        bdfs = std::move(served);
+    }
     auto inbox = cxv::daemon::event_inbox::create();
     if (!inbox) {
         log(level::err, inbox.error().message);
@@ -220,10 +264,10 @@ int main(int argc, char** argv) {
     // Function `i` brought up: at start, and again after a fatal error (the server's
     // recovery). vfio-pci resets the function at open, so nothing a dead daemon or a
     // dead firmware left behind is relied on.
-    auto bring_up = [&bdfs, port_timeout_ms, mailbox_blocks, inbox = *inbox](
+    auto bring_up = [&bdfs, &tokens, port_timeout_ms, mailbox_blocks, inbox = *inbox](
                         std::size_t i, std::uint64_t gen) -> cxv::result<std::unique_ptr<cxv::driver::hca>> {
         const std::string& bdf = bdfs[i];
-        auto dev = cxv::driver::vfio::device::open(bdf);
+        auto dev = cxv::driver::vfio::device::open(bdf, tokens[i]);
         if (!dev) return cxv::error{dev.error().code, fmt::format("{}: {}", bdf, dev.error().message)};
         cxv::driver::hca::options ho;
         ho.port_timeout = std::chrono::milliseconds(port_timeout_ms);
@@ -284,9 +328,10 @@ int main(int argc, char** argv) {
     ::signal(SIGPIPE, SIG_IGN);
     (*s)->run();
     g_server = nullptr;
-    const bool healthy = (*s)->healthy();
+    const bool healthy = (*s)->healthy() && !pf_failed;
     ms.reset();  // its thread asks the functions for counters: stopped before they go
     s->reset();  // every client's objects destroyed, then the functions torn down
+    pfs.clear();  // the VFs closed: each PF disables them and is torn down
     log(healthy ? level::info : level::err, healthy ? "stopped" : "stopped: a function could not be recovered");
     return healthy ? EXIT_SUCCESS : EXIT_FAILURE;
 }

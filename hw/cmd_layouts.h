@@ -64,6 +64,7 @@ namespace cxv::hw {
     X(QUERY_HCA_VPORT_GID, query_hca_vport_gid_in, query_hca_vport_gid_out)             \
     X(QUERY_HCA_VPORT_PKEY, query_hca_vport_pkey_in, query_hca_vport_pkey_out)          \
     X(QUERY_VPORT_STATE, query_vport_state_in, query_vport_state_out)                   \
+    X(MODIFY_VPORT_STATE, modify_vport_state_in, modify_vport_state_out)                \
     X(SET_ROCE_ADDRESS, set_roce_address_in, set_roce_address_out)                      \
     X(QUERY_ROCE_ADDRESS, query_roce_address_in, query_roce_address_out)                \
     X(ALLOC_PD, alloc_pd_in, alloc_pd_out)                                              \

@@ -64,6 +64,13 @@ enum class vport_state : std::uint8_t {
     DOWN = 0x0,
     UP = 0x1,
 };
+// QUERY/MODIFY_VPORT_STATE admin_state (Linux MLX5_VPORT_ADMIN_STATE_*): what the vport's
+// manager set; AUTO follows the uplink.
+enum class vport_admin_state : std::uint8_t {
+    DOWN = 0x0,
+    UP = 0x1,
+    AUTO = 0x2,
+};
 
 // cmd_hca_cap.port_type (PRM §"HCA Capabilities", Linux MLX5_CMD_HCA_CAP_PORT_TYPE_*).
 enum class port_type : std::uint8_t {

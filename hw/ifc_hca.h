@@ -602,6 +602,19 @@ CXV_IFC_LAYOUT(query_vport_state_in, 0x80)
     F(state, 0x07c, 4)
 CXV_IFC_LAYOUT(query_vport_state_out, 0x80)
 
+// PRM MODIFY_VPORT_STATE: a vport group manager sets another vport's admin_state (0 down,
+// 1 up, 2 follow the uplink); op_mod as QUERY_VPORT_STATE's.
+#define CXV_IFC_modify_vport_state_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                          \
+    F(op_mod, 0x030, 16)                          \
+    F(other_vport, 0x040, 1)                      \
+    F(vport_number, 0x050, 16)                    \
+    F(admin_state, 0x078, 4)
+CXV_IFC_LAYOUT(modify_vport_state_in, 0x80)
+
+#define CXV_IFC_modify_vport_state_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(modify_vport_state_out, 0x80)
+
 
 // A MAC address in the low 48 bits of a 64-bit slot.
 #define CXV_IFC_mac_address_layout(F, S, A, T) \
@@ -734,6 +747,8 @@ CXV_IFC_LAYOUT(modify_nic_vport_context_out, 0x80)
     X(query_roce_address_out, query_roce_address_out)               \
     X(query_vport_state_in, query_vport_state_in)                   \
     X(query_vport_state_out, query_vport_state_out)                 \
+    X(modify_vport_state_in, modify_vport_state_in)                 \
+    X(modify_vport_state_out, modify_vport_state_out)               \
     X(mac_address_layout, mac_address_layout)                       \
     X(nic_vport_context, nic_vport_context)                         \
     X(query_nic_vport_context_in, query_nic_vport_context_in)       \

@@ -59,6 +59,7 @@ namespace cxv::hw {
     X(QUERY_XRC_SRQ, QUERY_XRC_SRQ, 0x707)                                           \
     X(ARM_XRC_SRQ, ARM_XRC_SRQ, 0x708)                                               \
     X(QUERY_VPORT_STATE, QUERY_VPORT_STATE, 0x750)                                   \
+    X(MODIFY_VPORT_STATE, MODIFY_VPORT_STATE, 0x751)                                 \
     X(QUERY_NIC_VPORT_CONTEXT, QUERY_NIC_VPORT_CONTEXT, 0x754)                       \
     X(MODIFY_NIC_VPORT_CONTEXT, MODIFY_NIC_VPORT_CONTEXT, 0x755)                     \
     X(QUERY_ROCE_ADDRESS, QUERY_ROCE_ADDRESS, 0x760)                                 \

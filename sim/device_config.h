@@ -5,11 +5,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "hw/cmd_values.h"
 
 namespace cxv::sim {
+
+class vport_links;
 
 // cmd_hca_cap.port_type (hw/cmd_values.h): InfiniBand or Ethernet (RoCE).
 using hw::port_type;
@@ -31,6 +34,10 @@ struct device_config {
     std::uint16_t sriov_vf_offset = 0;
     std::uint16_t sriov_vf_stride = 1;
     bool virtual_function = false;
+    // What a PF, as its VFs' vport group manager, set of their vports (sim/vport_links.h),
+    // shared with the VFs' models wherever they run; the presentation layer provides it
+    // to an SR-IOV PF and its VFs. Null: nothing to share (no SR-IOV).
+    std::shared_ptr<vport_links> vports;
 
     // Firmware version reported in the initialization segment and health buffer.
     std::uint16_t fw_rev_major = 20;

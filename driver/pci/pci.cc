@@ -4,6 +4,7 @@ extern "C" {
 #include <pci/pci.h>
 }
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@ extern "C" {
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string_view>
@@ -159,6 +161,55 @@ result<std::vector<function>> discover(const std::string& sysfs_bus) {
     }
     std::sort(out.begin(), out.end(), [](const function& a, const function& b) { return a.bdf < b.bdf; });
     return out;
+}
+
+namespace {
+
+result<unsigned> sriov_count(const std::string& pf, const std::string& sysfs_bus, const char* attr) {
+    const std::string path = fmt::format("{}/devices/{}/{}", sysfs_bus, pf, attr);
+    if (::access(path.c_str(), R_OK) != 0) {
+        return error{errno == ENOENT ? ENODEV : errno,
+                     fmt::format("{}: {}: {} (is it an SR-IOV PF?)", pf, path, std::strerror(errno))};
+    }
+    const int v = to_int(attribute(path), -1);
+    if (v < 0) return error{EIO, fmt::format("{}: {} does not hold a count", pf, path)};
+    return static_cast<unsigned>(v);
+}
+
+}  // namespace
+
+result<unsigned> total_vfs(const std::string& pf, const std::string& sysfs_bus) {
+    return sriov_count(pf, sysfs_bus, "sriov_totalvfs");
+}
+
+result<unsigned> num_vfs(const std::string& pf, const std::string& sysfs_bus) {
+    return sriov_count(pf, sysfs_bus, "sriov_numvfs");
+}
+
+// sriov_numvfs_store (drivers/pci/iov.c) answers through write(2)'s errno: EBUSY while VFs
+// are enabled and the count differs from 0, ENOENT when the PF's driver cannot enable
+// VFs (vfio-pci without its enable_sriov parameter), ERANGE past sriov_totalvfs.
+status set_num_vfs(const std::string& pf, unsigned n, const std::string& sysfs_bus) {
+    const std::string path = fmt::format("{}/devices/{}/sriov_numvfs", sysfs_bus, pf);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return error{errno, fmt::format("{}: {}: {}", pf, path, std::strerror(errno))};
+    const std::string text = fmt::format("{}\n", n);
+    const ssize_t w = ::write(fd, text.data(), text.size());
+    const int e = w < 0 ? errno : 0;
+    if (::close(fd) != 0 && w >= 0) return error{errno, fmt::format("{}: {}: {}", pf, path, std::strerror(errno))};
+    if (w >= 0) return ok_status();
+    const char* why = e == ENOENT   ? " (its driver cannot enable VFs: for vfio-pci, load it with enable_sriov=1)"
+                      : e == EBUSY  ? " (VFs are enabled: write 0 first)"
+                      : e == ERANGE ? " (more than sriov_totalvfs)"
+                                    : "";
+    return error{e, fmt::format("{}: writing {} to {}: {}{}", pf, n, path, std::strerror(e), why)};
+}
+
+result<std::string> vf_address(const std::string& pf, unsigned i, const std::string& sysfs_bus) {
+    const std::string link = fmt::format("{}/devices/{}/virtfn{}", sysfs_bus, pf, i);
+    std::string name = link_name(link);
+    if (name.empty()) return error{ENODEV, fmt::format("{}: no VF {} ({} does not exist)", pf, i, link)};
+    return name;
 }
 
 }  // namespace cxv::driver::pci

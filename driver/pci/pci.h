@@ -31,4 +31,14 @@ struct function {
 // for a sysfs mounted elsewhere (containers).
 result<std::vector<function>> discover(const std::string& sysfs_bus = "/sys/bus/pci");
 
+// SR-IOV through a PF's sysfs attributes (Linux Documentation/PCI/pci-iov-howto.rst): the
+// VFs it can have (sriov_totalvfs; 0 for a function without SR-IOV) and has now
+// (sriov_numvfs), enabling `n` of them (writing sriov_numvfs; a PF with VFs must go to 0
+// first, as the kernel requires), and VF i's address (the virtfnI link, i from 0).
+// Errors carry the kernel's errno and what it means here.
+result<unsigned> total_vfs(const std::string& pf, const std::string& sysfs_bus = "/sys/bus/pci");
+result<unsigned> num_vfs(const std::string& pf, const std::string& sysfs_bus = "/sys/bus/pci");
+status set_num_vfs(const std::string& pf, unsigned n, const std::string& sysfs_bus = "/sys/bus/pci");
+result<std::string> vf_address(const std::string& pf, unsigned i, const std::string& sysfs_bus = "/sys/bus/pci");
+
 }  // namespace cxv::driver::pci

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -226,7 +227,7 @@ status read_iommu_info(domain& dom, const std::string& bdf) {
 
 // The group, viable, joins the container, which gets the type1v2 IOMMU; then the
 // function's device fd.
-status device::impl::attach(const iommu_group& g, domain& dom) {
+status device::impl::attach(const iommu_group& g, domain& dom, const std::string& vf_token) {
     group.reset(::open(g.path.c_str(), O_RDWR | O_CLOEXEC));
     if (!group) {
         const int e = errno;
@@ -252,8 +253,19 @@ status device::impl::attach(const iommu_group& g, domain& dom) {
     if (::ioctl(dom.container.get(), VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) != 0) {
         return sys_error(errno, bdf + ": VFIO_SET_IOMMU (type1v2)");
     }
-    fd.reset(::ioctl(group.get(), VFIO_GROUP_GET_DEVICE_FD, bdf.c_str()));
-    if (!fd) return sys_error(errno, bdf + ": VFIO_GROUP_GET_DEVICE_FD");
+    // With a token the name carries it (vfio_pci_core_match: "BDF vf_token=UUID").
+    const std::string name = vf_token.empty() ? bdf : fmt::format("{} vf_token={}", bdf, vf_token);
+    fd.reset(::ioctl(group.get(), VFIO_GROUP_GET_DEVICE_FD, name.c_str()));
+    if (!fd) {
+        const int e = errno;
+        if (e == EACCES) {
+            return sys_error(e, fmt::format("{}: VFIO_GROUP_GET_DEVICE_FD: {}", bdf,
+                                            vf_token.empty() ? "a VF of a PF that a vfio-pci user drives needs that "
+                                                               "user's VF token"
+                                                             : "not the VF token its PF's user set"));
+        }
+        return sys_error(e, bdf + ": VFIO_GROUP_GET_DEVICE_FD");
+    }
     return ok_status();
 }
 
@@ -318,14 +330,14 @@ void device::impl::read_msix_count() {
 
 // The order the kernel documents (Documentation/driver-api/vfio.rst): the group, a
 // container with an IOMMU, the device; then BAR0, decode and mastering, interrupts.
-result<std::unique_ptr<device>> device::open(const std::string& bdf) {
+result<std::unique_ptr<device>> device::open(const std::string& bdf, const std::string& vf_token) {
     auto p = std::make_unique<impl>();
     p->bdf = bdf;
     auto group = find_group(bdf);
     if (!group) return group.error();
     auto dom = open_container(bdf);
     if (!dom) return dom.error();
-    if (auto s = p->attach(*group, **dom); !s) return s.error();
+    if (auto s = p->attach(*group, **dom, vf_token); !s) return s.error();
     if (auto s = read_iommu_info(**dom, bdf); !s) return s.error();
     if (auto s = p->map_bar0(); !s) return s.error();
     if (auto s = p->enable_device(); !s) return s.error();
@@ -541,6 +553,43 @@ status device::disable_irqs(irq_kind kind) {
 status device::reset() {
     if (p_->remote) return not_here(p_->bdf, "reset");
     if (::ioctl(p_->fd.get(), VFIO_DEVICE_RESET) != 0) return sys_error(errno, p_->bdf + ": VFIO_DEVICE_RESET");
+    return ok_status();
+}
+
+// The UUID's 16 bytes in text order (RFC 4122's 8-4-4-4-12 hex digits), as the kernel's
+// uuid_t holds it.
+status device::set_vf_token(const std::string& uuid) {
+    if (p_->remote) return not_here(p_->bdf, "set_vf_token");
+    // The feature header, then the UUID in its flexible data.
+    alignas(vfio_device_feature) std::uint8_t buf[sizeof(vfio_device_feature) + 16] = {};
+    std::uint8_t* uuid_bytes = buf + sizeof(vfio_device_feature);
+    std::size_t n = 0;
+    bool good = uuid.size() == 36;
+    for (std::size_t i = 0; good && i < uuid.size(); ++i) {
+        const char c = uuid[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            good = c == '-';
+            continue;
+        }
+        const int v = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                      : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
+                      : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
+                                                                  : -1;
+        if (v < 0) {
+            good = false;
+        } else {
+            uuid_bytes[n / 2] = static_cast<std::uint8_t>(uuid_bytes[n / 2] << 4 | v);
+            ++n;
+        }
+    }
+    if (!good || n != 32) return error{EINVAL, fmt::format("{}: VF token \"{}\" is not a UUID", p_->bdf, uuid)};
+    vfio_device_feature head{};
+    head.argsz = sizeof buf;
+    head.flags = VFIO_DEVICE_FEATURE_SET | VFIO_DEVICE_FEATURE_PCI_VF_TOKEN;
+    std::memcpy(buf, &head, sizeof head);
+    if (::ioctl(p_->fd.get(), VFIO_DEVICE_FEATURE, buf) != 0) {
+        return sys_error(errno, p_->bdf + ": VFIO_DEVICE_FEATURE (PCI_VF_TOKEN)");
+    }
     return ok_status();
 }
 

@@ -76,7 +76,7 @@ struct device::impl {
     std::unique_ptr<remote_state> remote;
 
     // The steps of device::open.
-    status attach(const iommu_group& g, domain& dom);
+    status attach(const iommu_group& g, domain& dom, const std::string& vf_token);
     status map_bar0();
     status enable_device();
     void read_msix_count();

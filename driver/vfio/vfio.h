@@ -127,7 +127,10 @@ public:
     // Opens the function at `bdf` ("DDDD:BB:DD.F") the way the kernel documents it:
     // container, group (must be viable), type1v2 IOMMU, device fd; maps BAR0; reads the
     // IOMMU's page sizes and IOVA ranges; enables memory decode and bus mastering.
-    static result<std::unique_ptr<device>> open(const std::string& bdf);
+    // `vf_token` (a UUID, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"): a VF whose PF is
+    // bound to vfio-pci opens only with the token the PF's user set (set_vf_token), given
+    // to VFIO_GROUP_GET_DEVICE_FD as "BDF vf_token=UUID"; empty for any other function.
+    static result<std::unique_ptr<device>> open(const std::string& bdf, const std::string& vf_token = {});
     // A function another process owns, reached through `b`: no container, no interrupts,
     // no config space. bar0() is a window of BAR0's size in which only the UAR pages
     // granted to this process are mapped (alloc_uar); the rest faults. alloc_dma and
@@ -179,6 +182,10 @@ public:
     result<int> msix_eventfd(unsigned v);
     // VFIO_DEVICE_RESET (function level reset).
     status reset();
+    // A PF's VF token (VFIO_DEVICE_FEATURE_PCI_VF_TOKEN, set only): the secret its VFs'
+    // users must give to open them while this process drives the PF (open's vf_token).
+    // EINVAL for a malformed UUID; the kernel's errno otherwise (no SR-IOV: EINVAL).
+    status set_vf_token(const std::string& uuid);
 
     // Any region of the device, with its sparse-mmap areas.
     result<region_info> region(unsigned index) const;

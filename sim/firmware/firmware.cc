@@ -89,6 +89,7 @@ firmware::firmware(const device_config& cfg, const bar0& bar, iommu& mmu, const 
     route(cmd_opcode::QUERY_Q_COUNTER, counters_, &counter_commands::query_q_counter);
     route(cmd_opcode::QUERY_VPORT_COUNTER, counters_, &counter_commands::query_vport_counter);
     route(cmd_opcode::QUERY_VPORT_STATE, vports_, &vport_commands::query_vport_state);
+    route(cmd_opcode::MODIFY_VPORT_STATE, vports_, &vport_commands::modify_vport_state);
     route(cmd_opcode::QUERY_HCA_VPORT_CONTEXT, vports_, &vport_commands::query_hca_vport_context);
     route(cmd_opcode::QUERY_HCA_VPORT_GID, vports_, &vport_commands::query_hca_vport_gid);
     route(cmd_opcode::QUERY_HCA_VPORT_PKEY, vports_, &vport_commands::query_hca_vport_pkey);

@@ -156,6 +156,9 @@ void hca_caps::fill_general_caps(std::byte* p, bool max) const {
     ifc::set<cap::port_type>(p, eth ? 1 : 0);
     ifc::set<cap::num_ports>(p, 1);
     ifc::set<cap::num_vhca_ports>(p, 1);
+    // An SR-IOV PF is its VFs' vport group manager (fw_vport.cc: other_vport). The
+    // e-switch itself (eswitch_manager: FDB flow tables, representors) is not modelled.
+    ifc::set<cap::vport_group_manager>(p, cfg_.sriov_totalvfs != 0 && !cfg_.virtual_function ? 1 : 0);
     ifc::set<cap::pkey_table_size>(p, 0);  // 128 entries
     ifc::set<cap::gid_table_size>(p, gid_table_size_code);  // 32 entries
     ifc::set<cap::ports_check>(p, 1);

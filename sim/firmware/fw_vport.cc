@@ -7,8 +7,13 @@
 // subnet manager has configured the port: LID from the configuration, SM at LID 1;
 // before, LID and SM LID 0. Always: LMC 0, GID prefix fe80::/64, M_Key 0 (no protection), P_Key
 // table holding only the default full-member key. An Ethernet port's GIDs are the RoCE
-// addresses the driver programmed (fw_roce.cc). The function is not a vport group
-// manager, so it may name no vport but its own (other_vport 0).
+// addresses the driver programmed (fw_roce.cc).
+//
+// An SR-IOV PF is its VFs' vport group manager: with other_vport 1 it reads and sets
+// VF n's vport (n from 1 to TotalVFs, enabled or not yet: Linux sets them before
+// pci_enable_sriov): its MAC and node GUID (NIC vport context) and its admin state
+// (MODIFY_VPORT_STATE), kept where the VF's model reads them (sim/vport_links.h), and
+// reads its HCA vport context. Any other function may name no vport but its own.
 #include <algorithm>
 #include <cstring>
 
@@ -24,7 +29,6 @@ namespace {
 // QUERY_VPORT_STATE's state (hw/cmd_values.h) and admin_state.
 constexpr auto kVportUp = static_cast<std::uint32_t>(hw::vport_state::UP);
 constexpr auto kVportDown = static_cast<std::uint32_t>(hw::vport_state::DOWN);
-constexpr std::uint32_t kVportAdminAuto = 2;  // follows the uplink: nothing set it otherwise
 // PRM hca_vport_context vport_state_policy: the vport follows the physical port.
 constexpr std::uint32_t kPolicyFollow = 2;
 constexpr std::uint16_t kSmLid = 1;
@@ -58,14 +62,14 @@ enum : std::uint16_t {
 constexpr std::uint16_t kMadIfcOpModBits = 0x3;
 
 
-// other_vport 1 reaches another function's vport, which only a vport group manager may.
 // port_num: Linux fills it only on dual-port devices, so a single-port device takes 0
 // as well as 1.
-cmd_reply check_own_vport(std::uint32_t other_vport, std::uint32_t port_num) {
-    if (other_vport != 0) return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+cmd_reply check_port(std::uint32_t port_num) {
     if (port_num > 1) return bad_param(cmd_syndrome::BAD_PORT);
     return ok();
 }
+
+constexpr auto kAdminDown = hw::vport_admin_state::DOWN;
 
 void put16(std::byte* p, std::uint16_t v) {
     p[0] = std::byte(v >> 8);
@@ -98,26 +102,78 @@ std::uint32_t pkey_table_len(const std::byte* caps) {
 
 }  // namespace
 
+template <typename In>
+cmd_reply vport_commands::target(const cmd_ctx& c, unsigned& vport) const {
+    vport = 0;
+    if (ifc::get<typename In::other_vport>(c.in.data()) == 0) return ok();
+    if (!group_manager()) return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    const std::uint32_t n = ifc::get<typename In::vport_number>(c.in.data());
+    if (n > cfg_.sriov_totalvfs || (n != 0 && !cfg_.vports)) return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    vport = n;
+    return ok();
+}
+
+bool vport_commands::group_manager() const noexcept {
+    return ifc::get<ifc::cmd_hca_cap::vport_group_manager>(caps_.current()) != 0;
+}
+
+hw::vport_admin_state vport_commands::own_admin() const {
+    return cfg_.virtual_function && cfg_.vports ? cfg_.vports->own().admin : hw::vport_admin_state::AUTO;
+}
+
 // --- vport state -------------------------------------------------------------------
 //
-// The vNIC's vport is up while the port is ACTIVE; the uplink while its physical link is
-// up. Only a vport group manager may ask about an eswitch vport or another function's.
+// The vNIC's vport is up while the port is ACTIVE and its manager has not set it down;
+// the uplink while its physical link is up. A VF's vport seen from its PF: down when set
+// down, else up while the PF's link is (AUTO follows the uplink; UP is up whatever the
+// VF's own driver did). Only a vport group manager may ask about an eswitch vport or
+// another function's.
 
 cmd_reply vport_commands::query_vport_state(cmd_ctx& c) {
     using in_t = ifc::query_vport_state_in;
     using out_t = ifc::query_vport_state_out;
-    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()), 0); r.status != cmd_status::OK) {
-        return r;
+    unsigned vport = 0;
+    if (auto r = target<in_t>(c, vport); r.status != cmd_status::OK) return r;
+    const auto op = static_cast<hw::vport_state_op_mod>(c.op_mod);
+    const bool esw = op == hw::vport_state_op_mod::ESW_VPORT;
+    if (op != hw::vport_state_op_mod::VNIC_VPORT && op != hw::vport_state_op_mod::UPLINK && !esw) {
+        return bad_param(cmd_syndrome::BAD_OP_MOD);
     }
-    std::uint32_t state = kVportDown;
-    switch (static_cast<hw::vport_state_op_mod>(c.op_mod)) {
-    case hw::vport_state_op_mod::VNIC_VPORT: state = port_.active() ? kVportUp : kVportDown; break;
-    case hw::vport_state_op_mod::UPLINK: state = port_.up() ? kVportUp : kVportDown; break;
-    case hw::vport_state_op_mod::ESW_VPORT:
-    default: return bad_param(cmd_syndrome::BAD_OP_MOD);
+    if ((esw && !group_manager()) || (vport != 0 && op == hw::vport_state_op_mod::UPLINK)) {
+        return bad_param(cmd_syndrome::BAD_OP_MOD);
     }
-    ifc::set<out_t::state>(c.out.data(), state);
-    ifc::set<out_t::admin_state>(c.out.data(), kVportAdminAuto);
+    hw::vport_admin_state admin = own_admin();
+    bool up = false;
+    if (vport != 0) {
+        admin = cfg_.vports->vf(vport).admin;
+        up = admin == hw::vport_admin_state::UP || (admin != kAdminDown && port_.up());
+    } else if (op == hw::vport_state_op_mod::UPLINK) {
+        up = port_.up();
+    } else {
+        up = admin != kAdminDown && port_.active();
+    }
+    ifc::set<out_t::state>(c.out.data(), up ? kVportUp : kVportDown);
+    ifc::set<out_t::admin_state>(c.out.data(), static_cast<std::uint32_t>(admin));
+    return ok();
+}
+
+// MODIFY_VPORT_STATE: a vport group manager sets a VF's admin state (op_mod the vNIC's
+// or the eswitch's view of it). The manager's own vport is the uplink's, which the model
+// does not let it change (that is the e-switch manager's, not modelled).
+cmd_reply vport_commands::modify_vport_state(cmd_ctx& c) {
+    using in_t = ifc::modify_vport_state_in;
+    unsigned vport = 0;
+    if (auto r = target<in_t>(c, vport); r.status != cmd_status::OK) return r;
+    const auto op = static_cast<hw::vport_state_op_mod>(c.op_mod);
+    if (op != hw::vport_state_op_mod::VNIC_VPORT && op != hw::vport_state_op_mod::ESW_VPORT) {
+        return bad_param(cmd_syndrome::BAD_OP_MOD);
+    }
+    if (vport == 0) return bad_param(cmd_syndrome::UNKNOWN_RESOURCE);
+    const std::uint32_t admin = ifc::get<in_t::admin_state>(c.in.data());
+    if (admin > static_cast<std::uint32_t>(hw::vport_admin_state::AUTO)) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    vport_record r = cfg_.vports->vf(vport);
+    r.admin = static_cast<hw::vport_admin_state>(admin);
+    cfg_.vports->set_vf(vport, r);
     return ok();
 }
 
@@ -126,27 +182,32 @@ cmd_reply vport_commands::query_vport_state(cmd_ctx& c) {
 cmd_reply vport_commands::query_hca_vport_context(cmd_ctx& c) {
     using in_t = ifc::query_hca_vport_context_in;
     using v_t = ifc::hca_vport_context;
-    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
-                                 ifc::get<in_t::port_num>(c.in.data()));
-        r.status != cmd_status::OK) {
-        return r;
-    }
+    unsigned vport = 0;
+    if (auto r = target<in_t>(c, vport); r.status != cmd_status::OK) return r;
+    if (auto r = check_port(ifc::get<in_t::port_num>(c.in.data())); r.status != cmd_status::OK) return r;
     const bool ib = cfg_.port == port_type::IB;
+    // A VF's vport seen from its PF: its GUIDs as the PF set them, its state the port's
+    // unless set down; the SM's assignments (LID, SM LID) are the VF's own business and
+    // not reported here.
+    const vport_record vf = vport != 0 ? cfg_.vports->vf(vport) : vport_record{};
+    const hw::vport_admin_state admin = vport != 0 ? vf.admin : own_admin();
+    const std::uint64_t node_guid = vport != 0 ? vf.node_guid : cfg_.node_guid;
     const std::uint32_t state = port_.logical_state();
+    constexpr std::uint32_t kIbPortDown = 1;
     std::byte* v = ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(c.out.data());
-    ifc::set<v_t::has_smi>(v, ib ? 1 : 0);  // a RoCE port has no subnet management
+    ifc::set<v_t::has_smi>(v, ib && vport == 0 ? 1 : 0);  // a RoCE port, or a VF, has no subnet management
     ifc::set<v_t::grh_required>(v, ib ? 0 : 1);  // RoCE packets always carry a GRH
     ifc::set<v_t::port_physical_state>(v, port_.physical_state());
     ifc::set<v_t::vport_state_policy>(v, kPolicyFollow);
     ifc::set<v_t::port_state>(v, state);
-    ifc::set<v_t::vport_state>(v, state);
+    ifc::set<v_t::vport_state>(v, admin == kAdminDown ? kIbPortDown : state);
     ifc::set<v_t::system_image_guid>(v, cfg_.node_guid);
-    ifc::set<v_t::port_guid>(v, cfg_.node_guid + 1);
-    ifc::set<v_t::node_guid>(v, cfg_.node_guid);
+    ifc::set<v_t::port_guid>(v, node_guid + 1);
+    ifc::set<v_t::node_guid>(v, node_guid);
     // Nothing here is modifiable (MODIFY_HCA_VPORT_CONTEXT is not modelled): the
     // *_field_select masks stay 0.
     ifc::set<v_t::cap_mask1>(v, ib ? kCapMask1 : 0);
-    if (ib && port_.configured()) {  // what the SM set; 0 until it has swept the port
+    if (ib && vport == 0 && port_.configured()) {  // what the SM set; 0 until it has swept the port
         ifc::set<v_t::lid>(v, cfg_.lid);
         ifc::set<v_t::subnet_timeout>(v, kSubnetTimeout);
         ifc::set<v_t::sm_lid>(v, kSmLid);
@@ -158,11 +219,9 @@ cmd_reply vport_commands::query_hca_vport_context(cmd_ctx& c) {
 cmd_reply vport_commands::query_hca_vport_gid(cmd_ctx& c) {
     using in_t = ifc::query_hca_vport_gid_in;
     using out_t = ifc::query_hca_vport_gid_out;
-    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
-                                 ifc::get<in_t::port_num>(c.in.data()));
-        r.status != cmd_status::OK) {
-        return r;
-    }
+    unsigned vport = 0;
+    if (auto r = target<in_t>(c, vport); r.status != cmd_status::OK) return r;
+    if (auto r = check_port(ifc::get<in_t::port_num>(c.in.data())); r.status != cmd_status::OK) return r;
     const std::uint32_t len = gid_table_len(caps_.current());
     const std::uint32_t index = ifc::get<in_t::gid_index>(c.in.data());
     const bool all = index == kAllEntries;
@@ -175,9 +234,11 @@ cmd_reply vport_commands::query_hca_vport_gid(cmd_ctx& c) {
     // ib_core's cache, which it writes with SET_ROCE_ADDRESS), so a card's answer there
     // is not something a driver relies on; the model's at least never contradicts the
     // table the port sends from.
+    // A VF's table seen from its PF: InfiniBand's GID 0 from the GUID the PF set; a RoCE
+    // VF's addresses are its own driver's, in its own function, and read as empty.
     std::array<std::byte, 16> gid0{};
     put64(gid0.data(), kGidPrefix);
-    put64(gid0.data() + 8, cfg_.node_guid + 1);
+    put64(gid0.data() + 8, (vport != 0 ? cfg_.vports->vf(vport).node_guid : cfg_.node_guid) + 1);
     const bool ib = cfg_.port == port_type::IB;
     // Entries that do not fit the output the driver gave are left out.
     const std::size_t room = (c.out.size() - out_t::size_bytes) / 16;
@@ -185,7 +246,7 @@ cmd_reply vport_commands::query_hca_vport_gid(cmd_ctx& c) {
         std::byte* dst = ifc::at<out_t::gid>(c.out.data(), i);  // the output is zeroed
         if (ib) {
             if (first + i == 0) std::memcpy(dst, gid0.data(), gid0.size());
-        } else if (const auto it = roce_addresses_.find(first + i); it != roce_addresses_.end()) {
+        } else if (const auto it = roce_addresses_.find(first + i); vport == 0 && it != roce_addresses_.end()) {
             std::memcpy(dst, it->second.source_l3_address.data(), 16);
         }
     }
@@ -195,11 +256,9 @@ cmd_reply vport_commands::query_hca_vport_gid(cmd_ctx& c) {
 cmd_reply vport_commands::query_hca_vport_pkey(cmd_ctx& c) {
     using in_t = ifc::query_hca_vport_pkey_in;
     using out_t = ifc::query_hca_vport_pkey_out;
-    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()),
-                                 ifc::get<in_t::port_num>(c.in.data()));
-        r.status != cmd_status::OK) {
-        return r;
-    }
+    unsigned vport = 0;  // a VF's table is the same: the default key only
+    if (auto r = target<in_t>(c, vport); r.status != cmd_status::OK) return r;
+    if (auto r = check_port(ifc::get<in_t::port_num>(c.in.data())); r.status != cmd_status::OK) return r;
     const std::uint32_t len = pkey_table_len(caps_.current());
     const std::uint32_t index = ifc::get<in_t::pkey_index>(c.in.data());
     const bool all = index == kAllEntries;
@@ -221,20 +280,36 @@ cmd_reply vport_commands::query_hca_vport_pkey(cmd_ctx& c) {
 cmd_reply vport_commands::query_nic_vport_context(cmd_ctx& c) {
     using in_t = ifc::query_nic_vport_context_in;
     using v_t = ifc::nic_vport_context;
-    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()), 0); r.status != cmd_status::OK) {
-        return r;
-    }
+    unsigned vport = 0;
+    if (auto r = target<in_t>(c, vport); r.status != cmd_status::OK) return r;
     // allowed_list_type: 0 unicast MACs, 1 multicast MACs, 2 VLANs.
     const std::uint32_t list_type = ifc::get<in_t::allowed_list_type>(c.in.data());
     if (list_type > 2) return bad_param(cmd_syndrome::BAD_PARAMETER);
     std::byte* v = ifc::at<ifc::query_nic_vport_context_out::nic_vport_context>(c.out.data());
-    std::copy(nic_vport_.begin(), nic_vport_.end(), v);
-    ifc::set<v_t::system_image_guid>(v, cfg_.node_guid);
-    ifc::set<v_t::port_guid>(v, cfg_.node_guid + 1);
-    ifc::set<v_t::node_guid>(v, cfg_.node_guid);
     // The requested list is empty: no addresses were added with addresses_list.
     ifc::set<v_t::allowed_list_type>(v, list_type);
     ifc::set<v_t::allowed_list_size>(v, 0);
+    ifc::set<v_t::system_image_guid>(v, cfg_.node_guid);
+    if (vport != 0) {
+        // A VF's vport as its PF set it; what the VF's own driver set there (RoCE, MTU,
+        // promiscuous modes) is in the VF's function and reads as 0.
+        const vport_record r = cfg_.vports->vf(vport);
+        ifc::set<v_t::node_guid>(v, r.node_guid);
+        ifc::set<v_t::port_guid>(v, r.node_guid + 1);
+        if (cfg_.port == port_type::ETHERNET) {
+            std::byte* mac = ifc::at<v_t::permanent_address>(v);
+            const auto& m = r.mac;
+            ifc::set<ifc::mac_address_layout::mac_addr_47_32>(mac, std::uint32_t{m[0]} << 8 | m[1]);
+            ifc::set<ifc::mac_address_layout::mac_addr_31_0>(
+                mac, std::uint32_t{m[2]} << 24 | std::uint32_t{m[3]} << 16 | std::uint32_t{m[4]} << 8 | m[5]);
+        }
+        return ok();
+    }
+    std::copy(nic_vport_.begin(), nic_vport_.end(), v);
+    ifc::set<v_t::allowed_list_type>(v, list_type);
+    ifc::set<v_t::system_image_guid>(v, cfg_.node_guid);
+    ifc::set<v_t::port_guid>(v, cfg_.node_guid + 1);
+    ifc::set<v_t::node_guid>(v, cfg_.node_guid);
     if (cfg_.port == port_type::ETHERNET) {
         // Never set: the port's MTU, as PMTU reports it.
         if (ifc::get<v_t::mtu>(v) == 0) ifc::set<v_t::mtu>(v, regs_.admin_mtu() ? regs_.admin_mtu() : kMaxEthMtu);
@@ -251,11 +326,32 @@ cmd_reply vport_commands::modify_nic_vport_context(cmd_ctx& c) {
     using in_t = ifc::modify_nic_vport_context_in;
     using fs_t = ifc::modify_nic_vport_field_select;
     using v_t = ifc::nic_vport_context;
-    if (auto r = check_own_vport(ifc::get<in_t::other_vport>(c.in.data()), 0); r.status != cmd_status::OK) {
-        return r;
-    }
+    unsigned vport = 0;
+    if (auto r = target<in_t>(c, vport); r.status != cmd_status::OK) return r;
     const std::byte* fs = ifc::at<in_t::field_select>(c.in.data());
     const std::byte* v = ifc::at<in_t::nic_vport_context>(c.in.data());
+    if (vport != 0) {
+        // What a vport group manager sets of a VF's vport, as Linux's e-switch does: the
+        // node GUID, and on Ethernet the permanent address (the VF's MAC). Nothing else.
+        std::array<std::byte, fs_t::size_bytes> allowed{};
+        ifc::set<fs_t::node_guid>(allowed.data(), 1);
+        if (cfg_.port == port_type::ETHERNET) ifc::set<fs_t::permanent_address>(allowed.data(), 1);
+        if (load_be(fs, fs_t::size_bytes) & ~load_be(allowed.data(), allowed.size())) {
+            return bad_param(cmd_syndrome::BAD_PARAMETER);
+        }
+        vport_record r = cfg_.vports->vf(vport);
+        if (ifc::get<fs_t::node_guid>(fs)) r.node_guid = ifc::get<v_t::node_guid>(v);
+        if (ifc::get<fs_t::permanent_address>(fs)) {
+            const std::byte* mac = ifc::at<v_t::permanent_address>(v);
+            const std::uint32_t hi = ifc::get<ifc::mac_address_layout::mac_addr_47_32>(mac);
+            const std::uint32_t lo = ifc::get<ifc::mac_address_layout::mac_addr_31_0>(mac);
+            r.mac = {static_cast<std::uint8_t>(hi >> 8),  static_cast<std::uint8_t>(hi),
+                     static_cast<std::uint8_t>(lo >> 24), static_cast<std::uint8_t>(lo >> 16),
+                     static_cast<std::uint8_t>(lo >> 8),  static_cast<std::uint8_t>(lo)};
+        }
+        cfg_.vports->set_vf(vport, r);
+        return ok();
+    }
     // What this function may change on its own vport. Everything else (GUIDs, the
     // permanent address, address lists, min_inline, events, affiliation) is the vport
     // group manager's, or needs a capability the device does not report

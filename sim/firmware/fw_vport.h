@@ -14,6 +14,7 @@
 #include "sim/firmware/fw_caps.h"
 #include "sim/firmware/fw_reg.h"
 #include "sim/objects/tables.h"
+#include "sim/vport_links.h"
 
 namespace cxv::sim {
 
@@ -24,6 +25,7 @@ public:
         : cfg_(cfg), caps_(caps), regs_(regs), port_(port), roce_addresses_(tables.roce_addresses) {}
 
     cmd_reply query_vport_state(cmd_ctx& c);
+    cmd_reply modify_vport_state(cmd_ctx& c);
     cmd_reply query_hca_vport_context(cmd_ctx& c);
     cmd_reply query_hca_vport_gid(cmd_ctx& c);
     cmd_reply query_hca_vport_pkey(cmd_ctx& c);
@@ -38,6 +40,17 @@ public:
     void release_all();
 
 private:
+    // The vport a command names (PRM "Vport Commands"): 0 the function's own (other_vport
+    // 0, or vport 0 named by its vport group manager), n VF n's (other_vport 1, for a
+    // vport group manager, n from 1 to TotalVFs). Anything else is not the function's:
+    // BAD_PARAM, UNKNOWN_RESOURCE.
+    template <typename In>
+    cmd_reply target(const cmd_ctx& c, unsigned& vport) const;
+    bool group_manager() const noexcept;
+    // What the vport's manager set (admin_state), for the function's own vport: a VF's
+    // from its PF's record, AUTO otherwise.
+    hw::vport_admin_state own_admin() const;
+
     const device_config& cfg_;
     const hca_caps& caps_;
     const access_registers& regs_;  // the port's MTU (PMTU)

@@ -203,10 +203,59 @@ std::shared_ptr<vfio_file> host::find(int fd) {
     return it == fds_.end() ? nullptr : it->second;
 }
 
-// The function's model, made at its first use (the group's open, or resource0_wc).
+namespace {
+
+// An SR-IOV PF's and its VFs' vport records, kept in the run's binding file (sysfs.h).
+// A record not set yet reads as the VF's own configuration (its MAC and GUIDs, the admin
+// state AUTO), as firmware that assigned it addresses would answer.
+class run_vports final : public vport_links {
+public:
+    run_vports(sysfs& fs, const std::vector<std::unique_ptr<function_state>>& functions, unsigned self)
+        : fs_(fs), functions_(functions), self_(self) {}
+    unsigned vfs() const override { return functions_.at(self_)->spec.model.sriov_totalvfs; }
+    vport_record vf(unsigned n) const override {
+        const int f = fs_.vf_function(self_, n);
+        return f < 0 ? vport_record{} : of(static_cast<unsigned>(f));
+    }
+    void set_vf(unsigned n, const vport_record& r) override {
+        if (const int f = fs_.vf_function(self_, n); f >= 0) fs_.set_vport(static_cast<unsigned>(f), r);
+    }
+    vport_record own() const override { return of(self_); }
+
+private:
+    vport_record of(unsigned f) const {
+        if (auto r = fs_.vport(f)) return *r;
+        const device_config& m = functions_.at(f)->spec.model;
+        vport_record d;
+        d.mac = m.mac;
+        d.node_guid = m.node_guid;
+        return d;
+    }
+    sysfs& fs_;
+    const std::vector<std::unique_ptr<function_state>>& functions_;
+    unsigned self_;
+};
+
+}  // namespace
+
+// The function's model, made at its first use (the group's open, or resource0_wc). An
+// SR-IOV PF's model starts with its VFs' vport records unset (vfio-pci reset it); a
+// VF's takes its addresses from the record its PF set.
 int host::ensure_model(function_state& f) {
     if (f.model) return 0;
-    auto d = device::create(f.spec.model);
+    device_config cfg = f.spec.model;
+    if (cfg.sriov_totalvfs != 0 || f.spec.physfn >= 0) {
+        auto links = std::make_shared<run_vports>(fs_, functions_, f.index);
+        if (f.spec.physfn >= 0) {
+            const vport_record r = links->own();
+            cfg.mac = r.mac;
+            cfg.node_guid = r.node_guid;
+        } else {
+            fs_.clear_vports(f.index);
+        }
+        cfg.vports = std::move(links);
+    }
+    auto d = device::create(cfg);
     if (!d) {
         std::fprintf(stderr, "cxv-sim: %s: %s\n", f.spec.address.str().c_str(), d.error().message.c_str());
         return -ENODEV;

@@ -465,6 +465,59 @@ long sysfs::write_num_vfs(unsigned pf, std::string_view v, const std::function<b
     return taken;
 }
 
+int sysfs::vf_function(unsigned pf, unsigned n) const {
+    const int first = first_vf_.at(pf);
+    if (first < 0 || n == 0 || n > total_vfs_.at(pf)) return -1;
+    return first + static_cast<int>(n) - 1;
+}
+
+// In the binding file: byte 0 set, byte 1 the admin state, bytes 2-7 the MAC, then the
+// node GUID (8 bytes, host order: every process of a run is this host).
+std::optional<vport_record> sysfs::vport(unsigned function) const {
+    if (shared_fd_ < 0) {
+        std::lock_guard lock(state_mu_);
+        const auto it = local_vports_.find(function);
+        if (it == local_vports_.end()) return std::nullopt;
+        return it->second;
+    }
+    unsigned char b[kVportBytes] = {};
+    const auto got = ::syscall(SYS_pread64, shared_fd_, b, kVportBytes, kVportBase + function * kVportBytes);
+    if (got != static_cast<long>(kVportBytes) || b[0] == 0) return std::nullopt;
+    vport_record r;
+    r.admin = static_cast<hw::vport_admin_state>(b[1]);
+    std::memcpy(r.mac.data(), b + 2, r.mac.size());
+    std::memcpy(&r.node_guid, b + 8, 8);
+    return r;
+}
+
+void sysfs::set_vport(unsigned function, const vport_record& r) {
+    if (shared_fd_ < 0) {
+        std::lock_guard lock(state_mu_);
+        local_vports_[function] = r;
+        return;
+    }
+    unsigned char b[kVportBytes] = {};
+    b[0] = 1;
+    b[1] = static_cast<unsigned char>(r.admin);
+    std::memcpy(b + 2, r.mac.data(), r.mac.size());
+    std::memcpy(b + 8, &r.node_guid, 8);
+    (void)::syscall(SYS_pwrite64, shared_fd_, b, kVportBytes, kVportBase + function * kVportBytes);
+}
+
+void sysfs::clear_vports(unsigned pf) {
+    for (unsigned n = 1; n <= total_vfs_.at(pf); ++n) {
+        const int f = vf_function(pf, n);
+        if (f < 0) continue;
+        if (shared_fd_ < 0) {
+            std::lock_guard lock(state_mu_);
+            local_vports_.erase(static_cast<unsigned>(f));
+            continue;
+        }
+        const unsigned char zero[kVportBytes] = {};
+        (void)::syscall(SYS_pwrite64, shared_fd_, zero, kVportBytes, kVportBase + static_cast<unsigned>(f) * kVportBytes);
+    }
+}
+
 void sysfs::add(const std::string& path, node n) {
     if (nodes_.contains(path)) return;  // a directory shared by several functions
     n.inode = 0x5c000000u + nodes_.size();

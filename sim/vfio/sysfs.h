@@ -48,11 +48,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sim/vfio/options.h"
+#include "sim/vport_links.h"
 
 namespace cxv::sim::vfio {
 
@@ -130,6 +132,13 @@ public:
     std::array<std::uint8_t, 16> vf_token(unsigned pf) const;
     void set_vf_token(unsigned pf, const std::array<std::uint8_t, 16>& uuid);
     int physfn(unsigned function) const { return physfn_.at(function); }
+    // VF n (from 1) of PF `pf`'s function (-1: it has no such VF).
+    int vf_function(unsigned pf, unsigned n) const;
+    // A VF's vport record as its PF's firmware set it (sim/vport_links.h); nullopt until
+    // set since the PF's last reset. clear_vports: every VF of `pf` back to unset.
+    std::optional<vport_record> vport(unsigned function) const;
+    void set_vport(unsigned function, const vport_record& r);
+    void clear_vports(unsigned pf);
     // This run's name among the runs on the host (its binding file's inode; without one,
     // this process's pid): processes of one run are one host, another run another.
     const std::string& run_id() const noexcept { return run_id_; }
@@ -142,6 +151,8 @@ public:
     bool hold_group(unsigned function);
     void release_group(unsigned function);
     static constexpr std::size_t kHoldBase = 1u << 20;  // the hold bytes' offset in the file
+    // The VFs' vport records: kVportBytes per function from this offset.
+    static constexpr std::size_t kVportBase = 2u << 20, kVportBytes = 32;
 
 private:
     enum : std::uint8_t { kNone = 1, kVfio, kMlx5 };  // 0: a slot not written yet
@@ -173,6 +184,7 @@ private:
     std::vector<int> first_vf_;          // a PF's VF 0 (-1: none)
     bool vfio_enable_sriov_ = false;
     int shared_fd_ = -1;                 // the launcher's binding file, when inherited
+    std::map<unsigned, vport_record> local_vports_;  // without the binding file (under state_mu_)
     std::string run_id_;
     int hold_fd_ = -1;                   // this process's own description of it (group holds)
     mutable std::mutex state_mu_;

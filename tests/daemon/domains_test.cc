@@ -297,6 +297,37 @@ TEST_CASE("the same with SR-IOV: cxvd serves two VFs of a kernel PF; a tenant th
     kill_own_function(rig);
 }
 
+TEST_CASE("cxvd as the PF's driver over vfio-pci (--vfs 2): it enables the VFs, serves them and never the PF; a "
+          "tenant that kills its VF leaves the other VF, the PF and cxvd serving; the VFs go with cxvd" *
+          cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
+    daemon_rig rig({"--allow-uid", std::to_string(kFirst), "--device", "0000:c5:00.0", "--vfs", "2"},
+                   {"--set", "sriov_totalvfs=2", "--set", "vfio_pci_enable_sriov=Y"});
+    CHECK(has(rig.log(), "0000:c5:00.0: 2 VFs enabled: 0000:c5:00.1 0000:c5:00.2"));
+    test_client probe(rig.sock);
+    REQUIRE(probe.hello.devices.size() == 2);
+    CHECK(probe.hello.devices[0].bdf == "0000:c5:00.1");
+    CHECK(probe.hello.devices[1].bdf == "0000:c5:00.2");
+    CHECK(probe.hello.devices[0].mac != probe.hello.devices[1].mac);
+    kill_own_function(rig);
+    REQUIRE(::kill(rig.pid(), SIGTERM) == 0);
+    CHECK(rig.proc->wait(std::chrono::steady_clock::now() + 20s) == 0);
+    CHECK(has(rig.log(), "0000:c5:00.0: VFs disabled"));
+}
+
+TEST_CASE("cxvd --vfs where vfio-pci cannot enable VFs: it stops at start and says what to configure") {
+    scratch dir;
+    const ran r = run({env_path("CXV_SIM"), "run", "--port-type", "eth", "--set", "sriov_totalvfs=2", "--",
+                       env_path("CXVD"), "--socket", dir.dir + "/s", "--device", "0000:c5:00.0", "--vfs", "2"},
+                      dir.dir + "/log", 60s);
+    CHECK(r.status == 1);
+    CHECK_MESSAGE(has(r.output, "enable_sriov=1"), r.output);
+    const ran range = run({env_path("CXV_SIM"), "run", "--port-type", "eth", "--set", "sriov_totalvfs=2", "--",
+                           env_path("CXVD"), "--socket", dir.dir + "/s", "--device", "0000:c5:00.0", "--vfs", "3"},
+                          dir.dir + "/log2", 60s);
+    CHECK(range.status == 1);
+    CHECK_MESSAGE(has(range.output, "it offers 1 to 2 VFs"), range.output);
+}
+
 TEST_CASE("HELLO says which functions another trust domain uses, and a client that names none takes a free one" *
           cxv::test::skip_unless(root(), "tenants as other uids: not root, cannot take another uid")) {
     daemon_rig rig({"--allow-uid", std::to_string(kFirst), "--allow-uid", std::to_string(kSecond)}, {"--devices", "2"});

@@ -166,9 +166,12 @@ TEST_CASE("a departed client's thousands of mappings and objects are torn down w
                         n, ms_of(mapped), kCqs + kKeys + 1, ms_of(made), ms_of(torn), b.str(), during));
     REQUIRE_MESSAGE(gone, "the departed client was not gone within 120 s");
     // A stall is a call that waits for the teardown (all of it, before the fix): no call
-    // may take a tenth of it, nor 250 ms when that is more (a sanitizer build on a loaded
+    // may take half of it, nor 250 ms when that is more (a sanitizer build on a loaded
     // machine tears 20,000 mappings down in ~20 s, one command at a time in the model).
-    const auto bound = std::max<clk::duration>(kBound, torn / 10);
+    // Half, not less: on two cores shared with a QEMU guest of another test, a call that
+    // did not wait for the teardown has been seen to take 393 ms of a 1,141 ms teardown,
+    // the model's thread and the daemon's lanes waiting for a CPU.
+    const auto bound = std::max<clk::duration>(kBound, torn / 2);
     CHECK_MESSAGE(b.worst < bound, "a control call took ", ms_f(b.worst), " ms during a teardown of ", ms_of(torn),
                   " ms");
     CHECK(during >= 3);  // the calls did overlap the teardown
