@@ -28,10 +28,11 @@
 
 namespace {
 
-cxv::daemon::server* g_server = nullptr;
+// The server while it runs: signals and a PF's event thread (--vfs) stop it.
+std::atomic<cxv::daemon::server*> g_server{nullptr};
 
 void on_signal(int) {
-    if (g_server != nullptr) g_server->stop();
+    if (auto* s = g_server.load(); s != nullptr) s->stop();
 }
 
 // A group as a number or a name (getgrnam(3)), so a unit file can say --socket-group cxv.
@@ -242,7 +243,7 @@ int main(int argc, char** argv) {
                 if (e.what != cxv::driver::hca_event::fatal) return;
                 log(level::err, fmt::format("{}: PF fatal error: {}; its VFs are gone, cxvd stops", pf, e.detail));
                 pf_failed = true;
-                if (g_server != nullptr) g_server->stop();
+                if (auto* s = g_server.load(); s != nullptr) s->stop();
             };
             auto p = cxv::daemon::sriov_pf::create(pf, vfs, po);
             if (!p) {
@@ -320,6 +321,7 @@ int main(int argc, char** argv) {
                                     : fmt::format("metrics on {} (GET /metrics)", metrics_addr));
     }
     g_server = s->get();
+    if (pf_failed) (*s)->stop();  // a PF failed while its VFs were being brought up
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     ::sigemptyset(&sa.sa_mask);
@@ -332,6 +334,9 @@ int main(int argc, char** argv) {
     ms.reset();  // its thread asks the functions for counters: stopped before they go
     s->reset();  // every client's objects destroyed, then the functions torn down
     pfs.clear();  // the VFs closed: each PF disables them and is torn down
-    log(healthy ? level::info : level::err, healthy ? "stopped" : "stopped: a function could not be recovered");
+    log(healthy ? level::info : level::err,
+        healthy      ? "stopped"
+        : pf_failed ? "stopped: a PF failed (--vfs), and its VFs with it"
+                     : "stopped: a function could not be recovered");
     return healthy ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -46,17 +46,24 @@ result<std::unique_ptr<sriov_pf>> sriov_pf::create(const std::string& pf, unsign
     if (vfs == 0 || vfs > *total) {
         return error{ERANGE, fmt::format("--vfs {} on {}: it offers 1 to {} VFs (sriov_totalvfs)", vfs, pf, *total)};
     }
+    std::unique_ptr<sriov_pf> p(new sriov_pf());
+    p->bdf_ = pf;
+    // The PF opens only when no process drives it (and, while its VFs are open somewhere,
+    // only with their token): VFs enabled now are an earlier PF user's, a cxvd that was
+    // killed for instance. They go first, as a restarted PF driver starts afresh.
+    auto dev = driver::vfio::device::open(pf);
+    if (!dev) return fail(dev.error());
     auto now = driver::pci::num_vfs(pf);
     if (!now) return fail(now.error());
     if (*now != 0) {
-        return error{EBUSY, fmt::format("--vfs on {}: {} VFs are enabled already (by whom? write 0 to its "
-                                        "sriov_numvfs once they are unused)",
-                                        pf, *now)};
+        log(level::warning, fmt::format("{}: {} VFs left enabled by an earlier user of the PF: disabling them first",
+                                        pf, *now));
+        if (auto s = driver::pci::set_num_vfs(pf, 0); !s) {
+            return error{s.error().code, fmt::format("--vfs on {}: {} VFs are enabled and could not be disabled "
+                                                     "(still in use?): {}",
+                                                     pf, *now, s.error().message)};
+        }
     }
-    std::unique_ptr<sriov_pf> p(new sriov_pf());
-    p->bdf_ = pf;
-    auto dev = driver::vfio::device::open(pf);
-    if (!dev) return fail(dev.error());
     auto token = random_uuid();
     if (!token) return fail(token.error());
     if (auto s = (*dev)->set_vf_token(*token); !s) return fail(s.error());

@@ -314,6 +314,19 @@ TEST_CASE("cxvd as the PF's driver over vfio-pci (--vfs 2): it enables the VFs, 
     CHECK(has(rig.log(), "0000:c5:00.0: VFs disabled"));
 }
 
+TEST_CASE("cxvd --vfs restarted after a crash: VFs an earlier PF user left enabled are disabled, then made anew") {
+    // What a killed cxvd leaves: the PF's VFs enabled, nobody holding them.
+    daemon_rig rig({"--device", "0000:c5:00.0", "--vfs", "2"},
+                   {"--set", "sriov_totalvfs=2", "--set", "vfio_pci_enable_sriov=Y"},
+                   "echo 2 > /sys/bus/pci/devices/0000:c5:00.0/sriov_numvfs");
+    const std::string log = rig.log();
+    CHECK_MESSAGE(has(log, "0000:c5:00.0: 2 VFs left enabled by an earlier user of the PF: disabling them first"), log);
+    CHECK(has(log, "0000:c5:00.0: 2 VFs enabled: 0000:c5:00.1 0000:c5:00.2"));
+    test_client c(rig.sock);
+    REQUIRE(c.hello.devices.size() == 2);
+    CHECK(c.hello.devices[1].bdf == "0000:c5:00.2");
+}
+
 TEST_CASE("cxvd --vfs where vfio-pci cannot enable VFs: it stops at start and says what to configure") {
     scratch dir;
     const ran r = run({env_path("CXV_SIM"), "run", "--port-type", "eth", "--set", "sriov_totalvfs=2", "--",
