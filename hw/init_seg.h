@@ -28,6 +28,12 @@ inline constexpr std::size_t initializing = dword_of<seg::initializing>;
 inline constexpr std::size_t health_buffer = seg::health_buffer::bit_offset / 8;  // a whole structure
 inline constexpr std::size_t health_fw_version = health_buffer + ifc::health_buffer::fw_version::bit_offset / 8;
 inline constexpr std::size_t health_counter = dword_of<seg::health_counter>;
+// The free-running internal timer, high dword then low (PRM "Initialization Segment":
+// internal_timer_h, internal_timer_l), counting at cmd_hca_cap.device_frequency_khz. The
+// bit layout above (mlx5_ifc.h's initial_seg) leaves these dwords out; Linux's struct
+// mlx5_init_seg places them 16 bytes before health_counter, where the PRM does.
+inline constexpr std::size_t internal_timer_h = 0x1000;
+inline constexpr std::size_t internal_timer_l = 0x1004;
 
 // The PRM's numbers, so that a layout edit that moves one is caught here.
 static_assert(cmd_interface_rev == 0x04);
@@ -38,6 +44,7 @@ static_assert(initializing == 0x1fc);
 static_assert(health_buffer == 0x200);
 static_assert(health_fw_version == 0x230);
 static_assert(health_counter == 0x1010);
+static_assert(health_counter - internal_timer_h == 0x10 && internal_timer_l == internal_timer_h + 4);
 
 }  // namespace init_seg_offset
 

@@ -113,6 +113,15 @@ void device::tick_health(std::chrono::steady_clock::time_point now) {
     bar_->store32(iseg::health_counter, health_counter_);
 }
 
+std::uint64_t device::timer_at(std::chrono::steady_clock::time_point now) const noexcept {
+    const auto ns = static_cast<unsigned __int128>(
+        std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(now - timer_epoch_).count()));
+    // ticks = ns * khz * (1e6 + ppm) / 1e12, in 128 bits (the product outgrows 64 within hours).
+    const auto rate = static_cast<unsigned __int128>(cfg_.clock_khz) *
+                      static_cast<unsigned __int128>(std::int64_t{1'000'000} + cfg_.clock_ppm);
+    return static_cast<std::uint64_t>(ns * rate / 1'000'000'000'000ull);
+}
+
 bool device::poll_doorbells() {
     if (watched_stale_) {
         watched_ = watched_uar_pages();
@@ -180,6 +189,7 @@ bool device::round(std::chrono::steady_clock::time_point now) {
         round_time(device_port& p, std::chrono::steady_clock::time_point now) : port(p) { port.set_round_time(now); }
         ~round_time() { port.set_round_time({}); }
     } const in_round(port_, now);
+    bar_->store64(iseg::internal_timer_h, timer_at(now));  // one store: h and l always agree
     if (booting_) {
         if (now < boot_done_) return false;
         bar_->store32(iseg::initializing, 0);

@@ -99,6 +99,11 @@ private:
     bool poll_doorbells();
     bool receive_packets(std::chrono::steady_clock::time_point now);
     void tick_health(std::chrono::steady_clock::time_point now);
+    // The internal timer at `now` (PRM "Initialization Segment"): free-running from the
+    // model's making, at clock_khz off by clock_ppm. Each round stores it in the
+    // initialization segment, so a driver's read finds it as of the model thread's last
+    // sweep (at most a millisecond old while the thread sleeps, none while it works).
+    std::uint64_t timer_at(std::chrono::steady_clock::time_point now) const noexcept;
     // Every UAR page an EQ, CQ or QP is bound to: the doorbells to poll.
     std::vector<std::uint32_t> watched_uar_pages() const;
 
@@ -136,6 +141,7 @@ private:
     std::chrono::steady_clock::time_point boot_done_;
     bool booting_ = true;
     std::chrono::steady_clock::time_point next_health_;
+    std::chrono::steady_clock::time_point timer_epoch_ = std::chrono::steady_clock::now();
     std::uint32_t health_counter_ = 0;
     std::uint8_t last_nic_interface_ = 0;
     std::unique_ptr<link::port> link_;  // the port's wire

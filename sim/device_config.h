@@ -62,6 +62,12 @@ struct device_config {
     std::chrono::milliseconds boot_time{20};
     // How often health_counter advances.
     std::chrono::milliseconds health_period{50};
+    // The internal timer's frequency (cmd_hca_cap.device_frequency_khz: ConnectX-6's
+    // 156.25 MHz), and how far its crystal is off it, in parts per million (the timer then
+    // runs at clock_khz * (1 + clock_ppm / 1e6) while the capability still says clock_khz,
+    // as a card's oscillator drifts from its nominal frequency).
+    std::uint32_t clock_khz = 156250;
+    std::int32_t clock_ppm = 0;
     // How long the link trains after INIT_HCA, PAOS admin up or the cable plugged in,
     // before it is up (Ethernet: ACTIVE; InfiniBand: INITIALIZED, physical LinkUp). A
     // card takes seconds; a few hundred milliseconds keeps the events visible to a

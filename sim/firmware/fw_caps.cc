@@ -175,7 +175,7 @@ void hca_caps::fill_general_caps(std::byte* p, bool max) const {
     ifc::set<cap::fast_teardown>(p, 1);
     ifc::set<cap::force_teardown>(p, 1);
     ifc::set<cap::event_cap>(p, 1);
-    ifc::set<cap::device_frequency_khz>(p, 156250);
+    ifc::set<cap::device_frequency_khz>(p, cfg_.clock_khz);
     if (max) {
         // Settable features the device offers but does not enable by default.
         ifc::set<cap::cmdif_checksum>(p, 3);

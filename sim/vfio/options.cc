@@ -183,6 +183,20 @@ const std::map<std::string, setter>& setters() {
         {"health_period_ms", [](options& o, const std::string& k, const std::string& v) {
              return set_ms(k, v, 1, o.model.health_period);
          }},
+        {"clock_khz", [](options& o, const std::string& k, const std::string& v) {
+             return set_uint(k, v, 1000, 10'000'000, o.model.clock_khz);
+         }},
+        {"clock_ppm", [](options& o, const std::string& k, const std::string& v) -> status {
+             // A signed offset, within what any crystal is off by (and then some).
+             char* end = nullptr;
+             errno = 0;
+             const long ppm = std::strtol(v.c_str(), &end, 10);
+             if (v.empty() || *end != '\0' || errno != 0 || ppm < -100'000 || ppm > 100'000) {
+                 return bad(k, v, "parts per million, -100000 to 100000");
+             }
+             o.model.clock_ppm = static_cast<std::int32_t>(ppm);
+             return ok_status();
+         }},
         {"link_up_ms", [](options& o, const std::string& k, const std::string& v) {
              return set_ms(k, v, 0, o.model.link_up_time);
          }},
@@ -421,6 +435,8 @@ std::vector<std::pair<std::string, std::string>> options::settings() const {
         {"page_request_batch", std::to_string(m.page_request_batch)},
         {"boot_time_ms", std::to_string(m.boot_time.count())},
         {"health_period_ms", std::to_string(m.health_period.count())},
+        {"clock_khz", std::to_string(m.clock_khz)},
+        {"clock_ppm", std::to_string(m.clock_ppm)},
         {"link_up_ms", std::to_string(m.link_up_time.count())},
         {"sm_sweep_ms", std::to_string(m.sm_sweep_time.count())},
         {"lid", std::to_string(m.lid)},
