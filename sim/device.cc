@@ -114,12 +114,11 @@ void device::tick_health(std::chrono::steady_clock::time_point now) {
 }
 
 std::uint64_t device::timer_at(std::chrono::steady_clock::time_point now) const noexcept {
-    const auto ns = static_cast<unsigned __int128>(
-        std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(now - timer_epoch_).count()));
-    // ticks = ns * khz * (1e6 + ppm) / 1e12, in 128 bits (the product outgrows 64 within hours).
-    const auto rate = static_cast<unsigned __int128>(cfg_.clock_khz) *
-                      static_cast<unsigned __int128>(std::int64_t{1'000'000} + cfg_.clock_ppm);
-    return static_cast<std::uint64_t>(ns * rate / 1'000'000'000'000ull);
+    // In doubles: exact to the nanosecond for 104 days, and no 128-bit division in each
+    // sweep of the model thread.
+    const double ticks_per_ns = static_cast<double>(cfg_.clock_khz) * (1e6 + cfg_.clock_ppm) / 1e12;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - timer_epoch_).count();
+    return ns <= 0 ? 0 : static_cast<std::uint64_t>(static_cast<double>(ns) * ticks_per_ns);
 }
 
 bool device::poll_doorbells() {
