@@ -80,13 +80,16 @@ device_clock::sample device_clock::take() const noexcept {
     return best;
 }
 
+// A sequence counter without fences: each parameter is stored with release (after the
+// odd count) and loaded with acquire (before the count is looked at again), so a reader
+// that saw any new parameter sees the count moved.
 void device_clock::publish(const sample& base, std::uint64_t mult) noexcept {
-    seq_.fetch_add(1, std::memory_order_relaxed);  // odd: being written
-    std::atomic_thread_fence(std::memory_order_release);
-    base_ticks_.store(base.ticks, std::memory_order_relaxed);
-    base_ns_.store(base.ns, std::memory_order_relaxed);
-    mult_.store(mult, std::memory_order_relaxed);
-    seq_.fetch_add(1, std::memory_order_release);  // even: done
+    const std::uint32_t s = seq_.load(std::memory_order_relaxed);
+    seq_.store(s + 1, std::memory_order_relaxed);  // odd: being written
+    base_ticks_.store(base.ticks, std::memory_order_release);
+    base_ns_.store(base.ns, std::memory_order_release);
+    mult_.store(mult, std::memory_order_release);
+    seq_.store(s + 2, std::memory_order_release);  // even: done
 }
 
 status device_clock::sync() {
@@ -111,10 +114,9 @@ status device_clock::sync() {
 std::int64_t device_clock::to_realtime_ns(std::uint64_t ticks) const noexcept {
     for (;;) {
         const std::uint32_t s1 = seq_.load(std::memory_order_acquire);
-        const std::uint64_t base_ticks = base_ticks_.load(std::memory_order_relaxed);
-        const std::int64_t base_ns = base_ns_.load(std::memory_order_relaxed);
-        const std::uint64_t mult = mult_.load(std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_acquire);
+        const std::uint64_t base_ticks = base_ticks_.load(std::memory_order_acquire);
+        const std::int64_t base_ns = base_ns_.load(std::memory_order_acquire);
+        const std::uint64_t mult = mult_.load(std::memory_order_acquire);
         if ((s1 & 1) != 0 || seq_.load(std::memory_order_relaxed) != s1) continue;
         // Ticks before the base (a packet stamped before the last sync) count backwards.
         const bool before = ticks < base_ticks;

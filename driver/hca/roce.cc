@@ -10,6 +10,7 @@
 #include "driver/hca/hca.h"
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
+#include "hw/mac.h"
 #include "hw/opcodes.h"
 
 namespace cxv::driver {
@@ -48,10 +49,10 @@ status hca::program_roce_gids() {
     if (!q) return q.error();
     const std::byte* mac = ifc::at<ifc::nic_vport_context::permanent_address>(
         ifc::at<ifc::query_nic_vport_context_out::nic_vport_context>(q->data()));
+    mac_ = hw::get_mac(mac);
+    // The same 48 bits go into each RoCE address's source MAC, which has the same split.
     const std::uint32_t hi = ifc::get<ifc::mac_address_layout::mac_addr_47_32>(mac);
     const std::uint32_t lo = ifc::get<ifc::mac_address_layout::mac_addr_31_0>(mac);
-    mac_ = {static_cast<std::uint8_t>(hi >> 8), static_cast<std::uint8_t>(hi), static_cast<std::uint8_t>(lo >> 24),
-            static_cast<std::uint8_t>(lo >> 16), static_cast<std::uint8_t>(lo >> 8), static_cast<std::uint8_t>(lo)};
     ipv4_ = opts_.ipv4 ? *opts_.ipv4 : link_local_ipv4(mac_);
 
     struct entry {

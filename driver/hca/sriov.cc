@@ -3,6 +3,7 @@
 #include "driver/hca/sriov.h"
 
 #include "hw/ifc.h"
+#include "hw/mac.h"
 #include "hw/opcodes.h"
 
 namespace cxv::driver::sriov {
@@ -11,14 +12,6 @@ namespace ifc = hw::ifc;
 using hw::cmd_opcode;
 
 namespace {
-
-std::array<std::uint8_t, 6> mac_of(const std::byte* layout) {
-    const std::uint32_t hi = ifc::get<ifc::mac_address_layout::mac_addr_47_32>(layout);
-    const std::uint32_t lo = ifc::get<ifc::mac_address_layout::mac_addr_31_0>(layout);
-    return {static_cast<std::uint8_t>(hi >> 8),  static_cast<std::uint8_t>(hi),
-            static_cast<std::uint8_t>(lo >> 24), static_cast<std::uint8_t>(lo >> 16),
-            static_cast<std::uint8_t>(lo >> 8),  static_cast<std::uint8_t>(lo)};
-}
 
 // MODIFY_NIC_VPORT_CONTEXT of vport `vf` with the one field `Select` chose.
 template <typename Select, typename Fill>
@@ -66,7 +59,7 @@ result<vf_vport> query_vf_vport(hca& pf, std::uint16_t vf) {
         auto r = pf.exec(in, ifc::query_nic_vport_context_out::size_bytes);
         if (!r) return r.error();
         const std::byte* v = ifc::at<ifc::query_nic_vport_context_out::nic_vport_context>(r->data());
-        out.mac = mac_of(ifc::at<ifc::nic_vport_context::permanent_address>(v));
+        out.mac = hw::get_mac(ifc::at<ifc::nic_vport_context::permanent_address>(v));
         out.node_guid = ifc::get<ifc::nic_vport_context::node_guid>(v);
     }
     using in_t = ifc::query_vport_state_in;
@@ -84,10 +77,7 @@ result<vf_vport> query_vf_vport(hca& pf, std::uint16_t vf) {
 
 status set_vf_mac(hca& pf, std::uint16_t vf, const std::array<std::uint8_t, 6>& mac) {
     return modify_nic_vport<ifc::modify_nic_vport_field_select::permanent_address>(pf, vf, [&](std::byte* v) {
-        std::byte* m = ifc::at<ifc::nic_vport_context::permanent_address>(v);
-        ifc::set<ifc::mac_address_layout::mac_addr_47_32>(m, std::uint32_t{mac[0]} << 8 | mac[1]);
-        ifc::set<ifc::mac_address_layout::mac_addr_31_0>(m, std::uint32_t{mac[2]} << 24 | std::uint32_t{mac[3]} << 16 |
-                                                                 std::uint32_t{mac[4]} << 8 | mac[5]);
+        hw::set_mac(ifc::at<ifc::nic_vport_context::permanent_address>(v), mac);
     });
 }
 

@@ -19,6 +19,7 @@
 
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
+#include "hw/mac.h"
 #include "sim/firmware/fw_vport.h"
 #include "sim/firmware/handler_util.h"
 
@@ -83,20 +84,6 @@ void put64(std::byte* p, std::uint64_t v) {
     put32(p, static_cast<std::uint32_t>(v >> 32));
     put32(p + 4, static_cast<std::uint32_t>(v));
 }
-// A mac_address_layout (PRM: the 48 bits in its low end) and the bytes it holds.
-void put_mac(std::byte* layout, const std::array<std::uint8_t, 6>& m) {
-    ifc::set<ifc::mac_address_layout::mac_addr_47_32>(layout, std::uint32_t{m[0]} << 8 | m[1]);
-    ifc::set<ifc::mac_address_layout::mac_addr_31_0>(
-        layout, std::uint32_t{m[2]} << 24 | std::uint32_t{m[3]} << 16 | std::uint32_t{m[4]} << 8 | m[5]);
-}
-std::array<std::uint8_t, 6> get_mac(const std::byte* layout) {
-    const std::uint32_t hi = ifc::get<ifc::mac_address_layout::mac_addr_47_32>(layout);
-    const std::uint32_t lo = ifc::get<ifc::mac_address_layout::mac_addr_31_0>(layout);
-    return {static_cast<std::uint8_t>(hi >> 8),  static_cast<std::uint8_t>(hi),
-            static_cast<std::uint8_t>(lo >> 24), static_cast<std::uint8_t>(lo >> 16),
-            static_cast<std::uint8_t>(lo >> 8),  static_cast<std::uint8_t>(lo)};
-}
-
 std::uint32_t load_be(const std::byte* p, std::size_t n) {
     std::uint32_t v = 0;
     for (std::size_t i = 0; i < n; ++i) v = v << 8 | std::to_integer<std::uint32_t>(p[i]);
@@ -311,7 +298,7 @@ cmd_reply vport_commands::query_nic_vport_context(cmd_ctx& c) {
         ifc::set<v_t::node_guid>(v, r.node_guid);
         ifc::set<v_t::port_guid>(v, r.node_guid + 1);
         if (cfg_.port == port_type::ETHERNET) {
-            put_mac(ifc::at<v_t::permanent_address>(v), r.mac);
+            hw::set_mac(ifc::at<v_t::permanent_address>(v), r.mac);
         }
         return ok();
     }
@@ -323,7 +310,7 @@ cmd_reply vport_commands::query_nic_vport_context(cmd_ctx& c) {
     if (cfg_.port == port_type::ETHERNET) {
         // Never set: the port's MTU, as PMTU reports it.
         if (ifc::get<v_t::mtu>(v) == 0) ifc::set<v_t::mtu>(v, regs_.admin_mtu() ? regs_.admin_mtu() : kMaxEthMtu);
-        put_mac(ifc::at<v_t::permanent_address>(v), cfg_.mac);
+        hw::set_mac(ifc::at<v_t::permanent_address>(v), cfg_.mac);
     }
     return ok();
 }
@@ -348,7 +335,7 @@ cmd_reply vport_commands::modify_nic_vport_context(cmd_ctx& c) {
         vport_record r = cfg_.vports->vf(vport);
         if (ifc::get<fs_t::node_guid>(fs)) r.node_guid = ifc::get<v_t::node_guid>(v);
         if (ifc::get<fs_t::permanent_address>(fs)) {
-            r.mac = get_mac(ifc::at<v_t::permanent_address>(v));
+            r.mac = hw::get_mac(ifc::at<v_t::permanent_address>(v));
         }
         cfg_.vports->set_vf(vport, r);
         return ok();

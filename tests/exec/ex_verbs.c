@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -25,9 +26,21 @@ struct done {
 };
 
 /* Polls `want` completions (bounded) into out[]; the number taken. */
+/* A poll loop's bound: 10 s from `t0`, looked at every 1024 spins. A fixed count of
+ * spins was not enough on a loaded machine, where the model's thread waits for a CPU
+ * while this one spins. */
+static int polling(long spins, const struct timespec *t0) {
+    if (spins & 1023) return 1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) + (now.tv_nsec - t0->tv_nsec) / 1e9 < 10.0;
+}
+
 static int poll_ex(struct ibv_cq_ex *cq, struct done *out, int want) {
     int got = 0;
-    for (long spins = 0; got < want && spins < 20000000; ++spins) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long spins = 0; got < want && polling(spins, &t0); ++spins) {
         struct ibv_poll_cq_attr pa = {.comp_mask = 0};
         int r = ibv_start_poll(cq, &pa);
         if (r == ENOENT) continue;
@@ -171,7 +184,9 @@ int main(void) {
     if (ibv_post_send(qa, &w1, &bad)) DIE("ibv_post_send");
     int taken = 0;
     struct ibv_wc wc[4];
-    for (long spins = 0; taken < 2 && spins < 20000000; ++spins) taken += ibv_poll_cq(cq, 2 - taken, wc + taken);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long spins = 0; taken < 2 && polling(spins, &t0); ++spins) taken += ibv_poll_cq(cq, 2 - taken, wc + taken);
     CHECK("ibv_poll_cq on the cq_ex", taken == 2 && wc[0].status == IBV_WC_SUCCESS && wc[1].status == IBV_WC_SUCCESS,
           "%d", taken);
 
