@@ -24,8 +24,7 @@ struct vport_record {
 class vport_links {
 public:
     virtual ~vport_links() = default;
-    // PF: the VFs enabled now (vports 1 to vfs()), and VF n's record.
-    virtual unsigned vfs() const = 0;
+    // PF: VF n's record (vport n, 1 to TotalVFs).
     virtual vport_record vf(unsigned n) const = 0;
     virtual void set_vf(unsigned n, const vport_record& r) = 0;
     // VF: its own record.

@@ -212,7 +212,6 @@ class run_vports final : public vport_links {
 public:
     run_vports(sysfs& fs, const std::vector<std::unique_ptr<function_state>>& functions, unsigned self)
         : fs_(fs), functions_(functions), self_(self) {}
-    unsigned vfs() const override { return functions_.at(self_)->spec.model.sriov_totalvfs; }
     vport_record vf(unsigned n) const override {
         const int f = fs_.vf_function(self_, n);
         return f < 0 ? vport_record{} : of(static_cast<unsigned>(f));
