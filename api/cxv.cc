@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "client/remote.h"
+#include "driver/hca/clock.h"
 #include "driver/hca/hca.h"
 #include "driver/res/cq.h"
 #include "driver/res/pd_mr.h"
@@ -43,6 +44,16 @@ device::device(std::unique_ptr<driver::hca> h, std::shared_ptr<detail::cq_events
     : events_(std::move(ev)), hca_(std::move(h)) {}
 
 device::~device() = default;
+
+result<driver::device_clock*> device::clock() {
+    std::lock_guard lock(clock_mu_);
+    if (!clock_) {
+        auto c = driver::device_clock::create(*hca_);
+        if (!c) return c.error();
+        clock_ = std::move(c).value();
+    }
+    return clock_.get();
+}
 
 result<std::unique_ptr<device>> device::open(const std::string& bdf, const options& o) {
     auto events = std::make_shared<detail::cq_events>();

@@ -59,6 +59,7 @@ namespace cxv {
 // driver/ itself (tests and tools that look underneath).
 namespace driver {
 class cq;
+class device_clock;
 class hca;
 class mr;
 class pd;
@@ -234,6 +235,10 @@ public:
     result<bool> write_combining();
     // Where BlueFlame registers are written: the write-combining mapping if there is one.
     std::byte* bf_base() noexcept;
+    // The device clock (driver/hca/clock.h: the free-running timer, and its ticks in
+    // CLOCK_REALTIME nanoseconds), made at the first call and kept; ENOTSUP through cxvd,
+    // whose clients cannot read the initialization segment.
+    result<driver::device_clock*> clock();
 
 private:
     friend class cq;
@@ -243,6 +248,8 @@ private:
     std::shared_ptr<driver::q_counter> counter_;  // released before the HCA
     std::mutex wc_mu_;  // contexts sharing the device may ask at once
     bool wc_known_ = false, wc_ = false;
+    std::mutex clock_mu_;
+    std::unique_ptr<driver::device_clock> clock_;
 };
 
 class cq {

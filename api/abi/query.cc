@@ -13,6 +13,7 @@
 #include "api/abi/abi.h"
 #include "api/cxv.h"
 #include "api/cxv_verbs.h"
+#include "driver/hca/clock.h"
 #include "driver/hca/hca.h"
 #include "driver/vfio/vfio.h"
 #include "hw/ifc.h"
@@ -182,9 +183,28 @@ int vctx_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* inpu
     fill_device_attr(ctx, a.orig_attr);
     a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
     // No ODP, TSO, RSS, tag matching, packet pacing, CQ moderation or device memory; no
-    // completion timestamps (ibv_create_cq_ex refuses them).
+    // completion timestamps (ibv_create_cq_ex refuses them, so completion_timestamp_mask
+    // stays 0). The clock's frequency is the device's, in kHz, as mlx5_ib reports it
+    // (cmd_hca_cap.device_frequency_khz); ibv_query_rt_values_ex reads the clock.
     a.max_wq_type_rq = 0;
+    a.hca_core_clock = hw::ifc::get<hw::ifc::cmd_hca_cap::device_frequency_khz>(caps_of(ctx));
     std::memcpy(attr, &a, std::min(size, sizeof(a)));
+    return 0;
+}
+
+// ibv_query_rt_values_ex(3): the raw clock, as rdma-core's mlx5 gives it (the timer's
+// ticks in raw_clock.tv_nsec, tv_sec 0). EINVAL for any other value asked; EOPNOTSUPP
+// where the clock cannot be read here (a function cxvd owns).
+int vctx_query_rt_values(ibv_context* ctx, ibv_values_ex* values) {
+    if ((values->comp_mask & ~std::uint32_t{IBV_VALUES_MASK_RAW_CLOCK}) != 0) return EINVAL;
+    const bool raw = (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) != 0;
+    values->comp_mask = 0;
+    if (!raw) return 0;
+    auto c = verbs_device(ctx).clock();
+    if (!c) return c.error().code == ENOTSUP ? EOPNOTSUPP : c.error().code;
+    values->raw_clock.tv_sec = 0;
+    values->raw_clock.tv_nsec = static_cast<long>((*c)->read_ticks());
+    values->comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
     return 0;
 }
 
@@ -195,6 +215,7 @@ void install_context_ops(ibv_context* ctx) {
     if (v == nullptr) return;
     v->query_port = vctx_query_port;
     v->query_device_ex = vctx_query_device_ex;
+    v->query_rt_values = vctx_query_rt_values;
     v->create_cq_ex = create_cq_ex;
     v->create_qp_ex = create_qp_ex;
 }

@@ -121,6 +121,29 @@ int main(void) {
     struct ibv_cq_ex *none = ibv_create_cq_ex(ctx, &ts);
     CHECK("cq_ex timestamps refused", none == NULL && errno == EOPNOTSUPP, "%p errno %d", (void *)none, errno);
 
+    /* The device clock: its frequency (kHz) in ibv_query_device_ex, and its raw ticks
+     * from ibv_query_rt_values_ex, advancing at about that rate (within a factor of two:
+     * the model updates its timer as its thread sweeps, later on a loaded machine). */
+    struct ibv_device_attr_ex dx;
+    const int qdx = ibv_query_device_ex(ctx, NULL, &dx);
+    CHECK("hca_core_clock", qdx == 0 && dx.hca_core_clock == 156250 && dx.completion_timestamp_mask == 0,
+          "%d %llu %llu", qdx, (unsigned long long)dx.hca_core_clock, (unsigned long long)dx.completion_timestamp_mask);
+    struct ibv_values_ex v1 = {.comp_mask = IBV_VALUES_MASK_RAW_CLOCK}, v2 = v1;
+    struct timespec m1, m2;
+    clock_gettime(CLOCK_MONOTONIC, &m1);
+    const int q1 = ibv_query_rt_values_ex(ctx, &v1);
+    usleep(100000);
+    const int q2 = ibv_query_rt_values_ex(ctx, &v2);
+    clock_gettime(CLOCK_MONOTONIC, &m2);
+    const double khz = (double)(v2.raw_clock.tv_nsec - v1.raw_clock.tv_nsec) /
+                       ((m2.tv_sec - m1.tv_sec) * 1e3 + (m2.tv_nsec - m1.tv_nsec) / 1e6);
+    CHECK("raw clock advances", q1 == 0 && q2 == 0 && v1.comp_mask == IBV_VALUES_MASK_RAW_CLOCK &&
+          v1.raw_clock.tv_sec == 0 && v2.raw_clock.tv_nsec > v1.raw_clock.tv_nsec && khz > 78125 && khz < 312500,
+          "%d %d mask %u: %.0f kHz", q1, q2, v1.comp_mask, khz);
+    struct ibv_values_ex unknown = {.comp_mask = 1u << 7};
+    const int qu = ibv_query_rt_values_ex(ctx, &unknown);
+    CHECK("rt_values unknown mask EINVAL", qu == EINVAL, "%d", qu);
+
     struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
     struct ibv_cq_init_attr_ex ca = {.cqe = 64, .cq_context = &ca, .channel = ch, .wc_flags = IBV_WC_STANDARD_FLAGS,
                                      .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
