@@ -2,7 +2,8 @@
 // own uid's clients and counts only, the operator (root, the daemon's uid, --admin-gid)
 // everyone; a global connection cap besides the per-uid one; per-uid quotas on the number
 // of mappings and on firmware memory (page-list entries), which comes back when a client
-// goes; refused requests logged, at most a few lines a second per client. Clients
+// goes; refused requests logged, at most a few lines a second per client; a unit file
+// that gives cxvd what it needs (descriptors) and allows what the docs offer. Clients
 // of other uids are forked children that setuid(2) (root only: those cases are skipped,
 // and say so, otherwise).
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -344,4 +346,47 @@ TEST_CASE("a client looping on refused requests: at most 10 lines a second in th
     CHECK(flood.status().clients_total == 2);  // refused, logged or not, and served on
     CHECK(std::regex_search(log, std::regex("<4>cxvd: pid \\d+ uid \\d+ \\([^)]*\\): COMMAND refused \\(EPERM\\): "
                                             "DESTROY_CQ")));
+}
+
+namespace {
+
+// Key = value lines of the unit file's [Service] section (the last of a repeated key).
+std::map<std::string, std::string> unit_settings(const std::string& path) {
+    std::map<std::string, std::string> out;
+    std::istringstream in(slurp(path));
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto eq = line.find('=');
+        if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+        out[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the unit file gives cxvd the descriptors its default --max-clients needs, and allows the address "
+          "families the docs offer") {
+    const auto unit = unit_settings(env_path("CXVD_SERVICE"));
+    // --metrics 127.0.0.1:PORT (docs/daemon.md) needs AF_INET, kept to loopback by the
+    // kernel too; the clients' socket AF_UNIX.
+    REQUIRE(unit.contains("RestrictAddressFamilies"));
+    const std::string families = " " + unit.at("RestrictAddressFamilies") + " ";
+    CHECK(families.find(" AF_UNIX ") != std::string::npos);
+    CHECK(families.find(" AF_INET ") != std::string::npos);
+    REQUIRE((unit.contains("IPAddressAllow") && unit.contains("IPAddressDeny")));
+    CHECK(unit.at("IPAddressAllow") == "localhost");
+    CHECK(unit.at("IPAddressDeny") == "any");
+    // LimitNOFILE: cxvd under it (soft and hard, as systemd sets both) says nothing of
+    // running short; under 1024 it does, so the check can tell.
+    REQUIRE(unit.contains("LimitNOFILE"));
+    const std::string limit = unit.at("LimitNOFILE");
+    {
+        daemon_rig rig({}, {}, "ulimit -n " + limit);
+        CHECK_MESSAGE(rig.log().find("RLIMIT_NOFILE is") == std::string::npos, rig.log());
+    }
+    daemon_rig short_rig({}, {}, "ulimit -n 1024");
+    CHECK_MESSAGE(short_rig.log().find("RLIMIT_NOFILE is 1024 (hard limit): --max-clients 1024 needs about") !=
+                      std::string::npos,
+                  short_rig.log());
 }
