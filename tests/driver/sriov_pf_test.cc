@@ -69,6 +69,13 @@ TEST_CASE("cxv as an SR-IOV PF's driver: VF HCAs, vports, VF token, and what eac
     CHECK(two->mac == kSetMac);
     CHECK(one->admin == hw::vport_admin_state::DOWN);
     CHECK(one->state == hw::vport_state::DOWN);
+    // The node GUID, as Linux's e-switch sets it (MODIFY_NIC_VPORT_CONTEXT node_guid):
+    // read back, and VF 2's left as it was.
+    constexpr std::uint64_t kGuid = 0x0002c90300f0f001ull;
+    REQUIRE(sriov::set_vf_node_guid(p, 1, kGuid).ok());
+    CHECK(sriov::query_vf_vport(p, 1).value().node_guid == kGuid);
+    CHECK(sriov::query_vf_vport(p, 2).value().node_guid == before->node_guid);
+    CHECK(sriov::query_vf_vport(p, 2).value().node_guid != kGuid);
     // Out of range: VF 3 of two, and an admin state the PRM does not define.
     CHECK(sriov::query_vf_vport(p, 3).error().code == EINVAL);
     CHECK(sriov::set_vf_admin_state(p, 1, static_cast<hw::vport_admin_state>(3)).error().code == EINVAL);
