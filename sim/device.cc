@@ -157,6 +157,21 @@ bool device::poll_doorbells() {
     return any;
 }
 
+bool device::take_doorbells() {
+    std::lock_guard lock(mu_);
+    if (booting_) return false;
+    const iommu::access_run dma(mmu_);
+    engine_.begin_cq_batch();
+    const bool any = poll_doorbells();
+    engine_.end_cq_batch();
+    return any;
+}
+
+void device::set_writes_seen(bool on) {
+    std::lock_guard lock(mu_);
+    cmd_.set_rung_only(on);
+}
+
 bool device::receive_packets(std::chrono::steady_clock::time_point now) {
     if (!link_) return false;
     // The cable: set_link's, and on a directory fabric the file that pulls it from outside.

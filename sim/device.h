@@ -74,6 +74,16 @@ public:
     // The cable, as if pulled (the link goes down at once) or plugged in (the link
     // trains for link_up_time); PORT_CHANGE events as the port's state changes.
     void set_link(bool up);
+    // Takes the doorbell registers' values now, on the caller's thread, as the model
+    // thread's next round would (under the same lock). For a transport that delivers
+    // each posted write as a message (sim/uml): a write that finds its register still
+    // holding an untaken value has it taken first, rather than waiting for the model
+    // thread to be scheduled. False when nothing was taken.
+    bool take_doorbells();
+    // The transport delivers every BAR write as an event and accumulates command doorbell
+    // writes in the doorbell word (sim/uml): the command interface then executes exactly
+    // the slots rung (cmd_engine::set_rung_only).
+    void set_writes_seen(bool on);
     // The faults on the frames this function's port sends, from now on (the `link_*`
     // settings set them at creation).
     void set_link_faults(const device_config::link_faults& f);

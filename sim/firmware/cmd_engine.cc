@@ -136,8 +136,11 @@ bool cmd_engine::poll() {
         if (std::to_integer<unsigned>(q[s * kEntry + kStatusOwn]) & 1) owned |= 1u << s;
     }
     // A doorbell rings every slot the driver has handed over: a store to the doorbell
-    // may have replaced another slot's before the device read it.
-    const std::uint32_t ring = owned & ~(busy_ | dropped_);
+    // may have replaced another slot's before the device read it. Where every write is
+    // seen, the slots rung and no other (a slot handed over but not yet rung is the
+    // driver's still: Linux's mlx5_core marks a command as awaiting its completion between
+    // the two, and took one that came before for a late one).
+    const std::uint32_t ring = (rung_only_ ? owned & rung : owned) & ~(busy_ | dropped_);
     for (unsigned s = 0; s < slots; ++s) {
         if (ring & (1u << s)) execute(s);
     }

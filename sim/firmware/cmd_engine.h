@@ -9,8 +9,11 @@
 // over: whichever slot's store survived, each owned slot had its own doorbell or will
 // have one. A slot that is owned but never rung is not executed while no doorbell comes,
 // so a driver that forgets the doorbell hangs as it would on a card. (Limit: a forgotten
-// doorbell goes unnoticed when another slot's doorbell follows; docs/device-model.md
-// lists this.)
+// doorbell goes unnoticed when another slot's doorbell follows, and a slot handed over
+// may run before its own doorbell, while the driver is still between the two;
+// docs/device-model.md lists this.) Behind a transport that delivers each write as an
+// event (sim/uml, whose backend ORs each command doorbell write into the word), nothing
+// is lost and set_rung_only(true) executes exactly the slots rung, as a card does.
 #pragma once
 
 #include <array>
@@ -44,6 +47,10 @@ public:
     // (log_cmdq_size/stride) into the initialization segment.
     void reset();
 
+    // True: a doorbell executes the owned slots it rings, and only those (the doorbell
+    // word accumulates every write; see above). Kept across reset().
+    void set_rung_only(bool on) noexcept { rung_only_ = on; }
+
     std::uint64_t queue_iova() const noexcept { return cmdq_iova_; }
     std::uint8_t nic_interface() const noexcept { return nic_interface_; }
 
@@ -72,6 +79,7 @@ private:
     std::uint8_t nic_interface_ = 0;
     std::uint32_t busy_ = 0;          // accepted, completion not yet returned
     std::uint32_t dropped_ = 0;       // completion dropped by fault injection
+    bool rung_only_ = false;          // set_rung_only
 
     struct delayed {
         unsigned slot;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "hw/doorbell.h"
+#include "hw/init_seg.h"
 
 namespace cxv::sim::uml {
 
@@ -41,6 +42,7 @@ result<std::unique_ptr<pci_function>> pci_function::create(device& dev, const st
                                          [p = f.get()](const std::vector<memory_region>& r) { p->on_memory(r); });
     if (!vu) return vu.error();
     f->vu_ = std::move(vu).value();
+    dev.set_writes_seen(true);
     const unsigned n = dev.msix().count();
     f->pending_.assign(n, false);
     for (unsigned v = 0; v < n; ++v) {
@@ -145,7 +147,14 @@ bool pci_function::drain_backlog() {
         // (sim/device.cc, poll_doorbells), so a second write before it took the first
         // would overwrite it, and that EQ would never fire again (found by Linux's
         // mlx5_core, which arms its command, async and pages EQs back to back). So a write
-        // to a register still holding an untaken value waits, and what follows it too.
+        // to a register still holding an untaken value has it taken first, here, under
+        // the model's lock (device::take_doorbells): waiting for the model thread instead
+        // held every message behind for as long as that thread went unscheduled, and on a
+        // busy machine past UML's 40 ms bound on a read, whose answer then read all ones
+        // (a dead device to mlx5_core's health poll). Only a register the model does not
+        // watch (no queue on that page yet) still holds a value after that: the write
+        // waits a little, then goes over it.
+        if (doorbell_untaken(e.msg) && dev_.take_doorbells() && !doorbell_untaken(e.msg)) ++stats_.doorbells_taken;
         if (doorbell_untaken(e.msg)) {
             const auto now = std::chrono::steady_clock::now();
             if (!waiting_since_) {
@@ -249,7 +258,13 @@ void pci_function::bar_write(std::uint64_t off, const std::byte* data, std::size
                      static_cast<unsigned long long>(v));
     }
     if (!dev_.pci_config().memory_enabled() || off > b.size() || size > b.size() - off) return;
-    if (size == 4 && off % 4 == 0) {
+    if (size == 4 && off == hw::init_seg_offset::command_doorbell_vector) {
+        // Each write rings its slots: they add up until the model takes the word
+        // (device::set_writes_seen), as a card takes every doorbell write.
+        std::uint32_t v;
+        std::memcpy(&v, data, 4);
+        std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(b.base() + off)).fetch_or(v);
+    } else if (size == 4 && off % 4 == 0) {
         std::uint32_t v;
         std::memcpy(&v, data, 4);
         std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(b.base() + off)).store(v);

@@ -43,7 +43,7 @@ public:
 
     struct counters {
         std::uint64_t cfg_reads = 0, cfg_writes = 0, mmio_reads = 0, mmio_writes = 0, msi_sent = 0,
-                      msi_deferred = 0, refused = 0, doorbell_waits = 0,
+                      msi_deferred = 0, refused = 0, doorbells_taken = 0, doorbell_waits = 0,
                       doorbell_overwrites = 0;
     };
     const counters& stats() const noexcept { return stats_; }

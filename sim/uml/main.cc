@@ -85,12 +85,14 @@ int main(int argc, char** argv) {
     const auto& c = fn.value()->stats();
     std::fprintf(stderr,
                  "cxv-sim-uml: done: %llu config reads, %llu config writes, %llu BAR reads, %llu BAR writes, %llu MSI "
-                 "sent (%llu deferred while masked), %llu doorbell writes waited for the one before (%llu in vain), %llu "
+                 "sent (%llu deferred while masked), %llu doorbell registers taken for the next write, %llu writes waited "
+                 "for the one before (%llu in vain), %llu "
                  "messages refused\n",
                  static_cast<unsigned long long>(c.cfg_reads), static_cast<unsigned long long>(c.cfg_writes),
                  static_cast<unsigned long long>(c.mmio_reads), static_cast<unsigned long long>(c.mmio_writes),
                  static_cast<unsigned long long>(c.msi_sent), static_cast<unsigned long long>(c.msi_deferred),
-                 static_cast<unsigned long long>(c.doorbell_waits), static_cast<unsigned long long>(c.doorbell_overwrites),
+                 static_cast<unsigned long long>(c.doorbells_taken), static_cast<unsigned long long>(c.doorbell_waits),
+                 static_cast<unsigned long long>(c.doorbell_overwrites),
                  static_cast<unsigned long long>(c.refused));
     if (!s) {
         std::fprintf(stderr, "cxv-sim-uml: %s\n", s.error().message.c_str());

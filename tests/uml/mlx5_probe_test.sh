@@ -11,7 +11,9 @@
 # mlx5_0 (its device resources, XRC domains, MAD QPs QP0 and QP1, UMR QP and
 # write-combining test ran on the model), port 1 is ACTIVE on InfiniBand, no command
 # timed out, and mlx5_ib unloads, with no command refused either (finding 9's CREATE_MKEYs
-# that outran the pages now wait for them, as on a card). The counts are printed as a note.
+# that outran the pages now wait for them, as on a card; finding 7's lost completions,
+# doorbells the backend used to write over, no longer come). The counts are printed as a
+# note.
 #
 #   mlx5_probe_test.sh CXV_SIM_UML KERNEL_SCRIPT INIT_SH GUEST_TEST_LIB [ib]
 set -uo pipefail
@@ -53,6 +55,14 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 grep -q "listening on" "$work/model.log" || fail "cxv-sim-uml did not start: $(cat "$work/model.log")"
+# PCIe holds a posted write back while the device is busy; UML's virt-pci drops it when
+# its ring of 256 messages is full (um_pci_send_cmd: virtqueue_add_sgs fails, and the
+# write is freed): a command doorbell lost so after mlx5_ib's write-combining test, whose
+# BlueFlame writes come by the thousand, was finding 7. And UML gives a read's answer
+# 40 ms, then reads all ones, which mlx5_core's health poll takes for a dead device. So
+# the backend's thread (the process's first) must not wait behind other tests' loads for
+# a CPU: a real-time priority, where the machine allows it (root), else a higher one.
+chrt -a -r -p 10 "$simpid" >/dev/null 2>&1 || renice -n -10 -p "$simpid" >/dev/null 2>&1 || true
 
 bdf=0000:00:00.0
 ib_load=
@@ -125,5 +135,5 @@ refused=$(sort -u <<<"$refusals" | sed '/^$/d')
 commands=$(grep -c " status=" <<<"$model")
 what="mlx5_core: probed and removed"
 ((with_ib)) && what="mlx5_core and mlx5_ib: mlx5_0 registered, port 1 ACTIVE on InfiniBand, removed"
-note "$what; $commands commands on the model, none refused; $(grep -o '[0-9]* MSI sent' <<<"$model"); $(grep -o '[0-9]* doorbell writes waited[^,]*' <<<"$model")"
+note "$what; $commands commands on the model, none refused; $(grep -o '[0-9]* MSI sent' <<<"$model"); $(grep -o '[0-9]* doorbell registers taken[^,]*, [0-9]* writes waited[^,]*' <<<"$model")"
 echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"

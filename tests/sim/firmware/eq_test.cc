@@ -215,3 +215,33 @@ TEST_CASE("fault injection: a completion without its CMD EQE; PAGE_REQUEST event
     CHECK(static_cast<std::int32_t>(ifc::get<ifc::pages_req_event::num_pages>(
               ifc::at<ifc::eqe::event_data>(eqe->data()))) == -7);
 }
+
+TEST_CASE("take_doorbells: two EQs armed back to back through one UAR register are both armed") {
+    // A transport that delivers each posted write as a message (sim/uml) has the model
+    // take a register's value before the next write lands on it, rather than waiting for
+    // the model thread: the register is empty when the call returns, and what it held
+    // took effect.
+    H h;
+    REQUIRE(h.bring_up());
+    const auto uar = h.alloc_uar();
+    H::eq a, b;
+    REQUIRE(h.create_eq(a, uar, 4, kCmdBit, 0).status == cmd_status::OK);
+    REQUIRE(h.create_eq(b, uar, 4, kCmdBit, 1).status == cmd_status::OK);
+    // The commands above completed into both EQs: consume, so that arming raises nothing.
+    while (h.wait_eqe(a, 50ms)) {
+    }
+    while (h.wait_eqe(b, 50ms)) {
+    }
+    const std::size_t arm = std::size_t{uar} * 4096 + 0x40;
+    h.arm_eq(a);
+    h.dev().take_doorbells();
+    CHECK(h.bar_load32(arm) == 0);
+    h.arm_eq(b);
+    h.dev().take_doorbells();
+    CHECK(h.bar_load32(arm) == 0);
+    REQUIRE(h.simple(cmd_opcode::ALLOC_PD).status == cmd_status::OK);
+    CHECK(wait_fd(h, a.fd) == 1);
+    CHECK(wait_fd(h, b.fd) == 1);
+    CHECK(h.wait_eqe(a));
+    CHECK(h.wait_eqe(b));
+}
