@@ -58,6 +58,36 @@ namespace cxv::hw {
     X(DESTROY_XRC_SRQ, destroy_xrc_srq_in, destroy_xrc_srq_out)                         \
     X(CREATE_RMP, create_rmp_in, create_rmp_out)                                        \
     X(DESTROY_RMP, destroy_rmp_in, destroy_rmp_out)                                     \
+    X(ALLOC_TRANSPORT_DOMAIN, alloc_transport_domain_in, alloc_transport_domain_out)    \
+    X(DEALLOC_TRANSPORT_DOMAIN, dealloc_transport_domain_in, dealloc_transport_domain_out) \
+    X(CREATE_TIS, create_tis_in, create_tis_out)                                        \
+    X(DESTROY_TIS, destroy_tis_in, destroy_tis_out)                                     \
+    X(QUERY_TIS, query_tis_in, query_tis_out)                                           \
+    X(CREATE_SQ, create_sq_in, create_sq_out)                                           \
+    X(MODIFY_SQ, modify_sq_in, modify_sq_out)                                           \
+    X(DESTROY_SQ, destroy_sq_in, destroy_sq_out)                                        \
+    X(QUERY_SQ, query_sq_in, query_sq_out)                                              \
+    X(CREATE_RQ, create_rq_in, create_rq_out)                                           \
+    X(MODIFY_RQ, modify_rq_in, modify_rq_out)                                           \
+    X(DESTROY_RQ, destroy_rq_in, destroy_rq_out)                                        \
+    X(QUERY_RQ, query_rq_in, query_rq_out)                                              \
+    X(CREATE_RQT, create_rqt_in, create_rqt_out)                                        \
+    X(MODIFY_RQT, modify_rqt_in, modify_rqt_out)                                        \
+    X(DESTROY_RQT, destroy_rqt_in, destroy_rqt_out)                                     \
+    X(CREATE_TIR, create_tir_in, create_tir_out)                                        \
+    X(MODIFY_TIR, modify_tir_in, modify_tir_out)                                        \
+    X(DESTROY_TIR, destroy_tir_in, destroy_tir_out)                                     \
+    X(QUERY_TIR, query_tir_in, query_tir_out)                                           \
+    X(CREATE_FLOW_TABLE, create_flow_table_in, create_flow_table_out)                   \
+    X(DESTROY_FLOW_TABLE, destroy_flow_table_in, destroy_flow_table_out)                \
+    X(CREATE_FLOW_GROUP, create_flow_group_in, create_flow_group_out)                   \
+    X(DESTROY_FLOW_GROUP, destroy_flow_group_in, destroy_flow_group_out)                \
+    X(SET_FLOW_TABLE_ENTRY, set_fte_in, set_fte_out)                                    \
+    X(DELETE_FLOW_TABLE_ENTRY, delete_fte_in, delete_fte_out)                           \
+    X(SET_FLOW_TABLE_ROOT, set_flow_table_root_in, set_flow_table_root_out)             \
+    X(ALLOC_FLOW_COUNTER, alloc_flow_counter_in, alloc_flow_counter_out)                \
+    X(DEALLOC_FLOW_COUNTER, dealloc_flow_counter_in, dealloc_flow_counter_out)          \
+    X(QUERY_FLOW_COUNTER, query_flow_counter_in, query_flow_counter_out)                \
     X(QUERY_NIC_VPORT_CONTEXT, query_nic_vport_context_in, query_nic_vport_context_out) \
     X(MODIFY_NIC_VPORT_CONTEXT, modify_nic_vport_context_in, modify_nic_vport_context_out) \
     X(QUERY_HCA_VPORT_CONTEXT, query_hca_vport_context_in, query_hca_vport_context_out) \

@@ -33,8 +33,10 @@ enum class hca_cap_mode : std::uint16_t {
 };
 enum class hca_cap_type : std::uint16_t {
     GENERAL = 0x0,
+    ETHERNET_OFFLOADS = 0x1,
     ATOMIC = 0x3,
     ROCE = 0x4,
+    FLOW_TABLE = 0x7,
     DEV_EVENT = 0x14,
 };
 constexpr std::uint16_t hca_cap_op_mod(hca_cap_type t, hca_cap_mode m) noexcept {

@@ -3,6 +3,8 @@
 
 #include "hw/ifc_cmd.h"
 #include "hw/ifc_counters.h"
+#include "hw/ifc_eth.h"
+#include "hw/ifc_flow.h"
 #include "hw/ifc_hca.h"
 #include "hw/ifc_qp.h"
 #include "hw/ifc_reg.h"
@@ -16,4 +18,6 @@
     CXV_IFC_LAYOUTS_REG(X)       \
     CXV_IFC_LAYOUTS_RESOURCES(X) \
     CXV_IFC_LAYOUTS_QP(X)        \
-    CXV_IFC_LAYOUTS_COUNTERS(X)
+    CXV_IFC_LAYOUTS_COUNTERS(X)  \
+    CXV_IFC_LAYOUTS_ETH(X)       \
+    CXV_IFC_LAYOUTS_FLOW(X)

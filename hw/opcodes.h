@@ -83,10 +83,44 @@ namespace cxv::hw {
     X(DEALLOC_XRCD, DEALLOC_XRCD, 0x80f)                                             \
     X(ALLOC_TRANSPORT_DOMAIN, ALLOC_TRANSPORT_DOMAIN, 0x816)                         \
     X(DEALLOC_TRANSPORT_DOMAIN, DEALLOC_TRANSPORT_DOMAIN, 0x817)                     \
+    X(CREATE_TIR, CREATE_TIR, 0x900)                                                 \
+    X(MODIFY_TIR, MODIFY_TIR, 0x901)                                                 \
+    X(DESTROY_TIR, DESTROY_TIR, 0x902)                                               \
+    X(QUERY_TIR, QUERY_TIR, 0x903)                                                   \
+    X(CREATE_SQ, CREATE_SQ, 0x904)                                                   \
+    X(MODIFY_SQ, MODIFY_SQ, 0x905)                                                   \
+    X(DESTROY_SQ, DESTROY_SQ, 0x906)                                                 \
+    X(QUERY_SQ, QUERY_SQ, 0x907)                                                     \
+    X(CREATE_RQ, CREATE_RQ, 0x908)                                                   \
+    X(MODIFY_RQ, MODIFY_RQ, 0x909)                                                   \
+    X(DESTROY_RQ, DESTROY_RQ, 0x90a)                                                 \
+    X(QUERY_RQ, QUERY_RQ, 0x90b)                                                     \
     X(CREATE_RMP, CREATE_RMP, 0x90c)                                                 \
     X(MODIFY_RMP, MODIFY_RMP, 0x90d)                                                 \
     X(DESTROY_RMP, DESTROY_RMP, 0x90e)                                               \
     X(QUERY_RMP, QUERY_RMP, 0x90f)                                                   \
+    X(CREATE_TIS, CREATE_TIS, 0x912)                                                 \
+    X(MODIFY_TIS, MODIFY_TIS, 0x913)                                                 \
+    X(DESTROY_TIS, DESTROY_TIS, 0x914)                                               \
+    X(QUERY_TIS, QUERY_TIS, 0x915)                                                   \
+    X(CREATE_RQT, CREATE_RQT, 0x916)                                                 \
+    X(MODIFY_RQT, MODIFY_RQT, 0x917)                                                 \
+    X(DESTROY_RQT, DESTROY_RQT, 0x918)                                               \
+    X(QUERY_RQT, QUERY_RQT, 0x919)                                                   \
+    X(SET_FLOW_TABLE_ROOT, SET_FLOW_TABLE_ROOT, 0x92f)                               \
+    X(CREATE_FLOW_TABLE, CREATE_FLOW_TABLE, 0x930)                                   \
+    X(DESTROY_FLOW_TABLE, DESTROY_FLOW_TABLE, 0x931)                                 \
+    X(QUERY_FLOW_TABLE, QUERY_FLOW_TABLE, 0x932)                                     \
+    X(CREATE_FLOW_GROUP, CREATE_FLOW_GROUP, 0x933)                                   \
+    X(DESTROY_FLOW_GROUP, DESTROY_FLOW_GROUP, 0x934)                                 \
+    X(QUERY_FLOW_GROUP, QUERY_FLOW_GROUP, 0x935)                                     \
+    X(SET_FLOW_TABLE_ENTRY, SET_FLOW_TABLE_ENTRY, 0x936)                             \
+    X(QUERY_FLOW_TABLE_ENTRY, QUERY_FLOW_TABLE_ENTRY, 0x937)                         \
+    X(DELETE_FLOW_TABLE_ENTRY, DELETE_FLOW_TABLE_ENTRY, 0x938)                       \
+    X(ALLOC_FLOW_COUNTER, ALLOC_FLOW_COUNTER, 0x939)                                 \
+    X(DEALLOC_FLOW_COUNTER, DEALLOC_FLOW_COUNTER, 0x93a)                             \
+    X(QUERY_FLOW_COUNTER, QUERY_FLOW_COUNTER, 0x93b)                                 \
+    X(MODIFY_FLOW_TABLE, MODIFY_FLOW_TABLE, 0x93c)                                   \
     X(CREATE_GENERAL_OBJECT, CREATE_GENERAL_OBJECT, 0xa00)                           \
     X(MODIFY_GENERAL_OBJECT, MODIFY_GENERAL_OBJECT, 0xa01)                           \
     X(QUERY_GENERAL_OBJECT, QUERY_GENERAL_OBJECT, 0xa02)                             \

@@ -35,7 +35,9 @@ firmware::firmware(const device_config& cfg, const bar0& bar, iommu& mmu, const 
       srqs_(caps_, icm_, tables),
       counters_(cfg, caps_, tables, port),
       qps_(cfg, caps_, regs_, icm_, tables, engine, counters_),
-      vports_(cfg, caps_, regs_, port, tables) {
+      vports_(cfg, caps_, regs_, port, tables),
+      eth_(caps_, icm_, tables),
+      flows_(caps_, icm_, tables) {
     // The dispatch table: each opcode and the unit that executes it.
     route(cmd_opcode::ENABLE_HCA, *this, &firmware::enable_hca);
     route(cmd_opcode::DISABLE_HCA, *this, &firmware::disable_hca);
@@ -98,6 +100,36 @@ firmware::firmware(const device_config& cfg, const bar0& bar, iommu& mmu, const 
     route(cmd_opcode::MAD_IFC, vports_, &vport_commands::mad_ifc);
     route(cmd_opcode::SET_ROCE_ADDRESS, vports_, &vport_commands::set_roce_address);
     route(cmd_opcode::QUERY_ROCE_ADDRESS, vports_, &vport_commands::query_roce_address);
+    route(cmd_opcode::ALLOC_TRANSPORT_DOMAIN, eth_, &eth_commands::alloc_transport_domain);
+    route(cmd_opcode::DEALLOC_TRANSPORT_DOMAIN, eth_, &eth_commands::dealloc_transport_domain);
+    route(cmd_opcode::CREATE_TIS, eth_, &eth_commands::create_tis);
+    route(cmd_opcode::DESTROY_TIS, eth_, &eth_commands::destroy_tis);
+    route(cmd_opcode::QUERY_TIS, eth_, &eth_commands::query_tis);
+    route(cmd_opcode::CREATE_SQ, eth_, &eth_commands::create_sq);
+    route(cmd_opcode::MODIFY_SQ, eth_, &eth_commands::modify_sq);
+    route(cmd_opcode::DESTROY_SQ, eth_, &eth_commands::destroy_sq);
+    route(cmd_opcode::QUERY_SQ, eth_, &eth_commands::query_sq);
+    route(cmd_opcode::CREATE_RQ, eth_, &eth_commands::create_rq);
+    route(cmd_opcode::MODIFY_RQ, eth_, &eth_commands::modify_rq);
+    route(cmd_opcode::DESTROY_RQ, eth_, &eth_commands::destroy_rq);
+    route(cmd_opcode::QUERY_RQ, eth_, &eth_commands::query_rq);
+    route(cmd_opcode::CREATE_RQT, eth_, &eth_commands::create_rqt);
+    route(cmd_opcode::MODIFY_RQT, eth_, &eth_commands::modify_rqt);
+    route(cmd_opcode::DESTROY_RQT, eth_, &eth_commands::destroy_rqt);
+    route(cmd_opcode::CREATE_TIR, eth_, &eth_commands::create_tir);
+    route(cmd_opcode::MODIFY_TIR, eth_, &eth_commands::modify_tir);
+    route(cmd_opcode::DESTROY_TIR, eth_, &eth_commands::destroy_tir);
+    route(cmd_opcode::QUERY_TIR, eth_, &eth_commands::query_tir);
+    route(cmd_opcode::CREATE_FLOW_TABLE, flows_, &flow_commands::create_flow_table);
+    route(cmd_opcode::DESTROY_FLOW_TABLE, flows_, &flow_commands::destroy_flow_table);
+    route(cmd_opcode::CREATE_FLOW_GROUP, flows_, &flow_commands::create_flow_group);
+    route(cmd_opcode::DESTROY_FLOW_GROUP, flows_, &flow_commands::destroy_flow_group);
+    route(cmd_opcode::SET_FLOW_TABLE_ENTRY, flows_, &flow_commands::set_flow_table_entry);
+    route(cmd_opcode::DELETE_FLOW_TABLE_ENTRY, flows_, &flow_commands::delete_flow_table_entry);
+    route(cmd_opcode::SET_FLOW_TABLE_ROOT, flows_, &flow_commands::set_flow_table_root);
+    route(cmd_opcode::ALLOC_FLOW_COUNTER, flows_, &flow_commands::alloc_flow_counter);
+    route(cmd_opcode::DEALLOC_FLOW_COUNTER, flows_, &flow_commands::dealloc_flow_counter);
+    route(cmd_opcode::QUERY_FLOW_COUNTER, flows_, &flow_commands::query_flow_counter);
     reset();
 }
 
@@ -204,6 +236,8 @@ void firmware::reset() {
 }
 
 void firmware::release_all_objects() {
+    flows_.release_all();
+    eth_.release_all();
     qps_.release_all();
     srqs_.release_all();
     cqs_.release_all();

@@ -25,7 +25,9 @@
 //    ├─ srq_commands      fw_srq/xrc   SRQ, XRCD, XRC SRQ, RMP, ARM_RQ
 //    ├─ counter_commands  fw_counters  Q counters, vport counters                → port
 //    ├─ qp_commands       fw_qp        QP and its transitions                     → engine
-//    └─ vport_commands    fw_vport/roce  vport queries, MAD_IFC, RoCE addresses  → port
+//    ├─ vport_commands    fw_vport/roce  vport queries, MAD_IFC, RoCE addresses  → port
+//    ├─ eth_commands      fw_eth       transport domain, TIS, SQ, RQ, RQT, TIR
+//    └─ flow_commands     fw_flow      NIC receive flow tables, groups, entries, counters
 #pragma once
 
 #include <array>
@@ -43,6 +45,8 @@
 #include "sim/firmware/fw_counters.h"
 #include "sim/firmware/fw_cq.h"
 #include "sim/firmware/fw_eq.h"
+#include "sim/firmware/fw_eth.h"
+#include "sim/firmware/fw_flow.h"
 #include "sim/firmware/fw_mkey.h"
 #include "sim/firmware/fw_pages.h"
 #include "sim/firmware/fw_qp.h"
@@ -119,6 +123,8 @@ private:
     counter_commands counters_;
     qp_commands qps_;
     vport_commands vports_;
+    eth_commands eth_;
+    flow_commands flows_;
     std::map<hw::cmd_opcode, handler> handlers_;
 };
 

@@ -48,6 +48,14 @@ cmd_reply hca_caps::query_hca_cap(cmd_ctx& c) {
             if (cfg_.port != port_type::ETHERNET) return bad_param(cmd_syndrome::BAD_OP_MOD);
             fill_roce_caps(out);
             return ok();
+        case hca_cap_type::ETHERNET_OFFLOADS:
+            if (cfg_.port != port_type::ETHERNET) return bad_param(cmd_syndrome::BAD_OP_MOD);
+            fill_ethernet_offload_caps(out);
+            return ok();
+        case hca_cap_type::FLOW_TABLE:
+            if (cfg_.port != port_type::ETHERNET) return bad_param(cmd_syndrome::BAD_OP_MOD);
+            fill_flow_table_caps(out);
+            return ok();
         case hca_cap_type::DEV_EVENT:
             // cmd_hca_cap.event_cap is set: the events a DevX user may subscribe to
             // (user_affiliated_events, user_unaffiliated_events). None: the model has no
@@ -117,8 +125,25 @@ void hca_caps::fill_general_caps(std::byte* p, bool max) const {
     ifc::set<cap::max_indirection>(p, 4);
     ifc::set<cap::log_max_pd>(p, 18);
     ifc::set<cap::log_max_xrcd>(p, 16);
-    // log_max_transport_domain stays 0: ALLOC_TRANSPORT_DOMAIN is not implemented, and
-    // a non-zero value makes Linux's mlx5_ib allocate one per user context.
+    // The Ethernet transport objects (fw_eth.cc): transport domains, TISs, SQs, RQs (cyclic
+    // and striding), RQTs, TIRs. One TIS per SQ; SQ WQE-BBs of 64 bytes.
+    ifc::set<cap::log_max_transport_domain>(p, 16);
+    ifc::set<cap::log_max_rq>(p, 16);
+    ifc::set<cap::log_max_sq>(p, 16);
+    ifc::set<cap::log_max_tir>(p, 16);
+    ifc::set<cap::log_max_tis>(p, 16);
+    ifc::set<cap::log_max_rqt>(p, 16);
+    ifc::set<cap::log_max_rqt_size>(p, log_max_rqt_size);
+    ifc::set<cap::log_max_tis_per_sq>(p, 0);
+    ifc::set<cap::log_max_wq_sz>(p, 16);
+    ifc::set<cap::striding_rq>(p, 1);
+    ifc::set<cap::log_min_stride_sz_rq>(p, 4);
+    ifc::set<cap::log_max_stride_sz_rq>(p, 9);
+    ifc::set<cap::log_min_stride_sz_sq>(p, 6);
+    ifc::set<cap::log_max_stride_sz_sq>(p, 6);
+    // NIC receive flow tables (fw_flow.cc) and the Ethernet offloads: an Ethernet port's.
+    ifc::set<cap::nic_flow_table>(p, eth ? 1 : 0);
+    ifc::set<cap::eth_net_offloads>(p, eth ? 1 : 0);
     ifc::set<cap::log_max_ra_req_qp>(p, 4);
     ifc::set<cap::log_max_ra_res_qp>(p, 4);
     ifc::set<cap::log_max_msg>(p, 30);
@@ -211,6 +236,65 @@ void hca_caps::fill_roce_caps(std::byte* p) const {
     ifc::set<roce::r_roce_min_src_udp_port>(p, 0xc000);
     // One RoCE address per GID table entry (SET_ROCE_ADDRESS, fw_roce.cc).
     ifc::set<roce::roce_address_table_size>(p, gid_table_entries);
+}
+
+// Per Protocol Networking Offload Capabilities: IP and L4 checksums (transmit, and the
+// receive CQE's flags), VLAN stripping, FCS scatter, loopback control per TIR, RSS over
+// RQTs of 2^log_max_rqt_size entries; no LRO, LSO, tunnels or multi-packet send WQEs.
+// Headers need not be inlined in a send WQE (wqe_inline_mode 2, Linux
+// MLX5_CAP_INLINE_MODE_NOT_REQUIRED): the device reads them from memory.
+void hca_caps::fill_ethernet_offload_caps(std::byte* p) const {
+    using eth = ifc::per_protocol_networking_offload_caps;
+    std::memset(p, 0, eth::size_bytes);
+    ifc::set<eth::csum_cap>(p, 1);
+    ifc::set<eth::vlan_cap>(p, 1);
+    ifc::set<eth::self_lb_en_modifiable>(p, 1);
+    ifc::set<eth::wqe_inline_mode>(p, 2);
+    ifc::set<eth::rss_ind_tbl_cap>(p, log_max_rqt_size);
+    ifc::set<eth::scatter_fcs>(p, 1);
+}
+
+// Flow Table NIC Capabilities: receive tables only (transmit ft_support 0), matching on
+// the outer headers' fields below, forwarding to TIRs and tables, counting, flow tags, a
+// miss that goes to another table.
+void hca_caps::fill_flow_table_caps(std::byte* p) const {
+    using nic = ifc::flow_table_nic_cap;
+    using prop = ifc::flow_table_prop_layout;
+    using fields = ifc::flow_table_fields_supported;
+    std::memset(p, 0, nic::size_bytes);
+    std::byte* rx = ifc::at<nic::flow_table_properties_nic_receive>(p);
+    ifc::set<prop::ft_support>(rx, 1);
+    ifc::set<prop::flow_counter>(rx, 1);
+    ifc::set<prop::flow_modify_en>(rx, 1);
+    ifc::set<prop::modify_root>(rx, 1);
+    ifc::set<prop::identified_miss_table_mode>(rx, 1);
+    ifc::set<prop::log_max_ft_size>(rx, flow_log_max_ft_size);
+    ifc::set<prop::max_ft_level>(rx, flow_max_ft_level);
+    ifc::set<prop::log_max_ft_num>(rx, flow_log_max_ft_num);
+    ifc::set<prop::log_max_flow_counter>(rx, flow_log_max_counter);
+    ifc::set<prop::log_max_destination>(rx, flow_log_max_destination);
+    ifc::set<prop::log_max_flow>(rx, flow_log_max_ft_size);
+    for (std::byte* f : {ifc::at<prop::ft_field_support>(rx), ifc::at<prop::ft_field_bitmask_support>(rx)}) {
+        ifc::set<fields::outer_dmac>(f, 1);
+        ifc::set<fields::outer_smac>(f, 1);
+        ifc::set<fields::outer_ether_type>(f, 1);
+        ifc::set<fields::outer_ip_version>(f, 1);
+        ifc::set<fields::outer_first_prio>(f, 1);
+        ifc::set<fields::outer_first_cfi>(f, 1);
+        ifc::set<fields::outer_first_vid>(f, 1);
+        ifc::set<fields::outer_ipv4_ttl>(f, 1);
+        ifc::set<fields::outer_sip>(f, 1);
+        ifc::set<fields::outer_dip>(f, 1);
+        ifc::set<fields::outer_frag>(f, 1);
+        ifc::set<fields::outer_ip_protocol>(f, 1);
+        ifc::set<fields::outer_ip_ecn>(f, 1);
+        ifc::set<fields::outer_ip_dscp>(f, 1);
+        ifc::set<fields::outer_udp_sport>(f, 1);
+        ifc::set<fields::outer_udp_dport>(f, 1);
+        ifc::set<fields::outer_tcp_sport>(f, 1);
+        ifc::set<fields::outer_tcp_dport>(f, 1);
+        ifc::set<fields::outer_tcp_flags>(f, 1);
+    }
 }
 
 }  // namespace cxv::sim

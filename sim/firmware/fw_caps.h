@@ -19,6 +19,16 @@ public:
     // the entries it means, which roce_cap.roce_address_table_size reports too.
     static constexpr unsigned gid_table_size_code = 2;
     static constexpr std::uint32_t gid_table_entries = 8u << gid_table_size_code;
+    // RSS: an RQT holds at most 2^log_max_rqt_size RQs (cmd_hca_cap, and the Ethernet
+    // offloads' rss_ind_tbl_cap).
+    static constexpr unsigned log_max_rqt_size = 11;
+    // NIC receive flow tables (flow_table_prop_layout): entries per table (and in all),
+    // levels, tables, counters, destinations per entry (log2 except the level).
+    static constexpr unsigned flow_log_max_ft_size = 16;
+    static constexpr unsigned flow_max_ft_level = 63;
+    static constexpr unsigned flow_log_max_ft_num = 10;
+    static constexpr unsigned flow_log_max_counter = 16;
+    static constexpr unsigned flow_log_max_destination = 6;
 
     explicit hca_caps(const device_config& cfg) : cfg_(cfg) { reset(); }
 
@@ -34,6 +44,8 @@ private:
     void fill_general_caps(std::byte* cap, bool max) const;
     void fill_roce_caps(std::byte* cap) const;
     void fill_atomic_caps(std::byte* cap, bool max) const;
+    void fill_ethernet_offload_caps(std::byte* cap) const;
+    void fill_flow_table_caps(std::byte* cap) const;
 
     const device_config& cfg_;
     std::array<std::byte, hw::ifc::cmd_hca_cap::size_bytes> current_{};

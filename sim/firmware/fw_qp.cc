@@ -415,7 +415,7 @@ cmd_reply qp_commands::create_qp(cmd_ctx& c) {
 
     // A number: 24 bits, unique, above the reserved ones.
     std::uint32_t qpn = next_qpn_;
-    for (std::size_t tries = 0; qps_.count(qpn) || qpn < kFirstQpn; ++tries) {
+    for (std::size_t tries = 0; tables_.qpn_used(qpn) || qpn < kFirstQpn; ++tries) {
         if (tries > kMask24) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
         qpn = (qpn + 1) & kMask24;
     }

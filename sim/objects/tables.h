@@ -1,9 +1,10 @@
 // The object tables: every QP, CQ, SRQ, memory key, UMEM, PD, UAR and Q counter set the
-// driver has created on this function, by number. The firmware's command handlers
-// create, change and destroy the entries; the transport engine (sim/transport/) reads
-// them and moves the device-side state they carry (producer and consumer indices, the
-// QP's transport state). Neither side reaches the other through them: they are plain
-// data. EQs are not here: they are the device's event queues (sim/eqs.h).
+// driver has created on this function, by number, and the Ethernet objects
+// (eth_objects.h). The firmware's command handlers create, change and destroy the
+// entries; the transport engine (sim/transport/) reads them and moves the device-side
+// state they carry (producer and consumer indices, the QP's transport state). Neither
+// side reaches the other through them: they are plain data. EQs are not here: they are
+// the device's event queues (sim/eqs.h).
 #pragma once
 
 #include <array>
@@ -11,6 +12,7 @@
 #include <map>
 #include <optional>
 
+#include "sim/objects/eth_objects.h"
 #include "sim/objects/objects.h"
 
 namespace cxv::sim {
@@ -40,6 +42,10 @@ struct object_tables {
     std::map<std::uint32_t, srq_object> srqs;
     std::map<std::uint32_t, q_counter_object> q_counters;  // set 0 always present
     std::map<std::uint32_t, roce_address> roce_addresses;  // by GID index; absent = empty
+    eth_tables eth;  // transport domains, TISs, SQs, RQs, RQTs, TIRs, flow steering
+
+    // QPs, SQs and RQs share one number space (a CQE's qpn names any of them).
+    bool qpn_used(std::uint32_t n) const { return qps.count(n) != 0 || eth.sqs.count(n) != 0 || eth.rqs.count(n) != 0; }
 
     // The UMEM numbered `id`, or nullptr.
     const umem_object* umem(std::uint32_t id) const {

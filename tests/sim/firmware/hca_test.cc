@@ -186,16 +186,26 @@ TEST_CASE("QUERY_HCA_CAP answers every capability type the general caps announce
     check_status(query(0x2 << 1 | 1), cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
 }
 
-TEST_CASE("the general capabilities announce no object the model cannot create") {
+TEST_CASE("the general capabilities announce transport domains, and the model makes them") {
     H h;
     REQUIRE(h.bring_up());
     auto cur = h.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 4112);
     REQUIRE(cur.status == cmd_status::OK);
     const std::byte* g = ifc::at<ifc::query_hca_cap_out::capability>(cur.out.data());
     // mlx5_ib_alloc_transport_domain sends ALLOC_TRANSPORT_DOMAIN for every user context
-    // unless log_max_transport_domain is 0; the model answers it BAD_OP.
-    CHECK(CXV_LINUX_GET(cmd_hca_cap, g, log_max_transport_domain) == 0);
-    check_status(h.simple(cmd_opcode::ALLOC_TRANSPORT_DOMAIN), cmd_status::BAD_OP, cmd_syndrome::UNKNOWN_OPCODE);
+    // when log_max_transport_domain is not 0: each gets its own number.
+    CHECK(CXV_LINUX_GET(cmd_hca_cap, g, log_max_transport_domain) == 16);
+    const auto a = h.simple(cmd_opcode::ALLOC_TRANSPORT_DOMAIN);
+    const auto b = h.simple(cmd_opcode::ALLOC_TRANSPORT_DOMAIN);
+    REQUIRE(a.status == cmd_status::OK);
+    REQUIRE(b.status == cmd_status::OK);
+    const auto td = CXV_LINUX_GET(alloc_transport_domain_out, a.out, transport_domain);
+    CHECK(td != 0);
+    CHECK(CXV_LINUX_GET(alloc_transport_domain_out, b.out, transport_domain) != td);
+    auto in = H::input<ifc::dealloc_transport_domain_in>(cmd_opcode::DEALLOC_TRANSPORT_DOMAIN);
+    CXV_LINUX_SET(dealloc_transport_domain_in, in, transport_domain, td);
+    CHECK(h.exec(in, 16).status == cmd_status::OK);
+    check_status(h.exec(in, 16), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
 }
 
 TEST_CASE("ACCESS_REG: HOST_ENDIANNESS, PAOS, PMTU, PTYS, and unknown registers") {

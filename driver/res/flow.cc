@@ -1,0 +1,318 @@
+#include "driver/res/flow.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "driver/cmd/cmd_queue.h"
+#include "hw/ifc.h"
+
+namespace cxv::driver {
+
+namespace ifc = hw::ifc;
+using hw::cmd_opcode;
+using m = ifc::fte_match_set_lyr_2_4;
+
+namespace {
+
+constexpr std::uint32_t kNicRx = static_cast<std::uint32_t>(ifc::flow_table_type::NIC_RX);
+constexpr std::uint16_t kRootDisconnect = 1;  // SET_FLOW_TABLE_ROOT op_mod
+
+template <typename Field>
+constexpr std::uint32_t ones() {
+    return static_cast<std::uint32_t>(Field::max_value);
+}
+
+// The field's criteria (all ones) and value.
+template <typename Field>
+void put(std::array<std::byte, flow_match::size>& criteria, std::array<std::byte, flow_match::size>& value,
+         std::uint32_t v) {
+    ifc::set<Field>(criteria.data(), ones<Field>());
+    ifc::set<Field>(value.data(), v);
+}
+
+// A MAC as the match set holds it: bits 47:16 in one field, 15:0 in the next.
+template <typename Hi, typename Lo>
+void put_mac(std::array<std::byte, flow_match::size>& c, std::array<std::byte, flow_match::size>& v,
+             const std::array<std::uint8_t, 6>& mac) {
+    put<Hi>(c, v, std::uint32_t{mac[0]} << 24 | std::uint32_t{mac[1]} << 16 | std::uint32_t{mac[2]} << 8 | mac[3]);
+    put<Lo>(c, v, std::uint32_t{mac[4]} << 8 | mac[5]);
+}
+
+// An address in the 16 bytes of src_ipv4_src_ipv6 / dst_ipv4_dst_ipv6: IPv4 in the last 4.
+template <typename Field, std::size_t N>
+void put_ip(std::array<std::byte, flow_match::size>& c, std::array<std::byte, flow_match::size>& v,
+            const std::array<std::uint8_t, N>& a) {
+    static_assert(N == 4 || N == 16);
+    for (std::size_t i = 0; i < N; ++i) {
+        ifc::set<Field>(c.data(), 16 - N + i, 0xff);
+        ifc::set<Field>(v.data(), 16 - N + i, a[i]);
+    }
+}
+
+}  // namespace
+
+flow_match& flow_match::dmac(const std::array<std::uint8_t, 6>& mac) {
+    put_mac<m::dmac_47_16, m::dmac_15_0>(criteria_, value_, mac);
+    return *this;
+}
+flow_match& flow_match::smac(const std::array<std::uint8_t, 6>& mac) {
+    put_mac<m::smac_47_16, m::smac_15_0>(criteria_, value_, mac);
+    return *this;
+}
+flow_match& flow_match::ethertype(std::uint16_t type) {
+    put<m::ethertype>(criteria_, value_, type);
+    return *this;
+}
+flow_match& flow_match::vlan(std::uint16_t vid) {
+    put<m::cvlan_tag>(criteria_, value_, 1);
+    put<m::first_vid>(criteria_, value_, vid & 0xfff);
+    return *this;
+}
+flow_match& flow_match::ip_version(unsigned v) {
+    put<m::ip_version>(criteria_, value_, v);
+    return *this;
+}
+flow_match& flow_match::ip_protocol(std::uint8_t proto) {
+    put<m::ip_protocol>(criteria_, value_, proto);
+    return *this;
+}
+flow_match& flow_match::src_ipv4(const std::array<std::uint8_t, 4>& a) {
+    put_ip<m::src_ipv4_src_ipv6>(criteria_, value_, a);
+    return *this;
+}
+flow_match& flow_match::dst_ipv4(const std::array<std::uint8_t, 4>& a) {
+    put_ip<m::dst_ipv4_dst_ipv6>(criteria_, value_, a);
+    return *this;
+}
+flow_match& flow_match::src_ipv6(const std::array<std::uint8_t, 16>& a) {
+    put_ip<m::src_ipv4_src_ipv6>(criteria_, value_, a);
+    return *this;
+}
+flow_match& flow_match::dst_ipv6(const std::array<std::uint8_t, 16>& a) {
+    put_ip<m::dst_ipv4_dst_ipv6>(criteria_, value_, a);
+    return *this;
+}
+flow_match& flow_match::udp_sport(std::uint16_t port) {
+    put<m::udp_sport>(criteria_, value_, port);
+    return *this;
+}
+flow_match& flow_match::udp_dport(std::uint16_t port) {
+    put<m::udp_dport>(criteria_, value_, port);
+    return *this;
+}
+flow_match& flow_match::tcp_sport(std::uint16_t port) {
+    put<m::tcp_sport>(criteria_, value_, port);
+    return *this;
+}
+flow_match& flow_match::tcp_dport(std::uint16_t port) {
+    put<m::tcp_dport>(criteria_, value_, port);
+    return *this;
+}
+bool flow_match::empty() const noexcept {
+    return std::all_of(criteria_.begin(), criteria_.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+// --- tables ----------------------------------------------------------------------------
+
+result<std::shared_ptr<flow_table>> flow_table::create(hca& h, const attr& a) {
+    if (a.miss && &a.miss->device() != &h) return error{EINVAL, "flow_table::create: a miss table of another HCA"};
+    if (a.miss && a.miss->level() <= a.level) {
+        return error{EINVAL, fmt::format("flow_table::create: a miss to level {} from level {} (it must be higher)",
+                                         a.miss->level(), a.level)};
+    }
+    std::shared_ptr<flow_table> t(new flow_table(h));
+    auto in = command<ifc::create_flow_table_in>(cmd_opcode::CREATE_FLOW_TABLE);
+    ifc::set<ifc::create_flow_table_in::table_type>(in.data(), kNicRx);
+    std::byte* ctx = ifc::at<ifc::create_flow_table_in::flow_table_context>(in.data());
+    ifc::set<ifc::flow_table_context::level>(ctx, a.level);
+    ifc::set<ifc::flow_table_context::log_size>(ctx, a.log_size);
+    if (a.miss) {
+        ifc::set<ifc::flow_table_context::table_miss_action>(
+            ctx, static_cast<std::uint32_t>(ifc::flow_table_miss_action::FWD));
+        ifc::set<ifc::flow_table_context::table_miss_id>(ctx, a.miss->id());
+    }
+    auto r = h.exec(in, ifc::create_flow_table_out::size_bytes);
+    if (!r) return r.error();
+    t->id_ = ifc::get<ifc::create_flow_table_out::table_id>(r->data());
+    t->level_ = a.level;
+    t->log_size_ = a.log_size;
+    t->miss_ = a.miss;
+    t->created();
+    return t;
+}
+
+status flow_table::make_root() {
+    auto in = command<ifc::set_flow_table_root_in>(cmd_opcode::SET_FLOW_TABLE_ROOT);
+    ifc::set<ifc::set_flow_table_root_in::table_type>(in.data(), kNicRx);
+    ifc::set<ifc::set_flow_table_root_in::table_id>(in.data(), id_);
+    auto r = owner().exec(in, ifc::set_flow_table_root_out::size_bytes);
+    if (!r) return r.error();
+    root_ = true;
+    return ok_status();
+}
+
+status flow_table::clear_root(hca& h) {
+    auto in = command<ifc::set_flow_table_root_in>(cmd_opcode::SET_FLOW_TABLE_ROOT, kRootDisconnect);
+    ifc::set<ifc::set_flow_table_root_in::table_type>(in.data(), kNicRx);
+    auto r = h.exec(in, ifc::set_flow_table_root_out::size_bytes);
+    if (!r) return r.error();
+    return ok_status();
+}
+
+status flow_table::destroy() {
+    if (destroyed_) return ok_status();
+    if (root_) {
+        status s = ok_status();
+        with_live_owner([&](hca& h) { s = clear_root(h); });
+        if (!s) return s;
+        root_ = false;
+    }
+    auto in = command<ifc::destroy_flow_table_in>(cmd_opcode::DESTROY_FLOW_TABLE);
+    ifc::set<ifc::destroy_flow_table_in::table_type>(in.data(), kNicRx);
+    ifc::set<ifc::destroy_flow_table_in::table_id>(in.data(), id_);
+    return destroy_with(std::move(in));
+}
+
+flow_table::~flow_table() { (void)destroy(); }
+
+// --- groups ----------------------------------------------------------------------------
+
+result<std::shared_ptr<flow_group>> flow_group::create(std::shared_ptr<flow_table> table, unsigned first, unsigned last,
+                                                       const flow_match& criteria) {
+    if (!table) return error{EINVAL, "flow_group::create: no table"};
+    if (first > last || last >= table->size()) {
+        return error{EINVAL, fmt::format("flow_group::create: entries {} to {} of a table of {}", first, last,
+                                         table->size())};
+    }
+    hca& h = table->device();
+    std::shared_ptr<flow_group> g(new flow_group(std::move(table)));
+    auto in = command<ifc::create_flow_group_in>(cmd_opcode::CREATE_FLOW_GROUP);
+    ifc::set<ifc::create_flow_group_in::table_type>(in.data(), kNicRx);
+    ifc::set<ifc::create_flow_group_in::table_id>(in.data(), g->table_->id());
+    ifc::set<ifc::create_flow_group_in::start_flow_index>(in.data(), first);
+    ifc::set<ifc::create_flow_group_in::end_flow_index>(in.data(), last);
+    if (!criteria.empty()) {
+        ifc::set<ifc::create_flow_group_in::match_criteria_enable>(
+            in.data(), static_cast<std::uint32_t>(ifc::match_criteria::OUTER_HEADERS));
+        std::byte* mc = ifc::at<ifc::fte_match_param::outer_headers>(ifc::at<ifc::create_flow_group_in::match_criteria>(in.data()));
+        std::memcpy(mc, criteria.criteria().data(), flow_match::size);
+    }
+    auto r = h.exec(in, ifc::create_flow_group_out::size_bytes);
+    if (!r) return r.error();
+    g->id_ = ifc::get<ifc::create_flow_group_out::group_id>(r->data());
+    g->first_ = first;
+    g->last_ = last;
+    g->created();
+    return g;
+}
+
+status flow_group::destroy() {
+    auto in = command<ifc::destroy_flow_group_in>(cmd_opcode::DESTROY_FLOW_GROUP);
+    ifc::set<ifc::destroy_flow_group_in::table_type>(in.data(), kNicRx);
+    ifc::set<ifc::destroy_flow_group_in::table_id>(in.data(), table_->id());
+    ifc::set<ifc::destroy_flow_group_in::group_id>(in.data(), id_);
+    return destroy_with(std::move(in));
+}
+
+flow_group::~flow_group() { (void)destroy(); }
+
+// --- counters --------------------------------------------------------------------------
+
+result<std::shared_ptr<flow_counter>> flow_counter::create(hca& h) {
+    std::shared_ptr<flow_counter> c(new flow_counter(h));
+    auto r = h.exec(command<ifc::alloc_flow_counter_in>(cmd_opcode::ALLOC_FLOW_COUNTER),
+                    ifc::alloc_flow_counter_out::size_bytes);
+    if (!r) return r.error();
+    c->id_ = ifc::get<ifc::alloc_flow_counter_out::flow_counter_id>(r->data());
+    c->created();
+    return c;
+}
+
+result<traffic> flow_counter::query(bool clear) {
+    auto in = command<ifc::query_flow_counter_in>(cmd_opcode::QUERY_FLOW_COUNTER);
+    ifc::set<ifc::query_flow_counter_in::flow_counter_id>(in.data(), id_);
+    ifc::set<ifc::query_flow_counter_in::clear>(in.data(), clear ? 1 : 0);
+    auto r = owner().exec(in, ifc::query_flow_counter_out::size_bytes + ifc::traffic_counter::size_bytes);
+    if (!r) return r.error();
+    const std::byte* tc = r->data() + ifc::query_flow_counter_out::size_bytes;
+    return traffic{ifc::get<ifc::traffic_counter::packets>(tc), ifc::get<ifc::traffic_counter::octets>(tc)};
+}
+
+status flow_counter::destroy() {
+    auto in = command<ifc::dealloc_flow_counter_in>(cmd_opcode::DEALLOC_FLOW_COUNTER);
+    ifc::set<ifc::dealloc_flow_counter_in::flow_counter_id>(in.data(), id_);
+    return destroy_with(std::move(in));
+}
+
+flow_counter::~flow_counter() { (void)destroy(); }
+
+// --- rules -----------------------------------------------------------------------------
+
+result<std::shared_ptr<flow_rule>> flow_rule::create(std::shared_ptr<flow_group> group, unsigned index,
+                                                     const flow_match& match, const action& a) {
+    if (!group) return error{EINVAL, "flow_rule::create: no group"};
+    if (index < group->first() || index > group->last()) {
+        return error{EINVAL, fmt::format("flow_rule::create: entry {} outside its group's {} to {}", index,
+                                         group->first(), group->last())};
+    }
+    const bool fwd = !a.to_tirs.empty() || a.to_table != nullptr;
+    if (fwd == a.drop) return error{EINVAL, "flow_rule::create: a rule either forwards or drops"};
+    for (const auto& t : a.to_tirs) {
+        if (!t) return error{EINVAL, "flow_rule::create: a null TIR"};
+    }
+    hca& h = group->table()->device();
+    const std::uint32_t table_id = group->table()->id();
+    const std::uint32_t group_id = group->id();
+    std::shared_ptr<flow_rule> rule(new flow_rule(std::move(group)));
+    const std::size_t ndest = a.to_tirs.size() + (a.to_table ? 1 : 0);
+    const std::size_t ncount = a.count ? 1 : 0;
+    auto in = command<ifc::set_fte_in>(cmd_opcode::SET_FLOW_TABLE_ENTRY, 0, (ndest + ncount) * 8);
+    ifc::set<ifc::set_fte_in::table_type>(in.data(), kNicRx);
+    ifc::set<ifc::set_fte_in::table_id>(in.data(), table_id);
+    ifc::set<ifc::set_fte_in::flow_index>(in.data(), index);
+    std::byte* fc = ifc::at<ifc::set_fte_in::flow_context>(in.data());
+    ifc::set<ifc::flow_context::group_id>(fc, group_id);
+    ifc::set<ifc::flow_context::flow_tag>(fc, a.flow_tag);
+    std::uint32_t act = a.drop ? static_cast<std::uint32_t>(ifc::flow_action::DROP)
+                               : static_cast<std::uint32_t>(ifc::flow_action::FWD_DEST);
+    if (a.count) act |= static_cast<std::uint32_t>(ifc::flow_action::COUNT);
+    ifc::set<ifc::flow_context::action>(fc, act);
+    ifc::set<ifc::flow_context::destination_list_size>(fc, static_cast<std::uint32_t>(ndest));
+    ifc::set<ifc::flow_context::flow_counter_list_size>(fc, static_cast<std::uint32_t>(ncount));
+    std::memcpy(ifc::at<ifc::fte_match_param::outer_headers>(ifc::at<ifc::flow_context::match_value>(fc)),
+                match.value().data(), flow_match::size);
+    std::byte* list = in.data() + ifc::set_fte_in::size_bytes;
+    for (const auto& t : a.to_tirs) {
+        ifc::set<ifc::dest_format_struct::destination_type>(list, static_cast<std::uint32_t>(ifc::flow_destination_type::TIR));
+        ifc::set<ifc::dest_format_struct::destination_id>(list, t->tirn());
+        list += ifc::dest_format_struct::size_bytes;
+    }
+    if (a.to_table) {
+        ifc::set<ifc::dest_format_struct::destination_type>(
+            list, static_cast<std::uint32_t>(ifc::flow_destination_type::FLOW_TABLE));
+        ifc::set<ifc::dest_format_struct::destination_id>(list, a.to_table->id());
+        list += ifc::dest_format_struct::size_bytes;
+    }
+    if (a.count) ifc::set<ifc::flow_counter_list::flow_counter_id>(list, a.count->id());
+    auto r = h.exec(in, ifc::set_fte_out::size_bytes);
+    if (!r) return r.error();
+    rule->action_ = a;
+    rule->index_ = index;
+    rule->created();
+    return rule;
+}
+
+status flow_rule::destroy() {
+    auto in = command<ifc::delete_fte_in>(cmd_opcode::DELETE_FLOW_TABLE_ENTRY);
+    ifc::set<ifc::delete_fte_in::table_type>(in.data(), kNicRx);
+    ifc::set<ifc::delete_fte_in::table_id>(in.data(), group_->table()->id());
+    ifc::set<ifc::delete_fte_in::flow_index>(in.data(), index_);
+    return destroy_with(std::move(in));
+}
+
+flow_rule::~flow_rule() { (void)destroy(); }
+
+}  // namespace cxv::driver

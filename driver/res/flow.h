@@ -1,0 +1,140 @@
+// NIC receive flow steering (PRM "Flow Table"): tables, groups of entries that match on
+// the same header fields, rules (an entry: the values, and what a matching packet does),
+// counters, and the root table received packets meet first.
+//
+//   auto t = flow_table::create(h, {});                      // level 0, 2^8 entries
+//   auto g = flow_group::create(t, 0, 15, flow_match{}.udp_dport(0));  // criteria
+//   auto r = flow_rule::create(g, 0, flow_match{}.ip_version(4).udp_dport(31337),
+//                              {.to_tirs = {tir}});
+//   t->make_root();
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "driver/res/eth.h"
+#include "driver/res/object.h"
+#include "driver/res/q_counter.h"
+
+namespace cxv::driver {
+
+// Outer-header fields to match (PRM "Flow Table Entry Match Set Layer 2-4"): each setter
+// makes the field part of the criteria (all its bits) and gives its value. A group takes
+// the criteria; a rule takes the values, which must lie inside its group's criteria.
+class flow_match {
+public:
+    static constexpr std::size_t size = 64;  // fte_match_set_lyr_2_4
+    flow_match& dmac(const std::array<std::uint8_t, 6>& mac);
+    flow_match& smac(const std::array<std::uint8_t, 6>& mac);
+    flow_match& ethertype(std::uint16_t type);
+    flow_match& vlan(std::uint16_t vid);  // a C-VLAN tag with this VLAN ID
+    flow_match& ip_version(unsigned v);   // 4 or 6
+    flow_match& ip_protocol(std::uint8_t proto);
+    flow_match& src_ipv4(const std::array<std::uint8_t, 4>& a);
+    flow_match& dst_ipv4(const std::array<std::uint8_t, 4>& a);
+    flow_match& src_ipv6(const std::array<std::uint8_t, 16>& a);
+    flow_match& dst_ipv6(const std::array<std::uint8_t, 16>& a);
+    flow_match& udp_sport(std::uint16_t port);
+    flow_match& udp_dport(std::uint16_t port);
+    flow_match& tcp_sport(std::uint16_t port);
+    flow_match& tcp_dport(std::uint16_t port);
+
+    const std::array<std::byte, size>& criteria() const noexcept { return criteria_; }
+    const std::array<std::byte, size>& value() const noexcept { return value_; }
+    bool empty() const noexcept;
+
+private:
+    std::array<std::byte, size> criteria_{}, value_{};
+};
+
+class flow_table : public hca_object {
+public:
+    struct attr {
+        unsigned level = 0;      // a table forwards only to tables of a higher level
+        unsigned log_size = 8;   // 2^log_size entries
+        std::shared_ptr<flow_table> miss{};  // where an unmatched packet goes (none: dropped)
+    };
+    static result<std::shared_ptr<flow_table>> create(hca& h, const attr& a);
+    ~flow_table();
+    // DESTROY_FLOW_TABLE (the root is unset first when it is this table).
+    status destroy();
+    // SET_FLOW_TABLE_ROOT: received packets meet this table first.
+    status make_root();
+    // The root unset: received packets meet no table (and are dropped).
+    static status clear_root(hca& h);
+    std::uint32_t id() const noexcept { return id_; }
+    unsigned level() const noexcept { return level_; }
+    unsigned size() const noexcept { return 1u << log_size_; }
+    hca& device() const noexcept { return owner(); }
+
+private:
+    explicit flow_table(hca& h) : hca_object(h) {}
+    std::shared_ptr<flow_table> miss_;
+    std::uint32_t id_ = 0;
+    unsigned level_ = 0, log_size_ = 0;
+    bool root_ = false;
+};
+
+class flow_group : public hca_object {
+public:
+    // Entries `first` to `last` of `table`, matching on `criteria`'s fields.
+    static result<std::shared_ptr<flow_group>> create(std::shared_ptr<flow_table> table, unsigned first, unsigned last,
+                                                      const flow_match& criteria);
+    ~flow_group();
+    status destroy();
+    std::uint32_t id() const noexcept { return id_; }
+    unsigned first() const noexcept { return first_; }
+    unsigned last() const noexcept { return last_; }
+    const std::shared_ptr<flow_table>& table() const noexcept { return table_; }
+
+private:
+    explicit flow_group(std::shared_ptr<flow_table> t) : hca_object(t->device()), table_(std::move(t)) {}
+    std::shared_ptr<flow_table> table_;
+    std::uint32_t id_ = 0;
+    unsigned first_ = 0, last_ = 0;
+};
+
+// A flow counter: the packets and bytes of the rules that count into it.
+class flow_counter : public hca_object {
+public:
+    static result<std::shared_ptr<flow_counter>> create(hca& h);
+    ~flow_counter();
+    status destroy();
+    result<traffic> query(bool clear = false);
+    std::uint32_t id() const noexcept { return id_; }
+    hca& device() const noexcept { return owner(); }
+
+private:
+    explicit flow_counter(hca& h) : hca_object(h) {}
+    std::uint32_t id_ = 0;
+};
+
+class flow_rule : public hca_object {
+public:
+    // What a matching packet does: go to the TIRs and/or the table (forward), or be
+    // dropped; be counted; carry `flow_tag` in its CQE.
+    struct action {
+        std::vector<std::shared_ptr<tir>> to_tirs{};
+        std::shared_ptr<flow_table> to_table{};
+        bool drop = false;
+        std::shared_ptr<flow_counter> count{};
+        std::uint32_t flow_tag = 0;  // 24 bits
+    };
+    // Entry `index` of the group's table (inside the group's range).
+    static result<std::shared_ptr<flow_rule>> create(std::shared_ptr<flow_group> group, unsigned index,
+                                                     const flow_match& match, const action& a);
+    ~flow_rule();
+    // DELETE_FLOW_TABLE_ENTRY.
+    status destroy();
+    unsigned index() const noexcept { return index_; }
+
+private:
+    explicit flow_rule(std::shared_ptr<flow_group> g) : hca_object(g->table()->device()), group_(std::move(g)) {}
+    std::shared_ptr<flow_group> group_;
+    action action_;
+    unsigned index_ = 0;
+};
+
+}  // namespace cxv::driver
