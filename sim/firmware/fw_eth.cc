@@ -214,8 +214,12 @@ cmd_reply eth_commands::make_wq(cmd_ctx& c, bool is_sq, std::uint32_t* out_n) {
     if (ifc::get<ifc::wq::dbr_addr>(wq) % 8 != 0) return bad_param(cmd_syndrome::BAD_ALIGNMENT);
     q.cqn = ifc::get<ifc::sqc::cqn>(ctx);
     if (auto r = check_ref(tables_.cqs, q.cqn, uid, cmd_syndrome::BAD_CQ); failed(r)) return r;
+    // PD 0 is none: Linux's mlx5e makes its drop RQ (which never receives) without one, and
+    // a card takes it. A queue without a PD can reach no memory key.
     q.pd = ifc::get<ifc::wq::pd>(wq);
-    if (auto r = check_ref(tables_.pds, q.pd, uid, cmd_syndrome::BAD_PD); failed(r)) return r;
+    if (q.pd != 0) {
+        if (auto r = check_ref(tables_.pds, q.pd, uid, cmd_syndrome::BAD_PD); failed(r)) return r;
+    }
 
     // The page list: enough pages for the offset plus the whole ring.
     const std::uint64_t page = std::uint64_t{4096} << log_page;
@@ -243,7 +247,7 @@ cmd_reply eth_commands::make_wq(cmd_ctx& c, bool is_sq, std::uint32_t* out_n) {
     q.uid = uid;
     q.state = wq_state::RST;
     add_user(tables_.cqs, q.cqn);
-    add_user(tables_.pds, q.pd);
+    if (q.pd != 0) add_user(tables_.pds, q.pd);
     if (is_sq) {
         add_user(eth_.tises, q.tisn);
         add_user(tables_.uars, q.uar);
