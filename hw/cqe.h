@@ -17,10 +17,13 @@ namespace cxv::hw {
 // A requester or responder CQE (64 bytes, the only CQE size cxv uses).
 struct cqe64 {
     std::uint8_t rsvd0[2];
-    be16 wqe_id;
-    std::uint8_t rsvd4[13];
+    be16 wqe_id;                   // striding RQ: the WQE a packet went to
+    std::uint8_t rsvd4[8];
+    be32 rss_hash_result;          // Ethernet RQ: the TIR's hash of the packet
+    std::uint8_t rss_hash_type;    // which headers it read (cqe_rss_hash_*)
     std::uint8_t ml_path;          // source LID path bits (6:0)
-    std::uint8_t rsvd20[4];
+    std::uint8_t rsvd20[2];
+    be16 check_sum;                // Ethernet RQ: ones' complement sum of the payload after L2
     be16 slid;
     be32 flags_rqpn;               // grh presence (29:28), source QPN (23:0) for UD
     std::uint8_t hds_ip_ext;
@@ -46,6 +49,33 @@ static_assert(offsetof(cqe64, imm_inval_pkey) == 36 && offsetof(cqe64, byte_cnt)
 static_assert(offsetof(cqe64, timestamp) == 48);
 static_assert(offsetof(cqe64, sop_drop_qpn) == 56 && offsetof(cqe64, wqe_counter) == 60);
 static_assert(offsetof(cqe64, signature) == 62 && offsetof(cqe64, op_own) == 63);
+// Linux's struct mlx5_cqe64 (include/linux/mlx5/device.h) names the Ethernet fields.
+static_assert(offsetof(cqe64, rss_hash_result) == 12 && offsetof(cqe64, rss_hash_type) == 16);
+static_assert(offsetof(cqe64, check_sum) == 20);
+
+// An Ethernet receive CQE's description of the packet (PRM "Completion Queue Entry
+// Format"): hds_ip_ext's checks that passed, l4_hdr_type_etc's header types (L4 in 6:4,
+// L3 in 3:2, a VLAN tag present in 0), rss_hash_type's hashed headers (IP version in 3:2,
+// L4 in 7:6). Names as rdma-core's mlx5dv.h (MLX5_CQE_L*_OK, MLX5_CQE_L3_HDR_TYPE_*) and
+// Linux's device.h (CQE_L4_HDR_TYPE_*, CQE_RSS_HTYPE_*) give them.
+enum cqe_checks : std::uint8_t { cqe_l2_ok = 1u << 0, cqe_l3_ok = 1u << 1, cqe_l4_ok = 1u << 2 };
+enum class cqe_l3_hdr_type : std::uint8_t { NONE = 0x0, IPV6 = 0x1, IPV4 = 0x2 };
+enum class cqe_l4_hdr_type : std::uint8_t { NONE = 0x0, TCP_NO_ACK = 0x1, UDP = 0x2, TCP_ACK_NO_DATA = 0x3,
+                                            TCP_ACK_AND_DATA = 0x4 };
+constexpr std::uint8_t cqe_l4_l3_hdr_type(cqe_l4_hdr_type l4, cqe_l3_hdr_type l3, bool vlan) noexcept {
+    return static_cast<std::uint8_t>(static_cast<unsigned>(l4) << 4 | static_cast<unsigned>(l3) << 2 | (vlan ? 1u : 0u));
+}
+enum cqe_rss_hash : std::uint8_t {
+    cqe_rss_hash_ipv4 = 1u << 2,
+    cqe_rss_hash_ipv6 = 2u << 2,
+    cqe_rss_hash_tcp = 1u << 6,
+    cqe_rss_hash_udp = 2u << 6,
+};
+// A striding RQ's CQE byte_cnt (PRM "Multi-Packet WQE"; Linux MLX5_MPWRQ_*): a filler
+// (strides skipped, no packet) in bit 31, the strides the packet took in 30:16, its bytes
+// in 15:0; wqe_counter is the first stride's index in the WQE, wqe_id the WQE.
+inline constexpr std::uint32_t mpwrq_filler = 1u << 31, mpwrq_strides_shift = 16, mpwrq_strides_mask = 0x7fff0000,
+                               mpwrq_byte_cnt_mask = 0xffff;
 
 // The same 64 bytes when the opcode is REQ_ERR or RESP_ERR.
 struct err_cqe64 {

@@ -184,7 +184,12 @@ bool device::receive_packets(std::chrono::steady_clock::time_point now) {
     bool any = false;
     const std::uint64_t damaged = link_->counters().bad_crc;
     for (unsigned pass = 0; pass < 64; ++pass) {
-        if (!link_->poll(now, [this](wire::packet& p, std::size_t) { port_.deliver(std::move(p)); })) break;
+        const bool more = link_->poll(
+            now, [this](wire::packet& p, std::size_t) { port_.deliver(std::move(p)); },
+            [this](std::span<const std::byte> f) {
+                if (port_.active()) engine_.receive_frame(f);
+            });
+        if (!more) break;
         any = true;
         // The batch is done: the ACKs the responders coalesced go out (IBA 9.7.5.1.1).
         engine_.end_of_batch();

@@ -128,6 +128,7 @@ private:
     }
     void count(const qp_object& qp, std::uint32_t q_counter_values::*what) override { q_counts_.count(qp, what); }
     void count_req_error(const qp_object& qp, hw::cqe_syndrome why) override { q_counts_.req_error(qp, why); }
+    std::uint64_t timestamp() override { return timer_at(std::chrono::steady_clock::now()); }
     void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe) override {
         q_counts_.resp_error(qp, why, cqe);
     }

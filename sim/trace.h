@@ -51,6 +51,11 @@ struct counters {
     std::uint64_t duplicates = 0;        // requests seen again by the responder
     std::uint64_t retransmits = 0;       // packets sent again
     std::uint64_t cqes = 0;
+    // The Ethernet pipeline (sim/transport/xport_eth_rx.cc).
+    std::uint64_t frames_received = 0;   // frames that met the flow tables
+    std::uint64_t frames_delivered = 0;  // copies written to an RQ
+    std::uint64_t frames_dropped = 0;    // dropped by a rule or a miss, or not scattered
+    std::uint64_t frames_no_wqe = 0;     // steered to an RQ with no WQE posted (out of buffer)
 };
 
 // Every field of counters, for the copies that read them one at a time.
@@ -60,7 +65,8 @@ inline constexpr std::uint64_t counters::*all_counters[] = {
     &counters::send_doorbells, &counters::stray_doorbells, &counters::bf_copies_used,    &counters::bf_copies_torn,
     &counters::wqes,           &counters::packets_sent,    &counters::packets_received,  &counters::packets_dropped,
     &counters::rnr_naks,       &counters::naks_sent,       &counters::acks_coalesced,    &counters::duplicates,
-    &counters::retransmits,    &counters::cqes,
+    &counters::retransmits,    &counters::cqes,            &counters::frames_received,   &counters::frames_delivered,
+    &counters::frames_dropped, &counters::frames_no_wqe,
 };
 static_assert(sizeof(counters) == sizeof(all_counters) / sizeof(all_counters[0]) * sizeof(std::uint64_t),
               "a counter missing from all_counters");

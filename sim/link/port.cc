@@ -262,7 +262,8 @@ void port::retry_neighbours(clock_type::time_point now) {
 
 // --- in --------------------------------------------------------------------------------
 
-bool port::poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t)>& deliver) {
+bool port::poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t)>& deliver,
+                const std::function<void(std::span<const std::byte>)>& deliver_frame) {
     bool any = false;
     cable_in(now);
     while (!delayed_.empty() && delayed_.front().due <= now) {
@@ -281,7 +282,7 @@ bool port::poll(clock_type::time_point now, const std::function<void(wire::packe
             if (crcs == frame_crcs::absent) wire::seal(in_, cfg_.port == port_type::ETHERNET);
             pcap_->write(in_);
         }
-        handle_frame(in_, crcs, now, deliver);
+        handle_frame(in_, crcs, now, deliver, deliver_frame);
     }
     return any;
 }
@@ -318,12 +319,56 @@ bool port::handle_neighbour(std::span<const std::byte> f, clock_type::time_point
     return false;
 }
 
+namespace {
+
+// Whether an Ethernet frame is a RoCEv2 packet: IPv4 or IPv6 (behind one VLAN tag at
+// most), UDP, destination port 4791. Anything else is the NIC's.
+bool is_roce(std::span<const std::byte> f) {
+    auto u16 = [&](std::size_t at) {
+        return static_cast<unsigned>(std::to_integer<unsigned>(f[at]) << 8 | std::to_integer<unsigned>(f[at + 1]));
+    };
+    if (f.size() < wire::ethernet_header_bytes) return false;
+    std::size_t at = 12;
+    if (u16(at) == 0x8100 && f.size() >= at + 4) at += 4;
+    const unsigned type = u16(at);
+    at += 2;
+    std::size_t l4 = 0;
+    if (type == wire::ethertype_ipv4 && f.size() >= at + wire::ipv4_header_bytes) {
+        if (std::to_integer<unsigned>(f[at + 9]) != wire::ip_protocol_udp) return false;
+        l4 = at + (std::to_integer<unsigned>(f[at]) & 0xf) * 4u;
+    } else if (type == wire::ethertype_ipv6 && f.size() >= at + wire::ipv6_header_bytes) {
+        if (std::to_integer<unsigned>(f[at + 6]) != wire::ip_protocol_udp) return false;
+        l4 = at + wire::ipv6_header_bytes;
+    } else {
+        return false;
+    }
+    return f.size() >= l4 + wire::udp_header_bytes && u16(l4 + 2) == wire::roce_v2_udp_port;
+}
+
+}  // namespace
+
 void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_type::time_point now,
-                        const std::function<void(wire::packet&, std::size_t)>& deliver) {
+                        const std::function<void(wire::packet&, std::size_t)>& deliver,
+                        const std::function<void(std::span<const std::byte>)>& deliver_frame) {
     const auto check = crcs == frame_crcs::unverified ? wire::crc_check::verify : wire::crc_check::trusted;
     wire::packet p;
     if (cfg_.port == port_type::ETHERNET) {
         if (handle_neighbour(f, now)) return;
+        if (!is_roce(f)) {
+            // The vport's filter: its own MAC, broadcast, and (the model keeps no
+            // multicast list yet) every multicast group.
+            const bool multicast = (std::to_integer<unsigned>(f[0]) & 1) != 0;
+            if (!deliver_frame || (!multicast && !std::equal(cfg_.mac.begin(), cfg_.mac.end(), f.begin(),
+                                                             [](std::uint8_t a, std::byte b) {
+                                                                 return a == std::to_integer<std::uint8_t>(b);
+                                                             }))) {
+                ++counters_.not_for_us;
+                return;
+            }
+            ++counters_.raw_frames;
+            deliver_frame(f);
+            return;
+        }
         const auto s = wire::decode_roce(f, p, check);
         if (s == wire::decode_status::not_roce) {
             ++counters_.not_for_us;

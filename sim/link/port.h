@@ -11,7 +11,8 @@
 //         discovery are answered for the function's own addresses (the RoCE GID table
 //         the driver programmed) and teach the neighbour table; a RoCEv2 or IB packet
 //         whose ICRC (and VCRC) checks is decoded and handed to the engine; a damaged one
-//         is dropped and counted, as a card drops it.
+//         is dropped and counted, as a card drops it; any other Ethernet frame for the
+//         function's MAC, broadcast or multicast goes to the receive flow tables.
 //
 // Model thread only (the pcap writer is shared by the process's ports and locks).
 #pragma once
@@ -47,6 +48,7 @@ struct port_counters {
     std::uint64_t bad_crc = 0;           // damaged: a bad ICRC, VCRC, IPv4 or UDP checksum: dropped
     std::uint64_t malformed = 0;         // frames that are not a packet the port can parse
     std::uint64_t not_for_us = 0;        // another station's unicast, foreign protocols
+    std::uint64_t raw_frames = 0;        // Ethernet frames handed to the receive flow tables
     std::uint64_t no_route = 0;          // sent to an address no station has
     std::uint64_t arp_sent = 0, arp_answered = 0, nd_sent = 0, nd_answered = 0;
     std::uint64_t unresolved = 0;        // packets dropped: the neighbour never answered
@@ -72,7 +74,11 @@ public:
     sent transmit(wire::packet&& p, clock_type::time_point now);
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
-    bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver);
+    // An Ethernet port's other frames -- no RoCE packet, no ARP or neighbour discovery --
+    // addressed to the function's MAC, to broadcast or to a multicast group, go to
+    // `deliver_frame` as they are (the NIC's receive flow tables; none: dropped).
+    bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver,
+              const std::function<void(std::span<const std::byte>)>& deliver_frame = {});
     // A descriptor readable when a frame arrives (a socket of a directory fabric), or -1.
     int wake_fd() const { return seg_->wake_fd(); }
     // The model thread is about to sleep on wake_fd() (segment_port::arm_wake): false
@@ -105,7 +111,8 @@ private:
     bool put_on_segment(std::span<const std::byte> frame, frame_crcs crcs);
     void solicit(const gid& target, clock_type::time_point now);
     void handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_type::time_point now,
-                      const std::function<void(wire::packet&, std::size_t)>& deliver);
+                      const std::function<void(wire::packet&, std::size_t)>& deliver,
+                      const std::function<void(std::span<const std::byte>)>& deliver_frame);
     bool handle_neighbour(std::span<const std::byte> f, clock_type::time_point now);
     void learn(const gid& ip, const std::array<std::uint8_t, 6>& mac, clock_type::time_point now);
     bool own_address(const gid& ip) const;

@@ -46,6 +46,7 @@ struct wq_object : referenced {  // users (RQs): RQTs and TIRs that name it
     std::uint32_t uar = 0;              // SQ: the UAR its doorbells ring
     std::uint32_t counter_set_id = 0;   // RQ: its Q counter set
     std::uint32_t consumer = 0;         // WQEs (SQ: WQE-BBs) the device consumed
+    std::uint32_t stride = 0;           // striding RQ: strides of WQE `consumer` used
     std::uint32_t posted = 0;           // the doorbell record's counter last read
     pages::slot icm{};
 };

@@ -40,6 +40,7 @@
 #include "sim/pci/iommu.h"
 #include "sim/trace.h"
 #include "sim/transport/cq_engine.h"
+#include "sim/transport/eth_headers.h"
 #include "sim/transport/transport_type.h"
 #include "sim/transport/hooks.h"
 #include "sim/transport/mkey_translate.h"
@@ -108,6 +109,10 @@ public:
     // A message for one of this function's QPs, from the wire (requests go to the
     // responder, answers to the requester). Dropped when no such QP exists; false then.
     bool receive(wire::packet& p);
+    // An Ethernet frame from the wire that is no RoCE packet of this function's: through
+    // the NIC receive flow tables to the RQs they steer it to (xport_eth_rx.cc). False
+    // when no RQ took it.
+    bool receive_frame(std::span<const std::byte> frame);
     // Timers (RNR waits, ACK timeouts), stalled send queues and receive queues of QPs in
     // error. True when something happened.
     bool tick(std::chrono::steady_clock::time_point now);
@@ -138,6 +143,10 @@ public:
 private:
     // Work queues and data (xport_queues.cc).
     bool wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len);
+    bool wq_read(const wq_object& q, std::uint64_t off, void* dst, std::size_t len);
+    std::optional<std::uint32_t> wq_dbr(const wq_object& q, bool send);
+    // A receive WQE's scatter list (xport_recv.cc).
+    static void parse_scatter(const std::byte* at, std::size_t bytes, std::vector<local_sge>& out);
     bool srq_read(const srq_object& srq, std::uint64_t off, void* dst, std::size_t len);
     std::optional<std::uint32_t> qp_dbr(const qp_object& qp, bool send);
     std::optional<std::uint32_t> srq_dbr(const srq_object& srq);
@@ -216,6 +225,11 @@ private:
     void flush_rq(qp_object& qp);
     void qp_event(hw::event_type t, std::uint32_t qpn);
     void send_packet(wire::packet&& p) { hooks_.transmit(std::move(p)); }
+    // The Ethernet pipeline (xport_eth_rx.cc).
+    bool deliver_to_tir(std::uint32_t tirn, std::span<const std::byte> frame, const eth_headers& h,
+                        std::uint32_t flow_tag);
+    bool deliver_to_rq(wq_object& rq, std::span<const std::byte> frame, const eth_headers& h,
+                       const rx_hash_result& hash, std::uint32_t flow_tag);
 
     const device_config& cfg_;
     bar0& bar_;
@@ -228,6 +242,8 @@ private:
     qpn_list<none> active_qps_;           // QPs the tick must visit
     std::vector<std::uint32_t> todo_;     // the tick's copy of them
     std::vector<local_sge> wqe_sges_;     // the data segments of the WQE being executed
+    std::vector<local_sge> rx_sges_;      // the receive WQE a frame goes to
+    std::vector<std::byte> rx_frame_;     // a frame whose VLAN tag is stripped
     std::set<std::uint32_t> bf_pages_;    // UAR pages with BlueFlame sentinels
     // The ACK each RC responder owes (IBA 9.7.5.1.1 "coalesced"): for the last request
     // packet carried out that asked for one, with the MSN after it; a later one replaces

@@ -124,6 +124,21 @@ bool transport_engine::srq_read(const srq_object& srq, std::uint64_t off, void* 
                     off, dst, len);
 }
 
+bool transport_engine::wq_read(const wq_object& q, std::uint64_t off, void* dst, std::size_t len) {
+    const std::byte* wq = ifc::at<ifc::sqc::wq>(q.ctx.data());
+    return read_pas(mmu_, q.pas, ifc::get<ifc::wq::log_wq_pg_sz>(wq), ifc::get<ifc::wq::page_offset>(wq), off, dst,
+                    len);
+}
+
+// An SQ's or RQ's doorbell record: the receive counter at +0 (an RQ's), the send counter
+// at +4 (an SQ's), 16 bits each (PRM "Doorbell Record").
+std::optional<std::uint32_t> transport_engine::wq_dbr(const wq_object& q, bool send) {
+    hw::be32 v{};
+    const std::uint64_t iova = ifc::get<ifc::wq::dbr_addr>(ifc::at<ifc::sqc::wq>(q.ctx.data())) + (send ? 4 : 0);
+    if (!mmu_.read(iova, &v, sizeof(v))) return std::nullopt;
+    return v.value() & 0xffff;
+}
+
 // The doorbell record's counters (16 bits each): the receive counter at +0, the send
 // counter at +4 (PRM "Doorbell Record").
 std::optional<std::uint32_t> transport_engine::qp_dbr(const qp_object& qp, bool send) {

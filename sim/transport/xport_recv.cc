@@ -24,9 +24,11 @@ namespace {
 constexpr std::uint32_t kRqRegular = 0x0;
 constexpr std::uint32_t kRqSrq = 0x1;
 
+}  // namespace
+
 // The scatter list of a receive WQE: data segments up to the first with the invalid
 // L_Key, or the end of the WQE (PRM "Receive WQE").
-void parse_scatter(const std::byte* at, std::size_t bytes, std::vector<local_sge>& out) {
+void transport_engine::parse_scatter(const std::byte* at, std::size_t bytes, std::vector<local_sge>& out) {
     for (std::size_t pos = 0; pos + sizeof(hw::wqe_data_seg) <= bytes; pos += sizeof(hw::wqe_data_seg)) {
         hw::wqe_data_seg d{};
         std::memcpy(&d, at + pos, sizeof(d));
@@ -35,8 +37,6 @@ void parse_scatter(const std::byte* at, std::size_t bytes, std::vector<local_sge
         out.push_back({d.lkey.value(), d.addr.value(), len});
     }
 }
-
-}  // namespace
 
 // Where a packet from the wire enters: a request goes to the responder of the QP it
 // names, an answer (ACK, NAK, read response, Atomic ACK) to its requester. Destination

@@ -98,6 +98,13 @@ TEST_CASE("segment layouts match mlx5dv.h") {
     SAME_OFFSET(hw::cqe64, mlx5_cqe64, wqe_counter);
     SAME_OFFSET(hw::cqe64, mlx5_cqe64, signature);
     SAME_OFFSET(hw::cqe64, mlx5_cqe64, op_own);
+    // The Ethernet receive CQE's flags and header types.
+    CHECK(hw::cqe_l2_ok == MLX5_CQE_L2_OK);
+    CHECK(hw::cqe_l3_ok == MLX5_CQE_L3_OK);
+    CHECK(hw::cqe_l4_ok == MLX5_CQE_L4_OK);
+    CHECK(static_cast<int>(hw::cqe_l3_hdr_type::NONE) == MLX5_CQE_L3_HDR_TYPE_NONE);
+    CHECK(static_cast<int>(hw::cqe_l3_hdr_type::IPV6) == MLX5_CQE_L3_HDR_TYPE_IPV6);
+    CHECK(static_cast<int>(hw::cqe_l3_hdr_type::IPV4) == MLX5_CQE_L3_HDR_TYPE_IPV4);
 
     CHECK(sizeof(hw::err_cqe64) == sizeof(mlx5_err_cqe));
     SAME_OFFSET(hw::err_cqe64, mlx5_err_cqe, srqn);

@@ -3,11 +3,11 @@
 // en/tir.c), their refusals, and what an Ethernet port announces for them. Every input is
 // written and every output read at the offsets of Linux's mlx5_ifc.h, never through hw/'s
 // layouts, so that a layout mistake the model shares with hw/ shows here.
-#include <doctest/doctest.h>
-
 #include <array>
 #include <set>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "tests/sim/linux_ifc.h"
 #include "tests/sim/objects.h"
@@ -22,6 +22,8 @@ constexpr std::uint16_t kCapGeneral = 0 << 1 | 1, kCapEthernetOffloads = 1 << 1 
 // include/linux/mlx5/device.h: MLX5_L3_PROT_TYPE_IPV4, MLX5_L4_PROT_TYPE_TCP, MLX5_HASH_FIELD_SEL_*.
 constexpr std::uint32_t kL3Ipv4 = 0, kL4Tcp = 0;
 constexpr std::uint32_t kSelSrcIp = 1 << 0, kSelDstIp = 1 << 1, kSelL4Sport = 1 << 2, kSelL4Dport = 1 << 3;
+constexpr unsigned kIndirect = MLX5_TIRC_DISP_TYPE_INDIRECT;
+constexpr unsigned kLro = MLX5_TIRC_PACKET_MERGE_MASK_IPV4_LRO | MLX5_TIRC_PACKET_MERGE_MASK_IPV6_LRO;
 // A Toeplitz key (the one of Microsoft's RSS verification suite): mlx5e fills 40 random bytes.
 constexpr std::array<std::uint32_t, 10> kKey{0x6d5a56da, 0x255b0ec2, 0x4167253d, 0x43a38fb0, 0xd0ca2bcb,
                                              0xae7b30b4, 0x77cb2da3, 0x8030f20c, 0x6a42b73b, 0xbeac01fa};
@@ -197,13 +199,9 @@ rq_spec striding(rq_spec s) {
 }
 std::uint32_t rqn_of(const cmd_result& r) { return CXV_LINUX_GET(create_rq_out, r.out, rqn); }
 
-// The fields MODIFY_RQ's bitmask may change.
-struct rq_fields {
-    unsigned vsd = 0, scatter_fcs = 0;
-    std::uint32_t counter_set_id = 0;
-};
+// MODIFY_RQ: `f` gives the fields the bitmask may change (vsd, scatter_fcs, counter_set_id).
 cmd_result modify_rq(H& h, std::uint32_t rqn, unsigned cur, unsigned next, std::uint64_t bitmask = 0,
-                     const rq_fields& f = {}) {
+                     const rq_spec& f = {}) {
     auto in = command(CXV_LINUX_BYTES(modify_rq_in), cmd_opcode::MODIFY_RQ);
     CXV_LINUX_SET(modify_rq_in, in, rq_state, cur);
     CXV_LINUX_SET(modify_rq_in, in, rqn, rqn);
@@ -323,15 +321,9 @@ std::uint64_t key_word(const cmd_result& q, std::size_t i) {
 // An RSS TIR as mlx5e builds it for one traffic type: build_rqt, then build_rss with a
 // symmetric Toeplitz hash over IPv4/TCP `fields`.
 tir_spec rss_tir(std::uint32_t td, std::uint32_t rqt, std::uint32_t fields) {
-    return {.td = td,
-            .disp_type = MLX5_TIRC_DISP_TYPE_INDIRECT,
-            .rqt = rqt,
-            .hash_fn = MLX5_RX_HASH_FN_TOEPLITZ,
-            .symmetric = true,
-            .key = kKey,
-            .l3 = kL3Ipv4,
-            .l4 = kL4Tcp,
-            .fields = fields};
+    tir_spec s{.td = td, .disp_type = kIndirect, .rqt = rqt, .hash_fn = MLX5_RX_HASH_FN_TOEPLITZ, .symmetric = true};
+    s.key = kKey, s.l3 = kL3Ipv4, s.l4 = kL4Tcp, s.fields = fields;
+    return s;
 }
 // The 256 entries of mlx5e's RSS table spread uniformly over two RQs (mlx5e_rss_params_indir_init_uniform).
 std::vector<std::uint32_t> spread(std::uint32_t a, std::uint32_t b) {
@@ -462,7 +454,9 @@ TEST_CASE_FIXTURE(eth_env,
 
 // --- SQ ------------------------------------------------------------------------------------------
 
-TEST_CASE_FIXTURE(eth_env, "CREATE_SQ: as mlx5e sends it, in RST whatever sqc.state says; QUERY_SQ reads it back") {
+TEST_CASE_FIXTURE(
+    eth_env,
+    "CREATE_SQ: as mlx5e sends it, in RST whatever sqc.state says, numbered as QPs are; QUERY_SQ reads it back") {
     const auto tisn = tis();
     auto s = sq(tisn);
     s.state = MLX5_SQC_STATE_RDY;  // ignored: an SQ is created in RST
@@ -471,15 +465,10 @@ TEST_CASE_FIXTURE(eth_env, "CREATE_SQ: as mlx5e sends it, in RST whatever sqc.st
     CHECK(CXV_LINUX_GET(query_sq_out, q.out, sq_context.state) == MLX5_SQC_STATE_RST);
     CHECK(CXV_LINUX_GET(query_sq_out, q.out, sq_context.cqn) == cq);
     CHECK(CXV_LINUX_GET(query_sq_out, q.out, sq_context.tis_num_0) == tisn);
-    // A ring of 256 WQE-BBs in four pages, as the TX queues of mlx5e's default (log_sq_size 10 is bigger still).
-    CHECK(
-        create_sq(h, {.cqn = cq, .tisn = tisn, .pd = pd, .uar = uar, .buf = ring->iova(), .dbr = dbr(), .log_wq_sz = 8})
-            .status == cmd_status::OK);
-}
 
-TEST_CASE_FIXTURE(eth_env, "CREATE_SQ: sqns come from the QP number space, never a live QP's, at least 0x100") {
-    const auto tisn = tis();
-    std::set<std::uint32_t> live;
+    // sqns come from the QP number space: never a live QP's, at least 0x100.
+    std::set<std::uint32_t> live{sqn_of(r)};
+    CHECK(sqn_of(r) >= 0x100);
     for (int i = 0; i < 4; ++i) {
         auto& buf = h.alloc(2 * 4096);
         const auto qp = ok(h.exec(
@@ -571,9 +560,7 @@ TEST_CASE_FIXTURE(eth_env, "DESTROY_SQ: in any state; the sqn is then unknown") 
 TEST_CASE_FIXTURE(eth_env, "CREATE_RQ: cyclic and striding RQs as mlx5e sends them; QUERY_RQ reads them back") {
     const auto counter = alloc_q_counter(h);
     auto s = rq();
-    s.counter_set_id = counter;
-    s.vsd = 1;
-    s.scatter_fcs = 1;
+    s.counter_set_id = counter, s.vsd = s.scatter_fcs = 1;
     const auto r = ok(create_rq(h, s));
     const auto q = ok(query_rq(h, rqn_of(r)));
     CHECK(CXV_LINUX_GET(query_rq_out, q.out, rq_context.state) == MLX5_RQC_STATE_RST);
@@ -584,13 +571,10 @@ TEST_CASE_FIXTURE(eth_env, "CREATE_RQ: cyclic and striding RQs as mlx5e sends th
 
     // The linked-list striding RQ mlx5e prefers, and a cyclic striding one.
     auto mpw = striding(rq());
-    mpw.log_wqe_num_of_strides = 2;
-    mpw.log_wqe_stride_size = 1;
+    mpw.log_wqe_num_of_strides = 2, mpw.log_wqe_stride_size = 1;
     const auto m = ok(create_rq(h, mpw));
     CHECK(rqn_of(m) != rqn_of(r));
-    mpw.wq_type = MLX5_WQ_TYPE_CYCLIC_STRIDING_RQ;
-    mpw.log_wq_stride = 4;
-    mpw.dbr = dbr();
+    mpw.wq_type = MLX5_WQ_TYPE_CYCLIC_STRIDING_RQ, mpw.log_wq_stride = 4, mpw.dbr = dbr();
     CHECK(create_rq(h, mpw).status == cmd_status::OK);
 }
 
@@ -600,8 +584,7 @@ TEST_CASE_FIXTURE(eth_env, "CREATE_RQ: cyclic and striding RQs as mlx5e sends th
 TEST_CASE_FIXTURE(eth_env,
                   "CREATE_RQ: the drop RQ mlx5e opens at probe (wq.pd 0, one 16-byte WQE) is accepted and made ready") {
     auto s = rq();
-    s.pd = 0;
-    s.log_wq_sz = 0;
+    s.pd = 0, s.log_wq_sz = 0;
     s.counter_set_id = alloc_q_counter(h);
     const auto r = ok(create_rq(h, s));
     CHECK(modify_rq(h, rqn_of(r), MLX5_RQC_STATE_RST, MLX5_RQC_STATE_RDY).status == cmd_status::OK);
@@ -650,7 +633,7 @@ TEST_CASE_FIXTURE(
     const auto rqn = new_rq();
     auto ctx = [&] { return ok(query_rq(h, rqn)).out; };
 #define RQC(fld) CXV_LINUX_GET(query_rq_out, ctx(), rq_context.fld)
-    auto modify = [&](unsigned cur, unsigned next, std::uint64_t bitmask = 0, const rq_fields& f = {}) {
+    auto modify = [&](unsigned cur, unsigned next, std::uint64_t bitmask = 0, const rq_spec& f = {}) {
         return modify_rq(h, rqn, cur, next, bitmask, f);
     };
     constexpr unsigned rst = MLX5_RQC_STATE_RST, rdy = MLX5_RQC_STATE_RDY, err = MLX5_RQC_STATE_ERR;
@@ -749,7 +732,7 @@ TEST_CASE_FIXTURE(eth_env,
     const auto rss_rqt = new_rqt(256, spread(a, b));
     const auto rss = new_tir(rss_tir(td, rss_rqt, kSelSrcIp | kSelDstIp | kSelL4Sport | kSelL4Dport));
     q = ok(query_tir(h, rss));
-    CHECK(TIR_GET(q, disp_type) == MLX5_TIRC_DISP_TYPE_INDIRECT);
+    CHECK(TIR_GET(q, disp_type) == kIndirect);
     CHECK(TIR_GET(q, indirect_table) == rss_rqt);
     CHECK(TIR_GET(q, rx_hash_fn) == MLX5_RX_HASH_FN_TOEPLITZ);
     for (std::size_t i = 0; i < kKey.size(); ++i) CHECK(key_word(q, i) == kKey[i]);
@@ -761,10 +744,8 @@ TEST_CASE_FIXTURE(eth_env,
 
     // mlx5e's per-channel "direct" TIR: indirect to a one-entry RQT, inverted XOR8 (build_direct).
     const auto direct_rqt = new_rqt(256, {b});
-    const auto direct_tir = new_tir({.td = td,
-                                     .disp_type = MLX5_TIRC_DISP_TYPE_INDIRECT,
-                                     .rqt = direct_rqt,
-                                     .hash_fn = MLX5_RX_HASH_FN_INVERTED_XOR8});
+    const auto direct_tir =
+        new_tir({.td = td, .disp_type = kIndirect, .rqt = direct_rqt, .hash_fn = MLX5_RX_HASH_FN_INVERTED_XOR8});
     q = ok(query_tir(h, direct_tir));
     CHECK(TIR_GET(q, indirect_table) == direct_rqt);
     CHECK(TIR_GET(q, rx_hash_fn) == MLX5_RX_HASH_FN_INVERTED_XOR8);
@@ -788,19 +769,14 @@ TEST_CASE_FIXTURE(eth_env,
     const auto rqt = new_rqt(1, {rqn});
     bad_parameter(create_tir(h, {.td = 0x777, .inline_rqn = rqn}));
     bad_parameter(create_tir(h, {.td = td, .inline_rqn = rqn + 0x1000}));
-    bad_parameter(create_tir(h, {.td = td, .disp_type = MLX5_TIRC_DISP_TYPE_INDIRECT, .rqt = rqt + 0x1000}));
-    bad_parameter(create_tir(h, {.td = td, .disp_type = MLX5_TIRC_DISP_TYPE_INDIRECT, .rqt = rqt, .hash_fn = 3}));
+    bad_parameter(create_tir(h, {.td = td, .disp_type = kIndirect, .rqt = rqt + 0x1000}));
+    bad_parameter(create_tir(h, {.td = td, .disp_type = kIndirect, .rqt = rqt, .hash_fn = 3}));
     // An RQ number is no RQT number.
-    bad_parameter(
-        create_tir(h, {.td = td, .disp_type = MLX5_TIRC_DISP_TYPE_INDIRECT, .rqt = rqn == rqt ? rqn + 1 : rqn}));
+    bad_parameter(create_tir(h, {.td = td, .disp_type = kIndirect, .rqt = rqn == rqt ? rqn + 1 : rqn}));
     CHECK(create_tir(h, {.td = td, .disp_type = 2, .inline_rqn = rqn, .rqt = rqt}).status == cmd_status::BAD_PARAM);
     // mlx5e_tir_builder_build_packet_merge with LRO, and tunneled offload.
-    bad_parameter(create_tir(
-        h, {.td = td,
-            .disp_type = MLX5_TIRC_DISP_TYPE_INDIRECT,
-            .rqt = rqt,
-            .packet_merge_mask = MLX5_TIRC_PACKET_MERGE_MASK_IPV4_LRO | MLX5_TIRC_PACKET_MERGE_MASK_IPV6_LRO}));
-    bad_parameter(create_tir(h, {.td = td, .disp_type = MLX5_TIRC_DISP_TYPE_INDIRECT, .rqt = rqt, .tunneled = 1}));
+    bad_parameter(create_tir(h, {.td = td, .disp_type = kIndirect, .rqt = rqt, .packet_merge_mask = kLro}));
+    bad_parameter(create_tir(h, {.td = td, .disp_type = kIndirect, .rqt = rqt, .tunneled = 1}));
     // None of them holds anything.
     CHECK(destroy_rqt(h, rqt).status == cmd_status::OK);
     CHECK(destroy_rq(h, rqn).status == cmd_status::OK);

@@ -4,9 +4,9 @@
 // announces. Every input is written and every output read at the offsets of Linux's
 // mlx5_ifc.h, never through hw/'s layouts, so that a layout mistake the model shares with
 // hw/ shows here.
-#include <doctest/doctest.h>
-
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "tests/sim/linux_ifc.h"
 #include "tests/sim/objects.h"

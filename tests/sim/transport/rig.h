@@ -213,6 +213,8 @@ public:
     void count(const qp_object&, std::uint32_t q_counter_values::*what) override { ++(counted.*what); }
     void count_req_error(const qp_object&, hw::cqe_syndrome why) override { req_errors.push_back(why); }
     void count_resp_error(const qp_object&, hw::cqe_syndrome why, bool) override { resp_errors.push_back(why); }
+    std::uint64_t timestamp() override { return now_ticks; }
+    std::uint64_t now_ticks = 0x1234567890;  // what timestamp() answers
 
     iommu mmu;
     trace tr;

@@ -1,0 +1,234 @@
+#include "sim/transport/eth_headers.h"
+
+#include <algorithm>
+
+namespace cxv::sim {
+
+namespace {
+
+namespace ifc = hw::ifc;
+
+constexpr std::uint16_t kVlan = 0x8100, kIpv4 = 0x0800, kIpv6 = 0x86dd;
+constexpr std::uint8_t kUdp = 17, kTcp = 6;
+
+std::uint8_t u8(std::span<const std::byte> f, std::size_t at) { return std::to_integer<std::uint8_t>(f[at]); }
+std::uint16_t u16(std::span<const std::byte> f, std::size_t at) {
+    return static_cast<std::uint16_t>(u8(f, at) << 8 | u8(f, at + 1));
+}
+
+// RFC 1071: the ones' complement sum of 16-bit words, not yet folded.
+std::uint32_t sum16(std::span<const std::byte> b, std::uint32_t acc = 0) {
+    std::size_t i = 0;
+    for (; i + 1 < b.size(); i += 2) acc += static_cast<std::uint32_t>(u8(b, i) << 8 | u8(b, i + 1));
+    if (i < b.size()) acc += static_cast<std::uint32_t>(u8(b, i) << 8);
+    return acc;
+}
+std::uint16_t fold(std::uint32_t acc) {
+    while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+    return static_cast<std::uint16_t>(acc);
+}
+
+// The L4 checksum over its pseudo-header (RFC 768, RFC 793, RFC 8200 8.1): the sum of the
+// whole segment, the checksum field included, folds to 0xffff when it holds.
+bool l4_checksum_ok(std::span<const std::byte> seg, const eth_headers& h) {
+    std::uint32_t acc = 0;
+    const std::size_t n = h.ip_version == 4 ? 4 : 16;
+    const std::size_t from = h.ip_version == 4 ? 12 : 0;
+    for (std::size_t i = from; i < from + n; i += 2) {
+        acc += static_cast<std::uint32_t>(h.src_ip[i] << 8 | h.src_ip[i + 1]);
+        acc += static_cast<std::uint32_t>(h.dst_ip[i] << 8 | h.dst_ip[i + 1]);
+    }
+    acc += h.ip_protocol;
+    acc += static_cast<std::uint32_t>(seg.size());
+    return fold(sum16(seg, acc)) == 0xffff;
+}
+
+}  // namespace
+
+bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
+    h = {};
+    if (f.size() < 14) return false;
+    for (std::size_t i = 0; i < 6; ++i) {
+        h.dmac[i] = u8(f, i);
+        h.smac[i] = u8(f, 6 + i);
+    }
+    std::size_t at = 12;
+    h.ethertype = u16(f, at);
+    at += 2;
+    if (h.ethertype == kVlan && f.size() >= at + 4) {
+        const std::uint16_t tci = u16(f, at);
+        h.vlan = true;
+        h.prio = static_cast<std::uint8_t>(tci >> 13);
+        h.cfi = static_cast<std::uint8_t>((tci >> 12) & 1);
+        h.vid = tci & 0xfff;
+        h.ethertype = u16(f, at + 2);
+        at += 4;
+    }
+    h.l3_at = at;
+    std::size_t l3_len = 0;
+    if (h.ethertype == kIpv4 && f.size() >= at + 20 && (u8(f, at) >> 4) == 4) {
+        const std::size_t ihl = (u8(f, at) & 0xf) * 4u;
+        const std::size_t total = u16(f, at + 2);
+        if (ihl < 20 || f.size() < at + ihl || total < ihl || f.size() < at + total) return true;
+        h.ip_version = 4;
+        h.ihl = static_cast<std::uint8_t>(ihl / 4);
+        h.dscp = u8(f, at + 1) >> 2;
+        h.ecn = u8(f, at + 1) & 3;
+        const std::uint16_t frag = u16(f, at + 6);
+        h.fragment = (frag & 0x2000) != 0 || (frag & 0x1fff) != 0;
+        h.ttl = u8(f, at + 8);
+        h.ip_protocol = u8(f, at + 9);
+        for (std::size_t i = 0; i < 4; ++i) {
+            h.src_ip[12 + i] = u8(f, at + 12 + i);
+            h.dst_ip[12 + i] = u8(f, at + 16 + i);
+        }
+        h.l3_ok = fold(sum16(f.subspan(at, ihl))) == 0xffff;
+        h.l4_at = at + ihl;
+        l3_len = total - ihl;
+        if (h.fragment && (frag & 0x1fff) != 0) return true;  // not the first fragment: no L4 header
+    } else if (h.ethertype == kIpv6 && f.size() >= at + 40 && (u8(f, at) >> 4) == 6) {
+        const std::size_t payload = u16(f, at + 4);
+        if (f.size() < at + 40 + payload) return true;
+        h.ip_version = 6;
+        const std::uint8_t tc = static_cast<std::uint8_t>((u8(f, at) & 0xf) << 4 | u8(f, at + 1) >> 4);
+        h.dscp = tc >> 2;
+        h.ecn = tc & 3;
+        h.ip_protocol = u8(f, at + 6);  // the next header; extension headers are not followed
+        h.ttl = u8(f, at + 7);
+        for (std::size_t i = 0; i < 16; ++i) {
+            h.src_ip[i] = u8(f, at + 8 + i);
+            h.dst_ip[i] = u8(f, at + 24 + i);
+        }
+        h.l3_ok = true;
+        h.l4_at = at + 40;
+        l3_len = payload;
+    } else {
+        return true;
+    }
+    const auto seg = f.subspan(h.l4_at, l3_len);
+    if (h.ip_protocol == kUdp && seg.size() >= 8 && u16(seg, 4) <= seg.size() && u16(seg, 4) >= 8) {
+        h.udp = true;
+        h.sport = u16(seg, 0);
+        h.dport = u16(seg, 2);
+        const auto udp = seg.first(u16(seg, 4));
+        // UDP over IPv4 may carry no checksum (0); over IPv6 it must (RFC 8200 8.1).
+        h.l4_ok = h.fragment ? false : (h.ip_version == 4 && u16(udp, 6) == 0) || l4_checksum_ok(udp, h);
+    } else if (h.ip_protocol == kTcp && seg.size() >= 20 && (u8(seg, 12) >> 4) * 4u >= 20 &&
+               (u8(seg, 12) >> 4) * 4u <= seg.size()) {
+        h.tcp = true;
+        h.sport = u16(seg, 0);
+        h.dport = u16(seg, 2);
+        h.tcp_flags = u16(seg, 12) & 0x1ff;
+        h.l4_ok = !h.fragment && l4_checksum_ok(seg, h);
+    }
+    return true;
+}
+
+void match_image(const eth_headers& h, std::span<std::byte, ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept {
+    using m = ifc::fte_match_set_lyr_2_4;
+    std::byte* p = out.data();
+    std::fill(out.begin(), out.end(), std::byte{0});
+    auto mac_hi = [](const std::array<std::uint8_t, 6>& a) {
+        return std::uint32_t{a[0]} << 24 | std::uint32_t{a[1]} << 16 | std::uint32_t{a[2]} << 8 | a[3];
+    };
+    auto mac_lo = [](const std::array<std::uint8_t, 6>& a) { return std::uint32_t{a[4]} << 8 | a[5]; };
+    ifc::set<m::smac_47_16>(p, mac_hi(h.smac));
+    ifc::set<m::smac_15_0>(p, mac_lo(h.smac));
+    ifc::set<m::dmac_47_16>(p, mac_hi(h.dmac));
+    ifc::set<m::dmac_15_0>(p, mac_lo(h.dmac));
+    ifc::set<m::ethertype>(p, h.ethertype);
+    if (h.vlan) {
+        ifc::set<m::cvlan_tag>(p, 1);
+        ifc::set<m::first_prio>(p, h.prio);
+        ifc::set<m::first_cfi>(p, h.cfi);
+        ifc::set<m::first_vid>(p, h.vid);
+    }
+    if (h.ip_version == 0) return;
+    ifc::set<m::ip_version>(p, h.ip_version);
+    ifc::set<m::ip_protocol>(p, h.ip_protocol);
+    ifc::set<m::ip_dscp>(p, h.dscp);
+    ifc::set<m::ip_ecn>(p, h.ecn);
+    ifc::set<m::frag>(p, h.fragment ? 1 : 0);
+    ifc::set<m::ttl_hoplimit>(p, h.ttl);
+    ifc::set<m::ipv4_ihl>(p, h.ihl);
+    for (std::size_t i = 0; i < 16; ++i) {
+        ifc::set<m::src_ipv4_src_ipv6>(p, i, h.src_ip[i]);
+        ifc::set<m::dst_ipv4_dst_ipv6>(p, i, h.dst_ip[i]);
+    }
+    if (h.udp) {
+        ifc::set<m::udp_sport>(p, h.sport);
+        ifc::set<m::udp_dport>(p, h.dport);
+    } else if (h.tcp) {
+        ifc::set<m::tcp_sport>(p, h.sport);
+        ifc::set<m::tcp_dport>(p, h.dport);
+        ifc::set<m::tcp_flags>(p, h.tcp_flags);
+    }
+}
+
+std::uint32_t toeplitz(std::span<const std::uint8_t> key, std::span<const std::uint8_t> input) noexcept {
+    // The 32-bit window of the key starting at bit i of the input, slid one bit per input
+    // bit; the result is the XOR of the windows where the input bit is 1.
+    std::uint32_t result = 0;
+    std::uint64_t window = 0;
+    for (std::size_t i = 0; i < 8 && i < key.size(); ++i) window = window << 8 | key[i];
+    window <<= 8 * (8 - std::min<std::size_t>(8, key.size()));
+    std::size_t next_key_byte = 8;
+    for (std::size_t byte = 0; byte < input.size(); ++byte) {
+        for (int bit = 7; bit >= 0; --bit) {
+            if ((input[byte] >> bit) & 1) result ^= static_cast<std::uint32_t>(window >> 32);
+            window <<= 1;
+        }
+        // Refill the window's low byte from the key as its bits move up.
+        window |= std::uint64_t{next_key_byte < key.size() ? key[next_key_byte] : 0u};
+        ++next_key_byte;
+    }
+    return result;
+}
+
+rx_hash_result rx_hash(const std::byte* tirc, const eth_headers& h) noexcept {
+    using t = ifc::tirc;
+    using sel = ifc::rx_hash_field_select;
+    const auto fn = static_cast<ifc::rx_hash_fn>(ifc::get<t::rx_hash_fn>(tirc));
+    if (fn == ifc::rx_hash_fn::NONE || h.ip_version == 0) return {};
+    const std::byte* s = ifc::at<t::rx_hash_field_selector_outer>(tirc);
+    const unsigned l3 = ifc::get<sel::l3_prot_type>(s);  // 0 IPv4, 1 IPv6
+    const unsigned l4 = ifc::get<sel::l4_prot_type>(s);  // 0 TCP, 1 UDP
+    const std::uint32_t fields = ifc::get<sel::selected_fields>(s);
+    auto has = [&](ifc::rx_hash_field f) { return (fields >> static_cast<unsigned>(f)) & 1; };
+    // The packet's L3 must be the selector's; its L4 too, when ports are selected.
+    if ((l3 == 0) != (h.ip_version == 4)) return {};
+    const bool ports = has(ifc::rx_hash_field::L4_SPORT) || has(ifc::rx_hash_field::L4_DPORT);
+    if (ports && !((l4 == 0 && h.tcp) || (l4 == 1 && h.udp))) return {};
+    std::array<std::uint8_t, 36> in{};
+    std::size_t n = 0;
+    const std::size_t from = h.ip_version == 4 ? 12 : 0;
+    if (has(ifc::rx_hash_field::SRC_IP)) n = std::copy(h.src_ip.begin() + from, h.src_ip.end(), in.begin() + n) - in.begin();
+    if (has(ifc::rx_hash_field::DST_IP)) n = std::copy(h.dst_ip.begin() + from, h.dst_ip.end(), in.begin() + n) - in.begin();
+    if (has(ifc::rx_hash_field::L4_SPORT)) {
+        in[n++] = static_cast<std::uint8_t>(h.sport >> 8);
+        in[n++] = static_cast<std::uint8_t>(h.sport);
+    }
+    if (has(ifc::rx_hash_field::L4_DPORT)) {
+        in[n++] = static_cast<std::uint8_t>(h.dport >> 8);
+        in[n++] = static_cast<std::uint8_t>(h.dport);
+    }
+    rx_hash_result r;
+    r.type = static_cast<std::uint8_t>((h.ip_version == 4 ? hw::cqe_rss_hash_ipv4 : hw::cqe_rss_hash_ipv6) |
+                                       (ports ? (h.udp ? hw::cqe_rss_hash_udp : hw::cqe_rss_hash_tcp) : 0));
+    if (fn == ifc::rx_hash_fn::TOEPLITZ) {
+        std::array<std::uint8_t, 40> key{};
+        for (std::size_t w = 0; w < t::rx_hash_toeplitz_key::count; ++w) {
+            const std::uint32_t v = ifc::get<t::rx_hash_toeplitz_key>(tirc, w);
+            for (std::size_t b = 0; b < 4; ++b) key[4 * w + b] = static_cast<std::uint8_t>(v >> (24 - 8 * b));
+        }
+        r.value = toeplitz(key, std::span(in.data(), n));
+    } else {
+        // Inverted XOR8: the XOR of the input bytes, inverted (PRM "RX Hash Function").
+        std::uint8_t x = 0;
+        for (std::size_t i = 0; i < n; ++i) x ^= in[i];
+        r.value = static_cast<std::uint8_t>(~x);
+    }
+    return r;
+}
+
+}  // namespace cxv::sim

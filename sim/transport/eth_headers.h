@@ -1,0 +1,56 @@
+// What a ConnectX's receive pipeline reads of an Ethernet frame before it steers it: the
+// outer headers (Ethernet II with at most one 802.1Q tag, IPv4 or IPv6, UDP or TCP),
+// whether their checksums hold, and from them the image that flow table entries match
+// (PRM "Flow Table Entry Match Set Layer 2-4", hw::ifc::fte_match_set_lyr_2_4) and the
+// input of a TIR's hash (PRM "RX Hash Field Select"; the Toeplitz function of Microsoft's
+// RSS specification).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "hw/cqe.h"
+#include "hw/ifc.h"
+
+namespace cxv::sim {
+
+struct eth_headers {
+    std::array<std::uint8_t, 6> dmac{}, smac{};
+    std::uint16_t ethertype = 0;  // after the VLAN tag
+    bool vlan = false;            // an 802.1Q tag was present
+    std::uint16_t vid = 0;
+    std::uint8_t prio = 0, cfi = 0;
+    unsigned ip_version = 0;      // 0 (not IP), 4 or 6
+    std::uint8_t ip_protocol = 0, dscp = 0, ecn = 0, ttl = 0, ihl = 0;
+    bool fragment = false;        // an IPv4 fragment (MF or an offset); its L4 is not read
+    std::array<std::uint8_t, 16> src_ip{}, dst_ip{};  // IPv4: the last 4 bytes
+    bool udp = false, tcp = false;
+    std::uint16_t sport = 0, dport = 0;
+    std::uint16_t tcp_flags = 0;  // 9 bits
+    std::size_t l3_at = 0, l4_at = 0;  // offsets in the frame
+    bool l3_ok = false;  // IPv4's header checksum holds (IPv6 has none: true)
+    bool l4_ok = false;  // the UDP or TCP checksum holds (UDP over IPv4 may send none)
+};
+
+// Reads the headers of `frame` (at least 14 bytes; shorter: false). A frame whose IP or
+// L4 header is cut short is L2 only, as a card's parser leaves it.
+bool parse_eth(std::span<const std::byte> frame, eth_headers& out) noexcept;
+
+// The headers as the outer fte_match_set_lyr_2_4 of a match (its 64 bytes in `out`).
+void match_image(const eth_headers& h, std::span<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept;
+
+// A TIR's hash of the headers (hw::ifc::tirc: rx_hash_fn, the Toeplitz key, the outer
+// field selector), and the CQE's rss_hash_type for it (0: nothing hashed, the packet's
+// L3 or L4 not the selector's).
+struct rx_hash_result {
+    std::uint32_t value = 0;
+    std::uint8_t type = 0;
+};
+rx_hash_result rx_hash(const std::byte* tirc, const eth_headers& h) noexcept;
+
+// The Toeplitz hash of `input` under `key` (40 bytes), as RSS computes it.
+std::uint32_t toeplitz(std::span<const std::uint8_t> key, std::span<const std::uint8_t> input) noexcept;
+
+}  // namespace cxv::sim

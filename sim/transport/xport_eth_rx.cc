@@ -1,0 +1,212 @@
+// The Ethernet receive pipeline (PRM "Flow Steering", "Transport Interface Receive",
+// "Receive WQE", "Multi-Packet WQE", "Completion Queue Entry Format"): a frame from the
+// wire meets the root flow table; the first entry (lowest flow index) whose values equal
+// the frame's headers under its group's criteria decides: drop, count, forward to TIRs
+// (each a copy) and on to tables of a higher level; a miss goes to the table's miss
+// table or is dropped. A TIR hands the frame to its RQ, or to the RQ its RQT's entry
+// names by the frame's hash; the RQ's next WQE takes it, and its CQ gets a CQE saying
+// what the device found: length, checksums, header types, VLAN, hash, flow tag and the
+// time the frame arrived.
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "hw/cqe.h"
+#include "hw/wqe.h"
+#include "sim/transport/engine.h"
+#include "sim/transport/eth_headers.h"
+
+namespace cxv::sim {
+
+namespace {
+
+namespace ifc = hw::ifc;
+namespace wv = ifc::wq_values;
+using m = ifc::fte_match_set_lyr_2_4;
+constexpr std::size_t kImage = m::size_bytes;
+// How deep forwarding between tables may go: levels only rise (at most 64 of them).
+constexpr unsigned kMaxHops = 64;
+// Striding RQ encodings (Linux MLX5_MPWQE_LOG_NUM_STRIDES_BASE, _LOG_STRIDE_SZ_BASE).
+constexpr unsigned kLogNumStridesBase = 9, kLogStrideSizeBase = 6;
+
+bool matches(const std::array<std::byte, kImage>& image, const flow_group& g, const flow_entry& e) {
+    for (std::size_t i = 0; i < kImage; ++i) {
+        if ((image[i] & g.criteria[i]) != e.match[i]) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool transport_engine::receive_frame(std::span<const std::byte> frame) {
+    eth_headers h;
+    if (!parse_eth(frame, h)) return false;
+    std::array<std::byte, kImage> image{};
+    match_image(h, image);
+    trace_.count(&counters::frames_received);
+    eth_tables& eth = t_.eth;
+    std::uint32_t table = eth.root_table;
+    bool delivered = false;
+    // Each step goes to a table of a higher level: at most kMaxHops of them.
+    for (unsigned hop = 0; table != 0 && hop < kMaxHops; ++hop) {
+        const auto ft = eth.flow_tables.find(table);
+        if (ft == eth.flow_tables.end()) break;
+        const flow_table& t = ft->second;
+        const flow_entry* hit = nullptr;
+        for (const auto& [index, e] : t.entries) {
+            const auto g = t.groups.find(e.group_id);
+            if (g != t.groups.end() && matches(image, g->second, e)) {
+                hit = &e;
+                break;
+            }
+        }
+        if (hit == nullptr) {
+            table = t.miss_action == static_cast<std::uint8_t>(ifc::flow_table_miss_action::FWD) ? t.miss_table : 0;
+            continue;
+        }
+        for (const std::uint32_t c : hit->counters) {
+            if (auto fc = eth.flow_counters.find(c); fc != eth.flow_counters.end()) {
+                ++fc->second.packets;
+                fc->second.octets += frame.size();
+            }
+        }
+        table = 0;
+        if ((hit->action & static_cast<std::uint16_t>(ifc::flow_action::FWD_DEST)) == 0) break;  // drop or allow
+        for (const flow_destination& d : hit->destinations) {
+            if (d.type == ifc::flow_destination_type::TIR) {
+                delivered |= deliver_to_tir(d.id, frame, h, hit->flow_tag);
+            } else if (table == 0) {
+                table = d.id;  // steering goes on there (entries take one table destination)
+            }
+        }
+    }
+    if (!delivered) trace_.count(&counters::frames_dropped);
+    return delivered;
+}
+
+bool transport_engine::deliver_to_tir(std::uint32_t tirn, std::span<const std::byte> frame, const eth_headers& h,
+                                      std::uint32_t flow_tag) {
+    const auto it = t_.eth.tirs.find(tirn);
+    if (it == t_.eth.tirs.end()) return false;
+    const std::byte* tirc = it->second.tirc.data();
+    const rx_hash_result hash = rx_hash(tirc, h);
+    std::uint32_t rqn = it->second.inline_rqn;
+    if (it->second.rqtn != 0) {
+        const auto rqt = t_.eth.rqts.find(it->second.rqtn);
+        if (rqt == t_.eth.rqts.end() || rqt->second.rqns.empty()) return false;
+        // The RQT's entry the hash picks (a hash-less TIR: the first).
+        rqn = rqt->second.rqns[hash.value % rqt->second.rqns.size()];
+    }
+    const auto rq = t_.eth.rqs.find(rqn);
+    if (rq == t_.eth.rqs.end()) return false;
+    return deliver_to_rq(rq->second, frame, h, hash, flow_tag);
+}
+
+bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> frame, const eth_headers& h,
+                                     const rx_hash_result& hash, std::uint32_t flow_tag) {
+    if (rq.state != wq_state::RDY) return false;
+    const std::byte* rqc = rq.ctx.data();
+    const std::byte* wq = ifc::at<ifc::rqc::wq>(rqc);
+    // VLAN stripping (vsd 0): the tag leaves the frame for the CQE.
+    const bool strip = h.vlan && ifc::get<ifc::rqc::vsd>(rqc) == 0;
+    std::span<const std::byte> data = frame;
+    if (strip) {
+        rx_frame_.resize(frame.size() - 4);
+        std::memcpy(rx_frame_.data(), frame.data(), 12);
+        std::memcpy(rx_frame_.data() + 12, frame.data() + 16, frame.size() - 16);
+        data = rx_frame_;
+    }
+    const unsigned type = ifc::get<ifc::wq::wq_type>(wq);
+    const std::uint32_t size = 1u << ifc::get<ifc::wq::log_wq_sz>(wq);
+    const std::size_t stride = std::size_t{1} << ifc::get<ifc::wq::log_wq_stride>(wq);
+    if (((rq.posted - rq.consumer) & 0xffff) == 0) {
+        const auto producer = wq_dbr(rq, false);
+        if (producer) rq.posted = *producer;
+    }
+    if (((rq.posted - rq.consumer) & 0xffff) == 0) {
+        trace_.count(&counters::frames_no_wqe);  // out of buffer: dropped, as a card drops it
+        return false;
+    }
+    std::array<std::byte, 512> buf;
+    const std::uint32_t index = rq.consumer & (size - 1);
+    if (stride > buf.size() || !wq_read(rq, std::uint64_t{index} * stride, buf.data(), stride)) return false;
+    hw::cqe64 c{};
+    c.op_own = hw::make_op_own(hw::cqe_opcode::RESP_SEND, false, 0);
+    const bool striding = type == wv::type_cyclic_striding || type == wv::type_linked_list_striding;
+    std::uint32_t byte_cnt = static_cast<std::uint32_t>(data.size());
+    std::vector<local_sge>& sges = rx_sges_;
+    sges.clear();
+    if (!striding) {
+        parse_scatter(buf.data(), stride, sges);
+        if (scatter(rq.pd, sges, 0, data, data.size()) != hw::cqe_syndrome{}) {
+            trace_.count(&counters::frames_dropped);
+            ++rq.consumer;  // the WQE is used: its CQE says what went wrong
+            hw::cqe64 e{};
+            auto& err = reinterpret_cast<hw::err_cqe64&>(e);
+            err.syndrome = static_cast<std::uint8_t>(hw::cqe_syndrome::LOCAL_LENGTH_ERR);
+            err.s_wqe_opcode_qpn = hw::be32::from(rq.n);
+            err.wqe_counter = hw::be16::from(static_cast<std::uint16_t>(index));
+            err.op_own = hw::make_op_own(hw::cqe_opcode::RESP_ERR, false, 0);
+            push_cqe(rq.cqn, e, false);
+            return false;
+        }
+        c.wqe_counter = hw::be16::from(static_cast<std::uint16_t>(rq.consumer));
+        ++rq.consumer;
+    } else {
+        // One buffer of strides per WQE (after its 16-byte next segment); a packet takes
+        // the strides it fills from where the last one stopped. One that does not fit in
+        // what is left closes the WQE with a filler CQE and goes to the next.
+        parse_scatter(buf.data() + 16, stride - 16, sges);
+        const std::uint32_t nstrides = 1u << (kLogNumStridesBase + ifc::get<ifc::wq::log_wqe_num_of_strides>(wq));
+        const std::uint32_t stride_bytes = 1u << (kLogStrideSizeBase + ifc::get<ifc::wq::log_wqe_stride_size>(wq));
+        const std::uint32_t need = static_cast<std::uint32_t>((data.size() + stride_bytes - 1) / stride_bytes);
+        if (sges.empty() || need > nstrides) return false;
+        if (rq.stride + need > nstrides) {
+            hw::cqe64 f{};
+            f.op_own = c.op_own;
+            f.byte_cnt = hw::be32::from(hw::mpwrq_filler | (nstrides - rq.stride) << hw::mpwrq_strides_shift);
+            f.wqe_id = hw::be16::from(static_cast<std::uint16_t>(rq.consumer));
+            f.wqe_counter = hw::be16::from(static_cast<std::uint16_t>(rq.stride));
+            f.srqn_uidx = hw::be32::from(ifc::get<ifc::rqc::user_index>(rqc));
+            push_cqe(rq.cqn, f, false);
+            rq.stride = 0;
+            ++rq.consumer;
+            return deliver_to_rq(rq, frame, h, hash, flow_tag);
+        }
+        if (scatter(rq.pd, sges, std::size_t{rq.stride} * stride_bytes, data, 0) != hw::cqe_syndrome{}) {
+            trace_.count(&counters::frames_dropped);
+            return false;
+        }
+        c.wqe_id = hw::be16::from(static_cast<std::uint16_t>(rq.consumer));
+        c.wqe_counter = hw::be16::from(static_cast<std::uint16_t>(rq.stride));
+        byte_cnt = (need << hw::mpwrq_strides_shift) | (byte_cnt & hw::mpwrq_byte_cnt_mask);
+        rq.stride += need;
+        if (rq.stride == nstrides) {
+            rq.stride = 0;
+            ++rq.consumer;
+        }
+    }
+    c.byte_cnt = hw::be32::from(byte_cnt);
+    c.srqn_uidx = hw::be32::from(ifc::get<ifc::rqc::user_index>(rqc));
+    c.sop_drop_qpn = hw::be32::from(flow_tag & 0xffffff);
+    c.timestamp = hw::be64::from(hooks_.timestamp());
+    c.rss_hash_result = hw::be32::from(hash.value);
+    c.rss_hash_type = hash.type;
+    const auto l3 = h.ip_version == 4 ? hw::cqe_l3_hdr_type::IPV4
+                    : h.ip_version == 6 ? hw::cqe_l3_hdr_type::IPV6
+                                        : hw::cqe_l3_hdr_type::NONE;
+    const auto l4 = h.udp ? hw::cqe_l4_hdr_type::UDP
+                    : h.tcp ? ((h.tcp_flags & 0x10) ? hw::cqe_l4_hdr_type::TCP_ACK_AND_DATA : hw::cqe_l4_hdr_type::TCP_NO_ACK)
+                            : hw::cqe_l4_hdr_type::NONE;
+    c.l4_hdr_type_etc = hw::cqe_l4_l3_hdr_type(l4, l3, strip);
+    c.hds_ip_ext = static_cast<std::uint8_t>(hw::cqe_l2_ok | (h.l3_ok && h.ip_version != 0 ? hw::cqe_l3_ok : 0) |
+                                             (h.l4_ok ? hw::cqe_l4_ok : 0));
+    if (strip) {
+        c.vlan_info = hw::be16::from(static_cast<std::uint16_t>(h.prio << 13 | h.cfi << 12 | h.vid));
+    }
+    push_cqe(rq.cqn, c, false);
+    trace_.count(&counters::frames_delivered);
+    return true;
+}
+
+}  // namespace cxv::sim
