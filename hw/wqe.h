@@ -81,6 +81,25 @@ struct wqe_data_seg {
 static_assert(sizeof(wqe_data_seg) == 16);
 static_assert(offsetof(wqe_data_seg, lkey) == 4 && offsetof(wqe_data_seg, addr) == 8);
 
+// Ethernet segment of a raw send WQE (PRM "Ethernet Segment"), after the control
+// segment: checksum offloads (cs_flags), the LSO segment size, and the first
+// inline_hdr_sz bytes of the frame inline, 2 in inline_hdr_start and the rest from
+// inline_hdr on, in as many 16-byte octowords as they need.
+struct wqe_eth_seg {
+    be32 rsvd0;
+    std::uint8_t cs_flags;
+    std::uint8_t rsvd1;
+    be16 mss;
+    be32 rsvd2;
+    be16 inline_hdr_sz;
+    std::uint8_t inline_hdr_start[2];
+    std::uint8_t inline_hdr[16];
+};
+static_assert(sizeof(wqe_eth_seg) == 32);
+static_assert(offsetof(wqe_eth_seg, cs_flags) == 4 && offsetof(wqe_eth_seg, mss) == 6);
+static_assert(offsetof(wqe_eth_seg, inline_hdr_sz) == 12 && offsetof(wqe_eth_seg, inline_hdr_start) == 14);
+inline constexpr std::uint8_t eth_wqe_l3_csum = 1u << 6, eth_wqe_l4_csum = 1u << 7;  // cs_flags
+
 // Inline data header: byte_count | inline_seg_flag, followed by the data itself,
 // padded to a 16-byte boundary.
 struct wqe_inline_seg {

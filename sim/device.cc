@@ -272,6 +272,7 @@ std::vector<std::uint32_t> device::watched_uar_pages() const {
     for (const auto& [eqn, eq] : eqs_.by_eqn()) out.push_back(eq.uar_page);
     for (const auto& [cqn, cq] : tables_.cqs) out.push_back(ifc::get<ifc::cqc::uar_page>(cq.cqc.data()));
     for (const auto& [qpn, qp] : tables_.qps) out.push_back(ifc::get<ifc::qpc::uar_page>(qp.qpc.data()));
+    for (const auto& [sqn, sq] : tables_.eth.sqs) out.push_back(sq.uar);
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;

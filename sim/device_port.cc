@@ -72,6 +72,12 @@ void device_port::transmit(wire::packet&& p) {
     if (!sent) trace_.count(&counters::packets_dropped);
 }
 
+void device_port::transmit_frame(std::span<const std::byte> frame) {
+    const auto now = round_time_ != clock_type::time_point{} ? round_time_ : clock_type::now();
+    const bool sent = active() && link_ != nullptr && link_->transmit_frame(frame, now);
+    trace_.count(sent ? &counters::frames_sent : &counters::frames_dropped);
+}
+
 void device_port::deliver(wire::packet&& p) {
     if (!active()) {  // a port that is not ACTIVE receives nothing
         trace_.count(&counters::packets_dropped);

@@ -43,6 +43,8 @@ public:
     // --- packets ---
     // A packet the engine sends: counted, and put on the wire when the port is ACTIVE.
     void transmit(wire::packet&& p);
+    // An Ethernet frame an SQ built: counted, then to the wire (nothing unless ACTIVE).
+    void transmit_frame(std::span<const std::byte> frame);
     // A packet from the wire: counted, then the engine's (nothing unless ACTIVE).
     void deliver(wire::packet&& p);
     // Frames that arrived damaged (a bad ICRC, VCRC or checksum): the link dropped them.

@@ -51,7 +51,8 @@ struct counters {
     std::uint64_t duplicates = 0;        // requests seen again by the responder
     std::uint64_t retransmits = 0;       // packets sent again
     std::uint64_t cqes = 0;
-    // The Ethernet pipeline (sim/transport/xport_eth_rx.cc).
+    // The Ethernet pipeline (sim/transport/xport_eth_rx.cc, xport_eth_tx.cc).
+    std::uint64_t frames_sent = 0;       // frames SQs put on the wire
     std::uint64_t frames_received = 0;   // frames that met the flow tables
     std::uint64_t frames_delivered = 0;  // copies written to an RQ
     std::uint64_t frames_dropped = 0;    // dropped by a rule or a miss, or not scattered
@@ -66,7 +67,7 @@ inline constexpr std::uint64_t counters::*all_counters[] = {
     &counters::wqes,           &counters::packets_sent,    &counters::packets_received,  &counters::packets_dropped,
     &counters::rnr_naks,       &counters::naks_sent,       &counters::acks_coalesced,    &counters::duplicates,
     &counters::retransmits,    &counters::cqes,            &counters::frames_received,   &counters::frames_delivered,
-    &counters::frames_dropped, &counters::frames_no_wqe,
+    &counters::frames_dropped, &counters::frames_no_wqe,      &counters::frames_sent,
 };
 static_assert(sizeof(counters) == sizeof(all_counters) / sizeof(all_counters[0]) * sizeof(std::uint64_t),
               "a counter missing from all_counters");

@@ -72,6 +72,10 @@ public:
     // discarded (the frame could not be built, or the cable is out).
     enum class sent { wire, held, discarded };
     sent transmit(wire::packet&& p, clock_type::time_point now);
+    // A whole Ethernet frame (an SQ's: its own addresses), padded to the minimum, through
+    // the link faults and the pcap to the segment. False when the cable is out or the
+    // port is no Ethernet port.
+    bool transmit_frame(std::span<const std::byte> frame, clock_type::time_point now);
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
     // An Ethernet port's other frames -- no RoCE packet, no ARP or neighbour discovery --
@@ -133,6 +137,7 @@ private:
     std::map<gid, std::array<std::uint8_t, 6>> neighbours_;
     std::map<gid, waiting> unresolved_;
     std::vector<std::byte> out_, in_;    // frame buffers, reused
+    std::vector<std::byte> pad_;         // a short SQ frame padded to the minimum
     std::string down_file_;              // directory segments: the cable-pull file
     clock_type::time_point next_cable_check_{};
     bool cable_ = true;

@@ -230,6 +230,10 @@ private:
                         std::uint32_t flow_tag);
     bool deliver_to_rq(wq_object& rq, std::span<const std::byte> frame, const eth_headers& h,
                        const rx_hash_result& hash, std::uint32_t flow_tag);
+    // (xport_eth_tx.cc) An SQ's posted WQEs, each a frame on the wire.
+    void eth_sq_progress(wq_object& sq);
+    hw::cqe_syndrome send_frame(const wq_object& sq, std::span<const std::byte> wqe);
+    hw::cqe_syndrome gather_into(std::uint32_t pd, const std::vector<local_sge>& sges);
 
     const device_config& cfg_;
     bar0& bar_;
@@ -244,6 +248,8 @@ private:
     std::vector<local_sge> wqe_sges_;     // the data segments of the WQE being executed
     std::vector<local_sge> rx_sges_;      // the receive WQE a frame goes to
     std::vector<std::byte> rx_frame_;     // a frame whose VLAN tag is stripped
+    std::vector<local_sge> tx_sges_;      // an SQ WQE's data segments
+    std::vector<std::byte> tx_frame_;     // the frame an SQ WQE builds
     std::set<std::uint32_t> bf_pages_;    // UAR pages with BlueFlame sentinels
     // The ACK each RC responder owes (IBA 9.7.5.1.1 "coalesced"): for the last request
     // packet carried out that asked for one, with the MSN after it; a later one replaces

@@ -137,6 +137,13 @@ void transport_engine::sq_doorbell(std::uint32_t uar, std::size_t off, std::uint
     for (std::size_t q = 8; q < kBfHalf; q += 8) bar_.store64(off + q, kBfSentinel);
 
     const auto it = t_.qps.find(qpn);
+    if (it == t_.qps.end()) {
+        // An Ethernet SQ's doorbell (its WQEs are read from the ring; no BlueFlame copy).
+        if (const auto sq = t_.eth.sqs.find(qpn); sq != t_.eth.sqs.end() && sq->second.uar == uar) {
+            eth_sq_progress(sq->second);
+            return;
+        }
+    }
     if (it == t_.qps.end() || ifc::get<qpc::uar_page>(it->second.qpc.data()) != uar) {
         trace_.count(&counters::stray_doorbells);
         return;

@@ -106,6 +106,14 @@ TEST_CASE("segment layouts match mlx5dv.h") {
     CHECK(static_cast<int>(hw::cqe_l3_hdr_type::IPV6) == MLX5_CQE_L3_HDR_TYPE_IPV6);
     CHECK(static_cast<int>(hw::cqe_l3_hdr_type::IPV4) == MLX5_CQE_L3_HDR_TYPE_IPV4);
 
+    CHECK(sizeof(hw::wqe_eth_seg) == sizeof(mlx5_wqe_eth_seg));
+    SAME_OFFSET(hw::wqe_eth_seg, mlx5_wqe_eth_seg, cs_flags);
+    SAME_OFFSET(hw::wqe_eth_seg, mlx5_wqe_eth_seg, mss);
+    SAME_OFFSET(hw::wqe_eth_seg, mlx5_wqe_eth_seg, inline_hdr_sz);
+    SAME_OFFSET(hw::wqe_eth_seg, mlx5_wqe_eth_seg, inline_hdr_start);
+    SAME_OFFSET(hw::wqe_eth_seg, mlx5_wqe_eth_seg, inline_hdr);
+    CHECK(hw::eth_wqe_l3_csum == MLX5_ETH_WQE_L3_CSUM);
+    CHECK(hw::eth_wqe_l4_csum == MLX5_ETH_WQE_L4_CSUM);
     CHECK(sizeof(hw::err_cqe64) == sizeof(mlx5_err_cqe));
     SAME_OFFSET(hw::err_cqe64, mlx5_err_cqe, srqn);
     SAME_OFFSET(hw::err_cqe64, mlx5_err_cqe, vendor_err_synd);

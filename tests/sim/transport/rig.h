@@ -55,6 +55,7 @@ public:
         add_pa_mkey();
     }
     ~engine_rig() { std::free(mem_); }
+    const device_config& config() const noexcept { return cfg_; }
     engine_rig(const engine_rig&) = delete;
     engine_rig& operator=(const engine_rig&) = delete;
 
@@ -200,6 +201,8 @@ public:
     }
 
     // --- transport_hooks ---
+    void transmit_frame(std::span<const std::byte> f) override { frames.emplace_back(f.begin(), f.end()); }
+    std::vector<std::vector<std::byte>> frames;  // what SQs sent
     void transmit(wire::packet&& p) override {
         sent.push_back(p);
         wire.push_back(std::move(p));
