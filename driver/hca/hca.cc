@@ -9,7 +9,9 @@
 
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
+#include "hw/doorbell.h"
 #include "hw/init_seg.h"
+#include "hw/mmio.h"
 #include "hw/opcodes.h"
 #include "hw/port_state_name.h"
 #include "hw/registers.h"
@@ -202,6 +204,12 @@ status hca::start_events() {
 }
 
 result<hca::bf_reg> hca::alloc_bf() { return bf_->alloc(); }
+
+std::byte* hca::bf_address(const bf_reg& r, bool write_combining) noexcept {
+    const hw::mmio_window* wc = write_combining ? dev_->bar0_wc() : nullptr;
+    std::byte* const base = wc != nullptr ? wc->base() : dev_->bar0().base();
+    return base + std::size_t{r.uar} * hw::uar_page_size + r.offset;
+}
 
 void hca::free_bf(const bf_reg& r) { bf_->free(r); }
 

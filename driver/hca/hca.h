@@ -213,6 +213,11 @@ public:
     // A register no other QP uses: from a UAR page already in hand, or a new one
     // (ALLOC_UAR). Freed registers are reused; the pages go at teardown.
     result<bf_reg> alloc_bf();
+    // A register's address in BAR0 (PRM "BlueFlame"): through the write-combining mapping
+    // when `write_combining` is set and the device has one (BlueFlame copies), else
+    // through the uncached mapping (8-byte doorbells, whose store must not wait in the
+    // CPU's write-combining buffers).
+    std::byte* bf_address(const bf_reg& r, bool write_combining) noexcept;
     void free_bf(const bf_reg& r);
     std::size_t pages_given() const;
     bool dead() const noexcept { return cmd_ && cmd_->dead(); }

@@ -8,10 +8,7 @@
 #include <fmt/format.h>
 
 #include "driver/cmd/cmd_queue.h"
-#include "driver/vfio/vfio.h"
-#include "hw/doorbell.h"
 #include "hw/endian.h"
-#include "hw/mmio.h"
 #include "hw/ifc.h"
 #include "hw/wqe.h"
 
@@ -156,12 +153,7 @@ status sq::destroy() {
 
 sq::~sq() { (void)destroy(); }
 
-std::byte* sq::bf_register(bool write_combining) const noexcept {
-    const auto& dev = owner().device();
-    const hw::mmio_window* wc = write_combining ? dev.bar0_wc() : nullptr;
-    std::byte* const base = wc != nullptr ? wc->base() : dev.bar0().base();
-    return base + std::size_t{bf_.uar} * hw::uar_page_size + bf_.offset;
-}
+std::byte* sq::bf_register(bool write_combining) const noexcept { return owner().bf_address(bf_, write_combining); }
 
 status sq::modify(wq_state to) {
     auto in = command<ifc::modify_sq_in>(cmd_opcode::MODIFY_SQ);

@@ -194,12 +194,7 @@ status qp::destroy() {
 
 qp::~qp() { (void)destroy(); }
 
-std::byte* qp::bf_register(bool write_combining) const noexcept {
-    const auto& dev = owner().device();
-    const hw::mmio_window* wc = write_combining ? dev.bar0_wc() : nullptr;
-    std::byte* const base = wc != nullptr ? wc->base() : dev.bar0().base();
-    return base + std::size_t{bf_.uar} * hw::uar_page_size + bf_.offset;
-}
+std::byte* qp::bf_register(bool write_combining) const noexcept { return owner().bf_address(bf_, write_combining); }
 
 status qp::modify(qp_state to, const modify_attr& a) {
     using S = qp_state;

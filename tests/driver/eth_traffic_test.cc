@@ -27,15 +27,10 @@
 using namespace cxv;
 using namespace cxv::driver;
 using namespace std::chrono_literals;
+using test::check_ok;
+using test::take;
 
 namespace {
-
-template <typename T>
-T take(result<T> r) {
-    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
-    return std::move(r).value();
-}
-void check_ok(const status& s) { REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message)); }
 
 constexpr std::uint16_t kFeedPort = 31337;
 

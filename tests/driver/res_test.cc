@@ -23,24 +23,11 @@
 using namespace cxv;
 using namespace cxv::driver;
 
+using test::check_ok;
+using test::check_refused;
+using test::take;
+
 namespace {
-
-template <typename T>
-T take(result<T> r) {
-    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
-    return std::move(r).value();
-}
-
-void check_ok(const status& s) { REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message)); }
-
-// A firmware refusal: errno and a message naming the command and the status.
-void check_refused(const status& s, const char* opcode, const char* fw_status) {
-    INFO("expected ", std::string(opcode), " to be refused with ", std::string(fw_status));
-    REQUIRE_FALSE(s.ok());
-    const std::string& m = s.error().message;
-    CHECK_MESSAGE(m.find(opcode) != std::string::npos, m);
-    CHECK_MESSAGE(m.find(fw_status) != std::string::npos, m);
-}
 
 struct rig {
     std::unique_ptr<hca> h = test::bring_up();

@@ -25,6 +25,27 @@ inline void control(const std::string& command, const char* bdf = kBdf) {
     REQUIRE_MESSAGE(n == static_cast<ssize_t>(command.size()), command);
 }
 
+// A result REQUIREd to hold a value, which is returned; a status REQUIREd to be OK.
+template <typename T>
+T take(result<T> r) {
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    return std::move(r).value();
+}
+inline void check_ok(const status& s) { REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message)); }
+template <typename T>
+status status_of(const result<T>& r) {
+    return r.ok() ? ok_status() : status(r.error());
+}
+
+// A firmware refusal: errno and a message naming the command and the status.
+inline void check_refused(const status& s, const char* opcode, const char* fw_status) {
+    INFO("expected ", std::string(opcode), " to be refused with ", std::string(fw_status));
+    REQUIRE_FALSE(s.ok());
+    const std::string& m = s.error().message;
+    CHECK_MESSAGE(m.find(opcode) != std::string::npos, m);
+    CHECK_MESSAGE(m.find(fw_status) != std::string::npos, m);
+}
+
 inline std::unique_ptr<driver::vfio::device> open_device(const char* bdf = kBdf) {
     auto d = driver::vfio::device::open(bdf);
     REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message));

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/sim/linux_ifc.h"
+
 namespace cxv::test {
 
 using qpc = ifc::qpc;
@@ -12,6 +14,32 @@ void check_status(const cmd_result& r, cmd_status st, cmd_syndrome syn, std::sou
     INFO("checked at ", where.file_name(), ":", where.line());
     CHECK(r.status == st);
     CHECK_MESSAGE(r.synd() == syn, sim::name(r.synd()));
+}
+
+void bad_parameter(const cmd_result& r, std::source_location where) {
+    check_status(r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER, where);
+}
+void in_use(const cmd_result& r, std::source_location where) {
+    check_status(r, cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE, where);
+}
+void bad_state(const cmd_result& r, std::source_location where) {
+    check_status(r, cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE, where);
+}
+const cmd_result& require_ok(const cmd_result& r) {
+    REQUIRE_MESSAGE(r.status == cmd_status::OK, sim::name(r.synd()));
+    return r;
+}
+
+std::vector<std::byte> linux_command(std::size_t bytes, cmd_opcode op, std::uint16_t op_mod) {
+    std::vector<std::byte> in(bytes);
+    CXV_LINUX_SET(cmd_in, in, opcode, static_cast<std::uint16_t>(op));
+    CXV_LINUX_SET(cmd_in, in, op_mod, op_mod);
+    return in;
+}
+
+cmd_result query_cap(harness& h, std::uint16_t op_mod) {
+    return h.exec(linux_command(CXV_LINUX_BYTES(query_hca_cap_in), cmd_opcode::QUERY_HCA_CAP, op_mod),
+                  CXV_LINUX_BYTES(query_hca_cap_out));
 }
 
 void boot(harness& h) {

@@ -21,6 +21,20 @@ namespace cxv::test {
 void check_status(const cmd_result& r, cmd_status st, cmd_syndrome syn,
                   std::source_location where = std::source_location::current());
 
+// The refusals most checks end in: BAD_PARAM/BAD_PARAMETER, RESOURCE_BUSY/RESOURCE_IN_USE,
+// BAD_RES_STATE/BAD_RESOURCE_STATE.
+void bad_parameter(const cmd_result& r, std::source_location where = std::source_location::current());
+void in_use(const cmd_result& r, std::source_location where = std::source_location::current());
+void bad_state(const cmd_result& r, std::source_location where = std::source_location::current());
+// REQUIREs success (naming the syndrome otherwise); returns r.
+const cmd_result& require_ok(const cmd_result& r);
+
+// A command input of `bytes` (Linux's MLX5_ST_SZ_BYTES of its layout, and what follows
+// it) with opcode and op_mod set where every input has them, at Linux's offsets.
+std::vector<std::byte> linux_command(std::size_t bytes, cmd_opcode op, std::uint16_t op_mod = 0);
+// QUERY_HCA_CAP with `op_mod` (type << 1 | current), the whole output.
+cmd_result query_cap(harness& h, std::uint16_t op_mod);
+
 // REQUIREs the boot, then gives the device its command queue: where a driver is before
 // ENABLE_HCA.
 void boot(harness& h);

@@ -28,18 +28,9 @@ constexpr unsigned kLro = MLX5_TIRC_PACKET_MERGE_MASK_IPV4_LRO | MLX5_TIRC_PACKE
 constexpr std::array<std::uint32_t, 10> kKey{0x6d5a56da, 0x255b0ec2, 0x4167253d, 0x43a38fb0, 0xd0ca2bcb,
                                              0xae7b30b4, 0x77cb2da3, 0x8030f20c, 0x6a42b73b, 0xbeac01fa};
 
-// A command input of `bytes` (MLX5_ST_SZ_BYTES of its layout, plus what follows it) with
-// opcode and op_mod set: every input starts with them.
-std::vector<std::byte> command(std::size_t bytes, cmd_opcode op, std::uint16_t op_mod = 0) {
-    std::vector<std::byte> in(bytes);
-    CXV_LINUX_SET(create_sq_in, in, opcode, static_cast<std::uint16_t>(op));
-    CXV_LINUX_SET(create_sq_in, in, op_mod, op_mod);
-    return in;
-}
-
 // DESTROY_* and QUERY_* of the object numbered `n`: field `fld` of Linux's layout `typ`.
 std::vector<std::byte> named(std::size_t bytes, cmd_opcode op, std::size_t off, std::size_t width, std::uint32_t n) {
-    auto in = command(bytes, op);
+    auto in = linux_command(bytes, op);
     linux_put(in, off, width, n);
     return in;
 }
@@ -49,38 +40,18 @@ std::vector<std::byte> named(std::size_t bytes, cmd_opcode op, std::size_t off, 
 #define BY_NUMBER(name, op, typ, fld, out) \
     cmd_result name(H& h, std::uint32_t n) { return h.exec(NAMED(typ, op, fld, n), CXV_LINUX_BYTES(out)); }
 
-// The refusals most checks here end in.
-void bad_parameter(const cmd_result& r, std::source_location where = std::source_location::current()) {
-    check_status(r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER, where);
-}
-void in_use(const cmd_result& r, std::source_location where = std::source_location::current()) {
-    check_status(r, cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE, where);
-}
-void bad_state(const cmd_result& r, std::source_location where = std::source_location::current()) {
-    check_status(r, cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE, where);
-}
-// REQUIREs success (naming the syndrome otherwise); returns r.
-const cmd_result& ok(const cmd_result& r) {
-    REQUIRE_MESSAGE(r.status == cmd_status::OK, sim::name(r.synd()));
-    return r;
-}
-
-cmd_result query_cap(H& h, std::uint16_t op_mod) {
-    return h.exec(command(CXV_LINUX_BYTES(query_hca_cap_in), cmd_opcode::QUERY_HCA_CAP, op_mod),
-                  CXV_LINUX_BYTES(query_hca_cap_out));
-}
 #define CAP(r, fld) CXV_LINUX_GET(query_hca_cap_out, (r).out, capability.fld)
 
 // --- transport domain and TIS --------------------------------------------------------
 
 cmd_result alloc_td(H& h, std::uint16_t uid = 0) {
-    auto in = command(CXV_LINUX_BYTES(alloc_transport_domain_in), cmd_opcode::ALLOC_TRANSPORT_DOMAIN);
+    auto in = linux_command(CXV_LINUX_BYTES(alloc_transport_domain_in), cmd_opcode::ALLOC_TRANSPORT_DOMAIN);
     CXV_LINUX_SET(alloc_transport_domain_in, in, uid, uid);
     return h.exec(in, CXV_LINUX_BYTES(alloc_transport_domain_out));
 }
 std::uint32_t td_of(const cmd_result& r) { return CXV_LINUX_GET(alloc_transport_domain_out, r.out, transport_domain); }
 cmd_result dealloc_td(H& h, std::uint32_t td, std::uint16_t uid = 0) {
-    auto in = command(CXV_LINUX_BYTES(dealloc_transport_domain_in), cmd_opcode::DEALLOC_TRANSPORT_DOMAIN);
+    auto in = linux_command(CXV_LINUX_BYTES(dealloc_transport_domain_in), cmd_opcode::DEALLOC_TRANSPORT_DOMAIN);
     CXV_LINUX_SET(dealloc_transport_domain_in, in, uid, uid);
     CXV_LINUX_SET(dealloc_transport_domain_in, in, transport_domain, td);
     return h.exec(in, CXV_LINUX_BYTES(dealloc_transport_domain_out));
@@ -88,7 +59,7 @@ cmd_result dealloc_td(H& h, std::uint32_t td, std::uint16_t uid = 0) {
 
 // As mlx5e_create_tises: prio tc << 1 and the domain (mlx5e_create_tis).
 cmd_result create_tis(H& h, std::uint32_t td, unsigned tc = 0, std::uint16_t uid = 0) {
-    auto in = command(CXV_LINUX_BYTES(create_tis_in), cmd_opcode::CREATE_TIS);
+    auto in = linux_command(CXV_LINUX_BYTES(create_tis_in), cmd_opcode::CREATE_TIS);
     CXV_LINUX_SET(create_tis_in, in, uid, uid);
     CXV_LINUX_SET(create_tis_in, in, ctx.prio, tc << 1);
     CXV_LINUX_SET(create_tis_in, in, ctx.transport_domain, td);
@@ -122,7 +93,7 @@ struct sq_spec {
 
 cmd_result create_sq(H& h, const sq_spec& s) {
     const std::size_t n = s.npas >= 0 ? static_cast<std::size_t>(s.npas) : ring_pages(s.log_wq_sz, s.log_wq_stride, 0);
-    auto in = command(CXV_LINUX_BYTES(create_sq_in) + 8 * n, cmd_opcode::CREATE_SQ);
+    auto in = linux_command(CXV_LINUX_BYTES(create_sq_in) + 8 * n, cmd_opcode::CREATE_SQ);
     CXV_LINUX_SET(create_sq_in, in, ctx.tis_lst_sz, s.tis_lst_sz);
     CXV_LINUX_SET(create_sq_in, in, ctx.tis_num_0, s.tisn);
     CXV_LINUX_SET(create_sq_in, in, ctx.cqn, s.cqn);
@@ -142,7 +113,7 @@ std::uint32_t sqn_of(const cmd_result& r) { return CXV_LINUX_GET(create_sq_out, 
 
 // As mlx5e_modify_sq: sq_state the state the driver believes, ctx.state the next one.
 cmd_result modify_sq(H& h, std::uint32_t sqn, unsigned cur, unsigned next, std::uint64_t bitmask = 0) {
-    auto in = command(CXV_LINUX_BYTES(modify_sq_in), cmd_opcode::MODIFY_SQ);
+    auto in = linux_command(CXV_LINUX_BYTES(modify_sq_in), cmd_opcode::MODIFY_SQ);
     CXV_LINUX_SET(modify_sq_in, in, sq_state, cur);
     CXV_LINUX_SET(modify_sq_in, in, sqn, sqn);
     CXV_LINUX_SET(modify_sq_in, in, modify_bitmask, bitmask);
@@ -152,7 +123,7 @@ cmd_result modify_sq(H& h, std::uint32_t sqn, unsigned cur, unsigned next, std::
 BY_NUMBER(query_sq, QUERY_SQ, query_sq_in, sqn, query_sq_out)
 BY_NUMBER(destroy_sq, DESTROY_SQ, destroy_sq_in, sqn, destroy_sq_out)
 unsigned sq_state(H& h, std::uint32_t sqn) {
-    const auto q = ok(query_sq(h, sqn));
+    const auto q = require_ok(query_sq(h, sqn));
     return static_cast<unsigned>(CXV_LINUX_GET(query_sq_out, q.out, sq_context.state));
 }
 
@@ -173,7 +144,7 @@ struct rq_spec {
 
 cmd_result create_rq(H& h, const rq_spec& s) {
     const std::size_t n = s.npas >= 0 ? static_cast<std::size_t>(s.npas) : ring_pages(s.log_wq_sz, s.log_wq_stride, 0);
-    auto in = command(CXV_LINUX_BYTES(create_rq_in) + 8 * n, cmd_opcode::CREATE_RQ);
+    auto in = linux_command(CXV_LINUX_BYTES(create_rq_in) + 8 * n, cmd_opcode::CREATE_RQ);
     CXV_LINUX_SET(create_rq_in, in, ctx.mem_rq_type, s.mem_rq_type);
     CXV_LINUX_SET(create_rq_in, in, ctx.vsd, s.vsd);
     CXV_LINUX_SET(create_rq_in, in, ctx.scatter_fcs, s.scatter_fcs);
@@ -202,7 +173,7 @@ std::uint32_t rqn_of(const cmd_result& r) { return CXV_LINUX_GET(create_rq_out, 
 // MODIFY_RQ: `f` gives the fields the bitmask may change (vsd, scatter_fcs, counter_set_id).
 cmd_result modify_rq(H& h, std::uint32_t rqn, unsigned cur, unsigned next, std::uint64_t bitmask = 0,
                      const rq_spec& f = {}) {
-    auto in = command(CXV_LINUX_BYTES(modify_rq_in), cmd_opcode::MODIFY_RQ);
+    auto in = linux_command(CXV_LINUX_BYTES(modify_rq_in), cmd_opcode::MODIFY_RQ);
     CXV_LINUX_SET(modify_rq_in, in, rq_state, cur);
     CXV_LINUX_SET(modify_rq_in, in, rqn, rqn);
     CXV_LINUX_SET(modify_rq_in, in, modify_bitmask, bitmask);
@@ -216,7 +187,7 @@ BY_NUMBER(query_rq, QUERY_RQ, query_rq_in, rqn, query_rq_out)
 BY_NUMBER(destroy_rq, DESTROY_RQ, destroy_rq_in, rqn, destroy_rq_out)
 
 std::uint32_t alloc_q_counter(H& h) {
-    const auto r = ok(h.exec(command(CXV_LINUX_BYTES(alloc_q_counter_in), cmd_opcode::ALLOC_Q_COUNTER),
+    const auto r = require_ok(h.exec(linux_command(CXV_LINUX_BYTES(alloc_q_counter_in), cmd_opcode::ALLOC_Q_COUNTER),
                              CXV_LINUX_BYTES(alloc_q_counter_out)));
     return static_cast<std::uint32_t>(CXV_LINUX_GET(alloc_q_counter_out, r.out, counter_set_id));
 }
@@ -229,7 +200,7 @@ std::uint32_t alloc_q_counter(H& h) {
 std::vector<std::byte> rqt_input(cmd_opcode op, std::size_t layout_bytes, std::size_t ctx_bit, unsigned max,
                                  const std::vector<std::uint32_t>& rqns, int actual, int entries) {
     const std::size_t n = entries >= 0 ? static_cast<std::size_t>(entries) : rqns.size();
-    auto in = command(layout_bytes + 4 * n, op);
+    auto in = linux_command(layout_bytes + 4 * n, op);
     linux_put(in, ctx_bit + CXV_LINUX_OFF(rqtc, rqt_max_size), CXV_LINUX_WIDTH(rqtc, rqt_max_size), max);
     linux_put(in, ctx_bit + CXV_LINUX_OFF(rqtc, rqt_actual_size), CXV_LINUX_WIDTH(rqtc, rqt_actual_size),
               actual >= 0 ? static_cast<std::size_t>(actual) : rqns.size());
@@ -294,7 +265,7 @@ void put_tirc(std::vector<std::byte>& in, std::size_t ctx, const tir_spec& s) {
 }
 
 cmd_result create_tir(H& h, const tir_spec& s) {
-    auto in = command(CXV_LINUX_BYTES(create_tir_in), cmd_opcode::CREATE_TIR);
+    auto in = linux_command(CXV_LINUX_BYTES(create_tir_in), cmd_opcode::CREATE_TIR);
     put_tirc(in, CXV_LINUX_OFF(create_tir_in, ctx), s);
     return h.exec(in, CXV_LINUX_BYTES(create_tir_out));
 }
@@ -305,7 +276,7 @@ struct tir_bitmask {
     unsigned self_lb_en = 0, hash = 0, packet_merge = 0;
 };
 cmd_result modify_tir(H& h, std::uint32_t tirn, const tir_bitmask& b, const tir_spec& s) {
-    auto in = command(CXV_LINUX_BYTES(modify_tir_in), cmd_opcode::MODIFY_TIR);
+    auto in = linux_command(CXV_LINUX_BYTES(modify_tir_in), cmd_opcode::MODIFY_TIR);
     CXV_LINUX_SET(modify_tir_in, in, tirn, tirn);
     CXV_LINUX_SET(modify_tir_in, in, bitmask.self_lb_en, b.self_lb_en);
     CXV_LINUX_SET(modify_tir_in, in, bitmask.hash, b.hash);
@@ -346,23 +317,23 @@ struct eth_env {
     eth_env() {
         REQUIRE(h.bring_up());
         pd = alloc_pd(h);
-        td = td_of(ok(alloc_td(h)));
+        td = td_of(require_ok(alloc_td(h)));
         uar = h.alloc_uar();
         cq = create_small_cq(h);
         ring = &h.alloc(17 * 4096);
     }
     std::uint64_t dbr() { return ring->iova() + 16 * 4096 + 64 * (dbrs++ % 64); }
-    std::uint32_t tis() { return tisn_of(ok(create_tis(h, td))); }
+    std::uint32_t tis() { return tisn_of(require_ok(create_tis(h, td))); }
     sq_spec sq(std::uint32_t tisn) {
         return {.cqn = cq, .tisn = tisn, .pd = pd, .uar = uar, .buf = ring->iova(), .dbr = dbr()};
     }
     rq_spec rq() { return {.cqn = cq, .pd = pd, .buf = ring->iova(), .dbr = dbr()}; }
-    std::uint32_t new_sq(std::uint32_t tisn) { return sqn_of(ok(create_sq(h, sq(tisn)))); }
-    std::uint32_t new_rq() { return rqn_of(ok(create_rq(h, rq()))); }
+    std::uint32_t new_sq(std::uint32_t tisn) { return sqn_of(require_ok(create_sq(h, sq(tisn)))); }
+    std::uint32_t new_rq() { return rqn_of(require_ok(create_rq(h, rq()))); }
     std::uint32_t new_rqt(unsigned max, const std::vector<std::uint32_t>& rqns) {
-        return rqtn_of(ok(create_rqt(h, max, rqns)));
+        return rqtn_of(require_ok(create_rqt(h, max, rqns)));
     }
-    std::uint32_t new_tir(const tir_spec& s) { return tirn_of(ok(create_tir(h, s))); }
+    std::uint32_t new_tir(const tir_spec& s) { return tirn_of(require_ok(create_tir(h, s))); }
 };
 
 }  // namespace
@@ -372,7 +343,7 @@ struct eth_env {
 TEST_CASE("QUERY_HCA_CAP on an Ethernet port: the general caps size the Ethernet objects; ETHERNET_OFFLOADS answers") {
     H h(ethernet());
     REQUIRE(h.bring_up());
-    const auto g = ok(query_cap(h, kCapGeneral));
+    const auto g = require_ok(query_cap(h, kCapGeneral));
     CHECK(CAP(g, cmd_hca_cap.log_max_transport_domain) == 16);
     CHECK(CAP(g, cmd_hca_cap.log_max_rq) == 16);
     CHECK(CAP(g, cmd_hca_cap.log_max_sq) == 16);
@@ -385,7 +356,7 @@ TEST_CASE("QUERY_HCA_CAP on an Ethernet port: the general caps size the Ethernet
     CHECK(CAP(g, cmd_hca_cap.nic_flow_table) == 1);
     CHECK(CAP(g, cmd_hca_cap.eth_net_offloads) == 1);
 
-    const auto e = ok(query_cap(h, kCapEthernetOffloads));
+    const auto e = require_ok(query_cap(h, kCapEthernetOffloads));
     CHECK(CAP(e, per_protocol_networking_offload_caps.csum_cap) == 1);
     CHECK(CAP(e, per_protocol_networking_offload_caps.vlan_cap) == 1);
     CHECK(CAP(e, per_protocol_networking_offload_caps.self_lb_en_modifiable) == 1);
@@ -400,19 +371,19 @@ TEST_CASE("QUERY_HCA_CAP on an Ethernet port: the general caps size the Ethernet
 
 TEST_CASE_FIXTURE(
     eth_env, "ALLOC_TRANSPORT_DOMAIN: non-zero 24-bit domains; DEALLOC of an unknown, foreign or busy one is refused") {
-    const auto a = ok(alloc_td(h));
+    const auto a = require_ok(alloc_td(h));
     CHECK(td_of(a) != 0);
     CHECK(linux_bits(a.out, CXV_LINUX_OFF(alloc_transport_domain_out, reserved_at_40), 32) < (1u << 24));
     CHECK(td_of(a) != td);
     check_status(dealloc_td(h, 0xfedcba), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
 
-    const auto user = ok(alloc_td(h, 5));
+    const auto user = require_ok(alloc_td(h, 5));
     check_status(dealloc_td(h, td_of(user)), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
     check_status(dealloc_td(h, td_of(a), 5), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
     CHECK(dealloc_td(h, td_of(user), 5).status == cmd_status::OK);
 
     // Held by a TIS, then by a TIR.
-    const auto tis = ok(create_tis(h, td_of(a)));
+    const auto tis = require_ok(create_tis(h, td_of(a)));
     in_use(dealloc_td(h, td_of(a)));
     REQUIRE(destroy_tis(h, tisn_of(tis)).status == cmd_status::OK);
     const auto tirn = new_tir({.td = td_of(a), .inline_rqn = new_rq()});
@@ -424,12 +395,12 @@ TEST_CASE_FIXTURE(
 
 TEST_CASE_FIXTURE(eth_env,
                   "CREATE_TIS: needs a live domain of its uid; QUERY_TIS reads prio and domain back; an SQ holds it") {
-    const auto r = ok(create_tis(h, td, 3));
+    const auto r = require_ok(create_tis(h, td, 3));
     const auto tisn = tisn_of(r);
-    const auto q = ok(h.exec(NAMED(query_tis_in, QUERY_TIS, tisn, tisn), CXV_LINUX_BYTES(query_tis_out)));
+    const auto q = require_ok(h.exec(NAMED(query_tis_in, QUERY_TIS, tisn, tisn), CXV_LINUX_BYTES(query_tis_out)));
     CHECK(CXV_LINUX_GET(query_tis_out, q.out, tis_context.prio) == 6);
     CHECK(CXV_LINUX_GET(query_tis_out, q.out, tis_context.transport_domain) == td);
-    const auto second = ok(create_tis(h, td, 1));
+    const auto second = require_ok(create_tis(h, td, 1));
     CHECK(tisn_of(second) != tisn);
 
     bad_parameter(create_tis(h, 0x777));
@@ -442,7 +413,7 @@ TEST_CASE_FIXTURE(eth_env,
         CHECK(f.status != cmd_status::OK);
         CHECK_MESSAGE(f.synd() == cmd_syndrome::FOREIGN_RESOURCE, sim::name(f.synd()));
     }
-    const auto user_tis = ok(create_tis(h, user_td, 0, 5));
+    const auto user_tis = require_ok(create_tis(h, user_td, 0, 5));
     CHECK(destroy_tis(h, tisn_of(user_tis), 5).status == cmd_status::OK);
 
     const auto sqn = new_sq(tisn);
@@ -460,8 +431,8 @@ TEST_CASE_FIXTURE(
     const auto tisn = tis();
     auto s = sq(tisn);
     s.state = MLX5_SQC_STATE_RDY;  // ignored: an SQ is created in RST
-    const auto r = ok(create_sq(h, s));
-    const auto q = ok(query_sq(h, sqn_of(r)));
+    const auto r = require_ok(create_sq(h, s));
+    const auto q = require_ok(query_sq(h, sqn_of(r)));
     CHECK(CXV_LINUX_GET(query_sq_out, q.out, sq_context.state) == MLX5_SQC_STATE_RST);
     CHECK(CXV_LINUX_GET(query_sq_out, q.out, sq_context.cqn) == cq);
     CHECK(CXV_LINUX_GET(query_sq_out, q.out, sq_context.tis_num_0) == tisn);
@@ -471,7 +442,7 @@ TEST_CASE_FIXTURE(
     CHECK(sqn_of(r) >= 0x100);
     for (int i = 0; i < 4; ++i) {
         auto& buf = h.alloc(2 * 4096);
-        const auto qp = ok(h.exec(
+        const auto qp = require_ok(h.exec(
             create_qp_in({.st = 2, .pd = pd, .uar = uar, .cqn = cq, .buf = buf.iova(), .dbr = buf.iova() + 4096}), 16));
         CHECK(live.insert(qpn_of(qp)).second);
         const auto sqn = new_sq(tisn);
@@ -505,7 +476,7 @@ TEST_CASE_FIXTURE(
     // 256 WQE-BBs of 64 bytes need four pages.
     check_status(with([](sq_spec& s) { s.log_wq_sz = 8, s.npas = 3; }), cmd_status::BAD_INPUT_LEN,
                  cmd_syndrome::PAS_TOO_SHORT);
-    const auto made = ok(with([](sq_spec& s) { s.log_wq_sz = 8, s.npas = 4; }));
+    const auto made = require_ok(with([](sq_spec& s) { s.log_wq_sz = 8, s.npas = 4; }));
     // Only the one SQ made holds the TIS.
     REQUIRE(destroy_sq(h, sqn_of(made)).status == cmd_status::OK);
     CHECK(destroy_tis(h, tisn).status == cmd_status::OK);
@@ -545,9 +516,9 @@ TEST_CASE_FIXTURE(
 TEST_CASE_FIXTURE(eth_env, "DESTROY_SQ: in any state; the sqn is then unknown") {
     const auto tisn = tis();
     const auto rst = new_sq(tisn), rdy = new_sq(tisn), err = new_sq(tisn);
-    ok(modify_sq(h, rdy, MLX5_SQC_STATE_RST, MLX5_SQC_STATE_RDY));
-    ok(modify_sq(h, err, MLX5_SQC_STATE_RST, MLX5_SQC_STATE_RDY));
-    ok(modify_sq(h, err, MLX5_SQC_STATE_RDY, MLX5_SQC_STATE_ERR));
+    require_ok(modify_sq(h, rdy, MLX5_SQC_STATE_RST, MLX5_SQC_STATE_RDY));
+    require_ok(modify_sq(h, err, MLX5_SQC_STATE_RST, MLX5_SQC_STATE_RDY));
+    require_ok(modify_sq(h, err, MLX5_SQC_STATE_RDY, MLX5_SQC_STATE_ERR));
     for (const auto sqn : {rst, rdy, err}) {
         CHECK(destroy_sq(h, sqn).status == cmd_status::OK);
         CHECK(query_sq(h, sqn).status != cmd_status::OK);
@@ -561,8 +532,8 @@ TEST_CASE_FIXTURE(eth_env, "CREATE_RQ: cyclic and striding RQs as mlx5e sends th
     const auto counter = alloc_q_counter(h);
     auto s = rq();
     s.counter_set_id = counter, s.vsd = s.scatter_fcs = 1;
-    const auto r = ok(create_rq(h, s));
-    const auto q = ok(query_rq(h, rqn_of(r)));
+    const auto r = require_ok(create_rq(h, s));
+    const auto q = require_ok(query_rq(h, rqn_of(r)));
     CHECK(CXV_LINUX_GET(query_rq_out, q.out, rq_context.state) == MLX5_RQC_STATE_RST);
     CHECK(CXV_LINUX_GET(query_rq_out, q.out, rq_context.cqn) == cq);
     CHECK(CXV_LINUX_GET(query_rq_out, q.out, rq_context.counter_set_id) == counter);
@@ -572,7 +543,7 @@ TEST_CASE_FIXTURE(eth_env, "CREATE_RQ: cyclic and striding RQs as mlx5e sends th
     // The linked-list striding RQ mlx5e prefers, and a cyclic striding one.
     auto mpw = striding(rq());
     mpw.log_wqe_num_of_strides = 2, mpw.log_wqe_stride_size = 1;
-    const auto m = ok(create_rq(h, mpw));
+    const auto m = require_ok(create_rq(h, mpw));
     CHECK(rqn_of(m) != rqn_of(r));
     mpw.wq_type = MLX5_WQ_TYPE_CYCLIC_STRIDING_RQ, mpw.log_wq_stride = 4, mpw.dbr = dbr();
     CHECK(create_rq(h, mpw).status == cmd_status::OK);
@@ -586,7 +557,7 @@ TEST_CASE_FIXTURE(eth_env,
     auto s = rq();
     s.pd = 0, s.log_wq_sz = 0;
     s.counter_set_id = alloc_q_counter(h);
-    const auto r = ok(create_rq(h, s));
+    const auto r = require_ok(create_rq(h, s));
     CHECK(modify_rq(h, rqn_of(r), MLX5_RQC_STATE_RST, MLX5_RQC_STATE_RDY).status == cmd_status::OK);
     CHECK(destroy_rq(h, rqn_of(r)).status == cmd_status::OK);
 }
@@ -611,7 +582,7 @@ TEST_CASE_FIXTURE(
         s = striding(s);
         s.log_wqe_num_of_strides = 8;
     }));
-    ok(with([](rq_spec& s) {
+    require_ok(with([](rq_spec& s) {
         s = striding(s);
         s.log_wqe_num_of_strides = s.log_wqe_stride_size = 7;
     }));
@@ -631,7 +602,7 @@ TEST_CASE_FIXTURE(
     eth_env,
     "MODIFY_RQ: the SQ's state rules; bitmask bits 1-3 change vsd, scatter_fcs, counter_set_id; others are refused") {
     const auto rqn = new_rq();
-    auto ctx = [&] { return ok(query_rq(h, rqn)).out; };
+    auto ctx = [&] { return require_ok(query_rq(h, rqn)).out; };
 #define RQC(fld) CXV_LINUX_GET(query_rq_out, ctx(), rq_context.fld)
     auto modify = [&](unsigned cur, unsigned next, std::uint64_t bitmask = 0, const rq_spec& f = {}) {
         return modify_rq(h, rqn, cur, next, bitmask, f);
@@ -640,19 +611,19 @@ TEST_CASE_FIXTURE(
     bad_state(modify(rst, err));
     bad_state(modify(rst, rst));
     bad_state(modify(rdy, rdy));  // the RQ is not in RDY
-    ok(modify(rst, rdy));
+    require_ok(modify(rst, rdy));
     CHECK(RQC(state) == rdy);
 
     // mlx5e_modify_rq_vsd and mlx5e_modify_rq_scatter_fcs: RDY -> RDY with one bit each;
     // what the bitmask leaves out is not changed.
-    ok(modify(rdy, rdy, MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_VSD, {.vsd = 1, .scatter_fcs = 1}));
+    require_ok(modify(rdy, rdy, MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_VSD, {.vsd = 1, .scatter_fcs = 1}));
     CHECK(RQC(vsd) == 1);
     CHECK(RQC(scatter_fcs) == 0);
-    ok(modify(rdy, rdy, MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_SCATTER_FCS, {.scatter_fcs = 1}));
+    require_ok(modify(rdy, rdy, MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_SCATTER_FCS, {.scatter_fcs = 1}));
     CHECK(RQC(vsd) == 1);
     CHECK(RQC(scatter_fcs) == 1);
     const auto counter = alloc_q_counter(h);
-    ok(modify(rdy, rdy, MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_RQ_COUNTER_SET_ID, {.counter_set_id = counter}));
+    require_ok(modify(rdy, rdy, MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_RQ_COUNTER_SET_ID, {.counter_set_id = counter}));
     CHECK(RQC(counter_set_id) == counter);
     for (const std::uint64_t bit : {std::uint64_t{1}, std::uint64_t{1} << 4, std::uint64_t{1} << 40}) {
         INFO("modify_bitmask ", bit);
@@ -660,12 +631,12 @@ TEST_CASE_FIXTURE(
     }
     CHECK(RQC(vsd) == 1);
 
-    ok(modify(rdy, err));
+    require_ok(modify(rdy, err));
     CHECK(RQC(state) == err);
     bad_state(modify(err, rdy));
-    ok(modify(err, rst));
-    ok(modify(rst, rdy));
-    ok(modify(rdy, rst));
+    require_ok(modify(err, rst));
+    require_ok(modify(rst, rdy));
+    require_ok(modify(rdy, rst));
     CHECK(RQC(state) == rst);
 #undef RQC
     CHECK(destroy_rq(h, rqn).status == cmd_status::OK);
@@ -722,7 +693,7 @@ TEST_CASE_FIXTURE(eth_env,
     const auto a = new_rq(), b = new_rq();
     // mlx5e_tir_builder_build_inline.
     const auto inline_tir = new_tir({.td = td, .inline_rqn = a});
-    auto q = ok(query_tir(h, inline_tir));
+    auto q = require_ok(query_tir(h, inline_tir));
     CHECK(TIR_GET(q, disp_type) == MLX5_TIRC_DISP_TYPE_DIRECT);
     CHECK(TIR_GET(q, inline_rqn) == a);
     CHECK(TIR_GET(q, rx_hash_fn) == MLX5_RX_HASH_FN_NONE);
@@ -731,7 +702,7 @@ TEST_CASE_FIXTURE(eth_env,
     // build_rqt + build_rss (Toeplitz over IPv4/TCP 4-tuple), as for mlx5e's TT_IPV4_TCP TIR.
     const auto rss_rqt = new_rqt(256, spread(a, b));
     const auto rss = new_tir(rss_tir(td, rss_rqt, kSelSrcIp | kSelDstIp | kSelL4Sport | kSelL4Dport));
-    q = ok(query_tir(h, rss));
+    q = require_ok(query_tir(h, rss));
     CHECK(TIR_GET(q, disp_type) == kIndirect);
     CHECK(TIR_GET(q, indirect_table) == rss_rqt);
     CHECK(TIR_GET(q, rx_hash_fn) == MLX5_RX_HASH_FN_TOEPLITZ);
@@ -746,7 +717,7 @@ TEST_CASE_FIXTURE(eth_env,
     const auto direct_rqt = new_rqt(256, {b});
     const auto direct_tir =
         new_tir({.td = td, .disp_type = kIndirect, .rqt = direct_rqt, .hash_fn = MLX5_RX_HASH_FN_INVERTED_XOR8});
-    q = ok(query_tir(h, direct_tir));
+    q = require_ok(query_tir(h, direct_tir));
     CHECK(TIR_GET(q, indirect_table) == direct_rqt);
     CHECK(TIR_GET(q, rx_hash_fn) == MLX5_RX_HASH_FN_INVERTED_XOR8);
 
@@ -788,7 +759,7 @@ TEST_CASE_FIXTURE(
     "MODIFY_TIR: bitmask.hash replaces the hash, bitmask.self_lb_en the loopback block; packet_merge is refused") {
     const auto rqt = new_rqt(256, {new_rq()});
     const auto tirn = new_tir(rss_tir(td, rqt, kSelSrcIp | kSelDstIp));
-    auto query = [&] { return ok(query_tir(h, tirn)); };
+    auto query = [&] { return require_ok(query_tir(h, tirn)); };
 
     // ethtool -X: a new key and hash function (mlx5e_tir_builder_build_rss on a modify builder).
     tir_spec hash{.hash_fn = MLX5_RX_HASH_FN_INVERTED_XOR8,

@@ -25,36 +25,13 @@ constexpr unsigned kAllow = MLX5_FLOW_CONTEXT_ACTION_ALLOW, kDrop = MLX5_FLOW_CO
 constexpr unsigned kToVport = MLX5_IFC_FLOW_DESTINATION_TYPE_VPORT,
                    kToTable = MLX5_IFC_FLOW_DESTINATION_TYPE_FLOW_TABLE, kToTir = MLX5_IFC_FLOW_DESTINATION_TYPE_TIR;
 
-std::vector<std::byte> command(std::size_t bytes, cmd_opcode op, std::uint16_t op_mod = 0) {
-    std::vector<std::byte> in(bytes);
-    CXV_LINUX_SET(set_fte_in, in, opcode, static_cast<std::uint16_t>(op));  // every input starts so
-    CXV_LINUX_SET(set_fte_in, in, op_mod, op_mod);
-    return in;
-}
 
-// The refusals most checks here end in.
-void bad_parameter(const cmd_result& r, std::source_location where = std::source_location::current()) {
-    check_status(r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER, where);
-}
-void in_use(const cmd_result& r, std::source_location where = std::source_location::current()) {
-    check_status(r, cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE, where);
-}
-// REQUIREs success (naming the syndrome otherwise); returns r.
-const cmd_result& ok(const cmd_result& r) {
-    REQUIRE_MESSAGE(r.status == cmd_status::OK, sim::name(r.synd()));
-    return r;
-}
-
-cmd_result query_cap(H& h, std::uint16_t op_mod) {
-    return h.exec(command(CXV_LINUX_BYTES(query_hca_cap_in), cmd_opcode::QUERY_HCA_CAP, op_mod),
-                  CXV_LINUX_BYTES(query_hca_cap_out));
-}
 
 // --- what an entry forwards to: an RQ behind a TIR ------------------------------------------
 
 cmd_result create_rq(H& h, std::uint32_t cqn, std::uint32_t pd, const dma_buffer& buf) {
     // A cyclic RQ of 64 WQEs of 16 bytes in one page, the doorbell record at its end.
-    auto in = command(CXV_LINUX_BYTES(create_rq_in) + 8, cmd_opcode::CREATE_RQ);
+    auto in = linux_command(CXV_LINUX_BYTES(create_rq_in) + 8, cmd_opcode::CREATE_RQ);
     CXV_LINUX_SET(create_rq_in, in, ctx.cqn, cqn);
     CXV_LINUX_SET(create_rq_in, in, ctx.wq.wq_type, MLX5_WQ_TYPE_CYCLIC);
     CXV_LINUX_SET(create_rq_in, in, ctx.wq.pd, pd);
@@ -67,7 +44,7 @@ cmd_result create_rq(H& h, std::uint32_t cqn, std::uint32_t pd, const dma_buffer
 
 // mlx5e_tir_builder_build_inline.
 cmd_result create_tir(H& h, std::uint32_t td, std::uint32_t rqn) {
-    auto in = command(CXV_LINUX_BYTES(create_tir_in), cmd_opcode::CREATE_TIR);
+    auto in = linux_command(CXV_LINUX_BYTES(create_tir_in), cmd_opcode::CREATE_TIR);
     CXV_LINUX_SET(create_tir_in, in, ctx.transport_domain, td);
     CXV_LINUX_SET(create_tir_in, in, ctx.disp_type, MLX5_TIRC_DISP_TYPE_DIRECT);
     CXV_LINUX_SET(create_tir_in, in, ctx.rx_hash_fn, MLX5_RX_HASH_FN_NONE);
@@ -75,7 +52,7 @@ cmd_result create_tir(H& h, std::uint32_t td, std::uint32_t rqn) {
     return h.exec(in, CXV_LINUX_BYTES(create_tir_out));
 }
 cmd_result destroy_tir(H& h, std::uint32_t tirn) {
-    auto in = command(CXV_LINUX_BYTES(destroy_tir_in), cmd_opcode::DESTROY_TIR);
+    auto in = linux_command(CXV_LINUX_BYTES(destroy_tir_in), cmd_opcode::DESTROY_TIR);
     CXV_LINUX_SET(destroy_tir_in, in, tirn, tirn);
     return h.exec(in, CXV_LINUX_BYTES(destroy_tir_out));
 }
@@ -83,7 +60,7 @@ cmd_result destroy_tir(H& h, std::uint32_t tirn) {
 TEST_CASE("QUERY_HCA_CAP on an InfiniBand port: no Ethernet offloads, no NIC flow tables") {
     H h;
     REQUIRE(h.bring_up());
-    const auto g = ok(query_cap(h, kCapGeneral));
+    const auto g = require_ok(query_cap(h, kCapGeneral));
     CHECK(CXV_LINUX_GET(query_hca_cap_out, g.out, capability.cmd_hca_cap.nic_flow_table) == 0);
     CHECK(CXV_LINUX_GET(query_hca_cap_out, g.out, capability.cmd_hca_cap.eth_net_offloads) == 0);
     check_status(query_cap(h, kCapEthernetOffloads), cmd_status::BAD_PARAM, cmd_syndrome::BAD_OP_MOD);
@@ -103,7 +80,7 @@ struct ft_spec {
     unsigned reformat_en = 0, decap_en = 0, sw_owner = 0, termination_table = 0;
 };
 cmd_result create_ft(H& h, const ft_spec& s) {
-    auto in = command(CXV_LINUX_BYTES(create_flow_table_in), cmd_opcode::CREATE_FLOW_TABLE);
+    auto in = linux_command(CXV_LINUX_BYTES(create_flow_table_in), cmd_opcode::CREATE_FLOW_TABLE);
     CXV_LINUX_SET(create_flow_table_in, in, table_type, s.table_type);
     CXV_LINUX_SET(create_flow_table_in, in, other_vport, s.other_vport);
     CXV_LINUX_SET(create_flow_table_in, in, vport_number, s.other_vport);
@@ -119,7 +96,7 @@ cmd_result create_ft(H& h, const ft_spec& s) {
 }
 std::uint32_t table_of(const cmd_result& r) { return CXV_LINUX_GET(create_flow_table_out, r.out, table_id); }
 cmd_result destroy_ft(H& h, std::uint32_t id) {
-    auto in = command(CXV_LINUX_BYTES(destroy_flow_table_in), cmd_opcode::DESTROY_FLOW_TABLE);
+    auto in = linux_command(CXV_LINUX_BYTES(destroy_flow_table_in), cmd_opcode::DESTROY_FLOW_TABLE);
     CXV_LINUX_SET(destroy_flow_table_in, in, table_id, id);
     return h.exec(in, CXV_LINUX_BYTES(destroy_flow_table_out));
 }
@@ -142,7 +119,7 @@ struct fg_spec {
     unsigned group_type = 0;
 };
 cmd_result create_fg(H& h, const fg_spec& s) {
-    auto in = command(CXV_LINUX_BYTES(create_flow_group_in), cmd_opcode::CREATE_FLOW_GROUP);
+    auto in = linux_command(CXV_LINUX_BYTES(create_flow_group_in), cmd_opcode::CREATE_FLOW_GROUP);
     CXV_LINUX_SET(create_flow_group_in, in, table_id, s.table);
     CXV_LINUX_SET(create_flow_group_in, in, group_type, s.group_type);
     CXV_LINUX_SET(create_flow_group_in, in, start_flow_index, s.start);
@@ -154,7 +131,7 @@ cmd_result create_fg(H& h, const fg_spec& s) {
 }
 std::uint32_t group_of(const cmd_result& r) { return CXV_LINUX_GET(create_flow_group_out, r.out, group_id); }
 cmd_result destroy_fg(H& h, std::uint32_t table, std::uint32_t group) {
-    auto in = command(CXV_LINUX_BYTES(destroy_flow_group_in), cmd_opcode::DESTROY_FLOW_GROUP);
+    auto in = linux_command(CXV_LINUX_BYTES(destroy_flow_group_in), cmd_opcode::DESTROY_FLOW_GROUP);
     CXV_LINUX_SET(destroy_flow_group_in, in, table_id, table);
     CXV_LINUX_SET(destroy_flow_group_in, in, group_id, group);
     return h.exec(in, CXV_LINUX_BYTES(destroy_flow_group_out));
@@ -181,7 +158,7 @@ struct fte_spec {
 cmd_result set_fte(H& h, const fte_spec& s) {
     const std::size_t all = s.dests.size() + s.counters.size();
     const std::size_t n = s.entries >= 0 ? static_cast<std::size_t>(s.entries) : all;
-    auto in = command(CXV_LINUX_BYTES(set_fte_in) + 8 * n, cmd_opcode::SET_FLOW_TABLE_ENTRY, s.op_mod);
+    auto in = linux_command(CXV_LINUX_BYTES(set_fte_in) + 8 * n, cmd_opcode::SET_FLOW_TABLE_ENTRY, s.op_mod);
     CXV_LINUX_SET(set_fte_in, in, modify_enable_mask, s.modify_enable_mask);
     CXV_LINUX_SET(set_fte_in, in, table_id, s.table);
     CXV_LINUX_SET(set_fte_in, in, flow_index, s.index);
@@ -209,7 +186,7 @@ cmd_result set_fte(H& h, const fte_spec& s) {
     return h.exec(in, CXV_LINUX_BYTES(set_fte_out));
 }
 cmd_result delete_fte(H& h, std::uint32_t table, std::uint32_t index) {
-    auto in = command(CXV_LINUX_BYTES(delete_fte_in), cmd_opcode::DELETE_FLOW_TABLE_ENTRY);
+    auto in = linux_command(CXV_LINUX_BYTES(delete_fte_in), cmd_opcode::DELETE_FLOW_TABLE_ENTRY);
     CXV_LINUX_SET(delete_fte_in, in, table_id, table);
     CXV_LINUX_SET(delete_fte_in, in, flow_index, index);
     return h.exec(in, CXV_LINUX_BYTES(delete_fte_out));
@@ -217,7 +194,7 @@ cmd_result delete_fte(H& h, std::uint32_t table, std::uint32_t index) {
 
 // mlx5_cmd_update_root_ft on an Ethernet port: op_mod 1 disconnects (table_id 0).
 cmd_result set_root(H& h, std::uint32_t table, std::uint16_t op_mod = 0) {
-    auto in = command(CXV_LINUX_BYTES(set_flow_table_root_in), cmd_opcode::SET_FLOW_TABLE_ROOT, op_mod);
+    auto in = linux_command(CXV_LINUX_BYTES(set_flow_table_root_in), cmd_opcode::SET_FLOW_TABLE_ROOT, op_mod);
     CXV_LINUX_SET(set_flow_table_root_in, in, table_id, table);
     return h.exec(in, CXV_LINUX_BYTES(set_flow_table_root_out));
 }
@@ -225,19 +202,19 @@ cmd_result set_root(H& h, std::uint32_t table, std::uint16_t op_mod = 0) {
 // --- flow counters (mlx5_cmd_fc_*) ----------------------------------------------------------------
 
 cmd_result alloc_fc(H& h, unsigned bulk = 0) {
-    auto in = command(CXV_LINUX_BYTES(alloc_flow_counter_in), cmd_opcode::ALLOC_FLOW_COUNTER);
+    auto in = linux_command(CXV_LINUX_BYTES(alloc_flow_counter_in), cmd_opcode::ALLOC_FLOW_COUNTER);
     CXV_LINUX_SET(alloc_flow_counter_in, in, flow_counter_bulk, bulk);
     return h.exec(in, CXV_LINUX_BYTES(alloc_flow_counter_out));
 }
 std::uint32_t fc_of(const cmd_result& r) { return CXV_LINUX_GET(alloc_flow_counter_out, r.out, flow_counter_id); }
 cmd_result dealloc_fc(H& h, std::uint32_t id) {
-    auto in = command(CXV_LINUX_BYTES(dealloc_flow_counter_in), cmd_opcode::DEALLOC_FLOW_COUNTER);
+    auto in = linux_command(CXV_LINUX_BYTES(dealloc_flow_counter_in), cmd_opcode::DEALLOC_FLOW_COUNTER);
     CXV_LINUX_SET(dealloc_flow_counter_in, in, flow_counter_id, id);
     return h.exec(in, CXV_LINUX_BYTES(dealloc_flow_counter_out));
 }
 // The output has room for one traffic_counter, as mlx5_cmd_fc_query means it to.
 cmd_result query_fc(H& h, std::uint32_t id) {
-    auto in = command(CXV_LINUX_BYTES(query_flow_counter_in), cmd_opcode::QUERY_FLOW_COUNTER);
+    auto in = linux_command(CXV_LINUX_BYTES(query_flow_counter_in), cmd_opcode::QUERY_FLOW_COUNTER);
     CXV_LINUX_SET(query_flow_counter_in, in, flow_counter_id, id);
     return h.exec(in, CXV_LINUX_BYTES(query_flow_counter_out) + CXV_LINUX_BYTES(traffic_counter));
 }
@@ -255,19 +232,19 @@ struct flow_env {
         const auto pd = alloc_pd(h);
         const auto cq = create_small_cq(h);
         const auto t =
-            ok(h.exec(command(CXV_LINUX_BYTES(alloc_transport_domain_in), cmd_opcode::ALLOC_TRANSPORT_DOMAIN),
+            require_ok(h.exec(linux_command(CXV_LINUX_BYTES(alloc_transport_domain_in), cmd_opcode::ALLOC_TRANSPORT_DOMAIN),
                       CXV_LINUX_BYTES(alloc_transport_domain_out)));
         td = static_cast<std::uint32_t>(CXV_LINUX_GET(alloc_transport_domain_out, t.out, transport_domain));
         rqn =
-            static_cast<std::uint32_t>(CXV_LINUX_GET(create_rq_out, ok(create_rq(h, cq, pd, h.alloc(4096))).out, rqn));
+            static_cast<std::uint32_t>(CXV_LINUX_GET(create_rq_out, require_ok(create_rq(h, cq, pd, h.alloc(4096))).out, rqn));
         tir = new_tir();
         tir2 = new_tir();
         counter = new_counter();
     }
-    std::uint32_t new_tir() { return CXV_LINUX_GET(create_tir_out, ok(create_tir(h, td, rqn)).out, tirn); }
-    std::uint32_t new_counter() { return fc_of(ok(alloc_fc(h))); }
-    std::uint32_t new_table(const ft_spec& s = {}) { return table_of(ok(create_ft(h, s))); }
-    std::uint32_t new_group(const fg_spec& s) { return group_of(ok(create_fg(h, s))); }
+    std::uint32_t new_tir() { return CXV_LINUX_GET(create_tir_out, require_ok(create_tir(h, td, rqn)).out, tirn); }
+    std::uint32_t new_counter() { return fc_of(require_ok(alloc_fc(h))); }
+    std::uint32_t new_table(const ft_spec& s = {}) { return table_of(require_ok(create_ft(h, s))); }
+    std::uint32_t new_group(const fg_spec& s) { return group_of(require_ok(create_fg(h, s))); }
 };
 
 // A table shaped as lib/fs_ttc.c's traffic-type table: a group on ethertype and IP
@@ -302,7 +279,7 @@ struct ttc_env : flow_env {
 TEST_CASE("QUERY_HCA_CAP FLOW_TABLE on an Ethernet port: NIC receive tables with counters; no NIC transmit tables") {
     H h(ethernet());
     REQUIRE(h.bring_up());
-    const auto r = ok(query_cap(h, kCapFlowTable));
+    const auto r = require_ok(query_cap(h, kCapFlowTable));
 #define RX(fld) \
     CXV_LINUX_GET(query_hca_cap_out, r.out, capability.flow_table_nic_cap.flow_table_properties_nic_receive.fld)
     CHECK(RX(ft_support) == 1);
