@@ -622,6 +622,10 @@ CXV_IFC_LAYOUT(modify_vport_state_out, 0x80)
     F(mac_addr_31_0, 0x020, 32)
 CXV_IFC_LAYOUT(mac_address_layout, 0x40)
 
+// An entry of a NIC vport context's VLAN list (allowed_list_type 2).
+#define CXV_IFC_vlan_layout(F, S, A, T) F(vlan, 0x014, 12)
+CXV_IFC_LAYOUT(vlan_layout, 0x40)
+
 // PRM Table: NIC Vport Context: a vport's Ethernet attributes: RoCE enable, local
 // loopback, MTU, GUIDs, promiscuous modes, the permanent MAC and the current
 // allowed-address list (allowed_list_size entries of allowed_list_type: 0 unicast MACs,
@@ -750,6 +754,7 @@ CXV_IFC_LAYOUT(modify_nic_vport_context_out, 0x80)
     X(modify_vport_state_in, modify_vport_state_in)                 \
     X(modify_vport_state_out, modify_vport_state_out)               \
     X(mac_address_layout, mac_address_layout)                       \
+    X(vlan_layout, vlan_layout)                                     \
     X(nic_vport_context, nic_vport_context)                         \
     X(query_nic_vport_context_in, query_nic_vport_context_in)       \
     X(query_nic_vport_context_out, query_nic_vport_context_out)     \

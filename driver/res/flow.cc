@@ -8,6 +8,7 @@
 
 #include "driver/cmd/cmd_queue.h"
 #include "hw/ifc.h"
+#include "hw/mac.h"
 
 namespace cxv::driver {
 
@@ -314,5 +315,42 @@ status flow_rule::destroy() {
 }
 
 flow_rule::~flow_rule() { (void)destroy(); }
+
+// --- the vport's filter ------------------------------------------------------------------
+
+status set_multicast_macs(hca& h, std::span<const std::array<std::uint8_t, 6>> groups) {
+    using in_t = ifc::modify_nic_vport_context_in;
+    constexpr std::uint32_t kMulticastList = 1;  // allowed_list_type (Linux MLX5_NVPRT_LIST_TYPE_MC)
+    const unsigned log_max = ifc::get<ifc::cmd_hca_cap::log_max_current_mc_list>(h.caps().data());
+    if (groups.size() > (std::size_t{1} << log_max)) {
+        return error{EINVAL, fmt::format("set_multicast_macs: {} groups (the device keeps {})", groups.size(),
+                                         std::size_t{1} << log_max)};
+    }
+    for (const auto& g : groups) {
+        if ((g[0] & 1) == 0) return error{EINVAL, "set_multicast_macs: a unicast MAC"};
+    }
+    auto in = command<in_t>(cmd_opcode::MODIFY_NIC_VPORT_CONTEXT, 0, groups.size() * 8);
+    ifc::set<ifc::modify_nic_vport_field_select::addresses_list>(ifc::at<in_t::field_select>(in.data()), 1);
+    std::byte* v = ifc::at<in_t::nic_vport_context>(in.data());
+    ifc::set<ifc::nic_vport_context::allowed_list_type>(v, kMulticastList);
+    ifc::set<ifc::nic_vport_context::allowed_list_size>(v, static_cast<std::uint32_t>(groups.size()));
+    for (std::size_t i = 0; i < groups.size(); ++i) hw::set_mac(in.data() + in_t::size_bytes + 8 * i, groups[i]);
+    auto r = h.exec(in, ifc::modify_nic_vport_context_out::size_bytes);
+    if (!r) return r.error();
+    return ok_status();
+}
+
+status set_promiscuous(hca& h, bool unicast, bool multicast, bool all) {
+    using in_t = ifc::modify_nic_vport_context_in;
+    auto in = command<in_t>(cmd_opcode::MODIFY_NIC_VPORT_CONTEXT);
+    ifc::set<ifc::modify_nic_vport_field_select::promisc>(ifc::at<in_t::field_select>(in.data()), 1);
+    std::byte* v = ifc::at<in_t::nic_vport_context>(in.data());
+    ifc::set<ifc::nic_vport_context::promisc_uc>(v, unicast ? 1 : 0);
+    ifc::set<ifc::nic_vport_context::promisc_mc>(v, multicast ? 1 : 0);
+    ifc::set<ifc::nic_vport_context::promisc_all>(v, all ? 1 : 0);
+    auto r = h.exec(in, ifc::modify_nic_vport_context_out::size_bytes);
+    if (!r) return r.error();
+    return ok_status();
+}
 
 }  // namespace cxv::driver

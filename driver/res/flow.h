@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "driver/res/eth.h"
@@ -136,5 +137,12 @@ private:
     action action_;
     unsigned index_ = 0;
 };
+
+// The vport's receive filter (PRM "NIC Vport Context", MODIFY_NIC_VPORT_CONTEXT): which
+// frames, beyond those to the function's own MAC and to broadcast, reach the flow tables.
+// The multicast groups joined (their MACs; the list replaces the last one, at most
+// 2^log_max_current_mc_list of them), and the promiscuous modes.
+status set_multicast_macs(hca& h, std::span<const std::array<std::uint8_t, 6>> groups);
+status set_promiscuous(hca& h, bool unicast, bool multicast, bool all);
 
 }  // namespace cxv::driver

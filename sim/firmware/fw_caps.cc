@@ -144,6 +144,10 @@ void hca_caps::fill_general_caps(std::byte* p, bool max) const {
     // NIC receive flow tables (fw_flow.cc) and the Ethernet offloads: an Ethernet port's.
     ifc::set<cap::nic_flow_table>(p, eth ? 1 : 0);
     ifc::set<cap::eth_net_offloads>(p, eth ? 1 : 0);
+    // The vport's allowed address lists (MODIFY_NIC_VPORT_CONTEXT): 128 entries each.
+    ifc::set<cap::log_max_current_uc_list>(p, eth ? 7 : 0);
+    ifc::set<cap::log_max_current_mc_list>(p, eth ? 7 : 0);
+    ifc::set<cap::log_max_vlan_list>(p, eth ? 7 : 0);
     ifc::set<cap::log_max_ra_req_qp>(p, 4);
     ifc::set<cap::log_max_ra_res_qp>(p, 4);
     ifc::set<cap::log_max_msg>(p, 30);

@@ -34,6 +34,8 @@ constexpr auto kVportDown = static_cast<std::uint32_t>(hw::vport_state::DOWN);
 constexpr std::uint32_t kPolicyFollow = 2;
 constexpr std::uint16_t kSmLid = 1;
 constexpr std::uint8_t kSubnetTimeout = 18;  // what OpenSM configures by default
+// nic_vport_context.allowed_list_type (Linux enum mlx5_list_type).
+constexpr std::uint32_t kListUc = 0, kListMc = 1, kListVlan = 2;
 constexpr std::uint64_t kGidPrefix = 0xfe80000000000000ull;
 // PortInfo:CapabilityMask as a ConnectX-5/6 port without an SM reports it: traps,
 // SL mapping, system image GUID, extended speeds, CapabilityMask2, CM, vendor class,
@@ -285,9 +287,9 @@ cmd_reply vport_commands::query_nic_vport_context(cmd_ctx& c) {
     if (auto r = target<in_t>(c, vport); r.status != cmd_status::OK) return r;
     // allowed_list_type: 0 unicast MACs, 1 multicast MACs, 2 VLANs.
     const std::uint32_t list_type = ifc::get<in_t::allowed_list_type>(c.in.data());
-    if (list_type > 2) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    if (list_type > kListVlan) return bad_param(cmd_syndrome::BAD_PARAMETER);
     std::byte* v = ifc::at<ifc::query_nic_vport_context_out::nic_vport_context>(c.out.data());
-    // The requested list is empty: no addresses were added with addresses_list.
+    // A VF's lists, set by its own driver, are in the VF's function: empty here.
     ifc::set<v_t::allowed_list_type>(v, list_type);
     ifc::set<v_t::allowed_list_size>(v, 0);
     ifc::set<v_t::system_image_guid>(v, cfg_.node_guid);
@@ -304,6 +306,21 @@ cmd_reply vport_commands::query_nic_vport_context(cmd_ctx& c) {
     }
     std::copy(nic_vport_.begin(), nic_vport_.end(), v);
     ifc::set<v_t::allowed_list_type>(v, list_type);
+    // The list asked for, as much of it as the output holds.
+    const std::size_t list_at = ifc::query_nic_vport_context_out::size_bytes;
+    const std::size_t room = c.out.size() > list_at ? (c.out.size() - list_at) / 8 : 0;
+    const std::size_t n = list_type == kListVlan ? filter_.vlans.size()
+                          : list_type == kListMc ? filter_.mc.size()
+                                                 : filter_.uc.size();
+    ifc::set<v_t::allowed_list_size>(v, static_cast<std::uint32_t>(n));
+    for (std::size_t i = 0; i < n && i < room; ++i) {
+        std::byte* e = c.out.data() + list_at + 8 * i;
+        if (list_type == kListVlan) {
+            ifc::set<ifc::vlan_layout::vlan>(e, filter_.vlans[i]);
+        } else {
+            hw::set_mac(e, list_type == kListMc ? filter_.mc[i] : filter_.uc[i]);
+        }
+    }
     ifc::set<v_t::system_image_guid>(v, cfg_.node_guid);
     ifc::set<v_t::port_guid>(v, cfg_.node_guid + 1);
     ifc::set<v_t::node_guid>(v, cfg_.node_guid);
@@ -349,11 +366,31 @@ cmd_reply vport_commands::modify_nic_vport_context(cmd_ctx& c) {
     if (cfg_.port == port_type::ETHERNET) {
         ifc::set<fs_t::mtu>(allowed.data(), 1);
         ifc::set<fs_t::promisc>(allowed.data(), 1);
+        ifc::set<fs_t::addresses_list>(allowed.data(), 1);
     }
     const std::uint32_t select = load_be(fs, fs_t::size_bytes);
     if (select & ~load_be(allowed.data(), allowed.size())) return bad_param(cmd_syndrome::BAD_PARAMETER);
     const bool set_mtu = ifc::get<fs_t::mtu>(fs) != 0;
     if (set_mtu && ifc::get<v_t::mtu>(v) > kMaxEthMtu) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+    // An address list (PRM "NIC Vport Context": allowed_list_type 0 unicast MACs, 1
+    // multicast MACs, 2 VLANs; allowed_list_size entries of 64 bits after the context),
+    // replacing the one of its type; at most 2^log_max_current_*_list entries.
+    const bool set_list = ifc::get<fs_t::addresses_list>(fs) != 0;
+    const std::uint32_t list_type = ifc::get<v_t::allowed_list_type>(v);
+    const std::uint32_t list_size = ifc::get<v_t::allowed_list_size>(v);
+    const std::size_t list_at = ifc::modify_nic_vport_context_in::size_bytes;
+    if (set_list) {
+        const std::byte* caps = caps_.current();
+        const unsigned log_max = list_type == kListUc   ? ifc::get<ifc::cmd_hca_cap::log_max_current_uc_list>(caps)
+                                 : list_type == kListMc ? ifc::get<ifc::cmd_hca_cap::log_max_current_mc_list>(caps)
+                                 : list_type == kListVlan ? ifc::get<ifc::cmd_hca_cap::log_max_vlan_list>(caps)
+                                                          : 0;
+        if (list_type > kListVlan) return bad_param(cmd_syndrome::BAD_PARAMETER);
+        if (list_size > (1u << log_max)) return bad_param(cmd_syndrome::EXCEEDS_LIMIT);
+        if (c.in.size() < list_at + std::size_t{list_size} * 8) {
+            return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
+        }
+    }
 
     std::byte* cur = nic_vport_.data();
     if (ifc::get<fs_t::roce_en>(fs)) ifc::set<v_t::roce_en>(cur, ifc::get<v_t::roce_en>(v));
@@ -362,6 +399,22 @@ cmd_reply vport_commands::modify_nic_vport_context(cmd_ctx& c) {
         ifc::set<v_t::promisc_uc>(cur, ifc::get<v_t::promisc_uc>(v));
         ifc::set<v_t::promisc_mc>(cur, ifc::get<v_t::promisc_mc>(v));
         ifc::set<v_t::promisc_all>(cur, ifc::get<v_t::promisc_all>(v));
+        filter_.promisc_uc = ifc::get<v_t::promisc_uc>(v) != 0;
+        filter_.promisc_mc = ifc::get<v_t::promisc_mc>(v) != 0;
+        filter_.promisc_all = ifc::get<v_t::promisc_all>(v) != 0;
+    }
+    if (set_list) {
+        const std::byte* list = c.in.data() + list_at;
+        if (list_type == kListVlan) {
+            filter_.vlans.clear();
+            for (std::uint32_t i = 0; i < list_size; ++i) {
+                filter_.vlans.push_back(static_cast<std::uint16_t>(ifc::get<ifc::vlan_layout::vlan>(list + 8 * i)));
+            }
+        } else {
+            auto& macs = list_type == kListMc ? filter_.mc : filter_.uc;
+            macs.clear();
+            for (std::uint32_t i = 0; i < list_size; ++i) macs.push_back(hw::get_mac(list + 8 * i));
+        }
     }
     return ok();
 }
@@ -370,6 +423,7 @@ cmd_reply vport_commands::modify_nic_vport_context(cmd_ctx& c) {
 // to their defaults with the objects.
 void vport_commands::release_all() {
     nic_vport_ = {};
+    filter_ = {};
     roce_addresses_.clear();
 }
 

@@ -22,7 +22,8 @@ class vport_commands {
 public:
     vport_commands(const device_config& cfg, const hca_caps& caps, const access_registers& regs,
                    const device_port& port, object_tables& tables)
-        : cfg_(cfg), caps_(caps), regs_(regs), port_(port), roce_addresses_(tables.roce_addresses) {}
+        : cfg_(cfg), caps_(caps), regs_(regs), port_(port), roce_addresses_(tables.roce_addresses),
+          filter_(tables.eth.filter) {}
 
     cmd_reply query_vport_state(cmd_ctx& c);
     cmd_reply modify_vport_state(cmd_ctx& c);
@@ -60,6 +61,8 @@ private:
     // The NIC vport context fields MODIFY_NIC_VPORT_CONTEXT sets (roce_en, mtu, promisc_*);
     // all zero at power-on and after release_all().
     std::array<std::byte, hw::ifc::nic_vport_context::size_bytes> nic_vport_{};
+    // The promiscuous modes and address lists, where the port's filter reads them.
+    vport_filter& filter_;
 };
 
 }  // namespace cxv::sim

@@ -359,6 +359,20 @@ bool is_roce(std::span<const std::byte> f) {
 
 }  // namespace
 
+// The vport's filter (PRM "NIC Vport Context"): the function's own MAC and broadcast;
+// multicast groups of its list, all of them with promisc_mc; the unicast MACs of its list,
+// all of them with promisc_uc; everything with promisc_all.
+bool port::vport_takes(std::span<const std::byte> f) const {
+    std::array<std::uint8_t, 6> dmac;
+    for (std::size_t i = 0; i < 6; ++i) dmac[i] = std::to_integer<std::uint8_t>(f[i]);
+    const vport_filter& v = tables_.eth.filter;
+    if (dmac == cfg_.mac || v.promisc_all) return true;
+    if (dmac == std::array<std::uint8_t, 6>{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) return true;
+    const bool multicast = (dmac[0] & 1) != 0;
+    const auto& list = multicast ? v.mc : v.uc;
+    return (multicast ? v.promisc_mc : v.promisc_uc) || std::find(list.begin(), list.end(), dmac) != list.end();
+}
+
 void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_type::time_point now,
                         const std::function<void(wire::packet&, std::size_t)>& deliver,
                         const std::function<void(std::span<const std::byte>)>& deliver_frame) {
@@ -367,13 +381,7 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
     if (cfg_.port == port_type::ETHERNET) {
         if (handle_neighbour(f, now)) return;
         if (!is_roce(f)) {
-            // The vport's filter: its own MAC, broadcast, and (the model keeps no
-            // multicast list yet) every multicast group.
-            const bool multicast = (std::to_integer<unsigned>(f[0]) & 1) != 0;
-            if (!deliver_frame || (!multicast && !std::equal(cfg_.mac.begin(), cfg_.mac.end(), f.begin(),
-                                                             [](std::uint8_t a, std::byte b) {
-                                                                 return a == std::to_integer<std::uint8_t>(b);
-                                                             }))) {
+            if (!deliver_frame || !vport_takes(f)) {
                 ++counters_.not_for_us;
                 return;
             }

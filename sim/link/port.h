@@ -11,8 +11,9 @@
 //         discovery are answered for the function's own addresses (the RoCE GID table
 //         the driver programmed) and teach the neighbour table; a RoCEv2 or IB packet
 //         whose ICRC (and VCRC) checks is decoded and handed to the engine; a damaged one
-//         is dropped and counted, as a card drops it; any other Ethernet frame for the
-//         function's MAC, broadcast or multicast goes to the receive flow tables.
+//         is dropped and counted, as a card drops it; any other Ethernet frame the
+//         vport's filter takes (its MAC, broadcast, its address lists, its promiscuous
+//         modes) goes to the receive flow tables.
 //
 // Model thread only (the pcap writer is shared by the process's ports and locks).
 #pragma once
@@ -79,8 +80,8 @@ public:
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
     // An Ethernet port's other frames -- no RoCE packet, no ARP or neighbour discovery --
-    // addressed to the function's MAC, to broadcast or to a multicast group, go to
-    // `deliver_frame` as they are (the NIC's receive flow tables; none: dropped).
+    // that the vport's filter takes go to `deliver_frame` as they are (the NIC's receive
+    // flow tables; none: dropped).
     bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver,
               const std::function<void(std::span<const std::byte>)>& deliver_frame = {});
     // A descriptor readable when a frame arrives (a socket of a directory fabric), or -1.
@@ -118,6 +119,7 @@ private:
                       const std::function<void(wire::packet&, std::size_t)>& deliver,
                       const std::function<void(std::span<const std::byte>)>& deliver_frame);
     bool handle_neighbour(std::span<const std::byte> f, clock_type::time_point now);
+    bool vport_takes(std::span<const std::byte> f) const;
     void learn(const gid& ip, const std::array<std::uint8_t, 6>& mac, clock_type::time_point now);
     bool own_address(const gid& ip) const;
     gid source_ipv4() const;

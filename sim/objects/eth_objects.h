@@ -113,6 +113,14 @@ struct flow_counter : referenced {
     std::uint64_t packets = 0, octets = 0;
 };
 
+// What the function's vport takes in (PRM "NIC Vport Context": the promiscuous modes and
+// the allowed address lists MODIFY_NIC_VPORT_CONTEXT sets), for the port's filter.
+struct vport_filter {
+    bool promisc_uc = false, promisc_mc = false, promisc_all = false;
+    std::vector<std::array<std::uint8_t, 6>> uc, mc;  // allowed MACs beside the function's own
+    std::vector<std::uint16_t> vlans;                  // kept and reported; not filtered on
+};
+
 // The Ethernet part of the object tables (tables.h).
 struct eth_tables {
     std::map<std::uint32_t, td_object> transport_domains;
@@ -125,6 +133,7 @@ struct eth_tables {
     std::uint32_t root_table = 0;                      // SET_FLOW_TABLE_ROOT (0: none)
     std::map<std::uint32_t, flow_counter> flow_counters;
     std::uint32_t next_group_id = 1;                   // group ids are unique per function
+    vport_filter filter;
 };
 
 }  // namespace cxv::sim

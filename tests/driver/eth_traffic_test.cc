@@ -201,3 +201,29 @@ TEST_CASE("a UDP feed from one function's SQ reaches the other's RQ through its 
     CHECK(n.packets == 2);
     CHECK(n.octets == feed.size() + 106);
 }
+
+TEST_CASE("multicast: a group's frames arrive once it is joined (the vport's list), not before or after; promiscuous takes all") {
+    sender a;
+    receiver b;
+    // 239.1.2.3's MAC (RFC 1112: 01:00:5e and the address's low 23 bits).
+    const std::array<std::uint8_t, 6> group{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+    a.send(udp_frame(group, a.h->mac(), kFeedPort, 64, 1));
+    CHECK_FALSE(b.poll(200ms).has_value());
+    const std::array<std::array<std::uint8_t, 6>, 1> joined{group};
+    check_ok(set_multicast_macs(*b.h, joined));
+    a.send(udp_frame(group, a.h->mac(), kFeedPort, 64, 2));
+    auto c = b.poll();
+    REQUIRE(c.has_value());
+    CHECK(c->byte_cnt.value() == 106);
+    check_ok(set_multicast_macs(*b.h, {}));  // left
+    a.send(udp_frame(group, a.h->mac(), kFeedPort, 64, 3));
+    CHECK_FALSE(b.poll(200ms).has_value());
+    check_ok(set_promiscuous(*b.h, false, true, false));  // all multicast
+    a.send(udp_frame(group, a.h->mac(), kFeedPort, 64, 4));
+    c = b.poll();
+    REQUIRE(c.has_value());
+    CHECK(b.buf[std::size_t{(b.ci - 1) % 64} * 2048 + 19] == std::byte{4});
+    // A unicast MAC in the list is refused by the driver.
+    const std::array<std::array<std::uint8_t, 6>, 1> unicast{a.h->mac()};
+    CHECK_FALSE(set_multicast_macs(*b.h, unicast).ok());
+}

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/sim/linux_ifc.h"
 #include "tests/sim/objects.h"
 
 using namespace cxv;
@@ -452,4 +453,55 @@ TEST_CASE("disable_link_up set before INIT_HCA keeps the port down until PAOS br
     CHECK(state() == 1);  // the link trains first
     REQUIRE(h.wait_port_active());
     CHECK(state() == 4);  // Active
+}
+
+TEST_CASE("MODIFY_NIC_VPORT_CONTEXT address lists: multicast and unicast MACs and VLANs, as mlx5e's rx mode sends them") {
+    H h(ethernet());
+    REQUIRE(h.bring_up());
+    // The caps announce 2^7 entries per list on Ethernet.
+    const auto caps = test::query_cap(h, 1);
+    REQUIRE(caps.status == cmd_status::OK);
+    CHECK(CXV_LINUX_GET(query_hca_cap_out, caps.out, capability.cmd_hca_cap.log_max_current_mc_list) == 7);
+    CHECK(CXV_LINUX_GET(query_hca_cap_out, caps.out, capability.cmd_hca_cap.log_max_current_uc_list) == 7);
+    // Linux's mlx5_modify_nic_vport_mac_list: the list after the context, 8 bytes each.
+    auto list = [&](unsigned type, const std::vector<std::uint64_t>& entries, std::size_t room) {
+        auto in = test::linux_command(CXV_LINUX_BYTES(modify_nic_vport_context_in) + 8 * room,
+                                      cmd_opcode::MODIFY_NIC_VPORT_CONTEXT);
+        CXV_LINUX_SET(modify_nic_vport_context_in, in, field_select.addresses_list, 1);
+        CXV_LINUX_SET(modify_nic_vport_context_in, in, nic_vport_context.allowed_list_type, type);
+        CXV_LINUX_SET(modify_nic_vport_context_in, in, nic_vport_context.allowed_list_size, entries.size());
+        const std::size_t at = CXV_LINUX_BYTES(modify_nic_vport_context_in);
+        for (std::size_t i = 0; i < entries.size() && i < room; ++i) test::linux_put(in, (at + 8 * i) * 8, 64, entries[i]);
+        return h.exec(in, CXV_LINUX_BYTES(modify_nic_vport_context_out));
+    };
+    auto query = [&](unsigned type) {
+        auto in = test::linux_command(CXV_LINUX_BYTES(query_nic_vport_context_in), cmd_opcode::QUERY_NIC_VPORT_CONTEXT);
+        CXV_LINUX_SET(query_nic_vport_context_in, in, allowed_list_type, type);
+        return h.exec(in, CXV_LINUX_BYTES(query_nic_vport_context_out) + 8 * 4);
+    };
+    const std::uint64_t mc1 = 0x01005e000001ull, mc2 = 0x333300000001ull, uc = 0x02aabbccddeeull;
+    REQUIRE(list(1, {mc1, mc2}, 2).status == cmd_status::OK);
+    REQUIRE(list(0, {uc}, 1).status == cmd_status::OK);
+    REQUIRE(list(2, {std::uint64_t{0x64} << 32}, 1).status == cmd_status::OK);  // VLAN 100: vlan_layout's first dword
+    const auto mc = query(1);
+    REQUIRE(mc.status == cmd_status::OK);
+    CHECK(CXV_LINUX_GET(query_nic_vport_context_out, mc.out, nic_vport_context.allowed_list_type) == 1);
+    CHECK(CXV_LINUX_GET(query_nic_vport_context_out, mc.out, nic_vport_context.allowed_list_size) == 2);
+    const std::size_t at = CXV_LINUX_BYTES(query_nic_vport_context_out) * 8;
+    CHECK(test::linux_bits(mc.out, at, 64) == mc1);
+    CHECK(test::linux_bits(mc.out, at + 64, 64) == mc2);
+    const auto u = query(0);
+    CHECK(CXV_LINUX_GET(query_nic_vport_context_out, u.out, nic_vport_context.allowed_list_size) == 1);
+    CHECK(test::linux_bits(u.out, at, 64) == uc);
+    const auto v = query(2);
+    CHECK(CXV_LINUX_GET(query_nic_vport_context_out, v.out, nic_vport_context.allowed_list_size) == 1);
+    CHECK(test::linux_bits(v.out, at, 64) == (std::uint64_t{0x64} << 32));
+    // A new list replaces the old one; refusals change nothing.
+    REQUIRE(list(1, {mc2}, 1).status == cmd_status::OK);
+    check_status(list(1, std::vector<std::uint64_t>(129, mc1), 129), cmd_status::BAD_PARAM, cmd_syndrome::EXCEEDS_LIMIT);
+    check_status(list(1, {mc1, mc2}, 1), cmd_status::BAD_INPUT_LEN, cmd_syndrome::BAD_INPUT_LEN);
+    check_status(list(3, {}, 0), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    const auto after = query(1);
+    CHECK(CXV_LINUX_GET(query_nic_vport_context_out, after.out, nic_vport_context.allowed_list_size) == 1);
+    CHECK(test::linux_bits(after.out, at, 64) == mc2);
 }
