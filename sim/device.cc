@@ -187,7 +187,7 @@ bool device::receive_packets(std::chrono::steady_clock::time_point now) {
         const bool more = link_->poll(
             now, [this](wire::packet& p, std::size_t) { port_.deliver(std::move(p)); },
             [this](std::span<const std::byte> f) {
-                if (port_.active()) engine_.receive_frame(f);
+                if (port_.active()) port_.count_frame_rx(f, engine_.receive_frame(f));
             });
         if (!more) break;
         any = true;

@@ -6,6 +6,7 @@
 // subtypes as Linux's MLX5_PORT_CHANGE_SUBTYPE_*.
 #include "sim/device_port.h"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -72,10 +73,25 @@ void device_port::transmit(wire::packet&& p) {
     if (!sent) trace_.count(&counters::packets_dropped);
 }
 
+namespace {
+
+// A raw frame as the port counters count it: padded to Ethernet's minimum, with its FCS.
+wire_frames raw_frame(std::span<const std::byte> f) noexcept {
+    return {1, std::max<std::uint64_t>(f.size(), wire::ethernet_min_frame_bytes) + 4,
+            !f.empty() && (std::to_integer<unsigned>(f[0]) & 1) != 0};
+}
+
+}  // namespace
+
 void device_port::transmit_frame(std::span<const std::byte> frame) {
     const auto now = round_time_ != clock_type::time_point{} ? round_time_ : clock_type::now();
     const bool sent = active() && link_ != nullptr && link_->transmit_frame(frame, now);
+    stats_.count_tx(raw_frame(frame), sent);
     trace_.count(sent ? &counters::frames_sent : &counters::frames_dropped);
+}
+
+void device_port::count_frame_rx(std::span<const std::byte> frame, bool kept) noexcept {
+    stats_.count_rx(raw_frame(frame), kept);
 }
 
 void device_port::deliver(wire::packet&& p) {

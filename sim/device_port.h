@@ -45,6 +45,8 @@ public:
     void transmit(wire::packet&& p);
     // An Ethernet frame an SQ built: counted, then to the wire (nothing unless ACTIVE).
     void transmit_frame(std::span<const std::byte> frame);
+    // A raw frame from the wire that the pipeline took (`kept`) or dropped: counted.
+    void count_frame_rx(std::span<const std::byte> frame, bool kept) noexcept;
     // A packet from the wire: counted, then the engine's (nothing unless ACTIVE).
     void deliver(wire::packet&& p);
     // Frames that arrived damaged (a bad ICRC, VCRC or checksum): the link dropped them.

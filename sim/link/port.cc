@@ -379,8 +379,11 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
     const auto check = crcs == frame_crcs::unverified ? wire::crc_check::verify : wire::crc_check::trusted;
     wire::packet p;
     if (cfg_.port == port_type::ETHERNET) {
-        if (handle_neighbour(f, now)) return;
-        if (!is_roce(f)) {
+        // The port answers ARP and neighbour discovery for the RoCE addresses itself (a
+        // card leaves that to the host's stack); the frames go on to the flow tables too,
+        // where a netdev's or an application's rule may want them.
+        const bool neighbour = handle_neighbour(f, now);
+        if (neighbour || !is_roce(f)) {
             if (!deliver_frame || !vport_takes(f)) {
                 ++counters_.not_for_us;
                 return;

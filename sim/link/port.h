@@ -79,9 +79,9 @@ public:
     bool transmit_frame(std::span<const std::byte> frame, clock_type::time_point now);
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
-    // An Ethernet port's other frames -- no RoCE packet, no ARP or neighbour discovery --
-    // that the vport's filter takes go to `deliver_frame` as they are (the NIC's receive
-    // flow tables; none: dropped).
+    // An Ethernet port's other frames -- no RoCE packet; ARP and neighbour discovery after
+    // the port's own answer -- that the vport's filter takes go to `deliver_frame` as they
+    // are (the NIC's receive flow tables; none: dropped).
     bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver,
               const std::function<void(std::span<const std::byte>)>& deliver_frame = {});
     // A descriptor readable when a frame arrives (a socket of a directory fabric), or -1.
