@@ -63,7 +63,7 @@ struct tx_rig : engine_rig {
         hw::set_ctrl_seg(ctrl, posted, op, 0, kSqn, static_cast<std::uint8_t>(ds), signaled ? hw::ctrl_cq_update : 0);
         std::vector<std::byte> w(ds * 16);
         std::memcpy(w.data(), &ctrl, 16);
-        std::memcpy(w.data() + 16, segs.data(), segs.size());
+        if (!segs.empty()) std::memcpy(w.data() + 16, segs.data(), segs.size());
         for (std::size_t i = 0; i < w.size(); ++i) *host(ring + ((posted * 64 + i) % (8 * 64))) = w[i];
         posted = static_cast<std::uint16_t>(posted + (w.size() + 63) / 64);
         put(dbr + 4, hw::be32::from(posted));
