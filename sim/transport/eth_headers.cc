@@ -16,34 +16,30 @@ std::uint16_t u16(std::span<const std::byte> f, std::size_t at) {
     return static_cast<std::uint16_t>(u8(f, at) << 8 | u8(f, at + 1));
 }
 
-// RFC 1071: the ones' complement sum of 16-bit words, not yet folded.
-std::uint32_t sum16(std::span<const std::byte> b, std::uint32_t acc = 0) {
+// The L4 checksum: the sum of the whole segment, its checksum field included, over the
+// pseudo-header folds to 0xffff when it holds.
+bool l4_checksum_ok(std::span<const std::byte> seg, const eth_headers& h) {
+    return ones_sum(seg, pseudo_header_sum(h, seg.size())) == 0xffff;
+}
+
+}  // namespace
+
+std::uint16_t ones_sum(std::span<const std::byte> b, std::uint32_t acc) noexcept {
     std::size_t i = 0;
     for (; i + 1 < b.size(); i += 2) acc += static_cast<std::uint32_t>(u8(b, i) << 8 | u8(b, i + 1));
     if (i < b.size()) acc += static_cast<std::uint32_t>(u8(b, i) << 8);
-    return acc;
-}
-std::uint16_t fold(std::uint32_t acc) {
     while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
     return static_cast<std::uint16_t>(acc);
 }
 
-// The L4 checksum over its pseudo-header (RFC 768, RFC 793, RFC 8200 8.1): the sum of the
-// whole segment, the checksum field included, folds to 0xffff when it holds.
-bool l4_checksum_ok(std::span<const std::byte> seg, const eth_headers& h) {
+std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexcept {
     std::uint32_t acc = 0;
-    const std::size_t n = h.ip_version == 4 ? 4 : 16;
-    const std::size_t from = h.ip_version == 4 ? 12 : 0;
-    for (std::size_t i = from; i < from + n; i += 2) {
+    for (std::size_t i = h.ip_version == 4 ? 12 : 0; i < 16; i += 2) {
         acc += static_cast<std::uint32_t>(h.src_ip[i] << 8 | h.src_ip[i + 1]);
         acc += static_cast<std::uint32_t>(h.dst_ip[i] << 8 | h.dst_ip[i + 1]);
     }
-    acc += h.ip_protocol;
-    acc += static_cast<std::uint32_t>(seg.size());
-    return fold(sum16(seg, acc)) == 0xffff;
+    return acc + h.ip_protocol + static_cast<std::uint32_t>(l4_len);
 }
-
-}  // namespace
 
 bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
     h = {};
@@ -82,7 +78,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
             h.src_ip[12 + i] = u8(f, at + 12 + i);
             h.dst_ip[12 + i] = u8(f, at + 16 + i);
         }
-        h.l3_ok = fold(sum16(f.subspan(at, ihl))) == 0xffff;
+        h.l3_ok = ones_sum(f.subspan(at, ihl)) == 0xffff;
         h.l4_at = at + ihl;
         l3_len = total - ihl;
         if (h.fragment && (frag & 0x1fff) != 0) return true;  // not the first fragment: no L4 header

@@ -34,6 +34,12 @@ struct eth_headers {
     bool l4_ok = false;  // the UDP or TCP checksum holds (UDP over IPv4 may send none)
 };
 
+// RFC 1071's ones' complement sum of the 16-bit words of `b` added to `acc`, folded to
+// 16 bits; and the sum over an L4 segment's pseudo-header (RFC 768, 793, 8200 8.1) for a
+// segment of `l4_len` bytes, not folded, to start an L4 checksum with.
+std::uint16_t ones_sum(std::span<const std::byte> b, std::uint32_t acc = 0) noexcept;
+std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexcept;
+
 // Reads the headers of `frame` (at least 14 bytes; shorter: false). A frame whose IP or
 // L4 header is cut short is L2 only, as a card's parser leaves it.
 bool parse_eth(std::span<const std::byte> frame, eth_headers& out) noexcept;

@@ -25,16 +25,6 @@ constexpr std::size_t kDs = 16;
 // The largest frame an SQ sends: a 9216-byte MTU with its Ethernet header and a tag.
 constexpr std::size_t kMaxFrame = 9216 + 18;
 
-std::uint16_t fold(std::uint32_t acc) {
-    while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
-    return static_cast<std::uint16_t>(acc);
-}
-std::uint32_t sum16(const std::byte* p, std::size_t n, std::uint32_t acc = 0) {
-    std::size_t i = 0;
-    for (; i + 1 < n; i += 2) acc += static_cast<std::uint32_t>(std::to_integer<unsigned>(p[i]) << 8 | std::to_integer<unsigned>(p[i + 1]));
-    if (i < n) acc += static_cast<std::uint32_t>(std::to_integer<unsigned>(p[i]) << 8);
-    return acc;
-}
 void put16(std::byte* p, std::uint16_t v) {
     p[0] = static_cast<std::byte>(v >> 8);
     p[1] = static_cast<std::byte>(v);
@@ -47,7 +37,7 @@ void fill_checksums(std::span<std::byte> f, std::uint8_t cs_flags) {
     if ((cs_flags & hw::eth_wqe_l3_csum) && h.ip_version == 4) {
         std::byte* ip = f.data() + h.l3_at;
         put16(ip + 10, 0);
-        put16(ip + 10, static_cast<std::uint16_t>(~fold(sum16(ip, h.ihl * 4u))));
+        put16(ip + 10, static_cast<std::uint16_t>(~ones_sum(std::span<const std::byte>(ip, h.ihl * 4u))));
     }
     if ((cs_flags & hw::eth_wqe_l4_csum) && (h.udp || h.tcp) && !h.fragment) {
         std::byte* l4 = f.data() + h.l4_at;
@@ -57,14 +47,7 @@ void fill_checksums(std::span<std::byte> f, std::uint8_t cs_flags) {
         const std::size_t len = h.udp ? (std::to_integer<std::size_t>(l4[4]) << 8 | std::to_integer<std::size_t>(l4[5])) : ip_len;
         std::byte* field = l4 + (h.udp ? 6 : 16);
         put16(field, 0);
-        std::uint32_t acc = 0;
-        const std::size_t from = h.ip_version == 4 ? 12 : 0;
-        for (std::size_t i = from; i < 16; i += 2) {
-            acc += static_cast<std::uint32_t>(h.src_ip[i] << 8 | h.src_ip[i + 1]);
-            acc += static_cast<std::uint32_t>(h.dst_ip[i] << 8 | h.dst_ip[i + 1]);
-        }
-        acc += h.ip_protocol + static_cast<std::uint32_t>(len);
-        std::uint16_t c = static_cast<std::uint16_t>(~fold(sum16(l4, len, acc)));
+        std::uint16_t c = static_cast<std::uint16_t>(~ones_sum(std::span<const std::byte>(l4, len), pseudo_header_sum(h, len)));
         if (h.udp && c == 0) c = 0xffff;  // UDP sends 0 as all ones (RFC 768)
         put16(field, c);
     }
