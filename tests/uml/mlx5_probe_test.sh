@@ -31,7 +31,7 @@ with_ib=0
 # AddressSanitizer, several times slower, missed that bound in CI (mlx5_core's health poll
 # then declared the device dead). The default build runs it; mlx5_core's probe runs in both.
 if ((with_ib)) && ldd "$sim" 2>/dev/null | grep -q libasan; then
-    skip "mlx5_ib's probe needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build missed (the default build runs this test)"
+    skip_in_build "mlx5_ib's probe needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build missed (the default build runs this test)"
 fi
 kdir=$("$kernel_script" --print-dir 2>/dev/null) ||
     skip "no UML kernel built on this machine (tools/setup builds it: tools/uml/kernel)"
