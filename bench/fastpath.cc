@@ -36,6 +36,7 @@
 #include "bench/fastpath_rdma_core.h"
 #include "bench/fastpath_threads.h"
 #include "hw/cqe.h"
+#include "queues/eth_queue.h"
 #include "queues/mp_send_queue.h"
 
 using namespace cxv;
@@ -63,6 +64,7 @@ struct rings {
     queues::completion_queue cq;
     queues::qp_rings qp;
     queues::mp_send_queue mp{nullptr, kLog, kQpn, false, 1, nullptr, nullptr};
+    queues::eth_recv_queue eth_rq;  // on rq_wqes (cyclic) or srq_wqes (striding), and cqes
     std::array<char, 4096> buf{};
     std::uint32_t device_pi = 0;  // CQEs written by the stand-in device
 
@@ -105,6 +107,8 @@ struct state {
     std::uint32_t rq_counter = 0;  // next receive WQE the device completes
     std::uint32_t sq_posted = 0;
     std::uint64_t mp_retired = 0;  // what the multi-producer ring had published at the last retire
+    std::array<queues::eth_packet, 16> eth{};
+    std::uint32_t stride = 0;  // striding: the next packet's first stride
 };
 
 // Measured: one call each; never inlined, so that callgrind can count exactly them.
@@ -132,6 +136,26 @@ __attribute__((noinline)) int cxv_bench_ring_send_sp(state& s, const queues::sen
 __attribute__((noinline)) int cxv_bench_ring_send_mp(state& s, const queues::send_request& r) {
     return s.r->mp.post(r) ? 0 : ENOMEM;
 }
+// Raw Ethernet (queues/eth_queue.h): a 64-byte frame sent by pointer (its 18-byte header
+// inline, one BB) or whole inline (two BBs), then rung; and a poll of 16 packets, which
+// first gives the last poll's WQEs back (poll plus repost).
+__attribute__((noinline)) int cxv_bench_eth_send_frame(state& s) {
+    if (!queues::put_eth_frame(s.r->sq, reinterpret_cast<const std::byte*>(s.r->buf.data()), 64, 0x1234,
+                               queues::eth_l3_csum | queues::eth_l4_csum, 1)) {
+        return ENOMEM;
+    }
+    s.r->sq.ring();
+    return 0;
+}
+__attribute__((noinline)) int cxv_bench_eth_send_inline(state& s) {
+    if (!queues::put_eth_inline(s.r->sq, reinterpret_cast<const std::byte*>(s.r->buf.data()), 64,
+                                queues::eth_l3_csum | queues::eth_l4_csum, 1)) {
+        return ENOMEM;
+    }
+    s.r->sq.ring();
+    return 0;
+}
+__attribute__((noinline)) int cxv_bench_eth_poll(state& s) { return s.r->eth_rq.poll(s.eth.data(), 16); }
 }
 
 struct op {
@@ -185,6 +209,8 @@ void retire_published(state& s) {
 
 // How many times fewer instructions than rdma-core's provider, measured beside it.
 constexpr double kPostRatio = 3.5, kPollRatio = 4.0;
+// Raw Ethernet (issue 35): at most a third of rdma-core's raw packet QP.
+constexpr double kEthRatio = 3.0;
 
 std::vector<op> operations() {
     std::vector<op> ops;
@@ -251,6 +277,71 @@ std::vector<op> operations() {
                        }
                    },
                    [](state& s) { cxv_bench_poll_cq(s); }, 1});
+    // Raw Ethernet sends, on a ring sized for them (an SQ's largest WQE is 5 BBs), rung
+    // through the BlueFlame register; beside rdma-core's raw packet QP (IBV_SEND_IP_CSUM,
+    // 18 bytes inline) with --rdma-core. Targets: a third of rdma-core 64.0's figures
+    // (measured 2026-11-29, the issue's bar); the striding poll against its cyclic one.
+    auto eth_send_setup = [](state& s) {
+        s.r = std::make_unique<rings>(queues::doorbell_mode::blueflame);
+        s.r->sq = queues::send_queue(s.r->sq_bbs.data(), kLog, kQpn, false, s.r->sq_ids.data(), s.r->sq_ends.data(),
+                                     &s.r->dbrec, s.r->bf.data(), 256, queues::doorbell_mode::blueflame,
+                                     queues::eth_wqe::max_bbs());
+    };
+    ops.push_back({"eth_send_frame64_bf", 1, 354, 118, kEthRatio, eth_send_setup, send_refill,
+                   [](state& s) { cxv_bench_eth_send_frame(s); }, kEntries - 8});
+    ops.push_back({"eth_send_inline64_bf", 1, 433, 144, kEthRatio, eth_send_setup, send_refill,
+                   [](state& s) { cxv_bench_eth_send_inline(s); }, kEntries / 2 - 4});
+    // Raw Ethernet receive: 16 packet CQEs per call, written beforehand; the buffers are
+    // never read (a fixed address stands for them). A poll gives the last poll's WQEs
+    // back: rdma-core's side polls 16 and posts 16 receives in its measured call. The
+    // striding RQ has no rdma-core counterpart in the harness (mlx5dv's striding WQs).
+    auto eth_recv_setup = [](bool striding) {
+        return [striding](state& s) {
+            s.r = std::make_unique<rings>(queues::doorbell_mode::doorbell);
+            queues::eth_recv_queue::layout l;
+            l.wqes = striding ? s.r->srq_wqes.data() : s.r->rq_wqes.data();
+            l.log_wqes = kLog;
+            l.wqe_shift = striding ? 5 : 4;
+            l.dbrec = &s.r->dbrec;
+            l.buffers = reinterpret_cast<std::byte*>(std::uintptr_t{1} << 40);
+            l.log_buffer = striding ? 15 : 11;
+            l.lkey = 0x1234;
+            l.log_strides = striding ? 9 : 0;
+            l.log_stride = striding ? 6 : 0;
+            l.cq = queues::cqe_reader(s.r->cqes.data(), kLog, &s.r->cq_dbrec);
+            s.r->eth_rq = queues::eth_recv_queue(l);
+            s.r->eth_rq.start();
+        };
+    };
+    auto eth_cqes = [](bool striding) {
+        return [striding](state& s) {
+            for (int i = 0; i < 16; ++i) {
+                rings& r = *s.r;
+                auto* c = reinterpret_cast<hw::cqe64*>(r.cqes.data() + (r.device_pi & (kEntries - 1)) * 64);
+                std::memset(c, 0, 63);
+                c->byte_cnt = hw::be32::from(striding ? (1u << hw::mpwrq_strides_shift) | 60 : 60);
+                if (striding) {
+                    c->wqe_id = hw::be16::from(static_cast<std::uint16_t>(s.rq_counter));
+                    c->wqe_counter = hw::be16::from(static_cast<std::uint16_t>(s.stride));
+                    if (++s.stride == 512) {
+                        s.stride = 0;
+                        ++s.rq_counter;
+                    }
+                } else {
+                    c->wqe_counter = hw::be16::from(static_cast<std::uint16_t>(s.rq_counter++));
+                }
+                c->sop_drop_qpn = hw::be32::from(7);  // the flow tag
+                c->hds_ip_ext = hw::cqe_l2_ok | hw::cqe_l3_ok | hw::cqe_l4_ok;
+                c->op_own = hw::make_op_own(hw::cqe_opcode::RESP_SEND, false,
+                                            static_cast<std::uint8_t>((r.device_pi >> kLog) & 1));
+                ++r.device_pi;
+            }
+        };
+    };
+    ops.push_back({"eth_poll_recv_16", 16, 261, 87, kEthRatio, eth_recv_setup(false), eth_cqes(false),
+                   [](state& s) { cxv_bench_eth_poll(s); }, 1});
+    ops.push_back({"eth_poll_recv_striding_16", 16, 261, 87, 0, eth_recv_setup(true), eth_cqes(true),
+                   [](state& s) { cxv_bench_eth_poll(s); }, 1});
     return ops;
 }
 

@@ -249,6 +249,14 @@ __attribute__((noinline)) int rc_bench_post_send(struct state *s) {
 __attribute__((noinline)) int rc_bench_poll_cq(struct state *s) {
     return ibv_poll_cq(&s->r->cq->verbs_cq.cq, 16, s->wc);
 }
+/* A raw packet QP's receive as an application runs it: a poll of 16 packets, then the 16
+ * receive WQEs posted again (cxv's eth_recv_queue::poll does both in one call). */
+__attribute__((noinline)) int rc_bench_poll_repost(struct state *s) {
+    const int n = ibv_poll_cq(&s->r->cq->verbs_cq.cq, 16, s->wc);
+    struct ibv_recv_wr *bad;
+    if (ibv_post_recv(s->r->qp->ibv_qp, s->rwr, &bad) != 0) return -1;
+    return n;
+}
 
 static void expect(int got, int want) {
     if (got != want) {
@@ -330,6 +338,43 @@ static void call_poll(struct state *s) {
     }
 }
 
+/* A raw packet QP (IBV_QPT_RAW_PACKET) as mlx5_create_qp leaves it on a ConnectX whose
+ * minimum inline mode is L2 (eth_min_inline_size 18, MLX5_ETH_L2_INLINE_HEADER_SIZE) and
+ * which offloads checksums (MLX5_CSUM_SUPPORT_RAW_OVER_ETH, MLX5_RX_CSUM_VALID). */
+static void make_raw(struct rings *r) {
+    r->ctx->eth_min_inline_size = 18;
+    r->qp->ibv_qp->qp_type = IBV_QPT_RAW_PACKET;
+    r->qp->qp_cap_cache |= MLX5_CSUM_SUPPORT_RAW_OVER_ETH | MLX5_RX_CSUM_VALID;
+}
+/* A 64-byte frame, unsignaled, with IBV_SEND_IP_CSUM: by pointer, or inline. */
+static void setup_eth_send(struct state *s, int inl) {
+    s->r = make_rings(inl ? ENTRIES / 2 : ENTRIES);
+    make_raw(s->r);
+    s->sge.addr = (uintptr_t)s->r->buf;
+    s->sge.length = 64;
+    s->sge.lkey = 0x1234;
+    memset(&s->swr, 0, sizeof(s->swr));
+    s->swr.sg_list = &s->sge;
+    s->swr.num_sge = 1;
+    s->swr.opcode = IBV_WR_SEND;
+    s->swr.send_flags = IBV_SEND_IP_CSUM | (inl ? IBV_SEND_INLINE : 0);
+}
+static void setup_eth_frame(struct state *s) { setup_eth_send(s, 0); }
+static void setup_eth_inline(struct state *s) { setup_eth_send(s, 1); }
+/* Raw receive: the ring full of receive WQEs; before each call 16 packet CQEs. */
+static void setup_eth_recv(struct state *s) {
+    prepare_recv(s, 16);
+    make_raw(s->r);
+    struct ibv_recv_wr *bad;
+    for (unsigned i = 0; i < ENTRIES / 16; ++i) {
+        if (ibv_post_recv(s->r->qp->ibv_qp, s->rwr, &bad) != 0) die("filling the RQ failed");
+    }
+}
+static void refill_eth_recv(struct state *s) {
+    for (int i = 0; i < 16; ++i) device_cqe(s->r, MLX5_CQE_RESP_SEND, (uint16_t)s->rq_counter++);
+}
+static void call_poll_repost(struct state *s) { expect(rc_bench_poll_repost(s), 16); }
+
 struct op {
     const char *name; /* bench/fastpath.cc's names */
     unsigned per_call; /* WRs or CQEs per measured call */
@@ -347,6 +392,9 @@ static const struct op ops[] = {
     {"post_send_write4k_db", 1, setup_send_write, refill_send, call_send, ENTRIES},
     {"poll_cq_recv_16", 16, setup_poll_recv, refill_poll_recv, call_poll, 1},
     {"poll_cq_send_16", 16, setup_send_write, refill_poll_send, call_poll, 1},
+    {"eth_send_frame64_bf", 1, setup_eth_frame, refill_send, call_send, ENTRIES},
+    {"eth_send_inline64_bf", 1, setup_eth_inline, refill_send, call_send, ENTRIES / 2},
+    {"eth_poll_recv_16", 16, setup_eth_recv, refill_eth_recv, call_poll_repost, 1},
 };
 enum { OPS = sizeof(ops) / sizeof(ops[0]) };
 

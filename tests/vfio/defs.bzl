@@ -33,8 +33,8 @@ def sim_test(name, srcs, deps = [], devices = 1, port_type = "ib", sim_args = []
         **kwargs
     )
 
-def sim_program_test(name, program, devices = 1, args = [], **kwargs):
-    """Any program (not a doctest binary) run by `cxv-sim run --devices N -- <program> ARGS`.
+def sim_program_test(name, program, devices = 1, args = [], sim_args = [], **kwargs):
+    """Any program (not a doctest binary) run by `cxv-sim run --devices N SIM_ARGS -- <program> ARGS`.
 
     The test passes when the program exits 0.
     """
@@ -45,6 +45,7 @@ def sim_program_test(name, program, devices = 1, args = [], **kwargs):
             "$(location //sim:cxv-sim)",
             "--devices",
             str(devices),
+        ] + sim_args + [
             "--",
             "$(location " + program + ")",
         ] + args,

@@ -1,0 +1,371 @@
+// The raw Ethernet API (api/cxv_eth.h) on two Ethernet functions of cxv-sim cabled to
+// one fabric: function 0 sends UDP frames from an eth::queue, function 1 steers them
+// with eth::steering rules to its queues and polls them, with the device's checksums,
+// flow tags, RSS hashes and hardware timestamps; multicast groups joined and left.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "api/cxv.h"
+#include "api/cxv_eth.h"
+
+using namespace std::chrono_literals;
+namespace eth = cxv::eth;
+
+namespace {
+
+constexpr const char* kBdf0 = "0000:c5:00.0";
+constexpr const char* kBdf1 = "0000:c5:00.1";
+constexpr std::uint16_t kFeed = 31337;
+constexpr eth::ipv4 kSrc{169, 254, 0, 1};
+constexpr eth::ipv4 kDst{169, 254, 0, 2};
+
+template <typename T>
+T take(cxv::result<T> r) {
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    return std::move(r).value();
+}
+void check_ok(const cxv::status& s) { REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message)); }
+
+// An IPv4/UDP frame with both checksums 0 (the device fills them when asked); the
+// payload's first byte is `seq`.
+std::vector<std::byte> udp_frame(const eth::mac& dst, const eth::mac& src, const eth::ipv4& sip,
+                                 const eth::ipv4& dip, std::uint16_t sport, std::uint16_t dport, std::size_t payload,
+                                 std::uint8_t seq) {
+    std::vector<std::uint8_t> f(dst.begin(), dst.end());
+    f.insert(f.end(), src.begin(), src.end());
+    f.insert(f.end(), {0x08, 0x00});
+    const std::size_t total = 28 + payload;
+    f.insert(f.end(), {0x45, 0, static_cast<std::uint8_t>(total >> 8), static_cast<std::uint8_t>(total), 0, seq, 0x40,
+                       0, 64, 17, 0, 0});
+    f.insert(f.end(), sip.begin(), sip.end());
+    f.insert(f.end(), dip.begin(), dip.end());
+    const std::size_t ulen = 8 + payload;
+    f.insert(f.end(), {static_cast<std::uint8_t>(sport >> 8), static_cast<std::uint8_t>(sport),
+                       static_cast<std::uint8_t>(dport >> 8), static_cast<std::uint8_t>(dport),
+                       static_cast<std::uint8_t>(ulen >> 8), static_cast<std::uint8_t>(ulen), 0, 0});
+    for (std::size_t i = 0; i < payload; ++i) f.push_back(static_cast<std::uint8_t>(seq + i));
+    std::vector<std::byte> out(f.size());
+    std::memcpy(out.data(), f.data(), f.size());
+    return out;
+}
+
+std::uint16_t ones_sum(const std::uint8_t* p, std::size_t n, std::uint32_t sum = 0) {
+    for (std::size_t i = 0; i + 1 < n; i += 2) sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    if (n & 1) sum += static_cast<std::uint32_t>(p[n - 1] << 8);
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<std::uint16_t>(sum);
+}
+
+// The IPv4 header's and the UDP checksum of a received frame verify (RFC 791, 768).
+void check_checksums(const std::byte* frame, std::size_t len) {
+    const auto* f = reinterpret_cast<const std::uint8_t*>(frame);
+    REQUIRE(len >= 42);
+    CHECK(ones_sum(f + 14, 20) == 0xffff);
+    const std::uint16_t ulen = static_cast<std::uint16_t>(f[38] << 8 | f[39]);
+    CHECK((f[40] | f[41]) != 0);  // filled in
+    std::uint32_t pseudo = ones_sum(f + 26, 8);
+    pseudo += 17 + ulen;
+    CHECK(ones_sum(f + 34, ulen, pseudo) == 0xffff);
+}
+
+// Polls `q` until `want` packets came or 5 s passed; the packets' bytes are copied out.
+struct received {
+    std::vector<std::vector<std::byte>> frames;
+    std::vector<eth::packet> meta;
+};
+received poll_for(eth::queue& q, std::size_t want, std::chrono::milliseconds limit = 5000ms) {
+    received r;
+    const auto end = std::chrono::steady_clock::now() + limit;
+    std::array<eth::packet, 32> p;
+    while (r.meta.size() < want && std::chrono::steady_clock::now() < end) {
+        const int n = q.poll(p);
+        for (int i = 0; i < n; ++i) {
+            r.frames.emplace_back(p[static_cast<std::size_t>(i)].data,
+                                  p[static_cast<std::size_t>(i)].data + p[static_cast<std::size_t>(i)].length);
+            r.meta.push_back(p[static_cast<std::size_t>(i)]);
+        }
+        if (n == 0) std::this_thread::sleep_for(100us);
+    }
+    return r;
+}
+
+// Sends, taking send completions back whenever the ring is full (at most 5 s).
+void send_all(eth::queue& q, const std::vector<std::vector<std::byte>>& frames, unsigned flags) {
+    std::array<eth::send_completion, 16> c;
+    const auto end = std::chrono::steady_clock::now() + 5000ms;
+    for (const auto& f : frames) {
+        int rc;
+        while ((rc = q.send(f, flags)) == ENOMEM && std::chrono::steady_clock::now() < end) q.poll_send(c);
+        REQUIRE(rc == 0);
+    }
+}
+
+struct fabric {
+    std::unique_ptr<cxv::device> d0 = take(cxv::device::open(kBdf0));
+    std::unique_ptr<cxv::device> d1 = take(cxv::device::open(kBdf1));
+    eth::mac m0 = eth::address(*d0);
+    eth::mac m1 = eth::address(*d1);
+    std::shared_ptr<eth::queue> tx = take(eth::queue::create(*d0, {}));
+    std::shared_ptr<eth::steering> steer = take(eth::steering::create(*d1));
+};
+
+std::int64_t now_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+TEST_CASE("a UDP feed steered to a queue: payloads, device checksums, flow tag, counter, timestamps") {
+    fabric f;
+    auto rx = take(eth::queue::create(*f.d1, {}));
+    auto rule = take(f.steer->add({.ip_version = 4, .ip_protocol = 17, .udp_dport = kFeed}, rx,
+                                  {.flow_tag = 0x1234, .count = true}));
+    std::vector<std::vector<std::byte>> feed, other;
+    for (std::uint8_t i = 0; i < 16; ++i) feed.push_back(udp_frame(f.m1, f.m0, kSrc, kDst, 4000, kFeed, 40 + i, i));
+    for (std::uint8_t i = 0; i < 4; ++i) other.push_back(udp_frame(f.m1, f.m0, kSrc, kDst, 4000, 9999, 40, 100 + i));
+    const std::int64_t before = now_ns();
+    send_all(*f.tx, other, eth::l3_csum | eth::l4_csum);
+    send_all(*f.tx, feed, eth::l3_csum | eth::l4_csum);
+    // The last one asks for a completion: the frame left, stamped by the sender's clock.
+    auto last = udp_frame(f.m1, f.m0, kSrc, kDst, 4000, kFeed, 40, 16);
+    REQUIRE(f.tx->send(last, eth::l3_csum | eth::l4_csum | eth::signaled, 0xfeed) == 0);
+
+    const auto r = poll_for(*rx, 17);
+    const std::int64_t after = now_ns();
+    REQUIRE(r.meta.size() == 17);
+    std::uint64_t prev = 0;
+    for (std::size_t i = 0; i < 17; ++i) {
+        CAPTURE(i);
+        const auto& m = r.meta[i];
+        const auto& fr = r.frames[i];
+        const auto& sent = i < 16 ? feed[i] : last;
+        REQUIRE(fr.size() == sent.size());
+        // Everything but the checksums the device filled arrives as sent.
+        CHECK(std::memcmp(fr.data(), sent.data(), 24) == 0);
+        CHECK(std::memcmp(fr.data() + 26, sent.data() + 26, 14) == 0);
+        CHECK(std::memcmp(fr.data() + 42, sent.data() + 42, fr.size() - 42) == 0);
+        check_checksums(fr.data(), fr.size());
+        CHECK(m.flow_tag == 0x1234);
+        CHECK(m.l3_ok());
+        CHECK(m.l4_ok());
+        CHECK(m.rss_hash == 0);  // a direct TIR hashes nothing
+        CHECK(m.timestamp > prev);
+        prev = m.timestamp;
+        // The hardware timestamp, in wall-clock time, lies between the send and the poll.
+        const std::int64_t ns = rx->to_ns(m.timestamp);
+        CHECK(ns >= before - 50'000'000);
+        CHECK(ns <= after + 50'000'000);
+    }
+    // Port 9999 had no rule: dropped, never delivered.
+    CHECK(poll_for(*rx, 1, 200ms).meta.empty());
+    const auto counted = take(rule->counters());
+    CHECK(counted.packets == 17);
+
+    std::array<eth::send_completion, 8> c;
+    int n = 0;
+    for (int tries = 0; n == 0 && tries < 5000; ++tries) {
+        n = f.tx->poll_send(c);
+        if (n == 0) std::this_thread::sleep_for(1ms);
+    }
+    REQUIRE(n == 1);  // only the one asked for
+    CHECK(c[0].id == 0xfeed);
+    CHECK(c[0].status == 0);
+    CHECK(c[0].timestamp != 0);
+    CHECK(c[0].timestamp < r.meta[16].timestamp + 1'000'000'000ull);
+
+    SUBCASE("a rule destroyed steers no more") {
+        rule.reset();
+        send_all(*f.tx, {feed[0]}, 0);
+        CHECK(poll_for(*rx, 1, 300ms).meta.empty());
+    }
+    SUBCASE("a second rule to a dropping action and its counter") {
+        auto drop = take(f.steer->drop({.ip_version = 4, .udp_dport = 9999}, {.count = true}));
+        send_all(*f.tx, other, 0);
+        const auto end = std::chrono::steady_clock::now() + 5s;
+        std::uint64_t dropped = 0;
+        while (dropped < 4 && std::chrono::steady_clock::now() < end) dropped = take(drop->counters()).packets;
+        CHECK(dropped == 4);
+        CHECK(poll_for(*rx, 1, 200ms).meta.empty());
+        CHECK(rule->counters().ok());
+        CHECK(take(f.steer->add({.ip_version = 4, .udp_dport = 1}, rx))->counters().error().code == ENOENT);
+    }
+}
+
+TEST_CASE("frames sent by pointer from registered memory into a striding RQ, back to back") {
+    fabric f;
+    auto rx = take(eth::queue::create(*f.d1, {.recv_entries = 4, .striding = true, .log_strides = 9, .log_stride = 6}));
+    auto rule = take(f.steer->add({.dmac = f.m1, .ethertype = 0x0800}, rx));
+    // 300 frames of 64 to 1000 bytes: more than one WQE's 512 strides of 64 bytes.
+    std::vector<std::vector<std::byte>> frames;
+    std::size_t bytes = 0;
+    for (unsigned i = 0; i < 300; ++i) {
+        frames.push_back(udp_frame(f.m1, f.m0, kSrc, kDst, 7, kFeed, 22 + (i * 37) % 950, static_cast<std::uint8_t>(i)));
+        bytes += frames.back().size();
+    }
+    auto mem = take(cxv::buffer::create(bytes));
+    auto key = take(cxv::mr::create(f.tx->domain(), mem->data(), mem->size(), 0));
+    std::size_t off = 0;
+    unsigned got = 0;
+    std::array<eth::send_completion, 16> c;
+    std::array<eth::packet, 64> p;
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    std::vector<std::size_t> at;
+    for (const auto& fr : frames) {
+        std::memcpy(mem->data() + off, fr.data(), fr.size());
+        at.push_back(off);
+        off += fr.size();
+    }
+    // Send in bursts of 16, receiving as they come (the RQ has 4 WQEs).
+    unsigned sent = 0;
+    bool same = true;
+    while (got < frames.size() && std::chrono::steady_clock::now() < end) {
+        for (unsigned b = 0; b < 16 && sent < frames.size() && sent - got < 32; ++b) {
+            const int rc = f.tx->send(mem->data() + at[sent], static_cast<std::uint32_t>(frames[sent].size()),
+                                      key->lkey(), eth::l3_csum | eth::l4_csum, sent);
+            if (rc == ENOMEM) break;
+            REQUIRE(rc == 0);
+            ++sent;
+        }
+        f.tx->poll_send(c);
+        const int n = rx->poll(p);
+        for (int i = 0; i < n; ++i) {
+            const auto& pk = p[static_cast<std::size_t>(i)];
+            const auto& want = frames[got];
+            same = same && pk.length == want.size() && std::memcmp(pk.data + 42, want.data() + 42, want.size() - 42) == 0;
+            if (pk.length == want.size()) check_checksums(pk.data, pk.length);
+            ++got;
+        }
+        if (n == 0) std::this_thread::sleep_for(50us);
+    }
+    CHECK(got == frames.size());
+    CHECK(same);
+    CHECK(rx->receive_errors() == 0);
+}
+
+TEST_CASE("RSS: flows spread over four queues by the Toeplitz hash the packets carry") {
+    fabric f;
+    std::vector<std::shared_ptr<eth::queue>> qs;
+    for (int i = 0; i < 4; ++i) qs.push_back(take(eth::queue::create(*f.d1, {.recv_entries = 64})));
+    auto group = take(eth::rss::create(*f.d1, qs, {.ip_version = 4, .ports = eth::rss::l4::udp}));
+    auto rule = take(f.steer->add({.ip_version = 4, .ip_protocol = 17}, group, {.flow_tag = 3}));
+    // The Toeplitz hash (Microsoft's RSS specification) of source and destination address
+    // and port, with the group's key.
+    const auto& key = group->key();
+    auto toeplitz = [&](const std::vector<std::uint8_t>& in) {
+        std::uint32_t h = 0;
+        std::uint64_t window = 0;
+        for (int i = 0; i < 8; ++i) window = window << 8 | key[static_cast<std::size_t>(i)];
+        std::size_t next = 8;
+        for (std::uint8_t b : in) {
+            for (int bit = 7; bit >= 0; --bit) {
+                if (b >> bit & 1) h ^= static_cast<std::uint32_t>(window >> 32);
+                window <<= 1;
+            }
+            window |= next < key.size() ? key[next] : 0;
+            ++next;
+        }
+        return h;
+    };
+    std::vector<std::vector<std::byte>> frames;
+    for (std::uint16_t i = 0; i < 64; ++i) frames.push_back(udp_frame(f.m1, f.m0, kSrc, kDst, 5000 + i, kFeed, 20, 0));
+    send_all(*f.tx, frames, 0);
+    std::set<std::uint16_t> seen;
+    std::size_t total = 0;
+    std::array<std::size_t, 4> per{};
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    std::array<eth::packet, 32> p;
+    while (total < frames.size() && std::chrono::steady_clock::now() < end) {
+        for (std::size_t q = 0; q < qs.size(); ++q) {
+            const int n = qs[q]->poll(p);
+            for (int i = 0; i < n; ++i) {
+                const auto& pk = p[static_cast<std::size_t>(i)];
+                const auto* b = reinterpret_cast<const std::uint8_t*>(pk.data);
+                const std::uint16_t sport = static_cast<std::uint16_t>(b[34] << 8 | b[35]);
+                std::vector<std::uint8_t> in(b + 26, b + 34);  // source, destination address
+                in.insert(in.end(), b + 34, b + 38);           // source, destination port
+                CAPTURE(sport);
+                CHECK(pk.rss_hash == toeplitz(in));
+                CHECK(pk.rss_type == (0x04 | 0x80));  // IPv4 and UDP hashed
+                CHECK(pk.flow_tag == 3);
+                CHECK(pk.rss_hash % 4 == q);          // the RQ table's entry the hash picks
+                seen.insert(sport);
+                ++per[q];
+                ++total;
+            }
+        }
+    }
+    CHECK(total == 64);
+    CHECK(seen.size() == 64);
+    for (std::size_t q = 0; q < 4; ++q) {
+        CAPTURE(q);
+        CHECK(per[q] > 0);  // 64 flows over 4 queues: each has some (2^-18 odds otherwise)
+    }
+}
+
+TEST_CASE("multicast: a group's frames pass the vport's filter only while joined") {
+    fabric f;
+    auto rx = take(eth::queue::create(*f.d1, {}));
+    const eth::ipv4 group{239, 1, 2, 3};
+    const eth::mac gmac = eth::multicast_mac(group);
+    CHECK(gmac == eth::mac{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03});
+    CHECK(eth::multicast_mac(eth::ipv6{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef}) ==
+          eth::mac{0x33, 0x33, 0xde, 0xad, 0xbe, 0xef});
+    auto rule = take(f.steer->add({.ip_version = 4, .dst_ipv4 = group, .udp_dport = kFeed}, rx));
+    const auto frame = udp_frame(gmac, f.m0, kSrc, group, 4000, kFeed, 30, 1);
+    send_all(*f.tx, {frame}, eth::l3_csum | eth::l4_csum);
+    CHECK(poll_for(*rx, 1, 300ms).meta.empty());  // not joined: filtered out
+
+    check_ok(f.steer->join(group));
+    send_all(*f.tx, {frame}, eth::l3_csum | eth::l4_csum);
+    const auto r = poll_for(*rx, 1);
+    REQUIRE(r.meta.size() == 1);
+    CHECK(std::memcmp(r.frames[0].data(), gmac.data(), 6) == 0);
+
+    check_ok(f.steer->leave(group));
+    send_all(*f.tx, {frame}, eth::l3_csum | eth::l4_csum);
+    CHECK(poll_for(*rx, 1, 300ms).meta.empty());
+    CHECK(f.steer->leave(group).error().code == ENOENT);
+    CHECK(f.steer->join(f.m1).error().code == EINVAL);  // a unicast MAC is no group
+
+    // Promiscuous multicast lets every group in.
+    check_ok(f.steer->promiscuous(false, true));
+    send_all(*f.tx, {frame}, eth::l3_csum | eth::l4_csum);
+    CHECK(poll_for(*rx, 1).meta.size() == 1);
+}
+
+TEST_CASE("unsignaled sends give their room back: the queue's own completions, never reported") {
+    fabric f;
+    auto small = take(eth::queue::create(*f.d0, {.send_entries = 64}));
+    auto rx = take(eth::queue::create(*f.d1, {.recv_entries = 1024}));
+    auto rule = take(f.steer->add({.ip_version = 4, .udp_dport = kFeed}, rx));
+    const auto frame = udp_frame(f.m1, f.m0, kSrc, kDst, 1, kFeed, 100, 0);  // 142 bytes: 3 BBs each
+    std::array<eth::send_completion, 16> c;
+    unsigned sent = 0, full = 0;
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    while (sent < 500 && std::chrono::steady_clock::now() < end) {
+        const int rc = small->send(frame, 0, sent);
+        if (rc == ENOMEM) {
+            ++full;
+            CHECK(small->poll_send(c) == 0);  // none was asked for
+            continue;
+        }
+        REQUIRE(rc == 0);
+        ++sent;
+    }
+    CHECK(sent == 500);
+    CHECK(full > 0);  // the ring did fill, and came back
+    const std::vector<std::byte> big(eth::max_inline + 1);
+    CHECK(small->send(std::span<const std::byte>(frame.data(), 13)) == EINVAL);
+    CHECK(small->send(big) == EINVAL);
+    MESSAGE("500 unsignaled frames through a 64-BB send ring: full " << full << " times");
+}
