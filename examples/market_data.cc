@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
                     static_cast<long long>(lat.front()), static_cast<long long>(pct(0.5)),
                     static_cast<long long>(pct(0.99)), static_cast<long long>(pct(0.999)),
                     static_cast<long long>(lat.back()));
-        // Powers of two from 256 ns.
+        // Powers of two: under 512 ns, then [512, 1024), [1024, 2048) ...
         std::array<std::uint64_t, 24> bins{};
         for (const std::int64_t v : lat) {
             unsigned k = 0;
@@ -240,8 +240,10 @@ int main(int argc, char** argv) {
         for (unsigned k = 0; k < bins.size(); ++k) {
             if (bins[k] == 0) continue;
             const int bar = static_cast<int>(40 * bins[k] / most);
-            std::printf("  %10lld ns %-40.*s %llu\n", static_cast<long long>(std::int64_t{256} << k), bar,
-                        "########################################", static_cast<unsigned long long>(bins[k]));
+            const long long lo = k == 0 ? 0 : static_cast<long long>(std::int64_t{256} << k);
+            const long long hi = static_cast<long long>(std::int64_t{256} << (k + 1));
+            std::printf("  %9lld - %9lld ns %-40.*s %llu\n", lo, hi, bar, "########################################",
+                        static_cast<unsigned long long>(bins[k]));
         }
     }
     if (no_stamp != 0) std::printf("market_data: %llu packets without a device clock\n", static_cast<unsigned long long>(no_stamp));
