@@ -503,7 +503,17 @@ private:
         while (const dirent* e = ::readdir(d)) {
             const std::string name = e->d_name;
             if (name.rfind(prefix, 0) != 0 || name == self_) continue;
-            any |= send_to(name, frame) == result::sent;  // broadcasts are not held
+            // A receiver whose socket is full (a QEMU guest's NIC takes 10 datagrams at a
+            // time) gets the frame later, as a switch's buffer would give it: held behind
+            // what already waits, so that each receiver's frames keep their order.
+            const result r = backlog_.empty() ? send_to(name, frame) : result::full;
+            if (r == result::full) {
+                if (backlog_.size() >= kBacklogFrames) continue;
+                backlog_.push_back({name, std::vector<std::byte>(frame.begin(), frame.end()), bells_.find(name)});
+                any = true;
+                continue;
+            }
+            any |= r == result::sent;
         }
         ::closedir(d);
         return any;

@@ -29,6 +29,8 @@
 #                               the other way on that network: a guest's connection to
 #                               169.254.77.100:GUEST reaches 127.0.0.1:HOST (QEMU's guestfwd,
 #                               a bash /dev/tcp relay per connection; repeatable)
+#       --file HOST:GUEST       put the host's file HOST into the guest at GUEST (a static
+#                               program, say; repeatable)
 #       --initrd FILE           from `initrd` (built in the work directory if absent)
 #       --work DIR              logs and the per-guest initramfs (default: a temp dir)
 #       --name NAME             prefix of the printed guest lines (default guest)
@@ -209,7 +211,7 @@ rxe_guest_mac_hex() { echo "$1" | tr -d ':' | tr 'A-F' 'a-f'; }
 rxe_guest_run() {
     local mac=52:54:00:00:00:01 ip=169.254.1.1/16 local_path= remote_path= fabric= peer_mac=
     local pcap= initrd= work= name=guest limit=120 cmd
-    local -a forwards=() guest_forwards=()
+    local -a forwards=() guest_forwards=() files=()
     while (($#)); do
         case $1 in
         --mac) mac=$2; shift 2 ;;
@@ -221,6 +223,7 @@ rxe_guest_run() {
         --pcap) pcap=$2; shift 2 ;;
         --forward) forwards+=("$2"); shift 2 ;;
         --guest-forward) guest_forwards+=("$2"); shift 2 ;;
+        --file) files+=("$2"); shift 2 ;;
         --initrd) initrd=$2; shift 2 ;;
         --work) work=$2; shift 2 ;;
         --name) name=$2; shift 2 ;;
@@ -260,6 +263,11 @@ rxe_guest_run() {
         ((${#forwards[@]} + ${#guest_forwards[@]})) && echo "OOB_MAC=$oob_mac" || echo "OOB_MAC=none"
     } >"$conf/etc/guest.conf"
     printf '%s\n' "$cmd" >"$conf/cmd.sh"
+    local file
+    for file in "${files[@]}"; do
+        mkdir -p "$conf/$(dirname "${file#*:}")" && cp "${file%%:*}" "$conf/${file#*:}" ||
+            { echo "[$name] cannot put ${file%%:*} into the guest"; return 1; }
+    done
     (cd "$conf" && find . | cpio -o -H newc --quiet) >"$work/$name.initrd" &&
         cat "$initrd" >>"$work/$name.initrd" || { echo "[$name] cannot build the initramfs (the errors above)"; return 1; }
 
