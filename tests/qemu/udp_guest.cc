@@ -3,6 +3,11 @@
 // (eth_guest_peer on the host). Statically linked, it runs in the guest's initramfs.
 //
 //   udp_guest IFACE CXV_IPV4 CXV_IPV6 COUNT BAD
+//   udp_guest feed IFACE GROUP PORT COUNT RATE
+//
+// The second form is a market-data feed for examples/market_data: COUNT datagrams to the
+// IPv4 group GROUP:PORT at RATE per second, each an 8-byte big-endian sequence number
+// from 1 and 56 bytes of "quotes".
 //
 // In order, each step bounded in time:
 //  1. echo, IPv4 then IPv6: COUNT datagrams to CXV:5002, each answered by cxv (the frame
@@ -26,6 +31,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -153,15 +159,50 @@ void echo(int fd, const addr& to, const char* tag, int count) {
 
 }  // namespace
 
+// The feed: paced by the clock, sleeping between datagrams.
+int feed(const char* iface, const char* group, int port, long count, double rate) {
+    const unsigned ifindex = if_nametoindex(iface);
+    if (ifindex == 0) die(std::string("no interface ") + iface);
+    const int fd = udp_socket(AF_INET, 0, 500);
+    const unsigned char ttl = 1;
+    ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
+    ip_mreqn mif{};
+    mif.imr_ifindex = static_cast<int>(ifindex);
+    ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
+    const addr to = v4(group, port);
+    timespec start{};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (long seq = 1; seq <= count; ++seq) {
+        std::string msg(64, 'q');
+        for (int b = 0; b < 8; ++b) msg[static_cast<std::size_t>(b)] = static_cast<char>(seq >> (56 - 8 * b));
+        send_to(fd, to, msg);
+        // The next one's time: start + seq / rate.
+        const double due = static_cast<double>(seq) / rate;
+        for (;;) {
+            timespec now{};
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            const double left = due - (static_cast<double>(now.tv_sec - start.tv_sec) +
+                                       static_cast<double>(now.tv_nsec - start.tv_nsec) / 1e9);
+            if (left <= 0) break;
+            usleep(static_cast<useconds_t>(left * 1e6));
+        }
+    }
+    std::printf("udp_guest: fed %ld datagrams to %s:%d at %.0f per second\n", count, group, port, rate);
+    return 0;
+}
+
 int main(int argc, char** argv) {
-    if (argc != 6) die("usage: udp_guest IFACE CXV_IPV4 CXV_IPV6 COUNT BAD");
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    if (argc == 7 && std::string(argv[1]) == "feed") {
+        return feed(argv[2], argv[3], std::atoi(argv[4]), std::atol(argv[5]), std::atof(argv[6]));
+    }
+    if (argc != 6) die("usage: udp_guest IFACE CXV_IPV4 CXV_IPV6 COUNT BAD | udp_guest feed IFACE GROUP PORT COUNT RATE");
     const unsigned ifindex = if_nametoindex(argv[1]);
     if (ifindex == 0) die(std::string("no interface ") + argv[1]);
     const char* cxv4 = argv[2];
     const char* cxv6 = argv[3];
     const int count = std::atoi(argv[4]);
     const int bad = std::atoi(argv[5]);
-    setvbuf(stdout, nullptr, _IOLBF, 0);
 
     // 1. Echo, both IP versions.
     const int s4 = udp_socket(AF_INET, 0, 500);
