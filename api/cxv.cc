@@ -104,6 +104,14 @@ result<bool> device::write_combining() {
     return wc_;
 }
 
+result<doorbell_mode> device::send_doorbell(std::optional<doorbell_mode> asked) {
+    if (asked) return *asked;
+    auto wc = write_combining();
+    if (!wc) return wc.error();
+    if (!*wc) return doorbell_mode::doorbell;
+    return hw::cpu_has_movdir64b() ? doorbell_mode::movdir64b : doorbell_mode::blueflame;
+}
+
 result<device_counters> device::counters(bool clear) {
     device_counters c;
     auto v = driver::query_vport_counters(*hca_, clear);
@@ -251,14 +259,9 @@ struct qp::rings {
 
 result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     if (!a.send_cq || !a.recv_cq || !a.domain) return error{EINVAL, "cxv::qp::create: a PD and both CQs are needed"};
-    doorbell_mode mode = doorbell_mode::doorbell;
-    if (a.doorbell) {
-        mode = *a.doorbell;
-    } else {
-        auto wc = d.write_combining();
-        if (!wc) return wc.error();
-        if (*wc) mode = hw::cpu_has_movdir64b() ? doorbell_mode::movdir64b : doorbell_mode::blueflame;
-    }
+    auto chosen = d.send_doorbell(a.doorbell);
+    if (!chosen) return chosen.error();
+    const doorbell_mode mode = *chosen;
     driver::qp::attr da;
     da.type = a.type;
     da.domain = a.domain->object();

@@ -235,6 +235,9 @@ public:
     result<bool> write_combining();
     // Where BlueFlame registers are written: the write-combining mapping if there is one.
     std::byte* bf_base() noexcept;
+    // How a send ring rings: `asked`, or else BlueFlame copies (MOVDIR64B where the CPU
+    // has it) when write_combining() holds, 8-byte doorbells when it does not.
+    result<doorbell_mode> send_doorbell(std::optional<doorbell_mode> asked);
     // The device clock (driver/hca/clock.h: the free-running timer, and its ticks in
     // CLOCK_REALTIME nanoseconds), made at the first call and kept; ENOTSUP through cxvd,
     // whose clients cannot read the initialization segment.

@@ -17,7 +17,6 @@
 #include "driver/res/eth.h"
 #include "driver/res/flow.h"
 #include "driver/res/pd_mr.h"
-#include "hw/mmio.h"
 
 namespace cxv::eth {
 
@@ -41,14 +40,9 @@ result<std::shared_ptr<queue>> queue::create(device& d, const attr& a) {
         return error{EINVAL, fmt::format("cxv::eth::queue::create: buffer_size {} (a power of two, 64 or more)",
                                          a.buffer_size)};
     }
-    doorbell_mode mode = doorbell_mode::doorbell;
-    if (a.doorbell) {
-        mode = *a.doorbell;
-    } else {
-        auto wc = d.write_combining();
-        if (!wc) return wc.error();
-        if (*wc) mode = hw::cpu_has_movdir64b() ? doorbell_mode::movdir64b : doorbell_mode::blueflame;
-    }
+    auto chosen = d.send_doorbell(a.doorbell);
+    if (!chosen) return chosen.error();
+    const doorbell_mode mode = *chosen;
     driver::hca& h = d.hca();
     std::shared_ptr<queue> q(new queue());
     q->dev_ = &d;

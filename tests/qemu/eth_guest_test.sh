@@ -31,38 +31,18 @@ cxv_ip6=fe80::c5:ff:fe00:1
 require_guest "$launcher"
 command -v tshark >/dev/null || skip "tshark is not installed (tools/setup installs it)"
 guest_test_dirs eth-guest
-ppid_=
-
-cleanup_peer() { [ -n "$ppid_" ] && kill "$ppid_" 2>/dev/null && wait "$ppid_" 2>/dev/null; }
-trap 'cleanup_peer; guest_test_cleanup' EXIT
 
 start=$(date +%s)
 # cxv first: its rules are in place long before the guest has booted.
-timeout 300 "$sim" run --fabric "$fabric" --set fabric_index=0 --port-type eth -- \
-    "$peer" 0000:c5:00.0 "$count" "$bad" 240 >"$work/peer.out" 2>&1 &
-ppid_=$!
+host_side_start "$work/peer.out" timeout 300 "$sim" run --fabric "$fabric" --set fabric_index=0 --port-type eth -- \
+    "$peer" 0000:c5:00.0 "$count" "$bad" 240
 "$launcher" run --name G --mac 52:54:00:00:00:01 --ip 169.254.100.1/16 \
     --fabric "$fabric" --peer-mac "$cxv_mac" --pcap "$out/eth-guest.pcap" \
     --file "$guest_prog:/bin/udp_guest" --work "$work" --timeout 240 -- \
     "udp_guest eth0 $cxv_ip4 $cxv_ip6 $count $bad" >"$work/G.out" 2>&1 &
 gpid=$!
-wait "$gpid"
-rc_guest=$?
-gpid=
-# The guest is done: the peer has answered its report by now, or never will.
-for _ in $(seq 100); do
-    kill -0 "$ppid_" 2>/dev/null || break
-    sleep 0.1
-done
-kill "$ppid_" 2>/dev/null
-wait "$ppid_"
-rc_peer=$?
-ppid_=
-sed 's/^/[cxv] /' "$work/peer.out"
-cat "$work/G.out"
-cp "$work/G.console" "$out/" 2>/dev/null
-echo "guest and cxv: exit $rc_guest and $rc_peer after $(($(date +%s) - start)) s"
-((rc_peer == 0)) || fail "eth_guest_peer (cxv) exited $rc_peer (its log: the [cxv] lines above)"
+guest_and_host_wait  # (the peer has answered the guest's report by then, or never will)
+((rc_host == 0)) || fail "eth_guest_peer (cxv) exited $rc_host (its log: the [cxv] lines above)"
 ((rc_guest == 0)) || fail "the guest's udp_guest exited $rc_guest (the [G] lines above)"
 grep -q '^\[G\] udp_guest: ok' "$work/G.out" || fail "the guest did not report ok"
 

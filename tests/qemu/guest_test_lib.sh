@@ -52,7 +52,42 @@ guest_test_dirs() {
 }
 guest_test_cleanup() {
     [ -n "$gpid" ] && kill "$gpid" 2>/dev/null && wait "$gpid" 2>/dev/null
+    host_side_cleanup
     rm -rf "$fabric"
+}
+
+# Host and guest side by side: host_side_start LOG CMD... starts a host program (cxv's
+# side, under cxv-sim) in the background with its output in LOG; guest_and_host_wait
+# waits for the guest (pid $gpid, output in $work/G.out), then up to 10 s for the host
+# side, ends it if it is still there, prints both logs (the host's as [cxv] lines), keeps
+# the guest's console and sets rc_guest and rc_host. The host side is ended by its pid on
+# any exit (host_side_cleanup runs from guest_test_cleanup).
+host_pid=
+host_log=
+host_side_start() {
+    host_log=$1
+    shift
+    "$@" >"$host_log" 2>&1 &
+    host_pid=$!
+}
+host_side_cleanup() { [ -n "$host_pid" ] && kill "$host_pid" 2>/dev/null && wait "$host_pid" 2>/dev/null; }
+guest_and_host_wait() {
+    wait "$gpid"
+    rc_guest=$?
+    gpid=
+    local _
+    for _ in $(seq 100); do
+        kill -0 "$host_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill "$host_pid" 2>/dev/null
+    wait "$host_pid"
+    rc_host=$?
+    host_pid=
+    sed 's/^/[cxv] /' "$host_log"
+    cat "$work/G.out"
+    cp "$work/G.console" "$out/" 2>/dev/null
+    echo "guest and cxv: exit $rc_guest and $rc_host after $(($(date +%s) - start)) s"
 }
 
 # free_ports N: sets ports=(...) to N loopback TCP ports nothing listens on, or skips.

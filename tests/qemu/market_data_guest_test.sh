@@ -20,18 +20,14 @@ rate=2000
 cxv_mac=02:c5:00:00:00:01  # the model's default (sim/device_config.h)
 require_guest "$launcher"
 guest_test_dirs market-data
-mpid=
-cleanup_md() { [ -n "$mpid" ] && kill "$mpid" 2>/dev/null && wait "$mpid" 2>/dev/null; }
-trap 'cleanup_md; guest_test_cleanup' EXIT
 
 start=$(date +%s)
-timeout 300 "$sim" run --fabric "$fabric" --set fabric_index=0 --port-type eth -- \
-    "$md" --device 0000:c5:00.0 --packets "$count" --seconds 200 >"$work/md.out" 2>&1 &
-mpid=$!
+host_side_start "$work/md.out" timeout 300 "$sim" run --fabric "$fabric" --set fabric_index=0 --port-type eth -- \
+    "$md" --device 0000:c5:00.0 --packets "$count" --seconds 200
 # The feed starts once market_data's rule is in place.
 for _ in $(seq 300); do
     grep -q '^market_data: joined' "$work/md.out" && break
-    kill -0 "$mpid" 2>/dev/null || break
+    kill -0 "$host_pid" 2>/dev/null || break
     sleep 0.1
 done
 grep -q '^market_data: joined' "$work/md.out" || { cat "$work/md.out"; fail "market_data did not start"; }
@@ -39,22 +35,8 @@ grep -q '^market_data: joined' "$work/md.out" || { cat "$work/md.out"; fail "mar
     --fabric "$fabric" --peer-mac "$cxv_mac" --file "$guest_prog:/bin/udp_guest" --work "$work" --timeout 200 -- \
     "udp_guest feed eth0 239.1.1.1 31337 $count $rate" >"$work/G.out" 2>&1 &
 gpid=$!
-wait "$gpid"
-rc_guest=$?
-gpid=
-for _ in $(seq 100); do
-    kill -0 "$mpid" 2>/dev/null || break
-    sleep 0.1
-done
-kill "$mpid" 2>/dev/null
-wait "$mpid"
-rc_md=$?
-mpid=
-sed 's/^/[cxv] /' "$work/md.out"
-cat "$work/G.out"
-cp "$work/G.console" "$out/" 2>/dev/null
-echo "guest and market_data: exit $rc_guest and $rc_md after $(($(date +%s) - start)) s"
-((rc_md == 0)) || fail "market_data exited $rc_md (the [cxv] lines above)"
+guest_and_host_wait
+((rc_host == 0)) || fail "market_data exited $rc_host (the [cxv] lines above)"
 ((rc_guest == 0)) || fail "the guest's feed exited $rc_guest (the [G] lines above)"
 grep -q "^market_data: $count packets in .* 0 sequence gaps, 0 not the feed's" "$work/md.out" ||
     fail "market_data did not receive the $count datagrams in sequence"

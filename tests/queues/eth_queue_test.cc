@@ -24,18 +24,8 @@ namespace {
 using test::check_same;
 using test::expected;
 using test::kQpn;
+using test::sq_rig;
 
-// An SQ of 16 BBs on plain memory, its "BlueFlame register" plain memory too.
-struct sq_rig {
-    alignas(64) std::array<std::byte, 16 * 64> bbs{};
-    std::array<std::uint64_t, 16> wr_ids{};
-    std::array<std::uint32_t, 16> ends{};
-    hw::wq_doorbell_record dbrec{};
-    alignas(64) std::array<std::byte, 512> bf{};
-    send_queue sq;
-    sq_rig() : sq(bbs.data(), 4, kQpn, false, wr_ids.data(), ends.data(), &dbrec, bf.data(), 256,
-                  doorbell_mode::doorbell, eth_wqe::max_bbs()) {}
-};
 
 std::vector<std::byte> frame_of(std::size_t n) {
     std::vector<std::byte> f(n);
@@ -59,7 +49,7 @@ void device_writes(mlx5_cqe64& c, std::uint8_t opcode) {
 }  // namespace
 
 TEST_CASE("a frame by pointer: control, Ethernet segment with 18 bytes inline, a data segment, in one BB") {
-    sq_rig r;
+    sq_rig r(doorbell_mode::doorbell, false, eth_wqe::max_bbs());
     auto f = frame_of(60);
     REQUIRE(put_eth_frame(r.sq, f.data(), 60, 0x4455, eth_l3_csum | eth_l4_csum | eth_signaled, 77));
     expected e;
@@ -88,7 +78,7 @@ TEST_CASE("a frame by pointer: control, Ethernet segment with 18 bytes inline, a
 }
 
 TEST_CASE("a frame inline: the whole frame in the Ethernet segment, padded to an octoword") {
-    sq_rig r;
+    sq_rig r(doorbell_mode::doorbell, false, eth_wqe::max_bbs());
     auto f = frame_of(64);
     REQUIRE(put_eth_inline(r.sq, f.data(), 64, eth_l4_csum, 5));
     expected e;
@@ -110,7 +100,7 @@ TEST_CASE("a frame inline: the whole frame in the Ethernet segment, padded to an
 }
 
 TEST_CASE("send completions retire the ring and carry the timestamp; an error CQE its status") {
-    sq_rig r;
+    sq_rig r(doorbell_mode::doorbell, false, eth_wqe::max_bbs());
     std::array<mlx5_cqe64, 8> cqes{};
     hw::cq_doorbell_record dbrec{};
     eth_send_cq cq(fresh_cq(cqes, dbrec), &r.sq);

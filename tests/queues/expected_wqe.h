@@ -1,5 +1,6 @@
 // The WQE a test expects, built with rdma-core's mlx5dv.h helpers (an independent
-// description of the layouts), and the byte-for-byte comparison with ours.
+// description of the layouts), the byte-for-byte comparison with ours, and the send ring
+// on plain memory the tests build theirs with.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,6 +10,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+
+#include "queues/send_queue.h"
 
 namespace cxv::test {
 
@@ -42,6 +45,20 @@ struct expected {
         mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(bytes.data()), pi, opcode, 0, kQpn, fm_ce_se,
                             static_cast<std::uint8_t>((off + 15) / 16), 0, imm);
     }
+};
+
+// A send ring of 16 BBs on plain memory, with a plain-memory "BlueFlame register";
+// `max_bbs`: the largest WQE it is sized for.
+struct sq_rig {
+    alignas(64) std::array<std::byte, 16 * 64> bbs{};
+    std::array<std::uint64_t, 16> wr_ids{};
+    std::array<std::uint32_t, 16> ends{};
+    hw::wq_doorbell_record dbrec{};
+    alignas(64) std::array<std::byte, 512> bf{};
+    queues::send_queue sq;
+    explicit sq_rig(queues::doorbell_mode mode = queues::doorbell_mode::doorbell, bool ud = false,
+                    unsigned max_bbs = 4)
+        : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), ends.data(), &dbrec, bf.data(), 256, mode, max_bbs) {}
 };
 
 // Our WQE at `ours` is `e`, byte for byte, over e.off bytes.

@@ -28,18 +28,8 @@ namespace {
 using test::check_same;
 using test::expected;
 using test::kQpn;
+using test::sq_rig;
 
-// A send ring of 16 BBs on plain memory, with a plain-memory "BlueFlame register".
-struct sq_rig {
-    alignas(64) std::array<std::byte, 16 * 64> bbs{};
-    std::array<std::uint64_t, 16> wr_ids{};
-    std::array<std::uint32_t, 16> ends{};
-    hw::wq_doorbell_record dbrec{};
-    alignas(64) std::array<std::byte, 512> bf{};
-    send_queue sq;
-    explicit sq_rig(doorbell_mode mode = doorbell_mode::doorbell, bool ud = false)
-        : sq(bbs.data(), 4, kQpn, ud, wr_ids.data(), ends.data(), &dbrec, bf.data(), 256, mode, 4) {}
-};
 
 // A CQ on `cqes` as the driver leaves a new one: every entry invalid, its owner bit 1 (the
 // hardware's until the first pass writes it).
