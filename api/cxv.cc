@@ -43,7 +43,10 @@ void detail::cq_events::signal_all() {
 device::device(std::unique_ptr<driver::hca> h, std::shared_ptr<detail::cq_events> ev)
     : events_(std::move(ev)), hca_(std::move(h)) {}
 
-device::~device() = default;
+device::~device() {
+    // The clock's upkeep stops before the clock goes.
+    if (hca_ && clock_) hca_->on_tick(nullptr);
+}
 
 result<driver::device_clock*> device::clock() {
     std::lock_guard lock(clock_mu_);
@@ -51,6 +54,9 @@ result<driver::device_clock*> device::clock() {
         auto c = driver::device_clock::create(*hca_);
         if (!c) return c.error();
         clock_ = std::move(c).value();
+        // A new base pair and rate at each tick of the event thread: timestamps follow the
+        // crystal's drift (sync() itself waits 100 ms between rates).
+        hca_->on_tick([c = clock_.get()] { (void)c->sync(); });
     }
     return clock_.get();
 }

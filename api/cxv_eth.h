@@ -2,15 +2,15 @@
 // packets with the device's hardware timestamp, steering rules that pick which packets
 // reach which queue, RSS over several queues, and multicast groups.
 //
-//   auto dev = cxv::device::open(bdf);
-//   auto q = cxv::eth::queue::create(*dev, {});
-//   auto steer = cxv::eth::steering::create(*dev);
-//   (*steer)->join({239, 1, 1, 1});                          // the group's MAC let in
-//   auto rule = (*steer)->add({.ip_version = 4, .dst_ipv4 = {{239, 1, 1, 1}},
-//                              .udp_dport = 31337}, **q, {.flow_tag = 7});
+//   auto dev = cxv::device::open(bdf).value();
+//   auto q = cxv::eth::queue::create(*dev, {}).value();
+//   auto steer = cxv::eth::steering::create(*dev).value();
+//   steer->join(cxv::eth::ipv4{239, 1, 1, 1});              // the group's MAC let in
+//   auto rule = steer->add({.ip_version = 4, .dst_ipv4 = cxv::eth::ipv4{239, 1, 1, 1},
+//                           .udp_dport = 31337}, q, {.flow_tag = 7}).value();
 //   cxv::eth::packet pkts[32];
-//   int n = (*q)->poll(pkts);                                // data, length, timestamp ...
-//   (*q)->send(frame, cxv::eth::l3_csum | cxv::eth::l4_csum);
+//   int n = q->poll(pkts);                                   // data, length, timestamp ...
+//   q->send(frame, cxv::eth::l3_csum | cxv::eth::l4_csum);
 //
 // A queue is an SQ and an RQ with their CQs (PRM "Transport Interface"), a TIS and a
 // direct TIR; the packets a rule steers to it arrive in its RQ. Objects are

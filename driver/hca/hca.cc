@@ -195,12 +195,19 @@ status hca::start_events() {
     h.tick = [this] {
         if (dead()) return;
         if (auto why = health_.check(dev_->bar0(), std::chrono::steady_clock::now())) fatal(*why);
+        std::lock_guard lock(tick_mu_);
+        if (tick_hook_) tick_hook_();
     };
     eqs_->start(std::move(h));
     pages_->start([this](const error& e) {
         if (!dead()) report({hca_event::fatal, 0, 0, "page request not served: " + e.message});
     });
     return ok_status();
+}
+
+void hca::on_tick(std::function<void()> f) {
+    std::lock_guard lock(tick_mu_);
+    tick_hook_ = std::move(f);
 }
 
 result<hca::bf_reg> hca::alloc_bf() { return bf_->alloc(); }

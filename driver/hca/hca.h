@@ -221,6 +221,10 @@ public:
     void free_bf(const bf_reg& r);
     std::size_t pages_given() const;
     bool dead() const noexcept { return cmd_ && cmd_->dead(); }
+    // `f` runs on the event thread at each of its ticks (every 50 ms or so, after the health
+    // check): periodic upkeep such as the device clock's sync(). One at a time; nullptr
+    // removes it, and once this returns the old one runs no more.
+    void on_tick(std::function<void()> f);
 
     // Tears the function down now (the destructor does it gracefully otherwise) and says
     // whether everything came back: every firmware page reclaimed, no command failed.
@@ -272,6 +276,8 @@ private:
     std::unique_ptr<bf_allocator> bf_;   // BlueFlame registers
     std::unique_ptr<event_queues> eqs_;  // the EQs and the event thread
     health_monitor health_;              // on the event thread
+    std::mutex tick_mu_;                 // held while the tick hook runs or changes
+    std::function<void()> tick_hook_;
     std::atomic<bool> stop_{false};
     std::mutex port_mu_;
     std::condition_variable port_cv_;

@@ -369,3 +369,24 @@ TEST_CASE("unsignaled sends give their room back: the queue's own completions, n
     CHECK(small->send(big) == EINVAL);
     MESSAGE("500 unsignaled frames through a 64-BB send ring: full " << full << " times");
 }
+
+TEST_CASE("hardware timestamps follow the device clock's own rate (eth_api_drift_test: the model's clock 10 % fast)") {
+    fabric f;
+    auto rx = take(eth::queue::create(*f.d1, {}));
+    auto rule = take(f.steer->add({.ip_version = 4, .udp_dport = kFeed}, rx));
+    // Long enough for a clock left at the announced rate to be 150 ms off at 10 %.
+    std::this_thread::sleep_for(1500ms);
+    std::vector<std::vector<std::byte>> frames;
+    for (std::uint8_t i = 0; i < 4; ++i) frames.push_back(udp_frame(f.m1, f.m0, kSrc, kDst, 1, kFeed, 30, i));
+    const std::int64_t before = now_ns();
+    send_all(*f.tx, frames, 0);
+    const auto r = poll_for(*rx, frames.size());
+    const std::int64_t after = now_ns();
+    REQUIRE(r.meta.size() == frames.size());
+    for (const auto& m : r.meta) {
+        const std::int64_t ns = rx->to_ns(m.timestamp);
+        CAPTURE(ns - before);
+        CHECK(ns >= before - 20'000'000);
+        CHECK(ns <= after + 20'000'000);
+    }
+}
