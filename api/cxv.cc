@@ -1,4 +1,5 @@
 #include "api/cxv.h"
+#include "api/qp_rings.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -252,22 +253,12 @@ status srq::arm(unsigned limit) { return srq_->arm(limit); }
 
 // --- QP ----------------------------------------------------------------------------------
 
-struct qp::rings {
-    std::vector<std::uint64_t> sq_wr_ids, rq_wr_ids;
-    std::vector<std::uint32_t> sq_ends;
-    queues::send_queue sq;
-    std::unique_ptr<queues::mp_send_queue> mpsq;
-    queues::recv_queue rq;
-    // The SRQ the QP's receives come from, when the QP held it last: a poller retiring
-    // into its ring writes its WQEs' free list, so it stays as long as the rings do.
-    std::shared_ptr<srq> shared;
-};
-
 result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     if (!a.send_cq || !a.recv_cq || !a.domain) return error{EINVAL, "cxv::qp::create: a PD and both CQs are needed"};
     auto chosen = d.send_doorbell(a.doorbell);
     if (!chosen) return chosen.error();
     const doorbell_mode mode = *chosen;
+    if (a.type == qp_type::raw_packet) return create_raw(d, a, mode);
     driver::qp::attr da;
     da.type = a.type;
     da.domain = a.domain->object();
@@ -287,6 +278,7 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     std::shared_ptr<qp> out(new qp());
     out->qp_ = std::move(q).value();
     out->qpn_ = out->qp_->qpn();
+    out->type_ = a.type;
     out->pd_ = a.domain;
     out->scq_ = a.send_cq;
     out->rcq_ = a.recv_cq;
@@ -296,6 +288,7 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     rings& rg = *out->rings_;
     out->mode_ = a.multi_producer ? doorbell_mode::doorbell : mode;
     auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(o.doorbell_record());
+    rg.dbrecs[0] = o.doorbell_record();
 
     const unsigned log_sq = o.log_sq_size();
     rg.sq_wr_ids.assign(o.sq_wqebb_count(), 0);
@@ -354,38 +347,47 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
 }
 
 result<q_counter_values> qp::counters(bool clear) {
-    if (!own_counters_ || !qp_->counter()) {
+    if (!own_counters_ || !qp_ || !qp_->counter()) {
         return error{ENOENT, fmt::format("cxv::qp::counters: QP 0x{:x} counts to the device's set", qpn())};
     }
     return qp_->counter()->query(clear);
 }
 
 status qp::modify(qp_state to, const modify_attr& a) {
+    if (raw_) return modify_raw(to);
     auto s = qp_->modify(to, a);
-    if (s && to == qp_state::reset) {
-        // 2RST_QP sets the device's WQE counters back to 0 (PRM "QP State Transitions"):
-        // the QP's completions still in its CQs go (they name WQEs of before), the rings
-        // start again at 0 and so does the doorbell record, or the device would take the
-        // record's old counters for WQEs posted anew. As with ibv_modify_qp(3) on
-        // rdma-core, nothing may poll the CQs or post to the QP meanwhile.
-        queues::srq_ring* shared = srq_ ? &srq_->ring_ : nullptr;
-        if (rcq_ == scq_) {
-            rcq_->ring_.discard(qpn_, shared);
-        } else {
-            scq_->ring_.discard(qpn_, static_cast<queues::srq_ring*>(nullptr));
-            rcq_->ring_.discard(qpn_, shared);
-        }
-        rings_->sq.reset();
-        if (rings_->mpsq) rings_->mpsq->reset();
-        if (!rings_->rq.srq()) rings_->rq.reset();
-        auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(qp_->doorbell_record());
-        dbrec->rcv_counter = hw::be32{0};
-        dbrec->snd_counter = hw::be32{0};
-    }
+    if (s && to == qp_state::reset) reset_rings();
     return s;
 }
 
+// 2RST_QP (or a raw packet QP's SQ and RQ to RST) sets the device's WQE counters back to
+// 0 (PRM "QP State Transitions", "SQ State Machine"): the QP's completions still in its
+// CQs go (they name WQEs of before), the rings start again at 0 and so do the doorbell
+// records, or the device would take the records' old counters for WQEs posted anew. As
+// with ibv_modify_qp(3) on rdma-core, nothing may poll the CQs or post to the QP
+// meanwhile.
+void qp::reset_rings() {
+    queues::srq_ring* shared = srq_ ? &srq_->ring_ : nullptr;
+    const std::uint32_t* raw_uidx = raw_ ? &rings_->user_index : nullptr;
+    if (rcq_ == scq_) {
+        rcq_->ring_.discard(qpn_, shared, raw_uidx);
+    } else {
+        scq_->ring_.discard(qpn_, static_cast<queues::srq_ring*>(nullptr));
+        rcq_->ring_.discard(qpn_, shared, raw_uidx);
+    }
+    rings_->sq.reset();
+    if (rings_->mpsq) rings_->mpsq->reset();
+    if (!rings_->rq.srq()) rings_->rq.reset();
+    for (std::byte* r : rings_->dbrecs) {
+        auto* dbrec = reinterpret_cast<hw::wq_doorbell_record*>(r);
+        if (dbrec == nullptr) continue;
+        dbrec->rcv_counter = hw::be32{0};
+        dbrec->snd_counter = hw::be32{0};
+    }
+}
+
 result<qp_state> qp::query() {
+    if (raw_) return raw_state();
     auto s = qp_->query();
     if (!s) return s.error();
     return static_cast<qp_state>(*s);
@@ -396,8 +398,8 @@ result<qp_state> qp::query() {
 // SRQ the QP held last goes with the rings.
 qp::~qp() {
     if (rings_ && srq_ && srq_.use_count() == 1) rings_->shared = std::move(srq_);
-    if (scq_) scq_->detach(qp_->qpn(), rings_);
-    if (rcq_) rcq_->detach(qp_->qpn(), rings_);
+    if (scq_) scq_->detach(qpn_, rings_);
+    if (rcq_) rcq_->detach(qpn_, rings_);
 }
 
 // A multi-producer QP, or one whose every WQE is signaled. For signal_all the WRs are

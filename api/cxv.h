@@ -66,6 +66,7 @@ class pd;
 class q_counter;
 class qp;
 class srq;
+class tir;
 }  // namespace driver
 
 using queues::doorbell_mode;
@@ -329,6 +330,13 @@ class qp {
 public:
     // Sizes asked for at create (base/values.h); with max_send_wr 0 every send is ENOMEM.
     using caps = qp_caps;
+    // type raw_packet (IBV_QPT_RAW_PACKET, on an Ethernet port): an SQ and an RQ of the
+    // Ethernet transport under one QP, as Linux's mlx5_ib makes one (PRM "Transport
+    // Interface"): a TIS the SQ sends through, the RQ's direct TIR, which steering rules
+    // name (raw_tir()). Its number is the SQ's (the RQ's without sends). A send is a whole
+    // frame: the first 18 bytes go inline in the WQE's Ethernet segment, IBV_SEND_IP_CSUM
+    // asks for the IPv4 and L4 checksums; a receive is a frame. RST→INIT readies the RQ,
+    // RTR→RTS the SQ (as mlx5_ib). No SRQ, multi-producer ring or own counters.
     struct attr {
         qp_type type = qp_type::rc;
         std::shared_ptr<pd> domain;
@@ -389,13 +397,31 @@ public:
     }
 
     std::uint32_t qpn() const noexcept { return qpn_; }
+    qp_type type() const noexcept { return type_; }
+    // The QP object (null for a raw packet QP, which has none).
     const std::shared_ptr<driver::qp>& object() const noexcept { return qp_; }
+    // The sizes granted at create, at least those asked (ibv_create_qp(3) writes them back).
+    caps capabilities() const noexcept;
+    // The device's objects destroyed now (ibv_destroy_qp(3)), with the firmware's status;
+    // the rest goes with this object.
+    status destroy();
+    // A raw packet QP's TIR, which steering rules send packets to (null for other types
+    // and for a raw packet QP without receives).
+    std::shared_ptr<driver::tir> raw_tir() const noexcept;
     // QUERY_Q_COUNTER of the QP's own set (attr::own_counters; ENOENT without one: its
     // events count in device::counters()). With clear, the set restarts from 0.
     result<q_counter_values> counters(bool clear = false);
 
 private:
     qp() = default;
+    // A raw packet QP's objects and state (cxv.cc).
+    struct raw_objects;
+    static result<std::shared_ptr<qp>> create_raw(device& d, const attr& a, doorbell_mode mode);
+    status modify_raw(qp_state to);
+    result<qp_state> raw_state() const;
+    void reset_rings();
+    std::shared_ptr<raw_objects> raw_;
+    qp_type type_ = qp_type::rc;
     // The rings and what their retire() touches (cxv.cc): on the heap, shared with the
     // CQs, which keep them past the QP until their pollers have let go.
     struct rings;

@@ -257,14 +257,19 @@ steering::~steering() {
 
 result<std::unique_ptr<rule>> steering::add(const match& m, std::shared_ptr<queue> to, const rule::options& o) {
     if (!to) return error{EINVAL, "cxv::eth::steering::add: no queue"};
-    return make(m, target{std::move(to), nullptr, false}, o);
+    return make(m, target{std::move(to), nullptr, false, nullptr}, o);
 }
 result<std::unique_ptr<rule>> steering::add(const match& m, std::shared_ptr<rss> to, const rule::options& o) {
     if (!to) return error{EINVAL, "cxv::eth::steering::add: no RSS group"};
-    return make(m, target{nullptr, std::move(to), false}, o);
+    return make(m, target{nullptr, std::move(to), false, nullptr}, o);
+}
+result<std::unique_ptr<rule>> steering::add(const match& m, std::shared_ptr<driver::tir> to,
+                                             const rule::options& o) {
+    if (!to) return error{EINVAL, "cxv::eth::steering::add: no TIR"};
+    return make(m, target{nullptr, nullptr, false, std::move(to)}, o);
 }
 result<std::unique_ptr<rule>> steering::drop(const match& m, const rule::options& o) {
-    return make(m, target{nullptr, nullptr, true}, o);
+    return make(m, target{nullptr, nullptr, true, nullptr}, o);
 }
 
 result<std::unique_ptr<rule>> steering::make(const match& m, target t, const rule::options& o) {
@@ -307,6 +312,7 @@ result<std::unique_ptr<rule>> steering::make(const match& m, target t, const rul
     driver::flow_rule::action act;
     if (t.q) act.to_tirs.push_back(t.q->tir());
     if (t.r) act.to_tirs.push_back(t.r->tir());
+    if (t.tir) act.to_tirs.push_back(t.tir);
     act.drop = t.drop;
     act.flow_tag = o.flow_tag;
     if (o.count) {
@@ -322,6 +328,7 @@ result<std::unique_ptr<rule>> steering::make(const match& m, target t, const rul
     r->owner_ = shared_from_this();
     r->queue_ = std::move(t.q);
     r->rss_ = std::move(t.r);
+    r->tir_ = std::move(t.tir);
     r->group_ = gi;
     r->index_ = index;
     return r;

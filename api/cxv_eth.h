@@ -231,6 +231,7 @@ private:
     std::shared_ptr<driver::flow_counter> counter_;
     std::shared_ptr<queue> queue_;
     std::shared_ptr<rss> rss_;
+    std::shared_ptr<driver::tir> tir_;
     unsigned group_ = 0, index_ = 0;
 };
 
@@ -252,6 +253,9 @@ public:
     // A rule to a queue, to an RSS group, or dropping what it matches.
     result<std::unique_ptr<rule>> add(const match& m, std::shared_ptr<queue> to, const rule::options& o = {});
     result<std::unique_ptr<rule>> add(const match& m, std::shared_ptr<rss> to, const rule::options& o = {});
+    // A rule to a TIR made elsewhere (a raw packet QP's, cxv::qp::raw_tir(): the verbs'
+    // ibv_create_flow), held while the rule is.
+    result<std::unique_ptr<rule>> add(const match& m, std::shared_ptr<driver::tir> to, const rule::options& o = {});
     result<std::unique_ptr<rule>> drop(const match& m, const rule::options& o = {});
 
     // Multicast groups: frames to the group's MAC pass the vport's filter while joined
@@ -272,6 +276,7 @@ private:
         std::shared_ptr<queue> q;
         std::shared_ptr<rss> r;
         bool drop = false;
+        std::shared_ptr<driver::tir> tir;
     };
     result<std::unique_ptr<rule>> make(const match& m, target t, const rule::options& o);
     void release(unsigned group, unsigned index) noexcept;

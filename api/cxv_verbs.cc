@@ -158,6 +158,7 @@ ibv_qp_state to_verbs(qp_state s) {
 // The attributes a transition requires, per transport (IBTA's QP state table, as
 // ibv_modify_qp(3) lists them).
 int required_mask(ibv_qp_type t, ibv_qp_state from, ibv_qp_state to) {
+    if (t == IBV_QPT_RAW_PACKET) return from == IBV_QPS_RESET && to == IBV_QPS_INIT ? IBV_QP_PORT : 0;
     if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
         return IBV_QP_PKEY_INDEX | IBV_QP_PORT | (t == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
     }
@@ -305,6 +306,8 @@ ibv_context* cxv_open_device(const char* bdf) {
     ctx.ops.post_srq_recv = op_post_srq_recv;
     ctx.ops.poll_cq = op_poll_cq;
     ctx.ops.req_notify_cq = op_req_notify_cq;
+    c->ibv_create_flow = cxv_create_flow;
+    c->ibv_destroy_flow = cxv_destroy_flow;
     ctx.cmd_fd = -1;
     ctx.async_fd = async->fd();
     c->async = std::move(async);
@@ -528,7 +531,13 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     case IBV_QPT_RC: a.type = qp_type::rc; break;
     case IBV_QPT_UC: a.type = qp_type::uc; break;
     case IBV_QPT_UD: a.type = qp_type::ud; break;
-    default: return fail_null<ibv_qp>(EOPNOTSUPP, "cxv_create_qp: only RC, UC and UD QPs");
+    case IBV_QPT_RAW_PACKET:
+        if (!dev_of(pd->context)->ethernet) {
+            return fail_null<ibv_qp>(EOPNOTSUPP, "cxv_create_qp: a raw packet QP needs an Ethernet port");
+        }
+        a.type = qp_type::raw_packet;
+        break;
+    default: return fail_null<ibv_qp>(EOPNOTSUPP, "cxv_create_qp: only RC, UC, UD and raw packet QPs");
     }
     a.domain = pd_of(pd)->pd;
     a.send_cq = cq_of(attr->send_cq)->cq;
@@ -565,7 +574,7 @@ ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_option
     b.state = IBV_QPS_RESET;
     b.qp_type = attr->qp_type;
     out->sig_all = attr->sq_sig_all != 0;
-    const auto& granted = q.value()->object()->capabilities();
+    const cxv::qp::caps granted = q.value()->capabilities();
     attr->cap.max_send_wr = granted.max_send_wr;
     attr->cap.max_recv_wr = attr->srq != nullptr ? 0 : granted.max_recv_wr;
     attr->cap.max_send_sge = granted.max_send_sge;
@@ -638,7 +647,7 @@ int cxv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
     attr->timeout = static_cast<uint8_t>(m.timeout);
     attr->retry_cnt = static_cast<uint8_t>(m.retry_cnt);
     attr->rnr_retry = static_cast<uint8_t>(m.rnr_retry);
-    const auto& granted = q->qp->object()->capabilities();
+    const cxv::qp::caps granted = q->qp->capabilities();
     attr->cap.max_send_wr = granted.max_send_wr;
     attr->cap.max_recv_wr = qp->srq != nullptr ? 0 : granted.max_recv_wr;
     attr->cap.max_send_sge = granted.max_send_sge;
@@ -657,7 +666,10 @@ int cxv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr*
 int cxv_destroy_qp(ibv_qp* qp) {
     c_qp* q = qp_of(qp);
     dev_of(qp->context)->async->remove_qp(qp->qp_num);
-    if (auto s = q->qp->object()->destroy(); !s) {
+    if (q->flows.load(std::memory_order_relaxed) != 0) {
+        return fail(EBUSY, "cxv_destroy_qp: flows (ibv_create_flow) still steer to the QP");
+    }
+    if (auto s = q->qp->destroy(); !s) {
         dev_of(qp->context)->async->add(qp->qp_num, qp);
         return fail(s.error());
     }

@@ -181,6 +181,15 @@ int cxv_query_qp_state(struct ibv_qp *qp, enum ibv_qp_state *state);
 int cxv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr);
 int cxv_destroy_qp(struct ibv_qp *qp);
 
+/* ibv_create_flow(3) on a raw packet QP (IBV_QPT_RAW_PACKET): a rule of the function's
+ * receive steering that sends what it matches to the QP. IBV_FLOW_ATTR_NORMAL on port 1;
+ * specs eth, ipv4, ipv4_ext, ipv6, tcp, udp (each field matched whole or not at all,
+ * with the VLAN ID of the tag), action tag and drop; a later flow comes after those
+ * before it. Else EOPNOTSUPP (the message says what). The context's ibv_create_flow
+ * and ibv_destroy_flow ops are these. */
+struct ibv_flow *cxv_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *flow);
+int cxv_destroy_flow(struct ibv_flow *flow);
+
 /* ibv_create_qp_ex(3): IBV_QP_INIT_ATTR_PD, with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS the
  * ibv_wr_* interface (ibv_wr_post(3)) for the opcodes the transport has (RDMA write
  * with and without immediate, send with and without immediate, and on RC RDMA read and

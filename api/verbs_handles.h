@@ -74,6 +74,7 @@ struct c_qp : ibv_qp_ex {
     cxv::qp::modify_attr attrs;  // what the caller has set so far
     bool sig_all = false;
     std::unique_ptr<wr_batch, wr_batch_free> batch;
+    std::atomic<unsigned> flows{0};  // ibv_create_flow's flows steering to it (a raw packet QP)
 };
 static_assert(offsetof(ibv_qp_ex, qp_base) == 0);
 

@@ -25,6 +25,7 @@
 #include "hw/opcodes.h"
 #include "hw/wqe.h"
 #include "queues/completion_queue.h"
+#include "queues/eth_queue.h"
 #include "queues/mp_send_queue.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
@@ -48,7 +49,7 @@ struct send_side {
     queues::send_queue* sq = nullptr;
     unsigned max_sge = 0;
     unsigned max_inline = 0;
-    ibv_qp_type type = IBV_QPT_RC;  // IBV_QPT_RC, IBV_QPT_UC or IBV_QPT_UD
+    ibv_qp_type type = IBV_QPT_RC;  // IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD or IBV_QPT_RAW_PACKET
     // Computed once for post_send's one-pass path: it takes the verbs opcodes below
     // fast_ops (RC IBV_WR_RDMA_WRITE .. RDMA_READ, UC up to SEND_WITH_IMM; none on UD,
     // nor on a QP without gather entries, whose limit check is the general loop's), with
@@ -102,8 +103,8 @@ namespace detail {
 namespace detail {
 
 // Per verbs opcode (IBV_WR_RDMA_WRITE .. IBV_WR_ATOMIC_FETCH_AND_ADD): the WQE opcode and
-// the transports that have it (bit 0 RC, 1 UC, 2 UD). Its segments are
-// queues/send_wqe.h's.
+// the transports that have it (bit 0 RC, 1 UC, 2 UD, 3 raw packet). Its segments are
+// queues/send_wqe.h's (a raw packet's, queues/eth_queue.h's).
 struct opcode_info {
     hw::wqe_opcode wqe;
     std::uint8_t transports;
@@ -111,7 +112,7 @@ struct opcode_info {
 inline constexpr opcode_info kOpcodes[] = {
     {hw::wqe_opcode::RDMA_WRITE, 0b011},      // IBV_WR_RDMA_WRITE
     {hw::wqe_opcode::RDMA_WRITE_IMM, 0b011},  // IBV_WR_RDMA_WRITE_WITH_IMM
-    {hw::wqe_opcode::SEND, 0b111},            // IBV_WR_SEND
+    {hw::wqe_opcode::SEND, 0b1111},           // IBV_WR_SEND
     {hw::wqe_opcode::SEND_IMM, 0b111},        // IBV_WR_SEND_WITH_IMM
     {hw::wqe_opcode::RDMA_READ, 0b001},       // IBV_WR_RDMA_READ
     {hw::wqe_opcode::ATOMIC_CS, 0b001},       // IBV_WR_ATOMIC_CMP_AND_SWP
@@ -123,7 +124,9 @@ static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_SEND == 2 && IBV_WR_ATOMIC_FETCH_
 static_assert(IBV_SEND_FENCE == queues::send_wqe::flag_fence && IBV_SEND_SIGNALED == queues::send_wqe::flag_signaled &&
               IBV_SEND_SOLICITED == queues::send_wqe::flag_solicited);
 
-inline unsigned transport_bit(ibv_qp_type t) noexcept { return t == IBV_QPT_RC ? 1 : t == IBV_QPT_UC ? 2 : 4; }
+inline unsigned transport_bit(ibv_qp_type t) noexcept {
+    return t == IBV_QPT_RC ? 1 : t == IBV_QPT_UC ? 2 : t == IBV_QPT_UD ? 4 : 8;
+}
 
 }  // namespace detail
 
@@ -174,6 +177,16 @@ namespace detail {
             }
             av = &reinterpret_cast<const address_handle*>(wr->wr.ud.ah)->av;
         }
+        if (q.type == IBV_QPT_RAW_PACKET) {
+            // A whole frame: at least its Ethernet header (14 bytes), which the Ethernet
+            // segment carries (queues::eth_wqe::put_sges).
+            std::uint64_t total = 0;
+            for (unsigned i = 0; i < n; ++i) total += sg[i].length;
+            if (total < 14) [[unlikely]] {
+                err = EINVAL;
+                break;
+            }
+        }
         queues::send_queue::wqe_slot slot;
         if (!sq.reserve(slot)) [[unlikely]] {
             err = ENOMEM;
@@ -181,6 +194,12 @@ namespace detail {
         }
         namespace wqe = queues::send_wqe;
         std::byte* seg = slot.w + sizeof(hw::wqe_ctrl_seg);
+        if (q.type == IBV_QPT_RAW_PACKET) {
+            const unsigned cs = (wr->send_flags & IBV_SEND_IP_CSUM) ? queues::eth_l3_csum | queues::eth_l4_csum : 0;
+            seg = queues::eth_wqe::put_sges(seg, sg, n, cs, inl);
+            sq.finish(slot, seg, op.wqe, wqe::kControl[wr->send_flags & 7], 0, wr->wr_id);
+            continue;
+        }
         if (av != nullptr) {
             // The address from the AH; the destination QP and Q_Key from the WR.
             seg = wqe::put_datagram(seg, wqe::with_destination(*av, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey));

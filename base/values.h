@@ -12,7 +12,9 @@
 
 namespace cxv {
 
-enum class qp_type { rc, uc, ud };
+// raw_packet: an Ethernet SQ and RQ under one QP handle (IBV_QPT_RAW_PACKET), made by the
+// API from the transport objects (api/cxv_raw_qp.cc); driver::qp takes rc, uc and ud.
+enum class qp_type { rc, uc, ud, raw_packet };
 // The QP state machine (RST, INIT, RTR, RTS, SQE, SQD, ERR).
 enum class qp_state { reset, init, rtr, rts, sqerr, sqd, error };
 

@@ -9,6 +9,7 @@
 // and the vendor syndrome in vendor_err (syndrome << 8 | vendor syndrome).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -37,6 +38,14 @@ struct qp_rings {
     recv_queue* rq = nullptr;
     srq_ring* srq = nullptr;
     mp_send_queue* mpsq = nullptr;  // a multi-producer send ring (sq is null then)
+    // A raw packet QP's (IBV_QPT_RAW_PACKET): an SQ and an RQ of the Ethernet transport
+    // (PRM "Transport Interface"). Its send CQEs name the SQ, whose number is `qpn`; its
+    // receive CQEs carry the steering rule's flow tag where a QP's carry the QPN, and the
+    // RQ's user_index (below) in srqn_uidx, by which the poller finds them, as
+    // rdma-core's mlx5 provider finds every receive with CQE version 1. Their completions
+    // report IBV_WC_IP_CSUM_OK where the device found the IPv4 and L4 checksums good.
+    bool raw_packet = false;
+    std::uint32_t user_index = 0;  // a raw packet QP's RQ's rqc.user_index
 };
 
 // The ibv_wc_status of an error CQE's syndrome.
@@ -133,7 +142,7 @@ alignas(64) inline constexpr std::array<std::byte, 64> kDeadRing = [] {
 
 // A CQ's QP cache before any QP is attached, and what an unknown QPN finds: its number
 // matches no 24-bit QPN, and it has no rings.
-inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr};
+inline constexpr qp_rings kNoQp{~0u, nullptr, nullptr, nullptr, nullptr, false, ~0u};
 
 // poll() stores a completion's fields two at a time where two 32-bit fields share an
 // 8-byte word (one store instead of two): these name the words by their first field.
@@ -187,6 +196,7 @@ public:
     void attach(const qp_rings* qps, unsigned count) noexcept {
         qps_ = qps;
         nqps_ = count;
+        raw_packet_ = std::any_of(qps, qps + count, [](const qp_rings& q) { return q.raw_packet; });
         remember(count ? &qps[0] : &detail::kNoQp);
     }
 
@@ -285,8 +295,9 @@ public:
     // to its free list. No poll() may run meanwhile (the caller's rule, as for reset).
     // Of a 128-byte entry only the CQE half moves: the QPs cxv makes scatter no data to
     // the CQE.
+    // A raw packet QP's receives are those of its RQ's user index (`raw_user_index`).
     template <class Srq>
-    void discard(std::uint32_t qpn, Srq* srq) noexcept {
+    void discard(std::uint32_t qpn, Srq* srq, const std::uint32_t* raw_user_index = nullptr) noexcept {
         std::uint32_t end = ci_;
         while (end != ci_ + mask_ + 1 && detail::kPoll.kind[unsigned{at(end).op_own} ^ ((end >> log_) & 1)] !=
                                               detail::kind_stop) {
@@ -297,10 +308,11 @@ public:
         for (std::uint32_t i = end; i != ci_;) {
             --i;
             hw::cqe64& c = at(i);
-            if ((c.sop_drop_qpn.value() & 0xffffff) == qpn) {
-                const auto op = hw::cqe_get_opcode(c.op_own);
-                const bool receive = detail::kPoll.kind[unsigned{c.op_own} ^ ((i >> log_) & 1)] == detail::kind_resp ||
-                                     op == hw::cqe_opcode::RESP_ERR;
+            const auto op = hw::cqe_get_opcode(c.op_own);
+            const bool receive = detail::kPoll.kind[unsigned{c.op_own} ^ ((i >> log_) & 1)] == detail::kind_resp ||
+                                 op == hw::cqe_opcode::RESP_ERR;
+            if (raw_user_index != nullptr && receive ? hw::cqe_srqn(c) == *raw_user_index
+                                                     : (c.sop_drop_qpn.value() & 0xffffff) == qpn) {
                 if (srq != nullptr && receive) srq->retire(c.wqe_counter.value());
                 ++freed;
             } else if (freed != 0) {
@@ -405,9 +417,16 @@ private:
             const unsigned kind = detail::kPoll.kind[x];
             if (kind == detail::kind_stop) break;
             hw::from_device();
-            const std::uint32_t qpn = c.sop_drop_qpn.value() & 0xffffff;
+            std::uint32_t qpn = c.sop_drop_qpn.value() & 0xffffff;
             const qp_rings* q = last_;
             if (q->qpn != qpn) q = find(qpn);
+            if (raw_packet_ && kind != detail::kind_req && hw::cqe_get_opcode(c.op_own) != hw::cqe_opcode::REQ_ERR &&
+                (q->raw_packet || (ring_of(q->rq) == nullptr && ring_of(q->srq) == nullptr))) [[unlikely]] {
+                // A receive whose QPN bytes name no QP's receive ring here: a raw packet
+                // QP's, found by its user index (qp_rings::raw_packet).
+                q = find_raw(hw::cqe_srqn(c));
+                qpn = q->qpn;
+            }
             if (kind == detail::kind_req) {
                 if (send_queue* sq = ring_of(q->sq)) {
                     decode_send(c, qpn, *sq, *out);
@@ -419,6 +438,7 @@ private:
             } else if (kind == detail::kind_resp) {
                 if (recv_queue* rq = ring_of(q->rq)) {
                     decode_recv(c, x, qpn, *rq, *out);
+                    if (q->raw_packet) decode_raw(c, *out);
                 } else if (srq_ring* srq = ring_of(q->srq)) {
                     decode_recv(c, x, qpn, *srq, *out);
                 } else {
@@ -489,6 +509,23 @@ private:
         }
         return &detail::kNoQp;
     }
+    const qp_rings* find_raw(std::uint32_t user_index) noexcept {
+        for (unsigned i = 0; i < nqps_; ++i) {
+            if (qps_[i].raw_packet && qps_[i].user_index == user_index) return remember(&qps_[i]);
+        }
+        return &detail::kNoQp;
+    }
+    // What a raw packet QP's receive reports beyond a QP's: with_ip_csum_ok where the
+    // packet is IPv4 and the device found its IP and L4 checksums good (hds_ip_ext's
+    // L3_OK and L4_OK, PRM "Completion Queue Entry Format"), as rdma-core's mlx5 reports
+    // it; no source QP, SL or GRH (those bytes of an Ethernet CQE are not a QP's).
+    static void decode_raw(const hw::cqe64& c, work_completion& wc) noexcept {
+        const bool ipv4 = ((c.l4_hdr_type_etc >> 2) & 3) == static_cast<unsigned>(hw::cqe_l3_hdr_type::IPV4);
+        const bool good = (c.hds_ip_ext & (hw::cqe_l3_ok | hw::cqe_l4_ok)) == (hw::cqe_l3_ok | hw::cqe_l4_ok);
+        wc.src_qp = 0;
+        wc.wc_flags = ipv4 && good ? wc_with_ip_csum_ok : 0;
+        detail::put64(wc, detail::kPkeySlid, 0);
+    }
     // The QP poll()'s loop serves. Its key, for each side whose ring the loop retires, is
     // its QPN as the bytes of a CQE's sop_drop_qpn hold it (kQpnBytes of the raw word);
     // kNoKey, which no CQE matches, for a side the loop leaves to poll_rest().
@@ -500,7 +537,8 @@ private:
         rq_ = ring_of(q->rq);
         const std::uint32_t key = hw::be32::from(q->qpn & 0xffffff).raw;
         sq_key_ = sq_ != nullptr ? key : kNoKey;
-        rq_key_ = rq_ != nullptr ? key : kNoKey;
+        // (a raw packet QP's receives carry no QPN: poll_rest() finds them)
+        rq_key_ = rq_ != nullptr && !q->raw_packet ? key : kNoKey;
         qpn_ = q->qpn;
         return q;
     }
@@ -563,6 +601,7 @@ private:
     mutable std::uint32_t released_ = 0;  // (read by released() with an atomic load)
     const qp_rings* qps_ = nullptr;
     unsigned nqps_ = 0;
+    bool raw_packet_ = false;  // a raw packet QP among qps_
     const qp_rings* last_ = &detail::kNoQp;
     send_queue* sq_ = nullptr;
     recv_queue* rq_ = nullptr;

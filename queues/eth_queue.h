@@ -18,6 +18,7 @@
 // locks, calls the kernel or logs.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include "queues/completion_queue.h"
 #include "queues/recv_queue.h"
 #include "queues/send_queue.h"
+#include "queues/send_wqe.h"
 #include "queues/types.h"
 
 namespace cxv::queues {
@@ -92,6 +94,45 @@ static_assert(offsetof(hw::wqe_eth_seg, inline_hdr_start) == 14 && offsetof(hw::
         if (padded != rest) std::memset(tail + rest, 0, padded - rest);
     }
     return seg + eseg_head + inline_bytes(n);
+}
+
+// A verbs send of a raw packet QP (ibv_post_send(3) on IBV_QPT_RAW_PACKET) behind its
+// control segment: the Ethernet segment with the frame's first eth_inline_header bytes
+// (or all of a shorter one) taken from the gather list, then the rest of the list as
+// data segments, or with `inl` its bytes inline. The list holds at least 14 bytes (the
+// caller's check); empty pieces are left out. Returns the WQE's end.
+inline std::byte* put_sges(std::byte* seg, const sge* sg, unsigned n, unsigned flags, bool inl) noexcept {
+    // (room for put_eseg's small copies, which may read whole 16-byte words)
+    alignas(16) std::byte head[64] = {};
+    std::uint32_t got = 0, off = 0;
+    unsigned i = 0;
+    while (i < n && got < eth_inline_header) {
+        const std::uint32_t take = std::min(sg[i].length - off, eth_inline_header - got);
+        std::memcpy(head + got, reinterpret_cast<const std::byte*>(sg[i].addr) + off, take);
+        got += take;
+        off += take;
+        if (off == sg[i].length) {
+            ++i;
+            off = 0;
+        }
+    }
+    std::byte* p = put_eseg(seg, head, got, flags);
+    if (inl) {
+        std::byte* const data = p + sizeof(hw::wqe_inline_seg);
+        std::uint32_t total = 0;
+        for (; i < n; ++i, off = 0) {
+            std::memcpy(data + total, reinterpret_cast<const std::byte*>(sg[i].addr) + off, sg[i].length - off);
+            total += sg[i].length - off;
+        }
+        if (total == 0) return p;
+        hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(p), total);
+        return p + std::size_t{send_wqe::inline_ds(total)} * send_wqe::octoword;
+    }
+    auto* d = reinterpret_cast<hw::wqe_data_seg*>(p);
+    for (; i < n; ++i, off = 0) {
+        if (sg[i].length != off) detail::put_data(d++, sge{sg[i].addr + off, sg[i].length - off, sg[i].lkey});
+    }
+    return reinterpret_cast<std::byte*>(d);
 }
 }  // namespace eth_wqe
 

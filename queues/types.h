@@ -50,6 +50,7 @@ enum wc_opcode : std::uint32_t {
 // ibv_wc_flags bits.
 inline constexpr unsigned wc_with_grh = 1u << 0;
 inline constexpr unsigned wc_with_imm = 1u << 1;
+inline constexpr unsigned wc_with_ip_csum_ok = 1u << 2;
 
 struct work_completion {
     std::uint64_t wr_id;

@@ -104,7 +104,12 @@ void get_srq(ibv_srq* in, mlx5dv_srq* out) {
 // errno value (mlx5dv.cc sets errno).
 CXV_ABI_EXPORT int cxv_abi_init_obj(mlx5dv_obj* obj, std::uint64_t type) {
     if (type & (MLX5DV_OBJ_RWQ | MLX5DV_OBJ_DM)) return EOPNOTSUPP;  // cxv makes neither
-    if (type & MLX5DV_OBJ_QP) get_qp(obj->qp.in, obj->qp.out);
+    if (type & MLX5DV_OBJ_QP) {
+        // A raw packet QP's SQ and RQ have a doorbell record each, where rdma-core's
+        // share one: a program driving them through mlx5dv would write the wrong one.
+        if (cxv::verbs_qp(obj->qp.in).type() == cxv::qp_type::raw_packet) return EOPNOTSUPP;
+        get_qp(obj->qp.in, obj->qp.out);
+    }
     if (type & MLX5DV_OBJ_CQ) get_cq(obj->cq.in, obj->cq.out);
     if (type & MLX5DV_OBJ_SRQ) get_srq(obj->srq.in, obj->srq.out);
     if (type & MLX5DV_OBJ_AH) {

@@ -120,6 +120,7 @@ result<std::shared_ptr<sq>> sq::create(const attr& a) {
     std::byte* ctx = ifc::at<ifc::create_sq_in::ctx>(in.data());
     ifc::set<ifc::sqc::flush_in_error_en>(ctx, 1);
     ifc::set<ifc::sqc::cqn>(ctx, a.send_cq->cqn());
+    ifc::set<ifc::sqc::user_index>(ctx, a.user_index & 0xffffff);
     ifc::set<ifc::sqc::tis_lst_sz>(ctx, 1);
     ifc::set<ifc::sqc::tis_num_0>(ctx, a.transport->tisn());
     std::byte* wq = ifc::at<ifc::sqc::wq>(ctx);
@@ -171,7 +172,10 @@ result<wq_state> sq::query() {
     ifc::set<ifc::query_sq_in::sqn>(in.data(), sqn_);
     auto r = owner().exec(in, ifc::query_sq_out::size_bytes);
     if (!r) return r.error();
-    return static_cast<wq_state>(ifc::get<ifc::sqc::state>(ifc::at<ifc::query_sq_out::sq_context>(r->data())));
+    // (what the device moved it to on its own, ERR after a failed WQE, is the state the
+    // next MODIFY_SQ names as the current one)
+    state_ = static_cast<wq_state>(ifc::get<ifc::sqc::state>(ifc::at<ifc::query_sq_out::sq_context>(r->data())));
+    return state_;
 }
 
 // --- RQ --------------------------------------------------------------------------------
@@ -219,6 +223,7 @@ result<std::shared_ptr<rq>> rq::create(const attr& a) {
     ifc::set<ifc::rqc::mem_rq_type>(ctx, ifc::rqc_values::mem_rq_type_inline);
     ifc::set<ifc::rqc::flush_in_error_en>(ctx, 1);
     ifc::set<ifc::rqc::cqn>(ctx, a.recv_cq->cqn());
+    ifc::set<ifc::rqc::user_index>(ctx, a.user_index & 0xffffff);
     if (a.counter) ifc::set<ifc::rqc::counter_set_id>(ctx, a.counter->id());
     std::byte* wq = ifc::at<ifc::rqc::wq>(ctx);
     ifc::set<ifc::wq::wq_type>(wq, a.multi_packet ? wv::type_cyclic_striding : wv::type_cyclic);
@@ -267,7 +272,10 @@ result<wq_state> rq::query() {
     ifc::set<ifc::query_rq_in::rqn>(in.data(), rqn_);
     auto r = owner().exec(in, ifc::query_rq_out::size_bytes);
     if (!r) return r.error();
-    return static_cast<wq_state>(ifc::get<ifc::rqc::state>(ifc::at<ifc::query_rq_out::rq_context>(r->data())));
+    // (what the device moved it to on its own, ERR after a failed WQE, is the state the
+    // next MODIFY_RQ names as the current one)
+    state_ = static_cast<wq_state>(ifc::get<ifc::rqc::state>(ifc::at<ifc::query_rq_out::rq_context>(r->data())));
+    return state_;
 }
 
 // --- RQT -------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ public:
         std::shared_ptr<cq> send_cq;
         std::shared_ptr<tis> transport;  // the TIS it sends through
         unsigned wqebbs = 256;           // rounded up to a power of two
+        std::uint32_t user_index = 0;    // sqc.user_index: what its CQEs carry in srqn_uidx (24 bits)
     };
     static result<std::shared_ptr<sq>> create(const attr& a);
     ~sq();
@@ -111,6 +112,7 @@ public:
         bool strip_vlan = false;     // rqc.vsd 0: the device removes the VLAN tag
         bool keep_fcs = false;       // rqc.scatter_fcs
         std::shared_ptr<q_counter> counter;  // rqc.counter_set_id; none: the default set
+        std::uint32_t user_index = 0;        // rqc.user_index: what its CQEs carry in srqn_uidx (24 bits)
     };
     static result<std::shared_ptr<rq>> create(const attr& a);
     ~rq();

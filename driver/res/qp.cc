@@ -34,6 +34,7 @@ std::size_t send_overhead(qp_type t) {
     case qp_type::rc: return ctrl + sizeof(hw::wqe_raddr_seg) + sizeof(hw::wqe_atomic_seg);
     case qp_type::uc: return ctrl + sizeof(hw::wqe_raddr_seg);
     case qp_type::ud: return ctrl + sizeof(hw::wqe_datagram_seg);
+    case qp_type::raw_packet: break;
     }
     return ctrl;
 }
@@ -51,6 +52,7 @@ const char* name(qp_type t) noexcept {
     case qp_type::rc: return "RC";
     case qp_type::uc: return "UC";
     case qp_type::ud: return "UD";
+    case qp_type::raw_packet: return "RAW_PACKET";
     }
     return "?";
 }
@@ -62,6 +64,9 @@ const char* name(qp_state s) noexcept {
 
 result<std::shared_ptr<qp>> qp::create(const attr& a) {
     if (!a.domain || !a.send_cq || !a.recv_cq) return error{EINVAL, "qp::create: a PD and both CQs are required"};
+    if (a.type == qp_type::raw_packet) {
+        return error{EINVAL, "qp::create: a raw packet QP is an SQ and an RQ (driver/res/eth.h), not a QP object"};
+    }
     hca& h = a.domain->device();
     if (&a.send_cq->device() != &h || &a.recv_cq->device() != &h || (a.shared && &a.shared->device() != &h)) {
         return error{EINVAL, "qp::create: the PD, CQs and SRQ belong to different HCAs"};

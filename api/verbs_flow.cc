@@ -1,0 +1,248 @@
+// ibv_create_flow(3) and ibv_destroy_flow(3) for raw packet QPs: each flow is a rule of
+// the function's receive steering (cxv::eth::steering, its root flow table) whose
+// packets go to the QP's TIR, as Linux's mlx5_ib makes one in its bypass tables.
+#include <infiniband/verbs.h>
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "api/cxv.h"
+#include "api/cxv_eth.h"
+#include "api/cxv_verbs.h"
+#include "api/verbs_handles.h"
+
+namespace {
+
+using namespace cxv::api::handles;
+
+struct c_flow : ibv_flow {
+    std::unique_ptr<cxv::eth::rule> rule;
+    c_qp* qp = nullptr;
+};
+
+// One steering per function in this process: its root table is the function's. Kept
+// while a flow uses it.
+std::mutex steering_mu;
+std::map<cxv::device*, std::weak_ptr<cxv::eth::steering>> steerings;
+
+cxv::result<std::shared_ptr<cxv::eth::steering>> steering_of(cxv::device& d) {
+    std::lock_guard lock(steering_mu);
+    if (auto s = steerings[&d].lock()) return s;
+    auto s = cxv::eth::steering::create(d);
+    if (!s) return s.error();
+    steerings[&d] = *s;
+    return std::move(s).value();
+}
+
+// Whether `mask` is all zeros (the field not matched) or all ones (matched whole): what
+// cxv's rules take. Anything else is a partial mask.
+enum class field { none, whole, partial };
+field mask_of(const void* mask, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(mask);
+    bool zeros = true, ones = true;
+    for (std::size_t i = 0; i < n; ++i) {
+        zeros = zeros && b[i] == 0;
+        ones = ones && b[i] == 0xff;
+    }
+    return zeros ? field::none : ones ? field::whole : field::partial;
+}
+
+template <std::size_t N>
+std::array<std::uint8_t, N> bytes_of(const void* p) {
+    std::array<std::uint8_t, N> a;
+    std::memcpy(a.data(), p, N);
+    return a;
+}
+
+// The specs of `attr` as a rule's match and options; an errno value and its message for
+// what cxv does not take.
+struct parsed {
+    cxv::eth::match m;
+    cxv::eth::rule::options o;
+    bool drop = false;
+};
+int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
+    const auto* p = reinterpret_cast<const unsigned char*>(&attr + 1);
+    const unsigned char* const end = reinterpret_cast<const unsigned char*>(&attr) + attr.size;
+    auto partial = [&](const char* what) {
+        why = fmt::format("ibv_create_flow: a partial mask on {} (cxv matches a field whole or not at all)", what);
+        return EOPNOTSUPP;
+    };
+    for (unsigned i = 0; i < attr.num_of_specs; ++i) {
+        ibv_flow_spec s;
+        std::memset(&s, 0, sizeof(s));
+        if (end - p < static_cast<std::ptrdiff_t>(sizeof(s.hdr))) {
+            why = "ibv_create_flow: the specs run past the attribute's size";
+            return EINVAL;
+        }
+        std::memcpy(&s.hdr, p, sizeof(s.hdr));
+        if (s.hdr.size < sizeof(s.hdr) || s.hdr.size > end - p) {
+            why = fmt::format("ibv_create_flow: spec {} has size {}", i, s.hdr.size);
+            return EINVAL;
+        }
+        std::memcpy(&s, p, std::min<std::size_t>(s.hdr.size, sizeof(s)));
+        p += s.hdr.size;
+        switch (s.hdr.type) {
+        case IBV_FLOW_SPEC_ETH: {
+            const auto& v = s.eth.val;
+            const auto& k = s.eth.mask;
+            if (mask_of(k.dst_mac, 6) == field::partial) return partial("the destination MAC");
+            if (mask_of(k.src_mac, 6) == field::partial) return partial("the source MAC");
+            if (mask_of(&k.ether_type, 2) == field::partial) return partial("the ethertype");
+            if (mask_of(k.dst_mac, 6) == field::whole) out.m.dmac = bytes_of<6>(v.dst_mac);
+            if (mask_of(k.src_mac, 6) == field::whole) out.m.smac = bytes_of<6>(v.src_mac);
+            if (k.ether_type != 0) out.m.ethertype = ntohs(v.ether_type);
+            // The VLAN ID (the tag's low 12 bits), or nothing.
+            const std::uint16_t vm = ntohs(k.vlan_tag);
+            if (vm != 0 && vm != 0x0fff && vm != 0xffff) return partial("the VLAN tag (other than its VLAN ID)");
+            if (vm != 0) {
+                if (vm == 0xffff && (ntohs(v.vlan_tag) & 0xf000) != 0) {
+                    why = "ibv_create_flow: a VLAN tag's priority and CFI are not matched (only its VLAN ID)";
+                    return EOPNOTSUPP;
+                }
+                out.m.vlan = static_cast<std::uint16_t>(ntohs(v.vlan_tag) & 0x0fff);
+            }
+            break;
+        }
+        case IBV_FLOW_SPEC_IPV4:
+        case IBV_FLOW_SPEC_IPV4_EXT: {
+            const auto& v = s.ipv4_ext.val;
+            const auto& k = s.ipv4_ext.mask;
+            out.m.ip_version = 4;
+            if (mask_of(&k.src_ip, 4) == field::partial) return partial("the IPv4 source");
+            if (mask_of(&k.dst_ip, 4) == field::partial) return partial("the IPv4 destination");
+            if (k.src_ip != 0) out.m.src_ipv4 = bytes_of<4>(&v.src_ip);
+            if (k.dst_ip != 0) out.m.dst_ipv4 = bytes_of<4>(&v.dst_ip);
+            if (s.hdr.type == IBV_FLOW_SPEC_IPV4_EXT) {
+                if (k.tos != 0 || k.ttl != 0 || k.flags != 0) {
+                    why = "ibv_create_flow: IPv4 TOS, TTL and flags are not matched";
+                    return EOPNOTSUPP;
+                }
+                if (k.proto == 0xff) out.m.ip_protocol = v.proto;
+                else if (k.proto != 0) return partial("the IP protocol");
+            }
+            break;
+        }
+        case IBV_FLOW_SPEC_IPV6: {
+            const auto& v = s.ipv6.val;
+            const auto& k = s.ipv6.mask;
+            out.m.ip_version = 6;
+            if (mask_of(k.src_ip, 16) == field::partial) return partial("the IPv6 source");
+            if (mask_of(k.dst_ip, 16) == field::partial) return partial("the IPv6 destination");
+            if (mask_of(k.src_ip, 16) == field::whole) out.m.src_ipv6 = bytes_of<16>(v.src_ip);
+            if (mask_of(k.dst_ip, 16) == field::whole) out.m.dst_ipv6 = bytes_of<16>(v.dst_ip);
+            if (k.flow_label != 0 || k.traffic_class != 0 || k.hop_limit != 0) {
+                why = "ibv_create_flow: IPv6 flow label, traffic class and hop limit are not matched";
+                return EOPNOTSUPP;
+            }
+            if (k.next_hdr == 0xff) out.m.ip_protocol = v.next_hdr;
+            else if (k.next_hdr != 0) return partial("the IPv6 next header");
+            break;
+        }
+        case IBV_FLOW_SPEC_TCP:
+        case IBV_FLOW_SPEC_UDP: {
+            const bool udp = s.hdr.type == IBV_FLOW_SPEC_UDP;
+            const auto& v = s.tcp_udp.val;
+            const auto& k = s.tcp_udp.mask;
+            if (mask_of(&k.src_port, 2) == field::partial) return partial("the source port");
+            if (mask_of(&k.dst_port, 2) == field::partial) return partial("the destination port");
+            // (a port match needs the IP protocol: as mlx5_ib, the spec sets it)
+            out.m.ip_protocol = udp ? 17 : 6;
+            if (k.src_port != 0) (udp ? out.m.udp_sport : out.m.tcp_sport) = ntohs(v.src_port);
+            if (k.dst_port != 0) (udp ? out.m.udp_dport : out.m.tcp_dport) = ntohs(v.dst_port);
+            break;
+        }
+        case IBV_FLOW_SPEC_ACTION_TAG:
+            if (s.flow_tag.tag_id > 0xffffff) {
+                why = fmt::format("ibv_create_flow: flow tag {:#x} (24 bits)", s.flow_tag.tag_id);
+                return EINVAL;
+            }
+            out.o.flow_tag = s.flow_tag.tag_id;
+            break;
+        case IBV_FLOW_SPEC_ACTION_DROP: out.drop = true; break;
+        default:
+            why = fmt::format("ibv_create_flow: spec type {:#x} is not taken (eth, ipv4, ipv4_ext, ipv6, tcp, udp, "
+                              "action tag and drop are)",
+                              static_cast<unsigned>(s.hdr.type));
+            return EOPNOTSUPP;
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+ibv_flow* cxv_create_flow(ibv_qp* qp, ibv_flow_attr* attr) {
+    if (qp == nullptr || attr == nullptr) {
+        fail(EINVAL, "ibv_create_flow: no QP or attributes");
+        return nullptr;
+    }
+    c_qp* q = qp_of(qp);
+    if (qp->qp_type != IBV_QPT_RAW_PACKET) {
+        fail(EOPNOTSUPP, "ibv_create_flow: flows steer to raw packet QPs");
+        return nullptr;
+    }
+    if (attr->comp_mask != 0 || attr->type != IBV_FLOW_ATTR_NORMAL || attr->flags != 0) {
+        fail(EOPNOTSUPP, "ibv_create_flow: only IBV_FLOW_ATTR_NORMAL flows without flags (no sniffer, default or "
+                         "DONT_TRAP rules)");
+        return nullptr;
+    }
+    if (attr->port != 1) {
+        fail(EINVAL, fmt::format("ibv_create_flow: port {} (the function has port 1)", attr->port));
+        return nullptr;
+    }
+    parsed p;
+    std::string why;
+    if (const int e = parse(*attr, p, why); e != 0) {
+        fail(e, why);
+        return nullptr;
+    }
+    auto tir = q->qp->raw_tir();
+    if (!tir && !p.drop) {
+        fail(EINVAL, "ibv_create_flow: the QP has no receive queue");
+        return nullptr;
+    }
+    auto s = steering_of(*dev_of(qp->context)->dev);
+    if (!s) {
+        fail(s.error().code, s.error().message);
+        return nullptr;
+    }
+    auto r = p.drop ? (*s)->drop(p.m, p.o) : (*s)->add(p.m, std::move(tir), p.o);
+    if (!r) {
+        fail(r.error().code, r.error().message);
+        return nullptr;
+    }
+    auto* f = new (std::nothrow) c_flow();
+    if (f == nullptr) {
+        fail(ENOMEM, "out of memory");
+        return nullptr;
+    }
+    f->context = qp->context;
+    f->rule = std::move(r).value();
+    f->qp = q;
+    ++q->flows;
+    return f;
+}
+
+int cxv_destroy_flow(ibv_flow* flow) {
+    if (flow == nullptr) return fail(EINVAL, "ibv_destroy_flow: no flow");
+    auto* f = static_cast<c_flow*>(flow);
+    --f->qp->flows;
+    delete f;  // the rule's entry deleted (DELETE_FLOW_TABLE_ENTRY)
+    return 0;
+}
+
+}  // extern "C"
