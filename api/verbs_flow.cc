@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -25,6 +26,10 @@
 namespace {
 
 using namespace cxv::api::handles;
+
+static_assert(offsetof(ibv_flow_spec_ipv4, val) == offsetof(ibv_flow_spec_ipv4_ext, val) &&
+              offsetof(ibv_flow_ipv4_filter, src_ip) == offsetof(ibv_flow_ipv4_ext_filter, src_ip) &&
+              offsetof(ibv_flow_ipv4_filter, dst_ip) == offsetof(ibv_flow_ipv4_ext_filter, dst_ip));
 
 struct c_flow : ibv_flow {
     std::unique_ptr<cxv::eth::rule> rule;
@@ -117,20 +122,30 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
         }
         case IBV_FLOW_SPEC_IPV4:
         case IBV_FLOW_SPEC_IPV4_EXT: {
-            const auto& v = s.ipv4_ext.val;
-            const auto& k = s.ipv4_ext.mask;
+            // (the two layouts share the addresses' offsets; the mask follows the value,
+            // so it is at a different place in each)
+            const bool ext = s.hdr.type == IBV_FLOW_SPEC_IPV4_EXT;
+            const ibv_flow_ipv4_ext_filter& v = s.ipv4_ext.val;
+            ibv_flow_ipv4_ext_filter k{};
+            if (ext) {
+                k = s.ipv4_ext.mask;
+            } else {
+                k.src_ip = s.ipv4.mask.src_ip;
+                k.dst_ip = s.ipv4.mask.dst_ip;
+            }
             out.m.ip_version = 4;
             if (mask_of(&k.src_ip, 4) == field::partial) return partial("the IPv4 source");
             if (mask_of(&k.dst_ip, 4) == field::partial) return partial("the IPv4 destination");
             if (k.src_ip != 0) out.m.src_ipv4 = bytes_of<4>(&v.src_ip);
             if (k.dst_ip != 0) out.m.dst_ipv4 = bytes_of<4>(&v.dst_ip);
-            if (s.hdr.type == IBV_FLOW_SPEC_IPV4_EXT) {
-                if (k.tos != 0 || k.ttl != 0 || k.flags != 0) {
-                    why = "ibv_create_flow: IPv4 TOS, TTL and flags are not matched";
-                    return EOPNOTSUPP;
-                }
-                if (k.proto == 0xff) out.m.ip_protocol = v.proto;
-                else if (k.proto != 0) return partial("the IP protocol");
+            if (k.tos != 0 || k.ttl != 0 || k.flags != 0) {
+                why = "ibv_create_flow: IPv4 TOS, TTL and flags are not matched";
+                return EOPNOTSUPP;
+            }
+            if (k.proto == 0xff) {
+                out.m.ip_protocol = v.proto;
+            } else if (k.proto != 0) {
+                return partial("the IP protocol");
             }
             break;
         }
@@ -146,8 +161,11 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
                 why = "ibv_create_flow: IPv6 flow label, traffic class and hop limit are not matched";
                 return EOPNOTSUPP;
             }
-            if (k.next_hdr == 0xff) out.m.ip_protocol = v.next_hdr;
-            else if (k.next_hdr != 0) return partial("the IPv6 next header");
+            if (k.next_hdr == 0xff) {
+                out.m.ip_protocol = v.next_hdr;
+            } else if (k.next_hdr != 0) {
+                return partial("the IPv6 next header");
+            }
             break;
         }
         case IBV_FLOW_SPEC_TCP:

@@ -61,11 +61,18 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
         at += 4;
     }
     h.l3_at = at;
+    // The headers are read where they are: a length field that claims more than the frame
+    // holds (or an IPv4 total length shorter than its header) does not keep them from
+    // steering and RSS, as a card's parser reads them; the packet's checksums are then
+    // not reported good (l4_ok). Debian's perftest sends IPv6 frames whose payload
+    // length is not their own (raw_ethernet_bw --raw_ipv6), which cards steer.
     std::size_t l3_len = 0;
+    bool whole = true;  // the frame holds the length the IP header gives
     if (h.ethertype == kIpv4 && f.size() >= at + 20 && (u8(f, at) >> 4) == 4) {
         const std::size_t ihl = (u8(f, at) & 0xf) * 4u;
         const std::size_t total = u16(f, at + 2);
-        if (ihl < 20 || f.size() < at + ihl || total < ihl || f.size() < at + total) return true;
+        if (ihl < 20 || f.size() < at + ihl) return true;
+        whole = total >= ihl && f.size() >= at + total;
         h.ip_version = 4;
         h.ihl = static_cast<std::uint8_t>(ihl / 4);
         h.dscp = u8(f, at + 1) >> 2;
@@ -80,11 +87,11 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
         }
         h.l3_ok = ones_sum(f.subspan(at, ihl)) == 0xffff;
         h.l4_at = at + ihl;
-        l3_len = total - ihl;
+        l3_len = whole ? total - ihl : f.size() - h.l4_at;
         if (h.fragment && (frag & 0x1fff) != 0) return true;  // not the first fragment: no L4 header
     } else if (h.ethertype == kIpv6 && f.size() >= at + 40 && (u8(f, at) >> 4) == 6) {
         const std::size_t payload = u16(f, at + 4);
-        if (f.size() < at + 40 + payload) return true;
+        whole = f.size() >= at + 40 + payload;
         h.ip_version = 6;
         const std::uint8_t tc = static_cast<std::uint8_t>((u8(f, at) & 0xf) << 4 | u8(f, at + 1) >> 4);
         h.dscp = tc >> 2;
@@ -97,25 +104,28 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
         }
         h.l3_ok = true;
         h.l4_at = at + 40;
-        l3_len = payload;
+        l3_len = whole ? payload : f.size() - h.l4_at;
     } else {
         return true;
     }
     const auto seg = f.subspan(h.l4_at, l3_len);
-    if (h.ip_protocol == kUdp && seg.size() >= 8 && u16(seg, 4) <= seg.size() && u16(seg, 4) >= 8) {
+    if (h.ip_protocol == kUdp && seg.size() >= 8) {
         h.udp = true;
         h.sport = u16(seg, 0);
         h.dport = u16(seg, 2);
-        const auto udp = seg.first(u16(seg, 4));
-        // UDP over IPv4 may carry no checksum (0); over IPv6 it must (RFC 8200 8.1).
-        h.l4_ok = h.fragment ? false : (h.ip_version == 4 && u16(udp, 6) == 0) || l4_checksum_ok(udp, h);
+        const std::size_t ulen = u16(seg, 4);
+        if (whole && !h.fragment && ulen >= 8 && ulen <= seg.size()) {
+            const auto udp = seg.first(ulen);
+            // UDP over IPv4 may carry no checksum (0); over IPv6 it must (RFC 8200 8.1).
+            h.l4_ok = (h.ip_version == 4 && u16(udp, 6) == 0) || l4_checksum_ok(udp, h);
+        }
     } else if (h.ip_protocol == kTcp && seg.size() >= 20 && (u8(seg, 12) >> 4) * 4u >= 20 &&
                (u8(seg, 12) >> 4) * 4u <= seg.size()) {
         h.tcp = true;
         h.sport = u16(seg, 0);
         h.dport = u16(seg, 2);
         h.tcp_flags = u16(seg, 12) & 0x1ff;
-        h.l4_ok = !h.fragment && l4_checksum_ok(seg, h);
+        h.l4_ok = whole && !h.fragment && l4_checksum_ok(seg, h);
     }
     return true;
 }

@@ -1,0 +1,402 @@
+// Raw packet QPs (IBV_QPT_RAW_PACKET) through the verbs C API, between the two Ethernet
+// functions of cxv-sim (MACs 02:c5:00:00:00:01 and :02): ibv_create_flow steering, sends
+// with the Ethernet segment (gather lists, inline, IBV_SEND_IP_CSUM), receives found by
+// user index with IBV_WC_IP_CSUM_OK, bad_wr, the state machine and what is refused.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "api/cxv_verbs.h"
+
+namespace {
+
+constexpr const char* kBdf[2] = {"0000:c5:00.0", "0000:c5:00.1"};
+constexpr std::uint8_t kMac[2][6] = {{0x02, 0xc5, 0, 0, 0, 0x01}, {0x02, 0xc5, 0, 0, 0, 0x02}};
+constexpr std::uint8_t kIp[2][4] = {{169, 254, 7, 1}, {169, 254, 7, 2}};
+constexpr std::size_t kBuf = 1 << 16;
+constexpr unsigned kRecvs = 32;
+
+// One function's verbs objects: a raw packet QP whose receives land in `buf`'s second
+// half, its sends coming from the first half.
+struct node {
+    ibv_context* ctx = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_cq* scq = nullptr;
+    ibv_cq* rcq = nullptr;
+    ibv_qp* qp = nullptr;
+    ibv_mr* mr = nullptr;
+    std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(kBuf);
+    std::uint32_t max_inline = 0;  // as granted
+
+    explicit node(const char* bdf, bool one_cq = false, std::uint32_t inline_asked = 0) {
+        ctx = cxv_open_device(bdf);
+        REQUIRE_MESSAGE(ctx != nullptr, cxv_last_error());
+        pd = cxv_alloc_pd(ctx);
+        REQUIRE(pd != nullptr);
+        scq = cxv_create_cq(ctx, 64, nullptr);
+        rcq = one_cq ? scq : cxv_create_cq(ctx, 64, nullptr);
+        REQUIRE((scq != nullptr && rcq != nullptr));
+        mr = cxv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+        REQUIRE(mr != nullptr);
+        ibv_qp_init_attr qa{};
+        qa.send_cq = scq;
+        qa.recv_cq = rcq;
+        qa.qp_type = IBV_QPT_RAW_PACKET;
+        qa.cap.max_send_wr = 16;
+        qa.cap.max_recv_wr = kRecvs;
+        qa.cap.max_send_sge = 2;
+        qa.cap.max_recv_sge = 1;
+        qa.cap.max_inline_data = inline_asked;
+        qp = cxv_create_qp(pd, &qa);
+        REQUIRE_MESSAGE(qp != nullptr, cxv_last_error());
+        CHECK(qa.cap.max_send_wr >= 16);
+        CHECK(qa.cap.max_send_sge >= 2);
+        CHECK(qa.cap.max_inline_data >= inline_asked);
+        this->max_inline = qa.cap.max_inline_data;
+    }
+    ~node() {
+        if (qp) CHECK(cxv_destroy_qp(qp) == 0);
+        CHECK(cxv_dereg_mr(mr) == 0);
+        CHECK(cxv_destroy_cq(scq) == 0);
+        if (rcq != scq) CHECK(cxv_destroy_cq(rcq) == 0);
+        CHECK(cxv_dealloc_pd(pd) == 0);
+        CHECK(cxv_close_device(ctx) == 0);
+    }
+    // RST→INIT (the port), INIT→RTR, RTR→RTS.
+    void up() {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        REQUIRE(cxv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT) == 0);
+        a.qp_state = IBV_QPS_RTR;
+        REQUIRE(cxv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
+        a.qp_state = IBV_QPS_RTS;
+        REQUIRE(cxv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
+    }
+    std::uint8_t* rx(unsigned i) { return buf.data() + kBuf / 2 + i * 2048; }
+    void post_recvs() {
+        for (unsigned i = 0; i < kRecvs; ++i) {
+            ibv_sge s{reinterpret_cast<std::uint64_t>(rx(i)), 2048, mr->lkey};
+            ibv_recv_wr w{};
+            w.wr_id = i;
+            w.sg_list = &s;
+            w.num_sge = 1;
+            ibv_recv_wr* bad = nullptr;
+            REQUIRE(ibv_post_recv(qp, &w, &bad) == 0);
+        }
+    }
+};
+
+// An IPv4/UDP frame from function `from` to `to`, port `dport`, `payload` bytes of
+// `fill`, both checksums left 0 (the device fills them with IBV_SEND_IP_CSUM).
+std::vector<std::uint8_t> udp_frame(int from, int to, std::uint16_t dport, std::size_t payload, std::uint8_t fill) {
+    std::vector<std::uint8_t> f(14 + 20 + 8 + payload, 0);
+    std::memcpy(&f[0], kMac[to], 6);
+    std::memcpy(&f[6], kMac[from], 6);
+    f[12] = 0x08;
+    f[13] = 0x00;
+    std::uint8_t* ip = &f[14];
+    ip[0] = 0x45;
+    const auto total = static_cast<std::uint16_t>(20 + 8 + payload);
+    ip[2] = static_cast<std::uint8_t>(total >> 8);
+    ip[3] = static_cast<std::uint8_t>(total);
+    ip[8] = 64;
+    ip[9] = 17;
+    std::memcpy(ip + 12, kIp[from], 4);
+    std::memcpy(ip + 16, kIp[to], 4);
+    std::uint8_t* udp = ip + 20;
+    udp[0] = 0x30;
+    udp[1] = 0x39;  // source port 12345
+    udp[2] = static_cast<std::uint8_t>(dport >> 8);
+    udp[3] = static_cast<std::uint8_t>(dport);
+    const auto ulen = static_cast<std::uint16_t>(8 + payload);
+    udp[4] = static_cast<std::uint8_t>(ulen >> 8);
+    udp[5] = static_cast<std::uint8_t>(ulen);
+    std::memset(udp + 8, fill, payload);
+    return f;
+}
+
+std::uint32_t sum16(const std::uint8_t* p, std::size_t n, std::uint32_t s = 0) {
+    for (std::size_t i = 0; i + 1 < n; i += 2) s += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    if (n & 1) s += static_cast<std::uint32_t>(p[n - 1] << 8);
+    return s;
+}
+std::uint16_t fold(std::uint32_t s) {
+    while (s >> 16) s = (s & 0xffff) + (s >> 16);
+    return static_cast<std::uint16_t>(s);
+}
+// Whether the IPv4 header and UDP checksums of a received frame verify (RFC 791, 768).
+bool checksums_good(const std::uint8_t* f, std::size_t len) {
+    const std::uint8_t* ip = f + 14;
+    if (fold(sum16(ip, 20)) != 0xffff) return false;
+    const std::size_t ulen = len - 34;
+    std::uint32_t s = sum16(ip + 12, 8);  // the pseudo-header: addresses, protocol, length
+    s += 17 + static_cast<std::uint32_t>(ulen);
+    const std::uint16_t udp_sum = static_cast<std::uint16_t>(f[40] << 8 | f[41]);
+    return udp_sum != 0 && fold(sum16(ip + 20, ulen, s)) == 0xffff;
+}
+
+// Polls `cq` until `want` completions or 5 s.
+std::vector<ibv_wc> poll_for(ibv_cq* cq, std::size_t want, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+    std::vector<ibv_wc> out;
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (out.size() < want && std::chrono::steady_clock::now() < end) {
+        ibv_wc wc[8];
+        const int n = ibv_poll_cq(cq, 8, wc);
+        if (n < 0) FAIL("ibv_poll_cq: ", n);
+        out.insert(out.end(), wc, wc + n);
+    }
+    return out;
+}
+
+// A flow: destination MAC, IPv4 destination, UDP destination port, optionally a tag.
+struct udp_flow {
+    ibv_flow_attr attr;
+    ibv_flow_spec_eth eth;
+    ibv_flow_spec_ipv4 ip;
+    ibv_flow_spec_tcp_udp udp;
+    ibv_flow_spec_action_tag tag;
+};
+// The specs back to back, as ibv_create_flow(3) reads them (each struct's size a multiple
+// of its alignment).
+static_assert(offsetof(udp_flow, eth) == sizeof(ibv_flow_attr) &&
+              offsetof(udp_flow, ip) == offsetof(udp_flow, eth) + sizeof(ibv_flow_spec_eth) &&
+              offsetof(udp_flow, udp) == offsetof(udp_flow, ip) + sizeof(ibv_flow_spec_ipv4) &&
+              offsetof(udp_flow, tag) == offsetof(udp_flow, udp) + sizeof(ibv_flow_spec_tcp_udp) &&
+              sizeof(udp_flow) == offsetof(udp_flow, tag) + sizeof(ibv_flow_spec_action_tag));
+
+udp_flow make_flow(int to, std::uint16_t dport, std::uint32_t tag = 0, bool with_tag = false) {
+    udp_flow f{};
+    f.attr.type = IBV_FLOW_ATTR_NORMAL;
+    f.attr.size = with_tag ? sizeof(f) : sizeof(f) - sizeof(f.tag);
+    f.attr.num_of_specs = with_tag ? 4 : 3;
+    f.attr.port = 1;
+    f.eth.type = IBV_FLOW_SPEC_ETH;
+    f.eth.size = sizeof(f.eth);
+    std::memcpy(f.eth.val.dst_mac, kMac[to], 6);
+    std::memset(f.eth.mask.dst_mac, 0xff, 6);
+    f.ip.type = IBV_FLOW_SPEC_IPV4;
+    f.ip.size = sizeof(f.ip);
+    std::memcpy(&f.ip.val.dst_ip, kIp[to], 4);
+    f.ip.mask.dst_ip = 0xffffffff;
+    f.udp.type = IBV_FLOW_SPEC_UDP;
+    f.udp.size = sizeof(f.udp);
+    f.udp.val.dst_port = htons(dport);
+    f.udp.mask.dst_port = 0xffff;
+    f.tag.type = IBV_FLOW_SPEC_ACTION_TAG;
+    f.tag.size = sizeof(f.tag);
+    f.tag.tag_id = tag;
+    return f;
+}
+
+// Sends `frame` from node `n`'s buffer at `offset`, split into two SGEs after `split`
+// bytes, signaled.
+int send_frame(node& n, const std::vector<std::uint8_t>& frame, std::size_t offset, std::size_t split,
+               unsigned flags, std::uint64_t id, ibv_send_wr** bad = nullptr) {
+    std::memcpy(n.buf.data() + offset, frame.data(), frame.size());
+    ibv_sge s[2] = {{reinterpret_cast<std::uint64_t>(n.buf.data() + offset), static_cast<std::uint32_t>(split),
+                     n.mr->lkey},
+                    {reinterpret_cast<std::uint64_t>(n.buf.data() + offset + split),
+                     static_cast<std::uint32_t>(frame.size() - split), n.mr->lkey}};
+    ibv_send_wr w{};
+    w.wr_id = id;
+    w.sg_list = s;
+    w.num_sge = split < frame.size() ? 2 : 1;
+    w.opcode = IBV_WR_SEND;
+    w.send_flags = IBV_SEND_SIGNALED | flags;
+    ibv_send_wr* b = nullptr;
+    return ibv_post_send(n.qp, &w, bad != nullptr ? bad : &b);
+}
+
+}  // namespace
+
+TEST_CASE("raw packet QP: a UDP flow steers frames to the QP; checksums filled by IBV_SEND_IP_CSUM") {
+    node a(kBdf[0]), b(kBdf[1]);
+    b.post_recvs();
+    a.up();
+    b.up();
+    auto fl = make_flow(1, 7000, 0x1234, true);
+    ibv_flow* flow = ibv_create_flow(b.qp, &fl.attr);
+    REQUIRE_MESSAGE(flow != nullptr, cxv_last_error());
+    // A frame to another port first: no flow takes it (the function's table drops it).
+    REQUIRE(send_frame(a, udp_frame(0, 1, 7001, 100, 0x11), 0, 20, IBV_SEND_IP_CSUM, 1) == 0);
+    // Then 10 frames to the flow's port, of 100 to 1000 payload bytes, over two SGEs
+    // split inside the first 18 bytes (the Ethernet segment takes those) and past them.
+    for (unsigned i = 0; i < 10; ++i) {
+        const auto f = udp_frame(0, 1, 7000, 100 + 100 * i, static_cast<std::uint8_t>(0x20 + i));
+        REQUIRE(send_frame(a, f, 2048 * (i + 1), i % 2 == 0 ? 10 : 40, IBV_SEND_IP_CSUM, 100 + i) == 0);
+    }
+    const auto sent = poll_for(a.scq, 11);
+    REQUIRE(sent.size() == 11);
+    for (unsigned i = 0; i < 11; ++i) {
+        CHECK(sent[i].status == IBV_WC_SUCCESS);
+        CHECK(sent[i].opcode == IBV_WC_SEND);
+        CHECK(sent[i].qp_num == a.qp->qp_num);
+        CHECK(sent[i].wr_id == (i == 0 ? 1u : 100u + i - 1));
+    }
+    const auto got = poll_for(b.rcq, 10);
+    REQUIRE(got.size() == 10);
+    for (unsigned i = 0; i < 10; ++i) {
+        const ibv_wc& wc = got[i];
+        CHECK(wc.status == IBV_WC_SUCCESS);
+        CHECK(wc.opcode == IBV_WC_RECV);
+        CHECK(wc.qp_num == b.qp->qp_num);
+        CHECK(wc.wr_id == i);
+        CHECK((wc.wc_flags & IBV_WC_IP_CSUM_OK) != 0);
+        const std::size_t len = 14 + 20 + 8 + 100 + 100 * i;
+        CHECK(wc.byte_len == len);
+        const std::uint8_t* f = b.rx(static_cast<unsigned>(wc.wr_id));
+        CHECK(std::memcmp(f, kMac[1], 6) == 0);
+        CHECK(f[36] == 0x1b);  // destination port 7000
+        CHECK(f[37] == 0x58);
+        CHECK(f[42] == 0x20 + i);
+        CHECK(f[len - 1] == 0x20 + i);
+        CHECK(checksums_good(f, len));
+    }
+    CHECK(poll_for(b.rcq, 1, std::chrono::milliseconds(200)).empty());
+    CHECK(cxv_destroy_qp(b.qp) == EBUSY);  // the flow still steers to it
+    CHECK(ibv_destroy_flow(flow) == 0);
+    // Without the flow, nothing reaches the QP.
+    REQUIRE(send_frame(a, udp_frame(0, 1, 7000, 64, 0x55), 0, 64, IBV_SEND_IP_CSUM, 2) == 0);
+    CHECK(poll_for(a.scq, 1).size() == 1);
+    CHECK(poll_for(b.rcq, 1, std::chrono::milliseconds(300)).empty());
+}
+
+TEST_CASE("raw packet QP: inline sends, one CQ for both sides, bad_wr") {
+    node a(kBdf[0], true, 128), b(kBdf[1], true);
+    b.post_recvs();
+    a.up();
+    b.up();
+    auto fl = make_flow(1, 7100);
+    ibv_flow* flow = ibv_create_flow(b.qp, &fl.attr);
+    REQUIRE(flow != nullptr);
+    // A frame of 60 bytes inline: 18 in the Ethernet segment, 42 after it. The frame's
+    // memory is reused at once (the WQE holds its bytes).
+    auto f = udp_frame(0, 1, 7100, 18, 0x77);
+    REQUIRE(send_frame(a, f, 0, 30, IBV_SEND_INLINE, 9) == 0);
+    std::memset(a.buf.data(), 0, 64);
+    // A list whose second WR is 13 bytes (no Ethernet header): the first is posted, the
+    // second comes back in bad_wr with EINVAL, the third is not posted.
+    const auto g = udp_frame(0, 1, 7100, 30, 0x78);
+    std::memcpy(a.buf.data() + 4096, g.data(), g.size());
+    ibv_sge s0{reinterpret_cast<std::uint64_t>(a.buf.data() + 4096), static_cast<std::uint32_t>(g.size()), a.mr->lkey};
+    ibv_sge s1{reinterpret_cast<std::uint64_t>(a.buf.data() + 4096), 13, a.mr->lkey};
+    ibv_send_wr w[3]{};
+    for (int i = 0; i < 3; ++i) {
+        w[i].wr_id = 20 + static_cast<unsigned>(i);
+        w[i].sg_list = i == 1 ? &s1 : &s0;
+        w[i].num_sge = 1;
+        w[i].opcode = IBV_WR_SEND;
+        w[i].send_flags = IBV_SEND_SIGNALED;
+        w[i].next = i < 2 ? &w[i + 1] : nullptr;
+    }
+    ibv_send_wr* bad = nullptr;
+    CHECK(ibv_post_send(a.qp, w, &bad) == EINVAL);
+    CHECK(bad == &w[1]);
+    // Send with immediate data has no raw packet form.
+    w[2].opcode = IBV_WR_SEND_WITH_IMM;
+    w[2].next = nullptr;
+    CHECK(ibv_post_send(a.qp, &w[2], &bad) == EINVAL);
+    CHECK(bad == &w[2]);
+    // Inline data past what the QP was given (past the 18 bytes of the Ethernet segment).
+    std::vector<std::uint8_t> big(18 + a.max_inline + 1, 0);
+    std::memcpy(big.data(), f.data(), 14);
+    ibv_sge sb{reinterpret_cast<std::uint64_t>(big.data()), static_cast<std::uint32_t>(big.size()), 0};
+    ibv_send_wr wb{};
+    wb.sg_list = &sb;
+    wb.num_sge = 1;
+    wb.opcode = IBV_WR_SEND;
+    wb.send_flags = IBV_SEND_INLINE;
+    CHECK(ibv_post_send(a.qp, &wb, &bad) == EINVAL);
+
+    const auto sent = poll_for(a.scq, 2);
+    REQUIRE(sent.size() == 2);
+    CHECK(sent[0].wr_id == 9);
+    CHECK(sent[1].wr_id == 20);
+    // b's one CQ: its receives (found by user index), nothing of a's.
+    const auto got = poll_for(b.rcq, 2);
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].opcode == IBV_WC_RECV);
+    CHECK(got[0].qp_num == b.qp->qp_num);
+    CHECK(got[0].byte_len == f.size());
+    CHECK(std::memcmp(b.rx(static_cast<unsigned>(got[0].wr_id)), f.data(), f.size()) == 0);
+    CHECK(got[1].byte_len == g.size());
+    CHECK(std::memcmp(b.rx(static_cast<unsigned>(got[1].wr_id)), g.data(), g.size()) == 0);
+    // Without IBV_SEND_IP_CSUM the device leaves the checksums as they were (zero):
+    // not reported good.
+    CHECK((got[0].wc_flags & IBV_WC_IP_CSUM_OK) == 0);
+    CHECK(ibv_destroy_flow(flow) == 0);
+}
+
+TEST_CASE("raw packet QP: the state machine, and what ibv_create_flow refuses") {
+    node a(kBdf[0]), b(kBdf[1]);
+    ibv_qp_attr at{};
+    at.qp_state = IBV_QPS_INIT;
+    CHECK(cxv_modify_qp(a.qp, &at, IBV_QP_STATE) == EINVAL);  // RST→INIT needs the port
+    at.qp_state = IBV_QPS_RTS;
+    CHECK(cxv_modify_qp(a.qp, &at, IBV_QP_STATE) == EINVAL);  // no RST→RTS
+    a.up();
+    ibv_qp_state st{};
+    REQUIRE(cxv_query_qp_state(a.qp, &st) == 0);
+    CHECK(st == IBV_QPS_RTS);
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    REQUIRE(cxv_query_qp(a.qp, &qa, 0, &qi) == 0);
+    CHECK(qi.qp_type == IBV_QPT_RAW_PACKET);
+    CHECK(qa.cap.max_recv_wr >= kRecvs);
+
+    // A partial mask, a sniffer rule, a flow on an RC QP, a spec cxv does not take.
+    auto fl = make_flow(0, 7200);
+    fl.ip.mask.dst_ip = htonl(0xffffff00);
+    CHECK(ibv_create_flow(a.qp, &fl.attr) == nullptr);
+    CHECK(errno == EOPNOTSUPP);
+    ibv_flow_attr sniff{};
+    sniff.type = IBV_FLOW_ATTR_SNIFFER;
+    sniff.size = sizeof(sniff);
+    sniff.port = 1;
+    CHECK(ibv_create_flow(a.qp, &sniff) == nullptr);
+    CHECK(errno == EOPNOTSUPP);
+    fl = make_flow(0, 7200);
+    fl.attr.port = 2;
+    CHECK(ibv_create_flow(a.qp, &fl.attr) == nullptr);
+    CHECK(errno == EINVAL);
+    ibv_qp_init_attr rc{};
+    rc.send_cq = a.scq;
+    rc.recv_cq = a.rcq;
+    rc.qp_type = IBV_QPT_RC;
+    rc.cap = {4, 4, 1, 1, 0};
+    ibv_qp* rcqp = cxv_create_qp(a.pd, &rc);
+    REQUIRE(rcqp != nullptr);
+    fl = make_flow(0, 7200);
+    CHECK(ibv_create_flow(rcqp, &fl.attr) == nullptr);
+    CHECK(errno == EOPNOTSUPP);
+    CHECK(cxv_destroy_qp(rcqp) == 0);
+
+    // To ERR and back through RST: receives posted again arrive.
+    at.qp_state = IBV_QPS_ERR;
+    REQUIRE(cxv_modify_qp(a.qp, &at, IBV_QP_STATE) == 0);
+    at.qp_state = IBV_QPS_RESET;
+    REQUIRE(cxv_modify_qp(a.qp, &at, IBV_QP_STATE) == 0);
+    a.post_recvs();
+    a.up();
+    b.up();
+    fl = make_flow(0, 7200);
+    ibv_flow* flow = ibv_create_flow(a.qp, &fl.attr);
+    REQUIRE(flow != nullptr);
+    REQUIRE(send_frame(b, udp_frame(1, 0, 7200, 80, 0x42), 0, 80, IBV_SEND_IP_CSUM, 5) == 0);
+    CHECK(poll_for(b.scq, 1).size() == 1);
+    const auto got = poll_for(a.rcq, 1);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].status == IBV_WC_SUCCESS);
+    CHECK(got[0].wr_id == 0);
+    CHECK(got[0].byte_len == 14 + 20 + 8 + 80);
+    CHECK(ibv_destroy_flow(flow) == 0);
+}
