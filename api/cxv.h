@@ -274,6 +274,14 @@ public:
     const std::shared_ptr<driver::cq>& object() const noexcept { return cq_; }
     static constexpr unsigned max_qps = 256;  // QPs completing to one CQ
 
+    // Keep each completion's device timestamp and flow tag (ibv_create_cq_ex's
+    // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP and _FLOW_TAG): last_timestamp() and
+    // last_flow_tag() then give those of the last completion poll() returned. Every
+    // poll takes the general path from then on. Before the first poll.
+    void keep_cqe_fields() noexcept { ring_.keep_cqe_fields(); }
+    std::uint64_t last_timestamp() const noexcept { return ring_.last_timestamp(); }
+    std::uint32_t last_flow_tag() const noexcept { return ring_.last_flow_tag(); }
+
     // Interrupt mode (ibv_req_notify_cq(3), ibv_get_cq_event(3)): arm the CQ for the next
     // completion (or the next solicited or error one), then wait on event_fd() (readable
     // when the completion event arrived) or with wait_event(). Arm again after each

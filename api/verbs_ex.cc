@@ -12,6 +12,7 @@
 #include "api/cxv_verbs.h"
 #include "api/verbs_handles.h"
 #include "api/verbs_post.h"
+#include "driver/hca/clock.h"
 #include "queues/send_wqe.h"
 
 namespace cxv::api::handles {
@@ -70,6 +71,15 @@ unsigned int read_wc_flags(ibv_cq_ex* c) noexcept { return ex(c)->polled.wc_flag
 uint32_t read_slid(ibv_cq_ex* c) noexcept { return ex(c)->polled.slid; }
 uint8_t read_sl(ibv_cq_ex* c) noexcept { return ex(c)->polled.sl; }
 uint8_t read_dlid_path_bits(ibv_cq_ex* c) noexcept { return ex(c)->polled.dlid_path_bits; }
+// The CQE's own fields, which the CQ keeps (cxv::cq::keep_cqe_fields): the device clock's
+// ticks, those in CLOCK_REALTIME nanoseconds by the device clock's measured rate, and a
+// raw packet receive's flow tag.
+uint64_t read_completion_ts(ibv_cq_ex* c) noexcept { return ex(c)->cq->last_timestamp(); }
+uint64_t read_completion_wallclock_ns(ibv_cq_ex* c) noexcept {
+    const c_cq* q = ex(c);
+    return static_cast<uint64_t>(q->clock->to_realtime_ns(q->cq->last_timestamp()));
+}
+uint32_t read_flow_tag(ibv_cq_ex* c) noexcept { return ex(c)->cq->last_flow_tag(); }
 
 // --- extended send: the batch's builders and setters ------------------------------------
 
@@ -263,9 +273,21 @@ ibv_cq_ex* cxv::create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr, unsign
         }
         o.ignore_overrun = (attr->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0;
     }
-    if ((attr->wc_flags & ~std::uint64_t{IBV_WC_STANDARD_FLAGS}) != 0) {
-        fail(EOPNOTSUPP, "cxv_create_cq_ex: timestamps, CVLAN, flow tag and tag matching are not supported");
+    constexpr std::uint64_t kCqeFields =
+        IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_FLOW_TAG;
+    if ((attr->wc_flags & ~(std::uint64_t{IBV_WC_STANDARD_FLAGS} | kCqeFields)) != 0) {
+        fail(EOPNOTSUPP, "cxv_create_cq_ex: CVLAN and tag matching fields are not supported");
         return nullptr;
+    }
+    driver::device_clock* clock = nullptr;
+    if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) {
+        auto c = verbs_device(ctx).clock();
+        if (!c) {
+            fail(EOPNOTSUPP, "cxv_create_cq_ex: wall-clock timestamps need the device clock, which " +
+                                 c.error().message);
+            return nullptr;
+        }
+        clock = *c;
     }
     if (attr->cqe == 0 || attr->cqe > 0x7fffffffu) {
         fail(EINVAL, "cxv_create_cq_ex: cqe must be at least 1");
@@ -276,6 +298,11 @@ ibv_cq_ex* cxv::create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr, unsign
     c_cq* q = cq_of(base);
     q->wc_flags = attr->wc_flags;
     q->comp_mask = 0;
+    q->clock = clock;
+    if (attr->wc_flags & kCqeFields) q->cq->keep_cqe_fields();
+    if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) q->read_completion_ts = read_completion_ts;
+    if (clock != nullptr) q->read_completion_wallclock_ns = read_completion_wallclock_ns;
+    if (attr->wc_flags & IBV_WC_EX_WITH_FLOW_TAG) q->read_flow_tag = read_flow_tag;
     q->start_poll = cq_start_poll;
     q->next_poll = cq_next_poll;
     q->end_poll = cq_end_poll;

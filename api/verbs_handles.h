@@ -45,6 +45,7 @@ struct c_cq : ibv_cq_ex {
     std::shared_ptr<cxv::cq> cq;
     ibv_wc polled{};
     std::uint64_t wc_flags = 0;  // IBV_WC_EX_WITH_* asked for
+    driver::device_clock* clock = nullptr;  // for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK
 };
 static_assert(offsetof(ibv_cq_ex, context) == offsetof(ibv_cq, context) &&
               offsetof(ibv_cq_ex, channel) == offsetof(ibv_cq, channel) &&

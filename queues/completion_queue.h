@@ -286,6 +286,20 @@ public:
 
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
+    // From now on the CQE's timestamp and flow tag of the last completion a poll()
+    // returned are kept (last_timestamp, last_flow_tag): what ibv_create_cq_ex's
+    // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP and _FLOW_TAG read. Every batch then takes
+    // poll_rest(), which keeps them. From the poller's thread, before it polls.
+    void keep_cqe_fields() noexcept {
+        keep_ = true;
+        rest_only_ = ~0u;
+    }
+    // The device clock's ticks when the completion was made (PRM "CQE Format" timestamp).
+    std::uint64_t last_timestamp() const noexcept { return last_ts_; }
+    // A raw packet QP's receive: the steering rule's flow tag (sop_drop_qpn 23:0); 0
+    // for other completions.
+    std::uint32_t last_flow_tag() const noexcept { return last_tag_; }
+
     // Takes QP `qpn`'s completions out of the ring, for a QP reset: 2RST_QP makes the
     // device forget the QP's WQEs (PRM "QP State Transitions"), and the rings that start
     // again at 0 must not retire them. As rdma-core's mlx5 cleans a CQ: from the newest
@@ -452,6 +466,10 @@ private:
                 }
                 decode_error(c, *out, q, qpn, c.wqe_counter.value());
             }
+            if (keep_) [[unlikely]] {
+                last_ts_ = c.timestamp.value();
+                last_tag_ = q->raw_packet && kind == detail::kind_resp ? c.sop_drop_qpn.value() & 0xffffff : 0;
+            }
             ++out;
             ++n;
             --left;
@@ -601,6 +619,9 @@ private:
     mutable std::uint32_t released_ = 0;  // (read by released() with an atomic load)
     const qp_rings* qps_ = nullptr;
     unsigned nqps_ = 0;
+    bool keep_ = false;  // keep_cqe_fields()
+    std::uint64_t last_ts_ = 0;
+    std::uint32_t last_tag_ = 0;
     bool raw_packet_ = false;  // a raw packet QP among qps_
     const qp_rings* last_ = &detail::kNoQp;
     send_queue* sq_ = nullptr;

@@ -72,6 +72,11 @@ void fill_device_attr(ibv_context* ctx, ibv_device_attr& a) {
     a.max_qp_wr = 1 << ifc::get<cap::log_max_qp_sz>(c);
     a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_CHANGE_PHY_PORT |
                          IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN;
+    // On an Ethernet port: raw packet QPs with checksum offload, and ibv_create_flow (as
+    // mlx5_ib sets them).
+    if (auto p = verbs_device(ctx).port(1); p && p->ethernet) {
+        a.device_cap_flags |= IBV_DEVICE_RAW_IP_CSUM | IBV_DEVICE_MANAGED_FLOW_STEERING;
+    }
     // PRM max_wqe_sz_sq/rq: a send WQE is a control and an RDMA segment and data segments.
     const int sq_sge = (static_cast<int>(ifc::get<cap::max_wqe_sz_sq>(c)) - 2 * data_seg_bytes) / data_seg_bytes;
     const int rq_sge = static_cast<int>(ifc::get<cap::max_wqe_sz_rq>(c)) / data_seg_bytes;
@@ -182,12 +187,16 @@ int vctx_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* inpu
     std::memset(&a, 0, sizeof(a));
     fill_device_attr(ctx, a.orig_attr);
     a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
-    // No ODP, TSO, RSS, tag matching, packet pacing, CQ moderation or device memory; no
-    // completion timestamps (ibv_create_cq_ex refuses them, so completion_timestamp_mask
-    // stays 0). The clock's frequency is the device's, in kHz, as mlx5_ib reports it
-    // (cmd_hca_cap.device_frequency_khz); ibv_query_rt_values_ex reads the clock.
+    // No ODP, TSO, RSS, tag matching, packet pacing, CQ moderation or device memory.
+    // Completion timestamps are the CQE's 63 bits of the device clock, as mlx5_ib's
+    // timestamp_mask says; the clock's frequency is the device's, in kHz
+    // (cmd_hca_cap.device_frequency_khz); ibv_query_rt_values_ex reads the clock. On an
+    // Ethernet port, raw packet QPs fill IP checksums (IBV_SEND_IP_CSUM, checked on
+    // receive: raw_packet_caps IP_CSUM, as mlx5_ib reports it with csum_cap).
     a.max_wq_type_rq = 0;
     a.hca_core_clock = hw::ifc::get<hw::ifc::cmd_hca_cap::device_frequency_khz>(caps_of(ctx));
+    a.completion_timestamp_mask = a.hca_core_clock != 0 ? 0x7fffffffffffffffULL : 0;
+    if (a.orig_attr.device_cap_flags & IBV_DEVICE_RAW_IP_CSUM) a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
     std::memcpy(attr, &a, std::min(size, sizeof(a)));
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -31,18 +32,30 @@ struct node {
     ibv_pd* pd = nullptr;
     ibv_cq* scq = nullptr;
     ibv_cq* rcq = nullptr;
+    ibv_cq_ex* rcq_ex = nullptr;  // when made by cxv_create_cq_ex
     ibv_qp* qp = nullptr;
     ibv_mr* mr = nullptr;
     std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(kBuf);
     std::uint32_t max_inline = 0;  // as granted
 
-    explicit node(const char* bdf, bool one_cq = false, std::uint32_t inline_asked = 0) {
+    // `ex_wc_flags`: the receive CQ is made by cxv_create_cq_ex with these.
+    explicit node(const char* bdf, bool one_cq = false, std::uint32_t inline_asked = 0, std::uint64_t ex_wc_flags = 0) {
         ctx = cxv_open_device(bdf);
         REQUIRE_MESSAGE(ctx != nullptr, cxv_last_error());
         pd = cxv_alloc_pd(ctx);
         REQUIRE(pd != nullptr);
         scq = cxv_create_cq(ctx, 64, nullptr);
-        rcq = one_cq ? scq : cxv_create_cq(ctx, 64, nullptr);
+        if (ex_wc_flags != 0) {
+            ibv_cq_init_attr_ex ca{};
+            ca.cqe = 64;
+            ca.wc_flags = ex_wc_flags;
+            ibv_cq_ex* x = cxv_create_cq_ex(ctx, &ca);
+            REQUIRE_MESSAGE(x != nullptr, cxv_last_error());
+            rcq = ibv_cq_ex_to_cq(x);
+            rcq_ex = x;
+        } else {
+            rcq = one_cq ? scq : cxv_create_cq(ctx, 64, nullptr);
+        }
         REQUIRE((scq != nullptr && rcq != nullptr));
         mr = cxv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
         REQUIRE(mr != nullptr);
@@ -399,4 +412,57 @@ TEST_CASE("raw packet QP: the state machine, and what ibv_create_flow refuses") 
     CHECK(got[0].wr_id == 0);
     CHECK(got[0].byte_len == 14 + 20 + 8 + 80);
     CHECK(ibv_destroy_flow(flow) == 0);
+}
+
+TEST_CASE("raw packet QP: ibv_create_cq_ex's completion timestamps, in ticks and wall-clock time, and flow tags") {
+    constexpr std::uint64_t flags = std::uint64_t{IBV_WC_STANDARD_FLAGS} | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_FLOW_TAG;
+    node a(kBdf[0]), b(kBdf[1], false, 0, flags);
+    b.post_recvs();
+    a.up();
+    b.up();
+    auto f1 = make_flow(1, 7300, 0xabcde, true);
+    auto f2 = make_flow(1, 7301, 0x42, true);
+    ibv_flow* flow1 = ibv_create_flow(b.qp, &f1.attr);
+    ibv_flow* flow2 = ibv_create_flow(b.qp, &f2.attr);
+    REQUIRE((flow1 != nullptr && flow2 != nullptr));
+    timespec t0{};
+    ::clock_gettime(CLOCK_REALTIME, &t0);
+    for (unsigned i = 0; i < 6; ++i) {
+        REQUIRE(send_frame(a, udp_frame(0, 1, static_cast<std::uint16_t>(7300 + i % 2), 50, 0x60), 2048 * i, 50,
+                           IBV_SEND_IP_CSUM, i) == 0);
+    }
+    REQUIRE(poll_for(a.scq, 6).size() == 6);
+    ibv_cq_ex* x = b.rcq_ex;
+    std::vector<std::uint64_t> ticks, wall;
+    std::vector<std::uint32_t> tags;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (ticks.size() < 6 && std::chrono::steady_clock::now() < end) {
+        ibv_poll_cq_attr pa{};
+        if (ibv_start_poll(x, &pa) != 0) continue;
+        do {
+            CHECK(x->status == IBV_WC_SUCCESS);
+            CHECK(ibv_wc_read_opcode(x) == IBV_WC_RECV);
+            CHECK(ibv_wc_read_qp_num(x) == b.qp->qp_num);
+            CHECK((ibv_wc_read_wc_flags(x) & IBV_WC_IP_CSUM_OK) != 0);
+            ticks.push_back(ibv_wc_read_completion_ts(x));
+            wall.push_back(ibv_wc_read_completion_wallclock_ns(x));
+            tags.push_back(ibv_wc_read_flow_tag(x));
+        } while (ibv_next_poll(x) == 0);
+        ibv_end_poll(x);
+    }
+    timespec t1{};
+    ::clock_gettime(CLOCK_REALTIME, &t1);
+    REQUIRE(ticks.size() == 6);
+    const auto ns = [](const timespec& t) { return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ull + t.tv_nsec; };
+    for (unsigned i = 0; i < 6; ++i) {
+        CHECK(tags[i] == (i % 2 == 0 ? 0xabcdeu : 0x42u));
+        if (i > 0) CHECK(ticks[i] >= ticks[i - 1]);
+        // Between the first send and the last poll, within the clock's 1 ms measurement.
+        CHECK(wall[i] + 1000000 >= ns(t0));
+        CHECK(wall[i] <= ns(t1) + 1000000);
+    }
+    CHECK(ticks[5] > ticks[0]);
+    CHECK(ibv_destroy_flow(flow1) == 0);
+    CHECK(ibv_destroy_flow(flow2) == 0);
 }
