@@ -65,8 +65,11 @@ class mr;
 class pd;
 class q_counter;
 class qp;
+class rq;
+class rqt;
 class srq;
 class tir;
+struct rx_hash;
 }  // namespace driver
 
 using queues::doorbell_mode;
@@ -416,6 +419,14 @@ public:
     // A raw packet QP's TIR, which steering rules send packets to (null for other types
     // and for a raw packet QP without receives).
     std::shared_ptr<driver::tir> raw_tir() const noexcept;
+    // A raw packet QP's RQ (null without receives): what an RQ table for RSS lists.
+    std::shared_ptr<driver::rq> raw_rq() const noexcept;
+    // An RSS QP (ibv_create_qp_ex(3) with rx_hash_conf and an indirection table): an
+    // indirect TIR that spreads what steering sends it over `table`'s RQs by `hash`, as
+    // mlx5_ib makes one. It has no queue of its own: sends are ENOMEM, receives EINVAL,
+    // and modify() ENOSYS (mlx5_ib's answer). Its number is the TIR's.
+    static result<std::shared_ptr<qp>> create_rss(device& d, std::shared_ptr<driver::rqt> table,
+                                                  const driver::rx_hash& hash);
     // QUERY_Q_COUNTER of the QP's own set (attr::own_counters; ENOENT without one: its
     // events count in device::counters()). With clear, the set restarts from 0.
     result<q_counter_values> counters(bool clear = false);

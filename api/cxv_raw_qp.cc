@@ -171,6 +171,7 @@ result<std::shared_ptr<qp>> qp::create_raw(device& d, const attr& a, doorbell_mo
 // to ERR both go to ERR, to RST both to RST (PRM "SQ State Machine", "RQ State Machine").
 status qp::modify_raw(qp_state to) {
     raw_objects& r = *raw_;
+    if (!r.sq && !r.rq) return error{ENOSYS, "cxv::qp::modify: an RSS QP has no state to change"};
     using driver::wq_state;
     const qp_state from = r.state;
     auto set_rq = [&](wq_state s) -> status {
@@ -222,6 +223,28 @@ result<qp_state> qp::raw_state() const {
 qp::caps qp::capabilities() const noexcept { return raw_ ? raw_->granted : qp_->capabilities(); }
 
 std::shared_ptr<driver::tir> qp::raw_tir() const noexcept { return raw_ ? raw_->tir : nullptr; }
+std::shared_ptr<driver::rq> qp::raw_rq() const noexcept { return raw_ ? raw_->rq : nullptr; }
+
+result<std::shared_ptr<qp>> qp::create_rss(device& d, std::shared_ptr<driver::rqt> table, const driver::rx_hash& hash) {
+    if (!table) return error{EINVAL, "cxv::qp::create_rss: no RQ table"};
+    std::shared_ptr<qp> out(new qp());
+    out->type_ = qp_type::raw_packet;
+    out->raw_ = std::make_shared<raw_objects>();
+    out->rings_ = std::make_shared<rings>();
+    raw_objects& raw = *out->raw_;
+    auto td = driver::transport_domain::create(d.hca());
+    if (!td) return td.error();
+    raw.td = std::move(td).value();
+    auto tir = driver::tir::create(raw.td, std::move(table), hash);
+    if (!tir) return tir.error();
+    raw.tir = std::move(tir).value();
+    out->qpn_ = raw.tir->tirn();
+    out->rings_->sq = queues::send_queue::none(out->qpn_);  // every send is ENOMEM
+    out->rings_->rq = queues::recv_queue::srq_attached();   // every receive EINVAL
+    out->send_ = api::send_side{&out->rings_->sq, ~0u, ~0u, IBV_QPT_RAW_PACKET};
+    out->rq_ = &out->rings_->rq;
+    return out;
+}
 
 status qp::destroy() {
     if (!raw_) return qp_->destroy();

@@ -308,6 +308,11 @@ ibv_context* cxv_open_device(const char* bdf) {
     ctx.ops.req_notify_cq = op_req_notify_cq;
     c->ibv_create_flow = cxv_create_flow;
     c->ibv_destroy_flow = cxv_destroy_flow;
+    c->create_wq = cxv_create_wq;
+    c->modify_wq = cxv_modify_wq;
+    c->destroy_wq = cxv_destroy_wq;
+    c->create_rwq_ind_table = cxv_create_rwq_ind_table;
+    c->destroy_rwq_ind_table = cxv_destroy_rwq_ind_table;
     ctx.cmd_fd = -1;
     ctx.async_fd = async->fd();
     c->async = std::move(async);
@@ -691,6 +696,9 @@ cxv::qp& cxv::verbs_qp(ibv_qp* qp) { return *qp_of(qp)->qp; }
 cxv::srq& cxv::verbs_srq(ibv_srq* srq) { return *srq_of(srq)->srq; }
 
 namespace cxv::api::handles {
+
+void hold_context(ibv_context* ctx) { hold(dev_of(ctx)); }
+void release_context(ibv_context* ctx) { drop_object(dev_of(ctx)); }
 
 ibv_cq* create_cq_with(ibv_context* ctx, int cqe, void* cq_context, const cxv::cq::options& o) {
     if (cqe <= 0) return fail_null<ibv_cq>(EINVAL, "cxv_create_cq: cqe must be at least 1");

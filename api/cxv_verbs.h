@@ -190,6 +190,19 @@ int cxv_destroy_qp(struct ibv_qp *qp);
 struct ibv_flow *cxv_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *flow);
 int cxv_destroy_flow(struct ibv_flow *flow);
 
+/* ibv_create_wq(3) (IBV_WQT_RQ, on an Ethernet port; no create flags), ibv_modify_wq(3)
+ * (RESET→RDY, →ERR, →RESET), ibv_destroy_wq(3) (EBUSY while a table lists it),
+ * ibv_create_rwq_ind_table(3) and ibv_destroy_rwq_ind_table(3) (EBUSY while an RSS QP
+ * hashes over it). A WQ's receives (ibv_post_wq_recv) complete on its CQ with qp_num
+ * the WQ's number. cxv_create_qp_init_ex with IBV_QP_INIT_ATTR_RX_HASH and
+ * IBV_QP_INIT_ATTR_IND_TABLE makes an RSS QP that flows steer to (Toeplitz, 40-byte key;
+ * IPv4 or IPv6 addresses, TCP or UDP ports). The context's ops are these. */
+struct ibv_wq *cxv_create_wq(struct ibv_context *ctx, struct ibv_wq_init_attr *attr);
+int cxv_modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *attr);
+int cxv_destroy_wq(struct ibv_wq *wq);
+struct ibv_rwq_ind_table *cxv_create_rwq_ind_table(struct ibv_context *ctx, struct ibv_rwq_ind_table_init_attr *attr);
+int cxv_destroy_rwq_ind_table(struct ibv_rwq_ind_table *table);
+
 /* ibv_create_qp_ex(3): IBV_QP_INIT_ATTR_PD, with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS the
  * ibv_wr_* interface (ibv_wr_post(3)) for the opcodes the transport has (RDMA write
  * with and without immediate, send with and without immediate, and on RC RDMA read and

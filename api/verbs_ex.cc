@@ -236,7 +236,11 @@ constexpr std::uint64_t kWriteOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_R
 constexpr std::uint64_t kRcOps = kSendOps | kWriteOps | IBV_QP_EX_WITH_RDMA_READ |
                                  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 std::uint64_t ops_of(ibv_qp_type t) {
-    return t == IBV_QPT_RC ? kRcOps : t == IBV_QPT_UC ? kSendOps | kWriteOps : t == IBV_QPT_UD ? kSendOps : 0;
+    return t == IBV_QPT_RC                ? kRcOps
+           : t == IBV_QPT_UC              ? kSendOps | kWriteOps
+           : t == IBV_QPT_UD              ? kSendOps
+           : t == IBV_QPT_RAW_PACKET      ? std::uint64_t{IBV_QP_EX_WITH_SEND}
+                                          : 0;
 }
 
 }  // namespace
@@ -323,15 +327,17 @@ ibv_cq_ex* cxv::create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr, unsign
 extern "C" {
 
 ibv_qp* cxv_create_qp_init_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
-    (void)ctx;
     if (attr == nullptr || (attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
         fail(EINVAL, "cxv_create_qp_init_ex: a PD is needed (IBV_QP_INIT_ATTR_PD)");
         return nullptr;
     }
+    if ((attr->comp_mask & (IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_IND_TABLE)) != 0) {
+        return create_rss_qp(ctx, attr);
+    }
     const std::uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     if ((attr->comp_mask & ~known) != 0 ||
         ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0)) {
-        fail(EOPNOTSUPP, "cxv_create_qp_init_ex: XRC, TSO, RSS, source QPN and create flags are not supported");
+        fail(EOPNOTSUPP, "cxv_create_qp_init_ex: XRC, TSO, source QPN and create flags are not supported");
         return nullptr;
     }
     const bool send_ops = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;

@@ -95,6 +95,14 @@ inline c_qp* qp_of(ibv_qp_ex* q) { return static_cast<c_qp*>(q); }
 // value (cxv_verbs.cc).
 int fail(int code, std::string message);
 
+// An object of the context made or gone outside cxv_verbs.cc (WQs, indirection tables,
+// RSS QPs): the context does not close under it (cxv_verbs.cc's hold and drop).
+void hold_context(ibv_context* ctx);
+void release_context(ibv_context* ctx);
+
+// An RSS QP (verbs_wq.cc): ibv_create_qp_ex with rx_hash_conf and an indirection table.
+ibv_qp* create_rss_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
+
 // cxv_create_cq with the CQ's options (cxv_verbs.cc): what cxv_create_cq_ex and
 // mlx5dv_create_cq ask beyond the count.
 ibv_cq* create_cq_with(ibv_context* ctx, int cqe, void* cq_context, const cxv::cq::options& o);

@@ -270,7 +270,8 @@ CXV_ABI_EXPORT int ibv_destroy_srq(ibv_srq* srq) { return cxv_destroy_srq(srq); 
 
 // --- QP ----------------------------------------------------------------------------------
 
-// RC, UC and UD; other types (XRC, raw packet, DC): NULL with EOPNOTSUPP.
+// RC, UC, UD and raw packet (on an Ethernet port); other types (XRC, DC): NULL with
+// EOPNOTSUPP.
 CXV_ABI_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
     if (qp_init_attr != nullptr) {
         qp_init_attr->cap.max_inline_data = cxv::abi::provider_inline_room(

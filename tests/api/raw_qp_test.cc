@@ -466,3 +466,134 @@ TEST_CASE("raw packet QP: ibv_create_cq_ex's completion timestamps, in ticks and
     CHECK(ibv_destroy_flow(flow1) == 0);
     CHECK(ibv_destroy_flow(flow2) == 0);
 }
+
+namespace {
+
+// The Toeplitz hash (Microsoft's RSS specification) of `in` under the 40-byte `key`.
+std::uint32_t toeplitz(const std::uint8_t* key, const std::uint8_t* in, std::size_t n) {
+    std::uint32_t result = 0;
+    std::uint32_t window = static_cast<std::uint32_t>(key[0] << 24 | key[1] << 16 | key[2] << 8 | key[3]);
+    for (std::size_t i = 0; i < n; ++i) {
+        for (int b = 7; b >= 0; --b) {
+            if (in[i] >> b & 1) result ^= window;
+            const std::size_t bit = i * 8 + static_cast<std::size_t>(7 - b) + 32;  // the key bit shifted in
+            window = window << 1 | ((key[bit / 8] >> (7 - bit % 8)) & 1);
+        }
+    }
+    return result;
+}
+
+}  // namespace
+
+TEST_CASE("WQs, an indirection table and an RSS QP: flows to the RSS QP spread over the WQs by the Toeplitz hash") {
+    node a(kBdf[0]), b(kBdf[1]);
+    a.up();
+    constexpr unsigned kWqs = 4;
+    ibv_wq* wq[kWqs];
+    for (unsigned i = 0; i < kWqs; ++i) {
+        ibv_wq_init_attr wa{};
+        wa.wq_type = IBV_WQT_RQ;
+        wa.max_wr = 64;
+        wa.max_sge = 1;
+        wa.pd = b.pd;
+        wa.cq = b.rcq;
+        wq[i] = ibv_create_wq(b.ctx, &wa);
+        REQUIRE_MESSAGE(wq[i] != nullptr, cxv_last_error());
+        CHECK(wa.max_wr >= 64);
+        // Receives posted in RESET are there when the WQ is ready.
+        for (unsigned k = 0; k < 32; ++k) {
+            // 128 bytes each: slot i * 32 + k of the receive half.
+            ibv_sge s{reinterpret_cast<std::uint64_t>(b.rx(0) + (i * 32 + k) * 128), 128, b.mr->lkey};
+            ibv_recv_wr w{};
+            w.wr_id = i * 100 + k;
+            w.sg_list = &s;
+            w.num_sge = 1;
+            ibv_recv_wr* bad = nullptr;
+            REQUIRE(ibv_post_wq_recv(wq[i], &w, &bad) == 0);
+        }
+        ibv_wq_attr m{};
+        m.attr_mask = IBV_WQ_ATTR_STATE;
+        m.wq_state = IBV_WQS_RDY;
+        REQUIRE(ibv_modify_wq(wq[i], &m) == 0);
+        CHECK(wq[i]->state == IBV_WQS_RDY);
+    }
+    ibv_rwq_ind_table_init_attr ta{};
+    ta.log_ind_tbl_size = 2;
+    ta.ind_tbl = wq;
+    ibv_rwq_ind_table* table = ibv_create_rwq_ind_table(b.ctx, &ta);
+    REQUIRE_MESSAGE(table != nullptr, cxv_last_error());
+    std::uint8_t key[40];
+    for (unsigned i = 0; i < 40; ++i) key[i] = static_cast<std::uint8_t>(i * 37 + 11);
+    ibv_qp_init_attr_ex qa{};
+    qa.qp_type = IBV_QPT_RAW_PACKET;
+    qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_IND_TABLE;
+    qa.pd = b.pd;
+    qa.rwq_ind_tbl = table;
+    qa.rx_hash_conf.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+    qa.rx_hash_conf.rx_hash_key_len = 40;
+    qa.rx_hash_conf.rx_hash_key = key;
+    qa.rx_hash_conf.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_PORT_UDP |
+                                          IBV_RX_HASH_DST_PORT_UDP;
+    ibv_qp* rss = cxv_create_qp_init_ex(b.ctx, &qa);
+    REQUIRE_MESSAGE(rss != nullptr, cxv_last_error());
+    // IPv4 and IPv6 together: EINVAL, as mlx5_ib.
+    qa.rx_hash_conf.rx_hash_fields_mask |= IBV_RX_HASH_SRC_IPV6;
+    CHECK(cxv_create_qp_init_ex(b.ctx, &qa) == nullptr);
+    CHECK(errno == EINVAL);
+    ibv_qp_attr mq{};
+    mq.qp_state = IBV_QPS_INIT;
+    mq.port_num = 1;
+    CHECK(cxv_modify_qp(rss, &mq, IBV_QP_STATE | IBV_QP_PORT) == ENOSYS);
+    auto fl = make_flow(1, 7400);
+    ibv_flow* flow = ibv_create_flow(rss, &fl.attr);
+    REQUIRE_MESSAGE(flow != nullptr, cxv_last_error());
+
+    // 48 frames from different source ports: each lands in the WQ of its hash.
+    std::vector<unsigned> expect_wq(48);
+    for (unsigned i = 0; i < 48; ++i) {
+        auto f = udp_frame(0, 1, 7400, 20, static_cast<std::uint8_t>(i));
+        const std::uint16_t sport = static_cast<std::uint16_t>(20000 + 7 * i);
+        f[34] = static_cast<std::uint8_t>(sport >> 8);
+        f[35] = static_cast<std::uint8_t>(sport);
+        std::uint8_t in[12];
+        std::memcpy(in, kIp[0], 4);
+        std::memcpy(in + 4, kIp[1], 4);
+        std::memcpy(in + 8, &f[34], 4);  // source and destination ports
+        expect_wq[i] = toeplitz(key, in, 12) % kWqs;
+        REQUIRE(send_frame(a, f, 2048 * (i % 16), f.size(), IBV_SEND_IP_CSUM, i) == 0);
+        if (i % 8 == 7) REQUIRE(poll_for(a.scq, 8).size() == 8);
+    }
+    const auto got = poll_for(b.rcq, 48);
+    REQUIRE(got.size() == 48);
+    std::array<unsigned, kWqs> per{};
+    for (const ibv_wc& wc : got) {
+        CHECK(wc.status == IBV_WC_SUCCESS);
+        unsigned w = kWqs;
+        for (unsigned i = 0; i < kWqs; ++i) {
+            if (wc.qp_num == wq[i]->wq_num) w = i;
+        }
+        REQUIRE(w < kWqs);
+        CHECK(wc.wr_id / 100 == w);
+        ++per[w];
+        // The frame's payload byte says which it was: its WQ is its hash's.
+        const std::uint8_t* data = b.rx(0) + (w * 32 + wc.wr_id % 100) * 128;
+        REQUIRE(wc.byte_len == 14 + 20 + 8 + 20);
+        CHECK(expect_wq[data[42]] == w);
+    }
+    unsigned used = 0;
+    for (unsigned i = 0; i < kWqs; ++i) {
+        unsigned want = 0;
+        for (unsigned k = 0; k < 48; ++k) want += expect_wq[k] == i ? 1 : 0;
+        CHECK(per[i] == want);
+        used += per[i] != 0 ? 1 : 0;
+    }
+    CHECK(used >= 2);
+
+    // What holds what: the table while the RSS QP hashes over it, the WQs while listed.
+    CHECK(ibv_destroy_rwq_ind_table(table) == EBUSY);
+    CHECK(ibv_destroy_wq(wq[0]) == EBUSY);
+    CHECK(ibv_destroy_flow(flow) == 0);
+    CHECK(cxv_destroy_qp(rss) == 0);
+    CHECK(ibv_destroy_rwq_ind_table(table) == 0);
+    for (ibv_wq* w : wq) CHECK(ibv_destroy_wq(w) == 0);
+}
