@@ -24,6 +24,7 @@
 #include "bench/perf/loops.h"
 #include "bench/perf/oob.h"
 #include "bench/perf/options.h"
+#include "bench/perf/raw.h"
 #include "bench/perf/report.h"
 #include "bench/perf/setup.h"
 
@@ -477,6 +478,7 @@ int fail(const std::string& message) {
 }
 
 int run(int argc, char** argv) {
+    if (argc >= 2 && is_raw_test(argv[1])) return run_raw(argc, argv);
     if (argc == 2 && std::string_view(argv[1]) == "--version") {
         std::printf("cxv-perf %s\n", kVersion);
         return 0;

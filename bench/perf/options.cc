@@ -88,6 +88,7 @@ void print_usage(std::FILE* out) {
                  "       cxv-perf TEST [options] SERVER     connect to the server at SERVER\n"
                  "       cxv-perf TEST --loopback [options] both sides in this process\n"
                  "TEST: send_lat send_bw write_lat write_bw read_lat read_bw atomic_lat atomic_bw\n"
+                 "      raw_ethernet_bw raw_ethernet_lat raw_ethernet_burst_lat (TEST --help: their options)\n"
                  "options (as perftest's):\n"
                  "  -d, --ib-dev=BDF        the function (twice with --loopback: two functions)\n"
                  "  -i, --ib-port=PORT      port of the function (default 1)\n"
@@ -130,7 +131,10 @@ result<options> parse_options(int argc, char** argv) {
     }
     bool known = false;
     for (const char* t : kTests) known |= first == t;
-    if (!known) return bad("unknown test '" + first + "' (send_lat send_bw write_lat write_bw read_lat read_bw atomic_lat atomic_bw)");
+    if (!known) {
+        return bad("unknown test '" + first + "' (send_lat send_bw write_lat write_bw read_lat read_bw atomic_lat atomic_bw "
+                   "raw_ethernet_bw raw_ethernet_lat raw_ethernet_burst_lat)");
+    }
     o.test = first;
     o.latency = first.ends_with("_lat");
     o.op = first.starts_with("send")    ? operation::send

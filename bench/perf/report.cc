@@ -59,7 +59,7 @@ std::pair<std::string_view, std::string_view> split_test(std::string_view test) 
 }
 
 const char* verb_title(std::string_view verb) {
-    if (verb == "send") return "Send";
+    if (verb == "send" || verb.starts_with("raw_ethernet")) return "Send";  // perftest's raw tests say Send
     if (verb == "write") return "RDMA_Write";
     if (verb == "read") return "RDMA_Read";
     if (verb == "atomic") return "Atomic";
