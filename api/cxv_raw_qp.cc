@@ -53,8 +53,6 @@ result<std::shared_ptr<qp>> qp::create_raw(device& d, const attr& a, doorbell_mo
     std::shared_ptr<qp> out(new qp());
     out->type_ = qp_type::raw_packet;
     out->pd_ = a.domain;
-    out->scq_ = a.send_cq;
-    out->rcq_ = a.recv_cq;
     out->raw_ = std::make_shared<raw_objects>();
     out->rings_ = std::make_shared<rings>();
     raw_objects& raw = *out->raw_;
@@ -158,6 +156,9 @@ result<std::shared_ptr<qp>> qp::create_raw(device& d, const attr& a, doorbell_mo
     recv_entry.rq = raw.rq ? &rg.rq : nullptr;
     if (one_cq) send_entry.rq = recv_entry.rq;
     if (!one_cq) recv_entry.sq = nullptr;
+    // (the CQs only now: a QP that failed before has nothing in their tables to detach)
+    out->scq_ = a.send_cq;
+    out->rcq_ = a.recv_cq;
     if (!a.send_cq->attach(send_entry) || !a.recv_cq->attach(recv_entry)) {
         a.send_cq->detach(out->qpn_, out->rings_);
         a.recv_cq->detach(out->qpn_, out->rings_);
