@@ -13,15 +13,8 @@ namespace {
 
 error bad(std::string message) { return error{EINVAL, std::move(message)}; }
 
-// A whole decimal number in [lo, hi], or false.
 bool number(const char* text, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
-    if (text == nullptr || *text == '\0' || *text == '-') return false;
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(text, &end, 0);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-    out = v;
-    return true;
+    return parse_number(text, lo, hi, out);
 }
 
 // Long-only options (perftest's and cxv-perf's own) have codes above the short ones.
@@ -72,6 +65,32 @@ constexpr const char* kTests[] = {"send_lat", "send_bw",  "write_lat",  "write_b
                                   "read_lat", "read_bw", "atomic_lat", "atomic_bw"};
 
 }  // namespace
+
+bool parse_number(const char* text, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
+    if (text == nullptr || *text == '\0' || *text == '-') return false;
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(text, &end, 0);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
+    out = v;
+    return true;
+}
+// At most 10^8 iterations: latency tests keep a sample per iteration (8 bytes each).
+result<std::uint64_t> iterations_arg(const char* text) {
+    std::uint64_t v = 0;
+    if (!parse_number(text, 5, 100'000'000, v)) return bad("bad -n (5 .. 100000000): " + std::string(text));
+    return v;
+}
+result<unsigned> duration_arg(const char* text) {
+    std::uint64_t v = 0;
+    if (!parse_number(text, 1, 86400, v)) return bad("bad -D (1 .. 86400 seconds): " + std::string(text));
+    return static_cast<unsigned>(v);
+}
+result<unsigned> tcp_port_arg(const char* text) {
+    std::uint64_t v = 0;
+    if (!parse_number(text, 1, 65535, v)) return bad("bad -p (TCP port 1 .. 65535): " + std::string(text));
+    return static_cast<unsigned>(v);
+}
 
 const char* transport_name(transport t) {
     switch (t) {
@@ -170,16 +189,19 @@ result<options> parse_options(int argc, char** argv) {
             size_given = true;
             break;
         case 'a': o.all_sizes = true; break;
-        case 'n':
-            // At most 10^8: latency tests keep a sample per iteration (8 bytes each).
-            if (!number(arg, 5, 100'000'000, v)) return bad("bad -n (5 .. 100000000): " + std::string(arg));
-            o.iters = v;
+        case 'n': {
+            auto n = iterations_arg(arg);
+            if (!n) return n.error();
+            o.iters = *n;
             iters_given = true;
             break;
-        case 'D':
-            if (!number(arg, 1, 86400, v)) return bad("bad -D (1 .. 86400 seconds): " + std::string(arg));
-            o.duration = static_cast<unsigned>(v);
+        }
+        case 'D': {
+            auto d = duration_arg(arg);
+            if (!d) return d.error();
+            o.duration = *d;
             break;
+        }
         case 'c': {
             const std::string t = arg;
             if (t == "RC") o.conn = transport::rc;
@@ -217,10 +239,12 @@ result<options> parse_options(int argc, char** argv) {
             break;
         case 'e': o.events = true; break;
         case 'F': o.no_cpufreq_warning = true; break;
-        case 'p':
-            if (!number(arg, 1, 65535, v)) return bad("bad -p (TCP port 1 .. 65535): " + std::string(arg));
-            o.tcp_port = static_cast<unsigned>(v);
+        case 'p': {
+            auto p = tcp_port_arg(arg);
+            if (!p) return p.error();
+            o.tcp_port = *p;
             break;
+        }
         case 'R': o.rdma_cm = true; break;
         case 'b': o.bidirectional = true; break;
         case 'x':

@@ -52,6 +52,14 @@ struct options {
 
 // Parses argv; an error is one line for the user (without the "cxv-perf: " prefix).
 result<options> parse_options(int argc, char** argv);
+
+// The values every test's options share, each checked as perftest bounds it (the raw
+// tests' parser, raw.cc, takes them too): a whole number in [lo, hi] (decimal or 0x),
+// -n's iterations, -D's seconds, -p's TCP port.
+bool parse_number(const char* text, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out);
+result<std::uint64_t> iterations_arg(const char* text);
+result<unsigned> duration_arg(const char* text);
+result<unsigned> tcp_port_arg(const char* text);
 void print_usage(std::FILE* out);
 
 // The sizes a run measures: -s alone, or 2, 4, ... up to the limit with -a.

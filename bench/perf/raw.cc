@@ -20,6 +20,7 @@
 #include "api/cxv.h"
 #include "api/cxv_eth.h"
 #include "bench/perf/oob.h"
+#include "bench/perf/options.h"
 #include "bench/perf/report.h"
 #include "bench/perf/setup.h"
 #include "bench/perf/tsc.h"
@@ -99,13 +100,7 @@ bool parse_ipv4(const char* s, ipv4& out) {
     return true;
 }
 bool number(const char* text, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
-    if (text == nullptr || *text == '\0' || *text == '-') return false;
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(text, &end, 0);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-    out = v;
-    return true;
+    return parse_number(text, lo, hi, out);
 }
 
 enum : int { opt_tcp = 300, opt_burst, opt_reply_every, opt_json, opt_loopback };
@@ -171,15 +166,19 @@ result<raw_options> parse_raw(int argc, char** argv) {
             if (!number(arg, 64, 1518, v)) return bad("bad -s (64 .. 1518 bytes, a frame): " + std::string(arg));
             o.size = static_cast<std::uint32_t>(v);
             break;
-        case 'n':
-            if (!number(arg, 5, 100'000'000, v)) return bad("bad -n (5 .. 100000000): " + std::string(arg));
-            o.iters = v;
+        case 'n': {
+            auto n = iterations_arg(arg);
+            if (!n) return n.error();
+            o.iters = *n;
             iters_given = true;
             break;
-        case 'D':
-            if (!number(arg, 1, 86400, v)) return bad("bad -D (1 .. 86400 seconds): " + std::string(arg));
-            o.duration = static_cast<unsigned>(v);
+        }
+        case 'D': {
+            auto d = duration_arg(arg);
+            if (!d) return d.error();
+            o.duration = *d;
             break;
+        }
         case 'B':
         case 'E': {
             mac m{};
@@ -199,10 +198,12 @@ result<raw_options> parse_raw(int argc, char** argv) {
             if (!number(arg, 1, 65535, v)) return bad("bad " + flag + " (port 1 .. 65535): " + std::string(arg));
             (c == 'K' ? o.server_port : o.client_port) = static_cast<std::uint16_t>(v);
             break;
-        case 'p':
-            if (!number(arg, 1, 65535, v)) return bad("bad -p (TCP port 1 .. 65535): " + std::string(arg));
-            o.tcp_port = static_cast<unsigned>(v);
+        case 'p': {
+            auto p = tcp_port_arg(arg);
+            if (!p) return p.error();
+            o.tcp_port = *p;
             break;
+        }
         case 'Z': server_flag = true; break;
         case 'P': client_flag = true; break;
         case 'F': break;

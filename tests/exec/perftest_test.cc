@@ -33,30 +33,9 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 // latency test, a typical latency above zero, for a bandwidth test a message rate above
 // zero (the MB/s of small messages may print as 0.00 on the model).
 bool has_result(const std::string& log, bool latency) {
-    std::istringstream lines(log);
-    std::string line;
-    bool header = false;
-    while (std::getline(lines, line)) {
-        if (has(line, "#bytes")) {
-            header = true;
-            continue;
-        }
-        if (!header) continue;
-        header = false;
-        // Word by word through strtod, which reads the "-nan" perftest prints for a
-        // standard deviation whose rounding went below zero (operator>> stops there).
-        std::istringstream w(line);
-        std::vector<double> v;
-        for (std::string word; w >> word;) {
-            char* end = nullptr;
-            const double x = std::strtod(word.c_str(), &end);
-            if (end == word.c_str() || *end != '\0') break;
-            v.push_back(x);
-        }
-        if (latency && v.size() >= 9 && v[1] == kIters && v[4] > 0) return true;
-        if (!latency && v.size() >= 5 && v[1] == kIters && v[4] > 0) return true;
-    }
-    return false;
+    const std::vector<double> v = perftest_row(log);
+    if (latency) return v.size() >= 9 && v[1] == kIters && v[4] > 0;
+    return v.size() >= 5 && v[1] == kIters && v[4] > 0;
 }
 
 // One line of cxv's librdmacm trace (CXV_CM_TRACE, api/abi/cm_wire.h).

@@ -319,6 +319,34 @@ inline exec_pair run_exec_pair(const std::string& port_type, const std::string& 
     return r;
 }
 
+// The numbers of perftest's result row: the first line of numbers under its "#bytes"
+// header (empty when there is none). Word by word through strtod, which reads the "-nan"
+// perftest prints for a standard deviation whose rounding went below zero (operator>>
+// stops there).
+inline std::vector<double> perftest_row(const std::string& log) {
+    std::istringstream lines(log);
+    std::string line;
+    bool header = false;
+    while (std::getline(lines, line)) {
+        if (line.find("#bytes") != std::string::npos) {
+            header = true;
+            continue;
+        }
+        if (!header) continue;
+        std::istringstream w(line);
+        std::vector<double> v;
+        for (std::string word; w >> word;) {
+            char* end = nullptr;
+            const double x = std::strtod(word.c_str(), &end);
+            if (end == word.c_str() || *end != '\0') break;
+            v.push_back(x);
+        }
+        if (!v.empty()) return v;
+        header = false;
+    }
+    return {};
+}
+
 // `cxv-sim run SIM_ARGS -- cxv exec -- PROGRAM...` (CXV_SIM, CXV), within 120 s.
 inline ran run_exec_under_sim(const std::vector<std::string>& sim_args, const std::vector<std::string>& program) {
     scratch s;

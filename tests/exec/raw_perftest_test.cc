@@ -38,31 +38,6 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 const char* kBase = "02:00:00:00:00:01";
 const char* kMac[2] = {"02:00:00:00:00:01", "02:00:00:00:00:11"};
 
-// The numbers of perftest's result row under its "#bytes" header.
-std::vector<double> result_row(const std::string& log) {
-    std::istringstream lines(log);
-    std::string line;
-    bool header = false;
-    while (std::getline(lines, line)) {
-        if (has(line, "#bytes")) {
-            header = true;
-            continue;
-        }
-        if (!header) continue;
-        std::istringstream w(line);
-        std::vector<double> v;
-        for (std::string word; w >> word;) {
-            char* end = nullptr;
-            const double x = std::strtod(word.c_str(), &end);
-            if (end == word.c_str() || *end != '\0') break;
-            v.push_back(x);
-        }
-        if (!v.empty()) return v;
-        header = false;
-    }
-    return {};
-}
-
 struct pair_result {
     int server = -1, client = -1;
     std::string server_log, client_log;
@@ -110,7 +85,7 @@ void check_bw(const std::vector<std::string>& args) {
     CHECK(r.server == 0);
     CHECK(r.client == 0);
     // #bytes, #iterations, BW peak, BW average, MsgRate: frames counted on both sides.
-    const auto c = result_row(r.client_log), s = result_row(r.server_log);
+    const auto c = perftest_row(r.client_log), s = perftest_row(r.server_log);
     REQUIRE(c.size() >= 5);
     REQUIRE(s.size() >= 5);
     CHECK(c[1] > 0);
@@ -150,7 +125,7 @@ TEST_CASE("raw_ethernet_lat: ping-pong of IPv4/UDP frames") {
     CHECK(r.client == 0);
     // Duration mode's row: #bytes, #iterations, t_avg, tps average.
     for (const auto* log : {&r.client_log, &r.server_log}) {
-        const auto v = result_row(*log);
+        const auto v = perftest_row(*log);
         REQUIRE(v.size() >= 4);
         CHECK(v[1] > 0);
         CHECK(v[2] > 0);

@@ -149,4 +149,19 @@ inline void check_refused(const std::string& err, int rc, const std::string& say
     CHECK(err.find(says) != std::string::npos);
 }
 
+// Each case's cxv-perf ARGS refused with one line on stderr that says `says`, exit 1.
+inline void check_bad_options(const std::vector<std::pair<std::vector<std::string>, std::string>>& cases) {
+    const std::string perf = env_path("CXV_PERF");
+    scratch s;
+    for (const auto& [args, says] : cases) {
+        std::vector<std::string> argv = {perf};
+        argv.insert(argv.end(), args.begin(), args.end());
+        child c(argv, s.dir + "/bad.out", s.dir + "/bad.err");
+        const int rc = c.wait(clock_type::now() + 10s);
+        CAPTURE(args[0]);
+        CAPTURE(args.size() > 1 ? args[1] : "");
+        check_refused(slurp(c.err), rc, says);
+    }
+}
+
 }  // namespace cxv::test::perf

@@ -262,8 +262,6 @@ TEST_CASE("write_lat: the client waits for the server's WRITE even when its patt
 }
 
 TEST_CASE("bad options: one clear line and exit 1") {
-    const std::string perf = env_path("CXV_PERF");
-    scratch s;
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"send_lat", "--bogus"}, "unknown option --bogus"},
         {{"fetch_lat"}, "unknown test 'fetch_lat'"},
@@ -285,15 +283,7 @@ TEST_CASE("bad options: one clear line and exit 1") {
         {{"write_bw", "-l", "3", "-Q", "5", "-t", "6"}, "would stall"},
         {{"send_lat", "-n", "100000001"}, "bad -n (5 .. 100000000)"},
     };
-    for (const auto& [args, says] : cases) {
-        std::vector<std::string> argv = {perf};
-        argv.insert(argv.end(), args.begin(), args.end());
-        child c(argv, s.dir + "/bad.out", s.dir + "/bad.err");
-        const int rc = c.wait(clock_type::now() + 10s);
-        CAPTURE(args[0]);
-        CAPTURE(args.size() > 1 ? args[1] : "");
-        check_refused(slurp(c.err), rc, says);
-    }
+    check_bad_options(cases);
 }
 
 TEST_CASE("an absent server: one clear line and exit 1") {

@@ -97,8 +97,6 @@ TEST_CASE("--loopback: two functions in one process, --json") {
 }
 
 TEST_CASE("raw tests' bad options: one clear line and exit 1") {
-    const std::string perf = env_path("CXV_PERF");
-    scratch s;
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"raw_ethernet_bw", "--loopback"}, "needs two functions"},
         {{"raw_ethernet_bw", "-J", "169.254.0.1"}, "-J and -j go together"},
@@ -110,13 +108,5 @@ TEST_CASE("raw tests' bad options: one clear line and exit 1") {
         {{"raw_ethernet_lat", "--bogus"}, "unknown option --bogus"},
         {{"raw_ethernet_lat", "-D", "2", "-n", "10"}, "-D and -n"},
     };
-    for (const auto& [args, says] : cases) {
-        std::vector<std::string> argv = {perf};
-        argv.insert(argv.end(), args.begin(), args.end());
-        child c(argv, s.dir + "/bad.out", s.dir + "/bad.err");
-        const int rc = c.wait(clock_type::now() + 10s);
-        CAPTURE(args[0]);
-        CAPTURE(args.size() > 1 ? args[1] : "");
-        check_refused(slurp(c.err), rc, says);
-    }
+    check_bad_options(cases);
 }
