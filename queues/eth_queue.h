@@ -102,8 +102,7 @@ static_assert(offsetof(hw::wqe_eth_seg, inline_hdr_start) == 14 && offsetof(hw::
 // data segments, or with `inl` its bytes inline. The list holds at least 14 bytes (the
 // caller's check); empty pieces are left out. Returns the WQE's end.
 inline std::byte* put_sges(std::byte* seg, const sge* sg, unsigned n, unsigned flags, bool inl) noexcept {
-    // (room for put_eseg's small copies, which may read whole 16-byte words)
-    alignas(16) std::byte head[64] = {};
+    std::byte head[eth_inline_header] = {};
     std::uint32_t got = 0, off = 0;
     unsigned i = 0;
     while (i < n && got < eth_inline_header) {
@@ -116,7 +115,18 @@ inline std::byte* put_sges(std::byte* seg, const sge* sg, unsigned n, unsigned f
             off = 0;
         }
     }
-    std::byte* p = put_eseg(seg, head, got, flags);
+    // The Ethernet segment as put_eseg writes it, for these at most 18 bytes (the clamp
+    // tells the compiler so): inline_hdr_start and inline_hdr are contiguous, and the
+    // segment's second octoword is zeroed first, its padding included.
+    const std::uint32_t hn = got < eth_inline_header ? got : eth_inline_header;
+    std::memset(seg, 0, eseg_head + 16);
+    seg[offsetof(hw::wqe_eth_seg, cs_flags)] =
+        std::byte{static_cast<std::uint8_t>(((flags & eth_l3_csum) ? hw::eth_wqe_l3_csum : 0) |
+                                            ((flags & eth_l4_csum) ? hw::eth_wqe_l4_csum : 0))};
+    const hw::be16 sz = hw::be16::from(static_cast<std::uint16_t>(hn));
+    std::memcpy(seg + offsetof(hw::wqe_eth_seg, inline_hdr_sz), &sz, 2);
+    std::memcpy(seg + offsetof(hw::wqe_eth_seg, inline_hdr_start), head, hn);
+    std::byte* p = seg + eseg_head + inline_bytes(hn);
     if (inl) {
         std::byte* const data = p + sizeof(hw::wqe_inline_seg);
         std::uint32_t total = 0;

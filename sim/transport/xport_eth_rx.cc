@@ -145,6 +145,8 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
             auto& err = reinterpret_cast<hw::err_cqe64&>(e);
             err.syndrome = static_cast<std::uint8_t>(hw::cqe_syndrome::LOCAL_LENGTH_ERR);
             err.s_wqe_opcode_qpn = hw::be32::from(rq.n);
+            // The RQ's user index, as its good CQEs carry it (and the SQ's error CQEs).
+            err.srqn = hw::be32::from(ifc::get<ifc::rqc::user_index>(rqc));
             err.wqe_counter = hw::be16::from(static_cast<std::uint16_t>(index));
             err.op_own = hw::make_op_own(hw::cqe_opcode::RESP_ERR, false, 0);
             push_cqe(rq.cqn, e, false);

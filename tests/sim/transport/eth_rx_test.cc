@@ -419,3 +419,22 @@ TEST_CASE("an IP length past the frame's end: steered by the headers, checksums 
     g[57] = std::byte{0x6a};
     CHECK_FALSE(r.engine->receive_frame(g));
 }
+
+TEST_CASE("a frame larger than its WQE's buffer: a RESP_ERR CQE with LOCAL_LENGTH_ERR and the RQ's user index") {
+    rx_rig r;
+    r.add_rq(0x200);
+    r.add_tir(1, 0x200);
+    auto& ft = r.add_table(1, 0, criteria_udp_dport());
+    ft.entries[0] = to_tir(1, 31337);
+    r.t.eth.root_table = 1;
+    r.post(0x200, 32);
+    const auto f = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 40000, 31337, 100);
+    CHECK_FALSE(r.engine->receive_frame(f));
+    const hw::cqe64 c = r.next_cqe();
+    const auto& e = reinterpret_cast<const hw::err_cqe64&>(c);
+    CHECK(hw::cqe_get_opcode(c.op_own) == hw::cqe_opcode::RESP_ERR);
+    CHECK(e.syndrome == static_cast<std::uint8_t>(hw::cqe_syndrome::LOCAL_LENGTH_ERR));
+    CHECK(e.wqe_counter.value() == 0);
+    CHECK((e.srqn.value() & 0xffffff) == 0x1200);  // as the RQ's good CQEs carry it
+    CHECK(hw::err_cqe_qpn(e) == 0x200);
+}
