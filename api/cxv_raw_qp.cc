@@ -117,7 +117,6 @@ result<std::shared_ptr<qp>> qp::create_raw(device& d, const attr& a, doorbell_mo
         ra.recv_cq = a.recv_cq->object();
         ra.wqes = c.max_recv_wr;
         ra.max_sge = std::max(c.max_recv_sge, 1u);
-        ra.strip_vlan = false;
         ra.user_index = rg.user_index;
         auto rq = driver::rq::create(ra);
         if (!rq) return rq.error();

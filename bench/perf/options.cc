@@ -13,9 +13,6 @@ namespace {
 
 error bad(std::string message) { return error{EINVAL, std::move(message)}; }
 
-bool number(const char* text, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
-    return parse_number(text, lo, hi, out);
-}
 
 // Long-only options (perftest's and cxv-perf's own) have codes above the short ones.
 enum long_only : int {
@@ -180,11 +177,11 @@ result<options> parse_options(int argc, char** argv) {
         switch (c) {
         case 'd': o.devices.push_back(arg); break;
         case 'i':
-            if (!number(arg, 1, 2, v)) return bad("bad -i (port 1 or 2): " + std::string(arg));
+            if (!parse_number(arg, 1, 2, v)) return bad("bad -i (port 1 or 2): " + std::string(arg));
             o.ib_port = static_cast<unsigned>(v);
             break;
         case 's':
-            if (!number(arg, 1, std::uint64_t{1} << 23, v)) return bad("bad -s (1 .. 8388608 bytes): " + std::string(arg));
+            if (!parse_number(arg, 1, std::uint64_t{1} << 23, v)) return bad("bad -s (1 .. 8388608 bytes): " + std::string(arg));
             o.size = v;
             size_given = true;
             break;
@@ -211,29 +208,29 @@ result<options> parse_options(int argc, char** argv) {
             break;
         }
         case 'q':
-            if (!number(arg, 1, 64, v)) return bad("bad -q (1 .. 64 QPs): " + std::string(arg));
+            if (!parse_number(arg, 1, 64, v)) return bad("bad -q (1 .. 64 QPs): " + std::string(arg));
             o.qps = static_cast<unsigned>(v);
             break;
         case 't':
-            if (!number(arg, 1, 4096, v)) return bad("bad -t (1 .. 4096): " + std::string(arg));
+            if (!parse_number(arg, 1, 4096, v)) return bad("bad -t (1 .. 4096): " + std::string(arg));
             o.tx_depth = static_cast<unsigned>(v);
             tx_given = true;
             break;
         case 'r':
-            if (!number(arg, 1, 8192, v)) return bad("bad -r (1 .. 8192): " + std::string(arg));
+            if (!parse_number(arg, 1, 8192, v)) return bad("bad -r (1 .. 8192): " + std::string(arg));
             o.rx_depth = static_cast<unsigned>(v);
             break;
         case 'I':
-            if (!number(arg, 0, 512, v)) return bad("bad -I (0 .. 512 bytes): " + std::string(arg));
+            if (!parse_number(arg, 0, 512, v)) return bad("bad -I (0 .. 512 bytes): " + std::string(arg));
             o.inline_size = static_cast<int>(v);
             break;
         case 'l':
-            if (!number(arg, 1, 256, v)) return bad("bad -l (1 .. 256): " + std::string(arg));
+            if (!parse_number(arg, 1, 256, v)) return bad("bad -l (1 .. 256): " + std::string(arg));
             o.post_list = static_cast<unsigned>(v);
             post_list_given = true;
             break;
         case 'Q':
-            if (!number(arg, 1, 4096, v)) return bad("bad -Q (1 .. 4096): " + std::string(arg));
+            if (!parse_number(arg, 1, 4096, v)) return bad("bad -Q (1 .. 4096): " + std::string(arg));
             o.cq_mod = static_cast<unsigned>(v);
             cq_mod_given = true;
             break;
@@ -248,15 +245,15 @@ result<options> parse_options(int argc, char** argv) {
         case 'R': o.rdma_cm = true; break;
         case 'b': o.bidirectional = true; break;
         case 'x':
-            if (!number(arg, 0, 255, v)) return bad("bad -x (GID index 0 .. 255): " + std::string(arg));
+            if (!parse_number(arg, 0, 255, v)) return bad("bad -x (GID index 0 .. 255): " + std::string(arg));
             o.gid_index = static_cast<int>(v);
             break;
         case 'm':
-            if (!number(arg, 256, 4096, v) || (v & (v - 1)) != 0) return bad("bad -m (256, 512, 1024, 2048 or 4096): " + std::string(arg));
+            if (!parse_number(arg, 256, 4096, v) || (v & (v - 1)) != 0) return bad("bad -m (256, 512, 1024, 2048 or 4096): " + std::string(arg));
             o.mtu = static_cast<unsigned>(v);
             break;
         case 'u':
-            if (!number(arg, 1, 31, v)) return bad("bad -u (QP timeout 1 .. 31): " + std::string(arg));
+            if (!parse_number(arg, 1, 31, v)) return bad("bad -u (QP timeout 1 .. 31): " + std::string(arg));
             o.qp_timeout = static_cast<int>(v);
             break;
         case 'h': o.help = true; return o;
@@ -267,7 +264,7 @@ result<options> parse_options(int argc, char** argv) {
         case opt_verify: o.verify = true; break;
         case opt_loopback: o.loopback = true; break;
         case opt_max_size:
-            if (!number(arg, 2, std::uint64_t{1} << 23, v)) return bad("bad --max_size (2 .. 8388608 bytes): " + std::string(arg));
+            if (!parse_number(arg, 2, std::uint64_t{1} << 23, v)) return bad("bad --max_size (2 .. 8388608 bytes): " + std::string(arg));
             o.max_size = v;
             break;
         case ':': return bad("option " + shown + " needs a value");

@@ -99,9 +99,6 @@ bool parse_ipv4(const char* s, ipv4& out) {
     }
     return true;
 }
-bool number(const char* text, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
-    return parse_number(text, lo, hi, out);
-}
 
 enum : int { opt_tcp = 300, opt_burst, opt_reply_every, opt_json, opt_loopback };
 const option kLong[] = {
@@ -163,7 +160,7 @@ result<raw_options> parse_raw(int argc, char** argv) {
         switch (c) {
         case 'd': o.devices.push_back(arg); break;
         case 's':
-            if (!number(arg, 64, 1518, v)) return bad("bad -s (64 .. 1518 bytes, a frame): " + std::string(arg));
+            if (!parse_number(arg, 64, 1518, v)) return bad("bad -s (64 .. 1518 bytes, a frame): " + std::string(arg));
             o.size = static_cast<std::uint32_t>(v);
             break;
         case 'n': {
@@ -195,7 +192,7 @@ result<raw_options> parse_raw(int argc, char** argv) {
         }
         case 'K':
         case 'k':
-            if (!number(arg, 1, 65535, v)) return bad("bad " + flag + " (port 1 .. 65535): " + std::string(arg));
+            if (!parse_number(arg, 1, 65535, v)) return bad("bad " + flag + " (port 1 .. 65535): " + std::string(arg));
             (c == 'K' ? o.server_port : o.client_port) = static_cast<std::uint16_t>(v);
             break;
         case 'p': {
@@ -210,11 +207,11 @@ result<raw_options> parse_raw(int argc, char** argv) {
         case 'h': o.help = true; return o;
         case opt_tcp: o.tcp = true; break;
         case opt_burst:
-            if (!number(arg, 1, 1024, v)) return bad("bad --burst_size (1 .. 1024): " + std::string(arg));
+            if (!parse_number(arg, 1, 1024, v)) return bad("bad --burst_size (1 .. 1024): " + std::string(arg));
             o.burst = static_cast<unsigned>(v);
             break;
         case opt_reply_every:
-            if (!number(arg, 1, 1024, v)) return bad("bad --reply_every (1 .. 1024): " + std::string(arg));
+            if (!parse_number(arg, 1, 1024, v)) return bad("bad --reply_every (1 .. 1024): " + std::string(arg));
             o.reply_every = static_cast<unsigned>(v);
             break;
         case opt_json: o.json = arg; break;
@@ -341,13 +338,14 @@ struct raw_side {
     unsigned slots = 0;
     std::size_t seq_at = 0;
     bool by_pointer = false;  // frames over eth::max_inline go from tx (registered)
+    unsigned csum = 0;        // IPv4 frames: the device fills their checksums
 
     std::byte* slot(unsigned i) const { return tx->data() + std::size_t{i % slots} * 2048; }
     // Sends slot i's frame with sequence number `seq`: 0, or ENOMEM (ring full).
     int send(unsigned i, std::uint32_t size, std::uint64_t seq, unsigned flags = 0, std::uint64_t id = 0) {
         std::byte* f = slot(i);
         std::memcpy(f + seq_at, &seq, 8);
-        flags |= cxv::eth::l3_csum | cxv::eth::l4_csum;
+        flags |= csum;
         return by_pointer ? q->send(f, size, tx_mr->lkey(), flags, id)
                           : q->send(std::span<const std::byte>(f, size), flags, id);
     }
@@ -378,6 +376,7 @@ result<raw_side> make_raw_side(const raw_options& o, std::shared_ptr<function> f
     if (!m) return m.error();
     s.tx_mr = std::move(m).value();
     s.by_pointer = o.size > cxv::eth::max_inline;
+    s.csum = o.server_ip ? cxv::eth::l3_csum | cxv::eth::l4_csum : 0;
     const mac src = o.src_mac && !server ? *o.src_mac : own;
     const mac dst = o.dst_mac && !server ? *o.dst_mac : peer;
     for (unsigned i = 0; i < s.slots; ++i) s.seq_at = build_frame(s.slot(i), o, src, dst, server);
