@@ -89,6 +89,25 @@ result<unsigned> tcp_port_arg(const char* text) {
     return static_cast<unsigned>(v);
 }
 
+status take_run_option(int c, const char* text, std::uint64_t& iters, bool& iters_given, unsigned& duration,
+                       unsigned& tcp_port) {
+    if (c == 'n') {
+        auto n = iterations_arg(text);
+        if (!n) return n.error();
+        iters = *n;
+        iters_given = true;
+    } else if (c == 'D') {
+        auto d = duration_arg(text);
+        if (!d) return d.error();
+        duration = *d;
+    } else {
+        auto p = tcp_port_arg(text);
+        if (!p) return p.error();
+        tcp_port = *p;
+    }
+    return ok_status();
+}
+
 const char* transport_name(transport t) {
     switch (t) {
     case transport::rc: return "RC";
@@ -186,19 +205,11 @@ result<options> parse_options(int argc, char** argv) {
             size_given = true;
             break;
         case 'a': o.all_sizes = true; break;
-        case 'n': {
-            auto n = iterations_arg(arg);
-            if (!n) return n.error();
-            o.iters = *n;
-            iters_given = true;
+        case 'n':
+        case 'D':
+        case 'p':
+            if (auto r = take_run_option(c, arg, o.iters, iters_given, o.duration, o.tcp_port); !r) return r.error();
             break;
-        }
-        case 'D': {
-            auto d = duration_arg(arg);
-            if (!d) return d.error();
-            o.duration = *d;
-            break;
-        }
         case 'c': {
             const std::string t = arg;
             if (t == "RC") o.conn = transport::rc;
@@ -236,12 +247,6 @@ result<options> parse_options(int argc, char** argv) {
             break;
         case 'e': o.events = true; break;
         case 'F': o.no_cpufreq_warning = true; break;
-        case 'p': {
-            auto p = tcp_port_arg(arg);
-            if (!p) return p.error();
-            o.tcp_port = *p;
-            break;
-        }
         case 'R': o.rdma_cm = true; break;
         case 'b': o.bidirectional = true; break;
         case 'x':

@@ -60,6 +60,10 @@ bool parse_number(const char* text, std::uint64_t lo, std::uint64_t hi, std::uin
 result<std::uint64_t> iterations_arg(const char* text);
 result<unsigned> duration_arg(const char* text);
 result<unsigned> tcp_port_arg(const char* text);
+// -n, -D or -p (option code `c`, its value `text`) into the run's fields: what both
+// parsers do with them.
+status take_run_option(int c, const char* text, std::uint64_t& iters, bool& iters_given, unsigned& duration,
+                       unsigned& tcp_port);
 void print_usage(std::FILE* out);
 
 // The sizes a run measures: -s alone, or 2, 4, ... up to the limit with -a.

@@ -163,19 +163,11 @@ result<raw_options> parse_raw(int argc, char** argv) {
             if (!parse_number(arg, 64, 1518, v)) return bad("bad -s (64 .. 1518 bytes, a frame): " + std::string(arg));
             o.size = static_cast<std::uint32_t>(v);
             break;
-        case 'n': {
-            auto n = iterations_arg(arg);
-            if (!n) return n.error();
-            o.iters = *n;
-            iters_given = true;
+        case 'n':
+        case 'D':
+        case 'p':
+            if (auto r = take_run_option(c, arg, o.iters, iters_given, o.duration, o.tcp_port); !r) return r.error();
             break;
-        }
-        case 'D': {
-            auto d = duration_arg(arg);
-            if (!d) return d.error();
-            o.duration = *d;
-            break;
-        }
         case 'B':
         case 'E': {
             mac m{};
@@ -195,12 +187,6 @@ result<raw_options> parse_raw(int argc, char** argv) {
             if (!parse_number(arg, 1, 65535, v)) return bad("bad " + flag + " (port 1 .. 65535): " + std::string(arg));
             (c == 'K' ? o.server_port : o.client_port) = static_cast<std::uint16_t>(v);
             break;
-        case 'p': {
-            auto p = tcp_port_arg(arg);
-            if (!p) return p.error();
-            o.tcp_port = *p;
-            break;
-        }
         case 'Z': server_flag = true; break;
         case 'P': client_flag = true; break;
         case 'F': break;

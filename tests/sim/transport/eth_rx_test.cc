@@ -179,6 +179,16 @@ flow_entry to_tir(std::uint32_t tirn, std::uint16_t port, std::uint32_t tag = 0,
     return e;
 }
 
+// RQ 0x200 behind TIR 1, and a root table whose entry 0 sends UDP port `port` there.
+flow_table& udp_port_to_rq(rx_rig& r, std::uint16_t port) {
+    r.add_rq(0x200);
+    r.add_tir(1, 0x200);
+    auto& ft = r.add_table(1, 0, criteria_udp_dport());
+    ft.entries[0] = to_tir(1, port);
+    r.t.eth.root_table = 1;
+    return ft;
+}
+
 }  // namespace
 
 TEST_CASE("Toeplitz: the RSS specification's IPv4 vectors") {
@@ -359,14 +369,10 @@ TEST_CASE("striding RQ: packets fill strides one after the other; one that does 
 // model reads headers where they are, and reports the checksums not good.
 TEST_CASE("an IP length past the frame's end: steered by the headers, checksums not reported good") {
     rx_rig r;
-    r.add_rq(0x200);
-    r.add_tir(1, 0x200);
-    auto& ft = r.add_table(1, 0, criteria_udp_dport());
-    ft.entries[0] = to_tir(1, 31337);
+    auto& ft = udp_port_to_rq(r, 31337);
     flow_entry v6 = to_tir(1, 31337);
     ifc::set<m::ip_version>(v6.match.data(), 6);
     ft.entries[1] = v6;
-    r.t.eth.root_table = 1;
 
     // IPv4 whose total length claims 1,000 bytes more than there are (its header checksum
     // made good again).
@@ -422,11 +428,7 @@ TEST_CASE("an IP length past the frame's end: steered by the headers, checksums 
 
 TEST_CASE("a frame larger than its WQE's buffer: a RESP_ERR CQE with LOCAL_LENGTH_ERR and the RQ's user index") {
     rx_rig r;
-    r.add_rq(0x200);
-    r.add_tir(1, 0x200);
-    auto& ft = r.add_table(1, 0, criteria_udp_dport());
-    ft.entries[0] = to_tir(1, 31337);
-    r.t.eth.root_table = 1;
+    udp_port_to_rq(r, 31337);
     r.post(0x200, 32);
     const auto f = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 40000, 31337, 100);
     CHECK_FALSE(r.engine->receive_frame(f));
