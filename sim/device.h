@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -129,7 +130,11 @@ private:
     }
     void count(const qp_object& qp, std::uint32_t q_counter_values::*what) override { q_counts_.count(qp, what); }
     void count_req_error(const qp_object& qp, hw::cqe_syndrome why) override { q_counts_.req_error(qp, why); }
-    std::uint64_t timestamp() override { return timer_at(std::chrono::steady_clock::now()); }
+    std::uint64_t timestamp() override {
+        if (!taking_) return timer_at(std::chrono::steady_clock::now());
+        taken_at_ = taken_at_ ? *taken_at_ + 1 : timer_at(std::chrono::steady_clock::now());
+        return *taken_at_;
+    }
     void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe) override {
         q_counts_.resp_error(qp, why, cqe);
     }
@@ -158,6 +163,13 @@ private:
     std::uint8_t last_nic_interface_ = 0;
     std::unique_ptr<link::port> link_;  // the port's wire
     bool cable_set_ = true;   // set_link's cable
+    // While receive_packets takes frames off the wire (taking_), the last receive
+    // timestamp given: the first frame of a pass gets the timer read then, each next one
+    // a tick more. Frames come a frame time apart on a wire, so a card's stamps rise
+    // with each; these do too, and never pass the timer (a frame takes the model far
+    // longer than a tick).
+    bool taking_ = false;
+    std::optional<std::uint64_t> taken_at_;
     bool cable_seen_ = true;  // what the firmware was last told: set_link's and the wire's
     std::vector<std::uint32_t> watched_;  // UAR pages with doorbells to poll
     bool watched_stale_ = true;           // objects changed: recompute watched_

@@ -26,6 +26,7 @@ firmware::firmware(const device_config& cfg, const bar0& bar, iommu& mmu, const 
                    object_tables& tables, event_queues& eqs, device_port& port, transport_engine& engine)
     : cfg_(cfg),
       port_(port),
+      tables_(tables),
       caps_(cfg),
       icm_(cfg, mmu, tr, eqs, state_),
       regs_(cfg, port),
@@ -184,6 +185,7 @@ cmd_reply firmware::check_state(cmd_opcode op) const noexcept {
 }
 
 cmd_reply firmware::execute(cmd_ctx& c) {
+    ++tables_.eth.generation;  // any command may change what steering decided
     if (c.in.size() < ifc::cmd_in::size_bytes) {
         return fail(cmd_status::BAD_INPUT_LEN, cmd_syndrome::INPUT_TOO_SHORT);
     }
@@ -236,6 +238,7 @@ void firmware::reset() {
 }
 
 void firmware::release_all_objects() {
+    ++tables_.eth.generation;
     flows_.release_all();
     eth_.release_all();
     qps_.release_all();

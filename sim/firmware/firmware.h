@@ -107,6 +107,7 @@ private:
 
     const device_config& cfg_;
     device_port& port_;
+    object_tables& tables_;  // its generation: bumped by every command (eth_tables)
 
     hca_state state_ = hca_state::disabled;
     std::uint16_t current_issi_ = 0;

@@ -284,7 +284,11 @@ cmd_reply eth_commands::change_state(wq_object& q, std::uint32_t from, std::uint
                          (cur == wq_state::ERR && to == raw_state(wq_state::RST));
     if (!allowed) return fail(cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE);
     q.state = static_cast<wq_state>(to);
-    if (q.state == wq_state::RST) q.consumer = q.posted = q.stride = 0;  // the ring starts over
+    if (q.state == wq_state::RST) {  // the ring starts over
+        q.consumer = q.posted = q.stride = 0;
+        q.mpwqe.clear();
+        q.mpwqe_iovas.clear();
+    }
     ifc::set<ifc::sqc::state>(q.ctx.data(), to);
     return save(q);
 }

@@ -41,6 +41,7 @@ struct wq_object : referenced {  // users (RQs): RQTs and TIRs that name it
     wq_state state = wq_state::RST;
     std::array<std::byte, hw::ifc::sqc::size_bytes> ctx{};
     std::vector<std::uint64_t> pas;
+    mutable std::vector<wq_translation> pas_translated;  // the pages' kept translations
     std::uint32_t cqn = 0, pd = 0;
     std::uint32_t tisn = 0;             // SQ: its TIS
     std::uint32_t uar = 0;              // SQ: the UAR its doorbells ring
@@ -48,6 +49,14 @@ struct wq_object : referenced {  // users (RQs): RQTs and TIRs that name it
     std::uint32_t consumer = 0;         // WQEs (SQ: WQE-BBs) the device consumed
     std::uint32_t stride = 0;           // striding RQ: strides of WQE `consumer` used
     std::uint32_t posted = 0;           // the doorbell record's counter last read
+    // Striding RQ: the scatter list of WQE `consumer`, read when the device began it (a
+    // card fetches a multi-packet WQE once, not once per packet); empty: not read yet.
+    std::vector<local_sge> mpwqe;
+    // ... and its buffer as IOVA ranges ({IOVA, length}), translated through its keys at
+    // the first packet and kept while the tables' generation (eth_tables) stays: only a
+    // command changes or destroys a key. Empty: not translated.
+    std::vector<std::array<std::uint64_t, 2>> mpwqe_iovas;
+    std::uint64_t mpwqe_generation = 0;
     pages::slot icm{};
 };
 static_assert(hw::ifc::sqc::size_bytes == hw::ifc::rqc::size_bytes);
@@ -134,6 +143,9 @@ struct eth_tables {
     std::map<std::uint32_t, flow_counter> flow_counters;
     std::uint32_t next_group_id = 1;                   // group ids are unique per function
     vport_filter filter;
+    // Bumped by every command the firmware executes (and when it releases everything):
+    // what the receive pipeline remembers of the tables holds while it stays the same.
+    std::uint64_t generation = 0;
 };
 
 }  // namespace cxv::sim

@@ -1,10 +1,8 @@
 #include "sim/pci/iommu.h"
 
 #include <algorithm>
-#include <cstring>
 #include <thread>
 
-#include "hw/barrier.h"
 #include "sim/pci/host_guard.h"
 
 namespace cxv::sim {
@@ -159,72 +157,26 @@ namespace {
 // base spec "Transaction Ordering", relaxed ordering off), so a program that polls the
 // last byte of an RDMA WRITE's buffer finds the bytes before it already written, as
 // perftest's write_lat does. memcpy gives no such order (glibc's large-copy paths store
-// the first block last, `rep movsb` in any order), so a write goes out as 16-byte stores
-// in ascending order with a compiler barrier between them; x86 makes ordinary stores
-// visible to other cores in program order.
+// the first block last, `rep movsb` in any order), so host_guard::write stores 16 bytes
+// at a time in ascending addresses; x86 makes ordinary stores visible to other cores in
+// program order.
 //
 // The device's accesses are not the program's: the sanitizer build's AddressSanitizer
 // checks what the program does with its memory, and never sees a card's DMA, such as a
 // write into memory the program freed while a registration and a posted receive still
 // named it (UCX's ud_verbs cleanup does that: tests/exec/ucx_test in the sanitizer
-// build). So the two copies below are not instrumented (CXV_DEVICE_ACCESS) and call no
-// intercepted memcpy there: constant-size copies, and `rep movsb` for a read.
-#define CXV_DEVICE_ACCESS __attribute__((no_sanitize("address")))
-
-CXV_DEVICE_ACCESS void write_in_order(std::byte* host, const std::byte* buf, std::size_t len) noexcept {
-    constexpr std::size_t kStore = 16;
-    if (len >= kStore) {
-        std::size_t at = 0;
-        for (; at + kStore <= len; at += kStore) {
-            __builtin_memcpy(host + at, buf + at, kStore);  // one 16-byte store
-            hw::compiler_barrier();
-        }
-        // The rest as one store ending at the last byte: the bytes before the rest it
-        // covers again get the values they already have.
-        if (at != len) __builtin_memcpy(host + len - kStore, buf + len - kStore, kStore);
-        return;
-    }
-    // Shorter: 8, 4, 2 and 1 bytes, in ascending addresses.
-    std::size_t at = 0;
-    if (len - at >= 8) {
-        __builtin_memcpy(host + at, buf + at, 8);
-        hw::compiler_barrier();
-        at += 8;
-    }
-    if (len - at >= 4) {
-        __builtin_memcpy(host + at, buf + at, 4);
-        hw::compiler_barrier();
-        at += 4;
-    }
-    if (len - at >= 2) {
-        __builtin_memcpy(host + at, buf + at, 2);
-        hw::compiler_barrier();
-        at += 2;
-    }
-    if (len - at >= 1) __builtin_memcpy(host + at, buf + at, 1);
-}
-
-CXV_DEVICE_ACCESS void read_from(std::byte* dst, const std::byte* host, std::size_t len) noexcept {
-#if defined(__SANITIZE_ADDRESS__)
-    asm volatile("rep movsb" : "+D"(dst), "+S"(host), "+c"(len) : : "memory");
-#else
-    std::memcpy(dst, host, len);
-#endif
-}
-
+// build). host_guard's copies are assembly, which no sanitizer instruments.
+//
 // A device write moves `buf` to host memory, a read host memory to `buf`. Pages the
 // program released while still mapped for DMA (sim/pci/host_guard.h) fault: a write to
 // them succeeds, as it lands in a card's pinned pages that the program no longer sees;
 // a read has nothing to read and fails (false).
 inline bool move_bytes(std::byte* host, std::byte* buf, std::size_t len, bool write) noexcept {
-    const bool faulted = host_guard::faulted([&] {
-        if (write) {
-            write_in_order(host, buf, len);
-        } else {
-            read_from(buf, host, len);
-        }
-    });
-    return !faulted || write;
+    if (write) {
+        host_guard::write(host, buf, len);
+        return true;
+    }
+    return host_guard::read(buf, host, len);
 }
 
 }  // namespace

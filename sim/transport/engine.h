@@ -225,11 +225,23 @@ private:
     void flush_rq(qp_object& qp);
     void qp_event(hw::event_type t, std::uint32_t qpn);
     void send_packet(wire::packet&& p) { hooks_.transmit(std::move(p)); }
-    // The Ethernet pipeline (xport_eth_rx.cc).
+    // The Ethernet pipeline (xport_eth_rx.cc). What the flow tables decide for a frame:
+    // the counters its entries count into, and the TIRs (each with the entry's flow tag)
+    // it goes to. The last frame's is kept: the next one with the same match image meets
+    // the same entries while the tables' generation stays (a stream's frames differ in
+    // no header the tables see).
+    struct steering_decision {
+        std::uint64_t generation = ~std::uint64_t{0};
+        std::array<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> image{};
+        std::vector<flow_counter*> counters;
+        std::vector<std::pair<std::uint32_t, std::uint32_t>> tirs;  // TIR number, flow tag
+    };
+    void steer(steering_decision& d);
     bool deliver_to_tir(std::uint32_t tirn, std::span<const std::byte> frame, const eth_headers& h,
                         std::uint32_t flow_tag);
     bool deliver_to_rq(wq_object& rq, std::span<const std::byte> frame, const eth_headers& h,
                        const rx_hash_result& hash, std::uint32_t flow_tag);
+    hw::cqe_syndrome scatter_mpwqe(wq_object& rq, std::size_t skip, std::span<const std::byte> data);
     // (xport_eth_tx.cc) An SQ's posted WQEs, each a frame on the wire.
     void eth_sq_progress(wq_object& sq);
     hw::cqe_syndrome send_frame(const wq_object& sq, std::span<const std::byte> wqe);
@@ -248,6 +260,8 @@ private:
     std::vector<local_sge> wqe_sges_;     // the data segments of the WQE being executed
     std::vector<local_sge> rx_sges_;      // the receive WQE a frame goes to
     std::vector<std::byte> rx_frame_;     // a frame whose VLAN tag is stripped
+    steering_decision steered_;           // the last frame's
+    std::vector<iova_range> rx_ranges_;   // a striding RQ's buffer being translated
     std::vector<local_sge> tx_sges_;      // an SQ WQE's data segments
     std::vector<std::byte> tx_frame_;     // the frame an SQ WQE builds
     std::set<std::uint32_t> bf_pages_;    // UAR pages with BlueFlame sentinels

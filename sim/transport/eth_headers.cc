@@ -1,6 +1,8 @@
 #include "sim/transport/eth_headers.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 
 namespace cxv::sim {
 
@@ -24,12 +26,46 @@ bool l4_checksum_ok(std::span<const std::byte> seg, const eth_headers& h) {
 
 }  // namespace
 
+// The one's complement sum does not depend on byte order (RFC 1071 2.(B)): the bytes are
+// added as little-endian 64-bit words, each carry out added back in, and the folded sum
+// is swapped to network order at the end. Every piece starts at an even offset, so a
+// last odd byte is a word's low byte here as it is a big-endian word's high byte there.
 std::uint16_t ones_sum(std::span<const std::byte> b, std::uint32_t acc) noexcept {
-    std::size_t i = 0;
-    for (; i + 1 < b.size(); i += 2) acc += static_cast<std::uint32_t>(u8(b, i) << 8 | u8(b, i + 1));
-    if (i < b.size()) acc += static_cast<std::uint32_t>(u8(b, i) << 8);
-    while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
-    return static_cast<std::uint16_t>(acc);
+    static_assert(std::endian::native == std::endian::little);
+    const std::byte* p = b.data();
+    std::size_t n = b.size();
+    std::uint64_t s = 0;
+    auto add = [&s](std::uint64_t w) {
+        s += w;
+        s += s < w ? 1 : 0;  // the end-around carry
+    };
+    for (; n >= 8; p += 8, n -= 8) {
+        std::uint64_t w;
+        std::memcpy(&w, p, 8);
+        add(w);
+    }
+    if (n >= 4) {
+        std::uint32_t w;
+        std::memcpy(&w, p, 4);
+        add(w);
+        p += 4;
+        n -= 4;
+    }
+    if (n >= 2) {
+        std::uint16_t w;
+        std::memcpy(&w, p, 2);
+        add(w);
+        p += 2;
+        n -= 2;
+    }
+    if (n == 1) add(std::to_integer<std::uint8_t>(*p));
+    s = (s & 0xffffffff) + (s >> 32);
+    s = (s & 0xffffffff) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    std::uint64_t sum = ((s & 0xff) << 8 | s >> 8) + acc;  // network order, then the caller's sum
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return static_cast<std::uint16_t>(sum);
 }
 
 std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexcept {
@@ -41,7 +77,7 @@ std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexce
     return acc + h.ip_protocol + static_cast<std::uint32_t>(l4_len);
 }
 
-bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
+bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums) noexcept {
     h = {};
     if (f.size() < 14) return false;
     for (std::size_t i = 0; i < 6; ++i) {
@@ -85,7 +121,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
             h.src_ip[12 + i] = u8(f, at + 12 + i);
             h.dst_ip[12 + i] = u8(f, at + 16 + i);
         }
-        h.l3_ok = ones_sum(f.subspan(at, ihl)) == 0xffff;
+        h.l3_ok = checksums && ones_sum(f.subspan(at, ihl)) == 0xffff;
         h.l4_at = at + ihl;
         l3_len = whole ? total - ihl : f.size() - h.l4_at;
         if (h.fragment && (frag & 0x1fff) != 0) return true;  // not the first fragment: no L4 header
@@ -102,7 +138,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
             h.src_ip[i] = u8(f, at + 8 + i);
             h.dst_ip[i] = u8(f, at + 24 + i);
         }
-        h.l3_ok = true;
+        h.l3_ok = checksums;
         h.l4_at = at + 40;
         l3_len = whole ? payload : f.size() - h.l4_at;
     } else {
@@ -117,7 +153,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
         if (whole && !h.fragment && ulen >= 8 && ulen <= seg.size()) {
             const auto udp = seg.first(ulen);
             // UDP over IPv4 may carry no checksum (0); over IPv6 it must (RFC 8200 8.1).
-            h.l4_ok = (h.ip_version == 4 && u16(udp, 6) == 0) || l4_checksum_ok(udp, h);
+            h.l4_ok = checksums && ((h.ip_version == 4 && u16(udp, 6) == 0) || l4_checksum_ok(udp, h));
         }
     } else if (h.ip_protocol == kTcp && seg.size() >= 20 && (u8(seg, 12) >> 4) * 4u >= 20 &&
                (u8(seg, 12) >> 4) * 4u <= seg.size()) {
@@ -125,7 +161,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h) noexcept {
         h.sport = u16(seg, 0);
         h.dport = u16(seg, 2);
         h.tcp_flags = u16(seg, 12) & 0x1ff;
-        h.l4_ok = whole && !h.fragment && l4_checksum_ok(seg, h);
+        h.l4_ok = checksums && whole && !h.fragment && l4_checksum_ok(seg, h);
     }
     return true;
 }

@@ -41,8 +41,9 @@ std::uint16_t ones_sum(std::span<const std::byte> b, std::uint32_t acc = 0) noex
 std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexcept;
 
 // Reads the headers of `frame` (at least 14 bytes; shorter: false). A frame whose IP or
-// L4 header is cut short is L2 only, as a card's parser leaves it.
-bool parse_eth(std::span<const std::byte> frame, eth_headers& out) noexcept;
+// L4 header is cut short is L2 only, as a card's parser leaves it. Without `checksums`
+// (a sender about to fill them) l3_ok and l4_ok stay false, unread.
+bool parse_eth(std::span<const std::byte> frame, eth_headers& out, bool checksums = true) noexcept;
 
 // The headers as the outer fte_match_set_lyr_2_4 of a match (its 64 bytes in `out`).
 void match_image(const eth_headers& h, std::span<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept;

@@ -34,7 +34,8 @@ public:
     virtual void count(const qp_object& qp, std::uint32_t q_counter_values::*what) = 0;
     virtual void count_req_error(const qp_object& qp, hw::cqe_syndrome why) = 0;
     virtual void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe) = 0;
-    // The device's internal timer now (PRM "Initialization Segment"): a CQE's timestamp.
+    // The device's internal timer (PRM "Initialization Segment"): a CQE's timestamp; for a
+    // frame received, when the device took it off the wire.
     virtual std::uint64_t timestamp() = 0;
 
 protected:

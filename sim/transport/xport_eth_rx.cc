@@ -29,11 +29,18 @@ constexpr unsigned kMaxHops = 64;
 // Striding RQ encodings (Linux MLX5_MPWQE_LOG_NUM_STRIDES_BASE, _LOG_STRIDE_SZ_BASE).
 constexpr unsigned kLogNumStridesBase = 9, kLogStrideSizeBase = 6;
 
+// Eight bytes at a time: a card compares the whole masked image at once.
 bool matches(const std::array<std::byte, kImage>& image, const flow_group& g, const flow_entry& e) {
-    for (std::size_t i = 0; i < kImage; ++i) {
-        if ((image[i] & g.criteria[i]) != e.match[i]) return false;
+    static_assert(kImage % 8 == 0);
+    std::uint64_t differ = 0;
+    for (std::size_t i = 0; i < kImage; i += 8) {
+        std::uint64_t v, c, want;
+        std::memcpy(&v, image.data() + i, 8);
+        std::memcpy(&c, g.criteria.data() + i, 8);
+        std::memcpy(&want, e.match.data() + i, 8);
+        differ |= (v & c) ^ want;
     }
-    return true;
+    return differ == 0;
 }
 
 }  // namespace
@@ -41,12 +48,30 @@ bool matches(const std::array<std::byte, kImage>& image, const flow_group& g, co
 bool transport_engine::receive_frame(std::span<const std::byte> frame) {
     eth_headers h;
     if (!parse_eth(frame, h)) return false;
-    std::array<std::byte, kImage> image{};
+    std::array<std::byte, kImage> image;  // match_image writes all of it
     match_image(h, image);
     trace_.count(&counters::frames_received);
+    steering_decision& d = steered_;
+    if (d.generation != t_.eth.generation || std::memcmp(d.image.data(), image.data(), kImage) != 0) {
+        d.image = image;
+        steer(d);
+        d.generation = t_.eth.generation;
+    }
+    for (flow_counter* c : d.counters) {
+        ++c->packets;
+        c->octets += frame.size();
+    }
+    bool delivered = false;
+    for (const auto& [tirn, flow_tag] : d.tirs) delivered |= deliver_to_tir(tirn, frame, h, flow_tag);
+    if (!delivered) trace_.count(&counters::frames_dropped);
+    return delivered;
+}
+
+void transport_engine::steer(steering_decision& d) {
+    d.counters.clear();
+    d.tirs.clear();
     eth_tables& eth = t_.eth;
     std::uint32_t table = eth.root_table;
-    bool delivered = false;
     // Each step goes to a table of a higher level: at most kMaxHops of them.
     for (unsigned hop = 0; table != 0 && hop < kMaxHops; ++hop) {
         const auto ft = eth.flow_tables.find(table);
@@ -55,7 +80,7 @@ bool transport_engine::receive_frame(std::span<const std::byte> frame) {
         const flow_entry* hit = nullptr;
         for (const auto& [index, e] : t.entries) {
             const auto g = t.groups.find(e.group_id);
-            if (g != t.groups.end() && matches(image, g->second, e)) {
+            if (g != t.groups.end() && matches(d.image, g->second, e)) {
                 hit = &e;
                 break;
             }
@@ -65,23 +90,18 @@ bool transport_engine::receive_frame(std::span<const std::byte> frame) {
             continue;
         }
         for (const std::uint32_t c : hit->counters) {
-            if (auto fc = eth.flow_counters.find(c); fc != eth.flow_counters.end()) {
-                ++fc->second.packets;
-                fc->second.octets += frame.size();
-            }
+            if (auto fc = eth.flow_counters.find(c); fc != eth.flow_counters.end()) d.counters.push_back(&fc->second);
         }
         table = 0;
         if ((hit->action & static_cast<std::uint16_t>(ifc::flow_action::FWD_DEST)) == 0) break;  // drop or allow
-        for (const flow_destination& d : hit->destinations) {
-            if (d.type == ifc::flow_destination_type::TIR) {
-                delivered |= deliver_to_tir(d.id, frame, h, hit->flow_tag);
+        for (const flow_destination& dest : hit->destinations) {
+            if (dest.type == ifc::flow_destination_type::TIR) {
+                d.tirs.emplace_back(dest.id, hit->flow_tag);
             } else if (table == 0) {
-                table = d.id;  // steering goes on there (entries take one table destination)
+                table = dest.id;  // steering goes on there (entries take one table destination)
             }
         }
     }
-    if (!delivered) trace_.count(&counters::frames_dropped);
-    return delivered;
 }
 
 bool transport_engine::deliver_to_tir(std::uint32_t tirn, std::span<const std::byte> frame, const eth_headers& h,
@@ -129,14 +149,14 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
     }
     std::array<std::byte, 512> buf;
     const std::uint32_t index = rq.consumer & (size - 1);
-    if (stride > buf.size() || !wq_read(rq, std::uint64_t{index} * stride, buf.data(), stride)) return false;
     hw::cqe64 c{};
     c.op_own = hw::make_op_own(hw::cqe_opcode::RESP_SEND, false, 0);
     const bool striding = type == wv::type_cyclic_striding || type == wv::type_linked_list_striding;
     std::uint32_t byte_cnt = static_cast<std::uint32_t>(data.size());
-    std::vector<local_sge>& sges = rx_sges_;
-    sges.clear();
     if (!striding) {
+        if (stride > buf.size() || !wq_read(rq, std::uint64_t{index} * stride, buf.data(), stride)) return false;
+        std::vector<local_sge>& sges = rx_sges_;
+        sges.clear();
         parse_scatter(buf.data(), stride, sges);
         if (scatter(rq.pd, sges, 0, data, data.size()) != hw::cqe_syndrome{}) {
             trace_.count(&counters::frames_dropped);
@@ -158,7 +178,11 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
         // One buffer of strides per WQE (after its 16-byte next segment); a packet takes
         // the strides it fills from where the last one stopped. One that does not fit in
         // what is left closes the WQE with a filler CQE and goes to the next.
-        parse_scatter(buf.data() + 16, stride - 16, sges);
+        std::vector<local_sge>& sges = rq.mpwqe;
+        if (sges.empty()) {
+            if (stride > buf.size() || !wq_read(rq, std::uint64_t{index} * stride, buf.data(), stride)) return false;
+            parse_scatter(buf.data() + 16, stride - 16, sges);
+        }
         const std::uint32_t nstrides = 1u << (kLogNumStridesBase + ifc::get<ifc::wq::log_wqe_num_of_strides>(wq));
         const std::uint32_t stride_bytes = 1u << (kLogStrideSizeBase + ifc::get<ifc::wq::log_wqe_stride_size>(wq));
         const std::uint32_t need = static_cast<std::uint32_t>((data.size() + stride_bytes - 1) / stride_bytes);
@@ -173,9 +197,11 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
             push_cqe(rq.cqn, f, false);
             rq.stride = 0;
             ++rq.consumer;
+            rq.mpwqe.clear();
+            rq.mpwqe_iovas.clear();
             return deliver_to_rq(rq, frame, h, hash, flow_tag);
         }
-        if (scatter(rq.pd, sges, std::size_t{rq.stride} * stride_bytes, data, 0) != hw::cqe_syndrome{}) {
+        if (scatter_mpwqe(rq, std::size_t{rq.stride} * stride_bytes, data) != hw::cqe_syndrome{}) {
             trace_.count(&counters::frames_dropped);
             return false;
         }
@@ -186,6 +212,8 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
         if (rq.stride == nstrides) {
             rq.stride = 0;
             ++rq.consumer;
+            rq.mpwqe.clear();
+            rq.mpwqe_iovas.clear();
         }
     }
     c.byte_cnt = hw::be32::from(byte_cnt);
@@ -209,6 +237,43 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
     push_cqe(rq.cqn, c, false);
     trace_.count(&counters::frames_delivered);
     return true;
+}
+
+// A packet into the striding RQ's current WQE at byte `skip` of its buffer, through the
+// buffer's kept translation (wq_object::mpwqe_iovas). A buffer whose keys do not translate
+// as a whole goes the ordinary way (scatter), which translates only what it writes.
+hw::cqe_syndrome transport_engine::scatter_mpwqe(wq_object& rq, std::size_t skip, std::span<const std::byte> data) {
+    if (rq.mpwqe_iovas.empty() || rq.mpwqe_generation != t_.eth.generation) {
+        rq.mpwqe_iovas.clear();
+        std::vector<iova_range>& ranges = rx_ranges_;
+        for (const local_sge& s : rq.mpwqe) {
+            if (!remote_access(rq.pd, s.lkey, s.addr, s.len, access_local_write, ranges)) {
+                rq.mpwqe_iovas.clear();
+                return scatter(rq.pd, rq.mpwqe, skip, data, 0);
+            }
+            for (const iova_range& r : ranges) rq.mpwqe_iovas.push_back({r.iova, r.len});
+        }
+        rq.mpwqe_generation = t_.eth.generation;
+    }
+    std::uint64_t capacity = 0;
+    for (const auto& [iova, len] : rq.mpwqe_iovas) capacity += len;
+    if (capacity < skip + data.size()) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
+    std::uint64_t pos = 0;  // where the range starts in the buffer
+    std::size_t done = 0;
+    for (const auto& [iova, len] : rq.mpwqe_iovas) {
+        if (done == data.size()) break;
+        if (skip + done < pos + len) {
+            const std::uint64_t from = skip + done - pos;
+            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(len - from, data.size() - done));
+            if (!mmu_.write(iova + from, data.data() + done, n)) {
+                trace_.count(&counters::iommu_faults);
+                return hw::cqe_syndrome::LOCAL_PROT_ERR;
+            }
+            done += n;
+        }
+        pos += len;
+    }
+    return hw::cqe_syndrome{};
 }
 
 }  // namespace cxv::sim

@@ -30,24 +30,32 @@ void put16(std::byte* p, std::uint16_t v) {
     p[1] = static_cast<std::byte>(v);
 }
 
-// The checksums cs_flags asks for, computed in the frame (RFC 791, 768, 793, 8200).
+std::uint16_t get16(const std::byte* p) {
+    return static_cast<std::uint16_t>(std::to_integer<unsigned>(p[0]) << 8 | std::to_integer<unsigned>(p[1]));
+}
+
+// The checksums cs_flags asks for, computed in the frame (RFC 791, 768, 793, 8200). The
+// field's old value is summed with the rest and its complement added, which takes it
+// out (RFC 1624), so each field is stored once: zeroing it first and then loading the
+// words around it would stall every load on that store.
 void fill_checksums(std::span<std::byte> f, std::uint8_t cs_flags) {
     eth_headers h;
-    if (!parse_eth(f, h) || h.ip_version == 0) return;
+    if (!parse_eth(f, h, false) || h.ip_version == 0) return;
     if ((cs_flags & hw::eth_wqe_l3_csum) && h.ip_version == 4) {
         std::byte* ip = f.data() + h.l3_at;
-        put16(ip + 10, 0);
-        put16(ip + 10, static_cast<std::uint16_t>(~ones_sum(std::span<const std::byte>(ip, h.ihl * 4u))));
+        const std::uint16_t old = static_cast<std::uint16_t>(~get16(ip + 10));
+        put16(ip + 10, static_cast<std::uint16_t>(~ones_sum(std::span<const std::byte>(ip, h.ihl * 4u), old)));
     }
     if ((cs_flags & hw::eth_wqe_l4_csum) && (h.udp || h.tcp) && !h.fragment) {
         std::byte* l4 = f.data() + h.l4_at;
-        const std::size_t ip_len = h.ip_version == 4
-                                       ? (std::to_integer<std::size_t>(f[h.l3_at + 2]) << 8 | std::to_integer<std::size_t>(f[h.l3_at + 3])) - h.ihl * 4u
-                                       : (std::to_integer<std::size_t>(f[h.l3_at + 4]) << 8 | std::to_integer<std::size_t>(f[h.l3_at + 5]));
-        const std::size_t len = h.udp ? (std::to_integer<std::size_t>(l4[4]) << 8 | std::to_integer<std::size_t>(l4[5])) : ip_len;
+        const std::size_t ip_len = h.ip_version == 4 ? get16(f.data() + h.l3_at + 2) - h.ihl * 4u
+                                                     : get16(f.data() + h.l3_at + 4);
+        const std::size_t len = h.udp ? get16(l4 + 4) : ip_len;
+        // A length that runs past the frame (or short of the header): nothing to sum.
+        if (len > f.size() - h.l4_at || len < (h.udp ? 8u : 20u)) return;
         std::byte* field = l4 + (h.udp ? 6 : 16);
-        put16(field, 0);
-        std::uint16_t c = static_cast<std::uint16_t>(~ones_sum(std::span<const std::byte>(l4, len), pseudo_header_sum(h, len)));
+        const std::uint32_t acc = pseudo_header_sum(h, len) + static_cast<std::uint16_t>(~get16(field));
+        std::uint16_t c = static_cast<std::uint16_t>(~ones_sum(std::span<const std::byte>(l4, len), acc));
         if (h.udp && c == 0) c = 0xffff;  // UDP sends 0 as all ones (RFC 768)
         put16(field, c);
     }
@@ -70,9 +78,13 @@ void transport_engine::eth_sq_progress(wq_object& sq) {
         const auto op = static_cast<hw::wqe_opcode>(ctrl.opmod_idx_opcode.value() & 0xff);
         const unsigned ds = ctrl.qpn_ds.value() & 0x3f;
         const std::uint32_t bbs = std::max<std::uint32_t>(1, static_cast<std::uint32_t>((ds * kDs + kBb - 1) / kBb));
-        // The WQE's other basic blocks, which may wrap to the ring's start.
-        for (std::uint32_t b = 1; b < bbs; ++b) {
-            if (!wq_read(sq, std::uint64_t{(index + b) & (size - 1)} * kBb, wqe.data() + b * kBb, kBb)) return;
+        // The WQE's other basic blocks: in one read, unless they wrap to the ring's start.
+        if (bbs > 1 && index + bbs <= size) {
+            if (!wq_read(sq, std::uint64_t{index + 1} * kBb, wqe.data() + kBb, (bbs - 1) * kBb)) return;
+        } else {
+            for (std::uint32_t b = 1; b < bbs; ++b) {
+                if (!wq_read(sq, std::uint64_t{(index + b) & (size - 1)} * kBb, wqe.data() + b * kBb, kBb)) return;
+            }
         }
         hw::cqe_syndrome err{};
         if (op == hw::wqe_opcode::SEND && ds >= 2) {

@@ -75,24 +75,28 @@ bool read_pas(const iommu& mmu, const std::vector<std::uint64_t>& pas, unsigned 
     return true;
 }
 
+// A WQE inside one page, through the page's kept translation (a card's IOTLB);
+// anything else, and a translation the table no longer has, the ordinary way.
+bool read_pages(const iommu& mmu, const std::vector<std::uint64_t>& pas, std::vector<wq_translation>& kept,
+                unsigned log_page_size, std::uint32_t page_offset, std::uint64_t off, void* dst, std::size_t len) {
+    if (const auto at = place_in_pas(log_page_size, page_offset, off);
+        at && at->idx < pas.size() && at->in_page + len <= at->page) {
+        if (kept.size() != pas.size()) kept.assign(pas.size(), {});
+        wq_translation& t = kept[at->idx];
+        if (t.host != nullptr && mmu.read_cached(t.generation, t.host + at->in_page, dst, len)) return true;
+        t.host = mmu.translate(pas[at->idx], at->page, false, t.generation);
+        if (t.host != nullptr && mmu.read_cached(t.generation, t.host + at->in_page, dst, len)) return true;
+    }
+    return read_pas(mmu, pas, log_page_size, page_offset, off, dst, len);
+}
+
 }  // namespace
 
 bool transport_engine::wq_read(const qp_object& qp, std::uint64_t off, void* dst, std::size_t len) {
     const std::byte* q = qp.qpc.data();
     if (qp.umem_id == 0) {
-        const unsigned log_page_size = ifc::get<qpc::log_page_size>(q);
-        const std::uint32_t page_offset = ifc::get<qpc::page_offset>(q);
-        // A WQE inside one page, through the page's kept translation (a card's IOTLB);
-        // anything else, and a translation the table no longer has, the ordinary way.
-        if (const auto at = place_in_pas(log_page_size, page_offset, off);
-            at && at->idx < qp.pas.size() && at->in_page + len <= at->page) {
-            if (qp.pas_translated.size() != qp.pas.size()) qp.pas_translated.assign(qp.pas.size(), {});
-            wq_translation& t = qp.pas_translated[at->idx];
-            if (t.host != nullptr && mmu_.read_cached(t.generation, t.host + at->in_page, dst, len)) return true;
-            t.host = mmu_.translate(qp.pas[at->idx], at->page, false, t.generation);
-            if (t.host != nullptr && mmu_.read_cached(t.generation, t.host + at->in_page, dst, len)) return true;
-        }
-        return read_pas(mmu_, qp.pas, log_page_size, page_offset, off, dst, len);
+        return read_pages(mmu_, qp.pas, qp.pas_translated, ifc::get<qpc::log_page_size>(q),
+                          ifc::get<qpc::page_offset>(q), off, dst, len);
     }
     const auto u = t_.umems.find(qp.umem_id);
     if (u == t_.umems.end()) return false;
@@ -126,8 +130,8 @@ bool transport_engine::srq_read(const srq_object& srq, std::uint64_t off, void* 
 
 bool transport_engine::wq_read(const wq_object& q, std::uint64_t off, void* dst, std::size_t len) {
     const std::byte* wq = ifc::at<ifc::sqc::wq>(q.ctx.data());
-    return read_pas(mmu_, q.pas, ifc::get<ifc::wq::log_wq_pg_sz>(wq), ifc::get<ifc::wq::page_offset>(wq), off, dst,
-                    len);
+    return read_pages(mmu_, q.pas, q.pas_translated, ifc::get<ifc::wq::log_wq_pg_sz>(wq),
+                      ifc::get<ifc::wq::page_offset>(wq), off, dst, len);
 }
 
 // An SQ's or RQ's doorbell record: the receive counter at +0 (an RQ's), the send counter

@@ -32,7 +32,7 @@ std::mutex g_mu;  // the program's sigaction calls, among themselves
 int slot(int sig) { return sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : -1; }
 
 void on_fault(int sig, siginfo_t* info, void* context) {
-    cxv::sim::host_guard::recover();  // a device access: does not return
+    if (cxv::sim::host_guard::recover(context)) return;  // a device access, cut short
     struct sigaction& a = g_program[slot(sig)];
     if ((a.sa_flags & SA_SIGINFO) != 0 && a.sa_sigaction != nullptr) {
         const auto handler = a.sa_sigaction;
