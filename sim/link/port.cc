@@ -377,7 +377,6 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
                         const std::function<void(wire::packet&, std::size_t)>& deliver,
                         const std::function<void(std::span<const std::byte>)>& deliver_frame) {
     const auto check = crcs == frame_crcs::unverified ? wire::crc_check::verify : wire::crc_check::trusted;
-    wire::packet p;
     if (cfg_.port == port_type::ETHERNET) {
         // The port answers ARP and neighbour discovery for the RoCE addresses itself (a
         // card leaves that to the host's stack); the frames go on to the flow tables too,
@@ -392,6 +391,9 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
             deliver_frame(f);
             return;
         }
+    }
+    wire::packet p;  // a RoCE or InfiniBand packet, decoded (not built for a raw frame)
+    if (cfg_.port == port_type::ETHERNET) {
         const auto s = wire::decode_roce(f, p, check);
         if (s == wire::decode_status::not_roce) {
             ++counters_.not_for_us;

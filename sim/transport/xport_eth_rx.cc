@@ -184,8 +184,9 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
             parse_scatter(buf.data() + 16, stride - 16, sges);
         }
         const std::uint32_t nstrides = 1u << (kLogNumStridesBase + ifc::get<ifc::wq::log_wqe_num_of_strides>(wq));
-        const std::uint32_t stride_bytes = 1u << (kLogStrideSizeBase + ifc::get<ifc::wq::log_wqe_stride_size>(wq));
-        const std::uint32_t need = static_cast<std::uint32_t>((data.size() + stride_bytes - 1) / stride_bytes);
+        const unsigned log_stride = kLogStrideSizeBase + ifc::get<ifc::wq::log_wqe_stride_size>(wq);
+        const std::uint32_t stride_bytes = 1u << log_stride;
+        const std::uint32_t need = static_cast<std::uint32_t>((data.size() + stride_bytes - 1) >> log_stride);
         if (sges.empty() || need > nstrides) return false;
         if (rq.stride + need > nstrides) {
             hw::cqe64 f{};
