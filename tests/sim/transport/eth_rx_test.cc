@@ -364,6 +364,44 @@ TEST_CASE("striding RQ: packets fill strides one after the other; one that does 
     CHECK(*r.host(w1) == big[0]);
 }
 
+TEST_CASE("striding RQ: the device reads a WQE once, at its first packet, and its key again after any command") {
+    rx_rig r;
+    r.add_rq(0x200, true);
+    r.add_tir(1, 0x200);
+    auto& ft = r.add_table(1, 0, criteria_udp_dport());
+    ft.entries[0] = to_tir(1, 8000);
+    r.t.eth.root_table = 1;
+    const std::uint64_t w0 = r.post(0x200, 512 * 64);
+    const auto f = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 1, 8000, 100);  // 3 strides
+    REQUIRE(r.engine->receive_frame(f));
+    CHECK(r.next_cqe().wqe_counter.value() == 0);
+    CHECK(*r.host(w0) == f[0]);
+    // The driver rewrites the WQE the device has begun: a card, having fetched it, goes on
+    // into the buffer it read.
+    const std::uint64_t elsewhere = r.alloc(512 * 64);
+    hw::wqe_data_seg d{};
+    hw::set_data_seg(d, 512 * 64, rx_rig::kKey, elsewhere);
+    r.put(r.t.eth.rqs.at(0x200).pas[0] + 16, d);
+    REQUIRE(r.engine->receive_frame(f));
+    CHECK(r.next_cqe().wqe_counter.value() == 3);
+    CHECK(*r.host(w0 + 3 * 64) == f[0]);
+    CHECK(*r.host(elsewhere) == std::byte{0});
+    // A command destroys the buffer's key (here by hand, with the generation every command
+    // bumps): the next packet finds no translation and is dropped, no CQE.
+    const std::uint32_t cqes = r.t.cqs.at(kCqn).producer;
+    auto key = r.t.mkeys.extract(rx_rig::kMkeyIndex);
+    ++r.t.eth.generation;
+    CHECK_FALSE(r.engine->receive_frame(f));
+    CHECK(r.t.cqs.at(kCqn).producer == cqes);
+    CHECK(*r.host(w0 + 6 * 64) == std::byte{0});
+    // The key back (another command): packets land again, after the ones before.
+    r.t.mkeys.insert(std::move(key));
+    ++r.t.eth.generation;
+    REQUIRE(r.engine->receive_frame(f));
+    CHECK(r.next_cqe().wqe_counter.value() == 6);
+    CHECK(*r.host(w0 + 6 * 64) == f[0]);
+}
+
 // Debian's perftest sends IPv6 frames whose payload length is not theirs (raw_ethernet_bw
 // --raw_ipv6 sets 64947 in a 1,514-byte frame), which cards steer by their headers: the
 // model reads headers where they are, and reports the checksums not good.
