@@ -179,9 +179,10 @@ flow_entry to_tir(std::uint32_t tirn, std::uint16_t port, std::uint32_t tag = 0,
     return e;
 }
 
-// RQ 0x200 behind TIR 1, and a root table whose entry 0 sends UDP port `port` there.
-flow_table& udp_port_to_rq(rx_rig& r, std::uint16_t port) {
-    r.add_rq(0x200);
+// RQ 0x200 (cyclic, or striding) behind TIR 1, and a root table whose entry 0 sends UDP
+// port `port` there.
+flow_table& udp_port_to_rq(rx_rig& r, std::uint16_t port, bool striding = false) {
+    r.add_rq(0x200, striding);
     r.add_tir(1, 0x200);
     auto& ft = r.add_table(1, 0, criteria_udp_dport());
     ft.entries[0] = to_tir(1, port);
@@ -324,11 +325,7 @@ TEST_CASE("VLAN: stripped into the CQE when the RQ says so (vsd 0), kept otherwi
 
 TEST_CASE("striding RQ: packets fill strides one after the other; one that does not fit closes the WQE with a filler") {
     rx_rig r;
-    r.add_rq(0x200, true);
-    r.add_tir(1, 0x200);
-    auto& ft = r.add_table(1, 0, criteria_udp_dport());
-    ft.entries[0] = to_tir(1, 8000);
-    r.t.eth.root_table = 1;
+    udp_port_to_rq(r, 8000, true);
     // 512 strides of 64 bytes: 32 KiB per WQE.
     const std::uint64_t w0 = r.post(0x200, 512 * 64);
     const std::uint64_t w1 = r.post(0x200, 512 * 64);
@@ -366,11 +363,7 @@ TEST_CASE("striding RQ: packets fill strides one after the other; one that does 
 
 TEST_CASE("striding RQ: the device reads a WQE once, at its first packet, and its key again after any command") {
     rx_rig r;
-    r.add_rq(0x200, true);
-    r.add_tir(1, 0x200);
-    auto& ft = r.add_table(1, 0, criteria_udp_dport());
-    ft.entries[0] = to_tir(1, 8000);
-    r.t.eth.root_table = 1;
+    udp_port_to_rq(r, 8000, true);
     const std::uint64_t w0 = r.post(0x200, 512 * 64);
     const auto f = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 1, 8000, 100);  // 3 strides
     REQUIRE(r.engine->receive_frame(f));
