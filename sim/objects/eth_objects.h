@@ -144,9 +144,10 @@ struct eth_tables {
     std::uint32_t next_group_id = 1;                   // group ids are unique per function
     vport_filter filter;
     // Bumped by every command the firmware executes (and when it releases everything):
-    // what the receive pipeline keeps of the tables (the last frame's steering, a striding
-    // WQE's translation) holds while it stays the same. Whatever else changes the tables
-    // (a test's rig, by hand) bumps it too.
+    // what the queues' engines keep of the tables (the last frame's steering and the
+    // objects it goes to, a striding WQE's translation, the CQ of the last CQE) holds
+    // while it stays the same. Whatever else changes the tables (a test's rig, by hand)
+    // bumps it too.
     std::uint64_t generation = 0;
 };
 

@@ -82,6 +82,13 @@ struct cq_object : referenced {
     bool armed = false;
     bool armed_solicited = false;
     bool overrun = false;
+    // The ring as the device keeps it translated (iommu::translate), when it lies in one
+    // mapping at consecutive IOVAs: its IOVA and host address, kept while the IOMMU's
+    // generation is `ring_mmu_generation` and the tables' is `ring_generation` (a resize
+    // is a command). ring_host null: the ring is reached CQE by CQE.
+    std::uint64_t ring_iova = 0;
+    std::byte* ring_host = nullptr;
+    std::uint64_t ring_mmu_generation = ~std::uint64_t{0}, ring_generation = ~std::uint64_t{0};
     pages::slot icm{};
 };
 

@@ -233,6 +233,13 @@ bool iommu::read_cached(std::uint64_t generation, const std::byte* host, void* d
     return move_bytes(const_cast<std::byte*>(host), static_cast<std::byte*>(dst), len, false);
 }
 
+bool iommu::write_cached(std::uint64_t generation, std::byte* host, const void* src, std::size_t len) const noexcept {
+    if (injected_count_.load(std::memory_order_acquire) != 0) return false;
+    reader r(*this);
+    if (generation_.load(std::memory_order_relaxed) != generation) return false;
+    return move_bytes(host, const_cast<std::byte*>(static_cast<const std::byte*>(src)), len, true);
+}
+
 // One range inside one mapping is found, checked and copied at once; a range across
 // mappings (adjacent in IOVA) goes through copy_pieces.
 bool iommu::copy_slow(std::uint64_t iova, std::byte* buf, std::size_t len, bool write) const noexcept {

@@ -102,6 +102,10 @@ public:
     // the ordinary access (read()).
     std::byte* translate(std::uint64_t iova, std::size_t len, bool write, std::uint64_t& generation) const noexcept;
     bool read_cached(std::uint64_t generation, const std::byte* host, void* dst, std::size_t len) const noexcept;
+    // The same for a write through a kept translation (made with write = true).
+    bool write_cached(std::uint64_t generation, std::byte* host, const void* src, std::size_t len) const noexcept;
+    // The table's generation now (what a kept translation is checked against).
+    std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
 
     std::size_t mapping_count() const;
     std::uint64_t mapped_bytes() const;

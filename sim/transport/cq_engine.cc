@@ -2,6 +2,8 @@
 // and CQ error events.
 #include "sim/transport/cq_engine.h"
 
+#include <algorithm>
+
 #include "sim/device_barrier.h"
 
 namespace cxv::sim {
@@ -98,9 +100,14 @@ bool write_cqe(const iommu& mmu, std::uint64_t iova, std::size_t size, hw::cqe_o
 using namespace cq_ring;
 
 bool cq_engine::push(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
-    const auto it = t_.cqs.find(cqn);
-    if (it == t_.cqs.end()) return false;
-    cq_object& cq = it->second;
+    if (last_cq_ == nullptr || cqn != last_cqn_ || last_generation_ != t_.eth.generation) {
+        const auto it = t_.cqs.find(cqn);
+        if (it == t_.cqs.end()) return false;
+        last_cq_ = &it->second;
+        last_cqn_ = cqn;
+        last_generation_ = t_.eth.generation;
+    }
+    cq_object& cq = *last_cq_;
     if (cq.overrun) return false;
     // Room: the consumer index known so far only grows, so the record is read only when
     // the ring looks full.
@@ -117,19 +124,30 @@ bool cq_engine::push(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
         return false;
     }
     const cq_geometry g = cq_geometry::of(cq.cqc.data());
-    const auto at = cqe_iova(cq, t_.umem(cq.umem_id), cq.producer);
-    if (!at) return false;
+    if (cq.ring_generation != t_.eth.generation || cq.ring_mmu_generation != mmu_.generation()) keep_ring(cq, g);
     // A 128-byte CQE carries the 64-byte CQE in its second half.
-    const std::uint64_t iova = *at + (g.cqe - sizeof(hw::cqe64));
-    hw::cqe64 e = cqe;
-    e.op_own = static_cast<std::uint8_t>((e.op_own & ~hw::cqe_owner_mask) |
-                                         ((cq.producer >> g.log_cq_size) & 1));
-    gathered_[count_++] = {iova, e};
+    const std::uint64_t in_ring = std::uint64_t{cq.producer & ((1u << g.log_cq_size) - 1)} * g.cqe + (g.cqe - sizeof(hw::cqe64));
+    gathered& out = gathered_[count_];
+    if (cq.ring_host != nullptr) {
+        out.iova = cq.ring_iova + in_ring;
+        out.host = cq.ring_host + in_ring;
+        out.mmu_generation = cq.ring_mmu_generation;
+        // The line asked for, for writing, now: the flush then seldom waits for it.
+        __builtin_prefetch(out.host, 1);
+    } else {
+        const auto at = cqe_iova(cq, t_.umem(cq.umem_id), cq.producer);
+        if (!at) return false;
+        out.iova = *at + (g.cqe - sizeof(hw::cqe64));
+        out.host = nullptr;
+    }
+    out.cqe = cqe;
+    out.cqe.op_own = static_cast<std::uint8_t>((cqe.op_own & ~hw::cqe_owner_mask) | ((cq.producer >> g.log_cq_size) & 1));
+    ++count_;
     if (!batching_ || count_ == kGathered) flush();
     // A write that faults loses the CQE, and the ring moves on as on a card, whose
     // posted DMA write never learns of the fault.
     ++cq.producer;
-    const auto op = hw::cqe_get_opcode(e.op_own);
+    const auto op = hw::cqe_get_opcode(cqe.op_own);
     if (solicited || op == hw::cqe_opcode::REQ_ERR || op == hw::cqe_opcode::RESP_ERR) {
         ifc::set<ifc::cqc::last_solicit_index>(cq.cqc.data(), cq.producer & kMask24);
     }
@@ -150,15 +168,45 @@ void cq_engine::flush() {
     bool written[kGathered];
     for (std::size_t i = 0; i < count_; ++i) {
         const gathered& g = gathered_[i];
-        written[i] = mmu_.write(g.iova, &g.cqe, sizeof(g.cqe) - 1);
+        written[i] = write(g, 0, sizeof(g.cqe) - 1);
         if (!written[i]) trace_.count(&counters::iommu_faults);
     }
     device_release();
     for (std::size_t i = 0; i < count_; ++i) {
-        const gathered& g = gathered_[i];
-        if (written[i]) mmu_.write(g.iova + sizeof(g.cqe) - 1, &g.cqe.op_own, 1);
+        if (written[i]) write(gathered_[i], sizeof(hw::cqe64) - 1, 1);
     }
     count_ = 0;
+}
+
+// Bytes [from, from + len) of a gathered CQE: through the ring's kept translation while
+// the IOMMU's table is the one it was made with, else (or with a fault injected) through
+// the table.
+bool cq_engine::write(const gathered& g, std::size_t from, std::size_t len) {
+    const auto* src = reinterpret_cast<const std::byte*>(&g.cqe) + from;
+    if (g.host != nullptr && mmu_.write_cached(g.mmu_generation, g.host + from, src, len)) return true;
+    return mmu_.write(g.iova + from, src, len);
+}
+
+// The ring kept translated when its CQEs lie at consecutive IOVAs of one mapping (most
+// rings: one buffer, mapped once); otherwise each CQE's IOVA is found on its own.
+void cq_engine::keep_ring(cq_object& cq, const cq_geometry& g) {
+    cq.ring_generation = t_.eth.generation;
+    cq.ring_mmu_generation = mmu_.generation();
+    cq.ring_host = nullptr;
+    const umem_object* umem = t_.umem(cq.umem_id);
+    const auto first = cqe_iova(cq, umem, 0);
+    if (!first) return;
+    // Every page's first CQE where a consecutive ring would have it.
+    const std::uint32_t per_page = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, 4096 / g.cqe));
+    for (std::uint32_t i = per_page; i < (1u << g.log_cq_size); i += per_page) {
+        const auto at = cqe_iova(cq, umem, i);
+        if (!at || *at != *first + std::uint64_t{i} * g.cqe) return;
+    }
+    std::uint64_t generation = 0;
+    std::byte* host = mmu_.translate(*first, g.bytes(), true, generation);
+    if (host == nullptr || generation != cq.ring_mmu_generation) return;
+    cq.ring_iova = *first;
+    cq.ring_host = host;
 }
 
 // --- the arm doorbell ----------------------------------------------------------------

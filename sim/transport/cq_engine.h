@@ -137,8 +137,12 @@ public:
 private:
     struct gathered {
         std::uint64_t iova;  // the 64-byte CQE's (the second half of a 128-byte one)
+        std::byte* host;     // ... through the ring's kept translation (null: none)
+        std::uint64_t mmu_generation;  // the IOMMU's, when `host` was translated
         hw::cqe64 cqe;
     };
+    bool write(const gathered& g, std::size_t from, std::size_t len);
+    void keep_ring(cq_object& cq, const cq_ring::cq_geometry& g);
     static constexpr std::size_t kGathered = 64;
 
     iommu& mmu_;
@@ -148,6 +152,11 @@ private:
     bool batching_ = false;
     std::size_t count_ = 0;
     std::array<gathered, kGathered> gathered_;
+    // The CQ of the last push, kept while the tables' generation stays (only a command
+    // creates or destroys a CQ, and every command changes it).
+    std::uint32_t last_cqn_ = 0;
+    std::uint64_t last_generation_ = ~std::uint64_t{0};
+    cq_object* last_cq_ = nullptr;
 };
 
 }  // namespace cxv::sim

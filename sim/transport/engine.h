@@ -230,15 +230,19 @@ private:
     // it goes to. The last frame's is kept: the next one with the same match image meets
     // the same entries while the tables' generation stays (a stream's frames differ in
     // no header the tables see).
+    struct steered_tir {
+        std::uint32_t tirn = 0, flow_tag = 0;
+        const tir_object* tir = nullptr;  // null: no such TIR
+        wq_object* rq = nullptr;          // a direct TIR's RQ (null: none, or an indirect TIR)
+    };
     struct steering_decision {
         std::uint64_t generation = ~std::uint64_t{0};
-        std::array<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> image{};
+        eth_match_fields fields;  // the frame's, which decided
         std::vector<flow_counter*> counters;
-        std::vector<std::pair<std::uint32_t, std::uint32_t>> tirs;  // TIR number, flow tag
+        std::vector<steered_tir> tirs;
     };
     void steer(steering_decision& d);
-    bool deliver_to_tir(std::uint32_t tirn, std::span<const std::byte> frame, const eth_headers& h,
-                        std::uint32_t flow_tag);
+    bool deliver_to_tir(const steered_tir& to, std::span<const std::byte> frame, const eth_headers& h);
     bool deliver_to_rq(wq_object& rq, std::span<const std::byte> frame, const eth_headers& h,
                        const rx_hash_result& hash, std::uint32_t flow_tag);
     hw::cqe_syndrome scatter_mpwqe(wq_object& rq, std::size_t skip, std::span<const std::byte> data);

@@ -13,9 +13,11 @@ namespace ifc = hw::ifc;
 constexpr std::uint16_t kVlan = 0x8100, kIpv4 = 0x0800, kIpv6 = 0x86dd;
 constexpr std::uint8_t kUdp = 17, kTcp = 6;
 
-std::uint8_t u8(std::span<const std::byte> f, std::size_t at) { return std::to_integer<std::uint8_t>(f[at]); }
-std::uint16_t u16(std::span<const std::byte> f, std::size_t at) {
-    return static_cast<std::uint16_t>(u8(f, at) << 8 | u8(f, at + 1));
+std::uint8_t byte(const std::byte* p) { return std::to_integer<std::uint8_t>(*p); }
+std::uint16_t be16(const std::byte* p) {
+    std::uint16_t v;
+    std::memcpy(&v, p, 2);
+    return __builtin_bswap16(v);
 }
 
 // The L4 checksum: the sum of the whole segment, its checksum field included, over the
@@ -27,38 +29,42 @@ bool l4_checksum_ok(std::span<const std::byte> seg, const eth_headers& h) {
 }  // namespace
 
 // The one's complement sum does not depend on byte order (RFC 1071 2.(B)): the bytes are
-// added as little-endian 64-bit words, each carry out added back in, and the folded sum
-// is swapped to network order at the end. Every piece starts at an even offset, so a
-// last odd byte is a word's low byte here as it is a big-endian word's high byte there.
+// added as little-endian 64-bit words into a 128-bit sum, whose high half counts the
+// carries out of the low one (so the adds do not wait on one another's carries), the
+// carries are added back in, and the folded sum is swapped to network order at the
+// end. Every piece starts at an even offset, so a last odd byte is a word's low byte
+// here as it is a big-endian word's high byte there.
 std::uint16_t ones_sum(std::span<const std::byte> b, std::uint32_t acc) noexcept {
     static_assert(std::endian::native == std::endian::little);
     const std::byte* p = b.data();
     std::size_t n = b.size();
-    std::uint64_t s = 0;
-    auto add = [&s](std::uint64_t w) {
-        s += w;
-        s += s < w ? 1 : 0;  // the end-around carry
-    };
+    unsigned __int128 wide = 0;
     for (; n >= 8; p += 8, n -= 8) {
         std::uint64_t w;
         std::memcpy(&w, p, 8);
-        add(w);
+        wide += w;
     }
+    std::uint64_t tail = 0;  // the last 0-7 bytes, as the low bytes of one more word
     if (n >= 4) {
         std::uint32_t w;
         std::memcpy(&w, p, 4);
-        add(w);
+        tail = w;
         p += 4;
         n -= 4;
     }
     if (n >= 2) {
         std::uint16_t w;
         std::memcpy(&w, p, 2);
-        add(w);
+        tail |= std::uint64_t{w} << (b.size() & 4) * 8;
         p += 2;
         n -= 2;
     }
-    if (n == 1) add(std::to_integer<std::uint8_t>(*p));
+    if (n == 1) tail |= std::uint64_t{std::to_integer<std::uint8_t>(*p)} << (b.size() & 6) * 8;
+    wide += tail;
+    std::uint64_t s = static_cast<std::uint64_t>(wide);
+    const auto carries = static_cast<std::uint64_t>(wide >> 64);
+    s += carries;
+    s += s < carries ? 1 : 0;  // the end-around carry
     s = (s & 0xffffffff) + (s >> 32);
     s = (s & 0xffffffff) + (s >> 32);
     s = (s & 0xffff) + (s >> 16);
@@ -79,24 +85,24 @@ std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexce
 
 bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums) noexcept {
     h = {};
-    if (f.size() < 14) return false;
-    for (std::size_t i = 0; i < 6; ++i) {
-        h.dmac[i] = u8(f, i);
-        h.smac[i] = u8(f, 6 + i);
-    }
+    const std::byte* p = f.data();
+    const std::size_t size = f.size();
+    if (size < 14) return false;
+    std::memcpy(h.dmac.data(), p, 6);
+    std::memcpy(h.smac.data(), p + 6, 6);
     std::size_t at = 12;
-    h.ethertype = u16(f, at);
+    h.ethertype = be16(p + at);
     at += 2;
-    if (h.ethertype == kVlan && f.size() >= at + 4) {
-        const std::uint16_t tci = u16(f, at);
-        h.vlan = true;
+    if (h.ethertype == kVlan && size >= at + 4) {
+        const std::uint16_t tci = be16(p + at);
+        h.vlan = 1;
         h.prio = static_cast<std::uint8_t>(tci >> 13);
         h.cfi = static_cast<std::uint8_t>((tci >> 12) & 1);
         h.vid = tci & 0xfff;
-        h.ethertype = u16(f, at + 2);
+        h.ethertype = be16(p + at + 2);
         at += 4;
     }
-    h.l3_at = at;
+    h.l3_at = static_cast<std::uint32_t>(at);
     // The headers are read where they are: a length field that claims more than the frame
     // holds (or an IPv4 total length shorter than its header) does not keep them from
     // steering and RSS, as a card's parser reads them; the packet's checksums are then
@@ -104,69 +110,65 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums) noe
     // length is not their own (raw_ethernet_bw --raw_ipv6), which cards steer.
     std::size_t l3_len = 0;
     bool whole = true;  // the frame holds the length the IP header gives
-    if (h.ethertype == kIpv4 && f.size() >= at + 20 && (u8(f, at) >> 4) == 4) {
-        const std::size_t ihl = (u8(f, at) & 0xf) * 4u;
-        const std::size_t total = u16(f, at + 2);
-        if (ihl < 20 || f.size() < at + ihl) return true;
-        whole = total >= ihl && f.size() >= at + total;
+    const std::byte* ip = p + at;
+    if (h.ethertype == kIpv4 && size >= at + 20 && (byte(ip) >> 4) == 4) {
+        const std::size_t ihl = (byte(ip) & 0xf) * 4u;
+        const std::size_t total = be16(ip + 2);
+        if (ihl < 20 || size < at + ihl) return true;
+        whole = total >= ihl && size >= at + total;
         h.ip_version = 4;
         h.ihl = static_cast<std::uint8_t>(ihl / 4);
-        h.dscp = u8(f, at + 1) >> 2;
-        h.ecn = u8(f, at + 1) & 3;
-        const std::uint16_t frag = u16(f, at + 6);
-        h.fragment = (frag & 0x2000) != 0 || (frag & 0x1fff) != 0;
-        h.ttl = u8(f, at + 8);
-        h.ip_protocol = u8(f, at + 9);
-        for (std::size_t i = 0; i < 4; ++i) {
-            h.src_ip[12 + i] = u8(f, at + 12 + i);
-            h.dst_ip[12 + i] = u8(f, at + 16 + i);
-        }
-        h.l3_ok = checksums && ones_sum(f.subspan(at, ihl)) == 0xffff;
-        h.l4_at = at + ihl;
-        l3_len = whole ? total - ihl : f.size() - h.l4_at;
-        if (h.fragment && (frag & 0x1fff) != 0) return true;  // not the first fragment: no L4 header
-    } else if (h.ethertype == kIpv6 && f.size() >= at + 40 && (u8(f, at) >> 4) == 6) {
-        const std::size_t payload = u16(f, at + 4);
-        whole = f.size() >= at + 40 + payload;
+        h.dscp = byte(ip + 1) >> 2;
+        h.ecn = byte(ip + 1) & 3;
+        const std::uint16_t frag = be16(ip + 6);
+        h.fragment = (frag & 0x3fff) != 0;  // MF or an offset
+        h.ttl = byte(ip + 8);
+        h.ip_protocol = byte(ip + 9);
+        std::memcpy(h.src_ip.data() + 12, ip + 12, 4);
+        std::memcpy(h.dst_ip.data() + 12, ip + 16, 4);
+        h.l3_ok = checksums && ones_sum(std::span(ip, ihl)) == 0xffff;
+        h.l4_at = static_cast<std::uint32_t>(at + ihl);
+        l3_len = whole ? total - ihl : size - h.l4_at;
+        if ((frag & 0x1fff) != 0) return true;  // not the first fragment: no L4 header
+    } else if (h.ethertype == kIpv6 && size >= at + 40 && (byte(ip) >> 4) == 6) {
+        const std::size_t payload = be16(ip + 4);
+        whole = size >= at + 40 + payload;
         h.ip_version = 6;
-        const std::uint8_t tc = static_cast<std::uint8_t>((u8(f, at) & 0xf) << 4 | u8(f, at + 1) >> 4);
+        const std::uint8_t tc = static_cast<std::uint8_t>((byte(ip) & 0xf) << 4 | byte(ip + 1) >> 4);
         h.dscp = tc >> 2;
         h.ecn = tc & 3;
-        h.ip_protocol = u8(f, at + 6);  // the next header; extension headers are not followed
-        h.ttl = u8(f, at + 7);
-        for (std::size_t i = 0; i < 16; ++i) {
-            h.src_ip[i] = u8(f, at + 8 + i);
-            h.dst_ip[i] = u8(f, at + 24 + i);
-        }
+        h.ip_protocol = byte(ip + 6);  // the next header; extension headers are not followed
+        h.ttl = byte(ip + 7);
+        std::memcpy(h.src_ip.data(), ip + 8, 16);
+        std::memcpy(h.dst_ip.data(), ip + 24, 16);
         h.l3_ok = checksums;
-        h.l4_at = at + 40;
-        l3_len = whole ? payload : f.size() - h.l4_at;
+        h.l4_at = static_cast<std::uint32_t>(at + 40);
+        l3_len = whole ? payload : size - h.l4_at;
     } else {
         return true;
     }
-    const auto seg = f.subspan(h.l4_at, l3_len);
-    if (h.ip_protocol == kUdp && seg.size() >= 8) {
-        h.udp = true;
-        h.sport = u16(seg, 0);
-        h.dport = u16(seg, 2);
-        const std::size_t ulen = u16(seg, 4);
-        if (whole && !h.fragment && ulen >= 8 && ulen <= seg.size()) {
-            const auto udp = seg.first(ulen);
+    const std::byte* l4 = p + h.l4_at;
+    if (h.ip_protocol == kUdp && l3_len >= 8) {
+        h.udp = 1;
+        h.sport = be16(l4);
+        h.dport = be16(l4 + 2);
+        const std::size_t ulen = be16(l4 + 4);
+        if (checksums && whole && !h.fragment && ulen >= 8 && ulen <= l3_len) {
             // UDP over IPv4 may carry no checksum (0); over IPv6 it must (RFC 8200 8.1).
-            h.l4_ok = checksums && ((h.ip_version == 4 && u16(udp, 6) == 0) || l4_checksum_ok(udp, h));
+            h.l4_ok = (h.ip_version == 4 && be16(l4 + 6) == 0) || l4_checksum_ok(std::span(l4, ulen), h);
         }
-    } else if (h.ip_protocol == kTcp && seg.size() >= 20 && (u8(seg, 12) >> 4) * 4u >= 20 &&
-               (u8(seg, 12) >> 4) * 4u <= seg.size()) {
-        h.tcp = true;
-        h.sport = u16(seg, 0);
-        h.dport = u16(seg, 2);
-        h.tcp_flags = u16(seg, 12) & 0x1ff;
-        h.l4_ok = checksums && whole && !h.fragment && l4_checksum_ok(seg, h);
+    } else if (h.ip_protocol == kTcp && l3_len >= 20 && (byte(l4 + 12) >> 4) * 4u >= 20 &&
+               (byte(l4 + 12) >> 4) * 4u <= l3_len) {
+        h.tcp = 1;
+        h.sport = be16(l4);
+        h.dport = be16(l4 + 2);
+        h.tcp_flags = be16(l4 + 12) & 0x1ff;
+        h.l4_ok = checksums && whole && !h.fragment && l4_checksum_ok(std::span(l4, l3_len), h);
     }
     return true;
 }
 
-void match_image(const eth_headers& h, std::span<std::byte, ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept {
+void match_image(const eth_match_fields& h, std::span<std::byte, ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept {
     using m = ifc::fte_match_set_lyr_2_4;
     std::byte* p = out.data();
     std::fill(out.begin(), out.end(), std::byte{0});

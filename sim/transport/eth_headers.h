@@ -10,26 +10,34 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "hw/cqe.h"
 #include "hw/ifc.h"
 
 namespace cxv::sim {
 
-struct eth_headers {
+// What flow table entries can see of a frame (match_image reads nothing else). It has no
+// padding, so that two frames' fields compare as bytes: the receive pipeline keeps the
+// last frame's steering while the next frame's fields are the same.
+struct eth_match_fields {
     std::array<std::uint8_t, 6> dmac{}, smac{};
-    std::uint16_t ethertype = 0;  // after the VLAN tag
-    bool vlan = false;            // an 802.1Q tag was present
-    std::uint16_t vid = 0;
-    std::uint8_t prio = 0, cfi = 0;
-    unsigned ip_version = 0;      // 0 (not IP), 4 or 6
-    std::uint8_t ip_protocol = 0, dscp = 0, ecn = 0, ttl = 0, ihl = 0;
-    bool fragment = false;        // an IPv4 fragment (MF or an offset); its L4 is not read
     std::array<std::uint8_t, 16> src_ip{}, dst_ip{};  // IPv4: the last 4 bytes
-    bool udp = false, tcp = false;
+    std::uint16_t ethertype = 0;  // after the VLAN tag
+    std::uint16_t vid = 0;
     std::uint16_t sport = 0, dport = 0;
     std::uint16_t tcp_flags = 0;  // 9 bits
-    std::size_t l3_at = 0, l4_at = 0;  // offsets in the frame
+    std::uint8_t vlan = 0;        // an 802.1Q tag was present
+    std::uint8_t prio = 0, cfi = 0;
+    std::uint8_t ip_version = 0;  // 0 (not IP), 4 or 6
+    std::uint8_t ip_protocol = 0, dscp = 0, ecn = 0, ttl = 0, ihl = 0;
+    std::uint8_t fragment = 0;    // an IPv4 fragment (MF or an offset); its L4 is not read
+    std::uint8_t udp = 0, tcp = 0;
+};
+static_assert(std::has_unique_object_representations_v<eth_match_fields>);
+
+struct eth_headers : eth_match_fields {
+    std::uint32_t l3_at = 0, l4_at = 0;  // offsets in the frame
     bool l3_ok = false;  // IPv4's header checksum holds (IPv6 has none: true)
     bool l4_ok = false;  // the UDP or TCP checksum holds (UDP over IPv4 may send none)
 };
@@ -46,7 +54,7 @@ std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexce
 bool parse_eth(std::span<const std::byte> frame, eth_headers& out, bool checksums = true) noexcept;
 
 // The headers as the outer fte_match_set_lyr_2_4 of a match (its 64 bytes in `out`).
-void match_image(const eth_headers& h, std::span<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept;
+void match_image(const eth_match_fields& h, std::span<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept;
 
 // A TIR's hash of the headers (hw::ifc::tirc: rx_hash_fn, the Toeplitz key, the outer
 // field selector), and the CQE's rss_hash_type for it (0: nothing hashed, the packet's

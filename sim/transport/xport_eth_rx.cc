@@ -48,12 +48,11 @@ bool matches(const std::array<std::byte, kImage>& image, const flow_group& g, co
 bool transport_engine::receive_frame(std::span<const std::byte> frame) {
     eth_headers h;
     if (!parse_eth(frame, h)) return false;
-    std::array<std::byte, kImage> image;  // match_image writes all of it
-    match_image(h, image);
     trace_.count(&counters::frames_received);
     steering_decision& d = steered_;
-    if (d.generation != t_.eth.generation || std::memcmp(d.image.data(), image.data(), kImage) != 0) {
-        d.image = image;
+    const eth_match_fields& fields = h;
+    if (d.generation != t_.eth.generation || std::memcmp(&d.fields, &fields, sizeof fields) != 0) {
+        d.fields = fields;
         steer(d);
         d.generation = t_.eth.generation;
     }
@@ -62,14 +61,18 @@ bool transport_engine::receive_frame(std::span<const std::byte> frame) {
         c->octets += frame.size();
     }
     bool delivered = false;
-    for (const auto& [tirn, flow_tag] : d.tirs) delivered |= deliver_to_tir(tirn, frame, h, flow_tag);
+    for (const steered_tir& to : d.tirs) delivered |= deliver_to_tir(to, frame, h);
     if (!delivered) trace_.count(&counters::frames_dropped);
     return delivered;
 }
 
+// The objects it names are kept as pointers: only a command creates or destroys one, and
+// every command changes the tables' generation.
 void transport_engine::steer(steering_decision& d) {
     d.counters.clear();
     d.tirs.clear();
+    std::array<std::byte, kImage> image;  // match_image writes all of it
+    match_image(d.fields, image);
     eth_tables& eth = t_.eth;
     std::uint32_t table = eth.root_table;
     // Each step goes to a table of a higher level: at most kMaxHops of them.
@@ -80,7 +83,7 @@ void transport_engine::steer(steering_decision& d) {
         const flow_entry* hit = nullptr;
         for (const auto& [index, e] : t.entries) {
             const auto g = t.groups.find(e.group_id);
-            if (g != t.groups.end() && matches(d.image, g->second, e)) {
+            if (g != t.groups.end() && matches(image, g->second, e)) {
                 hit = &e;
                 break;
             }
@@ -96,7 +99,15 @@ void transport_engine::steer(steering_decision& d) {
         if ((hit->action & static_cast<std::uint16_t>(ifc::flow_action::FWD_DEST)) == 0) break;  // drop or allow
         for (const flow_destination& dest : hit->destinations) {
             if (dest.type == ifc::flow_destination_type::TIR) {
-                d.tirs.emplace_back(dest.id, hit->flow_tag);
+                steered_tir to{dest.id, hit->flow_tag};
+                if (const auto tir = eth.tirs.find(dest.id); tir != eth.tirs.end()) {
+                    to.tir = &tir->second;
+                    if (tir->second.rqtn == 0) {
+                        const auto rq = eth.rqs.find(tir->second.inline_rqn);
+                        if (rq != eth.rqs.end()) to.rq = &rq->second;
+                    }
+                }
+                d.tirs.push_back(to);
             } else if (table == 0) {
                 table = dest.id;  // steering goes on there (entries take one table destination)
             }
@@ -104,22 +115,17 @@ void transport_engine::steer(steering_decision& d) {
     }
 }
 
-bool transport_engine::deliver_to_tir(std::uint32_t tirn, std::span<const std::byte> frame, const eth_headers& h,
-                                      std::uint32_t flow_tag) {
-    const auto it = t_.eth.tirs.find(tirn);
-    if (it == t_.eth.tirs.end()) return false;
-    const std::byte* tirc = it->second.tirc.data();
-    const rx_hash_result hash = rx_hash(tirc, h);
-    std::uint32_t rqn = it->second.inline_rqn;
-    if (it->second.rqtn != 0) {
-        const auto rqt = t_.eth.rqts.find(it->second.rqtn);
-        if (rqt == t_.eth.rqts.end() || rqt->second.rqns.empty()) return false;
-        // The RQT's entry the hash picks (a hash-less TIR: the first).
-        rqn = rqt->second.rqns[hash.value % rqt->second.rqns.size()];
-    }
-    const auto rq = t_.eth.rqs.find(rqn);
+bool transport_engine::deliver_to_tir(const steered_tir& to, std::span<const std::byte> frame, const eth_headers& h) {
+    if (to.tir == nullptr) return false;
+    const rx_hash_result hash = rx_hash(to.tir->tirc.data(), h);
+    if (to.rq != nullptr) return deliver_to_rq(*to.rq, frame, h, hash, to.flow_tag);
+    if (to.tir->rqtn == 0) return false;  // its RQ is gone
+    const auto rqt = t_.eth.rqts.find(to.tir->rqtn);
+    if (rqt == t_.eth.rqts.end() || rqt->second.rqns.empty()) return false;
+    // The RQT's entry the hash picks (a hash-less TIR: the first).
+    const auto rq = t_.eth.rqs.find(rqt->second.rqns[hash.value % rqt->second.rqns.size()]);
     if (rq == t_.eth.rqs.end()) return false;
-    return deliver_to_rq(rq->second, frame, h, hash, flow_tag);
+    return deliver_to_rq(rq->second, frame, h, hash, to.flow_tag);
 }
 
 bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> frame, const eth_headers& h,

@@ -89,6 +89,7 @@ public:
         ifc::set<ifc::cqc::dbr_addr>(c, alloc(64));
         const std::uint64_t ring = alloc(std::size_t{64} << log_size);
         for (std::size_t off = 0; off < (std::size_t{64} << log_size); off += 4096) cq.pas.push_back(ring + off);
+        ++t.eth.generation;  // as a command would
         return t.cqs[cqn] = std::move(cq);
     }
     // The CQE at ring index i of a CQ.
