@@ -192,8 +192,8 @@ bool device::receive_packets(std::chrono::steady_clock::time_point now) {
         taken_at_.reset();
         const bool more = link_->poll(
             now, [this](wire::packet& p, std::size_t) { port_.deliver(std::move(p)); },
-            [this](std::span<const std::byte> f) {
-                if (port_.active()) port_.count_frame_rx(f, engine_.receive_frame(f));
+            [this](std::span<const std::byte> f, wire::ip_checksums known) {
+                if (port_.active()) port_.count_frame_rx(f, engine_.receive_frame(f, known));
             });
         taking_ = false;
         if (!more) break;

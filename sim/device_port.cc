@@ -83,9 +83,9 @@ wire_frames raw_frame(std::span<const std::byte> f) noexcept {
 
 }  // namespace
 
-void device_port::transmit_frame(std::span<const std::byte> frame) {
+void device_port::transmit_frame(std::span<const std::byte> frame, wire::ip_checksums computed) {
     const auto now = round_time_ != clock_type::time_point{} ? round_time_ : clock_type::now();
-    const bool sent = active() && link_ != nullptr && link_->transmit_frame(frame, now);
+    const bool sent = active() && link_ != nullptr && link_->transmit_frame(frame, now, computed);
     stats_.count_tx(raw_frame(frame), sent);
     trace_.count(sent ? &counters::frames_sent : &counters::frames_dropped);
 }

@@ -131,15 +131,16 @@ port::sent port::send_packet(wire::packet& p, clock_type::time_point now) {
 }
 
 // The link faults, then the wire.
-bool port::transmit_frame(std::span<const std::byte> frame, clock_type::time_point now) {
+bool port::transmit_frame(std::span<const std::byte> frame, clock_type::time_point now, wire::ip_checksums computed) {
     if (!cable_ || cfg_.port != port_type::ETHERNET || frame.size() < wire::ethernet_header_bytes) return false;
     if (frame.size() < wire::ethernet_min_frame_bytes) {
         pad_.assign(frame.begin(), frame.end());
         pad_.resize(wire::ethernet_min_frame_bytes, std::byte{0});
         frame = std::span<const std::byte>(pad_.data(), pad_.size());
     }
-    // No ICRC to check: a receiver takes it as it is.
-    emit(frame, now, frame_crcs::known_good);
+    // No ICRC to check: a receiver takes it as it is, and the checksums the device
+    // computed as holding (a fault that may change a byte makes it `unverified`).
+    emit(frame, now, known_good_with(computed.l3, computed.l4));
     return true;
 }
 
@@ -275,7 +276,7 @@ void port::retry_neighbours(clock_type::time_point now) {
 // --- in --------------------------------------------------------------------------------
 
 bool port::poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t)>& deliver,
-                const std::function<void(std::span<const std::byte>)>& deliver_frame) {
+                const frame_sink& deliver_frame) {
     bool any = false;
     cable_in(now);
     while (!delayed_.empty() && delayed_.front().due <= now) {
@@ -375,7 +376,7 @@ bool port::vport_takes(std::span<const std::byte> f) const {
 
 void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_type::time_point now,
                         const std::function<void(wire::packet&, std::size_t)>& deliver,
-                        const std::function<void(std::span<const std::byte>)>& deliver_frame) {
+                        const frame_sink& deliver_frame) {
     const auto check = crcs == frame_crcs::unverified ? wire::crc_check::verify : wire::crc_check::trusted;
     if (cfg_.port == port_type::ETHERNET) {
         // The port answers ARP and neighbour discovery for the RoCE addresses itself (a
@@ -388,7 +389,7 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
                 return;
             }
             ++counters_.raw_frames;
-            deliver_frame(f);
+            deliver_frame(f, wire::ip_checksums{l3_known_good(crcs), l4_known_good(crcs)});
             return;
         }
     }

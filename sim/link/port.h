@@ -74,16 +74,18 @@ public:
     enum class sent { wire, held, discarded };
     sent transmit(wire::packet&& p, clock_type::time_point now);
     // A whole Ethernet frame (an SQ's: its own addresses), padded to the minimum, through
-    // the link faults and the pcap to the segment. False when the cable is out or the
-    // port is no Ethernet port.
-    bool transmit_frame(std::span<const std::byte> frame, clock_type::time_point now);
+    // the link faults and the pcap to the segment, with the checksums the device computed
+    // in it. False when the cable is out or the port is no Ethernet port.
+    bool transmit_frame(std::span<const std::byte> frame, clock_type::time_point now, wire::ip_checksums computed = {});
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
     // An Ethernet port's other frames -- no RoCE packet; ARP and neighbour discovery after
     // the port's own answer -- that the vport's filter takes go to `deliver_frame` as they
-    // are (the NIC's receive flow tables; none: dropped).
+    // are (the NIC's receive flow tables; none: dropped), with the checksums its sender in
+    // this process computed and vouched for (frame_crcs).
+    using frame_sink = std::function<void(std::span<const std::byte>, wire::ip_checksums)>;
     bool poll(clock_type::time_point now, const std::function<void(wire::packet&, std::size_t bytes)>& deliver,
-              const std::function<void(std::span<const std::byte>)>& deliver_frame = {});
+              const frame_sink& deliver_frame = {});
     // A descriptor readable when a frame arrives (a socket of a directory fabric), or -1.
     int wake_fd() const { return seg_->wake_fd(); }
     // The model thread is about to sleep on wake_fd() (segment_port::arm_wake): false
@@ -117,7 +119,7 @@ private:
     void solicit(const gid& target, clock_type::time_point now);
     void handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_type::time_point now,
                       const std::function<void(wire::packet&, std::size_t)>& deliver,
-                      const std::function<void(std::span<const std::byte>)>& deliver_frame);
+                      const frame_sink& deliver_frame);
     bool handle_neighbour(std::span<const std::byte> f, clock_type::time_point now);
     bool vport_takes(std::span<const std::byte> f) const;
     void learn(const gid& ip, const std::array<std::uint8_t, 6>& mac, clock_type::time_point now);

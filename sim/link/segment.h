@@ -51,8 +51,22 @@ std::string station_name(const station& s);
 // sender left them out (wire::crc_fill::later), so a receiver that shows the frame to
 // anyone (a capture) computes them first (wire::seal). Only an in-process segment
 // carries either; every frame that crosses a process boundary (directory segments)
-// arrives `unverified`.
-enum class frame_crcs : std::uint8_t { unverified, known_good, absent };
+// arrives `unverified`. A raw Ethernet frame's may be `known_good` with its IPv4 header
+// checksum, its UDP or TCP checksum, or both, computed by the sending device (its
+// checksum offload): `known_good_l3`, `_l4`, `_l3_l4` (a frame the application built
+// whole, checksums included, is only `known_good`: its receiver checks them).
+enum class frame_crcs : std::uint8_t { unverified, known_good, absent, known_good_l3, known_good_l4, known_good_l3_l4 };
+
+inline constexpr frame_crcs known_good_with(bool l3, bool l4) noexcept {
+    return l3 ? (l4 ? frame_crcs::known_good_l3_l4 : frame_crcs::known_good_l3)
+              : (l4 ? frame_crcs::known_good_l4 : frame_crcs::known_good);
+}
+inline constexpr bool l3_known_good(frame_crcs c) noexcept {
+    return c == frame_crcs::known_good_l3 || c == frame_crcs::known_good_l3_l4;
+}
+inline constexpr bool l4_known_good(frame_crcs c) noexcept {
+    return c == frame_crcs::known_good_l4 || c == frame_crcs::known_good_l3_l4;
+}
 
 class segment_port {
 public:

@@ -111,8 +111,9 @@ public:
     bool receive(wire::packet& p);
     // An Ethernet frame from the wire that is no RoCE packet of this function's: through
     // the NIC receive flow tables to the RQs they steer it to (xport_eth_rx.cc). False
-    // when no RQ took it.
-    bool receive_frame(std::span<const std::byte> frame);
+    // when no RQ took it. `known`: the checksums its sender computed (the frame unchanged
+    // since), which hold without being summed again.
+    bool receive_frame(std::span<const std::byte> frame, wire::ip_checksums known = {});
     // Timers (RNR waits, ACK timeouts), stalled send queues and receive queues of QPs in
     // error. True when something happened.
     bool tick(std::chrono::steady_clock::time_point now);

@@ -83,7 +83,7 @@ std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexce
     return acc + h.ip_protocol + static_cast<std::uint32_t>(l4_len);
 }
 
-bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums) noexcept {
+bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wire::ip_checksums known) noexcept {
     h = {};
     const std::byte* p = f.data();
     const std::size_t size = f.size();
@@ -126,7 +126,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums) noe
         h.ip_protocol = byte(ip + 9);
         std::memcpy(h.src_ip.data() + 12, ip + 12, 4);
         std::memcpy(h.dst_ip.data() + 12, ip + 16, 4);
-        h.l3_ok = checksums && ones_sum(std::span(ip, ihl)) == 0xffff;
+        h.l3_ok = checksums && (known.l3 || ones_sum(std::span(ip, ihl)) == 0xffff);
         h.l4_at = static_cast<std::uint32_t>(at + ihl);
         l3_len = whole ? total - ihl : size - h.l4_at;
         if ((frag & 0x1fff) != 0) return true;  // not the first fragment: no L4 header
@@ -155,7 +155,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums) noe
         const std::size_t ulen = be16(l4 + 4);
         if (checksums && whole && !h.fragment && ulen >= 8 && ulen <= l3_len) {
             // UDP over IPv4 may carry no checksum (0); over IPv6 it must (RFC 8200 8.1).
-            h.l4_ok = (h.ip_version == 4 && be16(l4 + 6) == 0) || l4_checksum_ok(std::span(l4, ulen), h);
+            h.l4_ok = known.l4 || (h.ip_version == 4 && be16(l4 + 6) == 0) || l4_checksum_ok(std::span(l4, ulen), h);
         }
     } else if (h.ip_protocol == kTcp && l3_len >= 20 && (byte(l4 + 12) >> 4) * 4u >= 20 &&
                (byte(l4 + 12) >> 4) * 4u <= l3_len) {
@@ -163,7 +163,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums) noe
         h.sport = be16(l4);
         h.dport = be16(l4 + 2);
         h.tcp_flags = be16(l4 + 12) & 0x1ff;
-        h.l4_ok = checksums && whole && !h.fragment && l4_checksum_ok(std::span(l4, l3_len), h);
+        h.l4_ok = checksums && whole && !h.fragment && (known.l4 || l4_checksum_ok(std::span(l4, l3_len), h));
     }
     return true;
 }

@@ -14,6 +14,7 @@
 
 #include "hw/cqe.h"
 #include "hw/ifc.h"
+#include "sim/wire/packet.h"
 
 namespace cxv::sim {
 
@@ -50,8 +51,11 @@ std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexce
 
 // Reads the headers of `frame` (at least 14 bytes; shorter: false). A frame whose IP or
 // L4 header is cut short is L2 only, as a card's parser leaves it. Without `checksums`
-// (a sender about to fill them) l3_ok and l4_ok stay false, unread.
-bool parse_eth(std::span<const std::byte> frame, eth_headers& out, bool checksums = true) noexcept;
+// (a sender about to fill them) l3_ok and l4_ok stay false, unread. The checksums
+// `known` (computed by the sending device over the same bytes: wire::ip_checksums) are
+// taken as holding, not summed; every other condition on l3_ok and l4_ok still applies.
+bool parse_eth(std::span<const std::byte> frame, eth_headers& out, bool checksums = true,
+               wire::ip_checksums known = {}) noexcept;
 
 // The headers as the outer fte_match_set_lyr_2_4 of a match (its 64 bytes in `out`).
 void match_image(const eth_match_fields& h, std::span<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept;

@@ -21,8 +21,9 @@ public:
     // A packet leaves the engine (a request, or the answer to one) for the port, which
     // adds the link's framing.
     virtual void transmit(wire::packet&& p) = 0;
-    // An Ethernet frame an SQ built, as it goes on the wire (the port pads it).
-    virtual void transmit_frame(std::span<const std::byte> frame) = 0;
+    // An Ethernet frame an SQ built, as it goes on the wire (the port pads it), with the
+    // checksums the device computed in it.
+    virtual void transmit_frame(std::span<const std::byte> frame, wire::ip_checksums computed) = 0;
     // An event (PRM "Events": affiliated QP and SRQ events, CQ errors) with its data, to
     // every EQ that subscribed to its type.
     virtual void async_event(hw::event_type type, std::span<const std::byte> data) = 0;

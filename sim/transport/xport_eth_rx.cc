@@ -45,9 +45,9 @@ bool matches(const std::array<std::byte, kImage>& image, const flow_group& g, co
 
 }  // namespace
 
-bool transport_engine::receive_frame(std::span<const std::byte> frame) {
+bool transport_engine::receive_frame(std::span<const std::byte> frame, wire::ip_checksums known) {
     eth_headers h;
-    if (!parse_eth(frame, h)) return false;
+    if (!parse_eth(frame, h, true, known)) return false;
     trace_.count(&counters::frames_received);
     steering_decision& d = steered_;
     const eth_match_fields& fields = h;

@@ -38,13 +38,15 @@ std::uint16_t get16(const std::byte* p) {
 // field's old value is summed with the rest and its complement added, which takes it
 // out (RFC 1624), so each field is stored once: zeroing it first and then loading the
 // words around it would stall every load on that store.
-void fill_checksums(std::span<std::byte> f, std::uint8_t cs_flags) {
+wire::ip_checksums fill_checksums(std::span<std::byte> f, std::uint8_t cs_flags) {
     eth_headers h;
-    if (!parse_eth(f, h, false) || h.ip_version == 0) return;
+    wire::ip_checksums done;
+    if (!parse_eth(f, h, false) || h.ip_version == 0) return done;
     if ((cs_flags & hw::eth_wqe_l3_csum) && h.ip_version == 4) {
         std::byte* ip = f.data() + h.l3_at;
         const std::uint16_t old = static_cast<std::uint16_t>(~get16(ip + 10));
         put16(ip + 10, static_cast<std::uint16_t>(~ones_sum(std::span<const std::byte>(ip, h.ihl * 4u), old)));
+        done.l3 = true;
     }
     if ((cs_flags & hw::eth_wqe_l4_csum) && (h.udp || h.tcp) && !h.fragment) {
         std::byte* l4 = f.data() + h.l4_at;
@@ -52,13 +54,15 @@ void fill_checksums(std::span<std::byte> f, std::uint8_t cs_flags) {
                                                      : get16(f.data() + h.l3_at + 4);
         const std::size_t len = h.udp ? get16(l4 + 4) : ip_len;
         // A length that runs past the frame (or short of the header): nothing to sum.
-        if (len > f.size() - h.l4_at || len < (h.udp ? 8u : 20u)) return;
+        if (len > f.size() - h.l4_at || len < (h.udp ? 8u : 20u)) return done;
         std::byte* field = l4 + (h.udp ? 6 : 16);
         const std::uint32_t acc = pseudo_header_sum(h, len) + static_cast<std::uint16_t>(~get16(field));
         std::uint16_t c = static_cast<std::uint16_t>(~ones_sum(std::span<const std::byte>(l4, len), acc));
         if (h.udp && c == 0) c = 0xffff;  // UDP sends 0 as all ones (RFC 768)
         put16(field, c);
+        done.l4 = true;
     }
+    return done;
 }
 
 }  // namespace
@@ -156,8 +160,8 @@ hw::cqe_syndrome transport_engine::send_frame(const wq_object& sq, std::span<con
         if (const auto e = gather_into(sq.pd, sges); e != hw::cqe_syndrome{}) return e;
     }
     if (tx_frame_.size() < 14 || tx_frame_.size() > kMaxFrame) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
-    fill_checksums(tx_frame_, eth.cs_flags);
-    hooks_.transmit_frame(tx_frame_);
+    const wire::ip_checksums computed = fill_checksums(tx_frame_, eth.cs_flags);
+    hooks_.transmit_frame(tx_frame_, computed);
     return {};
 }
 

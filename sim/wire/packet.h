@@ -205,4 +205,12 @@ struct packet {
     bool grh_present = false;
 };
 
+// The IP checksums of a raw Ethernet frame that the sending device computed (checksum
+// offload), the frame unchanged since: its receiver in the same process takes them as
+// holding rather than summing the same bytes again (link::frame_crcs says which).
+struct ip_checksums {
+    bool l3 = false;  // the IPv4 header checksum
+    bool l4 = false;  // the UDP or TCP checksum
+};
+
 }  // namespace cxv::sim::wire

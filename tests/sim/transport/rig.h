@@ -202,8 +202,12 @@ public:
     }
 
     // --- transport_hooks ---
-    void transmit_frame(std::span<const std::byte> f) override { frames.emplace_back(f.begin(), f.end()); }
+    void transmit_frame(std::span<const std::byte> f, wire::ip_checksums c) override {
+        frames.emplace_back(f.begin(), f.end());
+        computed.push_back(c);
+    }
     std::vector<std::vector<std::byte>> frames;  // what SQs sent
+    std::vector<wire::ip_checksums> computed;     // ... and the checksums computed in each
     void transmit(wire::packet&& p) override {
         sent.push_back(p);
         wire.push_back(std::move(p));
