@@ -286,8 +286,7 @@ cmd_reply eth_commands::change_state(wq_object& q, std::uint32_t from, std::uint
     q.state = static_cast<wq_state>(to);
     if (q.state == wq_state::RST) {  // the ring starts over
         q.consumer = q.posted = q.stride = 0;
-        q.mpwqe.clear();
-        q.mpwqe_iovas.clear();
+        q.end_mpwqe();
     }
     ifc::set<ifc::sqc::state>(q.ctx.data(), to);
     return save(q);

@@ -52,11 +52,22 @@ struct wq_object : referenced {  // users (RQs): RQTs and TIRs that name it
     // Striding RQ: the scatter list of WQE `consumer`, read when the device began it (a
     // card fetches a multi-packet WQE once, not once per packet); empty: not read yet.
     std::vector<local_sge> mpwqe;
-    // ... and its buffer as IOVA ranges ({IOVA, length}), translated through its keys at
-    // the first packet and kept while the tables' generation (eth_tables) stays: only a
-    // command changes or destroys a key. Empty: not translated.
-    std::vector<std::array<std::uint64_t, 2>> mpwqe_iovas;
-    std::uint64_t mpwqe_generation = 0;
+    // ... and its buffer as IOVA ranges, translated through its keys at the first packet
+    // and kept while the tables' generation (eth_tables) stays: only a command changes or
+    // destroys a key. Each range's host address is kept too (iommu::translate; null when
+    // the range is not in one mapping), while the IOMMU's generation is
+    // `mpwqe_mmu_generation`. Empty: not translated.
+    struct buffer_range {
+        std::uint64_t iova = 0, len = 0;
+        std::byte* host = nullptr;
+    };
+    std::vector<buffer_range> mpwqe_iovas;
+    std::uint64_t mpwqe_generation = 0, mpwqe_mmu_generation = 0;
+    // The striding WQE is done with (or gone): the next packet reads the next one.
+    void end_mpwqe() noexcept {
+        mpwqe.clear();
+        mpwqe_iovas.clear();
+    }
     pages::slot icm{};
 };
 static_assert(hw::ifc::sqc::size_bytes == hw::ifc::rqc::size_bytes);

@@ -204,8 +204,7 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
             push_cqe(rq.cqn, f, false);
             rq.stride = 0;
             ++rq.consumer;
-            rq.mpwqe.clear();
-            rq.mpwqe_iovas.clear();
+            rq.end_mpwqe();
             return deliver_to_rq(rq, frame, h, hash, flow_tag);
         }
         if (scatter_mpwqe(rq, std::size_t{rq.stride} * stride_bytes, data) != hw::cqe_syndrome{}) {
@@ -219,8 +218,7 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
         if (rq.stride == nstrides) {
             rq.stride = 0;
             ++rq.consumer;
-            rq.mpwqe.clear();
-            rq.mpwqe_iovas.clear();
+            rq.end_mpwqe();
         }
     }
     c.byte_cnt = hw::be32::from(byte_cnt);
@@ -258,27 +256,38 @@ hw::cqe_syndrome transport_engine::scatter_mpwqe(wq_object& rq, std::size_t skip
                 rq.mpwqe_iovas.clear();
                 return scatter(rq.pd, rq.mpwqe, skip, data, 0);
             }
-            for (const iova_range& r : ranges) rq.mpwqe_iovas.push_back({r.iova, r.len});
+            for (const iova_range& r : ranges) rq.mpwqe_iovas.push_back({r.iova, r.len, nullptr});
         }
         rq.mpwqe_generation = t_.eth.generation;
+        rq.mpwqe_mmu_generation = ~std::uint64_t{0};
+    }
+    if (rq.mpwqe_mmu_generation != mmu_.generation()) {
+        rq.mpwqe_mmu_generation = mmu_.generation();
+        for (auto& r : rq.mpwqe_iovas) {
+            std::uint64_t generation = 0;
+            r.host = mmu_.translate(r.iova, r.len, true, generation);
+            if (generation != rq.mpwqe_mmu_generation) r.host = nullptr;
+        }
     }
     std::uint64_t capacity = 0;
-    for (const auto& [iova, len] : rq.mpwqe_iovas) capacity += len;
+    for (const auto& r : rq.mpwqe_iovas) capacity += r.len;
     if (capacity < skip + data.size()) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
     std::uint64_t pos = 0;  // where the range starts in the buffer
     std::size_t done = 0;
-    for (const auto& [iova, len] : rq.mpwqe_iovas) {
+    for (const auto& r : rq.mpwqe_iovas) {
         if (done == data.size()) break;
-        if (skip + done < pos + len) {
+        if (skip + done < pos + r.len) {
             const std::uint64_t from = skip + done - pos;
-            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(len - from, data.size() - done));
-            if (!mmu_.write(iova + from, data.data() + done, n)) {
+            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(r.len - from, data.size() - done));
+            const bool kept = r.host != nullptr &&
+                              mmu_.write_cached(rq.mpwqe_mmu_generation, r.host + from, data.data() + done, n);
+            if (!kept && !mmu_.write(r.iova + from, data.data() + done, n)) {
                 trace_.count(&counters::iommu_faults);
                 return hw::cqe_syndrome::LOCAL_PROT_ERR;
             }
             done += n;
         }
-        pos += len;
+        pos += r.len;
     }
     return hw::cqe_syndrome{};
 }
