@@ -121,7 +121,7 @@ private:
     // transport_hooks: packets to the port, events to the EQs, Q counter events to the
     // sets the firmware allocated.
     void transmit(wire::packet&& p) override { port_.transmit(std::move(p)); }
-    void transmit_frame(std::span<const std::byte> frame, wire::ip_checksums computed) override {
+    void transmit_frame(std::vector<std::byte>& frame, wire::ip_checksums computed) override {
         port_.transmit_frame(frame, computed);
     }
     void async_event(hw::event_type type, std::span<const std::byte> data) override {

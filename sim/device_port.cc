@@ -83,10 +83,11 @@ wire_frames raw_frame(std::span<const std::byte> f) noexcept {
 
 }  // namespace
 
-void device_port::transmit_frame(std::span<const std::byte> frame, wire::ip_checksums computed) {
+void device_port::transmit_frame(std::vector<std::byte>& frame, wire::ip_checksums computed) {
     const auto now = round_time_ != clock_type::time_point{} ? round_time_ : clock_type::now();
+    const wire_frames counted = raw_frame(frame);  // before the port takes the buffer
     const bool sent = active() && link_ != nullptr && link_->transmit_frame(frame, now, computed);
-    stats_.count_tx(raw_frame(frame), sent);
+    stats_.count_tx(counted, sent);
     trace_.count(sent ? &counters::frames_sent : &counters::frames_dropped);
 }
 

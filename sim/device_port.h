@@ -44,7 +44,7 @@ public:
     // A packet the engine sends: counted, and put on the wire when the port is ACTIVE.
     void transmit(wire::packet&& p);
     // An Ethernet frame an SQ built: counted, then to the wire (nothing unless ACTIVE).
-    void transmit_frame(std::span<const std::byte> frame, wire::ip_checksums computed);
+    void transmit_frame(std::vector<std::byte>& frame, wire::ip_checksums computed);
     // A raw frame from the wire that the pipeline took (`kept`) or dropped: counted.
     void count_frame_rx(std::span<const std::byte> frame, bool kept) noexcept;
     // A packet from the wire: counted, then the engine's (nothing unless ACTIVE).

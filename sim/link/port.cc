@@ -131,22 +131,19 @@ port::sent port::send_packet(wire::packet& p, clock_type::time_point now) {
 }
 
 // The link faults, then the wire.
-bool port::transmit_frame(std::span<const std::byte> frame, clock_type::time_point now, wire::ip_checksums computed) {
+bool port::transmit_frame(std::vector<std::byte>& frame, clock_type::time_point now, wire::ip_checksums computed) {
     if (!cable_ || cfg_.port != port_type::ETHERNET || frame.size() < wire::ethernet_header_bytes) return false;
-    if (frame.size() < wire::ethernet_min_frame_bytes) {
-        pad_.assign(frame.begin(), frame.end());
-        pad_.resize(wire::ethernet_min_frame_bytes, std::byte{0});
-        frame = std::span<const std::byte>(pad_.data(), pad_.size());
-    }
+    if (frame.size() < wire::ethernet_min_frame_bytes) frame.resize(wire::ethernet_min_frame_bytes, std::byte{0});
     // No ICRC to check: a receiver takes it as it is, and the checksums the device
     // computed as holding (a fault that may change a byte makes it `unverified`).
-    emit(frame, now, known_good_with(computed.l3, computed.l4));
+    emit(frame, now, known_good_with(computed.l3, computed.l4), &frame);
     return true;
 }
 
-void port::emit(std::span<const std::byte> frame, clock_type::time_point now, frame_crcs crcs) {
+void port::emit(std::span<const std::byte> frame, clock_type::time_point now, frame_crcs crcs,
+                std::vector<std::byte>* owned) {
     if (!faults_.any()) {
-        put_on_segment(frame, crcs);  // as encode wrote it
+        put_on_segment(frame, crcs, owned);  // as encode wrote it
         return;
     }
     if (coin_(rng_) < faults_.drop) {
@@ -187,11 +184,11 @@ void port::emit(std::span<const std::byte> frame, clock_type::time_point now, fr
     }
 }
 
-bool port::put_on_segment(std::span<const std::byte> frame, frame_crcs crcs) {
+bool port::put_on_segment(std::span<const std::byte> frame, frame_crcs crcs, std::vector<std::byte>* owned) {
     if (!cable_) return false;  // a pulled cable carries nothing
     if (pcap_) pcap_->write(frame);
     ++counters_.frames_sent;
-    if (!seg_->send(frame, crcs)) {
+    if (!(owned != nullptr ? seg_->send_owned(*owned, crcs) : seg_->send(frame, crcs))) {
         ++counters_.no_route;
         return false;
     }

@@ -76,7 +76,8 @@ public:
     // A whole Ethernet frame (an SQ's: its own addresses), padded to the minimum, through
     // the link faults and the pcap to the segment, with the checksums the device computed
     // in it. False when the cable is out or the port is no Ethernet port.
-    bool transmit_frame(std::span<const std::byte> frame, clock_type::time_point now, wire::ip_checksums computed = {});
+    // The segment may keep the frame's buffer (an in-process one does), leaving another.
+    bool transmit_frame(std::vector<std::byte>& frame, clock_type::time_point now, wire::ip_checksums computed = {});
     // Frames that arrived (and held frames that are due): each packet for the engine to
     // `deliver`. True when anything happened.
     // An Ethernet port's other frames -- no RoCE packet; ARP and neighbour discovery after
@@ -114,8 +115,10 @@ private:
     using gid = std::array<std::uint8_t, 16>;
 
     sent send_packet(wire::packet& p, clock_type::time_point now);
-    void emit(std::span<const std::byte> frame, clock_type::time_point now, frame_crcs crcs);
-    bool put_on_segment(std::span<const std::byte> frame, frame_crcs crcs);
+    // `owned`: the frame's buffer, which the segment may keep (null: it copies the frame).
+    void emit(std::span<const std::byte> frame, clock_type::time_point now, frame_crcs crcs,
+              std::vector<std::byte>* owned = nullptr);
+    bool put_on_segment(std::span<const std::byte> frame, frame_crcs crcs, std::vector<std::byte>* owned = nullptr);
     void solicit(const gid& target, clock_type::time_point now);
     void handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_type::time_point now,
                       const std::function<void(wire::packet&, std::size_t)>& deliver,
@@ -141,7 +144,6 @@ private:
     std::map<gid, std::array<std::uint8_t, 6>> neighbours_;
     std::map<gid, waiting> unresolved_;
     std::vector<std::byte> out_, in_;    // frame buffers, reused
-    std::vector<std::byte> pad_;         // a short SQ frame padded to the minimum
     std::string down_file_;              // directory segments: the cable-pull file
     clock_type::time_point next_cable_check_{};
     bool cable_ = true;

@@ -78,6 +78,18 @@ public:
         q_.push_back({std::move(b), crcs});
         count_.store(q_.size(), std::memory_order_release);
     }
+    // The same with the frame's own buffer, which the queue keeps; `f` gets a spare.
+    void push_owned(std::vector<std::byte>& f, frame_crcs crcs) {
+        std::lock_guard lock(mu_);
+        std::vector<std::byte> b;
+        if (!spare_.empty()) {
+            b = std::move(spare_.back());
+            spare_.pop_back();
+        }
+        b.swap(f);
+        q_.push_back({std::move(b), crcs});
+        count_.store(q_.size(), std::memory_order_release);
+    }
     // The next frame into `out`, whose old buffer is kept for a later push. Only the
     // station's own port pops, one thread at a time (its device's round): it takes every
     // frame waiting under one hold of the lock and hands them out from there without it
@@ -180,13 +192,37 @@ public:
     ~in_process_port() override { segment_->detach(self_, q_.get()); }
 
     bool send(std::span<const std::byte> frame, frame_crcs crcs) override {
+        const routed r = route(frame, crcs);
+        if (r.to == nullptr) return r.flooded;
+        r.to->push(frame, crcs);
+        return true;
+    }
+    bool send_owned(std::vector<std::byte>& frame, frame_crcs crcs) override {
+        const routed r = route(frame, crcs);
+        if (r.to == nullptr) return r.flooded;
+        r.to->push_owned(frame, crcs);
+        return true;
+    }
+    bool receive(std::vector<std::byte>& frame, frame_crcs& crcs, std::chrono::steady_clock::time_point) override {
+        return q_->pop(frame, crcs);
+    }
+    bool in_process() const noexcept override { return true; }
+
+private:
+    // Where a frame goes: the queue of its one receiver (`to`; null: none), or for a group
+    // address every other station's, pushed already (`flooded`: some station took it).
+    struct routed {
+        queue* to = nullptr;
+        bool flooded = false;
+    };
+    routed route(std::span<const std::byte> frame, frame_crcs crcs) {
         segment::key to;
         if (ethernet_) {
-            if (ethernet_group(frame)) return segment_->flood(true, q_.get(), frame, crcs);
+            if (ethernet_group(frame)) return {nullptr, segment_->flood(true, q_.get(), frame, crcs)};
             to = {true, mac_key(frame)};
         } else {
             const std::uint16_t dlid = dlid_of(frame);
-            if (dlid >= kFirstMulticastLid) return segment_->flood(false, q_.get(), frame, crcs);
+            if (dlid >= kFirstMulticastLid) return {nullptr, segment_->flood(false, q_.get(), frame, crcs)};
             to = {false, dlid};
         }
         // The last destination's queue is kept while no station attaches or detaches.
@@ -196,14 +232,8 @@ public:
             last_key_ = to;
             last_gen_ = gen;
         }
-        if (!last_) return false;
-        last_->push(frame, crcs);
-        return true;
+        return {last_.get(), false};
     }
-    bool receive(std::vector<std::byte>& frame, frame_crcs& crcs, std::chrono::steady_clock::time_point) override {
-        return q_->pop(frame, crcs);
-    }
-    bool in_process() const noexcept override { return true; }
 
 private:
     std::shared_ptr<segment> segment_;

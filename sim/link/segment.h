@@ -76,6 +76,10 @@ public:
     // queue is full waits in the sender's backlog (flush) as in a switch's buffer, and
     // is lost only when that is full too.
     virtual bool send(std::span<const std::byte> frame, frame_crcs crcs) = 0;
+    // The same, for a frame whose buffer the segment may keep, leaving another in its
+    // place (of any size and contents): an in-process segment hands it to the receiver
+    // without a copy.
+    virtual bool send_owned(std::vector<std::byte>& frame, frame_crcs crcs) { return send(frame, crcs); }
     // The next frame that arrived for this station, into `frame` (its capacity is
     // reused), and what its sender vouched for; false when none is waiting. `now`: the
     // model round's time.

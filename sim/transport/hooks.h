@@ -22,8 +22,9 @@ public:
     // adds the link's framing.
     virtual void transmit(wire::packet&& p) = 0;
     // An Ethernet frame an SQ built, as it goes on the wire (the port pads it), with the
-    // checksums the device computed in it.
-    virtual void transmit_frame(std::span<const std::byte> frame, wire::ip_checksums computed) = 0;
+    // checksums the device computed in it. The port may keep the frame's buffer and leave
+    // another in its place, of any size and contents.
+    virtual void transmit_frame(std::vector<std::byte>& frame, wire::ip_checksums computed) = 0;
     // An event (PRM "Events": affiliated QP and SRQ events, CQ errors) with its data, to
     // every EQ that subscribed to its type.
     virtual void async_event(hw::event_type type, std::span<const std::byte> data) = 0;

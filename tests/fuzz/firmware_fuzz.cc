@@ -86,7 +86,7 @@ struct rig : sim::transport_hooks {
     void count(const sim::qp_object& qp, std::uint32_t sim::q_counter_values::*what) override { q_counts.count(qp, what); }
     void count_req_error(const sim::qp_object& qp, hw::cqe_syndrome why) override { q_counts.req_error(qp, why); }
     std::uint64_t timestamp() override { return 0; }
-    void transmit_frame(std::span<const std::byte>, sim::wire::ip_checksums) override {}
+    void transmit_frame(std::vector<std::byte>&, sim::wire::ip_checksums) override {}
     void count_resp_error(const sim::qp_object& qp, hw::cqe_syndrome why, bool cqe) override {
         q_counts.resp_error(qp, why, cqe);
     }

@@ -202,7 +202,7 @@ public:
     }
 
     // --- transport_hooks ---
-    void transmit_frame(std::span<const std::byte> f, wire::ip_checksums c) override {
+    void transmit_frame(std::vector<std::byte>& f, wire::ip_checksums c) override {
         frames.emplace_back(f.begin(), f.end());
         computed.push_back(c);
     }
