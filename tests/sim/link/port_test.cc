@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -280,6 +281,70 @@ TEST_CASE("CRCs left out in-process are computed for a capture on the receiving 
         CHECK(s == wire::decode_status::ok);
         CHECK(q.bth.psn == 5);
         std::filesystem::remove(path);
+    }
+}
+
+// A raw frame to b's MAC (a UDP/IPv4 header's worth of bytes after the Ethernet header).
+std::vector<std::byte> raw_to_b(std::size_t bytes, std::uint8_t fill) {
+    std::vector<std::byte> f(bytes, std::byte{fill});
+    const std::uint8_t head[] = {0x02, 0xc5, 0, 0, 0, 2, 0x02, 0xc5, 0, 0, 0, 1, 0x08, 0x00};
+    std::memcpy(f.data(), head, sizeof head);
+    return f;
+}
+
+struct raw_got {
+    std::vector<std::byte> frame;
+    wire::ip_checksums known;
+};
+
+std::vector<raw_got> take_raw(port& p) {
+    std::vector<raw_got> got;
+    const auto end = clock_type::now() + std::chrono::seconds(1);
+    while (got.empty() && clock_type::now() < end) {
+        p.poll(
+            clock_type::now(), [](wire::packet&, std::size_t) {},
+            [&](std::span<const std::byte> f, wire::ip_checksums known) { got.push_back({{f.begin(), f.end()}, known}); });
+    }
+    return got;
+}
+
+TEST_CASE("a raw frame's computed checksums travel with it in the process, and a fault makes it unverified") {
+    SUBCASE("intact: the checksums its sender computed, no more") {
+        pair x("port-test-raw-vouch");
+        for (const wire::ip_checksums c : {wire::ip_checksums{true, true}, wire::ip_checksums{false, true},
+                                           wire::ip_checksums{true, false}, wire::ip_checksums{}}) {
+            std::vector<std::byte> f = raw_to_b(100, 0x42);
+            const std::vector<std::byte> sent = f;
+            REQUIRE(x.a->transmit_frame(f, clock_type::now(), c));
+            const auto got = take_raw(*x.b);
+            REQUIRE(got.size() == 1);
+            CHECK(got[0].frame == sent);
+            CHECK(got[0].known.l3 == c.l3);
+            CHECK(got[0].known.l4 == c.l4);
+        }
+    }
+    SUBCASE("a short frame is padded in place, with zeros") {
+        pair x("port-test-raw-pad");
+        std::vector<std::byte> f = raw_to_b(20, 0x42);
+        REQUIRE(x.a->transmit_frame(f, clock_type::now(), {true, true}));
+        const auto got = take_raw(*x.b);
+        REQUIRE(got.size() == 1);
+        REQUIRE(got[0].frame.size() == 60);
+        CHECK(got[0].frame[19] == std::byte{0x42});
+        CHECK(got[0].frame[20] == std::byte{0});
+        CHECK(got[0].frame[59] == std::byte{0});
+    }
+    SUBCASE("a link that may change a byte: its receiver checks them all") {
+        device_config::link_faults faults;
+        faults.corrupt = 1.0;
+        pair x("port-test-raw-corrupt", port_type::ETHERNET, faults);
+        std::vector<std::byte> f = raw_to_b(100, 0x42);
+        REQUIRE(x.a->transmit_frame(f, clock_type::now(), {true, true}));
+        const auto got = take_raw(*x.b);
+        REQUIRE(got.size() == 1);
+        CHECK(x.a->counters().fault_corrupted == 1);
+        CHECK_FALSE(got[0].known.l3);
+        CHECK_FALSE(got[0].known.l4);
     }
 }
 

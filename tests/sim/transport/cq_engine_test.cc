@@ -161,5 +161,42 @@ TEST_CASE("in a batch, the end of a packet batch writes its CQEs, and an event f
     r.engine->end_cq_batch();
 }
 
+TEST_CASE("the ring's kept translation never outlives the IOMMU mapping: an UNMAP or a read-only map takes effect at once") {
+    batch_rig r(3);
+    std::byte* const ring = r.host(r.t.cqs.at(kCq).pas[0]);
+    r.nop();  // the first CQE translates the ring and keeps it
+    CHECK(r.written(0));
+    REQUIRE(r.t.cqs.at(kCq).ring_host == ring);
+    const std::size_t faults = r.mmu.fault_count();
+    // The same memory mapped again read-only: the next CQE must not land through the
+    // kept host address.
+    REQUIRE(r.mmu.unmap(engine_rig::kIova, engine_rig::kMem).has_value());
+    REQUIRE(r.mmu.map(engine_rig::kIova, r.host(engine_rig::kIova), engine_rig::kMem, true, false) == map_error::none);
+    r.nop();
+    CHECK(r.t.cqs.at(kCq).producer == 2);  // the ring moves on, as after a card's lost DMA write
+    CHECK_FALSE(r.written(1));
+    CHECK(r.mmu.fault_count() > faults);
+    CHECK(r.t.cqs.at(kCq).ring_host == nullptr);  // nothing kept for a ring it cannot write
+    // Writable again: the CQEs land again.
+    REQUIRE(r.mmu.unmap(engine_rig::kIova, engine_rig::kMem).has_value());
+    REQUIRE(r.mmu.map(engine_rig::kIova, r.host(engine_rig::kIova), engine_rig::kMem, true, true) == map_error::none);
+    r.nop();
+    CHECK(r.written(2));
+    CHECK(r.cqe(kCq, 2).wqe_counter.value() == 2);
+    CHECK(r.t.cqs.at(kCq).ring_host == ring);
+}
+
+TEST_CASE("a fault injected on the ring is taken by the kept translation's write too") {
+    batch_rig r(3);
+    r.nop();
+    REQUIRE(r.t.cqs.at(kCq).ring_host != nullptr);
+    const std::uint64_t slot1 = r.t.cqs.at(kCq).pas[0] + 64;
+    r.mmu.inject_fault(slot1, 64);
+    r.nop();
+    CHECK_FALSE(r.written(1));
+    r.nop();
+    CHECK(r.written(2));
+}
+
 }  // namespace
 }  // namespace cxv::sim::testing

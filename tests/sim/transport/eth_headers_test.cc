@@ -2,6 +2,7 @@
 // it stands for: the one's complement sum of RFC 1071, added 16 bits at a time in
 // network order, here written the slow way.
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <span>
 #include <vector>
@@ -61,4 +62,44 @@ TEST_CASE("ones_sum of a header holding its own checksum folds to 0xffff") {
     std::vector<std::byte> zeroed(bytes.begin(), bytes.end());
     zeroed[10] = zeroed[11] = std::byte{0};
     CHECK(static_cast<std::uint16_t>(~ones_sum(zeroed)) == 0xb861);
+}
+
+TEST_CASE("checksums its sender computed are taken as holding; every other condition still applies") {
+    // A 64-byte IPv4/UDP frame, 169.254.0.1 -> 169.254.0.2, 22 bytes of payload; its
+    // checksum fields hold 0x1234 and 0x5678, neither of them right.
+    std::vector<std::byte> f(64, std::byte{0});
+    const std::uint8_t head[] = {0x02, 0xc5, 0, 0, 0, 2, 0x02, 0xc5, 0, 0, 0, 1, 0x08, 0x00,  // Ethernet
+                                 0x45, 0, 0, 50, 0, 0, 0x40, 0, 64, 17, 0x12, 0x34,            // IPv4
+                                 169, 254, 0, 1, 169, 254, 0, 2,
+                                 0x30, 0x39, 0x7a, 0x69, 0, 30, 0x56, 0x78};                  // UDP
+    std::memcpy(f.data(), head, sizeof head);
+    eth_headers h;
+    REQUIRE(parse_eth(f, h));
+    CHECK(h.udp);
+    CHECK_FALSE(h.l3_ok);
+    CHECK_FALSE(h.l4_ok);
+    REQUIRE(parse_eth(f, h, true, {.l3 = true, .l4 = true}));
+    CHECK(h.l3_ok);
+    CHECK(h.l4_ok);
+    REQUIRE(parse_eth(f, h, true, {.l3 = false, .l4 = true}));
+    CHECK_FALSE(h.l3_ok);
+    CHECK(h.l4_ok);
+    // A sender that fills nothing (checksums false) reads none of them, known or not.
+    REQUIRE(parse_eth(f, h, false, {.l3 = true, .l4 = true}));
+    CHECK_FALSE(h.l3_ok);
+    CHECK_FALSE(h.l4_ok);
+    // A UDP length past the IP payload: the L4 checksum is not good, whatever was computed.
+    f[38] = std::byte{0};
+    f[39] = std::byte{31};
+    REQUIRE(parse_eth(f, h, true, {.l3 = true, .l4 = true}));
+    CHECK(h.udp);
+    CHECK(h.l3_ok);
+    CHECK_FALSE(h.l4_ok);
+    // A fragment carries no L4 checksum to hold.
+    f[38] = std::byte{0};
+    f[39] = std::byte{30};
+    f[20] = std::byte{0x20};  // MF
+    REQUIRE(parse_eth(f, h, true, {.l3 = true, .l4 = true}));
+    CHECK(h.fragment);
+    CHECK_FALSE(h.l4_ok);
 }

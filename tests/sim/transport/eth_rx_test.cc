@@ -395,6 +395,29 @@ TEST_CASE("striding RQ: the device reads a WQE once, at its first packet, and it
     CHECK(*r.host(w0 + 6 * 64) == f[0]);
 }
 
+TEST_CASE("striding RQ: the buffer's kept host address never outlives the IOMMU mapping") {
+    rx_rig r;
+    udp_port_to_rq(r, 8000, true);
+    const std::uint64_t w0 = r.post(0x200, 512 * 64);
+    const auto f = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 1, 8000, 100);  // 3 strides
+    REQUIRE(r.engine->receive_frame(f));
+    CHECK(r.next_cqe().wqe_counter.value() == 0);
+    // The same memory mapped again read-only: the packet must not land through the kept
+    // address (a card's write faults in the IOMMU), and the packet is dropped.
+    const std::size_t faults = r.mmu.fault_count();
+    REQUIRE(r.mmu.unmap(rx_rig::kIova, rx_rig::kMem).has_value());
+    REQUIRE(r.mmu.map(rx_rig::kIova, r.host(rx_rig::kIova), rx_rig::kMem, true, false) == map_error::none);
+    CHECK_FALSE(r.engine->receive_frame(f));
+    CHECK(*r.host(w0 + 3 * 64) == std::byte{0});
+    CHECK(r.mmu.fault_count() > faults);
+    // Writable again: the next packet lands where the dropped one would have.
+    REQUIRE(r.mmu.unmap(rx_rig::kIova, rx_rig::kMem).has_value());
+    REQUIRE(r.mmu.map(rx_rig::kIova, r.host(rx_rig::kIova), rx_rig::kMem, true, true) == map_error::none);
+    REQUIRE(r.engine->receive_frame(f));
+    CHECK(r.next_cqe().wqe_counter.value() == 3);
+    CHECK(*r.host(w0 + 3 * 64) == f[0]);
+}
+
 // Debian's perftest sends IPv6 frames whose payload length is not theirs (raw_ethernet_bw
 // --raw_ipv6 sets 64947 in a 1,514-byte frame), which cards steer by their headers: the
 // model reads headers where they are, and reports the checksums not good.
