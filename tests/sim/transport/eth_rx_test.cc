@@ -361,14 +361,24 @@ TEST_CASE("striding RQ: packets fill strides one after the other; one that does 
     CHECK(*r.host(w1) == big[0]);
 }
 
-TEST_CASE("striding RQ: the device reads a WQE once, at its first packet, and its key again after any command") {
+// A striding RQ for UDP port 8000, one WQE of 512 64-byte strides posted (its buffer at
+// `w0`), and a frame of three strides (`f`) already in its first strides.
+struct striding_started {
     rx_rig r;
-    udp_port_to_rq(r, 8000, true);
-    const std::uint64_t w0 = r.post(0x200, 512 * 64);
-    const auto f = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 1, 8000, 100);  // 3 strides
-    REQUIRE(r.engine->receive_frame(f));
-    CHECK(r.next_cqe().wqe_counter.value() == 0);
-    CHECK(*r.host(w0) == f[0]);
+    std::uint64_t w0 = 0;
+    std::vector<std::byte> f = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 1, 8000, 100);
+    striding_started() {
+        udp_port_to_rq(r, 8000, true);
+        w0 = r.post(0x200, 512 * 64);
+        REQUIRE(r.engine->receive_frame(f));
+        CHECK(r.next_cqe().wqe_counter.value() == 0);
+        CHECK(*r.host(w0) == f[0]);
+    }
+};
+
+TEST_CASE("striding RQ: the device reads a WQE once, at its first packet, and its key again after any command") {
+    striding_started s;
+    auto& [r, w0, f] = s;
     // The driver rewrites the WQE the device has begun: a card, having fetched it, goes on
     // into the buffer it read.
     const std::uint64_t elsewhere = r.alloc(512 * 64);
@@ -396,23 +406,17 @@ TEST_CASE("striding RQ: the device reads a WQE once, at its first packet, and it
 }
 
 TEST_CASE("striding RQ: the buffer's kept host address never outlives the IOMMU mapping") {
-    rx_rig r;
-    udp_port_to_rq(r, 8000, true);
-    const std::uint64_t w0 = r.post(0x200, 512 * 64);
-    const auto f = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 1, 8000, 100);  // 3 strides
-    REQUIRE(r.engine->receive_frame(f));
-    CHECK(r.next_cqe().wqe_counter.value() == 0);
+    striding_started s;
+    auto& [r, w0, f] = s;
     // The same memory mapped again read-only: the packet must not land through the kept
     // address (a card's write faults in the IOMMU), and the packet is dropped.
     const std::size_t faults = r.mmu.fault_count();
-    REQUIRE(r.mmu.unmap(rx_rig::kIova, rx_rig::kMem).has_value());
-    REQUIRE(r.mmu.map(rx_rig::kIova, r.host(rx_rig::kIova), rx_rig::kMem, true, false) == map_error::none);
+    r.remap(false);
     CHECK_FALSE(r.engine->receive_frame(f));
     CHECK(*r.host(w0 + 3 * 64) == std::byte{0});
     CHECK(r.mmu.fault_count() > faults);
     // Writable again: the next packet lands where the dropped one would have.
-    REQUIRE(r.mmu.unmap(rx_rig::kIova, rx_rig::kMem).has_value());
-    REQUIRE(r.mmu.map(rx_rig::kIova, r.host(rx_rig::kIova), rx_rig::kMem, true, true) == map_error::none);
+    r.remap(true);
     REQUIRE(r.engine->receive_frame(f));
     CHECK(r.next_cqe().wqe_counter.value() == 3);
     CHECK(*r.host(w0 + 3 * 64) == f[0]);

@@ -68,6 +68,12 @@ public:
         return at;
     }
     std::byte* host(std::uint64_t iova) { return mem_ + (iova - kIova); }
+    // All of host memory mapped again, readable and writable or read-only, as a driver's
+    // UNMAP_DMA and MAP_DMA would leave it.
+    void remap(bool writable) {
+        REQUIRE(mmu.unmap(kIova, kMem).has_value());
+        REQUIRE(mmu.map(kIova, mem_, kMem, true, writable) == map_error::none);
+    }
     template <typename T>
     void put(std::uint64_t iova, const T& v) { std::memcpy(host(iova), &v, sizeof(T)); }
     template <typename T>
