@@ -502,24 +502,15 @@ int run(int argc, char** argv) {
             b = open_function(o.devices[1], o.ib_port);
             if (!b) return fail(b.error().message);
         }
-        auto [server_channel, client_channel] = channel::pair();
-        std::unique_ptr<link> server_end = std::make_unique<channel>(std::move(server_channel));
-        std::unique_ptr<link> client_end = std::make_unique<channel>(std::move(client_channel));
-        std::string server_error;
-        std::thread server([&, fn = a.value()] {
-            // Every failure reaches the client (the channel stays open: it would wait for
-            // its barrier's time out); a second sync_error after one run_side sent is unread.
-            if (auto r = run_side(o, fn, server_end, true, true, hz); !r) {
-                server_error = r.error().message;
-                (void)send_sync(*server_end, sync_error, 0, false, r.error().message);
-            }
+        const auto r = run_both_sides(a.value(), b.value(), [&](std::shared_ptr<function> fn, channel& ch, bool server) {
+            std::unique_ptr<link> end = std::make_unique<channel>(std::move(ch));
+            auto done = run_side(o, std::move(fn), end, server, server, hz);
+            // Every failure reaches the peer (the channel stays open: it would wait for its
+            // barrier's time out); a second sync_error after one run_side sent is unread.
+            if (!done) (void)send_sync(*end, sync_error, 0, false, done.error().message);
+            return done;
         });
-        auto r = run_side(o, b.value(), client_end, false, false, hz);
-        if (!r) (void)send_sync(*client_end, sync_error, 0, false, r.error().message);
-        server.join();
-        if (!r) return fail(r.error().message);
-        if (!server_error.empty()) return fail("the server side: " + server_error);
-        return 0;
+        return r ? 0 : fail(r.error().message);
     }
     const bool server = o.server.empty();
     // Listening before the device opens: a client started at the same time finds us (-R:

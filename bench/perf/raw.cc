@@ -687,16 +687,10 @@ int run_raw(int argc, char** argv) {
         if (!a) return fail(a.error().message);
         auto b = open_function(o.devices[1], 1);
         if (!b) return fail(b.error().message);
-        auto [server_end, client_end] = channel::pair();
-        std::string server_error;
-        std::thread server([&, fn = a.value()] {
-            if (auto r = run_raw_side(o, fn, server_end, true, true, hz); !r) server_error = r.error().message;
+        const auto r = run_both_sides(a.value(), b.value(), [&](std::shared_ptr<function> fn, channel& end, bool server) {
+            return run_raw_side(o, std::move(fn), end, server, server, hz);
         });
-        auto r = run_raw_side(o, b.value(), client_end, false, false, hz);
-        server.join();
-        if (!r) return fail(r.error().message);
-        if (!server_error.empty()) return fail("the server side: " + server_error);
-        return 0;
+        return r ? 0 : fail(r.error().message);
     }
     const bool server = o.server.empty();
     std::optional<listener> l;

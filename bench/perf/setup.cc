@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "api/cxv_verbs.h"
 #include "driver/hca/hca.h"
@@ -262,6 +263,19 @@ int post_receive(side& s, unsigned q, std::size_t slot) {
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
     return s.qps[q]->post_recv(&wr, &bad);
+}
+
+status run_both_sides(std::shared_ptr<function> server_fn, std::shared_ptr<function> client_fn, const side_runner& side) {
+    auto [server_end, client_end] = channel::pair();
+    std::string server_error;
+    std::thread server([&] {
+        if (auto r = side(server_fn, server_end, true); !r) server_error = r.error().message;
+    });
+    auto r = side(client_fn, client_end, false);
+    server.join();
+    if (!r) return r;
+    if (!server_error.empty()) return error{EIO, "the server side: " + server_error};
+    return ok_status();
 }
 
 }  // namespace cxv::perf

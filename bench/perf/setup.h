@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,12 @@ struct function {
 // the verbs-compatible C API (cxv_open_device), as librdmacm's contexts open it: VFIO
 // lets one process hold the function, and the C API shares it among a process's contexts.
 result<std::shared_ptr<function>> open_function(const std::string& bdf, unsigned ib_port);
+
+// --loopback: both sides of a test in this process, joined by a channel pair; `side(fn,
+// end, server)` runs one, the server's on a thread of its own. The client's error, else
+// the server's ("the server side: ..."), else none.
+using side_runner = std::function<status(std::shared_ptr<function> fn, channel& end, bool server)>;
+status run_both_sides(std::shared_ptr<function> server_fn, std::shared_ptr<function> client_fn, const side_runner& side);
 
 // Whether this process runs on cxv-sim's model (what `cxv-sim run` presents: its preload
 // library in the process), not on a card.
