@@ -196,11 +196,15 @@ void cq_engine::keep_ring(cq_object& cq, const cq_geometry& g) {
     const umem_object* umem = t_.umem(cq.umem_id);
     const auto first = cqe_iova(cq, umem, 0);
     if (!first) return;
-    // Every page's first CQE where a consecutive ring would have it.
+    // A CQE every 4 KiB of the ring and the last one where a consecutive ring would have
+    // them: every page of the ring (4 KiB or more, the last one perhaps cut short by the
+    // ring's offset in the first) holds one of them.
+    const std::uint32_t size = 1u << g.log_cq_size;
     const std::uint32_t per_page = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, 4096 / g.cqe));
-    for (std::uint32_t i = per_page; i < (1u << g.log_cq_size); i += per_page) {
-        const auto at = cqe_iova(cq, umem, i);
-        if (!at || *at != *first + std::uint64_t{i} * g.cqe) return;
+    for (std::uint32_t i = per_page; i < size + per_page; i += per_page) {
+        const std::uint32_t at_index = std::min(i, size - 1);
+        const auto at = cqe_iova(cq, umem, at_index);
+        if (!at || *at != *first + std::uint64_t{at_index} * g.cqe) return;
     }
     std::uint64_t generation = 0;
     std::byte* host = mmu_.translate(*first, g.bytes(), true, generation);

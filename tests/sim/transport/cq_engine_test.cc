@@ -184,6 +184,24 @@ TEST_CASE("the ring's kept translation never outlives the IOMMU mapping: an UNMA
     CHECK(r.t.cqs.at(kCq).ring_host == ring);
 }
 
+TEST_CASE("a ring whose pages are not consecutive is not kept as one: its last CQE lands in its own page") {
+    cq_rig r(6);  // 64 CQEs: 4 KiB
+    cq_object& cq = r.t.cqs.at(kCq);
+    // The ring from 64 bytes into its first page (page_offset 1 of 64), so that its last
+    // CQE is in a second page, which lies elsewhere.
+    const std::uint64_t second = r.alloc(4096);
+    REQUIRE(second != cq.pas[0] + 4096);
+    hw::ifc::set<hw::ifc::cqc::page_offset>(cq.cqc.data(), 1);
+    cq.pas = {cq.pas[0], second};
+    ++r.t.eth.generation;  // as the command that made it so
+    for (std::uint32_t i = 0; i < 64; ++i) r.nop();
+    CHECK(cq.producer == 64);
+    CHECK(r.get<hw::cqe64>(cq.pas[0] + 64 + 62 * 64).wqe_counter.value() == 62);
+    const hw::cqe64 last = r.get<hw::cqe64>(second);
+    CHECK(last.wqe_counter.value() == 63);
+    CHECK(hw::cqe_get_opcode(last.op_own) == hw::cqe_opcode::REQ);
+}
+
 TEST_CASE("a fault injected on the ring is taken by the kept translation's write too") {
     batch_rig r(3);
     r.nop();
