@@ -176,7 +176,10 @@ void server::run() {
         for (auto& p : peers_) {
             if (p->leaving && !p->leaving->done && !p->busy) pump(*p);
         }
+        const std::size_t before = peers_.size();
         std::erase_if(peers_, [](const auto& p) { return p->gone && !p->busy && (!p->leaving || p->leaving->done); });
+        if (peers_.size() != before) ++released_;
+        retry_parked();
         for (std::size_t d = 0; d < devices_.size(); ++d) {
             if (devices_[d]->hand_over_due) hand_over(d);
         }
@@ -406,6 +409,10 @@ void server::handle(peer& p, request& r, std::chrono::steady_clock::time_point s
         m.op = std::string(hw::name(static_cast<cmd_opcode>(code)));
         if (m.op.empty()) m.op = fmt::format("0x{:04x}", code);
     }
+    dispatch(p, m, r);
+}
+
+void server::dispatch(peer& p, const request_meta& m, request& r) {
     switch (r.type) {
     case msg_type::hello: {
         hello_reply h;

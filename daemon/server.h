@@ -131,6 +131,17 @@ private:
     void record(const peer& p, const std::string& op, bool refused, std::chrono::nanoseconds took);
     void record_books(const peer& p);
     void handle(peer& p, request& r, std::chrono::steady_clock::time_point parsed);
+    // The request's handler by its type: from handle(), or for a parked request again.
+    void dispatch(peer& p, const request_meta& m, request& r);
+    // A request refused for a quota (EDQUOT) while departed clients of its trust domain
+    // are still being torn down: what they hold counts until it is released, so the
+    // request is parked (its peer busy, not read from) and handled again after each of
+    // their teardown slices (retry_parked): answered once it fits, refused once there is
+    // nothing left to wait for. So a client that reconnects at once is not refused for
+    // what its previous connection still held, and no quota is passed meanwhile. False
+    // (refuse it now): another error, nothing to wait for, or the daemon stopping.
+    bool wait_for_release(peer& p, const request_meta& m, request r, const error& e);
+    void retry_parked();
 
     // The request handlers (server_requests.cc). Each checks what it can here, then
     // either concludes at once (a refusal) or posts a job whose `done` concludes.
@@ -237,6 +248,9 @@ private:
     // meanwhile; when the daemon stops, slices run inline.
     bool quiescing_ = false, inline_ = false;
     std::uint64_t commands_ = 0, refused_ = 0, served_ = 0;
+    // Teardown slices done and departed clients gone: a parked request goes again when
+    // this has moved since it was parked.
+    std::uint64_t released_ = 0;
     // The same counts per allowed uid: what STATUS shows a client that is not the operator
     // (another tenant's activity is not its business). One entry per allowed uid that
     // has connected: the allow-list bounds them, not the clients.

@@ -5,6 +5,7 @@
 // command's MTT -- runs as a job on a lane (daemon/jobs.h), whose `done` books the
 // outcome and replies. A peer with a job in flight is not read from, so its books change
 // only in that `done` while the job may read them.
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -68,6 +69,35 @@ void server::post(peer& p, job_lanes::lane l, std::function<void()> work, std::f
     jobs_->post(l, std::move(work), std::move(done), p.domain);
 }
 
+bool server::wait_for_release(peer& p, const request_meta& m, request r, const error& e) {
+    if (e.code != EDQUOT || inline_ || p.gone) return false;
+    const bool held = std::any_of(peers_.begin(), peers_.end(), [&](const auto& q) {
+        return q->gone && !q->refused && q->leaving && !q->leaving->done && q->domain == p.domain;
+    });
+    if (!held) return false;
+    peer::parked_request w{m, std::move(r), {}, released_};
+    if (w.r.fd >= 0) {  // the message's fd is closed once serve() is done with it
+        w.fd = unique_fd(::fcntl(w.r.fd, F_DUPFD_CLOEXEC, 0));
+        if (!w.fd) return false;
+        w.r.fd = w.fd.get();
+    }
+    p.parked = std::move(w);
+    p.busy = true;
+    p.pending = {};
+    return true;
+}
+
+void server::retry_parked() {
+    for (auto& q : peers_) {
+        peer& p = *q;
+        if (!p.parked || p.parked->released == released_) continue;
+        auto w = std::move(*p.parked);  // (its fd open until the handler is done with it)
+        p.parked.reset();
+        p.busy = false;
+        dispatch(p, w.m, w.r);
+    }
+}
+
 void server::conclude(peer& p, const request_meta& m, result<answer> a) {
     p.busy = false;
     p.pending = {};
@@ -89,20 +119,23 @@ void server::conclude(peer& p, const request_meta& m, result<answer> a) {
 void server::on_map(peer& p, const request_meta& m, const request& r) {
     auto d = device_for(p, r.map.device);
     if (!d) return conclude(p, m, d.error());
+    // Over a quota: refused, or parked while departed clients of the domain still hold
+    // part of it (wait_for_release).
+    auto over = [&](error e) {
+        if (!wait_for_release(p, m, r, e)) conclude(p, m, std::move(e));
+    };
     if (const std::size_t n = mappings_by_domain(p.domain); n >= opts_.limits.mappings) {
-        return conclude(p, m,
-                        error{EDQUOT, fmt::format("MAP_MEMORY: {} has {} mappings over all its connections and "
-                                                  "functions, its quota (--quota-mappings {}): unmap some, or map "
-                                                  "fewer, larger buffers",
-                                                  p.domain, n, opts_.limits.mappings)});
+        return over(error{EDQUOT, fmt::format("MAP_MEMORY: {} has {} mappings over all its connections and "
+                                              "functions, its quota (--quota-mappings {}): unmap some, or map "
+                                              "fewer, larger buffers",
+                                              p.domain, n, opts_.limits.mappings)});
     }
     const std::uint64_t total = pinned_by_domain(p.domain);
     if (total + r.map.length > opts_.limits.pinned_bytes) {
-        return conclude(p, m,
-                        error{EDQUOT, fmt::format("MAP_MEMORY: {} more bytes would pin {} (the quota of {}, over "
-                                                  "all its connections, is {})",
-                                                  r.map.length, total + r.map.length, p.domain,
-                                                  opts_.limits.pinned_bytes)});
+        return over(error{EDQUOT, fmt::format("MAP_MEMORY: {} more bytes would pin {} (the quota of {}, over all its "
+                                              "connections, is {})",
+                                              r.map.length, total + r.map.length, p.domain,
+                                              opts_.limits.pinned_bytes)});
     }
     // The file must not shrink under the mapping (memfd_create(2), F_SEAL_SHRINK): a
     // truncated page would fault in the daemon, and in the model's IOMMU walk. The seal
@@ -173,9 +206,10 @@ void server::on_alloc_uar(peer& p, const request_meta& m, const request& r) {
     if (!d) return conclude(p, m, d.error());
     const owned& o = p.dev[*d];
     if (o.uars.size() >= room(p, *d).uars) {
-        return conclude(p, m, error{EDQUOT, fmt::format("ALLOC_UAR: the quota of {} UARs is reached (it counts every "
-                                                        "connection of {})",
-                                                        opts_.limits.uars, p.domain)});
+        error e{EDQUOT, fmt::format("ALLOC_UAR: the quota of {} UARs is reached (it counts every connection of {})",
+                                    opts_.limits.uars, p.domain)};
+        if (!wait_for_release(p, m, r, e)) conclude(p, m, std::move(e));
+        return;
     }
     struct job {
         driver::hca* hca = nullptr;
@@ -315,12 +349,20 @@ void server::on_command(peer& p, const request_meta& m, request& r) {
              if (auto f = sealed_memfd(shown)) j->made = std::move(f).value();
              else j->out = f.error();
          },
-         [this, &p, m, j, dev = *d] {
+         [this, &p, m, j, dev = *d, device = r.command.device] {
              if (j->checked) {
                  ++commands_;
                  ++tallies_[p.domain].commands;
              }
-             if (!j->out) return conclude(p, m, j->out.error());
+             if (!j->out) {
+                 if (!j->checked) {  // refused by the checks: nothing ran, it may wait
+                     request again;
+                     again.type = m.kind;
+                     again.command = {device, j->out_len, std::move(j->in)};
+                     if (wait_for_release(p, m, std::move(again), j->out.error())) return;
+                 }
+                 return conclude(p, m, j->out.error());
+             }
              owned& o = p.dev[dev];
              apply(j->effect, *j->out, o);
              // Where the object's events go (event_inbox): CQs for completions and CQ

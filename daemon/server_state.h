@@ -107,6 +107,17 @@ struct server::peer {
         std::size_t maps = 0;
         std::uint64_t translations = 0;  // declared_translations of its command
     } pending;
+    // A request waiting for departed clients' teardowns (server::wait_for_release): the
+    // peer is busy meanwhile, with no job. `fd` is MAP_MEMORY's file (a dup of the one
+    // its message carried, which is closed once served); `released` is server::released_
+    // when it was parked.
+    struct parked_request {
+        request_meta m;
+        request r;
+        unique_fd fd;
+        std::uint64_t released = 0;
+    };
+    std::optional<parked_request> parked;
     // Dropped: no request is read any more; `leaving` is its teardown, and STATUS shows
     // it as it was when it went (`as_it_went`) until that is done.
     bool gone = false;

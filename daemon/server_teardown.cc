@@ -46,6 +46,10 @@ constexpr auto kSliceTime = std::chrono::milliseconds(20);
 void server::drop(peer& p, const std::string& why) {
     if (p.gone) return;
     p.gone = true;
+    if (p.parked) {  // a request waiting for others' teardowns: nobody to answer now
+        p.parked.reset();
+        p.busy = false;
+    }
     p.as_it_went = status_row(p.pid, p.uid, p.gid, p.comm, p.dev);
     p.leaving = std::make_unique<teardown>(why);
     // No event for it any more: its objects' routes go, then its queue.
@@ -176,6 +180,7 @@ void server::post_object_slice(peer& p) {
              }
              t.next += j->gone.size();
              p.busy = false;
+             ++released_;  // (a parked request may fit now)
          });
 }
 
@@ -213,6 +218,7 @@ void server::post_uar_slice(peer& p) {
              }
              t.next += j->uars.size();
              p.busy = false;
+             ++released_;  // (a parked request may fit now)
          });
 }
 
@@ -262,6 +268,7 @@ void server::post_memory_slice(peer& p) {
              t.bytes += j->bytes;
              p.pending = {};
              p.busy = false;
+             ++released_;  // (a parked request may fit now)
          });
 }
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -74,6 +75,76 @@ TEST_CASE("quotas are per uid: a second connection does not get a second quota; 
     CHECK(s.clients_total == 2);
     CHECK(b.alloc_pd() != 0xffffffffu);
     CHECK(b.map(n, &err) != 0);
+}
+
+namespace {
+
+// A connection holding a PD, a UAR and the page the PD's `keys` memory keys map: its
+// teardown destroys the keys before the PD, the UAR after them, the page last.
+std::unique_ptr<test_client> departing(const std::string& sock, const shared_memory& page, int keys) {
+    auto a = std::make_unique<test_client>(sock);
+    const auto iova = a->map(page);
+    (void)a->alloc_uar();
+    const auto pd = a->alloc_pd();
+    for (int i = 0; i < keys; ++i) {
+        auto k = a->create_mkey(pd, iova, 1);
+        REQUIRE_MESSAGE(k.err == 0, k.text);
+    }
+    return a;
+}
+
+bool listed_with_keys(const d::status_reply& s, std::uint32_t keys) {
+    return std::any_of(s.clients.begin(), s.clients.end(), [&](const d::client_info& c) { return c.mkeys == keys; });
+}
+
+}  // namespace
+
+TEST_CASE("over a quota only for what a departed connection still holds: the request waits for its teardown, then is "
+          "served, or refused when it still does not fit") {
+    daemon_rig rig({"--quota-pds", "1", "--quota-uars", "1", "--quota-pinned-bytes", "16384"});
+    constexpr int kKeys = 1000;  // destroyed one by one before the PD: a teardown of a while
+    shared_memory page(4096), whole(16384), over(20480);
+    test_client b(rig.sock);
+    auto a = departing(rig.sock, page, kKeys);
+    // While it is connected, what it holds is its own: refused at once.
+    const auto alloc_pd = cxv::driver::command<ifc::alloc_pd_in>(cmd_opcode::ALLOC_PD);
+    CHECK(b.command(alloc_pd, ifc::alloc_pd_out::size_bytes).err == EDQUOT);
+    CHECK(b.call(d::msg_type::alloc_uar, d::body(d::alloc_uar_req{0})).err == EDQUOT);
+
+    // It goes. Its close comes before B's next request, so the daemon has seen it go
+    // before it serves that request (one poll sees both); STATUS still lists it.
+    a->c.close("the test's departing connection");
+    REQUIRE(listed_with_keys(b.status(), kKeys));
+    // Each fits once the departed connection's part is released: answered then, not
+    // refused for what a connection that is gone held.
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto pd = b.alloc_pd();  // (REQUIREs success)
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    const auto uar = b.alloc_uar();
+    int err = 0;
+    const auto iova = b.map(whole, &err);  // the whole quota: once the departed page is unmapped
+    CHECK(err == 0);
+    MESSAGE("ALLOC_PD answered after ",
+            std::chrono::duration_cast<std::chrono::microseconds>(waited).count(),
+            " us, while the departed connection's ", kKeys, " keys and PD were destroyed");
+    CHECK(!listed_with_keys(b.status(), kKeys));
+
+    // A request that does not fit even with nothing departed is refused, once the
+    // departed connection's teardown is over (it cannot tell before).
+    CHECK(b.unmap(iova) == 0);
+    CHECK(b.dealloc_pd(pd) == 0);
+    CHECK(b.call(d::msg_type::dealloc_uar, d::body(d::dealloc_uar_req{0, uar})).err == 0);
+    auto a2 = departing(rig.sock, page, kKeys);
+    a2->c.close("the test's second departing connection");
+    REQUIRE(listed_with_keys(b.status(), kKeys));
+    CHECK(b.map(over, &err) == 0);
+    CHECK(err == EDQUOT);
+    CHECK(!listed_with_keys(b.status(), kKeys));  // refused only once it was gone
+    // And with none departed, at once.
+    CHECK(b.map(over, &err) == 0);
+    CHECK(err == EDQUOT);
+    CHECK(b.map(whole, &err) != 0);
+    CHECK(err == 0);
 }
 
 TEST_CASE("out of file descriptors: newcomers are turned away with EMFILE, the daemon does not spin, others are served") {
