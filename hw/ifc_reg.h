@@ -92,6 +92,23 @@ CXV_IFC_LAYOUT(lane_2_module_mapping, 0x20)
     F(e, 0x03e, 2)
 CXV_IFC_LAYOUT(pmaos_reg, 0x80)
 
+// PRM PCMR (Ports Control Mechanisms Register, 0x5041): what the port can do (the _cap
+// bits) and does: fcs_chk drops received frames whose FCS is wrong; the entropy bits
+// (RoCE source port) and rx_ts_over_crc.
+#define CXV_IFC_pcmr_reg(F, S, A, T)     \
+    F(local_port, 0x008, 8)              \
+    F(entropy_force_cap, 0x020, 1)       \
+    F(entropy_calc_cap, 0x021, 1)        \
+    F(entropy_gre_calc_cap, 0x022, 1)    \
+    F(rx_ts_over_crc_cap, 0x032, 1)      \
+    F(fcs_cap, 0x03e, 1)                 \
+    F(entropy_force, 0x040, 1)           \
+    F(entropy_calc, 0x041, 1)            \
+    F(entropy_gre_calc, 0x042, 1)        \
+    F(rx_ts_over_crc, 0x052, 1)          \
+    F(fcs_chk, 0x05e, 1)
+CXV_IFC_LAYOUT(pcmr_reg, 0x60)
+
 // PRM PPCNT (Ports Performance Counters Register, 0x5008): one counter group (grp) of a
 // port, per priority for the per-priority groups (prio_tc); clr clears the group after
 // it is read. counter_set holds the group's layout, below.
@@ -350,6 +367,7 @@ CXV_IFC_LAYOUT(mcam_reg, 0x240)
     X(pmlp_reg, pmlp_reg)                                                     \
     X(lane_2_module_mapping, lane_2_module_mapping)                           \
     X(pmaos_reg, pmaos_reg)                                                   \
+    X(pcmr_reg, pcmr_reg)                                                     \
     X(ppcnt_reg, ppcnt_reg)                                                   \
     X(eth_802_3_cntrs_grp_data_layout, eth_802_3_cntrs_grp_data_layout)       \
     X(eth_2863_cntrs_grp_data_layout, eth_2863_cntrs_grp_data_layout)         \

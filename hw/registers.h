@@ -16,6 +16,7 @@ namespace cxv::hw {
     X(PAOS, 0x5006)             \
     X(PPCNT, 0x5008)            \
     X(PMAOS, 0x5012)            \
+    X(PCMR, 0x5041)             \
     X(PCAM, 0x507f)             \
     X(HOST_ENDIANNESS, 0x7004)  \
     X(MCAM, 0x907f)

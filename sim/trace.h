@@ -57,6 +57,7 @@ struct counters {
     std::uint64_t frames_delivered = 0;  // copies written to an RQ
     std::uint64_t frames_dropped = 0;    // dropped by a rule or a miss, or not scattered
     std::uint64_t frames_no_wqe = 0;     // steered to an RQ with no WQE posted (out of buffer)
+    std::uint64_t lso_wqes = 0;          // LSO WQEs executed (each cut into frames_sent)
 };
 
 // Every field of counters, for the copies that read them one at a time.
@@ -67,7 +68,7 @@ inline constexpr std::uint64_t counters::*all_counters[] = {
     &counters::wqes,           &counters::packets_sent,    &counters::packets_received,  &counters::packets_dropped,
     &counters::rnr_naks,       &counters::naks_sent,       &counters::acks_coalesced,    &counters::duplicates,
     &counters::retransmits,    &counters::cqes,            &counters::frames_received,   &counters::frames_delivered,
-    &counters::frames_dropped, &counters::frames_no_wqe,      &counters::frames_sent,
+    &counters::frames_dropped, &counters::frames_no_wqe,      &counters::frames_sent,       &counters::lso_wqes,
 };
 static_assert(sizeof(counters) == sizeof(all_counters) / sizeof(all_counters[0]) * sizeof(std::uint64_t),
               "a counter missing from all_counters");

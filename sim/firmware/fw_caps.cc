@@ -6,6 +6,7 @@
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
 #include "sim/firmware/fw_caps.h"
+#include "sim/objects/eth_objects.h"
 #include "sim/firmware/handler_util.h"
 
 namespace cxv::sim {
@@ -244,7 +245,9 @@ void hca_caps::fill_roce_caps(std::byte* p) const {
 
 // Per Protocol Networking Offload Capabilities: IP and L4 checksums (transmit, and the
 // receive CQE's flags), VLAN stripping, FCS scatter, loopback control per TIR, RSS over
-// RQTs of 2^log_max_rqt_size entries; no LRO, LSO, tunnels or multi-packet send WQEs.
+// RQTs of 2^log_max_rqt_size entries, LSO of TCP and UDP over IPv4 and IPv6 (messages of
+// 2^kMaxLsoLog bytes; Linux's mlx5e requires it); no LRO, tunnels or multi-packet send
+// WQEs.
 // Headers need not be inlined in a send WQE (wqe_inline_mode 2, Linux
 // MLX5_CAP_INLINE_MODE_NOT_REQUIRED): the device reads them from memory.
 void hca_caps::fill_ethernet_offload_caps(std::byte* p) const {
@@ -256,6 +259,7 @@ void hca_caps::fill_ethernet_offload_caps(std::byte* p) const {
     ifc::set<eth::wqe_inline_mode>(p, 2);
     ifc::set<eth::rss_ind_tbl_cap>(p, log_max_rqt_size);
     ifc::set<eth::scatter_fcs>(p, 1);
+    ifc::set<eth::max_lso_cap>(p, kMaxLsoLog);
 }
 
 // Flow Table NIC Capabilities: receive tables only (transmit ft_support 0), matching on

@@ -174,15 +174,20 @@ cmd_reply eth_commands::make_wq(cmd_ctx& c, bool is_sq, std::uint32_t* out_n) {
         return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     if (is_sq) {
-        // One TIS (log_max_tis_per_sq 0), a ring of 64-byte basic blocks.
-        if (ifc::get<ifc::sqc::tis_lst_sz>(ctx) != 1) return bad_param(cmd_syndrome::BAD_PARAMETER);
+        // At most one TIS (log_max_tis_per_sq 0), a ring of 64-byte basic blocks. None
+        // is an SQ that sends no frame: Linux's mlx5e makes the SQ it posts NOPs and UMRs
+        // on (its ICOSQ) so, and a card takes it.
+        const unsigned tises = ifc::get<ifc::sqc::tis_lst_sz>(ctx);
+        if (tises > 1) return bad_param(cmd_syndrome::BAD_PARAMETER);
         if (ifc::get<ifc::sqc::hairpin>(ctx) != 0 || ifc::get<ifc::sqc::reg_umr>(ctx) != 0 ||
             ifc::get<ifc::sqc::allow_swp>(ctx) != 0 || ifc::get<ifc::sqc::allow_multi_pkt_send_wqe>(ctx) != 0) {
             return bad_param(cmd_syndrome::BAD_PARAMETER);
         }
         if (type != wv::type_cyclic || log_stride != kSqLogStride) return bad_param(cmd_syndrome::BAD_PARAMETER);
-        q.tisn = ifc::get<ifc::sqc::tis_num_0>(ctx);
-        if (auto r = check_ref(eth_.tises, q.tisn, uid, cmd_syndrome::BAD_PARAMETER); failed(r)) return r;
+        if (tises == 1) {
+            q.tisn = ifc::get<ifc::sqc::tis_num_0>(ctx);
+            if (auto r = check_ref(eth_.tises, q.tisn, uid, cmd_syndrome::BAD_PARAMETER); failed(r)) return r;
+        }
         q.uar = ifc::get<ifc::wq::uar_page>(wq);
         if (auto r = check_ref(tables_.uars, q.uar, uid, cmd_syndrome::BAD_UAR); failed(r)) return r;
     } else {
@@ -249,7 +254,7 @@ cmd_reply eth_commands::make_wq(cmd_ctx& c, bool is_sq, std::uint32_t* out_n) {
     add_user(tables_.cqs, q.cqn);
     if (q.pd != 0) add_user(tables_.pds, q.pd);
     if (is_sq) {
-        add_user(eth_.tises, q.tisn);
+        if (q.tisn != 0) add_user(eth_.tises, q.tisn);
         add_user(tables_.uars, q.uar);
     } else if (q.counter_set_id != 0) {
         add_user(tables_.q_counters, q.counter_set_id);

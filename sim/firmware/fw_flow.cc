@@ -119,9 +119,16 @@ cmd_reply flow_commands::destroy_flow_table(cmd_ctx& c) {
     if (auto r = check_address<in_t>(in); failed(r)) return r;
     const auto it = eth_.flow_tables.find(ifc::get<in_t::table_id>(in));
     if (it == eth_.flow_tables.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    if (it->second.users != 0 || !it->second.groups.empty()) {
+    // The root may go: the function's receive root is then none (what
+    // SET_FLOW_TABLE_ROOT's disconnect leaves). Linux's mlx5_core destroys its last NIC
+    // receive table, still the root, so at every unload (fs_core.c's
+    // update_root_ft_destroy sends no command when no table is left to be root). A
+    // table another table misses to, or an entry forwards to, stays.
+    const bool root = eth_.root_table == it->first;
+    if (it->second.users != (root ? 1u : 0u) || !it->second.groups.empty()) {
         return fail(cmd_status::RESOURCE_BUSY, cmd_syndrome::RESOURCE_IN_USE);
     }
+    if (root) eth_.root_table = 0;
     if (it->second.miss_table != 0) drop_user(eth_.flow_tables, it->second.miss_table);
     icm_.free(it->second.icm);
     eth_.flow_tables.erase(it);

@@ -93,6 +93,7 @@ const access_registers::reg_entry* access_registers::find_register(std::uint16_t
         // A PPCNT write is how clr clears a group without reading it.
         {reg_id::PPCNT, ifc::ppcnt_reg::size_bytes, true, true, &access_registers::reg_ppcnt},
         {reg_id::PMAOS, ifc::pmaos_reg::size_bytes, false, true, &access_registers::reg_pmaos},
+        {reg_id::PCMR, ifc::pcmr_reg::size_bytes, true, true, &access_registers::reg_pcmr},
         {reg_id::PCAM, ifc::pcam_reg::size_bytes, false, false, &access_registers::reg_pcam},
         {reg_id::HOST_ENDIANNESS, ifc::register_host_endianness::size_bytes, false, true,
          &access_registers::reg_host_endianness},
@@ -338,6 +339,18 @@ cmd_reply access_registers::reg_ppcnt(reg_access& r) {
 // PCAM: bit k of the mask is register 0x5000 + k; the table above is the list. None of
 // the enhanced features (extended PTYS speeds, discard and statistical PPCNT groups,
 // per-lane counters) is implemented.
+// PCMR: FCS checking, which a driver may turn off (Linux's rx-fcs feature: frames with
+// their FCS, bad ones too); no entropy control, no timestamp over the CRC. The model's
+// wire carries frames without an FCS, so fcs_chk is kept and read back, and changes
+// nothing else (a limit: docs/device-model.md).
+cmd_reply access_registers::reg_pcmr(reg_access& r) {
+    using R = ifc::pcmr_reg;
+    if (r.write) regs_.pcmr_fcs_chk = ifc::get<R::fcs_chk>(r.in) != 0;
+    ifc::set<R::fcs_cap>(r.out, 1);
+    ifc::set<R::fcs_chk>(r.out, regs_.pcmr_fcs_chk ? 1 : 0);
+    return ok();
+}
+
 cmd_reply access_registers::reg_pcam(reg_access& r) {
     using R = ifc::pcam_reg;
     if (ifc::get<R::feature_group>(r.in) != 0 || ifc::get<R::access_reg_group>(r.in) != 0) {

@@ -19,6 +19,11 @@ namespace cxv::sim {
 
 using hw::ifc::wq_state;
 
+// Large Send Offload: an LSO WQE's message is at most 2^kMaxLsoLog bytes after its
+// headers (the per-protocol offload capabilities' max_lso_cap, fw_caps.cc; what a
+// ConnectX-5 and later announce).
+inline constexpr unsigned kMaxLsoLog = 18;
+
 // ALLOC_TRANSPORT_DOMAIN: TISs and TIRs name it.
 struct td_object : referenced {
     std::uint32_t uid = 0;
@@ -43,7 +48,7 @@ struct wq_object : referenced {  // users (RQs): RQTs and TIRs that name it
     std::vector<std::uint64_t> pas;
     mutable std::vector<wq_translation> pas_translated;  // the pages' kept translations
     std::uint32_t cqn = 0, pd = 0;
-    std::uint32_t tisn = 0;             // SQ: its TIS
+    std::uint32_t tisn = 0;             // SQ: its TIS (0: none, tis_lst_sz 0)
     std::uint32_t uar = 0;              // SQ: the UAR its doorbells ring
     std::uint32_t counter_set_id = 0;   // RQ: its Q counter set
     std::uint32_t consumer = 0;         // WQEs (SQ: WQE-BBs) the device consumed

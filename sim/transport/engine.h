@@ -249,8 +249,10 @@ private:
     hw::cqe_syndrome scatter_mpwqe(wq_object& rq, std::size_t skip, std::span<const std::byte> data);
     // (xport_eth_tx.cc) An SQ's posted WQEs, each a frame on the wire.
     void eth_sq_progress(wq_object& sq);
-    hw::cqe_syndrome send_frame(const wq_object& sq, std::span<const std::byte> wqe);
-    hw::cqe_syndrome gather_into(std::uint32_t pd, const std::vector<local_sge>& sges);
+    hw::cqe_syndrome send_frame(const wq_object& sq, std::span<const std::byte> wqe, bool lso);
+    [[gnu::noinline]] hw::cqe_syndrome lso_begin(std::size_t header, std::size_t mss, std::size_t& frames);
+    [[gnu::noinline]] void lso_cut(std::size_t i, std::size_t frames);
+    hw::cqe_syndrome gather_into(std::uint32_t pd, const std::vector<local_sge>& sges, std::size_t max_bytes);
 
     const device_config& cfg_;
     bar0& bar_;
@@ -274,6 +276,16 @@ private:
     // packet carried out that asked for one, with the MSN after it; a later one replaces
     // it, anything else the responder sends goes after it.
     qpn_list<wire::packet> owed_acks_;
+    // The LSO WQE being cut into frames (lso_begin, lso_cut): its message, the length of
+    // its headers and their parse, its payload bytes a frame, its first IP id and TCP
+    // sequence number.
+    struct lso_state {
+        std::vector<std::byte> message;
+        std::size_t header = 0, mss = 0;
+        eth_headers h;
+        std::uint16_t ip_id = 0;
+        std::uint32_t seq = 0;
+    } lso_;
 };
 
 }  // namespace cxv::sim

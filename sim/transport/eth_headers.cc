@@ -26,6 +26,27 @@ bool l4_checksum_ok(std::span<const std::byte> seg, const eth_headers& h) {
     return ones_sum(seg, pseudo_header_sum(h, seg.size())) == 0xffff;
 }
 
+// ip_packet_sum of an IPv4 packet whose two checksums its sender computed, from its
+// header at `ip` and its L4 segment of `seg` bytes (the rest of the packet): the header
+// sums to 0xffff, the segment to the complement of its pseudo-header's sum, which is
+// the addresses' 8 bytes (added as little-endian words, swapped at the end: RFC 1071
+// 2.(B)), the protocol and the length.
+void known_packet_sum(const std::byte* ip, eth_headers& h, std::size_t seg) noexcept {
+    if (h.ip_version != 4) return;
+    std::uint64_t w;
+    std::memcpy(&w, ip + 12, 8);
+    std::uint64_t s = (w & 0xffffffff) + (w >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = ((s & 0xff) << 8 | s >> 8) + h.ip_protocol + seg;
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    const auto l4 = static_cast<std::uint16_t>(~s);
+    h.packet_sum = l4 == 0 ? 0xffff : l4;
+    h.packet_sum_known = true;
+}
+
 }  // namespace
 
 // The one's complement sum does not depend on byte order (RFC 1071 2.(B)): the bytes are
@@ -81,6 +102,30 @@ std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexce
         acc += static_cast<std::uint32_t>(h.dst_ip[i] << 8 | h.dst_ip[i + 1]);
     }
     return acc + h.ip_protocol + static_cast<std::uint32_t>(l4_len);
+}
+
+std::uint16_t ip_packet_sum(std::span<const std::byte> f, const eth_headers& h) noexcept {
+    if (h.packet_sum_known) return h.packet_sum;
+    if (h.ip_version == 0 || f.size() < h.l3_at + (h.ip_version == 4 ? 20u : 40u)) return 0;
+    const std::byte* ip = f.data() + h.l3_at;
+    const std::size_t ip_len = h.ip_version == 4 ? be16(ip + 2) : 40u + be16(ip + 4);
+    const std::size_t end = std::min(f.size(), h.l3_at + ip_len);
+    if (end <= h.l4_at) return ones_sum(f.subspan(h.l3_at, end - h.l3_at));
+    const std::size_t seg = end - h.l4_at;
+    // A checksum that holds makes its part's sum known (RFC 1071): an IPv4 header's is
+    // 0xffff, an L4 segment's the complement of its pseudo-header's. (UDP over IPv4
+    // without a checksum, and a UDP length short of the packet, are read.)
+    const bool l4_whole = h.tcp || (h.udp && be16(f.data() + h.l4_at + 4) == seg && be16(f.data() + h.l4_at + 6) != 0);
+    if (h.l3_ok && h.l4_ok && l4_whole && end == h.l3_at + ip_len) {
+        std::uint32_t p = pseudo_header_sum(h, seg);
+        while (p >> 16) p = (p & 0xffff) + (p >> 16);
+        const std::uint32_t l4 = ~p & 0xffff;  // the segment's own sum
+        // An IPv4 header that holds adds 0xffff: nothing, but where the rest is 0 (the
+        // end-around carry's other zero). IPv6's header has no checksum: summed.
+        if (h.ip_version == 4) return static_cast<std::uint16_t>(l4 == 0 ? 0xffff : l4);
+        return ones_sum(f.subspan(h.l3_at, h.l4_at - h.l3_at), l4);
+    }
+    return ones_sum(f.subspan(h.l3_at, end - h.l3_at));
 }
 
 bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wire::ip_checksums known) noexcept {
@@ -156,6 +201,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
         if (checksums && whole && !h.fragment && ulen >= 8 && ulen <= l3_len) {
             // UDP over IPv4 may carry no checksum (0); over IPv6 it must (RFC 8200 8.1).
             h.l4_ok = known.l4 || (h.ip_version == 4 && be16(l4 + 6) == 0) || l4_checksum_ok(std::span(l4, ulen), h);
+            if (known.l3 && known.l4 && ulen == l3_len) known_packet_sum(ip, h, ulen);
         }
     } else if (h.ip_protocol == kTcp && l3_len >= 20 && (byte(l4 + 12) >> 4) * 4u >= 20 &&
                (byte(l4 + 12) >> 4) * 4u <= l3_len) {
@@ -164,6 +210,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
         h.dport = be16(l4 + 2);
         h.tcp_flags = be16(l4 + 12) & 0x1ff;
         h.l4_ok = checksums && whole && !h.fragment && (known.l4 || l4_checksum_ok(std::span(l4, l3_len), h));
+        if (checksums && whole && !h.fragment && known.l3 && known.l4) known_packet_sum(ip, h, l3_len);
     }
     return true;
 }

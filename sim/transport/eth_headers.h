@@ -41,6 +41,10 @@ struct eth_headers : eth_match_fields {
     std::uint32_t l3_at = 0, l4_at = 0;  // offsets in the frame
     bool l3_ok = false;  // IPv4's header checksum holds (IPv6 has none: true)
     bool l4_ok = false;  // the UDP or TCP checksum holds (UDP over IPv4 may send none)
+    // ip_packet_sum's answer, where parse_eth had it for free (an IPv4 packet whose
+    // checksums its sender computed: `known`); else ip_packet_sum reads it.
+    bool packet_sum_known = false;
+    std::uint16_t packet_sum = 0;
 };
 
 // RFC 1071's ones' complement sum of the 16-bit words of `b` added to `acc`, folded to
@@ -48,6 +52,13 @@ struct eth_headers : eth_match_fields {
 // segment of `l4_len` bytes, not folded, to start an L4 checksum with.
 std::uint16_t ones_sum(std::span<const std::byte> b, std::uint32_t acc = 0) noexcept;
 std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexcept;
+
+// The receive CQE's check_sum (PRM "CQE Format"; Linux's mlx5e hands it to the stack as
+// CHECKSUM_COMPLETE): the ones' complement sum of the IP packet from its header to its
+// last byte (a short frame's padding left out), as ones_sum gives it; 0 for a frame that
+// is not IP. `h` is parse_eth's for `frame`: where its checksums hold and the L4
+// segment is the rest of the packet, the sum follows from them without reading it again.
+std::uint16_t ip_packet_sum(std::span<const std::byte> frame, const eth_headers& h) noexcept;
 
 // Reads the headers of `frame` (at least 14 bytes; shorter: false). A frame whose IP or
 // L4 header is cut short is L2 only, as a card's parser leaves it. Without `checksums`

@@ -236,6 +236,7 @@ bool transport_engine::deliver_to_rq(wq_object& rq, std::span<const std::byte> f
     c.l4_hdr_type_etc = hw::cqe_l4_l3_hdr_type(l4, l3, strip);
     c.hds_ip_ext = static_cast<std::uint8_t>(hw::cqe_l2_ok | (h.l3_ok && h.ip_version != 0 ? hw::cqe_l3_ok : 0) |
                                              (h.l4_ok ? hw::cqe_l4_ok : 0));
+    c.check_sum = hw::be16::from(ip_packet_sum(frame, h));
     if (strip) {
         c.vlan_info = hw::be16::from(static_cast<std::uint16_t>(h.prio << 13 | h.cfi << 12 | h.vid));
     }

@@ -4,8 +4,11 @@
 // segments (pointers through memory keys, or inline data) for the rest. The device
 // gathers the frame, fills the checksums the Ethernet segment asks for (IPv4 header, UDP
 // or TCP over IPv4 or IPv6), puts it on the wire and, when the WQE asks, writes a CQE.
-// NOP WQEs complete without a frame. What the offload capabilities leave out (LSO, VLAN
-// insertion, tunnels) completes in error.
+// An LSO WQE (PRM "Large Send Offload") carries a message larger than a frame: its
+// inline headers (L2 to L4) go in front of every mss-byte piece of the payload, each
+// frame's IP length and identification, TCP sequence number and flags or UDP length
+// set for it. NOP WQEs complete without a frame. What the offload capabilities leave
+// out (VLAN insertion, tunnels) completes in error.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -24,6 +27,10 @@ constexpr std::size_t kBb = hw::send_wqe_bb;  // 64
 constexpr std::size_t kDs = 16;
 // The largest frame an SQ sends: a 9216-byte MTU with its Ethernet header and a tag.
 constexpr std::size_t kMaxFrame = 9216 + 18;
+// The largest LSO message: 2^max_lso_cap bytes after the headers (fw_caps.cc), and the
+// headers themselves (what an Ethernet segment inlines: 2 + 16 bytes and inline data
+// segments, at most a WQE's 63 octowords).
+constexpr std::size_t kMaxLso = std::size_t{1} << kMaxLsoLog, kMaxLsoHeaders = 1008;
 
 void put16(std::byte* p, std::uint16_t v) {
     p[0] = static_cast<std::byte>(v >> 8);
@@ -91,10 +98,10 @@ void transport_engine::eth_sq_progress(wq_object& sq) {
             }
         }
         hw::cqe_syndrome err{};
-        if (op == hw::wqe_opcode::SEND && ds >= 2) {
-            err = send_frame(sq, std::span<const std::byte>(wqe.data(), ds * kDs));
+        if ((op == hw::wqe_opcode::SEND || op == hw::wqe_opcode::LSO) && ds >= 2) {
+            err = send_frame(sq, std::span<const std::byte>(wqe.data(), ds * kDs), op == hw::wqe_opcode::LSO);
         } else if (op != hw::wqe_opcode::NOP) {
-            err = hw::cqe_syndrome::LOCAL_QP_OP_ERR;  // LSO and the rest: not offered
+            err = hw::cqe_syndrome::LOCAL_QP_OP_ERR;  // the rest: not offered
         }
         sq.consumer += bbs;
         if (err != hw::cqe_syndrome{}) {
@@ -123,10 +130,15 @@ void transport_engine::eth_sq_progress(wq_object& sq) {
     }
 }
 
-hw::cqe_syndrome transport_engine::send_frame(const wq_object& sq, std::span<const std::byte> wqe) {
+// A SEND's frame, or the frames an LSO WQE's message is cut into (lso_begin, lso_cut):
+// each goes out through the one call below, the SEND's path as it is without LSO.
+hw::cqe_syndrome transport_engine::send_frame(const wq_object& sq, std::span<const std::byte> wqe, bool lso) {
+    // An SQ without a TIS (tis_lst_sz 0, as Linux's mlx5e makes the SQ it posts only
+    // NOPs and UMRs on) has no transport to send a frame with.
+    if (sq.tisn == 0) [[unlikely]] return hw::cqe_syndrome::LOCAL_QP_OP_ERR;
     hw::wqe_eth_seg eth;
     std::memcpy(&eth, wqe.data() + kDs, sizeof(eth) <= wqe.size() - kDs ? sizeof(eth) : wqe.size() - kDs);
-    if (eth.mss.value() != 0) return hw::cqe_syndrome::LOCAL_QP_OP_ERR;  // LSO: max_lso_cap 0
+    const std::size_t max_bytes = lso ? kMaxLsoHeaders + kMaxLso : kMaxFrame;
     const std::size_t inl = eth.inline_hdr_sz.value();
     // The inline bytes: 2 in inline_hdr_start, the rest in the octowords after the
     // Ethernet segment's first.
@@ -145,7 +157,7 @@ hw::cqe_syndrome transport_engine::send_frame(const wq_object& sq, std::span<con
             if (pos + 4 + n > wqe.size()) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
             // Pointers gathered so far come first.
             if (!sges.empty()) {
-                if (const auto e = gather_into(sq.pd, sges); e != hw::cqe_syndrome{}) return e;
+                if (const auto e = gather_into(sq.pd, sges, max_bytes); e != hw::cqe_syndrome{}) return e;
                 sges.clear();
             }
             tx_frame_.insert(tx_frame_.end(), wqe.begin() + static_cast<std::ptrdiff_t>(pos + 4),
@@ -157,18 +169,90 @@ hw::cqe_syndrome transport_engine::send_frame(const wq_object& sq, std::span<con
         pos += kDs;
     }
     if (!sges.empty()) {
-        if (const auto e = gather_into(sq.pd, sges); e != hw::cqe_syndrome{}) return e;
+        if (const auto e = gather_into(sq.pd, sges, max_bytes); e != hw::cqe_syndrome{}) return e;
     }
-    if (tx_frame_.size() < 14 || tx_frame_.size() > kMaxFrame) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
-    const wire::ip_checksums computed = fill_checksums(tx_frame_, eth.cs_flags);
-    hooks_.transmit_frame(tx_frame_, computed);
+    if (tx_frame_.size() < 14 || tx_frame_.size() > max_bytes) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
+    std::size_t frames = 1;
+    if (lso) [[unlikely]] {
+        if (const auto e = lso_begin(inl, eth.mss.value(), frames); e != hw::cqe_syndrome{}) return e;
+    }
+    for (std::size_t i = 0; i < frames; ++i) {
+        if (lso) [[unlikely]] lso_cut(i, frames);
+        const wire::ip_checksums computed = fill_checksums(tx_frame_, eth.cs_flags);
+        hooks_.transmit_frame(tx_frame_, computed);
+    }
     return {};
 }
 
-hw::cqe_syndrome transport_engine::gather_into(std::uint32_t pd, const std::vector<local_sge>& sges) {
+// tx_frame_ holds an LSO message: `header` bytes of headers (the inline ones), then the
+// payload, to be cut into `frames` of at most `mss` payload bytes. The headers must
+// reach past the TCP header (data offset) or the UDP header of an IPv4 or IPv6 packet
+// that is not a fragment: those are what each frame's fields are set in. The message
+// moves to lso_message_ (tx_frame_ carries each frame: the wire may keep it).
+hw::cqe_syndrome transport_engine::lso_begin(std::size_t header, std::size_t mss, std::size_t& frames) {
+    lso_state& l = lso_;
+    if (mss == 0) return hw::cqe_syndrome::LOCAL_QP_OP_ERR;
+    if (!parse_eth(tx_frame_, l.h, false) || l.h.ip_version == 0 || l.h.fragment || !(l.h.tcp || l.h.udp)) {
+        return hw::cqe_syndrome::LOCAL_QP_OP_ERR;
+    }
+    const std::size_t l4_len =
+        l.h.tcp ? std::size_t{std::to_integer<unsigned>(tx_frame_[l.h.l4_at + 12]) >> 4} * 4 : 8;
+    if (header < l.h.l4_at + l4_len || header > tx_frame_.size() || header + mss > kMaxFrame) {
+        return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
+    }
+    trace_.count(&counters::lso_wqes);
+    l.message.swap(tx_frame_);
+    l.header = header;
+    l.mss = mss;
+    const std::byte* m = l.message.data();
+    l.ip_id = get16(m + l.h.l3_at + 4);
+    l.seq = 0;
+    if (l.h.tcp) {
+        for (int i = 0; i < 4; ++i) l.seq = l.seq << 8 | std::to_integer<unsigned>(m[l.h.l4_at + 4 + i]);
+    }
+    const std::size_t payload = l.message.size() - header;
+    frames = payload == 0 ? 1 : (payload + mss - 1) / mss;
+    return {};
+}
+
+// Frame `i` of `frames` of the LSO message into tx_frame_, its checksums still to fill.
+void transport_engine::lso_cut(std::size_t i, std::size_t frames) {
+    const lso_state& l = lso_;
+    const eth_headers& h = l.h;
+    const std::byte* m = l.message.data();
+    const std::size_t payload = l.message.size() - l.header;
+    const std::size_t off = i * l.mss, len = std::min(l.mss, payload - std::min(payload, off));
+    tx_frame_.assign(m, m + l.header);
+    tx_frame_.insert(tx_frame_.end(), m + l.header + off, m + l.header + off + len);
+    std::byte* f = tx_frame_.data();
+    const std::size_t l3_len = tx_frame_.size() - h.l3_at;
+    if (h.ip_version == 4) {
+        put16(f + h.l3_at + 2, static_cast<std::uint16_t>(l3_len));
+        put16(f + h.l3_at + 4, static_cast<std::uint16_t>(l.ip_id + i));
+    } else {
+        put16(f + h.l3_at + 4, static_cast<std::uint16_t>(l3_len - 40));
+    }
+    if (h.tcp) {
+        // FIN and PSH (bits 0 and 3 of the flags byte) go with the last frame only, CWR
+        // (bit 7) with the first only: what Linux's own segmentation leaves in each
+        // segment (tcp_offload.c, tcp_gso_segment), which a card's is to match.
+        constexpr unsigned kFin = 0x01, kPsh = 0x08, kCwr = 0x80;
+        const std::uint32_t seq = l.seq + static_cast<std::uint32_t>(off);
+        for (int b = 0; b < 4; ++b) f[h.l4_at + 4 + b] = static_cast<std::byte>(seq >> (24 - 8 * b));
+        unsigned flags = std::to_integer<unsigned>(f[h.l4_at + 13]);
+        if (i + 1 != frames) flags &= ~(kFin | kPsh);
+        if (i != 0) flags &= ~kCwr;
+        f[h.l4_at + 13] = static_cast<std::byte>(flags);
+    } else {
+        put16(f + h.l4_at + 4, static_cast<std::uint16_t>(tx_frame_.size() - h.l4_at));
+    }
+}
+
+hw::cqe_syndrome transport_engine::gather_into(std::uint32_t pd, const std::vector<local_sge>& sges,
+                                               std::size_t max_bytes) {
     wire::payload_buffer data;
     if (const auto e = gather(pd, sges, data); e != hw::cqe_syndrome{}) return e;
-    if (tx_frame_.size() + data.size() > kMaxFrame) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
+    if (tx_frame_.size() + data.size() > max_bytes) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
     tx_frame_.insert(tx_frame_.end(), data.begin(), data.end());
     return {};
 }

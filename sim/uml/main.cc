@@ -94,6 +94,14 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(c.doorbells_taken), static_cast<unsigned long long>(c.doorbell_waits),
                  static_cast<unsigned long long>(c.doorbell_overwrites),
                  static_cast<unsigned long long>(c.refused));
+    // The Ethernet pipeline's counts, when the function sent or delivered frames.
+    const counters m = dev.value()->tracer().snapshot();
+    if (m.frames_sent + m.frames_delivered != 0) {
+        std::fprintf(stderr, "cxv-sim-uml: frames: %llu sent (%llu LSO WQEs cut into frames), %llu delivered, %llu dropped\n",
+                     static_cast<unsigned long long>(m.frames_sent), static_cast<unsigned long long>(m.lso_wqes),
+                     static_cast<unsigned long long>(m.frames_delivered),
+                     static_cast<unsigned long long>(m.frames_dropped));
+    }
     if (!s) {
         std::fprintf(stderr, "cxv-sim-uml: %s\n", s.error().message.c_str());
         return 1;

@@ -363,18 +363,28 @@ TEST_CASE_FIXTURE(
 }
 
 TEST_CASE_FIXTURE(flow_env,
-                  "SET_FLOW_TABLE_ROOT: a live NIC RX table becomes the root and is held; op_mod 1 disconnects it") {
+                  "SET_FLOW_TABLE_ROOT: a live NIC RX table becomes the root; op_mod 1 disconnects it; the root itself "
+                  "may be destroyed, leaving none (Linux's mlx5_core does at every unload)") {
     const auto a = new_table({.level = 1}), b = new_table();
     bad_parameter(set_root(h, 0x7777));
     REQUIRE(set_root(h, a).status == cmd_status::OK);
-    in_use(destroy_ft(h, a));
     // fs_core moves the root to a table of a lower level: the old root is free.
     REQUIRE(set_root(h, b).status == cmd_status::OK);
     CHECK(destroy_ft(h, a).status == cmd_status::OK);
-    in_use(destroy_ft(h, b));
     REQUIRE(set_root(h, 0, 1).status == cmd_status::OK);
+    bad_parameter(set_root(h, a));  // gone
+    // fs_core's update_root_ft_destroy: the last table, still the root, destroyed as it is
+    // (no SET_FLOW_TABLE_ROOT first). The function then has no root.
+    REQUIRE(set_root(h, b).status == cmd_status::OK);
     CHECK(destroy_ft(h, b).status == cmd_status::OK);
     bad_parameter(set_root(h, b));
+    // A root that another table misses to stays, as any miss target does.
+    const auto target = new_table({.level = 2});
+    const auto before = new_table({.level = 1, .miss_action = MLX5_FLOW_TABLE_MISS_ACTION_FWD, .miss_id = target});
+    REQUIRE(set_root(h, target).status == cmd_status::OK);
+    in_use(destroy_ft(h, target));
+    REQUIRE(destroy_ft(h, before).status == cmd_status::OK);
+    CHECK(destroy_ft(h, target).status == cmd_status::OK);
 }
 
 // --- flow groups ----------------------------------------------------------------------------------

@@ -197,6 +197,7 @@ TEST_CASE("ACCESS_REG refuses unknown registers, short inputs and outputs, bad o
          {std::tuple{hw::reg_id::PTYS, CXV_LINUX_BYTES(ptys_reg), CXV_LINUX_OFF(ptys_reg, local_port)},
           std::tuple{hw::reg_id::PMTU, CXV_LINUX_BYTES(pmtu_reg), CXV_LINUX_OFF(pmtu_reg, local_port)},
           std::tuple{hw::reg_id::PPCNT, CXV_LINUX_BYTES(ppcnt_reg), CXV_LINUX_OFF(ppcnt_reg, local_port)},
+          std::tuple{hw::reg_id::PCMR, CXV_LINUX_BYTES(pcmr_reg), CXV_LINUX_OFF(pcmr_reg, local_port)},
           std::tuple{hw::reg_id::PMLP, CXV_LINUX_BYTES(pmlp_reg), CXV_LINUX_OFF(pmlp_reg, local_port)}}) {
         INFO("register 0x", std::hex, id(r));
         auto b = std::vector<std::byte>(bytes);
@@ -302,7 +303,7 @@ TEST_CASE("PCAM and MCAM report exactly the registers the model implements") {
     // Bit k of the mask is register 0x5000 + k, counted from the mask's last bit (PRM
     // PCAM; Linux's regs_5000_to_507f.ppcnt sits where k = 8 does).
     const std::size_t mask_end = CXV_LINUX_OFF(pcam_reg, port_access_reg_cap_mask) + 128 - 1;
-    for (const unsigned k : {0x02u, 0x03u, 0x04u, 0x06u, 0x08u, 0x12u, 0x7fu}) linux_put(want, mask_end - k, 1, 1);
+    for (const unsigned k : {0x02u, 0x03u, 0x04u, 0x06u, 0x08u, 0x12u, 0x41u, 0x7fu}) linux_put(want, mask_end - k, 1, 1);
     CHECK(rr.reg == want);
     CHECK(linux_bits(rr.reg, CXV_LINUX_OFF(pcam_reg, port_access_reg_cap_mask) + CXV_LINUX_OFF(pcam_regs_5000_to_507f, ppcnt), 1) == 1);
     std::vector<std::byte> other(CXV_LINUX_BYTES(pcam_reg));
@@ -323,6 +324,33 @@ TEST_CASE("PCAM and MCAM report exactly the registers the model implements") {
     std::vector<std::byte> q(CXV_LINUX_BYTES(mcam_reg));
     CXV_LINUX_SET(mcam_reg, q, access_reg_group, 3);
     check_status(access(h, kRead, id(hw::reg_id::MCAM), q).r, cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+}
+
+TEST_CASE("PCMR: FCS checking offered, on by default, turned off and on again (Linux's rx-fcs); no entropy or "
+          "timestamp control") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto pcmr_id = id(hw::reg_id::PCMR);
+    auto q = with_port(CXV_LINUX_BYTES(pcmr_reg), CXV_LINUX_OFF(pcmr_reg, local_port));
+    auto rr = access(h, kRead, pcmr_id, q);
+    check_ok(rr);
+    std::vector<std::byte> want(CXV_LINUX_BYTES(pcmr_reg));
+    CXV_LINUX_SET(pcmr_reg, want, local_port, 1);
+    CXV_LINUX_SET(pcmr_reg, want, fcs_cap, 1);
+    CXV_LINUX_SET(pcmr_reg, want, fcs_chk, 1);
+    CHECK(rr.reg == want);
+    // mlx5_set_port_fcs(mdev, 0): a write of fcs_chk 0 (port.c), then read back.
+    auto w = q;
+    CXV_LINUX_SET(pcmr_reg, w, fcs_chk, 0);
+    check_ok(access(h, kWrite, pcmr_id, w));
+    rr = access(h, kRead, pcmr_id, q);
+    check_ok(rr);
+    CHECK(CXV_LINUX_GET(pcmr_reg, rr.reg, fcs_chk) == 0);
+    CHECK(CXV_LINUX_GET(pcmr_reg, rr.reg, fcs_cap) == 1);
+    CHECK(CXV_LINUX_GET(pcmr_reg, rr.reg, entropy_calc_cap) == 0);
+    CXV_LINUX_SET(pcmr_reg, w, fcs_chk, 1);
+    check_ok(access(h, kWrite, pcmr_id, w));
+    CHECK(CXV_LINUX_GET(pcmr_reg, access(h, kRead, pcmr_id, q).reg, fcs_chk) == 1);
 }
 
 TEST_CASE("PMLP and PMAOS: the port's one module, its lanes and its admin state") {

@@ -103,3 +103,91 @@ TEST_CASE("checksums its sender computed are taken as holding; every other condi
     CHECK(h.fragment);
     CHECK_FALSE(h.l4_ok);
 }
+
+namespace {
+
+// An IP frame with right checksums: IPv4 or IPv6, UDP or TCP, `payload` random bytes,
+// `pad` bytes of padding after the packet (a short frame's).
+std::vector<std::byte> ip_frame(std::mt19937_64& rng, int version, bool udp, std::size_t payload, std::size_t pad) {
+    std::vector<std::byte> f(14, std::byte{0x02});
+    f[12] = static_cast<std::byte>(version == 4 ? 0x08 : 0x86);
+    f[13] = static_cast<std::byte>(version == 4 ? 0x00 : 0xdd);
+    const std::size_t l4_len = (udp ? 8 : 20) + payload;
+    auto put16 = [&](std::size_t at, std::size_t v) {
+        f[at] = static_cast<std::byte>(v >> 8);
+        f[at + 1] = static_cast<std::byte>(v);
+    };
+    const std::size_t l3 = 14;
+    const std::size_t l4 = version == 4 ? l3 + 20 : l3 + 40;
+    f.resize(l4 + l4_len + pad);
+    for (std::size_t i = l3; i < f.size(); ++i) f[i] = static_cast<std::byte>(rng());
+    std::uint32_t pseudo = 0;
+    if (version == 4) {
+        f[l3] = std::byte{0x45};
+        put16(l3 + 2, 20 + l4_len);
+        put16(l3 + 6, 0);  // not a fragment
+        f[l3 + 9] = static_cast<std::byte>(udp ? 17 : 6);
+        put16(l3 + 10, 0);
+        put16(l3 + 10, static_cast<std::uint16_t>(~reference_sum(std::span(f).subspan(l3, 20), 0)));
+        for (std::size_t i = 12; i < 20; i += 2) pseudo += std::to_integer<unsigned>(f[l3 + i]) << 8 | std::to_integer<unsigned>(f[l3 + i + 1]);
+    } else {
+        f[l3] = std::byte{0x60};
+        put16(l3 + 4, l4_len);
+        f[l3 + 6] = static_cast<std::byte>(udp ? 17 : 6);
+        for (std::size_t i = 8; i < 40; i += 2) pseudo += std::to_integer<unsigned>(f[l3 + i]) << 8 | std::to_integer<unsigned>(f[l3 + i + 1]);
+    }
+    pseudo += (udp ? 17 : 6) + static_cast<std::uint32_t>(l4_len);
+    if (udp) {
+        put16(l4 + 4, l4_len);
+    } else {
+        f[l4 + 12] = std::byte{0x50};
+    }
+    const std::size_t csum = l4 + (udp ? 6 : 16);
+    put16(csum, 0);
+    std::uint16_t c = static_cast<std::uint16_t>(~reference_sum(std::span(f).subspan(l4, l4_len), pseudo));
+    if (udp && c == 0) c = 0xffff;
+    put16(csum, c);
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("ip_packet_sum, the CQE's check_sum: the IP packet's ones' complement sum, its padding left out; from the "
+          "checksums where they hold, read where they do not; 0 for a frame that is not IP") {
+    std::mt19937_64 rng(34);
+    unsigned derived = 0, read = 0;
+    for (int round = 0; round < 400; ++round) {
+        const int version = round % 2 ? 4 : 6;
+        const bool udp = (round / 2) % 2;
+        const std::size_t payload = rng() % 300, pad = round % 3 == 0 ? rng() % 20 : 0;
+        auto f = ip_frame(rng, version, udp, payload, pad);
+        const std::size_t l3 = 14, ip_len = f.size() - pad - l3;
+        const std::uint16_t want = reference_sum(std::span(f).subspan(l3, ip_len), 0);
+        eth_headers h;
+        REQUIRE(parse_eth(f, h));
+        REQUIRE(h.l3_ok);
+        REQUIRE(h.l4_ok);
+        INFO("round ", round, ": IPv", version, udp ? " UDP " : " TCP ", payload, " bytes, ", pad, " of padding");
+        CHECK(ip_packet_sum(f, h) == want);
+        ++derived;
+        // Checksums the sending device computed (in-process): IPv4's sum comes from parse_eth.
+        eth_headers k;
+        REQUIRE(parse_eth(f, k, true, cxv::sim::wire::ip_checksums{true, true}));
+        CHECK(k.packet_sum_known == (version == 4));
+        CHECK(ip_packet_sum(f, k) == want);
+        // A payload byte changed: the L4 checksum no longer holds, and the sum is read.
+        f[f.size() - pad - 1] ^= std::byte{0x5a};
+        REQUIRE(parse_eth(f, h));
+        if (h.l4_ok) continue;  // (a change the checksum cannot see: none here)
+        CHECK(ip_packet_sum(f, h) == reference_sum(std::span(f).subspan(l3, ip_len), 0));
+        ++read;
+    }
+    CHECK(derived == 400);
+    CHECK(read > 300);
+    std::vector<std::byte> arp(60, std::byte{1});
+    arp[12] = std::byte{0x08};
+    arp[13] = std::byte{0x06};
+    eth_headers h;
+    REQUIRE(parse_eth(arp, h));
+    CHECK(ip_packet_sum(arp, h) == 0);
+}

@@ -230,6 +230,9 @@ TEST_CASE("a UDP frame steered by its port to an RQ: the bytes, and a CQE with l
     CHECK(c.timestamp.value() == r.now_ticks);
     CHECK(c.hds_ip_ext == (hw::cqe_l2_ok | hw::cqe_l3_ok | hw::cqe_l4_ok));
     CHECK(c.l4_hdr_type_etc == hw::cqe_l4_l3_hdr_type(hw::cqe_l4_hdr_type::UDP, hw::cqe_l3_hdr_type::IPV4, false));
+    // check_sum: the IP packet's sum (Linux's mlx5e: CHECKSUM_COMPLETE).
+    CHECK(c.check_sum.value() == ones_sum(std::span(f).subspan(14)));
+    CHECK(c.check_sum.value() != 0);
     CHECK(r.t.eth.flow_counters[9].packets == 1);
     CHECK(r.t.eth.flow_counters[9].octets == f.size());
 
@@ -241,6 +244,8 @@ TEST_CASE("a UDP frame steered by its port to an RQ: the bytes, and a CQE with l
     REQUIRE(r.engine->receive_frame(udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 40000, 31337, 20, -1, true)));
     const hw::cqe64 bad = r.next_cqe();
     CHECK(bad.hds_ip_ext == (hw::cqe_l2_ok | hw::cqe_l3_ok));
+    const auto broken = udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 40000, 31337, 20, -1, true);
+    CHECK(bad.check_sum.value() == ones_sum(std::span(broken).subspan(14)));
     CHECK(bad.wqe_counter.value() == 1);
     // No WQE left: out of buffer, dropped.
     CHECK_FALSE(r.engine->receive_frame(f));

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Linux's mlx5e on the model's Ethernet functions: two User-Mode Linux kernels, each
+# with one function served by its own cxv-sim-uml, the two functions on one fabric
+# (docs/linux-oracle.md). Each kernel loads mlx5_core, whose mlx5e makes eth0 (its TISs,
+# RQTs, TIRs, flow tables, the SQs and RQs of its channels), brings it up with a
+# link-local address, and pings the other; then 2 MiB go over TCP from the first to the
+# second (the stack hands mlx5e TSO messages: LSO WQEs the model cuts into frames) and one
+# 4,000-byte UDP message cut into 1,000-byte datagrams by the device (UDP_SEGMENT).
+# Linux's own TCP, UDP and IP check what arrives, with the receive CQEs' checksums
+# (CHECKSUM_COMPLETE); the test compares the bytes' SHA-256 on both sides.
+#
+# Passes when: both pings get every answer; the TCP bytes and the UDP datagrams arrive
+# whole (4 of 1,000 bytes); the sender's model cut LSO WQEs; neither model refused a
+# command or a message; no kernel warned (hw csum failure, a command timeout, a WARNING);
+# both kernels take eth0 down and unload mlx5_core.
+#
+#   mlx5e_test.sh CXV_SIM_UML KERNEL_SCRIPT INIT_SH GUEST_TEST_LIB TRAFFIC_PY
+set -uo pipefail
+
+sim=$(realpath "$1")
+kernel_script=$(realpath "$2")
+init=$(realpath "$3")
+# skip, skip_in_build, fail: reporting in doctest's words (tests/qemu/guest_test_lib.sh).
+. "$4"
+traffic=$(realpath "$5")
+
+# As mlx5_ib's probe (mlx5_probe_test.sh): mlx5e's bring-up and traffic drive the backend
+# hard, and UML reads all ones from a read not answered in 40 ms.
+if [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
+    skip_in_build "mlx5e's traffic needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
+fi
+kdir=$("$kernel_script" --print-dir 2>/dev/null) ||
+    skip "no UML kernel built on this machine (tools/setup builds it: tools/uml/kernel)"
+[ -x "$kdir/vmlinux" ] || skip "no vmlinux in $kdir (tools/setup builds it: tools/uml/kernel)"
+# Everything is here: from now on what goes wrong is a failure.
+[ -x /usr/bin/ping ] || fail "no /usr/bin/ping (iputils-ping: tools/setup installs it)"
+[ -x /usr/bin/python3 ] || fail "no /usr/bin/python3 (tools/setup installs it)"
+
+out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
+# A socket path has at most 107 bytes: the work directory is under /tmp.
+work=$(mktemp -d /tmp/cxv-uml.XXXXXX)
+simpids=()
+umlpids=()
+cleanup() {
+    local p
+    for p in "${umlpids[@]}" "${simpids[@]}"; do
+        kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+    done
+    cp "$work"/*.log "$out/" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+note() { echo "tests/uml/mlx5e_test.sh:0: MESSAGE: $*"; }
+
+mkdir "$work/fabric"
+for i in 0 1; do
+    "$sim" --socket "$work/$i.sock" --trace-commands --set port_type=eth --set fabric_dir="$work/fabric" \
+        --set fabric=mlx5e --set fabric_index=$i >"$work/model$i.log" 2>&1 &
+    simpids+=($!)
+done
+for i in 0 1; do
+    for _ in $(seq 100); do
+        grep -q "listening on" "$work/model$i.log" && break
+        kill -0 "${simpids[$i]}" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "listening on" "$work/model$i.log" || fail "cxv-sim-uml $i did not start: $(cat "$work/model$i.log")"
+    # Not behind other tests' loads for a CPU (mlx5_probe_test.sh says why).
+    chrt -a -r -p 10 "${simpids[$i]}" >/dev/null 2>&1 || renice -n -10 -p "${simpids[$i]}" >/dev/null 2>&1 || true
+done
+
+addr() { echo "169.254.77.$(($1 + 1))"; }
+for i in 0 1; do
+    peer=$(addr $((1 - i)))
+    if ((i == 0)); then role="send $(addr 1)"; else role="receive $(addr 1)"; fi
+    cat >"$work/cmd$i.sh" <<CMD
+if insmod $kdir/modules/mlx5_core.ko; then echo "loaded mlx5_core"; else echo "insmod mlx5_core failed"; fi
+for t in \$(seq 50); do [ -e /sys/class/net/eth0 ] && break; sleep 0.1; done
+ip link set eth0 up && echo "eth0 up"
+ip addr add $(addr $i)/16 dev eth0
+for t in \$(seq 100); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 ] && break; sleep 0.1; done
+echo "carrier: \$(cat /sys/class/net/eth0/carrier 2>&1)"
+ping -c 3 -W 3 $peer | grep -E "packets transmitted"
+/usr/bin/python3 $traffic $role
+ip -s link show eth0
+ip link set eth0 down && echo "eth0 down"
+rmmod mlx5_core && echo "removed mlx5_core"
+echo "=== dmesg"
+dmesg
+CMD
+done
+for i in 0 1; do
+    # Bounded: each guest powers itself off after its command; 240 s at most, then SIGKILL.
+    timeout -k 10 240 "$kdir/vmlinux" umid=cxv-$$-$i uml_dir="$work" mem=384M root=/dev/root rootfstype=hostfs \
+        rootflags=/ ro init="$init" cxv.cmd="$work/cmd$i.sh" con=null con0=fd:0,fd:1 \
+        virtio_uml.device="$work/$i.sock:1234" </dev/null >"$work/console$i.log" 2>&1 &
+    umlpids+=($!)
+done
+rcs=()
+for i in 0 1; do
+    wait "${umlpids[$i]}"
+    rcs+=($?)
+done
+umlpids=()
+for i in 0 1; do
+    for _ in $(seq 50); do
+        grep -q "cxv-sim-uml: done" "$work/model$i.log" && break
+        sleep 0.1
+    done
+done
+
+show() {
+    local i
+    for i in 0 1; do
+        echo "--- guest $i's console (last 60 lines)"
+        tail -n 60 "$work/console$i.log"
+        echo "--- model $i's log (last 15 lines)"
+        tail -n 15 "$work/model$i.log"
+    done
+}
+for i in 0 1; do
+    c="$work/console$i.log"
+    ((rcs[i] == 0)) || { show; fail "UML kernel $i exited ${rcs[$i]}"; }
+    grep -q "^cxv-uml: exit" "$c" || { show; fail "guest $i never finished its command"; }
+    grep -q "^loaded mlx5_core$" "$c" || { show; fail "guest $i: mlx5_core did not load"; }
+    grep -q "^eth0 up$" "$c" || { show; fail "guest $i: mlx5e made no eth0, or it did not come up"; }
+    grep -q "^carrier: 1$" "$c" || { show; fail "guest $i: eth0 has no carrier"; }
+    grep -q "^3 packets transmitted, 3 received" "$c" || { show; fail "guest $i: ping did not get every answer"; }
+    grep -q "^eth0 down$" "$c" || { show; fail "guest $i: eth0 did not go down"; }
+    grep -q "^removed mlx5_core$" "$c" || { show; fail "guest $i: mlx5_core did not unload"; }
+    grep -Eq "hw csum failure|mlx5.*(timeout|No done completion)|WARNING|Missing .* capability|probe .* failed" "$c" &&
+        { show; fail "guest $i's kernel complained: $(grep -Em3 "hw csum failure|mlx5.*(timeout|No done completion)|WARNING|Missing .* capability|probe .* failed" "$c")"; }
+    m="$work/model$i.log"
+    grep -q "cxv-sim-uml: done:.* 0 messages refused" "$m" || { show; fail "model $i refused virtio_pcidev messages"; }
+    refused=$(grep " status=" "$m" | grep -v "status=OK" | sed -E 's/.* slot +[0-9]+ //; s/ delivery=[^ ]*//; s/ [0-9]+us$//' |
+        sort -u)
+    [ -z "$refused" ] || { show; fail "model $i refused what mlx5e sent: $refused"; }
+done
+sent=$(grep -o "^tcp sent .*" "$work/console0.log")
+got=$(grep -o "^tcp received .*" "$work/console1.log")
+[ "${sent#tcp sent }" = "${got#tcp received }" ] && [[ $sent == *" 2097152 bytes "* ]] ||
+    { show; fail "TCP: the sender says '$sent', the receiver '$got'"; }
+usent=$(grep -o "^udp sent .*" "$work/console0.log")
+ugot=$(grep -o "^udp received .*" "$work/console1.log")
+[ "${usent##* sha256 }" = "${ugot##* sha256 }" ] && [[ $ugot == "udp received 4 datagrams of 1000/1000/1000/1000 bytes "* ]] ||
+    { show; fail "UDP: the sender says '$usent', the receiver '$ugot'"; }
+frames=$(grep -o "cxv-sim-uml: frames: .*" "$work/model0.log")
+lso=$(sed -nE 's/.*\(([0-9]+) LSO WQEs.*/\1/p' <<<"$frames")
+[ -n "$lso" ] && ((lso >= 2)) || { show; fail "the sender's model cut no LSO WQEs (TCP and UDP): '$frames'"; }
+commands=$(cat "$work/model0.log" "$work/model1.log" | grep -c " status=")
+note "mlx5e on two functions of one fabric: eth0 up, pings answered, 2 MiB over TCP and a UDP message cut in 4 arrived whole; $commands commands on the models, none refused; sender ${frames#cxv-sim-uml: }"
+echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"
