@@ -109,6 +109,13 @@ CXV_IFC_LAYOUT(pmaos_reg, 0x80)
     F(fcs_chk, 0x05e, 1)
 CXV_IFC_LAYOUT(pcmr_reg, 0x60)
 
+// PRM NODE_DESC (0x6001): the node description, 64 bytes of text (IBTA NodeDescription).
+// Linux's mlx5_ib reads it where no subnet management agent answers (a RoCE port) and
+// writes what a user sets. Linux names the layout set_node_in.
+#define CXV_IFC_set_node_in(F, S, A, T) \
+    A(node_description, 0x000, 8, 64)
+CXV_IFC_LAYOUT(set_node_in, 0x200)
+
 // PRM PPCNT (Ports Performance Counters Register, 0x5008): one counter group (grp) of a
 // port, per priority for the per-priority groups (prio_tc); clr clears the group after
 // it is read. counter_set holds the group's layout, below.
@@ -368,6 +375,7 @@ CXV_IFC_LAYOUT(mcam_reg, 0x240)
     X(lane_2_module_mapping, lane_2_module_mapping)                           \
     X(pmaos_reg, pmaos_reg)                                                   \
     X(pcmr_reg, pcmr_reg)                                                     \
+    X(set_node_in, set_node_in)                                               \
     X(ppcnt_reg, ppcnt_reg)                                                   \
     X(eth_802_3_cntrs_grp_data_layout, eth_802_3_cntrs_grp_data_layout)       \
     X(eth_2863_cntrs_grp_data_layout, eth_2863_cntrs_grp_data_layout)         \

@@ -18,6 +18,7 @@ namespace cxv::hw {
     X(PMAOS, 0x5012)            \
     X(PCMR, 0x5041)             \
     X(PCAM, 0x507f)             \
+    X(NODE_DESC, 0x6001)        \
     X(HOST_ENDIANNESS, 0x7004)  \
     X(MCAM, 0x907f)
 

@@ -142,6 +142,55 @@ struct wqe_srq_next_seg {
 static_assert(sizeof(wqe_srq_next_seg) == 16);
 static_assert(offsetof(wqe_srq_next_seg, next_wqe_index) == 2);
 
+// UMR control segment (PRM "UMR Control Segment"), after the control segment of a UMR
+// WQE (opcode UMR; the control segment's imm holds the memory key it modifies, big-endian).
+// The memory key context segment follows (the mkc layout, 64 bytes), then the translation
+// entries: inline (umr_inline) or through one data segment. xlt_octowords 16-byte units
+// of entries (two MTTs each) go to the key's table from entry 2 * xlt_offset on
+// (umr_translation_offset_en; else from entry 0). mkey_mask names the context fields the
+// UMR writes (umr_mask_*).
+struct wqe_umr_ctrl_seg {
+    std::uint8_t flags;
+    std::uint8_t rsvd0[3];
+    be16 xlt_octowords;
+    be16 xlt_offset;        // bits 15:0 of the offset, in octowords
+    be64 mkey_mask;
+    be32 xlt_offset_47_16;  // bits 47:16 of the offset
+    std::uint8_t rsvd1[28];
+};
+static_assert(sizeof(wqe_umr_ctrl_seg) == 48);
+static_assert(offsetof(wqe_umr_ctrl_seg, xlt_octowords) == 4 && offsetof(wqe_umr_ctrl_seg, mkey_mask) == 8);
+static_assert(offsetof(wqe_umr_ctrl_seg, xlt_offset_47_16) == 16);
+inline constexpr std::size_t umr_mkey_seg_size = 64;  // the mkc layout
+// flags: the entries inline after the context segment; the offset fields valid; and a
+// check of the key's state first (bits 6:5): 1 the key must be free (enabling it; Linux
+// names this value MLX5_UMR_CHECK_NOT_FREE, rdma-core ..._CHECK_FREE), 2 it must not be.
+inline constexpr std::uint8_t umr_inline = 1u << 7;
+inline constexpr std::uint8_t umr_translation_offset_en = 1u << 4;
+inline constexpr unsigned umr_check_shift = 5;
+inline constexpr std::uint8_t umr_check_mask = 3u << umr_check_shift;
+inline constexpr std::uint8_t umr_check_key_free = 1u << umr_check_shift;
+inline constexpr std::uint8_t umr_check_key_not_free = 2u << umr_check_shift;
+// mkey_mask bits: which fields of the context segment the UMR writes.
+inline constexpr std::uint64_t umr_mask_len = 1ull << 0;         // len, length64
+inline constexpr std::uint64_t umr_mask_page_size = 1ull << 1;   // log_page_size
+inline constexpr std::uint64_t umr_mask_start_addr = 1ull << 6;
+inline constexpr std::uint64_t umr_mask_pd = 1ull << 7;
+inline constexpr std::uint64_t umr_mask_en_rinval = 1ull << 8;
+inline constexpr std::uint64_t umr_mask_en_sigerr = 1ull << 9;
+inline constexpr std::uint64_t umr_mask_bsf_en = 1ull << 12;
+inline constexpr std::uint64_t umr_mask_key = 1ull << 13;        // mkey_7_0
+inline constexpr std::uint64_t umr_mask_qpn = 1ull << 14;
+inline constexpr std::uint64_t umr_mask_lr = 1ull << 17;
+inline constexpr std::uint64_t umr_mask_lw = 1ull << 18;
+inline constexpr std::uint64_t umr_mask_rr = 1ull << 19;
+inline constexpr std::uint64_t umr_mask_rw = 1ull << 20;
+inline constexpr std::uint64_t umr_mask_a = 1ull << 21;
+inline constexpr std::uint64_t umr_mask_small_fence = 1ull << 23;
+inline constexpr std::uint64_t umr_mask_relaxed_ordering_write = 1ull << 25;
+inline constexpr std::uint64_t umr_mask_free = 1ull << 29;
+inline constexpr std::uint64_t umr_mask_relaxed_ordering_read = 1ull << 47;
+
 // --- builders -------------------------------------------------------------------------
 
 inline void set_ctrl_seg(wqe_ctrl_seg& s, std::uint16_t wqe_index, wqe_opcode opcode,

@@ -137,6 +137,7 @@ private:
         taken_at_ = taken_at_ ? *taken_at_ + 1 : timer_at(std::chrono::steady_clock::now());
         return *taken_at_;
     }
+    void mkey_changed(const mkey_object& mk) override { fw_.mkey_changed(mk); }
     void count_resp_error(const qp_object& qp, hw::cqe_syndrome why, bool cqe) override {
         q_counts_.resp_error(qp, why, cqe);
     }

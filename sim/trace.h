@@ -58,6 +58,7 @@ struct counters {
     std::uint64_t frames_dropped = 0;    // dropped by a rule or a miss, or not scattered
     std::uint64_t frames_no_wqe = 0;     // steered to an RQ with no WQE posted (out of buffer)
     std::uint64_t lso_wqes = 0;          // LSO WQEs executed (each cut into frames_sent)
+    std::uint64_t umrs = 0;              // UMR WQEs that changed a memory key
 };
 
 // Every field of counters, for the copies that read them one at a time.
@@ -69,6 +70,7 @@ inline constexpr std::uint64_t counters::*all_counters[] = {
     &counters::rnr_naks,       &counters::naks_sent,       &counters::acks_coalesced,    &counters::duplicates,
     &counters::retransmits,    &counters::cqes,            &counters::frames_received,   &counters::frames_delivered,
     &counters::frames_dropped, &counters::frames_no_wqe,      &counters::frames_sent,       &counters::lso_wqes,
+    &counters::umrs,
 };
 static_assert(sizeof(counters) == sizeof(all_counters) / sizeof(all_counters[0]) * sizeof(std::uint64_t),
               "a counter missing from all_counters");

@@ -76,6 +76,9 @@ public:
     // the teardown completes. False when no fast teardown was prepared.
     bool finish_fast_teardown();
 
+    // A UMR rewrote memory key `mk`: its copy in firmware memory follows.
+    void mkey_changed(const mkey_object& mk) { mkeys_.write_back(mk); }
+
     // Device reset (FLR / VFIO_DEVICE_RESET): the firmware's state, every object (the
     // EQs and the engine's state with them) and the port back to power-on.
     void reset();

@@ -232,6 +232,17 @@ cmd_reply mkey_commands::query_mkey(cmd_ctx& c) {
     return ok();
 }
 
+void mkey_commands::write_back(const mkey_object& mk) {
+    const auto it = mkeys_.find(mk.index);
+    if (it == mkeys_.end() || &it->second != &mk) return;
+    mkey_object& kept = it->second;
+    // The object stays what the engine translates with; a write the pages refuse (the
+    // driver took them back) leaves only QUERY_MKEY's view behind.
+    (void)icm_.write(kept.icm, kept.mkc.data(), ifc::mkc::size_bytes);
+    icm_.free_list(kept.list_icm);
+    (void)icm_.store_list(kept.translations, kept.list_icm);
+}
+
 // --- UMEM --------------------------------------------------------------------------
 
 cmd_reply mkey_commands::create_umem(cmd_ctx& c) {

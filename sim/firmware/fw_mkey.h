@@ -24,6 +24,10 @@ public:
     cmd_reply create_umem(cmd_ctx& c);
     cmd_reply destroy_umem(cmd_ctx& c);
 
+    // A key a UMR rewrote (the transport engine checks and applies UMRs): its context and
+    // translation list written again to firmware memory, where QUERY_MKEY reads them.
+    void write_back(const mkey_object& mk);
+
     // Teardown, DISABLE_HCA and reset: every key, UMEM and PD goes, with its firmware
     // memory.
     void release_all();

@@ -7,6 +7,7 @@
 #include <array>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "hw/ifc.h"
@@ -98,6 +99,7 @@ const access_registers::reg_entry* access_registers::find_register(std::uint16_t
         {reg_id::HOST_ENDIANNESS, ifc::register_host_endianness::size_bytes, false, true,
          &access_registers::reg_host_endianness},
         {reg_id::MCAM, ifc::mcam_reg::size_bytes, false, false, &access_registers::reg_mcam},
+        {reg_id::NODE_DESC, ifc::set_node_in::size_bytes, false, true, &access_registers::reg_node_desc},
     };
     for (const reg_entry& e : table) {
         if (u(e.id) == id) return &e;
@@ -377,6 +379,24 @@ cmd_reply access_registers::reg_mcam(reg_access& r) {
         if (find_register(static_cast<std::uint16_t>(0x9000 + 128 * group + k))) {
             set_mask_bit(mask, ifc::mcam_access_reg::size_bytes, k);
         }
+    }
+    return ok();
+}
+
+// NODE_DESC: the node description a driver last wrote, else the model's own ("MT" and the
+// PCI device ID in decimal, as ConnectX firmware begins its own). Not a port register.
+cmd_reply access_registers::reg_node_desc(reg_access& r) {
+    std::byte* out = ifc::at<ifc::set_node_in::node_description>(r.out);
+    if (r.write) {
+        std::memcpy(regs_.node_description.data(), ifc::at<ifc::set_node_in::node_description>(r.in),
+                    regs_.node_description.size());
+    }
+    if (regs_.node_description[0] != std::byte{0}) {
+        std::memcpy(out, regs_.node_description.data(), regs_.node_description.size());
+    } else {
+        std::memset(out, 0, regs_.node_description.size());
+        std::snprintf(reinterpret_cast<char*>(out), regs_.node_description.size(), "MT%u cxv ConnectX model",
+                      static_cast<unsigned>(cfg_.device_id));
     }
     return ok();
 }

@@ -1,6 +1,6 @@
 // ACCESS_REG and the registers behind it (PRM "Access Registers"): the port's registers
 // (PAOS, PTYS, PMTU, PMLP, PMAOS, PPCNT, PCMR, PCAM), the module's and management's (MCAM),
-// and HOST_ENDIANNESS. The port's own state and counters are the device's
+// HOST_ENDIANNESS and NODE_DESC. The port's own state and counters are the device's
 // (sim/device_port.h); the registers keep what they add to it: event enables, the
 // module's admin state, PTYS admin masks, the admin MTU and the PPCNT clear points.
 #pragma once
@@ -25,6 +25,7 @@ struct register_state {
     std::uint8_t pmaos_admin = 1;      // PMAOS admin_status: the module is enabled
     std::uint8_t pmaos_e = 0;
     bool pcmr_fcs_chk = true;          // PCMR fcs_chk: frames with a wrong FCS are dropped
+    std::array<std::byte, 64> node_description{};  // NODE_DESC as last written; empty: the default
     std::uint32_t ptys_eth_admin = 0;  // 0: every speed the port can do
     std::uint16_t ptys_ib_proto_admin = 0;
     std::uint16_t ptys_ib_width_admin = 0;
@@ -60,6 +61,7 @@ private:
     cmd_reply reg_pcmr(reg_access& r);
     cmd_reply reg_pcam(reg_access& r);
     cmd_reply reg_mcam(reg_access& r);
+    cmd_reply reg_node_desc(reg_access& r);
 
     const device_config& cfg_;
     device_port& port_;

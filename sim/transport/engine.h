@@ -33,6 +33,7 @@
 
 #include "hw/cqe.h"
 #include "hw/opcodes.h"
+#include "hw/wqe.h"
 #include "sim/device_config.h"
 #include "sim/objects/objects.h"
 #include "sim/objects/tables.h"
@@ -159,6 +160,13 @@ private:
                        unsigned access, iova_list& out);
     bool remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
                        unsigned access, std::vector<iova_range>& out);
+    // A UMR's change to the key `key` names (xport_queues.cc): every check first, then the
+    // context fields its mask names and the translation entries `xlt` from `first` on.
+    hw::cqe_syndrome modify_mkey(const qp_object& qp, std::uint32_t key, const hw::wqe_umr_ctrl_seg& u,
+                                 const std::byte* mkey_seg, std::uint64_t first, std::span<const std::uint64_t> xlt);
+    // A SEND with invalidate's R_Key (IETH, as on the wire) freed: a fast-registration key
+    // (umr_en) of the QP's PD whose variant it names; false, the key untouched, otherwise.
+    bool invalidate_rkey(const qp_object& qp, const std::array<std::byte, 4>& ieth);
     bool push_cqe(std::uint32_t cqn, const hw::cqe64& cqe, bool solicited) {
         return cqs_.push(cqn, cqe, solicited);
     }
@@ -177,6 +185,7 @@ private:
     bool exec_rdma_write(wqe_exec& e);
     bool exec_rdma_read(wqe_exec& e);
     bool exec_atomic(wqe_exec& e);
+    bool exec_umr(wqe_exec& e);
     void start_message(wqe_exec& e);
     std::array<std::uint8_t, 16> source_gid(unsigned index) const;
     std::array<std::uint8_t, 16> port_gid() const;
@@ -265,6 +274,7 @@ private:
     qpn_list<none> active_qps_;           // QPs the tick must visit
     std::vector<std::uint32_t> todo_;     // the tick's copy of them
     std::vector<local_sge> wqe_sges_;     // the data segments of the WQE being executed
+    std::vector<std::uint64_t> umr_xlt_;  // the translation entries of the UMR being executed
     std::vector<local_sge> rx_sges_;      // the receive WQE a frame goes to
     std::vector<std::byte> rx_frame_;     // a frame whose VLAN tag is stripped
     steering_decision steered_;           // the last frame's

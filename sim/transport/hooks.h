@@ -39,6 +39,9 @@ public:
     // The device's internal timer (PRM "Initialization Segment"): a CQE's timestamp; for a
     // frame received, when the device took it off the wire.
     virtual std::uint64_t timestamp() = 0;
+    // A UMR rewrote memory key `mk` (its context and translation entries): the firmware's
+    // copy in its memory follows (QUERY_MKEY reads that). A rig without firmware keeps none.
+    virtual void mkey_changed(const mkey_object& mk) { (void)mk; }
 
 protected:
     ~transport_hooks() = default;

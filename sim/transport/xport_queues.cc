@@ -188,6 +188,103 @@ bool through_key(const object_tables& t, std::uint32_t pd, std::uint32_t key, st
 
 }  // namespace
 
+// A UMR's checks, in the PRM's terms where it states them: the key exists, belongs to the
+// QP's user (uid) and, on a QP with a PD, to that PD (IBA: a fast registration stays in
+// its PD); its context allows UMR (umr_en); it is in the state the check_free bits ask
+// for; a new PD is the user's; the entries fit the key's table (translations_octword_size
+// octwords, in 64-byte units). Refused: the WQE completes with LOCAL_PROT_ERR (the key) or LOCAL_LENGTH_ERR
+// (the table), the key unchanged (the PRM gives no syndromes: the model's choice).
+// Signature offload (bsf_en) is not offered (caps). Then the fields `mask` names, and
+// the entries, replace the key's.
+hw::cqe_syndrome transport_engine::modify_mkey(const qp_object& qp, std::uint32_t key, const hw::wqe_umr_ctrl_seg& u,
+                                               const std::byte* seg, std::uint64_t first,
+                                               std::span<const std::uint64_t> xlt) {
+    using m = ifc::mkc;
+    const auto it = t_.mkeys.find(key >> 8);
+    if (it == t_.mkeys.end()) return hw::cqe_syndrome::LOCAL_PROT_ERR;
+    mkey_object& mk = it->second;
+    std::byte* c = mk.mkc.data();
+    if (mk.uid != qp.uid || !ifc::get<m::umr_en>(c)) return hw::cqe_syndrome::LOCAL_PROT_ERR;
+    if (qp.pd != 0 && ifc::get<m::pd>(c) != qp.pd) return hw::cqe_syndrome::LOCAL_PROT_ERR;
+    const bool is_free = ifc::get<m::free>(c);
+    const std::uint8_t check = u.flags & hw::umr_check_mask;
+    if ((check == hw::umr_check_key_free && !is_free) || (check == hw::umr_check_key_not_free && is_free)) {
+        return hw::cqe_syndrome::LOCAL_PROT_ERR;
+    }
+    const std::uint64_t mask = u.mkey_mask.value();
+    if ((mask & hw::umr_mask_bsf_en) != 0 && ifc::get<m::bsf_en>(seg)) return hw::cqe_syndrome::LOCAL_QP_OP_ERR;
+    const std::uint32_t old_pd = ifc::get<m::pd>(c);
+    const std::uint32_t new_pd = (mask & hw::umr_mask_pd) != 0 ? ifc::get<m::pd>(seg) : old_pd;
+    pd_object* pd = nullptr;
+    if (new_pd != old_pd) {
+        const auto p = t_.pds.find(new_pd);
+        if (p == t_.pds.end() || p->second.uid != mk.uid) return hw::cqe_syndrome::LOCAL_PROT_ERR;
+        pd = &p->second;
+    }
+    // The table in whole 64-byte units: Linux's mlx5_ib writes its UMRs' entries in such
+    // units (MLX5_UMR_MTT_ALIGNMENT), past the end of a key made with 2 octowords (its
+    // cache's smallest), and cards take them.
+    const std::uint64_t table = (std::uint64_t{ifc::get<m::translations_octword_size>(c)} + 3) / 4 * 8;
+    if (first > table || xlt.size() > table - first) return hw::cqe_syndrome::LOCAL_LENGTH_ERR;
+
+    if (!xlt.empty()) {
+        if (mk.translations.size() < first + xlt.size()) mk.translations.resize(first + xlt.size());
+        std::copy(xlt.begin(), xlt.end(), mk.translations.begin() + static_cast<std::ptrdiff_t>(first));
+    }
+    // Each field the mask names, copied from the context segment.
+    const auto take = [&]<class F>(std::uint64_t bit, F) {
+        if ((mask & bit) != 0) ifc::set<F>(c, ifc::get<F>(seg));
+    };
+    take(hw::umr_mask_len, m::len{});
+    take(hw::umr_mask_len, m::length64{});
+    take(hw::umr_mask_page_size, m::log_page_size{});
+    take(hw::umr_mask_start_addr, m::start_addr{});
+    take(hw::umr_mask_en_rinval, m::en_rinval{});
+    take(hw::umr_mask_key, m::mkey_7_0{});
+    take(hw::umr_mask_qpn, m::qpn{});
+    take(hw::umr_mask_lr, m::lr{});
+    take(hw::umr_mask_lw, m::lw{});
+    take(hw::umr_mask_rr, m::rr{});
+    take(hw::umr_mask_rw, m::rw{});
+    take(hw::umr_mask_a, m::a{});
+    take(hw::umr_mask_small_fence, m::small_fence_on_rdma_read_response{});
+    take(hw::umr_mask_relaxed_ordering_write, m::relaxed_ordering_write{});
+    take(hw::umr_mask_relaxed_ordering_read, m::relaxed_ordering_read{});
+    take(hw::umr_mask_free, m::free{});
+    if (pd != nullptr) {
+        --t_.pds.at(old_pd).users;
+        ++pd->users;
+        ifc::set<m::pd>(c, new_pd);
+    }
+    ++t_.eth.generation;  // what the queues keep of keys (a striding WQE's translation) is stale
+    trace_.count(&counters::umrs);
+    hooks_.mkey_changed(mk);
+    return {};
+}
+
+// Remote invalidation (IBA: Send with Invalidate): only a key a UMR registers (umr_en; Linux's
+// fast-registration keys, which it makes without en_rinval: that bit is for memory
+// windows, which the model does not have), named with its variant, in the QP's PD. An
+// invalidated key is free: no access passes it until a UMR enables it again.
+bool transport_engine::invalidate_rkey(const qp_object& qp, const std::array<std::byte, 4>& ieth) {
+    using m = ifc::mkc;
+    hw::be32 be{};
+    std::memcpy(&be, ieth.data(), 4);
+    const std::uint32_t rkey = be.value();
+    const auto it = t_.mkeys.find(rkey >> 8);
+    if (it == t_.mkeys.end()) return false;
+    mkey_object& mk = it->second;
+    std::byte* c = mk.mkc.data();
+    if (ifc::get<m::mkey_7_0>(c) != (rkey & 0xff) || !ifc::get<m::umr_en>(c) || ifc::get<m::pd>(c) != qp.pd ||
+        mk.uid != qp.uid) {
+        return false;
+    }
+    ifc::set<m::free>(c, 1);
+    ++t_.eth.generation;
+    hooks_.mkey_changed(mk);
+    return true;
+}
+
 bool transport_engine::remote_access(std::uint32_t pd, std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
                                      unsigned access, iova_list& out) {
     return through_key(t_, pd, rkey, va, len, access, out);

@@ -149,7 +149,9 @@ constexpr std::uint8_t kSendMsg = 1, kWriteMsg = 2;  // qp_transport::in_msg
 
 // The message family of a request operation: SEND, RDMA WRITE, or 0 (READ, atomics).
 std::uint8_t family(std::uint8_t o) {
-    if (o <= op::SEND_ONLY_WITH_IMMEDIATE) return kSendMsg;
+    if (o <= op::SEND_ONLY_WITH_IMMEDIATE || o == op::SEND_LAST_WITH_INVALIDATE || o == op::SEND_ONLY_WITH_INVALIDATE) {
+        return kSendMsg;
+    }
     if (o >= op::RDMA_WRITE_FIRST && o <= op::RDMA_WRITE_ONLY_WITH_IMMEDIATE) return kWriteMsg;
     return 0;
 }
@@ -174,7 +176,9 @@ void transport_engine::receive_cqe(qp_object& qp, const wire::packet& p, hw::cqe
     hw::cqe64 c{};
     c.op_own = hw::make_op_own(cop, p.bth.se, 0);
     c.byte_cnt = hw::be32::from(bytes);
-    if (wire::headers_of(p.bth.opcode) & wire::has_immdt) std::memcpy(&c.imm_inval_pkey, p.immdt.data(), 4);
+    if (wire::headers_of(p.bth.opcode) & (wire::has_immdt | wire::has_ieth)) {
+        std::memcpy(&c.imm_inval_pkey, p.immdt.data(), 4);  // the immediate, or the R_Key invalidated
+    }
     c.sop_drop_qpn = hw::be32::from(qp.qpn);
     c.wqe_counter = hw::be16::from(w.index);
     c.srqn_uidx = hw::be32::from(w.srq ? w.srqn : ifc::get<qpc::user_index>(q) & kMask24);
@@ -304,11 +308,22 @@ void transport_engine::recv_send(qp_object& qp, wire::packet& p) {
                    s == cqe_syndrome::LOCAL_LENGTH_ERR ? wire::aeth_syndrome::NAK_INVALID_REQUEST
                                                        : wire::aeth_syndrome::NAK_REMOTE_OPERATIONAL_ERROR);
     }
+    // A SEND with invalidate: its R_Key invalidated as the message ends, or the receive
+    // completes in error and the QP fails (as Linux rxe does: IBA class J).
+    if ((h & wire::has_ieth) && !invalidate_rkey(qp, p.immdt)) {
+        const recv_slot w = std::move(x.wqe);
+        x.have_wqe = false;
+        x.in_msg = 0;
+        responder_error(qp, &w, cqe_syndrome::LOCAL_PROT_ERR);
+        return nak(qp, p, wire::aeth_syndrome::NAK_INVALID_REQUEST);
+    }
     x.msg_bytes += len;
     if (rc) x.epsn = psn_add(p.bth.psn, 1);
     if (h & wire::is_last) {
-        receive_cqe(qp, p, (h & wire::has_immdt) ? hw::cqe_opcode::RESP_SEND_IMM : hw::cqe_opcode::RESP_SEND, x.wqe,
-                    static_cast<std::uint32_t>(x.msg_bytes));
+        const hw::cqe_opcode cop = (h & wire::has_immdt)  ? hw::cqe_opcode::RESP_SEND_IMM
+                                   : (h & wire::has_ieth) ? hw::cqe_opcode::RESP_SEND_INV
+                                                          : hw::cqe_opcode::RESP_SEND;
+        receive_cqe(qp, p, cop, x.wqe, static_cast<std::uint32_t>(x.msg_bytes));
         x.have_wqe = false;
         x.in_msg = 0;
         x.msn = psn_add(x.msn, 1);

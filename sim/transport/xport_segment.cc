@@ -18,8 +18,10 @@ std::uint8_t opcode_transport(transport tp) {
 namespace {
 
 // The operation of packet k of n of a SEND or RDMA WRITE (IBA 9.4.1, 9.4.2): First,
-// Middle, Last (with immediate) or Only (with immediate).
-std::uint8_t position_op(bool write, bool imm, std::uint32_t k, std::uint32_t n) {
+// Middle, Last (with immediate) or Only (with immediate); a SEND with invalidate ends in
+// Last or Only with invalidate.
+std::uint8_t position_op(bool write, bool imm, std::uint32_t k, std::uint32_t n, bool inval = false) {
+    if (inval && k + 1 >= n) return n == 1 ? op::SEND_ONLY_WITH_INVALIDATE : op::SEND_LAST_WITH_INVALIDATE;
     if (n == 1) {
         if (write) return imm ? op::RDMA_WRITE_ONLY_WITH_IMMEDIATE : op::RDMA_WRITE_ONLY;
         return imm ? op::SEND_ONLY_WITH_IMMEDIATE : op::SEND_ONLY;
@@ -45,6 +47,7 @@ wire::packet segment(const sq_request& r, std::uint32_t k) {
     switch (r.op) {
     case wqe_opcode::SEND: o = position_op(false, false, k, r.npsn); break;
     case wqe_opcode::SEND_IMM: o = position_op(false, true, k, r.npsn); break;
+    case wqe_opcode::SEND_INVAL: o = position_op(false, false, k, r.npsn, true); break;
     case wqe_opcode::RDMA_WRITE: o = position_op(true, false, k, r.npsn); break;
     case wqe_opcode::RDMA_WRITE_IMM: o = position_op(true, true, k, r.npsn); break;
     case wqe_opcode::RDMA_READ: o = op::RDMA_READ_REQUEST; break;
@@ -59,7 +62,7 @@ wire::packet segment(const sq_request& r, std::uint32_t k) {
     p.bth.se = m.bth.se && last;
     p.bth.ack_req = tp == op::RC && (h & wire::is_last) != 0;
     if (h & wire::has_reth) p.reth = m.reth;
-    if (h & wire::has_immdt) p.immdt = m.immdt;
+    if (h & (wire::has_immdt | wire::has_ieth)) p.immdt = m.immdt;
     if (h & wire::has_deth) p.deth = m.deth;
     if (h & wire::has_atomiceth) p.atomic = m.atomic;
     if (r.op == wqe_opcode::RDMA_READ) {

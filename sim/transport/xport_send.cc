@@ -37,16 +37,19 @@ bool reads_remote(wqe_opcode op) {
     return op == wqe_opcode::RDMA_READ || op == wqe_opcode::ATOMIC_CS || op == wqe_opcode::ATOMIC_FA;
 }
 
-// The operations each transport carries (IBA Table 3; NOP is local). A UMR QP's own
-// WQEs (UMR) are not modelled: only its NOPs execute.
+// The operations each transport carries (IBA Table 3; NOP and UMR are local). A UMR QP
+// (REG_UMR) carries only those two; the others take UMRs too (Linux's fast registration
+// and local invalidation are UMR WQEs on its RC QPs).
 bool allowed(transport tp, wqe_opcode op) {
-    if (tp == transport::none) return op == wqe_opcode::NOP;
+    if (tp == transport::none) return op == wqe_opcode::NOP || op == wqe_opcode::UMR;
     switch (op) {
     case wqe_opcode::NOP:
+    case wqe_opcode::UMR:
     case wqe_opcode::SEND:
     case wqe_opcode::SEND_IMM: return true;
     case wqe_opcode::RDMA_WRITE:
     case wqe_opcode::RDMA_WRITE_IMM: return tp != transport::ud;
+    case wqe_opcode::SEND_INVAL:  // the responder invalidates an R_Key: RC only
     case wqe_opcode::RDMA_READ:
     case wqe_opcode::ATOMIC_CS:
     case wqe_opcode::ATOMIC_FA: return tp == transport::rc;
@@ -328,12 +331,14 @@ bool transport_engine::execute_wqe(qp_object& qp, std::uint32_t at, std::uint32_
     switch (e.r.op) {
     case wqe_opcode::NOP: return finish_wqe(e, {});
     case wqe_opcode::SEND:
-    case wqe_opcode::SEND_IMM: return exec_send(e);
+    case wqe_opcode::SEND_IMM:
+    case wqe_opcode::SEND_INVAL: return exec_send(e);
     case wqe_opcode::RDMA_WRITE:
     case wqe_opcode::RDMA_WRITE_IMM: return exec_rdma_write(e);
     case wqe_opcode::RDMA_READ: return exec_rdma_read(e);
     case wqe_opcode::ATOMIC_CS:
     case wqe_opcode::ATOMIC_FA: return exec_atomic(e);
+    case wqe_opcode::UMR: return exec_umr(e);
     default: return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);  // refused by allowed() above
     }
 }
@@ -391,6 +396,54 @@ bool transport_engine::exec_atomic(wqe_exec& e) {
     return issue_for_response(e);
 }
 
+// UMR (PRM "UMR Control Segment"; Linux's mlx5_ib registers memory with it): the control
+// segment's imm names the key, the UMR control segment what changes, the memory key
+// context segment the new values; the translation entries follow inline or are read
+// through one data segment (its key checked against the QP's PD, or for a UMR QP, which
+// has none, the key's own). The key changes only once every check passed.
+bool transport_engine::exec_umr(wqe_exec& e) {
+    constexpr std::size_t segs = sizeof(hw::wqe_ctrl_seg) + sizeof(hw::wqe_umr_ctrl_seg) + hw::umr_mkey_seg_size;
+    if (e.size < segs) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
+    hw::wqe_umr_ctrl_seg u{};
+    std::memcpy(&u, e.w.data() + sizeof(hw::wqe_ctrl_seg), sizeof(u));
+    const std::byte* mkey_seg = e.w.data() + sizeof(hw::wqe_ctrl_seg) + sizeof(u);
+    // Two 8-byte MTT entries per octoword, from entry 2 * offset on.
+    const std::size_t n = std::size_t{u.xlt_octowords.value()} * 2;
+    const std::uint64_t first =
+        (u.flags & hw::umr_translation_offset_en) != 0
+            ? ((std::uint64_t{u.xlt_offset_47_16.value()} << 16) | u.xlt_offset.value()) * 2
+            : 0;
+    std::vector<std::uint64_t>& xlt = umr_xlt_;
+    xlt.resize(n);
+    if (n != 0 && (u.flags & hw::umr_inline) != 0) {
+        if (segs + n * 8 > e.size) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
+        for (std::size_t i = 0; i < n; ++i) {
+            hw::be64 v{};
+            std::memcpy(&v, e.w.data() + segs + i * 8, 8);
+            xlt[i] = v.value();
+        }
+    } else if (n != 0) {
+        if (segs + sizeof(hw::wqe_data_seg) > e.size) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
+        hw::wqe_data_seg d{};
+        std::memcpy(&d, e.w.data() + segs, sizeof(d));
+        std::uint32_t pd = e.qp.pd;
+        if (pd == 0) {
+            const auto k = t_.mkeys.find(d.lkey.value() >> 8);
+            if (k == t_.mkeys.end()) return finish_wqe(e, cqe_syndrome::LOCAL_PROT_ERR);
+            pd = ifc::get<ifc::mkc::pd>(k->second.mkc.data());
+        }
+        e.sges.push_back({d.lkey.value(), d.addr.value(), static_cast<std::uint32_t>(n * 8)});
+        e.m.payload.clear();
+        if (const auto s = gather(pd, e.sges, e.m.payload); s != cqe_syndrome{}) return finish_wqe(e, s);
+        for (std::size_t i = 0; i < n; ++i) {
+            hw::be64 v{};
+            std::memcpy(&v, e.m.payload.data() + i * 8, 8);
+            xlt[i] = v.value();
+        }
+    }
+    return finish_wqe(e, modify_mkey(e.qp, e.ctrl.imm.value(), u, mkey_seg, first, xlt));
+}
+
 // READ and atomics: the scatter list is where the response goes, so it may hold no
 // inline data; the request carries only its length.
 bool transport_engine::issue_for_response(wqe_exec& e) {
@@ -404,7 +457,8 @@ bool transport_engine::issue_for_response(wqe_exec& e) {
 void transport_engine::start_message(wqe_exec& e) {
     e.m.bth.opcode = opcode_transport(e.tp);
     e.m.bth.se = hw::ctrl_solicited_set(e.ctrl);
-    if (e.r.op == wqe_opcode::SEND_IMM || e.r.op == wqe_opcode::RDMA_WRITE_IMM) {
+    // The immediate, or the R_Key a SEND with invalidate names (its IETH).
+    if (e.r.op == wqe_opcode::SEND_IMM || e.r.op == wqe_opcode::RDMA_WRITE_IMM || e.r.op == wqe_opcode::SEND_INVAL) {
         std::memcpy(e.m.immdt.data(), &e.ctrl.imm, 4);  // already in network order
     }
 }

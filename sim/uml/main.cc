@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(m.frames_delivered),
                      static_cast<unsigned long long>(m.frames_dropped));
     }
+    if (m.wqes != 0) {
+        std::fprintf(stderr, "cxv-sim-uml: send WQEs: %llu executed, %llu UMRs changed a memory key, %llu CQEs\n",
+                     static_cast<unsigned long long>(m.wqes), static_cast<unsigned long long>(m.umrs),
+                     static_cast<unsigned long long>(m.cqes));
+    }
     if (!s) {
         std::fprintf(stderr, "cxv-sim-uml: %s\n", s.error().message.c_str());
         return 1;

@@ -13,6 +13,7 @@
 
 #include "hw/cqe.h"
 #include "hw/doorbell.h"
+#include "hw/ifc.h"
 #include "hw/opcodes.h"
 #include "hw/wqe.h"
 
@@ -61,6 +62,35 @@ TEST_CASE("segment layouts match mlx5dv.h") {
     SAME_OFFSET(hw::wqe_data_seg, mlx5_wqe_data_seg, addr);
 
     CHECK(sizeof(hw::wqe_inline_seg) == sizeof(mlx5_wqe_inl_data_seg));
+
+    // The UMR control segment (rdma-core calls the octowords KLM's, and leaves the high
+    // offset bits reserved), and the memory key context segment that follows it: the mkc
+    // layout's first 64 bytes.
+    CHECK(sizeof(hw::wqe_umr_ctrl_seg) == sizeof(mlx5_wqe_umr_ctrl_seg));
+    SAME_OFFSET(hw::wqe_umr_ctrl_seg, mlx5_wqe_umr_ctrl_seg, flags);
+    CHECK(offsetof(hw::wqe_umr_ctrl_seg, xlt_octowords) == offsetof(mlx5_wqe_umr_ctrl_seg, klm_octowords));
+    CHECK(offsetof(hw::wqe_umr_ctrl_seg, xlt_offset) == offsetof(mlx5_wqe_umr_ctrl_seg, translation_offset));
+    SAME_OFFSET(hw::wqe_umr_ctrl_seg, mlx5_wqe_umr_ctrl_seg, mkey_mask);
+    CHECK(hw::umr_mkey_seg_size == sizeof(mlx5_wqe_mkey_context_seg));
+    CHECK(hw::ifc::mkc::start_addr::bit_offset / 8 == offsetof(mlx5_wqe_mkey_context_seg, start_addr));
+    CHECK(hw::ifc::mkc::len::bit_offset / 8 == offsetof(mlx5_wqe_mkey_context_seg, len));
+    CHECK(hw::ifc::mkc::pd::bit_offset / 8 == offsetof(mlx5_wqe_mkey_context_seg, flags_pd) + 1);
+    CHECK(hw::ifc::mkc::translations_octword_size::bit_offset / 8 ==
+          offsetof(mlx5_wqe_mkey_context_seg, translations_octword_size));
+    CHECK(hw::ifc::mkc::log_page_size::bit_offset / 8 == offsetof(mlx5_wqe_mkey_context_seg, log_page_size));
+    CHECK(hw::ifc::mkc::mkey_7_0::bit_offset / 8 == offsetof(mlx5_wqe_mkey_context_seg, qpn_mkey) + 3);
+    {
+        // The free bit and the access bits where rdma-core's byte masks put them.
+        std::array<std::byte, hw::ifc::mkc::size_bytes> c{};
+        hw::ifc::set<hw::ifc::mkc::free>(c.data(), 1);
+        hw::ifc::set<hw::ifc::mkc::a>(c.data(), 1);
+        hw::ifc::set<hw::ifc::mkc::lr>(c.data(), 1);
+        mlx5_wqe_mkey_context_seg theirs{};
+        std::memcpy(&theirs, c.data(), sizeof(theirs));
+        CHECK(theirs.free == MLX5_WQE_MKEY_CONTEXT_FREE);
+        CHECK(theirs.access_flags ==
+              (MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC | MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_READ));
+    }
 
     CHECK(sizeof(hw::wqe_av) == sizeof(mlx5_wqe_av));
     CHECK(offsetof(hw::wqe_av, qkey) == offsetof(mlx5_wqe_av, key.qkey.qkey));
@@ -147,6 +177,21 @@ TEST_CASE("constants match mlx5dv.h") {
     SAME(hw::wqe_opcode::LOCAL_INVAL, MLX5_OPCODE_LOCAL_INVAL);
     SAME(hw::wqe_opcode::CONFIG_CMD, MLX5_OPCODE_CONFIG_CMD);
     SAME(hw::wqe_opcode::UMR, MLX5_OPCODE_UMR);
+    // UMR control segment flags and mkey_mask bits.
+    SAME(hw::umr_inline, MLX5_WQE_UMR_CTRL_FLAG_INLINE);
+    SAME(hw::umr_check_key_free, MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE);
+    SAME(hw::umr_translation_offset_en, MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET);
+    SAME(hw::umr_mask_len, MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN);
+    SAME(hw::umr_mask_start_addr, MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR);
+    SAME(hw::umr_mask_en_sigerr, MLX5_WQE_UMR_CTRL_MKEY_MASK_SIG_ERR);
+    SAME(hw::umr_mask_bsf_en, MLX5_WQE_UMR_CTRL_MKEY_MASK_BSF_ENABLE);
+    SAME(hw::umr_mask_key, MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY);
+    SAME(hw::umr_mask_qpn, MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN);
+    SAME(hw::umr_mask_lw, MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE);
+    SAME(hw::umr_mask_rr, MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ);
+    SAME(hw::umr_mask_rw, MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE);
+    SAME(hw::umr_mask_a, MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC);
+    SAME(hw::umr_mask_free, MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE);
     // CQE opcodes.
     SAME(hw::cqe_opcode::REQ, MLX5_CQE_REQ);
     SAME(hw::cqe_opcode::RESP_WR_IMM, MLX5_CQE_RESP_WR_IMM);

@@ -1,7 +1,11 @@
 // Memory keys and UMEMs: creation checks, reference counting, QUERY_MKEY, and the
 // translation through a key that the transport engine will apply.
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -577,4 +581,83 @@ TEST_CASE("pages no object uses go back: a negative PAGE_REQUEST once two batche
     REQUIRE(last.status == cmd_status::OK);
     REQUIRE(destroy_mkey(h, index_of(last)).status == cmd_status::OK);
     CHECK_FALSE(h.wait_eqe(e, std::chrono::milliseconds(100)));
+}
+
+TEST_CASE("a UMR posted to the device changes the key QUERY_MKEY reads: the firmware's copy follows the engine's") {
+    using qpc = ifc::qpc;
+    qp_env e;
+    // Linux's UMR QP: REG_UMR, no PD, to RTS with only a port.
+    auto qin = e.qp_input(ifc::qpc_values::st_reg_umr);
+    dma_buffer& buf = e.h.last_buffer();
+    ifc::set<qpc::pd>(ifc::at<ifc::create_qp_in::qpc>(qin.data()), 0);
+    const std::uint32_t qpn = e.create_qp(qin);
+    for (cmd_opcode op : {cmd_opcode::RST2INIT_QP, cmd_opcode::INIT2RTR_QP, cmd_opcode::RTR2RTS_QP}) {
+        auto in = H::input<ifc::rst2init_qp_in>(op);
+        ifc::set<ifc::rst2init_qp_in::qpn>(in.data(), qpn);
+        if (op == cmd_opcode::RST2INIT_QP) {
+            ifc::set<ifc::ads::vhca_port_num>(
+                ifc::at<qpc::primary_address_path>(ifc::at<ifc::rst2init_qp_in::qpc>(in.data())), 1);
+        }
+        REQUIRE(e.h.exec(in, 16).status == cmd_status::OK);
+    }
+    // A key as mlx5_ib's cache makes them: free, UMR enabled, 2 octowords, no entries yet.
+    auto kin = mkey_in(e.pd, 0, 0, 12, {});
+    ifc::set<ifc::create_mkey_in::pg_access>(kin.data(), 0);
+    ifc::set<ifc::mkc::free>(mkc_of(kin), 1);
+    ifc::set<ifc::mkc::umr_en>(mkc_of(kin), 1);
+    ifc::set<ifc::mkc::translations_octword_size>(mkc_of(kin), 2);
+    const auto k = e.h.exec(kin, 16);
+    REQUIRE(k.status == cmd_status::OK);
+    const std::uint32_t index = index_of(k);
+    CHECK(ifc::get<ifc::mkc::free>(ifc::at<ifc::query_mkey_out::memory_key_mkey_entry>(
+              query_mkey(e.h, index).out.data())) == 1);
+
+    // UMR at WQE 0 (the send queue after 16 receive WQEs of 64 bytes): enable the key on
+    // two pages, the entries inline; 144 bytes, 9 octowords, 3 basic blocks.
+    std::byte* wqe = buf.data() + 16 * 64;
+    hw::wqe_ctrl_seg ctrl{};
+    hw::set_ctrl_seg(ctrl, 0, hw::wqe_opcode::UMR, 0, qpn, 9, hw::ctrl_cq_update, hw::be32::from(index << 8));
+    hw::wqe_umr_ctrl_seg u{};
+    u.flags = hw::umr_inline | hw::umr_check_key_free;
+    u.xlt_octowords = hw::be16::from(1);
+    u.mkey_mask = hw::be64::from(hw::umr_mask_free | hw::umr_mask_key | hw::umr_mask_start_addr | hw::umr_mask_len |
+                                 hw::umr_mask_lw);
+    std::array<std::byte, hw::umr_mkey_seg_size> seg{};
+    ifc::set<ifc::mkc::mkey_7_0>(seg.data(), 0x77);
+    ifc::set<ifc::mkc::start_addr>(seg.data(), 0x10000);
+    ifc::set<ifc::mkc::len>(seg.data(), 8192);
+    ifc::set<ifc::mkc::lw>(seg.data(), 1);
+    const std::array<hw::be64, 2> entries{hw::be64::from(0x7000 | kPresent), hw::be64::from(0x9000 | kPresent)};
+    std::memcpy(wqe, &ctrl, sizeof ctrl);
+    std::memcpy(wqe + 16, &u, sizeof u);
+    std::memcpy(wqe + 64, seg.data(), seg.size());
+    std::memcpy(wqe + 128, entries.data(), sizeof entries);
+    const hw::be32 counter = hw::be32::from(3);  // WQE-BBs posted
+    std::memcpy(buf.data() + 4096 + 4, &counter, 4);
+    std::atomic_thread_fence(std::memory_order_release);
+    std::uint64_t first8;
+    std::memcpy(&first8, wqe, 8);
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(e.h.bar() + std::size_t{e.uar} * hw::uar_page_size +
+                                                                      hw::uar_bf_offset))
+        .store(first8, std::memory_order_release);
+
+    // The key as the firmware now reports it.
+    test::cmd_result q;
+    for (int i = 0; i < 3000; ++i) {
+        q = query_mkey(e.h, index);
+        REQUIRE(q.status == cmd_status::OK);
+        if (ifc::get<ifc::mkc::free>(ifc::at<ifc::query_mkey_out::memory_key_mkey_entry>(q.out.data())) == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const std::byte* m = ifc::at<ifc::query_mkey_out::memory_key_mkey_entry>(q.out.data());
+    CHECK(ifc::get<ifc::mkc::free>(m) == 0);
+    CHECK(ifc::get<ifc::mkc::mkey_7_0>(m) == 0x77);
+    CHECK(ifc::get<ifc::mkc::start_addr>(m) == 0x10000);
+    CHECK(ifc::get<ifc::mkc::len>(m) == 8192);
+    CHECK(ifc::get<ifc::mkc::lw>(m) == 1);
+    CHECK(ifc::get<ifc::mkc::rw>(m) == 1);  // as created: not in the mask
+    CHECK(ifc::get<ifc::mkc::umr_en>(m) == 1);
+    CHECK(queried_mtt(q, 0) == (0x7000 | kPresent));
+    CHECK(queried_mtt(q, 1) == (0x9000 | kPresent));
+    REQUIRE(destroy_mkey(e.h, index).status == cmd_status::OK);
 }

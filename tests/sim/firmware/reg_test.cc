@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -637,4 +638,33 @@ TEST_CASE("PPCNT counts the port's wire packets and bytes per group; clr clears 
         check_status(access(h, kRead, id(hw::reg_id::PPCNT), ppcnt_query(g)).r, cmd_status::BAD_PARAM,
                      cmd_syndrome::BAD_PARAMETER);
     }
+}
+
+TEST_CASE("NODE_DESC: read as Linux's mlx5_ib reads it where no SMA answers (a RoCE port), written, read back") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto node_desc = id(hw::reg_id::NODE_DESC);
+    const std::vector<std::byte> none(CXV_LINUX_BYTES(set_node_in));
+    auto text = [](const reg_reply& rr) {
+        REQUIRE(rr.reg.size() == 64);
+        const auto* p = reinterpret_cast<const char*>(rr.reg.data());
+        return std::string(p, strnlen(p, 64));
+    };
+    auto rr = access(h, kRead, node_desc, none);
+    check_ok(rr);
+    const std::string initial = fmt::format("MT{} cxv ConnectX model", h.dev().config().device_id);
+    CHECK(text(rr) == initial);
+    // Not a port register: its first byte is text, not a local port.
+    std::vector<std::byte> w(none.size());
+    const std::string mine = "uml-host mlx5_0";
+    std::memcpy(w.data(), mine.data(), mine.size());
+    check_ok(access(h, kWrite, node_desc, w));
+    CHECK(text(access(h, kRead, node_desc, none)) == mine);
+    // All 64 bytes are the description (no terminator needed).
+    std::fill(w.begin(), w.end(), std::byte{'x'});
+    check_ok(access(h, kWrite, node_desc, w));
+    CHECK(text(access(h, kRead, node_desc, none)) == std::string(64, 'x'));
+    // An empty description brings the model's own back.
+    check_ok(access(h, kWrite, node_desc, none));
+    CHECK(text(access(h, kRead, node_desc, none)) == initial);
 }

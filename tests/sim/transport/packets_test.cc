@@ -569,7 +569,7 @@ TEST_CASE("QP1: the wire's destination QP 1 reaches the GSI QP, whose sends carr
     CHECK((r.cqe(kCqA, r.t.cqs.at(kCqA).producer - 1).flags_rqpn.value() & 0xffffff) == 1);
 }
 
-TEST_CASE("a UMR QP executes NOPs; a UMR WQE (not modelled) completes in error, and nothing reaches the wire") {
+TEST_CASE("a UMR QP executes NOPs; a UMR WQE too short for its segments completes in error, and nothing reaches the wire") {
     engine_rig r;
     r.add_cq(kCqA, 4);
     qp_object& umr = r.add_rc_qp(kA, 0, kCqA);
@@ -577,7 +577,7 @@ TEST_CASE("a UMR QP executes NOPs; a UMR WQE (not modelled) completes in error, 
     r.post_send(kA, hw::wqe_opcode::NOP, true);
     REQUIRE(r.t.cqs.at(kCqA).producer == 1);
     CHECK(opcode(r.cqe(kCqA, 0)) == hw::cqe_opcode::REQ);
-    hw::wqe_data_seg d{};  // stands for the UMR segments: the opcode alone is refused
+    hw::wqe_data_seg d{};  // no UMR control and context segments (umr_test has those)
     hw::set_data_seg(d, 0, engine_rig::kKey, r.alloc(4096));
     r.post_send(kA, hw::wqe_opcode::UMR, true, d);
     REQUIRE(r.t.cqs.at(kCqA).producer == 2);

@@ -159,6 +159,12 @@ public:
     // the doorbell record and rings the doorbell; then runs the wire until it is quiet.
     template <typename... Segs>
     void post_send(std::uint32_t qpn, hw::wqe_opcode op, bool signaled, const Segs&... segs) {
+        post_send_imm(qpn, op, signaled, hw::be32{}, segs...);
+    }
+    // The same with the control segment's imm (an immediate, an invalidated key, the key
+    // a UMR changes).
+    template <typename... Segs>
+    void post_send_imm(std::uint32_t qpn, hw::wqe_opcode op, bool signaled, hw::be32 imm, const Segs&... segs) {
         qp_object& qp = t.qps.at(qpn);
         const std::uint16_t idx = sq_posted_[qpn];
         const std::uint64_t at = qp.pas[0] + 16 * 16 + std::uint64_t{idx % 16u} * 64;
@@ -167,7 +173,7 @@ public:
         const auto ds = static_cast<std::uint8_t>((pos + 15) / 16);
         sq_posted_[qpn] = static_cast<std::uint16_t>(idx + (pos + 63) / 64);  // WQE-BBs taken (not wrapped)
         hw::wqe_ctrl_seg ctrl{};
-        hw::set_ctrl_seg(ctrl, idx, op, 0, qpn, ds, signaled ? hw::ctrl_cq_update : 0);
+        hw::set_ctrl_seg(ctrl, idx, op, 0, qpn, ds, signaled ? hw::ctrl_cq_update : 0, imm);
         put(at, ctrl);
         put(ifc::get<ifc::qpc::dbr_addr>(qp.qpc.data()) + 4, hw::be32::from(sq_posted_[qpn]));
         const std::uint64_t qword0 =
