@@ -65,10 +65,11 @@ static int exchange(struct side *a, struct side *b, int n, char tag) {
     return 1;
 }
 
-/* The next async event of `c` within a second, or -1. */
+/* The next async event of `c` within 10 s (a sanitizer build on a loaded machine took
+ * more than 1 s), or -1. */
 static int next_event(struct ibv_context *c, struct ibv_async_event *ev) {
     struct pollfd p = {.fd = c->async_fd, .events = POLLIN};
-    if (poll(&p, 1, 1000) != 1) return -1;
+    if (poll(&p, 1, 10000) != 1) return -1;
     return ibv_get_async_event(c, ev);
 }
 

@@ -14,7 +14,7 @@
 # command or a message; no kernel warned (hw csum failure, a command timeout, a WARNING);
 # both kernels take eth0 down and unload mlx5_core.
 #
-#   mlx5e_test.sh CXV_SIM_UML KERNEL_SCRIPT INIT_SH GUEST_TEST_LIB TRAFFIC_PY
+#   mlx5e_test.sh CXV_SIM_UML KERNEL_SCRIPT INIT_SH GUEST_TEST_LIB TRAFFIC_PY TWO_KERNELS_SH
 set -uo pipefail
 
 sim=$(realpath "$1")
@@ -36,40 +36,11 @@ kdir=$("$kernel_script" --print-dir 2>/dev/null) ||
 [ -x /usr/bin/ping ] || fail "no /usr/bin/ping (iputils-ping: tools/setup installs it)"
 [ -x /usr/bin/python3 ] || fail "no /usr/bin/python3 (tools/setup installs it)"
 
-out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
-# A socket path has at most 107 bytes: the work directory is under /tmp.
-work=$(mktemp -d /tmp/cxv-uml.XXXXXX)
-simpids=()
-umlpids=()
-cleanup() {
-    local p
-    for p in "${umlpids[@]}" "${simpids[@]}"; do
-        kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
-    done
-    cp "$work"/*.log "$out/" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+# The two kernels and their models (two_kernels.sh).
+. "$6"
+two_kernels_begin mlx5e
 
 note() { echo "tests/uml/mlx5e_test.sh:0: MESSAGE: $*"; }
-
-mkdir "$work/fabric"
-for i in 0 1; do
-    "$sim" --socket "$work/$i.sock" --trace-commands --set port_type=eth --set fabric_dir="$work/fabric" \
-        --set fabric=mlx5e --set fabric_index=$i >"$work/model$i.log" 2>&1 &
-    simpids+=($!)
-done
-for i in 0 1; do
-    for _ in $(seq 100); do
-        grep -q "listening on" "$work/model$i.log" && break
-        kill -0 "${simpids[$i]}" 2>/dev/null || break
-        sleep 0.1
-    done
-    grep -q "listening on" "$work/model$i.log" || fail "cxv-sim-uml $i did not start: $(cat "$work/model$i.log")"
-    # Not behind other tests' loads for a CPU (mlx5_probe_test.sh says why).
-    chrt -a -r -p 10 "${simpids[$i]}" >/dev/null 2>&1 || renice -n -10 -p "${simpids[$i]}" >/dev/null 2>&1 || true
-done
 
 addr() { echo "169.254.77.$(($1 + 1))"; }
 for i in 0 1; do
@@ -91,35 +62,9 @@ echo "=== dmesg"
 dmesg
 CMD
 done
-for i in 0 1; do
-    # Bounded: each guest powers itself off after its command; 240 s at most, then SIGKILL.
-    timeout -k 10 240 "$kdir/vmlinux" umid=cxv-$$-$i uml_dir="$work" mem=384M root=/dev/root rootfstype=hostfs \
-        rootflags=/ ro init="$init" cxv.cmd="$work/cmd$i.sh" con=null con0=fd:0,fd:1 \
-        virtio_uml.device="$work/$i.sock:1234" </dev/null >"$work/console$i.log" 2>&1 &
-    umlpids+=($!)
-done
-rcs=()
-for i in 0 1; do
-    wait "${umlpids[$i]}"
-    rcs+=($?)
-done
-umlpids=()
-for i in 0 1; do
-    for _ in $(seq 50); do
-        grep -q "cxv-sim-uml: done" "$work/model$i.log" && break
-        sleep 0.1
-    done
-done
-
-show() {
-    local i
-    for i in 0 1; do
-        echo "--- guest $i's console (last 60 lines)"
-        tail -n 60 "$work/console$i.log"
-        echo "--- model $i's log (last 15 lines)"
-        tail -n 15 "$work/model$i.log"
-    done
-}
+# Bounded: each guest powers itself off after its command; 240 s at most, then SIGKILL.
+two_kernels_run 240
+show() { two_kernels_show; }
 for i in 0 1; do
     c="$work/console$i.log"
     ((rcs[i] == 0)) || { show; fail "UML kernel $i exited ${rcs[$i]}"; }
@@ -132,11 +77,7 @@ for i in 0 1; do
     grep -q "^removed mlx5_core$" "$c" || { show; fail "guest $i: mlx5_core did not unload"; }
     grep -Eq "hw csum failure|mlx5.*(timeout|No done completion)|WARNING|Missing .* capability|probe .* failed" "$c" &&
         { show; fail "guest $i's kernel complained: $(grep -Em3 "hw csum failure|mlx5.*(timeout|No done completion)|WARNING|Missing .* capability|probe .* failed" "$c")"; }
-    m="$work/model$i.log"
-    grep -q "cxv-sim-uml: done:.* 0 messages refused" "$m" || { show; fail "model $i refused virtio_pcidev messages"; }
-    refused=$(grep " status=" "$m" | grep -v "status=OK" | sed -E 's/.* slot +[0-9]+ //; s/ delivery=[^ ]*//; s/ [0-9]+us$//' |
-        sort -u)
-    [ -z "$refused" ] || { show; fail "model $i refused what mlx5e sent: $refused"; }
+    two_kernels_model_clean $i
 done
 sent=$(grep -o "^tcp sent .*" "$work/console0.log")
 got=$(grep -o "^tcp received .*" "$work/console1.log")

@@ -14,7 +14,7 @@
 # message, and both executed UMRs; no kernel warned (a WARNING, an error CQE, a command
 # timeout, an I/O timeout).
 #
-#   nvmeof_test.sh CXV_SIM_UML KERNEL_SCRIPT INIT_SH GUEST_TEST_LIB
+#   nvmeof_test.sh CXV_SIM_UML KERNEL_SCRIPT INIT_SH GUEST_TEST_LIB TWO_KERNELS_SH
 set -uo pipefail
 
 sim=$(realpath "$1")
@@ -37,40 +37,11 @@ for m in null_blk nvmet nvmet-rdma nvme-core nvme-fabrics nvme-rdma rdma_cm mlx5
     [ -f "$kdir/modules/$m.ko" ] || fail "the UML kernel has no $m.ko (tools/uml/kernel builds it)"
 done
 
-out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
-# A socket path has at most 107 bytes: the work directory is under /tmp.
-work=$(mktemp -d /tmp/cxv-uml.XXXXXX)
-simpids=()
-umlpids=()
-cleanup() {
-    local p
-    for p in "${umlpids[@]}" "${simpids[@]}"; do
-        kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
-    done
-    cp "$work"/*.log "$out/" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+# The two kernels and their models (two_kernels.sh).
+. "$5"
+two_kernels_begin nvmeof
 
 note() { echo "tests/uml/nvmeof_test.sh:0: MESSAGE: $*"; }
-
-mkdir "$work/fabric"
-for i in 0 1; do
-    "$sim" --socket "$work/$i.sock" --trace-commands --set port_type=eth --set fabric_dir="$work/fabric" \
-        --set fabric=nvmeof --set fabric_index=$i >"$work/model$i.log" 2>&1 &
-    simpids+=($!)
-done
-for i in 0 1; do
-    for _ in $(seq 100); do
-        grep -q "listening on" "$work/model$i.log" && break
-        kill -0 "${simpids[$i]}" 2>/dev/null || break
-        sleep 0.1
-    done
-    grep -q "listening on" "$work/model$i.log" || fail "cxv-sim-uml $i did not start: $(cat "$work/model$i.log")"
-    # Not behind other tests' loads for a CPU (mlx5_probe_test.sh says why).
-    chrt -a -r -p 10 "${simpids[$i]}" >/dev/null 2>&1 || renice -n -10 -p "${simpids[$i]}" >/dev/null 2>&1 || true
-done
 
 target=169.254.78.1
 host=169.254.78.2
@@ -85,7 +56,7 @@ done
 for t in \$(seq 50); do [ -e /sys/class/net/eth0 ] && break; sleep 0.1; done
 ip link set eth0 up && echo "eth0 up"
 ip addr add $2/16 dev eth0
-for t in \$(seq 100); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 ] && break; sleep 0.1; done
+for t in \$(seq 300); do [ "\$(cat /sys/class/net/eth0/carrier 2>/dev/null)" = 1 ] && break; sleep 0.1; done
 echo "carrier: \$(cat /sys/class/net/eth0/carrier 2>&1)"
 CMD
 }
@@ -139,42 +110,16 @@ for t in \$(seq 50); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
 head -c 1048576 /dev/urandom >/tmp/written
 dd if=/tmp/written of=/dev/nvme0n1 bs=64k oflag=direct 2>&1 | tail -1
 dd if=/dev/nvme0n1 of=/tmp/read bs=64k count=16 iflag=direct 2>&1 | tail -1
-echo "written \$(sha256sum </tmp/written)"
-echo "read \$(sha256sum </tmp/read)"
+echo "written \$(sha256sum </tmp/written | cut -d' ' -f1)"
+echo "read \$(sha256sum </tmp/read | cut -d' ' -f1)"
 echo 1 >/sys/class/nvme/nvme0/delete_controller && echo "disconnected"
 /usr/bin/python3 -c 'import socket; socket.create_connection(("$target", 5001), 10).send(b"done")'
 CMD
     down "nvme-core nvme-fabrics nvme-rdma"
 } >"$work/cmd1.sh"
-for i in 0 1; do
-    # Bounded: each guest powers itself off after its command; 240 s at most, then SIGKILL.
-    timeout -k 10 240 "$kdir/vmlinux" umid=cxv-$$-$i uml_dir="$work" mem=384M root=/dev/root rootfstype=hostfs \
-        rootflags=/ ro init="$init" cxv.cmd="$work/cmd$i.sh" con=null con0=fd:0,fd:1 \
-        virtio_uml.device="$work/$i.sock:1234" </dev/null >"$work/console$i.log" 2>&1 &
-    umlpids+=($!)
-done
-rcs=()
-for i in 0 1; do
-    wait "${umlpids[$i]}"
-    rcs+=($?)
-done
-umlpids=()
-for i in 0 1; do
-    for _ in $(seq 50); do
-        grep -q "cxv-sim-uml: done" "$work/model$i.log" && break
-        sleep 0.1
-    done
-done
-
-show() {
-    local i
-    for i in 0 1; do
-        echo "--- guest $i's console (last 60 lines)"
-        tail -n 60 "$work/console$i.log"
-        echo "--- model $i's log (last 15 lines)"
-        tail -n 15 "$work/model$i.log"
-    done
-}
+# Bounded: each guest powers itself off after its command; 240 s at most, then SIGKILL.
+two_kernels_run 240
+show() { two_kernels_show; }
 warned="WARNING|error cqe|timeout|failed|Fatal|probe .* failed"
 # UML's own limits, not Linux's verdict on the model: a read the backend answered after
 # UML's 40 ms (virt-pci.c:160 warns "um virt-pci delay"; on a loaded machine a BAR read
@@ -198,11 +143,7 @@ for i in 0 1; do
     grep -q "^carrier: 1$" "$c" || { show; fail "guest $i: eth0 has no carrier"; }
     grep -q "^\(insmod\|rmmod\) .* failed" "$c" && { show; fail "guest $i: $(grep -m3 "^\(insmod\|rmmod\) .* failed" "$c")"; }
     grep -Eq "$warned" "$c" && { show; fail "guest $i's kernel complained: $(grep -Em3 "$warned" "$c")"; }
-    m="$work/model$i.log"
-    grep -q "cxv-sim-uml: done:.* 0 messages refused" "$m" || { show; fail "model $i refused virtio_pcidev messages"; }
-    refused=$(grep " status=" "$m" | grep -v "status=OK" | sed -E 's/.* slot +[0-9]+ //; s/ delivery=[^ ]*//; s/ [0-9]+us$//' |
-        sort -u)
-    [ -z "$refused" ] || { show; fail "model $i refused what Linux sent: $refused"; }
+    two_kernels_model_clean $i
 done
 grep -q "^target ready$" "$work/console0.log" || { show; fail "the target did not start"; }
 grep -q "^connected$" "$work/console1.log" || { show; fail "the host did not connect"; }

@@ -58,6 +58,11 @@ struct umr_rig : engine_rig {
         page2 = alloc(4096);
     }
     const mkey_object& key() { return t.mkeys.at(kFreeIndex); }
+    // A signaled UMR WQE on `qpn` that names the key, `segs` after its control segment.
+    template <class... Segs>
+    void umr(std::uint32_t qpn, const Segs&... segs) {
+        post_send_imm(qpn, hw::wqe_opcode::UMR, true, hw::be32::from(kFreeIndex << 8), segs...);
+    }
     template <class F>
     auto field() {
         return ifc::get<F>(key().mkc.data());
@@ -92,7 +97,7 @@ struct umr_rig : engine_rig {
         ifc::set<ifc::mkc::log_page_size>(s.data(), 12);
         hw::wqe_data_seg d{};
         hw::set_data_seg(d, 64, kKey, list);
-        post_send_imm(qpn, hw::wqe_opcode::UMR, true, hw::be32::from(kFreeIndex << 8), u, s, d);
+        umr(qpn, u, s, d);
     }
     // mlx5r_umr_revoke_mr: the key free again, in the given PD; no entries.
     void revoke(std::uint32_t qpn, std::uint32_t pd) {
@@ -102,7 +107,7 @@ struct umr_rig : engine_rig {
         mkey_seg s{};
         ifc::set<ifc::mkc::free>(s.data(), 1);
         ifc::set<ifc::mkc::pd>(s.data(), pd);
-        post_send_imm(qpn, hw::wqe_opcode::UMR, true, hw::be32::from(kFreeIndex << 8), u, s);
+        umr(qpn, u, s);
     }
     std::uint64_t page1 = 0, page2 = 0;
 };
@@ -174,7 +179,7 @@ TEST_CASE("UMR: entries inline, at an octoword offset, into a live key checked n
         u.xlt_offset = hw::be16::from(1);  // entries 2 and 3
         mkey_seg s{};
         std::array<hw::be64, 2> entries{hw::be64::from(0x5000 | 3), hw::be64::from(0x6000 | 1)};
-        r.post_send_imm(kUmrQp, hw::wqe_opcode::UMR, true, hw::be32::from(kFreeIndex << 8), u, s, entries);
+        r.umr(kUmrQp, u, s, entries);
         CHECK(opcode(r.last(kCq)) == hw::cqe_opcode::REQ);
         REQUIRE(r.key().translations.size() == 8);
         CHECK(r.key().translations[0] == (r.page1 | 3));
@@ -213,7 +218,7 @@ TEST_CASE("UMR refused: the key's state against the check asked for, umr_en, the
         u.mkey_mask = hw::be64::from(hw::umr_mask_lw);
         mkey_seg s{};
         ifc::set<ifc::mkc::lw>(s.data(), 1);
-        r.post_send_imm(kUmrQp, hw::wqe_opcode::UMR, true, hw::be32::from(kFreeIndex << 8), u, s);
+        r.umr(kUmrQp, u, s);
         check_refused(r, kCq, before, 0, hw::cqe_syndrome::LOCAL_PROT_ERR);
     }
     SUBCASE("a key made without umr_en") {
@@ -230,7 +235,7 @@ TEST_CASE("UMR refused: the key's state against the check asked for, umr_en, the
         u.xlt_offset = hw::be16::from(4);  // entries 8 and 9 of a table of 8
         mkey_seg s{};
         std::array<hw::be64, 2> entries{hw::be64::from(0x5000), hw::be64::from(0x6000)};
-        r.post_send_imm(kUmrQp, hw::wqe_opcode::UMR, true, hw::be32::from(kFreeIndex << 8), u, s, entries);
+        r.umr(kUmrQp, u, s, entries);
         check_refused(r, kCq, before, 0, hw::cqe_syndrome::LOCAL_LENGTH_ERR);
     }
     SUBCASE("from an RC QP of another PD") {
@@ -240,7 +245,7 @@ TEST_CASE("UMR refused: the key's state against the check asked for, umr_en, the
         u.flags = hw::umr_inline;
         u.mkey_mask = hw::be64::from(hw::umr_mask_lw);
         mkey_seg s{};
-        r.post_send_imm(kA, hw::wqe_opcode::UMR, true, hw::be32::from(kFreeIndex << 8), u, s);
+        r.umr(kA, u, s);
         check_refused(r, kCqA, before, 0, hw::cqe_syndrome::LOCAL_PROT_ERR);
         CHECK(r.t.qps.at(kA).state == qp_state::ERR);
     }
