@@ -11,6 +11,7 @@
 #                              SECONDS; their exit statuses in rcs[0], rcs[1]
 #   two_kernels_show           the consoles' and the models' last lines (before a fail)
 #   two_kernels_model_clean I  fails unless model I refused no message and no command
+#   two_kernels_cleanup [TAG]  ends a run early (its logs kept as TAG*.log), for another
 
 work=""
 simpids=()
@@ -18,14 +19,21 @@ umlpids=()
 rcs=()
 out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
 
+# Stops what runs (by process id), keeps the logs (in $out, their names prefixed with
+# $1 when given) and removes the work directory; two_kernels_begin may start again.
 two_kernels_cleanup() {
-    local p
+    local p f
     for p in "${umlpids[@]}" "${simpids[@]}"; do
         kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
     done
+    umlpids=()
+    simpids=()
     [ -n "$work" ] || return 0
-    cp "$work"/*.log "$out/" 2>/dev/null
+    for f in "$work"/*.log; do
+        [ -e "$f" ] && cp "$f" "$out/${1:-}$(basename "$f")"
+    done
     rm -rf "$work"
+    work=""
 }
 
 two_kernels_begin() {
@@ -46,16 +54,11 @@ two_kernels_begin() {
             sleep 0.1
         done
         grep -q "listening on" "$work/model$i.log" || fail "cxv-sim-uml $i did not start: $(cat "$work/model$i.log")"
-        # Not behind other tests' loads for a CPU (mlx5_probe_test.sh says why); and the
-        # thread that answers UML's messages (the process's first) above the model
-        # threads, which spin while busy: at one real-time priority, two busy backends'
-        # model threads held both CPUs for a round-robin slice (100 ms) while a read
-        # waited, past UML's 40 ms.
-        if chrt -a -r -p 10 "${simpids[$i]}" >/dev/null 2>&1; then
-            chrt -r -p 20 "${simpids[$i]}" >/dev/null 2>&1 || true
-        else
-            renice -n -10 -p "${simpids[$i]}" >/dev/null 2>&1 || true
-        fi
+        # Not behind other tests' loads for a CPU (mlx5_probe_test.sh says why). All of
+        # the backend's threads at one priority: the thread that answers UML's messages
+        # yields to the model thread while it waits for it to take a doorbell, which a
+        # higher priority would turn into a spin the model thread never gets to end.
+        chrt -a -r -p 10 "${simpids[$i]}" >/dev/null 2>&1 || renice -n -10 -p "${simpids[$i]}" >/dev/null 2>&1 || true
     done
 }
 
