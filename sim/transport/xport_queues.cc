@@ -192,10 +192,10 @@ bool through_key(const object_tables& t, std::uint32_t pd, std::uint32_t key, st
 // QP's user (uid) and, on a QP with a PD, to that PD (IBA: a fast registration stays in
 // its PD); its context allows UMR (umr_en); it is in the state the check_free bits ask
 // for; a new PD is the user's; the entries fit the key's table (translations_octword_size
-// octwords, in 64-byte units). Refused: the WQE completes with LOCAL_PROT_ERR (the key) or LOCAL_LENGTH_ERR
-// (the table), the key unchanged (the PRM gives no syndromes: the model's choice).
-// Signature offload (bsf_en) is not offered (caps). Then the fields `mask` names, and
-// the entries, replace the key's.
+// octwords, in 64-byte units). Refused: the WQE completes with LOCAL_PROT_ERR (the key)
+// or LOCAL_LENGTH_ERR (the table), the key unchanged (the PRM gives no syndromes: the
+// model's choice). Signature offload (bsf_en) is not offered (caps). Then the fields
+// `mask` names, and the entries, replace the key's.
 hw::cqe_syndrome transport_engine::modify_mkey(const qp_object& qp, std::uint32_t key, const hw::wqe_umr_ctrl_seg& u,
                                                const std::byte* seg, std::uint64_t first,
                                                std::span<const std::uint64_t> xlt) {

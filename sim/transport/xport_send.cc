@@ -413,19 +413,14 @@ bool transport_engine::exec_umr(wqe_exec& e) {
         (u.flags & hw::umr_translation_offset_en) != 0
             ? ((std::uint64_t{u.xlt_offset_47_16.value()} << 16) | u.xlt_offset.value()) * 2
             : 0;
-    std::vector<std::uint64_t>& xlt = umr_xlt_;
-    xlt.resize(n);
+    // The entries' bytes: in the WQE, or gathered into the message's payload (unused by a UMR).
+    const std::byte* src = e.w.data() + segs;
     if (n != 0 && (u.flags & hw::umr_inline) != 0) {
         if (segs + n * 8 > e.size) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
-        for (std::size_t i = 0; i < n; ++i) {
-            hw::be64 v{};
-            std::memcpy(&v, e.w.data() + segs + i * 8, 8);
-            xlt[i] = v.value();
-        }
     } else if (n != 0) {
         if (segs + sizeof(hw::wqe_data_seg) > e.size) return finish_wqe(e, cqe_syndrome::LOCAL_QP_OP_ERR);
         hw::wqe_data_seg d{};
-        std::memcpy(&d, e.w.data() + segs, sizeof(d));
+        std::memcpy(&d, src, sizeof(d));
         std::uint32_t pd = e.qp.pd;
         if (pd == 0) {
             const auto k = t_.mkeys.find(d.lkey.value() >> 8);
@@ -435,11 +430,14 @@ bool transport_engine::exec_umr(wqe_exec& e) {
         e.sges.push_back({d.lkey.value(), d.addr.value(), static_cast<std::uint32_t>(n * 8)});
         e.m.payload.clear();
         if (const auto s = gather(pd, e.sges, e.m.payload); s != cqe_syndrome{}) return finish_wqe(e, s);
-        for (std::size_t i = 0; i < n; ++i) {
-            hw::be64 v{};
-            std::memcpy(&v, e.m.payload.data() + i * 8, 8);
-            xlt[i] = v.value();
-        }
+        src = e.m.payload.data();
+    }
+    std::vector<std::uint64_t>& xlt = umr_xlt_;
+    xlt.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        hw::be64 v{};
+        std::memcpy(&v, src + i * 8, 8);
+        xlt[i] = v.value();
     }
     return finish_wqe(e, modify_mkey(e.qp, e.ctrl.imm.value(), u, mkey_seg, first, xlt));
 }
