@@ -57,4 +57,17 @@ std::string format_command_output(cmd_opcode op, const void* out, std::size_t le
     }
 }
 
+std::string command_input_unnamed_bits(const void* in, std::size_t len) {
+    if (len < ifc::cmd_in::size_bytes) return {};
+    switch (static_cast<cmd_opcode>(ifc::get<ifc::cmd_in::opcode>(in))) {
+#define CXV_CASE(name, in_layout, out_layout) \
+    case cmd_opcode::name:                    \
+        return unnamed_bits<ifc::in_layout>(in, len);
+        CXV_CMD_LAYOUTS(CXV_CASE)
+#undef CXV_CASE
+        default:
+            return {};
+    }
+}
+
 }  // namespace cxv::hw

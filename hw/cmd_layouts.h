@@ -117,5 +117,8 @@ std::size_t command_output_size(cmd_opcode op) noexcept;
 // field names; an opcode without a layout prints as the generic header.
 std::string format_command_input(const void* in, std::size_t len);
 std::string format_command_output(cmd_opcode op, const void* out, std::size_t len);
+// The bits of a command input that its layout does not name (hw::unnamed_bits): empty
+// when every set bit is a named field's, or when hw/ has no layout for the opcode.
+std::string command_input_unnamed_bits(const void* in, std::size_t len);
 
 }  // namespace cxv::hw

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -85,12 +86,55 @@ void format_layout(std::string& out, const void* p, std::size_t size) {
     out += '}';
 }
 
+// Marks, in `named` (one flag per bit of the buffer), the bits that L's fields name, L
+// starting at bit `base` of a buffer of `size` bytes.
+template <typename L>
+void mark_named(std::vector<bool>& named, std::size_t base, std::size_t size) {
+    const auto mark = [&](std::size_t from, std::size_t bits) {
+        for (std::size_t b = from; b < from + bits && b < size * 8; ++b) named[b] = true;
+    };
+    ifc::for_each_field<L>([&]<typename F>(F) {
+        const std::size_t at = base + F::bit_offset;
+        if (at >= size * 8) return;
+        if constexpr (F::kind == ifc::field_kind::scalar) {
+            mark(at, F::bit_width);
+        } else if constexpr (F::kind == ifc::field_kind::nested) {
+            mark_named<typename F::layout>(named, at, size);
+        } else if constexpr (F::kind == ifc::field_kind::array) {
+            mark(at, F::count == 0 ? size * 8 - at : F::count * F::elem_bits);
+        } else {
+            const std::size_t elem = F::layout::size_bytes * 8;
+            const std::size_t n = F::count == 0 ? (size * 8 - at) / elem : F::count;
+            for (std::size_t i = 0; i < n; ++i) mark_named<typename F::layout>(named, at + i * elem, size);
+        }
+    });
+}
+
 }  // namespace detail
 
 template <typename L>
 std::string to_string(ifc_view<L> v) {
     std::string out;
     detail::format_layout<L>(out, v.p, v.size);
+    return out;
+}
+
+// The bits set in the `size` bytes at p that no field of L names (reserved in hw/'s
+// layout, or a field hw/ does not describe), as " @0xBYTE=0xBITS" per byte; empty when
+// there are none. A command trace shows with it what a driver sets that hw/ leaves out.
+template <typename L>
+std::string unnamed_bits(const void* p, std::size_t size) {
+    std::vector<bool> named(size * 8);
+    detail::mark_named<L>(named, 0, size);
+    std::string out;
+    const auto* bytes = static_cast<const std::uint8_t*>(p);
+    for (std::size_t i = 0; i < size; ++i) {
+        unsigned unnamed = 0;
+        for (unsigned bit = 0; bit < 8; ++bit) {
+            if (!named[i * 8 + bit]) unnamed |= 0x80u >> bit;  // PRM bit order: MSB first
+        }
+        if ((bytes[i] & unnamed) != 0) fmt::format_to(std::back_inserter(out), " @{:#x}={:#04x}", i, bytes[i] & unnamed);
+    }
     return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "hw/cmd_layouts.h"
 #include "hw/printers.h"
 
 namespace cxv::sim {
@@ -46,6 +47,21 @@ void trace::set_live(std::FILE* out, std::string prefix) {
     std::lock_guard lock(mu_);
     live_ = out;
     live_prefix_ = std::move(prefix);
+}
+
+void trace::set_command_log(std::FILE* out, std::string prefix) {
+    std::lock_guard lock(mu_);
+    log_ = out;
+    log_prefix_ = std::move(prefix);
+}
+
+void trace::log_command(hw::cmd_opcode op, const std::vector<std::byte>& in, const std::vector<std::byte>& out) {
+    const std::string line =
+        fmt::format("{}: in={} unnamed={{{}}} out={}\n", log_prefix_, hw::format_command_input(in.data(), in.size()),
+                    hw::command_input_unnamed_bits(in.data(), in.size()),
+                    hw::format_command_output(op, out.data(), out.size()));
+    std::lock_guard lock(mu_);
+    if (log_ != nullptr) std::fputs(line.c_str(), log_);
 }
 
 void trace::clear() {

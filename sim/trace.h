@@ -93,6 +93,13 @@ public:
     std::string dump() const;  // the counters and the command trace, one line each
     // Also print each command as it completes ("<prefix>: <record>"); nullptr stops.
     void set_live(std::FILE* out, std::string prefix);
+    // Also write every command, as it completes, to `out`: one line "<prefix>: in=<its
+    // input with the PRM's field names> unnamed=<bits no field names> out=<its output>"
+    // (hw/cmd_layouts.h), from which a driver's commands can be compared with another's
+    // (tests/uml/differential.py). nullptr stops.
+    void set_command_log(std::FILE* out, std::string prefix);
+    bool logs_commands() const noexcept { return log_ != nullptr; }
+    void log_command(hw::cmd_opcode op, const std::vector<std::byte>& in, const std::vector<std::byte>& out);
 
 private:
     mutable spin_lock mu_;  // the command records
@@ -101,6 +108,8 @@ private:
     std::size_t next_ = 0, size_ = 0;
     std::FILE* live_ = nullptr;
     std::string live_prefix_;
+    std::FILE* log_ = nullptr;
+    std::string log_prefix_;
 };
 
 }  // namespace cxv::sim

@@ -25,6 +25,11 @@ using ads = hw::ifc::ads;
 namespace {
 
 constexpr std::uint32_t kAtomic8B = 3;  // qpc.atomic_mode: 8-byte atomics (verbs' size)
+// qpc.log_ack_req_freq: the requester asks for an ACK once in 2^8 packets of a long message,
+// not on every packet (0). Linux's mlx5_ib sets 8 on every QP (MLX5_IB_ACK_REQ_FREQ), so
+// that is what the QPs of rdma-core programs get on a card; the differential check against
+// Linux found cxv's 0 (docs/linux-oracle.md).
+constexpr std::uint32_t kLogAckReqFreq = 8;
 
 // Send WQE segments before the data, per transport (PRM "Send WQE Format"): control,
 // then remote address and atomic (RC), remote address (UC), or the address vector (UD).
@@ -279,6 +284,7 @@ status qp::modify(qp_state to, const modify_attr& a) {
             }
         } else if (op == cmd_opcode::RTR2RTS_QP) {
             ifc::set<qpc::next_send_psn>(ctx, a.sq_psn);
+            ifc::set<qpc::log_ack_req_freq>(ctx, kLogAckReqFreq);
             if (rc) {
                 ifc::set<qpc::retry_count>(ctx, a.retry_cnt);
                 ifc::set<qpc::rnr_retry>(ctx, a.rnr_retry);

@@ -296,6 +296,7 @@ void cmd_engine::execute(unsigned slot, bool may_hold) {
     }
     rec.status = reply.status;
     rec.syndrome = reply.syndrome;
+    if (trace_.logs_commands()) trace_.log_command(c.opcode, in, out);
 
     if (fault.drop) {
         // Ownership stays with the device: the driver's timeout is what is tested.

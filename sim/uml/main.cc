@@ -2,7 +2,7 @@
 // vhost-user (sim/uml/function.h), so that Linux's own mlx5_core and mlx5_ib drive the
 // model (docs/linux-oracle.md).
 //
-//   cxv-sim-uml --socket PATH [--set KEY=VALUE]... [--trace-commands]
+//   cxv-sim-uml --socket PATH [--set KEY=VALUE]... [--trace-commands] [--command-log FILE]
 //
 // The settings are cxv-sim's (docs/device-model.md; CXV_SIM_* variables too), so the
 // function can share a fabric (fabric_dir, fabric_index) with `cxv-sim run` processes
@@ -10,8 +10,10 @@
 // CONFIG_UML_PCI_OVER_VIRTIO_DEVICE_ID). One session: the program ends when the kernel
 // disconnects, or on SIGTERM/SIGINT. CXV_SIM_UML_DEBUG=1 prints each MSI and each BAR
 // write above the initialization segment on stderr.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -47,6 +49,10 @@ int main(int argc, char** argv) {
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_flag("--trace-commands", trace, "print every firmware command on stderr");
+    std::string command_log = std::getenv("CXV_SIM_COMMAND_LOG") ? std::getenv("CXV_SIM_COMMAND_LOG") : "";
+    app.add_option("--command-log", command_log,
+                   "append every firmware command, its input and output by field, to FILE")
+        ->type_name("FILE");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -73,6 +79,16 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (trace) dev.value()->tracer().set_live(stderr, "cxv-sim-uml " + spec.address.str());
+    if (!command_log.empty()) {
+        std::FILE* log = std::fopen(command_log.c_str(), "ae");
+        if (log == nullptr) {
+            std::fprintf(stderr, "cxv-sim-uml: --command-log: cannot open %s: %s\n", command_log.c_str(),
+                         std::strerror(errno));
+            return 2;
+        }
+        std::setvbuf(log, nullptr, _IOLBF, 0);
+        dev.value()->tracer().set_command_log(log, "cxv-sim-uml " + spec.address.str());
+    }
     auto fn = uml::pci_function::create(*dev.value(), socket);
     if (!fn) {
         std::fprintf(stderr, "cxv-sim-uml: %s\n", fn.error().message.c_str());

@@ -178,6 +178,14 @@ host::host() : specs_(load_specs(setup_error_)), fs_(specs_) {
         trace_commands_ = true;
     }
     if (const char* t = std::getenv("CXV_SIM_LEAK_REPORT"); t && *t && *t != '0') leak_report_ = true;
+    if (const char* t = std::getenv("CXV_SIM_COMMAND_LOG"); t && *t) {
+        command_log_ = std::fopen(t, "ae");
+        if (command_log_ == nullptr) {
+            std::fprintf(stderr, "cxv-sim: CXV_SIM_COMMAND_LOG: cannot open %s: %s\n", t, std::strerror(errno));
+        } else {
+            std::setvbuf(command_log_, nullptr, _IOLBF, 0);  // whole lines, even if the program is killed
+        }
+    }
     if (!setup_error_.empty()) {
         std::fprintf(stderr, "cxv-sim: no emulated devices: %s\n", setup_error_.c_str());
     }
@@ -262,6 +270,7 @@ int host::ensure_model(function_state& f) {
     f.model = std::move(d).value();
     sync_num_vfs(f);
     if (trace_commands_) f.model->tracer().set_live(stderr, "cxv-sim " + f.spec.address.str());
+    if (command_log_ != nullptr) f.model->tracer().set_command_log(command_log_, "cxv-sim " + f.spec.address.str());
     return 0;
 }
 

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -275,6 +276,7 @@ private:
     bool trace_ = false;           // CXV_SIM_TRACE_VFIO: every VFIO ioctl and its result
     bool trace_commands_ = false;  // CXV_SIM_TRACE_COMMANDS: every firmware command
     bool leak_report_ = false;     // CXV_SIM_LEAK_REPORT: what is left at exit
+    std::FILE* command_log_ = nullptr;  // CXV_SIM_COMMAND_LOG=FILE: every command's fields, appended
     sysfs fs_;
     std::vector<std::unique_ptr<function_state>> functions_;
 

@@ -124,6 +124,14 @@ TEST_CASE("RC QPs: every transition, checked by QUERY_QP, and refusals") {
     connect(*b, a->qpn(), port);
     CHECK(take(a->query()) == qp_state::rts);
     CHECK(take(b->query()) == qp_state::rts);
+    {
+        // RTR2RTS asks for an ACK once in 2^8 packets, as Linux's mlx5_ib does on a card.
+        namespace ifc = hw::ifc;
+        auto in = command<ifc::query_qp_in>(hw::cmd_opcode::QUERY_QP);
+        ifc::set<ifc::query_qp_in::qpn>(in.data(), a->qpn());
+        const auto out = take(r.h->exec(in, ifc::query_qp_out::size_bytes));
+        CHECK(ifc::get<ifc::qpc::log_ack_req_freq>(ifc::at<ifc::query_qp_out::qpc>(out.data())) == 8);
+    }
     check_ok(a->modify(qp_state::rts, m));  // RTS2RTS
 
     // To error, back to reset, and up again.

@@ -89,3 +89,24 @@ TEST_CASE("commands print with the layout their opcode names") {
     CHECK(hw::format_command_input(other.data(), other.size()) ==
           "ATTACH_TO_MCG(0x806) cmd_in{opcode=0x806 op_mod=0x1}");
 }
+
+// The differential check's view of what a driver sets outside hw/'s fields
+// (docs/linux-oracle.md): bytes 4-5 of a command are reserved, bit 0 of byte 0x5c is
+// cq_umem_valid's and the rest of that byte reserved.
+TEST_CASE("a command's set bits that no field names are listed by byte, in PRM bit order") {
+    std::array<std::byte, ifc::create_cq_in::size_bytes + 16> in{};
+    ifc::set<ifc::create_cq_in::opcode>(in.data(), 0x400);
+    ifc::set<ifc::cqc::log_cq_size>(ifc::at<ifc::create_cq_in::cq_context>(in.data()), 10);
+    ifc::set<ifc::create_cq_in::pas>(in.data(), 0, 0x1000);  // the flexible array: named
+    CHECK(hw::command_input_unnamed_bits(in.data(), in.size()).empty());
+    in[4] = std::byte{0x81};
+    ifc::set<ifc::create_cq_in::cq_umem_valid>(in.data(), 1);
+    CHECK(hw::command_input_unnamed_bits(in.data(), in.size()) == " @0x4=0x81");
+    in[0x5c] |= std::byte{0x40};  // the bit after cq_umem_valid (0x2e1)
+    CHECK(hw::command_input_unnamed_bits(in.data(), in.size()) == " @0x4=0x81 @0x5c=0x40");
+    // An opcode without a layout has nothing to say.
+    std::array<std::byte, 16> other{};
+    ifc::set<ifc::cmd_in::opcode>(other.data(), 0x806);
+    other[4] = std::byte{1};
+    CHECK(hw::command_input_unnamed_bits(other.data(), other.size()).empty());
+}

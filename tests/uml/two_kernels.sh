@@ -8,7 +8,8 @@
 #                              models started and listening
 #   two_kernels_run SECONDS    boots kernel i with $work/cmd$i.sh, both at once; each
 #                              powers itself off after its command, or is killed after
-#                              SECONDS; their exit statuses in rcs[0], rcs[1]
+#                              SECONDS (or once a console shows $two_kernels_abort_on,
+#                              when set); their exit statuses in rcs[0], rcs[1]
 #   two_kernels_show           the consoles' and the models' last lines (before a fail)
 #   two_kernels_model_clean I  fails unless model I refused no message and no command
 #   two_kernels_cleanup [TAG]  ends a run early (its logs kept as TAG*.log), for another
@@ -20,16 +21,19 @@ rcs=()
 out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
 
 # Stops what runs (by process id), keeps the logs (in $out, their names prefixed with
-# $1 when given) and removes the work directory; two_kernels_begin may start again.
+# $1 when given; the command logs too after a failure) and removes the work directory;
+# two_kernels_begin may start again.
 two_kernels_cleanup() {
-    local p f
+    local rc=$? p f keep="$work/*.log"
+    # The models' command logs too when the test fails (the differential check's input).
+    ((rc != 0)) && keep="$keep $work/*.trace"
     for p in "${umlpids[@]}" "${simpids[@]}"; do
         kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
     done
     umlpids=()
     simpids=()
     [ -n "$work" ] || return 0
-    for f in "$work"/*.log; do
+    for f in $keep; do
         [ -e "$f" ] && cp "$f" "$out/${1:-}$(basename "$f")"
     done
     rm -rf "$work"
@@ -43,7 +47,8 @@ two_kernels_begin() {
     trap 'exit 1' INT TERM HUP
     mkdir "$work/fabric"
     for i in 0 1; do
-        "$sim" --socket "$work/$i.sock" --trace-commands --set port_type=eth --set fabric_dir="$work/fabric" \
+        "$sim" --socket "$work/$i.sock" --trace-commands --command-log "$work/commands$i.trace" \
+            --set port_type=eth --set fabric_dir="$work/fabric" \
             --set fabric="$1" --set fabric_index=$i >"$work/model$i.log" 2>&1 &
         simpids+=($!)
     done
@@ -70,11 +75,26 @@ two_kernels_run() {
             virtio_uml.device="$work/$i.sock:1234" </dev/null >"$work/console$i.log" 2>&1 &
         umlpids+=($!)
     done
+    # A run that prints $two_kernels_abort_on (a transport loss the caller runs again) is
+    # ended at once, not at the limit.
+    local watcher=""
+    if [ -n "${two_kernels_abort_on:-}" ]; then
+        (
+            while sleep 1; do
+                if grep -qF "$two_kernels_abort_on" "$work/console0.log" "$work/console1.log" 2>/dev/null; then
+                    kill "${umlpids[@]}" 2>/dev/null
+                    break
+                fi
+            done
+        ) &
+        watcher=$!
+    fi
     rcs=()
     for i in 0 1; do
         wait "${umlpids[$i]}"
         rcs+=($?)
     done
+    [ -n "$watcher" ] && { kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; }
     umlpids=()
     # The models print their counts once the kernels' sockets close.
     for i in 0 1; do

@@ -1,6 +1,8 @@
 // The command interface: slots, doorbells, mailboxes, lengths, delivery status, faults.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -251,4 +253,34 @@ TEST_CASE("the model's syndromes print with their names; a card's prints as a nu
     // A card's syndrome is an opaque firmware identifier: printed, never named.
     CHECK(fmt::format("{}", static_cast<sim::cmd_syndrome>(0x4bb88f)) == "unknown(0x4bb88f)");
     CHECK(sim::name(static_cast<sim::cmd_syndrome>(0x4bb88f)).empty());
+}
+
+// CXV_SIM_COMMAND_LOG, --command-log: what the differential check reads
+// (tests/uml/differential.py, docs/linux-oracle.md).
+TEST_CASE("the command log: each command's input and output by PRM field name, one line each") {
+    test::harness h;
+    boot_and_enable(h);
+    std::FILE* log = std::tmpfile();
+    REQUIRE(log != nullptr);
+    h.dev().tracer().set_command_log(log, "fn");
+    CHECK(h.dev().tracer().logs_commands());
+    auto in = test::harness::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI);
+    in[4] = std::byte{0x80};  // a reserved bit of the header
+    CHECK(h.exec(in, 112).status == cmd_status::OK);
+    // A refused command is logged too, with its status.
+    CHECK(h.exec(test::harness::input<ifc::query_issi_in>(static_cast<cmd_opcode>(0x7ff)), 16).status ==
+          cmd_status::BAD_OP);
+    h.dev().tracer().set_command_log(nullptr, "");
+    CHECK_FALSE(h.dev().tracer().logs_commands());
+    CHECK(h.exec(test::harness::input<ifc::query_issi_in>(cmd_opcode::QUERY_ISSI), 112).status == cmd_status::OK);
+    std::rewind(log);
+    std::string text;
+    for (int c; (c = std::fgetc(log)) != EOF;) text += static_cast<char>(c);
+    std::fclose(log);
+    INFO(text);
+    CHECK(text.find("fn: in=query_issi_in{opcode=0x10a} unnamed={ @0x4=0x80} out=query_issi_out{") == 0);
+    CHECK(text.find("supported_issi_dw0=0x") != std::string::npos);
+    CHECK(text.find("\nfn: in=unknown(0x7ff) cmd_in{opcode=0x7ff} unnamed={} out=cmd_out{status=0x2 syndrome=") !=
+          std::string::npos);
+    CHECK(std::count(text.begin(), text.end(), '\n') == 2);  // nothing after the log was stopped
 }
