@@ -56,23 +56,6 @@ trap 'exit 1' INT TERM HUP
 
 note() { echo "tests/uml/mlx5_probe_test.sh:0: MESSAGE: $*"; }
 
-"$sim" --socket "$work/sock" --trace-commands >"$work/model.log" 2>&1 &
-simpid=$!
-for _ in $(seq 100); do
-    grep -q "listening on" "$work/model.log" && break
-    kill -0 "$simpid" 2>/dev/null || break
-    sleep 0.1
-done
-grep -q "listening on" "$work/model.log" || fail "cxv-sim-uml did not start: $(cat "$work/model.log")"
-# PCIe holds a posted write back while the device is busy; UML's virt-pci drops it when
-# its ring of 256 messages is full (um_pci_send_cmd: virtqueue_add_sgs fails, and the
-# write is freed): a command doorbell lost so after mlx5_ib's write-combining test, whose
-# BlueFlame writes come by the thousand, was finding 7. And UML gives a read's answer
-# 40 ms, then reads all ones, which mlx5_core's health poll takes for a dead device. So
-# the backend's thread (the process's first) must not wait behind other tests' loads for
-# a CPU: a real-time priority, where the machine allows it (root), else a higher one.
-chrt -a -r -p 10 "$simpid" >/dev/null 2>&1 || renice -n -10 -p "$simpid" >/dev/null 2>&1 || true
-
 bdf=0000:00:00.0
 ib_load=
 ib_unload=
@@ -95,19 +78,58 @@ echo "=== dmesg"
 dmesg
 CMD
 
-# Bounded: the guest powers itself off after the command; 240 s at most, then SIGKILL 10 s
-# later (a UML kernel stuck in a driver's shutdown does not end on SIGTERM).
-timeout -k 10 240 "$kdir/vmlinux" umid=cxv-$$ uml_dir="$work" mem=512M root=/dev/root rootfstype=hostfs rootflags=/ ro \
-    init="$init" cxv.cmd="$work/cmd.sh" con=null con0=fd:0,fd:1 virtio_uml.device="$work/sock:1234" \
-    </dev/null >"$work/console.log" 2>&1 &
-umlpid=$!
-wait "$umlpid"
-rc=$?
-umlpid=
-# The frontend's going ends the model's session: its counters come last.
-for _ in $(seq 50); do
-    grep -q "cxv-sim-uml: done" "$work/model.log" && break
-    sleep 0.1
+# The model, on socket $work/sock$1.
+start_model() {
+    "$sim" --socket "$work/sock$1" --trace-commands >"$work/model.log" 2>&1 &
+    simpid=$!
+    for _ in $(seq 100); do
+        grep -q "listening on" "$work/model.log" && break
+        kill -0 "$simpid" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "listening on" "$work/model.log" || fail "cxv-sim-uml did not start: $(cat "$work/model.log")"
+    # PCIe holds a posted write back while the device is busy; UML's virt-pci drops it when
+    # its ring of 256 messages is full (um_pci_send_cmd: virtqueue_add_sgs fails, and the
+    # write is freed): a command doorbell lost so after mlx5_ib's write-combining test, whose
+    # BlueFlame writes come by the thousand, was finding 7. And UML gives a read's answer
+    # 40 ms, then reads all ones, which mlx5_core's health poll takes for a dead device. So
+    # the backend's thread (the process's first) must not wait behind other tests' loads for
+    # a CPU: a real-time priority, where the machine allows it (root), else a higher one.
+    chrt -a -r -p 10 "$simpid" >/dev/null 2>&1 || renice -n -10 -p "$simpid" >/dev/null 2>&1 || true
+}
+
+# One boot of the kernel against the model on socket $work/sock$1; its exit status in rc.
+run_kernel() {
+    # Bounded: the guest powers itself off after the command; 240 s at most, then SIGKILL 10 s
+    # later (a UML kernel stuck in a driver's shutdown does not end on SIGTERM).
+    timeout -k 10 240 "$kdir/vmlinux" umid=cxv-$$ uml_dir="$work" mem=512M root=/dev/root rootfstype=hostfs rootflags=/ ro \
+        init="$init" cxv.cmd="$work/cmd.sh" con=null con0=fd:0,fd:1 virtio_uml.device="$work/sock$1:1234" \
+        </dev/null >"$work/console.log" 2>&1 &
+    umlpid=$!
+    wait "$umlpid"
+    rc=$?
+    umlpid=
+    # The frontend's going ends the model's session: its counters come last.
+    for _ in $(seq 50); do
+        grep -q "cxv-sim-uml: done" "$work/model.log" && break
+        sleep 0.1
+    done
+}
+
+# UML's virtio transport now and then loses a message ("virtio-uml.0-cmd:id N is not a
+# head!", then mlx5_core's health poll reads all ones: "PCI slot is unavailable";
+# docs/linux-oracle.md): such a run is not Linux's verdict on the model. It is run again,
+# with a new model, three runs at most, and each one lost is counted in the note.
+lost=0
+for attempt in 1 2 3; do
+    start_model $attempt
+    run_kernel $attempt
+    grep -q "is not a head!" "$work/console.log" || break
+    lost=$((lost + 1))
+    ((attempt < 3)) || break
+    kill "$simpid" 2>/dev/null && wait "$simpid" 2>/dev/null
+    simpid=
+    for f in "$work"/*.log; do cp "$f" "$out/lost$attempt-$(basename "$f")"; done
 done
 
 console=$(cat "$work/console.log")
@@ -144,5 +166,5 @@ refused=$(sort -u <<<"$refusals" | sed '/^$/d')
 commands=$(grep -c " status=" <<<"$model")
 what="mlx5_core: probed and removed"
 ((with_ib)) && what="mlx5_core and mlx5_ib: mlx5_0 registered, port 1 ACTIVE on InfiniBand, removed"
-note "$what; $commands commands on the model, none refused; $(grep -o '[0-9]* MSI sent' <<<"$model"); $(grep -o '[0-9]* doorbell registers taken[^,]*, [0-9]* writes waited[^,]*' <<<"$model")"
+note "$what; $commands commands on the model, none refused; $lost runs lost to UML's transport; $(grep -o '[0-9]* MSI sent' <<<"$model"); $(grep -o '[0-9]* doorbell registers taken[^,]*, [0-9]* writes waited[^,]*' <<<"$model")"
 echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"
