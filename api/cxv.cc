@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "driver/wc/wc_selftest.h"
 #include "hw/barrier.h"
 #include "hw/doorbell.h"
+#include "hw/mac.h"
 #include "hw/mmio.h"
 
 namespace cxv {
@@ -475,13 +477,17 @@ const char* wc_status_str(int status) noexcept {
 
 api::address_handle make_address_handle(const qp::path& p, bool ethernet) {
     api::address_handle ah{};
-    const std::uint8_t no_mac[6] = {};
+    // RoCE: the peer's MAC where its GID names it (hw::mac_of_link_local_gid), else 0.
+    std::uint8_t mac[6] = {};
+    if (ethernet) {
+        if (const auto m = hw::mac_of_link_local_gid(p.dgid.data())) std::copy(m->begin(), m->end(), mac);
+    }
     std::uint8_t gid[16];
     std::memcpy(gid, p.dgid.data(), 16);
     const bool grh = ethernet || p.grh;
     const std::uint32_t grh_gid_fl = (grh ? 1u << 30 : 0) | (std::uint32_t{p.sgid_index} << 20) | (p.flow_label & 0xfffff);
     hw::wqe_datagram_seg seg{};
-    hw::set_datagram_seg(seg, 0, 0, true, p.sl, 0, ethernet ? 0 : p.dlid, no_mac, p.traffic_class, p.hop_limit,
+    hw::set_datagram_seg(seg, 0, 0, true, p.sl, 0, ethernet ? 0 : p.dlid, mac, p.traffic_class, p.hop_limit,
                          grh_gid_fl, reinterpret_cast<const std::uint8_t(&)[16]>(gid));
     ah.av = seg.av;
     return ah;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "hw/ifc.h"
 
@@ -23,6 +24,21 @@ inline void set_mac(std::byte* layout, const std::array<std::uint8_t, 6>& m) noe
     ifc::set<ifc::mac_address_layout::mac_addr_47_32>(layout, std::uint32_t{m[0]} << 8 | m[1]);
     ifc::set<ifc::mac_address_layout::mac_addr_31_0>(
         layout, std::uint32_t{m[2]} << 24 | std::uint32_t{m[3]} << 16 | std::uint32_t{m[4]} << 8 | m[5]);
+}
+
+// The MAC a RoCE GID names by itself: a link-local GID (fe80::/64) whose interface id is
+// the modified EUI-64 of a MAC (RFC 4291 appendix A: ff:fe in its middle, the
+// universal/local bit inverted), as every RoCE port's GID 0 is. A card sends a RoCE packet
+// to the MAC in the QP's path or the address vector and resolves none itself (no ARP,
+// docs/linux-oracle.md finding 19): for any other GID the MAC must come from elsewhere.
+inline std::optional<std::array<std::uint8_t, 6>> mac_of_link_local_gid(const std::uint8_t* gid) noexcept {
+    if (gid[0] != 0xfe || gid[1] != 0x80) return std::nullopt;
+    for (int i = 2; i < 8; ++i) {
+        if (gid[i] != 0) return std::nullopt;
+    }
+    if (gid[11] != 0xff || gid[12] != 0xfe) return std::nullopt;
+    return std::array<std::uint8_t, 6>{static_cast<std::uint8_t>(gid[8] ^ 0x02), gid[9], gid[10], gid[13], gid[14],
+                                       gid[15]};
 }
 
 }  // namespace cxv::hw

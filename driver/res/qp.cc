@@ -11,6 +11,7 @@
 #include "hw/doorbell.h"
 #include "hw/mmio.h"
 #include "hw/ifc.h"
+#include "hw/mac.h"
 #include "hw/wqe.h"
 
 namespace cxv::driver {
@@ -277,6 +278,15 @@ status qp::modify(qp_state to, const modify_attr& a) {
                 ifc::set<ads::tclass>(path, a.ah.traffic_class);
                 ifc::set<ads::flow_label>(path, a.ah.flow_label);
                 for (std::size_t i = 0; i < 16; ++i) ifc::set<ads::rgid_rip>(path, i, a.ah.dgid[i]);
+            }
+            // RoCE: the peer's MAC, where its GID names it (a link-local EUI-64 GID). A card
+            // sends to rmac as given; for other GIDs cxv has no MAC to give yet (finding 19).
+            if (owner().ethernet()) {
+                if (const auto mac = hw::mac_of_link_local_gid(a.ah.dgid.data())) {
+                    ifc::set<ads::rmac_47_32>(path, std::uint32_t{(*mac)[0]} << 8 | (*mac)[1]);
+                    ifc::set<ads::rmac_31_0>(path, std::uint32_t{(*mac)[2]} << 24 | std::uint32_t{(*mac)[3]} << 16 |
+                                                       std::uint32_t{(*mac)[4]} << 8 | (*mac)[5]);
+                }
             }
             if (rc) {
                 ifc::set<qpc::log_rra_max>(ctx, log2_ceil(a.max_dest_rd_atomic));

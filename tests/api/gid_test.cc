@@ -72,3 +72,17 @@ TEST_CASE("cxv_query_gid: the same table through the C API; EINVAL past it") {
     CHECK(pa.link_layer == IBV_LINK_LAYER_ETHERNET);
     CHECK(cxv_close_device(ctx) == 0);
 }
+
+// A card sends to the MAC the address vector carries and resolves none itself
+// (docs/linux-oracle.md, finding 19): where a RoCE GID names its MAC (link-local EUI-64),
+// the address handle carries it; an IPv4-mapped GID leaves it 0 (the open finding), and
+// an InfiniBand address handle has none.
+TEST_CASE("a RoCE address handle carries the MAC a link-local EUI-64 GID names") {
+    cxv::qp::path p;
+    p.dgid = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0xc5, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x11};
+    const std::uint8_t want[6] = {0x02, 0xc5, 0x00, 0x00, 0x00, 0x11}, none[6] = {};
+    CHECK(std::memcmp(cxv::make_address_handle(p, true).av.rmac, want, 6) == 0);
+    CHECK(std::memcmp(cxv::make_address_handle(p, false).av.rmac, none, 6) == 0);
+    p.dgid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 1, 2};
+    CHECK(std::memcmp(cxv::make_address_handle(p, true).av.rmac, none, 6) == 0);
+}

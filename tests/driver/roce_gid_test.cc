@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "driver/hca/hca.h"
+#include "driver/res/cq.h"
+#include "driver/res/pd_mr.h"
+#include "driver/res/qp.h"
 #include "hw/cmd_values.h"
 #include "hw/ifc.h"
 #include "hw/opcodes.h"
@@ -135,4 +138,45 @@ TEST_CASE("the address helpers: RFC 3927's range, modified EUI-64") {
     // The universal/local bit flips: a universal MAC 00:... gets 02.
     CHECK(H::link_local_gid({0x00, 0x11, 0x22, 0x33, 0x44, 0x55}) ==
           gid{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xff, 0xfe, 0x33, 0x44, 0x55});
+}
+
+// A card sends a RoCE packet to the MAC the QP's path carries and resolves none itself
+// (docs/linux-oracle.md, finding 19). Where the peer's GID names its MAC (a link-local
+// EUI-64 GID, every port's GID 0), INIT2RTR carries it; for an IPv4-mapped GID cxv has no
+// MAC to give yet, and rmac stays 0 (the finding, open).
+TEST_CASE("RoCE INIT2RTR carries the MAC a link-local EUI-64 GID names") {
+    using namespace cxv::driver;
+    auto h = test::bring_up();
+    auto domain = test::take(pd::create(*h));
+    auto scq = test::take(cq::create(*h, {}));
+    auto rcq = test::take(cq::create(*h, {}));
+    auto rmac_after_rtr = [&](const gid& dgid) {
+        qp::attr a;
+        a.type = qp_type::rc;
+        a.domain = domain;
+        a.send_cq = scq;
+        a.recv_cq = rcq;
+        auto q = test::take(qp::create(a));
+        qp::modify_attr m;
+        m.dest_qpn = 0x123;
+        m.path_mtu = 3;
+        m.ah.sgid_index = 0;
+        m.ah.dgid = dgid;
+        test::check_ok(q->modify(qp_state::init, m));
+        test::check_ok(q->modify(qp_state::rtr, m));
+        std::vector<std::byte> in(ifc::query_qp_in::size_bytes);
+        ifc::set<ifc::query_qp_in::opcode>(in.data(), static_cast<std::uint32_t>(hw::cmd_opcode::QUERY_QP));
+        ifc::set<ifc::query_qp_in::qpn>(in.data(), q->qpn());
+        const auto out = test::take(h->exec(in, ifc::query_qp_out::size_bytes));
+        const std::byte* path = ifc::at<ifc::qpc::primary_address_path>(ifc::at<ifc::query_qp_out::qpc>(out.data()));
+        return std::uint64_t{ifc::get<ifc::ads::rmac_47_32>(path)} << 32 | ifc::get<ifc::ads::rmac_31_0>(path);
+    };
+    // The peer 02:c5:00:00:00:11 by its GID 0 (the universal/local bit flipped back).
+    CHECK(rmac_after_rtr({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0xc5, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x11}) ==
+          0x02c500000011);
+    CHECK(rmac_after_rtr(driver::hca::link_local_gid({0x00, 0x11, 0x22, 0x33, 0x44, 0x55})) == 0x001122334455);
+    // Not EUI-64 (no ff:fe), not link-local, IPv4-mapped: no MAC from the GID.
+    CHECK(rmac_after_rtr({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0xc5, 0x00, 0x12, 0x34, 0x00, 0x00, 0x11}) == 0);
+    CHECK(rmac_after_rtr({0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0x00, 0xc5, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x11}) == 0);
+    CHECK(rmac_after_rtr({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 1, 2}) == 0);
 }
