@@ -12,18 +12,29 @@
 
 namespace cxv::hw {
 
-inline std::array<std::uint8_t, 6> get_mac(const std::byte* layout) noexcept {
-    const std::uint32_t hi = ifc::get<ifc::mac_address_layout::mac_addr_47_32>(layout);
-    const std::uint32_t lo = ifc::get<ifc::mac_address_layout::mac_addr_31_0>(layout);
+// The 48 bits of a MAC in two fields, its top 16 bits in Hi and the rest in Lo: the
+// PRM's mac_address_layout, and the rmac of a QP's address path (ads).
+template <typename Hi, typename Lo>
+std::array<std::uint8_t, 6> get_mac_fields(const std::byte* p) noexcept {
+    const std::uint32_t hi = ifc::get<Hi>(p);
+    const std::uint32_t lo = ifc::get<Lo>(p);
     return {static_cast<std::uint8_t>(hi >> 8),  static_cast<std::uint8_t>(hi),
             static_cast<std::uint8_t>(lo >> 24), static_cast<std::uint8_t>(lo >> 16),
             static_cast<std::uint8_t>(lo >> 8),  static_cast<std::uint8_t>(lo)};
 }
 
+template <typename Hi, typename Lo>
+void set_mac_fields(std::byte* p, const std::array<std::uint8_t, 6>& m) noexcept {
+    ifc::set<Hi>(p, std::uint32_t{m[0]} << 8 | m[1]);
+    ifc::set<Lo>(p, std::uint32_t{m[2]} << 24 | std::uint32_t{m[3]} << 16 | std::uint32_t{m[4]} << 8 | m[5]);
+}
+
+inline std::array<std::uint8_t, 6> get_mac(const std::byte* layout) noexcept {
+    return get_mac_fields<ifc::mac_address_layout::mac_addr_47_32, ifc::mac_address_layout::mac_addr_31_0>(layout);
+}
+
 inline void set_mac(std::byte* layout, const std::array<std::uint8_t, 6>& m) noexcept {
-    ifc::set<ifc::mac_address_layout::mac_addr_47_32>(layout, std::uint32_t{m[0]} << 8 | m[1]);
-    ifc::set<ifc::mac_address_layout::mac_addr_31_0>(
-        layout, std::uint32_t{m[2]} << 24 | std::uint32_t{m[3]} << 16 | std::uint32_t{m[4]} << 8 | m[5]);
+    set_mac_fields<ifc::mac_address_layout::mac_addr_47_32, ifc::mac_address_layout::mac_addr_31_0>(layout, m);
 }
 
 // The MAC a RoCE GID names by itself: a link-local GID (fe80::/64) whose interface id is

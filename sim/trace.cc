@@ -56,12 +56,13 @@ void trace::set_command_log(std::FILE* out, std::string prefix) {
 }
 
 void trace::log_command(hw::cmd_opcode op, const std::vector<std::byte>& in, const std::vector<std::byte>& out) {
-    const std::string line =
-        fmt::format("{}: in={} unnamed={{{}}} out={}\n", log_prefix_, hw::format_command_input(in.data(), in.size()),
-                    hw::command_input_unnamed_bits(in.data(), in.size()),
-                    hw::format_command_output(op, out.data(), out.size()));
+    const std::string fields = fmt::format("in={} unnamed={{{}}} out={}\n", hw::format_command_input(in.data(), in.size()),
+                                           hw::command_input_unnamed_bits(in.data(), in.size()),
+                                           hw::format_command_output(op, out.data(), out.size()));
     std::lock_guard lock(mu_);
-    if (log_ != nullptr) std::fputs(line.c_str(), log_);
+    if (std::FILE* f = log_.load(std::memory_order_relaxed); f != nullptr) {
+        std::fprintf(f, "%s: %s", log_prefix_.c_str(), fields.c_str());
+    }
 }
 
 void trace::clear() {

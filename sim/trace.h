@@ -98,7 +98,7 @@ public:
     // (hw/cmd_layouts.h), from which a driver's commands can be compared with another's
     // (tests/uml/differential.py). nullptr stops.
     void set_command_log(std::FILE* out, std::string prefix);
-    bool logs_commands() const noexcept { return log_ != nullptr; }
+    bool logs_commands() const noexcept { return log_.load(std::memory_order_relaxed) != nullptr; }
     void log_command(hw::cmd_opcode op, const std::vector<std::byte>& in, const std::vector<std::byte>& out);
 
 private:
@@ -108,7 +108,7 @@ private:
     std::size_t next_ = 0, size_ = 0;
     std::FILE* live_ = nullptr;
     std::string live_prefix_;
-    std::FILE* log_ = nullptr;
+    std::atomic<std::FILE*> log_{nullptr};  // set under mu_; read without it to skip the work
     std::string log_prefix_;
 };
 

@@ -283,9 +283,7 @@ status qp::modify(qp_state to, const modify_attr& a) {
             // sends to rmac as given; for other GIDs cxv has no MAC to give yet (finding 19).
             if (owner().ethernet()) {
                 if (const auto mac = hw::mac_of_link_local_gid(a.ah.dgid.data())) {
-                    ifc::set<ads::rmac_47_32>(path, std::uint32_t{(*mac)[0]} << 8 | (*mac)[1]);
-                    ifc::set<ads::rmac_31_0>(path, std::uint32_t{(*mac)[2]} << 24 | std::uint32_t{(*mac)[3]} << 16 |
-                                                       std::uint32_t{(*mac)[4]} << 8 | (*mac)[5]);
+                    hw::set_mac_fields<ads::rmac_47_32, ads::rmac_31_0>(path, *mac);
                 }
             }
             if (rc) {

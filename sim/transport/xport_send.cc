@@ -20,6 +20,7 @@
 #include "hw/doorbell.h"
 #include "hw/endian.h"
 #include "hw/ifc.h"
+#include "hw/mac.h"
 #include "hw/wqe.h"
 #include "sim/transport/engine.h"
 #include "sim/transport/segment.h"
@@ -547,9 +548,7 @@ void transport_engine::connected_address(wqe_exec& e) {
     n.traffic_class = static_cast<std::uint8_t>(ifc::get<ads::tclass>(path));
     n.hop_limit = static_cast<std::uint8_t>(ifc::get<ads::hop_limit>(path));
     n.flow_label = ifc::get<ads::flow_label>(path);
-    const std::uint32_t hi = ifc::get<ads::rmac_47_32>(path), lo = ifc::get<ads::rmac_31_0>(path);
-    n.dst_mac = {static_cast<std::uint8_t>(hi >> 8), static_cast<std::uint8_t>(hi), static_cast<std::uint8_t>(lo >> 24),
-                 static_cast<std::uint8_t>(lo >> 16), static_cast<std::uint8_t>(lo >> 8), static_cast<std::uint8_t>(lo)};
+    n.dst_mac = hw::get_mac_fields<ads::rmac_47_32, ads::rmac_31_0>(path);
     if (loopback) n.dst_mac = cfg_.mac;
     fill_route(n, gid, ifc::get<ads::src_addr_index>(path), ifc::get<ads::grh>(path) != 0);
     e.mtu = 128u << std::clamp<unsigned>(ifc::get<qpc::mtu>(e.q), 1, 5);
