@@ -25,7 +25,9 @@ import sys
 
 # --- Reading a log -------------------------------------------------------------------
 
-TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)=|(\{)|(\})|(@0x[0-9a-f]+)=)")
+FIELD = re.compile(r"(@0x[0-9a-f]+|[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)=")
+NUMBER = re.compile(r"(0x[0-9a-f]+|\d+)")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def parse_layout(s, i):
@@ -39,17 +41,17 @@ def parse_layout(s, i):
             i += 1
         if s[i] == "}":
             return fields, i + 1
-        m = re.compile(r"(@0x[0-9a-f]+|[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)=").match(s, i)
+        m = FIELD.match(s, i)
         if not m:
             raise ValueError("cannot read field at: " + s[i:i + 60])
         name = m.group(1)
         i = m.end()
-        v = re.compile(r"(0x[0-9a-f]+|\d+)").match(s, i)
+        v = NUMBER.match(s, i)
         if v:
             fields[name] = int(v.group(1), 0)
             i = v.end()
             continue
-        n = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").match(s, i)
+        n = NAME.match(s, i)
         if not n or s[n.end()] != "{":
             raise ValueError("cannot read value at: " + s[i:i + 60])
         sub, i = parse_layout(s, n.end())
@@ -64,7 +66,7 @@ def parse_line(line):
     if at < 0:
         return None
     s = line[at + 5:].rstrip("\n")
-    n = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").match(s)
+    n = NAME.match(s)
     if not n or s[n.end()] != "{":
         return None  # an opcode hw/ has no layout for
     name = n.group(0)
@@ -74,7 +76,7 @@ def parse_line(line):
     unnamed, i = parse_layout(s, i + len(" unnamed="))
     if not s.startswith(" out=", i):
         return None
-    o = re.compile(r"[A-Za-z_][A-Za-z0-9_]*").match(s, i + 5)
+    o = NAME.match(s, i + 5)
     fout, _ = parse_layout(s, o.end())
     return name, fin, unnamed, fout
 
