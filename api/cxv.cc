@@ -1,4 +1,5 @@
 #include "api/cxv.h"
+#include "api/neighbours.h"
 #include "api/qp_rings.h"
 
 #include <poll.h>
@@ -49,6 +50,16 @@ device::device(std::unique_ptr<driver::hca> h, std::shared_ptr<detail::cq_events
 device::~device() {
     // The clock's upkeep stops before the clock goes.
     if (hca_ && clock_) hca_->on_tick(nullptr);
+}
+
+eth::neighbours& device::neighbours() {
+    std::lock_guard lock(neighbours_mu_);
+    if (!neighbours_) neighbours_ = std::make_unique<eth::neighbours>(*this);
+    return *neighbours_;
+}
+
+result<std::array<std::uint8_t, 6>> device::peer_mac(unsigned sgid_index, const std::array<std::uint8_t, 16>& dgid) {
+    return neighbours().resolve(sgid_index, dgid);
 }
 
 result<driver::device_clock*> device::clock() {
@@ -281,6 +292,7 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     out->qp_ = std::move(q).value();
     out->qpn_ = out->qp_->qpn();
     out->type_ = a.type;
+    out->dev_ = &d;
     out->pd_ = a.domain;
     out->scq_ = a.send_cq;
     out->rcq_ = a.recv_cq;
@@ -357,6 +369,19 @@ result<q_counter_values> qp::counters(bool clear) {
 
 status qp::modify(qp_state to, const modify_attr& a) {
     if (raw_) return modify_raw(to);
+    if (to == qp_state::rtr && (type_ == qp_type::rc || type_ == qp_type::uc) && !a.ah.rmac &&
+        dev_->hca().ethernet()) {
+        // RoCE: the path carries the peer's MAC (finding 19). Where it cannot be found for
+        // want of a raw queue (through a cxvd, whose clients do not steer) or of neighbour
+        // discovery (IPv6 GIDs), the driver's own choice stands (0 unless the GID names it).
+        auto mac = dev_->peer_mac(a.ah.sgid_index, a.ah.dgid);
+        if (!mac && mac.error().code == EHOSTUNREACH) return mac.error();
+        if (mac) {
+            modify_attr with = a;
+            with.ah.rmac = *mac;
+            return qp_->modify(to, with);
+        }
+    }
     auto s = qp_->modify(to, a);
     if (s && to == qp_state::reset) reset_rings();
     return s;
@@ -475,12 +500,28 @@ const char* wc_status_str(int status) noexcept {
     }
 }
 
+result<api::address_handle> make_address_handle(device& d, const qp::path& p) {
+    const bool ethernet = d.hca().ethernet();
+    if (!ethernet || p.rmac) return make_address_handle(p, ethernet);
+    auto mac = d.peer_mac(p.sgid_index, p.dgid);
+    if (!mac && mac.error().code == EHOSTUNREACH) return mac.error();
+    qp::path with = p;
+    if (mac) with.rmac = *mac;  // (else as the driver alone would: see qp::modify)
+    return make_address_handle(with, true);
+}
+
 api::address_handle make_address_handle(const qp::path& p, bool ethernet) {
     api::address_handle ah{};
-    // RoCE: the peer's MAC where its GID names it (hw::mac_of_link_local_gid), else 0.
+    // RoCE: the peer's MAC as given, or where its GID names it, else 0.
     std::uint8_t mac[6] = {};
     if (ethernet) {
-        if (const auto m = hw::mac_of_link_local_gid(p.dgid.data())) std::copy(m->begin(), m->end(), mac);
+        if (p.rmac) {
+            std::copy(p.rmac->begin(), p.rmac->end(), mac);
+        } else if (const auto m = eth::neighbours::mac_of_link_local(p.dgid)) {
+            std::copy(m->begin(), m->end(), mac);
+        } else if (const auto g = eth::neighbours::mac_of_multicast(p.dgid)) {
+            std::copy(g->begin(), g->end(), mac);
+        }
     }
     std::uint8_t gid[16];
     std::memcpy(gid, p.dgid.data(), 16);

@@ -72,6 +72,10 @@ class tir;
 struct rx_hash;
 }  // namespace driver
 
+namespace eth {
+class neighbours;
+}  // namespace eth
+
 using queues::doorbell_mode;
 
 // qp_type, qp_state, mr_access, port_info, event, qp_path, qp_modify_attr and srq_attr:
@@ -246,6 +250,13 @@ public:
     // CLOCK_REALTIME nanoseconds), made at the first call and kept; ENOTSUP through cxvd,
     // whose clients cannot read the initialization segment.
     result<driver::device_clock*> clock();
+    // RoCE: the MAC of the peer at GID `dgid`, as port GID `sgid_index` reaches it, which a
+    // card's QP path and UD address vector must carry (api/neighbours.h: from the GID
+    // where it names one, else asked with ARP on a raw queue of this device's; cached).
+    // EHOSTUNREACH when an ARP request goes unanswered.
+    result<std::array<std::uint8_t, 6>> peer_mac(unsigned sgid_index, const std::array<std::uint8_t, 16>& dgid);
+    // The resolver peer_mac() uses, made at the first call (its counts, for tests).
+    eth::neighbours& neighbours();
 
 private:
     friend class cq;
@@ -257,6 +268,8 @@ private:
     bool wc_known_ = false, wc_ = false;
     std::mutex clock_mu_;
     std::unique_ptr<driver::device_clock> clock_;
+    std::mutex neighbours_mu_;
+    std::unique_ptr<eth::neighbours> neighbours_;  // last: its queue goes before the HCA
 };
 
 class cq {
@@ -448,6 +461,7 @@ private:
     queues::recv_queue* rq_ = nullptr;  // in rings_
     std::shared_ptr<driver::qp> qp_;
     std::uint32_t qpn_ = 0;
+    device* dev_ = nullptr;
     std::shared_ptr<pd> pd_;
     std::shared_ptr<cq> scq_, rcq_;
     std::shared_ptr<srq> srq_;
@@ -470,7 +484,10 @@ private:
 const char* wc_status_str(int status) noexcept;
 
 // A UD address handle (what ibv_create_ah(3) returns): the address vector a UD send
-// WQE carries. The caller keeps it alive while WRs that name it are posted.
+// WQE carries. The caller keeps it alive while WRs that name it are posted. On RoCE its
+// MAC is p.rmac, else the one the GID names (a link-local EUI-64 or multicast GID), else
+// 0; with `d`, else the one d.peer_mac() finds (an error when it finds none).
 api::address_handle make_address_handle(const qp::path& p, bool ethernet);
+result<api::address_handle> make_address_handle(device& d, const qp::path& p);
 
 }  // namespace cxv

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -232,6 +233,26 @@ driver::flow_match to_flow_match(const match& m) {
 
 }  // namespace
 
+namespace {
+
+// Each device's steering (steering::of): the last create()'s, while it lives.
+std::mutex registry_mu;
+std::map<const device*, std::weak_ptr<steering>> registry;
+
+}  // namespace
+
+result<std::shared_ptr<steering>> steering::of(device& d) {
+    static std::mutex making;  // two first callers make one steering, not two roots
+    std::lock_guard made(making);
+    {
+        std::lock_guard lock(registry_mu);
+        if (const auto it = registry.find(&d); it != registry.end()) {
+            if (auto s = it->second.lock()) return s;
+        }
+    }
+    return create(d);
+}
+
 result<std::shared_ptr<steering>> steering::create(device& d, const attr& a) {
     if (a.group_size == 0 || a.log_size > 24 || a.group_size > (1u << a.log_size)) {
         return error{EINVAL, fmt::format("cxv::eth::steering::create: groups of {} in a table of 2^{}", a.group_size,
@@ -246,6 +267,9 @@ result<std::shared_ptr<steering>> steering::create(device& d, const attr& a) {
     if (!t) return t.error();
     s->table_ = std::move(t).value();
     if (auto r = s->table_->make_root(); !r) return r.error();
+    std::lock_guard lock(registry_mu);
+    std::erase_if(registry, [](const auto& e) { return e.second.expired(); });
+    registry[&d] = s;
     return s;
 }
 

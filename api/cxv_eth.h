@@ -237,9 +237,9 @@ private:
 
 // A function's receive steering: its root flow table (the first table received packets
 // meet), the rules in it, and the vport's multicast groups and promiscuous modes. One per
-// device: create() makes the table root. Rules of the same fields share a flow group;
-// a packet goes where the first matching rule (in the order they were added) says, and
-// is dropped when none matches.
+// device: create() makes the table root, and the device's steering from then on (of()).
+// Rules of the same fields share a flow group; a packet goes where the first matching
+// rule (in the order they were added) says, and is dropped when none matches.
 class steering : public std::enable_shared_from_this<steering> {
 public:
     struct attr {
@@ -248,6 +248,10 @@ public:
     };
     static result<std::shared_ptr<steering>> create(device& d, const attr& a);
     static result<std::shared_ptr<steering>> create(device& d) { return create(d, attr{}); }
+    // The device's steering: the last one create() made while it lives, else a new one
+    // (attr{}). What cxv's own rules go to (the verbs' ibv_create_flow, ARP's answers:
+    // api/neighbours.h), so that they share the root table with the application's.
+    static result<std::shared_ptr<steering>> of(device& d);
     ~steering();
 
     // A rule to a queue, to an RSS group, or dropping what it matches.

@@ -420,7 +420,11 @@ ibv_ah* cxv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     p.hop_limit = attr->grh.hop_limit;
     p.traffic_class = attr->grh.traffic_class;
     p.flow_label = attr->grh.flow_label;
-    auto* out = new (std::nothrow) c_ah(make_address_handle(p, dev_of(pd->context)->ethernet));
+    // On RoCE the peer's MAC goes in the address vector (cxv::device::peer_mac: ARP for an
+    // IPv4-mapped GID); EHOSTUNREACH when nobody answers, as rdma-core's ibv_create_ah.
+    auto ah = make_address_handle(*dev_of(pd->context)->dev, p);
+    if (!ah) return fail_null<ibv_ah>(ah.error().code, ah.error().message);
+    auto* out = new (std::nothrow) c_ah(*ah);
     if (out == nullptr) return fail_null<ibv_ah>(ENOMEM, "out of memory");
     out->base.context = pd->context;
     out->base.pd = pd;

@@ -36,19 +36,9 @@ struct c_flow : ibv_flow {
     c_qp* qp = nullptr;
 };
 
-// One steering per function in this process: its root table is the function's. Kept
-// while a flow uses it.
-std::mutex steering_mu;
-std::map<cxv::device*, std::weak_ptr<cxv::eth::steering>> steerings;
-
-cxv::result<std::shared_ptr<cxv::eth::steering>> steering_of(cxv::device& d) {
-    std::lock_guard lock(steering_mu);
-    if (auto s = steerings[&d].lock()) return s;
-    auto s = cxv::eth::steering::create(d);
-    if (!s) return s.error();
-    steerings[&d] = *s;
-    return std::move(s).value();
-}
+// The function's steering (one root table per function), shared with cxv's own rules
+// (eth::steering::of). Kept while a flow uses it.
+cxv::result<std::shared_ptr<cxv::eth::steering>> steering_of(cxv::device& d) { return cxv::eth::steering::of(d); }
 
 // Whether `mask` is all zeros (the field not matched) or all ones (matched whole): what
 // cxv's rules take. Anything else is a partial mask.

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct qp_path {
     std::uint8_t hop_limit = 64;
     std::uint8_t traffic_class = 0;
     std::uint32_t flow_label = 0;
+    // RoCE: the peer's MAC (the path's rmac). Unset: cxv::qp::modify finds it (api/
+    // neighbours.h); the driver alone takes it from a link-local EUI-64 GID, else gives 0.
+    std::optional<std::array<std::uint8_t, 6>> rmac{};
 };
 
 // A QP transition's attributes, as ibv_qp_attr names them; each transition takes its own.

@@ -216,12 +216,12 @@ std::vector<op> operations() {
     std::vector<op> ops;
     // Receives: the ring is emptied (as completions would) when full.
     auto recv_refill = [](state& s) { s.r->rq.reset(); };
-    ops.push_back({"post_recv_1", 1, 120, 40, kPostRatio, [](state& s) { prepare_recv(s, 1); }, recv_refill,
+    ops.push_back({"post_recv_1", 1, 120, 39, kPostRatio, [](state& s) { prepare_recv(s, 1); }, recv_refill,
                    [](state& s) { cxv_bench_post_recv(s); }, kEntries});
-    ops.push_back({"post_recv_32", 32, 72.5, 24, kPostRatio, [](state& s) { prepare_recv(s, 32); }, recv_refill,
+    ops.push_back({"post_recv_32", 32, 72.5, 23, kPostRatio, [](state& s) { prepare_recv(s, 32); }, recv_refill,
                    [](state& s) { cxv_bench_post_recv(s); }, kEntries / 32});
     // SRQ steady state: full; before each post, the oldest posted WQE is recycled.
-    ops.push_back({"post_srq_recv_1", 1, 124, 45, kPostRatio,
+    ops.push_back({"post_srq_recv_1", 1, 124, 42, kPostRatio,
                    [](state& s) {
                        prepare_recv(s, 1);
                        ibv_recv_wr* bad;

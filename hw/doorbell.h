@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "hw/endian.h"
 
@@ -37,6 +38,21 @@ struct wq_doorbell_record {
 static_assert(sizeof(wq_doorbell_record) == 8);
 inline constexpr std::size_t rcv_dbr = 0;  // index of the receive counter (be32 units)
 inline constexpr std::size_t snd_dbr = 1;
+
+// A work queue's counter into its record field: the counter is the big-endian dword's
+// bits 15:0 and bits 31:16 are reserved (PRM "Doorbell Record"), so its two low-order
+// bytes (the dword's last two) are stored alone, one 16-bit store (a 16-bit swap is a
+// rotate; the 32-bit value would take a zero-extension, a swap and a 32-bit store). The
+// reserved half stays as clear_wq_counter_reserved() left it: zero.
+inline void store_wq_counter(be32& field, std::uint32_t counter) noexcept {
+    const std::uint16_t v = to_be(static_cast<std::uint16_t>(counter));
+    std::memcpy(reinterpret_cast<unsigned char*>(&field) + 2, &v, sizeof(v));
+}
+// The reserved half of a counter's dword, zeroed (the queues' constructors; the device
+// ignores it, so any time is safe).
+inline void clear_wq_counter_reserved(be32& field) noexcept {
+    std::memset(&field, 0, 2);
+}
 
 // CQ doorbell record: the consumer index the device may overwrite up to, and the arm
 // state the device checks when it writes a CQE.

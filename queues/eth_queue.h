@@ -297,7 +297,9 @@ public:
     explicit eth_recv_queue(const layout& l) noexcept
         : wqes_(l.wqes), dbrec_(l.dbrec), buffers_(l.buffers), cq_(l.cq), mask_((1u << l.log_wqes) - 1),
           wqe_shift_(l.wqe_shift), log_buffer_(l.log_buffer), log_stride_(l.log_stride), lkey_(l.lkey),
-          strides_(l.log_strides != 0 ? 1u << l.log_strides : 0) {}
+          strides_(l.log_strides != 0 ? 1u << l.log_strides : 0) {
+        if (l.dbrec != nullptr) hw::clear_wq_counter_reserved(l.dbrec->rcv_counter);  // (store_wq_counter)
+    }
 
     // Every WQE written with its buffer, and all of them posted: the RQ may be RDY.
     void start() noexcept {
@@ -315,7 +317,7 @@ public:
         }
         pi_ = n;
         hw::to_device();
-        dbrec_->rcv_counter = hw::be32::from(pi_ & 0xffff);
+        hw::store_wq_counter(dbrec_->rcv_counter, pi_);
     }
 
     // Up to `max` packets received since the last call. The WQEs the last call emptied go
@@ -373,7 +375,7 @@ private:
         done_ = 0;
         // The packets read before the WQEs are the device's again (PRM "Doorbell Record").
         hw::to_device();
-        dbrec_->rcv_counter = hw::be32::from(pi_ & 0xffff);
+        hw::store_wq_counter(dbrec_->rcv_counter, pi_);
     }
     [[gnu::noinline]] void other(const hw::cqe64& c) noexcept {
         ++errors_;

@@ -70,7 +70,9 @@ public:
         : limit_(1u << log_count), mask_((1u << log_count) - 1), mask2_(mask_ * 2), shift_(wqe_shift), wqes_(wqes),
           wr_ids_(wr_ids),
           dbrec_(dbrec), seg_slots_((1u << wqe_shift) / sizeof(hw::wqe_data_seg)),
-          max_sge_(max_sge != 0 && max_sge < seg_slots_ ? max_sge : seg_slots_) {}
+          max_sge_(max_sge != 0 && max_sge < seg_slots_ ? max_sge : seg_slots_) {
+        if (dbrec != nullptr) hw::clear_wq_counter_reserved(dbrec->rcv_counter);  // (store_wq_counter)
+    }
     // The receive side of a QP whose receives come from an SRQ: always full, and
     // srq_attached() says why (ibv_post_recv(3) refuses it with EINVAL).
     static recv_queue srq_attached() noexcept {
@@ -99,7 +101,7 @@ public:
     // Makes every WQE put so far visible to the device (PRM: the WQE before the record).
     void commit() noexcept {
         hw::to_device();
-        dbrec_->rcv_counter = hw::be32::from(head_ & 0xffff);
+        hw::store_wq_counter(dbrec_->rcv_counter, head_);
     }
 
     // Posts a list of WRs shaped like ibv_recv_wr (next, sg_list of sge layout, num_sge,
@@ -218,7 +220,7 @@ private:
         // the wr_ids before it (a plain store on x86).
         std::atomic_ref<std::uint32_t>(head_).store(head, std::memory_order_release);
         hw::to_device();
-        dbrec_->rcv_counter = hw::be32::from(head & 0xffff);
+        hw::store_wq_counter(dbrec_->rcv_counter, head);
     }
 
     // The posting loop's fields first.
@@ -246,7 +248,9 @@ public:
              hw::wq_doorbell_record* dbrec) noexcept
         : tail_((1u << log_count) - 1), mask_((1u << log_count) - 1), shift_(wqe_shift), wqes_(wqes),
           wr_ids_(wr_ids), dbrec_(dbrec),
-          max_sge_(((1u << wqe_shift) - sizeof(hw::wqe_srq_next_seg)) / sizeof(hw::wqe_data_seg)) {}
+          max_sge_(((1u << wqe_shift) - sizeof(hw::wqe_srq_next_seg)) / sizeof(hw::wqe_data_seg)) {
+        if (dbrec != nullptr) hw::clear_wq_counter_reserved(dbrec->rcv_counter);  // (store_wq_counter)
+    }
 
     unsigned capacity() const noexcept { return mask_; }  // one sentinel
     unsigned max_sge() const noexcept { return max_sge_; }
@@ -346,7 +350,7 @@ private:
     void publish(std::uint32_t counter) noexcept {
         counter_ = counter;
         hw::to_device();
-        dbrec_->rcv_counter = hw::be32::from(counter & 0xffff);
+        hw::store_wq_counter(dbrec_->rcv_counter, counter);
     }
 
     // The posting loop's fields first.

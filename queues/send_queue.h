@@ -105,6 +105,7 @@ public:
           mask_((1u << log_bbs) - 1), limit_(1u << log_bbs), qpn_shifted_(qpn << 8), max_bbs_(max_wqe_bbs),
           bf_bbs_(mode == doorbell_mode::blueflame ? static_cast<unsigned>(bf_half / hw::send_wqe_bb) : 0),
           ud_(ud), mode_(mode), size_(1u << log_bbs) {
+        if (dbrec != nullptr) hw::clear_wq_counter_reserved(dbrec->snd_counter);  // (store_wq_counter)
         // Per QP, so that every load of put_small() is off the ring's own address.
         constexpr hw::wqe_opcode ops[small_ops] = {hw::wqe_opcode::RDMA_WRITE, hw::wqe_opcode::RDMA_WRITE_IMM,
                                                    hw::wqe_opcode::SEND, hw::wqe_opcode::SEND_IMM,
@@ -255,7 +256,7 @@ public:
         // PRM "Doorbell Record": the WQE counter after the last WQE, once the WQEs are
         // in memory; then the doorbell ("Send Doorbell"/"BlueFlame").
         hw::to_device();
-        dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
+        hw::store_wq_counter(dbrec_->snd_counter, pi_);
         std::byte* const reg = next_register();
         if (mode_ == doorbell_mode::doorbell) {
             hw::to_device();
@@ -272,7 +273,7 @@ public:
     // one a lone small WR is posted for.
     [[gnu::always_inline]] void ring_one(const batch& b) noexcept {
         hw::to_device();
-        dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
+        hw::store_wq_counter(dbrec_->snd_counter, pi_);
         std::byte* const reg = next_register();
         if (b.last_bbs <= bf_bbs_) {  // (never with 8-byte doorbells: bf_bbs_ is 0)
             blueflame(reg, b.last, b.last_bbs);
@@ -289,7 +290,7 @@ public:
     // the two differ to learn which one the device executed. A BlueFlame ring only.
     void ring_blueflame_copy(const std::byte* copy) noexcept {
         hw::to_device();
-        dbrec_->snd_counter = hw::be32::from(pi_ & 0xffff);
+        hw::store_wq_counter(dbrec_->snd_counter, pi_);
         hw::to_device();
         blueflame(next_register(), copy, 1);
         batch_ = 0;

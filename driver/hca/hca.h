@@ -208,6 +208,10 @@ public:
     static gid link_local_gid(const std::array<std::uint8_t, 6>& mac) noexcept;
     static gid ipv4_mapped_gid(const std::array<std::uint8_t, 4>& ip) noexcept;
 
+    // The NIC receive root table this process last set (SET_FLOW_TABLE_ROOT), 0 for none:
+    // a table that was root unsets the root when it goes only while it still is.
+    std::atomic<std::uint32_t> nic_rx_root{0};
+
     // A BlueFlame register (driver/hca/bf_alloc.h).
     using bf_reg = driver::bf_reg;
     // A register no other QP uses: from a UAR page already in hand, or a new one

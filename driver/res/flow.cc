@@ -152,6 +152,7 @@ status flow_table::make_root() {
     auto r = owner().exec(in, ifc::set_flow_table_root_out::size_bytes);
     if (!r) return r.error();
     root_ = true;
+    owner().nic_rx_root.store(id_);
     return ok_status();
 }
 
@@ -160,14 +161,19 @@ status flow_table::clear_root(hca& h) {
     ifc::set<ifc::set_flow_table_root_in::table_type>(in.data(), kNicRx);
     auto r = h.exec(in, ifc::set_flow_table_root_out::size_bytes);
     if (!r) return r.error();
+    h.nic_rx_root.store(0);
     return ok_status();
 }
 
 status flow_table::destroy() {
     if (destroyed_) return ok_status();
+    // The root unset only while it is this table: another made root since (a second
+    // steering's, cxv::eth::steering::create) stays the root.
     if (root_) {
         status s = ok_status();
-        with_live_owner([&](hca& h) { s = clear_root(h); });
+        with_live_owner([&](hca& h) {
+            if (h.nic_rx_root.load() == id_) s = clear_root(h);
+        });
         if (!s) return s;
         root_ = false;
     }

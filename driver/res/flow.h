@@ -59,7 +59,7 @@ public:
     };
     static result<std::shared_ptr<flow_table>> create(hca& h, const attr& a);
     ~flow_table();
-    // DESTROY_FLOW_TABLE (the root is unset first when it is this table).
+    // DESTROY_FLOW_TABLE (the root is unset first while it is this table: hca::nic_rx_root).
     status destroy();
     // SET_FLOW_TABLE_ROOT: received packets meet this table first.
     status make_root();

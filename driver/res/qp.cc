@@ -279,10 +279,13 @@ status qp::modify(qp_state to, const modify_attr& a) {
                 ifc::set<ads::flow_label>(path, a.ah.flow_label);
                 for (std::size_t i = 0; i < 16; ++i) ifc::set<ads::rgid_rip>(path, i, a.ah.dgid[i]);
             }
-            // RoCE: the peer's MAC, where its GID names it (a link-local EUI-64 GID). A card
-            // sends to rmac as given; for other GIDs cxv has no MAC to give yet (finding 19).
+            // RoCE: the peer's MAC (PRM "Address Path": a card sends to rmac as given) as the
+            // caller found it (cxv::qp::modify: ARP, api/neighbours.h), or where the GID names
+            // it (a link-local EUI-64 GID); else 0 (finding 19).
             if (owner().ethernet()) {
-                if (const auto mac = hw::mac_of_link_local_gid(a.ah.dgid.data())) {
+                if (a.ah.rmac) {
+                    hw::set_mac_fields<ads::rmac_47_32, ads::rmac_31_0>(path, *a.ah.rmac);
+                } else if (const auto mac = hw::mac_of_link_local_gid(a.ah.dgid.data())) {
                     hw::set_mac_fields<ads::rmac_47_32, ads::rmac_31_0>(path, *mac);
                 }
             }

@@ -75,7 +75,8 @@ TEST_CASE("cxv_query_gid: the same table through the C API; EINVAL past it") {
 
 // A card sends to the MAC the address vector carries and resolves none itself
 // (docs/linux-oracle.md, finding 19): where a RoCE GID names its MAC (link-local EUI-64),
-// the address handle carries it; an IPv4-mapped GID leaves it 0 (the open finding), and
+// the address handle carries it; without a device to ask with ARP (make_address_handle's
+// other form: neighbours_test) an IPv4-mapped GID leaves it 0, and
 // an InfiniBand address handle has none.
 TEST_CASE("a RoCE address handle carries the MAC a link-local EUI-64 GID names") {
     cxv::qp::path p;

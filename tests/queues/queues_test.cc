@@ -207,6 +207,54 @@ TEST_CASE("receive WQEs: data segments and the invalid-lkey end, byte-exact; the
     REQUIRE(rq.put(sg, 1, 63));
 }
 
+// The receive counters go to the record as a 16-bit store of its low half
+// (hw::store_wq_counter); the record must read as rdma-core's mlx5 provider writes it
+// (htobe32(head & 0xffff)) at every count, past the 16-bit wrap, and the constructors
+// clear a reserved half that held anything.
+TEST_CASE("the receive doorbell records are rdma-core's word at every count, past 16 bits") {
+    alignas(64) std::array<std::byte, 8 * 16> wqes{};
+    std::array<std::uint64_t, 8> ids{};
+    hw::wq_doorbell_record dbrec;
+    std::memset(&dbrec, 0xff, sizeof dbrec);
+    recv_queue rq(wqes.data(), 3, 4, ids.data(), &dbrec);
+    const sge sg{0xabc0, 512, 0x10};
+    std::uint32_t posted = 0, completed = 0;
+    for (unsigned round = 0; round < 16000; ++round) {  // 72 000 WQEs: past one wrap of 65 536
+        const unsigned n = 1 + round % 8;
+        for (unsigned i = 0; i < n; ++i) REQUIRE(rq.put(&sg, 1, posted + i));
+        posted += n;
+        rq.commit();
+        const std::uint32_t want = htobe32(posted & 0xffff);
+        REQUIRE(std::memcmp(&dbrec.rcv_counter, &want, 4) == 0);
+        for (; completed != posted; ++completed) {
+            if (rq.retire(completed) != completed) FAIL("retire(", completed, ") gave another wr_id");
+        }
+    }
+    CHECK(posted > 0x10000);
+
+    constexpr unsigned kCount = 8;
+    alignas(64) std::array<std::byte, kCount * 32> srq_wqes{};
+    for (unsigned i = 0; i < kCount; ++i) {
+        reinterpret_cast<mlx5_wqe_srq_next_seg*>(srq_wqes.data() + i * 32)->next_wqe_index =
+            htobe16(static_cast<std::uint16_t>((i + 1) % kCount));
+    }
+    std::memset(&dbrec, 0xff, sizeof dbrec);
+    srq_ring srq(srq_wqes.data(), 3, 5, ids.data(), &dbrec);
+    posted = 0;
+    for (unsigned round = 0; round < 10000; ++round) {  // 70 000 WQEs
+        std::uint32_t taken[7];
+        for (unsigned i = 0; i < 7; ++i) {
+            taken[i] = srq.head();
+            REQUIRE(srq.put(&sg, 1, posted + i));
+        }
+        posted += 7;
+        srq.commit();
+        const std::uint32_t want = htobe32(posted & 0xffff);
+        REQUIRE(std::memcmp(&dbrec.rcv_counter, &want, 4) == 0);
+        for (std::uint32_t t : taken) srq.retire(static_cast<std::uint16_t>(t));
+    }
+}
+
 TEST_CASE("SRQ: the free list is followed and refilled in completion order") {
     constexpr unsigned kCount = 8;
     alignas(64) std::array<std::byte, kCount * 32> wqes{};

@@ -128,23 +128,49 @@ echo 1 >/sys/class/nvme/nvme0/delete_controller && echo "disconnected"
 CMD
     down "nvme-core nvme-fabrics nvme-rdma"
 } >"$work/cmd1.sh"
-# Bounded: each guest powers itself off after its command; 240 s at most, then SIGKILL.
-two_kernels_run 240
+# Bounded: each guest powers itself off after its command (20-60 s); 180 s at most, then SIGKILL.
+two_kernels_run 180
 }
 # UML's virtio transport now and then loses a message (the kernel says
 # "virtio-uml.0-cmd:id N is not a head!", then mlx5_core's health poll reads all ones:
 # "PCI slot is unavailable"; docs/linux-oracle.md). A run that ends so is a transport
 # failure, not Linux's verdict on the model: it is ended at once (two_kernels_abort_on:
-# both kernels killed, which UML reports as a panic), run again, five runs at most, and
-# each one lost is counted in the note.
+# both kernels killed, which UML reports as a panic), run again, eight runs at most (on
+# 2026-11-30 such losses came four and five in a row), and each one lost is counted in
+# the note.
+# A run in which a kernel did not end within its limit (timeout's 124) is run again too,
+# twice at most (each costs the whole limit), counted apart, with its kernel's first
+# complaint in the note. Seen on 2026-11-30: after the target was removed, mlx5_ib's
+# asynchronous CREATE_MKEY (its MR cache's refill) timed out ("Async, timeout") and
+# rmmod mlx5_core waited on it until the limit; the model's log has no such command, so
+# it never reached the model (the same transport, or an interrupt it lost). The logs of
+# such a run are kept (hung<N>-*.log in the test's outputs).
+# And a run in which UML gave up on a read after its 40 ms (virt-pci.c:160, "um virt-pci
+# delay") and mlx5_core's health poll then read all ones ("Fatal error 1": the PCI
+# communication sensor): UML's limit, not the model's answer (which came, late).
 lost=0
-two_kernels_abort_on="is not a head!"
-for attempt in 1 2 3 4 5; do
+slow=0
+hung=0
+hung_signs=""
+two_kernels_abort_on="is not a head!|poll_health.*Fatal error 1 detected"
+for attempt in 1 2 3 4 5 6 7 8; do
     one_run
-    grep -q "is not a head!" "$work/console0.log" "$work/console1.log" || break
-    lost=$((lost + 1))
-    ((attempt < 5)) || break
-    two_kernels_cleanup "lost$attempt-"
+    if grep -q "is not a head!" "$work/console0.log" "$work/console1.log"; then
+        lost=$((lost + 1))
+        tag=lost
+    elif grep -q "um virt-pci delay" "$work/console0.log" "$work/console1.log" &&
+        grep -q "poll_health.*Fatal error 1 detected" "$work/console0.log" "$work/console1.log"; then
+        slow=$((slow + 1))
+        tag=slow
+    elif ((rcs[0] == 124 || rcs[1] == 124)) && ((hung < 2)); then  # (each costs the whole limit)
+        hung=$((hung + 1))
+        hung_signs+=" [$(grep -hEm1 "timeout|WARNING|Kernel panic" "$work/console0.log" "$work/console1.log" | head -1 | cut -c1-160)]"
+        tag=hung
+    else
+        break
+    fi
+    ((attempt < 8)) || break
+    two_kernels_cleanup "$tag$attempt-"
 done
 show() { two_kernels_show; }
 warned="WARNING|error cqe|timeout|failed|Fatal|probe .* failed"
@@ -188,7 +214,7 @@ for i in 0 1; do
     umrs+=("$u")
 done
 commands=$(cat "$work/model0.log" "$work/model1.log" | grep -c " status=")
-note "NVMe-oF over RoCE between two kernels: 1 MiB written and read back whole (${written#written }); ${umrs[0]} and ${umrs[1]} UMRs; $commands commands on the models, none refused; UML: $delays reads answered after its 40 ms, $aborts vmlinux aborts after the halt, $lost runs lost to its transport"
+note "NVMe-oF over RoCE between two kernels: 1 MiB written and read back whole (${written#written }); ${umrs[0]} and ${umrs[1]} UMRs; $commands commands on the models, none refused; UML: $delays reads answered after its 40 ms, $aborts vmlinux aborts after the halt, $lost runs lost to its transport, $slow to a read past its 40 ms, $hung runs that did not end in time${hung_signs}"
 
 # --- The differential check: cxv's driver beside Linux's, on the same model ---
 # One pair of a pingpong tool, server and client each under its own cxv-sim run on one

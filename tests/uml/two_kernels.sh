@@ -8,7 +8,8 @@
 #                              models started and listening
 #   two_kernels_run SECONDS    boots kernel i with $work/cmd$i.sh, both at once; each
 #                              powers itself off after its command, or is killed after
-#                              SECONDS (or once a console shows $two_kernels_abort_on,
+#                              SECONDS (or once a console matches $two_kernels_abort_on,
+#                              an extended regular expression,
 #                              when set); their exit statuses in rcs[0], rcs[1]
 #   two_kernels_show           the consoles' and the models' last lines (before a fail)
 #   two_kernels_model_clean I  fails unless model I refused no message and no command
@@ -81,7 +82,7 @@ two_kernels_run() {
     if [ -n "${two_kernels_abort_on:-}" ]; then
         (
             while sleep 1; do
-                if grep -qF "$two_kernels_abort_on" "$work/console0.log" "$work/console1.log" 2>/dev/null; then
+                if grep -qE "$two_kernels_abort_on" "$work/console0.log" "$work/console1.log" 2>/dev/null; then
                     kill "${umlpids[@]}" 2>/dev/null
                     break
                 fi
