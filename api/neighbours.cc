@@ -40,8 +40,9 @@ bool neighbours::ipv4_mapped(const gid& g) noexcept {
 }
 
 std::optional<mac> neighbours::mac_of_multicast(const gid& g) noexcept {
-    if (g[0] == 0xff) return multicast_mac(ipv6(g));                                     // RFC 2464 7
-    if (ipv4_mapped(g) && (g[12] & 0xf0) == 0xe0) return multicast_mac(ipv4{g[12], g[13], g[14], g[15]});  // RFC 1112
+    if (g[0] == 0xff) return multicast_mac(ipv6(g));  // RFC 2464 7
+    // RFC 1112: an IPv4-mapped group (224.0.0.0/4).
+    if (ipv4_mapped(g) && (g[12] & 0xf0) == 0xe0) return multicast_mac(ipv4{g[12], g[13], g[14], g[15]});
     return std::nullopt;
 }
 
@@ -153,11 +154,10 @@ result<mac> neighbours::resolve(unsigned sgid_index, const gid& dgid) {
     take_answers();
     if (const auto it = known_.find(tpa); it != known_.end()) return it->second;
 
-    const auto& gids = dev_->hca().roce_gids();
-    if (sgid_index >= gids.size()) {
+    if (sgid_index >= own.size()) {
         return error{EINVAL, fmt::format("cxv: no RoCE GID at index {} to ask for {}'s MAC from", sgid_index, dotted(tpa))};
     }
-    const gid& sgid = gids[sgid_index];
+    const gid& sgid = own[sgid_index];
     const ipv4 spa = ipv4_mapped(sgid) ? ipv4{sgid[12], sgid[13], sgid[14], sgid[15]} : dev_->hca().ipv4();
     if (auto s = ensure_queue(); !s) return s.error();
     const auto frame = arp_request(address(*dev_), spa, tpa);

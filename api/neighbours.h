@@ -39,8 +39,8 @@ public:
 
     // The MAC of the peer at `dgid`, from the port's GID `sgid_index`. Without asking:
     // link-local EUI-64 and multicast GIDs, the function's own GIDs (its own MAC), and
-    // peers already known. An IPv4-mapped GID is
-    // asked for with ARP, three times 300 ms at most: EHOSTUNREACH when nobody answers.
+    // peers already known. An IPv4-mapped GID is asked for with ARP, three times 300 ms
+    // at most: EHOSTUNREACH when nobody answers.
     // ENOTSUP for another IPv6 GID (no neighbour discovery yet). Other errors: the raw
     // queue or its rule could not be made (through a cxvd, whose clients may not steer).
     result<mac> resolve(unsigned sgid_index, const gid& dgid);

@@ -48,8 +48,8 @@ struct qp_path {
     std::uint8_t hop_limit = 64;
     std::uint8_t traffic_class = 0;
     std::uint32_t flow_label = 0;
-    // RoCE: the peer's MAC (the path's rmac). Unset: cxv::qp::modify finds it (api/
-    // neighbours.h); the driver alone takes it from a link-local EUI-64 GID, else gives 0.
+    // RoCE: the peer's MAC (the path's rmac). Unset: cxv::qp::modify finds it
+    // (api/neighbours.h); the driver alone takes it from a link-local EUI-64 GID, else 0.
     std::optional<std::array<std::uint8_t, 6>> rmac{};
 };
 
