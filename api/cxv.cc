@@ -266,6 +266,23 @@ status srq::arm(unsigned limit) { return srq_->arm(limit); }
 
 // --- QP ----------------------------------------------------------------------------------
 
+namespace {
+
+// A RoCE path with the peer's MAC device::peer_mac() finds (a QP's INIT2RTR, a UD address
+// vector); EHOSTUNREACH when nobody answers ARP. Where it cannot be found for want of a
+// raw queue (through a cxvd, whose clients do not steer) or of neighbour discovery (IPv6
+// GIDs), the path as it is: the driver's own choice then stands (0 unless the GID names
+// the MAC).
+result<qp::path> with_peer_mac(device& d, const qp::path& p) {
+    auto mac = d.peer_mac(p.sgid_index, p.dgid);
+    if (!mac && mac.error().code == EHOSTUNREACH) return mac.error();
+    qp::path with = p;
+    if (mac) with.rmac = *mac;
+    return with;
+}
+
+}  // namespace
+
 result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     if (!a.send_cq || !a.recv_cq || !a.domain) return error{EINVAL, "cxv::qp::create: a PD and both CQs are needed"};
     auto chosen = d.send_doorbell(a.doorbell);
@@ -371,16 +388,12 @@ status qp::modify(qp_state to, const modify_attr& a) {
     if (raw_) return modify_raw(to);
     if (to == qp_state::rtr && (type_ == qp_type::rc || type_ == qp_type::uc) && !a.ah.rmac &&
         dev_->hca().ethernet()) {
-        // RoCE: the path carries the peer's MAC (finding 19). Where it cannot be found for
-        // want of a raw queue (through a cxvd, whose clients do not steer) or of neighbour
-        // discovery (IPv6 GIDs), the driver's own choice stands (0 unless the GID names it).
-        auto mac = dev_->peer_mac(a.ah.sgid_index, a.ah.dgid);
-        if (!mac && mac.error().code == EHOSTUNREACH) return mac.error();
-        if (mac) {
-            modify_attr with = a;
-            with.ah.rmac = *mac;
-            return qp_->modify(to, with);
-        }
+        // RoCE: the path carries the peer's MAC (finding 19).
+        auto with = with_peer_mac(*dev_, a.ah);
+        if (!with) return with.error();
+        modify_attr b = a;
+        b.ah = *with;
+        return qp_->modify(to, b);
     }
     auto s = qp_->modify(to, a);
     if (s && to == qp_state::reset) reset_rings();
@@ -503,11 +516,9 @@ const char* wc_status_str(int status) noexcept {
 result<api::address_handle> make_address_handle(device& d, const qp::path& p) {
     const bool ethernet = d.hca().ethernet();
     if (!ethernet || p.rmac) return make_address_handle(p, ethernet);
-    auto mac = d.peer_mac(p.sgid_index, p.dgid);
-    if (!mac && mac.error().code == EHOSTUNREACH) return mac.error();
-    qp::path with = p;
-    if (mac) with.rmac = *mac;  // (else as the driver alone would: see qp::modify)
-    return make_address_handle(with, true);
+    auto with = with_peer_mac(d, p);
+    if (!with) return with.error();
+    return make_address_handle(*with, true);
 }
 
 api::address_handle make_address_handle(const qp::path& p, bool ethernet) {

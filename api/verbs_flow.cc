@@ -36,10 +36,6 @@ struct c_flow : ibv_flow {
     c_qp* qp = nullptr;
 };
 
-// The function's steering (one root table per function), shared with cxv's own rules
-// (eth::steering::of). Kept while a flow uses it.
-cxv::result<std::shared_ptr<cxv::eth::steering>> steering_of(cxv::device& d) { return cxv::eth::steering::of(d); }
-
 // Whether `mask` is all zeros (the field not matched) or all ones (matched whole): what
 // cxv's rules take. Anything else is a partial mask.
 enum class field { none, whole, partial };
@@ -223,7 +219,8 @@ ibv_flow* cxv_create_flow(ibv_qp* qp, ibv_flow_attr* attr) {
         fail(EINVAL, "ibv_create_flow: the QP has no receive queue");
         return nullptr;
     }
-    auto s = steering_of(*dev_of(qp->context)->dev);
+    // The function's steering, shared with cxv's own rules; kept while a flow uses it.
+    auto s = cxv::eth::steering::of(*dev_of(qp->context)->dev);
     if (!s) {
         fail(s.error().code, s.error().message);
         return nullptr;
