@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -212,22 +213,58 @@ rss::~rss() = default;
 
 namespace {
 
+// Whether a value has bits outside its mask.
+template <std::size_t N>
+bool outside(const std::array<std::uint8_t, N>& v, const std::array<std::uint8_t, N>& mask) {
+    for (std::size_t i = 0; i < N; ++i) {
+        if ((v[i] & ~mask[i]) != 0) return true;
+    }
+    return false;
+}
+template <typename T>
+bool outside(const std::optional<T>& v, const T& mask) {
+    if (!v) return false;
+    if constexpr (std::is_integral_v<T>) {
+        return (*v & ~mask) != 0;
+    } else {
+        return outside(*v, mask);
+    }
+}
+
+// The first field whose value has bits outside its mask (null: none).
+const char* stray_bits(const match& m) {
+    const match::masks& k = m.mask;
+    if (outside(m.dmac, k.dmac)) return "dmac";
+    if (outside(m.smac, k.smac)) return "smac";
+    if (outside(m.ethertype, k.ethertype)) return "ethertype";
+    if (outside(m.vlan, std::uint16_t(k.vlan & 0xfff))) return "vlan";
+    if (outside(m.ip_protocol, k.ip_protocol)) return "ip_protocol";
+    if (outside(m.src_ipv4, k.src_ipv4)) return "src_ipv4";
+    if (outside(m.dst_ipv4, k.dst_ipv4)) return "dst_ipv4";
+    if (outside(m.src_ipv6, k.src_ipv6)) return "src_ipv6";
+    if (outside(m.dst_ipv6, k.dst_ipv6)) return "dst_ipv6";
+    if (outside(m.udp_sport, k.sport) || outside(m.tcp_sport, k.sport)) return "sport";
+    if (outside(m.udp_dport, k.dport) || outside(m.tcp_dport, k.dport)) return "dport";
+    return nullptr;
+}
+
 driver::flow_match to_flow_match(const match& m) {
+    const match::masks& k = m.mask;
     driver::flow_match f;
-    if (m.dmac) f.dmac(*m.dmac);
-    if (m.smac) f.smac(*m.smac);
-    if (m.ethertype) f.ethertype(*m.ethertype);
-    if (m.vlan) f.vlan(*m.vlan);
+    if (m.dmac) f.dmac(*m.dmac, k.dmac);
+    if (m.smac) f.smac(*m.smac, k.smac);
+    if (m.ethertype) f.ethertype(*m.ethertype, k.ethertype);
+    if (m.vlan) f.vlan(*m.vlan, k.vlan);
     if (m.ip_version) f.ip_version(*m.ip_version);
-    if (m.ip_protocol) f.ip_protocol(*m.ip_protocol);
-    if (m.src_ipv4) f.src_ipv4(*m.src_ipv4);
-    if (m.dst_ipv4) f.dst_ipv4(*m.dst_ipv4);
-    if (m.src_ipv6) f.src_ipv6(*m.src_ipv6);
-    if (m.dst_ipv6) f.dst_ipv6(*m.dst_ipv6);
-    if (m.udp_sport) f.udp_sport(*m.udp_sport);
-    if (m.udp_dport) f.udp_dport(*m.udp_dport);
-    if (m.tcp_sport) f.tcp_sport(*m.tcp_sport);
-    if (m.tcp_dport) f.tcp_dport(*m.tcp_dport);
+    if (m.ip_protocol) f.ip_protocol(*m.ip_protocol, k.ip_protocol);
+    if (m.src_ipv4) f.src_ipv4(*m.src_ipv4, k.src_ipv4);
+    if (m.dst_ipv4) f.dst_ipv4(*m.dst_ipv4, k.dst_ipv4);
+    if (m.src_ipv6) f.src_ipv6(*m.src_ipv6, k.src_ipv6);
+    if (m.dst_ipv6) f.dst_ipv6(*m.dst_ipv6, k.dst_ipv6);
+    if (m.udp_sport) f.udp_sport(*m.udp_sport, k.sport);
+    if (m.udp_dport) f.udp_dport(*m.udp_dport, k.dport);
+    if (m.tcp_sport) f.tcp_sport(*m.tcp_sport, k.sport);
+    if (m.tcp_dport) f.tcp_dport(*m.tcp_dport, k.dport);
     return f;
 }
 
@@ -299,6 +336,9 @@ result<std::unique_ptr<rule>> steering::drop(const match& m, const rule::options
 result<std::unique_ptr<rule>> steering::make(const match& m, target t, const rule::options& o) {
     if (o.flow_tag > 0xffffff) {
         return error{EINVAL, fmt::format("cxv::eth::steering::add: flow tag {:#x} (24 bits)", o.flow_tag)};
+    }
+    if (const char* f = stray_bits(m)) {
+        return error{EINVAL, fmt::format("cxv::eth::steering::add: the value of {} has bits outside its mask", f)};
     }
     const driver::flow_match fm = to_flow_match(m);
     std::lock_guard lock(mu_);

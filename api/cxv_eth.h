@@ -195,7 +195,14 @@ private:
 };
 
 // What a rule matches (PRM "Flow Table Entry Match Set Layer 2-4", the outer headers):
-// each field set is compared whole; unset fields match anything.
+// each field set is compared on the bits of its mask (all of them unless `mask` says
+// otherwise); unset fields match anything. A value with bits outside its mask is refused
+// (EINVAL), as Linux's mlx5 refuses such a rule.
+//
+//   {.dst_ipv4 = eth::ipv4{233, 54, 12, 0}, .mask = {.dst_ipv4 = {255, 255, 255, 0}}}
+//
+// matches the 256 groups 233.54.12.0/24. Rules whose fields or masks differ go in groups
+// of their own (a group has one set of criteria).
 struct match {
     std::optional<mac> dmac{}, smac{};
     std::optional<std::uint16_t> ethertype{};
@@ -205,6 +212,17 @@ struct match {
     std::optional<ipv4> src_ipv4{}, dst_ipv4{};
     std::optional<ipv6> src_ipv6{}, dst_ipv6{};
     std::optional<std::uint16_t> udp_sport{}, udp_dport{}, tcp_sport{}, tcp_dport{};
+    // The bits matched of each field above.
+    struct masks {
+        mac dmac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, smac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+        std::uint16_t ethertype = 0xffff;
+        std::uint16_t vlan = 0xfff;
+        std::uint8_t ip_protocol = 0xff;
+        ipv4 src_ipv4{0xff, 0xff, 0xff, 0xff}, dst_ipv4{0xff, 0xff, 0xff, 0xff};
+        ipv6 src_ipv6{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+        ipv6 dst_ipv6{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+        std::uint16_t sport = 0xffff, dport = 0xffff;  // UDP's or TCP's
+    } mask{};
 };
 
 class steering;

@@ -36,17 +36,21 @@ struct c_flow : ibv_flow {
     c_qp* qp = nullptr;
 };
 
-// Whether `mask` is all zeros (the field not matched) or all ones (matched whole): what
-// cxv's rules take. Anything else is a partial mask.
-enum class field { none, whole, partial };
-field mask_of(const void* mask, std::size_t n) {
+// Whether `mask` has a bit set: the field is matched on those bits.
+bool any(const void* mask, std::size_t n) {
     const auto* b = static_cast<const unsigned char*>(mask);
-    bool zeros = true, ones = true;
+    return std::any_of(b, b + n, [](unsigned char c) { return c != 0; });
+}
+
+// Whether the value has bits the mask leaves out (Linux's mlx5 refuses such a rule:
+// mlx5_core's check of a match value against its criteria).
+bool stray(const void* value, const void* mask, std::size_t n) {
+    const auto* v = static_cast<const unsigned char*>(value);
+    const auto* k = static_cast<const unsigned char*>(mask);
     for (std::size_t i = 0; i < n; ++i) {
-        zeros = zeros && b[i] == 0;
-        ones = ones && b[i] == 0xff;
+        if ((v[i] & ~k[i]) != 0) return true;
     }
-    return zeros ? field::none : ones ? field::whole : field::partial;
+    return false;
 }
 
 template <std::size_t N>
@@ -66,9 +70,15 @@ struct parsed {
 int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
     const auto* p = reinterpret_cast<const unsigned char*>(&attr + 1);
     const unsigned char* const end = reinterpret_cast<const unsigned char*>(&attr) + attr.size;
-    auto partial = [&](const char* what) {
-        why = fmt::format("ibv_create_flow: a partial mask on {} (cxv matches a field whole or not at all)", what);
-        return EOPNOTSUPP;
+    // A field with a mask: its value and mask taken, unless the value has bits outside it.
+    bool bad = false;
+    auto field = [&](const char* what, const void* v, const void* k, std::size_t n) {
+        if (!any(k, n)) return false;
+        if (stray(v, k, n) && !bad) {
+            bad = true;
+            why = fmt::format("ibv_create_flow: the value of {} has bits outside its mask", what);
+        }
+        return true;
     };
     for (unsigned i = 0; i < attr.num_of_specs; ++i) {
         ibv_flow_spec s;
@@ -88,21 +98,26 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
         case IBV_FLOW_SPEC_ETH: {
             const auto& v = s.eth.val;
             const auto& k = s.eth.mask;
-            if (mask_of(k.dst_mac, 6) == field::partial) return partial("the destination MAC");
-            if (mask_of(k.src_mac, 6) == field::partial) return partial("the source MAC");
-            if (mask_of(&k.ether_type, 2) == field::partial) return partial("the ethertype");
-            if (mask_of(k.dst_mac, 6) == field::whole) out.m.dmac = bytes_of<6>(v.dst_mac);
-            if (mask_of(k.src_mac, 6) == field::whole) out.m.smac = bytes_of<6>(v.src_mac);
-            if (k.ether_type != 0) out.m.ethertype = ntohs(v.ether_type);
-            // The VLAN ID (the tag's low 12 bits), or nothing.
-            const std::uint16_t vm = ntohs(k.vlan_tag);
-            if (vm != 0 && vm != 0x0fff && vm != 0xffff) return partial("the VLAN tag (other than its VLAN ID)");
-            if (vm != 0) {
-                if (vm == 0xffff && (ntohs(v.vlan_tag) & 0xf000) != 0) {
+            if (field("the destination MAC", v.dst_mac, k.dst_mac, 6)) {
+                out.m.dmac = bytes_of<6>(v.dst_mac);
+                out.m.mask.dmac = bytes_of<6>(k.dst_mac);
+            }
+            if (field("the source MAC", v.src_mac, k.src_mac, 6)) {
+                out.m.smac = bytes_of<6>(v.src_mac);
+                out.m.mask.smac = bytes_of<6>(k.src_mac);
+            }
+            if (field("the ethertype", &v.ether_type, &k.ether_type, 2)) {
+                out.m.ethertype = ntohs(v.ether_type);
+                out.m.mask.ethertype = ntohs(k.ether_type);
+            }
+            // The tag's VLAN ID (its low 12 bits); its priority and CFI are not matched.
+            if (field("the VLAN tag", &v.vlan_tag, &k.vlan_tag, 2)) {
+                if ((ntohs(k.vlan_tag) & 0xf000) != 0) {
                     why = "ibv_create_flow: a VLAN tag's priority and CFI are not matched (only its VLAN ID)";
                     return EOPNOTSUPP;
                 }
-                out.m.vlan = static_cast<std::uint16_t>(ntohs(v.vlan_tag) & 0x0fff);
+                out.m.vlan = static_cast<std::uint16_t>(ntohs(v.vlan_tag));
+                out.m.mask.vlan = ntohs(k.vlan_tag);
             }
             break;
         }
@@ -120,18 +135,21 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
                 k.dst_ip = s.ipv4.mask.dst_ip;
             }
             out.m.ip_version = 4;
-            if (mask_of(&k.src_ip, 4) == field::partial) return partial("the IPv4 source");
-            if (mask_of(&k.dst_ip, 4) == field::partial) return partial("the IPv4 destination");
-            if (k.src_ip != 0) out.m.src_ipv4 = bytes_of<4>(&v.src_ip);
-            if (k.dst_ip != 0) out.m.dst_ipv4 = bytes_of<4>(&v.dst_ip);
+            if (field("the IPv4 source", &v.src_ip, &k.src_ip, 4)) {
+                out.m.src_ipv4 = bytes_of<4>(&v.src_ip);
+                out.m.mask.src_ipv4 = bytes_of<4>(&k.src_ip);
+            }
+            if (field("the IPv4 destination", &v.dst_ip, &k.dst_ip, 4)) {
+                out.m.dst_ipv4 = bytes_of<4>(&v.dst_ip);
+                out.m.mask.dst_ipv4 = bytes_of<4>(&k.dst_ip);
+            }
             if (k.tos != 0 || k.ttl != 0 || k.flags != 0) {
                 why = "ibv_create_flow: IPv4 TOS, TTL and flags are not matched";
                 return EOPNOTSUPP;
             }
-            if (k.proto == 0xff) {
+            if (field("the IP protocol", &v.proto, &k.proto, 1)) {
                 out.m.ip_protocol = v.proto;
-            } else if (k.proto != 0) {
-                return partial("the IP protocol");
+                out.m.mask.ip_protocol = k.proto;
             }
             break;
         }
@@ -139,18 +157,21 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
             const auto& v = s.ipv6.val;
             const auto& k = s.ipv6.mask;
             out.m.ip_version = 6;
-            if (mask_of(k.src_ip, 16) == field::partial) return partial("the IPv6 source");
-            if (mask_of(k.dst_ip, 16) == field::partial) return partial("the IPv6 destination");
-            if (mask_of(k.src_ip, 16) == field::whole) out.m.src_ipv6 = bytes_of<16>(v.src_ip);
-            if (mask_of(k.dst_ip, 16) == field::whole) out.m.dst_ipv6 = bytes_of<16>(v.dst_ip);
+            if (field("the IPv6 source", v.src_ip, k.src_ip, 16)) {
+                out.m.src_ipv6 = bytes_of<16>(v.src_ip);
+                out.m.mask.src_ipv6 = bytes_of<16>(k.src_ip);
+            }
+            if (field("the IPv6 destination", v.dst_ip, k.dst_ip, 16)) {
+                out.m.dst_ipv6 = bytes_of<16>(v.dst_ip);
+                out.m.mask.dst_ipv6 = bytes_of<16>(k.dst_ip);
+            }
             if (k.flow_label != 0 || k.traffic_class != 0 || k.hop_limit != 0) {
                 why = "ibv_create_flow: IPv6 flow label, traffic class and hop limit are not matched";
                 return EOPNOTSUPP;
             }
-            if (k.next_hdr == 0xff) {
+            if (field("the IPv6 next header", &v.next_hdr, &k.next_hdr, 1)) {
                 out.m.ip_protocol = v.next_hdr;
-            } else if (k.next_hdr != 0) {
-                return partial("the IPv6 next header");
+                out.m.mask.ip_protocol = k.next_hdr;
             }
             break;
         }
@@ -159,12 +180,17 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
             const bool udp = s.hdr.type == IBV_FLOW_SPEC_UDP;
             const auto& v = s.tcp_udp.val;
             const auto& k = s.tcp_udp.mask;
-            if (mask_of(&k.src_port, 2) == field::partial) return partial("the source port");
-            if (mask_of(&k.dst_port, 2) == field::partial) return partial("the destination port");
             // (a port match needs the IP protocol: as mlx5_ib, the spec sets it)
             out.m.ip_protocol = udp ? 17 : 6;
-            if (k.src_port != 0) (udp ? out.m.udp_sport : out.m.tcp_sport) = ntohs(v.src_port);
-            if (k.dst_port != 0) (udp ? out.m.udp_dport : out.m.tcp_dport) = ntohs(v.dst_port);
+            out.m.mask.ip_protocol = 0xff;
+            if (field("the source port", &v.src_port, &k.src_port, 2)) {
+                (udp ? out.m.udp_sport : out.m.tcp_sport) = ntohs(v.src_port);
+                out.m.mask.sport = ntohs(k.src_port);
+            }
+            if (field("the destination port", &v.dst_port, &k.dst_port, 2)) {
+                (udp ? out.m.udp_dport : out.m.tcp_dport) = ntohs(v.dst_port);
+                out.m.mask.dport = ntohs(k.dst_port);
+            }
             break;
         }
         case IBV_FLOW_SPEC_ACTION_TAG:
@@ -182,7 +208,7 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
             return EOPNOTSUPP;
         }
     }
-    return 0;
+    return bad ? EINVAL : 0;
 }
 
 }  // namespace

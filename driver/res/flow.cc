@@ -21,95 +21,96 @@ namespace {
 constexpr std::uint32_t kNicRx = static_cast<std::uint32_t>(ifc::flow_table_type::NIC_RX);
 constexpr std::uint16_t kRootDisconnect = 1;  // SET_FLOW_TABLE_ROOT op_mod
 
-template <typename Field>
-constexpr std::uint32_t ones() {
-    return static_cast<std::uint32_t>(Field::max_value);
-}
-
-// The field's criteria (all ones) and value.
+// The field's criteria (the mask's bits) and its value within them.
 template <typename Field>
 void put(std::array<std::byte, flow_match::size>& criteria, std::array<std::byte, flow_match::size>& value,
-         std::uint32_t v) {
-    ifc::set<Field>(criteria.data(), ones<Field>());
-    ifc::set<Field>(value.data(), v);
+         std::uint32_t v, std::uint32_t mask = static_cast<std::uint32_t>(Field::max_value)) {
+    mask &= static_cast<std::uint32_t>(Field::max_value);
+    ifc::set<Field>(criteria.data(), mask);
+    ifc::set<Field>(value.data(), v & mask);
 }
+
+std::uint32_t mac_hi(const flow_match::mac& a) {
+    return std::uint32_t{a[0]} << 24 | std::uint32_t{a[1]} << 16 | std::uint32_t{a[2]} << 8 | a[3];
+}
+std::uint32_t mac_lo(const flow_match::mac& a) { return std::uint32_t{a[4]} << 8 | a[5]; }
 
 // A MAC as the match set holds it: bits 47:16 in one field, 15:0 in the next.
 template <typename Hi, typename Lo>
 void put_mac(std::array<std::byte, flow_match::size>& c, std::array<std::byte, flow_match::size>& v,
-             const std::array<std::uint8_t, 6>& mac) {
-    put<Hi>(c, v, std::uint32_t{mac[0]} << 24 | std::uint32_t{mac[1]} << 16 | std::uint32_t{mac[2]} << 8 | mac[3]);
-    put<Lo>(c, v, std::uint32_t{mac[4]} << 8 | mac[5]);
+             const flow_match::mac& a, const flow_match::mac& mask) {
+    put<Hi>(c, v, mac_hi(a), mac_hi(mask));
+    put<Lo>(c, v, mac_lo(a), mac_lo(mask));
 }
 
 // An address in the 16 bytes of src_ipv4_src_ipv6 / dst_ipv4_dst_ipv6: IPv4 in the last 4.
 template <typename Field, std::size_t N>
 void put_ip(std::array<std::byte, flow_match::size>& c, std::array<std::byte, flow_match::size>& v,
-            const std::array<std::uint8_t, N>& a) {
+            const std::array<std::uint8_t, N>& a, const std::array<std::uint8_t, N>& mask) {
     static_assert(N == 4 || N == 16);
     for (std::size_t i = 0; i < N; ++i) {
-        ifc::set<Field>(c.data(), 16 - N + i, 0xff);
-        ifc::set<Field>(v.data(), 16 - N + i, a[i]);
+        ifc::set<Field>(c.data(), 16 - N + i, mask[i]);
+        ifc::set<Field>(v.data(), 16 - N + i, a[i] & mask[i]);
     }
 }
 
 }  // namespace
 
-flow_match& flow_match::dmac(const std::array<std::uint8_t, 6>& mac) {
-    put_mac<m::dmac_47_16, m::dmac_15_0>(criteria_, value_, mac);
+flow_match& flow_match::dmac(const mac& a, const mac& mask) {
+    put_mac<m::dmac_47_16, m::dmac_15_0>(criteria_, value_, a, mask);
     return *this;
 }
-flow_match& flow_match::smac(const std::array<std::uint8_t, 6>& mac) {
-    put_mac<m::smac_47_16, m::smac_15_0>(criteria_, value_, mac);
+flow_match& flow_match::smac(const mac& a, const mac& mask) {
+    put_mac<m::smac_47_16, m::smac_15_0>(criteria_, value_, a, mask);
     return *this;
 }
-flow_match& flow_match::ethertype(std::uint16_t type) {
-    put<m::ethertype>(criteria_, value_, type);
+flow_match& flow_match::ethertype(std::uint16_t type, std::uint16_t mask) {
+    put<m::ethertype>(criteria_, value_, type, mask);
     return *this;
 }
-flow_match& flow_match::vlan(std::uint16_t vid) {
+flow_match& flow_match::vlan(std::uint16_t vid, std::uint16_t mask) {
     put<m::cvlan_tag>(criteria_, value_, 1);
-    put<m::first_vid>(criteria_, value_, vid & 0xfff);
+    put<m::first_vid>(criteria_, value_, vid, mask);
     return *this;
 }
 flow_match& flow_match::ip_version(unsigned v) {
     put<m::ip_version>(criteria_, value_, v);
     return *this;
 }
-flow_match& flow_match::ip_protocol(std::uint8_t proto) {
-    put<m::ip_protocol>(criteria_, value_, proto);
+flow_match& flow_match::ip_protocol(std::uint8_t proto, std::uint8_t mask) {
+    put<m::ip_protocol>(criteria_, value_, proto, mask);
     return *this;
 }
-flow_match& flow_match::src_ipv4(const std::array<std::uint8_t, 4>& a) {
-    put_ip<m::src_ipv4_src_ipv6>(criteria_, value_, a);
+flow_match& flow_match::src_ipv4(const ipv4& a, const ipv4& mask) {
+    put_ip<m::src_ipv4_src_ipv6>(criteria_, value_, a, mask);
     return *this;
 }
-flow_match& flow_match::dst_ipv4(const std::array<std::uint8_t, 4>& a) {
-    put_ip<m::dst_ipv4_dst_ipv6>(criteria_, value_, a);
+flow_match& flow_match::dst_ipv4(const ipv4& a, const ipv4& mask) {
+    put_ip<m::dst_ipv4_dst_ipv6>(criteria_, value_, a, mask);
     return *this;
 }
-flow_match& flow_match::src_ipv6(const std::array<std::uint8_t, 16>& a) {
-    put_ip<m::src_ipv4_src_ipv6>(criteria_, value_, a);
+flow_match& flow_match::src_ipv6(const ipv6& a, const ipv6& mask) {
+    put_ip<m::src_ipv4_src_ipv6>(criteria_, value_, a, mask);
     return *this;
 }
-flow_match& flow_match::dst_ipv6(const std::array<std::uint8_t, 16>& a) {
-    put_ip<m::dst_ipv4_dst_ipv6>(criteria_, value_, a);
+flow_match& flow_match::dst_ipv6(const ipv6& a, const ipv6& mask) {
+    put_ip<m::dst_ipv4_dst_ipv6>(criteria_, value_, a, mask);
     return *this;
 }
-flow_match& flow_match::udp_sport(std::uint16_t port) {
-    put<m::udp_sport>(criteria_, value_, port);
+flow_match& flow_match::udp_sport(std::uint16_t port, std::uint16_t mask) {
+    put<m::udp_sport>(criteria_, value_, port, mask);
     return *this;
 }
-flow_match& flow_match::udp_dport(std::uint16_t port) {
-    put<m::udp_dport>(criteria_, value_, port);
+flow_match& flow_match::udp_dport(std::uint16_t port, std::uint16_t mask) {
+    put<m::udp_dport>(criteria_, value_, port, mask);
     return *this;
 }
-flow_match& flow_match::tcp_sport(std::uint16_t port) {
-    put<m::tcp_sport>(criteria_, value_, port);
+flow_match& flow_match::tcp_sport(std::uint16_t port, std::uint16_t mask) {
+    put<m::tcp_sport>(criteria_, value_, port, mask);
     return *this;
 }
-flow_match& flow_match::tcp_dport(std::uint16_t port) {
-    put<m::tcp_dport>(criteria_, value_, port);
+flow_match& flow_match::tcp_dport(std::uint16_t port, std::uint16_t mask) {
+    put<m::tcp_dport>(criteria_, value_, port, mask);
     return *this;
 }
 bool flow_match::empty() const noexcept {

@@ -22,25 +22,34 @@
 namespace cxv::driver {
 
 // Outer-header fields to match (PRM "Flow Table Entry Match Set Layer 2-4"): each setter
-// makes the field part of the criteria (all its bits) and gives its value. A group takes
-// the criteria; a rule takes the values, which must lie inside its group's criteria.
+// makes the field part of the criteria and gives its value. The criteria are the mask's
+// bits (all of the field's by default; a prefix of an address, a power-of-two range of
+// ports), and the value is taken within them. A group takes the criteria; a rule takes
+// the values, which must lie inside its group's criteria.
 class flow_match {
 public:
     static constexpr std::size_t size = 64;  // fte_match_set_lyr_2_4
-    flow_match& dmac(const std::array<std::uint8_t, 6>& mac);
-    flow_match& smac(const std::array<std::uint8_t, 6>& mac);
-    flow_match& ethertype(std::uint16_t type);
-    flow_match& vlan(std::uint16_t vid);  // a C-VLAN tag with this VLAN ID
+    using mac = std::array<std::uint8_t, 6>;
+    using ipv4 = std::array<std::uint8_t, 4>;
+    using ipv6 = std::array<std::uint8_t, 16>;
+    static constexpr mac all_mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    static constexpr ipv4 all_ipv4{0xff, 0xff, 0xff, 0xff};
+    static constexpr ipv6 all_ipv6{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                   0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    flow_match& dmac(const mac& a, const mac& mask = all_mac);
+    flow_match& smac(const mac& a, const mac& mask = all_mac);
+    flow_match& ethertype(std::uint16_t type, std::uint16_t mask = 0xffff);
+    flow_match& vlan(std::uint16_t vid, std::uint16_t mask = 0xfff);  // a C-VLAN tag, its VLAN ID
     flow_match& ip_version(unsigned v);   // 4 or 6
-    flow_match& ip_protocol(std::uint8_t proto);
-    flow_match& src_ipv4(const std::array<std::uint8_t, 4>& a);
-    flow_match& dst_ipv4(const std::array<std::uint8_t, 4>& a);
-    flow_match& src_ipv6(const std::array<std::uint8_t, 16>& a);
-    flow_match& dst_ipv6(const std::array<std::uint8_t, 16>& a);
-    flow_match& udp_sport(std::uint16_t port);
-    flow_match& udp_dport(std::uint16_t port);
-    flow_match& tcp_sport(std::uint16_t port);
-    flow_match& tcp_dport(std::uint16_t port);
+    flow_match& ip_protocol(std::uint8_t proto, std::uint8_t mask = 0xff);
+    flow_match& src_ipv4(const ipv4& a, const ipv4& mask = all_ipv4);
+    flow_match& dst_ipv4(const ipv4& a, const ipv4& mask = all_ipv4);
+    flow_match& src_ipv6(const ipv6& a, const ipv6& mask = all_ipv6);
+    flow_match& dst_ipv6(const ipv6& a, const ipv6& mask = all_ipv6);
+    flow_match& udp_sport(std::uint16_t port, std::uint16_t mask = 0xffff);
+    flow_match& udp_dport(std::uint16_t port, std::uint16_t mask = 0xffff);
+    flow_match& tcp_sport(std::uint16_t port, std::uint16_t mask = 0xffff);
+    flow_match& tcp_dport(std::uint16_t port, std::uint16_t mask = 0xffff);
 
     const std::array<std::byte, size>& criteria() const noexcept { return criteria_; }
     const std::array<std::byte, size>& value() const noexcept { return value_; }

@@ -324,6 +324,55 @@ TEST_CASE("RSS: flows spread over four queues by the Toeplitz hash the packets c
     }
 }
 
+TEST_CASE("partial masks: a /24 of groups and a range of ports before a wider /16; values outside a mask refused") {
+    fabric f;
+    auto narrow = take(eth::queue::create(*f.d1, {}));
+    auto wide = take(eth::queue::create(*f.d1, {}));
+    check_ok(f.steer->promiscuous(false, true));  // every group in
+    // 239.1.2.0/24, ports 31328-31343; then 239.1.0.0/16, any port: a group of its own
+    // (other criteria), after the first one's.
+    auto r1 = take(f.steer->add({.ip_version = 4,
+                                 .dst_ipv4 = eth::ipv4{239, 1, 2, 0},
+                                 .udp_dport = 31328,
+                                 .mask = {.dst_ipv4 = {255, 255, 255, 0}, .dport = 0xfff0}},
+                                narrow, {.count = true}));
+    auto r2 = take(f.steer->add(
+        {.ip_version = 4, .dst_ipv4 = eth::ipv4{239, 1, 0, 0}, .mask = {.dst_ipv4 = {255, 255, 0, 0}}}, wide,
+        {.count = true}));
+    struct to {
+        eth::ipv4 group;
+        std::uint16_t port;
+    };
+    // The first two to the narrow rule, the next three to the wide one, the last to none.
+    const to sends[] = {{{239, 1, 2, 9}, 31328},   {{239, 1, 2, 200}, 31343}, {{239, 1, 2, 9}, 31344},
+                        {{239, 1, 3, 9}, 31330},   {{239, 1, 255, 1}, 7},     {{239, 2, 2, 9}, 31330}};
+    std::vector<std::vector<std::byte>> frames;
+    for (std::size_t i = 0; i < std::size(sends); ++i) {
+        frames.push_back(udp_frame(eth::multicast_mac(sends[i].group), f.m0, kSrc, sends[i].group, 4000, sends[i].port,
+                                   30, static_cast<std::uint8_t>(i)));
+    }
+    send_all(*f.tx, frames, eth::l3_csum | eth::l4_csum);
+    const auto n = poll_for(*narrow, 3, 500ms);
+    const auto w = poll_for(*wide, 4, 500ms);
+    REQUIRE(n.meta.size() == 2);
+    REQUIRE(w.meta.size() == 3);  // 239.2.2.9 is in neither
+    CHECK(std::to_integer<int>(n.frames[0][42]) == 0);
+    CHECK(std::to_integer<int>(n.frames[1][42]) == 1);
+    CHECK(std::to_integer<int>(w.frames[0][42]) == 2);
+    CHECK(std::to_integer<int>(w.frames[1][42]) == 3);
+    CHECK(std::to_integer<int>(w.frames[2][42]) == 4);
+    CHECK(take(r1->counters()).packets == 2);
+    CHECK(take(r2->counters()).packets == 3);
+
+    // A value with bits outside its mask.
+    const auto e = f.steer->add(
+        {.ip_version = 4, .dst_ipv4 = eth::ipv4{239, 1, 2, 3}, .mask = {.dst_ipv4 = {255, 255, 255, 0}}}, narrow);
+    REQUIRE(!e.ok());
+    CHECK(e.error().code == EINVAL);
+    CHECK(e.error().message.find("dst_ipv4") != std::string::npos);
+    CHECK(f.steer->add({.udp_dport = 31329, .mask = {.dport = 0xfff0}}, narrow).error().code == EINVAL);
+}
+
 TEST_CASE("multicast: a group's frames pass the vport's filter only while joined") {
     fabric f;
     auto rx = take(eth::queue::create(*f.d1, {}));
