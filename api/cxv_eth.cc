@@ -7,6 +7,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -302,8 +303,9 @@ result<std::shared_ptr<steering>> steering::create(device& d, const attr& a) {
     ta.log_size = a.log_size;
     auto t = driver::flow_table::create(d.hca(), ta);
     if (!t) return t.error();
-    s->table_ = std::move(t).value();
-    if (auto r = s->table_->make_root(); !r) return r.error();
+    table& root = s->tables_[0];
+    root.t = std::move(t).value();
+    if (auto r = root.t->make_root(); !r) return r.error();
     std::lock_guard lock(registry_mu);
     std::erase_if(registry, [](const auto& e) { return e.second.expired(); });
     registry[&d] = s;
@@ -312,8 +314,27 @@ result<std::shared_ptr<steering>> steering::create(device& d, const attr& a) {
 
 steering::~steering() {
     // The rules hold the steering (rule::owner_), so none is left; the groups go before the
-    // table (their destructors run in that order below).
-    groups_.clear();
+    // tables, and a table before the one it misses to (which it holds).
+    for (auto& [priority, t] : tables_) t.groups.clear();
+    for (auto& [priority, t] : tables_) t.t.reset();
+}
+
+result<steering::table*> steering::table_of(unsigned priority) {
+    if (const auto it = tables_.find(priority); it != tables_.end()) return &it->second;
+    // Between the priorities before and after it (the root, priority 0, is always there):
+    // it misses to the next one, and the one before now misses to it.
+    const auto next = tables_.upper_bound(priority);
+    auto before = std::prev(next);
+    driver::flow_table::attr ta;
+    ta.level = priority;
+    ta.log_size = attr_.log_size;
+    if (next != tables_.end()) ta.miss = next->second.t;
+    auto t = driver::flow_table::create(dev_->hca(), ta);
+    if (!t) return t.error();
+    if (auto r = before->second.t->set_miss(*t); !r) return r.error();
+    table& made = tables_[priority];
+    made.t = std::move(t).value();
+    return &made;
 }
 
 result<std::unique_ptr<rule>> steering::add(const match& m, std::shared_ptr<queue> to, const rule::options& o) {
@@ -340,38 +361,46 @@ result<std::unique_ptr<rule>> steering::make(const match& m, target t, const rul
     if (const char* f = stray_bits(m)) {
         return error{EINVAL, fmt::format("cxv::eth::steering::add: the value of {} has bits outside its mask", f)};
     }
+    if (o.priority >= kPriorities) {
+        return error{EINVAL, fmt::format("cxv::eth::steering::add: priority {} (0 to {})", o.priority,
+                                         kPriorities - 1)};
+    }
     const driver::flow_match fm = to_flow_match(m);
     std::lock_guard lock(mu_);
+    auto tab = table_of(o.priority);
+    if (!tab) return tab.error();
+    std::vector<group>& groups = (*tab)->groups;
+    const auto& ft = (*tab)->t;
     // The group of this rule's fields, or a new one in the table's next free range. A
     // packet meets the groups in the order of their entries, so rules added later (in a
     // later group) come after those before them.
-    unsigned gi = static_cast<unsigned>(groups_.size());
+    unsigned gi = static_cast<unsigned>(groups.size());
     unsigned index = 0;
-    if (!groups_.empty() && groups_.back().criteria == fm.criteria()) {  // only the last group takes more
-        const auto& u = groups_.back().used;
+    if (!groups.empty() && groups.back().criteria == fm.criteria()) {  // only the last group takes more
+        const auto& u = groups.back().used;
         const auto free = std::find(u.begin(), u.end(), false);
         if (free != u.end()) {
-            gi = static_cast<unsigned>(groups_.size() - 1);
+            gi = static_cast<unsigned>(groups.size() - 1);
             index = static_cast<unsigned>(free - u.begin());
         }
     }
-    if (gi == groups_.size()) {
-        const unsigned first = groups_.empty() ? 0 : groups_.back().first + attr_.group_size;
-        if (first + attr_.group_size > table_->size()) {
+    if (gi == groups.size()) {
+        const unsigned first = groups.empty() ? 0 : groups.back().first + attr_.group_size;
+        if (first + attr_.group_size > ft->size()) {
             return error{ENOSPC, fmt::format("cxv::eth::steering::add: the table's {} entries are in groups",
-                                             table_->size())};
+                                             ft->size())};
         }
-        auto g = driver::flow_group::create(table_, first, first + attr_.group_size - 1, fm);
+        auto g = driver::flow_group::create(ft, first, first + attr_.group_size - 1, fm);
         if (!g) return g.error();
         group ng;
         ng.criteria = fm.criteria();
         ng.g = std::move(g).value();
         ng.used.assign(attr_.group_size, false);
         ng.first = first;
-        groups_.push_back(std::move(ng));
+        groups.push_back(std::move(ng));
         index = 0;
     }
-    group& g = groups_[gi];
+    group& g = groups[gi];
     std::unique_ptr<rule> r(new rule());
     driver::flow_rule::action act;
     if (t.q) act.to_tirs.push_back(t.q->tir());
@@ -393,14 +422,18 @@ result<std::unique_ptr<rule>> steering::make(const match& m, target t, const rul
     r->queue_ = std::move(t.q);
     r->rss_ = std::move(t.r);
     r->tir_ = std::move(t.tir);
+    r->priority_ = o.priority;
     r->group_ = gi;
     r->index_ = index;
     return r;
 }
 
-void steering::release(unsigned gi, unsigned index) noexcept {
+void steering::release(unsigned priority, unsigned gi, unsigned index) noexcept {
     std::lock_guard lock(mu_);
-    if (gi < groups_.size() && index < groups_[gi].used.size()) groups_[gi].used[index] = false;
+    const auto it = tables_.find(priority);
+    if (it == tables_.end()) return;
+    auto& groups = it->second.groups;
+    if (gi < groups.size() && index < groups[gi].used.size()) groups[gi].used[index] = false;
 }
 
 status steering::join(const mac& group) {
@@ -435,7 +468,7 @@ rule::~rule() {
     // The entry goes first (its packets stop), then its counter, then the slot is free.
     rule_.reset();
     counter_.reset();
-    if (owner_) owner_->release(group_, index_);
+    if (owner_) owner_->release(priority_, group_, index_);
 }
 
 result<traffic> rule::counters(bool clear) {

@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -234,6 +235,10 @@ public:
     struct options {
         std::uint32_t flow_tag = 0;  // carried by each packet it steers (24 bits)
         bool count = false;          // a flow counter: counters()
+        // 0 to 15 (steering::kPriorities - 1): a packet meets every rule of a lower number
+        // before any of a higher one, and the rules of one priority in the order they were
+        // added.
+        unsigned priority = 0;
     };
     ~rule();
     rule(const rule&) = delete;
@@ -250,20 +255,24 @@ private:
     std::shared_ptr<queue> queue_;
     std::shared_ptr<rss> rss_;
     std::shared_ptr<driver::tir> tir_;
-    unsigned group_ = 0, index_ = 0;
+    unsigned priority_ = 0, group_ = 0, index_ = 0;
 };
 
 // A function's receive steering: its root flow table (the first table received packets
 // meet), the rules in it, and the vport's multicast groups and promiscuous modes. One per
 // device: create() makes the table root, and the device's steering from then on (of()).
 // Rules of the same fields share a flow group; a packet goes where the first matching
-// rule (in the order they were added) says, and is dropped when none matches.
+// rule (by priority, then in the order they were added) says, and is dropped when none
+// matches. The rules of priority 0 are in the root table; each other priority in use has
+// a table of its own, at that level, which the table of the priority before it misses to
+// (PRM "Flow Table Levels"; MODIFY_FLOW_TABLE when one comes between two).
 class steering : public std::enable_shared_from_this<steering> {
 public:
     struct attr {
-        unsigned log_size = 10;   // entries in the table
+        unsigned log_size = 10;   // entries in each priority's table
         unsigned group_size = 64;  // entries per group of rules with the same fields
     };
+    static constexpr unsigned kPriorities = 16;
     static result<std::shared_ptr<steering>> create(device& d, const attr& a);
     static result<std::shared_ptr<steering>> create(device& d) { return create(d, attr{}); }
     // The device's steering: the last one create() made while it lives, else a new one
@@ -301,17 +310,22 @@ private:
         std::shared_ptr<driver::tir> tir;
     };
     result<std::unique_ptr<rule>> make(const match& m, target t, const rule::options& o);
-    void release(unsigned group, unsigned index) noexcept;
+    void release(unsigned priority, unsigned group, unsigned index) noexcept;
     struct group {
         std::array<std::byte, 64> criteria{};
         std::shared_ptr<driver::flow_group> g;
         std::vector<bool> used;
         unsigned first = 0;
     };
+    struct table {
+        std::shared_ptr<driver::flow_table> t;
+        std::vector<group> groups;
+    };
+    // The table of a priority, made (and chained in) at its first rule; under mu_.
+    result<table*> table_of(unsigned priority);
     device* dev_ = nullptr;
     std::mutex mu_;
-    std::shared_ptr<driver::flow_table> table_;
-    std::vector<group> groups_;
+    std::map<unsigned, table> tables_;  // by priority; 0: the root
     std::vector<mac> joined_;
     attr attr_{};
 };

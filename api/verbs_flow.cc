@@ -234,12 +234,19 @@ ibv_flow* cxv_create_flow(ibv_qp* qp, ibv_flow_attr* attr) {
         fail(EINVAL, fmt::format("ibv_create_flow: port {} (the function has port 1)", attr->port));
         return nullptr;
     }
+    // As Linux's mlx5_ib: 16 priorities (MLX5_IB_FLOW_LAST_PRIO), ENOMEM past them.
+    if (attr->priority >= cxv::eth::steering::kPriorities) {
+        fail(ENOMEM, fmt::format("ibv_create_flow: priority {} (0 to {})", attr->priority,
+                                 cxv::eth::steering::kPriorities - 1));
+        return nullptr;
+    }
     parsed p;
     std::string why;
     if (const int e = parse(*attr, p, why); e != 0) {
         fail(e, why);
         return nullptr;
     }
+    p.o.priority = attr->priority;
     auto tir = q->qp->raw_tir();
     if (!tir && !p.drop) {
         fail(EINVAL, "ibv_create_flow: the QP has no receive queue");

@@ -79,6 +79,7 @@ namespace cxv::hw {
     X(DESTROY_TIR, destroy_tir_in, destroy_tir_out)                                     \
     X(QUERY_TIR, query_tir_in, query_tir_out)                                           \
     X(CREATE_FLOW_TABLE, create_flow_table_in, create_flow_table_out)                   \
+    X(MODIFY_FLOW_TABLE, modify_flow_table_in, modify_flow_table_out)                   \
     X(DESTROY_FLOW_TABLE, destroy_flow_table_in, destroy_flow_table_out)                \
     X(CREATE_FLOW_GROUP, create_flow_group_in, create_flow_group_out)                   \
     X(DESTROY_FLOW_GROUP, destroy_flow_group_in, destroy_flow_group_out)                \

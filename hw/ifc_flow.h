@@ -98,6 +98,25 @@ CXV_IFC_LAYOUT(create_flow_table_in, 0x200)
     F(table_id, 0x048, 24)
 CXV_IFC_LAYOUT(create_flow_table_out, 0x80)
 
+// PRM MODIFY_FLOW_TABLE: the context's fields that modify_field_select names are set
+// (bit 0: table_miss_action and table_miss_id; bit 15: lag_master_next_table_id).
+#define CXV_IFC_modify_flow_table_in(F, S, A, T)         \
+    F(opcode, 0x000, 16)                                 \
+    F(op_mod, 0x030, 16)                                 \
+    F(other_vport, 0x040, 1)                             \
+    F(vport_number, 0x050, 16)                           \
+    F(modify_field_select, 0x070, 16)                    \
+    F(table_type, 0x080, 8)                              \
+    F(table_id, 0x0a8, 24)                               \
+    S(flow_table_context, 0x0c0, flow_table_context)
+CXV_IFC_LAYOUT(modify_flow_table_in, 0x200)
+
+#define CXV_IFC_modify_flow_table_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(modify_flow_table_out, 0x80)
+
+inline constexpr std::uint16_t modify_flow_table_miss = 1u << 0;
+inline constexpr std::uint16_t modify_flow_table_lag_next = 1u << 15;
+
 // The commands that name a table by type and id and nothing between (DESTROY_FLOW_TABLE,
 // DESTROY_FLOW_GROUP, SET_FLOW_TABLE_ENTRY, DELETE_FLOW_TABLE_ENTRY) begin so.
 #define CXV_IFC_FLOW_TABLE_ADDRESS(F) \
@@ -335,6 +354,8 @@ CXV_IFC_LAYOUT(per_protocol_networking_offload_caps, 0x800)
     X(flow_table_context, flow_table_context)                                     \
     X(create_flow_table_in, create_flow_table_in)                                 \
     X(create_flow_table_out, create_flow_table_out)                               \
+    X(modify_flow_table_in, modify_flow_table_in)                                 \
+    X(modify_flow_table_out, modify_flow_table_out)                               \
     X(destroy_flow_table_in, destroy_flow_table_in)                               \
     X(destroy_flow_table_out, destroy_flow_table_out)                             \
     X(create_flow_group_in, create_flow_group_in)                                 \

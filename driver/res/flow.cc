@@ -146,6 +146,26 @@ result<std::shared_ptr<flow_table>> flow_table::create(hca& h, const attr& a) {
     return t;
 }
 
+status flow_table::set_miss(std::shared_ptr<flow_table> miss) {
+    if (miss && &miss->device() != &owner()) return error{EINVAL, "flow_table::set_miss: a table of another HCA"};
+    if (miss && miss->level() <= level_) {
+        return error{EINVAL, fmt::format("flow_table::set_miss: a miss to level {} from level {} (it must be higher)",
+                                         miss->level(), level_)};
+    }
+    auto in = command<ifc::modify_flow_table_in>(cmd_opcode::MODIFY_FLOW_TABLE);
+    ifc::set<ifc::modify_flow_table_in::table_type>(in.data(), kNicRx);
+    ifc::set<ifc::modify_flow_table_in::table_id>(in.data(), id_);
+    ifc::set<ifc::modify_flow_table_in::modify_field_select>(in.data(), ifc::modify_flow_table_miss);
+    std::byte* ctx = ifc::at<ifc::modify_flow_table_in::flow_table_context>(in.data());
+    const auto action = miss ? ifc::flow_table_miss_action::FWD : ifc::flow_table_miss_action::DEF;
+    ifc::set<ifc::flow_table_context::table_miss_action>(ctx, static_cast<std::uint32_t>(action));
+    if (miss) ifc::set<ifc::flow_table_context::table_miss_id>(ctx, miss->id());
+    auto r = owner().exec(in, ifc::modify_flow_table_out::size_bytes);
+    if (!r) return r.error();
+    miss_ = std::move(miss);
+    return ok_status();
+}
+
 status flow_table::make_root() {
     auto in = command<ifc::set_flow_table_root_in>(cmd_opcode::SET_FLOW_TABLE_ROOT);
     ifc::set<ifc::set_flow_table_root_in::table_type>(in.data(), kNicRx);

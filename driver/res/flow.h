@@ -70,6 +70,9 @@ public:
     ~flow_table();
     // DESTROY_FLOW_TABLE (the root is unset first while it is this table: hca::nic_rx_root).
     status destroy();
+    // MODIFY_FLOW_TABLE: a packet no entry matches goes on to `miss` (a table of a higher
+    // level), or with none is dropped (the NIC receive table's default).
+    status set_miss(std::shared_ptr<flow_table> miss);
     // SET_FLOW_TABLE_ROOT: received packets meet this table first.
     status make_root();
     // The root unset: received packets meet no table (and are dropped).

@@ -122,6 +122,7 @@ firmware::firmware(const device_config& cfg, const bar0& bar, iommu& mmu, const 
     route(cmd_opcode::DESTROY_TIR, eth_, &eth_commands::destroy_tir);
     route(cmd_opcode::QUERY_TIR, eth_, &eth_commands::query_tir);
     route(cmd_opcode::CREATE_FLOW_TABLE, flows_, &flow_commands::create_flow_table);
+    route(cmd_opcode::MODIFY_FLOW_TABLE, flows_, &flow_commands::modify_flow_table);
     route(cmd_opcode::DESTROY_FLOW_TABLE, flows_, &flow_commands::destroy_flow_table);
     route(cmd_opcode::CREATE_FLOW_GROUP, flows_, &flow_commands::create_flow_group);
     route(cmd_opcode::DESTROY_FLOW_GROUP, flows_, &flow_commands::destroy_flow_group);

@@ -13,6 +13,7 @@
 // transmit, FDB and ACL tables, packet reformat, header rewrite, VLAN push and pop,
 // bulk counters and software-owned (SW steering) tables are refused with BAD_PARAM.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -109,6 +110,43 @@ cmd_reply flow_commands::create_flow_table(cmd_ctx& c) {
     eth_.flow_tables.emplace(id, std::move(t));
     next_table_ = (id + 1) & kMask24;
     ifc::set<ifc::create_flow_table_out::table_id>(c.out.data(), id);
+    return ok();
+}
+
+// PRM MODIFY_FLOW_TABLE: a table's miss (modify_field_select bit 0), to the default or
+// on to a table of a higher level, as CREATE_FLOW_TABLE checks it. The LAG master's next
+// table (bit 15) belongs to a LAG, which the model does not have.
+cmd_reply flow_commands::modify_flow_table(cmd_ctx& c) {
+    using in_t = ifc::modify_flow_table_in;
+    using ctx_t = ifc::flow_table_context;
+    const std::byte* in = c.in.data();
+    const std::byte* ctx = ifc::at<in_t::flow_table_context>(in);
+    if (auto r = check_address<in_t>(in); failed(r)) return r;
+    const auto it = eth_.flow_tables.find(ifc::get<in_t::table_id>(in));
+    if (it == eth_.flow_tables.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    flow_table& t = it->second;
+    const auto select = static_cast<std::uint16_t>(ifc::get<in_t::modify_field_select>(in));
+    if ((select & ~ifc::modify_flow_table_miss) != 0) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    if ((select & ifc::modify_flow_table_miss) == 0) return ok();
+    const auto miss = static_cast<flow_table_miss_action>(ifc::get<ctx_t::table_miss_action>(ctx));
+    std::uint32_t miss_table = 0;
+    if (miss == flow_table_miss_action::FWD) {
+        miss_table = ifc::get<ctx_t::table_miss_id>(ctx);
+        const auto m = eth_.flow_tables.find(miss_table);
+        if (m == eth_.flow_tables.end() || m->second.level <= t.level) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    } else if (miss != flow_table_miss_action::DEF) {
+        return bad_param(cmd_syndrome::BAD_PARAMETER);
+    }
+    // The table's context in its ICM, with the new miss.
+    std::array<std::byte, ctx_t::size_bytes> kept;
+    if (!icm_.read(t.icm, kept.data(), kept.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    ifc::set<ctx_t::table_miss_action>(kept.data(), static_cast<std::uint32_t>(miss));
+    ifc::set<ctx_t::table_miss_id>(kept.data(), miss_table);
+    if (!icm_.write(t.icm, kept.data(), kept.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    if (miss_table != 0) add_user(eth_.flow_tables, miss_table);
+    if (t.miss_table != 0) drop_user(eth_.flow_tables, t.miss_table);
+    t.miss_action = static_cast<std::uint8_t>(miss);
+    t.miss_table = miss_table;
     return ok();
 }
 

@@ -1,4 +1,4 @@
-// NIC receive flow steering (PRM "Flow Table"): CREATE/DESTROY_FLOW_TABLE,
+// NIC receive flow steering (PRM "Flow Table"): CREATE/MODIFY/DESTROY_FLOW_TABLE,
 // CREATE/DESTROY_FLOW_GROUP, SET/DELETE_FLOW_TABLE_ENTRY, SET_FLOW_TABLE_ROOT and
 // ALLOC/DEALLOC/QUERY_FLOW_COUNTER (fw_flow.cc).
 #pragma once
@@ -18,6 +18,7 @@ public:
         : caps_(caps), icm_(icm), tables_(tables) {}
 
     cmd_reply create_flow_table(cmd_ctx& c);
+    cmd_reply modify_flow_table(cmd_ctx& c);
     cmd_reply destroy_flow_table(cmd_ctx& c);
     cmd_reply create_flow_group(cmd_ctx& c);
     cmd_reply destroy_flow_group(cmd_ctx& c);

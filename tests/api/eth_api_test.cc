@@ -373,6 +373,43 @@ TEST_CASE("partial masks: a /24 of groups and a range of ports before a wider /1
     CHECK(f.steer->add({.udp_dport = 31329, .mask = {.dport = 0xfff0}}, narrow).error().code == EINVAL);
 }
 
+TEST_CASE("priorities: a packet meets the rules of priority 0, then 1, then 2, whatever order they were added in") {
+    fabric f;
+    auto q0 = take(eth::queue::create(*f.d1, {}));
+    auto q1 = take(eth::queue::create(*f.d1, {}));
+    auto q2 = take(eth::queue::create(*f.d1, {}));
+    // Priority 2 first (its table: the root misses to it), then 1 (its table comes between:
+    // the root's miss moves to it, and it misses to 2's), then 0 (the root's own).
+    auto r2 = take(f.steer->add({.ip_version = 4, .dst_ipv4 = kDst}, q2, {.priority = 2}));
+    auto r1 = take(f.steer->add({.ip_version = 4, .udp_dport = kFeed}, q1, {.priority = 1}));
+    auto r0 = take(f.steer->add({.ip_version = 4, .udp_sport = 5000, .udp_dport = kFeed}, q0, {.priority = 0}));
+    const auto to_port = [&](std::uint16_t sport, std::uint16_t dport, std::uint8_t seq) {
+        return udp_frame(f.m1, f.m0, kSrc, kDst, sport, dport, 20, seq);
+    };
+    send_all(*f.tx, {to_port(5000, kFeed, 1), to_port(6000, kFeed, 2), to_port(5000, 9, 3)}, eth::l3_csum);
+    const auto g0 = poll_for(*q0, 2, 300ms), g1 = poll_for(*q1, 2, 300ms), g2 = poll_for(*q2, 2, 300ms);
+    REQUIRE(g0.meta.size() == 1);
+    REQUIRE(g1.meta.size() == 1);
+    REQUIRE(g2.meta.size() == 1);
+    CHECK(std::to_integer<int>(g0.frames[0][42]) == 1);
+    CHECK(std::to_integer<int>(g1.frames[0][42]) == 2);
+    CHECK(std::to_integer<int>(g2.frames[0][42]) == 3);
+
+    // Without the priority-0 rule, its packets fall to priority 1; without that one, to 2.
+    r0.reset();
+    send_all(*f.tx, {to_port(5000, kFeed, 4)}, eth::l3_csum);
+    const auto h1 = poll_for(*q1, 1);
+    REQUIRE(h1.meta.size() == 1);
+    CHECK(std::to_integer<int>(h1.frames[0][42]) == 4);
+    r1.reset();
+    send_all(*f.tx, {to_port(5000, kFeed, 5)}, eth::l3_csum);
+    const auto h2 = poll_for(*q2, 1);
+    REQUIRE(h2.meta.size() == 1);
+    CHECK(std::to_integer<int>(h2.frames[0][42]) == 5);
+    CHECK(poll_for(*q0, 1, 100ms).meta.empty());
+    CHECK(f.steer->add({.udp_dport = 1}, q0, {.priority = eth::steering::kPriorities}).error().code == EINVAL);
+}
+
 TEST_CASE("multicast: a group's frames pass the vport's filter only while joined") {
     fabric f;
     auto rx = take(eth::queue::create(*f.d1, {}));

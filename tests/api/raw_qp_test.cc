@@ -454,6 +454,53 @@ TEST_CASE("raw packet QP: the state machine, and what ibv_create_flow refuses") 
     CHECK(ibv_destroy_flow(flow) == 0);
 }
 
+TEST_CASE("raw packet QP: a flow of a lower priority number comes first, whenever it was made") {
+    node a(kBdf[0]), b(kBdf[1]);
+    b.post_recvs();
+    a.up();
+    b.up();
+    auto to_qp = make_flow(1, 7700);
+    to_qp.attr.priority = 3;
+    ibv_flow* flow = ibv_create_flow(b.qp, &to_qp.attr);
+    REQUIRE(flow != nullptr);
+    // The same packets dropped at priority 1, made after it.
+    struct drop_flow {
+        ibv_flow_attr attr;
+        ibv_flow_spec_eth eth;
+        ibv_flow_spec_ipv4 ip;
+        ibv_flow_spec_tcp_udp udp;
+        ibv_flow_spec_action_drop drop;
+    } dr{};
+    static_assert(offsetof(drop_flow, drop) == offsetof(udp_flow, tag));
+    const auto base = make_flow(1, 7700);
+    dr.attr = base.attr;
+    dr.attr.size = sizeof(dr);
+    dr.attr.num_of_specs = 4;
+    dr.attr.priority = 1;
+    dr.eth = base.eth;
+    dr.ip = base.ip;
+    dr.udp = base.udp;
+    dr.drop.type = IBV_FLOW_SPEC_ACTION_DROP;
+    dr.drop.size = sizeof(dr.drop);
+    const auto f = udp_frame(0, 1, 7700, 30, 0x7a);
+    REQUIRE(send_frame(a, f, 0, f.size(), IBV_SEND_IP_CSUM, 1) == 0);
+    REQUIRE(poll_for(b.rcq, 1).size() == 1);  // before the drop flow
+    ibv_flow* drop = ibv_create_flow(b.qp, &dr.attr);
+    REQUIRE(drop != nullptr);
+    REQUIRE(send_frame(a, f, 0, f.size(), IBV_SEND_IP_CSUM, 2) == 0);
+    CHECK(poll_for(b.rcq, 1, std::chrono::milliseconds(300)).empty());
+    CHECK(ibv_destroy_flow(drop) == 0);
+    REQUIRE(send_frame(a, f, 0, f.size(), IBV_SEND_IP_CSUM, 3) == 0);
+    CHECK(poll_for(b.rcq, 1).size() == 1);
+    CHECK(poll_for(a.scq, 3).size() == 3);
+    // 16 priorities, as Linux's mlx5_ib has (ENOMEM past them, as there).
+    auto over = make_flow(1, 7701);
+    over.attr.priority = 16;
+    CHECK(ibv_create_flow(b.qp, &over.attr) == nullptr);
+    CHECK(errno == ENOMEM);
+    CHECK(ibv_destroy_flow(flow) == 0);
+}
+
 TEST_CASE("raw packet QP: partial masks steer a subnet and a range of ports") {
     node a(kBdf[0]), b(kBdf[1]);
     b.post_recvs();

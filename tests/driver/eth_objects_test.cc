@@ -173,6 +173,14 @@ TEST_CASE("what the driver refuses before the firmware sees it, and what the fir
     auto same = take(flow_table::create(*r.h, {}));
     check_refused(status_of(flow_rule::create(g, 1, flow_match{}.udp_dport(1), {.to_table = same})),
                   "SET_FLOW_TABLE_ENTRY", "BAD_PARAM");
+    // A miss moved to a table of the same level: refused before the firmware; to a
+    // higher one, and back to none, taken (MODIFY_FLOW_TABLE).
+    CHECK(t->set_miss(same).error().code == EINVAL);
+    auto deeper = take(flow_table::create(*r.h, {.level = 1}));
+    REQUIRE(t->set_miss(deeper).ok());
+    check_refused(deeper->destroy(), "DESTROY_FLOW_TABLE", "RESOURCE_BUSY");  // t misses to it
+    REQUIRE(t->set_miss(nullptr).ok());
+    CHECK(deeper->destroy().ok());
     // A striding RQ outside the PRM's ranges; an RQ in RDY asked to go RDY from RST.
     rq::attr a;
     a.domain = r.domain;

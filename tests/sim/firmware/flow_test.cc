@@ -95,6 +95,18 @@ cmd_result create_ft(H& h, const ft_spec& s) {
     return h.exec(in, CXV_LINUX_BYTES(create_flow_table_out));
 }
 std::uint32_t table_of(const cmd_result& r) { return CXV_LINUX_GET(create_flow_table_out, r.out, table_id); }
+// mlx5_cmd_modify_flow_table: a table's miss (fs_core's connect_prev_fts, when a table
+// of a later priority comes between two).
+cmd_result modify_ft_miss(H& h, std::uint32_t id, unsigned action, std::uint32_t miss_id, unsigned select = 1,
+                          unsigned table_type = 0) {
+    auto in = linux_command(CXV_LINUX_BYTES(modify_flow_table_in), cmd_opcode::MODIFY_FLOW_TABLE);
+    CXV_LINUX_SET(modify_flow_table_in, in, table_type, table_type);
+    CXV_LINUX_SET(modify_flow_table_in, in, table_id, id);
+    CXV_LINUX_SET(modify_flow_table_in, in, modify_field_select, select);
+    CXV_LINUX_SET(modify_flow_table_in, in, flow_table_context.table_miss_action, action);
+    CXV_LINUX_SET(modify_flow_table_in, in, flow_table_context.table_miss_id, miss_id);
+    return h.exec(in, CXV_LINUX_BYTES(modify_flow_table_out));
+}
 cmd_result destroy_ft(H& h, std::uint32_t id) {
     auto in = linux_command(CXV_LINUX_BYTES(destroy_flow_table_in), cmd_opcode::DESTROY_FLOW_TABLE);
     CXV_LINUX_SET(destroy_flow_table_in, in, table_id, id);
@@ -338,6 +350,35 @@ TEST_CASE_FIXTURE(
     CHECK(create_ft(h, {.decap_en = 1}).status == cmd_status::BAD_PARAM);
     CHECK(create_ft(h, {.sw_owner = 1}).status == cmd_status::BAD_PARAM);
     CHECK(create_ft(h, {.termination_table = 1}).status == cmd_status::BAD_PARAM);
+}
+
+TEST_CASE_FIXTURE(flow_env,
+                  "MODIFY_FLOW_TABLE: a table's miss moved on to a table of a higher level, or back to the default; "
+                  "the targets are held as CREATE's are") {
+    constexpr unsigned kFwdMiss = MLX5_FLOW_TABLE_MISS_ACTION_FWD, kDefMiss = MLX5_FLOW_TABLE_MISS_ACTION_DEF;
+    const auto last = new_table({.level = 3});
+    const auto first = new_table({.level = 1, .miss_action = kFwdMiss, .miss_id = last});
+    // A table of a priority between them: first's miss goes to it, and it misses to last.
+    const auto middle = new_table({.level = 2, .miss_action = kFwdMiss, .miss_id = last});
+    REQUIRE(modify_ft_miss(h, first, kFwdMiss, middle).status == cmd_status::OK);
+    in_use(destroy_ft(h, middle));  // first misses to it now
+    in_use(destroy_ft(h, last));    // middle does
+    // Checked as CREATE_FLOW_TABLE checks a miss: a live table of a higher level.
+    bad_parameter(modify_ft_miss(h, middle, kFwdMiss, first));       // a lower level
+    bad_parameter(modify_ft_miss(h, middle, kFwdMiss, middle));      // itself
+    bad_parameter(modify_ft_miss(h, first, kFwdMiss, last + 0x100));  // none
+    bad_parameter(modify_ft_miss(h, first, MLX5_FLOW_TABLE_MISS_ACTION_SWITCH_DOMAIN, 0));
+    bad_parameter(modify_ft_miss(h, first, kFwdMiss, middle, 1, 1));  // a NIC TX table
+    bad_parameter(modify_ft_miss(h, first, kFwdMiss, middle, 1u << 15));  // a LAG's next table: no LAG
+    check_status(modify_ft_miss(h, 0xabcdef, kDefMiss, 0), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    // Nothing selected: nothing changes (first still misses to middle).
+    REQUIRE(modify_ft_miss(h, first, kDefMiss, 0, 0).status == cmd_status::OK);
+    in_use(destroy_ft(h, middle));
+    // Back to the default: middle is free once first no longer misses to it.
+    REQUIRE(modify_ft_miss(h, first, kDefMiss, 0).status == cmd_status::OK);
+    REQUIRE(destroy_ft(h, middle).status == cmd_status::OK);
+    CHECK(destroy_ft(h, last).status == cmd_status::OK);
+    CHECK(destroy_ft(h, first).status == cmd_status::OK);
 }
 
 TEST_CASE_FIXTURE(
