@@ -239,6 +239,10 @@ const char* stray_bits(const match& m) {
     if (outside(m.smac, k.smac)) return "smac";
     if (outside(m.ethertype, k.ethertype)) return "ethertype";
     if (outside(m.vlan, std::uint16_t(k.vlan & 0xfff))) return "vlan";
+    if (outside(m.vlan_prio, std::uint8_t(k.vlan_prio & 7))) return "vlan_prio";
+    if (outside(m.vlan_cfi, std::uint8_t{1})) return "vlan_cfi";
+    if (outside(m.dscp, std::uint8_t(k.dscp & 0x3f))) return "dscp";
+    if (outside(m.ecn, std::uint8_t(k.ecn & 3))) return "ecn";
     if (outside(m.ip_protocol, k.ip_protocol)) return "ip_protocol";
     if (outside(m.src_ipv4, k.src_ipv4)) return "src_ipv4";
     if (outside(m.dst_ipv4, k.dst_ipv4)) return "dst_ipv4";
@@ -256,6 +260,10 @@ driver::flow_match to_flow_match(const match& m) {
     if (m.smac) f.smac(*m.smac, k.smac);
     if (m.ethertype) f.ethertype(*m.ethertype, k.ethertype);
     if (m.vlan) f.vlan(*m.vlan, k.vlan);
+    if (m.vlan_prio) f.vlan_prio(*m.vlan_prio, k.vlan_prio);
+    if (m.vlan_cfi) f.vlan_cfi(*m.vlan_cfi);
+    if (m.dscp) f.ip_dscp(*m.dscp, k.dscp);
+    if (m.ecn) f.ip_ecn(*m.ecn, k.ecn);
     if (m.ip_version) f.ip_version(*m.ip_version);
     if (m.ip_protocol) f.ip_protocol(*m.ip_protocol, k.ip_protocol);
     if (m.src_ipv4) f.src_ipv4(*m.src_ipv4, k.src_ipv4);

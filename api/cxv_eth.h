@@ -208,8 +208,11 @@ struct match {
     std::optional<mac> dmac{}, smac{};
     std::optional<std::uint16_t> ethertype{};
     std::optional<std::uint16_t> vlan{};         // a C-VLAN tag with this VLAN ID
+    std::optional<std::uint8_t> vlan_prio{};     // a C-VLAN tag with this priority (PCP, 0-7)
+    std::optional<std::uint8_t> vlan_cfi{};      // a C-VLAN tag with this CFI (DEI, 0-1)
     std::optional<std::uint8_t> ip_version{};    // 4 or 6
     std::optional<std::uint8_t> ip_protocol{};
+    std::optional<std::uint8_t> dscp{}, ecn{};   // the IPv4 TOS's or IPv6 traffic class's
     std::optional<ipv4> src_ipv4{}, dst_ipv4{};
     std::optional<ipv6> src_ipv6{}, dst_ipv6{};
     std::optional<std::uint16_t> udp_sport{}, udp_dport{}, tcp_sport{}, tcp_dport{};
@@ -218,7 +221,9 @@ struct match {
         mac dmac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, smac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
         std::uint16_t ethertype = 0xffff;
         std::uint16_t vlan = 0xfff;
+        std::uint8_t vlan_prio = 7;
         std::uint8_t ip_protocol = 0xff;
+        std::uint8_t dscp = 0x3f, ecn = 3;
         ipv4 src_ipv4{0xff, 0xff, 0xff, 0xff}, dst_ipv4{0xff, 0xff, 0xff, 0xff};
         ipv6 src_ipv6{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
         ipv6 dst_ipv6{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};

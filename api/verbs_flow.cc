@@ -80,6 +80,17 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
         }
         return true;
     };
+    // A TOS or traffic class byte: its DSCP and ECN, each where the mask has bits.
+    auto tos = [&](std::uint8_t v, std::uint8_t k) {
+        if ((k >> 2) != 0) {
+            out.m.dscp = static_cast<std::uint8_t>(v >> 2);
+            out.m.mask.dscp = static_cast<std::uint8_t>(k >> 2);
+        }
+        if ((k & 3) != 0) {
+            out.m.ecn = static_cast<std::uint8_t>(v & 3);
+            out.m.mask.ecn = static_cast<std::uint8_t>(k & 3);
+        }
+    };
     for (unsigned i = 0; i < attr.num_of_specs; ++i) {
         ibv_flow_spec s;
         std::memset(&s, 0, sizeof(s));
@@ -110,14 +121,19 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
                 out.m.ethertype = ntohs(v.ether_type);
                 out.m.mask.ethertype = ntohs(k.ether_type);
             }
-            // The tag's VLAN ID (its low 12 bits); its priority and CFI are not matched.
+            // The tag's VLAN ID (bits 11:0), CFI (12) and priority (15:13), each matched
+            // where its mask has bits (as mlx5_ib sets first_vid, first_cfi, first_prio).
             if (field("the VLAN tag", &v.vlan_tag, &k.vlan_tag, 2)) {
-                if ((ntohs(k.vlan_tag) & 0xf000) != 0) {
-                    why = "ibv_create_flow: a VLAN tag's priority and CFI are not matched (only its VLAN ID)";
-                    return EOPNOTSUPP;
+                const std::uint16_t tv = ntohs(v.vlan_tag), tk = ntohs(k.vlan_tag);
+                if ((tk & 0x0fff) != 0) {
+                    out.m.vlan = static_cast<std::uint16_t>(tv & 0x0fff);
+                    out.m.mask.vlan = static_cast<std::uint16_t>(tk & 0x0fff);
                 }
-                out.m.vlan = static_cast<std::uint16_t>(ntohs(v.vlan_tag));
-                out.m.mask.vlan = ntohs(k.vlan_tag);
+                if ((tk & 0x1000) != 0) out.m.vlan_cfi = static_cast<std::uint8_t>(tv >> 12 & 1);
+                if ((tk & 0xe000) != 0) {
+                    out.m.vlan_prio = static_cast<std::uint8_t>(tv >> 13);
+                    out.m.mask.vlan_prio = static_cast<std::uint8_t>(tk >> 13);
+                }
             }
             break;
         }
@@ -143,10 +159,11 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
                 out.m.dst_ipv4 = bytes_of<4>(&v.dst_ip);
                 out.m.mask.dst_ipv4 = bytes_of<4>(&k.dst_ip);
             }
-            if (k.tos != 0 || k.ttl != 0 || k.flags != 0) {
-                why = "ibv_create_flow: IPv4 TOS, TTL and flags are not matched";
+            if (k.ttl != 0 || k.flags != 0) {
+                why = "ibv_create_flow: IPv4 TTL and flags are not matched (nor are they by Linux's mlx5_ib)";
                 return EOPNOTSUPP;
             }
+            if (field("the IPv4 TOS", &v.tos, &k.tos, 1)) tos(v.tos, k.tos);
             if (field("the IP protocol", &v.proto, &k.proto, 1)) {
                 out.m.ip_protocol = v.proto;
                 out.m.mask.ip_protocol = k.proto;
@@ -165,9 +182,16 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
                 out.m.dst_ipv6 = bytes_of<16>(v.dst_ip);
                 out.m.mask.dst_ipv6 = bytes_of<16>(k.dst_ip);
             }
-            if (k.flow_label != 0 || k.traffic_class != 0 || k.hop_limit != 0) {
-                why = "ibv_create_flow: IPv6 flow label, traffic class and hop limit are not matched";
+            if (k.hop_limit != 0) {
+                why = "ibv_create_flow: the IPv6 hop limit is not matched (nor is it by Linux's mlx5_ib)";
                 return EOPNOTSUPP;
+            }
+            if (k.flow_label != 0) {
+                why = "ibv_create_flow: the IPv6 flow label is not matched (a misc parameter cxv does not steer on)";
+                return EOPNOTSUPP;
+            }
+            if (field("the IPv6 traffic class", &v.traffic_class, &k.traffic_class, 1)) {
+                tos(v.traffic_class, k.traffic_class);
             }
             if (field("the IPv6 next header", &v.next_hdr, &k.next_hdr, 1)) {
                 out.m.ip_protocol = v.next_hdr;

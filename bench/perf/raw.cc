@@ -2,6 +2,7 @@
 // frames addressed to it, and the timed loops on the queue's fast path.
 #include "bench/perf/raw.h"
 
+#include <arpa/inet.h>
 #include <getopt.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using cxv::eth::ipv4;
+using cxv::eth::ipv6;
 using cxv::eth::mac;
 
 constexpr auto kPeerTimeout = 60s;
@@ -54,7 +56,10 @@ struct raw_options {
     std::uint64_t iters = 0;
     unsigned duration = 0;
     std::optional<mac> src_mac, dst_mac;  // -B, -E: override the exchanged MACs
-    std::optional<ipv4> server_ip, client_ip;
+    // -J, -j: the two IP addresses (IPv4 in the first 4 bytes; with --raw_ipv6 all 16).
+    std::optional<ipv6> server_ip, client_ip;
+    bool raw_ipv6 = false;         // --raw_ipv6
+    std::uint32_t flow_label = 0;  // --flow_label (20 bits)
     std::uint16_t server_port = 5000, client_port = 6000;
     bool tcp = false;
     unsigned burst = 128, reply_every = 1;
@@ -69,8 +74,9 @@ struct hello {
     char test[24];
     std::uint32_t size, duration, burst, reply_every;
     std::uint64_t iters;
-    std::uint8_t ip, tcp;
-    std::array<std::uint8_t, 4> server_ip, client_ip;
+    std::uint8_t ip, tcp;  // ip: 0 (no IP header), 4 or 6
+    std::array<std::uint8_t, 16> server_ip, client_ip;
+    std::uint32_t flow_label;
     std::uint16_t server_port, client_port;
     std::array<std::uint8_t, 6> mac;
 };
@@ -89,6 +95,8 @@ bool parse_mac(const char* s, mac& out) {
     }
     return true;
 }
+// An IPv6 address as inet_pton(3) reads it (perftest's -J/-j with --raw_ipv6).
+bool parse_ipv6(const char* s, ipv6& out) { return ::inet_pton(AF_INET6, s, out.data()) == 1; }
 bool parse_ipv4(const char* s, ipv4& out) {
     unsigned v[4];
     char tail = 0;
@@ -100,7 +108,7 @@ bool parse_ipv4(const char* s, ipv4& out) {
     return true;
 }
 
-enum : int { opt_tcp = 300, opt_burst, opt_reply_every, opt_json, opt_loopback };
+enum : int { opt_tcp = 300, opt_burst, opt_reply_every, opt_json, opt_loopback, opt_raw_ipv6, opt_flow_label };
 const option kLong[] = {
     {"ib-dev", required_argument, nullptr, 'd'},   {"size", required_argument, nullptr, 's'},
     {"iters", required_argument, nullptr, 'n'},    {"duration", required_argument, nullptr, 'D'},
@@ -113,6 +121,7 @@ const option kLong[] = {
     {"burst_size", required_argument, nullptr, opt_burst},
     {"reply_every", required_argument, nullptr, opt_reply_every},
     {"json", required_argument, nullptr, opt_json}, {"loopback", no_argument, nullptr, opt_loopback},
+    {"raw_ipv6", no_argument, nullptr, opt_raw_ipv6}, {"flow_label", required_argument, nullptr, opt_flow_label},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -126,8 +135,11 @@ void print_raw_usage() {
         "  -D, --duration=SECONDS   run for this long instead\n"
         "  -B, --source_mac=MAC     the frames' source MAC (default: this function's)\n"
         "  -E, --dest_mac=MAC       the frames' destination MAC (default: the peer's)\n"
-        "  -J, --dest_ip=A.B.C.D    the server's IPv4 address: IPv4 frames (with -j)\n"
-        "  -j, --source_ip=A.B.C.D  the client's IPv4 address\n"
+        "  -J, --dest_ip=ADDRESS    the server's IP address: IP frames (with -j); IPv4 (A.B.C.D),\n"
+        "                           or IPv6 with --raw_ipv6\n"
+        "  -j, --source_ip=ADDRESS  the client's IP address\n"
+        "      --raw_ipv6           IPv6 frames (-J and -j IPv6 addresses)\n"
+        "      --flow_label=N       the IPv6 header's flow label (0 .. 0xfffff)\n"
         "  -K, --dest_port=PORT     the server's UDP/TCP port (default 5000)\n"
         "  -k, --source_port=PORT   the client's UDP/TCP port (default 6000)\n"
         "      --tcp                TCP headers instead of UDP\n"
@@ -146,6 +158,7 @@ result<raw_options> parse_raw(int argc, char** argv) {
     o.size = o.k == kind::bw ? 1518 : 64;
     o.iters = o.k == kind::bw ? 5000 : 1000;
     bool client_flag = false, server_flag = false, iters_given = false;
+    const char* ip_arg[2] = {nullptr, nullptr};  // -J, -j: read once --raw_ipv6 is known
     std::uint64_t v = 0;
     opterr = 0;
     optind = 2;
@@ -176,12 +189,7 @@ result<raw_options> parse_raw(int argc, char** argv) {
             break;
         }
         case 'J':
-        case 'j': {
-            ipv4 a{};
-            if (!parse_ipv4(arg, a)) return bad("bad " + flag + " (an IPv4 address; IPv6 is not offered): " + std::string(arg));
-            (c == 'J' ? o.server_ip : o.client_ip) = a;
-            break;
-        }
+        case 'j': ip_arg[c == 'J' ? 0 : 1] = arg; break;
         case 'K':
         case 'k':
             if (!parse_number(arg, 1, 65535, v)) return bad("bad " + flag + " (port 1 .. 65535): " + std::string(arg));
@@ -202,14 +210,36 @@ result<raw_options> parse_raw(int argc, char** argv) {
             break;
         case opt_json: o.json = arg; break;
         case opt_loopback: o.loopback = true; break;
+        case opt_raw_ipv6: o.raw_ipv6 = true; break;
+        case opt_flow_label:
+            if (!parse_number(arg, 0, 0xfffff, v)) return bad("bad --flow_label (0 .. 0xfffff): " + std::string(arg));
+            o.flow_label = static_cast<std::uint32_t>(v);
+            break;
         case ':': return bad("option " + shown + " needs a value");
         default: return bad("unknown option " + shown + " (cxv-perf " + o.test + " --help lists them)");
         }
     }
     if (optind < argc) o.server = argv[optind++];
     if (optind < argc) return bad("unexpected argument '" + std::string(argv[optind]) + "'");
-    if (o.server_ip.has_value() != o.client_ip.has_value()) return bad("-J and -j go together (the two IPv4 addresses)");
+    for (int i = 0; i < 2; ++i) {
+        if (ip_arg[i] == nullptr) continue;
+        const std::string f = i == 0 ? "-J" : "-j";
+        ipv6 a{};
+        if (o.raw_ipv6) {
+            if (!parse_ipv6(ip_arg[i], a)) return bad("bad " + f + " (an IPv6 address, with --raw_ipv6): " + ip_arg[i]);
+        } else {
+            ipv4 v4{};
+            if (!parse_ipv4(ip_arg[i], v4)) {
+                return bad("bad " + f + " (an IPv4 address A.B.C.D; IPv6 with --raw_ipv6): " + ip_arg[i]);
+            }
+            std::copy(v4.begin(), v4.end(), a.begin());
+        }
+        (i == 0 ? o.server_ip : o.client_ip) = a;
+    }
+    if (o.server_ip.has_value() != o.client_ip.has_value()) return bad("-J and -j go together (the two IP addresses)");
     if (o.tcp && !o.server_ip) return bad("--tcp needs -J and -j");
+    if (o.raw_ipv6 && !o.server_ip) return bad("--raw_ipv6 needs -J and -j (the two IPv6 addresses)");
+    if (o.flow_label != 0 && !o.raw_ipv6) return bad("--flow_label needs --raw_ipv6");
     if (o.duration != 0 && iters_given) return bad("-D and -n cannot be combined");
     if (o.loopback && !o.server.empty()) return bad("--loopback takes no SERVER");
     if (o.loopback && o.devices.size() != 2) {
@@ -219,7 +249,7 @@ result<raw_options> parse_raw(int argc, char** argv) {
     if (!o.loopback && client_flag && o.server.empty()) return bad("--client needs SERVER (the exchange's host)");
     if (!o.loopback && server_flag && !o.server.empty()) return bad("--server takes no SERVER");
     if (o.k == kind::burst && o.burst % o.reply_every != 0) return bad("--reply_every must divide --burst_size");
-    const std::uint32_t headers = 14 + (o.server_ip ? 20 + (o.tcp ? 20 : 8) : 0);
+    const std::uint32_t headers = 14 + (o.server_ip ? (o.raw_ipv6 ? 40 : 20) + (o.tcp ? 20 : 8) : 0);
     if (o.size < headers + 8) return bad("-s " + std::to_string(o.size) + " leaves no room after the headers");
     return o;
 }
@@ -227,14 +257,15 @@ result<raw_options> parse_raw(int argc, char** argv) {
 hello hello_of(const raw_options& o, const mac& own) {
     hello h;
     std::memset(&h, 0, sizeof h);  // the padding too: the server compares the bytes
-    std::memcpy(h.magic, "cxvraw01", 8);
+    std::memcpy(h.magic, "cxvraw02", 8);
     std::snprintf(h.test, sizeof h.test, "%s", o.test.c_str());
     h.size = o.size;
     h.duration = o.duration;
     h.burst = o.burst;
     h.reply_every = o.reply_every;
     h.iters = o.iters;
-    h.ip = o.server_ip ? 1 : 0;
+    h.ip = static_cast<std::uint8_t>(!o.server_ip ? 0 : o.raw_ipv6 ? 6 : 4);
+    h.flow_label = o.flow_label;
     h.tcp = o.tcp ? 1 : 0;
     if (o.server_ip) h.server_ip = *o.server_ip;
     if (o.client_ip) h.client_ip = *o.client_ip;
@@ -247,7 +278,7 @@ bool same_run(const hello& a, const hello& b) {
     return std::memcmp(&a, &b, offsetof(hello, mac)) == 0;
 }
 
-// A frame of the run from `from` to `to`: Ethernet, and with -J/-j IPv4 and UDP or TCP
+// A frame of the run from `from` to `to`: Ethernet, and with -J/-j IPv4 or IPv6 and UDP or TCP
 // (checksums left to the device), then the payload, whose first 8 bytes (at the
 // returned offset) carry the frame's sequence number.
 std::size_t build_frame(std::byte* f, const raw_options& o, const mac& src, const mac& dst, bool from_server) {
@@ -265,19 +296,34 @@ std::size_t build_frame(std::byte* f, const raw_options& o, const mac& src, cons
         u16(12, kEthertype);
         return 14;
     }
-    u16(12, 0x0800);
-    const std::size_t ip = 14, l4 = 34;
+    const std::size_t ip = 14, l4 = ip + (o.raw_ipv6 ? 40 : 20);
     const std::size_t l4_len = o.size - l4;
-    u8(ip, 0x45);
-    u16(ip + 2, static_cast<unsigned>(o.size - ip));
-    u8(ip + 6, 0x40);  // don't fragment
-    u8(ip + 8, 64);
-    u8(ip + 9, o.tcp ? 6 : 17);
-    const ipv4& s = from_server ? *o.server_ip : *o.client_ip;
-    const ipv4& d = from_server ? *o.client_ip : *o.server_ip;
-    for (int i = 0; i < 4; ++i) {
-        u8(ip + 12 + i, s[i]);
-        u8(ip + 16 + i, d[i]);
+    const ipv6& s = from_server ? *o.server_ip : *o.client_ip;
+    const ipv6& d = from_server ? *o.client_ip : *o.server_ip;
+    if (o.raw_ipv6) {
+        // RFC 8200: version 6, traffic class 0, the flow label; the payload's length.
+        u16(12, 0x86dd);
+        u8(ip, 0x60);
+        u8(ip + 1, o.flow_label >> 16);
+        u16(ip + 2, o.flow_label & 0xffff);
+        u16(ip + 4, static_cast<unsigned>(l4_len));
+        u8(ip + 6, o.tcp ? 6 : 17);
+        u8(ip + 7, 64);
+        for (int i = 0; i < 16; ++i) {
+            u8(ip + 8 + i, s[i]);
+            u8(ip + 24 + i, d[i]);
+        }
+    } else {
+        u16(12, 0x0800);
+        u8(ip, 0x45);
+        u16(ip + 2, static_cast<unsigned>(o.size - ip));
+        u8(ip + 6, 0x40);  // don't fragment
+        u8(ip + 8, 64);
+        u8(ip + 9, o.tcp ? 6 : 17);
+        for (int i = 0; i < 4; ++i) {
+            u8(ip + 12 + i, s[i]);
+            u8(ip + 16 + i, d[i]);
+        }
     }
     u16(l4, from_server ? o.server_port : o.client_port);
     u16(l4 + 2, from_server ? o.client_port : o.server_port);
@@ -299,9 +345,15 @@ cxv::eth::match match_of(const raw_options& o, const mac& own, bool server) {
         m.ethertype = kEthertype;
         return m;
     }
-    m.ip_version = 4;
     m.ip_protocol = o.tcp ? 6 : 17;
-    m.dst_ipv4 = server ? *o.server_ip : *o.client_ip;
+    const ipv6& to = server ? *o.server_ip : *o.client_ip;
+    if (o.raw_ipv6) {
+        m.ip_version = 6;
+        m.dst_ipv6 = to;
+    } else {
+        m.ip_version = 4;
+        m.dst_ipv4 = ipv4{to[0], to[1], to[2], to[3]};
+    }
     const std::uint16_t port = server ? o.server_port : o.client_port;
     (o.tcp ? m.tcp_dport : m.udp_dport) = port;
     return m;
@@ -324,7 +376,7 @@ struct raw_side {
     unsigned slots = 0;
     std::size_t seq_at = 0;
     bool by_pointer = false;  // frames over eth::max_inline go from tx (registered)
-    unsigned csum = 0;        // IPv4 frames: the device fills their checksums
+    unsigned csum = 0;        // IP frames: the device fills their checksums
 
     std::byte* slot(unsigned i) const { return tx->data() + std::size_t{i % slots} * 2048; }
     // Sends slot i's frame with sequence number `seq`: 0, or ENOMEM (ring full).

@@ -73,6 +73,24 @@ flow_match& flow_match::vlan(std::uint16_t vid, std::uint16_t mask) {
     put<m::first_vid>(criteria_, value_, vid, mask);
     return *this;
 }
+flow_match& flow_match::vlan_prio(std::uint8_t prio, std::uint8_t mask) {
+    put<m::cvlan_tag>(criteria_, value_, 1);
+    put<m::first_prio>(criteria_, value_, prio, mask);
+    return *this;
+}
+flow_match& flow_match::vlan_cfi(std::uint8_t cfi) {
+    put<m::cvlan_tag>(criteria_, value_, 1);
+    put<m::first_cfi>(criteria_, value_, cfi);
+    return *this;
+}
+flow_match& flow_match::ip_dscp(std::uint8_t dscp, std::uint8_t mask) {
+    put<m::ip_dscp>(criteria_, value_, dscp, mask);
+    return *this;
+}
+flow_match& flow_match::ip_ecn(std::uint8_t ecn, std::uint8_t mask) {
+    put<m::ip_ecn>(criteria_, value_, ecn, mask);
+    return *this;
+}
 flow_match& flow_match::ip_version(unsigned v) {
     put<m::ip_version>(criteria_, value_, v);
     return *this;

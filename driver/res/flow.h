@@ -39,7 +39,13 @@ public:
     flow_match& dmac(const mac& a, const mac& mask = all_mac);
     flow_match& smac(const mac& a, const mac& mask = all_mac);
     flow_match& ethertype(std::uint16_t type, std::uint16_t mask = 0xffff);
-    flow_match& vlan(std::uint16_t vid, std::uint16_t mask = 0xfff);  // a C-VLAN tag, its VLAN ID
+    // A C-VLAN tag: its VLAN ID, priority (PCP) and CFI (DEI), each only when set here.
+    flow_match& vlan(std::uint16_t vid, std::uint16_t mask = 0xfff);
+    flow_match& vlan_prio(std::uint8_t prio, std::uint8_t mask = 7);
+    flow_match& vlan_cfi(std::uint8_t cfi);
+    // The IPv4 TOS or IPv6 traffic class byte: DSCP (its high 6 bits) and ECN (low 2).
+    flow_match& ip_dscp(std::uint8_t dscp, std::uint8_t mask = 0x3f);
+    flow_match& ip_ecn(std::uint8_t ecn, std::uint8_t mask = 3);
     flow_match& ip_version(unsigned v);   // 4 or 6
     flow_match& ip_protocol(std::uint8_t proto, std::uint8_t mask = 0xff);
     flow_match& src_ipv4(const ipv4& a, const ipv4& mask = all_ipv4);

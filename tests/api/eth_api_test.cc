@@ -373,6 +373,36 @@ TEST_CASE("partial masks: a /24 of groups and a range of ports before a wider /1
     CHECK(f.steer->add({.udp_dport = 31329, .mask = {.dport = 0xfff0}}, narrow).error().code == EINVAL);
 }
 
+TEST_CASE("a VLAN tag's priority and the IPv4 DSCP steer, as their rules say") {
+    fabric f;
+    auto by_prio = take(eth::queue::create(*f.d1, {}));
+    auto by_dscp = take(eth::queue::create(*f.d1, {}));
+    auto r1 = take(f.steer->add({.vlan = 100, .vlan_prio = 5}, by_prio, {.count = true}));
+    auto r2 = take(f.steer->add({.ip_version = 4, .dscp = 46}, by_dscp, {.count = true}));  // EF
+    const auto plain = [&](std::uint8_t tos, std::uint8_t seq) {
+        auto fr = udp_frame(f.m1, f.m0, kSrc, kDst, 4000, kFeed, 20, seq);
+        fr[15] = std::byte{tos};
+        return fr;
+    };
+    const auto tagged = [&](std::uint8_t prio, std::uint8_t seq) {
+        auto fr = udp_frame(f.m1, f.m0, kSrc, kDst, 4000, kFeed, 20, seq);
+        const std::uint16_t tci = static_cast<std::uint16_t>(prio << 13 | 100);
+        const std::byte tag[] = {std::byte{0x81}, std::byte{0x00}, std::byte{static_cast<std::uint8_t>(tci >> 8)},
+                                 std::byte{static_cast<std::uint8_t>(tci)}};
+        fr.insert(fr.begin() + 12, tag, tag + 4);
+        return fr;
+    };
+    send_all(*f.tx, {tagged(5, 1), tagged(1, 2), plain(46 << 2, 3), plain(0, 4), plain(46 << 2 | 1, 5)},
+             eth::l3_csum | eth::l4_csum);
+    const auto p = poll_for(*by_prio, 2, 300ms), d = poll_for(*by_dscp, 3, 300ms);
+    REQUIRE(p.meta.size() == 1);
+    REQUIRE(d.meta.size() == 2);  // DSCP 46 with ECN 0 and 1: the ECN bits are not in the rule
+    CHECK(take(r1->counters()).packets == 1);
+    CHECK(take(r2->counters()).packets == 2);
+    CHECK(f.steer->add({.vlan_prio = 8}, by_prio).error().code == EINVAL);
+    CHECK(f.steer->add({.dscp = 46, .mask = {.dscp = 0x30}}, by_dscp).error().code == EINVAL);
+}
+
 TEST_CASE("priorities: a packet meets the rules of priority 0, then 1, then 2, whatever order they were added in") {
     fabric f;
     auto q0 = take(eth::queue::create(*f.d1, {}));

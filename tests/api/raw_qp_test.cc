@@ -407,9 +407,19 @@ TEST_CASE("raw packet QP: the state machine, and what ibv_create_flow refuses") 
     CHECK(ibv_create_flow(a.qp, &fl.attr) == nullptr);
     CHECK(errno == EINVAL);
     CHECK(std::string(cxv_last_error()).find("the IPv4 destination has bits outside its mask") != std::string::npos);
-    fl = make_flow(0, 7200);
-    fl.eth.mask.vlan_tag = htons(0xe000);  // the tag's priority
-    CHECK(ibv_create_flow(a.qp, &fl.attr) == nullptr);
+    struct {
+        ibv_flow_attr attr;
+        ibv_flow_spec_ipv4_ext ip;
+    } ttl{};
+    ttl.attr.type = IBV_FLOW_ATTR_NORMAL;
+    ttl.attr.size = sizeof(ttl);
+    ttl.attr.num_of_specs = 1;
+    ttl.attr.port = 1;
+    ttl.ip.type = IBV_FLOW_SPEC_IPV4_EXT;
+    ttl.ip.size = sizeof(ttl.ip);
+    ttl.ip.val.ttl = 64;
+    ttl.ip.mask.ttl = 0xff;  // not matched, by Linux's mlx5_ib either
+    CHECK(ibv_create_flow(a.qp, &ttl.attr) == nullptr);
     CHECK(errno == EOPNOTSUPP);
     ibv_flow_attr sniff{};
     sniff.type = IBV_FLOW_ATTR_SNIFFER;
@@ -527,6 +537,33 @@ TEST_CASE("raw packet QP: partial masks steer a subnet and a range of ports") {
     CHECK(b.rx(static_cast<unsigned>(got[0].wr_id))[42] == 0x71);
     CHECK(got[1].byte_len == 14 + 20 + 8 + 60);  // port 7615
     CHECK(b.rx(static_cast<unsigned>(got[1].wr_id))[42] == 0x72);
+    CHECK(ibv_destroy_flow(flow) == 0);
+
+    // IPV4_EXT's TOS: its DSCP (EF, 46) under a mask that leaves ECN out.
+    struct {
+        ibv_flow_attr attr;
+        ibv_flow_spec_ipv4_ext ip;
+    } tos{};
+    tos.attr.type = IBV_FLOW_ATTR_NORMAL;
+    tos.attr.size = sizeof(tos);
+    tos.attr.num_of_specs = 1;
+    tos.attr.port = 1;
+    tos.ip.type = IBV_FLOW_SPEC_IPV4_EXT;
+    tos.ip.size = sizeof(tos.ip);
+    tos.ip.val.tos = 46 << 2;
+    tos.ip.mask.tos = 0xfc;
+    flow = ibv_create_flow(b.qp, &tos.attr);
+    REQUIRE(flow != nullptr);
+    const std::uint8_t toses[] = {0, 46 << 2 | 1, 10 << 2};
+    for (unsigned i = 0; i < 3; ++i) {
+        auto f = udp_frame(0, 1, 7800, 40, static_cast<std::uint8_t>(0x90 + i));
+        f[15] = toses[i];
+        REQUIRE(send_frame(a, f, 2048 * i, f.size(), IBV_SEND_IP_CSUM, 10 + i) == 0);
+    }
+    REQUIRE(poll_for(a.scq, 3).size() == 3);
+    const auto by_tos = poll_for(b.rcq, 2, std::chrono::milliseconds(500));
+    REQUIRE(by_tos.size() == 1);
+    CHECK(b.rx(static_cast<unsigned>(by_tos[0].wr_id))[42] == 0x91);
     CHECK(ibv_destroy_flow(flow) == 0);
 }
 

@@ -70,6 +70,23 @@ TEST_CASE("raw_ethernet_lat between two processes: UDP inline, TCP by pointer") 
     }
 }
 
+TEST_CASE("--raw_ipv6: IPv6/UDP and IPv6/TCP frames steered by the server's IPv6 address and port") {
+    const std::vector<std::string> v6 = {"--raw_ipv6", "-J", "fe80::c5:1", "-j", "fe80::c5:2", "--flow_label", "0x12345"};
+    SUBCASE("raw_ethernet_lat, UDP, 128 bytes") {
+        const outcome o = run_pair(with({"raw_ethernet_lat", "-n", "300", "-s", "128"}, v6), {}, {}, "eth");
+        check_passed(o);
+        check_latency_rows(o.client_out, {128}, 300);
+        CHECK(received_of(o.server_out, 300) == 300);
+    }
+    SUBCASE("raw_ethernet_bw, TCP, 1024 bytes by pointer") {
+        const outcome o =
+            run_pair(with({"raw_ethernet_bw", "-n", "2000", "-s", "1024", "--tcp"}, v6), {}, {}, "eth");
+        check_passed(o);
+        check_bandwidth_rows(o.client_out, {1024}, 2000);
+        CHECK(received_of(o.server_out, 2000) > 0);
+    }
+}
+
 TEST_CASE("raw_ethernet_burst_lat: bursts of 64, every 4th frame answered") {
     const outcome o =
         run_pair(with({"raw_ethernet_burst_lat", "-n", "512", "--burst_size", "64", "--reply_every", "4"}, kUdp), {}, {},
@@ -103,7 +120,11 @@ TEST_CASE("raw tests' bad options: one clear line and exit 1") {
         {{"raw_ethernet_lat", "--tcp"}, "--tcp needs -J and -j"},
         {{"raw_ethernet_lat", "-s", "32"}, "bad -s (64 .. 1518"},
         {{"raw_ethernet_burst_lat", "--burst_size", "128", "--reply_every", "3"}, "must divide"},
-        {{"raw_ethernet_bw", "-J", "fe80::1", "-j", "fe80::2"}, "IPv6 is not offered"},
+        {{"raw_ethernet_bw", "-J", "fe80::1", "-j", "fe80::2"}, "IPv6 with --raw_ipv6"},
+        {{"raw_ethernet_bw", "--raw_ipv6", "-J", "169.254.0.1", "-j", "169.254.0.2"}, "an IPv6 address, with --raw_ipv6"},
+        {{"raw_ethernet_bw", "--raw_ipv6"}, "--raw_ipv6 needs -J and -j"},
+        {{"raw_ethernet_lat", "--flow_label", "5", "-J", "169.254.0.1", "-j", "169.254.0.2"}, "needs --raw_ipv6"},
+        {{"raw_ethernet_lat", "--raw_ipv6", "-J", "fe80::1", "-j", "fe80::2"}, "-s 64 leaves no room"},
         {{"raw_ethernet_bw", "-B", "02:00:00:00:00"}, "bad -B"},
         {{"raw_ethernet_lat", "--bogus"}, "unknown option --bogus"},
         {{"raw_ethernet_lat", "-D", "2", "-n", "10"}, "-D and -n"},
