@@ -202,6 +202,68 @@ CXV_IFC_LAYOUT(eth_802_3_cntrs_grp_data_layout, 0x7c0)
     F(if_out_broadcast_pkts_low, 0x320, 32)
 CXV_IFC_LAYOUT(eth_2863_cntrs_grp_data_layout, 0x7c0)
 
+// RFC 2819 (grp 0x2): the Ethernet statistics of RMON, sizes in octets.
+#define CXV_IFC_eth_2819_cntrs_grp_data_layout(F, S, A, T) \
+    F(ether_stats_drop_events_high, 0x000, 32)             \
+    F(ether_stats_drop_events_low, 0x020, 32)              \
+    F(ether_stats_octets_high, 0x040, 32)                  \
+    F(ether_stats_octets_low, 0x060, 32)                   \
+    F(ether_stats_pkts_high, 0x080, 32)                    \
+    F(ether_stats_pkts_low, 0x0a0, 32)                     \
+    F(ether_stats_broadcast_pkts_high, 0x0c0, 32)          \
+    F(ether_stats_broadcast_pkts_low, 0x0e0, 32)           \
+    F(ether_stats_multicast_pkts_high, 0x100, 32)          \
+    F(ether_stats_multicast_pkts_low, 0x120, 32)           \
+    F(ether_stats_crc_align_errors_high, 0x140, 32)        \
+    F(ether_stats_crc_align_errors_low, 0x160, 32)         \
+    F(ether_stats_undersize_pkts_high, 0x180, 32)          \
+    F(ether_stats_undersize_pkts_low, 0x1a0, 32)           \
+    F(ether_stats_oversize_pkts_high, 0x1c0, 32)           \
+    F(ether_stats_oversize_pkts_low, 0x1e0, 32)            \
+    F(ether_stats_fragments_high, 0x200, 32)               \
+    F(ether_stats_fragments_low, 0x220, 32)                \
+    F(ether_stats_jabbers_high, 0x240, 32)                 \
+    F(ether_stats_jabbers_low, 0x260, 32)                  \
+    F(ether_stats_collisions_high, 0x280, 32)              \
+    F(ether_stats_collisions_low, 0x2a0, 32)               \
+    F(ether_stats_pkts64octets_high, 0x2c0, 32)            \
+    F(ether_stats_pkts64octets_low, 0x2e0, 32)             \
+    F(ether_stats_pkts65to127octets_high, 0x300, 32)       \
+    F(ether_stats_pkts65to127octets_low, 0x320, 32)        \
+    F(ether_stats_pkts128to255octets_high, 0x340, 32)      \
+    F(ether_stats_pkts128to255octets_low, 0x360, 32)       \
+    F(ether_stats_pkts256to511octets_high, 0x380, 32)      \
+    F(ether_stats_pkts256to511octets_low, 0x3a0, 32)       \
+    F(ether_stats_pkts512to1023octets_high, 0x3c0, 32)     \
+    F(ether_stats_pkts512to1023octets_low, 0x3e0, 32)      \
+    F(ether_stats_pkts1024to1518octets_high, 0x400, 32)    \
+    F(ether_stats_pkts1024to1518octets_low, 0x420, 32)     \
+    F(ether_stats_pkts1519to2047octets_high, 0x440, 32)    \
+    F(ether_stats_pkts1519to2047octets_low, 0x460, 32)     \
+    F(ether_stats_pkts2048to4095octets_high, 0x480, 32)    \
+    F(ether_stats_pkts2048to4095octets_low, 0x4a0, 32)     \
+    F(ether_stats_pkts4096to8191octets_high, 0x4c0, 32)    \
+    F(ether_stats_pkts4096to8191octets_low, 0x4e0, 32)     \
+    F(ether_stats_pkts8192to10239octets_high, 0x500, 32)   \
+    F(ether_stats_pkts8192to10239octets_low, 0x520, 32)
+CXV_IFC_LAYOUT(eth_2819_cntrs_grp_data_layout, 0x7c0)
+
+// InfiniBand port counters (grp 0x20): IBA's PortCounters, as Linux's PMA reads them.
+#define CXV_IFC_ib_port_cntrs_grp_data_layout(F, S, A, T) \
+    F(symbol_error_counter, 0x000, 16)                    \
+    F(link_error_recovery_counter, 0x010, 8)              \
+    F(link_downed_counter, 0x018, 8)                      \
+    F(port_rcv_errors, 0x020, 16)                         \
+    F(port_rcv_remote_physical_errors, 0x030, 16)         \
+    F(port_rcv_switch_relay_errors, 0x040, 16)            \
+    F(port_xmit_discards, 0x050, 16)                      \
+    F(port_xmit_constraint_errors, 0x060, 8)              \
+    F(port_rcv_constraint_errors, 0x068, 8)               \
+    F(link_overrun_errors, 0x078, 8)                      \
+    F(vl_15_dropped, 0x090, 16)                           \
+    F(port_xmit_wait, 0x120, 32)
+CXV_IFC_LAYOUT(ib_port_cntrs_grp_data_layout, 0x140)
+
 // Per priority (grp 0x10, prio_tc = the priority).
 #define CXV_IFC_eth_per_prio_grp_data_layout(F, S, A, T)   \
     F(rx_octets_high, 0x000, 32)                           \
@@ -379,6 +441,8 @@ CXV_IFC_LAYOUT(mcam_reg, 0x240)
     X(ppcnt_reg, ppcnt_reg)                                                   \
     X(eth_802_3_cntrs_grp_data_layout, eth_802_3_cntrs_grp_data_layout)       \
     X(eth_2863_cntrs_grp_data_layout, eth_2863_cntrs_grp_data_layout)         \
+    X(eth_2819_cntrs_grp_data_layout, eth_2819_cntrs_grp_data_layout)         \
+    X(ib_port_cntrs_grp_data_layout, ib_port_cntrs_grp_data_layout)           \
     X(eth_per_prio_grp_data_layout, eth_per_prio_grp_data_layout)             \
     X(phys_layer_cntrs, phys_layer_cntrs)                                     \
     X(pcam_regs_5000_to_507f, pcam_regs_5000_to_507f)                         \

@@ -43,8 +43,10 @@ enum class access_reg_op_mod : std::uint16_t {
 #define CXV_PPCNT_GROUPS(X)                      \
     X(IEEE_802_3_COUNTERS_GROUP, 0x00)           \
     X(RFC_2863_COUNTERS_GROUP, 0x01)             \
+    X(RFC_2819_COUNTERS_GROUP, 0x02)             \
     X(PER_PRIORITY_COUNTERS_GROUP, 0x10)         \
-    X(PHYSICAL_LAYER_COUNTERS_GROUP, 0x12)
+    X(PHYSICAL_LAYER_COUNTERS_GROUP, 0x12)       \
+    X(INFINIBAND_PORT_COUNTERS_GROUP, 0x20)
 
 enum class ppcnt_group : std::uint8_t {
 #define CXV_ENUM_ENTRY(name, value) name = value,

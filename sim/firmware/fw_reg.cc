@@ -263,9 +263,10 @@ cmd_reply access_registers::reg_pmaos(reg_access& r) {
     return ok();
 }
 
-// PPCNT: the groups of a RoCE/IB port without pause frames, FEC errors or priorities
-// (all traffic is untagged: priority 0). A write with clr clears the group and returns
-// it cleared; a read with clr returns the counts, then clears them.
+// PPCNT: the groups of a RoCE/IB port (IEEE 802.3, RFC 2863, RFC 2819, per priority,
+// physical layer, InfiniBand port) without pause frames, FEC errors or priorities (all
+// traffic is untagged: priority 0). A write with clr clears the group and returns it
+// cleared; a read with clr returns the counts, then clears them.
 cmd_reply access_registers::reg_ppcnt(reg_access& r) {
     using R = ifc::ppcnt_reg;
     using hw::ppcnt_group;
@@ -276,8 +277,10 @@ cmd_reply access_registers::reg_ppcnt(reg_access& r) {
     switch (static_cast<ppcnt_group>(grp)) {
         case ppcnt_group::IEEE_802_3_COUNTERS_GROUP: base = &regs_.ppcnt_802_3; break;
         case ppcnt_group::RFC_2863_COUNTERS_GROUP: base = &regs_.ppcnt_2863; break;
+        case ppcnt_group::RFC_2819_COUNTERS_GROUP: base = &regs_.ppcnt_2819; break;
         case ppcnt_group::PER_PRIORITY_COUNTERS_GROUP: base = &regs_.ppcnt_prio[prio]; break;
         case ppcnt_group::PHYSICAL_LAYER_COUNTERS_GROUP: base = &regs_.ppcnt_phys; break;
+        case ppcnt_group::INFINIBAND_PORT_COUNTERS_GROUP: base = &regs_.ppcnt_ib; break;
         default: return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     const auto now = std::chrono::steady_clock::now();
@@ -313,6 +316,28 @@ cmd_reply access_registers::reg_ppcnt(reg_access& r) {
             CXV_COUNTER(G, if_out_discards, set, s.tx_discards);
             CXV_COUNTER(G, if_in_multicast_pkts, set, s.rx_multicast);
             CXV_COUNTER(G, if_out_multicast_pkts, set, s.tx_multicast);
+            break;
+        }
+        case ppcnt_group::RFC_2819_COUNTERS_GROUP: {
+            // RMON's receive statistics; the size histogram and the collision counts are
+            // not kept (0), as no frame is damaged in transit on the model's wire.
+            using G = ifc::eth_2819_cntrs_grp_data_layout;
+            CXV_COUNTER(G, ether_stats_drop_events, set, s.rx_discards);
+            CXV_COUNTER(G, ether_stats_octets, set, s.rx_bytes);
+            CXV_COUNTER(G, ether_stats_pkts, set, s.rx_packets);
+            CXV_COUNTER(G, ether_stats_multicast_pkts, set, s.rx_multicast);
+            CXV_COUNTER(G, ether_stats_crc_align_errors, set, s.rx_errors);
+            break;
+        }
+        case ppcnt_group::INFINIBAND_PORT_COUNTERS_GROUP: {
+            // IBA 16.1.3.5 PortCounters: each counter stops at its largest value.
+            using G = ifc::ib_port_cntrs_grp_data_layout;
+            const auto sat = [](std::uint64_t v, unsigned bits) {
+                return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, (std::uint64_t{1} << bits) - 1));
+            };
+            ifc::set<G::link_downed_counter>(set, sat(s.link_down_events, 8));
+            ifc::set<G::port_rcv_errors>(set, sat(s.rx_errors, 16));
+            ifc::set<G::port_xmit_discards>(set, sat(s.tx_discards, 16));
             break;
         }
         case ppcnt_group::PER_PRIORITY_COUNTERS_GROUP: {

@@ -31,7 +31,7 @@ struct register_state {
     std::uint16_t ptys_ib_width_admin = 0;
     // PPCNT: each group reports the port's counts since its last clr, so one group's
     // clear leaves the others (and QUERY_VPORT_COUNTER) alone. Per priority: one each.
-    port_stats ppcnt_802_3{}, ppcnt_2863{}, ppcnt_phys{};
+    port_stats ppcnt_802_3{}, ppcnt_2863{}, ppcnt_2819{}, ppcnt_phys{}, ppcnt_ib{};
     std::array<port_stats, 8> ppcnt_prio{};
     std::chrono::steady_clock::time_point phys_cleared = std::chrono::steady_clock::now();
 };
