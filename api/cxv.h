@@ -67,8 +67,10 @@ class q_counter;
 class qp;
 class rq;
 class rqt;
+class sq;
 class srq;
 class tir;
+class tis;
 struct rx_hash;
 }  // namespace driver
 
@@ -434,6 +436,10 @@ public:
     std::shared_ptr<driver::tir> raw_tir() const noexcept;
     // A raw packet QP's RQ (null without receives): what an RQ table for RSS lists.
     std::shared_ptr<driver::rq> raw_rq() const noexcept;
+    // A raw packet QP's SQ and TIS (null without sends): mlx5dv_init_obj's rings and
+    // numbers. Its SQ and RQ share one doorbell record, as the QP's.
+    std::shared_ptr<driver::sq> raw_sq() const noexcept;
+    std::shared_ptr<driver::tis> raw_tis() const noexcept;
     // An RSS QP (ibv_create_qp_ex(3) with rx_hash_conf and an indirection table): an
     // indirect TIR that spreads what steering sends it over `table`'s RQs by `hash`, as
     // mlx5_ib makes one. It has no queue of its own: sends are ENOMEM, receives EINVAL,

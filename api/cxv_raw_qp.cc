@@ -118,6 +118,9 @@ result<std::shared_ptr<qp>> qp::create_raw(device& d, const attr& a, doorbell_mo
         ra.wqes = c.max_recv_wr;
         ra.max_sge = std::max(c.max_recv_sge, 1u);
         ra.user_index = rg.user_index;
+        // One doorbell record for the QP, as mlx5_ib gives a raw packet QP (the RQ's
+        // counter at 0, the SQ's at 4): what mlx5dv_init_obj hands a program as dbrec.
+        ra.shared_record = raw.sq;
         auto rq = driver::rq::create(ra);
         if (!rq) return rq.error();
         raw.rq = std::move(rq).value();
@@ -224,6 +227,8 @@ qp::caps qp::capabilities() const noexcept { return raw_ ? raw_->granted : qp_->
 
 std::shared_ptr<driver::tir> qp::raw_tir() const noexcept { return raw_ ? raw_->tir : nullptr; }
 std::shared_ptr<driver::rq> qp::raw_rq() const noexcept { return raw_ ? raw_->rq : nullptr; }
+std::shared_ptr<driver::sq> qp::raw_sq() const noexcept { return raw_ ? raw_->sq : nullptr; }
+std::shared_ptr<driver::tis> qp::raw_tis() const noexcept { return raw_ ? raw_->tis : nullptr; }
 
 result<std::shared_ptr<qp>> qp::create_rss(device& d, std::shared_ptr<driver::rqt> table, const driver::rx_hash& hash) {
     if (!table) return error{EINVAL, "cxv::qp::create_rss: no RQ table"};

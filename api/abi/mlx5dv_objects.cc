@@ -32,6 +32,7 @@
 #include "api/verbs_post.h"
 #include "driver/hca/hca.h"
 #include "driver/res/cq.h"
+#include "driver/res/eth.h"
 #include "driver/res/qp.h"
 #include "driver/res/srq.h"
 #include "hw/cqe.h"
@@ -66,6 +67,38 @@ void get_qp(ibv_qp* in, mlx5dv_qp* out) {
     if (out->comp_mask & MLX5DV_QP_MASK_RAW_QP_TIR_ADDR) {
         out->tir_icm_addr = 0;
         filled |= MLX5DV_QP_MASK_RAW_QP_TIR_ADDR;
+    }
+    out->comp_mask = filled;
+}
+
+// A raw packet QP (IBV_QPT_RAW_PACKET): its SQ's and RQ's rings, their one doorbell
+// record (as the QP's: receive counter, then send counter), the SQ's BlueFlame register,
+// and with MLX5DV_QP_MASK_RAW_QP_HANDLES the TIR, TIS, RQ and SQ numbers, as rdma-core
+// reports them for the QP mlx5_ib made. The TIR's ICM address (for software steering) is
+// not known to cxv: that bit stays clear.
+void get_raw_qp(ibv_qp* in, mlx5dv_qp* out) {
+    cxv::qp& q = cxv::verbs_qp(in);
+    const auto sq = q.raw_sq();
+    const auto rq = q.raw_rq();
+    const auto tir = q.raw_tir();
+    const auto tis = q.raw_tis();
+    out->dbrec = reinterpret_cast<__be32*>(sq ? sq->doorbell_record() : rq->doorbell_record());
+    out->sq.buf = sq ? sq->wqes() : nullptr;
+    out->sq.wqe_cnt = sq ? sq->wqebb_count() : 0;
+    out->sq.stride = cxv::hw::send_wqe_bb;
+    out->rq.buf = rq ? rq->wqes() : nullptr;
+    out->rq.wqe_cnt = rq ? rq->wqe_count() : 0;
+    out->rq.stride = rq ? 1u << rq->wqe_shift() : 0;
+    const bool blueflame = sq && q.doorbell() != cxv::doorbell_mode::doorbell;
+    out->bf.reg = sq ? sq->bf_register(blueflame) : nullptr;
+    out->bf.size = blueflame ? static_cast<std::uint32_t>(sq->bf().size / 2) : 0;
+    std::uint64_t filled = 0;
+    if (out->comp_mask & MLX5DV_QP_MASK_RAW_QP_HANDLES) {
+        out->tirn = tir ? tir->tirn() : 0;
+        out->tisn = tis ? tis->tisn() : 0;
+        out->rqn = rq ? rq->rqn() : 0;
+        out->sqn = sq ? sq->sqn() : 0;
+        filled |= MLX5DV_QP_MASK_RAW_QP_HANDLES;
     }
     out->comp_mask = filled;
 }
@@ -105,10 +138,14 @@ void get_srq(ibv_srq* in, mlx5dv_srq* out) {
 CXV_ABI_EXPORT int cxv_abi_init_obj(mlx5dv_obj* obj, std::uint64_t type) {
     if (type & (MLX5DV_OBJ_RWQ | MLX5DV_OBJ_DM)) return EOPNOTSUPP;  // cxv makes neither
     if (type & MLX5DV_OBJ_QP) {
-        // A raw packet QP's SQ and RQ have a doorbell record each, where rdma-core's
-        // share one: a program driving them through mlx5dv would write the wrong one.
-        if (cxv::verbs_qp(obj->qp.in).type() == cxv::qp_type::raw_packet) return EOPNOTSUPP;
-        get_qp(obj->qp.in, obj->qp.out);
+        cxv::qp& q = cxv::verbs_qp(obj->qp.in);
+        if (q.type() == cxv::qp_type::raw_packet && (q.raw_sq() || q.raw_rq())) {
+            get_raw_qp(obj->qp.in, obj->qp.out);
+        } else if (q.type() == cxv::qp_type::raw_packet) {
+            return EOPNOTSUPP;  // an RSS QP: no rings (nor has rdma-core's one)
+        } else {
+            get_qp(obj->qp.in, obj->qp.out);
+        }
     }
     if (type & MLX5DV_OBJ_CQ) get_cq(obj->cq.in, obj->cq.out);
     if (type & MLX5DV_OBJ_SRQ) get_srq(obj->srq.in, obj->srq.out);

@@ -228,7 +228,12 @@ result<std::shared_ptr<rq>> rq::create(const attr& a) {
     std::byte* wq = ifc::at<ifc::rqc::wq>(ctx);
     ifc::set<ifc::wq::wq_type>(wq, a.multi_packet ? wv::type_cyclic_striding : wv::type_cyclic);
     ifc::set<ifc::wq::pd>(wq, a.domain->pdn());
-    ifc::set<ifc::wq::dbr_addr>(wq, q->mem_.doorbell_record_iova());
+    if (a.shared_record && &a.shared_record->device() != &h) {
+        return error{EINVAL, "rq::create: the doorbell record of another HCA's SQ"};
+    }
+    q->record_of_ = a.shared_record;
+    ifc::set<ifc::wq::dbr_addr>(wq, a.shared_record ? a.shared_record->doorbell_record_iova()
+                                                    : q->mem_.doorbell_record_iova());
     ifc::set<ifc::wq::log_wq_stride>(wq, q->wqe_shift_);
     ifc::set<ifc::wq::log_wq_pg_sz>(wq, q->mem_.log_page_size());
     ifc::set<ifc::wq::log_wq_sz>(wq, q->log_size_);

@@ -74,6 +74,8 @@ public:
     std::byte* wqes() const noexcept { return mem_.ring(); }
     unsigned wqebb_count() const noexcept { return 1u << log_size_; }
     std::byte* doorbell_record() const noexcept { return mem_.doorbell_record(); }
+    std::uint64_t doorbell_record_iova() const noexcept { return mem_.doorbell_record_iova(); }
+    hca& device() const noexcept { return owner(); }
     // The SQ's BlueFlame register (as qp::bf_register).
     std::byte* bf_register(bool write_combining) const noexcept;
     const hca::bf_reg& bf() const noexcept { return bf_; }
@@ -113,6 +115,10 @@ public:
         bool keep_fcs = false;       // rqc.scatter_fcs
         std::shared_ptr<q_counter> counter;  // rqc.counter_set_id; none: the default set
         std::uint32_t user_index = 0;        // rqc.user_index: what its CQEs carry in srqn_uidx (24 bits)
+        // An SQ whose doorbell record this RQ shares, its receive counter at offset 0 beside
+        // the SQ's send counter at 4 (PRM "Doorbell Record"): a QP's one record, as
+        // Linux's mlx5_ib gives a raw packet QP's SQ and RQ. None: a record of its own.
+        std::shared_ptr<sq> shared_record;
     };
     static result<std::shared_ptr<rq>> create(const attr& a);
     ~rq();
@@ -127,7 +133,9 @@ public:
     unsigned wqe_count() const noexcept { return 1u << log_size_; }
     unsigned wqe_shift() const noexcept { return wqe_shift_; }
     bool multi_packet() const noexcept { return multi_packet_; }
-    std::byte* doorbell_record() const noexcept { return mem_.doorbell_record(); }
+    std::byte* doorbell_record() const noexcept {
+        return record_of_ ? record_of_->doorbell_record() : mem_.doorbell_record();
+    }
     const std::shared_ptr<cq>& completion_queue() const noexcept { return cq_; }
     hca& device() const noexcept { return owner(); }
 
@@ -136,6 +144,7 @@ private:
     std::shared_ptr<pd> pd_;
     std::shared_ptr<cq> cq_;
     std::shared_ptr<q_counter> counter_;
+    std::shared_ptr<sq> record_of_;  // attr::shared_record
     queue_memory mem_;
     std::uint32_t rqn_ = 0;
     unsigned log_size_ = 0, wqe_shift_ = 0;

@@ -184,6 +184,21 @@ TEST_CASE("mlx5dv_init_obj: a program drives cxv's queues through the layouts it
     }
 }
 
+// A raw packet QP driven through mlx5dv_init_obj's rings, record and register, as DPDK's
+// mlx5 driver runs one (dv_raw_qp.c): a frame from one function's QP to another's.
+TEST_CASE("mlx5dv_init_obj: a program sends and receives a frame on raw packet QPs through their rings") {
+    const ran r = run_exec_under_sim({"--port-type", "eth", "--devices", "2"}, {env_path("CXV_DV_RAW_QP")});
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK_FALSE(has(r.output, "FAIL "));
+    for (const char* check : {"ok the raw packet QP's rings", "ok its SQ, RQ, TIR and TIS numbers",
+                              "ok the send completion in the send CQ's ring",
+                              "ok the receive completion in the receive CQ's ring", "ok the frame arrived"}) {
+        CHECK_MESSAGE(has(r.output, check), check);
+    }
+    CHECK(has(r.output, "0 failed"));
+}
+
 // What UCX's mlx5 transports make through libmlx5 and find in sysfs, by a program of its
 // own (dv_create.c): CQs of 128-byte CQEs polled across their wrap, RC QPs with the
 // scatter-to-CQE flags, rdma-core's refusals, and the PCI IDs two levels above ibdev_path.
