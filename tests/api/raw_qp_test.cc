@@ -211,6 +211,22 @@ udp_flow make_flow(int to, std::uint16_t dport, std::uint32_t tag = 0, bool with
     return f;
 }
 
+// A flow of one IPV4_EXT spec, matching nothing yet (the caller sets values and masks).
+struct ipv4_ext {
+    ibv_flow_attr attr;
+    ibv_flow_spec_ipv4_ext ip;
+};
+ipv4_ext ipv4_ext_flow() {
+    ipv4_ext f{};
+    f.attr.type = IBV_FLOW_ATTR_NORMAL;
+    f.attr.size = sizeof(f);
+    f.attr.num_of_specs = 1;
+    f.attr.port = 1;
+    f.ip.type = IBV_FLOW_SPEC_IPV4_EXT;
+    f.ip.size = sizeof(f.ip);
+    return f;
+}
+
 // Sends `frame` from node `n`'s buffer at `offset`, split into two SGEs after `split`
 // bytes, signaled.
 int send_frame(node& n, const std::vector<std::uint8_t>& frame, std::size_t offset, std::size_t split,
@@ -407,16 +423,7 @@ TEST_CASE("raw packet QP: the state machine, and what ibv_create_flow refuses") 
     CHECK(ibv_create_flow(a.qp, &fl.attr) == nullptr);
     CHECK(errno == EINVAL);
     CHECK(std::string(cxv_last_error()).find("the IPv4 destination has bits outside its mask") != std::string::npos);
-    struct {
-        ibv_flow_attr attr;
-        ibv_flow_spec_ipv4_ext ip;
-    } ttl{};
-    ttl.attr.type = IBV_FLOW_ATTR_NORMAL;
-    ttl.attr.size = sizeof(ttl);
-    ttl.attr.num_of_specs = 1;
-    ttl.attr.port = 1;
-    ttl.ip.type = IBV_FLOW_SPEC_IPV4_EXT;
-    ttl.ip.size = sizeof(ttl.ip);
+    auto ttl = ipv4_ext_flow();
     ttl.ip.val.ttl = 64;
     ttl.ip.mask.ttl = 0xff;  // not matched, by Linux's mlx5_ib either
     CHECK(ibv_create_flow(a.qp, &ttl.attr) == nullptr);
@@ -540,16 +547,7 @@ TEST_CASE("raw packet QP: partial masks steer a subnet and a range of ports") {
     CHECK(ibv_destroy_flow(flow) == 0);
 
     // IPV4_EXT's TOS: its DSCP (EF, 46) under a mask that leaves ECN out.
-    struct {
-        ibv_flow_attr attr;
-        ibv_flow_spec_ipv4_ext ip;
-    } tos{};
-    tos.attr.type = IBV_FLOW_ATTR_NORMAL;
-    tos.attr.size = sizeof(tos);
-    tos.attr.num_of_specs = 1;
-    tos.attr.port = 1;
-    tos.ip.type = IBV_FLOW_SPEC_IPV4_EXT;
-    tos.ip.size = sizeof(tos.ip);
+    auto tos = ipv4_ext_flow();
     tos.ip.val.tos = 46 << 2;
     tos.ip.mask.tos = 0xfc;
     flow = ibv_create_flow(b.qp, &tos.attr);

@@ -15,6 +15,7 @@
 #include <infiniband/mlx5dv.h>
 
 #include "tests/exec/check.h"
+#include "tests/exec/dv_cqe.h"
 
 #define CHECK_RET(name, expr, want)                              \
     do {                                                         \
@@ -23,33 +24,9 @@
     } while (0)
 
 /* MLX5_1.0's mlx5dv_init_obj, whose cq_uar points at the UAR address. */
-/* The CQ doorbell record: the consumer index, then the arm word (PRM "Completion Queue
- * Doorbell Record"). */
-enum { cq_set_ci = 0, cq_arm_db = 1 };
-
 int init_obj_1_0(struct mlx5dv_obj *obj, uint64_t obj_type);
 __asm__(".symver init_obj_1_0,mlx5dv_init_obj@MLX5_1.0");
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* The CQE at consumer index `ci` once software owns it (PRM "Completion Queue": its
- * owner bit equals the pass bit of ci, and its opcode is not invalid); NULL after 10 s. */
-static struct mlx5_cqe64 *wait_cqe(const struct mlx5dv_cq *cq, uint32_t ci) {
-    struct mlx5_cqe64 *cqe = (struct mlx5_cqe64 *)((char *)cq->buf + (size_t)(ci & (cq->cqe_cnt - 1)) * cq->cqe_size);
-    const double end = now() + 10;
-    while (now() < end) {
-        const uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
-        if (mlx5dv_get_cqe_opcode(cqe) != MLX5_CQE_INVALID && (op_own & MLX5_CQE_OWNER_MASK) == !!(ci & cq->cqe_cnt)) {
-            __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the owner bit before the CQE's body */
-            return cqe;
-        }
-    }
-    return NULL;
-}
 
 int main(void) {
     struct ibv_device **list = open_first_device();

@@ -13,29 +13,10 @@
 #include <infiniband/mlx5dv.h>
 
 #include "tests/exec/check.h"
+#include "tests/exec/dv_cqe.h"
 
-enum { cq_set_ci = 0 };
 enum { frame_bytes = 64, inline_bytes = 18 };
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* The CQE at consumer index `ci` once software owns it; NULL after 10 s. */
-static struct mlx5_cqe64 *wait_cqe(const struct mlx5dv_cq *cq, uint32_t ci) {
-    struct mlx5_cqe64 *cqe = (struct mlx5_cqe64 *)((char *)cq->buf + (size_t)(ci & (cq->cqe_cnt - 1)) * cq->cqe_size);
-    const double end = now() + 10;
-    while (now() < end) {
-        const uint8_t op_own = *(volatile uint8_t *)&cqe->op_own;
-        if (mlx5dv_get_cqe_opcode(cqe) != MLX5_CQE_INVALID && (op_own & MLX5_CQE_OWNER_MASK) == !!(ci & cq->cqe_cnt)) {
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            return cqe;
-        }
-    }
-    return NULL;
-}
 
 struct side {
     struct ibv_context *ctx;
