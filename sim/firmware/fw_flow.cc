@@ -64,6 +64,20 @@ cmd_reply check_address(const std::byte* in) {
 
 // --- tables ----------------------------------------------------------------------------
 
+// A flow table context's miss for a table of `level`: the default (`to` 0), or forward to
+// a live table of a higher level (PRM "Flow Table Levels": a miss goes on down). False:
+// neither, BAD_PARAMETER.
+bool flow_commands::miss_of(const std::byte* ctx, unsigned level, std::uint32_t& to) const {
+    using ctx_t = ifc::flow_table_context;
+    const auto miss = static_cast<flow_table_miss_action>(ifc::get<ctx_t::table_miss_action>(ctx));
+    to = 0;
+    if (miss == flow_table_miss_action::DEF) return true;
+    if (miss != flow_table_miss_action::FWD) return false;
+    to = ifc::get<ctx_t::table_miss_id>(ctx);
+    const auto t = eth_.flow_tables.find(to);
+    return t != eth_.flow_tables.end() && t->second.level > level;
+}
+
 cmd_reply flow_commands::create_flow_table(cmd_ctx& c) {
     using in_t = ifc::create_flow_table_in;
     using ctx_t = ifc::flow_table_context;
@@ -83,14 +97,7 @@ cmd_reply flow_commands::create_flow_table(cmd_ctx& c) {
     if (level > hca_caps::flow_max_ft_level) return bad_param(cmd_syndrome::BAD_PARAMETER);
     const auto miss = static_cast<flow_table_miss_action>(ifc::get<ctx_t::table_miss_action>(ctx));
     std::uint32_t miss_table = 0;
-    if (miss == flow_table_miss_action::FWD) {
-        // A miss goes on down, to a table of a higher level (PRM "Flow Table Levels").
-        miss_table = ifc::get<ctx_t::table_miss_id>(ctx);
-        const auto t = eth_.flow_tables.find(miss_table);
-        if (t == eth_.flow_tables.end() || t->second.level <= level) return bad_param(cmd_syndrome::BAD_PARAMETER);
-    } else if (miss != flow_table_miss_action::DEF) {
-        return bad_param(cmd_syndrome::BAD_PARAMETER);
-    }
+    if (!miss_of(ctx, level, miss_table)) return bad_param(cmd_syndrome::BAD_PARAMETER);
     const std::uint32_t id = free_number(eth_.flow_tables, next_table_);
     const auto slot = icm_.alloc();
     if (!slot) return fail(cmd_status::NO_RESOURCES, cmd_syndrome::NO_RESOURCES);
@@ -130,13 +137,7 @@ cmd_reply flow_commands::modify_flow_table(cmd_ctx& c) {
     if ((select & ifc::modify_flow_table_miss) == 0) return ok();
     const auto miss = static_cast<flow_table_miss_action>(ifc::get<ctx_t::table_miss_action>(ctx));
     std::uint32_t miss_table = 0;
-    if (miss == flow_table_miss_action::FWD) {
-        miss_table = ifc::get<ctx_t::table_miss_id>(ctx);
-        const auto m = eth_.flow_tables.find(miss_table);
-        if (m == eth_.flow_tables.end() || m->second.level <= t.level) return bad_param(cmd_syndrome::BAD_PARAMETER);
-    } else if (miss != flow_table_miss_action::DEF) {
-        return bad_param(cmd_syndrome::BAD_PARAMETER);
-    }
+    if (!miss_of(ctx, t.level, miss_table)) return bad_param(cmd_syndrome::BAD_PARAMETER);
     // The table's context in its ICM, with the new miss.
     std::array<std::byte, ctx_t::size_bytes> kept;
     if (!icm_.read(t.icm, kept.data(), kept.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);

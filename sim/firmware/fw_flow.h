@@ -34,6 +34,7 @@ public:
     void release_all();
 
 private:
+    bool miss_of(const std::byte* ctx, unsigned level, std::uint32_t& to) const;
     const hca_caps& caps_;
     firmware_pages& icm_;
     object_tables& tables_;
