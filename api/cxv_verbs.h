@@ -183,10 +183,12 @@ int cxv_destroy_qp(struct ibv_qp *qp);
 
 /* ibv_create_flow(3) on a raw packet QP (IBV_QPT_RAW_PACKET): a rule of the function's
  * receive steering that sends what it matches to the QP. IBV_FLOW_ATTR_NORMAL on port 1;
- * specs eth, ipv4, ipv4_ext, ipv6, tcp, udp (each field matched whole or not at all,
- * with the VLAN ID of the tag), action tag and drop; a later flow comes after those
- * before it. Else EOPNOTSUPP (the message says what). The context's ibv_create_flow
- * and ibv_destroy_flow ops are these. */
+ * specs eth (MACs, ethertype, the VLAN tag's ID, CFI and priority), ipv4, ipv4_ext (with
+ * TOS), ipv6 (with traffic class), tcp, udp, each field matched on its mask's bits (a
+ * value with bits outside its mask: EINVAL), action tag and drop. A packet meets the
+ * flows by priority (0 to 15; past 15: ENOMEM, as mlx5_ib), then in the order they were
+ * made. Else EOPNOTSUPP (the message says what). The context's ibv_create_flow and
+ * ibv_destroy_flow ops are these. */
 struct ibv_flow *cxv_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *flow);
 int cxv_destroy_flow(struct ibv_flow *flow);
 

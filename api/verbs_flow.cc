@@ -1,6 +1,7 @@
 // ibv_create_flow(3) and ibv_destroy_flow(3) for raw packet QPs: each flow is a rule of
-// the function's receive steering (cxv::eth::steering, its root flow table) whose
-// packets go to the QP's TIR, as Linux's mlx5_ib makes one in its bypass tables.
+// the function's receive steering (cxv::eth::steering: the root flow table for priority
+// 0, a table of its own for each other priority) whose packets go to the QP's TIR, as
+// Linux's mlx5_ib makes one in its bypass tables.
 #include <infiniband/verbs.h>
 
 #include <arpa/inet.h>
