@@ -289,6 +289,7 @@ result<std::shared_ptr<qp>> qp::create(device& d, const attr& a) {
     if (!chosen) return chosen.error();
     const doorbell_mode mode = *chosen;
     if (a.type == qp_type::raw_packet) return create_raw(d, a, mode);
+    if (a.strip_vlan) return error{EINVAL, "cxv::qp::create: only a raw packet QP strips VLAN tags"};
     driver::qp::attr da;
     da.type = a.type;
     da.domain = a.domain->object();

@@ -292,13 +292,15 @@ public:
     const std::shared_ptr<driver::cq>& object() const noexcept { return cq_; }
     static constexpr unsigned max_qps = 256;  // QPs completing to one CQ
 
-    // Keep each completion's device timestamp and flow tag (ibv_create_cq_ex's
-    // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP and _FLOW_TAG): last_timestamp() and
-    // last_flow_tag() then give those of the last completion poll() returned. Every
-    // poll takes the general path from then on. Before the first poll.
+    // Keep each completion's device timestamp, flow tag and stripped C-VLAN tag
+    // (ibv_create_cq_ex's IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, _FLOW_TAG and _CVLAN):
+    // last_timestamp(), last_flow_tag() and last_cvlan() then give those of the last
+    // completion poll() returned. Every poll takes the general path from then on. Before
+    // the first poll.
     void keep_cqe_fields() noexcept { ring_.keep_cqe_fields(); }
     std::uint64_t last_timestamp() const noexcept { return ring_.last_timestamp(); }
     std::uint32_t last_flow_tag() const noexcept { return ring_.last_flow_tag(); }
+    std::uint16_t last_cvlan() const noexcept { return ring_.last_cvlan(); }
 
     // Interrupt mode (ibv_req_notify_cq(3), ibv_get_cq_event(3)): arm the CQ for the next
     // completion (or the next solicited or error one), then wait on event_fd() (readable
@@ -385,6 +387,9 @@ public:
         // The QP counts its transport events to a Q counter set of its own (ALLOC_Q_COUNTER
         // at create, read with counters()) instead of the device's.
         bool own_counters = false;
+        // A raw packet QP's receives lose their C-VLAN tag, which their CQEs carry instead
+        // (rqc.vsd 0; IBV_QP_CREATE_CVLAN_STRIPPING). EINVAL for other types.
+        bool strip_vlan = false;
     };
     static result<std::shared_ptr<qp>> create(device& d, const attr& a);
     ~qp();

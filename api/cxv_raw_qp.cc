@@ -118,6 +118,7 @@ result<std::shared_ptr<qp>> qp::create_raw(device& d, const attr& a, doorbell_mo
         ra.wqes = c.max_recv_wr;
         ra.max_sge = std::max(c.max_recv_sge, 1u);
         ra.user_index = rg.user_index;
+        ra.strip_vlan = a.strip_vlan;
         // One doorbell record for the QP, as mlx5_ib gives a raw packet QP (the RQ's
         // counter at 0, the SQ's at 4): what mlx5dv_init_obj hands a program as dbrec.
         ra.shared_record = raw.sq;

@@ -532,66 +532,7 @@ int cxv_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) { ret
 ibv_qp* cxv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) { return cxv_create_qp_ex(pd, attr, nullptr); }
 
 ibv_qp* cxv_create_qp_ex(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_options* options) {
-    if (attr == nullptr || attr->send_cq == nullptr || attr->recv_cq == nullptr) {
-        return fail_null<ibv_qp>(EINVAL, "cxv_create_qp: a send and a receive CQ are needed");
-    }
-    cxv::qp::attr a;
-    switch (attr->qp_type) {
-    case IBV_QPT_RC: a.type = qp_type::rc; break;
-    case IBV_QPT_UC: a.type = qp_type::uc; break;
-    case IBV_QPT_UD: a.type = qp_type::ud; break;
-    case IBV_QPT_RAW_PACKET:
-        if (!dev_of(pd->context)->ethernet) {
-            return fail_null<ibv_qp>(EOPNOTSUPP, "cxv_create_qp: a raw packet QP needs an Ethernet port");
-        }
-        a.type = qp_type::raw_packet;
-        break;
-    default: return fail_null<ibv_qp>(EOPNOTSUPP, "cxv_create_qp: only RC, UC, UD and raw packet QPs");
-    }
-    a.domain = pd_of(pd)->pd;
-    a.send_cq = cq_of(attr->send_cq)->cq;
-    a.recv_cq = cq_of(attr->recv_cq)->cq;
-    if (attr->srq != nullptr) a.shared = srq_of(attr->srq)->srq;
-    a.cap.max_send_wr = attr->cap.max_send_wr;
-    a.cap.max_recv_wr = attr->cap.max_recv_wr;
-    a.cap.max_send_sge = attr->cap.max_send_sge;
-    a.cap.max_recv_sge = attr->cap.max_recv_sge;
-    a.cap.max_inline_data = attr->cap.max_inline_data;
-    a.signal_all = attr->sq_sig_all != 0;
-    if (options != nullptr) {
-        switch (options->doorbell) {
-        case CXV_DOORBELL_AUTO: break;
-        case CXV_DOORBELL_8B: a.doorbell = doorbell_mode::doorbell; break;
-        case CXV_DOORBELL_BLUEFLAME: a.doorbell = doorbell_mode::blueflame; break;
-        case CXV_DOORBELL_MOVDIR64B: a.doorbell = doorbell_mode::movdir64b; break;
-        default: return fail_null<ibv_qp>(EINVAL, "cxv_create_qp_ex: unknown doorbell mode");
-        }
-        a.multi_producer = options->multi_producer != 0;
-    }
-    auto q = cxv::qp::create(*dev_of(pd->context)->dev, a);
-    if (!q) return fail_null<ibv_qp>(q.error());
-    auto* out = new (std::nothrow) c_qp();
-    if (out == nullptr) return fail_null<ibv_qp>(ENOMEM, "out of memory");
-    ibv_qp& b = out->qp_base;
-    b.context = pd->context;
-    b.qp_context = attr->qp_context;
-    b.pd = pd;
-    b.send_cq = attr->send_cq;
-    b.recv_cq = attr->recv_cq;
-    b.srq = attr->srq;
-    b.qp_num = b.handle = q.value()->qpn();
-    b.state = IBV_QPS_RESET;
-    b.qp_type = attr->qp_type;
-    out->sig_all = attr->sq_sig_all != 0;
-    const cxv::qp::caps granted = q.value()->capabilities();
-    attr->cap.max_send_wr = granted.max_send_wr;
-    attr->cap.max_recv_wr = attr->srq != nullptr ? 0 : granted.max_recv_wr;
-    attr->cap.max_send_sge = granted.max_send_sge;
-    attr->cap.max_recv_sge = attr->srq != nullptr ? 0 : granted.max_recv_sge;
-    attr->cap.max_inline_data = granted.max_inline_data;
-    out->qp = std::move(q).value();
-    dev_of(pd->context)->async->add(b.qp_num, &b);
-    return &adopt(out)->qp_base;
+    return create_qp_with(pd, attr, options, false);
 }
 
 int cxv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
@@ -718,6 +659,70 @@ ibv_cq* create_cq_with(ibv_context* ctx, int cqe, void* cq_context, const cxv::c
     out->cq = std::move(q).value();
     dev_of(ctx)->async->add(out->handle, cq_base(out));
     return cq_base(adopt(out));
+}
+
+ibv_qp* create_qp_with(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_options* options, bool strip_vlan) {
+    if (attr == nullptr || attr->send_cq == nullptr || attr->recv_cq == nullptr) {
+        return fail_null<ibv_qp>(EINVAL, "cxv_create_qp: a send and a receive CQ are needed");
+    }
+    cxv::qp::attr a;
+    switch (attr->qp_type) {
+    case IBV_QPT_RC: a.type = qp_type::rc; break;
+    case IBV_QPT_UC: a.type = qp_type::uc; break;
+    case IBV_QPT_UD: a.type = qp_type::ud; break;
+    case IBV_QPT_RAW_PACKET:
+        if (!dev_of(pd->context)->ethernet) {
+            return fail_null<ibv_qp>(EOPNOTSUPP, "cxv_create_qp: a raw packet QP needs an Ethernet port");
+        }
+        a.type = qp_type::raw_packet;
+        break;
+    default: return fail_null<ibv_qp>(EOPNOTSUPP, "cxv_create_qp: only RC, UC, UD and raw packet QPs");
+    }
+    a.domain = pd_of(pd)->pd;
+    a.send_cq = cq_of(attr->send_cq)->cq;
+    a.recv_cq = cq_of(attr->recv_cq)->cq;
+    if (attr->srq != nullptr) a.shared = srq_of(attr->srq)->srq;
+    a.cap.max_send_wr = attr->cap.max_send_wr;
+    a.cap.max_recv_wr = attr->cap.max_recv_wr;
+    a.cap.max_send_sge = attr->cap.max_send_sge;
+    a.cap.max_recv_sge = attr->cap.max_recv_sge;
+    a.cap.max_inline_data = attr->cap.max_inline_data;
+    a.signal_all = attr->sq_sig_all != 0;
+    if (options != nullptr) {
+        switch (options->doorbell) {
+        case CXV_DOORBELL_AUTO: break;
+        case CXV_DOORBELL_8B: a.doorbell = doorbell_mode::doorbell; break;
+        case CXV_DOORBELL_BLUEFLAME: a.doorbell = doorbell_mode::blueflame; break;
+        case CXV_DOORBELL_MOVDIR64B: a.doorbell = doorbell_mode::movdir64b; break;
+        default: return fail_null<ibv_qp>(EINVAL, "cxv_create_qp_ex: unknown doorbell mode");
+        }
+        a.multi_producer = options->multi_producer != 0;
+    }
+    a.strip_vlan = strip_vlan;
+    auto q = cxv::qp::create(*dev_of(pd->context)->dev, a);
+    if (!q) return fail_null<ibv_qp>(q.error());
+    auto* out = new (std::nothrow) c_qp();
+    if (out == nullptr) return fail_null<ibv_qp>(ENOMEM, "out of memory");
+    ibv_qp& b = out->qp_base;
+    b.context = pd->context;
+    b.qp_context = attr->qp_context;
+    b.pd = pd;
+    b.send_cq = attr->send_cq;
+    b.recv_cq = attr->recv_cq;
+    b.srq = attr->srq;
+    b.qp_num = b.handle = q.value()->qpn();
+    b.state = IBV_QPS_RESET;
+    b.qp_type = attr->qp_type;
+    out->sig_all = attr->sq_sig_all != 0;
+    const cxv::qp::caps granted = q.value()->capabilities();
+    attr->cap.max_send_wr = granted.max_send_wr;
+    attr->cap.max_recv_wr = attr->srq != nullptr ? 0 : granted.max_recv_wr;
+    attr->cap.max_send_sge = granted.max_send_sge;
+    attr->cap.max_recv_sge = attr->srq != nullptr ? 0 : granted.max_recv_sge;
+    attr->cap.max_inline_data = granted.max_inline_data;
+    out->qp = std::move(q).value();
+    dev_of(pd->context)->async->add(b.qp_num, &b);
+    return &adopt(out)->qp_base;
 }
 
 }  // namespace cxv::api::handles

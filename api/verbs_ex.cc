@@ -80,6 +80,8 @@ uint64_t read_completion_wallclock_ns(ibv_cq_ex* c) noexcept {
     return static_cast<uint64_t>(q->clock->to_realtime_ns(q->cq->last_timestamp()));
 }
 uint32_t read_flow_tag(ibv_cq_ex* c) noexcept { return ex(c)->cq->last_flow_tag(); }
+// A raw packet receive's stripped C-VLAN tag (its TCI), as rdma-core's mlx5 reads vlan_info.
+uint16_t read_cvlan(ibv_cq_ex* c) noexcept { return ex(c)->cq->last_cvlan(); }
 
 // --- extended send: the batch's builders and setters ------------------------------------
 
@@ -277,10 +279,11 @@ ibv_cq_ex* cxv::create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr, unsign
         }
         o.ignore_overrun = (attr->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0;
     }
-    constexpr std::uint64_t kCqeFields =
-        IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_FLOW_TAG;
+    constexpr std::uint64_t kCqeFields = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                         IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_FLOW_TAG |
+                                         IBV_WC_EX_WITH_CVLAN;
     if ((attr->wc_flags & ~(std::uint64_t{IBV_WC_STANDARD_FLAGS} | kCqeFields)) != 0) {
-        fail(EOPNOTSUPP, "cxv_create_cq_ex: CVLAN and tag matching fields are not supported");
+        fail(EOPNOTSUPP, "cxv_create_cq_ex: tag matching fields are not supported");
         return nullptr;
     }
     driver::device_clock* clock = nullptr;
@@ -307,6 +310,7 @@ ibv_cq_ex* cxv::create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr, unsign
     if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) q->read_completion_ts = read_completion_ts;
     if (clock != nullptr) q->read_completion_wallclock_ns = read_completion_wallclock_ns;
     if (attr->wc_flags & IBV_WC_EX_WITH_FLOW_TAG) q->read_flow_tag = read_flow_tag;
+    if (attr->wc_flags & IBV_WC_EX_WITH_CVLAN) q->read_cvlan = read_cvlan;
     q->start_poll = cq_start_poll;
     q->next_poll = cq_next_poll;
     q->end_poll = cq_end_poll;
@@ -335,9 +339,12 @@ ibv_qp* cxv_create_qp_init_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
         return create_rss_qp(ctx, attr);
     }
     const std::uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
-    if ((attr->comp_mask & ~known) != 0 ||
-        ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0)) {
-        fail(EOPNOTSUPP, "cxv_create_qp_init_ex: XRC, TSO, source QPN and create flags are not supported");
+    const std::uint32_t flags = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 ? attr->create_flags : 0;
+    // Of the create flags, a raw packet QP's VLAN stripping (as mlx5_ib takes it).
+    const std::uint32_t flags_taken = attr->qp_type == IBV_QPT_RAW_PACKET ? IBV_QP_CREATE_CVLAN_STRIPPING : 0;
+    if ((attr->comp_mask & ~known) != 0 || (flags & ~flags_taken) != 0) {
+        fail(EOPNOTSUPP, "cxv_create_qp_init_ex: XRC, TSO, source QPN and create flags other than a raw packet "
+                         "QP's VLAN stripping are not supported");
         return nullptr;
     }
     const bool send_ops = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
@@ -354,7 +361,7 @@ ibv_qp* cxv_create_qp_init_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     a.cap = attr->cap;
     a.qp_type = attr->qp_type;
     a.sq_sig_all = attr->sq_sig_all;
-    ibv_qp* qp = cxv_create_qp(attr->pd, &a);
+    ibv_qp* qp = create_qp_with(attr->pd, &a, nullptr, (flags & IBV_QP_CREATE_CVLAN_STRIPPING) != 0);
     if (qp == nullptr) return nullptr;
     attr->cap = a.cap;
     if (!send_ops) return qp;

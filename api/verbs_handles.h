@@ -107,4 +107,8 @@ ibv_qp* create_rss_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
 // mlx5dv_create_cq ask beyond the count.
 ibv_cq* create_cq_with(ibv_context* ctx, int cqe, void* cq_context, const cxv::cq::options& o);
 
+// cxv_create_qp_ex with what ibv_create_qp_ex's create flags ask beyond it (cxv_verbs.cc):
+// a raw packet QP's VLAN stripping.
+ibv_qp* create_qp_with(ibv_pd* pd, ibv_qp_init_attr* attr, const cxv_qp_options* options, bool strip_vlan);
+
 }  // namespace cxv::api::handles

@@ -49,8 +49,10 @@ ibv_wq* cxv_create_wq(ibv_context* ctx, ibv_wq_init_attr* attr) {
         fail(EINVAL, "ibv_create_wq: wq_type IBV_WQT_RQ only");
         return nullptr;
     }
-    if ((attr->comp_mask & IBV_WQ_INIT_ATTR_FLAGS) != 0 && attr->create_flags != 0) {
-        fail(EOPNOTSUPP, "ibv_create_wq: no create flags (VLAN stripping, FCS scatter, delay drop, end padding)");
+    const std::uint32_t flags = (attr->comp_mask & IBV_WQ_INIT_ATTR_FLAGS) != 0 ? attr->create_flags : 0;
+    if ((flags & ~std::uint32_t{IBV_WQ_FLAGS_CVLAN_STRIPPING}) != 0) {
+        fail(EOPNOTSUPP, "ibv_create_wq: of the create flags only VLAN stripping (no FCS scatter, delay drop, end "
+                         "padding)");
         return nullptr;
     }
     if ((attr->comp_mask & ~std::uint32_t{IBV_WQ_INIT_ATTR_FLAGS}) != 0) {
@@ -73,6 +75,7 @@ ibv_wq* cxv_create_wq(ibv_context* ctx, ibv_wq_init_attr* attr) {
     a.cap.max_send_wr = 0;
     a.cap.max_recv_wr = attr->max_wr;
     a.cap.max_recv_sge = attr->max_sge == 0 ? 1 : attr->max_sge;
+    a.strip_vlan = (flags & IBV_WQ_FLAGS_CVLAN_STRIPPING) != 0;
     auto q = cxv::qp::create(*c->dev, a);
     if (!q) {
         fail(q.error().code, q.error().message);

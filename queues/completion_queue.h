@@ -286,10 +286,11 @@ public:
 
     std::uint32_t consumer_index() const noexcept { return ci_; }
 
-    // From now on the CQE's timestamp and flow tag of the last completion a poll()
-    // returned are kept (last_timestamp, last_flow_tag): what ibv_create_cq_ex's
-    // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP and _FLOW_TAG read. Every batch then takes
-    // poll_rest(), which keeps them. From the poller's thread, before it polls.
+    // From now on the CQE's timestamp, flow tag and VLAN of the last completion a poll()
+    // returned are kept (last_timestamp, last_flow_tag, last_cvlan): what
+    // ibv_create_cq_ex's IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, _FLOW_TAG and _CVLAN read.
+    // Every batch then takes poll_rest(), which keeps them. From the poller's thread,
+    // before it polls.
     void keep_cqe_fields() noexcept {
         keep_ = true;
         rest_only_ = ~0u;
@@ -299,6 +300,9 @@ public:
     // A raw packet QP's receive: the steering rule's flow tag (sop_drop_qpn 23:0); 0
     // for other completions.
     std::uint32_t last_flow_tag() const noexcept { return last_tag_; }
+    // A raw packet QP's receive: the C-VLAN tag its RQ stripped (the CQE's vlan_info: the
+    // TCI); 0 for other completions.
+    std::uint16_t last_cvlan() const noexcept { return last_vlan_; }
 
     // Takes QP `qpn`'s completions out of the ring, for a QP reset: 2RST_QP makes the
     // device forget the QP's WQEs (PRM "QP State Transitions"), and the rings that start
@@ -468,7 +472,9 @@ private:
             }
             if (keep_) [[unlikely]] {
                 last_ts_ = c.timestamp.value();
-                last_tag_ = q->raw_packet && kind == detail::kind_resp ? c.sop_drop_qpn.value() & 0xffffff : 0;
+                const bool raw_recv = q->raw_packet && kind == detail::kind_resp;
+                last_tag_ = raw_recv ? c.sop_drop_qpn.value() & 0xffffff : 0;
+                last_vlan_ = raw_recv ? c.vlan_info.value() : 0;
             }
             ++out;
             ++n;
@@ -622,6 +628,7 @@ private:
     bool keep_ = false;  // keep_cqe_fields()
     std::uint64_t last_ts_ = 0;
     std::uint32_t last_tag_ = 0;
+    std::uint16_t last_vlan_ = 0;
     bool raw_packet_ = false;  // a raw packet QP among qps_
     const qp_rings* last_ = &detail::kNoQp;
     send_queue* sq_ = nullptr;

@@ -196,7 +196,10 @@ int vctx_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* inpu
     a.max_wq_type_rq = 0;
     a.hca_core_clock = hw::ifc::get<hw::ifc::cmd_hca_cap::device_frequency_khz>(caps_of(ctx));
     a.completion_timestamp_mask = a.hca_core_clock != 0 ? 0x7fffffffffffffffULL : 0;
-    if (a.orig_attr.device_cap_flags & IBV_DEVICE_RAW_IP_CSUM) a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+    // And strip C-VLAN tags (IBV_QP_CREATE_CVLAN_STRIPPING, IBV_WQ_FLAGS_CVLAN_STRIPPING).
+    if (a.orig_attr.device_cap_flags & IBV_DEVICE_RAW_IP_CSUM) {
+        a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM | IBV_RAW_PACKET_CAP_CVLAN_STRIPPING;
+    }
     std::memcpy(attr, &a, std::min(size, sizeof(a)));
     return 0;
 }

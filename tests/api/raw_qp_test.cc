@@ -518,6 +518,72 @@ TEST_CASE("raw packet QP: a flow of a lower priority number comes first, wheneve
     CHECK(ibv_destroy_flow(flow) == 0);
 }
 
+TEST_CASE("raw packet QP: VLAN stripping (IBV_QP_CREATE_CVLAN_STRIPPING), the tag read by ibv_wc_read_cvlan") {
+    constexpr std::uint64_t flags = std::uint64_t{IBV_WC_STANDARD_FLAGS} | IBV_WC_EX_WITH_CVLAN;
+    node a(kBdf[0]), b(kBdf[1], false, 0, flags);
+    // b's QP again, made by ibv_create_qp_ex with the create flag.
+    REQUIRE(cxv_destroy_qp(b.qp) == 0);
+    ibv_qp_init_attr_ex qa{};
+    qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    qa.pd = b.pd;
+    qa.send_cq = b.scq;
+    qa.recv_cq = b.rcq;
+    qa.qp_type = IBV_QPT_RAW_PACKET;
+    qa.cap.max_send_wr = 16;
+    qa.cap.max_recv_wr = kRecvs;
+    qa.cap.max_send_sge = 2;
+    qa.cap.max_recv_sge = 1;
+    qa.create_flags = IBV_QP_CREATE_CVLAN_STRIPPING;
+    b.qp = cxv_create_qp_init_ex(b.ctx, &qa);
+    REQUIRE_MESSAGE(b.qp != nullptr, cxv_last_error());
+    b.post_recvs();
+    a.up();
+    b.up();
+    auto fl = make_flow(1, 7900);
+    ibv_flow* flow = ibv_create_flow(b.qp, &fl.attr);
+    REQUIRE(flow != nullptr);
+    // A frame tagged VLAN 100, priority 3, and one untagged.
+    auto tagged = udp_frame(0, 1, 7900, 40, 0x5a);
+    const std::uint8_t tag[] = {0x81, 0x00, 0x60, 0x64};  // TCI 3 << 13 | 100
+    tagged.insert(tagged.begin() + 12, tag, tag + 4);
+    const auto plain = udp_frame(0, 1, 7900, 40, 0x5b);
+    REQUIRE(send_frame(a, tagged, 0, tagged.size(), IBV_SEND_IP_CSUM, 1) == 0);
+    REQUIRE(send_frame(a, plain, 2048, plain.size(), IBV_SEND_IP_CSUM, 2) == 0);
+    REQUIRE(poll_for(a.scq, 2).size() == 2);
+    ibv_cq_ex* x = b.rcq_ex;
+    std::vector<std::uint32_t> lens;
+    std::vector<std::uint16_t> vlans;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (lens.size() < 2 && std::chrono::steady_clock::now() < end) {
+        ibv_poll_cq_attr pa{};
+        if (ibv_start_poll(x, &pa) != 0) continue;
+        do {
+            REQUIRE(x->status == IBV_WC_SUCCESS);
+            lens.push_back(ibv_wc_read_byte_len(x));
+            vlans.push_back(ibv_wc_read_cvlan(x));
+        } while (lens.size() < 2 && ibv_next_poll(x) == 0);
+        ibv_end_poll(x);
+    }
+    REQUIRE(lens.size() == 2);
+    // The tag left the frame for the CQE: the frame as it was sent untagged.
+    CHECK(lens[0] == tagged.size() - 4);
+    CHECK(vlans[0] == (3 << 13 | 100));
+    CHECK(std::memcmp(b.rx(0), plain.data(), 12) == 0);
+    CHECK(b.rx(0)[12] == 0x08);  // the ethertype after the tag
+    CHECK(lens[1] == plain.size());
+    CHECK(vlans[1] == 0);
+    CHECK(ibv_destroy_flow(flow) == 0);
+
+    // Not for other QP types; other create flags: EOPNOTSUPP.
+    qa.qp_type = IBV_QPT_UD;
+    CHECK(cxv_create_qp_init_ex(b.ctx, &qa) == nullptr);
+    CHECK(errno == EOPNOTSUPP);
+    qa.qp_type = IBV_QPT_RAW_PACKET;
+    qa.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+    CHECK(cxv_create_qp_init_ex(b.ctx, &qa) == nullptr);
+    CHECK(errno == EOPNOTSUPP);
+}
+
 TEST_CASE("raw packet QP: partial masks steer a subnet and a range of ports") {
     node a(kBdf[0]), b(kBdf[1]);
     b.post_recvs();
@@ -667,6 +733,24 @@ TEST_CASE("WQs, an indirection table and an RSS QP: flows to the RSS QP spread o
         m.wq_state = IBV_WQS_RDY;
         REQUIRE(ibv_modify_wq(wq[i], &m) == 0);
         CHECK(wq[i]->state == IBV_WQS_RDY);
+    }
+    {
+        // The one create flag taken: VLAN stripping (the RQ's vsd, as a raw packet QP's
+        // IBV_QP_CREATE_CVLAN_STRIPPING above); FCS scatter and the rest: EOPNOTSUPP.
+        ibv_wq_init_attr wa{};
+        wa.wq_type = IBV_WQT_RQ;
+        wa.max_wr = 8;
+        wa.max_sge = 1;
+        wa.pd = b.pd;
+        wa.cq = b.rcq;
+        wa.comp_mask = IBV_WQ_INIT_ATTR_FLAGS;
+        wa.create_flags = IBV_WQ_FLAGS_SCATTER_FCS;
+        CHECK(ibv_create_wq(b.ctx, &wa) == nullptr);
+        CHECK(errno == EOPNOTSUPP);
+        wa.create_flags = IBV_WQ_FLAGS_CVLAN_STRIPPING;
+        ibv_wq* stripping = ibv_create_wq(b.ctx, &wa);
+        REQUIRE_MESSAGE(stripping != nullptr, cxv_last_error());
+        CHECK(ibv_destroy_wq(stripping) == 0);
     }
     ibv_rwq_ind_table_init_attr ta{};
     ta.log_ind_tbl_size = 2;

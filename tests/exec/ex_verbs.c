@@ -134,6 +134,10 @@ int main(void) {
     const int qdx = ibv_query_device_ex(ctx, NULL, &dx);
     CHECK("hca_core_clock", qdx == 0 && dx.hca_core_clock == 156250 && dx.completion_timestamp_mask == 0x7fffffffffffffffULL,
           "%d %llu %llu", qdx, (unsigned long long)dx.hca_core_clock, (unsigned long long)dx.completion_timestamp_mask);
+    /* Raw packet QPs on an Ethernet port: IP checksums and C-VLAN stripping. */
+    CHECK("raw_packet_caps",
+          dx.raw_packet_caps == (roce ? (IBV_RAW_PACKET_CAP_IP_CSUM | IBV_RAW_PACKET_CAP_CVLAN_STRIPPING) : 0u),
+          "%#x", dx.raw_packet_caps);
     struct ibv_values_ex v1 = {.comp_mask = IBV_VALUES_MASK_RAW_CLOCK}, v2 = v1;
     struct timespec m1, m2;
     clock_gettime(CLOCK_MONOTONIC, &m1);

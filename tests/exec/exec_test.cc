@@ -212,7 +212,7 @@ TEST_CASE("extended CQs and the ibv_wr_* send interface (tests/exec/ex_verbs.c)"
         CHECK(r.status == 0);
         CHECK(!has(r.output, "FAIL "));
         for (const char* check : {
-                 "cq_ex timestamps", "hca_core_clock", "raw clock advances", "rt_values unknown mask EINVAL",
+                 "cq_ex timestamps", "hca_core_clock", "raw_packet_caps", "raw clock advances", "rt_values unknown mask EINVAL",
                  "cq_ex empty ENOENT", "cq_ex send", "cq_ex write_imm", "cq_ex recv",
                  "cq_ex recv_rdma_with_imm", "cq_ex channel event", "ibv_poll_cq on the cq_ex", "wr_send sge list",
                  "wr_send_imm inline", "wr_rdma_write", "wr_rdma_read", "wr_atomic_cmp_swp", "wr_atomic_fetch_add",
