@@ -43,11 +43,11 @@ int main(void) {
     struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
     report("ibv_alloc_mw", mw == NULL, errno);
 
-    /* ibv_create_cq_ex(3) asking for the CVLAN field: NULL, errno EOPNOTSUPP. */
-    struct ibv_cq_init_attr_ex ca = {.cqe = 16, .wc_flags = IBV_WC_EX_WITH_CVLAN};
+    /* ibv_create_cq_ex(3) asking for the tag matching field: NULL, errno EOPNOTSUPP. */
+    struct ibv_cq_init_attr_ex ca = {.cqe = 16, .wc_flags = IBV_WC_EX_WITH_TM_INFO};
     errno = 0;
     struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &ca);
-    report("ibv_create_cq_ex_cvlan", cqx == NULL, errno);
+    report("ibv_create_cq_ex_tm_info", cqx == NULL, errno);
 
     /* ibv_create_qp(3) of a type cxv lacks (XRC send): NULL, errno EOPNOTSUPP. */
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
