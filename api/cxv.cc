@@ -1,4 +1,5 @@
 #include "api/cxv.h"
+#include "api/cxv_eth.h"
 #include "api/neighbours.h"
 #include "api/qp_rings.h"
 
@@ -438,6 +439,10 @@ result<qp_state> qp::query() {
 // them until the pollers have let go: the QP's memory is not what a poller touches. An
 // SRQ the QP held last goes with the rings.
 qp::~qp() {
+    // Its groups' MACs leave the vport's filter (DESTROY_QP takes the QP out of the groups).
+    if (group_filter_) {
+        for (const gid& g : groups_) (void)group_filter_->leave(*eth::neighbours::mac_of_multicast(g));
+    }
     if (rings_ && srq_ && srq_.use_count() == 1) rings_->shared = std::move(srq_);
     if (scq_) scq_->detach(qpn_, rings_);
     if (rcq_) rcq_->detach(qpn_, rings_);

@@ -76,6 +76,7 @@ struct rx_hash;
 
 namespace eth {
 class neighbours;
+class steering;
 }  // namespace eth
 
 using queues::doorbell_mode;
@@ -455,8 +456,26 @@ public:
     // events count in device::counters()). With clear, the set restarts from 0.
     result<q_counter_values> counters(bool clear = false);
 
+    // Multicast (ibv_attach_mcast(3), IBA 10.5): the UD QP joins the group `mgid`
+    // (ATTACH_TO_MCG) and receives what is sent to QP 0xFFFFFF at that DGID. On an
+    // Ethernet port the group's MAC (RFC 1112, RFC 2464) joins the vport's filter too,
+    // through the device's steering (eth::steering::of), as a netdev's join puts it
+    // there. `mlid` is InfiniBand's multicast LID, which the sender's address vector
+    // carries; the device does not keep it. EINVAL, as ib_core's checks: not a multicast
+    // GID (ff00::/8, ::ffff:224.0.0.0/4), not a UD QP, or on InfiniBand a LID outside
+    // 0xC000-0xFFFE; detaching a group not attached. A QP in a group is not destroyed
+    // (EBUSY, as ib_core's use count).
+    using gid = std::array<std::uint8_t, 16>;
+    status attach_multicast(const gid& mgid, std::uint16_t mlid);
+    status detach_multicast(const gid& mgid, std::uint16_t mlid);
+    std::size_t multicast_groups() const;
+
 private:
     qp() = default;
+    status check_multicast(const char* call, const gid& mgid, std::uint16_t mlid) const;
+    mutable std::mutex groups_mu_;
+    std::vector<gid> groups_;                       // attached, under groups_mu_
+    std::shared_ptr<eth::steering> group_filter_;   // Ethernet: where the MACs joined
     // A raw packet QP's objects and state (cxv.cc).
     struct raw_objects;
     static result<std::shared_ptr<qp>> create_raw(device& d, const attr& a, doorbell_mode mode);

@@ -444,26 +444,39 @@ void steering::release(unsigned priority, unsigned gi, unsigned index) noexcept 
     if (gi < groups.size() && index < groups[gi].used.size()) groups[gi].used[index] = false;
 }
 
+status steering::set_groups(const std::vector<std::pair<mac, unsigned>>& next) {
+    std::vector<mac> macs;
+    macs.reserve(next.size());
+    for (const auto& [m, n] : next) macs.push_back(m);
+    if (auto s = driver::set_multicast_macs(dev_->hca(), macs); !s) return s.error();
+    joined_ = next;
+    return ok_status();
+}
+
 status steering::join(const mac& group) {
     if ((group[0] & 1) == 0) return error{EINVAL, "cxv::eth::steering::join: not a multicast MAC"};
     std::lock_guard lock(mu_);
-    if (std::find(joined_.begin(), joined_.end(), group) != joined_.end()) return ok_status();
-    std::vector<mac> next = joined_;
-    next.push_back(group);
-    if (auto s = driver::set_multicast_macs(dev_->hca(), next); !s) return s.error();
-    joined_ = std::move(next);
-    return ok_status();
+    const auto it = std::find_if(joined_.begin(), joined_.end(), [&](const auto& j) { return j.first == group; });
+    if (it != joined_.end()) {
+        ++it->second;
+        return ok_status();
+    }
+    auto next = joined_;
+    next.emplace_back(group, 1);
+    return set_groups(next);
 }
 
 status steering::leave(const mac& group) {
     std::lock_guard lock(mu_);
-    const auto it = std::find(joined_.begin(), joined_.end(), group);
+    const auto it = std::find_if(joined_.begin(), joined_.end(), [&](const auto& j) { return j.first == group; });
     if (it == joined_.end()) return error{ENOENT, "cxv::eth::steering::leave: not a group joined"};
-    std::vector<mac> next = joined_;
+    if (it->second > 1) {
+        --it->second;
+        return ok_status();
+    }
+    auto next = joined_;
     next.erase(next.begin() + (it - joined_.begin()));
-    if (auto s = driver::set_multicast_macs(dev_->hca(), next); !s) return s.error();
-    joined_ = std::move(next);
-    return ok_status();
+    return set_groups(next);
 }
 
 status steering::promiscuous(bool unicast, bool multicast) {

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "api/cxv.h"
@@ -295,7 +296,9 @@ public:
     result<std::unique_ptr<rule>> drop(const match& m, const rule::options& o = {});
 
     // Multicast groups: frames to the group's MAC pass the vport's filter while joined
-    // (MODIFY_NIC_VPORT_CONTEXT's multicast list). A rule still has to steer them.
+    // (MODIFY_NIC_VPORT_CONTEXT's multicast list). A rule still has to steer them. Joins
+    // are counted, as a netdev's are: a group stays in the list until each join has had
+    // its leave (the verbs' ibv_attach_mcast joins too, on an Ethernet port).
     status join(const ipv4& group) { return join(multicast_mac(group)); }
     status join(const ipv6& group) { return join(multicast_mac(group)); }
     status join(const mac& group);
@@ -331,7 +334,8 @@ private:
     device* dev_ = nullptr;
     std::mutex mu_;
     std::map<unsigned, table> tables_;  // by priority; 0: the root
-    std::vector<mac> joined_;
+    std::vector<std::pair<mac, unsigned>> joined_;  // the groups and their joins
+    status set_groups(const std::vector<std::pair<mac, unsigned>>& next);
     attr attr_{};
 };
 

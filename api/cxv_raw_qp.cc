@@ -253,6 +253,10 @@ result<std::shared_ptr<qp>> qp::create_rss(device& d, std::shared_ptr<driver::rq
 }
 
 status qp::destroy() {
+    if (multicast_groups() != 0) {
+        return error{EBUSY, fmt::format("cxv::qp::destroy: QP 0x{:x} is still attached to {} multicast groups", qpn_,
+                                        multicast_groups())};
+    }
     if (!raw_) return qp_->destroy();
     raw_objects& r = *raw_;
     if (r.tir) {

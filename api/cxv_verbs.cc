@@ -626,6 +626,22 @@ int cxv_destroy_qp(ibv_qp* qp) {
     return forget(q);
 }
 
+int cxv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    if (gid == nullptr) return fail(EINVAL, "cxv_attach_mcast: no GID");
+    cxv::qp::gid g;
+    std::memcpy(g.data(), gid->raw, g.size());
+    if (auto s = qp_of(qp)->qp->attach_multicast(g, lid); !s) return fail(s.error());
+    return 0;
+}
+
+int cxv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    if (gid == nullptr) return fail(EINVAL, "cxv_detach_mcast: no GID");
+    cxv::qp::gid g;
+    std::memcpy(g.data(), gid->raw, g.size());
+    if (auto s = qp_of(qp)->qp->detach_multicast(g, lid); !s) return fail(s.error());
+    return 0;
+}
+
 int cxv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) { return op_post_send(qp, wr, bad_wr); }
 int cxv_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) { return op_post_recv(qp, wr, bad_wr); }
 

@@ -180,6 +180,12 @@ int cxv_query_qp_state(struct ibv_qp *qp, enum ibv_qp_state *state);
  * for; init_attr gets the creation attributes). */
 int cxv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init_attr);
 int cxv_destroy_qp(struct ibv_qp *qp);
+/* ibv_attach_mcast(3), ibv_detach_mcast(3): a UD QP joins or leaves a multicast group
+ * (cxv::qp::attach_multicast: EINVAL for a GID that is no group, a QP not UD, or an
+ * InfiniBand LID outside 0xC000-0xFFFE). On RoCE the group's MAC joins the vport's
+ * filter too. ibv_destroy_qp(3) of a QP still in a group: EBUSY. */
+int cxv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int cxv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 
 /* ibv_create_flow(3) on a raw packet QP (IBV_QPT_RAW_PACKET): a rule of the function's
  * receive steering that sends what it matches to the QP. IBV_FLOW_ATTR_NORMAL on port 1;

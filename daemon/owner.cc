@@ -576,6 +576,10 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
     case cmd_opcode::QP_2ERR: r = check_qp_number<ifc::qp_2err_in>(in, o, "2ERR_QP"); break;
     case cmd_opcode::QP_2RST: r = check_qp_number<ifc::qp_2rst_in>(in, o, "2RST_QP"); break;
     case cmd_opcode::QUERY_QP: r = check_qp_number<ifc::query_qp_in>(in, o, "QUERY_QP"); break;
+    // A client's QP in a multicast group gets the group's packets, which is what every
+    // member asked for; another client's QP is not its to attach.
+    case cmd_opcode::ATTACH_TO_MCG: r = check_qp_number<ifc::attach_to_mcg_in>(in, o, "ATTACH_TO_MCG"); break;
+    case cmd_opcode::DETACH_FROM_MCG: r = check_qp_number<ifc::detach_from_mcg_in>(in, o, "DETACH_FROM_MCG"); break;
     case cmd_opcode::DESTROY_QP: {
         r = check_qp_number<ifc::destroy_qp_in>(in, o, "DESTROY_QP");
         if (r) {

@@ -47,6 +47,8 @@ namespace cxv::hw {
     X(QP_2ERR, qp_2err_in, qp_2err_out)                                                 \
     X(QP_2RST, qp_2rst_in, qp_2rst_out)                                                 \
     X(QUERY_QP, query_qp_in, query_qp_out)                                              \
+    X(ATTACH_TO_MCG, attach_to_mcg_in, attach_to_mcg_out)                               \
+    X(DETACH_FROM_MCG, detach_from_mcg_in, detach_from_mcg_out)                         \
     X(MAD_IFC, mad_ifc_in, mad_ifc_out)                                                 \
     X(CREATE_SRQ, create_srq_in, create_srq_out)                                        \
     X(DESTROY_SRQ, destroy_srq_in, destroy_srq_out)                                     \

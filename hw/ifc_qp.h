@@ -550,6 +550,26 @@ CXV_IFC_LAYOUT(destroy_rmp_in, 0x80)
 #define CXV_IFC_destroy_rmp_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(destroy_rmp_out, 0x80)
 
+// PRM ATTACH_TO_MCG, DETACH_FROM_MCG: a UD QP joins or leaves the multicast group
+// multicast_gid (IBA 10.5 "Multicast"): the device hands it a copy of each packet to
+// destination QP 0xFFFFFF whose DGID is that group.
+#define CXV_IFC_attach_to_mcg_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                     \
+    F(uid, 0x010, 16)                        \
+    F(op_mod, 0x030, 16)                     \
+    F(qpn, 0x048, 24)                        \
+    A(multicast_gid, 0x080, 8, 16)
+CXV_IFC_LAYOUT(attach_to_mcg_in, 0x100)
+
+#define CXV_IFC_attach_to_mcg_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(attach_to_mcg_out, 0x80)
+
+#define CXV_IFC_detach_from_mcg_in CXV_IFC_attach_to_mcg_in
+CXV_IFC_LAYOUT(detach_from_mcg_in, 0x100)
+
+#define CXV_IFC_detach_from_mcg_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(detach_from_mcg_out, 0x80)
+
 // Every layout in this file, as (C++ name, PRM name) pairs for tests and printers.
 #define CXV_IFC_LAYOUTS_QP(X)             \
     X(ads, ads)                           \
@@ -578,6 +598,10 @@ CXV_IFC_LAYOUT(destroy_rmp_out, 0x80)
     X(qp_2err_out, qp_2err_out)           \
     X(qp_2rst_in, qp_2rst_in)             \
     X(qp_2rst_out, qp_2rst_out)           \
+    X(attach_to_mcg_in, attach_to_mcg_in)       \
+    X(attach_to_mcg_out, attach_to_mcg_out)     \
+    X(detach_from_mcg_in, detach_from_mcg_in)   \
+    X(detach_from_mcg_out, detach_from_mcg_out) \
     X(srqc, srqc)                         \
     X(create_srq_in, create_srq_in)       \
     X(create_srq_out, create_srq_out)     \

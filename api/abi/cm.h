@@ -22,6 +22,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "api/abi/cm_wire.h"
 
@@ -55,6 +56,13 @@ struct cm_id {
     // rdma_create_ep on a passive endpoint: what rdma_get_request creates the QP with.
     std::optional<ibv_qp_init_attr> pending_qp_attr;
     ibv_pd* pending_pd = nullptr;
+    // The multicast groups joined (rdma_join_multicast; cm_multicast.cc).
+    struct group {
+        sockaddr_storage addr{};
+        ibv_gid mgid{};
+        bool attached = false;  // the id's QP is in it (ibv_attach_mcast)
+    };
+    std::vector<group> groups;
 };
 
 // The id behind a handle (cm_id begins with it).

@@ -273,8 +273,6 @@ CXV_CM_EXPORT int rdma_set_option(rdma_cm_id* id, int level, int optname, void* 
 }
 
 CXV_CM_EXPORT int rdma_notify(rdma_cm_id*, ibv_event_type) { return 0; }
-CXV_CM_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { return fail(ENOSYS); }
-CXV_CM_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { return fail(ENOSYS); }
 
 CXV_CM_EXPORT ibv_context** rdma_get_devices(int* num_devices) {
     int err = 0;

@@ -1,7 +1,7 @@
 // cxv's librdmacm.so.1: the rest of rdma-core's names (librdmacm.map), so that a program
 // linked against rdma-core's librdmacm loads whatever it imports. The ports of an id are
 // answered; what cxv does not offer fails as rdma-core's own calls fail, -1 with errno:
-// multicast (ENOSYS, as rdma_join_multicast), ECE options and extended SRQs
+// ECE options and extended SRQs
 // (EOPNOTSUPP), and rsockets -- rsocket() is ENOSYS, so no descriptor is ever an rsocket,
 // and every call on one gets rdma-core's answer for a descriptor that is not: EBADF.
 // rselect, like rpoll (cm_api.cc), is select(2) on ordinary descriptors.
@@ -35,8 +35,6 @@ __be16 port_of(const sockaddr& a) {
 // source and resolved destination addresses.
 CXV_CM_EXPORT __be16 rdma_get_src_port(rdma_cm_id* id) { return port_of(id->route.addr.src_addr); }
 CXV_CM_EXPORT __be16 rdma_get_dst_port(rdma_cm_id* id) { return port_of(id->route.addr.dst_addr); }
-
-CXV_CM_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) { return fail(ENOSYS); }
 
 // ECE (rdma_set_local_ece(3), rdma_get_remote_ece(3)): the arguments rdma-core checks
 // (EINVAL), then EOPNOTSUPP: cxv's connection messages carry no ECE options.

@@ -303,8 +303,12 @@ CXV_ABI_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) { return cxv_qp_to_qp_ex(q
 CXV_ABI_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) { return 0; }
 CXV_ABI_EXPORT int ibv_query_ece(ibv_qp*, ibv_ece*) { return fail_errno(EOPNOTSUPP); }
 CXV_ABI_EXPORT int ibv_set_ece(ibv_qp*, ibv_ece*) { return fail_errno(EOPNOTSUPP); }
-CXV_ABI_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return fail_errno(EOPNOTSUPP); }
-CXV_ABI_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return fail_errno(EOPNOTSUPP); }
+CXV_ABI_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    return cxv_attach_mcast(qp, gid, lid);
+}
+CXV_ABI_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    return cxv_detach_mcast(qp, gid, lid);
+}
 
 // --- AH ----------------------------------------------------------------------------------
 

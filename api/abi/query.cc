@@ -90,7 +90,10 @@ void fill_device_attr(ibv_context* ctx, ibv_device_attr& a) {
     a.max_qp_init_rd_atom = 1 << ifc::get<cap::log_max_ra_req_qp>(c);
     a.max_res_rd_atom = a.max_qp_rd_atom * a.max_qp;
     a.atomic_cap = IBV_ATOMIC_HCA;
-    // Multicast: ibv_attach_mcast is refused, so no groups (max_mcast_grp 0).
+    // Multicast groups and the QPs of each, as mlx5_ib reports them.
+    a.max_mcast_grp = 1 << ifc::get<cap::log_max_mcg>(c);
+    a.max_mcast_qp_attach = static_cast<int>(ifc::get<cap::max_qp_mcg>(c));
+    a.max_total_mcast_qp_attach = a.max_mcast_qp_attach * a.max_mcast_grp;
     a.max_ah = INT_MAX;
     a.max_srq = 1 << ifc::get<cap::log_max_srq>(c);
     a.max_srq_wr = (1 << ifc::get<cap::log_max_srq_sz>(c)) - 1;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -323,6 +325,32 @@ result<qp_state> qp::query() {
     }
     state_ = static_cast<qp_state>(s);
     return state_;
+}
+
+namespace {
+
+template <typename In>
+void put_mcg(std::vector<std::byte>& in, std::uint32_t qpn, const std::array<std::uint8_t, 16>& mgid) {
+    ifc::set<typename In::qpn>(in.data(), qpn);
+    std::memcpy(ifc::at<typename In::multicast_gid>(in.data()), mgid.data(), mgid.size());
+}
+
+}  // namespace
+
+status qp::attach_mcg(const std::array<std::uint8_t, 16>& mgid) {
+    auto in = command<ifc::attach_to_mcg_in>(cmd_opcode::ATTACH_TO_MCG);
+    put_mcg<ifc::attach_to_mcg_in>(in, qpn_, mgid);
+    auto r = owner().exec(in, ifc::attach_to_mcg_out::size_bytes);
+    if (!r) return r.error();
+    return ok_status();
+}
+
+status qp::detach_mcg(const std::array<std::uint8_t, 16>& mgid) {
+    auto in = command<ifc::detach_from_mcg_in>(cmd_opcode::DETACH_FROM_MCG);
+    put_mcg<ifc::detach_from_mcg_in>(in, qpn_, mgid);
+    auto r = owner().exec(in, ifc::detach_from_mcg_out::size_bytes);
+    if (!r) return r.error();
+    return ok_status();
 }
 
 }  // namespace cxv::driver

@@ -56,6 +56,12 @@ public:
     // to ERR or SQERR since: query() asks it).
     qp_state state() const noexcept { return state_; }
     result<qp_state> query();
+    // ATTACH_TO_MCG, DETACH_FROM_MCG: the QP (UD) joins or leaves the multicast group
+    // `mgid` (IBA 10.5): it is handed a copy of each packet to QP 0xFFFFFF with that
+    // DGID. The firmware's refusal as its error; the verbs' checks (a multicast GID, UD,
+    // an InfiniBand multicast LID) are the caller's.
+    status attach_mcg(const std::array<std::uint8_t, 16>& mgid);
+    status detach_mcg(const std::array<std::uint8_t, 16>& mgid);
 
     std::uint32_t qpn() const noexcept { return qpn_; }
     qp_type type() const noexcept { return type_; }

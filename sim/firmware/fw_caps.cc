@@ -126,6 +126,9 @@ void hca_caps::fill_general_caps(std::byte* p, bool max) const {
     ifc::set<cap::max_indirection>(p, 4);
     ifc::set<cap::log_max_pd>(p, 18);
     ifc::set<cap::log_max_xrcd>(p, 16);
+    // Multicast groups (ATTACH_TO_MCG; a ConnectX-5's figures: 2^21 groups, 240 QPs each).
+    ifc::set<cap::log_max_mcg>(p, log_max_mcg);
+    ifc::set<cap::max_qp_mcg>(p, max_qp_mcg);
     // The Ethernet transport objects (fw_eth.cc): transport domains, TISs, SQs, RQs (cyclic
     // and striding), RQTs, TIRs. One TIS per SQ; SQ WQE-BBs of 64 bytes.
     ifc::set<cap::log_max_transport_domain>(p, 16);

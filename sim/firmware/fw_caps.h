@@ -29,6 +29,10 @@ public:
     static constexpr unsigned flow_log_max_ft_num = 10;
     static constexpr unsigned flow_log_max_counter = 16;
     static constexpr unsigned flow_log_max_destination = 6;
+    // Multicast: groups (log2) and the QPs attached to one (cmd_hca_cap's log_max_mcg and
+    // max_qp_mcg).
+    static constexpr unsigned log_max_mcg = 21;
+    static constexpr unsigned max_qp_mcg = 240;
 
     explicit hca_caps(const device_config& cfg) : cfg_(cfg) { reset(); }
 

@@ -476,6 +476,7 @@ cmd_reply qp_commands::destroy_qp(cmd_ctx& c) {
     counters_.rebind_q_counter(ifc::get<qpc::counter_set_id>(q), 0);
     icm_.free(qp.icm);
     engine_.on_qp_destroyed(qp.qpn);
+    detach_everywhere(qp.qpn);
     for (std::uint32_t& special : tables_.special_qpn) {
         if (special == qp.qpn) special = 0;
     }
@@ -587,9 +588,64 @@ cmd_reply qp_commands::modify_qp(cmd_ctx& c) {
     return ok();
 }
 
+// --- ATTACH_TO_MCG, DETACH_FROM_MCG ------------------------------------------------------
+// A QP joins a multicast group, or leaves it (IBA 10.5 "Multicast"). The PRM bounds a group
+// at max_qp_mcg QPs and the groups at 2^log_max_mcg; past them the command is refused. What
+// the verbs check before (a multicast GID, a UD QP) the firmware is not asked about: a card
+// attaches what it is given, and a QP of another transport drops what the group sends it.
+// Attaching twice and detaching what is not attached change nothing.
+
+cmd_reply qp_commands::attach_to_mcg(cmd_ctx& c) {
+    const std::byte* in = c.in.data();
+    const auto it = qps_.find(ifc::get<ifc::attach_to_mcg_in::qpn>(in));
+    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it->second.uid != ifc::get<ifc::attach_to_mcg_in::uid>(in)) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    std::array<std::uint8_t, 16> mgid;
+    std::memcpy(mgid.data(), ifc::at<ifc::attach_to_mcg_in::multicast_gid>(in), mgid.size());
+    auto g = tables_.mcgs.find(mgid);
+    if (g == tables_.mcgs.end()) {
+        if (tables_.mcgs.size() >= (std::size_t{1} << hca_caps::log_max_mcg)) {
+            return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+        }
+        g = tables_.mcgs.emplace(mgid, std::vector<std::uint32_t>{}).first;
+    }
+    std::vector<std::uint32_t>& members = g->second;
+    if (std::find(members.begin(), members.end(), it->first) != members.end()) return ok();
+    if (members.size() >= hca_caps::max_qp_mcg) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    members.push_back(it->first);
+    return ok();
+}
+
+cmd_reply qp_commands::detach_from_mcg(cmd_ctx& c) {
+    const std::byte* in = c.in.data();
+    const auto it = qps_.find(ifc::get<ifc::detach_from_mcg_in::qpn>(in));
+    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    if (it->second.uid != ifc::get<ifc::detach_from_mcg_in::uid>(in)) {
+        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    }
+    std::array<std::uint8_t, 16> mgid;
+    std::memcpy(mgid.data(), ifc::at<ifc::detach_from_mcg_in::multicast_gid>(in), mgid.size());
+    const auto g = tables_.mcgs.find(mgid);
+    if (g == tables_.mcgs.end()) return ok();
+    std::erase(g->second, it->first);
+    if (g->second.empty()) tables_.mcgs.erase(g);
+    return ok();
+}
+
+// A QP destroyed leaves every group it was in.
+void qp_commands::detach_everywhere(std::uint32_t qpn) {
+    for (auto g = tables_.mcgs.begin(); g != tables_.mcgs.end();) {
+        std::erase(g->second, qpn);
+        g = g->second.empty() ? tables_.mcgs.erase(g) : std::next(g);
+    }
+}
+
 void qp_commands::release_all() {
     for (auto& [n, o] : qps_) icm_.free(o.icm);
     qps_.clear();
+    tables_.mcgs.clear();
     engine_.reset();
     next_qpn_ = kFirstQpn;
 }

@@ -26,12 +26,16 @@ public:
     cmd_reply destroy_qp(cmd_ctx& c);
     cmd_reply query_qp(cmd_ctx& c);
     cmd_reply modify_qp(cmd_ctx& c);  // every transition command; c.opcode says which
+    cmd_reply attach_to_mcg(cmd_ctx& c);
+    cmd_reply detach_from_mcg(cmd_ctx& c);
 
     // Teardown, DISABLE_HCA and reset: every QP goes, with its firmware memory and the
     // engine's state.
     void release_all();
 
 private:
+    void detach_everywhere(std::uint32_t qpn);
+
     const device_config& cfg_;
     const hca_caps& caps_;
     const access_registers& regs_;  // the port's MTU (PMTU)

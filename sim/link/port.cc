@@ -405,7 +405,11 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
             ++counters_.malformed;
             return;
         }
-        if (p.net.dst_mac != cfg_.mac) {  // another station's frame (a flooding switch)
+        // Another station's frame (a flooding switch), or a group the vport's filter does
+        // not take (multicast RoCE needs the group's MAC in the vport's list, as a
+        // netdev's join puts it there, or promiscuous multicast).
+        const bool group = (p.net.dst_mac[0] & 1) != 0;
+        if (group ? !vport_takes(f) : p.net.dst_mac != cfg_.mac) {
             ++counters_.not_for_us;
             return;
         }
@@ -419,7 +423,10 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
             ++counters_.malformed;
             return;
         }
-        if (p.net.dlid != cfg_.lid) {
+        // The port's LID, or a multicast LID (IBA 7.11: 0xC000 to 0xFFFE), which the
+        // fabric floods (it has no subnet manager to program the switches' forwarding).
+        const bool group = p.net.dlid >= 0xc000 && p.net.dlid != 0xffff;
+        if (p.net.dlid != cfg_.lid && !group) {
             ++counters_.not_for_us;
             return;
         }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "sim/objects/eth_objects.h"
 #include "sim/objects/objects.h"
@@ -42,6 +43,8 @@ struct object_tables {
     std::map<std::uint32_t, srq_object> srqs;
     std::map<std::uint32_t, q_counter_object> q_counters;  // set 0 always present
     std::map<std::uint32_t, roce_address> roce_addresses;  // by GID index; absent = empty
+    // Multicast groups (ATTACH_TO_MCG): the QPs attached to each MGID, in attach order.
+    std::map<std::array<std::uint8_t, 16>, std::vector<std::uint32_t>> mcgs;
     eth_tables eth;  // transport domains, TISs, SQs, RQs, RQTs, TIRs, flow steering
 
     // QPs, SQs and RQs share one number space (a CQE's qpn names any of them).

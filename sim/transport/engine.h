@@ -110,6 +110,8 @@ public:
     // A message for one of this function's QPs, from the wire (requests go to the
     // responder, answers to the requester). Dropped when no such QP exists; false then.
     bool receive(wire::packet& p);
+    // A multicast packet's destination QP (IBA 10.5.2.3).
+    static constexpr std::uint32_t kMulticastQpn = 0xffffff;
     // An Ethernet frame from the wire that is no RoCE packet of this function's: through
     // the NIC receive flow tables to the RQs they steer it to (xport_eth_rx.cc). False
     // when no RQ took it. `known`: the checksums its sender computed (the frame unchanged
@@ -209,6 +211,7 @@ private:
     void retransmit_from(qp_object& qp, std::uint32_t psn);
     void implied_nak(qp_object& qp, std::uint32_t psn);
     // Responder (xport_recv.cc, xport_respond.cc).
+    bool receive_multicast(wire::packet& p);
     void on_request(qp_object& qp, wire::packet& p);
     void on_ud_request(qp_object& qp, wire::packet& p);
     void recv_send(qp_object& qp, wire::packet& p);

@@ -44,6 +44,7 @@ void transport_engine::parse_scatter(const std::byte* at, std::size_t bytes, std
 bool transport_engine::receive(wire::packet& p) {
     trace_.count(&counters::packets_received);
     const std::uint32_t dest = p.bth.dest_qp;
+    if (dest == kMulticastQpn) return receive_multicast(p);
     const auto it = t_.qps.find(dest < t_.special_qpn.size() ? t_.special_qpn[dest] : dest);
     const std::uint16_t h = wire::headers_of(p.bth.opcode);
     if (it == t_.qps.end() || h == 0) {
@@ -56,6 +57,26 @@ bool transport_engine::receive(wire::packet& p) {
         on_response(it->second, p);
     }
     return true;
+}
+
+// A multicast packet (IBA 10.5.2.3): its destination QP is 0xFFFFFF and its GRH's DGID
+// names the group. Each QP attached to the group (ATTACH_TO_MCG) gets it as a UD request
+// of its own, with its own Q_Key check and receive WQE. Without a GRH, or for a group no
+// QP of this function is in, it is dropped.
+bool transport_engine::receive_multicast(wire::packet& p) {
+    const auto g = p.grh_present ? t_.mcgs.find(p.net.dgid) : t_.mcgs.end();
+    if (g == t_.mcgs.end() || wire::headers_of(p.bth.opcode) == 0) {
+        trace_.count(&counters::packets_dropped);
+        return false;
+    }
+    bool taken = false;
+    for (const std::uint32_t qpn : g->second) {
+        const auto it = t_.qps.find(qpn);
+        if (it == t_.qps.end()) continue;
+        on_request(it->second, p);  // a UD request reads the packet, never changes it
+        taken = true;
+    }
+    return taken;
 }
 
 bool transport_engine::take_recv_wqe(qp_object& qp, recv_slot& w) {

@@ -89,7 +89,8 @@ TEST_CASE("librdmacm calls follow rdma-core's (tests/exec/cm_semantics.c)") {
                       "rdma_getaddrinfo passive with the source in the hints", "rdma_getaddrinfo with nothing: EINVAL",
                       "rdma_get_src_port of a bound id", "rdma_get_dst_port of a resolved id",
                       "rdma_set_local_ece: EOPNOTSUPP", "rdma_get_remote_ece: EOPNOTSUPP",
-                      "rdma_join_multicast_ex: ENOSYS", "rdma_create_srq_ex: EOPNOTSUPP", "rsocket: ENOSYS",
+                      "rdma_join_multicast_ex without join flags: EINVAL",
+                      "rdma_join_multicast_ex on InfiniBand: ENOSYS", "rdma_create_srq_ex: EOPNOTSUPP", "rsocket: ENOSYS",
                       "rsockets calls on a descriptor that is no rsocket: EBADF",
                       "rselect of an ordinary descriptor is select", "rdma_reject_ece: REJECTED with reason 35"});
 }

@@ -61,7 +61,8 @@ int main(void) {
     const int rs = ibv_resize_cq(cq, 64);
     report("ibv_resize_cq", rs != 0, rs);
 
-    /* ibv_attach_mcast(3): returns the errno value. */
+    /* ibv_attach_mcast(3): returns the errno value; a GID that is no group is EINVAL, as
+     * ib_core refuses it. */
     union ibv_gid g;
     memset(&g, 0, sizeof g);
     struct ibv_qp_init_attr ua = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,

@@ -84,10 +84,10 @@ TEST_CASE("commands print with the layout their opcode names") {
 
     // An opcode hw/ has no layout for still prints its name and header.
     std::array<std::byte, 16> other{};
-    ifc::set<ifc::cmd_in::opcode>(other.data(), 0x806);
+    ifc::set<ifc::cmd_in::opcode>(other.data(), 0x932);
     ifc::set<ifc::cmd_in::op_mod>(other.data(), 1);
     CHECK(hw::format_command_input(other.data(), other.size()) ==
-          "ATTACH_TO_MCG(0x806) cmd_in{opcode=0x806 op_mod=0x1}");
+          "QUERY_FLOW_TABLE(0x932) cmd_in{opcode=0x932 op_mod=0x1}");
 }
 
 // The differential check's view of what a driver sets outside hw/'s fields
@@ -106,7 +106,7 @@ TEST_CASE("a command's set bits that no field names are listed by byte, in PRM b
     CHECK(hw::command_input_unnamed_bits(in.data(), in.size()) == " @0x4=0x81 @0x5c=0x40");
     // An opcode without a layout has nothing to say.
     std::array<std::byte, 16> other{};
-    ifc::set<ifc::cmd_in::opcode>(other.data(), 0x806);
+    ifc::set<ifc::cmd_in::opcode>(other.data(), 0x932);
     other[4] = std::byte{1};
     CHECK(hw::command_input_unnamed_bits(other.data(), other.size()).empty());
 }

@@ -140,7 +140,11 @@ show() {
     echo "--- the model's log (last 30 lines)"
     tail -n 30 "$work/model.log"
 }
-((rc == 0)) || { show; fail "the UML kernel exited $rc"; }
+aborts=0
+if ((rc != 0)); then
+    uml_halted_abort "$rc" "$work/console.log" || { show; fail "the UML kernel exited $rc"; }
+    aborts=1
+fi
 grep -q "^cxv-uml: exit" <<<"$console" || { show; fail "the guest never finished its command"; }
 grep -q "^loaded mlx5_core$" <<<"$console" || { show; fail "mlx5_core did not load"; }
 grep -q "^driver: .*/drivers/mlx5_core$" <<<"$console" || { show; fail "mlx5_core did not bind the function"; }
@@ -166,5 +170,5 @@ refused=$(sort -u <<<"$refusals" | sed '/^$/d')
 commands=$(grep -c " status=" <<<"$model")
 what="mlx5_core: probed and removed"
 ((with_ib)) && what="mlx5_core and mlx5_ib: mlx5_0 registered, port 1 ACTIVE on InfiniBand, removed"
-note "$what; $commands commands on the model, none refused; $lost runs lost to UML's transport; $(grep -o '[0-9]* MSI sent' <<<"$model"); $(grep -o '[0-9]* doorbell registers taken[^,]*, [0-9]* writes waited[^,]*' <<<"$model")"
+note "$what; $commands commands on the model, none refused; $lost runs lost to UML's transport; $aborts vmlinux aborts after the halt; $(grep -o '[0-9]* MSI sent' <<<"$model"); $(grep -o '[0-9]* doorbell registers taken[^,]*, [0-9]* writes waited[^,]*' <<<"$model")"
 echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"

@@ -65,9 +65,13 @@ done
 # Bounded: each guest powers itself off after its command; 240 s at most, then SIGKILL.
 two_kernels_run 240
 show() { two_kernels_show; }
+aborts=0
 for i in 0 1; do
     c="$work/console$i.log"
-    ((rcs[i] == 0)) || { show; fail "UML kernel $i exited ${rcs[$i]}"; }
+    if ((rcs[i] != 0)); then
+        uml_halted_abort "${rcs[i]}" "$c" || { show; fail "UML kernel $i exited ${rcs[$i]}"; }
+        aborts=$((aborts + 1))
+    fi
     grep -q "^cxv-uml: exit" "$c" || { show; fail "guest $i never finished its command"; }
     grep -q "^loaded mlx5_core$" "$c" || { show; fail "guest $i: mlx5_core did not load"; }
     grep -q "^eth0 up$" "$c" || { show; fail "guest $i: mlx5e made no eth0, or it did not come up"; }
@@ -91,5 +95,5 @@ frames=$(grep -o "cxv-sim-uml: frames: .*" "$work/model0.log")
 lso=$(sed -nE 's/.*\(([0-9]+) LSO WQEs.*/\1/p' <<<"$frames")
 [ -n "$lso" ] && ((lso >= 2)) || { show; fail "the sender's model cut no LSO WQEs (TCP and UDP): '$frames'"; }
 commands=$(cat "$work/model0.log" "$work/model1.log" | grep -c " status=")
-note "mlx5e on two functions of one fabric: eth0 up, pings answered, 2 MiB over TCP and a UDP message cut in 4 arrived whole; $commands commands on the models, none refused; sender ${frames#cxv-sim-uml: }"
+note "mlx5e on two functions of one fabric: eth0 up, pings answered, 2 MiB over TCP and a UDP message cut in 4 arrived whole; $commands commands on the models, none refused; $aborts vmlinux aborts after the halt (UML's); sender ${frames#cxv-sim-uml: }"
 echo "[doctest] test cases: 1 | 1 passed | 0 failed | 0 skipped"

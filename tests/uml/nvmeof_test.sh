@@ -183,7 +183,7 @@ aborts=0
 for i in 0 1; do
     c="$work/console$i.log"
     if ((rcs[i] != 0)); then
-        ((rcs[i] == 134)) && tail -n 3 "$c" | grep -q "^reboot: System halted" ||
+        uml_halted_abort "${rcs[i]}" "$c" ||
             { show; fail "UML kernel $i exited ${rcs[$i]} (the exit statuses: ${rcs[*]})"; }
         aborts=$((aborts + 1))
     fi

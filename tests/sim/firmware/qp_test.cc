@@ -319,3 +319,54 @@ TEST_CASE("CREATE_QP stops at 2^log_max_qp QPs") {
     REQUIRE(destroy_qp(e.h, a).status == cmd_status::OK);
     CHECK(e.exec(e.qp_input(kUc)).status == cmd_status::OK);
 }
+
+namespace {
+
+cmd_result mcg(harness& h, cmd_opcode op, std::uint32_t qpn, std::uint8_t group, std::uint16_t uid = 0) {
+    auto in = H::input<ifc::attach_to_mcg_in>(op);
+    ifc::set<ifc::attach_to_mcg_in::qpn>(in.data(), qpn);
+    ifc::set<ifc::attach_to_mcg_in::uid>(in.data(), uid);
+    std::byte* gid = ifc::at<ifc::attach_to_mcg_in::multicast_gid>(in.data());
+    gid[0] = std::byte{0xff};
+    gid[1] = std::byte{0x12};
+    gid[15] = std::byte{group};
+    return h.exec(in, 16);
+}
+
+}  // namespace
+
+// PRM ATTACH_TO_MCG / DETACH_FROM_MCG: a live QP of the caller's uid; a group holds at most
+// max_qp_mcg QPs (240, announced), past which EXCEED_LIM; a QP destroyed leaves its groups.
+// Attaching twice and detaching what is not attached change nothing (the PRM states no
+// refusal for them).
+TEST_CASE("ATTACH_TO_MCG: live QPs of the uid, max_qp_mcg per group; DESTROY_QP leaves the group") {
+    env e;
+    auto caps = e.h.exec(H::input<ifc::query_hca_cap_in>(cmd_opcode::QUERY_HCA_CAP, 1), 4112);
+    const std::byte* cap = ifc::at<ifc::query_hca_cap_out::capability>(caps.out.data());
+    const std::uint32_t max = ifc::get<ifc::cmd_hca_cap::max_qp_mcg>(cap);
+    CHECK(max == 240);
+    CHECK(ifc::get<ifc::cmd_hca_cap::log_max_mcg>(cap) == 21);
+
+    check_status(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, 0x4242, 1), cmd_status::BAD_RESOURCE,
+                 cmd_syndrome::UNKNOWN_RESOURCE);
+    std::vector<std::uint32_t> qps;
+    for (std::uint32_t i = 0; i < max; ++i) qps.push_back(e.create_qp(e.qp_input(kUd)));
+    check_status(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, qps[0], 1, 3), cmd_status::BAD_RESOURCE,
+                 cmd_syndrome::FOREIGN_RESOURCE);
+    for (const std::uint32_t q : qps) REQUIRE(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, q, 1).status == cmd_status::OK);
+    CHECK(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, qps[0], 1).status == cmd_status::OK);  // already in: no change
+    const std::uint32_t extra = e.create_qp(e.qp_input(kUd));
+    check_status(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, extra, 1), cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+    CHECK(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, extra, 2).status == cmd_status::OK);  // another group has room
+
+    // One leaves by DETACH_FROM_MCG, one by DESTROY_QP: room for two.
+    CHECK(mcg(e.h, cmd_opcode::DETACH_FROM_MCG, qps[1], 1).status == cmd_status::OK);
+    CHECK(mcg(e.h, cmd_opcode::DETACH_FROM_MCG, qps[1], 1).status == cmd_status::OK);  // not in it: no change
+    REQUIRE(destroy_qp(e.h, qps[2]).status == cmd_status::OK);
+    check_status(mcg(e.h, cmd_opcode::DETACH_FROM_MCG, qps[2], 1), cmd_status::BAD_RESOURCE,
+                 cmd_syndrome::UNKNOWN_RESOURCE);
+    CHECK(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, extra, 1).status == cmd_status::OK);
+    const std::uint32_t last = e.create_qp(e.qp_input(kUd));
+    CHECK(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, last, 1).status == cmd_status::OK);
+    check_status(mcg(e.h, cmd_opcode::ATTACH_TO_MCG, qps[1], 1), cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
+}
