@@ -221,6 +221,16 @@ int get_comp(ibv_cq* c, ibv_wc* wc) {
     }
 }
 
+// ibv_attach_mcast(3), ibv_detach_mcast(3): the errno value on failure.
+int multicast_group(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, bool attach, const char* call) {
+    if (gid == nullptr) return fail(EINVAL, std::string(call) + ": no GID");
+    cxv::qp::gid g;
+    std::memcpy(g.data(), gid->raw, g.size());
+    cxv::qp& q = *qp_of(qp)->qp;
+    if (auto s = attach ? q.attach_multicast(g, lid) : q.detach_multicast(g, lid); !s) return fail(s.error());
+    return 0;
+}
+
 }  // namespace
 
 int cxv::api::handles::fail(int code, std::string message) {
@@ -627,19 +637,11 @@ int cxv_destroy_qp(ibv_qp* qp) {
 }
 
 int cxv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
-    if (gid == nullptr) return fail(EINVAL, "cxv_attach_mcast: no GID");
-    cxv::qp::gid g;
-    std::memcpy(g.data(), gid->raw, g.size());
-    if (auto s = qp_of(qp)->qp->attach_multicast(g, lid); !s) return fail(s.error());
-    return 0;
+    return multicast_group(qp, gid, lid, true, "cxv_attach_mcast");
 }
 
 int cxv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
-    if (gid == nullptr) return fail(EINVAL, "cxv_detach_mcast: no GID");
-    cxv::qp::gid g;
-    std::memcpy(g.data(), gid->raw, g.size());
-    if (auto s = qp_of(qp)->qp->detach_multicast(g, lid); !s) return fail(s.error());
-    return 0;
+    return multicast_group(qp, gid, lid, false, "cxv_detach_mcast");
 }
 
 int cxv_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) { return op_post_send(qp, wr, bad_wr); }

@@ -327,28 +327,12 @@ result<qp_state> qp::query() {
     return state_;
 }
 
-namespace {
-
-template <typename In>
-void put_mcg(std::vector<std::byte>& in, std::uint32_t qpn, const std::array<std::uint8_t, 16>& mgid) {
-    ifc::set<typename In::qpn>(in.data(), qpn);
-    std::memcpy(ifc::at<typename In::multicast_gid>(in.data()), mgid.data(), mgid.size());
-}
-
-}  // namespace
-
-status qp::attach_mcg(const std::array<std::uint8_t, 16>& mgid) {
-    auto in = command<ifc::attach_to_mcg_in>(cmd_opcode::ATTACH_TO_MCG);
-    put_mcg<ifc::attach_to_mcg_in>(in, qpn_, mgid);
+status qp::multicast_group(hw::cmd_opcode op, const std::array<std::uint8_t, 16>& mgid) {
+    // DETACH_FROM_MCG's input has ATTACH_TO_MCG's layout.
+    auto in = command<ifc::attach_to_mcg_in>(op);
+    ifc::set<ifc::attach_to_mcg_in::qpn>(in.data(), qpn_);
+    std::memcpy(ifc::at<ifc::attach_to_mcg_in::multicast_gid>(in.data()), mgid.data(), mgid.size());
     auto r = owner().exec(in, ifc::attach_to_mcg_out::size_bytes);
-    if (!r) return r.error();
-    return ok_status();
-}
-
-status qp::detach_mcg(const std::array<std::uint8_t, 16>& mgid) {
-    auto in = command<ifc::detach_from_mcg_in>(cmd_opcode::DETACH_FROM_MCG);
-    put_mcg<ifc::detach_from_mcg_in>(in, qpn_, mgid);
-    auto r = owner().exec(in, ifc::detach_from_mcg_out::size_bytes);
     if (!r) return r.error();
     return ok_status();
 }

@@ -20,6 +20,7 @@
 #include "driver/res/pd_mr.h"
 #include "driver/res/q_counter.h"
 #include "driver/res/srq.h"
+#include "hw/opcodes.h"
 
 namespace cxv::driver {
 
@@ -60,8 +61,12 @@ public:
     // `mgid` (IBA 10.5): it is handed a copy of each packet to QP 0xFFFFFF with that
     // DGID. The firmware's refusal as its error; the verbs' checks (a multicast GID, UD,
     // an InfiniBand multicast LID) are the caller's.
-    status attach_mcg(const std::array<std::uint8_t, 16>& mgid);
-    status detach_mcg(const std::array<std::uint8_t, 16>& mgid);
+    status attach_mcg(const std::array<std::uint8_t, 16>& mgid) {
+        return multicast_group(hw::cmd_opcode::ATTACH_TO_MCG, mgid);
+    }
+    status detach_mcg(const std::array<std::uint8_t, 16>& mgid) {
+        return multicast_group(hw::cmd_opcode::DETACH_FROM_MCG, mgid);
+    }
 
     std::uint32_t qpn() const noexcept { return qpn_; }
     qp_type type() const noexcept { return type_; }
@@ -91,6 +96,7 @@ public:
 
 private:
     explicit qp(hca& h) : hca_object(h) {}
+    status multicast_group(hw::cmd_opcode op, const std::array<std::uint8_t, 16>& mgid);
     std::shared_ptr<pd> pd_;
     std::shared_ptr<cq> scq_, rcq_;
     std::shared_ptr<srq> srq_;

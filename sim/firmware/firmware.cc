@@ -82,8 +82,8 @@ firmware::firmware(const device_config& cfg, const bar0& bar, iommu& mmu, const 
     route(cmd_opcode::CREATE_QP, qps_, &qp_commands::create_qp);
     route(cmd_opcode::DESTROY_QP, qps_, &qp_commands::destroy_qp);
     route(cmd_opcode::QUERY_QP, qps_, &qp_commands::query_qp);
-    route(cmd_opcode::ATTACH_TO_MCG, qps_, &qp_commands::attach_to_mcg);
-    route(cmd_opcode::DETACH_FROM_MCG, qps_, &qp_commands::detach_from_mcg);
+    route(cmd_opcode::ATTACH_TO_MCG, qps_, &qp_commands::multicast_group);
+    route(cmd_opcode::DETACH_FROM_MCG, qps_, &qp_commands::multicast_group);
     for (const auto op : {cmd_opcode::RST2INIT_QP, cmd_opcode::INIT2INIT_QP, cmd_opcode::INIT2RTR_QP,
                           cmd_opcode::RTR2RTS_QP, cmd_opcode::RTS2RTS_QP, cmd_opcode::SQERR2RTS_QP,
                           cmd_opcode::SQD_RTS_QP, cmd_opcode::QP_2ERR, cmd_opcode::QP_2RST}) {

@@ -595,16 +595,24 @@ cmd_reply qp_commands::modify_qp(cmd_ctx& c) {
 // attaches what it is given, and a QP of another transport drops what the group sends it.
 // Attaching twice and detaching what is not attached change nothing.
 
-cmd_reply qp_commands::attach_to_mcg(cmd_ctx& c) {
+// Both commands' inputs have one layout (attach_to_mcg_in's).
+cmd_reply qp_commands::multicast_group(cmd_ctx& c) {
     const std::byte* in = c.in.data();
     const auto it = qps_.find(ifc::get<ifc::attach_to_mcg_in::qpn>(in));
     if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
     if (it->second.uid != ifc::get<ifc::attach_to_mcg_in::uid>(in)) {
         return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
     }
+    const std::uint32_t qpn = it->first;
     std::array<std::uint8_t, 16> mgid;
     std::memcpy(mgid.data(), ifc::at<ifc::attach_to_mcg_in::multicast_gid>(in), mgid.size());
     auto g = tables_.mcgs.find(mgid);
+    if (c.opcode == cmd_opcode::DETACH_FROM_MCG) {
+        if (g == tables_.mcgs.end()) return ok();
+        std::erase(g->second, qpn);
+        if (g->second.empty()) tables_.mcgs.erase(g);
+        return ok();
+    }
     if (g == tables_.mcgs.end()) {
         if (tables_.mcgs.size() >= (std::size_t{1} << hca_caps::log_max_mcg)) {
             return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
@@ -612,25 +620,9 @@ cmd_reply qp_commands::attach_to_mcg(cmd_ctx& c) {
         g = tables_.mcgs.emplace(mgid, std::vector<std::uint32_t>{}).first;
     }
     std::vector<std::uint32_t>& members = g->second;
-    if (std::find(members.begin(), members.end(), it->first) != members.end()) return ok();
+    if (std::find(members.begin(), members.end(), qpn) != members.end()) return ok();
     if (members.size() >= hca_caps::max_qp_mcg) return fail(cmd_status::EXCEED_LIM, cmd_syndrome::EXCEEDS_LIMIT);
-    members.push_back(it->first);
-    return ok();
-}
-
-cmd_reply qp_commands::detach_from_mcg(cmd_ctx& c) {
-    const std::byte* in = c.in.data();
-    const auto it = qps_.find(ifc::get<ifc::detach_from_mcg_in::qpn>(in));
-    if (it == qps_.end()) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
-    if (it->second.uid != ifc::get<ifc::detach_from_mcg_in::uid>(in)) {
-        return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
-    }
-    std::array<std::uint8_t, 16> mgid;
-    std::memcpy(mgid.data(), ifc::at<ifc::detach_from_mcg_in::multicast_gid>(in), mgid.size());
-    const auto g = tables_.mcgs.find(mgid);
-    if (g == tables_.mcgs.end()) return ok();
-    std::erase(g->second, it->first);
-    if (g->second.empty()) tables_.mcgs.erase(g);
+    members.push_back(qpn);
     return ok();
 }
 

@@ -26,8 +26,7 @@ public:
     cmd_reply destroy_qp(cmd_ctx& c);
     cmd_reply query_qp(cmd_ctx& c);
     cmd_reply modify_qp(cmd_ctx& c);  // every transition command; c.opcode says which
-    cmd_reply attach_to_mcg(cmd_ctx& c);
-    cmd_reply detach_from_mcg(cmd_ctx& c);
+    cmd_reply multicast_group(cmd_ctx& c);  // ATTACH_TO_MCG, DETACH_FROM_MCG; c.opcode says which
 
     // Teardown, DISABLE_HCA and reset: every QP goes, with its firmware memory and the
     // engine's state.

@@ -33,6 +33,35 @@ uml_halted_abort() {
     (($1 == 134)) && tail -n 3 "$2" | grep -q "^reboot: System halted"
 }
 
+# uml_kernel KERNEL_SCRIPT: sets kdir to the directory of the UML kernel tools/uml/kernel
+# built on this machine, or skips (tools/setup builds it).
+uml_kernel() {
+    kdir=$("$1" --print-dir 2>/dev/null) ||
+        skip "no UML kernel built on this machine (tools/setup builds it: tools/uml/kernel)"
+    [ -x "$kdir/vmlinux" ] || skip "no vmlinux in $kdir (tools/setup builds it: tools/uml/kernel)"
+}
+
+# uml_backend_ready PID LOG: waits (10 s at most) for the cxv-sim-uml of PID to say
+# "listening on" in LOG, and fails with its log when it does not. Then it gets a real-time
+# priority where the machine allows it (root), else a higher one: UML gives a read's
+# answer 40 ms before it reads all ones, which mlx5_core's health poll takes for a dead
+# device, and PCIe holds a posted write back while the device is busy where UML drops it
+# when its ring of 256 messages is full (a command doorbell lost so was finding 7,
+# docs/linux-oracle.md). So the backend must not wait behind other tests' loads for a CPU.
+# All of its threads at one priority: the thread that answers UML's messages yields to the
+# model thread while it waits for it to take a doorbell, which a higher priority would
+# turn into a spin the model thread never gets to end.
+uml_backend_ready() {
+    local _
+    for _ in $(seq 100); do
+        grep -q "listening on" "$2" && break
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "listening on" "$2" || fail "cxv-sim-uml did not start: $(cat "$2")"
+    chrt -a -r -p 10 "$1" >/dev/null 2>&1 || renice -n -10 -p "$1" >/dev/null 2>&1 || true
+}
+
 # require_guest LAUNCHER: skips (with rxe_guest.sh's reason) unless an rxe guest can run
 # here: QEMU, busybox, the prepared kernel and its modules, the RDMA tools. Call it before
 # anything starts; after it, a guest's non-zero exit (77 included) is a failure.

@@ -35,9 +35,7 @@ with_ib=0
 if ((with_ib)) && [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
     skip_in_build "mlx5_ib's probe needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build missed (the default build runs this test)"
 fi
-kdir=$("$kernel_script" --print-dir 2>/dev/null) ||
-    skip "no UML kernel built on this machine (tools/setup builds it: tools/uml/kernel)"
-[ -x "$kdir/vmlinux" ] || skip "no vmlinux in $kdir (tools/setup builds it: tools/uml/kernel)"
+uml_kernel "$kernel_script"
 # Everything is here: from now on what goes wrong is a failure.
 
 out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
@@ -82,20 +80,7 @@ CMD
 start_model() {
     "$sim" --socket "$work/sock$1" --trace-commands >"$work/model.log" 2>&1 &
     simpid=$!
-    for _ in $(seq 100); do
-        grep -q "listening on" "$work/model.log" && break
-        kill -0 "$simpid" 2>/dev/null || break
-        sleep 0.1
-    done
-    grep -q "listening on" "$work/model.log" || fail "cxv-sim-uml did not start: $(cat "$work/model.log")"
-    # PCIe holds a posted write back while the device is busy; UML's virt-pci drops it when
-    # its ring of 256 messages is full (um_pci_send_cmd: virtqueue_add_sgs fails, and the
-    # write is freed): a command doorbell lost so after mlx5_ib's write-combining test, whose
-    # BlueFlame writes come by the thousand, was finding 7. And UML gives a read's answer
-    # 40 ms, then reads all ones, which mlx5_core's health poll takes for a dead device. So
-    # the backend's thread (the process's first) must not wait behind other tests' loads for
-    # a CPU: a real-time priority, where the machine allows it (root), else a higher one.
-    chrt -a -r -p 10 "$simpid" >/dev/null 2>&1 || renice -n -10 -p "$simpid" >/dev/null 2>&1 || true
+    uml_backend_ready "$simpid" "$work/model.log"
 }
 
 # One boot of the kernel against the model on socket $work/sock$1; its exit status in rc.

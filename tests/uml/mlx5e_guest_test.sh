@@ -27,9 +27,7 @@ launcher=$(realpath "$5")
 if [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
     skip_in_build "mlx5e needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
 fi
-kdir=$("$kernel_script" --print-dir 2>/dev/null) ||
-    skip "no UML kernel built on this machine (tools/setup builds it: tools/uml/kernel)"
-[ -x "$kdir/vmlinux" ] || skip "no vmlinux in $kdir (tools/setup builds it: tools/uml/kernel)"
+uml_kernel "$kernel_script"
 require_guest "$launcher"
 # Everything is here: from now on what goes wrong is a failure.
 [ -x /usr/bin/ping ] || fail "no /usr/bin/ping (iputils-ping: tools/setup installs it)"
@@ -62,14 +60,7 @@ mkdir "$work/fabric"
 "$sim" --socket "$work/uml.sock" --trace-commands --set port_type=eth --set fabric_dir="$work/fabric" \
     --set fabric=mlx5e-guest --set fabric_index=0 >"$work/model.log" 2>&1 &
 simpid=$!
-for _ in $(seq 100); do
-    grep -q "listening on" "$work/model.log" && break
-    kill -0 "$simpid" 2>/dev/null || break
-    sleep 0.1
-done
-grep -q "listening on" "$work/model.log" || fail "cxv-sim-uml did not start: $(cat "$work/model.log")"
-# Not behind the guest's QEMU for a CPU (mlx5_probe_test.sh says why).
-chrt -a -r -p 10 "$simpid" >/dev/null 2>&1 || renice -n -10 -p "$simpid" >/dev/null 2>&1 || true
+uml_backend_ready "$simpid" "$work/model.log"
 
 # The kernel: eth0 up, then pings the guest once it answers (it boots meanwhile), then
 # stays up while the guest answers: it powers off after its own pings (~300 s at most).

@@ -29,9 +29,7 @@ traffic=$(realpath "$5")
 if [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
     skip_in_build "mlx5e's traffic needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
 fi
-kdir=$("$kernel_script" --print-dir 2>/dev/null) ||
-    skip "no UML kernel built on this machine (tools/setup builds it: tools/uml/kernel)"
-[ -x "$kdir/vmlinux" ] || skip "no vmlinux in $kdir (tools/setup builds it: tools/uml/kernel)"
+uml_kernel "$kernel_script"
 # Everything is here: from now on what goes wrong is a failure.
 [ -x /usr/bin/ping ] || fail "no /usr/bin/ping (iputils-ping: tools/setup installs it)"
 [ -x /usr/bin/python3 ] || fail "no /usr/bin/python3 (tools/setup installs it)"

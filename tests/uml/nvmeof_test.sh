@@ -37,9 +37,7 @@ differential=$(realpath "$8")
 if [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
     skip_in_build "mlx5_ib's probe and NVMe I/O need the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
 fi
-kdir=$("$kernel_script" --print-dir 2>/dev/null) ||
-    skip "no UML kernel built on this machine (tools/setup builds it: tools/uml/kernel)"
-[ -x "$kdir/vmlinux" ] || skip "no vmlinux in $kdir (tools/setup builds it: tools/uml/kernel)"
+uml_kernel "$kernel_script"
 # Everything is here: from now on what goes wrong is a failure.
 [ -x /usr/bin/python3 ] || fail "no /usr/bin/python3 (tools/setup installs it)"
 for m in null_blk nvmet nvmet-rdma nvme-core nvme-fabrics nvme-rdma rdma_cm mlx5_ib; do

@@ -54,17 +54,7 @@ two_kernels_begin() {
         simpids+=($!)
     done
     for i in 0 1; do
-        for _ in $(seq 100); do
-            grep -q "listening on" "$work/model$i.log" && break
-            kill -0 "${simpids[$i]}" 2>/dev/null || break
-            sleep 0.1
-        done
-        grep -q "listening on" "$work/model$i.log" || fail "cxv-sim-uml $i did not start: $(cat "$work/model$i.log")"
-        # Not behind other tests' loads for a CPU (mlx5_probe_test.sh says why). All of
-        # the backend's threads at one priority: the thread that answers UML's messages
-        # yields to the model thread while it waits for it to take a doorbell, which a
-        # higher priority would turn into a spin the model thread never gets to end.
-        chrt -a -r -p 10 "${simpids[$i]}" >/dev/null 2>&1 || renice -n -10 -p "${simpids[$i]}" >/dev/null 2>&1 || true
+        uml_backend_ready "${simpids[$i]}" "$work/model$i.log"
     done
 }
 
