@@ -18,5 +18,8 @@ def mlx5_probe_test(name, modules = [], tags = []):
             "//tools/uml:init.sh",
             "//tools/uml:kernel",
         ],
-        tags = ["no-sandbox"] + tags,
+        tags = [
+            "exclusive",
+            "no-sandbox",
+        ] + tags,
     )

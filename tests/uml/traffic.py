@@ -63,6 +63,10 @@ def send(addr):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+    # create_connection's 5 s would bound the whole sendall (Python's socket timeout is the
+    # total for sendall): 2 MiB took 5 to 6 s on a slower machine (2026-11-30) and stopped
+    # half-way with TimeoutError. The receiver's 60 s, as for its reads.
+    conn.settimeout(60)
     conn.sendall(data)
     conn.close()
     print(f"tcp sent {len(data)} bytes sha256 {hashlib.sha256(data).hexdigest()}", flush=True)
