@@ -101,6 +101,10 @@ TEST_CASE("ibv_devinfo -v shows what a ConnectX of the model's kind shows") {
                  "\t\t\tactive_width:\t\t4X (2)\n",
                  "\t\t\tactive_speed:\t\t25.0 Gbps (32)\n",
                  "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0002:c903:00ab:cd1",
+                 // Multicast groups as mlx5_ib reports them from log_max_mcg and max_qp_mcg.
+                 "\tmax_mcast_grp:\t\t\t2097152\n",
+                 "\tmax_mcast_qp_attach:\t\t240\n",
+                 "\tmax_total_mcast_qp_attach:\t503316480\n",
              }) {
             CHECK_MESSAGE(has(r.output, line), line);
         }
