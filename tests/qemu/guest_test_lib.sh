@@ -33,6 +33,19 @@ uml_halted_abort() {
     (($1 == 134)) && tail -n 3 "$2" | grep -q "^reboot: System halted"
 }
 
+# uml_exit_counted RC CONSOLE WHAT: a UML kernel's exit status RC. 0 is a clean exit; UML's
+# own abort after the halt (uml_halted_abort) counts one more in $aborts; anything else
+# fails the test ("WHAT exited RC"), after the caller's `show`.
+uml_exit_counted() {
+    (($1 == 0)) && return 0
+    if uml_halted_abort "$1" "$2"; then
+        aborts=$((aborts + 1))
+        return 0
+    fi
+    show
+    fail "$3 exited $1"
+}
+
 # uml_kernel KERNEL_SCRIPT: sets kdir to the directory of the UML kernel tools/uml/kernel
 # built on this machine, or skips (tools/setup builds it).
 uml_kernel() {

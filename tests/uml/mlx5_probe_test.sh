@@ -126,10 +126,7 @@ show() {
     tail -n 30 "$work/model.log"
 }
 aborts=0
-if ((rc != 0)); then
-    uml_halted_abort "$rc" "$work/console.log" || { show; fail "the UML kernel exited $rc"; }
-    aborts=1
-fi
+uml_exit_counted "$rc" "$work/console.log" "the UML kernel"
 grep -q "^cxv-uml: exit" <<<"$console" || { show; fail "the guest never finished its command"; }
 grep -q "^loaded mlx5_core$" <<<"$console" || { show; fail "mlx5_core did not load"; }
 grep -q "^driver: .*/drivers/mlx5_core$" <<<"$console" || { show; fail "mlx5_core did not bind the function"; }

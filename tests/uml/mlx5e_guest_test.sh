@@ -117,10 +117,7 @@ show() {
     tail -n 20 "$work/model.log"
 }
 aborts=0
-if ((rc != 0)); then
-    uml_halted_abort "$rc" "$console" || { show; fail "the UML kernel exited $rc"; }
-    aborts=1
-fi
+uml_exit_counted "$rc" "$console" "the UML kernel"
 ((rc_guest == 0)) || { show; fail "the guest exited $rc_guest"; }
 grep -Eq "^\[G\] 3 packets transmitted, 3 (packets )?received" "$work/G.out" ||
     { show; fail "the guest's ping of mlx5e's eth0 did not get every answer"; }

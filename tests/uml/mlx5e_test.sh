@@ -66,10 +66,7 @@ show() { two_kernels_show; }
 aborts=0
 for i in 0 1; do
     c="$work/console$i.log"
-    if ((rcs[i] != 0)); then
-        uml_halted_abort "${rcs[i]}" "$c" || { show; fail "UML kernel $i exited ${rcs[$i]}"; }
-        aborts=$((aborts + 1))
-    fi
+    uml_exit_counted "${rcs[i]}" "$c" "UML kernel $i"
     grep -q "^cxv-uml: exit" "$c" || { show; fail "guest $i never finished its command"; }
     grep -q "^loaded mlx5_core$" "$c" || { show; fail "guest $i: mlx5_core did not load"; }
     grep -q "^eth0 up$" "$c" || { show; fail "guest $i: mlx5e made no eth0, or it did not come up"; }

@@ -177,18 +177,22 @@ warned="WARNING|error cqe|timeout|failed|Fatal|probe .* failed"
 # can wait that long behind the other kernel and model), and a vmlinux that aborts in its
 # host-side exit after the kernel halted. Counted in the note; anything else fails.
 delays=0
+taken=0
 aborts=0
 for i in 0 1; do
     c="$work/console$i.log"
-    if ((rcs[i] != 0)); then
-        uml_halted_abort "${rcs[i]}" "$c" ||
-            { show; fail "UML kernel $i exited ${rcs[$i]} (the exit statuses: ${rcs[*]})"; }
-        aborts=$((aborts + 1))
-    fi
+    uml_exit_counted "${rcs[i]}" "$c" "UML kernel $i"
     d=$(grep -c "at arch/um/drivers/virt-pci.c:160 " "$c")
     delays=$((delays + d))
-    # The warning's own lines (its report up to the end marker) are left out of the check.
-    sed '/at arch\/um\/drivers\/virt-pci.c:160 /,/end trace/d' "$c" >"$work/checked$i.log"
+    # A read given up after 40 ms leaves its buffer in the command queue; when its answer
+    # comes, the queue's callback takes the buffer back and warns (virt-pci.c:519: a
+    # read's buffer where it expects a posted write's). That is the same late read's
+    # second report, at most one per late read: left out too, and counted.
+    l=$(grep -c "at arch/um/drivers/virt-pci.c:519 " "$c")
+    late=()
+    ((l > 0 && l <= d)) && late=(-e '/at arch\/um\/drivers\/virt-pci.c:519 /,/end trace/d') && taken=$((taken + l))
+    # The warnings' own lines (each report up to the end marker) are left out of the check.
+    sed -e '/at arch\/um\/drivers\/virt-pci.c:160 /,/end trace/d' "${late[@]}" "$c" >"$work/checked$i.log"
     c="$work/checked$i.log"
     grep -q "^cxv-uml: exit" "$c" || { show; fail "guest $i never finished its command"; }
     grep -q "^carrier: 1$" "$c" || { show; fail "guest $i: eth0 has no carrier"; }
@@ -212,7 +216,7 @@ for i in 0 1; do
     umrs+=("$u")
 done
 commands=$(cat "$work/model0.log" "$work/model1.log" | grep -c " status=")
-note "NVMe-oF over RoCE between two kernels: 1 MiB written and read back whole (${written#written }); ${umrs[0]} and ${umrs[1]} UMRs; $commands commands on the models, none refused; UML: $delays reads answered after its 40 ms, $aborts vmlinux aborts after the halt, $lost runs lost to its transport, $slow to a read past its 40 ms, $hung runs that did not end in time${hung_signs}"
+note "NVMe-oF over RoCE between two kernels: 1 MiB written and read back whole (${written#written }); ${umrs[0]} and ${umrs[1]} UMRs; $commands commands on the models, none refused; UML: $delays reads answered after its 40 ms ($taken of their buffers taken back late), $aborts vmlinux aborts after the halt, $lost runs lost to its transport, $slow to a read past its 40 ms, $hung runs that did not end in time${hung_signs}"
 
 # --- The differential check: cxv's driver beside Linux's, on the same model ---
 # One pair of a pingpong tool, server and client each under its own cxv-sim run on one
