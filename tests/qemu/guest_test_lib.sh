@@ -46,6 +46,23 @@ uml_exit_counted() {
     fail "$3 exited $1"
 }
 
+# sanitizer_build BINARY: true when BINARY is of the ASan+UBSan build. (ldd's whole output
+# first: `ldd | grep -q` under pipefail fails whenever grep's early exit cuts ldd short with
+# SIGPIPE, and the answer is then wrong.)
+sanitizer_build() {
+    [[ $(ldd "$1" 2>/dev/null) == *libasan* ]]
+}
+
+# uml_backend_done LOG: waits (5 s at most) for the counts a cxv-sim-uml prints in LOG once
+# its kernel's socket closed ("cxv-sim-uml: done"): the frontend's going ends the session.
+uml_backend_done() {
+    local _
+    for _ in $(seq 50); do
+        grep -q "cxv-sim-uml: done" "$1" && return 0
+        sleep 0.1
+    done
+}
+
 # uml_kernel KERNEL_SCRIPT: sets kdir to the directory of the UML kernel tools/uml/kernel
 # built on this machine, or skips (tools/setup builds it).
 uml_kernel() {

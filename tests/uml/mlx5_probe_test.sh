@@ -30,9 +30,7 @@ with_ib=0
 # thousand), and UML reads all ones from a read not answered in 40 ms: a backend built with
 # AddressSanitizer, several times slower, missed that bound in CI (mlx5_core's health poll
 # then declared the device dead). The default build runs it; mlx5_core's probe runs in both.
-# (ldd's whole output first: `ldd | grep -q` under pipefail fails whenever grep's early
-# exit cuts ldd short with SIGPIPE, and the skip was then missed.)
-if ((with_ib)) && [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
+if ((with_ib)) && sanitizer_build "$sim"; then
     skip_in_build "mlx5_ib's probe needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build missed (the default build runs this test)"
 fi
 uml_kernel "$kernel_script"
@@ -94,11 +92,7 @@ run_kernel() {
     wait "$umlpid"
     rc=$?
     umlpid=
-    # The frontend's going ends the model's session: its counters come last.
-    for _ in $(seq 50); do
-        grep -q "cxv-sim-uml: done" "$work/model.log" && break
-        sleep 0.1
-    done
+    uml_backend_done "$work/model.log"
 }
 
 # UML's virtio transport now and then loses a message ("virtio-uml.0-cmd:id N is not a

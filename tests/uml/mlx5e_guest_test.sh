@@ -24,7 +24,7 @@ init=$(realpath "$3")
 launcher=$(realpath "$5")
 
 # As mlx5e_test.sh: mlx5e's bring-up needs the backend's speed (UML bounds a read at 40 ms).
-if [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
+if sanitizer_build "$sim"; then
     skip_in_build "mlx5e needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
 fi
 uml_kernel "$kernel_script"
@@ -100,11 +100,7 @@ gpid=
 wait "$umlpid"
 rc=$?
 umlpid=
-# The frontend's going ends the model's session: its counters come last.
-for _ in $(seq 50); do
-    grep -q "cxv-sim-uml: done" "$work/model.log" && break
-    sleep 0.1
-done
+uml_backend_done "$work/model.log"
 secs=$(($(date +%s) - start))
 
 console="$work/console.log"

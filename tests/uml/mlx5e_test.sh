@@ -26,7 +26,7 @@ traffic=$(realpath "$5")
 
 # As mlx5_ib's probe (mlx5_probe_test.sh): mlx5e's bring-up and traffic drive the backend
 # hard, and UML reads all ones from a read not answered in 40 ms.
-if [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
+if sanitizer_build "$sim"; then
     skip_in_build "mlx5e's traffic needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
 fi
 uml_kernel "$kernel_script"

@@ -34,7 +34,7 @@ differential=$(realpath "$8")
 
 # As mlx5_ib's probe (mlx5_probe_test.sh): UML reads all ones from a read not answered in
 # 40 ms, which the sanitizer build's backend can miss.
-if [[ $(ldd "$sim" 2>/dev/null) == *libasan* ]]; then
+if sanitizer_build "$sim"; then
     skip_in_build "mlx5_ib's probe and NVMe I/O need the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
 fi
 uml_kernel "$kernel_script"

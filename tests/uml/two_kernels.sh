@@ -87,12 +87,8 @@ two_kernels_run() {
     done
     [ -n "$watcher" ] && { kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; }
     umlpids=()
-    # The models print their counts once the kernels' sockets close.
     for i in 0 1; do
-        for _ in $(seq 50); do
-            grep -q "cxv-sim-uml: done" "$work/model$i.log" && break
-            sleep 0.1
-        done
+        uml_backend_done "$work/model$i.log"
     done
 }
 
