@@ -281,6 +281,8 @@ private:
     std::vector<local_sge> rx_sges_;      // the receive WQE a frame goes to
     std::vector<std::byte> rx_frame_;     // a frame whose VLAN tag is stripped
     steering_decision steered_;           // the last frame's
+    eth_parse_memo rx_parse_;             // the last received frame's headers
+    eth_parse_memo tx_parse_;             // the last sent frame's, before its checksums
     std::vector<iova_range> rx_ranges_;   // a striding RQ's buffer being translated
     std::vector<local_sge> tx_sges_;      // an SQ WQE's data segments
     std::vector<std::byte> tx_frame_;     // the frame an SQ WQE builds

@@ -26,6 +26,11 @@ bool l4_checksum_ok(std::span<const std::byte> seg, const eth_headers& h) {
     return ones_sum(seg, pseudo_header_sum(h, seg.size())) == 0xffff;
 }
 
+// A ones' complement sum folded to half its width, the end-around carry included: the
+// value plus itself rotated by half its width holds the folded sum in its high half.
+std::uint32_t fold32(std::uint64_t s) { return static_cast<std::uint32_t>((s + std::rotr(s, 32)) >> 32); }
+std::uint16_t fold16(std::uint32_t s) { return static_cast<std::uint16_t>((s + std::rotr(s, 16)) >> 16); }
+
 // ip_packet_sum of an IPv4 packet whose two checksums its sender computed, from its
 // header at `ip` and its L4 segment of `seg` bytes (the rest of the packet): the header
 // sums to 0xffff, the segment to the complement of its pseudo-header's sum, which is
@@ -86,13 +91,9 @@ std::uint16_t ones_sum(std::span<const std::byte> b, std::uint32_t acc) noexcept
     const auto carries = static_cast<std::uint64_t>(wide >> 64);
     s += carries;
     s += s < carries ? 1 : 0;  // the end-around carry
-    s = (s & 0xffffffff) + (s >> 32);
-    s = (s & 0xffffffff) + (s >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    std::uint64_t sum = ((s & 0xff) << 8 | s >> 8) + acc;  // network order, then the caller's sum
-    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-    return static_cast<std::uint16_t>(sum);
+    const std::uint16_t folded = fold16(fold32(s));
+    // Network order, then the caller's sum.
+    return fold16(fold32(std::uint64_t{static_cast<std::uint16_t>(folded << 8 | folded >> 8)} + acc));
 }
 
 std::uint32_t pseudo_header_sum(const eth_headers& h, std::size_t l4_len) noexcept {
@@ -148,6 +149,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
         at += 4;
     }
     h.l3_at = static_cast<std::uint32_t>(at);
+    h.read_end = static_cast<std::uint32_t>(std::min(size, at + 1));  // the IP version's byte, looked at
     // The headers are read where they are: a length field that claims more than the frame
     // holds (or an IPv4 total length shorter than its header) does not keep them from
     // steering and RSS, as a card's parser reads them; the packet's checksums are then
@@ -159,6 +161,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
     if (h.ethertype == kIpv4 && size >= at + 20 && (byte(ip) >> 4) == 4) {
         const std::size_t ihl = (byte(ip) & 0xf) * 4u;
         const std::size_t total = be16(ip + 2);
+        h.read_end = static_cast<std::uint32_t>(std::min(size, at + std::max<std::size_t>(20, ihl)));
         if (ihl < 20 || size < at + ihl) return true;
         whole = total >= ihl && size >= at + total;
         h.ip_version = 4;
@@ -177,6 +180,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
         if ((frag & 0x1fff) != 0) return true;  // not the first fragment: no L4 header
     } else if (h.ethertype == kIpv6 && size >= at + 40 && (byte(ip) >> 4) == 6) {
         const std::size_t payload = be16(ip + 4);
+        h.read_end = static_cast<std::uint32_t>(at + 40);
         whole = size >= at + 40 + payload;
         h.ip_version = 6;
         const std::uint8_t tc = static_cast<std::uint8_t>((byte(ip) & 0xf) << 4 | byte(ip + 1) >> 4);
@@ -194,25 +198,51 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
     }
     const std::byte* l4 = p + h.l4_at;
     if (h.ip_protocol == kUdp && l3_len >= 8) {
+        h.read_end = h.l4_at + 8;
         h.udp = 1;
         h.sport = be16(l4);
         h.dport = be16(l4 + 2);
         const std::size_t ulen = be16(l4 + 4);
         if (checksums && whole && !h.fragment && ulen >= 8 && ulen <= l3_len) {
             // UDP over IPv4 may carry no checksum (0); over IPv6 it must (RFC 8200 8.1).
-            h.l4_ok = known.l4 || (h.ip_version == 4 && be16(l4 + 6) == 0) || l4_checksum_ok(std::span(l4, ulen), h);
+            h.l4_ok = known.l4 || (h.ip_version == 4 && be16(l4 + 6) == 0);
+            if (!h.l4_ok) {
+                h.l4_ok = l4_checksum_ok(std::span(l4, ulen), h);
+                h.read_end = 0;  // the payload was read
+            }
             if (known.l3 && known.l4 && ulen == l3_len) known_packet_sum(ip, h, ulen);
         }
-    } else if (h.ip_protocol == kTcp && l3_len >= 20 && (byte(l4 + 12) >> 4) * 4u >= 20 &&
-               (byte(l4 + 12) >> 4) * 4u <= l3_len) {
+    } else if (h.ip_protocol == kTcp && l3_len >= 20) {
+        h.read_end = h.l4_at + 14;  // through the data offset and the flags
+        const std::size_t doff = (byte(l4 + 12) >> 4) * 4u;
+        if (doff < 20 || doff > l3_len) return true;
         h.tcp = 1;
         h.sport = be16(l4);
         h.dport = be16(l4 + 2);
         h.tcp_flags = be16(l4 + 12) & 0x1ff;
-        h.l4_ok = checksums && whole && !h.fragment && (known.l4 || l4_checksum_ok(std::span(l4, l3_len), h));
+        h.l4_ok = checksums && whole && !h.fragment && known.l4;
+        if (checksums && whole && !h.fragment && !known.l4) {
+            h.l4_ok = l4_checksum_ok(std::span(l4, l3_len), h);
+            h.read_end = 0;  // the payload was read
+        }
         if (checksums && whole && !h.fragment && known.l3 && known.l4) known_packet_sum(ip, h, l3_len);
     }
     return true;
+}
+
+const eth_headers* eth_parse_memo::parse_again(std::span<const std::byte> f, bool checksums,
+                                               wire::ip_checksums known) noexcept {
+    kept_end_ = 0;
+    if (!parse_eth(f, kept_, checksums, known)) return nullptr;
+    // Kept where its answer rests on bytes the memo holds (at least 16, for its compare).
+    if (kept_.read_end >= 16 && kept_.read_end <= bytes_.size()) {
+        kept_end_ = kept_.read_end;
+        size_ = f.size();
+        checksums_ = checksums;
+        known_ = known;
+        std::memcpy(bytes_.data(), f.data(), kept_.read_end);
+    }
+    return &kept_;
 }
 
 void match_image(const eth_match_fields& h, std::span<std::byte, ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept {

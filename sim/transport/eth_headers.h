@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <type_traits>
 
@@ -45,6 +46,9 @@ struct eth_headers : eth_match_fields {
     // checksums its sender computed: `known`); else ip_packet_sum reads it.
     bool packet_sum_known = false;
     std::uint16_t packet_sum = 0;
+    // What the answer rests on besides the frame's size and parse_eth's arguments: the
+    // frame's bytes [0, read_end). 0: more (an L4 checksum summed over the payload).
+    std::uint32_t read_end = 0;
 };
 
 // RFC 1071's ones' complement sum of the 16-bit words of `b` added to `acc`, folded to
@@ -67,6 +71,52 @@ std::uint16_t ip_packet_sum(std::span<const std::byte> frame, const eth_headers&
 // taken as holding, not summed; every other condition on l3_ok and l4_ok still applies.
 bool parse_eth(std::span<const std::byte> frame, eth_headers& out, bool checksums = true,
                wire::ip_checksums known = {}) noexcept;
+
+// parse_eth, with the last frame's answer kept: a frame of the same size whose bytes
+// [0, read_end) and parse arguments are the last one's has the same headers, and is not
+// parsed again (a feed's frames differ in their payloads, not their headers; a steady
+// stream of them is the case a model thread's rate rests on). One per pipeline, used
+// from one thread at a time.
+class eth_parse_memo {
+public:
+    // parse_eth's answer (null: false), good until the next call.
+    const eth_headers* parse(std::span<const std::byte> frame, bool checksums = true,
+                             wire::ip_checksums known = {}) noexcept {
+        if (kept_end_ != 0 && frame.size() == size_ && checksums == checksums_ && known.l3 == known_.l3 &&
+            known.l4 == known_.l4 && same_prefix(frame.data(), bytes_.data(), kept_end_)) {
+            return &kept_;
+        }
+        return parse_again(frame, checksums, known);
+    }
+
+private:
+    [[gnu::noinline]] const eth_headers* parse_again(std::span<const std::byte> frame, bool checksums,
+                                                     wire::ip_checksums known) noexcept;
+    // Whether the first `n` bytes (16 or more) of `a` and `b` are the same: 16 at a time,
+    // the last 16 overlapping the ones before.
+    static bool same_prefix(const std::byte* a, const std::byte* b, std::size_t n) noexcept {
+        using v16 = std::uint64_t __attribute__((vector_size(16)));
+        v16 differ{}, x, y;
+        for (std::size_t i = 0; i + 16 <= n; i += 16) {
+            std::memcpy(&x, a + i, 16);
+            std::memcpy(&y, b + i, 16);
+            differ |= x ^ y;
+        }
+        std::memcpy(&x, a + n - 16, 16);
+        std::memcpy(&y, b + n - 16, 16);
+        differ |= x ^ y;
+        return (differ[0] | differ[1]) == 0;
+    }
+
+    eth_headers kept_;
+    std::uint32_t kept_end_ = 0;  // kept_.read_end, or 0: nothing kept
+    std::size_t size_ = 0;
+    bool checksums_ = false;
+    wire::ip_checksums known_;
+    // The bytes read_end covers: at most an Ethernet header with a tag, an IPv4 header
+    // with options and a TCP header's first 14 bytes.
+    std::array<std::byte, 96> bytes_{};
+};
 
 // The headers as the outer fte_match_set_lyr_2_4 of a match (its 64 bytes in `out`).
 void match_image(const eth_match_fields& h, std::span<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept;

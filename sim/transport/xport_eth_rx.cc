@@ -46,8 +46,9 @@ bool matches(const std::array<std::byte, kImage>& image, const flow_group& g, co
 }  // namespace
 
 bool transport_engine::receive_frame(std::span<const std::byte> frame, wire::ip_checksums known) {
-    eth_headers h;
-    if (!parse_eth(frame, h, true, known)) return false;
+    const eth_headers* parsed = rx_parse_.parse(frame, true, known);
+    if (parsed == nullptr) return false;
+    const eth_headers& h = *parsed;  // good while no other frame is received
     trace_.count(&counters::frames_received);
     steering_decision& d = steered_;
     const eth_match_fields& fields = h;

@@ -45,10 +45,12 @@ std::uint16_t get16(const std::byte* p) {
 // field's old value is summed with the rest and its complement added, which takes it
 // out (RFC 1624), so each field is stored once: zeroing it first and then loading the
 // words around it would stall every load on that store.
-wire::ip_checksums fill_checksums(std::span<std::byte> f, std::uint8_t cs_flags) {
-    eth_headers h;
+wire::ip_checksums fill_checksums(eth_parse_memo& memo, std::span<std::byte> f, std::uint8_t cs_flags) {
     wire::ip_checksums done;
-    if (!parse_eth(f, h, false) || h.ip_version == 0) return done;
+    if ((cs_flags & (hw::eth_wqe_l3_csum | hw::eth_wqe_l4_csum)) == 0) return done;
+    const eth_headers* parsed = memo.parse(f, false);
+    if (parsed == nullptr || parsed->ip_version == 0) return done;
+    const eth_headers& h = *parsed;
     if ((cs_flags & hw::eth_wqe_l3_csum) && h.ip_version == 4) {
         std::byte* ip = f.data() + h.l3_at;
         const std::uint16_t old = static_cast<std::uint16_t>(~get16(ip + 10));
@@ -178,7 +180,7 @@ hw::cqe_syndrome transport_engine::send_frame(const wq_object& sq, std::span<con
     }
     for (std::size_t i = 0; i < frames; ++i) {
         if (lso) [[unlikely]] lso_cut(i, frames);
-        const wire::ip_checksums computed = fill_checksums(tx_frame_, eth.cs_flags);
+        const wire::ip_checksums computed = fill_checksums(tx_parse_, tx_frame_, eth.cs_flags);
         hooks_.transmit_frame(tx_frame_, computed);
     }
     return {};

@@ -191,3 +191,98 @@ TEST_CASE("ip_packet_sum, the CQE's check_sum: the IP packet's ones' complement 
     REQUIRE(parse_eth(arp, h));
     CHECK(ip_packet_sum(arp, h) == 0);
 }
+
+namespace {
+
+// Every field parse_eth answers with (eth_headers has padding: compared field by field).
+bool same_headers(const eth_headers& a, const eth_headers& b) {
+    const eth_match_fields& fa = a;
+    const eth_match_fields& fb = b;
+    return std::memcmp(&fa, &fb, sizeof fa) == 0 && a.l3_at == b.l3_at && a.l4_at == b.l4_at && a.l3_ok == b.l3_ok &&
+           a.l4_ok == b.l4_ok && a.packet_sum_known == b.packet_sum_known && a.packet_sum == b.packet_sum &&
+           a.read_end == b.read_end;
+}
+
+}  // namespace
+
+TEST_CASE("eth_parse_memo answers as parse_eth does for every frame of a stream: a payload change keeps its "
+          "headers, a change to anything the headers were read from, the size or the arguments does not") {
+    std::mt19937_64 rng(35);
+    eth_parse_memo memo;
+    std::vector<std::byte> f = ip_frame(rng, 4, true, 22, 0);
+    unsigned payload_only = 0, summed_payload_only = 0;
+    for (int round = 0; round < 20000; ++round) {
+        const unsigned what = static_cast<unsigned>(rng() % 16);
+        bool payload_change = false;
+        if (what == 0) {
+            // A new stream: IPv4 or IPv6, UDP or TCP, any payload, maybe padded.
+            f = ip_frame(rng, rng() % 2 ? 4 : 6, rng() % 2, rng() % 200, rng() % 4 == 0 ? rng() % 20 : 0);
+        } else if (what == 1 && f.size() > 14) {
+            // Any byte of the headers (or past them), to any value.
+            f[rng() % std::min<std::size_t>(f.size(), 80)] = static_cast<std::byte>(rng());
+        } else if (what == 2) {
+            // An 802.1Q tag in front of the ethertype, or one taken out.
+            if (f[12] == std::byte{0x81} && f[13] == std::byte{0x00}) {
+                f.erase(f.begin() + 12, f.begin() + 16);
+            } else {
+                const std::byte tag[] = {std::byte{0x81}, std::byte{0}, static_cast<std::byte>(rng() & 0xef),
+                                         static_cast<std::byte>(rng())};
+                f.insert(f.begin() + 12, tag, tag + 4);
+            }
+        } else if (what == 3) {
+            // The frame one byte longer or shorter (its IP and UDP lengths stay).
+            if (rng() % 2 || f.size() < 20) {
+                f.push_back(std::byte{0});
+            } else {
+                f.pop_back();
+            }
+        } else {
+            // The last bytes of the frame: a feed's sequence numbers and prices.
+            const std::size_t n = 1 + rng() % 8;
+            for (std::size_t i = 0; i < n && i < f.size() - 14; ++i) f[f.size() - 1 - i] = static_cast<std::byte>(rng());
+            payload_change = true;
+        }
+        const bool checksums = rng() % 4 != 0;
+        const wire::ip_checksums known{rng() % 3 != 0, rng() % 3 != 0};
+        eth_headers want;
+        const bool ok = parse_eth(f, want, checksums, known);
+        const eth_headers* got = memo.parse(f, checksums, known);
+        INFO("round ", round, ", change ", what, ", ", f.size(), " bytes, checksums ", checksums, ", known ", known.l3,
+             "/", known.l4);
+        REQUIRE((got != nullptr) == ok);
+        if (!ok) continue;
+        REQUIRE(same_headers(*got, want));
+        if (payload_change) {
+            ++payload_only;
+            if (want.read_end == 0) ++summed_payload_only;
+        }
+    }
+    // The stream had both kinds of frames: payload changes the memo may answer, and ones
+    // whose checksum it must sum again (a changed payload there breaks the checksum).
+    CHECK(payload_only > 10000);
+    CHECK(summed_payload_only > 1000);
+    // IPv4 options are headers too: a changed option byte is summed again (the header
+    // checksum no longer holds), in a packet whose L4 is not read (ICMP).
+    std::vector<std::byte> o = ip_frame(rng, 4, true, 22, 0);
+    o.insert(o.begin() + 34, 4, std::byte{1});  // four NOP options
+    o[14] = std::byte{0x46};
+    o[23] = std::byte{1};
+    o[17] = static_cast<std::byte>(std::to_integer<unsigned>(o[17]) + 4);  // total length
+    o[24] = o[25] = std::byte{0};
+    const std::uint16_t c = static_cast<std::uint16_t>(~reference_sum(std::span(o).subspan(14, 24), 0));
+    o[24] = static_cast<std::byte>(c >> 8);
+    o[25] = static_cast<std::byte>(c);
+    const wire::ip_checksums l4_known{false, true};
+    REQUIRE(memo.parse(o, true, l4_known) != nullptr);
+    CHECK(memo.parse(o, true, l4_known)->l3_ok);
+    o[35] = std::byte{0};  // an option's byte: End of Option List
+    REQUIRE(memo.parse(o, true, l4_known) != nullptr);
+    CHECK_FALSE(memo.parse(o, true, l4_known)->l3_ok);
+    // And frames shorter than an Ethernet header: no answer, and nothing kept.
+    CHECK(memo.parse(std::span(f).first(13)) == nullptr);
+    eth_headers want;
+    REQUIRE(parse_eth(f, want));
+    const eth_headers* got = memo.parse(f);
+    REQUIRE(got != nullptr);
+    CHECK(same_headers(*got, want));
+}
