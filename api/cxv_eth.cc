@@ -250,6 +250,7 @@ const char* stray_bits(const match& m) {
     if (outside(m.dst_ipv6, k.dst_ipv6)) return "dst_ipv6";
     if (outside(m.udp_sport, k.sport) || outside(m.tcp_sport, k.sport)) return "sport";
     if (outside(m.udp_dport, k.dport) || outside(m.tcp_dport, k.dport)) return "dport";
+    if (outside(m.ipv6_flow_label, k.ipv6_flow_label & 0xfffff)) return "ipv6_flow_label";
     return nullptr;
 }
 
@@ -274,6 +275,7 @@ driver::flow_match to_flow_match(const match& m) {
     if (m.udp_dport) f.udp_dport(*m.udp_dport, k.dport);
     if (m.tcp_sport) f.tcp_sport(*m.tcp_sport, k.sport);
     if (m.tcp_dport) f.tcp_dport(*m.tcp_dport, k.dport);
+    if (m.ipv6_flow_label) f.ipv6_flow_label(*m.ipv6_flow_label, k.ipv6_flow_label);
     return f;
 }
 

@@ -187,9 +187,17 @@ int parse(const ibv_flow_attr& attr, parsed& out, std::string& why) {
                 why = "ibv_create_flow: the IPv6 hop limit is not matched (nor is it by Linux's mlx5_ib)";
                 return EOPNOTSUPP;
             }
-            if (k.flow_label != 0) {
-                why = "ibv_create_flow: the IPv6 flow label is not matched (a misc parameter cxv does not steer on)";
-                return EOPNOTSUPP;
+            // The flow label, in host order, as mlx5_ib puts it in the misc parameters
+            // (outer_ipv6_flow_label); a value or mask past its 20 bits is EINVAL, as
+            // ib_uverbs refuses it.
+            const std::uint32_t label = ntohl(v.flow_label), label_mask = ntohl(k.flow_label);
+            if (label >= (1u << 20) || label_mask >= (1u << 20)) {
+                why = "ibv_create_flow: the IPv6 flow label has 20 bits (its value or mask has more)";
+                return EINVAL;
+            }
+            if (field("the IPv6 flow label", &label, &label_mask, 4)) {
+                out.m.ipv6_flow_label = label;
+                out.m.mask.ipv6_flow_label = label_mask;
             }
             if (field("the IPv6 traffic class", &v.traffic_class, &k.traffic_class, 1)) {
                 tos(v.traffic_class, k.traffic_class);

@@ -43,10 +43,19 @@ namespace cxv::hw::ifc {
     A(dst_ipv4_dst_ipv6, 0x180, 8, 16)
 CXV_IFC_LAYOUT(fte_match_set_lyr_2_4, 0x200)
 
-// PRM "Flow Table Entry Match Parameters": the outer headers first; the other sets
-// (misc, inner headers, misc 2 to 5) are not modelled: a group that enables them is
-// refused (fw_flow.cc).
-#define CXV_IFC_fte_match_param(F, S, A, T) S(outer_headers, 0x000, fte_match_set_lyr_2_4)
+// PRM "Flow Table Entry Match Set Misc": of its fields, the IPv6 flow labels (Linux's
+// mlx5_ib matches an ibv_flow_spec_ipv6's flow_label there).
+#define CXV_IFC_fte_match_set_misc(F, S, A, T) \
+    F(outer_ipv6_flow_label, 0x0ec, 20)        \
+    F(inner_ipv6_flow_label, 0x10c, 20)
+CXV_IFC_LAYOUT(fte_match_set_misc, 0x200)
+
+// PRM "Flow Table Entry Match Parameters": the outer headers, then the misc parameters;
+// the other sets (inner headers, misc 2 to 5) are not modelled: a group that puts
+// criteria in them is refused (fw_flow.cc).
+#define CXV_IFC_fte_match_param(F, S, A, T)              \
+    S(outer_headers, 0x000, fte_match_set_lyr_2_4)       \
+    S(misc_parameters, 0x200, fte_match_set_misc)
 CXV_IFC_LAYOUT(fte_match_param, 0x1000)
 
 // create_flow_group_in.match_criteria_enable: a bit per set (Linux MLX5_MATCH_*).
@@ -350,6 +359,7 @@ CXV_IFC_LAYOUT(per_protocol_networking_offload_caps, 0x800)
 // Every layout in this file, as (C++ name, PRM name) pairs for tests and printers.
 #define CXV_IFC_LAYOUTS_FLOW(X)                                                   \
     X(fte_match_set_lyr_2_4, fte_match_set_lyr_2_4)                               \
+    X(fte_match_set_misc, fte_match_set_misc)                                     \
     X(fte_match_param, fte_match_param)                                           \
     X(flow_table_context, flow_table_context)                                     \
     X(create_flow_table_in, create_flow_table_in)                                 \

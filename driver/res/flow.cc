@@ -131,6 +131,13 @@ flow_match& flow_match::tcp_dport(std::uint16_t port, std::uint16_t mask) {
     put<m::tcp_dport>(criteria_, value_, port, mask);
     return *this;
 }
+flow_match& flow_match::ipv6_flow_label(std::uint32_t label, std::uint32_t mask) {
+    using misc = ifc::fte_match_set_misc;
+    mask &= static_cast<std::uint32_t>(misc::outer_ipv6_flow_label::max_value);
+    ifc::set<misc::outer_ipv6_flow_label>(criteria_.data() + outer_size, mask);
+    ifc::set<misc::outer_ipv6_flow_label>(value_.data() + outer_size, label & mask);
+    return *this;
+}
 bool flow_match::empty() const noexcept {
     return std::all_of(criteria_.begin(), criteria_.end(), [](std::byte b) { return b == std::byte{0}; });
 }
@@ -240,12 +247,19 @@ result<std::shared_ptr<flow_group>> flow_group::create(std::shared_ptr<flow_tabl
     ifc::set<ifc::create_flow_group_in::table_id>(in.data(), g->table_->id());
     ifc::set<ifc::create_flow_group_in::start_flow_index>(in.data(), first);
     ifc::set<ifc::create_flow_group_in::end_flow_index>(in.data(), last);
-    if (!criteria.empty()) {
-        ifc::set<ifc::create_flow_group_in::match_criteria_enable>(
-            in.data(), static_cast<std::uint32_t>(ifc::match_criteria::OUTER_HEADERS));
-        std::byte* mc = ifc::at<ifc::fte_match_param::outer_headers>(ifc::at<ifc::create_flow_group_in::match_criteria>(in.data()));
-        std::memcpy(mc, criteria.criteria().data(), flow_match::size);
+    // Each set with criteria is enabled (PRM "Flow Group": match_criteria_enable).
+    const auto& c = criteria.criteria();
+    const auto zero = [](const std::byte* p, std::size_t n) {
+        return std::all_of(p, p + n, [](std::byte b) { return b == std::byte{0}; });
+    };
+    std::uint32_t enable = 0;
+    if (!zero(c.data(), flow_match::outer_size)) enable |= static_cast<std::uint32_t>(ifc::match_criteria::OUTER_HEADERS);
+    if (!zero(c.data() + flow_match::outer_size, flow_match::size - flow_match::outer_size)) {
+        enable |= static_cast<std::uint32_t>(ifc::match_criteria::MISC_PARAMETERS);
     }
+    ifc::set<ifc::create_flow_group_in::match_criteria_enable>(in.data(), enable);
+    static_assert(ifc::fte_match_param::misc_parameters::bit_offset == 8 * flow_match::outer_size);
+    std::memcpy(ifc::at<ifc::create_flow_group_in::match_criteria>(in.data()), c.data(), flow_match::size);
     auto r = h.exec(in, ifc::create_flow_group_out::size_bytes);
     if (!r) return r.error();
     g->id_ = ifc::get<ifc::create_flow_group_out::group_id>(r->data());
@@ -328,8 +342,7 @@ result<std::shared_ptr<flow_rule>> flow_rule::create(std::shared_ptr<flow_group>
     ifc::set<ifc::flow_context::action>(fc, act);
     ifc::set<ifc::flow_context::destination_list_size>(fc, static_cast<std::uint32_t>(ndest));
     ifc::set<ifc::flow_context::flow_counter_list_size>(fc, static_cast<std::uint32_t>(ncount));
-    std::memcpy(ifc::at<ifc::fte_match_param::outer_headers>(ifc::at<ifc::flow_context::match_value>(fc)),
-                match.value().data(), flow_match::size);
+    std::memcpy(ifc::at<ifc::flow_context::match_value>(fc), match.value().data(), flow_match::size);
     std::byte* list = in.data() + ifc::set_fte_in::size_bytes;
     for (const auto& t : a.to_tirs) {
         ifc::set<ifc::dest_format_struct::destination_type>(list, static_cast<std::uint32_t>(ifc::flow_destination_type::TIR));

@@ -21,14 +21,16 @@
 
 namespace cxv::driver {
 
-// Outer-header fields to match (PRM "Flow Table Entry Match Set Layer 2-4"): each setter
-// makes the field part of the criteria and gives its value. The criteria are the mask's
-// bits (all of the field's by default; a prefix of an address, a power-of-two range of
-// ports), and the value is taken within them. A group takes the criteria; a rule takes
-// the values, which must lie inside its group's criteria.
+// Fields to match (PRM "Flow Table Entry Match Set Layer 2-4" for the outer headers,
+// "Flow Table Entry Match Set Misc" for the IPv6 flow label): each setter makes the field
+// part of the criteria and gives its value. The criteria are the mask's bits (all of the
+// field's by default; a prefix of an address, a power-of-two range of ports), and the
+// value is taken within them. A group takes the criteria; a rule takes the values, which
+// must lie inside its group's criteria.
 class flow_match {
 public:
-    static constexpr std::size_t size = 64;  // fte_match_set_lyr_2_4
+    // fte_match_param's first two sets: fte_match_set_lyr_2_4, fte_match_set_misc.
+    static constexpr std::size_t outer_size = 64, size = 128;
     using mac = std::array<std::uint8_t, 6>;
     using ipv4 = std::array<std::uint8_t, 4>;
     using ipv6 = std::array<std::uint8_t, 16>;
@@ -56,6 +58,8 @@ public:
     flow_match& udp_dport(std::uint16_t port, std::uint16_t mask = 0xffff);
     flow_match& tcp_sport(std::uint16_t port, std::uint16_t mask = 0xffff);
     flow_match& tcp_dport(std::uint16_t port, std::uint16_t mask = 0xffff);
+    // The outer IPv6 header's flow label (20 bits), a misc parameter.
+    flow_match& ipv6_flow_label(std::uint32_t label, std::uint32_t mask = 0xfffff);
 
     const std::array<std::byte, size>& criteria() const noexcept { return criteria_; }
     const std::array<std::byte, size>& value() const noexcept { return value_; }

@@ -7,9 +7,9 @@
 // tag in its CQE. A packet no entry matches takes the table's miss: the default (dropped,
 // on a NIC receive table), or another table.
 //
-// Matching is on the outer headers (fte_match_set_lyr_2_4). The other match sets (misc,
-// inner headers, misc 2 to 5) are not modelled: a group may enable them only with no
-// criteria in them. Only NIC receive tables of the function's own vport are modelled;
+// Matching is on the outer headers (fte_match_set_lyr_2_4) and, of the misc parameters,
+// the outer IPv6 flow label. The other match sets (inner headers, misc 2 to 5) and misc
+// fields are not modelled: a group may enable them only with no criteria in them. Only NIC receive tables of the function's own vport are modelled;
 // transmit, FDB and ACL tables, packet reformat, header rewrite, VLAN push and pop,
 // bulk counters and software-owned (SW steering) tables are refused with BAD_PARAM.
 #include <algorithm>
@@ -48,6 +48,17 @@ constexpr std::uint16_t kActionsModelled = static_cast<std::uint16_t>(flow_actio
 
 bool all_zero(const std::byte* p, std::size_t n) {
     return std::all_of(p, p + n, [](std::byte b) { return b == std::byte{0}; });
+}
+
+// The misc parameters the model steers on: the outer IPv6 flow label. Criteria in any
+// other misc field are refused as unmodelled (as the inner headers' are).
+const std::array<std::byte, kOuter>& misc_modelled() {
+    static const auto bits = [] {
+        std::array<std::byte, kOuter> b{};
+        ifc::set<ifc::fte_match_set_misc::outer_ipv6_flow_label>(b.data(), 0xfffff);
+        return b;
+    }();
+    return bits;
 }
 
 // The table-addressing fields every command but CREATE_FLOW_TABLE's and the counters'
@@ -190,20 +201,25 @@ cmd_reply flow_commands::create_flow_group(cmd_ctx& c) {
     for (const auto& [gid, g] : t.groups) {
         if (start <= g.end && g.start <= end) return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
-    // Criteria only in the outer headers, and only with their enable bit; another set may
-    // be enabled with none (PRM "Flow Group": match_criteria_enable).
+    // Criteria in a set only with its enable bit; another set may be enabled with none
+    // (PRM "Flow Group": match_criteria_enable). The outer headers and the misc
+    // parameters' outer IPv6 flow label are modelled.
     const std::uint8_t enable = static_cast<std::uint8_t>(ifc::get<in_t::match_criteria_enable>(in));
     const std::byte* criteria = ifc::at<in_t::match_criteria>(in);
     for (unsigned set = 0; set < kMatchSets; ++set) {
         const bool zero = all_zero(criteria + set * kOuter, kOuter);
-        if (!zero && (set != 0 || (enable & 1) == 0)) return bad_param(cmd_syndrome::BAD_PARAMETER);
+        if (!zero && (set > 1 || (enable & (1u << set)) == 0)) return bad_param(cmd_syndrome::BAD_PARAMETER);
+    }
+    for (std::size_t i = 0; i < kOuter; ++i) {
+        if ((criteria[kOuter + i] & ~misc_modelled()[i]) != std::byte{0}) return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     if ((enable >> kMatchSets) != 0) return bad_param(cmd_syndrome::BAD_PARAMETER);
     flow_group g;
     g.start = start;
     g.end = end;
     g.criteria_enable = enable;
-    std::copy_n(criteria, kOuter, g.criteria.begin());
+    static_assert(flow_match_bytes == 2 * kOuter);
+    std::copy_n(criteria, flow_match_bytes, g.criteria.begin());
     const std::uint32_t id = eth_.next_group_id;
     eth_.next_group_id = std::max<std::uint32_t>(1, (id + 1) & kMask24);
     t.groups.emplace(id, g);
@@ -271,11 +287,13 @@ cmd_reply flow_commands::set_flow_table_entry(cmd_ctx& c) {
             return bad_param(cmd_syndrome::BAD_PARAMETER);
         }
         const std::byte* value = ifc::at<fc::match_value>(ctx);
-        for (std::size_t i = 0; i < kOuter; ++i) {
+        for (std::size_t i = 0; i < flow_match_bytes; ++i) {
             if ((value[i] & ~g->second.criteria[i]) != std::byte{0}) return bad_param(cmd_syndrome::BAD_PARAMETER);
         }
-        if (!all_zero(value + kOuter, (kMatchSets - 1) * kOuter)) return bad_param(cmd_syndrome::BAD_PARAMETER);
-        std::copy_n(value, kOuter, e.match.begin());
+        if (!all_zero(value + flow_match_bytes, kMatchSets * kOuter - flow_match_bytes)) {
+            return bad_param(cmd_syndrome::BAD_PARAMETER);
+        }
+        std::copy_n(value, flow_match_bytes, e.match.begin());
     } else {
         e = existing->second;
     }

@@ -102,9 +102,14 @@ struct flow_destination {
     std::uint32_t id = 0;
 };
 
+// The match sets a flow entry may use: the outer headers, then the misc parameters, as
+// fte_match_param begins.
+inline constexpr std::size_t flow_match_bytes =
+    hw::ifc::fte_match_set_lyr_2_4::size_bytes + hw::ifc::fte_match_set_misc::size_bytes;
+
 struct flow_entry {
     std::uint32_t group_id = 0;
-    std::array<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> match{};  // outer headers
+    std::array<std::byte, flow_match_bytes> match{};  // outer headers, misc parameters
     std::uint16_t action = 0;
     std::uint32_t flow_tag = 0;
     std::vector<flow_destination> destinations;
@@ -114,7 +119,7 @@ struct flow_entry {
 struct flow_group {
     std::uint32_t start = 0, end = 0;  // flow indexes, inclusive
     std::uint8_t criteria_enable = 0;
-    std::array<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> criteria{};  // outer headers
+    std::array<std::byte, flow_match_bytes> criteria{};  // outer headers, misc parameters
 };
 
 // A NIC receive flow table. users: the root (SET_FLOW_TABLE_ROOT), tables whose miss goes

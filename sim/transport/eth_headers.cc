@@ -186,6 +186,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
         const std::uint8_t tc = static_cast<std::uint8_t>((byte(ip) & 0xf) << 4 | byte(ip + 1) >> 4);
         h.dscp = tc >> 2;
         h.ecn = tc & 3;
+        h.flow_label = std::uint32_t{byte(ip + 1) & 0xfu} << 16 | std::uint32_t{byte(ip + 2)} << 8 | byte(ip + 3);
         h.ip_protocol = byte(ip + 6);  // the next header; extension headers are not followed
         h.ttl = byte(ip + 7);
         std::memcpy(h.src_ip.data(), ip + 8, 16);
@@ -245,10 +246,13 @@ const eth_headers* eth_parse_memo::parse_again(std::span<const std::byte> f, boo
     return &kept_;
 }
 
-void match_image(const eth_match_fields& h, std::span<std::byte, ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept {
+void match_image(const eth_match_fields& h, std::span<std::byte, match_image_bytes> out) noexcept {
     using m = ifc::fte_match_set_lyr_2_4;
     std::byte* p = out.data();
     std::fill(out.begin(), out.end(), std::byte{0});
+    if (h.ip_version == 6) {
+        ifc::set<ifc::fte_match_set_misc::outer_ipv6_flow_label>(p + m::size_bytes, h.flow_label);
+    }
     auto mac_hi = [](const std::array<std::uint8_t, 6>& a) {
         return std::uint32_t{a[0]} << 24 | std::uint32_t{a[1]} << 16 | std::uint32_t{a[2]} << 8 | a[3];
     };

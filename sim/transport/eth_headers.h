@@ -35,6 +35,8 @@ struct eth_match_fields {
     std::uint8_t ip_protocol = 0, dscp = 0, ecn = 0, ttl = 0, ihl = 0;
     std::uint8_t fragment = 0;    // an IPv4 fragment (MF or an offset); its L4 is not read
     std::uint8_t udp = 0, tcp = 0;
+    std::uint16_t unused = 0;      // always 0: the struct has no padding
+    std::uint32_t flow_label = 0;  // IPv6's (20 bits)
 };
 static_assert(std::has_unique_object_representations_v<eth_match_fields>);
 
@@ -118,8 +120,12 @@ private:
     std::array<std::byte, 96> bytes_{};
 };
 
-// The headers as the outer fte_match_set_lyr_2_4 of a match (its 64 bytes in `out`).
-void match_image(const eth_match_fields& h, std::span<std::byte, hw::ifc::fte_match_set_lyr_2_4::size_bytes> out) noexcept;
+// The headers as a match sees them (`out`): the outer fte_match_set_lyr_2_4, then the
+// misc parameters' fte_match_set_misc (the outer IPv6 flow label), as fte_match_param
+// begins.
+inline constexpr std::size_t match_image_bytes =
+    hw::ifc::fte_match_set_lyr_2_4::size_bytes + hw::ifc::fte_match_set_misc::size_bytes;
+void match_image(const eth_match_fields& h, std::span<std::byte, match_image_bytes> out) noexcept;
 
 // A TIR's hash of the headers (hw::ifc::tirc: rx_hash_fn, the Toeplitz key, the outer
 // field selector), and the CQE's rss_hash_type for it (0: nothing hashed, the packet's

@@ -23,7 +23,8 @@ namespace {
 namespace ifc = hw::ifc;
 namespace wv = ifc::wq_values;
 using m = ifc::fte_match_set_lyr_2_4;
-constexpr std::size_t kImage = m::size_bytes;
+constexpr std::size_t kImage = match_image_bytes;  // the outer headers and the misc parameters
+static_assert(kImage == flow_match_bytes);
 // How deep forwarding between tables may go: levels only rise (at most 64 of them).
 constexpr unsigned kMaxHops = 64;
 // Striding RQ encodings (Linux MLX5_MPWQE_LOG_NUM_STRIDES_BASE, _LOG_STRIDE_SZ_BASE).

@@ -403,6 +403,45 @@ TEST_CASE("a VLAN tag's priority and the IPv4 DSCP steer, as their rules say") {
     CHECK(f.steer->add({.dscp = 46, .mask = {.dscp = 0x30}}, by_dscp).error().code == EINVAL);
 }
 
+TEST_CASE("the IPv6 flow label steers (a misc parameter of the match): a whole label, then a range of them") {
+    fabric f;
+    auto one = take(eth::queue::create(*f.d1, {}));
+    auto range = take(eth::queue::create(*f.d1, {}));
+    auto r1 = take(f.steer->add({.ip_version = 6, .ipv6_flow_label = 0x12345}, one, {.count = true}));
+    auto r2 = take(
+        f.steer->add({.ipv6_flow_label = 0x12300, .mask = {.ipv6_flow_label = 0xfff00}}, range, {.count = true}));
+    // IPv6/UDP, fe80::c5:1 -> fe80::c5:2, traffic class 0x0a, the label, 16 bytes of payload.
+    const auto v6 = [&](std::uint32_t label, std::uint8_t seq) {
+        std::vector<std::uint8_t> b(f.m1.begin(), f.m1.end());
+        b.insert(b.end(), f.m0.begin(), f.m0.end());
+        b.insert(b.end(), {0x86, 0xdd, 0x60, static_cast<std::uint8_t>(0xa0 | (label >> 16)),
+                           static_cast<std::uint8_t>(label >> 8), static_cast<std::uint8_t>(label), 0, 24, 17, 64});
+        for (const std::uint8_t last : {1, 2}) {
+            b.insert(b.end(), {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xc5, last});
+        }
+        b.insert(b.end(), {0x0f, 0xa0, 0x7a, 0x69, 0, 24, 0, 0});
+        for (std::uint8_t i = 0; i < 16; ++i) b.push_back(static_cast<std::uint8_t>(seq + i));
+        std::vector<std::byte> out(b.size());
+        std::memcpy(out.data(), b.data(), b.size());
+        return out;
+    };
+    send_all(*f.tx,
+             {v6(0x12345, 1), v6(0x12399, 2), v6(0x54321, 3), v6(0x12345, 4),
+              udp_frame(f.m1, f.m0, kSrc, kDst, 4000, kFeed, 20, 5)},
+             eth::l4_csum);
+    const auto a = poll_for(*one, 3, 300ms), b = poll_for(*range, 2, 300ms);
+    REQUIRE(a.meta.size() == 2);
+    REQUIRE(b.meta.size() == 1);
+    CHECK(std::to_integer<unsigned>(a.frames[0][62]) == 1);  // the payload's first byte
+    CHECK(std::to_integer<unsigned>(a.frames[1][62]) == 4);
+    CHECK(std::to_integer<unsigned>(b.frames[0][62]) == 2);
+    CHECK(take(r1->counters()).packets == 2);
+    CHECK(take(r2->counters()).packets == 1);
+    // A label has 20 bits; a value outside its mask is refused.
+    CHECK(f.steer->add({.ipv6_flow_label = 0x100000}, one).error().code == EINVAL);
+    CHECK(f.steer->add({.ipv6_flow_label = 0x12345, .mask = {.ipv6_flow_label = 0xfff00}}, one).error().code == EINVAL);
+}
+
 TEST_CASE("priorities: a packet meets the rules of priority 0, then 1, then 2, whatever order they were added in") {
     fabric f;
     auto q0 = take(eth::queue::create(*f.d1, {}));

@@ -471,6 +471,61 @@ TEST_CASE("raw packet QP: the state machine, and what ibv_create_flow refuses") 
     CHECK(ibv_destroy_flow(flow) == 0);
 }
 
+TEST_CASE("raw packet QP: an IPv6 flow on the flow label (mlx5_ib's misc parameter); a label past 20 bits is EINVAL") {
+    node a(kBdf[0]), b(kBdf[1]);
+    b.post_recvs();
+    a.up();
+    b.up();
+    struct {
+        ibv_flow_attr attr;
+        ibv_flow_spec_ipv6 ip;
+    } fl{};
+    fl.attr.type = IBV_FLOW_ATTR_NORMAL;
+    fl.attr.size = sizeof(fl);
+    fl.attr.num_of_specs = 1;
+    fl.attr.port = 1;
+    fl.ip.type = IBV_FLOW_SPEC_IPV6;
+    fl.ip.size = sizeof(fl.ip);
+    fl.ip.val.flow_label = htonl(0x12345);
+    fl.ip.mask.flow_label = htonl(0xfffff);
+    ibv_flow* flow = ibv_create_flow(b.qp, &fl.attr);
+    REQUIRE_MESSAGE(flow != nullptr, cxv_last_error());
+    // IPv6/UDP frames from a to b with a label, 32 bytes of payload.
+    const auto v6 = [](std::uint32_t label, std::uint8_t fill) {
+        std::vector<std::uint8_t> f(14 + 40 + 8 + 32, fill);
+        std::memcpy(&f[0], kMac[1], 6);
+        std::memcpy(&f[6], kMac[0], 6);
+        const std::uint8_t head[] = {0x86, 0xdd, 0x60, static_cast<std::uint8_t>(label >> 16),
+                                     static_cast<std::uint8_t>(label >> 8), static_cast<std::uint8_t>(label), 0, 40, 17, 64};
+        std::memcpy(&f[12], head, sizeof head);
+        for (std::size_t i = 24; i < 54; ++i) f[i] = 0;
+        f[24] = f[40] = 0xfe;
+        f[25] = f[41] = 0x80;
+        f[39] = 1;
+        f[53] = 2;
+        const std::uint8_t udp[] = {0x1b, 0x58, 0x1b, 0x58, 0, 40, 0, 0};
+        std::memcpy(&f[54], udp, sizeof udp);
+        return f;
+    };
+    REQUIRE(send_frame(a, v6(0x12346, 0x11), 0, 64, 0, 1) == 0);
+    REQUIRE(send_frame(a, v6(0x12345, 0x22), 2048, 64, 0, 2) == 0);
+    CHECK(poll_for(a.scq, 2).size() == 2);
+    const auto got = poll_for(b.rcq, 2, std::chrono::milliseconds(300));
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].status == IBV_WC_SUCCESS);
+    CHECK(got[0].byte_len == 14 + 40 + 8 + 32);
+    CHECK(b.rx(static_cast<unsigned>(got[0].wr_id))[62] == 0x22);
+    CHECK(ibv_destroy_flow(flow) == 0);
+    // 21 bits of label, in the value or the mask: EINVAL (ib_uverbs' check).
+    fl.ip.val.flow_label = htonl(0x112345);
+    CHECK(ibv_create_flow(b.qp, &fl.attr) == nullptr);
+    CHECK(errno == EINVAL);
+    fl.ip.val.flow_label = htonl(0x12345);
+    fl.ip.mask.flow_label = htonl(0x1fffff);
+    CHECK(ibv_create_flow(b.qp, &fl.attr) == nullptr);
+    CHECK(errno == EINVAL);
+}
+
 TEST_CASE("raw packet QP: a flow of a lower priority number comes first, whenever it was made") {
     node a(kBdf[0]), b(kBdf[1]);
     b.post_recvs();

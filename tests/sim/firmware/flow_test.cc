@@ -440,13 +440,29 @@ TEST_CASE_FIXTURE(
                                  .criteria = {ONES(outer_headers.dmac_47_16), ONES(outer_headers.dmac_15_0)}});
     const auto any = new_group({.table = table, .start = 8, .end = 8, .enable = 0});
     CHECK(dmac != any);
-    // Another set enabled with no criteria in it is accepted.
+    // Another set enabled with no criteria in it is accepted; so is the misc parameters'
+    // outer IPv6 flow label (mlx5_ib's ibv_flow_spec_ipv6.flow_label).
     CHECK(create_fg(h, {.table = table,
                         .start = 9,
                         .end = 9,
                         .enable = kOuter | kMisc,
                         .criteria = {ONES(outer_headers.ethertype)}})
               .status == cmd_status::OK);
+    const auto label = new_group({.table = table,
+                                  .start = 10,
+                                  .end = 10,
+                                  .enable = kOuter | kMisc,
+                                  .criteria = {ONES(outer_headers.ip_version), ONES(misc_parameters.outer_ipv6_flow_label)}});
+    CHECK(label != any);
+    REQUIRE(destroy_fg(h, table, label).status == cmd_status::OK);
+    // A flow label without the misc set's enable bit; misc fields the model does not steer on.
+    bad_parameter(create_fg(
+        h, {.table = table, .start = 10, .end = 10, .criteria = {ONES(misc_parameters.outer_ipv6_flow_label)}}));
+    bad_parameter(create_fg(h, {.table = table,
+                                .start = 10,
+                                .end = 10,
+                                .enable = kOuter | kMisc,
+                                .criteria = {ONES(misc_parameters.inner_ipv6_flow_label)}}));
 
     check_status(create_fg(h, {.table = table + 0x100, .start = 10, .end = 10}), cmd_status::BAD_RESOURCE,
                  cmd_syndrome::UNKNOWN_RESOURCE);
@@ -544,7 +560,35 @@ TEST_CASE_FIXTURE(ttc_env, "SET_FLOW_TABLE_ENTRY: the index, group and match val
                               .action = kFwd,
                               .match = {MATCH(outer_headers.ethertype, 0x0800)},
                               .dests = {{kToTir, tir}}}));
-    // Only the first entry was made: the TIR it names is held, the other is not.
+    // A flow label (a misc parameter) in a group whose criteria have none; then in a
+    // group on the label's high 16 bits: a value there is taken, one in its low 4 is not.
+    auto label = tcp4(1, {{kToTir, tir}});
+    label.match.push_back(MATCH(misc_parameters.outer_ipv6_flow_label, 0x12345));
+    bad_parameter(set_fte(h, label));
+    const auto by_label = new_group({.table = table,
+                                     .start = 7,
+                                     .end = 8,
+                                     .enable = kOuter | kMisc,
+                                     .criteria = {ONES(outer_headers.ip_version),
+                                                  MATCH(misc_parameters.outer_ipv6_flow_label, 0xffff0)}});
+    bad_parameter(set_fte(h, {.table = table,
+                              .index = 7,
+                              .group = by_label,
+                              .action = kFwd,
+                              .match = {MATCH(outer_headers.ip_version, 6),
+                                        MATCH(misc_parameters.outer_ipv6_flow_label, 0x12345)},
+                              .dests = {{kToTir, tir2}}}));
+    REQUIRE(set_fte(h, {.table = table,
+                        .index = 7,
+                        .group = by_label,
+                        .action = kFwd,
+                        .match = {MATCH(outer_headers.ip_version, 6),
+                                  MATCH(misc_parameters.outer_ipv6_flow_label, 0x12340)},
+                        .dests = {{kToTir, tir2}}})
+                .status == cmd_status::OK);
+    in_use(destroy_tir(h, tir2));
+    REQUIRE(delete_fte(h, table, 7).status == cmd_status::OK);
+    // Only the first entry is left: the TIR it names is held, the other is not.
     CHECK(destroy_tir(h, tir2).status == cmd_status::OK);
     in_use(destroy_tir(h, tir));
 }

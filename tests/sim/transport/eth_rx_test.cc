@@ -126,7 +126,7 @@ struct rx_rig : engine_rig {
     }
     // Table `id` (level `level`) with one group matching `criteria` over all its
     // entries; `miss` its miss table (0: drop).
-    flow_table& add_table(std::uint32_t id, std::uint8_t level, const std::array<std::byte, 64>& criteria,
+    flow_table& add_table(std::uint32_t id, std::uint8_t level, const std::array<std::byte, flow_match_bytes>& criteria,
                           std::uint32_t miss = 0) {
         flow_table ft;
         ft.id = id;
@@ -152,15 +152,15 @@ struct rx_rig : engine_rig {
     std::uint32_t cqes_read_ = 0;
 };
 
-std::array<std::byte, 64> criteria_udp_dport() {
-    std::array<std::byte, 64> c{};
+std::array<std::byte, flow_match_bytes> criteria_udp_dport() {
+    std::array<std::byte, flow_match_bytes> c{};
     ifc::set<m::ip_version>(c.data(), 0xf);
     ifc::set<m::ip_protocol>(c.data(), 0xff);
     ifc::set<m::udp_dport>(c.data(), 0xffff);
     return c;
 }
-std::array<std::byte, 64> value_udp_dport(std::uint16_t port) {
-    std::array<std::byte, 64> v{};
+std::array<std::byte, flow_match_bytes> value_udp_dport(std::uint16_t port) {
+    std::array<std::byte, flow_match_bytes> v{};
     ifc::set<m::ip_version>(v.data(), 4);
     ifc::set<m::ip_protocol>(v.data(), 17);
     ifc::set<m::udp_dport>(v.data(), port);
@@ -487,6 +487,62 @@ TEST_CASE("an IP length past the frame's end: steered by the headers, checksums 
     // Another port is still not this flow's.
     g[57] = std::byte{0x6a};
     CHECK_FALSE(r.engine->receive_frame(g));
+}
+
+TEST_CASE("the IPv6 flow label, a misc parameter: a rule on it takes its flow's frames, not another label's") {
+    rx_rig r;
+    r.add_rq(0x200);
+    r.add_tir(1, 0x200);
+    using misc = ifc::fte_match_set_misc;
+    std::array<std::byte, flow_match_bytes> criteria{};
+    ifc::set<m::ip_version>(criteria.data(), 0xf);
+    ifc::set<misc::outer_ipv6_flow_label>(criteria.data() + m::size_bytes, 0xfffff);
+    auto& ft = r.add_table(1, 0, criteria);
+    flow_entry e;
+    e.group_id = 1;
+    ifc::set<m::ip_version>(e.match.data(), 6);
+    ifc::set<misc::outer_ipv6_flow_label>(e.match.data() + m::size_bytes, 0x12345);
+    e.action = static_cast<std::uint16_t>(ifc::flow_action::FWD_DEST);
+    e.destinations.push_back({ifc::flow_destination_type::TIR, 1});
+    ft.entries[0] = e;
+    r.t.eth.root_table = 1;
+    // IPv6/UDP, fe80::2 -> fe80::1, traffic class 0xa5 (its low nibble shares a byte
+    // with the label's high one), flow label 0x12345.
+    std::vector<std::byte> g(14 + 40 + 8 + 16, std::byte{0});
+    for (std::size_t i = 0; i < 6; ++i) {
+        g[i] = std::byte{kDst[i]};
+        g[6 + i] = std::byte{kSrc[i]};
+    }
+    g[12] = std::byte{0x86};
+    g[13] = std::byte{0xdd};
+    g[14] = std::byte{0x6a};
+    g[15] = std::byte{0x51};
+    g[16] = std::byte{0x23};
+    g[17] = std::byte{0x45};
+    g[19] = std::byte{24};  // payload length
+    g[20] = std::byte{17};
+    g[21] = std::byte{64};
+    g[22] = g[38] = std::byte{0xfe};
+    g[23] = g[39] = std::byte{0x80};
+    g[37] = std::byte{2};
+    g[53] = std::byte{1};
+    g[59] = std::byte{24};  // UDP length
+    r.post(0x200, 2048);
+    REQUIRE(r.engine->receive_frame(g));
+    CHECK(r.next_cqe().byte_cnt.value() == g.size());
+    g[17] = std::byte{0x46};  // label 0x12346
+    CHECK_FALSE(r.engine->receive_frame(g));
+    g[17] = std::byte{0x45};
+    g[15] = std::byte{0x50};  // label 0x02345 (the traffic class's nibble unchanged)
+    CHECK_FALSE(r.engine->receive_frame(g));
+    g[15] = std::byte{0x41};  // traffic class 0xa4, label 0x12345: still its flow
+    REQUIRE(r.engine->receive_frame(g));
+    CHECK(r.next_cqe().byte_cnt.value() == g.size());
+    g[14] = std::byte{0x6f};  // traffic class 0xf4
+    REQUIRE(r.engine->receive_frame(g));
+    CHECK(r.next_cqe().byte_cnt.value() == g.size());
+    // An IPv4 frame has no flow label: the rule's IP version is not its.
+    CHECK_FALSE(r.engine->receive_frame(udp4({169, 254, 0, 2}, {169, 254, 0, 1}, 1, 5000, 10)));
 }
 
 TEST_CASE("a frame larger than its WQE's buffer: a RESP_ERR CQE with LOCAL_LENGTH_ERR and the RQ's user index") {
