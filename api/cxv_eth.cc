@@ -376,6 +376,7 @@ result<std::unique_ptr<rule>> steering::make(const match& m, target t, const rul
                                          kPriorities - 1)};
     }
     const driver::flow_match fm = to_flow_match(m);
+    static_assert(sizeof(group::criteria) == driver::flow_match::size);
     std::lock_guard lock(mu_);
     auto tab = table_of(o.priority);
     if (!tab) return tab.error();

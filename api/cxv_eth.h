@@ -322,7 +322,7 @@ private:
     result<std::unique_ptr<rule>> make(const match& m, target t, const rule::options& o);
     void release(unsigned priority, unsigned group, unsigned index) noexcept;
     struct group {
-        std::array<std::byte, 64> criteria{};
+        std::array<std::byte, 128> criteria{};  // driver::flow_match's: outer headers, misc parameters
         std::shared_ptr<driver::flow_group> g;
         std::vector<bool> used;
         unsigned first = 0;
