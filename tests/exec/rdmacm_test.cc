@@ -232,6 +232,10 @@ TEST_CASE("rping -v -C 1000: the event-channel API, RDMA read and write") {
 
 TEST_CASE("rping variants: the program's own QP (-q) over IPv6, names, large buffers validated") {
     SUBCASE("-q: rdma_init_qp_attr, CONNECT_RESPONSE and rdma_establish, on RoCE over ::1") {
+        // rping resolves "::1" with glibc's default AI_ADDRCONFIG, which refuses IPv6 on
+        // a machine whose only non-loopback address is IPv4: both ends run in a network
+        // namespace of their own with just its loopback, where glibc takes both families.
+        private_network net;
         const unsigned port = free_port();
         const pair_result r =
             run_pair("eth", port, with_port({"/usr/bin/rping", "-s", "-q", "-a", "::1", "-V", "-C", "200"}, port),

@@ -70,6 +70,33 @@ std::vector<std::byte> udp4(std::array<std::uint8_t, 4> src, std::array<std::uin
 
 // The receive side, as the firmware's commands leave it: an RQ of 16 WQEs of one 2 KiB
 // buffer each (or a striding RQ), in RDY, completing to kCqn; TIRs; a root table.
+// An IPv6/UDP frame fe80::2 -> fe80::1 from port 6000 to `dport`, its payload `payload`
+// zero bytes, with the given payload length field, traffic class and flow label; the UDP
+// checksum left 0.
+std::vector<std::byte> udp6(std::uint16_t dport, std::size_t payload, std::uint16_t payload_length,
+                            std::uint8_t traffic_class = 0, std::uint32_t flow_label = 0) {
+    std::vector<std::byte> g(14 + 40 + 8 + payload, std::byte{0});
+    for (std::size_t i = 0; i < 6; ++i) {
+        g[i] = std::byte{kDst[i]};
+        g[6 + i] = std::byte{kSrc[i]};
+    }
+    const std::uint32_t vtf = 6u << 28 | std::uint32_t{traffic_class} << 20 | (flow_label & 0xfffff);
+    const std::uint8_t ip[] = {0x86, 0xdd, static_cast<std::uint8_t>(vtf >> 24), static_cast<std::uint8_t>(vtf >> 16),
+                               static_cast<std::uint8_t>(vtf >> 8), static_cast<std::uint8_t>(vtf),
+                               static_cast<std::uint8_t>(payload_length >> 8), static_cast<std::uint8_t>(payload_length),
+                               17, 64};
+    for (std::size_t i = 0; i < sizeof ip; ++i) g[12 + i] = std::byte{ip[i]};
+    g[22] = g[38] = std::byte{0xfe};
+    g[23] = g[39] = std::byte{0x80};
+    g[37] = std::byte{2};
+    g[53] = std::byte{1};
+    const std::size_t ulen = 8 + payload;
+    const std::uint8_t udp[] = {0x17, 0x70, static_cast<std::uint8_t>(dport >> 8), static_cast<std::uint8_t>(dport),
+                                static_cast<std::uint8_t>(ulen >> 8), static_cast<std::uint8_t>(ulen)};
+    for (std::size_t i = 0; i < sizeof udp; ++i) g[54 + i] = std::byte{udp[i]};
+    return g;
+}
+
 struct rx_rig : engine_rig {
     rx_rig() { add_cq(kCqn, 6); }
 
@@ -456,28 +483,8 @@ TEST_CASE("an IP length past the frame's end: steered by the headers, checksums 
     CHECK(c.hds_ip_ext == (hw::cqe_l2_ok | hw::cqe_l3_ok));
     CHECK(c.l4_hdr_type_etc == hw::cqe_l4_l3_hdr_type(hw::cqe_l4_hdr_type::UDP, hw::cqe_l3_hdr_type::IPV4, false));
 
-    // IPv6/UDP with perftest's payload length.
-    std::vector<std::byte> g(14 + 40 + 8 + 64, std::byte{0});
-    for (std::size_t i = 0; i < 6; ++i) {
-        g[i] = std::byte{kDst[i]};
-        g[6 + i] = std::byte{kSrc[i]};
-    }
-    g[12] = std::byte{0x86};
-    g[13] = std::byte{0xdd};
-    g[14] = std::byte{0x60};
-    g[18] = std::byte{0xfd};  // payload length 64947
-    g[19] = std::byte{0xb3};
-    g[20] = std::byte{17};
-    g[21] = std::byte{64};
-    g[22] = g[38] = std::byte{0xfe};
-    g[23] = g[39] = std::byte{0x80};
-    g[37] = std::byte{2};
-    g[53] = std::byte{1};
-    g[54] = std::byte{0x17};  // source port 6000
-    g[55] = std::byte{0x70};
-    g[56] = std::byte{0x7a};  // destination port 31337
-    g[57] = std::byte{0x69};
-    g[59] = std::byte{72};    // UDP length
+    // IPv6/UDP with perftest's payload length (64947 in a frame of 126 bytes).
+    auto g = udp6(31337, 64, 64947);
     r.post(0x200, 2048);
     REQUIRE(r.engine->receive_frame(g));
     c = r.next_cqe();
@@ -506,27 +513,9 @@ TEST_CASE("the IPv6 flow label, a misc parameter: a rule on it takes its flow's 
     e.destinations.push_back({ifc::flow_destination_type::TIR, 1});
     ft.entries[0] = e;
     r.t.eth.root_table = 1;
-    // IPv6/UDP, fe80::2 -> fe80::1, traffic class 0xa5 (its low nibble shares a byte
-    // with the label's high one), flow label 0x12345.
-    std::vector<std::byte> g(14 + 40 + 8 + 16, std::byte{0});
-    for (std::size_t i = 0; i < 6; ++i) {
-        g[i] = std::byte{kDst[i]};
-        g[6 + i] = std::byte{kSrc[i]};
-    }
-    g[12] = std::byte{0x86};
-    g[13] = std::byte{0xdd};
-    g[14] = std::byte{0x6a};
-    g[15] = std::byte{0x51};
-    g[16] = std::byte{0x23};
-    g[17] = std::byte{0x45};
-    g[19] = std::byte{24};  // payload length
-    g[20] = std::byte{17};
-    g[21] = std::byte{64};
-    g[22] = g[38] = std::byte{0xfe};
-    g[23] = g[39] = std::byte{0x80};
-    g[37] = std::byte{2};
-    g[53] = std::byte{1};
-    g[59] = std::byte{24};  // UDP length
+    // IPv6/UDP, traffic class 0xa5 (its low nibble shares a byte with the label's high
+    // one), flow label 0x12345.
+    auto g = udp6(0, 16, 24, 0xa5, 0x12345);
     for (int i = 0; i < 8; ++i) r.post(0x200, 2048);  // a buffer for every frame: a miss is the rules'
     REQUIRE(r.engine->receive_frame(g));
     CHECK(r.next_cqe().byte_cnt.value() == g.size());
