@@ -253,7 +253,9 @@ result<std::shared_ptr<flow_group>> flow_group::create(std::shared_ptr<flow_tabl
         return std::all_of(p, p + n, [](std::byte b) { return b == std::byte{0}; });
     };
     std::uint32_t enable = 0;
-    if (!zero(c.data(), flow_match::outer_size)) enable |= static_cast<std::uint32_t>(ifc::match_criteria::OUTER_HEADERS);
+    if (!zero(c.data(), flow_match::outer_size)) {
+        enable |= static_cast<std::uint32_t>(ifc::match_criteria::OUTER_HEADERS);
+    }
     if (!zero(c.data() + flow_match::outer_size, flow_match::size - flow_match::outer_size)) {
         enable |= static_cast<std::uint32_t>(ifc::match_criteria::MISC_PARAMETERS);
     }

@@ -9,9 +9,10 @@
 //
 // Matching is on the outer headers (fte_match_set_lyr_2_4) and, of the misc parameters,
 // the outer IPv6 flow label. The other match sets (inner headers, misc 2 to 5) and misc
-// fields are not modelled: a group may enable them only with no criteria in them. Only NIC receive tables of the function's own vport are modelled;
-// transmit, FDB and ACL tables, packet reformat, header rewrite, VLAN push and pop,
-// bulk counters and software-owned (SW steering) tables are refused with BAD_PARAM.
+// fields are not modelled: a group may enable them only with no criteria in them. Only
+// NIC receive tables of the function's own vport are modelled; transmit, FDB and ACL
+// tables, packet reformat, header rewrite, VLAN push and pop, bulk counters and
+// software-owned (SW steering) tables are refused with BAD_PARAM.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -211,7 +212,9 @@ cmd_reply flow_commands::create_flow_group(cmd_ctx& c) {
         if (!zero && (set > 1 || (enable & (1u << set)) == 0)) return bad_param(cmd_syndrome::BAD_PARAMETER);
     }
     for (std::size_t i = 0; i < kOuter; ++i) {
-        if ((criteria[kOuter + i] & ~misc_modelled()[i]) != std::byte{0}) return bad_param(cmd_syndrome::BAD_PARAMETER);
+        if ((criteria[kOuter + i] & ~misc_modelled()[i]) != std::byte{0}) {
+            return bad_param(cmd_syndrome::BAD_PARAMETER);
+        }
     }
     if ((enable >> kMatchSets) != 0) return bad_param(cmd_syndrome::BAD_PARAMETER);
     flow_group g;

@@ -239,7 +239,9 @@ TEST_CASE("eth_parse_memo answers as parse_eth does for every frame of a stream:
         } else {
             // The last bytes of the frame: a feed's sequence numbers and prices.
             const std::size_t n = 1 + rng() % 8;
-            for (std::size_t i = 0; i < n && i < f.size() - 14; ++i) f[f.size() - 1 - i] = static_cast<std::byte>(rng());
+            for (std::size_t i = 0; i < n && i < f.size() - 14; ++i) {
+                f[f.size() - 1 - i] = static_cast<std::byte>(rng());
+            }
             payload_change = true;
         }
         const bool checksums = rng() % 4 != 0;
