@@ -31,24 +31,21 @@ bool l4_checksum_ok(std::span<const std::byte> seg, const eth_headers& h) {
 std::uint32_t fold32(std::uint64_t s) { return static_cast<std::uint32_t>((s + std::rotr(s, 32)) >> 32); }
 std::uint16_t fold16(std::uint32_t s) { return static_cast<std::uint16_t>((s + std::rotr(s, 16)) >> 16); }
 
-// ip_packet_sum of an IPv4 packet whose two checksums its sender computed, from its
-// header at `ip` and its L4 segment of `seg` bytes (the rest of the packet): the header
-// sums to 0xffff, the segment to the complement of its pseudo-header's sum, which is
-// the addresses' 8 bytes (added as little-endian words, swapped at the end: RFC 1071
-// 2.(B)), the protocol and the length.
-void known_packet_sum(const std::byte* ip, eth_headers& h, std::size_t seg) noexcept {
+// The ones' complement sum of an L4 segment of `seg` bytes whose checksum holds: the
+// complement of its pseudo-header's sum (RFC 1071: the whole sums to 0xffff).
+std::uint16_t holding_segment_sum(const eth_headers& h, std::size_t seg) noexcept {
+    return static_cast<std::uint16_t>(~fold16(fold32(pseudo_header_sum(h, seg))));
+}
+
+// An IPv4 packet's sum from its segment's, its header's checksum holding: the header adds
+// 0xffff, which changes nothing but a 0 (the end-around carry's other zero).
+std::uint16_t with_holding_ipv4_header(std::uint16_t segment) noexcept { return segment == 0 ? 0xffff : segment; }
+
+// ip_packet_sum of an IPv4 packet whose two checksums its sender computed, its L4
+// segment of `seg` bytes the rest of the packet.
+void known_packet_sum(eth_headers& h, std::size_t seg) noexcept {
     if (h.ip_version != 4) return;
-    std::uint64_t w;
-    std::memcpy(&w, ip + 12, 8);
-    std::uint64_t s = (w & 0xffffffff) + (w >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    s = ((s & 0xff) << 8 | s >> 8) + h.ip_protocol + seg;
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    const auto l4 = static_cast<std::uint16_t>(~s);
-    h.packet_sum = l4 == 0 ? 0xffff : l4;
+    h.packet_sum = with_holding_ipv4_header(holding_segment_sum(h, seg));
     h.packet_sum_known = true;
 }
 
@@ -118,13 +115,9 @@ std::uint16_t ip_packet_sum(std::span<const std::byte> f, const eth_headers& h) 
     // without a checksum, and a UDP length short of the packet, are read.)
     const bool l4_whole = h.tcp || (h.udp && be16(f.data() + h.l4_at + 4) == seg && be16(f.data() + h.l4_at + 6) != 0);
     if (h.l3_ok && h.l4_ok && l4_whole && end == h.l3_at + ip_len) {
-        std::uint32_t p = pseudo_header_sum(h, seg);
-        while (p >> 16) p = (p & 0xffff) + (p >> 16);
-        const std::uint32_t l4 = ~p & 0xffff;  // the segment's own sum
-        // An IPv4 header that holds adds 0xffff: nothing, but where the rest is 0 (the
-        // end-around carry's other zero). IPv6's header has no checksum: summed.
-        if (h.ip_version == 4) return static_cast<std::uint16_t>(l4 == 0 ? 0xffff : l4);
-        return ones_sum(f.subspan(h.l3_at, h.l4_at - h.l3_at), l4);
+        const std::uint16_t l4 = holding_segment_sum(h, seg);
+        if (h.ip_version == 4) return with_holding_ipv4_header(l4);
+        return ones_sum(f.subspan(h.l3_at, h.l4_at - h.l3_at), l4);  // IPv6's header: summed
     }
     return ones_sum(f.subspan(h.l3_at, end - h.l3_at));
 }
@@ -211,7 +204,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
                 h.l4_ok = l4_checksum_ok(std::span(l4, ulen), h);
                 h.read_end = 0;  // the payload was read
             }
-            if (known.l3 && known.l4 && ulen == l3_len) known_packet_sum(ip, h, ulen);
+            if (known.l3 && known.l4 && ulen == l3_len) known_packet_sum(h, ulen);
         }
     } else if (h.ip_protocol == kTcp && l3_len >= 20) {
         h.read_end = h.l4_at + 14;  // through the data offset and the flags
@@ -226,7 +219,7 @@ bool parse_eth(std::span<const std::byte> f, eth_headers& h, bool checksums, wir
             h.l4_ok = l4_checksum_ok(std::span(l4, l3_len), h);
             h.read_end = 0;  // the payload was read
         }
-        if (checksums && whole && !h.fragment && known.l3 && known.l4) known_packet_sum(ip, h, l3_len);
+        if (checksums && whole && !h.fragment && known.l3 && known.l4) known_packet_sum(h, l3_len);
     }
     return true;
 }
