@@ -21,6 +21,10 @@ namespace {
 constexpr std::uint32_t kNicRx = static_cast<std::uint32_t>(ifc::flow_table_type::NIC_RX);
 constexpr std::uint16_t kRootDisconnect = 1;  // SET_FLOW_TABLE_ROOT op_mod
 
+bool all_zero(const std::byte* p, std::size_t n) {
+    return std::all_of(p, p + n, [](std::byte b) { return b == std::byte{0}; });
+}
+
 // The field's criteria (the mask's bits) and its value within them.
 template <typename Field>
 void put(std::array<std::byte, flow_match::size>& criteria, std::array<std::byte, flow_match::size>& value,
@@ -138,9 +142,7 @@ flow_match& flow_match::ipv6_flow_label(std::uint32_t label, std::uint32_t mask)
     ifc::set<misc::outer_ipv6_flow_label>(value_.data() + outer_size, label & mask);
     return *this;
 }
-bool flow_match::empty() const noexcept {
-    return std::all_of(criteria_.begin(), criteria_.end(), [](std::byte b) { return b == std::byte{0}; });
-}
+bool flow_match::empty() const noexcept { return all_zero(criteria_.data(), criteria_.size()); }
 
 // --- tables ----------------------------------------------------------------------------
 
@@ -249,14 +251,11 @@ result<std::shared_ptr<flow_group>> flow_group::create(std::shared_ptr<flow_tabl
     ifc::set<ifc::create_flow_group_in::end_flow_index>(in.data(), last);
     // Each set with criteria is enabled (PRM "Flow Group": match_criteria_enable).
     const auto& c = criteria.criteria();
-    const auto zero = [](const std::byte* p, std::size_t n) {
-        return std::all_of(p, p + n, [](std::byte b) { return b == std::byte{0}; });
-    };
     std::uint32_t enable = 0;
-    if (!zero(c.data(), flow_match::outer_size)) {
+    if (!all_zero(c.data(), flow_match::outer_size)) {
         enable |= static_cast<std::uint32_t>(ifc::match_criteria::OUTER_HEADERS);
     }
-    if (!zero(c.data() + flow_match::outer_size, flow_match::size - flow_match::outer_size)) {
+    if (!all_zero(c.data() + flow_match::outer_size, flow_match::size - flow_match::outer_size)) {
         enable |= static_cast<std::uint32_t>(ifc::match_criteria::MISC_PARAMETERS);
     }
     ifc::set<ifc::create_flow_group_in::match_criteria_enable>(in.data(), enable);
