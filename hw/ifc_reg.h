@@ -109,6 +109,14 @@ CXV_IFC_LAYOUT(pmaos_reg, 0x80)
     F(fcs_chk, 0x05e, 1)
 CXV_IFC_LAYOUT(pcmr_reg, 0x60)
 
+// PRM PCAP (Port Capabilities Register, 0x5001): an InfiniBand port's
+// PortInfo:CapabilityMask (IBA 14.2.5.6) in port_capability_mask[0], as the driver sets
+// it (Linux's mlx5_set_port_caps, when ib_cm or a user changes the port's capabilities).
+#define CXV_IFC_pcap_reg(F, S, A, T) \
+    F(local_port, 0x008, 8)          \
+    A(port_capability_mask, 0x020, 32, 4)
+CXV_IFC_LAYOUT(pcap_reg, 0xa0)
+
 // PRM NODE_DESC (0x6001): the node description, 64 bytes of text (IBTA NodeDescription).
 // Linux's mlx5_ib reads it where no subnet management agent answers (a RoCE port) and
 // writes what a user sets. Linux names the layout set_node_in.
@@ -437,6 +445,7 @@ CXV_IFC_LAYOUT(mcam_reg, 0x240)
     X(lane_2_module_mapping, lane_2_module_mapping)                           \
     X(pmaos_reg, pmaos_reg)                                                   \
     X(pcmr_reg, pcmr_reg)                                                     \
+    X(pcap_reg, pcap_reg)                                                     \
     X(set_node_in, set_node_in)                                               \
     X(ppcnt_reg, ppcnt_reg)                                                   \
     X(eth_802_3_cntrs_grp_data_layout, eth_802_3_cntrs_grp_data_layout)       \

@@ -10,6 +10,7 @@ namespace cxv::hw {
 
 // Register ids. X(PRM name, value); Linux spells them MLX5_REG_<name>.
 #define CXV_REG_IDS(X)          \
+    X(PCAP, 0x5001)             \
     X(PMLP, 0x5002)             \
     X(PMTU, 0x5003)             \
     X(PTYS, 0x5004)             \

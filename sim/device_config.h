@@ -17,6 +17,11 @@ class vport_links;
 // cmd_hca_cap.port_type (hw/cmd_values.h): InfiniBand or Ethernet (RoCE).
 using hw::port_type;
 
+// The LID at which every InfiniBand port finds the subnet manager the model plays
+// (PortInfo:MasterSMLID), as OpenSM on the first host of a fabric: the port with this LID
+// also hosts its subnet administrator (sim/link/subnet_admin.h).
+inline constexpr std::uint16_t subnet_manager_lid = 1;
+
 struct device_config {
     // PCI identity: a ConnectX-6 (0x101b) PF by default. Subsystem IDs as on
     // NVIDIA-branded cards.

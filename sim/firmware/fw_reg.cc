@@ -87,6 +87,7 @@ const access_registers::reg_entry* access_registers::find_register(std::uint16_t
     // Sizes are the PRM layouts'; access as the PRM gives it, except PMLP, whose lane
     // mapping the model does not let a driver change.
     static constexpr reg_entry table[] = {
+        {reg_id::PCAP, ifc::pcap_reg::size_bytes, true, true, &access_registers::reg_pcap},
         {reg_id::PMLP, ifc::pmlp_reg::size_bytes, true, false, &access_registers::reg_pmlp},
         {reg_id::PMTU, ifc::pmtu_reg::size_bytes, true, true, &access_registers::reg_pmtu},
         {reg_id::PTYS, ifc::ptys_reg::size_bytes, true, true, &access_registers::reg_ptys},
@@ -378,6 +379,19 @@ cmd_reply access_registers::reg_pcmr(reg_access& r) {
     return ok();
 }
 
+// PCAP: the PortInfo:CapabilityMask the port reports (MAD_IFC's PortInfo, the HCA vport
+// context's cap_mask1), which Linux's mlx5_ib writes whole; the other three words are
+// reserved for later masks and read back 0.
+cmd_reply access_registers::reg_pcap(reg_access& r) {
+    using R = ifc::pcap_reg;
+    if (r.write) {
+        regs_.pcap_mask = ifc::get<R::port_capability_mask>(r.in, 0);
+        regs_.pcap_set = true;
+    }
+    ifc::set<R::port_capability_mask>(r.out, 0, port_capability_mask());
+    return ok();
+}
+
 cmd_reply access_registers::reg_pcam(reg_access& r) {
     using R = ifc::pcam_reg;
     if (ifc::get<R::feature_group>(r.in) != 0 || ifc::get<R::access_reg_group>(r.in) != 0) {
@@ -411,11 +425,15 @@ cmd_reply access_registers::reg_mcam(reg_access& r) {
 // NODE_DESC: the node description a driver last wrote, else the model's own ("MT" and the
 // PCI device ID in decimal, as ConnectX firmware begins its own). Not a port register.
 cmd_reply access_registers::reg_node_desc(reg_access& r) {
-    std::byte* out = ifc::at<ifc::set_node_in::node_description>(r.out);
     if (r.write) {
         std::memcpy(regs_.node_description.data(), ifc::at<ifc::set_node_in::node_description>(r.in),
                     regs_.node_description.size());
     }
+    node_description(ifc::at<ifc::set_node_in::node_description>(r.out));
+    return ok();
+}
+
+void access_registers::node_description(std::byte* out) const {
     if (regs_.node_description[0] != std::byte{0}) {
         std::memcpy(out, regs_.node_description.data(), regs_.node_description.size());
     } else {
@@ -423,7 +441,6 @@ cmd_reply access_registers::reg_node_desc(reg_access& r) {
         std::snprintf(reinterpret_cast<char*>(out), regs_.node_description.size(), "MT%u cxv ConnectX model",
                       static_cast<unsigned>(cfg_.device_id));
     }
-    return ok();
 }
 
 }  // namespace cxv::sim

@@ -25,6 +25,8 @@ struct register_state {
     std::uint8_t pmaos_admin = 1;      // PMAOS admin_status: the module is enabled
     std::uint8_t pmaos_e = 0;
     bool pcmr_fcs_chk = true;          // PCMR fcs_chk: frames with a wrong FCS are dropped
+    bool pcap_set = false;             // PCAP written: port_capability_mask[0] below
+    std::uint32_t pcap_mask = 0;
     std::array<std::byte, 64> node_description{};  // NODE_DESC as last written; empty: the default
     std::uint32_t ptys_eth_admin = 0;  // 0: every speed the port can do
     std::uint16_t ptys_ib_proto_admin = 0;
@@ -44,6 +46,14 @@ public:
 
     // PMTU admin_mtu as a driver set it; 0: the port's maximum.
     std::uint32_t admin_mtu() const noexcept { return regs_.admin_mtu; }
+    // PortInfo:CapabilityMask (IBA 14.2.5.6) as the driver set it with PCAP, else as a
+    // ConnectX-5/6 port without an SM reports it: traps, SL mapping, system image GUID,
+    // extended speeds, CapabilityMask2, CM, vendor class, capability-mask notices, client
+    // reregistration, other local changes, multicast P_Key trap suppression.
+    std::uint32_t port_capability_mask() const noexcept { return regs_.pcap_set ? regs_.pcap_mask : 0x2651e848; }
+    // The node description (64 bytes): NODE_DESC as a driver last wrote it, else the
+    // model's own. The SMA's NodeDescription answers the same (MAD_IFC, fw_vport.cc).
+    void node_description(std::byte* out) const;
     // Power-on values.
     void reset() { regs_ = {}; }
 
@@ -59,6 +69,7 @@ private:
     cmd_reply reg_pmaos(reg_access& r);
     cmd_reply reg_ppcnt(reg_access& r);
     cmd_reply reg_pcmr(reg_access& r);
+    cmd_reply reg_pcap(reg_access& r);
     cmd_reply reg_pcam(reg_access& r);
     cmd_reply reg_mcam(reg_access& r);
     cmd_reply reg_node_desc(reg_access& r);

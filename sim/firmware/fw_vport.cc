@@ -32,16 +32,11 @@ constexpr auto kVportUp = static_cast<std::uint32_t>(hw::vport_state::UP);
 constexpr auto kVportDown = static_cast<std::uint32_t>(hw::vport_state::DOWN);
 // PRM hca_vport_context vport_state_policy: the vport follows the physical port.
 constexpr std::uint32_t kPolicyFollow = 2;
-constexpr std::uint16_t kSmLid = 1;
+constexpr std::uint16_t kSmLid = subnet_manager_lid;
 constexpr std::uint8_t kSubnetTimeout = 18;  // what OpenSM configures by default
 // nic_vport_context.allowed_list_type (Linux enum mlx5_list_type).
 constexpr std::uint32_t kListUc = 0, kListMc = 1, kListVlan = 2;
 constexpr std::uint64_t kGidPrefix = 0xfe80000000000000ull;
-// PortInfo:CapabilityMask as a ConnectX-5/6 port without an SM reports it: traps,
-// SL mapping, system image GUID, extended speeds, CapabilityMask2, CM, vendor class,
-// capability-mask notices, client reregistration, other local changes, multicast P_Key
-// trap suppression.
-constexpr std::uint32_t kCapMask1 = 0x2651e848;
 constexpr std::uint32_t kVendorId = 0x0002c9;  // Mellanox OUI
 constexpr std::uint16_t kDefaultPkey = 0xffff;
 constexpr std::uint32_t kMaxEthMtu = 9216;  // the port's maximum, as PMTU reports it
@@ -52,7 +47,10 @@ constexpr std::size_t kMadBaseVersion = 0, kMadClass = 1, kMadClassVersion = 2, 
                       kMadStatus = 4, kMadAttrId = 16, kMadAttrMod = 20, kSmpData = 64;
 constexpr std::uint8_t kClassSmpLid = 0x01, kClassSmpDirected = 0x81;
 constexpr std::uint8_t kMethodGet = 0x01, kMethodSet = 0x02, kMethodGetResp = 0x81, kMethodResp = 0x80;
-constexpr std::uint16_t kAttrNodeInfo = 0x0011, kAttrPortInfo = 0x0015;
+constexpr std::uint16_t kAttrNodeDescription = 0x0010, kAttrNodeInfo = 0x0011, kAttrGuidInfo = 0x0014,
+                        kAttrPortInfo = 0x0015, kAttrPkeyTable = 0x0016;
+// GUIDInfo holds 8 GUIDs a block (IBA 14.2.5.5), P_KeyTable 32 P_Keys (14.2.5.7).
+constexpr std::uint32_t kGuidsPerBlock = 8, kPkeysPerBlock = 32;
 // MAD status (IBTA 13.4.7): the "invalid field" code in bits 4:2.
 enum : std::uint16_t {
     mad_bad_version = 1 << 2,
@@ -209,7 +207,7 @@ cmd_reply vport_commands::query_hca_vport_context(cmd_ctx& c) {
     ifc::set<v_t::node_guid>(v, node_guid);
     // Nothing here is modifiable (MODIFY_HCA_VPORT_CONTEXT is not modelled): the
     // *_field_select masks stay 0.
-    ifc::set<v_t::cap_mask1>(v, ib ? kCapMask1 : 0);
+    ifc::set<v_t::cap_mask1>(v, ib ? regs_.port_capability_mask() : 0);
     if (ib && vport == 0 && port_.configured()) {  // what the SM set; 0 until it has swept the port
         ifc::set<v_t::lid>(v, cfg_.lid);
         ifc::set<v_t::subnet_timeout>(v, kSubnetTimeout);
@@ -454,6 +452,9 @@ cmd_reply vport_commands::mad_ifc(cmd_ctx& c) {
     const std::uint16_t attr = static_cast<std::uint16_t>(load_be(req + kMadAttrId, 2));
     const std::uint32_t attr_mod = load_be(req + kMadAttrMod, 4);
     std::byte* d = resp + kSmpData;
+    // Linux's mlx5_ib reads the node description, the GIDs' GUIDs and the P_Key table
+    // through these (drivers/infiniband/hw/mlx5/mad.c, on an IB port without ib_virt)
+    // and takes the data without looking at the MAD status.
     if (byte(kMadBaseVersion) != 1 || (smp && byte(kMadClassVersion) != 1)) {
         status = mad_bad_version;
     } else if (!get && method != kMethodSet) {
@@ -472,6 +473,26 @@ cmd_reply vport_commands::mad_ifc(cmd_ctx& c) {
         put16(d + 28, static_cast<std::uint16_t>(pkey_table_len(caps_.current())));  // PartitionCap
         put16(d + 30, cfg_.device_id);      // DeviceID; Revision (32..35) 0
         put32(d + 36, 1u << 24 | kVendorId);  // LocalPortNum 1, VendorID
+    } else if (attr == kAttrNodeDescription) {
+        regs_.node_description(d);  // IBA 14.2.5.2: 64 bytes of UTF-8
+    } else if (attr == kAttrGuidInfo) {
+        // AttributeModifier: the block. GUID 0 is the port GUID (the SM assigns no others).
+        if (attr_mod >= (gid_table_len(caps_.current()) + kGuidsPerBlock - 1) / kGuidsPerBlock) {
+            status = mad_invalid_attr_value;
+        } else {
+            std::memset(d, 0, 64);
+            if (attr_mod == 0) put64(d, cfg_.node_guid + 1);
+        }
+    } else if (attr == kAttrPkeyTable) {
+        // AttributeModifier bits 15:0: the block (a channel adapter's port ignores the
+        // port number above them). Entry 0 is the default full-member P_Key.
+        const std::uint32_t block = attr_mod & 0xffff;
+        if (block >= (pkey_table_len(caps_.current()) + kPkeysPerBlock - 1) / kPkeysPerBlock) {
+            status = mad_invalid_attr_value;
+        } else {
+            std::memset(d, 0, 64);
+            if (block == 0) put16(d, kDefaultPkey);
+        }
     } else if (attr == kAttrPortInfo) {
         // AttributeModifier: the port number, 0 meaning the port the SMP came in on.
         if (attr_mod > 1) {
@@ -485,7 +506,7 @@ cmd_reply vport_commands::mad_ifc(cmd_ctx& c) {
             put64(d + 8, kGidPrefix);  // M_Key (0..7) is 0
             put16(d + 16, port_.configured() ? cfg_.lid : 0);
             put16(d + 18, port_.configured() ? kSmLid : 0);
-            put32(d + 20, kCapMask1);
+            put32(d + 20, regs_.port_capability_mask());
             d[28] = std::byte{1};                      // LocalPortNum
             d[29] = std::byte{0x3};                    // LinkWidthEnabled: 1x, 4x
             d[30] = std::byte{0x3};                    // LinkWidthSupported

@@ -62,6 +62,7 @@ result<std::unique_ptr<port>> port::create(const device_config& cfg, const objec
         if (!p->pcap_) return error{EIO, "device model: cannot write the pcap file " + cfg.pcap};
     }
     if (!cfg.fabric_dir.empty()) p->down_file_ = cfg.fabric_dir + "/down-" + station_name(s);
+    if (!s.ethernet && cfg.lid == subnet_manager_lid) p->sa_ = std::make_unique<subnet_admin>(cfg);
     return p;
 }
 
@@ -429,6 +430,14 @@ void port::handle_frame(std::span<const std::byte> f, frame_crcs crcs, clock_typ
         if (p.net.dlid != cfg_.lid && !group) {
             ++counters_.not_for_us;
             return;
+        }
+        if (sa_ && !group) {
+            wire::packet reply;
+            if (sa_->answer(p, reply)) {
+                ++counters_.sa_answered;
+                send_packet(reply, now);
+                return;
+            }
         }
     }
     deliver(p, f.size());

@@ -11,7 +11,9 @@
 //         discovery are answered for the function's own addresses (the RoCE GID table
 //         the driver programmed) and teach the neighbour table; a RoCEv2 or IB packet
 //         whose ICRC (and VCRC) checks is decoded and handed to the engine; a damaged one
-//         is dropped and counted, as a card drops it; any other Ethernet frame the
+//         is dropped and counted, as a card drops it; on InfiniBand, the port with the
+//         subnet manager's LID hands the subnet administrator's MADs to the SA the
+//         model plays (subnet_admin.h) and sends its answers; any other Ethernet frame the
 //         vport's filter takes (its MAC, broadcast, its address lists, its promiscuous
 //         modes) goes to the receive flow tables.
 //
@@ -34,6 +36,7 @@
 #include "base/result.h"
 #include "sim/device_config.h"
 #include "sim/link/segment.h"
+#include "sim/link/subnet_admin.h"
 #include "sim/objects/tables.h"
 #include "sim/wire/packet.h"
 
@@ -53,6 +56,7 @@ struct port_counters {
     std::uint64_t no_route = 0;          // sent to an address no station has
     std::uint64_t arp_sent = 0, arp_answered = 0, nd_sent = 0, nd_answered = 0;
     std::uint64_t unresolved = 0;        // packets dropped: the neighbour never answered
+    std::uint64_t sa_answered = 0;       // MADs the subnet administrator hosted here answered
     std::uint64_t fault_dropped = 0, fault_duplicated = 0, fault_reordered = 0, fault_corrupted = 0,
                   fault_delayed = 0;
 };
@@ -147,6 +151,7 @@ private:
     std::string down_file_;              // directory segments: the cable-pull file
     clock_type::time_point next_cable_check_{};
     bool cable_ = true;
+    std::unique_ptr<subnet_admin> sa_;   // the port with the SM's LID: the SA
     port_counters counters_;
 };
 

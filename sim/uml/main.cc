@@ -118,6 +118,11 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(m.frames_delivered),
                      static_cast<unsigned long long>(m.frames_dropped));
     }
+    // The subnet administrator this function's port hosts (the SM's LID on InfiniBand).
+    if (const auto sa = dev.value()->link_counters().sa_answered; sa != 0) {
+        std::fprintf(stderr, "cxv-sim-uml: subnet administrator: %llu MADs answered\n",
+                     static_cast<unsigned long long>(sa));
+    }
     if (m.wqes != 0) {
         std::fprintf(stderr, "cxv-sim-uml: send WQEs: %llu executed, %llu UMRs changed a memory key, %llu CQEs\n",
                      static_cast<unsigned long long>(m.wqes), static_cast<unsigned long long>(m.umrs),

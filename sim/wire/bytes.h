@@ -1,6 +1,7 @@
 // Field access in frames: the wire is big-endian (IBA 5.2.1; RFC 1700's network order),
 // except the ICRC and VCRC, which are stored as little-endian words. Whole words are
-// byte-swapped and stored at once. Private to sim/wire (frame.cc, neighbour.cc).
+// byte-swapped and stored at once. For sim/wire (frame.cc, neighbour.cc) and the MADs of
+// sim/link/subnet_admin.cc.
 #pragma once
 
 #include <array>

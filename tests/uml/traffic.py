@@ -8,6 +8,10 @@
 #                             TSO messages: LSO WQEs), then one 4,000-byte UDP message
 #                             cut into 1,000-byte datagrams by the device (UDP_SEGMENT:
 #                             an LSO WQE of UDP)
+#   traffic.py send ADDR datagrams
+#                             the same, the UDP message sent as its 4 datagrams: for a
+#                             netdev without checksum offload (IPoIB's here), on which
+#                             Linux refuses UDP_SEGMENT (EIO)
 #
 # Each side prints one line the test compares: the bytes and their SHA-256.
 import hashlib
@@ -52,7 +56,7 @@ def receive(addr):
           f"{hashlib.sha256(data).hexdigest()}", flush=True)
 
 
-def send(addr):
+def send(addr, udp_mode="segment"):
     data = pattern(1 << 16, 7) * (TCP_BYTES >> 16)
     deadline = time.monotonic() + 30
     while True:
@@ -72,11 +76,15 @@ def send(addr):
     print(f"tcp sent {len(data)} bytes sha256 {hashlib.sha256(data).hexdigest()}", flush=True)
     msg = pattern(UDP_MESSAGE, 5)
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.setsockopt(SOL_UDP, UDP_SEGMENT_OPT, UDP_SEGMENT)
     time.sleep(1)  # the receiver has read its TCP to the end and waits on UDP
-    udp.sendto(msg, (addr, 5002))
+    if udp_mode == "datagrams":
+        for i in range(0, UDP_MESSAGE, UDP_SEGMENT):
+            udp.sendto(msg[i:i + UDP_SEGMENT], (addr, 5002))
+    else:
+        udp.setsockopt(SOL_UDP, UDP_SEGMENT_OPT, UDP_SEGMENT)
+        udp.sendto(msg, (addr, 5002))
     print(f"udp sent 1 message of {len(msg)} bytes sha256 {hashlib.sha256(msg).hexdigest()}", flush=True)
 
 
 if __name__ == "__main__":
-    {"receive": receive, "send": send}[sys.argv[1]](sys.argv[2])
+    {"receive": receive, "send": send}[sys.argv[1]](*sys.argv[2:])

@@ -1,11 +1,15 @@
-# Two User-Mode Linux kernels on one fabric, each with one Ethernet function served by its
-# own cxv-sim-uml (docs/linux-oracle.md): what mlx5e_test.sh and nvmeof_test.sh share.
+# Two User-Mode Linux kernels on one fabric, each with one function served by its own
+# cxv-sim-uml (docs/linux-oracle.md): what mlx5e_test.sh, nvmeof_test.sh and
+# ipoib_test.sh share.
 # Sourced, after tests/qemu/guest_test_lib.sh (skip, fail), with `sim` (cxv-sim-uml),
 # `kdir` (the built kernel's directory) and `init` (tools/uml/init.sh) set.
 #
-#   two_kernels_begin FABRIC   the work directory ($work, under /tmp: a socket path has at
+#   two_kernels_begin FABRIC [PORT_TYPE]
+#                              the work directory ($work, under /tmp: a socket path has at
 #                              most 107 bytes), cleanup on exit (by process id), both
-#                              models started and listening
+#                              models started and listening; their ports Ethernet (eth,
+#                              the default) or InfiniBand (ib: model 0's port has LID 1,
+#                              the subnet manager's, and so hosts its SA)
 #   two_kernels_run SECONDS    boots kernel i with $work/cmd$i.sh, both at once; each
 #                              powers itself off after its command, or is killed after
 #                              SECONDS (or once a console matches $two_kernels_abort_on,
@@ -49,7 +53,7 @@ two_kernels_begin() {
     mkdir "$work/fabric"
     for i in 0 1; do
         "$sim" --socket "$work/$i.sock" --trace-commands --command-log "$work/commands$i.trace" \
-            --set port_type=eth --set fabric_dir="$work/fabric" \
+            --set port_type="${2:-eth}" --set fabric_dir="$work/fabric" \
             --set fabric="$1" --set fabric_index=$i >"$work/model$i.log" 2>&1 &
         simpids+=($!)
     done

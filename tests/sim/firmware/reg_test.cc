@@ -166,7 +166,7 @@ TEST_CASE("PAOS: a write answers with the port's state; ase 0 changes nothing, a
 TEST_CASE("ACCESS_REG refuses unknown registers, short inputs and outputs, bad op_mods and read-only writes") {
     H h;
     REQUIRE(h.bring_up());
-    for (const std::uint16_t unknown : {0x0000, 0x5001, 0x5007, 0x9999, 0xffff}) {
+    for (const std::uint16_t unknown : {0x0000, 0x5005, 0x5007, 0x9999, 0xffff}) {
         INFO("register 0x", std::hex, unknown);
         for (const std::uint16_t op : {kRead, kWrite}) {
             check_status(access(h, op, unknown, std::vector<std::byte>(64)).r, cmd_status::BAD_PARAM,
@@ -304,7 +304,7 @@ TEST_CASE("PCAM and MCAM report exactly the registers the model implements") {
     // Bit k of the mask is register 0x5000 + k, counted from the mask's last bit (PRM
     // PCAM; Linux's regs_5000_to_507f.ppcnt sits where k = 8 does).
     const std::size_t mask_end = CXV_LINUX_OFF(pcam_reg, port_access_reg_cap_mask) + 128 - 1;
-    for (const unsigned k : {0x02u, 0x03u, 0x04u, 0x06u, 0x08u, 0x12u, 0x41u, 0x7fu}) linux_put(want, mask_end - k, 1, 1);
+    for (const unsigned k : {0x01u, 0x02u, 0x03u, 0x04u, 0x06u, 0x08u, 0x12u, 0x41u, 0x7fu}) linux_put(want, mask_end - k, 1, 1);
     CHECK(rr.reg == want);
     CHECK(linux_bits(rr.reg, CXV_LINUX_OFF(pcam_reg, port_access_reg_cap_mask) + CXV_LINUX_OFF(pcam_regs_5000_to_507f, ppcnt), 1) == 1);
     std::vector<std::byte> other(CXV_LINUX_BYTES(pcam_reg));

@@ -1,6 +1,10 @@
 // The function's vport and port management: HCA vport context, GID and P_Key tables,
 // NIC vport context, MAD_IFC SMPs, on InfiniBand and Ethernet ports.
 #include <array>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -396,6 +400,70 @@ TEST_CASE("MAD_IFC Get(NodeInfo): a one-port channel adapter") {
     CHECK(be(r, kData + 30, 2) == cfg.device_id);
     CHECK(b(r, kData + 36) == 1);  // LocalPortNum
     CHECK(be(r, kData + 37, 3) == 0x0002c9);
+}
+
+// Linux's mlx5_ib on an IB port without ib_virt reads these three through MAD_IFC and
+// takes the data without looking at the MAD status (drivers/infiniband/hw/mlx5/mad.c):
+// zeros here were its P_Key table (IPoIB: "P_Key 0x8000 is Invalid") and its GIDs' GUIDs.
+TEST_CASE("MAD_IFC Get(NodeDescription), Get(GUIDInfo), Get(P_KeyTable): what mlx5_ib reads of its port") {
+    H h;
+    REQUIRE(h.bring_up());
+    const auto& cfg = h.dev().config();
+    auto desc = mad_ifc(h, {.attr_id = 0x0010, .attr_mod = 0});
+    REQUIRE(desc.status == cmd_status::OK);
+    CHECK(mad_status(desc) == 0);
+    std::string text;
+    for (std::size_t k = 0; k < 64 && b(desc, kData + k) != 0; ++k) text += static_cast<char>(b(desc, kData + k));
+    CHECK(text == "MT" + std::to_string(cfg.device_id) + " cxv ConnectX model");
+
+    auto guids = mad_ifc(h, {.attr_id = 0x0014, .attr_mod = 0});
+    REQUIRE(guids.status == cmd_status::OK);
+    CHECK(mad_status(guids) == 0);
+    CHECK(be(guids, kData, 8) == cfg.node_guid + 1);  // GUID 0: the port GUID
+    CHECK(be(guids, kData + 8, 8) == 0);
+    CHECK(mad_status(mad_ifc(h, {.attr_id = 0x0014, .attr_mod = 3})) == 0);  // 32 GUIDs: blocks 0-3
+    CHECK(mad_status(mad_ifc(h, {.attr_id = 0x0014, .attr_mod = 4})) == 0x001c);
+
+    auto pkeys = mad_ifc(h, {.attr_id = 0x0016, .attr_mod = 0});
+    REQUIRE(pkeys.status == cmd_status::OK);
+    CHECK(mad_status(pkeys) == 0);
+    CHECK(be(pkeys, kData, 2) == 0xffff);  // the default full-member P_Key at index 0
+    CHECK(be(pkeys, kData + 2, 2) == 0);
+    CHECK(mad_status(mad_ifc(h, {.attr_id = 0x0016, .attr_mod = 3})) == 0);  // 128 P_Keys: blocks 0-3
+    CHECK(mad_status(mad_ifc(h, {.attr_id = 0x0016, .attr_mod = 4})) == 0x001c);
+}
+
+// PCAP (0x5001) as Linux's mlx5_set_port_caps writes it (ib_cm's ib_modify_port on an IB
+// port): register_data at Linux's offsets; what it sets is what PortInfo and the HCA
+// vport context report.
+TEST_CASE("PCAP: the port capability mask a driver writes is PortInfo:CapabilityMask and cap_mask1") {
+    H h;
+    REQUIRE(h.bring_up());
+    REQUIRE(h.wait_port_active());
+    const auto pcap = [&](std::uint16_t op_mod, std::uint32_t mask) {
+        std::vector<std::byte> reg(CXV_LINUX_BYTES(pcap_reg));
+        CXV_LINUX_SET(pcap_reg, reg, local_port, 1);
+        CXV_LINUX_SET(pcap_reg, reg, port_capability_mask[0], mask);
+        auto in = H::input<ifc::access_register_in>(cmd_opcode::ACCESS_REG, op_mod, reg.size());
+        ifc::set<ifc::access_register_in::register_id>(in.data(), 0x5001);
+        std::memcpy(in.data() + 16, reg.data(), reg.size());  // register_data: PRM offset 0x10
+        auto r = h.exec(in, 16 + reg.size());
+        REQUIRE(r.status == cmd_status::OK);
+        return CXV_LINUX_GET(pcap_reg, std::span<const std::byte>(r.out).subspan(16), port_capability_mask[0]);
+    };
+    const auto cap_mask1 = [&] {
+        auto r = hca_vport_context(h);
+        REQUIRE(r.status == cmd_status::OK);
+        return ifc::get<ifc::hca_vport_context::cap_mask1>(
+            ifc::at<ifc::query_hca_vport_context_out::hca_vport_context>(r.out.data()));
+    };
+    const auto before = be(mad_ifc(h, {}), kData + 20, 4);
+    CHECK(pcap(1, 0) == before);  // a read: the mask the port reports
+    CHECK(cap_mask1() == before);
+    const std::uint32_t mine = static_cast<std::uint32_t>(before) ^ (1u << 9);
+    CHECK(pcap(0, mine) == mine);  // a write, read back
+    CHECK(be(mad_ifc(h, {}), kData + 20, 4) == mine);
+    CHECK(cap_mask1() == mine);
 }
 
 TEST_CASE("MAD_IFC answers what the agent does not serve with a MAD status") {
