@@ -187,7 +187,8 @@ bool subnet_admin::answer(const wire::packet& in, wire::packet& out) {
         ++counters_.errors;
         if (record == 0) std::memset(resp + m::data, 0, m::bytes - m::data);
     }
-    put8(resp + m::method, method == m::remove ? m::remove_resp : m::get_resp);
+    // Get and Set are answered with GetResp, the others with their own response method.
+    put8(resp + m::method, method == m::get || method == m::set ? m::get_resp : method | 0x80);
     put16(resp + m::status, status);
     put16(resp + m::attribute_offset, static_cast<std::uint16_t>((record + 7) / 8));
     return true;
@@ -232,7 +233,8 @@ std::uint16_t subnet_admin::mc_member(std::uint8_t method, std::uint64_t mask, s
         put8(rec + mcr::scope_join, it->second.scope << 4 | (mem == it->second.members.end() ? 0 : mem->second));
         return 0;
     }
-    if (!(mask & mcr::c_port_gid) || !(mask & mcr::c_join) || join == 0) return m::err_req_insufficient_components;
+    if (!(mask & mcr::c_port_gid) || !(mask & mcr::c_join)) return m::err_req_insufficient_components;
+    if (join == 0) return m::err_req_invalid;  // a JoinState that joins (or leaves) nothing
 
     if (method == m::remove) {
         const auto it = given_mgid ? groups_.find(mgid) : groups_.end();

@@ -39,8 +39,7 @@ inline constexpr std::size_t base_version = 0, mgmt_class = 1, class_version = 2
                              transaction_id = 8, attribute_id = 16, attribute_modifier = 20, rmpp = 24,
                              sm_key = 36, attribute_offset = 44, component_mask = 48, data = 56;
 inline constexpr std::uint8_t class_subn_adm = 0x03, sa_class_version = 2;
-inline constexpr std::uint8_t get = 0x01, set = 0x02, get_resp = 0x81, get_table = 0x12, remove = 0x15,
-                              remove_resp = 0x95;
+inline constexpr std::uint8_t get = 0x01, set = 0x02, get_resp = 0x81, get_table = 0x12, remove = 0x15;
 inline constexpr std::uint16_t attr_class_port_info = 0x0001, attr_path_record = 0x0035,
                                attr_mc_member_record = 0x0038;
 // MAD status (IBA 13.4.7, Table 135) and the SA's class-specific codes (15.2.1.1, Table 182).

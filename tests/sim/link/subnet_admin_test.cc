@@ -179,7 +179,10 @@ TEST_CASE("a join with the creation components makes a group; later joins must m
     // JoinState 0 asks for nothing: refused; a unicast GID is no group.
     request none = join(kBroadcast, a);
     none.rec()[kMcScopeJoin] = std::byte{0x20};
-    CHECK(ask(sa, none, 2).status() == 0x0600);
+    CHECK(ask(sa, none, 2).status() == 0x0200);
+    request no_join_state = join(kBroadcast, a);
+    put(&no_join_state.mad[kCompMask], kMcMgidC | kMcPortGidC, 8);
+    CHECK(ask(sa, no_join_state, 2).status() == 0x0600);
     gid unicast = a;
     CHECK(ask(sa, join(unicast, a), 2).status() == 0x0200);
 }
@@ -258,7 +261,9 @@ TEST_CASE("ClassPortInfo says send-only full members are served; what the SA doe
     // IB_SA_CAP_MASK2_SENDONLY_FULL_MEM_SUPPORT is bit 12 of it.
     CHECK(((get(cpi.rec() + 4, 4) >> 5) & (1u << 12)) != 0);
     CHECK(ask(sa, request(0x01, 0x0011, 0, 2), 2).status() == 0x000c);  // NodeRecord
-    CHECK(ask(sa, request(0x12, 0x0038, 0, 3), 2).status() == 0x000c);  // GetTable: needs RMPP
+    const auto table = ask(sa, request(0x12, 0x0038, 0, 3), 2);  // GetTable: needs RMPP
+    CHECK(table.status() == 0x000c);
+    CHECK(std::to_integer<unsigned>(table.mad()[kMethod]) == 0x92);  // GetTableResp
     CHECK(ask(sa, request(0x07, 0x0038, 0, 4), 2).status() == 0x0008);  // TrapRepress: no such method here
     request old(0x01, 0x0001, 0, 5);
     old.mad[2] = std::byte{1};
