@@ -13,53 +13,17 @@
 #include <doctest/doctest.h>
 
 #include "sim/wire/frame.h"
+#include "tests/sim/link/port_pair.h"
 #include "sim/wire/neighbour.h"
 #include "sim/wire/pcap.h"
 
 namespace cxv::sim::link {
 namespace {
 
+using test::pair;
+
 using clock_type = std::chrono::steady_clock;
 using gid = std::array<std::uint8_t, 16>;
-
-// Two functions on one in-process segment, with RoCE GID tables as a driver programs
-// them: index 0 the link-local GID of the MAC, index 1 the IPv4-mapped address.
-struct pair {
-    device_config ca, cb;
-    object_tables ta, tb;
-    std::unique_ptr<port> a, b;
-    std::vector<wire::packet> got_a, got_b;
-
-    explicit pair(const std::string& segment, port_type type = port_type::ETHERNET,
-                  device_config::link_faults faults = {}) {
-        for (auto* c : {&ca, &cb}) {
-            c->port = type;
-            c->fabric = segment;
-            c->faults = faults;
-        }
-        cb.mac[5] = 2;
-        cb.lid = 2;
-        program(ta, ca, 1);
-        program(tb, cb, 2);
-        a = std::move(port::create(ca, ta)).value();
-        b = std::move(port::create(cb, tb)).value();
-    }
-    static void program(object_tables& t, const device_config& c, std::uint8_t host) {
-        t.roce_addresses[0].source_l3_address = wire::link_local_gid(c.mac);
-        t.roce_addresses[1].source_l3_address = wire::ipv4_mapped_gid({169, 254, 9, host});
-    }
-    // Both ports poll until nothing happens for a few rounds (at most a second).
-    void settle() {
-        const auto end = clock_type::now() + std::chrono::seconds(1);
-        unsigned quiet = 0;
-        while (quiet < 3 && clock_type::now() < end) {
-            const auto now = clock_type::now();
-            bool any = a->poll(now, [&](wire::packet& p, std::size_t) { got_a.push_back(p); });
-            any |= b->poll(now, [&](wire::packet& p, std::size_t) { got_b.push_back(p); });
-            quiet = any ? 0 : quiet + 1;
-        }
-    }
-};
 
 wire::packet send_only(const gid& dgid, std::uint32_t psn, std::size_t bytes = 100) {
     wire::packet p;

@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include "sim/link/port.h"
+#include "tests/sim/link/port_pair.h"
 
 namespace cxv::sim::link {
 namespace {
@@ -283,48 +284,31 @@ TEST_CASE("ClassPortInfo says send-only full members are served; what the SA doe
 }
 
 TEST_CASE("on the wire: the port with the SM's LID answers SA MADs and hands every other MAD to its QP1") {
-    device_config ca = sm_port(), cb;
-    ca.fabric = cb.fabric = "subnet-admin-test";
-    cb.port = port_type::IB;
-    cb.lid = 2;
-    cb.node_guid = 0x2220;
-    object_tables ta, tb;
-    auto a = std::move(port::create(ca, ta)).value();
-    auto b = std::move(port::create(cb, tb)).value();
-    std::vector<wire::packet> got_a, got_b;
-    const auto settle = [&] {
-        const auto end = clock_type::now() + std::chrono::seconds(1);
-        unsigned quiet = 0;
-        while (quiet < 3 && clock_type::now() < end) {
-            const auto now = clock_type::now();
-            bool any = a->poll(now, [&](wire::packet& p, std::size_t) { got_a.push_back(p); });
-            any |= b->poll(now, [&](wire::packet& p, std::size_t) { got_b.push_back(p); });
-            quiet = any ? 0 : quiet + 1;
-        }
-    };
-    const gid gb = port_gid(cb.node_guid + 1), ga = port_gid(ca.node_guid + 1);
+    test::pair x("subnet-admin-test", port_type::IB);
+    REQUIRE(x.ca.lid == subnet_manager_lid);
+    const gid gb = port_gid(x.cb.node_guid + 1), ga = port_gid(x.ca.node_guid + 1);
     // b joins the broadcast group: the answer comes to b's QP1; a's QP1 sees nothing.
-    CHECK(b->transmit(join(kBroadcast, gb).packet(2), clock_type::now()) == port::sent::wire);
-    settle();
-    REQUIRE(got_b.size() == 1);
-    CHECK(got_a.empty());
-    CHECK(got_b[0].net.slid == subnet_manager_lid);
-    CHECK(get(got_b[0].payload.data() + kData + kMcMlid, 2) == 0xc000);
+    CHECK(x.b->transmit(join(kBroadcast, gb).packet(2), clock_type::now()) == port::sent::wire);
+    x.settle();
+    REQUIRE(x.got_b.size() == 1);
+    CHECK(x.got_a.empty());
+    CHECK(x.got_b[0].net.slid == subnet_manager_lid);
+    CHECK(get(x.got_b[0].payload.data() + kData + kMcMlid, 2) == 0xc000);
     // a asks for the path to b (to its own LID): answered to itself.
-    CHECK(a->transmit(path(gb, ga).packet(subnet_manager_lid), clock_type::now()) == port::sent::wire);
-    settle();
-    REQUIRE(got_a.size() == 1);
-    CHECK(get(got_a[0].payload.data() + kData + kPrDlid, 2) == 2);
-    CHECK(a->counters().sa_answered == 2);
-    CHECK(b->counters().sa_answered == 0);
+    CHECK(x.a->transmit(path(gb, ga).packet(subnet_manager_lid), clock_type::now()) == port::sent::wire);
+    x.settle();
+    REQUIRE(x.got_a.size() == 1);
+    CHECK(get(x.got_a[0].payload.data() + kData + kPrDlid, 2) == 2);
+    CHECK(x.a->counters().sa_answered == 2);
+    CHECK(x.b->counters().sa_answered == 0);
     // A CM MAD to a's QP1 is a's host's.
     request cm(0x03, 0x0010, 0, 7);
     cm.mad[1] = std::byte{0x07};
-    CHECK(b->transmit(cm.packet(2), clock_type::now()) == port::sent::wire);
-    settle();
-    REQUIRE(got_a.size() == 2);
-    CHECK(std::to_integer<unsigned>(got_a[1].payload[1]) == 0x07);
-    CHECK(got_b.size() == 1);
+    CHECK(x.b->transmit(cm.packet(2), clock_type::now()) == port::sent::wire);
+    x.settle();
+    REQUIRE(x.got_a.size() == 2);
+    CHECK(std::to_integer<unsigned>(x.got_a[1].payload[1]) == 0x07);
+    CHECK(x.got_b.size() == 1);
 }
 
 }  // namespace
