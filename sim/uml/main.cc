@@ -118,11 +118,16 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(m.frames_delivered),
                      static_cast<unsigned long long>(m.frames_dropped));
     }
-    // The subnet administrator this function's port hosts (the SM's LID on InfiniBand).
-    if (const auto sa = dev.value()->link_counters().sa_answered; sa != 0) {
-        std::fprintf(stderr, "cxv-sim-uml: subnet administrator: %llu MADs answered\n",
-                     static_cast<unsigned long long>(sa));
-    }
+    // The port on its wire, and the subnet administrator it hosts (the SM's LID on
+    // InfiniBand).
+    const auto l = dev.value()->link_counters();
+    const auto ull = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+    std::fprintf(stderr,
+                 "cxv-sim-uml: link: %llu frames sent, %llu received (%llu not for this port, %llu malformed, "
+                 "%llu damaged), %llu to no station\n",
+                 ull(l.frames_sent), ull(l.frames_received), ull(l.not_for_us), ull(l.malformed), ull(l.bad_crc),
+                 ull(l.no_route));
+    if (l.sa_answered != 0) std::fprintf(stderr, "cxv-sim-uml: subnet administrator: %llu MADs answered\n", ull(l.sa_answered));
     if (m.wqes != 0) {
         std::fprintf(stderr, "cxv-sim-uml: send WQEs: %llu executed, %llu UMRs changed a memory key, %llu CQEs\n",
                      static_cast<unsigned long long>(m.wqes), static_cast<unsigned long long>(m.umrs),

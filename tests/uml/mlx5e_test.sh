@@ -78,14 +78,7 @@ for i in 0 1; do
         { show; fail "guest $i's kernel complained: $(grep -Em3 "hw csum failure|mlx5.*(timeout|No done completion)|WARNING|Missing .* capability|probe .* failed" "$c")"; }
     two_kernels_model_clean $i
 done
-sent=$(grep -o "^tcp sent .*" "$work/console0.log")
-got=$(grep -o "^tcp received .*" "$work/console1.log")
-[ "${sent#tcp sent }" = "${got#tcp received }" ] && [[ $sent == *" 2097152 bytes "* ]] ||
-    { show; fail "TCP: the sender says '$sent', the receiver '$got'"; }
-usent=$(grep -o "^udp sent .*" "$work/console0.log")
-ugot=$(grep -o "^udp received .*" "$work/console1.log")
-[ "${usent##* sha256 }" = "${ugot##* sha256 }" ] && [[ $ugot == "udp received 4 datagrams of 1000/1000/1000/1000 bytes "* ]] ||
-    { show; fail "UDP: the sender says '$usent', the receiver '$ugot'"; }
+two_kernels_traffic_whole
 frames=$(grep -o "cxv-sim-uml: frames: .*" "$work/model0.log")
 lso=$(sed -nE 's/.*\(([0-9]+) LSO WQEs.*/\1/p' <<<"$frames")
 [ -n "$lso" ] && ((lso >= 2)) || { show; fail "the sender's model cut no LSO WQEs (TCP and UDP): '$frames'"; }

@@ -185,27 +185,13 @@ for attempt in 1 2 3 4 5 6 7 8; do
 done
 show() { two_kernels_show; }
 warned="WARNING|error cqe|timeout|failed|Fatal|probe .* failed"
-# UML's own limits, not Linux's verdict on the model: a read the backend answered after
-# UML's 40 ms (virt-pci.c:160 warns "um virt-pci delay"; on a loaded machine a BAR read
-# can wait that long behind the other kernel and model), and a vmlinux that aborts in its
-# host-side exit after the kernel halted. Counted in the note; anything else fails.
-delays=0
-taken=0
+# UML's own limits, not Linux's verdict on the model: a read answered after UML's 40 ms
+# (two_kernels_checked), and a vmlinux that aborts in its host-side exit after the kernel
+# halted. Counted in the note; anything else fails.
 aborts=0
 for i in 0 1; do
-    c="$work/console$i.log"
-    uml_exit_counted "${rcs[i]}" "$c" "UML kernel $i"
-    d=$(grep -c "at arch/um/drivers/virt-pci.c:160 " "$c")
-    delays=$((delays + d))
-    # A read given up after 40 ms leaves its buffer in the command queue; when its answer
-    # comes, the queue's callback takes the buffer back and warns (virt-pci.c:519: a
-    # read's buffer where it expects a posted write's). That is the same late read's
-    # second report, at most one per late read: left out too, and counted.
-    l=$(grep -c "at arch/um/drivers/virt-pci.c:519 " "$c")
-    late=()
-    ((l > 0 && l <= d)) && late=(-e '/at arch\/um\/drivers\/virt-pci.c:519 /,/end trace/d') && taken=$((taken + l))
-    # The warnings' own lines (each report up to the end marker) are left out of the check.
-    sed -e '/at arch\/um\/drivers\/virt-pci.c:160 /,/end trace/d' "${late[@]}" "$c" >"$work/checked$i.log"
+    uml_exit_counted "${rcs[i]}" "$work/console$i.log" "UML kernel $i"
+    two_kernels_checked $i
     c="$work/checked$i.log"
     grep -q "^cxv-uml: exit" "$c" || { show; fail "guest $i never finished its command"; }
     grep -q "^carrier: 1$" "$c" || { show; fail "guest $i: $ifname has no carrier"; }

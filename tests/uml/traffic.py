@@ -45,6 +45,7 @@ def receive(addr):
             break
         h.update(b)
         n += len(b)
+    conn.close()  # the sender waits for this: everything arrived
     print(f"tcp received {n} bytes sha256 {h.hexdigest()}", flush=True)
     udp.settimeout(20)
     sizes, data = [], b""
@@ -72,6 +73,12 @@ def send(addr, udp_mode="segment"):
     # half-way with TimeoutError. The receiver's 60 s, as for its reads.
     conn.settimeout(60)
     conn.sendall(data)
+    # sendall returns once the bytes are queued, not delivered: the sender's kernel takes
+    # its netdev down right after this program, which would cut off the rest (seen over
+    # IPoIB, which has no TSO). The receiver closes once it has read everything.
+    conn.shutdown(socket.SHUT_WR)
+    while conn.recv(4096):
+        pass
     conn.close()
     print(f"tcp sent {len(data)} bytes sha256 {hashlib.sha256(data).hexdigest()}", flush=True)
     msg = pattern(UDP_MESSAGE, 5)
@@ -84,6 +91,7 @@ def send(addr, udp_mode="segment"):
         udp.setsockopt(SOL_UDP, UDP_SEGMENT_OPT, UDP_SEGMENT)
         udp.sendto(msg, (addr, 5002))
     print(f"udp sent 1 message of {len(msg)} bytes sha256 {hashlib.sha256(msg).hexdigest()}", flush=True)
+    time.sleep(2)  # the datagrams on their way before the netdev goes down
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@
 // mask bits of include/rdma/ib_sa.h, not at sim/link/subnet_admin.cc's.
 #include "sim/link/subnet_admin.h"
 
+#include <stdlib.h>
+
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -309,6 +312,32 @@ TEST_CASE("on the wire: the port with the SM's LID answers SA MADs and hands eve
     REQUIRE(x.got_a.size() == 2);
     CHECK(std::to_integer<unsigned>(x.got_a[1].payload[1]) == 0x07);
     CHECK(x.got_b.size() == 1);
+}
+
+
+TEST_CASE("on a directory fabric: the SA's port answers its own host's requests (to its own LID)") {
+    char tmpl[] = "/tmp/cxv-sa-test.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    const std::string dir = tmpl;
+    {
+        device_config c = sm_port();
+        c.fabric_dir = dir;
+        object_tables t;
+        auto a = std::move(port::create(c, t)).value();
+        std::vector<wire::packet> got;
+        const gid ga = port_gid(c.node_guid + 1);
+        for (int round = 0; round < 3; ++round) {
+            CHECK(a->transmit(join(kBroadcast, ga).packet(subnet_manager_lid), clock_type::now()) == port::sent::wire);
+            const auto end = clock_type::now() + std::chrono::seconds(1);
+            while (got.size() < static_cast<std::size_t>(round + 1) && clock_type::now() < end) {
+                a->poll(clock_type::now(), [&](wire::packet& p, std::size_t) { got.push_back(p); });
+            }
+            REQUIRE(got.size() == static_cast<std::size_t>(round + 1));
+            CHECK(get(got.back().payload.data() + kData + kMcMlid, 2) == 0xc000);
+        }
+        CHECK(a->counters().sa_answered == 3);
+    }
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace
