@@ -137,7 +137,8 @@ TEST_CASE("devx: PPCNT groups and clr, PCAM, and an unknown register") {
     const auto has = [&](unsigned k) { return (std::to_integer<unsigned>(mask[15 - k / 8]) >> (k % 8)) & 1; };
     CHECK(has(0x06) == 1);   // PAOS
     CHECK(has(0x7f) == 1);   // PCAM
-    CHECK(has(0x01) == 0);   // PCAP: not implemented
+    CHECK(has(0x01) == 1);   // PCAP (mlx5_ib sets an IB port's capability mask with it)
+    CHECK(has(0x05) == 0);   // no register there
     CHECK(ifc::get<ifc::pcam_regs_5000_to_507f::pplm>(mask) == 0);
     // PCAM cannot be written.
     r = access(ctx, kWrite, hw::reg_id::PCAM, std::vector<std::byte>(ifc::pcam_reg::size_bytes));
