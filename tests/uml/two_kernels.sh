@@ -57,7 +57,7 @@ two_kernels_begin() {
     # own tests), as a fabric's SM takes seconds. mlx5_ib drops port events until the
     # last stage of its probe (main.c: ib_active), after ib_sa has read the SM's LID
     # (ib_sa_add_one): a port that became ACTIVE within that window left ib_sa with SM
-    # LID 0 for good. That window explains what 3 of 17 runs of ipoib_test showed on
+    # LID 0 for good. That window explains what 3 of 21 runs of ipoib_test showed on
     # 2026-11-30 with INIT_HCA to ACTIVE in 330 ms: one kernel's ib0 never got its
     # carrier, and none of its SA requests reached the SA.
     [ "${2:-eth}" = ib ] && ib=(--set sm_sweep_ms=3000)
