@@ -91,7 +91,7 @@ class log:
     order) and memory keys, each with the inputs that made and changed it."""
 
     def __init__(self, paths):
-        self.eqs, self.cqs, self.mkeys = [], [], []
+        self.eqs, self.cqs, self.mkeys, self.srqs = [], [], [], []
         self.qps = {}  # (source, qpn) -> {"st": st, "commands": [(layout, fields, unnamed)]}
         self.order = []  # QPs in creation order
         for src, path in enumerate(paths):
@@ -112,6 +112,8 @@ class log:
             self.cqs.append((name, fin, unnamed))
         elif name == "create_mkey_in":
             self.mkeys.append((name, fin, unnamed))
+        elif name in ("create_srq_in", "create_rmp_in"):
+            self.srqs.append((name, fin, unnamed))
         elif name == "create_qp_in":
             key = (src, fout.get("qpn", 0))
             self.qps[key] = {"st": fin.get("qpc.st", 0), "commands": [(name, fin, unnamed)]}
@@ -240,6 +242,67 @@ expect("init2rtr_qp_in", "qpc.primary_address_path.rlid", PEER,
        "the peer's LID on InfiniBand (RDMA CM's from the SA's PathRecord, the pingpong's from the peer): "
        "each run's own; 0 on RoCE")
 
+# A basic SRQ: Linux's mlx5_ib makes it as an RMP at ISSI 1 (CREATE_RMP: the RMP context
+# with its receive WQ), cxv's driver with CREATE_SRQ (the SRQ context): two layouts of the
+# same object, compared field by field through this map. (RMP field, SRQ field, class,
+# the RMP value in the SRQ field's units.) Any other field set on either side must be in
+# SRQ_ONE_SIDED, with its reason.
+SRQ_MAP = [
+    ("ctx.wq.pd", "srq_context_entry.pd", ALLOCATED, None),
+    ("ctx.wq.dbr_addr", "srq_context_entry.dbr_addr", ALLOCATED, None),
+    ("ctx.wq.log_wq_pg_sz", "srq_context_entry.log_page_size", ALLOCATED, None),
+    ("ctx.wq.page_offset", "srq_context_entry.page_offset", ALLOCATED, None),
+    ("ctx.wq.log_wq_sz", "srq_context_entry.log_srq_size", REQUEST, None),
+    # The WQE stride: log2 of bytes in the WQ, of 16-byte units in the SRQ context.
+    ("ctx.wq.log_wq_stride", "srq_context_entry.log_rq_stride", "equal", lambda v: v - 4),
+    ("ctx.wq.lwm", "srq_context_entry.lwm", "equal", None),
+    ("ctx.wq.wq_signature", "srq_context_entry.wq_signature", "equal", None),
+    ("ctx.wq.wq_type", None, "equal", None),  # 0: a linked list, as an SRQ's WQEs are
+]
+SRQ_ONE_SIDED = {
+    "ctx.state": "CREATE_RMP makes the RMP in the state it names (RDY, 1, as Linux asks); CREATE_SRQ "
+                 "has no state to give",
+}
+
+
+def compare_srq(linux_cmd, cxv_cmd, problems, report):
+    lf, cf = linux_cmd[1], cxv_cmd[1]
+    report.append(f"SRQ: Linux {linux_cmd[0]}, cxv {cxv_cmd[0]}")
+    if linux_cmd[0] == cxv_cmd[0]:
+        compare("SRQ", linux_cmd, cxv_cmd, problems, set(), report)
+        return
+    mapped_l, mapped_c = {"opcode", "op_mod", "uid"}, {"opcode", "op_mod", "uid"}
+    for lname, cname, cls, conv in SRQ_MAP:
+        mapped_l.add(lname)
+        a = lf.get(lname, 0)
+        b = cf.get(cname, 0) if cname else 0
+        if cname:
+            mapped_c.add(cname)
+        if cls in (ALLOCATED, REQUEST):
+            if cls == REQUEST and a != b:
+                report.append(f"  {lname} / {cname}: Linux {a:#x}, cxv {b:#x} (as asked)")
+            continue
+        want = conv(a) if conv else a
+        if want != b:
+            problems.append(f"SRQ {lname} / {cname}: Linux {a:#x} (as {want:#x}), cxv {b:#x}, and docs do not say why")
+    # A page list: given by both.
+    has_l = any(k.startswith("ctx.wq.pas[") for k in lf)
+    has_c = any(k.startswith("pas[") for k in cf)
+    if has_l != has_c:
+        problems.append(f"SRQ page list: given by {'Linux' if has_l else 'cxv'} only")
+    for side, fields, mapped in (("Linux", lf, mapped_l), ("cxv", cf, mapped_c)):
+        for k, v in sorted(fields.items()):
+            if v == 0 or k in mapped or k.startswith("ctx.wq.pas[") or k.startswith("pas["):
+                continue
+            if side == "Linux" and k in SRQ_ONE_SIDED:
+                report.append(f"  {k}: Linux {v:#x} ({SRQ_ONE_SIDED[k]})")
+                continue
+            problems.append(f"SRQ {k}: set by {side} only ({v:#x}), and docs do not say why")
+    for side, u in (("Linux", linux_cmd[2]), ("cxv", cxv_cmd[2])):
+        if u:
+            problems.append(f"SRQ: {side} sets bits no field of hw/ names: {sorted(u.items())}")
+
+
 # --- The comparison ------------------------------------------------------------------
 
 def compare(kind, linux_cmd, cxv_cmd, problems, seen_differs, report):
@@ -308,6 +371,8 @@ def main():
         compare("CQ", linux.cqs[-1], cxv.cqs[-1], problems, seen, report)
     if pick("memory key", linux.mkeys, cxv.mkeys):
         compare("memory key", linux.mkeys[-1], cxv.mkeys[-1], problems, seen, report)
+    if pick("SRQ", linux.srqs, cxv.srqs):
+        compare_srq(linux.srqs[-1], cxv.srqs[-1], problems, report)
     for st, kind in ((0x0, "RC QP"), (0x2, "UD QP")):
         lq, cq = linux.qps_of(st), cxv.qps_of(st)
         if not pick(kind, lq, cq):
