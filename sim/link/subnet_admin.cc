@@ -156,14 +156,13 @@ bool subnet_admin::answer(const wire::packet& in, wire::packet& out) {
     out.deth.src_qp = 1;
     out.payload.assign(req, req + m::bytes);
     std::byte* resp = out.payload.data();
-    std::memset(resp + m::rmpp, 0, m::data - m::rmpp);  // no RMPP; SM_Key 0
-    std::memcpy(resp + m::component_mask, req + m::component_mask, 8);
-    std::memset(resp + m::data, 0, m::bytes - m::data);
+    // No RMPP, SM_Key 0 (AttributeOffset set below); the ComponentMask and the record stay
+    // the request's, answered in place.
+    std::memset(resp + m::rmpp, 0, m::component_mask - m::rmpp);
 
     const std::uint8_t method = get8(req + m::method);
     const std::uint16_t attr = get16(req + m::attribute_id);
     const std::uint64_t mask = get64(req + m::component_mask);
-    std::memcpy(resp + m::data, req + m::data, m::bytes - m::data);  // the request's record, answered in place
     std::uint16_t status = 0;
     std::size_t record = 0;
     if (get8(req + m::base_version) != 1 || get8(req + m::class_version) != m::sa_class_version) {

@@ -212,20 +212,24 @@ udp_flow make_flow(int to, std::uint16_t dport, std::uint32_t tag = 0, bool with
 }
 
 // A flow of one IPV4_EXT spec, matching nothing yet (the caller sets values and masks).
-struct ipv4_ext {
+// A flow of one IP spec on port 1, its values and masks to fill.
+template <typename Spec>
+struct ip_flow {
     ibv_flow_attr attr;
-    ibv_flow_spec_ipv4_ext ip;
+    Spec ip;
 };
-ipv4_ext ipv4_ext_flow() {
-    ipv4_ext f{};
+template <typename Spec>
+ip_flow<Spec> ip_flow_of(ibv_flow_spec_type type) {
+    ip_flow<Spec> f{};
     f.attr.type = IBV_FLOW_ATTR_NORMAL;
     f.attr.size = sizeof(f);
     f.attr.num_of_specs = 1;
     f.attr.port = 1;
-    f.ip.type = IBV_FLOW_SPEC_IPV4_EXT;
+    f.ip.type = type;
     f.ip.size = sizeof(f.ip);
     return f;
 }
+ip_flow<ibv_flow_spec_ipv4_ext> ipv4_ext_flow() { return ip_flow_of<ibv_flow_spec_ipv4_ext>(IBV_FLOW_SPEC_IPV4_EXT); }
 
 // Sends `frame` from node `n`'s buffer at `offset`, split into two SGEs after `split`
 // bytes, signaled.
@@ -476,16 +480,7 @@ TEST_CASE("raw packet QP: an IPv6 flow on the flow label (mlx5_ib's misc paramet
     b.post_recvs();
     a.up();
     b.up();
-    struct {
-        ibv_flow_attr attr;
-        ibv_flow_spec_ipv6 ip;
-    } fl{};
-    fl.attr.type = IBV_FLOW_ATTR_NORMAL;
-    fl.attr.size = sizeof(fl);
-    fl.attr.num_of_specs = 1;
-    fl.attr.port = 1;
-    fl.ip.type = IBV_FLOW_SPEC_IPV6;
-    fl.ip.size = sizeof(fl.ip);
+    auto fl = ip_flow_of<ibv_flow_spec_ipv6>(IBV_FLOW_SPEC_IPV6);
     fl.ip.val.flow_label = htonl(0x12345);
     fl.ip.mask.flow_label = htonl(0xfffff);
     ibv_flow* flow = ibv_create_flow(b.qp, &fl.attr);
