@@ -394,84 +394,86 @@ result<command_effect> check_qp_number(std::span<const std::byte> in, const owne
     return command_effect{};
 }
 
-// CREATE_SRQ (PRM "SRQ Context"): the client's PD, no reserved lkey, no XRC domain, an
-// XRC CQ (cqn) the client's if named; the ring (2^log_srq_size strides of 16 <<
-// log_rq_stride bytes) and the doorbell record in memory the client mapped
-// device-writable, as for a QP's receive queue.
-result<command_effect> check_create_srq(std::span<const std::byte> in, const owned& o, const quotas& q) {
-    if (auto s = long_enough<ifc::create_srq_in>(in, "CREATE_SRQ"); !s) return s.error();
+// CREATE_RMP (PRM "RMP Context"; a client's SRQ: cxv's driver runs at ISSI 1, where
+// basic SRQs are RMPs): created ready, a linked-list wq (cyclic RMPs are XRQ territory),
+// on the client's PD, not in UMEMs; the ring (2^log_wq_sz strides of 2^log_wq_stride
+// bytes) and the doorbell record in memory the client mapped device-writable, as for a
+// QP's receive queue.
+result<command_effect> check_create_rmp(std::span<const std::byte> in, const owned& o, const quotas& q) {
+    if (auto s = long_enough<ifc::create_rmp_in>(in, "CREATE_RMP"); !s) return s.error();
     if (o.srqs.size() >= q.srqs) {
-        return error{EDQUOT, fmt::format("CREATE_SRQ: the quota of SRQs is reached ({} on this connection{})",
+        return error{EDQUOT, fmt::format("CREATE_RMP: the quota of SRQs is reached ({} on this connection{})",
                                          o.srqs.size(), kPerUid)};
     }
     const std::byte* p = in.data();
-    const std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(p);
-    if (ifc::get<ifc::srqc::rlky>(srqc)) return perm("CREATE_SRQ: the reserved lkey (rlky) is not for clients");
-    if (ifc::get<ifc::srqc::xrcd>(srqc) != 0) return perm("CREATE_SRQ: XRC domains are not offered through the daemon yet");
-    if (ifc::get<ifc::srqc::cont_srq>(srqc)) return inval("CREATE_SRQ: contiguous (cont_srq) SRQs");
-    const std::uint32_t pd = ifc::get<ifc::srqc::pd>(srqc);
-    if (!o.pds.contains(pd)) return perm(fmt::format("CREATE_SRQ: PD 0x{:x} is not the client's", pd));
-    const std::uint32_t cqn = ifc::get<ifc::srqc::cqn>(srqc);
-    if (cqn != 0 && !o.cqs.contains(cqn)) return perm(fmt::format("CREATE_SRQ: CQ 0x{:x} is not the client's", cqn));
-    const unsigned page_shift = kMinPageShift + ifc::get<ifc::srqc::log_page_size>(srqc);
-    if (page_shift > kMaxPageShift || ifc::get<ifc::srqc::page_offset>(srqc) != 0) {
-        return inval("CREATE_SRQ: page size or page offset out of range");
+    const std::byte* rmpc = ifc::at<ifc::create_rmp_in::ctx>(p);
+    const std::byte* wq = ifc::at<ifc::rmpc::wq>(rmpc);
+    if (ifc::get<ifc::rmpc::state>(rmpc) != ifc::rmpc_values::state_rdy) return inval("CREATE_RMP: an RMP is created ready");
+    if (ifc::get<ifc::wq::wq_type>(wq) != ifc::wq_values::type_linked_list || ifc::get<ifc::rmpc::basic_cyclic_rcv_wqe>(rmpc)) {
+        return inval("CREATE_RMP: only linked-list WQEs");
     }
-    const std::uint64_t ring = (std::uint64_t{16} << ifc::get<ifc::srqc::log_rq_stride>(srqc))
-                               << ifc::get<ifc::srqc::log_srq_size>(srqc);
+    if (ifc::get<ifc::wq::dbr_umem_valid>(wq) || ifc::get<ifc::wq::wq_umem_valid>(wq)) {
+        return perm("CREATE_RMP: UMEMs are not offered through the daemon");
+    }
+    const std::uint32_t pd = ifc::get<ifc::wq::pd>(wq);
+    if (!o.pds.contains(pd)) return perm(fmt::format("CREATE_RMP: PD 0x{:x} is not the client's", pd));
+    const unsigned page_shift = kMinPageShift + ifc::get<ifc::wq::log_wq_pg_sz>(wq);
+    if (page_shift > kMaxPageShift || ifc::get<ifc::wq::page_offset>(wq) != 0) {
+        return inval("CREATE_RMP: page size or page offset out of range");
+    }
+    const std::uint64_t ring = (std::uint64_t{1} << ifc::get<ifc::wq::log_wq_stride>(wq)) << ifc::get<ifc::wq::log_wq_sz>(wq);
     const std::uint64_t page = std::uint64_t{1} << page_shift;
     const std::uint64_t pages = (ring + page - 1) / page;
-    const std::size_t listed = (in.size() - ifc::create_srq_in::size_bytes) / 8;
-    if ((in.size() - ifc::create_srq_in::size_bytes) % 8 || listed < pages) {
-        return error{EBADMSG, fmt::format("CREATE_SRQ: {} pages listed, the ring needs {}", listed, pages)};
+    const std::size_t listed = (in.size() - ifc::create_rmp_in::size_bytes) / 8;
+    if ((in.size() - ifc::create_rmp_in::size_bytes) % 8 || listed < pages) {
+        return error{EBADMSG, fmt::format("CREATE_RMP: {} pages listed, the ring needs {}", listed, pages)};
     }
-    if (auto s = within_translations(pages, o, q, "CREATE_SRQ"); !s) return s.error();
+    if (auto s = within_translations(pages, o, q, "CREATE_RMP"); !s) return s.error();
     command_effect e;
     e.translations = pages;
     for (std::size_t i = 0; i < listed; ++i) {
-        const std::uint64_t pa = ifc::get<ifc::create_srq_in::pas>(p, i);
+        const std::uint64_t pa = ifc::get<ifc::wq::pas>(wq, i);
         const std::uint64_t* m = pa % page ? nullptr : o.writable_holder(pa, page);
         if (m == nullptr) {
-            return perm(fmt::format("CREATE_SRQ: page {} at IOVA 0x{:x} is not in the client's memory mapped "
+            return perm(fmt::format("CREATE_RMP: page {} at IOVA 0x{:x} is not in the client's memory mapped "
                                     "device-writable", i, pa));
         }
         e.maps.insert(*m);
     }
-    const std::uint64_t dbr = ifc::get<ifc::srqc::dbr_addr>(srqc);
+    const std::uint64_t dbr = ifc::get<ifc::wq::dbr_addr>(wq);
     const std::uint64_t* m = dbr % 8 ? nullptr : o.writable_holder(dbr, 8);
     if (m == nullptr) {
-        return perm(fmt::format("CREATE_SRQ: doorbell record at IOVA 0x{:x} is not in the client's memory mapped "
+        return perm(fmt::format("CREATE_RMP: doorbell record at IOVA 0x{:x} is not in the client's memory mapped "
                                 "device-writable", dbr));
     }
     e.maps.insert(*m);
     e.what = command_effect::kind::create;
     e.obj = command_effect::object::srq;
     e.pd = pd;
-    if (cqn != 0) e.cqs = {cqn};
-    e.min_out = ifc::create_srq_out::size_bytes;
+    e.min_out = ifc::create_rmp_out::size_bytes;
     return e;
 }
 
-// DESTROY_SRQ, QUERY_SRQ, ARM_RQ (op_mod SRQ): the client's SRQ, uid 0 (at 0x10 in each).
-result<command_effect> check_srq_number(std::span<const std::byte> in, const owned& o, cmd_opcode op) {
-    const char* name = op == cmd_opcode::DESTROY_SRQ ? "DESTROY_SRQ" : op == cmd_opcode::QUERY_SRQ ? "QUERY_SRQ" : "ARM_RQ";
-    if (in.size() < ifc::destroy_srq_in::size_bytes) return error{EBADMSG, fmt::format("{}: input shorter than its layout", name)};
-    if (ifc::get<ifc::destroy_srq_in::uid>(in.data()) != 0) return perm(fmt::format("{}: uid must be 0", name));
-    if (op == cmd_opcode::ARM_RQ && ifc::get<ifc::arm_rq_in::op_mod>(in.data()) != ifc::arm_rq_op_mod::srq) {
-        return perm("ARM_RQ: only an SRQ (op_mod 1) through the daemon");
-    }
-    // srqn (DESTROY_SRQ, QUERY_SRQ) and srq_number (ARM_RQ) are all at 0x48.
-    const std::uint32_t srqn = ifc::get<ifc::destroy_srq_in::srqn>(in.data());
-    if (!o.srqs.contains(srqn)) return perm(fmt::format("{}: SRQ 0x{:x} is not the client's", name, srqn));
+// DESTROY_RMP, QUERY_RMP, MODIFY_RMP: the client's RMP, uid 0 (at 0x10 in each; reserved
+// in QUERY_RMP). MODIFY_RMP changes only the RMP's limit and state, the client's own.
+result<command_effect> check_rmp_number(std::span<const std::byte> in, const owned& o, cmd_opcode op) {
+    const char* name = op == cmd_opcode::DESTROY_RMP ? "DESTROY_RMP" : op == cmd_opcode::QUERY_RMP ? "QUERY_RMP" : "MODIFY_RMP";
+    const std::size_t need = op == cmd_opcode::MODIFY_RMP ? ifc::modify_rmp_in::size_bytes : ifc::destroy_rmp_in::size_bytes;
+    if (in.size() < need) return error{EBADMSG, fmt::format("{}: input shorter than its layout", name)};
+    if (ifc::get<ifc::destroy_rmp_in::uid>(in.data()) != 0) return perm(fmt::format("{}: uid must be 0", name));
+    // rmpn is at 0x48 in all three.
+    const std::uint32_t rmpn = ifc::get<ifc::destroy_rmp_in::rmpn>(in.data());
+    if (!o.srqs.contains(rmpn)) return perm(fmt::format("{}: RMP 0x{:x} is not the client's", name, rmpn));
     command_effect e;
-    if (op == cmd_opcode::DESTROY_SRQ) {
+    if (op == cmd_opcode::DESTROY_RMP) {
         for (const auto& [qpn, u] : o.qp_info) {
-            if (u.srq == srqn) return error{EBUSY, fmt::format("DESTROY_SRQ: QP 0x{:x} still uses SRQ 0x{:x}", qpn, srqn)};
+            if (u.srq == rmpn) return error{EBUSY, fmt::format("DESTROY_RMP: QP 0x{:x} still uses RMP 0x{:x}", qpn, rmpn)};
         }
         e.what = command_effect::kind::destroy;
         e.obj = command_effect::object::srq;
-        e.id = srqn;
+        e.id = rmpn;
     }
+    if (op == cmd_opcode::QUERY_RMP) e.min_out = ifc::query_rmp_out::size_bytes;
     return e;
 }
 
@@ -539,6 +541,9 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
             if (auto s = long_enough<ifc::destroy_cq_in>(in, "DESTROY_CQ"); !s) return s.error();
         } else if (in.size() < ifc::query_cq_in::size_bytes) {
             return error{EBADMSG, "QUERY_CQ: input shorter than its layout"};
+        } else if (ifc::get<ifc::destroy_cq_in::uid>(in.data()) != 0) {
+            // uid at 0x10 as in DESTROY_CQ (our layout of QUERY_CQ leaves it out)
+            return perm("QUERY_CQ: uid must be 0");
         }
         // destroy_cq_in and query_cq_in both hold cqn at 0x48.
         const std::uint32_t cqn = ifc::get<ifc::destroy_cq_in::cqn>(in.data());
@@ -546,9 +551,6 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
         if (op == cmd_opcode::DESTROY_CQ) {
             for (const auto& [qpn, u] : o.qp_info) {
                 if (u.cqs.contains(cqn)) return error{EBUSY, fmt::format("DESTROY_CQ: QP 0x{:x} still uses CQ 0x{:x}", qpn, cqn)};
-            }
-            for (const auto& [srqn, u] : o.srq_info) {
-                if (u.cqn == cqn) return error{EBUSY, fmt::format("DESTROY_CQ: SRQ 0x{:x} still uses CQ 0x{:x}", srqn, cqn)};
             }
             destroy.obj = command_effect::object::cq;
             destroy.id = cqn;
@@ -562,10 +564,10 @@ result<command_effect> check_command(std::span<const std::byte> in, std::uint32_
     case cmd_opcode::CREATE_QP:
         r = check_create_qp(in, o, q);
         break;
-    case cmd_opcode::CREATE_SRQ: r = check_create_srq(in, o, q); break;
-    case cmd_opcode::DESTROY_SRQ:
-    case cmd_opcode::QUERY_SRQ:
-    case cmd_opcode::ARM_RQ: r = check_srq_number(in, o, op); break;
+    case cmd_opcode::CREATE_RMP: r = check_create_rmp(in, o, q); break;
+    case cmd_opcode::DESTROY_RMP:
+    case cmd_opcode::QUERY_RMP:
+    case cmd_opcode::MODIFY_RMP: r = check_rmp_number(in, o, op); break;
     case cmd_opcode::RST2INIT_QP: r = check_modify_qp<ifc::rst2init_qp_in>(in, o, "RST2INIT_QP"); break;
     case cmd_opcode::INIT2INIT_QP: r = check_modify_qp<ifc::init2init_qp_in>(in, o, "INIT2INIT_QP"); break;
     case cmd_opcode::INIT2RTR_QP: r = check_modify_qp<ifc::init2rtr_qp_in>(in, o, "INIT2RTR_QP"); break;
@@ -653,7 +655,7 @@ void apply(const command_effect& e, std::span<const std::byte> out, owned& o) {
         }
         if (e.obj == obj::srq) {
             o.srqs.insert(id);
-            o.srq_info[id] = owned::srq_uses{e.pd, e.cqs.empty() ? 0 : *e.cqs.begin(), e.maps};
+            o.srq_info[id] = owned::srq_uses{e.pd, e.maps};
         }
         use(o, e.maps, 1);
         if (e.translations != 0) {
@@ -709,8 +711,8 @@ std::uint64_t declared_translations(std::span<const std::byte> in) {
         return in.size() < ifc::create_cq_in::size_bytes ? 0 : (in.size() - ifc::create_cq_in::size_bytes) / 8;
     case cmd_opcode::CREATE_QP:
         return in.size() < ifc::create_qp_in::size_bytes ? 0 : (in.size() - ifc::create_qp_in::size_bytes) / 8;
-    case cmd_opcode::CREATE_SRQ:
-        return in.size() < ifc::create_srq_in::size_bytes ? 0 : (in.size() - ifc::create_srq_in::size_bytes) / 8;
+    case cmd_opcode::CREATE_RMP:
+        return in.size() < ifc::create_rmp_in::size_bytes ? 0 : (in.size() - ifc::create_rmp_in::size_bytes) / 8;
     default: return 0;
     }
 }
@@ -730,8 +732,8 @@ std::vector<teardown_step> teardown_commands(const owned& o) {
         steps.push_back({std::move(in), obj::qp, qpn, it == o.qp_info.end() ? std::set<std::uint64_t>{} : it->second.maps});
     }
     for (const auto srqn : o.srqs) {
-        auto in = command<ifc::destroy_srq_in>(cmd_opcode::DESTROY_SRQ);
-        ifc::set<ifc::destroy_srq_in::srqn>(in.data(), srqn);
+        auto in = command<ifc::destroy_rmp_in>(cmd_opcode::DESTROY_RMP);
+        ifc::set<ifc::destroy_rmp_in::rmpn>(in.data(), srqn);
         const auto it = o.srq_info.find(srqn);
         steps.push_back({std::move(in), obj::srq, srqn, it == o.srq_info.end() ? std::set<std::uint64_t>{} : it->second.maps});
     }

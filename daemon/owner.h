@@ -62,7 +62,7 @@ struct owned {
     };
     std::map<std::uint32_t, qp_uses> qp_info;  // what each QP holds on to
     struct srq_uses {
-        std::uint32_t pd = 0, cqn = 0;  // cqn: an XRC SRQ's CQ (0: none)
+        std::uint32_t pd = 0;
         std::set<std::uint64_t> maps;
     };
     std::map<std::uint32_t, srq_uses> srq_info;
@@ -93,7 +93,7 @@ struct command_effect {
     std::uint32_t srq = 0;  // create QP: its SRQ (0: none)
     std::size_t min_out = 16;  // bytes of output the daemon needs to read the new id
     std::uint32_t uar = 0;     // create CQ, QP: its UAR
-    std::set<std::uint32_t> cqs;  // create QP: its CQs; create SRQ: its CQ (XRC), if any
+    std::set<std::uint32_t> cqs;  // create QP: its CQs
     std::uint32_t cqn_snd = 0, cqn_rcv = 0;  // create QP: its CQs by role; modify QP: the new receive CQ
     bool new_cqn_rcv = false;                // modify QP: the transition moves the receive CQ (CQN_RCV)
     std::set<std::uint64_t> maps;  // create: the mappings the object uses

@@ -47,7 +47,7 @@ command_effect::object creates(std::span<const std::byte> in) {
     case cmd_opcode::CREATE_CQ: return obj::cq;
     case cmd_opcode::CREATE_MKEY: return obj::mkey;
     case cmd_opcode::CREATE_QP: return obj::qp;
-    case cmd_opcode::CREATE_SRQ: return obj::srq;
+    case cmd_opcode::CREATE_RMP: return obj::srq;
     default: return obj::none;
     }
 }

@@ -60,6 +60,8 @@ namespace cxv::hw {
     X(DESTROY_XRC_SRQ, destroy_xrc_srq_in, destroy_xrc_srq_out)                         \
     X(CREATE_RMP, create_rmp_in, create_rmp_out)                                        \
     X(DESTROY_RMP, destroy_rmp_in, destroy_rmp_out)                                     \
+    X(MODIFY_RMP, modify_rmp_in, modify_rmp_out)                                        \
+    X(QUERY_RMP, query_rmp_in, query_rmp_out)                                           \
     X(ALLOC_TRANSPORT_DOMAIN, alloc_transport_domain_in, alloc_transport_domain_out)    \
     X(DEALLOC_TRANSPORT_DOMAIN, dealloc_transport_domain_in, dealloc_transport_domain_out) \
     X(CREATE_TIS, create_tis_in, create_tis_out)                                        \

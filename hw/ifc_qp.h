@@ -550,6 +550,39 @@ CXV_IFC_LAYOUT(destroy_rmp_in, 0x80)
 #define CXV_IFC_destroy_rmp_out CXV_IFC_STATUS_OUT
 CXV_IFC_LAYOUT(destroy_rmp_out, 0x80)
 
+// PRM MODIFY_RMP: the RMP's current state (rmp_state) and its next one (ctx.state); the
+// context's fields the bitmask selects are changed (lwm, the limit, is the only one).
+#define CXV_IFC_rmp_bitmask(F, S, A, T) \
+    F(lwm, 0x03f, 1)
+CXV_IFC_LAYOUT(rmp_bitmask, 0x40)
+
+#define CXV_IFC_modify_rmp_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                  \
+    F(uid, 0x010, 16)                     \
+    F(op_mod, 0x030, 16)                  \
+    F(rmp_state, 0x040, 4)                \
+    F(rmpn, 0x048, 24)                    \
+    S(bitmask, 0x080, rmp_bitmask)        \
+    S(ctx, 0x100, rmpc)
+CXV_IFC_LAYOUT(modify_rmp_in, 0x880)
+
+#define CXV_IFC_modify_rmp_out CXV_IFC_STATUS_OUT
+CXV_IFC_LAYOUT(modify_rmp_out, 0x80)
+
+// PRM QUERY_RMP: the context as the device has it (state, the armed limit, the counters),
+// then the page list.
+#define CXV_IFC_query_rmp_in(F, S, A, T) \
+    F(opcode, 0x000, 16)                 \
+    F(op_mod, 0x030, 16)                 \
+    F(rmpn, 0x048, 24)
+CXV_IFC_LAYOUT(query_rmp_in, 0x80)
+
+#define CXV_IFC_query_rmp_out(F, S, A, T) \
+    F(status, 0x000, 8)                   \
+    F(syndrome, 0x020, 32)                \
+    S(rmp_context, 0x100, rmpc)
+CXV_IFC_LAYOUT(query_rmp_out, 0x880)
+
 // PRM ATTACH_TO_MCG, DETACH_FROM_MCG: a UD QP joins or leaves the multicast group
 // multicast_gid (IBA 10.5 "Multicast"): the device hands it a copy of each packet to
 // destination QP 0xFFFFFF whose DGID is that group.
@@ -625,6 +658,11 @@ CXV_IFC_LAYOUT(detach_from_mcg_out, 0x80)
     X(create_rmp_in, create_rmp_in)       \
     X(create_rmp_out, create_rmp_out)     \
     X(destroy_rmp_in, destroy_rmp_in)     \
-    X(destroy_rmp_out, destroy_rmp_out)
+    X(destroy_rmp_out, destroy_rmp_out)   \
+    X(rmp_bitmask, rmp_bitmask)           \
+    X(modify_rmp_in, modify_rmp_in)       \
+    X(modify_rmp_out, modify_rmp_out)     \
+    X(query_rmp_in, query_rmp_in)         \
+    X(query_rmp_out, query_rmp_out)
 
 }  // namespace cxv::hw::ifc

@@ -14,10 +14,6 @@ namespace cxv::driver {
 namespace ifc = hw::ifc;
 using hw::cmd_opcode;
 
-namespace {
-constexpr std::uint16_t kArmSrq = 1;  // ARM_RQ op_mod: the queue is an SRQ
-}  // namespace
-
 result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const attr& a) {
     if (!domain) return error{EINVAL, "srq::create: no protection domain"};
     hca& h = domain->device();
@@ -49,20 +45,26 @@ result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const attr&
         next->next_wqe_index = hw::be16::from(static_cast<std::uint16_t>((i + 1) & (s->wqe_count() - 1)));
     }
 
-    auto in = command<ifc::create_srq_in>(cmd_opcode::CREATE_SRQ, 0, s->mem_.pages() * 8);
-    std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(in.data());
-    ifc::set<ifc::srqc::log_srq_size>(srqc, s->log_size_);
-    ifc::set<ifc::srqc::log_rq_stride>(srqc, s->wqe_shift_ - 4);
-    ifc::set<ifc::srqc::log_page_size>(srqc, s->mem_.log_page_size());
-    ifc::set<ifc::srqc::pd>(srqc, s->pd_->pdn());
-    ifc::set<ifc::srqc::dbr_addr>(srqc, s->mem_.doorbell_record_iova());
-    for (std::size_t i = 0; i < s->mem_.pages(); ++i) ifc::set<ifc::create_srq_in::pas>(in.data(), i, s->mem_.page_iova(i));
-    auto r = h.exec(in, ifc::create_srq_out::size_bytes);
+    // At ISSI 1 (the only one this driver speaks) a basic SRQ is an RMP (PRM "RMP
+    // Context"): its wq describes the same ring of linked WQEs (wq_type linked list, the
+    // stride in bytes as log2). Linux's mlx5_ib makes its SRQs so at ISSI 1 and sends
+    // CREATE_SRQ only at ISSI 0. Created ready, with no limit (lwm 0): arm() sets it.
+    auto in = command<ifc::create_rmp_in>(cmd_opcode::CREATE_RMP, 0, s->mem_.pages() * 8);
+    std::byte* rmpc = ifc::at<ifc::create_rmp_in::ctx>(in.data());
+    ifc::set<ifc::rmpc::state>(rmpc, ifc::rmpc_values::state_rdy);
+    std::byte* wq = ifc::at<ifc::rmpc::wq>(rmpc);
+    ifc::set<ifc::wq::wq_type>(wq, ifc::wq_values::type_linked_list);
+    ifc::set<ifc::wq::log_wq_stride>(wq, s->wqe_shift_);
+    ifc::set<ifc::wq::log_wq_pg_sz>(wq, s->mem_.log_page_size());
+    ifc::set<ifc::wq::log_wq_sz>(wq, s->log_size_);
+    ifc::set<ifc::wq::pd>(wq, s->pd_->pdn());
+    ifc::set<ifc::wq::dbr_addr>(wq, s->mem_.doorbell_record_iova());
+    for (std::size_t i = 0; i < s->mem_.pages(); ++i) ifc::set<ifc::wq::pas>(wq, i, s->mem_.page_iova(i));
+    auto r = h.exec(in, ifc::create_rmp_out::size_bytes);
     if (!r) return r.error();
-    s->srqn_ = ifc::get<ifc::create_srq_out::srqn>(r->data());
+    s->srqn_ = ifc::get<ifc::create_rmp_out::rmpn>(r->data());
     s->created();
     s->pd_->hold();
-    // The limit is armed by ARM_RQ (the firmware takes no lwm at creation).
     if (a.limit > 0) {
         if (auto st = s->arm(a.limit); !st) return st.error();
     }
@@ -71,8 +73,8 @@ result<std::shared_ptr<srq>> srq::create(std::shared_ptr<pd> domain, const attr&
 
 status srq::destroy() {
     if (destroyed_) return ok_status();
-    auto in = command<ifc::destroy_srq_in>(cmd_opcode::DESTROY_SRQ);
-    ifc::set<ifc::destroy_srq_in::srqn>(in.data(), srqn_);
+    auto in = command<ifc::destroy_rmp_in>(cmd_opcode::DESTROY_RMP);
+    ifc::set<ifc::destroy_rmp_in::rmpn>(in.data(), srqn_);
     auto s = destroy_with(std::move(in));
     if (s) pd_->release();
     return s;
@@ -80,22 +82,29 @@ status srq::destroy() {
 
 srq::~srq() { (void)destroy(); }
 
+// MODIFY_RMP from ready to ready with the bitmask's lwm: the limit in the context's wq.
 status srq::arm(unsigned limit) {
-    auto in = command<ifc::arm_rq_in>(cmd_opcode::ARM_RQ, kArmSrq);
-    ifc::set<ifc::arm_rq_in::srq_number>(in.data(), srqn_);
-    ifc::set<ifc::arm_rq_in::lwm>(in.data(), limit);
-    auto r = owner().exec(in, 16);
+    auto in = command<ifc::modify_rmp_in>(cmd_opcode::MODIFY_RMP);
+    ifc::set<ifc::modify_rmp_in::rmp_state>(in.data(), ifc::rmpc_values::state_rdy);
+    ifc::set<ifc::modify_rmp_in::rmpn>(in.data(), srqn_);
+    ifc::set<ifc::rmp_bitmask::lwm>(ifc::at<ifc::modify_rmp_in::bitmask>(in.data()), 1);
+    std::byte* rmpc = ifc::at<ifc::modify_rmp_in::ctx>(in.data());
+    ifc::set<ifc::rmpc::state>(rmpc, ifc::rmpc_values::state_rdy);
+    ifc::set<ifc::wq::lwm>(ifc::at<ifc::rmpc::wq>(rmpc), limit);
+    auto r = owner().exec(in, ifc::modify_rmp_out::size_bytes);
     if (!r) return r.error();
     return ok_status();
 }
 
 result<srq::state> srq::query() {
-    auto in = command<ifc::query_srq_in>(cmd_opcode::QUERY_SRQ);
-    ifc::set<ifc::query_srq_in::srqn>(in.data(), srqn_);
-    auto r = owner().exec(in, ifc::query_srq_out::size_bytes);
+    auto in = command<ifc::query_rmp_in>(cmd_opcode::QUERY_RMP);
+    ifc::set<ifc::query_rmp_in::rmpn>(in.data(), srqn_);
+    auto r = owner().exec(in, ifc::query_rmp_out::size_bytes);
     if (!r) return r.error();
-    const std::byte* srqc = ifc::at<ifc::query_srq_out::srq_context_entry>(r->data());
-    return state{ifc::get<ifc::srqc::state>(srqc), ifc::get<ifc::srqc::lwm>(srqc), ifc::get<ifc::srqc::wqe_cnt>(srqc)};
+    const std::byte* rmpc = ifc::at<ifc::query_rmp_out::rmp_context>(r->data());
+    const std::byte* wq = ifc::at<ifc::rmpc::wq>(rmpc);
+    return state{ifc::get<ifc::rmpc::state>(rmpc) != ifc::rmpc_values::state_rdy, ifc::get<ifc::wq::lwm>(wq),
+                 ifc::get<ifc::wq::hw_counter>(wq)};
 }
 
 }  // namespace cxv::driver

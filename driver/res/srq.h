@@ -1,7 +1,9 @@
 // Shared receive queues (PRM "Shared Receive Queue"): a ring of receive WQEs (a 16-byte
 // next segment, then the scatter list) that several QPs take their receives from, a
 // doorbell record with the WQE counter, and a limit (lwm) below which the device
-// raises an SRQ_RQ_LIMIT event once armed.
+// raises an SRQ_RQ_LIMIT event once armed. Made as an RMP (PRM "RMP Context": CREATE_RMP,
+// MODIFY_RMP, QUERY_RMP, DESTROY_RMP), the SRQ of an ISSI 1 driver; srqn() is the RMP's
+// number, which QPs name as their SRQ.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +20,10 @@ public:
     using attr = srq_attr;  // base/values.h
     static result<std::shared_ptr<srq>> create(std::shared_ptr<pd> pd, const attr& a);
     ~srq();
-    // DESTROY_SRQ now (RESOURCE_BUSY while a QP is attached).
+    // DESTROY_RMP now (RESOURCE_BUSY while a QP is attached).
     status destroy();
-    // ARM_RQ: the next time fewer than `limit` WQEs are posted, raise SRQ_RQ_LIMIT.
+    // MODIFY_RMP: the next time fewer than `limit` WQEs are posted, raise SRQ_RQ_LIMIT
+    // (0 disarms).
     status arm(unsigned limit);
 
     std::uint32_t srqn() const noexcept { return srqn_; }
@@ -32,10 +35,11 @@ public:
     const std::shared_ptr<pd>& domain() const noexcept { return pd_; }
     hca& device() const noexcept { return owner(); }
 
+    // QUERY_RMP: the device's view.
     struct state {
-        std::uint32_t state = 0;  // 0 OK, 1 error (PRM srqc.state)
-        std::uint32_t lwm = 0;
-        std::uint32_t wqe_cnt = 0;
+        std::uint32_t state = 0;  // 0 ready, 1 error
+        std::uint32_t lwm = 0;    // the armed limit, 0 once the event fired
+        std::uint32_t wqe_cnt = 0;  // WQEs the device has consumed (wq.hw_counter)
     };
     result<state> query();
 

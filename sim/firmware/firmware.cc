@@ -79,6 +79,8 @@ firmware::firmware(const device_config& cfg, const bar0& bar, iommu& mmu, const 
     route(cmd_opcode::DESTROY_XRC_SRQ, srqs_, &srq_commands::destroy_xrc_srq);
     route(cmd_opcode::CREATE_RMP, srqs_, &srq_commands::create_rmp);
     route(cmd_opcode::DESTROY_RMP, srqs_, &srq_commands::destroy_rmp);
+    route(cmd_opcode::MODIFY_RMP, srqs_, &srq_commands::modify_rmp);
+    route(cmd_opcode::QUERY_RMP, srqs_, &srq_commands::query_rmp);
     route(cmd_opcode::CREATE_QP, qps_, &qp_commands::create_qp);
     route(cmd_opcode::DESTROY_QP, qps_, &qp_commands::destroy_qp);
     route(cmd_opcode::QUERY_QP, qps_, &qp_commands::query_qp);

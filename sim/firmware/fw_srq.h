@@ -1,6 +1,7 @@
 // Shared receive queues and XRC: CREATE_SRQ, DESTROY_SRQ, QUERY_SRQ, ARM_RQ (fw_srq.cc);
-// ALLOC_XRCD, DEALLOC_XRCD, CREATE_XRC_SRQ, DESTROY_XRC_SRQ, CREATE_RMP, DESTROY_RMP
-// (fw_xrc.cc). All three SRQ kinds are one object kind (srq_object) for the engine.
+// ALLOC_XRCD, DEALLOC_XRCD, CREATE_XRC_SRQ, DESTROY_XRC_SRQ, CREATE_RMP, DESTROY_RMP,
+// MODIFY_RMP, QUERY_RMP (fw_xrc.cc). All three SRQ kinds are one object kind (srq_object)
+// for the engine.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +29,8 @@ public:
     cmd_reply destroy_xrc_srq(cmd_ctx& c);
     cmd_reply create_rmp(cmd_ctx& c);
     cmd_reply destroy_rmp(cmd_ctx& c);
+    cmd_reply modify_rmp(cmd_ctx& c);
+    cmd_reply query_rmp(cmd_ctx& c);
 
     // Teardown, DISABLE_HCA and reset: every SRQ and XRC domain goes, with its firmware
     // memory.

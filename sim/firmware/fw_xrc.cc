@@ -5,10 +5,14 @@
 // An XRC SRQ's context is the SRQ context's layout with its domain, CQ and user index
 // used; an RMP's is a "wq" (type, geometry, PD, doorbell record) that the model
 // translates to the SRQ context: both become SRQ objects (fw_srq.cc, make_srq), in the
-// SRQ number space QPs name them by. Not modelled: QUERY_XRC_SRQ, ARM_XRC_SRQ,
-// QUERY_RMP, MODIFY_RMP (BAD_OP), cyclic RMPs, XRC QPs (so an XRC SRQ receives
-// nothing).
+// SRQ number space QPs name them by. MODIFY_RMP arms an RMP's limit as ARM_RQ does an
+// SRQ's, QUERY_RMP reads it back (cxv's driver makes its SRQs as RMPs so, as Linux's
+// mlx5_ib does at ISSI 1). Not modelled: QUERY_XRC_SRQ, ARM_XRC_SRQ (BAD_OP), cyclic
+// RMPs, XRC QPs (so an XRC SRQ receives nothing).
 #include <array>
+#include <cstring>
+
+#include "hw/endian.h"
 
 #include "hw/ifc.h"
 #include "sim/firmware/fw_srq.h"
@@ -92,6 +96,68 @@ cmd_reply srq_commands::create_rmp(cmd_ctx& c) {
 cmd_reply srq_commands::destroy_rmp(cmd_ctx& c) {
     return remove_srq(ifc::get<ifc::destroy_rmp_in::rmpn>(c.in.data()), ifc::get<ifc::destroy_rmp_in::uid>(c.in.data()),
                       srq_kind::rmp);
+}
+
+namespace {
+namespace rv = ifc::rmpc_values;
+}  // namespace
+
+// rmp_state names the RMP's state now and ctx.state the next one: a ready RMP stays
+// ready or goes to error; there is no way back from error (an RMP has no reset state).
+// With the bitmask's lwm, ctx.wq.lwm becomes the armed limit (as ARM_RQ's for an SRQ: the
+// engine raises SRQ_RQ_LIMIT once fewer WQEs remain posted, then disarms; 0 disarms).
+cmd_reply srq_commands::modify_rmp(cmd_ctx& c) {
+    const std::byte* in = c.in.data();
+    const auto it = srqs_.find(ifc::get<ifc::modify_rmp_in::rmpn>(in));
+    if (it == srqs_.end() || it->second.kind != srq_kind::rmp) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    srq_object& rmp = it->second;
+    if (rmp.uid != ifc::get<ifc::modify_rmp_in::uid>(in)) return bad_resource(cmd_syndrome::FOREIGN_RESOURCE);
+    const std::byte* rmpc = ifc::at<ifc::modify_rmp_in::ctx>(in);
+    const std::uint32_t now = rmp.error ? rv::state_err : rv::state_rdy;
+    const std::uint32_t next = ifc::get<ifc::rmpc::state>(rmpc);
+    if (ifc::get<ifc::modify_rmp_in::rmp_state>(in) != now || now != rv::state_rdy ||
+        (next != rv::state_rdy && next != rv::state_err)) {
+        return fail(cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE);
+    }
+    const bool set_lwm = ifc::get<ifc::rmp_bitmask::lwm>(ifc::at<ifc::modify_rmp_in::bitmask>(in)) != 0;
+    const std::uint32_t lwm = ifc::get<ifc::wq::lwm>(ifc::at<ifc::rmpc::wq>(rmpc));
+    if (set_lwm && lwm >= (1u << ifc::get<ifc::srqc::log_srq_size>(rmp.srqc.data()))) {
+        return bad_param(cmd_syndrome::BAD_PARAMETER);
+    }
+    if (set_lwm) rmp.lwm = lwm;
+    if (next == rv::state_err) rmp.error = true;
+    return ok();
+}
+
+// The context back in CREATE_RMP's terms, with the device's state: error or ready, the
+// armed limit, the WQEs consumed (hw_counter); the page list after it.
+cmd_reply srq_commands::query_rmp(cmd_ctx& c) {
+    const auto it = srqs_.find(ifc::get<ifc::query_rmp_in::rmpn>(c.in.data()));
+    if (it == srqs_.end() || it->second.kind != srq_kind::rmp) return bad_resource(cmd_syndrome::UNKNOWN_RESOURCE);
+    const srq_object& rmp = it->second;
+    std::array<std::byte, ifc::srqc::size_bytes> srqc{};
+    if (!icm_.read(rmp.icm, srqc.data(), srqc.size())) return fail(cmd_status::INTERNAL_ERR, cmd_syndrome::IOMMU_FAULT);
+    std::byte* rmpc = ifc::at<ifc::query_rmp_out::rmp_context>(c.out.data());
+    std::byte* wq = ifc::at<ifc::rmpc::wq>(rmpc);
+    ifc::set<ifc::rmpc::state>(rmpc, rmp.error ? rv::state_err : rv::state_rdy);
+    ifc::set<ifc::wq::wq_type>(wq, ifc::wq_values::type_linked_list);
+    ifc::set<ifc::wq::wq_signature>(wq, ifc::get<ifc::srqc::wq_signature>(srqc.data()));
+    ifc::set<ifc::wq::page_offset>(wq, ifc::get<ifc::srqc::page_offset>(srqc.data()));
+    ifc::set<ifc::wq::lwm>(wq, rmp.lwm);
+    ifc::set<ifc::wq::pd>(wq, rmp.pd);
+    ifc::set<ifc::wq::dbr_addr>(wq, ifc::get<ifc::srqc::dbr_addr>(srqc.data()));
+    ifc::set<ifc::wq::hw_counter>(wq, rmp.consumer);
+    ifc::set<ifc::wq::log_wq_stride>(wq, ifc::get<ifc::srqc::log_rq_stride>(srqc.data()) + 4);
+    ifc::set<ifc::wq::log_wq_pg_sz>(wq, ifc::get<ifc::srqc::log_page_size>(srqc.data()));
+    ifc::set<ifc::wq::log_wq_sz>(wq, ifc::get<ifc::srqc::log_srq_size>(srqc.data()));
+    // The wq's page list (wq.pas) ends the output, as many entries as it holds.
+    const std::size_t room = c.out.size() > ifc::query_rmp_out::size_bytes
+                                 ? (c.out.size() - ifc::query_rmp_out::size_bytes) / 8 : 0;
+    for (std::size_t i = 0; i < rmp.pas.size() && i < room; ++i) {
+        const std::uint64_t be = hw::to_be(rmp.pas[i]);
+        std::memcpy(c.out.data() + ifc::query_rmp_out::size_bytes + 8 * i, &be, 8);
+    }
+    return ok();
 }
 
 }  // namespace cxv::sim

@@ -37,7 +37,7 @@ inline fw_objects fw_objects_from_trace(const std::string& log) {
     static const std::array<kind, 6> kinds{{{"ALLOC_PD", "DEALLOC_PD", &fw_objects::pds},
                                             {"CREATE_CQ", "DESTROY_CQ", &fw_objects::cqs},
                                             {"CREATE_QP", "DESTROY_QP", &fw_objects::qps},
-                                            {"CREATE_SRQ", "DESTROY_SRQ", &fw_objects::srqs},
+                                            {"CREATE_RMP", "DESTROY_RMP", &fw_objects::srqs},
                                             {"CREATE_MKEY", "DESTROY_MKEY", &fw_objects::mkeys},
                                             {"ALLOC_UAR", "DEALLOC_UAR", &fw_objects::uars}}};
     fw_objects o;

@@ -159,7 +159,7 @@ TEST_CASE("a transition moving the receive CQ (CQN_RCV) is checked and kept in t
     CHECK(err(check(rts2rts(7, opt::COUNTER_SET_ID, 0), o)) == EPERM);
 }
 
-TEST_CASE("QP context fields a client has no use for are refused; uid is checked in every QP command (D, F)") {
+TEST_CASE("QP context fields a client has no use for are refused; uid is checked in every QP command and QUERY_CQ (D, F)") {
     const auto o = client();
     const std::uint64_t wq = kIova + 8192, dbr = kIova + 4096;
     REQUIRE(err(check(create_qp(wq, dbr), o)) == 0);
@@ -185,6 +185,13 @@ TEST_CASE("QP context fields a client has no use for are refused; uid is checked
         ifc::set<ifc::destroy_qp_in::uid>(in.data(), 1);
         CHECK(err(check(in, o)) == EPERM);
     }
+    // And in QUERY_CQ's (the daemon fuzz regression found it let through once it put the
+    // client's numbers where they go).
+    auto query_cq = cxv::driver::command<ifc::query_cq_in>(cmd_opcode::QUERY_CQ);
+    ifc::set<ifc::query_cq_in::cqn>(query_cq.data(), 7);
+    CHECK(err(check(query_cq, o)) == 0);
+    ifc::set<ifc::destroy_cq_in::uid>(query_cq.data(), 1);
+    CHECK(err(check(query_cq, o)) == EPERM);
 }
 
 TEST_CASE("memory the device writes must be mapped device-writable (E)") {
@@ -219,16 +226,25 @@ TEST_CASE("cleanup: each object's destroy with the mappings it uses; a stuck QP 
 
 namespace {
 
-// CREATE_SRQ of 16 64-byte strides (1 KiB) on the page at `ring`, on PD `pd`.
-std::vector<std::byte> create_srq(std::uint64_t ring, std::uint64_t dbr, std::uint32_t pd = 3, std::uint32_t cqn = 0) {
-    auto in = cxv::driver::command<ifc::create_srq_in>(cmd_opcode::CREATE_SRQ, 0, 8);
-    std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(in.data());
-    ifc::set<ifc::srqc::log_srq_size>(srqc, 4);
-    ifc::set<ifc::srqc::log_rq_stride>(srqc, 2);
-    ifc::set<ifc::srqc::pd>(srqc, pd);
-    ifc::set<ifc::srqc::cqn>(srqc, cqn);
-    ifc::set<ifc::srqc::dbr_addr>(srqc, dbr);
-    ifc::set<ifc::create_srq_in::pas>(in.data(), 0, ring);
+// CREATE_RMP of 16 64-byte strides (1 KiB) on the page at `ring`, on PD `pd`.
+std::vector<std::byte> create_rmp(std::uint64_t ring, std::uint64_t dbr, std::uint32_t pd = 3) {
+    auto in = cxv::driver::command<ifc::create_rmp_in>(cmd_opcode::CREATE_RMP, 0, 8);
+    std::byte* rmpc = ifc::at<ifc::create_rmp_in::ctx>(in.data());
+    ifc::set<ifc::rmpc::state>(rmpc, ifc::rmpc_values::state_rdy);
+    std::byte* wq = ifc::at<ifc::rmpc::wq>(rmpc);
+    ifc::set<ifc::wq::log_wq_sz>(wq, 4);
+    ifc::set<ifc::wq::log_wq_stride>(wq, 6);
+    ifc::set<ifc::wq::pd>(wq, pd);
+    ifc::set<ifc::wq::dbr_addr>(wq, dbr);
+    ifc::set<ifc::wq::pas>(wq, 0, ring);
+    return in;
+}
+
+// The same with a field of its wq changed.
+template <typename Field>
+std::vector<std::byte> create_rmp_with(std::uint64_t ring, std::uint64_t dbr, std::uint64_t v) {
+    auto in = create_rmp(ring, dbr);
+    ifc::set<Field>(ifc::at<ifc::rmpc::wq>(ifc::at<ifc::create_rmp_in::ctx>(in.data())), v);
     return in;
 }
 
@@ -248,31 +264,30 @@ std::vector<std::byte> on_srq(std::vector<std::byte> qp, std::uint32_t srqn) {
 
 }  // namespace
 
-TEST_CASE("SRQs: created on the client's PD, CQ and memory; QPs only on the client's SRQ; kept in the books") {
+TEST_CASE("SRQs (RMPs): created on the client's PD and memory; QPs only on the client's SRQ; kept in the books") {
     auto o = client();
     const std::uint64_t ring = kIova + 3 * 4096, dbr = kIova + 64;
-    auto e = check(create_srq(ring, dbr), o);
+    auto e = check(create_rmp(ring, dbr), o);
     REQUIRE_MESSAGE(e, e.error().message);
     CHECK(e->obj == d::command_effect::object::srq);
     CHECK(e->maps == std::set<std::uint64_t>{kIova});
-    CHECK(err(check(create_srq(ring, dbr, 4), o)) == EPERM);        // another's PD
-    CHECK(err(check(create_srq(ring, dbr, 3, 9), o)) == EPERM);     // another's CQ
-    CHECK(err(check(create_srq(kRoIova, dbr), o)) == EPERM);        // read-only ring
-    CHECK(err(check(create_srq(ring, kRoIova), o)) == EPERM);       // read-only doorbell record
-    CHECK(err(check(create_srq(16 << 20, dbr), o)) == EPERM);       // not the client's memory
-    auto rlky = create_srq(ring, dbr);
-    ifc::set<ifc::srqc::rlky>(ifc::at<ifc::create_srq_in::srq_context_entry>(rlky.data()), 1);
-    CHECK(err(check(rlky, o)) == EPERM);
-    auto xrc = create_srq(ring, dbr);
-    ifc::set<ifc::srqc::xrcd>(ifc::at<ifc::create_srq_in::srq_context_entry>(xrc.data()), 1);
-    CHECK(err(check(xrc, o)) == EPERM);
+    CHECK(err(check(create_rmp(ring, dbr, 4), o)) == EPERM);        // another's PD
+    CHECK(err(check(create_rmp(kRoIova, dbr), o)) == EPERM);        // read-only ring
+    CHECK(err(check(create_rmp(ring, kRoIova), o)) == EPERM);       // read-only doorbell record
+    CHECK(err(check(create_rmp(16 << 20, dbr), o)) == EPERM);       // not the client's memory
+    CHECK(err(check(create_rmp_with<ifc::wq::log_wq_sz>(ring, dbr, 9), o)) == EBADMSG);  // 32 KiB on one page
+    CHECK(err(check(create_rmp_with<ifc::wq::wq_umem_valid>(ring, dbr, 1), o)) == EPERM);
+    CHECK(err(check(create_rmp_with<ifc::wq::wq_type>(ring, dbr, ifc::wq_values::type_cyclic), o)) == EINVAL);
+    auto not_ready = create_rmp(ring, dbr);
+    ifc::set<ifc::rmpc::state>(ifc::at<ifc::create_rmp_in::ctx>(not_ready.data()), 0);
+    CHECK(err(check(not_ready, o)) == EINVAL);
     d::quotas none;
     none.srqs = 0;
-    CHECK(err(d::check_command(create_srq(ring, dbr), 256, o, d::device_facts{kEqn}, none)) == EDQUOT);
+    CHECK(err(d::check_command(create_rmp(ring, dbr), 256, o, d::device_facts{kEqn}, none)) == EDQUOT);
 
-    // The firmware answered SRQ 0x21: in the books, with its mapping in use.
-    std::vector<std::byte> out(ifc::create_srq_out::size_bytes);
-    ifc::set<ifc::create_srq_out::srqn>(out.data(), 0x21);
+    // The firmware answered RMP 0x21: in the books, with its mapping in use.
+    std::vector<std::byte> out(ifc::create_rmp_out::size_bytes);
+    ifc::set<ifc::create_rmp_out::rmpn>(out.data(), 0x21);
     d::apply(*e, out, o);
     CHECK(o.srqs.contains(0x21));
     CHECK(o.maps.at(kIova).users == 1);
@@ -291,33 +306,39 @@ TEST_CASE("SRQs: created on the client's PD, CQ and memory; QPs only on the clie
     d::apply(*qe, qout, o);
     CHECK(o.qp_info.at(0x40).srq == 0x21);
 
-    // QUERY_SRQ, ARM_RQ (op_mod SRQ) and DESTROY_SRQ: the client's SRQ only; DESTROY_SRQ
-    // waits for its QPs; uid 0; ARM_RQ of an RQ or XRQ is not offered.
-    using qin = ifc::query_srq_in;
-    CHECK(err(check(by_number<qin, qin::srqn>(cmd_opcode::QUERY_SRQ, 0x21), o)) == 0);
-    CHECK(err(check(by_number<qin, qin::srqn>(cmd_opcode::QUERY_SRQ, 0x22), o)) == EPERM);
+    // QUERY_RMP, MODIFY_RMP and DESTROY_RMP: the client's RMP only; DESTROY_RMP waits for
+    // its QPs; uid 0; the SRQ commands of ISSI 0 are not offered.
+    using qin = ifc::query_rmp_in;
+    CHECK(err(check(by_number<qin, qin::rmpn>(cmd_opcode::QUERY_RMP, 0x21), o, ifc::query_rmp_out::size_bytes)) == 0);
+    CHECK(err(check(by_number<qin, qin::rmpn>(cmd_opcode::QUERY_RMP, 0x22), o, ifc::query_rmp_out::size_bytes)) == EPERM);
+    CHECK(err(check(by_number<qin, qin::rmpn>(cmd_opcode::QUERY_RMP, 0x21), o, 16)) == EINVAL);  // no room for the context
+    using min = ifc::modify_rmp_in;
+    CHECK(err(check(by_number<min, min::rmpn>(cmd_opcode::MODIFY_RMP, 0x21), o)) == 0);
+    CHECK(err(check(by_number<min, min::rmpn>(cmd_opcode::MODIFY_RMP, 0x22), o)) == EPERM);
+    using sin = ifc::query_srq_in;
+    CHECK(err(check(by_number<sin, sin::srqn>(cmd_opcode::QUERY_SRQ, 0x21), o)) == EPERM);
     using arm = ifc::arm_rq_in;
-    CHECK(err(check(by_number<arm, arm::srq_number>(cmd_opcode::ARM_RQ, 0x21, 1), o)) == 0);
-    CHECK(err(check(by_number<arm, arm::srq_number>(cmd_opcode::ARM_RQ, 0x22, 1), o)) == EPERM);
-    CHECK(err(check(by_number<arm, arm::srq_number>(cmd_opcode::ARM_RQ, 0x21, 2), o)) == EPERM);
-    using din = ifc::destroy_srq_in;
-    auto destroy = by_number<din, din::srqn>(cmd_opcode::DESTROY_SRQ, 0x21);
+    CHECK(err(check(by_number<arm, arm::srq_number>(cmd_opcode::ARM_RQ, 0x21, 1), o)) == EPERM);
+    using din = ifc::destroy_rmp_in;
+    auto destroy = by_number<din, din::rmpn>(cmd_opcode::DESTROY_RMP, 0x21);
     CHECK(err(check(destroy, o)) == EBUSY);  // QP 0x40 uses it
     auto with_uid = destroy;
     ifc::set<din::uid>(with_uid.data(), 1);
     CHECK(err(check(with_uid, o)) == EPERM);
+    CHECK(err(check(by_number<ifc::destroy_srq_in, ifc::destroy_srq_in::srqn>(cmd_opcode::DESTROY_SRQ, 0x21), o)) == EPERM);
     CHECK(err(check(by_number<ifc::dealloc_pd_in, ifc::dealloc_pd_in::pd>(cmd_opcode::DEALLOC_PD, 3), o)) == EBUSY);
 
-    // Teardown: QPs, then the SRQ, then CQs and the PD.
+    // Teardown: QPs, then the RMP (DESTROY_RMP), then CQs and the PD.
     const auto steps = d::teardown_commands(o);
-    REQUIRE(steps.size() == 6);  // QPs 7 and 0x40, SRQ 0x21, CQs 7 and 8, PD 3
+    REQUIRE(steps.size() == 6);  // QPs 7 and 0x40, RMP 0x21, CQs 7 and 8, PD 3
     CHECK(steps[0].obj == d::command_effect::object::qp);
     CHECK(steps[1].obj == d::command_effect::object::qp);
     CHECK(steps[2].obj == d::command_effect::object::srq);
     CHECK(steps[2].id == 0x21);
+    CHECK(ifc::get<ifc::cmd_in::opcode>(steps[2].in.data()) == static_cast<unsigned>(cmd_opcode::DESTROY_RMP));
     CHECK(steps[2].maps == std::set<std::uint64_t>{kIova});
 
-    // Once the QP is gone the SRQ may go, and its mapping is free again.
+    // Once the QP is gone the RMP may go, and its mapping is free again.
     auto dq = check(by_number<ifc::destroy_qp_in, ifc::destroy_qp_in::qpn>(cmd_opcode::DESTROY_QP, 0x40), o);
     REQUIRE(dq);
     d::apply(*dq, {}, o);

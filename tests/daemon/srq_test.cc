@@ -1,5 +1,5 @@
-// SRQs through cxvd: a client makes an SRQ (CREATE_SRQ, ARM_RQ, QUERY_SRQ forwarded and
-// checked), an RC QP takes its receives from it, and SENDs land in the SRQ's buffers,
+// SRQs through cxvd: a client makes an SRQ (an RMP: CREATE_RMP, MODIFY_RMP, QUERY_RMP
+// forwarded and checked), an RC QP takes its receives from it, and SENDs land in the SRQ's buffers,
 // every byte checked. Another connection cannot touch the SRQ; a client that dies with
 // an SRQ and a QP on it has both destroyed by the daemon (STATUS back to none).
 #include <fcntl.h>
@@ -62,7 +62,7 @@ TEST_CASE("an RC QP on an SRQ through cxvd receives checked SENDs; the SRQ is th
     auto cq = take(cxv::cq::create(*dev, 512), "cq::create");
     cxv::srq::attr sa;
     sa.max_wr = 64;
-    sa.limit = 4;  // ARM_RQ through the daemon at creation
+    sa.limit = 4;  // MODIFY_RMP through the daemon at creation
     auto srq = take(cxv::srq::create(pd, sa), "srq::create");
     auto again = srq->arm(8);
     CHECK_MESSAGE(again, again.error().message);
@@ -94,13 +94,13 @@ TEST_CASE("an RC QP on an SRQ through cxvd receives checked SENDs; the SRQ is th
     }
     // The SRQ cannot be destroyed under its QP, nor reached from another connection.
     {
-        auto in = cxv::driver::command<ifc::destroy_srq_in>(cmd_opcode::DESTROY_SRQ);
-        ifc::set<ifc::destroy_srq_in::srqn>(in.data(), srq->srqn());
+        auto in = cxv::driver::command<ifc::destroy_rmp_in>(cmd_opcode::DESTROY_RMP);
+        ifc::set<ifc::destroy_rmp_in::rmpn>(in.data(), srq->srqn());
         test_client other(rig.sock);
         CHECK(other.command(in, 16).err == EPERM);
-        auto q = cxv::driver::command<ifc::query_srq_in>(cmd_opcode::QUERY_SRQ);
-        ifc::set<ifc::query_srq_in::srqn>(q.data(), srq->srqn());
-        CHECK(other.command(q, ifc::query_srq_out::size_bytes).err == EPERM);
+        auto q = cxv::driver::command<ifc::query_rmp_in>(cmd_opcode::QUERY_RMP);
+        ifc::set<ifc::query_rmp_in::rmpn>(q.data(), srq->srqn());
+        CHECK(other.command(q, ifc::query_rmp_out::size_bytes).err == EPERM);
     }
 
     auto post_recv = [&](std::uint64_t i) {

@@ -213,7 +213,7 @@ TEST_CASE("queue geometry: rounding, inline data, limits") {
     CHECK_FALSE(qp::create(a).ok());
 }
 
-TEST_CASE("SRQ: attached QPs have no RQ, limits are armed, an SRQ in use is refused") {
+TEST_CASE("SRQ (an RMP): attached QPs have no RQ, limits are armed, an SRQ in use is refused") {
     rig r;
     auto s = take(srq::create(r.domain, {100, 2, 10}));
     CHECK(s->wqe_count() == 128);
@@ -225,13 +225,13 @@ TEST_CASE("SRQ: attached QPs have no RQ, limits are armed, an SRQ in use is refu
     CHECK(st.lwm == 10);
     check_ok(s->arm(20));
     CHECK(take(s->query()).lwm == 20);
-    check_refused(s->arm(1000), "ARM_RQ", "BAD_PARAM");
+    check_refused(s->arm(1000), "MODIFY_RMP", "BAD_PARAM");
 
     auto q = r.make(qp_type::rc, s);
     CHECK(q->rq_wqe_count() == 0);
     const auto port = take(r.h->query_port(1));
     connect(*q, q->qpn(), port);  // loopback to itself
-    check_refused(s->destroy(), "DESTROY_SRQ", "BUSY");
+    check_refused(s->destroy(), "DESTROY_RMP", "BUSY");
     q.reset();
     check_ok(s->destroy());
     CHECK_FALSE(srq::create(r.domain, {0, 1, 0}).ok());

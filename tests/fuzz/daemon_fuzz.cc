@@ -55,7 +55,7 @@ const d::owned& some_client() {
         x->qps = {7};
         x->qp_info[7] = d::owned::qp_uses{3, 5, {7}, {1 << 20}, 7, 7, 0};
         x->srqs = {11};
-        x->srq_info[11] = d::owned::srq_uses{3, 0, {1 << 20}};
+        x->srq_info[11] = d::owned::srq_uses{3, {1 << 20}};
         return x;
     }();
     return *o;
@@ -184,24 +184,21 @@ void expect_owned(std::span<const std::byte> in) {
     case cmd_opcode::DESTROY_QP:
         if (!o.qps.contains(ifc::get<ifc::destroy_qp_in::qpn>(p))) fail("a QP command on another's QP allowed");
         break;
-    case cmd_opcode::CREATE_SRQ: {
-        const std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(p);
-        if (!o.pds.contains(ifc::get<ifc::srqc::pd>(srqc))) fail("CREATE_SRQ on another's PD allowed");
-        const auto cqn = ifc::get<ifc::srqc::cqn>(srqc);
-        if (cqn != 0 && !o.cqs.contains(cqn)) fail("CREATE_SRQ on another's CQ allowed");
-        if (ifc::get<ifc::srqc::rlky>(srqc) || ifc::get<ifc::srqc::xrcd>(srqc)) fail("CREATE_SRQ with rlky or XRC");
-        if (!in_memory(ifc::get<ifc::srqc::dbr_addr>(srqc), 8)) fail("CREATE_SRQ with a doorbell record outside");
-        const std::uint64_t page = std::uint64_t{4096} << ifc::get<ifc::srqc::log_page_size>(srqc);
-        for (std::size_t i = 0; i < (in.size() - ifc::create_srq_in::size_bytes) / 8; ++i) {
-            if (!in_memory(ifc::get<ifc::create_srq_in::pas>(p, i), page)) fail("CREATE_SRQ with a page outside");
+    case cmd_opcode::CREATE_RMP: {
+        const std::byte* wq = ifc::at<ifc::rmpc::wq>(ifc::at<ifc::create_rmp_in::ctx>(p));
+        if (!o.pds.contains(ifc::get<ifc::wq::pd>(wq))) fail("CREATE_RMP on another's PD allowed");
+        if (ifc::get<ifc::wq::wq_umem_valid>(wq) || ifc::get<ifc::wq::dbr_umem_valid>(wq)) fail("CREATE_RMP in UMEMs");
+        if (!in_memory(ifc::get<ifc::wq::dbr_addr>(wq), 8)) fail("CREATE_RMP with a doorbell record outside");
+        const std::uint64_t page = std::uint64_t{4096} << ifc::get<ifc::wq::log_wq_pg_sz>(wq);
+        for (std::size_t i = 0; i < (in.size() - ifc::create_rmp_in::size_bytes) / 8; ++i) {
+            if (!in_memory(ifc::get<ifc::wq::pas>(wq, i), page)) fail("CREATE_RMP with a page outside");
         }
         break;
     }
-    case cmd_opcode::DESTROY_SRQ:
-    case cmd_opcode::QUERY_SRQ:
-    case cmd_opcode::ARM_RQ:
-        if (!o.srqs.contains(ifc::get<ifc::destroy_srq_in::srqn>(p))) fail("an SRQ command on another's SRQ allowed");
-        if (op == cmd_opcode::ARM_RQ && ifc::get<ifc::arm_rq_in::op_mod>(p) != 1) fail("ARM_RQ of an RQ or XRQ allowed");
+    case cmd_opcode::DESTROY_RMP:
+    case cmd_opcode::QUERY_RMP:
+    case cmd_opcode::MODIFY_RMP:
+        if (!o.srqs.contains(ifc::get<ifc::destroy_rmp_in::rmpn>(p))) fail("an RMP command on another's RMP allowed");
         break;
     case cmd_opcode::ALLOC_PD: break;
     // Read-only queries of the function's own vport; every layout has other_vport at 0x40

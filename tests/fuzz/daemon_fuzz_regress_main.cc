@@ -117,18 +117,18 @@ int main(int argc, char** argv) {
                 // Mostly the opcodes the daemon allows (PRM: ALLOC_PD 0x800, DEALLOC_PD 0x801,
                 // CREATE/DESTROY/QUERY_CQ 0x400-0x402, CREATE/DESTROY_MKEY 0x200/0x202, the QP
                 // commands 0x500-0x50e: RTS2RTS 0x505, SQERR2RTS 0x506, 2RST 0x50a and SQD_RTS
-                // 0x50c among them), with the numbers the fuzzed client owns in the places
-                // they go.
+                // 0x50c among them, the RMP commands 0x90c-0x90f), with the numbers the fuzzed
+                // client owns in the places they go.
                 static const std::uint16_t ops[] = {0x800, 0x801, 0x400, 0x401, 0x402, 0x200, 0x202, 0x500,
                                                     0x501, 0x502, 0x503, 0x504, 0x505, 0x506, 0x507, 0x50a,
-                                                    0x50b, 0x50c, 0x50e, 0x600, 0x700, 0x701, 0x702, 0x703};
+                                                    0x50b, 0x50c, 0x50e, 0x600, 0x90c, 0x90d, 0x90e, 0x90f};
                 constexpr std::size_t kOps = sizeof ops / sizeof ops[0];
                 if (rng() % 3 == 0) {
                     const std::uint16_t op = ops[rng() % kOps];
                     // The layout's size (the QP commands' 0x880 bytes hold a whole QPC)
                     // and a page list after it.
                     const bool qp_ctx = (op >= 0x500 && op <= 0x506) || op == 0x50c || op == 0x50e;
-                    const std::size_t head = qp_ctx || op == 0x700 ? 0x880 : 0x110;
+                    const std::size_t head = qp_ctx ? 0x880 : 0x110;
                     c.in.resize(head + 8 * (1 + rng() % 8));
                     for (auto& x : c.in) x = static_cast<std::byte>(rng() % 3 ? 0 : rng());
                     // Half of them clean: zero but for the fields that make the command one
@@ -140,8 +140,8 @@ int main(int argc, char** argv) {
                     c.in[0] = static_cast<std::byte>(op >> 8);
                     c.in[1] = static_cast<std::byte>(op);
                     c.in[2] = c.in[3] = std::byte{0};
-                    c.in[0x4b] = static_cast<std::byte>(rng() % 3 == 0 ? 11 : rng() % 2 ? 7 : 3);  // a number at 0x48
-                    if (op == 0x703) c.in[7] = static_cast<std::byte>(rng() % 3);  // ARM_RQ's op_mod
+                    // A number in the 24 bits at bit 0x48 (byte 9), where every object command has it.
+                    c.in[0x0b] = static_cast<std::byte>(rng() % 3 == 0 ? 11 : rng() % 2 ? 7 : 3);
                     c.out_len = 16 + 4 * (rng() % 40);
                     for (std::size_t k = head; k + 8 <= c.in.size(); k += 8) {  // page lists in the mapping
                         const std::uint64_t pa = (1 << 20) + (rng() % 300) * 4096;
@@ -165,11 +165,15 @@ int main(int argc, char** argv) {
                         ifc::set<ifc::cqc::uar_page>(cqc, 5);
                         ifc::set<ifc::cqc::c_eqn_or_apu_element>(cqc, 8);
                         ifc::set<ifc::cqc::dbr_addr>(cqc, (1u << 20) + 64 * (rng() % 8));
-                    } else if (clean && op == 0x700) {  // CREATE_SRQ
-                        std::byte* srqc = ifc::at<ifc::create_srq_in::srq_context_entry>(in);
-                        ifc::set<ifc::srqc::pd>(srqc, 3);
-                        ifc::set<ifc::srqc::log_srq_size>(srqc, rng() % 6);
-                        ifc::set<ifc::srqc::dbr_addr>(srqc, (1u << 20) + 64 * (rng() % 8));
+                    } else if (clean && (op == 0x90c || op == 0x90d)) {  // CREATE_RMP, MODIFY_RMP
+                        std::byte* rmpc = ifc::at<ifc::create_rmp_in::ctx>(in);
+                        ifc::set<ifc::rmpc::state>(rmpc, 1);
+                        std::byte* wq = ifc::at<ifc::rmpc::wq>(rmpc);
+                        ifc::set<ifc::wq::pd>(wq, 3);
+                        ifc::set<ifc::wq::log_wq_stride>(wq, 4 + rng() % 3);
+                        ifc::set<ifc::wq::log_wq_sz>(wq, rng() % 6);
+                        ifc::set<ifc::wq::lwm>(wq, rng() % 8);
+                        ifc::set<ifc::wq::dbr_addr>(wq, (1u << 20) + 64 * (rng() % 8));
                     } else if (clean && op == 0x200) {  // CREATE_MKEY
                         std::byte* mkc = ifc::at<ifc::create_mkey_in::memory_key_mkey_entry>(in);
                         ifc::set<ifc::mkc::access_mode_1_0>(mkc, 1);

@@ -75,6 +75,34 @@ test::cmd_result create_rmp(H& h, const dma_buffer& buf, std::uint32_t pd, unsig
     return h.exec(in, CXV_LINUX_BYTES(create_rmp_out));
 }
 
+// MODIFY_RMP as Linux's arm_rmp_cmd writes it: the state now (`now`), the next one in the
+// context, and with the bitmask's lwm the limit in the context's wq.
+test::cmd_result modify_rmp(H& h, std::uint32_t rmpn, unsigned lwm, unsigned now = 1, unsigned next = 1,
+                            bool mask_lwm = true, std::uint16_t uid = 0) {
+    std::vector<std::byte> in(CXV_LINUX_BYTES(modify_rmp_in));
+    CXV_LINUX_SET(modify_rmp_in, in, opcode, 0x90d);
+    CXV_LINUX_SET(modify_rmp_in, in, uid, uid);
+    CXV_LINUX_SET(modify_rmp_in, in, rmp_state, now);
+    CXV_LINUX_SET(modify_rmp_in, in, rmpn, rmpn);
+    linux_put(in, CXV_LINUX_OFF(modify_rmp_in, bitmask) + CXV_LINUX_OFF(rmp_bitmask, lwm), 1, mask_lwm);
+    const std::size_t rmpc = CXV_LINUX_OFF(modify_rmp_in, ctx);
+    linux_put(in, rmpc + CXV_LINUX_OFF(rmpc, state), CXV_LINUX_WIDTH(rmpc, state), next);
+    linux_put(in, rmpc + CXV_LINUX_OFF(rmpc, wq) + CXV_LINUX_OFF(wq, lwm), CXV_LINUX_WIDTH(wq, lwm), lwm);
+    return h.exec(in, CXV_LINUX_BYTES(modify_rmp_out));
+}
+
+// QUERY_RMP with room for one page-list entry; a field of the reply's wq by Linux's offsets.
+test::cmd_result query_rmp(H& h, std::uint32_t rmpn) {
+    std::vector<std::byte> in(CXV_LINUX_BYTES(query_rmp_in));
+    CXV_LINUX_SET(query_rmp_in, in, opcode, 0x90f);
+    CXV_LINUX_SET(query_rmp_in, in, rmpn, rmpn);
+    return h.exec(in, CXV_LINUX_BYTES(query_rmp_out) + 8);
+}
+std::uint64_t wq_field(const test::cmd_result& r, std::size_t off, std::size_t width) {
+    return linux_bits(r.out, CXV_LINUX_OFF(query_rmp_out, rmp_context) + CXV_LINUX_OFF(rmpc, wq) + off, width);
+}
+#define CXV_RMP_WQ(r, fld) wq_field(r, CXV_LINUX_OFF(wq, fld), CXV_LINUX_WIDTH(wq, fld))
+
 }  // namespace
 
 TEST_CASE_FIXTURE(booted, "ALLOC_XRCD: non-zero domains; DEALLOC_XRCD of an unknown, foreign or busy one is refused") {
@@ -137,4 +165,49 @@ TEST_CASE_FIXTURE(booted, "CREATE_RMP: a ready linked-list wq becomes a receive 
     CHECK(destroy_qp(h, qpn).status == cmd_status::OK);
     check_status(destroy(h, 0x701, rmpn), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
     CHECK(destroy(h, 0x90e, rmpn).status == cmd_status::OK);
+}
+
+TEST_CASE_FIXTURE(booted, "MODIFY_RMP arms an RMP's limit below its size; QUERY_RMP reads the RMP back") {
+    auto& buf = h.alloc(2 * 4096);
+    const auto r = create_rmp(h, buf, pd);
+    REQUIRE_MESSAGE(r.status == cmd_status::OK, sim::name(r.synd()));
+    const auto rmpn = static_cast<std::uint32_t>(CXV_LINUX_GET(create_rmp_out, r.out, rmpn));
+    auto q = query_rmp(h, rmpn);
+    REQUIRE(q.status == cmd_status::OK);
+    const std::size_t rmpc = CXV_LINUX_OFF(query_rmp_out, rmp_context);
+    CHECK(linux_bits(q.out, rmpc + CXV_LINUX_OFF(rmpc, state), CXV_LINUX_WIDTH(rmpc, state)) == 1);  // RDY
+    CHECK(CXV_RMP_WQ(q, wq_type) == 0);  // linked list
+    CHECK(CXV_RMP_WQ(q, log_wq_stride) == 6);
+    CHECK(CXV_RMP_WQ(q, log_wq_sz) == 4);
+    CHECK(CXV_RMP_WQ(q, pd) == pd);
+    CHECK(CXV_RMP_WQ(q, dbr_addr) == buf.iova() + buf.size() - 64);
+    CHECK(CXV_RMP_WQ(q, lwm) == 0);
+    CHECK(CXV_RMP_WQ(q, hw_counter) == 0);
+    CHECK(linux_bits(q.out, CXV_LINUX_BYTES(query_rmp_out) * 8, 64) == buf.iova());  // wq.pas[0]
+    // Armed below its 16 WQEs; the limit reads back.
+    CHECK(modify_rmp(h, rmpn, 5).status == cmd_status::OK);
+    CHECK(CXV_RMP_WQ(query_rmp(h, rmpn), lwm) == 5);
+    // Without the bitmask's lwm the context's limit is not taken.
+    CHECK(modify_rmp(h, rmpn, 9, 1, 1, false).status == cmd_status::OK);
+    CHECK(CXV_RMP_WQ(query_rmp(h, rmpn), lwm) == 5);
+    CHECK(modify_rmp(h, rmpn, 0).status == cmd_status::OK);  // disarmed
+    CHECK(CXV_RMP_WQ(query_rmp(h, rmpn), lwm) == 0);
+    // Refused, and nothing changed: a limit not below the size, a wrong present state,
+    // another user's RMP, a basic SRQ's or an unknown number.
+    check_status(modify_rmp(h, rmpn, 16), cmd_status::BAD_PARAM, cmd_syndrome::BAD_PARAMETER);
+    check_status(modify_rmp(h, rmpn, 3, 3), cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE);
+    check_status(modify_rmp(h, rmpn, 3, 1, 0), cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE);
+    check_status(modify_rmp(h, rmpn, 3, 1, 1, true, 7), cmd_status::BAD_RESOURCE, cmd_syndrome::FOREIGN_RESOURCE);
+    CHECK(CXV_RMP_WQ(query_rmp(h, rmpn), lwm) == 0);
+    const auto basic = create_srq(h, buf, {.pd = pd});
+    REQUIRE(basic.status == cmd_status::OK);
+    check_status(modify_rmp(h, srqn_of(basic), 3), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(query_rmp(h, srqn_of(basic)), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    check_status(query_rmp(h, 0x4321), cmd_status::BAD_RESOURCE, cmd_syndrome::UNKNOWN_RESOURCE);
+    // To error, where it stays: QUERY_RMP says so, and no further MODIFY_RMP is taken.
+    CHECK(modify_rmp(h, rmpn, 0, 1, 3, false).status == cmd_status::OK);
+    CHECK(linux_bits(query_rmp(h, rmpn).out, rmpc + CXV_LINUX_OFF(rmpc, state), CXV_LINUX_WIDTH(rmpc, state)) == 3);
+    check_status(modify_rmp(h, rmpn, 0, 3, 1), cmd_status::BAD_RES_STATE, cmd_syndrome::BAD_RESOURCE_STATE);
+    CHECK(destroy(h, 0x90e, rmpn).status == cmd_status::OK);
+    CHECK(destroy(h, 0x701, srqn_of(basic)).status == cmd_status::OK);
 }
