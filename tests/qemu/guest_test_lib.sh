@@ -71,6 +71,24 @@ uml_kernel() {
     [ -x "$kdir/vmlinux" ] || skip "no vmlinux in $kdir (tools/setup builds it: tools/uml/kernel)"
 }
 
+# uml_begin CXV_SIM_UML KERNEL_SCRIPT WHY [PROGRAM:PACKAGE ...]: a UML test's start. With
+# WHY (what of the test needs the backend's speed) it is skipped in the sanitizer build:
+# UML reads all ones from a read not answered in 40 ms, which a backend built with
+# AddressSanitizer, several times slower, misses (mlx5_core's health poll then declares
+# the device dead). Then uml_kernel (kdir), and each /usr/bin/PROGRAM must be there (from
+# PACKAGE, which tools/setup installs): from here on what goes wrong is a failure.
+uml_begin() {
+    local sim=$1 kernel=$2 why=$3 p
+    shift 3
+    if [ -n "$why" ] && sanitizer_build "$sim"; then
+        skip_in_build "$why: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
+    fi
+    uml_kernel "$kernel"
+    for p in "$@"; do
+        [ -x "/usr/bin/${p%%:*}" ] || fail "no /usr/bin/${p%%:*} (${p#*:}: tools/setup installs it)"
+    done
+}
+
 # uml_backend_ready PID LOG: waits (10 s at most) for the cxv-sim-uml of PID to say
 # "listening on" in LOG, and fails with its log when it does not. Then it gets a real-time
 # priority where the machine allows it (root), else a higher one: UML gives a read's

@@ -21,19 +21,12 @@ set -uo pipefail
 sim=$(realpath "$1")
 kernel_script=$(realpath "$2")
 init=$(realpath "$3")
-# skip, skip_in_build, fail: reporting in doctest's words (tests/qemu/guest_test_lib.sh).
+# uml_begin, skip, fail: reporting in doctest's words (tests/qemu/guest_test_lib.sh).
 . "$4"
 traffic=$(realpath "$5")
 
-# As mlx5_ib's probe (mlx5_probe_test.sh): UML reads all ones from a read not answered
-# in 40 ms, which the sanitizer build's backend can miss.
-if sanitizer_build "$sim"; then
-    skip_in_build "mlx5_ib's probe and IPoIB traffic need the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
-fi
-uml_kernel "$kernel_script"
-# Everything is here: from now on what goes wrong is a failure.
-[ -x /usr/bin/ping ] || fail "no /usr/bin/ping (iputils-ping: tools/setup installs it)"
-[ -x /usr/bin/python3 ] || fail "no /usr/bin/python3 (tools/setup installs it)"
+uml_begin "$sim" "$kernel_script" "mlx5_ib's probe and IPoIB traffic need the backend's speed" \
+    ping:iputils-ping python3:python3
 mods="ib_core ib_uverbs iw_cm ib_cm rdma_cm mlx5_core mlx5_ib ib_ipoib"
 for m in $mods; do
     [ -f "$kdir/modules/$m.ko" ] || fail "the UML kernel has no $m.ko (tools/uml/kernel builds it)"

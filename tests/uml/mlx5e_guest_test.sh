@@ -19,18 +19,12 @@ set -uo pipefail
 sim=$(realpath "$1")
 kernel_script=$(realpath "$2")
 init=$(realpath "$3")
-# skip, skip_in_build, fail, require_guest: tests/qemu/guest_test_lib.sh.
+# uml_begin, skip, fail, require_guest: tests/qemu/guest_test_lib.sh.
 . "$4"
 launcher=$(realpath "$5")
 
-# As mlx5e_test.sh: mlx5e's bring-up needs the backend's speed (UML bounds a read at 40 ms).
-if sanitizer_build "$sim"; then
-    skip_in_build "mlx5e needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
-fi
-uml_kernel "$kernel_script"
+uml_begin "$sim" "$kernel_script" "mlx5e needs the backend's speed" ping:iputils-ping
 require_guest "$launcher"
-# Everything is here: from now on what goes wrong is a failure.
-[ -x /usr/bin/ping ] || fail "no /usr/bin/ping (iputils-ping: tools/setup installs it)"
 
 out=${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}
 # A socket path has at most 107 bytes: the work directory is under /tmp.

@@ -20,19 +20,11 @@ set -uo pipefail
 sim=$(realpath "$1")
 kernel_script=$(realpath "$2")
 init=$(realpath "$3")
-# skip, skip_in_build, fail: reporting in doctest's words (tests/qemu/guest_test_lib.sh).
+# uml_begin, skip, fail: reporting in doctest's words (tests/qemu/guest_test_lib.sh).
 . "$4"
 traffic=$(realpath "$5")
 
-# As mlx5_ib's probe (mlx5_probe_test.sh): mlx5e's bring-up and traffic drive the backend
-# hard, and UML reads all ones from a read not answered in 40 ms.
-if sanitizer_build "$sim"; then
-    skip_in_build "mlx5e's traffic needs the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
-fi
-uml_kernel "$kernel_script"
-# Everything is here: from now on what goes wrong is a failure.
-[ -x /usr/bin/ping ] || fail "no /usr/bin/ping (iputils-ping: tools/setup installs it)"
-[ -x /usr/bin/python3 ] || fail "no /usr/bin/python3 (tools/setup installs it)"
+uml_begin "$sim" "$kernel_script" "mlx5e's traffic needs the backend's speed" ping:iputils-ping python3:python3
 
 # The two kernels and their models (two_kernels.sh).
 . "$6"

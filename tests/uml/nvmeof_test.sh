@@ -42,17 +42,10 @@ if [ "$port" = ib ]; then
 else
     ifname=eth0 transport=RoCE extra_mods=""
 fi
-# skip, skip_in_build, fail: reporting in doctest's words (tests/qemu/guest_test_lib.sh).
+# uml_begin, skip, fail: reporting in doctest's words (tests/qemu/guest_test_lib.sh).
 . "$4"
 
-# As mlx5_ib's probe (mlx5_probe_test.sh): UML reads all ones from a read not answered in
-# 40 ms, which the sanitizer build's backend can miss.
-if sanitizer_build "$sim"; then
-    skip_in_build "mlx5_ib's probe and NVMe I/O need the backend's speed: UML bounds a read at 40 ms, which the sanitizer build can miss (the default build runs this test)"
-fi
-uml_kernel "$kernel_script"
-# Everything is here: from now on what goes wrong is a failure.
-[ -x /usr/bin/python3 ] || fail "no /usr/bin/python3 (tools/setup installs it)"
+uml_begin "$sim" "$kernel_script" "mlx5_ib's probe and NVMe I/O need the backend's speed" python3:python3
 for m in null_blk nvmet nvmet-rdma nvme-core nvme-fabrics nvme-rdma rdma_cm mlx5_ib; do
     [ -f "$kdir/modules/$m.ko" ] || fail "the UML kernel has no $m.ko (tools/uml/kernel builds it)"
 done
