@@ -336,7 +336,7 @@ public:
 
     // ibv_post_srq_recv(3).
     int post_recv(ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept { return api::post_srq_recv(ring_, wr, bad_wr); }
-    // ARM_RQ: an SRQ_RQ_LIMIT event when fewer than `limit` WQEs remain.
+    // MODIFY_RMP: an SRQ_RQ_LIMIT event when fewer than `limit` WQEs remain.
     status arm(unsigned limit);
     std::uint32_t srqn() const noexcept { return srqn_; }
     const std::shared_ptr<driver::srq>& object() const noexcept { return srq_; }

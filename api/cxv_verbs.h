@@ -143,7 +143,7 @@ struct ibv_srq *cxv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr
 /* IBV_SRQ_LIMIT only (the limit event, armed once); IBV_SRQ_MAX_WR: EINVAL (no resize). */
 int cxv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask);
 /* ibv_query_srq(3): max_wr and max_sge as granted, srq_limit as the device has it now
- * (QUERY_SRQ's lwm: 0 once the limit event has fired). */
+ * (QUERY_RMP's lwm: 0 once the limit event has fired). */
 int cxv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 /* EBUSY while a QP takes its receives from it. */
 int cxv_destroy_srq(struct ibv_srq *srq);

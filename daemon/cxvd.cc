@@ -277,8 +277,8 @@ int main(int argc, char** argv) {
             static const char* const kinds[] = {"port up", "port down", "port init", "port change", "fatal",
                                                 "queue error"};
             // A queue event names a client's object (cxvd keeps no queues of its own past its
-            // EQs): a client's business, and one looping ARM_RQ would flood an error-level log
-            // (SRQ_RQ_LIMIT, SRQ_LAST_WQE). Debug level; only a fatal event is an error.
+            // EQs): a client's business, and one re-arming its SRQ's limit in a loop would
+            // flood an error-level log (SRQ_RQ_LIMIT, SRQ_LAST_WQE). Debug level; only a fatal event is an error.
             const level l = e.what == cxv::driver::hca_event::fatal         ? level::err
                             : e.what == cxv::driver::hca_event::queue_error ? level::debug
                                                                             : level::info;

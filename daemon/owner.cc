@@ -271,7 +271,7 @@ status check_qpc(const std::byte* qpc, const owned& o, const char* name, const o
         }
     }
     // An SRQ (rq_type SRQ, PRM "QP Context") must be the client's, made on one of its
-    // PDs (CREATE_SRQ checked that); a transition names none or the QP's own.
+    // PDs (CREATE_RMP checked that); a transition names none or the QP's own.
     const std::uint32_t rq = ifc::get<ifc::qpc::rq_type>(qpc);
     const std::uint32_t srqn = ifc::get<ifc::qpc::srqn_rmpn_xrqn>(qpc);
     if (create && rq != qp::rq_regular && rq != qp::rq_zero_len && rq != qp::rq_srq) {
