@@ -114,18 +114,27 @@ void check_test(const std::string& port_type, const std::string& test, const std
     // again, up to kAttempts pairs in all; each such loss is reported.
     const bool rdma_cm = std::find(args.begin(), args.end(), "-R") != args.end();
     constexpr unsigned kAttempts = 12;
-    exec_pair r;
     unsigned lost = 0;
     if (rdma_cm) ::setenv("CXV_CM_TRACE", "1", 1);
-    for (unsigned attempt = 0; attempt < (rdma_cm ? kAttempts : 1); ++attempt) {
-        r = run_exec_pair(port_type, "/usr/bin/ib_" + test, all, {}, std::chrono::seconds(240),
-                          rdma_cm ? listened_twice : nullptr);
-        if (!rdma_cm || !lost_listen_race(r)) break;
-        ++lost;
+    auto run = [&] {
+        exec_pair p;
+        for (unsigned attempt = 0; attempt < (rdma_cm ? kAttempts : 1); ++attempt) {
+            p = run_exec_pair(port_type, "/usr/bin/ib_" + test, all, {}, std::chrono::seconds(240),
+                              rdma_cm ? listened_twice : nullptr);
+            if (!rdma_cm || !lost_listen_race(p)) break;
+            ++lost;
+        }
+        return p;
+    };
+    exec_pair r = run();
+    // A run whose clock estimate failed (processes.h) is run again, at most twice more.
+    for (int again = 0; again < 2 && perftest_clock_failed(r.client_log, r.server_log); ++again) {
+        MESSAGE("ib_" << test << ": perftest's CPU clock estimate failed; run again");
+        r = run();
     }
     ::unsetenv("CXV_CM_TRACE");
     if (lost != 0) MESSAGE("ib_" << test << ": the client lost perftest's -R race in " << lost << " pair(s)");
-    REQUIRE_MESSAGE(lost < kAttempts, "every pair lost perftest's -R race");
+    REQUIRE_MESSAGE(!(rdma_cm && lost_listen_race(r)), "every pair lost perftest's -R race");
     INFO("server log:\n" << r.server_log);
     INFO("client log:\n" << r.client_log);
     CHECK(r.server == 0);

@@ -319,6 +319,21 @@ inline exec_pair run_exec_pair(const std::string& port_type, const std::string& 
     return r;
 }
 
+// perftest measures the CPU's clock itself before it reports (a linear fit of TSC
+// cycles against gettimeofday over short sleeps); on a loaded machine (the sanitizer
+// build, other tests beside it) the fit can fail ("Correlation coefficient r^2: ... <
+// 0.9"), and the run then reports a rate of 0, t_avg inf, or no report at all and status
+// 1. Such a run says nothing about the device.
+inline bool perftest_clock_failed(const std::string& client_log, const std::string& server_log) {
+    for (const auto* log : {&client_log, &server_log}) {
+        if (log->find("Correlation coefficient") != std::string::npos ||
+            log->find("Can't produce a report") != std::string::npos) {
+            return true;
+        }
+    }
+    return false;
+}
+
 // The numbers of perftest's result row: the first line of numbers under its "#bytes"
 // header (empty when there is none). Word by word through strtod, which reads the "-nan"
 // perftest prints for a standard deviation whose rounding went below zero (operator>>

@@ -78,21 +78,10 @@ pair_result run_pair_once(const std::string& test, const std::vector<std::string
     return r;
 }
 
-// perftest measures the CPU's clock itself before it reports (a linear fit of TSC
-// cycles against gettimeofday over short sleeps); on a loaded machine (the sanitizer
-// build, other tests beside it) the fit can fail ("Correlation coefficient r^2: ... <
-// 0.9"), and the run then reports t_avg inf, or no report at all and status 1. Such a run
-// says nothing about the device: it is run again, at most twice more.
-bool clock_estimate_failed(const pair_result& r) {
-    for (const auto* log : {&r.client_log, &r.server_log}) {
-        if (has(*log, "Correlation coefficient") || has(*log, "Can't produce a report")) return true;
-    }
-    return false;
-}
-
 pair_result run_pair(const std::string& test, const std::vector<std::string>& args) {
     pair_result r = run_pair_once(test, args);
-    for (int again = 0; again < 2 && clock_estimate_failed(r); ++again) {
+    // A run whose clock estimate failed (processes.h) is run again, at most twice more.
+    for (int again = 0; again < 2 && perftest_clock_failed(r.client_log, r.server_log); ++again) {
         MESSAGE("perftest's CPU clock estimate failed; run again");
         r = run_pair_once(test, args);
     }
