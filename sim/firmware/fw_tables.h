@@ -4,9 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "sim/syndromes.h"
+#include "hw/endian.h"
 #include "hw/layout.h"
 #include "sim/firmware/command.h"
 #include "sim/objects/tables.h"
@@ -38,15 +40,21 @@ void drop_user(Map& m, std::uint32_t n) {
     if (auto it = m.find(n); it != m.end() && it->second.users != 0) --it->second.users;
 }
 
-// Writes a page list into the flexible `pas` array of a QUERY output (layout Out), as
-// many entries as the output holds.
+// Writes a page list of big-endian 64-bit entries from byte `at` of a QUERY output to
+// its end, as many entries as the output holds.
+inline void put_pas_at(cmd_ctx& c, std::size_t at, const std::vector<std::uint64_t>& pas) {
+    const std::size_t room = c.out.size() > at ? (c.out.size() - at) / 8 : 0;
+    for (std::size_t i = 0; i < pas.size() && i < room; ++i) {
+        const std::uint64_t be = hw::to_be(pas[i]);
+        std::memcpy(c.out.data() + at + 8 * i, &be, 8);
+    }
+}
+
+// The same into the flexible `pas` array that ends a QUERY output's layout Out.
 template <typename Out>
 void put_pas(cmd_ctx& c, const std::vector<std::uint64_t>& pas) {
-    const std::size_t room =
-        c.out.size() > Out::size_bytes ? (c.out.size() - Out::size_bytes) / 8 : 0;
-    for (std::size_t i = 0; i < pas.size() && i < room; ++i) {
-        hw::ifc::set<typename Out::pas>(c.out.data(), i, pas[i]);
-    }
+    static_assert(Out::pas::bit_offset == Out::size_bits, "the page list ends the layout");
+    put_pas_at(c, Out::size_bytes, pas);
 }
 
 }  // namespace cxv::sim

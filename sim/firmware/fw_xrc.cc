@@ -10,9 +10,6 @@
 // mlx5_ib does at ISSI 1). Not modelled: QUERY_XRC_SRQ, ARM_XRC_SRQ (BAD_OP), cyclic
 // RMPs, XRC QPs (so an XRC SRQ receives nothing).
 #include <array>
-#include <cstring>
-
-#include "hw/endian.h"
 
 #include "hw/ifc.h"
 #include "sim/firmware/fw_srq.h"
@@ -98,9 +95,7 @@ cmd_reply srq_commands::destroy_rmp(cmd_ctx& c) {
                       srq_kind::rmp);
 }
 
-namespace {
 namespace rv = ifc::rmpc_values;
-}  // namespace
 
 // rmp_state names the RMP's state now and ctx.state the next one: a ready RMP stays
 // ready or goes to error; there is no way back from error (an RMP has no reset state).
@@ -150,13 +145,7 @@ cmd_reply srq_commands::query_rmp(cmd_ctx& c) {
     ifc::set<ifc::wq::log_wq_stride>(wq, ifc::get<ifc::srqc::log_rq_stride>(srqc.data()) + 4);
     ifc::set<ifc::wq::log_wq_pg_sz>(wq, ifc::get<ifc::srqc::log_page_size>(srqc.data()));
     ifc::set<ifc::wq::log_wq_sz>(wq, ifc::get<ifc::srqc::log_srq_size>(srqc.data()));
-    // The wq's page list (wq.pas) ends the output, as many entries as it holds.
-    const std::size_t room = c.out.size() > ifc::query_rmp_out::size_bytes
-                                 ? (c.out.size() - ifc::query_rmp_out::size_bytes) / 8 : 0;
-    for (std::size_t i = 0; i < rmp.pas.size() && i < room; ++i) {
-        const std::uint64_t be = hw::to_be(rmp.pas[i]);
-        std::memcpy(c.out.data() + ifc::query_rmp_out::size_bytes + 8 * i, &be, 8);
-    }
+    put_pas_at(c, ifc::query_rmp_out::size_bytes, rmp.pas);  // the wq's page list ends the output
     return ok();
 }
 
