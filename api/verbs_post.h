@@ -67,37 +67,56 @@ struct send_side {
           fast_inline(inl < queues::send_queue::kSmallInline ? inl : queues::send_queue::kSmallInline) {}
 };
 
+namespace detail {
+// What a post call's out-of-line part gives back: the errno value (0: every WR posted)
+// and the WR it stopped at, for the caller to store in *bad_wr. Returned in registers,
+// so that a caller whose bad_wr is a local of its own (a pointer the call only writes
+// when it fails) keeps that local out of memory, and needs no stack frame, on the path
+// that posts.
+template <class Wr>
+struct post_outcome {
+    int err;
+    Wr* bad;
+};
+template <class Wr>
+[[gnu::always_inline]] inline int report(const post_outcome<Wr>& r, Wr** bad_wr) noexcept {
+    if (r.err != 0) [[unlikely]] *bad_wr = r.bad;
+    return r.err;
+}
+
+// post_recv from the first WR its inlined loop could not take.
+[[gnu::noinline, gnu::cold]] inline post_outcome<ibv_recv_wr> post_recv_rest(queues::recv_queue& rq, ibv_recv_wr* wr,
+                                                                  std::uint32_t head) noexcept {
+    ibv_recv_wr* bad = nullptr;
+    const auto why = rq.post_rest(wr, head, &bad);
+    if (why == queues::recv_queue::stop::done) return {0, nullptr};
+    return {why == queues::recv_queue::stop::too_many_sge || rq.srq() ? EINVAL : ENOMEM, bad};
+}
+}  // namespace detail
+
 // ibv_post_recv(3) on a QP's receive ring (for a QP served by an SRQ, the ring made by
 // recv_queue::srq_attached(), which refuses every WR with EINVAL).
-namespace detail {
-// post_recv from the first WR its inlined loop could not take.
-[[gnu::noinline]] inline int post_recv_rest(queues::recv_queue& rq, ibv_recv_wr* wr, std::uint32_t head,
-                                            ibv_recv_wr** bad_wr) noexcept {
-    const auto why = rq.post_rest(wr, head, bad_wr);
-    if (why == queues::recv_queue::stop::done) return 0;
-    return why == queues::recv_queue::stop::too_many_sge || rq.srq() ? EINVAL : ENOMEM;
-}
-}  // namespace detail
-
 [[gnu::always_inline]] inline int post_recv(queues::recv_queue& rq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
-    return rq.post_list(wr, [&rq, bad_wr](ibv_recv_wr* w, std::uint32_t head) {
-        return detail::post_recv_rest(rq, w, head, bad_wr);
-    });
+    return detail::report(rq.post_list(wr, [](queues::recv_queue& r, ibv_recv_wr* w, std::uint32_t head) {
+        return detail::post_recv_rest(r, w, head);
+    }), bad_wr);
 }
 
 namespace detail {
-[[gnu::noinline]] inline int post_srq_recv_rest(queues::srq_ring& srq, ibv_recv_wr* wr, std::uint32_t counter,
-                                                ibv_recv_wr** bad_wr) noexcept {
-    const auto why = srq.post_rest(wr, counter, bad_wr);
-    if (why == queues::srq_ring::stop::done) return 0;
-    return why == queues::srq_ring::stop::too_many_sge ? EINVAL : ENOMEM;
+[[gnu::noinline, gnu::cold]] inline post_outcome<ibv_recv_wr> post_srq_recv_rest(queues::srq_ring& srq, ibv_recv_wr* wr,
+                                                                      std::uint32_t counter) noexcept {
+    ibv_recv_wr* bad = nullptr;
+    const auto why = srq.post_rest(wr, counter, &bad);
+    if (why == queues::srq_ring::stop::done) return {0, nullptr};
+    return {why == queues::srq_ring::stop::too_many_sge ? EINVAL : ENOMEM, bad};
 }
 }  // namespace detail
 
+// ibv_post_srq_recv(3).
 [[gnu::always_inline]] inline int post_srq_recv(queues::srq_ring& srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
-    return srq.post_list(wr, [&srq, bad_wr](ibv_recv_wr* w, std::uint32_t counter) {
-        return detail::post_srq_recv_rest(srq, w, counter, bad_wr);
-    });
+    return detail::report(srq.post_list(wr, [](queues::srq_ring& r, ibv_recv_wr* w, std::uint32_t counter) {
+        return detail::post_srq_recv_rest(r, w, counter);
+    }), bad_wr);
 }
 
 namespace detail {
@@ -141,8 +160,9 @@ inline bool wqe_opcode_of(ibv_wr_opcode op, ibv_qp_type type, hw::wqe_opcode& ou
 namespace detail {
 // post_send's general loop: every opcode, SGE count, inline size and transport, from
 // `wr` on; rings the doorbell for everything the call put.
-[[gnu::noinline]] inline int post_send_rest(queues::send_queue* sq_, unsigned max_sge, unsigned max_inline,
-                                            ibv_qp_type type, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+[[gnu::noinline]] inline post_outcome<ibv_send_wr> post_send_rest(queues::send_queue* sq_, unsigned max_sge,
+                                                                   unsigned max_inline, ibv_qp_type type,
+                                                                   ibv_send_wr* wr) noexcept {
     const send_side q{sq_, max_sge, max_inline, type};
     int err = 0;
     queues::send_queue& sq = *q.sq;
@@ -214,8 +234,7 @@ namespace detail {
         sq.finish(slot, seg, op.wqe, wqe::kControl[wr->send_flags & 7], wr->imm_data, wr->wr_id);
     }
     sq.ring();  // nothing when nothing was put
-    if (err) *bad_wr = wr;
-    return err;
+    return {err, err != 0 ? wr : nullptr};
 }
 }  // namespace detail
 
@@ -247,17 +266,18 @@ namespace detail {
 // post_send for a list (or a first WR the one-pass path does not take): the one-pass
 // loop from `wr` on, then the general loop from the first WR it does not take; the WQEs
 // the caller put (adopted into the ring) are rung with these, one doorbell for all.
-[[gnu::noinline]] inline int post_send_list(queues::send_queue* sq, unsigned max_sge, unsigned max_inline,
-                                            ibv_qp_type type, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
+[[gnu::noinline]] inline post_outcome<ibv_send_wr> post_send_list(queues::send_queue* sq, unsigned max_sge,
+                                                                   unsigned max_inline, ibv_qp_type type,
+                                                                   ibv_send_wr* wr) noexcept {
     const send_side q(sq, max_sge, max_inline, type);
     queues::send_queue::batch b;
     for (; wr != nullptr; wr = wr->next) {
         if (!put_fast(q, *wr, b)) break;
     }
     sq->adopt(b);
-    if (wr != nullptr) [[unlikely]] return post_send_rest(sq, max_sge, max_inline, type, wr, bad_wr);
+    if (wr != nullptr) [[unlikely]] return post_send_rest(sq, max_sge, max_inline, type, wr);
     sq->ring();
-    return 0;
+    return {0, nullptr};
 }
 
 }  // namespace detail
@@ -278,7 +298,7 @@ namespace detail {
         q.sq->adopt(b);
         wr = next;
     }
-    return detail::post_send_list(q.sq, q.max_sge, q.max_inline, q.type, wr, bad_wr);
+    return detail::report(detail::post_send_list(q.sq, q.max_sge, q.max_inline, q.type, wr), bad_wr);
 }
 
 // The basic blocks of the WQE post_send builds for a valid `wr` (queues/send_wqe.h's

@@ -44,6 +44,32 @@ constexpr T from_be(T v) noexcept {
     return to_be(v);
 }
 
+// A big-endian 16-bit value as a host-order 32-bit one (the upper half zero), for
+// arithmetic in 32-bit words: on x86-64 a zero-extending load and a ROL of the low
+// word; GCC 12 narrows `__builtin_bswap16(v) & mask` to 16 bits and widens it again.
+inline std::uint32_t from_be16_widened(std::uint16_t v) noexcept {
+#if defined(__x86_64__)
+    std::uint32_t r = v;
+    __asm__("rolw $8, %w0" : "+r"(r));
+    return r;
+#else
+    return from_be(v);
+#endif
+}
+
+// A big-endian 32-bit value as a host-order 64-bit one (the upper half zero), for
+// arithmetic in 64-bit words. On x86-64 this is one BSWAP of the 32-bit register,
+// which clears the upper half; GCC 12 follows __builtin_bswap32 with a widening move.
+inline std::uint64_t from_be_widened(std::uint32_t v) noexcept {
+#if defined(__x86_64__)
+    std::uint64_t r = v;
+    __asm__("bswap %k0" : "+r"(r));
+    return r;
+#else
+    return from_be(v);
+#endif
+}
+
 // A big-endian value of type T as stored in device-visible memory. Trivial, so it can
 // live in structures the device reads, and the same size and alignment as T.
 template <typename T>

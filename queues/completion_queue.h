@@ -82,9 +82,9 @@ constexpr std::uint32_t send_opcode_of(std::uint8_t wqe_opcode) noexcept {
 
 namespace detail {
 
-// What poll() makes of a CQE by x = op_own ^ (the ring pass's owner parity), so that
-// the owner bit of x is 0 on the driver's entries and x >> 4 is the opcode (PRM "CQE
-// Format"; op_own bits 3:1 are other flags, any value).
+// What poll() makes of a CQE by its op_own byte and the ring pass's owner parity (PRM
+// "CQE Format": op_own is the opcode (7:4), other flags (3:1, any value) and the owner
+// bit (0), which is the pass's parity on the driver's entries).
 enum entry_kind : std::uint8_t {
     kind_req = 0,    // REQ: a good send completion
     kind_resp = 1,   // RESP_WR_IMM, RESP_SEND, RESP_SEND_IMM, RESP_SEND_INV (1..4)
@@ -92,8 +92,9 @@ enum entry_kind : std::uint8_t {
     kind_stop = 3,   // the device's (owner bit of the other pass, or opcode INVALID)
 };
 
-// Tables of poll(), in one object so that one base register reaches them all: by x
-// (above) and, for a REQ CQE, by the send WQE opcode (its sop_drop_qpn byte).
+// Tables of poll(), one object per owner parity so that one base register reaches them
+// all and op_own indexes them as it is: by op_own, by the send WQE opcode of a REQ CQE
+// (its sop_drop_qpn byte) and by the first byte of flags_rqpn.
 struct poll_tables {
     std::array<std::uint8_t, 256> kind;
     // The status and opcode word (kStatusOpcode below): status low, opcode high.
@@ -103,30 +104,44 @@ struct poll_tables {
     // kSrcQpFlags word), with RESP_WR_IMM and RESP_SEND_IMM.
     std::array<std::uint32_t, 256> imm_mask;
     std::array<std::uint64_t, 256> imm_flag;
-    // with_grh by the first byte of flags_rqpn (GRH presence is its bits 5:4).
-    std::array<std::uint64_t, 256> grh_flag;
+    // By flags_rqpn's first byte: with_grh (GRH presence is its bits 5:4) less the byte
+    // where it sits in flags_rqpn's host-order value (bits 31:24), so that the value plus
+    // this is the kSrcQpFlags word: src_qp (23:0) low, with_grh high.
+    std::array<std::uint64_t, 256> src_grh;
     // The kPkeySlid word by the same byte: sl (its bits 3:0: the SL, or over RoCE the
     // packet type), pkey_index, slid and dlid_path_bits 0.
     std::array<std::uint64_t, 256> sl_word;
 };
-inline constexpr poll_tables kPoll = [] {
-    poll_tables t{};
-    for (unsigned x = 0; x < 256; ++x) {
-        const unsigned op = x >> 4;
-        const bool ours = (x & 1) == 0 && op != static_cast<unsigned>(hw::cqe_opcode::INVALID);
-        t.kind[x] = !ours ? kind_stop : op == 0 ? kind_req : op <= 4 ? kind_resp : kind_other;
-        t.send_word[x] = std::uint64_t{send_opcode_of(static_cast<std::uint8_t>(x))} << 32;
-        if (t.kind[x] == kind_resp) {
-            const bool imm = op == 1 || op == 3;
-            t.recv_word[x] = std::uint64_t{op == 1 ? wc_recv_rdma_with_imm : wc_recv} << 32;
-            t.imm_mask[x] = imm ? ~0u : 0u;
-            t.imm_flag[x] = imm ? std::uint64_t{wc_with_imm} << 32 : 0;
+inline constexpr std::array<poll_tables, 2> kPoll = [] {
+    std::array<poll_tables, 2> sets{};
+    for (unsigned parity = 0; parity < 2; ++parity) {
+        poll_tables& t = sets[parity];
+        for (unsigned b = 0; b < 256; ++b) {
+            const unsigned op = b >> 4;
+            const bool ours = (b & 1) == parity && op != static_cast<unsigned>(hw::cqe_opcode::INVALID);
+            t.kind[b] = !ours ? kind_stop : op == 0 ? kind_req : op <= 4 ? kind_resp : kind_other;
+            t.send_word[b] = std::uint64_t{send_opcode_of(static_cast<std::uint8_t>(b))} << 32;
+            if (t.kind[b] == kind_resp) {
+                const bool imm = op == 1 || op == 3;
+                t.recv_word[b] = std::uint64_t{op == 1 ? wc_recv_rdma_with_imm : wc_recv} << 32;
+                t.imm_mask[b] = imm ? ~0u : 0u;
+                t.imm_flag[b] = imm ? std::uint64_t{wc_with_imm} << 32 : 0;
+            }
+            t.src_grh[b] = ((b & 0x30) ? std::uint64_t{wc_with_grh} << 32 : 0) - (std::uint64_t{b} << 24);
+            t.sl_word[b] = std::uint64_t{b & 0xf} << 32;  // sl is the word's fifth byte (asserted below)
         }
-        t.grh_flag[x] = (x & 0x30) ? std::uint64_t{wc_with_grh} << 32 : 0;
-        t.sl_word[x] = std::uint64_t{x & 0xf} << 32;  // sl is the word's fifth byte (asserted below)
     }
-    return t;
+    return sets;
 }();
+
+// The tables of a pass's parity, as one pointer the loop keeps in a register: every
+// table is then one displacement from it (the empty asm hides where the pointer came
+// from, so that the compiler does not keep a pointer per table instead).
+[[gnu::always_inline]] inline const poll_tables& tables_of(unsigned parity) noexcept {
+    const poll_tables* t = &kPoll[parity];
+    __asm__("" : "+r"(t));
+    return *t;
+}
 
 // What a CQ's dead flag points to until set_dead_flag(): never dead.
 inline const std::atomic<bool> kNeverDead{false};
@@ -204,12 +219,13 @@ public:
     //
     // While the batch does not reach the ring's wrap, the owner parity is fixed and the
     // entry pointer just advances (a batch that does goes to poll_rest(), which takes
-    // the wrap: once per pass over the ring). One table load sorts an entry by owner
-    // bit and opcode (detail::entry_kind); only an entry of the driver's is read further
-    // (from_device()).
+    // the wrap: once per pass over the ring). One table load, in the pass's parity's
+    // tables, sorts an entry by owner bit and opcode (detail::entry_kind); only an entry
+    // of the driver's is read further (from_device()).
     //
     // The loop here takes the common entries only: a REQ or responder CQE of the
-    // remembered QP with a single-producer SQ or its own RQ. It makes no call; at the
+    // remembered QP with a single-producer SQ or its own RQ, in runs of one kind (a run
+    // of REQs checks kind and QP in one load: next_is_req()). It makes no call; at the
     // first other entry the rest of the batch goes to poll_rest(), which takes every
     // kind.
     [[gnu::always_inline]] int poll(work_completion* out, int max) noexcept {
@@ -225,46 +241,63 @@ public:
         // 128 bytes" (rest_only_ all ones).
         if (((static_cast<std::uint32_t>(max) - 1) | rest_only_) >= mask_ + 1 - idx) [[unlikely]] {
             if (max <= 0) return 0;
-            n = poll_rest(out, static_cast<std::uint32_t>(max), ci);  // up to the wrap and past it
+            const auto r = poll_rest(out, static_cast<std::uint32_t>(max), ci);  // up to the wrap and past it
+            n = r.n;
+            ci = r.ci;
         } else {
-            send_queue* const sq = sq_;
-            recv_queue* const rq = rq_;
-            const std::uint32_t sq_key = sq_key_;
-            const std::uint32_t rq_key = rq_key_;
+            const detail::poll_tables& t = detail::tables_of((ci0 >> log_) & 1);
             const std::uint32_t qpn = qpn_;
-            const unsigned parity = (ci0 >> log_) & 1;
             const std::byte* const first = cqes_ + (std::size_t{idx} << 6);
             const std::byte* const end = first + (static_cast<std::size_t>(max) << 6);
             const std::byte* p = first;
-            for (; p != end; p += 64, ++out) {
+            // Runs of one kind of entry of the remembered QP: each run's loop holds only
+            // its own ring's state (the ring's retirer), and the next entry of another
+            // kind or QP comes back here.
+            while (p != end) {
                 const auto& c = *reinterpret_cast<const hw::cqe64*>(p);
-                const unsigned x = unsigned{c.op_own} ^ parity;
-                const unsigned kind = detail::kPoll.kind[x];
-                if (kind > detail::kind_resp) [[unlikely]] {
-                    if (kind == detail::kind_stop) break;
+                std::size_t op = c.op_own;
+                const unsigned kind = t.kind[op];
+                if (kind == detail::kind_resp) {
+                    hw::from_device();
+                    if (!owns(c, rq_key_)) goto other;
+                    auto r = rq_->run();
+                    const std::uint32_t key = rq_key_;
+                    do {
+                        decode_recv(*reinterpret_cast<const hw::cqe64*>(p), op, t, qpn, r, *out);
+                        p += 64;
+                        ++out;
+                    } while (next_is(p, end, op, t, detail::kind_resp, key));
+                    rq_->retired(r);
+                } else if (kind == detail::kind_req) {
+                    hw::from_device();
+                    if (!owns(c, sq_key_)) goto other;
+                    auto r = sq_->run();
+                    const std::uint64_t want = std::uint64_t{(ci0 >> log_) & 1} << 56 | sq_key_;
+                    do {
+                        decode_send(*reinterpret_cast<const hw::cqe64*>(p), t, qpn, r, *out);
+                        p += 64;
+                        ++out;
+                    } while (next_is_req(p, end, want));
+                    sq_->retired(r);
+                } else if (kind == detail::kind_stop) {
+                    break;
+                } else {
                     goto other;
                 }
-                hw::from_device();
-                // The QPN bytes of sop_drop_qpn as they are in memory, against the key.
-                const std::uint32_t key = c.sop_drop_qpn.raw & kQpnBytes;
-                if (kind == detail::kind_req) {
-                    if (key != sq_key) [[unlikely]] goto other;
-                    decode_send(c, qpn, *sq, *out);
-                } else {
-                    if (key != rq_key) [[unlikely]] goto other;
-                    decode_recv(c, x, qpn, *rq, *out);
-                }
             }
-            ci = ci0 + static_cast<std::uint32_t>((p - first) >> 6);
-            n = static_cast<int>(ci - ci0);
+            // (Counted back from the end, and the consumer index read again below: fewer
+            // values live through the loop.)
+            n = max - static_cast<int>((end - p) >> 6);
+            ci = ci_ + static_cast<std::uint32_t>(n);
             goto done;
         other:
-            const auto taken = static_cast<std::uint32_t>((p - first) >> 6);
-            ci = ci0 + taken;
-            n = static_cast<int>(taken) + poll_rest(out, static_cast<std::uint32_t>(max) - taken, ci);
+            const auto taken = static_cast<std::uint32_t>(max - ((end - p) >> 6));
+            const auto r = poll_rest(out, static_cast<std::uint32_t>(max) - taken, ci_ + taken);
+            n = static_cast<int>(taken) + r.n;
+            ci = r.ci;
         }
     done:
-        if (ci != ci0) [[likely]] {
+        if (ci != ci_) [[likely]] {
             ci_ = ci;
             hw::to_device();
             dbrec_->update_ci = hw::be32::from(ci & 0xffffff);
@@ -317,7 +350,7 @@ public:
     template <class Srq>
     void discard(std::uint32_t qpn, Srq* srq, const std::uint32_t* raw_user_index = nullptr) noexcept {
         std::uint32_t end = ci_;
-        while (end != ci_ + mask_ + 1 && detail::kPoll.kind[unsigned{at(end).op_own} ^ ((end >> log_) & 1)] !=
+        while (end != ci_ + mask_ + 1 && detail::kPoll[(end >> log_) & 1].kind[at(end).op_own] !=
                                               detail::kind_stop) {
             ++end;
         }
@@ -327,7 +360,7 @@ public:
             --i;
             hw::cqe64& c = at(i);
             const auto op = hw::cqe_get_opcode(c.op_own);
-            const bool receive = detail::kPoll.kind[unsigned{c.op_own} ^ ((i >> log_) & 1)] == detail::kind_resp ||
+            const bool receive = detail::kPoll[(i >> log_) & 1].kind[c.op_own] == detail::kind_resp ||
                                  op == hw::cqe_opcode::RESP_ERR;
             if (raw_user_index != nullptr && receive ? hw::cqe_srqn(c) == *raw_user_index
                                                      : (c.sop_drop_qpn.value() & 0xffffff) == qpn) {
@@ -387,52 +420,101 @@ public:
     std::uint32_t arm_sn() const noexcept { return arm_sn_; }
 
 private:
+    // Whether CQE `c` is the remembered QP's for the side of `key` (kNoKey: never).
+    // The QPN bytes of sop_drop_qpn as they are in memory, against the key.
+    [[gnu::always_inline]] static bool owns(const hw::cqe64& c, std::uint32_t key) noexcept {
+        return (c.sop_drop_qpn.raw & kQpnBytes) == key;
+    }
+    // Within a run: whether there is an entry at `p` (before `end`), the driver's, of
+    // `kind` and the run's QP's, whose key (a QPN's, not kNoKey) has its low byte 0:
+    // sop_drop_qpn's raw value XOR the key leaves only the low byte (the first in
+    // memory, not the QPN's) when the QPN bytes match. `op` gets the entry's op_own;
+    // its body is read after from_device().
+    [[gnu::always_inline]] static bool next_is(const std::byte* p, const std::byte* end, std::size_t& op,
+                                               const detail::poll_tables& t, unsigned kind,
+                                               std::uint32_t key) noexcept {
+        if (p == end) [[unlikely]] return false;
+        const auto& c = *reinterpret_cast<const hw::cqe64*>(p);
+        op = c.op_own;
+        if (t.kind[op] != kind) [[unlikely]] return false;
+        hw::from_device();
+        return (c.sop_drop_qpn.raw ^ key) <= 0xff;
+    }
+    // next_is() for a run of REQ entries, in one 8-byte load of the CQE's last eight
+    // bytes: sop_drop_qpn (its QPN bytes against the key, whose low byte is 0),
+    // wqe_counter, signature and op_own (opcode REQ, 0, and the owner bit the pass's
+    // parity, bit 56 of `want`; bits 3:1 any), which the device writes together: the
+    // owner bit and the bytes beside it come from the same load, as DPDK's mlx5 vector
+    // receive reads op_own in one 8-byte block with sop_drop_qpn and wqe_counter. The
+    // rest of the body is read after from_device().
+    [[gnu::always_inline]] static bool next_is_req(const std::byte* p, const std::byte* end,
+                                                   std::uint64_t want) noexcept {
+        static_assert(offsetof(hw::cqe64, sop_drop_qpn) == 56 && offsetof(hw::cqe64, op_own) == 63);
+        if (p == end) [[unlikely]] return false;
+        std::uint64_t tail;
+        std::memcpy(&tail, p + offsetof(hw::cqe64, sop_drop_qpn), sizeof(tail));
+        constexpr std::uint64_t mask = std::uint64_t{0xf1} << 56 | kQpnBytes;
+        if (((tail ^ want) & mask) != 0) [[unlikely]] return false;
+        hw::from_device();
+        return true;
+    }
     // A good completion into `wc`. The status and opcode word is stored before the ring's
     // retire() and wr_id after it: a store to the ring in between keeps the compiler
     // from pairing the two 8-byte stores through a vector register (three instructions
     // instead of two).
-    template <class Ring>
-    [[gnu::always_inline]] static void decode_send(const hw::cqe64& c, std::uint32_t qpn, Ring& sq,
-                                                   work_completion& wc) noexcept {
-        detail::put64(wc, detail::kStatusOpcode, detail::kPoll.send_word[c.sop_drop_qpn.raw & 0xff]);
-        const std::uint64_t id = sq.retire(std::uint32_t{c.wqe_counter.value()});
+    template <class Retirer>
+    [[gnu::always_inline]] static void decode_send(const hw::cqe64& c, const detail::poll_tables& t,
+                                                   std::uint32_t qpn, Retirer& sq, work_completion& wc) noexcept {
+        detail::put64(wc, detail::kStatusOpcode, t.send_word[c.sop_drop_qpn.raw & 0xff]);
+        const std::uint64_t id = sq.retire(hw::from_be16_widened(c.wqe_counter.raw));
         wc.wr_id = id;
         wc.byte_len = c.byte_cnt.value();
         wc.qp_num = qpn;
         detail::put64(wc, detail::kSrcQpFlags, 0);
     }
-    template <class Ring>
-    [[gnu::always_inline]] static void decode_recv(const hw::cqe64& c, unsigned x, std::uint32_t qpn,
-                                                   Ring& rq, work_completion& wc) noexcept {
-        detail::put64(wc, detail::kStatusOpcode, detail::kPoll.recv_word[x]);
-        const std::uint64_t id = rq.retire(std::uint32_t{c.wqe_counter.value()});
+    // A good receive completion; `r` gives its wr_id: an SRQ's retire(counter), or a
+    // receive queue's (or its run's) retire() of its oldest WQE.
+    template <class Retirer>
+    [[gnu::always_inline]] static void decode_recv(const hw::cqe64& c, std::size_t op, const detail::poll_tables& t,
+                                                   std::uint32_t qpn, Retirer& r, work_completion& wc) noexcept {
+        detail::put64(wc, detail::kStatusOpcode, t.recv_word[op]);
+        std::uint64_t id;
+        if constexpr (requires { r.retire(); }) {
+            id = r.retire();
+        } else {
+            id = r.retire(std::uint32_t{c.wqe_counter.value()});
+        }
         wc.wr_id = id;
-        const std::uint32_t flags_rqpn = c.flags_rqpn.value();
         wc.byte_len = c.byte_cnt.value();
-        wc.imm_data = c.imm_inval_pkey.raw & detail::kPoll.imm_mask[x];
+        wc.imm_data = c.imm_inval_pkey.raw & t.imm_mask[op];
         wc.qp_num = qpn;
         const auto flags = static_cast<std::uint8_t>(c.flags_rqpn.raw & 0xff);  // bits 31:24
         // src_qp, and wc_flags (with_grh, with_imm) in the high half.
         detail::put64(wc, detail::kSrcQpFlags,
-                      (flags_rqpn & 0xffffff) | detail::kPoll.grh_flag[flags] | detail::kPoll.imm_flag[x]);
-        detail::put64(wc, detail::kPkeySlid, detail::kPoll.sl_word[flags]);  // sl; pkey_index, slid, dlid_path_bits 0
+                      hw::from_be_widened(c.flags_rqpn.raw) + t.src_grh[flags] + t.imm_flag[op]);
+        detail::put64(wc, detail::kPkeySlid, t.sl_word[flags]);  // sl; pkey_index, slid, dlid_path_bits 0
         wc.slid = c.slid.value();
     }
 
     // poll()'s loop for every kind of entry, from consumer index `ci` with `left`
-    // entries of room at `out`; returns how many it wrote, `ci` the consumer index it
-    // reached. An entry of a QP whose rings are gone on its side (destroyed: detached,
+    // entries of room at `out`; returns how many it wrote and the consumer index it
+    // reached (in registers: a consumer index passed by reference kept poll()'s own in
+    // memory). An entry of a QP whose rings are gone on its side (destroyed: detached,
     // or a QPN the CQ never had) is taken and not reported, as rdma-core's mlx5 provider
     // takes a destroyed QP's completions out of its CQs (mlx5_destroy_qp cleans them):
     // ibv_poll_cq(3) never returns a completion of a QP that ibv_destroy_qp(3) has
     // destroyed, whose wr_id would name nothing (libfabric's verbs provider polls its
     // CQ right after destroying a QP and takes every wr_id for its own context).
-    [[gnu::noinline]] int poll_rest(work_completion* out, std::uint32_t left, std::uint32_t& ci) noexcept {
+    struct rest_result {
+        int n;
+        std::uint32_t ci;
+    };
+    [[gnu::noinline]] rest_result poll_rest(work_completion* out, std::uint32_t left, std::uint32_t ci) noexcept {
         int n = 0;
         for (; left != 0; ++ci) {
             const auto& c = *reinterpret_cast<const hw::cqe64*>(cqes_ + (std::size_t{ci & mask_} << shift_));
-            const unsigned x = unsigned{c.op_own} ^ ((ci >> log_) & 1);
-            const unsigned kind = detail::kPoll.kind[x];
+            const detail::poll_tables& t = detail::kPoll[(ci >> log_) & 1];
+            const unsigned kind = t.kind[c.op_own];
             if (kind == detail::kind_stop) break;
             hw::from_device();
             std::uint32_t qpn = c.sop_drop_qpn.value() & 0xffffff;
@@ -447,18 +529,18 @@ private:
             }
             if (kind == detail::kind_req) {
                 if (send_queue* sq = ring_of(q->sq)) {
-                    decode_send(c, qpn, *sq, *out);
+                    decode_send(c, t, qpn, *sq, *out);
                 } else if (mp_send_queue* mpsq = ring_of(q->mpsq)) {
-                    decode_send(c, qpn, *mpsq, *out);
+                    decode_send(c, t, qpn, *mpsq, *out);
                 } else {
                     continue;
                 }
             } else if (kind == detail::kind_resp) {
                 if (recv_queue* rq = ring_of(q->rq)) {
-                    decode_recv(c, x, qpn, *rq, *out);
+                    decode_recv(c, c.op_own, t, qpn, *rq, *out);
                     if (q->raw_packet) decode_raw(c, *out);
                 } else if (srq_ring* srq = ring_of(q->srq)) {
-                    decode_recv(c, x, qpn, *srq, *out);
+                    decode_recv(c, c.op_own, t, qpn, *srq, *out);
                 } else {
                     continue;
                 }
@@ -480,7 +562,7 @@ private:
             ++n;
             --left;
         }
-        return n;
+        return {n, ci};
     }
 
     // The flushed completions of a dead device (set_dead_flag), up to `max`. First the
@@ -607,7 +689,7 @@ private:
         } else {
             recv_queue* const rq = ring_of(q->rq);
             srq_ring* const srq = ring_of(q->srq);
-            wc.wr_id = rq != nullptr ? rq->retire(counter) : srq != nullptr ? srq->retire(counter) : 0;
+            wc.wr_id = rq != nullptr ? rq->retire() : srq != nullptr ? srq->retire(counter) : 0;
         }
     }
 

@@ -40,15 +40,27 @@ inline std::uint64_t len_key_of(const sge& s) noexcept {
 // caller; the address is read after the first store. Each store's address is written as
 // `base + word * 8` plus a constant, which the addressing mode takes whole (a pointer to
 // the segment computed once would hold a register of its own across the posting loop).
-inline void put_data_at(std::byte* base, std::size_t word, std::uint64_t len_key, const sge& s) noexcept {
+inline void put_data_at(std::byte* base, std::size_t word, std::uint64_t len_key, const sge& s,
+                        std::size_t at = 0) noexcept {
     std::uint64_t v = hw::to_be(len_key);
     v = (v << 32) | (v >> 32);
-    std::memcpy(base + offsetof(hw::wqe_data_seg, byte_count) + word * 8, &v, sizeof(v));
+    std::memcpy(base + (at + offsetof(hw::wqe_data_seg, byte_count)) + word * 8, &v, sizeof(v));
     v = hw::to_be(s.addr);
-    std::memcpy(base + offsetof(hw::wqe_data_seg, addr) + word * 8, &v, sizeof(v));
+    std::memcpy(base + (at + offsetof(hw::wqe_data_seg, addr)) + word * 8, &v, sizeof(v));
 }
 inline void put_data(hw::wqe_data_seg* d, const sge& s) noexcept {
     put_data_at(reinterpret_cast<std::byte*>(d), 0, len_key_of(s), s);
+}
+
+// `p` plus a zero the compiler cannot see: a posting loop's out-of-line call takes its
+// ring's address through it, so that the address is computed on the way to the call
+// (one LEA from the base the fields are addressed from) rather than kept in a register
+// from the loop's start, where GCC 12 otherwise puts it.
+template <class T>
+[[gnu::always_inline]] inline T* hidden(T* p) noexcept {
+    std::size_t zero = 0;
+    __asm__("" : "+r"(zero));
+    return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(p) + zero);
 }
 
 inline void put_end(hw::wqe_data_seg* d) noexcept {
@@ -70,7 +82,8 @@ public:
         : limit_(1u << log_count), mask_((1u << log_count) - 1), mask2_(mask_ * 2), shift_(wqe_shift), wqes_(wqes),
           wr_ids_(wr_ids),
           dbrec_(dbrec), seg_slots_((1u << wqe_shift) / sizeof(hw::wqe_data_seg)),
-          max_sge_(max_sge != 0 && max_sge < seg_slots_ ? max_sge : seg_slots_) {
+          max_sge_(max_sge != 0 && max_sge < seg_slots_ ? max_sge : seg_slots_),
+          one_sge_(seg_slots_ == 1 ? 1 : std::int64_t{1} << 32) {
         if (dbrec != nullptr) hw::clear_wq_counter_reserved(dbrec->rcv_counter);  // (store_wq_counter)
     }
     // The receive side of a QP whose receives come from an SRQ: always full, and
@@ -107,17 +120,45 @@ public:
     // Posts a list of WRs shaped like ibv_recv_wr (next, sg_list of sge layout, num_sge,
     // wr_id), in order, with one record update for the list.
     //
-    // The inlined loop takes WRs of one SGE (the common receive) with the ring's state in
-    // caller-saved registers (rings of several segments per WQE take it out of line, as
-    // their end mark needs registers of its own). At the first WR it cannot take (other SGE counts, a full
-    // ring) it returns rest(wr, head), which the caller makes an out-of-line call
-    // to post_rest(): the fast loop keeps nothing live across a call. Returns 0 when
-    // every WR was taken here.
+    // The inlined loop takes WRs of one SGE (the common receive) on a ring of one data
+    // segment per WQE, with the ring's state in caller-saved registers. At the first WR
+    // it cannot take (other SGE counts, an empty SGE, a full ring, and every WR of a ring
+    // of several segments per WQE, whose end mark the general loop writes) it returns
+    // rest(wr, head), which the caller makes an out-of-line call to post_rest(): the
+    // fast loop keeps nothing live across a call, and has that one call. Returns what
+    // rest() returns, or a value-initialized one (0) when every WR was taken here.
     template <class Wr, class Rest>
-    [[gnu::always_inline]] int post_list(Wr* wr, Rest rest) noexcept {
-        if (wr == nullptr) [[unlikely]] return 0;
-        if (seg_slots_ == 1) [[likely]] return post_loop<true>(wr, rest);
-        return post_loop_multi(wr, rest);
+    [[gnu::always_inline]] auto post_list(Wr* wr, Rest rest) noexcept -> decltype(rest(*this, wr, 0u)) {
+        if (wr == nullptr) [[unlikely]] return {};
+        // The producer index, the WR and the two arrays in registers; the other fields are
+        // read where they are used (a load folded into an instruction costs none).
+        std::uint32_t head = head_;
+        std::byte* const wqes = wqes_;
+        std::uint64_t* const ids = wr_ids_;
+        // The first WR's SGE count against one_sge_ (1, or on a ring of several segments
+        // per WQE a value no int is): the ring's shape and the WR's in one compare.
+        if (head == limit_ || std::int64_t{wr->num_sge} != one_sge_) [[unlikely]] goto stop;
+        for (;;) {
+            // Twice the slot: in 4-byte units the slot's wr_id (8 bytes a slot), in 8-byte
+            // units its one-segment WQE (16 bytes: PRM, the receive WQE stride is a power
+            // of two of at least 16), both scaled by the addressing mode.
+            const std::size_t slot2 = (head * 2) & mask2_;
+            std::memcpy(reinterpret_cast<std::byte*>(ids) + slot2 * 4, &wr->wr_id, sizeof(std::uint64_t));
+            const sge& sg = *reinterpret_cast<const sge*>(wr->sg_list);
+            const std::uint64_t len_key = detail::len_key_of(sg);
+            // An empty SGE is left out of the WQE (put_wqe): the general loop takes it, and
+            // writes its wr_id again.
+            if (static_cast<std::uint32_t>(len_key) == 0) [[unlikely]] goto stop;
+            detail::put_data_at(wqes, slot2, len_key, sg);
+            ++head;
+            wr = wr->next;
+            if (wr == nullptr) break;
+            if (head == limit_ || wr->num_sge != 1) [[unlikely]] goto stop;
+        }
+        publish(head);
+        return {};
+    stop:
+        return rest(*detail::hidden(this), wr, head);
     }
     // What post_rest stopped at (the WR it names is not posted).
     enum class stop { done, full, too_many_sge };
@@ -147,12 +188,22 @@ public:
         return why;
     }
 
-    // A receive completion for WQE `wqe_counter`: returns its wr_id. Every receive WQE
-    // completes, in order, so each completion retires exactly one.
-    std::uint64_t retire(std::uint32_t wqe_counter) noexcept {
-        ++limit_;
-        return wr_ids_[wqe_counter & mask_];
-    }
+    // A receive completion: returns its wr_id. A receive queue's WQEs complete in the
+    // order they were posted, so a completion is the oldest posted WQE's, whatever WQE
+    // counter its CQE carries: rdma-core's mlx5 provider takes a QP's own receives the
+    // same way (its ring's tail, in cq.c), and so do error and flush completions here.
+    // (limit_ & mask_ is the oldest's slot: limit_ is the oldest plus the capacity.)
+    std::uint64_t retire() noexcept { return wr_ids_[limit_++ & mask_]; }
+    // retire() for a poller's run of completions (completion_queue::poll()): the
+    // counter in the run's registers, stored once, by retired(), when the run ends.
+    struct run_retirer {
+        std::uint64_t* ids;
+        std::uint32_t mask;
+        std::uint32_t limit;
+        std::uint64_t retire() noexcept { return ids[limit++ & mask]; }
+    };
+    run_retirer run() const noexcept { return {wr_ids_, mask_, limit_}; }
+    void retired(const run_retirer& r) noexcept { limit_ = r.limit; }
     // All outstanding WQEs given up (a QP reset): the ring is empty again.
     void reset() noexcept {
         head_ = 0;
@@ -182,39 +233,6 @@ private:
         if (k < seg_slots_) detail::put_end(d + k);
     }
 
-    template <bool OneSeg, class Wr, class Rest>
-    [[gnu::always_inline]] int post_loop(Wr* wr, Rest rest) noexcept {
-        // The producer index, the WR and the two arrays in registers; the other fields are
-        // read where they are used (a load folded into an instruction costs none).
-        std::uint32_t head = head_;
-        std::byte* const wqes = wqes_;
-        std::uint64_t* const ids = wr_ids_;
-        do {
-            if (head == limit_ || wr->num_sge != 1) [[unlikely]] return rest(wr, head);
-            // Twice the slot: in 4-byte units the slot's wr_id (8 bytes a slot), in 8-byte
-            // units its one-segment WQE (16 bytes: PRM, the receive WQE stride is a power
-            // of two of at least 16), both scaled by the addressing mode; other WQEs are
-            // the ring's stride apart.
-            const std::size_t slot2 = (head * 2) & mask2_;
-            std::memcpy(reinterpret_cast<std::byte*>(ids) + slot2 * 4, &wr->wr_id, sizeof(std::uint64_t));
-            const sge& sg = *reinterpret_cast<const sge*>(wr->sg_list);
-            const std::uint64_t len_key = detail::len_key_of(sg);
-            // An empty SGE is left out of the WQE (put_wqe): the general loop takes it, and
-            // writes its wr_id again.
-            if (static_cast<std::uint32_t>(len_key) == 0) [[unlikely]] return rest(wr, head);
-            const std::size_t word = OneSeg ? slot2 : slot2 / 2 << (shift_ - 3);
-            detail::put_data_at(wqes, word, len_key, sg);
-            if (!OneSeg) detail::put_end(reinterpret_cast<hw::wqe_data_seg*>(wqes + word * 8) + 1);
-            ++head;
-            wr = wr->next;
-        } while (wr != nullptr);
-        publish(head);
-        return 0;
-    }
-    template <class Wr, class Rest>
-    [[gnu::noinline]] int post_loop_multi(Wr* wr, Rest rest) noexcept {
-        return post_loop<false>(wr, rest);
-    }
     void publish(std::uint32_t head) noexcept {
         // Release: a flush on the poller's thread (flush_next) that sees the index sees
         // the wr_ids before it (a plain store on x86).
@@ -234,6 +252,7 @@ private:
     hw::wq_doorbell_record* dbrec_ = nullptr;
     unsigned seg_slots_ = 1;  // data segments a WQE holds
     unsigned max_sge_ = 1;
+    std::int64_t one_sge_ = 1;  // post_list's first compare: 1, or 2^32 with seg_slots_ > 1
     bool srq_ = false;
 };
 
@@ -246,20 +265,21 @@ public:
     // The ring must be initialised as driver::srq leaves it: WQE i links to i + 1.
     srq_ring(std::byte* wqes, unsigned log_count, unsigned wqe_shift, std::uint64_t* wr_ids,
              hw::wq_doorbell_record* dbrec) noexcept
-        : tail_((1u << log_count) - 1), mask_((1u << log_count) - 1), shift_(wqe_shift), wqes_(wqes),
+        : tail4_(((1u << log_count) - 1) * 4), mask_((1u << log_count) - 1), shift_(wqe_shift), wqes_(wqes),
           wr_ids_(wr_ids), dbrec_(dbrec),
-          max_sge_(((1u << wqe_shift) - sizeof(hw::wqe_srq_next_seg)) / sizeof(hw::wqe_data_seg)) {
+          max_sge_(((1u << wqe_shift) - sizeof(hw::wqe_srq_next_seg)) / sizeof(hw::wqe_data_seg)),
+          one_sge_(max_sge_ == 1 ? 1 : std::int64_t{1} << 32) {
         if (dbrec != nullptr) hw::clear_wq_counter_reserved(dbrec->rcv_counter);  // (store_wq_counter)
     }
 
     unsigned capacity() const noexcept { return mask_; }  // one sentinel
     unsigned max_sge() const noexcept { return max_sge_; }
     // The free list as it stands: the WQE the next receive takes, and the last free one.
-    std::uint32_t head() const noexcept { return head_; }
-    std::uint32_t tail() const noexcept { return tail_; }
+    std::uint32_t head() const noexcept { return head4_ / 4; }
+    std::uint32_t tail() const noexcept { return tail4_ / 4; }
 
     bool put(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
-        if (head_ == tail_) return false;  // only the sentinel is left
+        if (head4_ == tail4_) return false;  // only the sentinel is left
         put_wqe(sg, n, wr_id);
         return true;
     }
@@ -269,30 +289,34 @@ public:
     // the inlined loop; anything else, and a ring with only its sentinel left, returns
     // rest(wr, counter) for an out-of-line call to post_rest().
     template <class Wr, class Rest>
-    [[gnu::always_inline]] int post_list(Wr* wr, Rest rest) noexcept {
-        if (wr == nullptr) [[unlikely]] return 0;
+    [[gnu::always_inline]] auto post_list(Wr* wr, Rest rest) noexcept -> decltype(rest(*this, wr, 0u)) {
+        if (wr == nullptr) [[unlikely]] return {};
         std::uint32_t counter = counter_;
-        if (max_sge_ != 1) [[unlikely]] return rest(wr, counter);
-        std::uint32_t head = head_;
+        std::uint32_t head4 = head4_;
         std::byte* const wqes = wqes_;
-        std::uint64_t* const ids = wr_ids_;
-        do {
-            if (head == tail_ || wr->num_sge != 1) [[unlikely]] {
-                head_ = head;
-                return rest(wr, counter);
-            }
-            // A one-segment SRQ WQE is 32 bytes: the next segment, then the data segment.
-            std::byte* w = wqes + std::size_t{head} * 32;
-            ids[head] = wr->wr_id;
-            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(w + sizeof(hw::wqe_srq_next_seg)),
-                             *reinterpret_cast<const sge*>(wr->sg_list));
-            head = next_index(w);
+        std::byte* const ids = reinterpret_cast<std::byte*>(wr_ids_);
+        // The ring's shape and the first WR's in one compare (recv_queue::post_list).
+        if (head4 == tail4_ || std::int64_t{wr->num_sge} != one_sge_) [[unlikely]] goto stop;
+        for (;;) {
+            // A one-segment SRQ WQE is 32 bytes, the next segment then the data segment:
+            // 4 words of 8 bytes, as its wr_id is 4 units of 2 bytes into the array, so
+            // that the addressing mode scales the index for every access.
+            const std::size_t word = head4;
+            std::memcpy(ids + word * 2, &wr->wr_id, sizeof(std::uint64_t));
+            const sge& sg = *reinterpret_cast<const sge*>(wr->sg_list);
+            detail::put_data_at(wqes, word, detail::len_key_of(sg), sg, sizeof(hw::wqe_srq_next_seg));
+            head4 = next_index(wqes + word * 8) * 4;
             ++counter;
             wr = wr->next;
-        } while (wr != nullptr);
-        head_ = head;
+            if (wr == nullptr) [[likely]] break;
+            if (head4 == tail4_ || wr->num_sge != 1) [[unlikely]] goto stop;
+        }
+        head4_ = head4;
         publish(counter);
-        return 0;
+        return {};
+    stop:
+        head4_ = head4;
+        return rest(*detail::hidden(this), wr, counter);
     }
     enum class stop { done, full, too_many_sge };
     // The general loop (any SGE count, the checks), from where post_list stopped
@@ -307,7 +331,7 @@ public:
                 why = stop::too_many_sge;
                 break;
             }
-            if (head_ == tail_) [[unlikely]] {
+            if (head4_ == tail4_) [[unlikely]] {
                 why = stop::full;
                 break;
             }
@@ -322,20 +346,22 @@ public:
     std::uint64_t retire(std::uint16_t index) noexcept {
         const unsigned i = index & mask_;
         const std::uint64_t id = wr_ids_[i];
-        reinterpret_cast<hw::wqe_srq_next_seg*>(wqes_ + (std::size_t{tail_} << shift_))->next_wqe_index =
+        reinterpret_cast<hw::wqe_srq_next_seg*>(wqe(tail4_))->next_wqe_index =
             hw::be16::from(static_cast<std::uint16_t>(i));
-        tail_ = i;
+        tail4_ = i * 4;
         return id;
     }
 
 private:
+    // The WQE of index4 (an index times 4; the stride is at least 32 bytes).
+    std::byte* wqe(std::uint32_t index4) const noexcept { return wqes_ + (std::size_t{index4} << (shift_ - 2)); }
     void put_wqe(const sge* sg, unsigned n, std::uint64_t wr_id) noexcept {
-        std::byte* w = wqes_ + (std::size_t{head_} << shift_);
+        std::byte* w = wqe(head4_);
         auto* d = reinterpret_cast<hw::wqe_data_seg*>(w + sizeof(hw::wqe_srq_next_seg));
         for (unsigned i = 0; i < n; ++i) detail::put_data(d + i, sg[i]);
         if (n < max_sge_) detail::put_end(d + n);
-        wr_ids_[head_] = wr_id;
-        head_ = next_index(w);
+        wr_ids_[head4_ / 4] = wr_id;
+        head4_ = next_index(w) * 4;
         ++counter_;
     }
     // The WQE after `w` in the free list. Read as the segment's first four bytes (two
@@ -354,8 +380,10 @@ private:
     }
 
     // The posting loop's fields first.
-    std::uint32_t head_ = 0;  // the first free WQE
-    std::uint32_t tail_ = 0;  // the last free WQE (the sentinel)
+    // The first free WQE and the last (the sentinel), as their indexes times 4: a
+    // one-segment WQE's address in 8-byte words, its wr_id's in 2-byte units.
+    std::uint32_t head4_ = 0;
+    std::uint32_t tail4_ = 0;
     std::uint32_t counter_ = 0;
     std::uint32_t mask_ = 0;
     unsigned shift_ = 5;
@@ -363,6 +391,7 @@ private:
     std::uint64_t* wr_ids_ = nullptr;
     hw::wq_doorbell_record* dbrec_ = nullptr;
     unsigned max_sge_ = 1;
+    std::int64_t one_sge_ = 1;  // post_list's first compare: 1, or 2^32 with max_sge_ > 1
 };
 
 }  // namespace cxv::queues

@@ -303,6 +303,22 @@ public:
         limit_ = ends_[slot];
         return wr_ids_[slot];
     }
+    // retire() for a poller's run of completions (completion_queue::poll()): the arrays
+    // and the mask in the run's registers, the room limit kept there too and stored once,
+    // by retired(), when the run ends.
+    struct run_retirer {
+        std::uint64_t* ids;
+        std::uint32_t* ends;
+        std::uint32_t mask;
+        std::uint32_t limit;
+        std::uint64_t retire(std::uint32_t wqe_counter) noexcept {
+            const unsigned slot = wqe_counter & mask;
+            limit = ends[slot];
+            return ids[slot];
+        }
+    };
+    run_retirer run() const noexcept { return {wr_ids_, ends_, mask_, limit_}; }
+    void retired(const run_retirer& r) noexcept { limit_ = r.limit; }
     void reset() noexcept {
         pi_ = batch_ = 0;
         limit_ = size_;

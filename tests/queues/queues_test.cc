@@ -201,8 +201,8 @@ TEST_CASE("receive WQEs: data segments and the invalid-lkey end, byte-exact; the
     CHECK_FALSE(rq.put(sg, 1, 99));  // full
     rq.commit();
     CHECK(dbrec.rcv_counter.value() == 8);
-    CHECK(rq.retire(0) == 55);
-    CHECK(rq.retire(1) == 56);
+    CHECK(rq.retire() == 55);
+    CHECK(rq.retire() == 56);
     CHECK(rq.posted() == 6);
     REQUIRE(rq.put(sg, 1, 63));
 }
@@ -227,7 +227,7 @@ TEST_CASE("the receive doorbell records are rdma-core's word at every count, pas
         const std::uint32_t want = htobe32(posted & 0xffff);
         REQUIRE(std::memcmp(&dbrec.rcv_counter, &want, 4) == 0);
         for (; completed != posted; ++completed) {
-            if (rq.retire(completed) != completed) FAIL("retire(", completed, ") gave another wr_id");
+            if (rq.retire() != completed) FAIL("retire() of ", completed, " gave another wr_id");
         }
     }
     CHECK(posted > 0x10000);
@@ -456,6 +456,119 @@ TEST_CASE("poll: mixed QPs, an SRQ, an unknown QPN, errors and the wrap in one b
     CHECK(cq.poll(wc, 0) == 0);
     CHECK(cq.poll(wc, -1) == 0);
     CHECK(cq.consumer_index() == 10);
+}
+
+TEST_CASE("poll: runs of send and receive entries in one batch, every field, each ring's room after") {
+    // poll()'s loop takes a run of one kind of entry of the remembered QP at a time (its
+    // ring's state in registers, stored when the run ends) and goes back to sorting at
+    // a change of kind or of QP. Here the kinds alternate, the entries carry every
+    // receive field with different values (flags byte: GRH presence and SL; source QP
+    // and LID; immediate data), a responder's first sop_drop_qpn byte is not 0, op_own's
+    // flag bits are set, and a QPN one bit away from the QP's ends a run of sends (taken,
+    // not reported: nobody's).
+    alignas(64) std::array<mlx5_cqe64, 16> cqes{};
+    hw::cq_doorbell_record dbrec{};
+    completion_queue cq = fresh_cq(cqes, dbrec);
+    sq_rig s;
+    alignas(64) std::array<std::byte, 8 * 16> rwqes{};
+    std::array<std::uint64_t, 8> rids{};
+    hw::wq_doorbell_record rdb{};
+    recv_queue rq(rwqes.data(), 3, 4, rids.data(), &rdb);
+    const qp_rings rings{kQpn, &s.sq, &rq, nullptr};
+    cq.attach(&rings, 1);
+
+    const sge sg{0x1000, 64, 1};
+    for (std::uint64_t id = 1; id <= 4; ++id) {
+        REQUIRE(s.sq.put({.opcode = id == 2 ? hw::wqe_opcode::RDMA_WRITE : hw::wqe_opcode::SEND,
+                          .signaled = true, .sg = &sg, .num_sge = 1, .wr_id = id}));
+    }
+    for (std::uint64_t id = 11; id <= 16; ++id) REQUIRE(rq.put(&sg, 1, id));
+    const unsigned send_room = s.sq.free_bbs();
+    REQUIRE(rq.posted() == 6);
+
+    unsigned next = 0;
+    auto write = [&](std::uint32_t qpn, std::uint8_t opcode, std::uint16_t counter, std::uint8_t sop,
+                     std::uint32_t bytes) -> mlx5_cqe64& {
+        mlx5_cqe64& c = cqes[next++];
+        std::memset(&c, 0, sizeof c);
+        c.sop_drop_qpn = htobe32(std::uint32_t{sop} << 24 | qpn);
+        c.wqe_counter = htobe16(counter);
+        c.byte_cnt = htobe32(bytes);
+        c.op_own = static_cast<std::uint8_t>(opcode << 4 | 0x2);  // with a flag bit (se) set
+        mlx5dv_set_cqe_owner(&c, 0);
+        return c;
+    };
+    auto recv = [&](std::uint8_t opcode, std::uint8_t flags, std::uint32_t src, std::uint16_t slid,
+                    std::uint32_t imm, std::uint32_t bytes) {
+        mlx5_cqe64& c = write(kQpn, opcode, 0x7777, 0x5a, bytes);  // (a receive's counter is not read)
+        c.flags_rqpn = htobe32(std::uint32_t{flags} << 24 | src);
+        c.slid = htobe16(slid);
+        c.imm_inval_pkey = htobe32(imm);
+    };
+    write(kQpn, MLX5_CQE_REQ, 0, MLX5_OPCODE_SEND, 0);
+    write(kQpn, MLX5_CQE_REQ, 1, MLX5_OPCODE_RDMA_WRITE, 0);
+    recv(MLX5_CQE_RESP_SEND, 0x25, 0xabcdef, 0x0a0b, 0x01020304, 100);  // GRH (2), SL 5
+    recv(MLX5_CQE_RESP_SEND_IMM, 0x03, 0x000001, 0xfffe, 0x11223344, 200);  // no GRH, SL 3
+    recv(MLX5_CQE_RESP_WR_IMM, 0x1f, 0x800000, 0x0001, 0xa5a5a5a5, 300);  // GRH (1), SL 15
+    recv(MLX5_CQE_RESP_SEND_INV, 0x30, 0x123456, 0x1234, 0x55667788, 400);  // GRH (3), SL 0
+    write(kQpn, MLX5_CQE_REQ, 2, MLX5_OPCODE_SEND, 0);
+    write(kQpn ^ 0x010000, MLX5_CQE_REQ, 3, MLX5_OPCODE_SEND, 0);  // nobody's, in a run of sends
+    write(kQpn, MLX5_CQE_REQ, 3, MLX5_OPCODE_SEND, 0);
+
+    work_completion wc[10];
+    for (auto& w : wc) std::memset(&w, 0xee, sizeof w);
+    REQUIRE(cq.poll(wc, 10) == 8);
+    struct want {
+        std::uint64_t wr_id;
+        int opcode;
+        std::uint32_t byte_len, src_qp, wc_flags;
+        std::uint16_t slid;
+        std::uint8_t sl;
+        std::uint32_t imm;  // receives only
+    };
+    const want w[8] = {
+        {1, IBV_WC_SEND, 0, 0, 0, 0, 0, 0},
+        {2, IBV_WC_RDMA_WRITE, 0, 0, 0, 0, 0, 0},
+        {11, IBV_WC_RECV, 100, 0xabcdef, IBV_WC_GRH, 0x0a0b, 5, 0},
+        {12, IBV_WC_RECV, 200, 0x000001, IBV_WC_WITH_IMM, 0xfffe, 3, htobe32(0x11223344)},
+        {13, IBV_WC_RECV_RDMA_WITH_IMM, 300, 0x800000, IBV_WC_GRH | IBV_WC_WITH_IMM, 0x0001, 15,
+         htobe32(0xa5a5a5a5)},
+        {14, IBV_WC_RECV, 400, 0x123456, IBV_WC_GRH, 0x1234, 0, 0},
+        {3, IBV_WC_SEND, 0, 0, 0, 0, 0, 0},
+        {4, IBV_WC_SEND, 0, 0, 0, 0, 0, 0},
+    };
+    for (unsigned i = 0; i < 8; ++i) {
+        CAPTURE(i);
+        const bool receive = w[i].wr_id > 10;
+        CHECK(wc[i].wr_id == w[i].wr_id);
+        CHECK(wc[i].status == IBV_WC_SUCCESS);
+        CHECK(static_cast<int>(wc[i].opcode) == w[i].opcode);
+        CHECK(wc[i].byte_len == w[i].byte_len);
+        CHECK(wc[i].qp_num == kQpn);
+        CHECK(wc[i].src_qp == w[i].src_qp);
+        CHECK(wc[i].wc_flags == w[i].wc_flags);
+        if (receive) {
+            CHECK(wc[i].imm_data == w[i].imm);
+            CHECK(wc[i].pkey_index == 0);
+            CHECK(wc[i].slid == w[i].slid);
+            CHECK(wc[i].sl == w[i].sl);
+            CHECK(wc[i].dlid_path_bits == 0);
+        }
+    }
+    CHECK(wc[8].wr_id == 0xeeeeeeeeeeeeeeee);  // not written past the last completion
+    CHECK(cq.consumer_index() == 9);
+    CHECK(dbrec.update_ci.value() == 9);
+    // Each run's retirements reached its ring: every send WQE is done (its room is back),
+    // four receives are, two are still posted and complete next, in order.
+    CHECK(s.sq.free_bbs() == send_room + 4);
+    CHECK(rq.posted() == 2);
+    recv(MLX5_CQE_RESP_SEND, 0, 7, 0, 0, 1);
+    recv(MLX5_CQE_RESP_SEND, 0, 8, 0, 0, 2);
+    REQUIRE(cq.poll(wc, 10) == 2);
+    CHECK(wc[0].wr_id == 15);
+    CHECK(wc[0].src_qp == 7);
+    CHECK(wc[1].wr_id == 16);
+    CHECK(rq.posted() == 0);
 }
 
 TEST_CASE("poll: attach() again drops the rings it cached for a QP") {
