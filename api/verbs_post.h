@@ -259,8 +259,9 @@ namespace detail {
         return q.sq->put_small<true>(wr, code, b);
     }
     // (an empty SGE is left out of the WQE: the general loop's put_gather)
-    if (code >= q.fast_ops || sges(wr.sg_list)->length == 0) [[unlikely]] return false;
-    return q.sq->put_small<false>(wr, code, b);
+    const std::uint64_t len_key = queues::detail::len_key_of(*sges(wr.sg_list));
+    if (code >= q.fast_ops || static_cast<std::uint32_t>(len_key) == 0) [[unlikely]] return false;
+    return q.sq->put_small<false>(wr, code, b, len_key);
 }
 
 // post_send for a list (or a first WR the one-pass path does not take): the one-pass
@@ -278,6 +279,15 @@ namespace detail {
     if (wr != nullptr) [[unlikely]] return post_send_rest(sq, max_sge, max_inline, type, wr);
     sq->ring();
     return {0, nullptr};
+}
+
+// post_send_list by way of a cold function (a jump): the lone WR's inlined path then
+// keeps the call, and the stack frame it needs, out of its own code.
+[[gnu::noinline, gnu::cold]] inline post_outcome<ibv_send_wr> post_send_more(queues::send_queue* sq,
+                                                                            unsigned max_sge, unsigned max_inline,
+                                                                            ibv_qp_type type,
+                                                                            ibv_send_wr* wr) noexcept {
+    return post_send_list(sq, max_sge, max_inline, type, wr);
 }
 
 }  // namespace detail
@@ -298,7 +308,7 @@ namespace detail {
         q.sq->adopt(b);
         wr = next;
     }
-    return detail::report(detail::post_send_list(q.sq, q.max_sge, q.max_inline, q.type, wr), bad_wr);
+    return detail::report(detail::post_send_more(q.sq, q.max_sge, q.max_inline, q.type, wr), bad_wr);
 }
 
 // The basic blocks of the WQE post_send builds for a valid `wr` (queues/send_wqe.h's

@@ -42,6 +42,11 @@ public:
     void write64_be(std::size_t off, std::uint64_t v) const noexcept {
         *reinterpret_cast<volatile std::uint64_t*>(base_ + off) = to_be(v);
     }
+    // One 8-byte store of a value whose bytes are already in device order (a WQE's
+    // first 8 bytes as a register holds them after a load from the WQE).
+    void write64_bytes(std::size_t off, std::uint64_t v) const noexcept {
+        *reinterpret_cast<volatile std::uint64_t*>(base_ + off) = v;
+    }
     // One 8-byte store of bytes already in device order (e.g. a WQE's first 8 bytes).
     void write64_raw(std::size_t off, const void* src) const noexcept {
         *reinterpret_cast<volatile std::uint64_t*>(base_ + off) =

@@ -212,14 +212,18 @@ public:
         std::byte* last = nullptr;  // the last WQE
         unsigned last_bbs = 0;      // its size in BBs
         unsigned count = 0;         // WQEs
+        std::uint32_t pi = 0;       // the producer counter after them (what the record gets)
+        std::uint64_t head = 0;     // put_small(): the WQE's first 8 bytes, as in memory (ring_one's doorbell)
     };
+    // `len_key`: without `Inline`, the SGE's length and lkey as detail::len_key_of()
+    // reads them (the caller's test of the length read them already).
     template <bool Inline, class Wr>
-    [[gnu::always_inline]] bool put_small(const Wr& wr, unsigned op, batch& b) noexcept {
+    [[gnu::always_inline]] bool put_small(const Wr& wr, unsigned op, batch& b, std::uint64_t len_key = 0) noexcept {
         // The segments' layout is fixed per branch: ds (bits 5:0 of the table entry) 3
         // for control, remote address and data, 2 without the remote address.
         const std::uint64_t op_ds = ctrl_op_[op];
-        if (op_ds & 1) return put_small_as<Inline, true>(wr, op_ds, b);
-        return put_small_as<Inline, false>(wr, op_ds, b);
+        if (op_ds & 1) return put_small_as<Inline, true>(wr, op_ds, b, len_key);
+        return put_small_as<Inline, false>(wr, op_ds, b, len_key);
     }
     // Hands a batch of put_small() to the ring's own count (then put() and ring() go on).
     void adopt(const batch& b) noexcept {
@@ -247,7 +251,7 @@ public:
     // Hands every WQE put since the last ring to the device: the record, then the
     // doorbell (BlueFlame copy for a batch of one WQE that fits a register half).
     [[gnu::always_inline]] void ring() noexcept {
-        ring(batch{last_, last_bbs_, batch_});
+        ring(batch{last_, last_bbs_, batch_, pi_});
         batch_ = 0;
     }
     // The same for a batch of put_small() (nothing when it is empty).
@@ -273,13 +277,13 @@ public:
     // one a lone small WR is posted for.
     [[gnu::always_inline]] void ring_one(const batch& b) noexcept {
         hw::to_device();
-        hw::store_wq_counter(dbrec_->snd_counter, pi_);
+        hw::store_wq_counter(dbrec_->snd_counter, b.pi);  // (pi_, from a register)
         std::byte* const reg = next_register();
         if (b.last_bbs <= bf_bbs_) {  // (never with 8-byte doorbells: bf_bbs_ is 0)
             blueflame(reg, b.last, b.last_bbs);
         } else if (mode_ == doorbell_mode::doorbell) {
             hw::to_device();
-            hw::mmio_window(reg, 8).write64_raw(0, b.last);
+            hw::mmio_window(reg, 8).write64_bytes(0, b.head);
         } else {
             ring_wc(reg, b.last, b.last_bbs);
         }
@@ -345,7 +349,8 @@ public:
 private:
     // put_small() for a WQE with (`Raddr`) or without a remote address segment.
     template <bool Inline, bool Raddr, class Wr>
-    [[gnu::always_inline]] bool put_small_as(const Wr& wr, std::uint64_t op_ds, batch& b) noexcept {
+    [[gnu::always_inline]] bool put_small_as(const Wr& wr, std::uint64_t op_ds, batch& b,
+                                             std::uint64_t len_key) noexcept {
         const sge& sg = *reinterpret_cast<const sge*>(wr.sg_list);
         const std::uint32_t pi = pi_;
         const std::uint32_t mask = mask_;
@@ -355,11 +360,12 @@ private:
         std::uint64_t word0 = op_ds + (std::uint64_t{static_cast<std::uint16_t>(pi)} << 40);
         constexpr unsigned data_at = Raddr ? 32 : 16;  // the data or inline segment
         unsigned nbb = 1;
+        // (read once: the WQE's stores below might alias it as far as the compiler knows)
+        const std::uint32_t len = Inline ? sg.length : 0;
         if constexpr (Inline) {
             // The inline header (4 bytes) and the data padded to 16 instead of the
             // 16-byte data segment: ds grows by (4 + len + 15) / 16 - 1; the WQE takes
             // (data_at + 4 + len + 63) / 64 BBs.
-            const std::uint32_t len = sg.length;
             word0 += (len + 3) >> 4;
             nbb = (len + data_at + 4 + 63) >> 6;
             // No room (limit_ - pi < nbb), or the WQE would cross the ring's end.
@@ -382,15 +388,17 @@ private:
         std::memcpy(w + 12, &wr.imm_data, 4);
         if constexpr (Raddr) send_wqe::put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
         if constexpr (Inline) {
-            hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(w + data_at), sg.length);
+            hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(w + data_at), len);
             detail::copy_small(w + data_at + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr),
-                               sg.length);
+                               len);
         } else {
-            detail::put_data(reinterpret_cast<hw::wqe_data_seg*>(w + data_at), sg);
+            detail::put_data_at(w + data_at, 0, len_key, sg);
         }
         b.last = w;
         b.last_bbs = nbb;
         ++b.count;
+        b.pi = pi + nbb;
+        b.head = ctrl0;
         publish(pi + nbb);
         return true;
     }
