@@ -53,9 +53,10 @@ inline void put_data(hw::wqe_data_seg* d, const sge& s) noexcept {
 }
 
 // `p` plus a zero the compiler cannot see: a posting loop's out-of-line call takes its
-// ring's address through it, so that the address is computed on the way to the call
-// (one LEA from the base the fields are addressed from) rather than kept in a register
-// from the loop's start, where GCC 12 otherwise puts it.
+// ring's address through it, so that the address can be computed on the way to the
+// call (one LEA from the base the fields are addressed from) rather than kept in a
+// register from the loop's start. GCC 12 does so for srq_ring's loop; for recv_queue's
+// it still computes the address at the entry (docs/performance.md).
 template <class T>
 [[gnu::always_inline]] inline T* hidden(T* p) noexcept {
     std::size_t zero = 0;
