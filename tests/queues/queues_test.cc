@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "queues/completion_queue.h"
@@ -39,6 +40,24 @@ completion_queue fresh_cq(std::array<mlx5_cqe64, N>& cqes, hw::cq_doorbell_recor
     for (auto& c : cqes) c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4 | 1);
     return completion_queue(reinterpret_cast<std::byte*>(cqes.data()), std::countr_zero(N), &dbrec);
 }
+
+// A CQ of N entries serving one QP: its send ring (sq_rig) and a receive ring of R
+// one-segment WQEs, attached.
+template <std::size_t N, std::size_t R>
+struct cq_rig {
+    alignas(64) std::array<mlx5_cqe64, N> cqes{};
+    hw::cq_doorbell_record dbrec{};
+    completion_queue cq = fresh_cq(cqes, dbrec);
+    sq_rig s;
+    alignas(64) std::array<std::byte, R * 16> rwqes{};
+    std::array<std::uint64_t, R> rids{};
+    hw::wq_doorbell_record rdb{};
+    recv_queue rq{rwqes.data(), static_cast<unsigned>(std::countr_zero(R)), 4, rids.data(), &rdb};
+    const qp_rings rings{kQpn, &s.sq, &rq, nullptr};
+    cq_rig() { cq.attach(&rings, 1); }
+    cq_rig(const cq_rig&) = delete;
+    cq_rig& operator=(const cq_rig&) = delete;
+};
 
 }  // namespace
 
@@ -288,17 +307,8 @@ TEST_CASE("SRQ: the free list is followed and refilled in completion order") {
 }
 
 TEST_CASE("poll: owner parity, send/receive/immediate/error CQEs as rdma-core lays them out") {
-    alignas(64) std::array<mlx5_cqe64, 4> cqes{};
-    hw::cq_doorbell_record dbrec{};
-    completion_queue cq = fresh_cq(cqes, dbrec);
-
-    sq_rig s;
-    alignas(64) std::array<std::byte, 4 * 16> rwqes{};
-    std::array<std::uint64_t, 4> rids{};
-    hw::wq_doorbell_record rdb{};
-    recv_queue rq(rwqes.data(), 2, 4, rids.data(), &rdb);
-    const qp_rings rings{kQpn, &s.sq, &rq, nullptr};
-    cq.attach(&rings, 1);
+    cq_rig<4, 4> rig;
+    auto [cqes, dbrec, cq, s, rq] = std::tie(rig.cqes, rig.dbrec, rig.cq, rig.s, rig.rq);
 
     const sge sg{0x1000, 64, 1};
     REQUIRE(s.sq.put({.opcode = hw::wqe_opcode::RDMA_WRITE, .signaled = true, .sg = &sg, .num_sge = 1, .wr_id = 11}));
@@ -466,16 +476,8 @@ TEST_CASE("poll: runs of send and receive entries in one batch, every field, eac
     // and LID; immediate data), a responder's first sop_drop_qpn byte is not 0, op_own's
     // flag bits are set, and a QPN one bit away from the QP's ends a run of sends (taken,
     // not reported: nobody's).
-    alignas(64) std::array<mlx5_cqe64, 16> cqes{};
-    hw::cq_doorbell_record dbrec{};
-    completion_queue cq = fresh_cq(cqes, dbrec);
-    sq_rig s;
-    alignas(64) std::array<std::byte, 8 * 16> rwqes{};
-    std::array<std::uint64_t, 8> rids{};
-    hw::wq_doorbell_record rdb{};
-    recv_queue rq(rwqes.data(), 3, 4, rids.data(), &rdb);
-    const qp_rings rings{kQpn, &s.sq, &rq, nullptr};
-    cq.attach(&rings, 1);
+    cq_rig<16, 8> rig;
+    auto [cqes, dbrec, cq, s, rq] = std::tie(rig.cqes, rig.dbrec, rig.cq, rig.s, rig.rq);
 
     const sge sg{0x1000, 64, 1};
     for (std::uint64_t id = 1; id <= 4; ++id) {
