@@ -245,7 +245,8 @@ public:
             n = r.n;
             ci = r.ci;
         } else {
-            const detail::poll_tables& t = detail::tables_of((ci0 >> log_) & 1);
+            const unsigned parity = (ci0 >> log_) & 1;
+            const detail::poll_tables& t = detail::tables_of(parity);
             const std::uint32_t qpn = qpn_;
             const std::byte* const first = cqes_ + (std::size_t{idx} << 6);
             const std::byte* const end = first + (static_cast<std::size_t>(max) << 6);
@@ -266,13 +267,13 @@ public:
                         decode_recv(*reinterpret_cast<const hw::cqe64*>(p), op, t, qpn, r, *out);
                         p += 64;
                         ++out;
-                    } while (next_is(p, end, op, t, detail::kind_resp, key));
+                    } while (next_is_resp(p, end, op, t, key));
                     rq_->retired(r);
                 } else if (kind == detail::kind_req) {
                     hw::from_device();
                     if (!owns(c, sq_key_)) goto other;
                     auto r = sq_->run();
-                    const std::uint64_t want = std::uint64_t{(ci0 >> log_) & 1} << 56 | sq_key_;
+                    const std::uint64_t want = std::uint64_t{parity} << 56 | sq_key_;
                     do {
                         decode_send(*reinterpret_cast<const hw::cqe64*>(p), t, qpn, r, *out);
                         p += 64;
@@ -425,22 +426,22 @@ private:
     [[gnu::always_inline]] static bool owns(const hw::cqe64& c, std::uint32_t key) noexcept {
         return (c.sop_drop_qpn.raw & kQpnBytes) == key;
     }
-    // Within a run: whether there is an entry at `p` (before `end`), the driver's, of
-    // `kind` and the run's QP's, whose key (a QPN's, not kNoKey) has its low byte 0:
+    // Within a run of receives: whether there is an entry at `p` (before `end`), the
+    // driver's, a responder's and the run's QP's, whose key (a QPN's, not kNoKey) has its
+    // low byte 0:
     // sop_drop_qpn's raw value XOR the key leaves only the low byte (the first in
     // memory, not the QPN's) when the QPN bytes match. `op` gets the entry's op_own;
     // its body is read after from_device().
-    [[gnu::always_inline]] static bool next_is(const std::byte* p, const std::byte* end, std::size_t& op,
-                                               const detail::poll_tables& t, unsigned kind,
-                                               std::uint32_t key) noexcept {
+    [[gnu::always_inline]] static bool next_is_resp(const std::byte* p, const std::byte* end, std::size_t& op,
+                                                    const detail::poll_tables& t, std::uint32_t key) noexcept {
         if (p == end) [[unlikely]] return false;
         const auto& c = *reinterpret_cast<const hw::cqe64*>(p);
         op = c.op_own;
-        if (t.kind[op] != kind) [[unlikely]] return false;
+        if (t.kind[op] != detail::kind_resp) [[unlikely]] return false;
         hw::from_device();
         return (c.sop_drop_qpn.raw ^ key) <= 0xff;
     }
-    // next_is() for a run of REQ entries, in one 8-byte load of the CQE's last eight
+    // next_is_resp() for a run of REQ entries, in one 8-byte load of the CQE's last eight
     // bytes: sop_drop_qpn (its QPN bytes against the key, whose low byte is 0),
     // wqe_counter, signature and op_own (opcode REQ, 0, and the owner bit the pass's
     // parity, bit 56 of `want`; bits 3:1 any), which the device writes together: the
