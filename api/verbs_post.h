@@ -85,12 +85,19 @@ template <class Wr>
 }
 
 // post_recv from the first WR its inlined loop could not take.
-[[gnu::noinline, gnu::cold]] inline post_outcome<ibv_recv_wr> post_recv_rest(queues::recv_queue& rq, ibv_recv_wr* wr,
+[[gnu::noinline]] inline post_outcome<ibv_recv_wr> post_recv_rest(queues::recv_queue& rq, ibv_recv_wr* wr,
                                                                   std::uint32_t head) noexcept {
     ibv_recv_wr* bad = nullptr;
     const auto why = rq.post_rest(wr, head, &bad);
     if (why == queues::recv_queue::stop::done) return {0, nullptr};
     return {why == queues::recv_queue::stop::too_many_sge || rq.srq() ? EINVAL : ENOMEM, bad};
+}
+// The inlined loops reach the general ones by way of cold functions (a jump): the call,
+// and the stack frame it needs, then stay out of the loop's own code, and the general
+// loops stay compiled for speed, not size.
+[[gnu::noinline, gnu::cold]] inline post_outcome<ibv_recv_wr> post_recv_more(queues::recv_queue& rq, ibv_recv_wr* wr,
+                                                                             std::uint32_t head) noexcept {
+    return post_recv_rest(rq, wr, head);
 }
 }  // namespace detail
 
@@ -98,24 +105,29 @@ template <class Wr>
 // recv_queue::srq_attached(), which refuses every WR with EINVAL).
 [[gnu::always_inline]] inline int post_recv(queues::recv_queue& rq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
     return detail::report(rq.post_list(wr, [](queues::recv_queue& r, ibv_recv_wr* w, std::uint32_t head) {
-        return detail::post_recv_rest(r, w, head);
+        return detail::post_recv_more(r, w, head);
     }), bad_wr);
 }
 
 namespace detail {
-[[gnu::noinline, gnu::cold]] inline post_outcome<ibv_recv_wr> post_srq_recv_rest(queues::srq_ring& srq, ibv_recv_wr* wr,
+[[gnu::noinline]] inline post_outcome<ibv_recv_wr> post_srq_recv_rest(queues::srq_ring& srq, ibv_recv_wr* wr,
                                                                       std::uint32_t counter) noexcept {
     ibv_recv_wr* bad = nullptr;
     const auto why = srq.post_rest(wr, counter, &bad);
     if (why == queues::srq_ring::stop::done) return {0, nullptr};
     return {why == queues::srq_ring::stop::too_many_sge ? EINVAL : ENOMEM, bad};
 }
+[[gnu::noinline, gnu::cold]] inline post_outcome<ibv_recv_wr> post_srq_recv_more(queues::srq_ring& srq,
+                                                                                 ibv_recv_wr* wr,
+                                                                                 std::uint32_t counter) noexcept {
+    return post_srq_recv_rest(srq, wr, counter);
+}
 }  // namespace detail
 
 // ibv_post_srq_recv(3).
 [[gnu::always_inline]] inline int post_srq_recv(queues::srq_ring& srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
     return detail::report(srq.post_list(wr, [](queues::srq_ring& r, ibv_recv_wr* w, std::uint32_t counter) {
-        return detail::post_srq_recv_rest(r, w, counter);
+        return detail::post_srq_recv_more(r, w, counter);
     }), bad_wr);
 }
 
@@ -281,8 +293,7 @@ namespace detail {
     return {0, nullptr};
 }
 
-// post_send_list by way of a cold function (a jump): the lone WR's inlined path then
-// keeps the call, and the stack frame it needs, out of its own code.
+// post_send_list by way of a cold function, as post_recv_more.
 [[gnu::noinline, gnu::cold]] inline post_outcome<ibv_send_wr> post_send_more(queues::send_queue* sq,
                                                                             unsigned max_sge, unsigned max_inline,
                                                                             ibv_qp_type type,
