@@ -194,9 +194,15 @@ public:
     // counter its CQE carries: rdma-core's mlx5 provider takes a QP's own receives the
     // same way (its ring's tail, in cq.c), and so do error and flush completions here.
     // (limit_ & mask_ is the oldest's slot: limit_ is the oldest plus the capacity.)
-    std::uint64_t retire() noexcept { return wr_ids_[limit_++ & mask_]; }
+    std::uint64_t retire() noexcept {
+        run_retirer r = run();
+        const std::uint64_t id = r.retire();
+        retired(r);
+        return id;
+    }
     // retire() for a poller's run of completions (completion_queue::poll()): the
     // counter in the run's registers, stored once, by retired(), when the run ends.
+    // (retire() is a run of one.)
     struct run_retirer {
         std::uint64_t* ids;
         std::uint32_t mask;

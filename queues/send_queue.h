@@ -260,7 +260,7 @@ public:
         // PRM "Doorbell Record": the WQE counter after the last WQE, once the WQEs are
         // in memory; then the doorbell ("Send Doorbell"/"BlueFlame").
         hw::to_device();
-        hw::store_wq_counter(dbrec_->snd_counter, pi_);
+        hw::store_wq_counter(dbrec_->snd_counter, b.pi);
         std::byte* const reg = next_register();
         if (mode_ == doorbell_mode::doorbell) {
             hw::to_device();
@@ -303,13 +303,14 @@ public:
     // A send completion for the WQE starting at BB `wqe_counter`: that WQE and every
     // unsignaled one before it are done (the room limit moves past it). Returns its wr_id.
     std::uint64_t retire(std::uint32_t wqe_counter) noexcept {
-        const unsigned slot = wqe_counter & mask_;
-        limit_ = ends_[slot];
-        return wr_ids_[slot];
+        run_retirer r = run();
+        const std::uint64_t id = r.retire(wqe_counter);
+        retired(r);
+        return id;
     }
     // retire() for a poller's run of completions (completion_queue::poll()): the arrays
     // and the mask in the run's registers, the room limit kept there too and stored once,
-    // by retired(), when the run ends.
+    // by retired(), when the run ends. (retire() is a run of one.)
     struct run_retirer {
         std::uint64_t* ids;
         std::uint32_t* ends;
