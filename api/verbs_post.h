@@ -53,18 +53,19 @@ struct send_side {
     // Computed once for post_send's one-pass path: it takes the verbs opcodes below
     // fast_ops (RC IBV_WR_RDMA_WRITE .. RDMA_READ, UC up to SEND_WITH_IMM; none on UD,
     // nor on a QP without gather entries, whose limit check is the general loop's), with
-    // inline data those below fast_inline_ops (not RDMA_READ) and up to fast_inline
-    // bytes.
+    // inline data those below fast_inline_ops (not RDMA_READ) and 4 to 3 + fast_inline_span
+    // bytes (the QP's inline limit, at most kSmallInline: a length L is taken when
+    // L - 4 < fast_inline_span, unsigned; 1 to 3 bytes go to the general loop).
     unsigned fast_ops = 0;
     unsigned fast_inline_ops = 0;
-    unsigned fast_inline = 0;
+    unsigned fast_inline_span = 0;
 
     send_side() = default;
     constexpr send_side(queues::send_queue* q, unsigned sge, unsigned inl, ibv_qp_type t) noexcept
         : sq(q), max_sge(sge), max_inline(inl), type(t),
           fast_ops(sge == 0 ? 0 : t == IBV_QPT_RC ? 5 : t == IBV_QPT_UC ? 4 : 0),
           fast_inline_ops(fast_ops < 4 ? fast_ops : 4),
-          fast_inline(inl < queues::send_queue::kSmallInline ? inl : queues::send_queue::kSmallInline) {}
+          fast_inline_span(inl < 4 ? 0 : (inl < queues::send_queue::kSmallInline ? inl : queues::send_queue::kSmallInline) - 3) {}
 };
 
 namespace detail {
@@ -253,7 +254,7 @@ namespace detail {
 namespace detail {
 
 // One WR of the common shapes (RC or UC; SEND, SEND_IMM, RDMA_WRITE, RDMA_WRITE_IMM or
-// RDMA_READ; one SGE, or 1 to 64 bytes inline) into the ring in one pass; false, with
+// RDMA_READ; one SGE, or 4 to 64 bytes inline) into the ring in one pass; false, with
 // nothing written, for any other WR, a full ring or a WQE that would cross the ring's
 // end (the general loop takes those).
 [[gnu::always_inline]] inline bool put_fast(const send_side& q, const ibv_send_wr& wr,
@@ -267,7 +268,7 @@ namespace detail {
     const unsigned flags = wr.send_flags;
     if (flags & IBV_SEND_INLINE) {
         // (not RDMA_READ, the last of the opcodes: fast_inline_ops is at most 4)
-        if (code >= q.fast_inline_ops || sges(wr.sg_list)->length - 1 >= q.fast_inline) [[unlikely]] return false;
+        if (code >= q.fast_inline_ops || sges(wr.sg_list)->length - 4 >= q.fast_inline_span) [[unlikely]] return false;
         return q.sq->put_small<true>(wr, code, b);
     }
     // (an empty SGE is left out of the WQE: the general loop's put_gather)
@@ -311,15 +312,18 @@ namespace detail {
     if (wr == nullptr) [[unlikely]] return 0;
     queues::send_queue::batch b;
     if (detail::put_fast(q, *wr, b)) [[likely]] {
-        ibv_send_wr* const next = wr->next;
-        if (next == nullptr) [[likely]] {
+        if (wr->next == nullptr) [[likely]] {
             q.sq->ring_one(b);
             return 0;
         }
         q.sq->adopt(b);
-        wr = next;
+        return detail::report(detail::post_send_more(queues::detail::hidden(q.sq), q.max_sge, q.max_inline, q.type,
+                                                     queues::detail::hidden(wr)->next),
+                              bad_wr);
     }
-    return detail::report(detail::post_send_more(q.sq, q.max_sge, q.max_inline, q.type, wr), bad_wr);
+    return detail::report(detail::post_send_more(queues::detail::hidden(q.sq), q.max_sge, q.max_inline, q.type,
+                                                 queues::detail::hidden(wr)),
+                          bad_wr);
 }
 
 // The basic blocks of the WQE post_send builds for a valid `wr` (queues/send_wqe.h's
@@ -358,7 +362,7 @@ inline bool send_fits(const send_side& q, const ibv_send_wr* wr, unsigned chunk)
             // put_fast's shape test (room aside).
             const auto code = static_cast<unsigned>(wr->opcode);
             const bool shape = (wr->send_flags & IBV_SEND_INLINE) != 0
-                                   ? code < q.fast_inline_ops && wr->sg_list[0].length - 1 < q.fast_inline
+                                   ? code < q.fast_inline_ops && wr->sg_list[0].length - 4 < q.fast_inline_span
                                    : code < q.fast_ops && wr->sg_list[0].length != 0;
             if (shape && limit - pi >= nbb && (pi & mask) + nbb - 1 <= mask) {
                 pi += nbb;

@@ -85,7 +85,7 @@ static_assert(offsetof(hw::wqe_eth_seg, inline_hdr_start) == 14 && offsetof(hw::
         const std::uint32_t rest = n - 2;
         std::byte* const tail = seg + eseg_head;
         if (rest <= 64) {
-            detail::copy_small(tail, frame + 2, rest);
+            detail::copy_small(tail, 0, frame + 2, rest);
         } else {
             std::memcpy(tail, frame + 2, rest);
         }

@@ -59,9 +59,15 @@ inline void put_data(hw::wqe_data_seg* d, const sge& s) noexcept {
 // it still computes the address at the entry (docs/performance.md).
 template <class T>
 [[gnu::always_inline]] inline T* hidden(T* p) noexcept {
+#if defined(__x86_64__)
+    T* q;
+    __asm__("lea %1, %0" : "=r"(q) : "m"(*p));
+    return q;
+#else
     std::size_t zero = 0;
     __asm__("" : "+r"(zero));
     return reinterpret_cast<T*>(reinterpret_cast<std::byte*>(p) + zero);
+#endif
 }
 
 inline void put_end(hw::wqe_data_seg* d) noexcept {

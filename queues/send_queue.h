@@ -31,15 +31,19 @@ namespace cxv::queues {
 
 namespace detail {
 
-// `n` (1..64) bytes from `src` to `dst` in a few overlapping loads and stores that
-// never touch a byte outside [src, src + n) or [dst, dst + n): what memcpy does for
-// small sizes, without the call.
-[[gnu::always_inline]] inline void copy_small(std::byte* dst, const std::byte* src, std::uint32_t n) noexcept {
+// `n` (Min..64, Min 1 or 4) bytes from `src` to `dst` in a few overlapping loads and
+// stores that never touch a byte outside [src, src + n) or [dst, dst + n): what memcpy
+// does for small sizes, without the call. (Min 4 leaves out the byte copies of 1 to 3
+// bytes, which need registers of their own.)
+template <unsigned Min = 1>
+[[gnu::always_inline]] inline void copy_small(std::byte* base, std::size_t off, const std::byte* src,
+                                              std::uint32_t n) noexcept {
+    static_assert(Min == 1 || Min == 4);
     typedef char v16 __attribute__((vector_size(16)));
-    auto copy = [dst, src]<class T>(T, std::size_t at) {
+    auto copy = [base, off, src]<class T>(T, std::size_t at) {
         T v;
         std::memcpy(&v, src + at, sizeof(T));
-        std::memcpy(dst + at, &v, sizeof(T));
+        std::memcpy(base + (off + at), &v, sizeof(T));
     };
     if (n > 32) {
         copy(v16{}, 0);
@@ -52,7 +56,7 @@ namespace detail {
     } else if (n >= 8) {
         copy(std::uint64_t{}, 0);
         copy(std::uint64_t{}, n - 8);
-    } else if (n >= 4) {
+    } else if (Min == 4 || n >= 4) {
         copy(std::uint32_t{}, 0);
         copy(std::uint32_t{}, n - 4);
     } else {
@@ -194,7 +198,7 @@ public:
 
     // The common WQEs in one pass, for the fast path of api::post_send: the control
     // segment, a remote address segment when the opcode has one, then one data segment,
-    // or (when `Inline`) 1 to kSmallInline bytes inline. The caller has checked the
+    // or (when `Inline`) 4 to kSmallInline bytes inline. The caller has checked the
     // opcode against the QP type and the inline length against the QP's limit. False,
     // with nothing written, when the ring has no room or the WQE would cross the ring's
     // end (the general path, reserve(), pads with NOPs then).
@@ -261,14 +265,13 @@ public:
         // in memory; then the doorbell ("Send Doorbell"/"BlueFlame").
         hw::to_device();
         hw::store_wq_counter(dbrec_->snd_counter, b.pi);
-        std::byte* const reg = next_register();
         if (mode_ == doorbell_mode::doorbell) {
             hw::to_device();
-            hw::mmio_window(reg, 8).write64_raw(0, b.last);
+            hw::mmio_window(bf_cur_, 8).write64_raw(0, b.last);
         } else if (b.count == 1 && b.last_bbs <= bf_bbs_) {
-            blueflame(reg, b.last, b.last_bbs);
+            blueflame(next_register(), b.last, b.last_bbs);
         } else {
-            ring_wc(reg, b.last, b.count == 1 ? b.last_bbs : 0);
+            detail::hidden(this)->ring_wc(next_register(), b.last, b.count == 1 ? b.last_bbs : 0);
         }
     }
     // ring() for a batch of exactly one WQE (`b.count == 1`): with a write-combining
@@ -278,14 +281,13 @@ public:
     [[gnu::always_inline]] void ring_one(const batch& b) noexcept {
         hw::to_device();
         hw::store_wq_counter(dbrec_->snd_counter, b.pi);  // (pi_, from a register)
-        std::byte* const reg = next_register();
         if (b.last_bbs <= bf_bbs_) {  // (never with 8-byte doorbells: bf_bbs_ is 0)
-            blueflame(reg, b.last, b.last_bbs);
+            blueflame(next_register(), b.last, b.last_bbs);
         } else if (mode_ == doorbell_mode::doorbell) {
             hw::to_device();
-            hw::mmio_window(reg, 8).write64_bytes(0, b.head);
+            hw::mmio_window(bf_cur_, 8).write64_bytes(0, b.head);
         } else {
-            ring_wc(reg, b.last, b.last_bbs);
+            detail::hidden(this)->ring_wc(next_register(), b.last, b.last_bbs);
         }
     }
 
@@ -390,7 +392,7 @@ private:
         if constexpr (Raddr) send_wqe::put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
         if constexpr (Inline) {
             hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(w + data_at), len);
-            detail::copy_small(w + data_at + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr),
+            detail::copy_small<4>(w, data_at + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr),
                                len);
         } else {
             detail::put_data_at(w + data_at, 0, len_key, sg);
@@ -412,9 +414,11 @@ private:
     }
     // The register half this doorbell goes to; the next one goes to the other half (XOR
     // with bf_flip_ swaps the two addresses), so two bursts never merge.
+    // (The register is read apart from the XOR, which then needs no copy of it: on x86-64
+    // the XOR goes to memory.)
     [[gnu::always_inline]] std::byte* next_register() noexcept {
-        std::byte* const reg = bf_cur_;
-        bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(reg) ^ bf_flip_);
+        std::byte* const reg = *static_cast<std::byte* const volatile*>(&bf_cur_);
+        bf_cur_ = reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(bf_cur_) ^ bf_flip_);
         return reg;
     }
     // The WQE's BBs (1 to bf_bbs_) to the BlueFlame register half `reg`, 64 bytes at a time.
@@ -431,7 +435,7 @@ private:
     // The doorbell through a write-combining mapping other than an SSE BlueFlame copy: a
     // lone WQE of `nbb` BBs (0: a batch) with MOVDIR64B when it fits a half, or else the
     // 8-byte doorbell, flushed out of the write-combining buffers.
-    [[gnu::noinline]] void ring_wc(std::byte* reg, const std::byte* wqe, unsigned nbb) noexcept {
+    [[gnu::noinline, gnu::noipa]] void ring_wc(std::byte* reg, const std::byte* wqe, unsigned nbb) noexcept {
         const hw::mmio_window win(reg, bf_half_);
         if (mode_ == doorbell_mode::movdir64b && nbb != 0 && nbb * hw::send_wqe_bb <= bf_half_) {
             hw::wc_start();

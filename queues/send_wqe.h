@@ -107,8 +107,18 @@ inline std::byte* put_datagram(std::byte* seg, const hw::wqe_av& av) noexcept {
     std::memcpy(seg, &av, sizeof(hw::wqe_av));
     return seg + sizeof(hw::wqe_datagram_seg);
 }
+// PRM "Remote Address Segment": the address, the key, then 4 reserved bytes (zero). On a
+// little-endian host the key and the reserved bytes are one 8-byte store: the key's
+// byte swap zero-extended (one BSWAP of a 32-bit register on x86-64).
 inline std::byte* put_raddr(std::byte* seg, std::uint64_t raddr, std::uint32_t rkey) noexcept {
-    hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), raddr, rkey);
+    static_assert(offsetof(hw::wqe_raddr_seg, rkey) == 8 && offsetof(hw::wqe_raddr_seg, reserved) == 12);
+    if constexpr (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
+        const std::uint64_t addr = hw::to_be(raddr), key = hw::from_be_widened(rkey);
+        std::memcpy(seg, &addr, sizeof(addr));
+        std::memcpy(seg + 8, &key, sizeof(key));
+    } else {
+        hw::set_raddr_seg(*reinterpret_cast<hw::wqe_raddr_seg*>(seg), raddr, rkey);
+    }
     return seg + sizeof(hw::wqe_raddr_seg);
 }
 // The atomic segment (PRM "Atomic Segment"): for compare-and-swap the swap value, then

@@ -8,6 +8,7 @@
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -173,6 +174,12 @@ TEST_CASE("doorbells: record then register; BlueFlame copies a lone WQE, alterna
     d.sq.ring();
     CHECK(std::memcmp(d.bf.data(), d.bbs.data(), 8) == 0);
     CHECK(std::to_integer<int>(d.bf[8]) == 0);
+    // 8-byte doorbells through an uncached mapping stay in the first half (nothing
+    // combines them), as Linux's mlx5e rings: the second goes where the first went.
+    REQUIRE(d.sq.put({.opcode = hw::wqe_opcode::SEND, .signaled = true, .sg = &sg, .num_sge = 1}));
+    d.sq.ring();
+    CHECK(std::memcmp(d.bf.data(), d.bbs.data() + 64, 8) == 0);
+    CHECK(std::all_of(d.bf.begin() + 256, d.bf.end(), [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST_CASE("the send ring: full, NOP padding instead of wrapping, retire by completion") {
