@@ -40,7 +40,7 @@ inline std::uint64_t len_key_of(const sge& s) noexcept {
 // caller; the address is read after the first store. Each store's address is written as
 // `base + word * 8` plus a constant, which the addressing mode takes whole (a pointer to
 // the segment computed once would hold a register of its own across the posting loop).
-inline void put_data_at(std::byte* base, std::size_t word, std::uint64_t len_key, const sge& s,
+inline void put_data_at(std::byte* base, std::ptrdiff_t word, std::uint64_t len_key, const sge& s,
                         std::size_t at = 0) noexcept {
     std::uint64_t v = hw::to_be(len_key);
     v = (v << 32) | (v >> 32);
@@ -127,45 +127,48 @@ public:
     // Posts a list of WRs shaped like ibv_recv_wr (next, sg_list of sge layout, num_sge,
     // wr_id), in order, with one record update for the list.
     //
-    // The inlined loop takes WRs of one SGE (the common receive) on a ring of one data
-    // segment per WQE, with the ring's state in caller-saved registers. At the first WR
-    // it cannot take (other SGE counts, an empty SGE, a full ring, and every WR of a ring
-    // of several segments per WQE, whose end mark the general loop writes) it returns
-    // rest(wr, head), which the caller makes an out-of-line call to post_rest(): the
-    // fast loop keeps nothing live across a call, and has that one call. Returns what
-    // rest() returns, or a value-initialized one (0) when every WR was taken here.
+    // Inlined: the first WR when it has one SGE (the common receive: a lone WR is the
+    // common call) on a ring of one data segment per WQE, with the ring's state in
+    // caller-saved registers. The rest of a list, and a first WR it cannot take (other
+    // SGE counts, an empty SGE, a full ring, and every WR of a ring of several segments
+    // per WQE, whose end mark the general loop writes), go to rest(wr, head), which the
+    // caller makes an out-of-line call to post_rest() (its runs, then the general loop):
+    // the inlined part keeps nothing live across a call, and has that one call. Returns
+    // what rest() returns, or a value-initialized one (0) when the one WR was taken here.
     template <class Wr, class Rest>
     [[gnu::always_inline]] auto post_list(Wr* wr, Rest rest) noexcept -> decltype(rest(*this, wr, 0u)) {
         if (wr == nullptr) [[unlikely]] return {};
         // The producer index, the WR and the two arrays in registers; the other fields are
         // read where they are used (a load folded into an instruction costs none).
         std::uint32_t head = head_;
-        std::byte* const wqes = wqes_;
-        std::uint64_t* const ids = wr_ids_;
         // The first WR's SGE count against one_sge_ (1, or on a ring of several segments
         // per WQE a value no int is): the ring's shape and the WR's in one compare.
+        unsigned taken = 0;  // (the stop's producer index is head + taken: see below)
         if (head == limit_ || std::int64_t{wr->num_sge} != one_sge_) [[unlikely]] goto stop;
-        for (;;) {
+        {
             // Twice the slot: in 4-byte units the slot's wr_id (8 bytes a slot), in 8-byte
             // units its one-segment WQE (16 bytes: PRM, the receive WQE stride is a power
             // of two of at least 16), both scaled by the addressing mode.
             const std::size_t slot2 = (head * 2) & mask2_;
-            std::memcpy(reinterpret_cast<std::byte*>(ids) + slot2 * 4, &wr->wr_id, sizeof(std::uint64_t));
-            const sge& sg = *reinterpret_cast<const sge*>(wr->sg_list);
-            const std::uint64_t len_key = detail::len_key_of(sg);
-            // An empty SGE is left out of the WQE (put_wqe): the general loop takes it, and
-            // writes its wr_id again.
-            if (static_cast<std::uint32_t>(len_key) == 0) [[unlikely]] goto stop;
-            detail::put_data_at(wqes, slot2, len_key, sg);
-            ++head;
-            wr = wr->next;
-            if (wr == nullptr) break;
-            if (head == limit_ || wr->num_sge != 1) [[unlikely]] goto stop;
+            if (!put_one(reinterpret_cast<std::byte*>(wr_ids_), wqes_, static_cast<std::ptrdiff_t>(slot2), *wr)) [[unlikely]] {
+                goto stop;
+            }
+            if (wr->next == nullptr) [[likely]] {
+                publish(head + 1);
+                return {};
+            }
+            taken = 1;
         }
-        publish(head);
-        return {};
     stop:
-        return rest(*detail::hidden(this), wr, head);
+        // The WR to go on from and the producer index, from the first WR and whether it
+        // was taken: no register holds either on the inlined path. (With head + 1 kept
+        // to here, a register that held it would be filled by loading limit_ before the
+        // first test, which head == limit_ makes equal there, and that test would not
+        // take limit_ from memory; the first WR's address, or its next, is computed here.)
+        {
+            Wr* const from = detail::hidden(wr);
+            return rest(*detail::hidden(this), taken != 0 ? from->next : from, head + taken);
+        }
     }
     // What post_rest stopped at (the WR it names is not posted).
     enum class stop { done, full, too_many_sge };
@@ -176,6 +179,13 @@ public:
     [[gnu::always_inline]] stop post_rest(Wr* wr, std::uint32_t head, Wr** at) noexcept {
         const std::uint32_t start = head_;
         stop why = stop::done;
+        if (one_sge_ == 1) {
+            head = post_runs(wr, head);
+            if (wr == nullptr) [[likely]] {  // (the list's WRs all put: nothing can be left to publish)
+                publish(head);
+                return why;
+            }
+        }
         for (; wr != nullptr; wr = wr->next) {
             if (static_cast<unsigned>(wr->num_sge) > max_sge_) [[unlikely]] {  // (negative too)
                 why = stop::too_many_sge;
@@ -244,6 +254,56 @@ private:
             if (sg[i].length != 0) [[likely]] detail::put_data(d + k++, sg[i]);
         }
         if (k < seg_slots_) detail::put_end(d + k);
+    }
+
+    // post_rest's first part on a ring of one data segment per WQE: the WRs of one SGE
+    // from `wr` on (the rest of a list after post_list's first) in runs, each into the
+    // WQEs from the producer index `head` up to the first that is not free or the
+    // ring's end, whichever comes first. A run's length is known before its loop, which
+    // runs a negative index up to 0 (one ADD and its flag per WR: no mask, no compare
+    // with the limit) and counts the producer index once, after it. Returns the
+    // producer index; `wr` is left at the first WR not put (null when all were): the
+    // general loop takes it (another SGE count, an empty SGE, or a full ring).
+    template <class Wr>
+    [[gnu::always_inline]] std::uint32_t post_runs(Wr*& wr, std::uint32_t head) noexcept {
+        const std::size_t ring_end = std::size_t{mask2_} + 2;
+        while (wr != nullptr && wr->num_sge == 1 && head != limit_) {
+            // Twice the slots (post_list): from `from` up to `end`, as an index below 0
+            // from the end's wr_id and WQE.
+            const std::size_t from = (std::size_t{head} * 2) & mask2_;
+            std::size_t end = from + std::size_t{limit_ - head} * 2;  // (limit_ - head: the free WQEs)
+            if (end > ring_end) end = ring_end;
+            std::byte* const ids_end = reinterpret_cast<std::byte*>(wr_ids_) + end * 4;
+            std::byte* const wqes_end = wqes_ + end * 8;
+            const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(from - end);
+            std::ptrdiff_t i = first;
+            bool whole = true;  // the run's WQEs all taken (or the list ended)
+            do {
+                if (!put_one(ids_end, wqes_end, i, *wr)) [[unlikely]] {
+                    whole = false;
+                    break;
+                }
+                wr = wr->next;
+                i += 2;
+            } while (i != 0 && wr != nullptr && wr->num_sge == 1);
+            head += static_cast<std::uint32_t>(static_cast<std::size_t>(i - first) >> 1);
+            if (!whole || i != 0) break;
+        }
+        return head;
+    }
+    // One WR of one SGE into the one-segment WQE at twice-slot `at` (an index from
+    // `ids` and `wqes`, which may be below 0): its wr_id, then its data segment; false,
+    // after the wr_id, for an empty SGE, which is left out of the WQE (put_wqe: the
+    // general loop takes the WR, and writes its wr_id again).
+    template <class Wr>
+    [[gnu::always_inline]] static bool put_one(std::byte* ids, std::byte* wqes, std::ptrdiff_t at,
+                                               const Wr& wr) noexcept {
+        std::memcpy(ids + at * 4, &wr.wr_id, sizeof(std::uint64_t));
+        const sge& sg = *reinterpret_cast<const sge*>(wr.sg_list);
+        const std::uint64_t len_key = detail::len_key_of(sg);
+        if (static_cast<std::uint32_t>(len_key) == 0) [[unlikely]] return false;
+        detail::put_data_at(wqes, at, len_key, sg);
+        return true;
     }
 
     void publish(std::uint32_t head) noexcept {

@@ -76,6 +76,120 @@ TEST_CASE("ibv_post_recv: in order, stops at the first failure, earlier WRs post
     CHECK(api::post_recv(r.rq, nullptr, &bad) == 0);
 }
 
+// The inlined first WR and post_rest's runs on a ring of one data segment per WQE,
+// against a plain model of ibv_post_recv(3): lists of 1 to 11 WRs from every start
+// (across the ring's end) with 0 to 7 WQEs outstanding, each list all good or with one
+// WR the runs do not take (an empty SGE, no SGE, or two SGEs, more than the QP's one)
+// at each place. Every call: the return value, bad_wr, the WQEs and wr_ids written (and
+// nothing else), the producer index and the doorbell record.
+TEST_CASE("ibv_post_recv on one-segment WQEs: every start, room and list, each WR as the model says") {
+    constexpr unsigned kCount = 8;
+    enum kind { good, empty, none, two };
+    struct expect_wqe {
+        std::uint32_t len, lkey;
+        std::uint64_t addr;
+    };
+    unsigned cases = 0;
+    for (unsigned start = 0; start < 2 * kCount; ++start) {
+        for (unsigned pending = 0; pending < kCount; ++pending) {
+            for (unsigned len = 1; len <= 11; ++len) {
+                for (unsigned odd = 0; odd <= len * 3; ++odd) {  // 0: all good; else kind and place
+                    const kind k = odd == 0 ? good : static_cast<kind>(1 + (odd - 1) / len);
+                    const unsigned at = odd == 0 ? len : (odd - 1) % len;
+                    CAPTURE(start);
+                    CAPTURE(pending);
+                    CAPTURE(len);
+                    CAPTURE(static_cast<int>(k));
+                    CAPTURE(at);
+                    alignas(64) std::array<std::byte, kCount * 16> wqes{};
+                    std::array<std::uint64_t, kCount> ids{};
+                    hw::wq_doorbell_record dbrec{};
+                    queues::recv_queue rq{wqes.data(), 3, 4, ids.data(), &dbrec};
+                    REQUIRE(rq.max_sge() == 1);
+                    const queues::sge filler{0x9000, 8, 9};
+                    for (unsigned i = 0; i < start; ++i) {
+                        REQUIRE(rq.put(&filler, 1, 0));
+                        rq.retire();
+                    }
+                    for (unsigned i = 0; i < pending; ++i) REQUIRE(rq.put(&filler, 1, 1000 + i));
+                    rq.commit();
+                    std::memset(wqes.data(), 0xee, wqes.size());
+                    std::fill(ids.begin(), ids.end(), 0xeeeeeeeeeeeeeeeeu);
+
+                    std::array<ibv_sge, 11 * 2> sg{};
+                    std::array<ibv_recv_wr, 11> wr{};
+                    for (unsigned i = 0; i < len; ++i) {
+                        sg[2 * i] = {0x100000u * (i + 1) + start, 64 + i, 0x40 + i};
+                        sg[2 * i + 1] = {0x7000, 16, 7};
+                        wr[i].wr_id = 500 + i;
+                        wr[i].sg_list = &sg[2 * i];
+                        wr[i].num_sge = 1;
+                        wr[i].next = i + 1 < len ? &wr[i + 1] : nullptr;
+                    }
+                    if (k == empty) sg[2 * at].length = 0;
+                    if (k == none) wr[at].num_sge = 0;
+                    if (k == two) wr[at].num_sge = 2;
+
+                    // The model: in order; EINVAL at more SGEs than one, ENOMEM at a full
+                    // ring; an empty SGE is left out, and a WQE without a data segment
+                    // gets the end mark (the invalid lkey).
+                    const std::uint32_t head0 = start + pending;
+                    unsigned room = kCount - pending, posted = 0;
+                    int want = 0;
+                    std::array<bool, kCount> touched{};
+                    std::array<expect_wqe, kCount> ew{};
+                    std::array<std::uint64_t, kCount> eid{};
+                    for (unsigned i = 0; i < len; ++i) {
+                        if (wr[i].num_sge > 1) {
+                            want = EINVAL;
+                            break;
+                        }
+                        if (room == 0) {
+                            want = ENOMEM;
+                            break;
+                        }
+                        const unsigned slot = (head0 + posted) % kCount;
+                        touched[slot] = true;
+                        eid[slot] = wr[i].wr_id;
+                        if (wr[i].num_sge == 1 && wr[i].sg_list[0].length != 0) {
+                            ew[slot] = {wr[i].sg_list[0].length, wr[i].sg_list[0].lkey, wr[i].sg_list[0].addr};
+                        } else {
+                            ew[slot] = {0, hw::invalid_lkey, 0};
+                        }
+                        ++posted;
+                        --room;
+                    }
+
+                    ibv_recv_wr* bad = reinterpret_cast<ibv_recv_wr*>(0x1);
+                    REQUIRE(api::post_recv(rq, wr.data(), &bad) == want);
+                    if (want != 0) {
+                        CHECK(bad == &wr[posted]);
+                    } else {
+                        CHECK(bad == reinterpret_cast<ibv_recv_wr*>(0x1));  // untouched
+                    }
+                    CHECK(rq.posted() == pending + posted);
+                    CHECK(dbrec.rcv_counter.value() == ((head0 + posted) & 0xffff));
+                    for (unsigned slot = 0; slot < kCount; ++slot) {
+                        const auto* d = reinterpret_cast<const hw::wqe_data_seg*>(wqes.data() + slot * 16);
+                        if (!touched[slot]) {
+                            CHECK(ids[slot] == 0xeeeeeeeeeeeeeeeeu);
+                            CHECK(std::all_of(wqes.begin() + slot * 16, wqes.begin() + slot * 16 + 16,
+                                              [](std::byte b) { return b == std::byte{0xee}; }));
+                            continue;
+                        }
+                        CHECK(ids[slot] == eid[slot]);
+                        CHECK(d->byte_count.value() == ew[slot].len);
+                        CHECK(d->lkey.value() == ew[slot].lkey);
+                        CHECK(d->addr.value() == ew[slot].addr);
+                    }
+                    ++cases;
+                }
+            }
+        }
+    }
+    CHECK(cases > 8000);
+}
+
 TEST_CASE("ibv_post_srq_recv: the same rules on an SRQ") {
     alignas(64) std::array<std::byte, 4 * 32> wqes{};
     for (unsigned i = 0; i < 4; ++i) {
