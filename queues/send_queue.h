@@ -426,7 +426,7 @@ private:
         const hw::mmio_window win(reg, bf_half_);
         hw::wc_start();
         win.copy64(0, wqe);
-        if (nbb > 1) {  // (a 64-byte inline SEND takes two BBs)
+        if (__builtin_expect_with_probability(nbb > 1, true, 0.5)) {  // (a 64-byte inline SEND takes two BBs)
             win.copy64(hw::send_wqe_bb, wqe + hw::send_wqe_bb);
             for (unsigned i = 2; i < nbb; ++i) win.copy64(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
         }
