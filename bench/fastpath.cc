@@ -219,9 +219,9 @@ std::vector<op> operations() {
     std::vector<op> ops;
     // Receives: the ring is emptied (as completions would) when full.
     auto recv_refill = [](state& s) { s.r->rq.reset(); };
-    ops.push_back({"post_recv_1", 1, 120, 35, kPostRatio, [](state& s) { prepare_recv(s, 1); }, recv_refill,
+    ops.push_back({"post_recv_1", 1, 120, 33, kPostRatio, [](state& s) { prepare_recv(s, 1); }, recv_refill,
                    [](state& s) { cxv_bench_post_recv(s); }, kEntries});
-    ops.push_back({"post_recv_32", 32, 72.5, 22.5, kPostRatio, [](state& s) { prepare_recv(s, 32); }, recv_refill,
+    ops.push_back({"post_recv_32", 32, 72.5, 20.8, kPostRatio, [](state& s) { prepare_recv(s, 32); }, recv_refill,
                    [](state& s) { cxv_bench_post_recv(s); }, kEntries / 32});
     // SRQ steady state: full; before each post, the oldest posted WQE is recycled.
     ops.push_back({"post_srq_recv_1", 1, 124, 38, kPostRatio,
@@ -248,9 +248,9 @@ std::vector<op> operations() {
     };
     // Sends: completed in bulk (one retire of everything) when the ring is full.
     auto send_refill = [](state& s) { s.r->sq.reset(); };
-    ops.push_back({"post_send_inline64_bf", 1, 374, 116, kPostRatio, send_setup(queues::doorbell_mode::blueflame, true),
+    ops.push_back({"post_send_inline64_bf", 1, 374, 109, kPostRatio, send_setup(queues::doorbell_mode::blueflame, true),
                    send_refill, [](state& s) { cxv_bench_post_send(s); }, kEntries / 2});
-    ops.push_back({"post_send_write4k_db", 1, 295, 83, kPostRatio, send_setup(queues::doorbell_mode::doorbell, false),
+    ops.push_back({"post_send_write4k_db", 1, 295, 75, kPostRatio, send_setup(queues::doorbell_mode::doorbell, false),
                    send_refill, [](state& s) { cxv_bench_post_send(s); }, kEntries});
     // The same write on the rings directly, single- and multi-producer (the bar:
     // multi-producer at most 1.5x single-producer; no rdma-core reference).

@@ -177,15 +177,13 @@ public:
     // loops put (`head`: the fast loop's producer index; head_ is still where it began).
     template <class Wr>
     [[gnu::always_inline]] stop post_rest(Wr* wr, std::uint32_t head, Wr** at) noexcept {
-        const std::uint32_t start = head_;
         stop why = stop::done;
-        if (one_sge_ == 1) {
-            head = post_runs(wr, head);
-            if (wr == nullptr) [[likely]] {  // (the list's WRs all put: nothing can be left to publish)
-                publish(head);
-                return why;
-            }
+        head = post_runs(wr, head);
+        if (wr == nullptr) [[likely]] {  // (the list's WRs all put)
+            publish(head);
+            return why;
         }
+        const std::uint32_t start = head_;
         for (; wr != nullptr; wr = wr->next) {
             if (static_cast<unsigned>(wr->num_sge) > max_sge_) [[unlikely]] {  // (negative too)
                 why = stop::too_many_sge;
@@ -256,7 +254,7 @@ private:
         if (k < seg_slots_) detail::put_end(d + k);
     }
 
-    // post_rest's first part on a ring of one data segment per WQE: the WRs of one SGE
+    // post_rest's first part, on a ring of one data segment per WQE: the WRs of one SGE
     // from `wr` on (the rest of a list after post_list's first) in runs, each into the
     // WQEs from the producer index `head` up to the first that is not free or the
     // ring's end, whichever comes first. A run's length is known before its loop, which
@@ -267,7 +265,8 @@ private:
     template <class Wr>
     [[gnu::always_inline]] std::uint32_t post_runs(Wr*& wr, std::uint32_t head) noexcept {
         const std::size_t ring_end = std::size_t{mask2_} + 2;
-        while (wr != nullptr && wr->num_sge == 1 && head != limit_) {
+        // (one_sge_: the ring's shape and the WR's in one compare, as post_list's)
+        while (wr != nullptr && std::int64_t{wr->num_sge} == one_sge_ && head != limit_) {
             // Twice the slots (post_list): from `from` up to `end`, as an index below 0
             // from the end's wr_id and WQE.
             const std::size_t from = (std::size_t{head} * 2) & mask2_;

@@ -391,7 +391,10 @@ private:
         std::memcpy(w + 12, &wr.imm_data, 4);
         if constexpr (Raddr) send_wqe::put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
         if constexpr (Inline) {
-            hw::set_inline_seg(*reinterpret_cast<hw::wqe_inline_seg*>(w + data_at), len);
+            // (len is at most 64: adding the flag sets it, in one LEA)
+            static_assert(hw::inline_seg_flag == 0x80000000u && kSmallInline < hw::inline_seg_flag);
+            const hw::be32 byte_count = hw::be32::from(len + hw::inline_seg_flag);
+            std::memcpy(w + data_at + offsetof(hw::wqe_inline_seg, byte_count), &byte_count, sizeof(byte_count));
             detail::copy_small<4>(w, data_at + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr),
                                len);
         } else {
