@@ -88,9 +88,9 @@ template <class Wr>
 // post_recv from the first WR its inlined loop could not take.
 [[gnu::noinline]] inline post_outcome<ibv_recv_wr> post_recv_rest(queues::recv_queue& rq, ibv_recv_wr* wr,
                                                                   std::uint32_t head) noexcept {
-    ibv_recv_wr* bad = nullptr;
+    ibv_recv_wr* bad = nullptr;  // (stays null when every WR is posted)
     const auto why = rq.post_rest(wr, head, &bad);
-    if (why == queues::recv_queue::stop::done) return {0, nullptr};
+    if (why == queues::recv_queue::stop::done) return {0, bad};
     return {why == queues::recv_queue::stop::too_many_sge || rq.srq() ? EINVAL : ENOMEM, bad};
 }
 // The inlined loops reach the general ones by way of cold functions (a jump): the call,

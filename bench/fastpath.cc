@@ -221,7 +221,7 @@ std::vector<op> operations() {
     auto recv_refill = [](state& s) { s.r->rq.reset(); };
     ops.push_back({"post_recv_1", 1, 120, 33, kPostRatio, [](state& s) { prepare_recv(s, 1); }, recv_refill,
                    [](state& s) { cxv_bench_post_recv(s); }, kEntries});
-    ops.push_back({"post_recv_32", 32, 72.5, 20.8, kPostRatio, [](state& s) { prepare_recv(s, 32); }, recv_refill,
+    ops.push_back({"post_recv_32", 32, 72.5, 20.6, kPostRatio, [](state& s) { prepare_recv(s, 32); }, recv_refill,
                    [](state& s) { cxv_bench_post_recv(s); }, kEntries / 32});
     // SRQ steady state: full; before each post, the oldest posted WQE is recycled.
     ops.push_back({"post_srq_recv_1", 1, 124, 38, kPostRatio,

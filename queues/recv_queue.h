@@ -52,11 +52,12 @@ inline void put_data(hw::wqe_data_seg* d, const sge& s) noexcept {
     put_data_at(reinterpret_cast<std::byte*>(d), 0, len_key_of(s), s);
 }
 
-// `p` plus a zero the compiler cannot see: a posting loop's out-of-line call takes its
-// ring's address through it, so that the address can be computed on the way to the
-// call (one LEA from the base the fields are addressed from) rather than kept in a
-// register from the loop's start. GCC 12 does so for srq_ring's loop; for recv_queue's
-// it still computes the address at the entry (docs/performance.md).
+// `p`, computed where it is used from the address of `*p` as a memory operand (on
+// x86-64 an LEA of the base and displacement the fields are addressed with): a posting
+// path's out-of-line call takes its ring's (or its WR's) address through it, so that
+// the address is computed on the way to the call rather than kept in a register from
+// the entry, which GCC 12 does for a pointer it has as a value (docs/performance.md).
+// Elsewhere, `p` plus a zero the compiler cannot see.
 template <class T>
 [[gnu::always_inline]] inline T* hidden(T* p) noexcept {
 #if defined(__x86_64__)
@@ -264,14 +265,14 @@ private:
     // general loop takes it (another SGE count, an empty SGE, or a full ring).
     template <class Wr>
     [[gnu::always_inline]] std::uint32_t post_runs(Wr*& wr, std::uint32_t head) noexcept {
-        const std::size_t ring_end = std::size_t{mask2_} + 2;
         // (one_sge_: the ring's shape and the WR's in one compare, as post_list's)
         while (wr != nullptr && std::int64_t{wr->num_sge} == one_sge_ && head != limit_) {
-            // Twice the slots (post_list): from `from` up to `end`, as an index below 0
-            // from the end's wr_id and WQE.
-            const std::size_t from = (std::size_t{head} * 2) & mask2_;
+            // Twice the slots (post_list): from `from` up to `end` (at most the ring's
+            // end, mask2 + 2), as an index below 0 from the end's wr_id and WQE.
+            const std::size_t mask2 = mask2_;
+            const std::size_t from = (std::size_t{head} * 2) & mask2;
             std::size_t end = from + std::size_t{limit_ - head} * 2;  // (limit_ - head: the free WQEs)
-            if (end > ring_end) end = ring_end;
+            if (end > mask2 + 2) end = mask2 + 2;
             std::byte* const ids_end = reinterpret_cast<std::byte*>(wr_ids_) + end * 4;
             std::byte* const wqes_end = wqes_ + end * 8;
             const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(from - end);
@@ -286,7 +287,7 @@ private:
                 i += 2;
             } while (i != 0 && wr != nullptr && wr->num_sge == 1);
             head += static_cast<std::uint32_t>(static_cast<std::size_t>(i - first) >> 1);
-            if (!whole || i != 0) break;
+            if (!whole || i != 0) [[likely]] break;  // (else the run reached the ring's end or the limit)
         }
         return head;
     }
