@@ -37,7 +37,7 @@ namespace detail {
 // bytes, which need registers of their own.)
 template <unsigned Min = 1>
 [[gnu::always_inline]] inline void copy_small(std::byte* base, std::size_t off, const std::byte* src,
-                                              std::uint32_t n) noexcept {
+                                              std::uint32_t n32) noexcept {
     static_assert(Min == 1 || Min == 4);
     typedef char v16 __attribute__((vector_size(16)));
     auto copy = [base, off, src]<class T>(T, std::size_t at) {
@@ -45,7 +45,10 @@ template <unsigned Min = 1>
         std::memcpy(&v, src + at, sizeof(T));
         std::memcpy(base + (off + at), &v, sizeof(T));
     };
-    if (n > 32) {
+    // (n widened once: `n - 16` and the like then become displacements of the
+    // addressing mode, as 32-bit differences widened each could not)
+    const std::size_t n = n32;
+    if (__builtin_expect_with_probability(n > 32, true, 0.5)) {  // (no size preferred: laid out as GCC likes)
         copy(v16{}, 0);
         copy(v16{}, 16);
         copy(v16{}, n - 32);
@@ -226,6 +229,11 @@ public:
         // The segments' layout is fixed per branch: ds (bits 5:0 of the table entry) 3
         // for control, remote address and data, 2 without the remote address.
         const std::uint64_t op_ds = ctrl_op_[op];
+        if constexpr (Inline) {
+            // (inline data goes mostly with SENDs: their branch is laid out first)
+            if ((op_ds & 1) == 0) [[likely]] return put_small_as<Inline, false>(wr, op_ds, b, len_key);
+            return put_small_as<Inline, true>(wr, op_ds, b, len_key);
+        }
         if (op_ds & 1) return put_small_as<Inline, true>(wr, op_ds, b, len_key);
         return put_small_as<Inline, false>(wr, op_ds, b, len_key);
     }
@@ -381,8 +389,8 @@ private:
         // The bookkeeping first: the ring's state need not stay in registers while the
         // WQE is written (nothing is visible to the device before ring()). The producer
         // counter last (publish()).
-        wr_ids_[slot] = wr.wr_id;
         ends_[slot] = pi + nbb + mask + 1;
+        wr_ids_[slot] = wr.wr_id;
         std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
         static_assert(offsetof(hw::wqe_ctrl_seg, fm_ce_se) == 11 && offsetof(hw::wqe_ctrl_seg, imm) == 12);
         const std::uint64_t ctrl0 = hw::to_be(word0);
