@@ -10,7 +10,8 @@
 // Ordering (hw/barrier.h): WQE stores; to_device(); record; then either to_device() and
 // the 8-byte doorbell (uncached, one store), or wc_start(), the 64-byte copies and
 // wc_flush() (write-combining), the halves of the register alternating so that two
-// bursts never merge.
+// bursts never merge. (8-byte doorbells through an uncached mapping stay in the first
+// half: nothing combines them, and Linux's mlx5e rings its SQs the same way.)
 #pragma once
 
 #include <atomic>
