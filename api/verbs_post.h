@@ -65,7 +65,7 @@ struct send_side {
         : sq(q), max_sge(sge), max_inline(inl), type(t),
           fast_ops(sge == 0 ? 0 : t == IBV_QPT_RC ? 5 : t == IBV_QPT_UC ? 4 : 0),
           fast_inline_ops(fast_ops < 4 ? fast_ops : 4),
-          fast_inline_span(inl < 4 ? 0 : (inl < queues::send_queue::kSmallInline ? inl : queues::send_queue::kSmallInline) - 3) {}
+          fast_inline_span(inl < 4 ? 0 : std::min(inl, queues::send_queue::kSmallInline) - 3) {}
 };
 
 namespace detail {
@@ -88,9 +88,9 @@ template <class Wr>
 // post_recv from the first WR its inlined loop could not take.
 [[gnu::noinline]] inline post_outcome<ibv_recv_wr> post_recv_rest(queues::recv_queue& rq, ibv_recv_wr* wr,
                                                                   std::uint32_t head) noexcept {
-    ibv_recv_wr* bad = nullptr;  // (stays null when every WR is posted)
+    ibv_recv_wr* bad = nullptr;
     const auto why = rq.post_rest(wr, head, &bad);
-    if (why == queues::recv_queue::stop::done) return {0, bad};
+    if (why == queues::recv_queue::stop::done) return {0, nullptr};
     return {why == queues::recv_queue::stop::too_many_sge || rq.srq() ? EINVAL : ENOMEM, bad};
 }
 // The inlined loops reach the general ones by way of cold functions (a jump): the call,

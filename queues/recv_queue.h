@@ -139,8 +139,8 @@ public:
     template <class Wr, class Rest>
     [[gnu::always_inline]] auto post_list(Wr* wr, Rest rest) noexcept -> decltype(rest(*this, wr, 0u)) {
         if (wr == nullptr) [[unlikely]] return {};
-        // The producer index, the WR and the two arrays in registers; the other fields are
-        // read where they are used (a load folded into an instruction costs none).
+        // The producer index in a register; the other fields are read where they are used
+        // (a load folded into an instruction costs none).
         std::uint32_t head = head_;
         // The first WR's SGE count against one_sge_ (1, or on a ring of several segments
         // per WQE a value no int is): the ring's shape and the WR's in one compare.
@@ -151,9 +151,8 @@ public:
             // units its one-segment WQE (16 bytes: PRM, the receive WQE stride is a power
             // of two of at least 16), both scaled by the addressing mode.
             const std::size_t slot2 = (head * 2) & mask2_;
-            if (!put_one(reinterpret_cast<std::byte*>(wr_ids_), wqes_, static_cast<std::ptrdiff_t>(slot2), *wr)) [[unlikely]] {
-                goto stop;
-            }
+            const auto at = static_cast<std::ptrdiff_t>(slot2);
+            if (!put_one(reinterpret_cast<std::byte*>(wr_ids_), wqes_, at, *wr)) [[unlikely]] goto stop;
             if (wr->next == nullptr) [[likely]] {
                 publish(head + 1);
                 return {};

@@ -389,8 +389,9 @@ private:
             if (pi == limit_) [[unlikely]] return false;  // one BB, which never crosses the end
         }
         // The bookkeeping first: the ring's state need not stay in registers while the
-        // WQE is written (nothing is visible to the device before ring()). The producer
-        // counter last (publish()).
+        // WQE is written (nothing is visible to the device before ring()); the room limit
+        // before the wr_id, as its value can take the mask's register (the two stores then
+        // need one temporary register fewer). The producer counter last (publish()).
         ends_[slot] = pi + nbb + mask + 1;
         wr_ids_[slot] = wr.wr_id;
         std::byte* const w = bbs_ + std::size_t{slot} * hw::send_wqe_bb;
@@ -439,7 +440,8 @@ private:
         const hw::mmio_window win(reg, bf_half_);
         hw::wc_start();
         win.copy64(0, wqe);
-        if (__builtin_expect_with_probability(nbb > 1, true, 0.5)) {  // (a 64-byte inline SEND takes two BBs)
+        // (a 64-byte inline SEND takes two BBs; no preference between one and more)
+        if (__builtin_expect_with_probability(nbb > 1, true, 0.5)) {
             win.copy64(hw::send_wqe_bb, wqe + hw::send_wqe_bb);
             for (unsigned i = 2; i < nbb; ++i) win.copy64(std::size_t{i} * hw::send_wqe_bb, wqe + i * hw::send_wqe_bb);
         }
