@@ -62,17 +62,20 @@ public:
     }
     // 64 bytes to a write-combining mapping, between wc_start() and wc_flush() (the CPU
     // may merge them into one 64-byte burst): four 16-byte SSE stores on x86-64, eight
-    // 8-byte stores elsewhere. `src` and `off` 16-byte aligned.
+    // 8-byte stores elsewhere, in ascending address order (volatile: the compiler keeps
+    // their order), as rdma-core's mmio_memcpy_x64 writes, so that a burst the CPU
+    // flushes before it is whole still reaches the device in order. `src` and `off`
+    // 16-byte aligned.
     void copy64(std::size_t off, const void* src) const noexcept {
 #if defined(__x86_64__)
-        auto* d = reinterpret_cast<__m128i*>(base_ + off);
+        auto* d = reinterpret_cast<volatile __m128i*>(base_ + off);
         const auto* s = static_cast<const __m128i*>(src);
         const __m128i a = _mm_load_si128(s), b = _mm_load_si128(s + 1), c = _mm_load_si128(s + 2),
                       e = _mm_load_si128(s + 3);
-        _mm_store_si128(d, a);
-        _mm_store_si128(d + 1, b);
-        _mm_store_si128(d + 2, c);
-        _mm_store_si128(d + 3, e);
+        d[0] = a;
+        d[1] = b;
+        d[2] = c;
+        d[3] = e;
 #else
         auto* d = reinterpret_cast<volatile std::uint64_t*>(base_ + off);
         const auto* s = static_cast<const std::uint64_t*>(src);
