@@ -172,9 +172,10 @@ public:
     }
     // What post_rest stopped at (the WR it names is not posted).
     enum class stop { done, full, too_many_sge };
-    // The general loop, from the WR the fast loop could not take (any SGE count, the
-    // checks): posts until a WR cannot be posted, which goes to *at; publishes what both
-    // loops put (`head`: the fast loop's producer index; head_ is still where it began).
+    // From the WR post_list did not take: the runs (post_runs), then the general loop
+    // (any SGE count, the checks) from the first WR they do not take; posts until a WR
+    // cannot be posted, which goes to *at; publishes what was put (`head`: post_list's
+    // producer index; head_ is still where it began).
     template <class Wr>
     [[gnu::always_inline]] stop post_rest(Wr* wr, std::uint32_t head, Wr** at) noexcept {
         stop why = stop::done;
@@ -276,17 +277,15 @@ private:
             std::byte* const wqes_end = wqes_ + end * 8;
             const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(from - end);
             std::ptrdiff_t i = first;
-            bool whole = true;  // the run's WQEs all taken (or the list ended)
             do {
-                if (!put_one(ids_end, wqes_end, i, *wr)) [[unlikely]] {
-                    whole = false;
-                    break;
-                }
+                if (!put_one(ids_end, wqes_end, i, *wr)) [[unlikely]] break;  // (i stays below 0)
                 wr = wr->next;
                 i += 2;
             } while (i != 0 && wr != nullptr && wr->num_sge == 1);
             head += static_cast<std::uint32_t>(static_cast<std::size_t>(i - first) >> 1);
-            if (!whole || i != 0) [[likely]] break;  // (else the run reached the ring's end or the limit)
+            // A run stops short (i below 0) at a WR it does not take or the list's end; at
+            // 0 it reached the ring's end or the limit, and the next run (if any) follows.
+            if (i != 0) [[likely]] break;
         }
         return head;
     }
