@@ -277,15 +277,21 @@ private:
             std::byte* const wqes_end = wqes_ + end * 8;
             const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(from - end);
             std::ptrdiff_t i = first;
+            // (`whole` is implied by i reaching 0, as a WR not taken leaves i below 0, but
+            // gcc 12 lays the loop out one instruction shorter with it)
+            bool whole = true;  // the run's WQEs all taken (or the list ended)
             do {
-                if (!put_one(ids_end, wqes_end, i, *wr)) [[unlikely]] break;  // (i stays below 0)
+                if (!put_one(ids_end, wqes_end, i, *wr)) [[unlikely]] {
+                    whole = false;
+                    break;
+                }
                 wr = wr->next;
                 i += 2;
             } while (i != 0 && wr != nullptr && wr->num_sge == 1);
             head += static_cast<std::uint32_t>(static_cast<std::size_t>(i - first) >> 1);
-            // A run stops short (i below 0) at a WR it does not take or the list's end; at
-            // 0 it reached the ring's end or the limit, and the next run (if any) follows.
-            if (i != 0) [[likely]] break;
+            // A run stops short at a WR it does not take or the list's end; at the ring's
+            // end or the limit (i at 0) the next run, if any, follows.
+            if (!whole || i != 0) [[likely]] break;
         }
         return head;
     }
