@@ -248,7 +248,7 @@ std::vector<op> operations() {
     };
     // Sends: completed in bulk (one retire of everything) when the ring is full.
     auto send_refill = [](state& s) { s.r->sq.reset(); };
-    ops.push_back({"post_send_inline64_bf", 1, 374, 101, kPostRatio, send_setup(queues::doorbell_mode::blueflame, true),
+    ops.push_back({"post_send_inline64_bf", 1, 374, 100, kPostRatio, send_setup(queues::doorbell_mode::blueflame, true),
                    send_refill, [](state& s) { cxv_bench_post_send(s); }, kEntries / 2});
     ops.push_back({"post_send_write4k_db", 1, 295, 73, kPostRatio, send_setup(queues::doorbell_mode::doorbell, false),
                    send_refill, [](state& s) { cxv_bench_post_send(s); }, kEntries});

@@ -402,10 +402,16 @@ private:
         std::memcpy(w + 12, &wr.imm_data, 4);
         if constexpr (Raddr) send_wqe::put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
         if constexpr (Inline) {
-            // (len is at most 64: adding the flag sets it, in one LEA)
-            static_assert(hw::inline_seg_flag == 0x80000000u && kSmallInline < hw::inline_seg_flag);
-            const hw::be32 byte_count = hw::be32::from(len + hw::inline_seg_flag);
-            std::memcpy(w + data_at + offsetof(hw::wqe_inline_seg, byte_count), &byte_count, sizeof(byte_count));
+            // The header, big-endian byte_count | inline_seg_flag: len is at most 64, so
+            // its bytes are the flag's, two zeros and len; the first three as a constant
+            // (its last byte 0 too), then len's byte over that last byte (no byte swap
+            // and no register for the header).
+            static_assert(hw::inline_seg_flag == 0x80000000u && kSmallInline <= 0xff);
+            constexpr std::size_t hdr = data_at + offsetof(hw::wqe_inline_seg, byte_count);
+            const hw::be32 flag = hw::be32::from(hw::inline_seg_flag);
+            std::memcpy(w + hdr, &flag, sizeof(flag));
+            const auto len_byte = static_cast<std::uint8_t>(len);
+            std::memcpy(w + hdr + 3, &len_byte, 1);
             detail::copy_small<4>(w, data_at + sizeof(hw::wqe_inline_seg), reinterpret_cast<const std::byte*>(sg.addr),
                                len);
         } else {

@@ -317,6 +317,10 @@ TEST_CASE("ibv_post_send: the one-pass WQEs are the general path's, byte for byt
                 CAPTURE(inl);
                 CAPTURE(len);
                 sq_rig fast, general;
+                // A ring that held other WQEs before: a byte one path writes and the other
+                // leaves alone shows.
+                fast.bbs.fill(std::byte{0xa5});
+                general.bbs.fill(std::byte{0xa5});
                 for (int i = 0; i < 3; ++i) {  // put the WQE at BB 3: a nonzero index
                     general.sq.put({.opcode = hw::wqe_opcode::NOP});
                     fast.sq.put({.opcode = hw::wqe_opcode::NOP});
