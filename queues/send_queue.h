@@ -402,10 +402,10 @@ private:
         std::memcpy(w + 12, &wr.imm_data, 4);
         if constexpr (Raddr) send_wqe::put_raddr(w + sizeof(hw::wqe_ctrl_seg), wr.wr.rdma.remote_addr, wr.wr.rdma.rkey);
         if constexpr (Inline) {
-            // The header, big-endian byte_count | inline_seg_flag: len is at most 64, so
-            // its bytes are the flag's, two zeros and len; the first three as a constant
-            // (its last byte 0 too), then len's byte over that last byte (no byte swap
-            // and no register for the header).
+            // The header (PRM "Inline Data Segment"), big-endian byte_count |
+            // inline_seg_flag. With len at most 64 its bytes are 0x80, 0, 0, len: the
+            // flag's constant stored whole (its last byte 0), then len's byte over that
+            // last byte, with no byte swap and no register for the header.
             static_assert(hw::inline_seg_flag == 0x80000000u && kSmallInline <= 0xff);
             constexpr std::size_t hdr = data_at + offsetof(hw::wqe_inline_seg, byte_count);
             const hw::be32 flag = hw::be32::from(hw::inline_seg_flag);
