@@ -326,7 +326,7 @@ ibv_context* cxv_open_device(const char* bdf) {
     ctx.cmd_fd = -1;
     ctx.async_fd = async->fd();
     c->async = std::move(async);
-    c->async->start();
+    c->async->start(port->up ? std::uint32_t{1} << 1 : 0);
     ctx.num_comp_vectors = 1;
     pthread_mutex_init(&ctx.mutex, nullptr);
     succeed();

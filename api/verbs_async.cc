@@ -13,9 +13,10 @@ namespace cxv::api {
 
 verbs_async::verbs_async() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE)) {}
 
-void verbs_async::start() {
+void verbs_async::start(std::uint32_t active_ports) {
     std::lock_guard lock(mu_);
     started_ = true;
+    active_ports_ = active_ports;
 }
 
 void verbs_async::add(std::uint32_t cqn, ibv_cq* cq) {
@@ -76,12 +77,18 @@ void verbs_async::push(const cxv::event& e) {
         default: return std::nullopt;
         }
     };
+    // A port's bit in active_ports_ (0 for a port number past it: never dropped).
+    const std::uint32_t port_bit = e.port < 32 ? std::uint32_t{1} << e.port : 0;
     switch (e.what) {
     case cxv::event::port_up:
+        if (port_bit != 0 && (active_ports_ & port_bit) != 0) return;  // no change
+        active_ports_ |= port_bit;
         out.event_type = IBV_EVENT_PORT_ACTIVE;
         out.element.port_num = static_cast<int>(e.port);
         break;
     case cxv::event::port_down:
+        if (port_bit != 0 && (active_ports_ & port_bit) == 0) return;  // no change
+        active_ports_ &= ~port_bit;
         out.event_type = IBV_EVENT_PORT_ERR;
         out.element.port_num = static_cast<int>(e.port);
         break;

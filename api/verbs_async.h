@@ -22,8 +22,13 @@ public:
     verbs_async& operator=(const verbs_async&) = delete;
 
     int fd() const noexcept { return fd_.get(); }
-    // Events before this are bring-up's, not the program's.
-    void start();
+    // Events before this are bring-up's, not the program's. `active_ports`: bit n set
+    // when port n was ACTIVE as the context opened. A port event that says what the
+    // context already knows (ACTIVE for a port it saw ACTIVE, or DOWN for one it saw
+    // down) is bring-up's too, reported late by the event thread: dropped, as a port's
+    // events are changes of its state (the kernel's uverbs file gets only those after
+    // its open).
+    void start(std::uint32_t active_ports);
     // From the driver's event thread.
     void push(const cxv::event& e);
 
@@ -48,6 +53,7 @@ private:
     std::map<std::uint32_t, ibv_qp*> qps_;
     std::map<std::uint32_t, ibv_srq*> srqs_;
     bool started_ = false;
+    std::uint32_t active_ports_ = 0;  // as the program has been told: at start(), then by events
     unique_fd fd_;
 };
 

@@ -114,8 +114,8 @@ int main(void) {
     }
     if (done != 10) FAIL("the ten completions");
 
-    /* The event, within 10 s. A port's events (its state settling after the open: the
-     * driver's event thread may report the port ACTIVE late on a loaded machine) are
+    /* The event, within 10 s. A port's events (should its link change meanwhile; a late
+     * report of the state the port had at the open is not one: the library drops it) are
      * told apart and passed over, as a program does with events it does not wait for. */
     struct ibv_async_event ev;
     for (int tries = 0;; ++tries) {
