@@ -81,7 +81,7 @@ void verbs_async::push(const cxv::event& e) {
     const std::uint32_t port_bit = e.port < 32 ? std::uint32_t{1} << e.port : 0;
     switch (e.what) {
     case cxv::event::port_up:
-        if (port_bit != 0 && (active_ports_ & port_bit) != 0) return;  // no change
+        if ((active_ports_ & port_bit) != 0) return;  // no change
         active_ports_ |= port_bit;
         out.event_type = IBV_EVENT_PORT_ACTIVE;
         out.element.port_num = static_cast<int>(e.port);
